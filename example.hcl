@@ -1,0 +1,120 @@
+# Example Steward policy for one 8-GPU demo node, shared by three teams.
+# It sets every block and attribute the language has; the comments give each
+# one's default. docs/policy.md is the full reference.
+#
+# Check it with:  steward policy validate example.hcl
+# See it resolved: steward policy show example.hcl
+
+# How jobs say which tier they are in. The whole block is optional.
+defaults {
+  # Tier of a job that names none, or names a tier this policy does not
+  # define. Default: the lowest-priority tier (here that is also "training").
+  tier = "training"
+
+  # Job meta key naming the job's tier. Keys with dots take Nomad's map
+  # syntax in a jobspec:  meta = { "steward.tier" = "inference" }
+  # Default: "steward.tier".
+  tier_meta_key = "steward.tier"
+
+  # Job meta key that, set to "true", makes all of a job's allocations one
+  # gang: preempted together and resumed together. Default: "steward.gang".
+  gang_meta_key = "steward.gang"
+
+  # Job meta key overriding preemption.checkpoint_signal for one job
+  # ("none" opts the job out of checkpointing). Default:
+  # "steward.checkpoint_signal".
+  checkpoint_meta_key = "steward.checkpoint_signal"
+}
+
+# Tiers are classes of work. priority (required, 1..100) becomes the Nomad job
+# priority; higher tiers take GPUs from lower ones. preemptible (default true)
+# says whether the tier's jobs may lose their GPUs; false means never a victim.
+tier "inference" {
+  priority    = 90
+  preemptible = false
+}
+
+tier "build" {
+  priority    = 80
+  preemptible = false
+}
+
+tier "interactive" {
+  priority    = 60
+  preemptible = true
+}
+
+tier "training" {
+  priority    = 40
+  preemptible = true
+}
+
+# Tenants are teams, one Nomad namespace each. reserve GPUs are guaranteed to
+# the team whenever it has work waiting for them; limit caps what it may hold,
+# borrowed GPUs included. The reserves here add up to the node's 8 GPUs, so
+# every guarantee can be kept; a team that is not using its reserve lends it.
+# A namespace no tenant names is a tenant of its own: reserve 0, no limit.
+tenant "product" {
+  namespace = "product" # Nomad namespace. Default: the tenant's name.
+  reserve   = 4         # Default: 0.
+  limit     = 8         # Default: no limit.
+  weight    = 1         # Share of spare GPUs against other tenants. Default: 1; must be > 0.
+}
+
+tenant "research" {
+  namespace = "research"
+  reserve   = 4
+  limit     = 6
+  weight    = 1
+}
+
+tenant "platform" {
+  namespace = "platform"
+  reserve   = 0
+  limit     = 2
+  weight    = 0.5 # Gets half the spare GPUs product or research would.
+}
+
+# Pools keep a Nomad node pool's GPUs for some tiers. Other tiers may borrow
+# (backfill) them, and lose them at once when an owner needs them.
+pool "serving" {
+  node_pool = "serving"     # Nomad node pool. Default: the pool's name.
+  owners    = ["inference"] # Tiers the capacity is kept for. Required, at least one.
+  grace     = "0s"          # Grace given to backfill taken back here, instead of preemption.grace. Default: "0s".
+}
+
+# Idle rules release GPUs held by jobs that do not use them. For each job the
+# first rule (in file order) that covers its tier and tenant applies.
+idle "notebooks" {
+  tiers     = ["interactive"] # Tiers it covers. Default: [] = every preemptible tier. Non-preemptible tiers are not allowed.
+  tenants   = []              # Tenants it covers, by tenant name. Default: [] = every tenant.
+  threshold = 10              # A GPU is idle below this utilisation, in percent (0..100). Default: 10.
+  after     = "15m"           # ...for this long. Default: "15m".
+  mode      = "pressure"      # "pressure": only when other work waits for GPUs; "always": as soon as it matches. Default: "pressure".
+  action    = "requeue"       # "requeue": hold the job and resume it when GPUs are free; "stop": stop it. Default: "requeue".
+}
+
+idle "abandoned" {
+  tiers     = ["training"]
+  tenants   = ["research", "platform"]
+  threshold = 2
+  after     = "1h"
+  mode      = "always"
+  action    = "stop"
+}
+
+# Guards against pointless and repeated preemption. The block is optional;
+# every attribute has a default.
+preemption {
+  min_runtime          = "10m"     # A job is not preempted until it has run this long. Default: "10m".
+  grace                = "2m"      # Time between the checkpoint signal and the stop. Default: "2m".
+  checkpoint_signal    = "SIGUSR1" # Signal telling a victim to checkpoint; "none" for none. Default: "SIGUSR1".
+  max_per_job_per_hour = 2         # Most preemptions of one job in an hour; 0 = no cap. Default: 2.
+
+  # Starved jobs get their priority raised. Optional; every attribute has a default.
+  promote {
+    after_preemptions = 3    # Promote after this many preemptions; 0 = never by count. Default: 3.
+    after_wait        = "1h" # Promote after waiting this long for GPUs; "0s" = never by wait. Default: "1h".
+    boost             = 10   # Priority points added (0..99). Default: 10.
+  }
+}

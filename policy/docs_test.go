@@ -1,0 +1,73 @@
+package policy
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/hashicorp/hcl/v2"
+	"github.com/hashicorp/hcl/v2/hclsyntax"
+)
+
+// schemas maps each block type to its schema, the language's full surface.
+var schemas = map[string]*hcl.BodySchema{
+	blockDefaults:   defaultsSchema,
+	blockTier:       tierSchema,
+	blockTenant:     tenantSchema,
+	blockPool:       poolSchema,
+	blockIdle:       idleSchema,
+	blockPreemption: preemptionSchema,
+	blockPromote:    promoteSchema,
+}
+
+// example.hcl promises to use every block and attribute, and docs/policy.md
+// to describe them; this keeps both honest as the language grows.
+func TestExampleAndDocsCoverLanguage(t *testing.T) {
+	src, err := os.ReadFile(filepath.Join("..", "example.hcl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	file, diags := hclsyntax.ParseConfig(src, "example.hcl", hcl.InitialPos)
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	used := map[string]bool{}
+	var walk func(b *hclsyntax.Body, block string)
+	walk = func(b *hclsyntax.Body, block string) {
+		for name := range b.Attributes {
+			used[block+"."+name] = true
+		}
+		for _, child := range b.Blocks {
+			used[child.Type] = true
+			walk(child.Body, child.Type)
+		}
+	}
+	walk(file.Body.(*hclsyntax.Body), "")
+
+	docs, err := os.ReadFile(filepath.Join("..", "docs", "policy.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for block, schema := range schemas {
+		if !used[block] {
+			t.Errorf("example.hcl has no %s block", block)
+		}
+		if !strings.Contains(string(docs), "`"+block) {
+			t.Errorf("docs/policy.md does not describe the %s block", block)
+		}
+		for _, a := range schema.Attributes {
+			if !used[block+"."+a.Name] {
+				t.Errorf("example.hcl does not set %s.%s", block, a.Name)
+			}
+			if !strings.Contains(string(docs), "| `"+a.Name+"`") {
+				t.Errorf("docs/policy.md has no table row for %s.%s", block, a.Name)
+			}
+		}
+	}
+	for _, sig := range SignalNames() {
+		if !strings.Contains(string(docs), sig) {
+			t.Errorf("docs/policy.md does not list signal %s", sig)
+		}
+	}
+}

@@ -1,0 +1,28 @@
+package engine
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+)
+
+// BenchmarkPlan measures one full plan on generated clusters: nodes × 8
+// GPUs, full, with allocations and waiting demands in proportion (at the
+// top size: 10,000 nodes, 80,000 GPUs, 100,000 allocations, 10,000
+// demands). Run with: go test -run '^$' -bench Plan -benchmem ./policy/engine
+func BenchmarkPlan(b *testing.B) {
+	for _, nodes := range []int{1000, 10000} {
+		b.Run(fmt.Sprintf("nodes=%d", nodes), func(b *testing.B) {
+			r := rand.New(rand.NewPCG(1, 2))
+			s := genCluster(r, nodes, 8, nodes*10, nodes, 8, t0)
+			e := New(genPolicy(8, nodes*8/16, nodes*8/4))
+			b.ReportAllocs()
+			b.ResetTimer()
+			var plan *Plan
+			for b.Loop() {
+				plan = e.Plan(s, t0)
+			}
+			b.ReportMetric(float64(len(plan.Actions)), "actions")
+		})
+	}
+}

@@ -1,0 +1,108 @@
+package engine
+
+// capacity tracks free GPUs per node and finds the best-fitting node for an
+// allocation in O(max GPUs per node): nodes sit in buckets by free count,
+// per node pool. Entries go stale when a node's free count changes; they are
+// dropped lazily when seen, so updates are O(1).
+type capacity struct {
+	free     []int32     // per node
+	nodePool []int32     // per node: index into buckets (0 is "any pool")
+	buckets  [][][]int32 // [pool][free] → stack of node indices
+	seen     []uint32    // [node] generation of the last each() that saw it
+	gen      uint32
+}
+
+func newCapacity(nodePool []int32, pools int, maxGPUs int) *capacity {
+	c := &capacity{
+		free:     make([]int32, len(nodePool)),
+		nodePool: nodePool,
+		buckets:  make([][][]int32, pools),
+	}
+	for p := range c.buckets {
+		c.buckets[p] = make([][]int32, maxGPUs+1)
+	}
+	return c
+}
+
+// fill records the initial free counts. Nodes are pushed in reverse so that
+// the lowest-indexed node is found first (stacks pop from the end).
+func (c *capacity) fill(free []int32) {
+	copy(c.free, free)
+	for n := len(free) - 1; n >= 0; n-- {
+		c.push(int32(n))
+	}
+}
+
+func (c *capacity) push(n int32) {
+	f := c.free[n]
+	if f <= 0 {
+		return
+	}
+	c.buckets[0][f] = append(c.buckets[0][f], n)
+	if p := c.nodePool[n]; p != 0 {
+		c.buckets[p][f] = append(c.buckets[p][f], n)
+	}
+}
+
+// add changes a node's free GPUs by delta.
+func (c *capacity) add(n int32, delta int32) {
+	c.free[n] += delta
+	c.push(n)
+}
+
+// bestFit returns the node in pool (0: any) with the fewest free GPUs that
+// still has at least g free.
+func (c *capacity) bestFit(pool int32, g int) (int32, bool) {
+	b := c.buckets[pool]
+	for f := g; f < len(b); f++ {
+		stack := b[f]
+		for len(stack) > 0 {
+			n := stack[len(stack)-1]
+			if c.free[n] == int32(f) {
+				b[f] = stack
+				return n, true
+			}
+			stack = stack[:len(stack)-1]
+		}
+		b[f] = stack
+	}
+	return 0, false
+}
+
+// each calls fn once for every node in pool with at least g free. Stale
+// entries are skipped, and a bucket is compacted only once most of it is
+// stale, so that repeated searches do not copy large buckets.
+func (c *capacity) each(pool int32, g int, fn func(n int32)) {
+	if c.seen == nil {
+		c.seen = make([]uint32, len(c.free))
+	}
+	c.gen++
+	b := c.buckets[pool]
+	for f := g; f < len(b); f++ {
+		stale := 0
+		for _, n := range b[f] {
+			if c.free[n] != int32(f) || c.seen[n] == c.gen {
+				stale++ // stale, or pushed twice while its count went down and up
+				continue
+			}
+			c.seen[n] = c.gen
+			fn(n)
+		}
+		if stale > len(b[f])/2 {
+			c.gen++
+			live := b[f][:0]
+			for _, n := range b[f] {
+				if c.free[n] == int32(f) && c.seen[n] != c.gen {
+					c.seen[n] = c.gen
+					live = append(live, n)
+				}
+			}
+			b[f] = live
+		}
+	}
+}
+
+// nodeIn reports whether node n is in pool (0: any).
+func (c *capacity) nodeIn(n int32, pool int32) bool {
+	return pool == 0 || c.nodePool[n] == pool
+}

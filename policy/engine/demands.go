@@ -1,0 +1,295 @@
+package engine
+
+import (
+	"cmp"
+	"slices"
+	"time"
+)
+
+// pending is a demand with what the engine worked out about it.
+type pending struct {
+	d      *Demand
+	tier   int
+	tenant int
+	prio   int
+	under  bool    // its tenant holds less than its reservation
+	share  float64 // GPUs beyond the reservation per unit of weight
+}
+
+// orderDemands ranks waiting work: highest (effective) priority first; at
+// equal priority tenants under their reservation first, then the tenant
+// with the smallest weighted share of borrowed GPUs, then the longest
+// waiting. Ties fall back to names so that the order is deterministic.
+func (st *state) orderDemands() []pending {
+	out := make([]pending, 0, len(st.s.Waiting))
+	for i := range st.s.Waiting {
+		d := &st.s.Waiting[i]
+		switch {
+		case d.GPUsPerAlloc <= 0 || d.Count <= 0:
+			st.skip("demand "+d.String(), "needs a positive GPU count and allocation count")
+			continue
+		case d.Job.Ref.ID == "":
+			st.skip("demand #"+itoa(i), "has no job ID")
+			continue
+		}
+		tier := st.e.tierOf(d.Job.Tier)
+		tenant := st.tenantOf(d.Job.Ref.Namespace)
+		t := &st.tenants[tenant]
+		t.waiting += d.GPUs()
+		prio := st.promote(d, tier)
+		out = append(out, pending{
+			d: d, tier: tier, tenant: tenant, prio: prio,
+			under: t.use < t.t.Reserve,
+			share: float64(t.use-t.t.Reserve) / t.t.Weight,
+		})
+	}
+	slices.SortStableFunc(out, func(a, b pending) int {
+		if c := cmp.Compare(b.prio, a.prio); c != 0 {
+			return c
+		}
+		if a.under != b.under {
+			if a.under {
+				return -1
+			}
+			return 1
+		}
+		if c := cmp.Compare(a.share, b.share); c != 0 {
+			return c
+		}
+		if c := a.d.Since.Compare(b.d.Since); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(a.d.Job.Ref.String(), b.d.Job.Ref.String()); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.d.Group, b.d.Group)
+	})
+	return out
+}
+
+// failures remembers beneficiaries that found no victims, so that the rest
+// of the plan does not search again for any that cannot fare better: of the
+// same tenant, pool and entitlement, no higher priority and no fewer GPUs
+// per allocation. (Placements later in the plan can make a tenant borrow
+// more and so expose more victims; the next plan sees that.)
+type failures map[failKey][]failure
+
+type failKey struct {
+	tenant   int
+	pool     int32
+	entitled bool
+}
+
+type failure struct {
+	prio, g int
+	why     Reason
+}
+
+func (f failures) find(k failKey, prio, g int) (Reason, bool) {
+	for _, x := range f[k] {
+		if x.prio >= prio && x.g <= g {
+			return x.why, true
+		}
+	}
+	return Reason{}, false
+}
+
+func (st *state) serveDemands() {
+	failed := failures{}
+	for _, p := range st.orderDemands() {
+		st.serve(p, failed)
+	}
+}
+
+// serve places as much of one demand as capacity, limits and preemption
+// allow, and emits what that takes.
+func (st *state) serve(p pending, failed failures) {
+	d := p.d
+	b := &bene{d: d, tier: p.tier, tenant: p.tenant, prio: p.prio, g: d.GPUsPerAlloc,
+		holds: st.tenants[p.tenant].use}
+	pool, known := st.poolIdx[d.NodePool]
+	switch {
+	case d.NodePool == "" || d.NodePool == "all":
+		pool = 0
+	case !known:
+		st.wait(d, d.Count, Reason{RuleCapacity, "no client node is in node pool " + quote(d.NodePool)})
+		return
+	}
+	b.pool = pool
+
+	var victims []victim
+	placed := 0
+	var why Reason
+	if d.Job.Gang && d.Count > 1 {
+		// All or nothing: try every allocation, then keep or undo the lot.
+		saved := len(victims)
+		var nodes []int32
+		for placed < d.Count {
+			n, vs, r, ok := st.placeOne(b, (d.Count-placed)*d.GPUsPerAlloc, failed)
+			if !ok {
+				why = r
+				break
+			}
+			victims = append(victims, vs...)
+			nodes = append(nodes, n)
+			placed++
+		}
+		if placed < d.Count {
+			for _, n := range nodes {
+				st.unplace(b, n)
+			}
+			for _, v := range victims[saved:] {
+				st.untake(v.ui)
+			}
+			victims = victims[:saved]
+			placed = 0
+		}
+	} else {
+		for placed < d.Count {
+			_, vs, r, ok := st.placeOne(b, d.GPUsPerAlloc, failed)
+			if !ok {
+				why = r
+				break
+			}
+			victims = append(victims, vs...)
+			placed++
+		}
+	}
+	st.emitVictims(b, victims)
+	if placed > 0 && d.Held {
+		st.emit(Action{Kind: Resume, Job: d.Job.Ref, Group: d.Group, Count: placed, GPUs: placed * d.GPUsPerAlloc,
+			Reason: st.admitReason(b, placed, len(victims) > 0)})
+	}
+	if placed < d.Count {
+		if !d.Held {
+			st.emit(Action{Kind: Hold, Job: d.Job.Ref, Group: d.Group, Count: d.Count - placed,
+				GPUs: (d.Count - placed) * d.GPUsPerAlloc, Reason: why})
+		}
+		st.wait(d, d.Count-placed, why)
+	}
+}
+
+// placeOne finds room for one allocation of b: free GPUs, or GPUs freed by
+// preempting victims (first sparing work younger than min_runtime). need is
+// what the tenant still takes in all (the rest of a gang), for the limit and
+// the reservation.
+func (st *state) placeOne(b *bene, need int, failed failures) (int32, []victim, Reason, bool) {
+	t := &st.tenants[b.tenant]
+	if t.use+need > t.limit() {
+		return 0, nil, st.limitReason(b, need), false
+	}
+	b.entitled = t.use+need <= t.t.Reserve
+	if n, ok := st.cap.bestFit(b.pool, b.g); ok {
+		st.place(b, n)
+		return n, nil, Reason{}, true
+	}
+	key := failKey{tenant: b.tenant, pool: b.pool, entitled: b.entitled}
+	if r, ok := failed.find(key, b.prio, b.g); ok {
+		return 0, nil, r, false
+	}
+	for _, young := range []bool{false, true} {
+		if n, vs, ok := st.findVictims(b, young); ok {
+			for _, v := range vs {
+				st.take(v.ui)
+			}
+			st.place(b, n)
+			return n, vs, Reason{}, true
+		}
+	}
+	r := st.capacityReason(b)
+	failed[key] = append(failed[key], failure{prio: b.prio, g: b.g, why: r})
+	return 0, nil, r, false
+}
+
+func (st *state) place(b *bene, n int32) {
+	st.cap.add(n, -int32(b.g))
+	st.placePotential(n, -int32(b.g))
+	st.tenants[b.tenant].use += b.g
+}
+
+func (st *state) unplace(b *bene, n int32) {
+	st.cap.add(n, int32(b.g))
+	st.placePotential(n, int32(b.g))
+	st.tenants[b.tenant].use -= b.g
+}
+
+// emitVictims turns the victims chosen for one demand into actions: one per
+// victim job, group and rule, in the order they were chosen.
+func (st *state) emitVictims(b *bene, victims []victim) {
+	type groupKey struct {
+		job   JobRef
+		group string
+		rule  Rule
+	}
+	index := map[groupKey]int{}
+	var groups [][]victim
+	for _, v := range victims {
+		u := &st.units[v.ui]
+		k := groupKey{u.job.Ref, u.group, v.rule}
+		i, ok := index[k]
+		if !ok {
+			i = len(groups)
+			index[k] = i
+			groups = append(groups, nil)
+		}
+		groups[i] = append(groups[i], v)
+	}
+	for _, g := range groups {
+		st.emit(st.victimAction(b, g))
+	}
+}
+
+// victimAction builds the Preempt (or pressure IdleStop) for victims that
+// share a job, group and rule.
+func (st *state) victimAction(b *bene, vs []victim) Action {
+	u := &st.units[vs[0].ui]
+	a := Action{Kind: Preempt, Job: u.job.Ref, Group: u.group, Requeue: true,
+		For: &b.d.Job.Ref, ForGroup: b.d.Group}
+	for _, v := range vs {
+		vu := &st.units[v.ui]
+		a.GPUs += vu.gpus
+		for _, ai := range vu.allocs {
+			a.Allocs = append(a.Allocs, st.s.Allocs[ai].ID)
+		}
+	}
+	slices.Sort(a.Allocs)
+	st.planned[u.job.Ref] = 1
+	switch vs[0].rule {
+	case RuleIdle:
+		a.Kind = IdleStop
+		a.Requeue = u.idle.rule.Action == "requeue"
+	case RuleBackfill:
+		a.Signal, a.Grace = st.checkpoint(u.job, st.e.poolGrace[st.poolOf[u.firstNode()]])
+	default:
+		a.Signal, a.Grace = st.checkpoint(u.job, st.e.p.Preemption.Grace)
+	}
+	a.Reason = st.victimReason(b, vs[0], a.GPUs)
+	return a
+}
+
+func (u *unit) firstNode() int32 {
+	if u.spread != nil {
+		return u.spread[0].node
+	}
+	return u.node
+}
+
+// checkpoint returns the signal and grace for a victim: none and zero for a
+// job that opts out of checkpointing.
+func (st *state) checkpoint(job *Job, grace time.Duration) (string, time.Duration) {
+	sig := st.e.p.Preemption.CheckpointSignal
+	if job.Checkpoint != "" {
+		sig = job.Checkpoint
+	}
+	if sig == "" || sig == "none" || grace <= 0 {
+		return "", 0
+	}
+	return sig, grace
+}
+
+func (st *state) emit(a Action) { st.out.Actions = append(st.out.Actions, a) }
+
+func (st *state) wait(d *Demand, count int, why Reason) {
+	st.out.Waiting = append(st.out.Waiting, Waiting{Job: d.Job.Ref, Group: d.Group,
+		GPUs: count * d.GPUsPerAlloc, Held: true, Reason: why})
+}

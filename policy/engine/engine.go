@@ -1,0 +1,125 @@
+// Package engine is Steward's decision engine: a pure function from a
+// cluster snapshot, a policy and the time to an ordered plan of actions,
+// each with a reason that carries its numbers.
+//
+// It imports no Nomad client, does no I/O and reads no clock, so the
+// controller, the simulator, the tests and the benchmarks all run the very
+// same code. Like Nomad's own scheduler it works on a private, mutable copy
+// of the cluster ("what if these allocations were gone?") and emits only
+// the decisions.
+package engine
+
+import (
+	"time"
+
+	"github.com/gpu-steward/steward/policy"
+)
+
+// Engine plans against one policy. It is safe for concurrent use: Plan
+// keeps all its state per call.
+type Engine struct {
+	p *policy.Policy
+
+	tiers       []tierInfo
+	tierIdx     map[string]int
+	defaultTier int
+
+	tenants    []*policy.Tenant // policy tenants, by name
+	tenantByNS map[string]int
+
+	// pools: index 0 is "any pool"; 1.. are the node pools policy pools
+	// name, then others as they appear in a snapshot (per Plan).
+	poolNames []string
+	poolOwner [][]bool // [pool][tier]: tier owns the pool
+	poolGrace []time.Duration
+	ownsPool  []bool // [tier]: the tier owns some pool
+
+	idle [][]*policy.IdleRule // [tier][policy tenant]; the last column is "other tenants"
+}
+
+type tierInfo struct {
+	name        string
+	priority    int
+	preemptible bool
+}
+
+// New compiles a policy for planning.
+func New(p *policy.Policy) *Engine {
+	e := &Engine{p: p, tierIdx: map[string]int{}, tenantByNS: map[string]int{}}
+	for _, name := range p.TierNames() {
+		t := p.Tiers[name]
+		e.tierIdx[name] = len(e.tiers)
+		e.tiers = append(e.tiers, tierInfo{name: name, priority: t.Priority, preemptible: t.Preemptible})
+	}
+	e.defaultTier = e.tierIdx[p.Defaults.Tier]
+	for _, name := range p.TenantNames() {
+		e.tenantByNS[p.Tenants[name].Namespace] = len(e.tenants)
+		e.tenants = append(e.tenants, p.Tenants[name])
+	}
+	e.poolNames = []string{""}
+	e.poolOwner = [][]bool{make([]bool, len(e.tiers))}
+	e.poolGrace = []time.Duration{0}
+	e.ownsPool = make([]bool, len(e.tiers))
+	for _, name := range p.PoolNames() {
+		pl := p.Pools[name]
+		owners := make([]bool, len(e.tiers))
+		for _, o := range pl.Owners {
+			if i, ok := e.tierIdx[o]; ok {
+				owners[i] = true
+				e.ownsPool[i] = true
+			}
+		}
+		e.poolNames = append(e.poolNames, pl.NodePool)
+		e.poolOwner = append(e.poolOwner, owners)
+		e.poolGrace = append(e.poolGrace, pl.Grace)
+	}
+	e.idle = make([][]*policy.IdleRule, len(e.tiers))
+	for ti, t := range e.tiers {
+		e.idle[ti] = make([]*policy.IdleRule, len(e.tenants)+1)
+		for ni, tn := range e.tenants {
+			e.idle[ti][ni] = p.IdleRuleFor(t.name, tn.Name)
+		}
+		e.idle[ti][len(e.tenants)] = p.IdleRuleFor(t.name, "\x00other")
+	}
+	return e
+}
+
+// Policy returns the policy the engine plans against.
+func (e *Engine) Policy() *policy.Policy { return e.p }
+
+// tierOf resolves a job's tier meta value; unknown values get the default.
+func (e *Engine) tierOf(name string) int {
+	if i, ok := e.tierIdx[name]; ok {
+		return i
+	}
+	return e.defaultTier
+}
+
+// effectivePriority is the priority the engine ranks a job by: its Nomad
+// priority while that lies between its tier's and its tier's plus the
+// promotion boost (a promoted job), else its tier's.
+func (e *Engine) effectivePriority(tier int, jobPriority int) int {
+	base := e.tiers[tier].priority
+	if jobPriority >= base && jobPriority <= promotedPriority(base, e.p.Preemption.Promote.Boost) {
+		return jobPriority
+	}
+	return base
+}
+
+func promotedPriority(base, boost int) int {
+	if base+boost > policy.MaxPriority {
+		return policy.MaxPriority
+	}
+	return base + boost
+}
+
+// Plan decides what to do now. It never panics on inconsistent input: bad
+// items are skipped and listed in Plan.Skipped.
+func (e *Engine) Plan(s *Snapshot, now time.Time) *Plan {
+	st := newState(e, s, now)
+	st.checkPriorities()
+	st.releaseIdleAlways()
+	st.enforceLimits()
+	st.serveDemands()
+	return st.finish()
+}

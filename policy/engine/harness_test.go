@@ -1,0 +1,319 @@
+package engine
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gpu-steward/steward/policy"
+)
+
+// t0 is the stories' epoch.
+var t0 = time.Date(2026, 11, 22, 9, 0, 0, 0, time.UTC)
+
+// testPolicy is the four-tier policy the stories share; mod adjusts it.
+func testPolicy(mod func(p *policy.Policy)) *policy.Policy {
+	p := &policy.Policy{
+		Defaults: policy.Defaults{Tier: "training", TierMetaKey: policy.DefaultTierMetaKey,
+			GangMetaKey: policy.DefaultGangMetaKey, CheckpointMetaKey: policy.DefaultCheckpointMetaKey},
+		Tiers: map[string]*policy.Tier{
+			"inference":   {Name: "inference", Priority: 90, Preemptible: false},
+			"build":       {Name: "build", Priority: 80, Preemptible: false},
+			"interactive": {Name: "interactive", Priority: 60, Preemptible: true},
+			"training":    {Name: "training", Priority: 40, Preemptible: true},
+		},
+		Tenants: map[string]*policy.Tenant{},
+		Pools:   map[string]*policy.Pool{},
+		Preemption: policy.Preemption{
+			MinRuntime:       10 * time.Minute,
+			Grace:            2 * time.Minute,
+			CheckpointSignal: "SIGUSR1",
+			MaxPerJobPerHour: 2,
+			Promote:          policy.Promote{AfterPreemptions: 3, AfterWait: time.Hour, Boost: 10},
+		},
+	}
+	if mod != nil {
+		mod(p)
+	}
+	return p
+}
+
+func tenant(name string, reserve, limit int) *policy.Tenant {
+	return &policy.Tenant{Name: name, Namespace: name, Reserve: reserve, Limit: limit, Weight: 1}
+}
+
+// harness is a tiny model of Nomad around the engine, enough to play a
+// story step by step: it places queued allocations first-fit in priority
+// order (as Nomad's scheduler does once capacity frees), and applies each
+// plan the way the controller would once grace periods have passed.
+type harness struct {
+	t       *testing.T
+	e       *Engine
+	now     time.Time
+	nodes   []Node
+	jobs    []*hjob
+	allocs  []Alloc
+	seq     int
+	history []Action
+}
+
+type hjob struct {
+	job     Job
+	group   string
+	gpus    int // per allocation
+	count   int // allocations wanted
+	pool    string
+	queued  int // Nomad could not place them
+	held    int // Steward holds them
+	since   time.Time
+	done    bool
+	samples []Sample // utilisation each new allocation reports
+}
+
+func newHarness(t *testing.T, p *policy.Policy) *harness {
+	t.Helper()
+	return &harness{t: t, e: New(p), now: t0}
+}
+
+func (h *harness) node(id, pool string, gpus int) {
+	h.nodes = append(h.nodes, Node{ID: id, NodePool: pool, GPUs: gpus})
+}
+
+type jobOpt func(*hjob)
+
+func gang() jobOpt                     { return func(j *hjob) { j.job.Gang = true } }
+func inPool(p string) jobOpt           { return func(j *hjob) { j.pool = p } }
+func usage(s ...Sample) jobOpt         { return func(j *hjob) { j.samples = s } }
+func noCheckpoint() jobOpt             { return func(j *hjob) { j.job.Checkpoint = "none" } }
+func preempted(at ...time.Time) jobOpt { return func(j *hjob) { j.job.Preemptions = at } }
+
+// submit registers a job: count allocations of gpus GPUs each.
+func (h *harness) submit(ns, id, tier string, gpus, count int, opts ...jobOpt) *hjob {
+	j := &hjob{
+		job:   Job{Ref: JobRef{ns, id}, Tier: tier, Priority: h.e.p.Tiers[tier].Priority},
+		group: "main", gpus: gpus, count: count, queued: count, since: h.now,
+	}
+	for _, o := range opts {
+		o(j)
+	}
+	h.jobs = append(h.jobs, j)
+	h.schedule()
+	return j
+}
+
+func (h *harness) find(ns, id string) *hjob {
+	for _, j := range h.jobs {
+		if j.job.Ref == (JobRef{ns, id}) && !j.done {
+			return j
+		}
+	}
+	h.t.Fatalf("no job %s/%s", ns, id)
+	return nil
+}
+
+// finish ends a job: its allocations complete and free their GPUs.
+func (h *harness) finish(ns, id string) {
+	j := h.find(ns, id)
+	j.done = true
+	h.allocs = slices.DeleteFunc(h.allocs, func(a Alloc) bool { return a.Job.Ref == j.job.Ref })
+	h.schedule()
+}
+
+func (h *harness) advance(d time.Duration) { h.now = h.now.Add(d) }
+
+func (h *harness) free(n Node) int {
+	used := 0
+	for _, a := range h.allocs {
+		if a.NodeID == n.ID {
+			used += len(a.GPUIDs)
+		}
+	}
+	return n.GPUs - used
+}
+
+// schedule places queued allocations, highest priority first, then in
+// submission order, first fit, as Nomad does when blocked evaluations
+// unblock.
+func (h *harness) schedule() {
+	order := slices.Clone(h.jobs)
+	slices.SortStableFunc(order, func(a, b *hjob) int { return b.job.Priority - a.job.Priority })
+	for _, j := range order {
+		for j.queued > 0 && !j.done {
+			placed := false
+			for _, n := range h.nodes {
+				if (j.pool == "" || j.pool == n.NodePool) && h.free(n) >= j.gpus {
+					h.seq++
+					a := Alloc{ID: fmt.Sprintf("%s-%d", j.job.Ref.ID, h.seq), Job: j.job, Group: j.group,
+						NodeID: n.ID, StartedAt: h.now}
+					used := map[string]bool{}
+					for _, o := range h.allocs {
+						if o.NodeID == n.ID {
+							for _, g := range o.GPUIDs {
+								used[g] = true
+							}
+						}
+					}
+					for g := 0; len(a.GPUIDs) < j.gpus; g++ {
+						if id := fmt.Sprintf("%s-gpu%d", n.ID, g); !used[id] {
+							a.GPUIDs = append(a.GPUIDs, id)
+						}
+					}
+					for _, s := range j.samples {
+						a.Usage = append(a.Usage, Sample{At: h.now.Add(s.At.Sub(time.Time{})), Util: s.Util})
+					}
+					h.allocs = append(h.allocs, a)
+					j.queued--
+					placed = true
+					break
+				}
+			}
+			if !placed {
+				break
+			}
+		}
+	}
+}
+
+func (h *harness) snapshot() *Snapshot {
+	s := &Snapshot{Nodes: slices.Clone(h.nodes), Allocs: slices.Clone(h.allocs)}
+	for _, j := range h.jobs {
+		if j.done {
+			continue
+		}
+		d := Demand{Job: j.job, Group: j.group, GPUsPerAlloc: j.gpus, Since: j.since, NodePool: j.pool}
+		if j.queued > 0 {
+			d.Count = j.queued
+			s.Waiting = append(s.Waiting, d)
+		}
+		if j.held > 0 {
+			d.Count, d.Held = j.held, true
+			s.Waiting = append(s.Waiting, d)
+		}
+	}
+	return s
+}
+
+// step plans, applies the plan and lets the model Nomad place what it can.
+func (h *harness) step() *Plan {
+	h.t.Helper()
+	plan := h.e.Plan(h.snapshot(), h.now)
+	for _, sk := range plan.Skipped {
+		h.t.Errorf("engine skipped %s: %s", sk.Item, sk.Reason)
+	}
+	for _, a := range plan.Actions {
+		h.apply(a)
+	}
+	h.history = append(h.history, plan.Actions...)
+	h.schedule()
+	return plan
+}
+
+func (h *harness) apply(a Action) {
+	j := h.find(a.Job.Namespace, a.Job.ID)
+	switch a.Kind {
+	case Preempt, IdleStop:
+		n := 0
+		h.allocs = slices.DeleteFunc(h.allocs, func(al Alloc) bool {
+			if slices.Contains(a.Allocs, al.ID) {
+				n++
+				return true
+			}
+			return false
+		})
+		if n != len(a.Allocs) {
+			h.t.Fatalf("%s names allocations that do not run: %v", a, a.Allocs)
+		}
+		j.job.Preemptions = append(j.job.Preemptions, h.now)
+		if a.Requeue {
+			j.held += n
+			j.since = h.now
+		} else {
+			j.done = true
+		}
+	case Hold:
+		j.queued -= a.Count
+		j.held += a.Count
+	case Resume:
+		j.held -= a.Count
+		j.queued += a.Count
+	case Promote, SetPriority:
+		j.job.Priority = a.Priority
+	}
+	if j.queued < 0 || j.held < 0 {
+		h.t.Fatalf("%s leaves %s with %d queued, %d held", a, a.Job, j.queued, j.held)
+	}
+	for i := range h.allocs {
+		if h.allocs[i].Job.Ref == j.job.Ref {
+			h.allocs[i].Job = j.job
+		}
+	}
+}
+
+// running returns "ns/id×n" for each job with running allocations, sorted.
+func (h *harness) running() []string {
+	count := map[string]int{}
+	for _, a := range h.allocs {
+		count[a.Job.Ref.String()]++
+	}
+	var out []string
+	for k, n := range count {
+		out = append(out, fmt.Sprintf("%s×%d", k, n))
+	}
+	slices.Sort(out)
+	return out
+}
+
+// held returns "ns/id×n" for each job Steward holds, sorted.
+func (h *harness) heldJobs() []string {
+	var out []string
+	for _, j := range h.jobs {
+		if j.held > 0 && !j.done {
+			out = append(out, fmt.Sprintf("%s×%d", j.job.Ref, j.held))
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// kinds summarises a plan as "kind job[/group]" lines.
+func kinds(p *Plan) []string {
+	var out []string
+	for _, a := range p.Actions {
+		out = append(out, fmt.Sprintf("%s %s", a.Kind, a.Job))
+	}
+	return out
+}
+
+func (h *harness) expect(what string, got, want []string) {
+	h.t.Helper()
+	if !slices.Equal(got, want) {
+		h.t.Fatalf("%s:\n got  %q\n want %q", what, got, want)
+	}
+}
+
+func actionOf(t *testing.T, p *Plan, kind Kind, job string) Action {
+	t.Helper()
+	for _, a := range p.Actions {
+		if a.Kind == kind && a.Job.String() == job {
+			return a
+		}
+	}
+	t.Fatalf("no %s action for %s in plan:\n%s", kind, job, strings.Join(kinds(p), "\n"))
+	return Action{}
+}
+
+func mustContain(t *testing.T, s string, parts ...string) {
+	t.Helper()
+	for _, p := range parts {
+		if !strings.Contains(s, p) {
+			t.Errorf("%q\n  does not contain %q", s, p)
+		}
+	}
+}
+
+// at builds a utilisation sample at an offset from an allocation's start.
+func at(offset time.Duration, util float64) Sample {
+	return Sample{At: time.Time{}.Add(offset), Util: util}
+}

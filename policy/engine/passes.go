@@ -1,0 +1,148 @@
+package engine
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+
+	"github.com/gpu-steward/steward/policy"
+)
+
+// checkPriorities brings every job's Nomad priority back to its tier's (or
+// its promoted priority): Nomad's own scheduler and preemption then rank
+// jobs the way the policy does.
+func (st *state) checkPriorities() {
+	seen := map[JobRef]bool{}
+	check := func(job *Job) {
+		tier := st.e.tierOf(job.Tier)
+		if job.Priority == st.e.effectivePriority(tier, job.Priority) || seen[job.Ref] {
+			return
+		}
+		seen[job.Ref] = true
+		t := st.e.tiers[tier]
+		st.emit(Action{Kind: SetPriority, Job: job.Ref, Priority: t.priority, Reason: Reason{RuleTier,
+			fmt.Sprintf("tier %s runs at priority %d; the job had priority %d", t.name, t.priority, job.Priority)}})
+	}
+	for i := range st.units {
+		check(st.units[i].job)
+	}
+	for i := range st.s.Waiting {
+		check(&st.s.Waiting[i].Job)
+	}
+}
+
+// promote raises a starved demand's priority when the policy says so and
+// returns its effective priority.
+func (st *state) promote(d *Demand, tier int) int {
+	prio := st.e.effectivePriority(tier, d.Job.Priority)
+	pr := st.e.p.Preemption.Promote
+	base := st.e.tiers[tier].priority
+	target := promotedPriority(base, pr.Boost)
+	if pr.Boost <= 0 || prio >= target {
+		return prio
+	}
+	var why Reason
+	switch waited := st.now.Sub(d.Since); {
+	case pr.AfterPreemptions > 0 && len(d.Job.Preemptions) >= pr.AfterPreemptions:
+		why = Reason{RulePromoteRun, fmt.Sprintf("preempted %d times (promote after %d): priority %d → %d",
+			len(d.Job.Preemptions), pr.AfterPreemptions, prio, target)}
+	case pr.AfterWait > 0 && waited >= pr.AfterWait:
+		why = Reason{RulePromoteAge, fmt.Sprintf("waiting %s for %d GPUs (promote after %s): priority %d → %d",
+			roundDuration(waited), d.GPUs(), roundDuration(pr.AfterWait), prio, target)}
+	default:
+		return prio
+	}
+	st.emit(Action{Kind: Promote, Job: d.Job.Ref, Priority: target, Reason: why})
+	return target
+}
+
+// releaseIdleAlways releases the GPUs of work idle past an "always" rule.
+func (st *state) releaseIdleAlways() {
+	for ui := range st.units {
+		u := &st.units[ui]
+		if !u.idle.ok || u.idle.rule.Mode != policy.IdleModeAlways || u.taken || st.capped(u.job, u.recent) {
+			continue
+		}
+		st.take(int32(ui))
+		a := Action{Kind: IdleStop, Job: u.job.Ref, Group: u.group, GPUs: u.gpus,
+			Requeue: u.idle.rule.Action == policy.IdleActionRequeue, Reason: st.idleReason(u, nil)}
+		for _, ai := range u.allocs {
+			a.Allocs = append(a.Allocs, st.s.Allocs[ai].ID)
+		}
+		slices.Sort(a.Allocs)
+		st.planned[u.job.Ref] = 1
+		st.emit(a)
+	}
+}
+
+// enforceLimits preempts a tenant's newest, lowest-tier work while it holds
+// more than its limit (a race with Nomad's placement, or a lowered limit).
+// A limit is a hard rule: neither min_runtime nor the eviction cap applies.
+func (st *state) enforceLimits() {
+	for ti := range st.tenants {
+		t := &st.tenants[ti]
+		if t.use <= t.limit() {
+			continue
+		}
+		var mine []int32
+		for ui := range st.units {
+			if u := &st.units[ui]; u.tenant == ti && !u.taken && st.e.tiers[u.tier].preemptible {
+				mine = append(mine, int32(ui))
+			}
+		}
+		slices.SortStableFunc(mine, func(a, b int32) int {
+			ua, ub := &st.units[a], &st.units[b]
+			if c := cmp.Compare(ua.prio, ub.prio); c != 0 {
+				return c
+			}
+			return ub.started.Compare(ua.started)
+		})
+		holds := t.use
+		var taken []int32
+		for _, ui := range mine {
+			if t.use <= t.limit() {
+				break
+			}
+			st.take(ui)
+			taken = append(taken, ui)
+		}
+		// Give back what was not needed, newest choice first.
+		for i := len(taken) - 1; i >= 0; i-- {
+			if u := &st.units[taken[i]]; t.use+u.gpus <= t.limit() {
+				st.untake(taken[i])
+				taken = slices.Delete(taken, i, i+1)
+			}
+		}
+		for _, ui := range taken {
+			u := &st.units[ui]
+			a := Action{Kind: Preempt, Job: u.job.Ref, Group: u.group, GPUs: u.gpus, Requeue: true,
+				Reason: Reason{RuleLimit, fmt.Sprintf("tenant %s holds %d GPUs, limit %d: giving back %d",
+					t.t.Name, holds, t.t.Limit, u.gpus)}}
+			for _, ai := range u.allocs {
+				a.Allocs = append(a.Allocs, st.s.Allocs[ai].ID)
+			}
+			slices.Sort(a.Allocs)
+			a.Signal, a.Grace = st.checkpoint(u.job, st.e.p.Preemption.Grace)
+			st.planned[u.job.Ref] = 1
+			st.emit(a)
+		}
+	}
+}
+
+// finish completes the plan with the tenants' accounting.
+func (st *state) finish() *Plan {
+	for _, t := range st.tenants {
+		if t.use == 0 && t.waiting == 0 && t.t.Reserve == 0 && !st.isPolicyTenant(t.t) {
+			continue
+		}
+		st.out.Tenants = append(st.out.Tenants, TenantUsage{Tenant: t.t.Name, Reserve: t.t.Reserve,
+			Limit: t.t.Limit, InUse: t.use, Waiting: t.waiting})
+	}
+	slices.SortFunc(st.out.Tenants, func(a, b TenantUsage) int { return cmp.Compare(a.Tenant, b.Tenant) })
+	return &st.out
+}
+
+func (st *state) isPolicyTenant(t *policy.Tenant) bool {
+	_, ok := st.e.p.Tenants[t.Name]
+	return ok && st.e.p.Tenants[t.Name] == t
+}

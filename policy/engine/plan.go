@@ -1,0 +1,144 @@
+package engine
+
+import (
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Kind is what an action does.
+type Kind string
+
+const (
+	// Preempt checkpoints the victims (signal, grace) and then holds them so
+	// that the beneficiary gets their GPUs; held work resumes by itself.
+	Preempt Kind = "preempt"
+	// IdleStop releases GPUs held by idle work: stopped for good, or held
+	// and requeued (Requeue).
+	IdleStop Kind = "idle-stop"
+	// Hold keeps waiting work out of Nomad's queue until Steward admits it.
+	Hold Kind = "hold"
+	// Resume gives held work back to Nomad to place.
+	Resume Kind = "resume"
+	// Promote raises the priority of a starved job.
+	Promote Kind = "promote"
+	// SetPriority brings a job's Nomad priority back to its tier's.
+	SetPriority Kind = "set-priority"
+)
+
+// Rule names the policy rule behind an action: machine-readable, for
+// metrics and tests. Reason.Message is the human text.
+type Rule string
+
+const (
+	RuleReclaim    Rule = "reclaim"  // a tenant under its reservation takes back borrowed GPUs
+	RulePriority   Rule = "priority" // a higher tier takes GPUs from a lower one
+	RuleBackfill   Rule = "backfill" // a pool's owners take back GPUs lent to other tiers
+	RuleIdle       Rule = "idle"     // idle work gives its GPUs back
+	RuleLimit      Rule = "limit"    // a tenant may not hold more than its limit
+	RuleCapacity   Rule = "capacity" // not enough GPUs and nothing may be preempted
+	RuleAdmit      Rule = "admit"    // capacity and limits allow held work to run
+	RulePromoteRun Rule = "promote-preemptions"
+	RulePromoteAge Rule = "promote-wait"
+	RuleTier       Rule = "tier"
+)
+
+// Reason explains an action to the people who read it in the Nomad UI.
+type Reason struct {
+	Rule    Rule
+	Message string
+}
+
+func (r Reason) String() string { return string(r.Rule) + ": " + r.Message }
+
+// Action is one decision. Fields that do not apply to a Kind are zero.
+type Action struct {
+	Kind  Kind
+	Job   JobRef
+	Group string // "" for whole-job actions (Promote, SetPriority, gangs)
+	// Allocs are the allocations to stop (Preempt, IdleStop), sorted.
+	Allocs []string
+	GPUs   int // GPUs freed (Preempt, IdleStop) or asked for (Hold, Resume)
+	Count  int // allocations held or resumed (Hold, Resume)
+	// Priority is the new priority (Promote, SetPriority).
+	Priority int
+	// Grace is the time between the checkpoint signal and the stop.
+	Grace  time.Duration
+	Signal string // checkpoint signal; "" when none is sent
+	// Requeue: held and resumed later by Steward (always for Preempt);
+	// false for an IdleStop means the job is stopped for good.
+	Requeue bool
+	// For is the work the GPUs are freed for (Preempt, pressure IdleStop).
+	For      *JobRef
+	ForGroup string
+	Reason   Reason
+}
+
+func (a Action) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s %s", a.Kind, a.Job)
+	if a.Group != "" {
+		fmt.Fprintf(&b, "/%s", a.Group)
+	}
+	if len(a.Allocs) > 0 {
+		fmt.Fprintf(&b, " allocs=%d", len(a.Allocs))
+	}
+	if a.GPUs > 0 {
+		fmt.Fprintf(&b, " gpus=%d", a.GPUs)
+	}
+	if a.Count > 0 {
+		fmt.Fprintf(&b, " count=%d", a.Count)
+	}
+	if a.Priority > 0 {
+		fmt.Fprintf(&b, " priority=%d", a.Priority)
+	}
+	if a.For != nil {
+		fmt.Fprintf(&b, " for=%s", *a.For)
+	}
+	fmt.Fprintf(&b, ": %s", a.Reason.Message)
+	return b.String()
+}
+
+// Plan is the engine's output: actions in the order to carry them out, what
+// keeps waiting work waiting, and the input it had to skip.
+type Plan struct {
+	Actions []Action
+	// Waiting explains each demand that stays waiting after this plan.
+	Waiting []Waiting
+	// Skipped lists inconsistent snapshot items the engine ignored.
+	Skipped []Skipped
+	// Tenants summarises GPU use per tenant after the plan.
+	Tenants []TenantUsage
+}
+
+// Waiting is a demand left waiting, with why.
+type Waiting struct {
+	Job    JobRef
+	Group  string
+	GPUs   int
+	Held   bool
+	Reason Reason
+}
+
+// Skipped is a snapshot item the engine ignored, with why.
+type Skipped struct {
+	Item   string
+	Reason string
+}
+
+// TenantUsage is one tenant's GPU accounting after the plan.
+type TenantUsage struct {
+	Tenant  string
+	Reserve int
+	Limit   int // policy.Unlimited when unset
+	InUse   int
+	Waiting int // GPUs wanted by waiting work
+}
+
+// Borrowed returns the GPUs held beyond the reservation.
+func (t TenantUsage) Borrowed() int {
+	if t.InUse > t.Reserve {
+		return t.InUse - t.Reserve
+	}
+	return 0
+}

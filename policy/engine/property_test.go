@@ -1,0 +1,238 @@
+package engine
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/gpu-steward/steward/policy"
+)
+
+// TestProperties checks invariants over thousands of random clusters.
+func TestProperties(t *testing.T) {
+	runs := 2000
+	if testing.Short() {
+		runs = 200
+	}
+	for seed := 0; seed < runs; seed++ {
+		r := rand.New(rand.NewPCG(uint64(seed), 42))
+		p := genPolicy(2+r.IntN(4), r.IntN(12), []int{policy.Unlimited, 16, 24}[r.IntN(3)])
+		s := genCluster(r, 2+r.IntN(8), []int{4, 8}[r.IntN(2)], 0, r.IntN(12), len(p.Tenants), t0)
+		for i := range s.Allocs {
+			s.Allocs[i].Draining = r.IntN(20) == 0
+		}
+		e := New(p)
+		plan := e.Plan(s, t0)
+		name := fmt.Sprintf("seed %d", seed)
+		checkNonPreemptibleNeverVictims(t, name, e, s, plan)
+		checkVictimsExistOnce(t, name, s, plan)
+		checkLimits(t, name, e, s, plan)
+		checkBeneficiariesFit(t, name, s, plan)
+		if again := e.Plan(s, t0); !reflect.DeepEqual(plan, again) {
+			t.Fatalf("%s: two plans of the same snapshot differ", name)
+		}
+		if t.Failed() {
+			t.Fatalf("%s failed; plan:\n%v", name, plan.Actions)
+		}
+	}
+}
+
+func victimActions(plan *Plan) []Action {
+	var out []Action
+	for _, a := range plan.Actions {
+		if a.Kind == Preempt || a.Kind == IdleStop {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+func allocsByID(s *Snapshot) map[string]*Alloc {
+	m := map[string]*Alloc{}
+	for i := range s.Allocs {
+		m[s.Allocs[i].ID] = &s.Allocs[i]
+	}
+	return m
+}
+
+func checkNonPreemptibleNeverVictims(t *testing.T, name string, e *Engine, s *Snapshot, plan *Plan) {
+	byID := allocsByID(s)
+	for _, a := range victimActions(plan) {
+		for _, id := range a.Allocs {
+			tier := e.p.Tiers[e.tiers[e.tierOf(byID[id].Job.Tier)].name]
+			if !tier.Preemptible {
+				t.Errorf("%s: %s stops %s of non-preemptible tier %s", name, a.Kind, id, tier.Name)
+			}
+		}
+	}
+}
+
+func checkVictimsExistOnce(t *testing.T, name string, s *Snapshot, plan *Plan) {
+	byID := allocsByID(s)
+	seen := map[string]bool{}
+	for _, a := range victimActions(plan) {
+		for _, id := range a.Allocs {
+			al, ok := byID[id]
+			switch {
+			case !ok:
+				t.Errorf("%s: %s names unknown allocation %s", name, a.Kind, id)
+			case al.Draining:
+				t.Errorf("%s: %s names %s, already being preempted", name, a.Kind, id)
+			case seen[id]:
+				t.Errorf("%s: allocation %s is a victim twice", name, id)
+			}
+			seen[id] = true
+		}
+	}
+}
+
+// checkLimits: once the plan's victims are gone and the work it admits
+// runs, no tenant holds more than its limit, unless its non-preemptible
+// work alone does (nothing may be preempted to fix that).
+func checkLimits(t *testing.T, name string, e *Engine, s *Snapshot, plan *Plan) {
+	fixed := map[string]int{}
+	for _, a := range s.Allocs {
+		if !a.Draining && !e.tiers[e.tierOf(a.Job.Tier)].preemptible {
+			fixed[a.Job.Ref.Namespace] += len(a.GPUIDs)
+		}
+	}
+	for _, tu := range plan.Tenants {
+		if tu.Limit >= 0 && tu.InUse > tu.Limit && fixed[tu.Tenant] <= tu.Limit {
+			t.Errorf("%s: tenant %s ends with %d GPUs, limit %d", name, tu.Tenant, tu.InUse, tu.Limit)
+		}
+	}
+}
+
+// checkBeneficiariesFit: no pointless evictions. With every victim of the
+// plan gone, each beneficiary has a node in its pool with room for one of
+// its allocations.
+func checkBeneficiariesFit(t *testing.T, name string, s *Snapshot, plan *Plan) {
+	byID := allocsByID(s)
+	free := map[string]int{}
+	pool := map[string]string{}
+	for _, n := range s.Nodes {
+		free[n.ID] = n.GPUs
+		pool[n.ID] = n.NodePool
+	}
+	for _, a := range s.Allocs {
+		if !a.Draining {
+			free[a.NodeID] -= len(a.GPUIDs)
+		}
+	}
+	for _, a := range victimActions(plan) {
+		for _, id := range a.Allocs {
+			free[byID[id].NodeID] += len(byID[id].GPUIDs)
+		}
+	}
+	for _, a := range victimActions(plan) {
+		if a.For == nil {
+			continue
+		}
+		var d *Demand
+		for i := range s.Waiting {
+			if s.Waiting[i].Job.Ref == *a.For && s.Waiting[i].Group == a.ForGroup {
+				d = &s.Waiting[i]
+			}
+		}
+		if d == nil {
+			t.Errorf("%s: %s is for %s, which does not wait", name, a, a.For)
+			continue
+		}
+		fits := false
+		for id, f := range free {
+			if f >= d.GPUsPerAlloc && (d.NodePool == "" || d.NodePool == pool[id]) {
+				fits = true
+			}
+		}
+		if !fits {
+			t.Errorf("%s: %s frees GPUs for %s, which still fits on no node", name, a, d)
+		}
+	}
+}
+
+// TestBadInput: inconsistent snapshots are skipped item by item, with a
+// reason, and never panic.
+func TestBadInput(t *testing.T) {
+	now := t0
+	job := Job{Ref: JobRef{"ml", "j"}, Tier: "training", Priority: 40}
+	cases := []struct {
+		name string
+		snap Snapshot
+		want string // in the Skipped reason
+	}{
+		{"allocation on an unknown node", Snapshot{
+			Nodes:  []Node{{ID: "n1", GPUs: 2}},
+			Allocs: []Alloc{{ID: "a1", Job: job, NodeID: "ghost", GPUIDs: []string{"g0"}}},
+		}, `on unknown node "ghost"`},
+		{"negative GPUs on a node", Snapshot{
+			Nodes: []Node{{ID: "n1", GPUs: -4}},
+		}, "negative GPU count -4"},
+		{"duplicate node", Snapshot{
+			Nodes: []Node{{ID: "n1", GPUs: 2}, {ID: "n1", GPUs: 8}},
+		}, "duplicate node ID"},
+		{"the same GPU held twice", Snapshot{
+			Nodes: []Node{{ID: "n1", GPUs: 2}},
+			Allocs: []Alloc{
+				{ID: "a1", Job: job, NodeID: "n1", GPUIDs: []string{"g0"}},
+				{ID: "a2", Job: job, NodeID: "n1", GPUIDs: []string{"g0"}},
+			},
+		}, `GPU "g0" is empty or already held`},
+		{"a GPU listed twice in one allocation", Snapshot{
+			Nodes:  []Node{{ID: "n1", GPUs: 2}},
+			Allocs: []Alloc{{ID: "a1", Job: job, NodeID: "n1", GPUIDs: []string{"g0", "g0"}}},
+		}, `GPU "g0" is empty or already held`},
+		{"more GPUs than the node has", Snapshot{
+			Nodes:  []Node{{ID: "n1", GPUs: 1}},
+			Allocs: []Alloc{{ID: "a1", Job: job, NodeID: "n1", GPUIDs: []string{"g0", "g1"}}},
+		}, "holds 2 GPUs but node n1 has 1 unclaimed"},
+		{"a demand for negative GPUs", Snapshot{
+			Nodes:   []Node{{ID: "n1", GPUs: 1}},
+			Waiting: []Demand{{Job: job, Group: "g", GPUsPerAlloc: -1, Count: 1}},
+		}, "needs a positive GPU count"},
+	}
+	e := New(testPolicy(nil))
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			plan := e.Plan(&c.snap, now)
+			if len(plan.Skipped) != 1 {
+				t.Fatalf("want one skipped item, got %+v", plan.Skipped)
+			}
+			mustContain(t, plan.Skipped[0].Reason, c.want)
+		})
+	}
+}
+
+// TestGarbageNeverPanics throws random inconsistent snapshots at the engine.
+func TestGarbageNeverPanics(t *testing.T) {
+	e := New(genPolicy(3, 2, 8))
+	for seed := 0; seed < 500; seed++ {
+		r := rand.New(rand.NewPCG(uint64(seed), 7))
+		s := genCluster(r, 1+r.IntN(4), 4, 0, r.IntN(6), 3, t0)
+		for i := range s.Allocs {
+			switch r.IntN(6) {
+			case 0:
+				s.Allocs[i].NodeID = "nowhere"
+			case 1:
+				s.Allocs[i].GPUIDs = append(s.Allocs[i].GPUIDs, s.Allocs[i].GPUIDs...)
+			case 2:
+				s.Allocs[i].StartedAt = time.Time{}
+			case 3:
+				s.Allocs[i].Job.Tier = "no-such-tier"
+			}
+		}
+		for i := range s.Waiting {
+			if r.IntN(3) == 0 {
+				s.Waiting[i].GPUsPerAlloc = r.IntN(20) - 5
+			}
+			if r.IntN(4) == 0 {
+				s.Waiting[i].NodePool = "no-such-pool"
+			}
+		}
+		if r.IntN(3) == 0 {
+			s.Nodes = append(s.Nodes, Node{ID: s.Nodes[0].ID, GPUs: -1})
+		}
+		e.Plan(s, t0)
+	}
+}

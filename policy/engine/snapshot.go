@@ -1,0 +1,93 @@
+package engine
+
+import (
+	"fmt"
+	"time"
+)
+
+// JobRef names a Nomad job: tenants are namespaces, so the namespace is part
+// of a job's identity.
+type JobRef struct {
+	Namespace string
+	ID        string
+}
+
+func (j JobRef) String() string { return j.Namespace + "/" + j.ID }
+
+// Snapshot is the cluster as the engine sees it: what the controller read
+// from Nomad (and from its own state) at one moment. The engine never
+// mutates it.
+type Snapshot struct {
+	Nodes   []Node
+	Allocs  []Alloc
+	Waiting []Demand
+}
+
+// Node is a Nomad client node with GPUs.
+type Node struct {
+	ID       string
+	NodePool string // Nomad node pool ("default" when unset)
+	GPUs     int    // healthy GPUs
+}
+
+// Job holds what the engine needs to know about a job, repeated on each of
+// its allocations and demands so that the engine needs no job index.
+type Job struct {
+	Ref      JobRef
+	Tier     string // value of the job's tier meta key ("" when absent)
+	Priority int    // the job's current Nomad priority
+	Gang     bool   // all allocations preempted and resumed together
+	// Checkpoint overrides the policy's checkpoint signal for this job: ""
+	// uses the policy's, "none" means the job takes no signal (no grace).
+	Checkpoint string
+	// Preemptions are the times Steward preempted this job (oldest first),
+	// as recorded by the controller: the eviction cap and promotion read it.
+	Preemptions []time.Time
+}
+
+// Alloc is a running (or starting) allocation that holds GPUs.
+type Alloc struct {
+	ID        string
+	Job       Job
+	Group     string
+	NodeID    string
+	GPUIDs    []string
+	StartedAt time.Time
+	// Usage holds recent GPU utilisation samples, oldest first: the mean
+	// over the allocation's GPUs, in percent.
+	Usage []Sample
+	// Draining is set while a preemption decided earlier is in progress
+	// (checkpoint grace): its GPUs count as free and it is no victim again.
+	Draining bool
+}
+
+// Sample is one GPU utilisation reading.
+type Sample struct {
+	At   time.Time
+	Util float64 // percent, 0..100
+}
+
+// Demand is work waiting for GPUs: allocations Nomad could not place
+// (blocked evaluations, queued in the job summary), or a job group Steward
+// holds (scaled down) after a preemption, an idle requeue or an admission
+// decision.
+type Demand struct {
+	Job          Job
+	Group        string
+	GPUsPerAlloc int
+	Count        int       // allocations waiting
+	Since        time.Time // waiting (or held) since
+	// NodePool is the Nomad node pool the job is placed in; "" or "all"
+	// means any node.
+	NodePool string
+	// Held is true when Steward holds the group; false when Nomad has it
+	// queued.
+	Held bool
+}
+
+// GPUs returns the GPUs the whole demand needs.
+func (d Demand) GPUs() int { return d.GPUsPerAlloc * d.Count }
+
+func (d Demand) String() string {
+	return fmt.Sprintf("%s/%s (%d×%d GPUs)", d.Job.Ref, d.Group, d.Count, d.GPUsPerAlloc)
+}

@@ -1,0 +1,346 @@
+package engine
+
+import (
+	"testing"
+	"time"
+
+	"github.com/gpu-steward/steward/policy"
+)
+
+// The seed stories, each one a named case: the behaviour of the systems
+// Steward learns from (ClearML, Run:ai, Determined, AMD's idle reclaim,
+// QoS thrashing guards), played step by step against the engine.
+func TestStories(t *testing.T) {
+	stories := []struct {
+		name string
+		play func(t *testing.T)
+	}{
+		{"ClearML worked example", clearMLWorkedExample},
+		{"Run:ai over-quota reclaim and auto-resume", runAIOverQuota},
+		{"Determined partial preemption and resume", determinedPartialPreemption},
+		{"AMD idle, pressure mode: only when others wait", amdIdlePressure},
+		{"AMD idle, always mode: regardless of demand", amdIdleAlways},
+		{"AMD idle: not before 15 minutes", amdIdleNotBefore},
+		{"AMD idle: a busy sample restarts the timer", amdIdleTimerRestart},
+		{"QoS: serving spike takes back backfill at once", qosServingSpike},
+		{"QoS: min_runtime spares young jobs unless nothing else frees enough", qosMinRuntime},
+		{"QoS: eviction cap per job per hour", qosEvictionCap},
+		{"QoS: promotion after N preemptions", qosPromoteAfterPreemptions},
+		{"QoS: promotion after waiting longer than D", qosPromoteAfterWait},
+		{"QoS: gangs are preempted whole and not broken by choice", qosGangs},
+	}
+	for _, s := range stories {
+		t.Run(s.name, s.play)
+	}
+}
+
+// ClearML: 10 GPUs; R&D and DevOps each reserve 5, limit 9.
+func clearMLWorkedExample(t *testing.T) {
+	h := newHarness(t, testPolicy(func(p *policy.Policy) {
+		p.Tenants["rnd"] = tenant("rnd", 5, 9)
+		p.Tenants["devops"] = tenant("devops", 5, 9)
+	}))
+	h.node("n1", "default", 10)
+
+	// R&D submits five 3-GPU jobs: three run (9, its limit), two wait.
+	for _, id := range []string{"r1", "r2", "r3", "r4", "r5"} {
+		h.submit("rnd", id, "training", 3, 1)
+		h.advance(time.Minute)
+	}
+	plan := h.step()
+	h.expect("running", h.running(), []string{"rnd/r1×1", "rnd/r2×1", "rnd/r3×1"})
+	h.expect("held", h.heldJobs(), []string{"rnd/r4×1", "rnd/r5×1"})
+	hold := actionOf(t, plan, Hold, "rnd/r4")
+	if hold.Reason.Rule != RuleLimit {
+		t.Fatalf("r4 held for %s, want the limit", hold.Reason)
+	}
+	mustContain(t, hold.Reason.Message, "tenant rnd holds 9 GPUs, limit 9")
+
+	// DevOps submits a 3-GPU job: the R&D job started last is preempted.
+	h.advance(20 * time.Minute)
+	h.submit("devops", "d1", "training", 3, 1)
+	plan = h.step()
+	h.expect("actions", kinds(plan), []string{"preempt rnd/r3"})
+	a := plan.Actions[0]
+	if a.Reason.Rule != RuleReclaim || a.For == nil || a.For.String() != "devops/d1" {
+		t.Fatalf("preemption %s: want a reclaim for devops/d1", a)
+	}
+	mustContain(t, a.Reason.Message, "tenant rnd holds 9 GPUs, reserve 5: reclaiming 3 for devops/d1/main (tenant devops holds 0, reserve 5)")
+	if a.Signal != "SIGUSR1" || a.Grace != 2*time.Minute || !a.Requeue {
+		t.Errorf("preemption %s: want SIGUSR1, 2m grace, requeued", a)
+	}
+	h.expect("running", h.running(), []string{"devops/d1×1", "rnd/r1×1", "rnd/r2×1"})
+
+	// Nothing more happens while nothing changes.
+	if plan := h.step(); len(plan.Actions) != 0 {
+		t.Fatalf("a stable cluster should need no actions, got %q", kinds(plan))
+	}
+
+	// DevOps submits a 2-GPU job: one more R&D job is preempted.
+	h.advance(time.Minute)
+	h.submit("devops", "d2", "training", 2, 1)
+	plan = h.step()
+	h.expect("actions", kinds(plan), []string{"preempt rnd/r2"})
+	mustContain(t, plan.Actions[0].Reason.Message, "tenant rnd holds 6 GPUs, reserve 5: reclaiming 3 for devops/d2/main (tenant devops holds 3, reserve 5)")
+	h.expect("running", h.running(), []string{"devops/d1×1", "devops/d2×1", "rnd/r1×1"})
+	h.expect("held", h.heldJobs(), []string{"rnd/r2×1", "rnd/r3×1", "rnd/r4×1", "rnd/r5×1"})
+	if plan := h.step(); len(plan.Actions) != 0 {
+		t.Fatalf("no thrashing: want no actions, got %q", kinds(plan))
+	}
+}
+
+// Run:ai: 8 GPUs; project-a and project-b reserve 4 each.
+func runAIOverQuota(t *testing.T) {
+	h := newHarness(t, testPolicy(func(p *policy.Policy) {
+		p.Tenants["project-a"] = tenant("project-a", 4, policy.Unlimited)
+		p.Tenants["project-b"] = tenant("project-b", 4, policy.Unlimited)
+	}))
+	h.node("n1", "default", 8)
+
+	h.submit("project-a", "train", "training", 8, 1) // over quota: 8 of a reserve of 4
+	h.step()
+	h.expect("running", h.running(), []string{"project-a/train×1"})
+
+	h.advance(time.Hour)
+	h.submit("project-b", "notebook", "interactive", 4, 1)
+	plan := h.step()
+	h.expect("actions", kinds(plan), []string{"preempt project-a/train"})
+	mustContain(t, plan.Actions[0].Reason.Message, "tenant project-a holds 8 GPUs, reserve 4: reclaiming 8 for project-b/notebook/main")
+	h.expect("running", h.running(), []string{"project-b/notebook×1"})
+	h.expect("held", h.heldJobs(), []string{"project-a/train×1"})
+
+	// A waits: 4 free GPUs are not 8, and B is within its reservation.
+	plan = h.step()
+	if len(plan.Actions) != 0 || len(plan.Waiting) != 1 || plan.Waiting[0].Reason.Rule != RuleCapacity {
+		t.Fatalf("want A waiting for capacity and no actions; got %q, waiting %+v", kinds(plan), plan.Waiting)
+	}
+
+	// B stops: A resumes by itself with all 8 GPUs.
+	h.finish("project-b", "notebook")
+	plan = h.step()
+	h.expect("actions", kinds(plan), []string{"resume project-a/train"})
+	if r := plan.Actions[0]; r.Count != 1 || r.GPUs != 8 {
+		t.Fatalf("resume %s: want 1 allocation of 8 GPUs", r)
+	}
+	h.expect("running", h.running(), []string{"project-a/train×1"})
+}
+
+// Determined: 8 one-GPU trials fill the cluster; a 4-GPU high-priority job
+// preempts exactly 4 of them, which resume when it ends.
+func determinedPartialPreemption(t *testing.T) {
+	h := newHarness(t, testPolicy(nil))
+	h.node("n1", "default", 8)
+	h.submit("ml", "experiment", "training", 1, 8)
+	h.advance(time.Hour)
+	h.submit("ml", "urgent", "interactive", 4, 1)
+	plan := h.step()
+	h.expect("actions", kinds(plan), []string{"preempt ml/experiment"})
+	if a := plan.Actions[0]; len(a.Allocs) != 4 || a.GPUs != 4 || a.Reason.Rule != RulePriority {
+		t.Fatalf("preemption %s: want exactly 4 one-GPU trials, by priority", a)
+	}
+	mustContain(t, plan.Actions[0].Reason.Message, "tier training (priority 40) yields 4 GPUs to ml/urgent/main, tier interactive (priority 60)")
+	h.expect("running", h.running(), []string{"ml/experiment×4", "ml/urgent×1"})
+
+	h.advance(30 * time.Minute)
+	h.finish("ml", "urgent")
+	plan = h.step()
+	h.expect("actions", kinds(plan), []string{"resume ml/experiment"})
+	h.expect("running", h.running(), []string{"ml/experiment×8"})
+}
+
+func idlePolicy(mode policy.IdleMode) *policy.Policy {
+	return testPolicy(func(p *policy.Policy) {
+		p.Idle = []*policy.IdleRule{{Name: "notebooks", Tiers: []string{"interactive"},
+			Threshold: 10, After: 15 * time.Minute, Mode: mode, Action: policy.IdleActionRequeue}}
+	})
+}
+
+// minutesAt returns one sample a minute for n minutes at util.
+func minutesAt(from, n int, util float64) []Sample {
+	var out []Sample
+	for m := from; m < from+n; m++ {
+		out = append(out, at(time.Duration(m)*time.Minute, util))
+	}
+	return out
+}
+
+func amdIdlePressure(t *testing.T) {
+	h := newHarness(t, idlePolicy(policy.IdleModePressure))
+	h.node("n1", "default", 4)
+	h.submit("product", "notebook", "interactive", 4, 1, usage(minutesAt(0, 21, 2)...))
+	h.advance(20 * time.Minute)
+	if plan := h.step(); len(plan.Actions) != 0 {
+		t.Fatalf("idle but nobody waits: want no action, got %q", kinds(plan))
+	}
+	h.submit("research", "train", "training", 4, 1)
+	plan := h.step()
+	h.expect("actions", kinds(plan), []string{"idle-stop product/notebook"})
+	a := plan.Actions[0]
+	if a.Reason.Rule != RuleIdle || a.For == nil || a.For.String() != "research/train" || !a.Requeue || a.Grace != 0 {
+		t.Fatalf("idle stop %s: want an idle requeue for research/train without grace", a)
+	}
+	mustContain(t, a.Reason.Message, "GPU utilisation 2% (under 10%) for 20m (idle rule notebooks: after 15m, mode pressure)", "4 GPUs go to research/train/main")
+	h.expect("running", h.running(), []string{"research/train×1"})
+}
+
+func amdIdleAlways(t *testing.T) {
+	h := newHarness(t, idlePolicy(policy.IdleModeAlways))
+	h.node("n1", "default", 4)
+	h.submit("product", "notebook", "interactive", 4, 1, usage(minutesAt(0, 17, 3)...))
+	h.advance(16 * time.Minute)
+	plan := h.step()
+	h.expect("actions", kinds(plan), []string{"idle-stop product/notebook"})
+	if a := plan.Actions[0]; a.For != nil || a.Reason.Rule != RuleIdle {
+		t.Fatalf("idle stop %s: want one for nobody in particular", a)
+	}
+	mustContain(t, plan.Actions[0].Reason.Message, "for 16m (idle rule notebooks: after 15m, mode always)")
+}
+
+func amdIdleNotBefore(t *testing.T) {
+	h := newHarness(t, idlePolicy(policy.IdleModeAlways))
+	h.node("n1", "default", 4)
+	h.submit("product", "notebook", "interactive", 4, 1, usage(minutesAt(0, 15, 1)...))
+	h.advance(14 * time.Minute)
+	if plan := h.step(); len(plan.Actions) != 0 {
+		t.Fatalf("idle for 14m of 15m: want no action, got %q", kinds(plan))
+	}
+	h.advance(time.Minute)
+	if plan := h.step(); len(plan.Actions) != 1 {
+		t.Fatalf("idle for 15m: want the idle stop, got %q", kinds(plan))
+	}
+}
+
+func amdIdleTimerRestart(t *testing.T) {
+	samples := append(minutesAt(0, 10, 1), at(10*time.Minute, 55)) // one busy minute
+	samples = append(samples, minutesAt(11, 20, 1)...)
+	h := newHarness(t, idlePolicy(policy.IdleModeAlways))
+	h.node("n1", "default", 4)
+	h.submit("product", "notebook", "interactive", 4, 1, usage(samples...))
+	h.advance(20 * time.Minute) // idle 0-10m, busy at 10m, idle since 11m: 9m
+	if plan := h.step(); len(plan.Actions) != 0 {
+		t.Fatalf("the busy sample at 10m restarts the timer: want no action at 20m, got %q", kinds(plan))
+	}
+	h.advance(6 * time.Minute) // idle since 11m: 15m
+	if plan := h.step(); len(plan.Actions) != 1 {
+		t.Fatalf("idle for 15m since the busy sample: want the idle stop at 26m, got %q", kinds(plan))
+	}
+}
+
+func qosPolicy() *policy.Policy {
+	return testPolicy(func(p *policy.Policy) {
+		p.Pools["serving"] = &policy.Pool{Name: "serving", NodePool: "serving", Owners: []string{"inference"}}
+		p.Tenants["ml"] = tenant("ml", 8, policy.Unlimited)
+	})
+}
+
+func qosServingSpike(t *testing.T) {
+	h := newHarness(t, qosPolicy())
+	h.node("s1", "serving", 8)
+	h.submit("ml", "best-effort", "training", 2, 4) // backfills the serving pool
+	h.advance(time.Minute)                          // young: min_runtime does not protect backfill
+	h.submit("prod", "serve", "inference", 4, 1, inPool("serving"))
+	plan := h.step()
+	h.expect("actions", kinds(plan), []string{"preempt ml/best-effort"})
+	a := plan.Actions[0]
+	if a.Reason.Rule != RuleBackfill || len(a.Allocs) != 2 || a.Grace != 0 {
+		t.Fatalf("preemption %s: want 2 backfill allocations taken at once (no grace)", a)
+	}
+	mustContain(t, a.Reason.Message, "node pool serving is kept for tier inference: backfill by tier training gives 4 GPUs back to prod/serve/main")
+	h.expect("running", h.running(), []string{"ml/best-effort×2", "prod/serve×1"})
+}
+
+func qosMinRuntime(t *testing.T) {
+	h := newHarness(t, testPolicy(nil))
+	h.node("n1", "default", 4)
+	h.submit("ml", "old", "training", 2, 1)
+	h.advance(30 * time.Minute)
+	h.submit("ml", "young", "training", 2, 1)
+	h.advance(2 * time.Minute)
+	h.submit("ml", "notebook", "interactive", 2, 1)
+	plan := h.step()
+	h.expect("the old job goes, though the young one started last", kinds(plan), []string{"preempt ml/old"})
+
+	h.submit("ml", "big", "interactive", 2, 1) // only the young one is left
+	plan = h.step()
+	h.expect("nothing else frees enough", kinds(plan), []string{"preempt ml/young"})
+}
+
+func qosEvictionCap(t *testing.T) {
+	h := newHarness(t, testPolicy(nil))
+	h.node("n1", "default", 2)
+	h.submit("ml", "steady", "training", 1, 1)
+	h.advance(time.Hour)
+	// Preempted twice in the last hour already: at the cap of 2.
+	h.submit("ml", "bounced", "training", 1, 1, preempted(h.now.Add(-30*time.Minute), h.now.Add(-10*time.Minute)))
+	h.advance(15 * time.Minute)
+	h.submit("ml", "notebook", "interactive", 1, 1)
+	plan := h.step()
+	h.expect("the capped job is spared though it started last", kinds(plan), []string{"preempt ml/steady"})
+
+	h.advance(10 * time.Minute)
+	h.submit("ml", "notebook2", "interactive", 1, 1)
+	plan = h.step()
+	h.expect("nothing may be preempted", kinds(plan), []string{"hold ml/notebook2"})
+	mustContain(t, plan.Actions[0].Reason.Message, "none free, and nothing may be preempted")
+
+	h.advance(6 * time.Minute) // the older preemption leaves the hour
+	plan = h.step()
+	h.expect("under the cap again", kinds(plan), []string{"preempt ml/bounced", "resume ml/notebook2"})
+}
+
+func qosPromoteAfterPreemptions(t *testing.T) {
+	h := newHarness(t, testPolicy(nil))
+	h.node("n1", "default", 1)
+	h.submit("ml", "runner", "training", 1, 1)
+	past := h.now.Add(-3 * time.Hour)
+	h.submit("ml", "victim", "training", 1, 1, preempted(past, past.Add(time.Minute), past.Add(2*time.Minute)))
+	plan := h.step()
+	// Promoted above its tier, it outranks the runner; the runner is
+	// younger than min_runtime, but nothing else frees a GPU.
+	h.expect("promoted, then preempting", kinds(plan), []string{"promote ml/victim", "preempt ml/runner"})
+	a := plan.Actions[0]
+	if a.Priority != 50 || a.Reason.Rule != RulePromoteRun {
+		t.Fatalf("promotion %s: want priority 50 for 3 preemptions", a)
+	}
+	mustContain(t, a.Reason.Message, "preempted 3 times (promote after 3): priority 40 → 50")
+	h.expect("running", h.running(), []string{"ml/victim×1"})
+}
+
+func qosPromoteAfterWait(t *testing.T) {
+	h := newHarness(t, testPolicy(nil))
+	h.node("n1", "default", 1)
+	h.submit("ml", "runner", "training", 1, 1)
+	h.submit("ml", "starved", "training", 1, 1)
+	h.step()
+	h.advance(59 * time.Minute)
+	if plan := h.step(); len(plan.Actions) != 0 {
+		t.Fatalf("59m of 1h: want no promotion yet, got %q", kinds(plan))
+	}
+	h.advance(2 * time.Minute)
+	plan := h.step()
+	a := actionOf(t, plan, Promote, "ml/starved")
+	mustContain(t, a.Reason.Message, "waiting 1h1m for 1 GPUs (promote after 1h): priority 40 → 50")
+}
+
+func qosGangs(t *testing.T) {
+	h := newHarness(t, testPolicy(nil))
+	h.node("n1", "default", 4)
+	h.node("n2", "default", 2)
+	h.submit("ml", "single", "training", 2, 1) // lands on n1
+	h.advance(time.Minute)
+	h.submit("ml", "gang", "training", 2, 2, gang()) // n1 and n2
+	h.advance(time.Hour)
+	h.submit("ml", "notebook", "interactive", 2, 1)
+	plan := h.step()
+	h.expect("the newer gang is spared: preempting a member would take it all", kinds(plan), []string{"preempt ml/single"})
+
+	h.submit("ml", "notebook2", "interactive", 2, 1)
+	plan = h.step()
+	// Taking the gang frees 4 GPUs for a 2-GPU job: the other 2 go to the
+	// job held earlier.
+	h.expect("only the gang is left", kinds(plan), []string{"preempt ml/gang", "resume ml/single"})
+	if a := plan.Actions[0]; len(a.Allocs) != 2 || a.GPUs != 4 {
+		t.Fatalf("gang preemption %s: want both members, 4 GPUs", a)
+	}
+	h.expect("held whole", h.heldJobs(), []string{"ml/gang×2"})
+}

@@ -1,0 +1,398 @@
+package engine
+
+import (
+	"cmp"
+	"slices"
+	"time"
+
+	"github.com/gpu-steward/steward/policy"
+)
+
+// Victim preference, best first: idle work (pressure mode), then backfill
+// in a pool kept for other tiers, then work past min_runtime before younger
+// work, each of those from tenants over their reservation first, then the
+// lowest tier, then whole units over gang members, then the most recently
+// started. The walk below then takes, on one node, the shortest prefix of
+// this order that frees enough, and prunes it to the smallest set.
+const (
+	classIdle = iota
+	classBackfill
+	classOther
+	classYoung // younger than min_runtime: only when nothing else frees enough
+)
+
+// candidates holds, for one node pool (or for all nodes), the preemptible
+// units in preference order, cut into segments by class and by whether
+// their tenant is over its reservation. Within a segment units are sorted
+// by priority, so a beneficiary walks only the prefix it may preempt.
+type candidates struct {
+	units []int32
+	keys  []uint64
+	segs  [segments]segment
+}
+
+type segment struct{ start, end, next int } // next: first unit not yet taken
+
+const (
+	segIdle = iota
+	segBackfill
+	segOver         // tenant over its reservation
+	segNotOver      // tenant within its reservation
+	segYoungOver    // the same, younger than min_runtime
+	segYoungNotOver //
+	segments
+)
+
+const (
+	keyClassShift   = 62
+	keyNotOverShift = 61
+	keyPrioShift    = 54
+)
+
+func (st *state) sortCandidates() {
+	type candKey struct {
+		key uint64
+		ui  int32
+	}
+	keys := make([]candKey, 0, len(st.units))
+	for ui := range st.units {
+		u := &st.units[ui]
+		if !st.e.tiers[u.tier].preemptible {
+			continue // never a victim, whatever else holds
+		}
+		if st.capped(u.job, u.recent) {
+			continue // at the eviction cap for the whole plan
+		}
+		class := uint64(classOther)
+		switch {
+		case u.idle.ok && u.idle.rule.Mode == policy.IdleModePressure:
+			class = classIdle
+		case u.backfill:
+			class = classBackfill
+		case st.now.Sub(u.started) < st.e.p.Preemption.MinRuntime:
+			class = classYoung
+		}
+		var notOver uint64
+		if t := &st.tenants[u.tenant]; class >= classOther && t.use <= t.t.Reserve {
+			notOver = 1
+		}
+		var gang uint64
+		if len(u.allocs) > 1 {
+			gang = 1
+		}
+		age := st.now.Sub(u.started) / time.Second
+		age = max(0, min(age, 1<<34-1))
+		k := class<<keyClassShift | notOver<<keyNotOverShift | uint64(u.prio&0x7f)<<keyPrioShift | gang<<53 | uint64(age)<<19
+		keys = append(keys, candKey{key: k, ui: int32(ui)})
+	}
+	for _, k := range keys {
+		st.units[k.ui].key = k.key
+	}
+	slices.SortFunc(keys, func(a, b candKey) int {
+		if c := cmp.Compare(a.key, b.key); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.ui, b.ui)
+	})
+	st.cands = make([]candidates, len(st.pools))
+	for _, k := range keys {
+		add := func(p int32) {
+			c := &st.cands[p]
+			if n := len(c.units); n > 0 && c.units[n-1] == k.ui {
+				return // a gang with several nodes in the pool
+			}
+			c.units = append(c.units, k.ui)
+			c.keys = append(c.keys, k.key)
+		}
+		add(0)
+		st.units[k.ui].nodesOf(func(n int32, _ int) {
+			if p := st.poolOf[n]; p != 0 {
+				add(p)
+			}
+		})
+	}
+	for p := range st.cands {
+		c := &st.cands[p]
+		for s := range c.segs {
+			lo := segKey(s, 0)
+			hi := segKey(s+1, 0)
+			c.segs[s].start, _ = slices.BinarySearch(c.keys, lo)
+			c.segs[s].end, _ = slices.BinarySearch(c.keys, hi)
+			c.segs[s].next = c.segs[s].start
+		}
+	}
+}
+
+// segKey is the smallest key of a segment at a priority.
+func segKey(seg int, prio int) uint64 {
+	var class, notOver uint64
+	switch seg {
+	case segIdle:
+		class = classIdle
+	case segBackfill:
+		class = classBackfill
+	case segOver, segNotOver:
+		class = classOther
+	case segYoungOver, segYoungNotOver:
+		class = classYoung
+	default:
+		return ^uint64(0)
+	}
+	if seg == segNotOver || seg == segYoungNotOver {
+		notOver = 1
+	}
+	return class<<keyClassShift | notOver<<keyNotOverShift | uint64(prio)<<keyPrioShift
+}
+
+// walkRange returns the part of a segment that may hold victims for b:
+// idle work whole; backfill whole for a tier that owns a pool; otherwise
+// units of a lower priority, or whole segments of tenants over their
+// reservation when b reclaims its own.
+// Tenants' standing is as of the plan's start: one that crosses its
+// reservation during the plan is seen in the right segment by the next.
+func (st *state) walkRange(c *candidates, seg int, b *bene, allowYoung bool) (int, int) {
+	sg := &c.segs[seg]
+	for sg.next < sg.end && st.units[c.units[sg.next]].taken {
+		sg.next++ // taken units gather at the front: skip them once
+	}
+	end := sg.end
+	switch {
+	case seg == segIdle:
+	case seg == segBackfill && st.e.ownsPool[b.tier]:
+	case seg >= segYoungOver && !allowYoung:
+		end = sg.next
+	case seg == segNotOver || seg == segYoungNotOver || !b.entitled:
+		end, _ = slices.BinarySearch(c.keys[sg.start:sg.end], segKey(seg, b.prio))
+		end = max(end+sg.start, sg.next)
+	}
+	return sg.next, end
+}
+
+// bene is the work GPUs are being found for.
+type bene struct {
+	d        *Demand
+	tier     int
+	tenant   int
+	prio     int
+	pool     int32
+	g        int  // GPUs of the allocation being placed
+	holds    int  // GPUs its tenant held before this demand was served
+	entitled bool // its tenant stays within its reservation
+}
+
+// victim is a unit chosen for a beneficiary, with the rule that allows it
+// and its tenant's GPUs just before (for the reason's numbers).
+type victim struct {
+	ui        int32
+	rule      Rule
+	holdsPrev int
+}
+
+// capped reports whether a job has reached the eviction cap, counting a
+// preemption this plan has already decided.
+func (st *state) capped(job *Job, recent int) bool {
+	limit := st.e.p.Preemption.MaxPerJobPerHour
+	if limit <= 0 || recent+1 < limit {
+		return limit > 0 && recent >= limit
+	}
+	return recent+st.planned[job.Ref] >= limit
+}
+
+// recentPreemptions counts a job's preemptions in the last hour.
+func (st *state) recentPreemptions(job *Job) int {
+	n := 0
+	hourAgo := st.now.Add(-time.Hour)
+	for _, t := range job.Preemptions {
+		if t.After(hourAgo) && !t.After(st.now) {
+			n++
+		}
+	}
+	return n
+}
+
+// victimRule says whether unit u may give its GPUs on node n to b, and under
+// which rule. needOver: only while u's tenant holds more than its reserve.
+func (st *state) victimRule(u *unit, b *bene, n int32, allowYoung bool) (rule Rule, needOver bool, ok bool) {
+	if u.taken || st.capped(u.job, u.recent) {
+		return "", false, false
+	}
+	rule, needOver, ok = st.ruleFor(u, b, n, allowYoung)
+	if ok && u.job.Ref == b.d.Job.Ref {
+		return "", false, false // never preempt a job for itself
+	}
+	return rule, needOver, ok
+}
+
+func (st *state) ruleFor(u *unit, b *bene, n int32, allowYoung bool) (rule Rule, needOver bool, ok bool) {
+	if u.idle.ok && u.idle.rule.Mode == policy.IdleModePressure {
+		return RuleIdle, false, true
+	}
+	if p := st.poolOf[n]; u.backfill && int(p) < len(st.e.poolOwner) && st.e.poolOwner[p][b.tier] && !st.e.poolOwner[p][u.tier] {
+		return RuleBackfill, false, true
+	}
+	if !allowYoung && st.now.Sub(u.started) < st.e.p.Preemption.MinRuntime {
+		return "", false, false
+	}
+	switch {
+	case u.tenant == b.tenant:
+		return RulePriority, false, u.prio < b.prio
+	case b.entitled:
+		return RuleReclaim, true, true
+	case u.prio < b.prio:
+		return RulePriority, true, true
+	}
+	return "", false, false
+}
+
+// walkScratch is per-node bookkeeping for findVictims, reused across calls
+// (generation-stamped so that nothing is cleared between them).
+type walkScratch struct {
+	gen   []uint32
+	cur   uint32
+	freed []int
+	list  [][]victim
+	picks [][]nodeGPUs // per node: (tenant, GPUs picked from it)
+}
+
+func (w *walkScratch) reset(nodes int) {
+	if len(w.gen) < nodes {
+		w.gen = make([]uint32, nodes)
+		w.freed = make([]int, nodes)
+		w.list = make([][]victim, nodes)
+		w.picks = make([][]nodeGPUs, nodes)
+	}
+	w.cur++
+}
+
+func (w *walkScratch) touch(n int32) {
+	if w.gen[n] != w.cur {
+		w.gen[n] = w.cur
+		w.freed[n] = 0
+		w.list[n] = w.list[n][:0]
+		w.picks[n] = w.picks[n][:0]
+	}
+}
+
+func (w *walkScratch) picked(n int32, tenant int) int {
+	for _, p := range w.picks[n] {
+		if int(p.node) == tenant {
+			return p.gpus
+		}
+	}
+	return 0
+}
+
+func (w *walkScratch) pick(n int32, tenant int, gpus int) {
+	for i := range w.picks[n] {
+		if int(w.picks[n][i].node) == tenant {
+			w.picks[n][i].gpus += gpus
+			return
+		}
+	}
+	w.picks[n] = append(w.picks[n], nodeGPUs{int32(tenant), gpus})
+}
+
+// findVictims walks the candidates best first and stops at the first node
+// where what it has passed frees enough for one allocation of b.g GPUs:
+// that node's worst victim is the best any node can offer. It then drops
+// victims the allocation does not need, worst first.
+func (st *state) findVictims(b *bene, allowYoung bool) (int32, []victim, bool) {
+	w := &st.walk
+	w.reset(len(st.nodes))
+	c := &st.cands[b.pool]
+	budget := walkBudget
+	for seg := 0; seg < segments; seg++ {
+		from, to := st.walkRange(c, seg, b, allowYoung)
+		for _, ui := range c.units[from:to] {
+			if budget--; budget < 0 {
+				return st.searchNodes(b, allowYoung)
+			}
+			u := &st.units[ui]
+			if u.taken {
+				continue
+			}
+			var found int32 = -1
+			u.nodesOf(func(n int32, _ int) {
+				if found < 0 && st.cap.nodeIn(n, b.pool) && st.addVictim(ui, b, n, allowYoung) {
+					found = n
+				}
+			})
+			if found >= 0 {
+				return found, st.prune(found, b.g), true
+			}
+		}
+	}
+	return 0, nil, false
+}
+
+// addVictim adds unit ui's GPUs on node n to the walk if b may take them,
+// and reports whether the node then frees enough for one allocation of b.
+func (st *state) addVictim(ui int32, b *bene, n int32, allowYoung bool) bool {
+	u := &st.units[ui]
+	rule, needOver, ok := st.victimRule(u, b, n, allowYoung)
+	if !ok {
+		return false
+	}
+	w := &st.walk
+	w.touch(n)
+	t := &st.tenants[u.tenant]
+	if needOver && t.use-w.picked(n, u.tenant) <= t.t.Reserve {
+		return false
+	}
+	w.list[n] = append(w.list[n], victim{ui: ui, rule: rule, holdsPrev: t.use})
+	w.pick(n, u.tenant, u.gpus)
+	w.freed[n] += st.gpusOn(u, n)
+	return int(st.cap.free[n])+w.freed[n] >= b.g
+}
+
+// prune drops, worst first, victims whose GPUs on node n are not needed.
+func (st *state) prune(n int32, g int) []victim {
+	w := &st.walk
+	list := w.list[n]
+	spare := int(st.cap.free[n]) + w.freed[n] - g
+	out := make([]victim, 0, len(list))
+	for i := len(list) - 1; i >= 0; i-- {
+		on := st.gpusOn(&st.units[list[i].ui], n)
+		if on <= spare {
+			spare -= on
+			continue
+		}
+		out = append(out, list[i])
+	}
+	slices.Reverse(out)
+	return out
+}
+
+func (st *state) gpusOn(u *unit, n int32) int {
+	on := 0
+	u.nodesOf(func(m int32, g int) {
+		if m == n {
+			on += g
+		}
+	})
+	return on
+}
+
+// take removes a unit from the model cluster: its GPUs become free.
+func (st *state) take(ui int32) {
+	u := &st.units[ui]
+	u.taken = true
+	lvl := st.levelOf(u)
+	u.nodesOf(func(n int32, g int) {
+		st.cap.add(n, int32(g))
+		st.movePotential(n, lvl, int32(g))
+	})
+	st.tenants[u.tenant].use -= u.gpus
+}
+
+// untake puts a unit back (a gang placement that failed half way).
+func (st *state) untake(ui int32) {
+	u := &st.units[ui]
+	u.taken = false
+	lvl := st.levelOf(u)
+	u.nodesOf(func(n int32, g int) {
+		st.cap.add(n, -int32(g))
+		st.movePotential(n, lvl, -int32(g))
+	})
+	st.tenants[u.tenant].use += u.gpus
+}

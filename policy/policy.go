@@ -1,0 +1,223 @@
+// Package policy is Steward's policy language: HCL files that describe GPU
+// tiers, tenant reservations and limits, pools kept for some tiers, idle
+// rules and preemption guards. Parse turns files into a resolved Policy with
+// every default filled in; the decision engine (policy/engine) consumes it.
+//
+// This package does no I/O beyond reading the files it is handed and imports
+// no Nomad client.
+package policy
+
+import (
+	"sort"
+	"time"
+)
+
+// Defaults that apply when a policy leaves an attribute out. They are part of
+// the language's contract: README.md and example.hcl document each one.
+const (
+	DefaultTierMetaKey       = "steward.tier"
+	DefaultGangMetaKey       = "steward.gang"
+	DefaultCheckpointMetaKey = "steward.checkpoint_signal"
+
+	DefaultTenantWeight = 1.0
+
+	DefaultIdleThreshold = 10.0
+	DefaultIdleAfter     = 15 * time.Minute
+	DefaultIdleMode      = IdleModePressure
+	DefaultIdleAction    = IdleActionRequeue
+
+	DefaultMinRuntime        = 10 * time.Minute
+	DefaultGrace             = 2 * time.Minute
+	DefaultCheckpointSignal  = "SIGUSR1"
+	DefaultMaxPerJobPerHour  = 2
+	DefaultPromoteBoost      = 10
+	DefaultPromotePreemption = 3
+	DefaultPromoteWait       = time.Hour
+
+	// Unlimited is the Limit of a tenant that sets none.
+	Unlimited = -1
+
+	// MinPriority and MaxPriority bound Nomad job priorities.
+	MinPriority = 1
+	MaxPriority = 100
+)
+
+// IdleMode says when an idle rule acts.
+type IdleMode string
+
+const (
+	// IdleModePressure releases idle GPUs only when other work waits for them.
+	IdleModePressure IdleMode = "pressure"
+	// IdleModeAlways releases idle GPUs as soon as the rule matches.
+	IdleModeAlways IdleMode = "always"
+)
+
+// IdleAction says what happens to a job whose GPUs an idle rule releases.
+type IdleAction string
+
+const (
+	// IdleActionStop stops the job; a person restarts it.
+	IdleActionStop IdleAction = "stop"
+	// IdleActionRequeue holds the job and resumes it when GPUs are free.
+	IdleActionRequeue IdleAction = "requeue"
+)
+
+// Policy is a resolved policy: every default filled in, every reference
+// checked. Build one with Parse (or by hand in tests and simulations).
+type Policy struct {
+	Defaults   Defaults
+	Tiers      map[string]*Tier
+	Tenants    map[string]*Tenant
+	Pools      map[string]*Pool
+	Idle       []*IdleRule // in file order; the first matching rule applies
+	Preemption Preemption
+
+	// Files lists the files the policy was read from, in order.
+	Files []string
+}
+
+// Defaults holds how jobs name their tier and gang membership.
+type Defaults struct {
+	// Tier is the tier of jobs that name none (or name an unknown one).
+	// When the policy sets none it is the lowest-priority tier.
+	Tier string
+	// TierMetaKey is the job meta key that names a job's tier.
+	TierMetaKey string
+	// GangMetaKey is the job meta key that, set to "true", makes all of a
+	// job's allocations one gang: preempted together, resumed together.
+	GangMetaKey string
+	// CheckpointMetaKey is the job meta key that overrides the checkpoint
+	// signal for one job ("none" opts out: the job is stopped without grace).
+	CheckpointMetaKey string
+}
+
+// Tier is a class of work with a Nomad priority.
+type Tier struct {
+	Name        string
+	Priority    int  // Nomad job priority, 1..100
+	Preemptible bool // false: never a victim
+}
+
+// Tenant is a team, one Nomad namespace.
+type Tenant struct {
+	Name      string
+	Namespace string  // defaults to Name
+	Reserve   int     // GPUs guaranteed while it has demand
+	Limit     int     // most GPUs it may hold, borrowing included; Unlimited if unset
+	Weight    float64 // share of spare GPUs relative to other tenants
+}
+
+// Pool is a Nomad node pool whose capacity is kept for some tiers. Other
+// tiers may backfill it and lose those GPUs at once when an owner needs them.
+type Pool struct {
+	Name     string
+	NodePool string   // Nomad node pool; defaults to Name
+	Owners   []string // tier names the capacity is kept for
+	// Grace replaces the preemption grace for backfill taken back here.
+	Grace time.Duration
+}
+
+// IdleRule releases GPUs held by work that does not use them.
+type IdleRule struct {
+	Name      string
+	Tiers     []string // empty: every preemptible tier
+	Tenants   []string // empty: every tenant
+	Threshold float64  // percent GPU utilisation below which a GPU is idle
+	After     time.Duration
+	Mode      IdleMode
+	Action    IdleAction
+}
+
+// Preemption holds the guards against pointless and repeated preemption.
+type Preemption struct {
+	MinRuntime       time.Duration
+	Grace            time.Duration
+	CheckpointSignal string // e.g. "SIGUSR1"; "" means no checkpoint signal
+	MaxPerJobPerHour int    // 0: no cap
+	Promote          Promote
+}
+
+// Promote raises the priority of starved jobs.
+type Promote struct {
+	AfterPreemptions int           // 0: never by count
+	AfterWait        time.Duration // 0: never by wait
+	Boost            int           // priority points added
+}
+
+// TierOf returns the tier a job belongs to given the value of its tier meta
+// key ("" when absent), and whether that value named a known tier.
+func (p *Policy) TierOf(metaValue string) (*Tier, bool) {
+	if t, ok := p.Tiers[metaValue]; ok {
+		return t, true
+	}
+	return p.Tiers[p.Defaults.Tier], metaValue == ""
+}
+
+// TenantOf returns the tenant that a Nomad namespace belongs to. A namespace
+// no tenant names is a tenant of its own with no reservation and no limit.
+func (p *Policy) TenantOf(namespace string) *Tenant {
+	for _, name := range p.TenantNames() {
+		if t := p.Tenants[name]; t.Namespace == namespace {
+			return t
+		}
+	}
+	return &Tenant{Name: namespace, Namespace: namespace, Limit: Unlimited, Weight: DefaultTenantWeight}
+}
+
+// PoolOf returns the pool kept in a Nomad node pool, or nil.
+func (p *Policy) PoolOf(nodePool string) *Pool {
+	for _, name := range p.PoolNames() {
+		if pl := p.Pools[name]; pl.NodePool == nodePool {
+			return pl
+		}
+	}
+	return nil
+}
+
+// IdleRuleFor returns the first idle rule that covers a tier and tenant.
+func (p *Policy) IdleRuleFor(tier, tenant string) *IdleRule {
+	for _, r := range p.Idle {
+		if (len(r.Tiers) == 0 || contains(r.Tiers, tier)) && (len(r.Tenants) == 0 || contains(r.Tenants, tenant)) {
+			if len(r.Tiers) == 0 {
+				if t, ok := p.Tiers[tier]; ok && !t.Preemptible {
+					continue
+				}
+			}
+			return r
+		}
+	}
+	return nil
+}
+
+// TierNames returns tier names by priority, highest first, then by name.
+func (p *Policy) TierNames() []string {
+	names := keys(p.Tiers)
+	sort.SliceStable(names, func(i, j int) bool {
+		return p.Tiers[names[i]].Priority > p.Tiers[names[j]].Priority
+	})
+	return names
+}
+
+// TenantNames returns tenant names sorted.
+func (p *Policy) TenantNames() []string { return keys(p.Tenants) }
+
+// PoolNames returns pool names sorted.
+func (p *Policy) PoolNames() []string { return keys(p.Pools) }
+
+func keys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}

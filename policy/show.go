@@ -1,0 +1,149 @@
+package policy
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/hcl/v2/hclsyntax"
+	"github.com/hashicorp/hcl/v2/hclwrite"
+	"github.com/zclconf/go-cty/cty"
+)
+
+// String returns the policy as HCL; see Format.
+func (p *Policy) String() string {
+	var b strings.Builder
+	_ = p.Format(&b) // a strings.Builder does not fail
+	return b.String()
+}
+
+// Format writes the policy as HCL native syntax with every default spelled
+// out, so a person sees what Steward will do. The output parses back into
+// an equal Policy (Files aside). Blocks come in a fixed order: defaults,
+// tiers by priority (highest first) then name, tenants, pools, idle rules in
+// their order of application, preemption. p must be valid (see Validate):
+// Format does not check it.
+func (p *Policy) Format(w io.Writer) error {
+	f := hclwrite.NewEmptyFile()
+	root := f.Body()
+	if len(p.Files) > 0 {
+		comment(root, "Resolved from "+strings.Join(p.Files, ", ")+", with every default filled in.")
+	}
+
+	d := root.AppendNewBlock(blockDefaults, nil).Body()
+	setString(d, "tier", p.Defaults.Tier)
+	setString(d, "tier_meta_key", p.Defaults.TierMetaKey)
+	setString(d, "gang_meta_key", p.Defaults.GangMetaKey)
+	setString(d, "checkpoint_meta_key", p.Defaults.CheckpointMetaKey)
+
+	for _, name := range p.TierNames() {
+		t := p.Tiers[name]
+		root.AppendNewline()
+		b := root.AppendNewBlock(blockTier, []string{name}).Body()
+		b.SetAttributeValue("priority", cty.NumberIntVal(int64(t.Priority)))
+		b.SetAttributeValue("preemptible", cty.BoolVal(t.Preemptible))
+	}
+
+	for _, name := range p.TenantNames() {
+		t := p.Tenants[name]
+		root.AppendNewline()
+		b := root.AppendNewBlock(blockTenant, []string{name}).Body()
+		// Comments go first: one between attributes would break hclwrite's
+		// alignment of the "=" signs.
+		if t.Limit == Unlimited {
+			comment(b, "limit is left out: no limit.")
+		}
+		setString(b, "namespace", t.Namespace)
+		b.SetAttributeValue("reserve", cty.NumberIntVal(int64(t.Reserve)))
+		if t.Limit != Unlimited {
+			b.SetAttributeValue("limit", cty.NumberIntVal(int64(t.Limit)))
+		}
+		b.SetAttributeValue("weight", cty.NumberFloatVal(t.Weight))
+	}
+
+	for _, name := range p.PoolNames() {
+		pl := p.Pools[name]
+		root.AppendNewline()
+		b := root.AppendNewBlock(blockPool, []string{name}).Body()
+		setString(b, "node_pool", pl.NodePool)
+		setStrings(b, "owners", pl.Owners)
+		setString(b, "grace", formatDuration(pl.Grace))
+	}
+
+	for _, r := range p.Idle {
+		root.AppendNewline()
+		b := root.AppendNewBlock(blockIdle, []string{r.Name}).Body()
+		if len(r.Tiers) == 0 {
+			comment(b, "tiers = [] covers every preemptible tier.")
+		}
+		if len(r.Tenants) == 0 {
+			comment(b, "tenants = [] covers every tenant.")
+		}
+		setStrings(b, "tiers", r.Tiers)
+		setStrings(b, "tenants", r.Tenants)
+		b.SetAttributeValue("threshold", cty.NumberFloatVal(r.Threshold))
+		setString(b, "after", formatDuration(r.After))
+		setString(b, "mode", string(r.Mode))
+		setString(b, "action", string(r.Action))
+	}
+
+	root.AppendNewline()
+	pb := root.AppendNewBlock(blockPreemption, nil).Body()
+	pr := p.Preemption
+	setString(pb, "min_runtime", formatDuration(pr.MinRuntime))
+	setString(pb, "grace", formatDuration(pr.Grace))
+	signal := pr.CheckpointSignal
+	if signal == "" {
+		signal = "none"
+	}
+	setString(pb, "checkpoint_signal", signal)
+	pb.SetAttributeValue("max_per_job_per_hour", cty.NumberIntVal(int64(pr.MaxPerJobPerHour)))
+	pb.AppendNewline()
+	prb := pb.AppendNewBlock(blockPromote, nil).Body()
+	prb.SetAttributeValue("after_preemptions", cty.NumberIntVal(int64(pr.Promote.AfterPreemptions)))
+	setString(prb, "after_wait", formatDuration(pr.Promote.AfterWait))
+	prb.SetAttributeValue("boost", cty.NumberIntVal(int64(pr.Promote.Boost)))
+
+	if _, err := w.Write(f.Bytes()); err != nil {
+		return fmt.Errorf("writing policy: %w", err)
+	}
+	return nil
+}
+
+func setString(b *hclwrite.Body, name, value string) {
+	b.SetAttributeValue(name, cty.StringVal(value))
+}
+
+func setStrings(b *hclwrite.Body, name string, values []string) {
+	if len(values) == 0 {
+		b.SetAttributeValue(name, cty.ListValEmpty(cty.String))
+		return
+	}
+	vals := make([]cty.Value, len(values))
+	for i, v := range values {
+		vals[i] = cty.StringVal(v)
+	}
+	b.SetAttributeValue(name, cty.TupleVal(vals))
+}
+
+// comment appends a "# ..." line.
+func comment(b *hclwrite.Body, text string) {
+	text = strings.NewReplacer("\n", " ", "\r", " ").Replace(text)
+	b.AppendUnstructuredTokens(hclwrite.Tokens{
+		{Type: hclsyntax.TokenComment, Bytes: []byte("# " + text + "\n")},
+	})
+}
+
+// formatDuration writes a duration as a person would: "15m" and "1h"
+// rather than Go's "15m0s" and "1h0m0s". time.ParseDuration reads it back.
+func formatDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}

@@ -1,0 +1,55 @@
+package policy
+
+import (
+	"fmt"
+	"strings"
+)
+
+// linuxSignals are the signal names a checkpoint signal may use: the ones
+// Linux defines, so that a policy written on a laptop means the same on a
+// Nomad client. Nomad itself takes signal names in this form.
+var linuxSignals = map[string]bool{
+	"SIGHUP": true, "SIGINT": true, "SIGQUIT": true, "SIGILL": true,
+	"SIGTRAP": true, "SIGABRT": true, "SIGIOT": true, "SIGBUS": true,
+	"SIGFPE": true, "SIGKILL": true, "SIGUSR1": true, "SIGSEGV": true,
+	"SIGUSR2": true, "SIGPIPE": true, "SIGALRM": true, "SIGTERM": true,
+	"SIGSTKFLT": true, "SIGCHLD": true, "SIGCONT": true, "SIGSTOP": true,
+	"SIGTSTP": true, "SIGTTIN": true, "SIGTTOU": true, "SIGURG": true,
+	"SIGXCPU": true, "SIGXFSZ": true, "SIGVTALRM": true, "SIGPROF": true,
+	"SIGWINCH": true, "SIGIO": true, "SIGPOLL": true, "SIGPWR": true,
+	"SIGSYS": true,
+}
+
+// uncatchableSignals cannot be handled by a process, so a job sent one as its
+// checkpoint signal gets no chance to checkpoint.
+var uncatchableSignals = map[string]bool{"SIGKILL": true, "SIGSTOP": true}
+
+// SignalNames returns the signal names NormalizeSignal accepts, sorted.
+func SignalNames() []string { return keys(linuxSignals) }
+
+// NormalizeSignal turns a checkpoint signal as a person writes it into the
+// form Policy holds: "usr1", "USR1" and "SIGUSR1" all become "SIGUSR1", and
+// "" or "none" (any case) become "", meaning no checkpoint signal. The engine
+// uses it for the per-job override in the checkpoint meta key too.
+func NormalizeSignal(s string) (string, error) {
+	name := strings.ToUpper(strings.TrimSpace(s))
+	if name == "" || name == "NONE" {
+		return "", nil
+	}
+	if !strings.HasPrefix(name, "SIG") {
+		name = "SIG" + name
+	}
+	if !linuxSignals[name] {
+		return "", fmt.Errorf("%q is not a Linux signal name", s)
+	}
+	return name, nil
+}
+
+// closestSignal suggests a known signal for a misspelt one, or "".
+func closestSignal(s string) string {
+	name := strings.ToUpper(strings.TrimSpace(s))
+	if !strings.HasPrefix(name, "SIG") {
+		name = "SIG" + name
+	}
+	return closest(name, SignalNames())
+}

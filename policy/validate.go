@@ -1,0 +1,344 @@
+package policy
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"regexp"
+	"strings"
+	"time"
+)
+
+// Nomad's own rules for names (nomad/structs), so that a policy cannot name
+// a namespace or node pool that Nomad would refuse to create.
+var (
+	validNamespace = regexp.MustCompile("^[a-zA-Z0-9-]{1,128}$")
+	validNodePool  = regexp.MustCompile("^[a-zA-Z0-9-_]{1,128}$")
+)
+
+// MaxPromoteBoost is the largest useful boost: it lifts the lowest priority
+// to the highest.
+const MaxPromoteBoost = MaxPriority - MinPriority
+
+// problem is one way a resolved policy breaks the language's rules.
+type problem struct {
+	at      where
+	warning bool
+	summary string
+	detail  string
+}
+
+// Validate checks a Policy against the rules Parse enforces on files, for
+// policies built by hand in tests and simulations. It returns every broken
+// rule joined into one error, or nil; warnings are not errors. Validate
+// fills in nothing: unlike Parse, it wants Defaults.Tier set.
+func (p *Policy) Validate() error {
+	if p == nil {
+		return errors.New("policy is nil")
+	}
+	var errs []error
+	for _, pr := range check(p, nil) {
+		if !pr.warning {
+			errs = append(errs, fmt.Errorf("%s: %s: %s", pr.at, pr.summary, pr.detail))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// check finds every problem with a resolved policy. order lists labelled
+// blocks in source order (nil for a hand-built policy), so that of two
+// blocks in conflict the later one is blamed.
+func check(p *Policy, order map[string][]string) []problem {
+	c := &checker{p: p, order: order}
+	c.defaults()
+	c.tiers()
+	c.tenants()
+	c.pools()
+	c.idle()
+	c.preemption()
+	return c.out
+}
+
+type checker struct {
+	p     *Policy
+	order map[string][]string
+	out   []problem
+}
+
+func (c *checker) errorf(at where, summary, format string, args ...any) {
+	c.out = append(c.out, problem{at: at, summary: summary, detail: fmt.Sprintf(format, args...)})
+}
+
+func (c *checker) warnf(at where, summary, format string, args ...any) {
+	c.out = append(c.out, problem{at: at, warning: true, summary: summary, detail: fmt.Sprintf(format, args...)})
+}
+
+// declared returns the names of one block type in source order when known,
+// then any others sorted.
+func declared[V any](c *checker, block string, m map[string]V) []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, n := range c.order[block] {
+		if _, ok := m[n]; ok && !seen[n] {
+			out = append(out, n)
+			seen[n] = true
+		}
+	}
+	for _, n := range keys(m) {
+		if !seen[n] {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+func (c *checker) defaults() {
+	d := c.p.Defaults
+	switch {
+	case len(c.p.Tiers) == 0:
+		c.errorf(where{}, "No tiers", "A policy needs at least one tier block: every job is ranked by its tier.")
+	case d.Tier == "":
+		c.errorf(whereAttr(blockDefaults, "", "tier"), "No default tier", "Defaults.Tier must name the tier of jobs that name none.")
+	default:
+		c.tierRef(whereAttr(blockDefaults, "", "tier"), d.Tier)
+	}
+	metaKeys := []struct{ attr, value string }{
+		{"tier_meta_key", d.TierMetaKey},
+		{"gang_meta_key", d.GangMetaKey},
+		{"checkpoint_meta_key", d.CheckpointMetaKey},
+	}
+	for i, k := range metaKeys {
+		at := whereAttr(blockDefaults, "", k.attr)
+		if k.value == "" {
+			c.errorf(at, "Empty meta key", "%s must name a job meta key.", k.attr)
+			continue
+		}
+		for _, prev := range metaKeys[:i] {
+			if prev.value == k.value {
+				c.errorf(at, "Meta key used twice", "%s is %q, the same key as %s; each meta key says something different about a job.",
+					k.attr, k.value, prev.attr)
+			}
+		}
+	}
+}
+
+func (c *checker) tiers() {
+	for _, name := range declared(c, blockTier, c.p.Tiers) {
+		t := c.p.Tiers[name]
+		if !c.entry(blockTier, name, t == nil, t != nil && t.Name != name) {
+			continue
+		}
+		if t.Priority < MinPriority || t.Priority > MaxPriority {
+			c.errorf(whereAttr(blockTier, name, "priority"), "Invalid priority",
+				"The priority of tier %q must be between %d and %d, the range of Nomad job priorities; got %d.",
+				name, MinPriority, MaxPriority, t.Priority)
+		}
+	}
+}
+
+func (c *checker) tenants() {
+	claimed := map[string]string{} // namespace -> tenant
+	for _, name := range declared(c, blockTenant, c.p.Tenants) {
+		t := c.p.Tenants[name]
+		if !c.entry(blockTenant, name, t == nil, t != nil && t.Name != name) {
+			continue
+		}
+		at := func(attr string) where { return whereAttr(blockTenant, name, attr) }
+		switch prev, dup := claimed[t.Namespace]; {
+		case !validNamespace.MatchString(t.Namespace):
+			c.errorf(at("namespace"), "Invalid namespace",
+				"Namespace %q of tenant %q is not a valid Nomad namespace name: use 1 to 128 letters, digits and dashes.",
+				t.Namespace, name)
+		case dup:
+			c.errorf(at("namespace"), "Duplicate namespace",
+				"Tenant %q already has namespace %q; a namespace belongs to one tenant.", prev, t.Namespace)
+		default:
+			claimed[t.Namespace] = name
+		}
+		if t.Reserve < 0 {
+			c.out = append(c.out, negativeProblem(at("reserve"), t.Reserve, ""))
+		}
+		switch {
+		case t.Limit < 0 && t.Limit != Unlimited:
+			c.out = append(c.out, negativeProblem(at("limit"), t.Limit, " Leave limit out for no limit."))
+		case t.Limit != Unlimited && t.Reserve >= 0 && t.Limit < t.Reserve:
+			c.errorf(at("limit"), "Limit below reserve",
+				"Tenant %q has limit %d but reserve %d; the limit counts reserved GPUs too, so it must be at least the reserve.",
+				name, t.Limit, t.Reserve)
+		}
+		if !(t.Weight > 0) || math.IsInf(t.Weight, 0) {
+			c.errorf(at("weight"), "Invalid weight",
+				"The weight of tenant %q must be a number greater than 0; got %g.", name, t.Weight)
+		}
+	}
+}
+
+func (c *checker) pools() {
+	claimed := map[string]string{} // node pool -> pool
+	for _, name := range declared(c, blockPool, c.p.Pools) {
+		p := c.p.Pools[name]
+		if !c.entry(blockPool, name, p == nil, p != nil && p.Name != name) {
+			continue
+		}
+		at := func(attr string) where { return whereAttr(blockPool, name, attr) }
+		switch prev, dup := claimed[p.NodePool]; {
+		case !validNodePool.MatchString(p.NodePool):
+			c.errorf(at("node_pool"), "Invalid node pool",
+				"Node pool %q of pool %q is not a valid Nomad node pool name: use 1 to 128 letters, digits, dashes and underscores.",
+				p.NodePool, name)
+		case dup:
+			c.errorf(at("node_pool"), "Duplicate node pool",
+				"Pool %q already keeps node pool %q; a node pool belongs to one pool.", prev, p.NodePool)
+		default:
+			claimed[p.NodePool] = name
+		}
+		if len(p.Owners) == 0 {
+			c.errorf(at("owners"), "No pool owners",
+				"Pool %q must name at least one owner: the tiers its capacity is kept for.", name)
+		}
+		c.tierRefs(at("owners"), p.Owners)
+		c.duration(at("grace"), p.Grace)
+	}
+}
+
+func (c *checker) idle() {
+	seen := map[string]bool{}
+	for _, r := range c.p.Idle {
+		if r == nil {
+			c.errorf(where{block: blockIdle}, "Nil idle rule", "Policy.Idle holds a nil rule.")
+			continue
+		}
+		at := func(attr string) where { return whereAttr(blockIdle, r.Name, attr) }
+		switch {
+		case r.Name == "":
+			c.errorf(at(""), "Empty idle name", "An idle block needs a non-empty name.")
+		case seen[r.Name]:
+			c.errorf(at(""), "Duplicate idle", "Idle rule %q is defined more than once.", r.Name)
+		}
+		seen[r.Name] = true
+		c.tierRefs(at("tiers"), r.Tiers)
+		for i, tier := range r.Tiers {
+			if t, ok := c.p.Tiers[tier]; ok && t != nil && !t.Preemptible {
+				c.errorf(at("tiers").at(i), "Idle rule names a non-preemptible tier",
+					"Tier %q is not preemptible, and releasing idle GPUs preempts the job holding them. "+
+						"Remove the tier from idle rule %q or make the tier preemptible.", tier, r.Name)
+			}
+		}
+		c.refs(at("tenants"), blockTenant, r.Tenants, keys(c.p.Tenants))
+		if !(r.Threshold >= 0 && r.Threshold <= 100) {
+			c.errorf(at("threshold"), "Invalid threshold",
+				"The threshold of idle rule %q is a GPU utilisation percentage and must be between 0 and 100; got %g.",
+				r.Name, r.Threshold)
+		}
+		c.duration(at("after"), r.After)
+		if r.Mode != IdleModePressure && r.Mode != IdleModeAlways {
+			c.errorf(at("mode"), "Invalid idle mode", "The mode of idle rule %q must be %q or %q; got %q.%s",
+				r.Name, IdleModePressure, IdleModeAlways, r.Mode,
+				didYouMean(string(r.Mode), []string{string(IdleModePressure), string(IdleModeAlways)}))
+		}
+		if r.Action != IdleActionStop && r.Action != IdleActionRequeue {
+			c.errorf(at("action"), "Invalid idle action", "The action of idle rule %q must be %q or %q; got %q.%s",
+				r.Name, IdleActionStop, IdleActionRequeue, r.Action,
+				didYouMean(string(r.Action), []string{string(IdleActionStop), string(IdleActionRequeue)}))
+		}
+	}
+}
+
+func (c *checker) preemption() {
+	p := c.p.Preemption
+	at := func(attr string) where { return whereAttr(blockPreemption, "", attr) }
+	c.duration(at("min_runtime"), p.MinRuntime)
+	c.duration(at("grace"), p.Grace)
+	switch sig := p.CheckpointSignal; {
+	case sig == "":
+	case !linuxSignals[sig]:
+		suggest := ""
+		if s := closestSignal(sig); s != "" {
+			suggest = fmt.Sprintf(" Did you mean %q?", s)
+		}
+		c.errorf(at("checkpoint_signal"), "Invalid signal",
+			"%q is not a Linux signal name; use a name such as \"SIGUSR1\" or \"SIGTERM\", or \"none\" for no checkpoint signal.%s",
+			sig, suggest)
+	case uncatchableSignals[sig]:
+		c.warnf(at("checkpoint_signal"), "Signal cannot be caught",
+			"A job cannot handle %s, so it gets no chance to checkpoint; use \"none\" to stop preempted jobs without a grace period.", sig)
+	}
+	if p.MaxPerJobPerHour < 0 {
+		c.out = append(c.out, negativeProblem(at("max_per_job_per_hour"), p.MaxPerJobPerHour, " Use 0 for no cap."))
+	}
+	pat := func(attr string) where { return whereAttr(blockPromote, "", attr) }
+	if p.Promote.AfterPreemptions < 0 {
+		c.out = append(c.out, negativeProblem(pat("after_preemptions"), p.Promote.AfterPreemptions, " Use 0 to never promote by count."))
+	}
+	c.duration(pat("after_wait"), p.Promote.AfterWait)
+	if p.Promote.Boost < 0 || p.Promote.Boost > MaxPromoteBoost {
+		c.errorf(pat("boost"), "Invalid boost",
+			"boost is added to a job's priority and must be between 0 and %d; got %d.", MaxPromoteBoost, p.Promote.Boost)
+	}
+}
+
+// entry reports a map entry that is nil or filed under the wrong name,
+// which only a hand-built policy can have, and says whether it is usable.
+func (c *checker) entry(block, name string, isNil, misnamed bool) bool {
+	switch {
+	case isNil:
+		c.errorf(whereBlock(block, name), "Nil "+block, "The %s %q is nil.", block, name)
+		return false
+	case misnamed:
+		c.errorf(whereBlock(block, name), "Misnamed "+block, "The %s filed under %q has a different Name.", block, name)
+	}
+	return true
+}
+
+// Tier names for references come sorted by name, not by TierNames, which
+// would panic on the nil entries a hand-built policy may have.
+func (c *checker) tierRef(at where, name string) {
+	c.ref(at, blockTier, name, keys(c.p.Tiers))
+}
+
+func (c *checker) tierRefs(at where, list []string) {
+	c.refs(at, blockTier, list, keys(c.p.Tiers))
+}
+
+// refs checks that every name in a list attribute is defined, and warns of
+// names listed twice.
+func (c *checker) refs(at where, block string, list, known []string) {
+	seen := map[string]bool{}
+	for i, name := range list {
+		if seen[name] {
+			c.warnf(at.at(i), "Repeated "+block, "%s %q is listed more than once.", capitalize(block), name)
+		}
+		seen[name] = true
+		c.ref(at.at(i), block, name, known)
+	}
+}
+
+func (c *checker) ref(at where, block, name string, known []string) {
+	if contains(known, name) {
+		return
+	}
+	c.errorf(at, "Unknown "+block, "There is no %s %q.%s", block, name, didYouMean(name, known))
+}
+
+func (c *checker) duration(at where, d time.Duration) {
+	if d < 0 {
+		c.errorf(at, "Negative duration", "%s must not be negative; got %q.", at.attr, formatDuration(d))
+	}
+}
+
+// negativeProblem is the problem of a count below 0. It is shared with the
+// decoder, which must catch a negative limit before it reads as Unlimited.
+func negativeProblem(at where, n int, hint string) problem {
+	return problem{
+		at:      at,
+		summary: "Invalid " + at.attr,
+		detail:  fmt.Sprintf("%s must be 0 or more; got %d.%s", at.attr, n, hint),
+	}
+}
+
+func capitalize(s string) string {
+	if s == "" {
+		return s
+	}
+	return strings.ToUpper(s[:1]) + s[1:]
+}

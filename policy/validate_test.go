@@ -1,0 +1,464 @@
+package policy
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/hcl/v2"
+)
+
+// Each case is one mistake (or a few, to show that all are collected) and
+// the exact diagnostics it must produce: nothing more, so that a mistake
+// never drags a second, confusing error along with it.
+func TestValidationErrors(t *testing.T) {
+	tests := []struct {
+		name  string
+		files []Source // with one file, a.hcl
+		src   string
+		want  []wantDiag
+	}{
+		// Syntax and schema, which hcl checks.
+		{
+			name: "syntax error",
+			src:  "tier \"t\" {\n  priority = 5\n",
+			want: []wantDiag{{"a.hcl:1,10", "Unclosed configuration block", "no closing brace"}},
+		},
+		{
+			name: "unknown block",
+			src:  "tier \"t\" { priority = 5 }\ngpu \"x\" {}\n",
+			want: []wantDiag{{"a.hcl:2,1", "Unsupported block type", `Blocks of type "gpu" are not expected here.`}},
+		},
+		{
+			name: "unknown attribute with a suggestion",
+			src:  "tier \"t\" {\n  priority = 5\n  preemptable = false\n}\n",
+			want: []wantDiag{{"a.hcl:3,3", "Unsupported argument", `Did you mean "preemptible"?`}},
+		},
+		{
+			name: "missing label",
+			src:  "tier \"t\" { priority = 5 }\ntenant {}\n",
+			want: []wantDiag{{"a.hcl:2,8", "Missing name for tenant", "All tenant blocks must have 1 labels (name)."}},
+		},
+		{
+			name: "extra label",
+			src:  "tier \"t\" \"u\" { priority = 5 }\n",
+			want: []wantDiag{
+				// The block is dropped, so there is indeed no tier.
+				{"a.hcl:1,1", "No tiers", "at least one tier"},
+				{"a.hcl:1,10", "Extraneous label for tier", "Only 1 labels (name) are expected for tier blocks."},
+			},
+		},
+		{
+			name: "empty label",
+			src:  "tier \"t\" { priority = 5 }\ntenant \"\" {}\n",
+			want: []wantDiag{{"a.hcl:2,8", "Empty tenant name", "non-empty name"}},
+		},
+		{
+			name: "missing required attribute",
+			src:  "tier \"t\" {}\n",
+			want: []wantDiag{{"a.hcl:1,10", "Missing required argument", `The argument "priority" is required`}},
+		},
+		{
+			name: "wrong type",
+			src:  "tier \"t\" {\n  priority = \"high\"\n}\n",
+			want: []wantDiag{{"a.hcl:2,14", "Incorrect attribute value type", `Inappropriate value for attribute "priority": a whole number is required.`}},
+		},
+		{
+			name: "fraction for a whole number",
+			src:  "tier \"t\" {\n  priority = 5.5\n}\n",
+			want: []wantDiag{{"a.hcl:2,14", "Invalid whole number", `"priority" must be a whole number, not 5.5.`}},
+		},
+		{
+			name: "string for a list",
+			src:  "tier \"t\" { priority = 5 }\npool \"p\" { owners = \"t\" }\n",
+			want: []wantDiag{{"a.hcl:2,21", "Incorrect attribute value type", `"owners": a list of strings is required.`}},
+		},
+		{
+			name: "null value",
+			src:  "tier \"t\" {\n  priority = 5\n  preemptible = null\n}\n",
+			want: []wantDiag{{"a.hcl:3,17", "Invalid null value", "leave the attribute out to take its default"}},
+		},
+		{
+			name: "null list element",
+			src:  "tier \"t\" { priority = 5 }\npool \"p\" { owners = [\"t\", null] }\n",
+			want: []wantDiag{{"a.hcl:2,27", "Invalid null value", `The elements of "owners" must be strings`}},
+		},
+		{
+			name: "variable reference",
+			src:  "tier \"t\" {\n  priority = high\n}\n",
+			want: []wantDiag{{"a.hcl:2,14", "Variables not allowed", "Variables may not be used here."}},
+		},
+		{
+			name: "function call",
+			src:  "tier \"t\" {\n  priority = max(1, 2)\n}\n",
+			want: []wantDiag{{"a.hcl:2,14", "Function calls not allowed", "Functions may not be called here."}},
+		},
+		{
+			name: "number too large",
+			src:  "tier \"t\" { priority = 5 }\ntenant \"x\" { reserve = 1e12 }\n",
+			want: []wantDiag{{"a.hcl:2,24", "Number out of range", `"reserve" is too large`}},
+		},
+
+		// Duplicates.
+		{
+			name: "duplicate tier in one file",
+			src:  "tier \"t\" { priority = 5 }\n\ntier \"t\" { priority = 6 }\n",
+			want: []wantDiag{{"a.hcl:3,1", "Duplicate tier", `Tier "t" already defined at a.hcl:1,1-9;`}},
+		},
+		{
+			name: "duplicate idle rule across files",
+			files: []Source{
+				{Name: "a.hcl", Bytes: []byte("tier \"t\" { priority = 5 }\nidle \"x\" {}\n")},
+				{Name: "b.hcl", Bytes: []byte("\n\nidle \"x\" {}\n")},
+			},
+			want: []wantDiag{{"b.hcl:3,1", "Duplicate idle", `Idle "x" already defined at a.hcl:2,1-9;`}},
+		},
+		{
+			name: "duplicate defaults across files",
+			files: []Source{
+				{Name: "a.hcl", Bytes: []byte("tier \"t\" { priority = 5 }\ndefaults {}\n")},
+				{Name: "b.hcl", Bytes: []byte("defaults {}\n")},
+			},
+			want: []wantDiag{{"b.hcl:1,1", "Duplicate defaults", "Defaults block already defined at a.hcl:2,1-9;"}},
+		},
+		{
+			name: "duplicate preemption, whose own mistakes are still reported",
+			src:  "tier \"t\" { priority = 5 }\npreemption {}\npreemption { grace = \"soon\" }\n",
+			want: []wantDiag{
+				{"a.hcl:3,1", "Duplicate preemption", "Preemption block already defined at a.hcl:2,1-11;"},
+				{"a.hcl:3,22", "Invalid duration", `not "soon"`},
+			},
+		},
+		{
+			name: "duplicate promote",
+			src:  "tier \"t\" { priority = 5 }\npreemption {\n  promote {}\n  promote {}\n}\n",
+			want: []wantDiag{{"a.hcl:4,3", "Duplicate promote", "Promote block already defined at a.hcl:3,3-10;"}},
+		},
+		{
+			name: "namespace claimed twice",
+			src:  "tier \"t\" { priority = 5 }\ntenant \"a\" {}\ntenant \"b\" { namespace = \"a\" }\n",
+			want: []wantDiag{{"a.hcl:3,26", "Duplicate namespace", `Tenant "a" already has namespace "a";`}},
+		},
+		{
+			name: "namespace claimed twice by default",
+			src:  "tier \"t\" { priority = 5 }\ntenant \"x\" { namespace = \"y\" }\ntenant \"y\" {}\n",
+			want: []wantDiag{{"a.hcl:3,1", "Duplicate namespace", `Tenant "x" already has namespace "y";`}},
+		},
+		{
+			name: "node pool claimed twice",
+			src:  "tier \"t\" { priority = 5 }\npool \"a\" { owners = [\"t\"] }\npool \"b\" {\n  owners = [\"t\"]\n  node_pool = \"a\"\n}\n",
+			want: []wantDiag{{"a.hcl:5,15", "Duplicate node pool", `Pool "a" already keeps node pool "a";`}},
+		},
+		{
+			name: "invalid namespace name",
+			src:  "tier \"t\" { priority = 5 }\ntenant \"ml team\" {}\n",
+			want: []wantDiag{{"a.hcl:2,1", "Invalid namespace", `"ml team" of tenant "ml team" is not a valid Nomad namespace name`}},
+		},
+		{
+			name: "invalid node pool name",
+			src:  "tier \"t\" { priority = 5 }\npool \"p\" {\n  owners = [\"t\"]\n  node_pool = \"a/b\"\n}\n",
+			want: []wantDiag{{"a.hcl:4,15", "Invalid node pool", `"a/b" of pool "p" is not a valid Nomad node pool name`}},
+		},
+
+		// Tenants.
+		{
+			name: "limit below reserve",
+			src:  "tier \"t\" { priority = 5 }\ntenant \"x\" {\n  reserve = 4\n  limit = 2\n}\n",
+			want: []wantDiag{{"a.hcl:4,11", "Limit below reserve", `Tenant "x" has limit 2 but reserve 4;`}},
+		},
+		{
+			name: "negative reserve",
+			src:  "tier \"t\" { priority = 5 }\ntenant \"x\" {\n  reserve = -1\n}\n",
+			want: []wantDiag{{"a.hcl:3,13", "Invalid reserve", "reserve must be 0 or more; got -1."}},
+		},
+		{
+			name: "negative limit, even the one that means unlimited inside",
+			src:  "tier \"t\" { priority = 5 }\ntenant \"x\" {\n  limit = -1\n}\n",
+			want: []wantDiag{{"a.hcl:3,11", "Invalid limit", "limit must be 0 or more; got -1. Leave limit out for no limit."}},
+		},
+		{
+			name: "zero weight",
+			src:  "tier \"t\" { priority = 5 }\ntenant \"x\" {\n  weight = 0\n}\n",
+			want: []wantDiag{{"a.hcl:3,12", "Invalid weight", `The weight of tenant "x" must be a number greater than 0; got 0.`}},
+		},
+		{
+			name: "negative weight",
+			src:  "tier \"t\" { priority = 5 }\ntenant \"x\" { weight = -2 }\n",
+			want: []wantDiag{{"a.hcl:2,23", "Invalid weight", "got -2."}},
+		},
+
+		// Tiers.
+		{
+			name: "priority 0",
+			src:  "tier \"t\" {\n  priority = 0\n}\n",
+			want: []wantDiag{{"a.hcl:2,14", "Invalid priority", `The priority of tier "t" must be between 1 and 100, the range of Nomad job priorities; got 0.`}},
+		},
+		{
+			name: "priority 101",
+			src:  "tier \"t\" { priority = 101 }\n",
+			want: []wantDiag{{"a.hcl:1,23", "Invalid priority", "got 101."}},
+		},
+		{
+			name: "no tiers",
+			src:  "tenant \"x\" {}\n",
+			want: []wantDiag{{"a.hcl:1,1", "No tiers", "A policy needs at least one tier block"}},
+		},
+		{
+			name: "no tiers in any file is reported on the first",
+			files: []Source{
+				{Name: "a.hcl", Bytes: []byte("# nothing\n")},
+				{Name: "b.hcl", Bytes: []byte("tenant \"x\" {}\n")},
+			},
+			want: []wantDiag{{"a.hcl:1,1", "No tiers", "at least one tier"}},
+		},
+
+		// References.
+		{
+			name: "unknown default tier with a suggestion",
+			src:  "tier \"training\" { priority = 5 }\ndefaults {\n  tier = \"traning\"\n}\n",
+			want: []wantDiag{{"a.hcl:3,10", "Unknown tier", `There is no tier "traning". Did you mean "training"?`}},
+		},
+		{
+			name: "unknown pool owner",
+			src:  "tier \"inference\" { priority = 5 }\npool \"p\" {\n  owners = [\"inference\", \"inferense\"]\n}\n",
+			want: []wantDiag{{"a.hcl:3,26", "Unknown tier", `There is no tier "inferense". Did you mean "inference"?`}},
+		},
+		{
+			name: "unknown idle tier without a suggestion",
+			src:  "tier \"t\" { priority = 5 }\nidle \"i\" {\n  tiers = [\"gpu\"]\n}\n",
+			want: []wantDiag{{"a.hcl:3,12", "Unknown tier", `There is no tier "gpu".`}},
+		},
+		{
+			name: "unknown idle tenant",
+			src:  "tier \"t\" { priority = 5 }\ntenant \"research\" {}\nidle \"i\" {\n  tenants = [\"reserch\"]\n}\n",
+			want: []wantDiag{{"a.hcl:4,14", "Unknown tenant", `There is no tenant "reserch". Did you mean "research"?`}},
+		},
+		{
+			name: "repeated owner is a warning",
+			src:  "tier \"t\" { priority = 5 }\npool \"p\" { owners = [\"t\", \"t\"] }\n",
+			want: []wantDiag{{"a.hcl:2,27", "Repeated tier", `Tier "t" is listed more than once.`}},
+		},
+		{
+			name: "no owners",
+			src:  "tier \"t\" { priority = 5 }\npool \"p\" {\n  owners = []\n}\n",
+			want: []wantDiag{{"a.hcl:3,12", "No pool owners", `Pool "p" must name at least one owner`}},
+		},
+
+		// Durations and signals.
+		{
+			name: "bad duration",
+			src:  "tier \"t\" { priority = 5 }\npreemption {\n  min_runtime = \"ten minutes\"\n}\n",
+			want: []wantDiag{{"a.hcl:3,17", "Invalid duration", `The value of "min_runtime" must be a duration such as "90s", "15m" or "1h30m", not "ten minutes".`}},
+		},
+		{
+			name: "duration without a unit",
+			src:  "tier \"t\" { priority = 5 }\npool \"p\" {\n  owners = [\"t\"]\n  grace = 30\n}\n",
+			want: []wantDiag{{"a.hcl:4,11", "Invalid duration", `not "30"`}},
+		},
+		{
+			name: "negative duration",
+			src:  "tier \"t\" { priority = 5 }\npreemption {\n  promote {\n    after_wait = \"-1h\"\n  }\n}\n",
+			want: []wantDiag{{"a.hcl:4,18", "Negative duration", `after_wait must not be negative; got "-1h".`}},
+		},
+		{
+			name: "bad signal with a suggestion",
+			src:  "tier \"t\" { priority = 5 }\npreemption {\n  checkpoint_signal = \"SIGUSR3\"\n}\n",
+			want: []wantDiag{{"a.hcl:3,23", "Invalid signal", `"SIGUSR3" is not a Linux signal name; use a name such as "SIGUSR1" or "SIGTERM", or "none" for no checkpoint signal. Did you mean "SIGUSR1"?`}},
+		},
+		{
+			name: "uncatchable signal is a warning",
+			src:  "tier \"t\" { priority = 5 }\npreemption { checkpoint_signal = \"kill\" }\n",
+			want: []wantDiag{{"a.hcl:2,34", "Signal cannot be caught", "A job cannot handle SIGKILL"}},
+		},
+
+		// Idle rules.
+		{
+			name: "threshold above 100",
+			src:  "tier \"t\" { priority = 5 }\nidle \"i\" {\n  threshold = 150\n}\n",
+			want: []wantDiag{{"a.hcl:3,15", "Invalid threshold", `The threshold of idle rule "i" is a GPU utilisation percentage and must be between 0 and 100; got 150.`}},
+		},
+		{
+			name: "negative threshold",
+			src:  "tier \"t\" { priority = 5 }\nidle \"i\" { threshold = -0.5 }\n",
+			want: []wantDiag{{"a.hcl:2,24", "Invalid threshold", "got -0.5."}},
+		},
+		{
+			name: "bad mode",
+			src:  "tier \"t\" { priority = 5 }\nidle \"i\" {\n  mode = \"presure\"\n}\n",
+			want: []wantDiag{{"a.hcl:3,10", "Invalid idle mode", `The mode of idle rule "i" must be "pressure" or "always"; got "presure". Did you mean "pressure"?`}},
+		},
+		{
+			name: "bad action",
+			src:  "tier \"t\" { priority = 5 }\nidle \"i\" {\n  action = \"kill\"\n}\n",
+			want: []wantDiag{{"a.hcl:3,12", "Invalid idle action", `The action of idle rule "i" must be "stop" or "requeue"; got "kill".`}},
+		},
+		{
+			name: "idle rule names a non-preemptible tier",
+			src:  "tier \"serve\" {\n  priority = 90\n  preemptible = false\n}\nidle \"i\" {\n  tiers = [\"serve\"]\n}\n",
+			want: []wantDiag{{"a.hcl:6,12", "Idle rule names a non-preemptible tier", `Tier "serve" is not preemptible, and releasing idle GPUs preempts the job holding them.`}},
+		},
+
+		// Defaults and preemption counts.
+		{
+			name: "meta key used twice",
+			src:  "tier \"t\" { priority = 5 }\ndefaults {\n  gang_meta_key = \"steward.tier\"\n}\n",
+			want: []wantDiag{{"a.hcl:3,19", "Meta key used twice", `gang_meta_key is "steward.tier", the same key as tier_meta_key;`}},
+		},
+		{
+			name: "empty meta key",
+			src:  "tier \"t\" { priority = 5 }\ndefaults { checkpoint_meta_key = \"\" }\n",
+			want: []wantDiag{{"a.hcl:2,34", "Empty meta key", "checkpoint_meta_key must name a job meta key."}},
+		},
+		{
+			name: "negative max per job per hour",
+			src:  "tier \"t\" { priority = 5 }\npreemption { max_per_job_per_hour = -1 }\n",
+			want: []wantDiag{{"a.hcl:2,37", "Invalid max_per_job_per_hour", "max_per_job_per_hour must be 0 or more; got -1. Use 0 for no cap."}},
+		},
+		{
+			name: "negative after_preemptions",
+			src:  "tier \"t\" { priority = 5 }\npreemption {\n  promote { after_preemptions = -3 }\n}\n",
+			want: []wantDiag{{"a.hcl:3,33", "Invalid after_preemptions", "got -3."}},
+		},
+		{
+			name: "boost too large",
+			src:  "tier \"t\" { priority = 5 }\npreemption {\n  promote { boost = 100 }\n}\n",
+			want: []wantDiag{{"a.hcl:3,21", "Invalid boost", "must be between 0 and 99; got 100."}},
+		},
+
+		// All problems are reported, in file order.
+		{
+			name: "several mistakes",
+			src: `defaults { tier = "nope" }
+tier "t" { priority = 500 }
+tenant "x" {
+  reserve = 3
+  limit = 1
+}
+idle "i" { mode = "never" }
+`,
+			want: []wantDiag{
+				{"a.hcl:1,19", "Unknown tier", `There is no tier "nope".`},
+				{"a.hcl:2,23", "Invalid priority", "got 500."},
+				{"a.hcl:5,11", "Limit below reserve", "has limit 1 but reserve 3"},
+				{"a.hcl:7,19", "Invalid idle mode", `got "never".`},
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			files := tt.files
+			if files == nil {
+				files = []Source{{Name: "a.hcl", Bytes: []byte(tt.src)}}
+			}
+			p, diags := ParseSources(files...)
+			assertDiags(t, diags, tt.want...)
+			if diags.HasErrors() != (p == nil) {
+				t.Errorf("policy %v with errors %v: want nil exactly when there are errors", p, diags.HasErrors())
+			}
+		})
+	}
+}
+
+func TestPolicyValidate(t *testing.T) {
+	tests := []struct {
+		name string
+		edit func(p *Policy)
+		want []string // substrings of the error; none: valid
+	}{
+		{name: "example is valid", edit: func(*Policy) {}},
+		{
+			name: "misnamed and nil entries",
+			edit: func(p *Policy) {
+				p.Tiers["other"] = &Tier{Name: "training", Priority: 5, Preemptible: true}
+				p.Tiers["void"] = nil
+				p.Tenants["ghost"] = nil
+				p.Pools["empty"] = nil
+			},
+			want: []string{`tier "other": Misnamed tier`, `tier "void": Nil tier`, `tenant "ghost": Nil tenant`, `pool "empty": Nil pool`},
+		},
+		{
+			name: "no default tier",
+			edit: func(p *Policy) { p.Defaults.Tier = "" },
+			want: []string{"defaults tier: No default tier"},
+		},
+		{
+			name: "limit below reserve and a bad signal",
+			edit: func(p *Policy) {
+				p.Tenants["product"].Limit = 1
+				p.Preemption.CheckpointSignal = "usr1" // not normalised
+			},
+			want: []string{`tenant "product" limit: Limit below reserve`, `preemption checkpoint_signal: Invalid signal`},
+		},
+		{
+			name: "negative limit other than Unlimited",
+			edit: func(p *Policy) { p.Tenants["platform"].Limit = -2 },
+			want: []string{`tenant "platform" limit: Invalid limit`},
+		},
+		{
+			name: "duplicate idle rule and negative duration",
+			edit: func(p *Policy) {
+				p.Idle = append(p.Idle, &IdleRule{Name: "notebooks", After: -time.Second, Mode: IdleModeAlways, Action: IdleActionStop})
+			},
+			want: []string{`idle "notebooks": Duplicate idle`, `idle "notebooks" after: Negative duration`},
+		},
+		{
+			name: "idle rule naming a non-preemptible tier",
+			edit: func(p *Policy) { p.Idle[0].Tiers = []string{"interactive", "build"} },
+			want: []string{`idle "notebooks" tiers[1]: Idle rule names a non-preemptible tier`},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := examplePolicy()
+			tt.edit(p)
+			err := p.Validate()
+			if len(tt.want) == 0 {
+				if err != nil {
+					t.Fatalf("Validate: %v", err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatal("Validate succeeded")
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error lacks %q:\n%v", w, err)
+				}
+			}
+		})
+	}
+	var nilPolicy *Policy
+	if nilPolicy.Validate() == nil {
+		t.Error("nil policy validated")
+	}
+}
+
+func TestSuggestions(t *testing.T) {
+	known := []string{"inference", "interactive", "training"}
+	tests := []struct{ in, want string }{
+		{"traning", "training"},
+		{"Training", "training"},
+		{"inferense", "inference"},
+		{"interactiv", "interactive"},
+		{"gpu", ""},
+		{"t", ""},
+		{"batch", ""},
+	}
+	for _, tt := range tests {
+		if got := closest(tt.in, known); got != tt.want {
+			t.Errorf("closest(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
+}
+
+// Warnings leave the policy usable.
+func TestWarningsKeepPolicy(t *testing.T) {
+	p, diags := ParseBytes("a.hcl", []byte("tier \"t\" { priority = 5 }\npreemption { checkpoint_signal = \"SIGSTOP\" }\n"))
+	if p == nil || diags.HasErrors() || len(diags) != 1 || diags[0].Severity != hcl.DiagWarning {
+		t.Fatalf("got %v, %v; want a policy and one warning", p, diags)
+	}
+	if p.Preemption.CheckpointSignal != "SIGSTOP" {
+		t.Errorf("signal = %q", p.Preemption.CheckpointSignal)
+	}
+}
