@@ -1,0 +1,185 @@
+package devices
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/hashicorp/nomad/plugins/base"
+	"github.com/hashicorp/nomad/plugins/shared/hclspec"
+)
+
+// Backends the plugin can run.
+const (
+	BackendNVML = "nvml"
+	BackendSim  = "sim"
+)
+
+// Defaults of the plugin block's config options (documented in docs/devices.md).
+const (
+	defaultFingerprintPeriod = time.Minute
+	defaultSimCount          = 4
+	defaultSimModel          = "Simulated A100"
+	defaultSimMemoryMiB      = 40960
+	maxSimCount              = 64
+)
+
+// DefaultSimStateDir is where the simulated backend keeps its per-device
+// activity files unless sim_state_dir says otherwise.
+func DefaultSimStateDir() string {
+	return filepath.Join(os.TempDir(), "steward-gpu-sim")
+}
+
+// configSpec is the schema of the agent's plugin "steward-gpu" { config { } }
+// block. Nomad decodes the block with it and hands SetConfig the msgpack.
+var configSpec = hclspec.NewObject(map[string]*hclspec.Spec{
+	"enabled": hclspec.NewDefault(
+		hclspec.NewAttr("enabled", "bool", false),
+		hclspec.NewLiteral("true"),
+	),
+	"backend": hclspec.NewDefault(
+		hclspec.NewAttr("backend", "string", false),
+		hclspec.NewLiteral(`"nvml"`),
+	),
+	"ignored_gpu_ids": hclspec.NewDefault(
+		hclspec.NewAttr("ignored_gpu_ids", "list(string)", false),
+		hclspec.NewLiteral("[]"),
+	),
+	"fingerprint_period": hclspec.NewDefault(
+		hclspec.NewAttr("fingerprint_period", "string", false),
+		hclspec.NewLiteral(`"1m"`),
+	),
+	"stats_period": hclspec.NewDefault(
+		hclspec.NewAttr("stats_period", "string", false),
+		hclspec.NewLiteral(`""`),
+	),
+	"sim_count": hclspec.NewDefault(
+		hclspec.NewAttr("sim_count", "number", false),
+		hclspec.NewLiteral(fmt.Sprint(defaultSimCount)),
+	),
+	"sim_model": hclspec.NewDefault(
+		hclspec.NewAttr("sim_model", "string", false),
+		hclspec.NewLiteral(fmt.Sprintf("%q", defaultSimModel)),
+	),
+	"sim_memory_mib": hclspec.NewDefault(
+		hclspec.NewAttr("sim_memory_mib", "number", false),
+		hclspec.NewLiteral(fmt.Sprint(defaultSimMemoryMiB)),
+	),
+	"sim_state_dir": hclspec.NewDefault(
+		hclspec.NewAttr("sim_state_dir", "string", false),
+		hclspec.NewLiteral(`""`),
+	),
+})
+
+// rawConfig is the msgpack form of the plugin block.
+type rawConfig struct {
+	Enabled           bool     `codec:"enabled"`
+	Backend           string   `codec:"backend"`
+	IgnoredGPUIDs     []string `codec:"ignored_gpu_ids"`
+	FingerprintPeriod string   `codec:"fingerprint_period"`
+	StatsPeriod       string   `codec:"stats_period"`
+	SimCount          int      `codec:"sim_count"`
+	SimModel          string   `codec:"sim_model"`
+	SimMemoryMiB      int64    `codec:"sim_memory_mib"`
+	SimStateDir       string   `codec:"sim_state_dir"`
+}
+
+// Config is the validated plugin configuration.
+type Config struct {
+	Enabled           bool
+	Backend           string
+	IgnoredGPUIDs     map[string]struct{}
+	FingerprintPeriod time.Duration
+	// StatsPeriod, when non-zero, is the shortest interval between two
+	// stats rounds; Nomad's requested interval is used when it is longer.
+	StatsPeriod  time.Duration
+	SimCount     int
+	SimModel     string
+	SimMemoryMiB uint64
+	SimStateDir  string
+}
+
+// DefaultConfig is the configuration of an empty plugin block.
+func DefaultConfig() Config {
+	return Config{
+		Enabled:           true,
+		Backend:           BackendNVML,
+		IgnoredGPUIDs:     map[string]struct{}{},
+		FingerprintPeriod: defaultFingerprintPeriod,
+		SimCount:          defaultSimCount,
+		SimModel:          defaultSimModel,
+		SimMemoryMiB:      defaultSimMemoryMiB,
+		SimStateDir:       DefaultSimStateDir(),
+	}
+}
+
+// parseConfig decodes and validates the msgpack config Nomad sends.
+func parseConfig(c *base.Config) (Config, error) {
+	cfg := DefaultConfig()
+	if c == nil || len(c.PluginConfig) == 0 {
+		return cfg, nil
+	}
+	var raw rawConfig
+	if err := base.MsgPackDecode(c.PluginConfig, &raw); err != nil {
+		return cfg, fmt.Errorf("decoding plugin config: %w", err)
+	}
+	return raw.validate()
+}
+
+func (r rawConfig) validate() (Config, error) {
+	cfg := DefaultConfig()
+	cfg.Enabled = r.Enabled
+	switch r.Backend {
+	case "", BackendNVML:
+		cfg.Backend = BackendNVML
+	case BackendSim:
+		cfg.Backend = BackendSim
+	default:
+		return cfg, fmt.Errorf("backend %q: must be %q or %q", r.Backend, BackendNVML, BackendSim)
+	}
+	for _, id := range r.IgnoredGPUIDs {
+		cfg.IgnoredGPUIDs[id] = struct{}{}
+	}
+	if r.FingerprintPeriod != "" {
+		d, err := time.ParseDuration(r.FingerprintPeriod)
+		if err != nil {
+			return cfg, fmt.Errorf("fingerprint_period %q: %w", r.FingerprintPeriod, err)
+		}
+		if d <= 0 {
+			return cfg, fmt.Errorf("fingerprint_period %q: must be positive", r.FingerprintPeriod)
+		}
+		cfg.FingerprintPeriod = d
+	}
+	if r.StatsPeriod != "" {
+		d, err := time.ParseDuration(r.StatsPeriod)
+		if err != nil {
+			return cfg, fmt.Errorf("stats_period %q: %w", r.StatsPeriod, err)
+		}
+		if d < 0 {
+			return cfg, fmt.Errorf("stats_period %q: must not be negative", r.StatsPeriod)
+		}
+		cfg.StatsPeriod = d
+	}
+	if r.SimCount < 0 || r.SimCount > maxSimCount {
+		return cfg, fmt.Errorf("sim_count %d: must be between 0 and %d", r.SimCount, maxSimCount)
+	}
+	cfg.SimCount = r.SimCount
+	if r.SimModel != "" {
+		cfg.SimModel = r.SimModel
+	}
+	if r.SimMemoryMiB < 0 {
+		return cfg, fmt.Errorf("sim_memory_mib %d: must not be negative", r.SimMemoryMiB)
+	}
+	if r.SimMemoryMiB > 0 {
+		cfg.SimMemoryMiB = uint64(r.SimMemoryMiB)
+	}
+	if r.SimStateDir != "" {
+		dir, err := filepath.Abs(r.SimStateDir)
+		if err != nil {
+			return cfg, fmt.Errorf("sim_state_dir %q: %w", r.SimStateDir, err)
+		}
+		cfg.SimStateDir = dir
+	}
+	return cfg, nil
+}

@@ -1,0 +1,81 @@
+package testnomad
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// RepoRoot is the directory holding go.mod, found by walking up from the
+// test's working directory.
+func RepoRoot(t testing.TB) string {
+	t.Helper()
+	dir, err := os.Getwd()
+	if err != nil {
+		t.Fatalf("finding the repository root: %v", err)
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			t.Fatalf("finding the repository root: no go.mod above the working directory")
+		}
+		dir = parent
+	}
+}
+
+// NomadBin is the Nomad agent binary: $STEWARD_NOMAD_BIN, else
+// <repo root>/bin/nomad. It fails the test when the file is missing.
+func NomadBin(t testing.TB) string {
+	t.Helper()
+	path := os.Getenv(EnvNomadBin)
+	if path == "" {
+		path = filepath.Join(RepoRoot(t), "bin", "nomad")
+	}
+	path = absPath(t, path)
+	if info, err := os.Stat(path); err != nil || info.IsDir() {
+		t.Fatalf("nomad agent binary not found at %s: run `make nomad`", path)
+	}
+	return path
+}
+
+// PluginDir is the agent's plugin dir: $STEWARD_PLUGIN_DIR, else
+// <repo root>/bin/plugins. It fails the test when it is missing.
+func PluginDir(t testing.TB) string {
+	t.Helper()
+	path := os.Getenv(EnvPluginDir)
+	if path == "" {
+		path = filepath.Join(RepoRoot(t), "bin", "plugins")
+	}
+	path = absPath(t, path)
+	if info, err := os.Stat(path); err != nil || !info.IsDir() {
+		t.Fatalf("plugin dir not found at %s: run `make plugins`", path)
+	}
+	return path
+}
+
+// StewardBin is the steward binary: $STEWARD_BIN, else
+// <repo root>/bin/steward. It fails the test when the file is missing.
+func StewardBin(t testing.TB) string {
+	t.Helper()
+	path := os.Getenv(EnvStewardBin)
+	if path == "" {
+		path = filepath.Join(RepoRoot(t), "bin", "steward")
+	}
+	path = absPath(t, path)
+	if info, err := os.Stat(path); err != nil || info.IsDir() {
+		t.Fatalf("steward binary not found at %s: run `make build`", path)
+	}
+	return path
+}
+
+func absPath(t testing.TB, path string) string {
+	t.Helper()
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		t.Fatalf("resolving %s: %v", path, err)
+	}
+	return abs
+}

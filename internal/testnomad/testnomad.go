@@ -1,0 +1,398 @@
+// Package testnomad starts a real Nomad agent (the pinned build in
+// bin/nomad, `nomad agent -dev`) for tests, with Steward's plugins loaded
+// from bin/plugins.
+//
+// A missing agent binary or plugin dir fails the test with the make target
+// that builds it; it never skips. Each agent gets its own loopback ports
+// and data dir, so tests may run in parallel. The agent's log is written to
+// a file in the test's temp dir and its tail printed when the test fails.
+//
+//	a := testnomad.Start(t, testnomad.Options{
+//		Plugins: []testnomad.Plugin{{Name: "steward-gpu", Config: `backend = "sim"`}},
+//	})
+//	jobs, _, err := a.Client.Jobs().List(nil)
+package testnomad
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/nomad/api"
+)
+
+// Environment variables that point the harness at the binaries (the
+// GNUmakefile exports them).
+const (
+	EnvNomadBin   = "STEWARD_NOMAD_BIN"
+	EnvPluginDir  = "STEWARD_PLUGIN_DIR"
+	EnvStewardBin = "STEWARD_BIN"
+)
+
+// Plugin is one plugin "<Name>" { config { <Config> } } block.
+type Plugin struct {
+	// Name is the plugin's executable file name in the plugin dir, e.g.
+	// "steward-gpu".
+	Name string
+	// Config is the HCL body of the plugin's config block; may be empty.
+	Config string
+}
+
+// Options configure the agent. The zero value starts a dev agent with no
+// external plugins.
+type Options struct {
+	// Plugins are the external plugins to load. Each must exist in the
+	// plugin dir (Nomad 1.11 loads only plugins that have a block).
+	Plugins []Plugin
+	// ClientOptions are added to the client's options map (next to the
+	// mandatory fingerprint.denylist).
+	ClientOptions map[string]string
+	// ClientConfig is extra HCL inside the client block.
+	ClientConfig string
+	// ExtraConfig is extra top-level HCL for the agent config file.
+	ExtraConfig string
+	// LogLevel of the agent; default "DEBUG" (plugin logs included).
+	LogLevel string
+	// StartTimeout bounds the wait for a leader and a ready node;
+	// default 90s.
+	StartTimeout time.Duration
+	// Env is added to the agent's environment (NOMAD_* variables of the
+	// test's own environment are not passed on).
+	Env []string
+}
+
+// Ports are the agent's loopback ports.
+type Ports struct {
+	HTTP, RPC, Serf int
+}
+
+// Agent is a running dev agent. It is stopped by t.Cleanup.
+type Agent struct {
+	// Client talks to the agent's HTTP API.
+	Client *api.Client
+	// Address is the HTTP API address, e.g. "http://127.0.0.1:31337".
+	Address string
+	// NodeID is the ID of the agent's (only) client node.
+	NodeID string
+	Ports  Ports
+
+	DataDir    string
+	ConfigPath string
+	LogPath    string
+	PluginDir  string
+	NomadBin   string
+
+	cmd      *exec.Cmd
+	exited   chan struct{}
+	exitErr  error
+	stopOnce sync.Once
+}
+
+// Start starts a dev agent and waits for a leader and a ready node. It
+// fails the test (never skips) when the agent binary or the plugin dir is
+// missing.
+func Start(t testing.TB, opts Options) *Agent {
+	t.Helper()
+	bin := NomadBin(t)
+	pluginDir := PluginDir(t)
+	for _, p := range opts.Plugins {
+		path := filepath.Join(pluginDir, p.Name)
+		info, err := os.Stat(path)
+		if err != nil || info.IsDir() || info.Mode()&0o111 == 0 {
+			t.Fatalf("plugin %q not found (or not executable) at %s: run `make plugins`", p.Name, path)
+		}
+	}
+	if opts.LogLevel == "" {
+		opts.LogLevel = "DEBUG"
+	}
+	if opts.StartTimeout == 0 {
+		opts.StartTimeout = 90 * time.Second
+	}
+
+	dir := t.TempDir()
+	var lastErr error
+	for attempt := 1; attempt <= 3; attempt++ {
+		a, err := launch(t, bin, pluginDir, dir, attempt, opts)
+		if err == nil {
+			return a
+		}
+		lastErr = err
+		if !errors.Is(err, errPortInUse) {
+			break
+		}
+		t.Logf("nomad agent: ports taken, retrying (%v)", err)
+	}
+	t.Fatalf("starting nomad agent: %v", lastErr)
+	return nil
+}
+
+var errPortInUse = errors.New("address already in use")
+
+// launch makes one attempt to start the agent with fresh ports.
+func launch(t testing.TB, bin, pluginDir, dir string, attempt int, opts Options) (*Agent, error) {
+	ports, err := freePorts(3)
+	if err != nil {
+		return nil, fmt.Errorf("finding free ports: %w", err)
+	}
+	a := &Agent{
+		Address:    fmt.Sprintf("http://127.0.0.1:%d", ports[0]),
+		Ports:      Ports{HTTP: ports[0], RPC: ports[1], Serf: ports[2]},
+		DataDir:    filepath.Join(dir, fmt.Sprintf("data-%d", attempt)),
+		ConfigPath: filepath.Join(dir, fmt.Sprintf("agent-%d.hcl", attempt)),
+		LogPath:    filepath.Join(dir, fmt.Sprintf("agent-%d.log", attempt)),
+		PluginDir:  pluginDir,
+		NomadBin:   bin,
+		exited:     make(chan struct{}),
+	}
+	if err := os.MkdirAll(a.DataDir, 0o755); err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(a.ConfigPath, []byte(agentConfig(a.Ports, opts)), 0o644); err != nil {
+		return nil, fmt.Errorf("writing agent config: %w", err)
+	}
+	logFile, err := os.Create(a.LogPath)
+	if err != nil {
+		return nil, fmt.Errorf("creating agent log: %w", err)
+	}
+
+	a.cmd = exec.Command(bin, "agent", "-dev",
+		"-bind", "127.0.0.1",
+		"-data-dir", a.DataDir,
+		"-config", a.ConfigPath,
+		"-plugin-dir", pluginDir,
+	)
+	a.cmd.Stdout, a.cmd.Stderr = logFile, logFile
+	a.cmd.Env = append(agentEnv(), opts.Env...)
+	// Its own process group, so that plugins it leaves behind can be
+	// stopped with it.
+	a.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := a.cmd.Start(); err != nil {
+		logFile.Close()
+		return nil, fmt.Errorf("running %s: %w", bin, err)
+	}
+	go func() {
+		a.exitErr = a.cmd.Wait()
+		logFile.Close()
+		close(a.exited)
+	}()
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("nomad agent log %s (last 80 lines):\n%s", a.LogPath, a.LogTail(80))
+		}
+		a.Stop()
+	})
+
+	cfg := api.DefaultConfig()
+	cfg.Address, cfg.SecretID, cfg.Region, cfg.Namespace = a.Address, "", "", ""
+	cfg.TLSConfig = &api.TLSConfig{}
+	a.Client, err = api.NewClient(cfg)
+	if err != nil {
+		a.Stop()
+		return nil, fmt.Errorf("creating API client: %w", err)
+	}
+
+	if err := a.waitReady(opts.StartTimeout); err != nil {
+		a.Stop()
+		if strings.Contains(a.LogTail(200), "address already in use") {
+			return nil, fmt.Errorf("%w: %v", errPortInUse, err)
+		}
+		return nil, fmt.Errorf("%w\nagent log %s (last 40 lines):\n%s", err, a.LogPath, a.LogTail(40))
+	}
+	t.Logf("nomad agent ready at %s (node %s, log %s)", a.Address, a.NodeID, a.LogPath)
+	return a, nil
+}
+
+// agentConfig renders the agent configuration file.
+func agentConfig(p Ports, opts Options) string {
+	options := map[string]string{
+		// Without it the agent probes cloud metadata endpoints, which
+		// fails the start on machines without network access.
+		"fingerprint.denylist": "env_aws,env_gce,env_azure,env_digitalocean",
+	}
+	for k, v := range opts.ClientOptions {
+		options[k] = v
+	}
+	keys := make([]string, 0, len(options))
+	for k := range options {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+
+	var b strings.Builder
+	fmt.Fprintf(&b, "disable_update_check = true\nlog_level = %q\n\n", opts.LogLevel)
+	fmt.Fprintf(&b, "ports {\n  http = %d\n  rpc  = %d\n  serf = %d\n}\n\n", p.HTTP, p.RPC, p.Serf)
+	b.WriteString("client {\n  options = {\n")
+	for _, k := range keys {
+		fmt.Fprintf(&b, "    %q = %q\n", k, options[k])
+	}
+	b.WriteString("  }\n")
+	if opts.ClientConfig != "" {
+		b.WriteString(opts.ClientConfig + "\n")
+	}
+	b.WriteString("}\n")
+	for _, pl := range opts.Plugins {
+		fmt.Fprintf(&b, "\nplugin %q {\n  config {\n%s\n  }\n}\n", pl.Name, pl.Config)
+	}
+	if opts.ExtraConfig != "" {
+		b.WriteString("\n" + opts.ExtraConfig + "\n")
+	}
+	return b.String()
+}
+
+// agentEnv is the test's environment without NOMAD_* variables.
+func agentEnv() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "NOMAD_") {
+			env = append(env, kv)
+		}
+	}
+	return env
+}
+
+// waitReady waits for the HTTP API, a leader and a ready client node.
+func (a *Agent) waitReady(timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	status := "agent starting"
+	for time.Now().Before(deadline) {
+		select {
+		case <-a.exited:
+			return fmt.Errorf("nomad agent exited during start (%v)", a.exitErr)
+		case <-time.After(250 * time.Millisecond):
+		}
+		leader, err := a.Client.Status().Leader()
+		if err != nil || leader == "" {
+			status = fmt.Sprintf("no leader yet (%v)", err)
+			continue
+		}
+		nodes, _, err := a.Client.Nodes().List(nil)
+		if err != nil {
+			status = fmt.Sprintf("listing nodes: %v", err)
+			continue
+		}
+		if len(nodes) == 0 {
+			status = "no client node registered yet"
+			continue
+		}
+		if nodes[0].Status != api.NodeStatusReady {
+			status = fmt.Sprintf("node %s is %s", nodes[0].ID, nodes[0].Status)
+			continue
+		}
+		a.NodeID = nodes[0].ID
+		return nil
+	}
+	return fmt.Errorf("nomad agent not ready within %v: %s", timeout, status)
+}
+
+// Stop stops the agent (SIGINT, then SIGKILL after 30s) and any plugin
+// processes left in its process group. It is safe to call more than once;
+// t.Cleanup calls it.
+func (a *Agent) Stop() {
+	a.stopOnce.Do(func() {
+		if a.cmd == nil || a.cmd.Process == nil {
+			return
+		}
+		pgid := a.cmd.Process.Pid
+		_ = a.cmd.Process.Signal(os.Interrupt)
+		select {
+		case <-a.exited:
+		case <-time.After(30 * time.Second):
+			_ = syscall.Kill(-pgid, syscall.SIGKILL)
+			<-a.exited
+		}
+		// Plugins the agent did not stop share its process group.
+		_ = syscall.Kill(-pgid, syscall.SIGKILL)
+		// Task secrets dirs (tmpfs) can outlive a dev agent's shutdown and
+		// would stop the test's temp dir from being removed.
+		unmountUnder(a.DataDir)
+	})
+}
+
+// unmountUnder detaches every mount below dir.
+func unmountUnder(dir string) {
+	data, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return
+	}
+	var mounts []string
+	for _, line := range strings.Split(string(data), "\n") {
+		fields := strings.Fields(line)
+		if len(fields) > 4 && strings.HasPrefix(fields[4], dir+string(filepath.Separator)) {
+			mounts = append(mounts, fields[4])
+		}
+	}
+	// Deepest first.
+	sort.Slice(mounts, func(i, j int) bool { return len(mounts[i]) > len(mounts[j]) })
+	for _, m := range mounts {
+		_ = syscall.Unmount(m, syscall.MNT_DETACH)
+	}
+}
+
+// Exited reports whether the agent process has ended.
+func (a *Agent) Exited() bool {
+	select {
+	case <-a.exited:
+		return true
+	default:
+		return false
+	}
+}
+
+// Pid is the agent's process ID.
+func (a *Agent) Pid() int { return a.cmd.Process.Pid }
+
+// LogTail returns the last n lines of the agent log.
+func (a *Agent) LogTail(n int) string {
+	f, err := os.Open(a.LogPath)
+	if err != nil {
+		return fmt.Sprintf("(cannot read agent log: %v)", err)
+	}
+	defer f.Close()
+	var lines []string
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64*1024), 4*1024*1024)
+	for sc.Scan() {
+		lines = append(lines, sc.Text())
+		if len(lines) > n {
+			lines = lines[1:]
+		}
+	}
+	return strings.Join(lines, "\n")
+}
+
+// LogContains reports whether the agent log has a line containing s.
+func (a *Agent) LogContains(s string) bool {
+	data, err := os.ReadFile(a.LogPath)
+	return err == nil && strings.Contains(string(data), s)
+}
+
+// freePorts returns n distinct free loopback TCP ports. (They are free
+// now; Start retries with new ones if another process takes one first.)
+func freePorts(n int) ([]int, error) {
+	var ports []int
+	var ls []net.Listener
+	defer func() {
+		for _, l := range ls {
+			l.Close()
+		}
+	}()
+	for len(ports) < n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		ls = append(ls, l)
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, nil
+}
