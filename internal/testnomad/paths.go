@@ -30,43 +30,35 @@ func RepoRoot(t testing.TB) string {
 // <repo root>/bin/nomad. It fails the test when the file is missing.
 func NomadBin(t testing.TB) string {
 	t.Helper()
-	path := os.Getenv(EnvNomadBin)
-	if path == "" {
-		path = filepath.Join(RepoRoot(t), "bin", "nomad")
-	}
-	path = absPath(t, path)
-	if info, err := os.Stat(path); err != nil || info.IsDir() {
-		t.Fatalf("nomad agent binary not found at %s: run `make nomad`", path)
-	}
-	return path
+	return buildOutput(t, EnvNomadBin, "nomad", false, "nomad agent binary", "make nomad")
 }
 
 // PluginDir is the agent's plugin dir: $STEWARD_PLUGIN_DIR, else
 // <repo root>/bin/plugins. It fails the test when it is missing.
 func PluginDir(t testing.TB) string {
 	t.Helper()
-	path := os.Getenv(EnvPluginDir)
-	if path == "" {
-		path = filepath.Join(RepoRoot(t), "bin", "plugins")
-	}
-	path = absPath(t, path)
-	if info, err := os.Stat(path); err != nil || !info.IsDir() {
-		t.Fatalf("plugin dir not found at %s: run `make plugins`", path)
-	}
-	return path
+	return buildOutput(t, EnvPluginDir, "plugins", true, "plugin dir", "make plugins")
 }
 
 // StewardBin is the steward binary: $STEWARD_BIN, else
 // <repo root>/bin/steward. It fails the test when the file is missing.
 func StewardBin(t testing.TB) string {
 	t.Helper()
-	path := os.Getenv(EnvStewardBin)
+	return buildOutput(t, EnvStewardBin, "steward", false, "steward binary", "make build")
+}
+
+// buildOutput finds something `make` builds into bin/: the path in env,
+// else <repo root>/bin/<name>. A missing one fails the test, naming the
+// make target that builds it: these tests never skip.
+func buildOutput(t testing.TB, env, name string, dir bool, what, target string) string {
+	t.Helper()
+	path := os.Getenv(env)
 	if path == "" {
-		path = filepath.Join(RepoRoot(t), "bin", "steward")
+		path = filepath.Join(RepoRoot(t), "bin", name)
 	}
 	path = absPath(t, path)
-	if info, err := os.Stat(path); err != nil || info.IsDir() {
-		t.Fatalf("steward binary not found at %s: run `make build`", path)
+	if info, err := os.Stat(path); err != nil || info.IsDir() != dir {
+		t.Fatalf("%s not found at %s: run `%s`", what, path, target)
 	}
 	return path
 }
