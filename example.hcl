@@ -106,10 +106,10 @@ idle "abandoned" {
 # Guards against pointless and repeated preemption. The block is optional;
 # every attribute has a default.
 preemption {
-  min_runtime          = "10m"     # A job is not preempted until it has run this long. Default: "10m".
+  min_runtime          = "10m"     # Younger work is preempted only when nothing older frees enough. Default: "10m".
   grace                = "2m"      # Time between the checkpoint signal and the stop. Default: "2m".
   checkpoint_signal    = "SIGUSR1" # Signal telling a victim to checkpoint; "none" for none. Default: "SIGUSR1".
-  max_per_job_per_hour = 2         # Most preemptions of one job in an hour; 0 = no cap. Default: 2.
+  max_per_job_per_hour = 2         # Most preemptions (idle releases included) of one job in an hour; 0 = no cap. Default: 2.
 
   # Starved jobs get their priority raised. Optional; every attribute has a default.
   promote {

@@ -1,18 +1,32 @@
 // Package command holds the steward CLI's subcommands. Each file is one
-// command; Commands lists them for main.
+// command and registers itself in init with register; Commands lists them
+// for main.
 package command
 
 import "github.com/hashicorp/cli"
 
+// factories holds every subcommand keyed by its words ("policy validate").
+// Each command file adds its own entry in init, so adding a command touches
+// only its file.
+var factories = map[string]func(ui cli.Ui) cli.Command{}
+
+// register adds a subcommand. It panics on a duplicate: two files claiming
+// the same words is a programming error caught by any test run.
+func register(words string, f func(ui cli.Ui) cli.Command) {
+	if _, dup := factories[words]; dup {
+		panic("command registered twice: " + words)
+	}
+	factories[words] = f
+}
+
 // Commands returns the CLI's subcommands keyed by their words.
 func Commands(ui cli.Ui) map[string]cli.CommandFactory {
-	return map[string]cli.CommandFactory{
-		"policy": func() (cli.Command, error) {
-			return &groupCommand{synopsis: "Validate and show policy files", help: "Usage: steward policy <validate|show> FILE..."}, nil
-		},
-		"policy validate": func() (cli.Command, error) { return &PolicyValidateCommand{UI: ui}, nil },
-		"policy show":     func() (cli.Command, error) { return &PolicyShowCommand{UI: ui}, nil },
+	out := make(map[string]cli.CommandFactory, len(factories))
+	for words, f := range factories {
+		f := f
+		out[words] = func() (cli.Command, error) { return f(ui), nil }
 	}
+	return out
 }
 
 // Plugins maps an executable file name to the Nomad plugin it serves. An

@@ -5,8 +5,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"strings"
 
 	"github.com/hashicorp/cli"
@@ -30,51 +28,12 @@ func policyArgs(ui cli.Ui, name, help string, args []string) (files []string, ok
 		ui.Error("No policy files given.\n\n" + help)
 		return nil, false
 	}
-	files, err := expandPolicyPaths(fs.Args())
+	files, err := policy.ExpandPaths(fs.Args())
 	if err != nil {
 		ui.Error(err.Error())
 		return nil, false
 	}
 	return files, true
-}
-
-// expandPolicyPaths replaces each directory among paths by its policy
-// files and drops repeats. Anything else is passed on as a file, so that a
-// missing file is reported by the parser like any other unreadable one.
-func expandPolicyPaths(paths []string) ([]string, error) {
-	var out []string
-	seen := map[string]bool{}
-	add := func(p string) {
-		if !seen[filepath.Clean(p)] {
-			seen[filepath.Clean(p)] = true
-			out = append(out, p)
-		}
-	}
-	for _, p := range paths {
-		info, err := os.Stat(p)
-		if err != nil || !info.IsDir() {
-			add(p)
-			continue
-		}
-		entries, err := os.ReadDir(p) // sorted by name
-		if err != nil {
-			return nil, fmt.Errorf("reading policy directory %s: %w", p, err)
-		}
-		n := 0
-		for _, e := range entries {
-			switch strings.ToLower(filepath.Ext(e.Name())) {
-			case ".hcl", ".json":
-				if e.Type().IsRegular() || e.Type()&os.ModeSymlink != 0 {
-					add(filepath.Join(p, e.Name()))
-					n++
-				}
-			}
-		}
-		if n == 0 {
-			return nil, fmt.Errorf("policy directory %s holds no .hcl or .json files", p)
-		}
-	}
-	return out, nil
 }
 
 // loadPolicy parses files as one policy and prints any diagnostics, warnings

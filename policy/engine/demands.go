@@ -12,14 +12,21 @@ type pending struct {
 	tier   int
 	tenant int
 	prio   int
-	under  bool    // its tenant holds less than its reservation
+	under  bool    // an allocation of it keeps its tenant within its reservation
 	share  float64 // GPUs beyond the reservation per unit of weight
+	back   bool    // requeued after an idle release: behind all other work
+	i      int     // its place in the snapshot, the last tie-break
 }
 
-// orderDemands ranks waiting work: highest (effective) priority first; at
-// equal priority tenants under their reservation first, then the tenant
-// with the smallest weighted share of borrowed GPUs, then the longest
-// waiting. Ties fall back to names so that the order is deterministic.
+// orderDemands ranks waiting work: work requeued after an idle release
+// last; then the highest tier first; within a tier, work that keeps its
+// tenant within its reservation first (reserved GPUs are served before
+// borrowed ones, so admitting one tenant's borrowing never has to be undone
+// for another's reservation — a promotion lifts a job above the rest of
+// its tier, never above what a reservation guarantees); then the highest
+// (promoted) priority, the tenant with the smallest weighted share of
+// borrowed GPUs, and the longest waiting. Ties fall back to names so that
+// the order is deterministic.
 func (st *state) orderDemands() []pending {
 	out := make([]pending, 0, len(st.s.Waiting))
 	for i := range st.s.Waiting {
@@ -38,13 +45,20 @@ func (st *state) orderDemands() []pending {
 		t.waiting += d.GPUs()
 		prio := st.promote(d, tier)
 		out = append(out, pending{
-			d: d, tier: tier, tenant: tenant, prio: prio,
-			under: t.use < t.t.Reserve,
+			d: d, tier: tier, tenant: tenant, prio: prio, i: len(out),
+			under: t.use+d.GPUsPerAlloc <= t.t.Reserve,
+			back:  d.Requeued,
 			share: float64(t.use-t.t.Reserve) / t.t.Weight,
 		})
 	}
-	slices.SortStableFunc(out, func(a, b pending) int {
-		if c := cmp.Compare(b.prio, a.prio); c != 0 {
+	slices.SortFunc(out, func(a, b pending) int {
+		if a.back != b.back {
+			if b.back {
+				return -1
+			}
+			return 1
+		}
+		if c := cmp.Compare(st.e.tiers[b.tier].priority, st.e.tiers[a.tier].priority); c != 0 {
 			return c
 		}
 		if a.under != b.under {
@@ -52,6 +66,9 @@ func (st *state) orderDemands() []pending {
 				return -1
 			}
 			return 1
+		}
+		if c := cmp.Compare(b.prio, a.prio); c != 0 {
+			return c
 		}
 		if c := cmp.Compare(a.share, b.share); c != 0 {
 			return c
@@ -62,7 +79,10 @@ func (st *state) orderDemands() []pending {
 		if c := cmp.Compare(a.d.Job.Ref.String(), b.d.Job.Ref.String()); c != 0 {
 			return c
 		}
-		return cmp.Compare(a.d.Group, b.d.Group)
+		if c := cmp.Compare(a.d.Group, b.d.Group); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.i, b.i) // as a stable sort would, but faster
 	})
 	return out
 }
@@ -105,7 +125,7 @@ func (st *state) serveDemands() {
 // allow, and emits what that takes.
 func (st *state) serve(p pending, failed failures) {
 	d := p.d
-	b := &bene{d: d, tier: p.tier, tenant: p.tenant, prio: p.prio, g: d.GPUsPerAlloc,
+	b := &bene{d: d, tier: p.tier, tenant: p.tenant, prio: p.prio, g: d.GPUsPerAlloc, jobTag: jobTag(d.Job.Ref),
 		holds: st.tenants[p.tenant].use}
 	pool, known := st.poolIdx[d.NodePool]
 	switch {
@@ -183,6 +203,12 @@ func (st *state) placeOne(b *bene, need int, failed failures) (int32, []victim, 
 		st.place(b, n)
 		return n, nil, Reason{}, true
 	}
+	if b.d.Requeued {
+		// It gave its GPUs back as idle work: taking GPUs from others to
+		// run idle again would only start the loop over.
+		return 0, nil, Reason{RuleCapacity, "requeued after an idle release: it takes only free GPUs, and none are free" +
+			" (needs " + itoa(b.g) + " on one node)"}, false
+	}
 	key := failKey{tenant: b.tenant, pool: b.pool, entitled: b.entitled}
 	if r, ok := failed.find(key, b.prio, b.g); ok {
 		return 0, nil, r, false
@@ -214,22 +240,18 @@ func (st *state) unplace(b *bene, n int32) {
 }
 
 // emitVictims turns the victims chosen for one demand into actions: one per
-// victim job, group and rule, in the order they were chosen.
+// victim job, group and rule, in the order they were chosen. A demand has
+// few victims, so groups are found by a linear search rather than a map.
 func (st *state) emitVictims(b *bene, victims []victim) {
-	type groupKey struct {
-		job   JobRef
-		group string
-		rule  Rule
-	}
-	index := map[groupKey]int{}
 	var groups [][]victim
 	for _, v := range victims {
 		u := &st.units[v.ui]
-		k := groupKey{u.job.Ref, u.group, v.rule}
-		i, ok := index[k]
-		if !ok {
+		i := slices.IndexFunc(groups, func(g []victim) bool {
+			w := &st.units[g[0].ui]
+			return g[0].rule == v.rule && w.group == u.group && w.job.Ref == u.job.Ref
+		})
+		if i < 0 {
 			i = len(groups)
-			index[k] = i
 			groups = append(groups, nil)
 		}
 		groups[i] = append(groups[i], v)
@@ -253,18 +275,38 @@ func (st *state) victimAction(b *bene, vs []victim) Action {
 		}
 	}
 	slices.Sort(a.Allocs)
-	st.planned[u.job.Ref] = 1
+	st.markPlanned(u.job)
 	switch vs[0].rule {
 	case RuleIdle:
 		a.Kind = IdleStop
 		a.Requeue = u.idle.rule.Action == "requeue"
 	case RuleBackfill:
-		a.Signal, a.Grace = st.checkpoint(u.job, st.e.poolGrace[st.poolOf[u.firstNode()]])
+		a.Signal, a.Grace = st.checkpoint(u.job, st.backfillGrace(u))
 	default:
 		a.Signal, a.Grace = st.checkpoint(u.job, st.e.p.Preemption.Grace)
 	}
 	a.Reason = st.victimReason(b, vs[0], a.GPUs)
 	return a
+}
+
+// backfillGrace is the grace of the policy pool the backfill unit runs in.
+// A gang may span nodes of several pools, some of which the policy does
+// not name (they have no grace of their own): the first node in a policy
+// pool decides.
+func (st *state) backfillGrace(u *unit) time.Duration {
+	nodes := []int32{u.node}
+	if u.spread != nil {
+		nodes = nodes[:0]
+		for _, s := range u.spread {
+			nodes = append(nodes, s.node)
+		}
+	}
+	for _, n := range nodes {
+		if p := st.poolOf[n]; p > 0 && int(p) < len(st.e.poolGrace) {
+			return st.e.poolGrace[p]
+		}
+	}
+	return 0
 }
 
 func (u *unit) firstNode() int32 {
@@ -287,7 +329,20 @@ func (st *state) checkpoint(job *Job, grace time.Duration) (string, time.Duratio
 	return sig, grace
 }
 
-func (st *state) emit(a Action) { st.out.Actions = append(st.out.Actions, a) }
+func (st *state) emit(a Action) {
+	if len(st.out.Actions) == cap(st.out.Actions) {
+		// Grow in big steps: at first room for two actions per waiting
+		// demand (most get a hold, resume or promote, many a preemption as
+		// well), then double. Append grows a large slice by a quarter at a
+		// time, which copies a plan of thousands of actions many times.
+		more := max(16, len(st.out.Actions))
+		if len(st.out.Actions) == 0 {
+			more = max(more, 2*len(st.s.Waiting))
+		}
+		st.out.Actions = slices.Grow(st.out.Actions, more)
+	}
+	st.out.Actions = append(st.out.Actions, a)
+}
 
 func (st *state) wait(d *Demand, count int, why Reason) {
 	st.out.Waiting = append(st.out.Waiting, Waiting{Job: d.Job.Ref, Group: d.Group,

@@ -95,13 +95,13 @@ func (e *Engine) tierOf(name string) int {
 	return e.defaultTier
 }
 
-// effectivePriority is the priority the engine ranks a job by: its Nomad
-// priority while that lies between its tier's and its tier's plus the
-// promotion boost (a promoted job), else its tier's.
-func (e *Engine) effectivePriority(tier int, jobPriority int) int {
+// effectivePriority is the priority the engine ranks a job by: for a job
+// Steward promoted, its Nomad priority while that lies between its tier's
+// and its tier's plus the promotion boost; else its tier's.
+func (e *Engine) effectivePriority(tier int, job *Job) int {
 	base := e.tiers[tier].priority
-	if jobPriority >= base && jobPriority <= promotedPriority(base, e.p.Preemption.Promote.Boost) {
-		return jobPriority
+	if job.Promoted && job.Priority >= base && job.Priority <= promotedPriority(base, e.p.Preemption.Promote.Boost) {
+		return job.Priority
 	}
 	return base
 }

@@ -240,6 +240,7 @@ func (h *harness) apply(a Action) {
 		j.queued += a.Count
 	case Promote, SetPriority:
 		j.job.Priority = a.Priority
+		j.job.Promoted = a.Kind == Promote
 	}
 	if j.queued < 0 || j.held < 0 {
 		h.t.Fatalf("%s leaves %s with %d queued, %d held", a, a.Job, j.queued, j.held)

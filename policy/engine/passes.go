@@ -13,9 +13,8 @@ import (
 // jobs the way the policy does.
 func (st *state) checkPriorities() {
 	seen := map[JobRef]bool{}
-	check := func(job *Job) {
-		tier := st.e.tierOf(job.Tier)
-		if job.Priority == st.e.effectivePriority(tier, job.Priority) || seen[job.Ref] {
+	check := func(job *Job, tier int) {
+		if job.Priority == st.e.effectivePriority(tier, job) || seen[job.Ref] {
 			return
 		}
 		seen[job.Ref] = true
@@ -24,17 +23,18 @@ func (st *state) checkPriorities() {
 			fmt.Sprintf("tier %s runs at priority %d; the job had priority %d", t.name, t.priority, job.Priority)}})
 	}
 	for i := range st.units {
-		check(st.units[i].job)
+		check(st.units[i].job, st.units[i].tier) // the tier of that very job
 	}
 	for i := range st.s.Waiting {
-		check(&st.s.Waiting[i].Job)
+		job := &st.s.Waiting[i].Job
+		check(job, st.e.tierOf(job.Tier))
 	}
 }
 
 // promote raises a starved demand's priority when the policy says so and
 // returns its effective priority.
 func (st *state) promote(d *Demand, tier int) int {
-	prio := st.e.effectivePriority(tier, d.Job.Priority)
+	prio := st.e.effectivePriority(tier, &d.Job)
 	pr := st.e.p.Preemption.Promote
 	base := st.e.tiers[tier].priority
 	target := promotedPriority(base, pr.Boost)
@@ -44,11 +44,11 @@ func (st *state) promote(d *Demand, tier int) int {
 	var why Reason
 	switch waited := st.now.Sub(d.Since); {
 	case pr.AfterPreemptions > 0 && len(d.Job.Preemptions) >= pr.AfterPreemptions:
-		why = Reason{RulePromoteRun, fmt.Sprintf("preempted %d times (promote after %d): priority %d → %d",
-			len(d.Job.Preemptions), pr.AfterPreemptions, prio, target)}
+		why = Reason{RulePromoteRun, "preempted " + itoa(len(d.Job.Preemptions)) + " times (promote after " +
+			itoa(pr.AfterPreemptions) + "): priority " + itoa(prio) + " → " + itoa(target)}
 	case pr.AfterWait > 0 && waited >= pr.AfterWait:
-		why = Reason{RulePromoteAge, fmt.Sprintf("waiting %s for %d GPUs (promote after %s): priority %d → %d",
-			roundDuration(waited), d.GPUs(), roundDuration(pr.AfterWait), prio, target)}
+		why = Reason{RulePromoteAge, "waiting " + roundDuration(waited) + " for " + gpusN(d.GPUs()) + " (promote after " +
+			roundDuration(pr.AfterWait) + "): priority " + itoa(prio) + " → " + itoa(target)}
 	default:
 		return prio
 	}
@@ -70,7 +70,7 @@ func (st *state) releaseIdleAlways() {
 			a.Allocs = append(a.Allocs, st.s.Allocs[ai].ID)
 		}
 		slices.Sort(a.Allocs)
-		st.planned[u.job.Ref] = 1
+		st.markPlanned(u.job)
 		st.emit(a)
 	}
 }
@@ -123,7 +123,7 @@ func (st *state) enforceLimits() {
 			}
 			slices.Sort(a.Allocs)
 			a.Signal, a.Grace = st.checkpoint(u.job, st.e.p.Preemption.Grace)
-			st.planned[u.job.Ref] = 1
+			st.markPlanned(u.job)
 			st.emit(a)
 		}
 	}

@@ -9,7 +9,9 @@ import (
 // gathers enough. Instead the engine keeps, per priority level, every
 // node's potential (free GPUs plus GPUs of preemptible work at or below that
 // level) in the same lazy buckets as free capacity, and examines only the
-// nodes whose potential fits.
+// nodes whose potential fits. It reads them in order of a lower bound on
+// their worst needed victim (nodeorder.go) and stops at the first node
+// that cannot beat the best found: a handful of nodes per search, not all.
 //
 // Level 0 counts free GPUs plus idle work (a victim for anyone);
 // level i adds work of priority at most levels[i-1].
@@ -20,22 +22,33 @@ const walkBudget = 256
 
 func (st *state) buildPotential() {
 	for _, ui := range st.cands[0].units {
-		if u := &st.units[ui]; !u.isAlwaysVictim() {
+		// A handful of distinct priorities among thousands of units: look
+		// before adding rather than sort them all.
+		if u := &st.units[ui]; !u.isAlwaysVictim() && !slices.Contains(st.levels, u.prio) {
 			st.levels = append(st.levels, u.prio)
 		}
 	}
 	slices.Sort(st.levels)
-	st.levels = slices.Compact(st.levels)
 	pot := make([][]int32, len(st.levels)+1)
 	for k := range pot {
 		pot[k] = slices.Clone(st.cap.free)
 	}
-	st.nodeUnits = make([][]int32, len(st.nodes))
+	// Every node's preemptible units, best victims first, carved out of
+	// one array: count them per node, then fill.
+	count, total := make([]int, len(st.nodes)), 0
+	for _, ui := range st.cands[0].units {
+		st.units[ui].nodesOf(func(n int32, _ int) { count[n]++; total++ })
+	}
+	all := make([]nodeUnit, 0, total)
+	st.nodeUnits = make([][]nodeUnit, len(st.nodes))
+	for n, c := range count {
+		st.nodeUnits[n], all = all[len(all):len(all):len(all)+c], all[:len(all)+c]
+	}
 	for _, ui := range st.cands[0].units {
 		u := &st.units[ui]
 		lvl := st.levelOf(u)
 		u.nodesOf(func(n int32, g int) {
-			st.nodeUnits[n] = append(st.nodeUnits[n], ui)
+			st.nodeUnits[n] = append(st.nodeUnits[n], nodeUnit{key: u.key, ui: ui, gpus: int32(g), taken: u.taken})
 			for k := lvl; k < len(pot); k++ {
 				pot[k][n] += int32(g)
 			}
@@ -50,6 +63,29 @@ func (st *state) buildPotential() {
 	for k := range pot {
 		st.pot[k] = newCapacity(st.poolOf, len(st.pools), maxPot)
 		st.pot[k].fill(pot[k])
+	}
+}
+
+// nodeUnit is a preemptible unit as one node sees it: what the node-first
+// search and the bounds read, kept beside the node's other units rather
+// than in the (large, scattered) unit itself.
+type nodeUnit struct {
+	key   uint64
+	ui    int32
+	gpus  int32 // on this node
+	taken bool  // mirrors units[ui].taken (see setTaken)
+}
+
+// setTaken mirrors a unit's taken flag into node n's list.
+func (st *state) setTaken(n int32, ui int32, taken bool) {
+	if st.nodeUnits == nil {
+		return
+	}
+	for i := range st.nodeUnits[n] {
+		if nu := &st.nodeUnits[n][i]; nu.ui == ui {
+			nu.taken = taken
+			return
+		}
 	}
 }
 
@@ -98,63 +134,132 @@ func (st *state) placePotential(n int32, delta int32) {
 	}
 }
 
+// noBound marks a node that cannot gather g GPUs whatever it preempts.
+const noBound = ^uint64(0)
+
 // bound recomputes node n's lower bounds: for each g, the key of the unit
 // at which free GPUs plus every preemptible unit, best first, reach g. No
-// beneficiary can complete g GPUs on n with a better worst victim.
+// beneficiary can complete g GPUs on n with a better worst victim. Bounds
+// that change are refiled in the node order.
 func (st *state) bound(n int32) {
 	row := st.lb[int(n)*(st.maxGPUs+1) : (int(n)+1)*(st.maxGPUs+1)]
-	have := int(st.cap.free[n])
-	g := 0
-	for ; g <= have && g < len(row); g++ {
-		row[g] = 0
-	}
-	for _, ui := range st.nodeUnits[n] {
-		u := &st.units[ui]
-		if u.taken {
-			continue
+	units := st.nodeUnits[n]
+	have, next := int(st.cap.free[n]), 0
+	var lb uint64 // free GPUs alone suffice
+	for g := range row {
+		for g > have {
+			if next == len(units) {
+				lb = noBound
+				break
+			}
+			nu := &units[next]
+			next++
+			if !nu.taken {
+				have += int(nu.gpus)
+				lb = nu.key
+			}
 		}
-		have += st.gpusOn(u, n)
-		for ; g <= have && g < len(row); g++ {
-			row[g] = u.key
+		if row[g] != lb {
+			row[g] = lb
+			st.refile(n, g, lb)
 		}
-	}
-	for ; g < len(row); g++ {
-		row[g] = ^uint64(0)
 	}
 }
 
+// searchSorted is how many nodes a search reads in bound order before it
+// concludes that few nodes can serve the beneficiary and scans the rest
+// unordered: reading in order costs a logarithm per node, and a search
+// that finds nothing must read every node anyway.
+const searchSorted = 128
+
+// nodePick is the best node found so far: its worst victim (key, unit)
+// and other nodes where that same unit (a gang's) completes the allocation.
+type nodePick struct {
+	n    int32
+	key  uint64
+	ui   int32
+	ok   bool
+	ties []int32
+}
+
 // searchNodes examines every node whose potential fits one allocation of b
-// and returns the one whose worst victim is best, as the walk would have.
+// and returns the one whose worst victim is best, as the walk would have
+// (between nodes where the same gang is that victim, the first in the
+// gang's order, as the walk would). Nodes are read in order of their lower
+// bound, so the search stops at the first node that cannot beat the best
+// found. TestSearchMatchesBruteForce holds it to that definition.
 func (st *state) searchNodes(b *bene, allowYoung bool) (int32, []victim, bool) {
+	if b.g > st.maxGPUs {
+		return 0, nil, false // larger than any node
+	}
 	w := &st.walk
 	w.reset(len(st.nodes))
-	var best int32 = -1
-	var bestKey uint64
-	var bestUI int32
-	stride := st.maxGPUs + 1
-	st.pot[st.levelFor(b)].each(b.pool, b.g, func(n int32) {
-		if best >= 0 && st.lb[int(n)*stride+b.g] > bestKey {
-			return // cannot beat the best node found
+	pot := st.pot[st.levelFor(b)]
+	p := &st.pick
+	*p = nodePick{ties: p.ties[:0]}
+	read, scan := 0, false
+	st.ascend(st.heap(b.pool, b.g), func(n int32, lb uint64) bool {
+		if p.ok && lb > p.key {
+			return false // no node from here on can beat the best
 		}
-		w.touch(n)
-		for _, ui := range st.nodeUnits[n] {
-			u := &st.units[ui]
-			if best >= 0 && (u.key > bestKey || (u.key == bestKey && ui > bestUI)) {
-				return // every further victim here is worse than the best node's
-			}
-			if u.taken {
-				continue
-			}
-			if st.addVictim(ui, b, n, allowYoung) {
-				if best < 0 || u.key < bestKey || (u.key == bestKey && ui < bestUI) {
-					best, bestKey, bestUI = n, u.key, ui
-				}
-				return
-			}
+		if read++; read > searchSorted {
+			scan = true
+			return false
 		}
+		if pot.free[n] >= int32(b.g) {
+			st.tryNode(p, n, b, allowYoung)
+		}
+		return true
 	})
-	if best < 0 {
+	if scan {
+		st.order.scans++
+		stride := st.maxGPUs + 1
+		pot.each(b.pool, b.g, func(n int32) {
+			if w.gen[n] == w.cur || p.ok && st.lb[int(n)*stride+b.g] > p.key {
+				return // walked already, or cannot beat the best
+			}
+			st.tryNode(p, n, b, allowYoung)
+		})
+	}
+	if !p.ok {
 		return 0, nil, false
 	}
-	return best, st.prune(best, b.g), true
+	if len(p.ties) > 0 {
+		p.n = st.firstInSpread(p.ui, p.n, p.ties)
+	}
+	return p.n, st.prune(p.n, b.g), true
+}
+
+// tryNode walks node n's units best first, as far as they can still beat
+// the best node, and records n if they complete one allocation of b.
+func (st *state) tryNode(p *nodePick, n int32, b *bene, allowYoung bool) {
+	st.walk.touch(n)
+	for _, nu := range st.nodeUnits[n] {
+		if p.ok && (nu.key > p.key || (nu.key == p.key && nu.ui > p.ui)) {
+			return // every further victim here is worse than the best node's
+		}
+		if nu.taken {
+			continue
+		}
+		if st.addVictim(nu.ui, b, n, allowYoung) {
+			if p.ok && nu.key == p.key && nu.ui == p.ui {
+				p.ties = append(p.ties, n)
+			} else {
+				p.n, p.key, p.ui, p.ok = n, nu.key, nu.ui, true
+				p.ties = p.ties[:0]
+			}
+			return
+		}
+	}
+}
+
+// firstInSpread breaks a tie between nodes whose worst victim is the same
+// gang: the walk would have taken the first of them in the gang's order.
+func (st *state) firstInSpread(ui int32, n int32, ties []int32) int32 {
+	for _, ng := range st.units[ui].spread {
+		if ng.node == n || slices.Contains(ties, ng.node) {
+			return ng.node
+		}
+	}
+	return n
 }

@@ -40,6 +40,10 @@ type Job struct {
 	// Checkpoint overrides the policy's checkpoint signal for this job: ""
 	// uses the policy's, "none" means the job takes no signal (no grace).
 	Checkpoint string
+	// Promoted is set once Steward promoted the job (a promote action): its
+	// priority may then lie above its tier's by up to the boost. Any other
+	// priority than its tier's is corrected (set-priority).
+	Promoted bool
 	// Preemptions are the times Steward preempted this job (oldest first),
 	// as recorded by the controller: the eviction cap and promotion read it.
 	Preemptions []time.Time
@@ -83,6 +87,11 @@ type Demand struct {
 	// Held is true when Steward holds the group; false when Nomad has it
 	// queued.
 	Held bool
+	// Requeued is true for work held after an idle release: it waits
+	// behind all other work, whatever its priority, and takes only free
+	// GPUs (it preempts nobody), so that the GPUs it gave back go to the
+	// work that needed them, not back to it.
+	Requeued bool
 }
 
 // GPUs returns the GPUs the whole demand needs.

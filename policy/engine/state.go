@@ -25,14 +25,17 @@ type state struct {
 	tenants  []tenantState
 	tenantNS map[string]int
 
-	levels    []int       // distinct priorities of preemptible work
-	pot       []*capacity // [level] node potentials (potential.go)
-	nodeUnits [][]int32   // [node] preemptible units, best victims first
-	lb        []uint64    // [node*(maxGPUs+1)+g] lower bound on the worst victim for g GPUs
+	levels    []int        // distinct priorities of preemptible work
+	pot       []*capacity  // [level] node potentials (potential.go)
+	nodeUnits [][]nodeUnit // [node] preemptible units, best victims first
+	lb        []uint64     // [node*(maxGPUs+1)+g] lower bound on the worst victim for g GPUs
+	order     nodeOrder    // nodes by lower bound (nodeorder.go)
+	pick      nodePick     // searchNodes' scratch
 
-	planned map[JobRef]int // preemptions decided in this plan, per job
-	out     Plan
-	walk    walkScratch
+	planned      map[JobRef]int // preemptions decided in this plan, per job
+	trackPlanned bool           // some job is one preemption short of the cap
+	out          Plan
+	walk         walkScratch
 }
 
 // unit is what gets preempted together: one allocation, or all of a gang
@@ -50,6 +53,7 @@ type unit struct {
 	started time.Time // the newest member's start
 
 	recent   int    // preemptions of its job in the last hour
+	jobTag   uint64 // jobTag(job.Ref)
 	key      uint64 // victim preference: lower is taken first
 	draining bool
 	taken    bool
@@ -63,10 +67,10 @@ type nodeGPUs struct {
 }
 
 type idleState struct {
+	ok    bool // idle for at least rule.After
 	rule  *policy.IdleRule
 	since time.Time
 	mean  float64
-	ok    bool // idle for at least rule.After
 }
 
 type tenantState struct {
@@ -177,10 +181,32 @@ func (st *state) buildUnits() {
 		free[i] = int32(n.GPUs)
 	}
 	// GPU IDs already claimed per node, to catch duplicates. Nodes hold a
-	// handful of GPUs, so a linear scan of a short slice beats a map.
+	// handful of GPUs, so a linear scan of a short slice beats a map. The
+	// slices start in one shared array, sized by each node's GPU count
+	// (within reason: counts are input), so that few grow on their own.
 	claimed := make([][]string, len(st.nodes))
+	room := 0
+	for _, n := range st.nodes {
+		room += min(n.GPUs, maxClaimRoom)
+	}
+	shared := make([]string, room)
+	for i, n := range st.nodes {
+		r := min(n.GPUs, maxClaimRoom)
+		claimed[i], shared = shared[:0:r], shared[r:]
+	}
 	gangs := map[JobRef]int{}
-	st.units = make([]unit, 0, len(st.s.Allocs))
+	// Many allocations hold no GPU: count those that do rather than
+	// reserve a (large) unit for every allocation.
+	withGPUs := 0
+	for i := range st.s.Allocs {
+		if len(st.s.Allocs[i].GPUIDs) > 0 {
+			withGPUs++
+		}
+	}
+	st.units = make([]unit, 0, withGPUs)
+	// Each unit's first allocation, in one array rather than one tiny
+	// slice per unit; a gang that gathers more grows its own copy.
+	firsts := make([]int32, 0, withGPUs)
 	for i := range st.s.Allocs {
 		a := &st.s.Allocs[i]
 		if len(a.GPUIDs) == 0 {
@@ -224,13 +250,15 @@ func (st *state) buildUnits() {
 			}
 			gangs[a.Job.Ref] = len(st.units)
 		}
+		firsts = append(firsts, int32(i))
 		u := unit{
-			allocs:  []int32{int32(i)},
+			allocs:  firsts[len(firsts)-1 : len(firsts) : len(firsts)],
 			job:     &a.Job,
+			jobTag:  jobTag(a.Job.Ref),
 			group:   a.Group,
 			tier:    tier,
 			tenant:  tenant,
-			prio:    st.e.effectivePriority(tier, a.Job.Priority),
+			prio:    st.e.effectivePriority(tier, &a.Job),
 			gpus:    g,
 			node:    n,
 			started: a.StartedAt,
@@ -245,10 +273,35 @@ func (st *state) buildUnits() {
 	st.cap.fill(free)
 	for ui := range st.units {
 		st.classify(int32(ui))
-		st.units[ui].recent = st.recentPreemptions(st.units[ui].job)
+		u := &st.units[ui]
+		u.recent = st.recentPreemptions(u.job)
+		if limit := st.e.p.Preemption.MaxPerJobPerHour; limit > 0 && u.recent == limit-1 {
+			st.trackPlanned = true
+		}
 	}
 	st.sortCandidates()
 	st.buildPotential()
+}
+
+// maxClaimRoom caps the GPU IDs reserved up front per node.
+const maxClaimRoom = 64
+
+// sameJob reports whether unit u belongs to b's job. Units are checked as
+// candidates again and again; comparing cheap tags of the job references
+// first spares most checks a string comparison through a pointer into the
+// snapshot (equal references have equal tags).
+func (st *state) sameJob(u *unit, b *bene) bool {
+	return u.jobTag == b.jobTag && u.job.Ref == b.d.Job.Ref
+}
+
+// jobTag packs a job reference's lengths and the last bytes of its ID,
+// where generated job IDs differ.
+func jobTag(r JobRef) uint64 {
+	tag := uint64(len(r.Namespace))<<56 | uint64(len(r.ID)&0xff)<<48
+	for i := max(0, len(r.ID)-6); i < len(r.ID); i++ {
+		tag ^= uint64(r.ID[i]) << (8 * (len(r.ID) - 1 - i))
+	}
+	return tag
 }
 
 // badGPU finds an empty GPU ID or one already claimed on the node.

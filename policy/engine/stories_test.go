@@ -319,7 +319,7 @@ func qosPromoteAfterWait(t *testing.T) {
 	h.advance(2 * time.Minute)
 	plan := h.step()
 	a := actionOf(t, plan, Promote, "ml/starved")
-	mustContain(t, a.Reason.Message, "waiting 1h1m for 1 GPUs (promote after 1h): priority 40 → 50")
+	mustContain(t, a.Reason.Message, "waiting 1h1m for 1 GPU (promote after 1h): priority 40 → 50")
 }
 
 func qosGangs(t *testing.T) {

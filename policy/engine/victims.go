@@ -50,10 +50,6 @@ const (
 )
 
 func (st *state) sortCandidates() {
-	type candKey struct {
-		key uint64
-		ui  int32
-	}
 	keys := make([]candKey, 0, len(st.units))
 	for ui := range st.units {
 		u := &st.units[ui]
@@ -82,19 +78,16 @@ func (st *state) sortCandidates() {
 		}
 		age := st.now.Sub(u.started) / time.Second
 		age = max(0, min(age, 1<<34-1))
-		k := class<<keyClassShift | notOver<<keyNotOverShift | uint64(u.prio&0x7f)<<keyPrioShift | gang<<53 | uint64(age)<<19
+		k := class<<keyClassShift | notOver<<keyNotOverShift | uint64(u.prio&0x7f)<<keyPrioShift | gang<<53 | uint64(age)<<keyFreeBits
 		keys = append(keys, candKey{key: k, ui: int32(ui)})
 	}
 	for _, k := range keys {
 		st.units[k.ui].key = k.key
 	}
-	slices.SortFunc(keys, func(a, b candKey) int {
-		if c := cmp.Compare(a.key, b.key); c != 0 {
-			return c
-		}
-		return cmp.Compare(a.ui, b.ui)
-	})
+	sortKeys(keys)
 	st.cands = make([]candidates, len(st.pools))
+	st.cands[0].units = make([]int32, 0, len(keys)) // every candidate is in "any pool"
+	st.cands[0].keys = make([]uint64, 0, len(keys))
 	for _, k := range keys {
 		add := func(p int32) {
 			c := &st.cands[p]
@@ -120,6 +113,38 @@ func (st *state) sortCandidates() {
 			c.segs[s].end, _ = slices.BinarySearch(c.keys, hi)
 			c.segs[s].next = c.segs[s].start
 		}
+	}
+}
+
+type candKey struct {
+	key uint64
+	ui  int32
+}
+
+// keyFreeBits: the low bits of a key are zero (age is counted in seconds
+// from bit 19), room to pack a unit index into it for sorting.
+const keyFreeBits = 19
+
+// sortKeys orders candidates by key, then unit index. With fewer than
+// 2^19 units, key and index are packed into one integer and sorted as
+// such, twice as fast as sorting pairs through a comparison function.
+func sortKeys(keys []candKey) {
+	if len(keys) >= 1<<keyFreeBits {
+		slices.SortFunc(keys, func(a, b candKey) int {
+			if c := cmp.Compare(a.key, b.key); c != 0 {
+				return c
+			}
+			return cmp.Compare(a.ui, b.ui)
+		})
+		return
+	}
+	packed := make([]uint64, len(keys))
+	for i, k := range keys {
+		packed[i] = k.key | uint64(k.ui)
+	}
+	slices.Sort(packed)
+	for i, p := range packed {
+		keys[i] = candKey{key: p &^ (1<<keyFreeBits - 1), ui: int32(p & (1<<keyFreeBits - 1))}
 	}
 }
 
@@ -178,6 +203,7 @@ type bene struct {
 	g        int  // GPUs of the allocation being placed
 	holds    int  // GPUs its tenant held before this demand was served
 	entitled bool // its tenant stays within its reservation
+	jobTag   uint64
 }
 
 // victim is a unit chosen for a beneficiary, with the rule that allows it
@@ -196,6 +222,15 @@ func (st *state) capped(job *Job, recent int) bool {
 		return limit > 0 && recent >= limit
 	}
 	return recent+st.planned[job.Ref] >= limit
+}
+
+// markPlanned records a preemption this plan decided. Only a job one short
+// of the cap can be capped by it (see capped), and usually none is: then
+// the map, with a string-keyed insert per victim, is left alone.
+func (st *state) markPlanned(job *Job) {
+	if st.trackPlanned {
+		st.planned[job.Ref] = 1
+	}
 }
 
 // recentPreemptions counts a job's preemptions in the last hour.
@@ -217,7 +252,7 @@ func (st *state) victimRule(u *unit, b *bene, n int32, allowYoung bool) (rule Ru
 		return "", false, false
 	}
 	rule, needOver, ok = st.ruleFor(u, b, n, allowYoung)
-	if ok && u.job.Ref == b.d.Job.Ref {
+	if ok && st.sameJob(u, b) {
 		return "", false, false // never preempt a job for itself
 	}
 	return rule, needOver, ok
@@ -307,6 +342,9 @@ func (st *state) findVictims(b *bene, allowYoung bool) (int32, []victim, bool) {
 			if budget--; budget < 0 {
 				return st.searchNodes(b, allowYoung)
 			}
+			if budget == walkBudget-futileAfter && st.walkIsFutile(b, allowYoung) {
+				return st.searchNodes(b, allowYoung) // as the walk would, once out of budget
+			}
 			u := &st.units[ui]
 			if u.taken {
 				continue
@@ -323,6 +361,39 @@ func (st *state) findVictims(b *bene, allowYoung bool) (int32, []victim, bool) {
 		}
 	}
 	return 0, nil, false
+}
+
+// futileAfter is how many units the walk passes before it asks whether it
+// can finish within its budget at all: most walks that succeed do so
+// sooner, and asking builds the node order for the pool and GPU count.
+const futileAfter = 16
+
+// walkIsFutile reports whether the walk would spend its whole budget on
+// units that cannot complete any node (their keys lie below every node's
+// lower bound) and then hand over to searchNodes: the engine then goes
+// there at once. It calls walkRange only for segments the walk would have
+// entered, since that skips taken units for good.
+func (st *state) walkIsFutile(b *bene, allowYoung bool) bool {
+	if b.g > st.maxGPUs {
+		return false
+	}
+	floor := st.minBound(b.pool, b.g)
+	c := &st.cands[b.pool]
+	passed := 0
+	for seg := 0; seg < segments; seg++ {
+		from, to := st.walkRange(c, seg, b, allowYoung)
+		keys := c.keys[from:to]
+		if left := walkBudget - passed; len(keys) > left {
+			// The budget runs out in this segment: futile if the last
+			// unit the walk would examine still lies below the floor.
+			return left == 0 || keys[left-1] < floor
+		}
+		if len(keys) > 0 && keys[len(keys)-1] >= floor {
+			return false // a unit within the budget might complete a node
+		}
+		passed += len(keys)
+	}
+	return false // the walk ends within its budget
 }
 
 // addVictim adds unit ui's GPUs on node n to the walk if b may take them,
@@ -364,6 +435,12 @@ func (st *state) prune(n int32, g int) []victim {
 }
 
 func (st *state) gpusOn(u *unit, n int32) int {
+	if u.spread == nil {
+		if u.node == n {
+			return u.gpus
+		}
+		return 0
+	}
 	on := 0
 	u.nodesOf(func(m int32, g int) {
 		if m == n {
@@ -379,6 +456,7 @@ func (st *state) take(ui int32) {
 	u.taken = true
 	lvl := st.levelOf(u)
 	u.nodesOf(func(n int32, g int) {
+		st.setTaken(n, ui, true)
 		st.cap.add(n, int32(g))
 		st.movePotential(n, lvl, int32(g))
 	})
@@ -391,6 +469,7 @@ func (st *state) untake(ui int32) {
 	u.taken = false
 	lvl := st.levelOf(u)
 	u.nodesOf(func(n int32, g int) {
+		st.setTaken(n, ui, false)
 		st.cap.add(n, -int32(g))
 		st.movePotential(n, lvl, -int32(g))
 	})

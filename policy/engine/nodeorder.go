@@ -1,0 +1,210 @@
+package engine
+
+// Node order: the node-first search (potential.go) must examine every node
+// whose lower bound does not exceed the best worst-victim found so far.
+// Scanning all nodes for that costs O(nodes) per search, and with thousands
+// of whole-node demands in one plan that dominated planning time. So, per
+// node pool and GPU count, the engine keeps the nodes that could gather
+// that many GPUs in a binary min-heap by lower bound, and reads it in
+// ascending order, stopping at the first bound that cannot win: a search
+// then costs O(k log k) for the k nodes it looks at, usually a handful.
+//
+// Heaps are built on a pool and GPU count's first search, and bound()
+// moves a node within them whenever one of its bounds changes.
+
+// lbEntry is a node with its lower bound; in the reading queue, a heap
+// index with the bound found there.
+type lbEntry struct {
+	lb uint64
+	n  int32
+}
+
+// lbHeap is a min-heap of nodes by lower bound for one pool and GPU count,
+// indexed so that a node's entry can move when its bound changes.
+type lbHeap struct {
+	e   []lbEntry
+	pos []int32 // [node] index in e, -1 when absent (noBound or another pool)
+}
+
+// nodeOrder holds the heaps, [pool][g], nil until first needed, and the
+// queue ascend reads them with.
+type nodeOrder struct {
+	heaps [][]*lbHeap
+	queue []lbEntry
+	scans int // searches that fell back to an unordered scan (for tests)
+}
+
+// heap returns the heap of nodes in pool for g GPUs, building it if needed.
+func (st *state) heap(pool int32, g int) *lbHeap {
+	o := &st.order
+	if o.heaps == nil {
+		o.heaps = make([][]*lbHeap, len(st.pools))
+	}
+	if o.heaps[pool] == nil {
+		o.heaps[pool] = make([]*lbHeap, st.maxGPUs+1)
+	}
+	h := o.heaps[pool][g]
+	if h == nil {
+		h = st.buildHeap(pool, g)
+		o.heaps[pool][g] = h
+	}
+	return h
+}
+
+// buildHeap files every node of pool that can gather g GPUs.
+func (st *state) buildHeap(pool int32, g int) *lbHeap {
+	h := &lbHeap{pos: make([]int32, len(st.nodes))}
+	stride := st.maxGPUs + 1
+	for n := range st.nodes {
+		h.pos[n] = -1
+		if lb := st.lb[n*stride+g]; lb != noBound && st.cap.nodeIn(int32(n), pool) {
+			h.pos[n] = int32(len(h.e))
+			h.e = append(h.e, lbEntry{lb, int32(n)})
+		}
+	}
+	for i := len(h.e)/2 - 1; i >= 0; i-- {
+		h.down(i)
+	}
+	return h
+}
+
+// refile records that node n's bound for g changed to lb.
+func (st *state) refile(n int32, g int, lb uint64) {
+	if st.order.heaps == nil {
+		return // no search yet
+	}
+	if hs := st.order.heaps[0]; hs != nil && hs[g] != nil {
+		hs[g].set(n, lb)
+	}
+	if p := st.poolOf[n]; p != 0 {
+		if hs := st.order.heaps[p]; hs != nil && hs[g] != nil {
+			hs[g].set(n, lb)
+		}
+	}
+}
+
+// minBound is the smallest bound for g GPUs of any node in pool, noBound
+// when none can gather g: no walk completes a node with a better victim.
+func (st *state) minBound(pool int32, g int) uint64 {
+	if h := st.heap(pool, g); len(h.e) > 0 {
+		return h.e[0].lb
+	}
+	return noBound
+}
+
+// ascend calls fn for each node in h in ascending order of its bound until
+// fn returns false. It leaves h as it is: a small second heap holds the
+// indices next in line (the children of those already read).
+func (st *state) ascend(h *lbHeap, fn func(n int32, lb uint64) bool) {
+	q := st.order.queue[:0]
+	if len(h.e) > 0 {
+		q = append(q, lbEntry{h.e[0].lb, 0})
+	}
+	for len(q) > 0 {
+		i := int(q[0].n)
+		last := len(q) - 1
+		q[0] = q[last]
+		q = q[:last]
+		siftDown(q, 0)
+		if !fn(h.e[i].n, h.e[i].lb) {
+			break
+		}
+		for c := 2*i + 1; c <= 2*i+2 && c < len(h.e); c++ {
+			q = append(q, lbEntry{h.e[c].lb, int32(c)})
+			siftUp(q, len(q)-1)
+		}
+	}
+	st.order.queue = q
+}
+
+// set moves node n to bound lb, adding or removing it as needed.
+func (h *lbHeap) set(n int32, lb uint64) {
+	i := int(h.pos[n])
+	switch {
+	case i < 0 && lb == noBound:
+	case i < 0:
+		h.pos[n] = int32(len(h.e))
+		h.e = append(h.e, lbEntry{lb, n})
+		h.up(len(h.e) - 1)
+	case lb == noBound:
+		last := len(h.e) - 1
+		h.swap(i, last)
+		h.e = h.e[:last]
+		h.pos[n] = -1
+		if i < last {
+			h.down(i)
+			h.up(i)
+		}
+	default:
+		old := h.e[i].lb
+		h.e[i].lb = lb
+		if lb < old {
+			h.up(i)
+		} else {
+			h.down(i)
+		}
+	}
+}
+
+func (h *lbHeap) swap(i, j int) {
+	h.e[i], h.e[j] = h.e[j], h.e[i]
+	h.pos[h.e[i].n] = int32(i)
+	h.pos[h.e[j].n] = int32(j)
+}
+
+func (h *lbHeap) up(i int) {
+	for i > 0 {
+		p := (i - 1) / 2
+		if h.e[p].lb <= h.e[i].lb {
+			return
+		}
+		h.swap(p, i)
+		i = p
+	}
+}
+
+func (h *lbHeap) down(i int) {
+	for {
+		m := i
+		if l := 2*i + 1; l < len(h.e) && h.e[l].lb < h.e[m].lb {
+			m = l
+		}
+		if r := 2*i + 2; r < len(h.e) && h.e[r].lb < h.e[m].lb {
+			m = r
+		}
+		if m == i {
+			return
+		}
+		h.swap(m, i)
+		i = m
+	}
+}
+
+// siftUp and siftDown keep ascend's queue, a plain heap, in order.
+func siftUp(e []lbEntry, i int) {
+	for i > 0 {
+		p := (i - 1) / 2
+		if e[p].lb <= e[i].lb {
+			return
+		}
+		e[p], e[i] = e[i], e[p]
+		i = p
+	}
+}
+
+func siftDown(e []lbEntry, i int) {
+	for {
+		m := i
+		if l := 2*i + 1; l < len(e) && e[l].lb < e[m].lb {
+			m = l
+		}
+		if r := 2*i + 2; r < len(e) && e[r].lb < e[m].lb {
+			m = r
+		}
+		if m == i {
+			return
+		}
+		e[m], e[i] = e[i], e[m]
+		i = m
+	}
+}

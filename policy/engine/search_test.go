@@ -1,0 +1,146 @@
+package engine
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"testing"
+	"time"
+)
+
+// TestSearchMatchesBruteForce checks the node-first search, which reads
+// nodes in order of their lower bounds and stops early (potential.go,
+// nodeorder.go), against the definition it implements: walk every node
+// whose potential fits, take the node whose worst needed victim is best,
+// and between nodes where the same gang is that victim, the first in the
+// gang's order. It plays whole plans on clusters large enough for the
+// search to matter, comparing the two for every demand as it is served, at
+// both entitlements and with and without young victims.
+func TestSearchMatchesBruteForce(t *testing.T) {
+	var searches, found, ties, scans int
+	for seed := 0; seed < 24; seed++ {
+		r := rand.New(rand.NewPCG(uint64(seed), 99))
+		nodes := []int{60, 150, 400}[seed%3]
+		tenants := 2 + r.IntN(6)
+		gpn := []int{4, 8}[r.IntN(2)]
+		p := genPolicy(tenants, r.IntN(nodes*gpn/tenants+1), []int{-1, nodes * gpn / 2}[r.IntN(2)])
+		p.Preemption.MinRuntime = time.Duration(r.IntN(90)) * time.Minute
+		s := genCluster(r, nodes, gpn, nodes*2, nodes, tenants, t0)
+		if seed%2 == 1 {
+			joinGangs(r, s, 4+r.IntN(8))
+		}
+		for i := range s.Allocs {
+			s.Allocs[i].Draining = r.IntN(40) == 0
+		}
+		st := newState(New(p), s, t0)
+		st.checkPriorities()
+		st.releaseIdleAlways()
+		st.enforceLimits()
+		failed := failures{}
+		for _, pd := range st.orderDemands() {
+			b := &bene{d: pd.d, tier: pd.tier, tenant: pd.tenant, prio: pd.prio, g: pd.d.GPUsPerAlloc,
+				jobTag: jobTag(pd.d.Job.Ref), pool: st.poolIdx[pd.d.NodePool]}
+			for _, entitled := range []bool{false, true} {
+				for _, young := range []bool{false, true} {
+					b.entitled = entitled
+					name := fmt.Sprintf("seed %d, %s (%d GPUs, entitled %v, young %v)", seed, pd.d.Job.Ref, b.g, entitled, young)
+					wantN, wantVs, wantOK, tied := bruteSearch(st, b, young)
+					st.order.scans = 0
+					gotN, gotVs, gotOK := st.searchNodes(b, young)
+					searches++
+					scans += st.order.scans
+					if gotOK != wantOK || gotOK && (gotN != wantN || !slices.Equal(gotVs, wantVs)) {
+						t.Fatalf("%s: search found node %d (%v) victims %v; brute force node %d (%v) victims %v",
+							name, gotN, gotOK, gotVs, wantN, wantOK, wantVs)
+					}
+					if gotOK {
+						found++
+					}
+					if tied {
+						ties++
+					}
+				}
+			}
+			st.serve(pd, failed)
+		}
+	}
+	t.Logf("%d searches, %d found, %d ties, %d scans", searches, found, ties, scans)
+	// The cases the search is built for must have come up.
+	if found < 1000 || ties == 0 || scans == 0 {
+		t.Errorf("too few interesting searches: %d searches, %d found, %d ties between gang nodes, %d unordered scans",
+			searches, found, ties, scans)
+	}
+}
+
+// bruteSearch walks every node whose potential fits b, fully, and picks the
+// best as searchNodes defines it. tied reports that several nodes shared
+// the best worst victim (a gang's).
+func bruteSearch(st *state, b *bene, young bool) (n int32, vs []victim, ok, tied bool) {
+	if b.g > st.maxGPUs {
+		return 0, nil, false, false
+	}
+	pot := st.pot[st.levelFor(b)]
+	w := &st.walk
+	w.reset(len(st.nodes))
+	var bestKey uint64
+	var bestUI int32
+	var best []int32 // nodes whose worst victim is (bestKey, bestUI)
+	for m := range st.nodes {
+		m := int32(m)
+		if !st.cap.nodeIn(m, b.pool) || pot.free[m] < int32(b.g) {
+			continue
+		}
+		w.touch(m)
+		for _, nu := range st.nodeUnits[m] {
+			if nu.taken || !st.addVictim(nu.ui, b, m, young) {
+				continue
+			}
+			switch {
+			case len(best) == 0 || nu.key < bestKey || nu.key == bestKey && nu.ui < bestUI:
+				bestKey, bestUI, best = nu.key, nu.ui, []int32{m}
+			case nu.key == bestKey && nu.ui == bestUI:
+				best = append(best, m)
+			}
+			break
+		}
+	}
+	if len(best) == 0 {
+		return 0, nil, false, false
+	}
+	n = best[0]
+	if len(best) > 1 {
+		for _, ng := range st.units[bestUI].spread {
+			if slices.Contains(best, ng.node) {
+				n = ng.node
+				break
+			}
+		}
+	}
+	return n, st.prune(n, b.g), true, len(best) > 1
+}
+
+// joinGangs makes random GPU allocations, on different nodes of the same
+// pool, members of one gang job.
+func joinGangs(r *rand.Rand, s *Snapshot, every int) {
+	var gpu []int
+	for i := range s.Allocs {
+		if len(s.Allocs[i].GPUIDs) > 0 {
+			gpu = append(gpu, i)
+		}
+	}
+	pool := map[string]string{}
+	for _, n := range s.Nodes {
+		pool[n.ID] = n.NodePool
+	}
+	for k := 0; k < len(gpu)/every; k++ {
+		a := &s.Allocs[gpu[r.IntN(len(gpu))]]
+		for j := 0; j < 1+r.IntN(3); j++ {
+			m := &s.Allocs[gpu[r.IntN(len(gpu))]]
+			if m == a || m.Job.Gang || pool[m.NodeID] != pool[a.NodeID] {
+				continue
+			}
+			m.Job.Ref, m.Job.Tier, m.Job.Priority = a.Job.Ref, a.Job.Tier, a.Job.Priority
+			m.Job.Gang, a.Job.Gang = true, true
+		}
+	}
+}
