@@ -71,3 +71,25 @@ func absPath(t testing.TB, path string) string {
 	}
 	return abs
 }
+
+// EnvTrainerBin points the tests at the example trainer (jobs/trainer);
+// the GNUmakefile exports it.
+const EnvTrainerBin = "STEWARD_TRAINER_BIN"
+
+// TrainerBin is the example trainer: $STEWARD_TRAINER_BIN, else
+// <repo root>/bin/trainer. It fails the test when the file is missing.
+func TrainerBin(t testing.TB) string {
+	t.Helper()
+	return buildOutput(t, EnvTrainerBin, "trainer", false, "example trainer", "make trainer")
+}
+
+// EnvConsulBin points the tests at the Consul agent (built from
+// tools/consul); the GNUmakefile exports it.
+const EnvConsulBin = "STEWARD_CONSUL_BIN"
+
+// ConsulBin is the Consul agent binary: $STEWARD_CONSUL_BIN, else
+// <repo root>/bin/consul. It fails the test when the file is missing.
+func ConsulBin(t testing.TB) string {
+	t.Helper()
+	return buildOutput(t, EnvConsulBin, "consul", false, "consul agent binary", "make consul")
+}

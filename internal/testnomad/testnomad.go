@@ -69,6 +69,9 @@ type Options struct {
 	// Env is added to the agent's environment (NOMAD_* variables of the
 	// test's own environment are not passed on).
 	Env []string
+	// ACLBootstrapToken, when set, enables ACLs and bootstraps them with
+	// this secret as the management token, which Agent.Client then uses.
+	ACLBootstrapToken string
 }
 
 // Ports are the agent's loopback ports.
@@ -92,6 +95,8 @@ type Agent struct {
 	PluginDir  string
 	NomadBin   string
 
+	aclToken string
+	aclDone  bool
 	cmd      *exec.Cmd
 	exited   chan struct{}
 	exitErr  error
@@ -146,6 +151,7 @@ func launch(t testing.TB, bin, pluginDir, dir string, attempt int, opts Options)
 	}
 	a := &Agent{
 		Address:    fmt.Sprintf("http://127.0.0.1:%d", ports[0]),
+		aclToken:   opts.ACLBootstrapToken,
 		Ports:      Ports{HTTP: ports[0], RPC: ports[1], Serf: ports[2]},
 		DataDir:    filepath.Join(dir, fmt.Sprintf("data-%d", attempt)),
 		ConfigPath: filepath.Join(dir, fmt.Sprintf("agent-%d.hcl", attempt)),
@@ -243,6 +249,9 @@ func agentConfig(p Ports, opts Options) string {
 	for _, pl := range opts.Plugins {
 		fmt.Fprintf(&b, "\nplugin %q {\n  config {\n%s\n  }\n}\n", pl.Name, pl.Config)
 	}
+	if opts.ACLBootstrapToken != "" {
+		b.WriteString("\nacl {\n  enabled = true\n}\n")
+	}
 	if opts.ExtraConfig != "" {
 		b.WriteString("\n" + opts.ExtraConfig + "\n")
 	}
@@ -274,6 +283,14 @@ func (a *Agent) waitReady(timeout time.Duration) error {
 		if err != nil || leader == "" {
 			status = fmt.Sprintf("no leader yet (%v)", err)
 			continue
+		}
+		if a.aclToken != "" && !a.aclDone {
+			if _, _, err := a.Client.ACLTokens().BootstrapOpts(a.aclToken, nil); err != nil {
+				status = fmt.Sprintf("bootstrapping ACLs: %v", err)
+				continue
+			}
+			a.Client.SetSecretID(a.aclToken)
+			a.aclDone = true
 		}
 		nodes, _, err := a.Client.Nodes().List(nil)
 		if err != nil {

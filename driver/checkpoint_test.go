@@ -1,0 +1,68 @@
+package driver
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/nomad/plugins/drivers"
+)
+
+func TestCheckpointDir(t *testing.T) {
+	// Names that are not safe path elements stay inside the root.
+	cfg := &drivers.TaskConfig{Namespace: "research", JobID: "team/job", TaskGroupName: "g", Name: "..", AllocDir: "/alloc"}
+	dir, persistent := checkpointDir("/ckpt", cfg)
+	if want := filepath.Join("/ckpt", "research", "team_job", "g", "_.."); dir != want || !persistent {
+		t.Errorf("checkpointDir = %s %v, want %s true", dir, persistent, want)
+	}
+	dir, persistent = checkpointDir("", cfg)
+	if want := filepath.Join("/alloc", "alloc", "data", "steward-checkpoint", "_.."); dir != want || persistent {
+		t.Errorf("checkpointDir without root = %s %v, want %s false", dir, persistent, want)
+	}
+}
+
+// The marker's life across allocations: signal, (racing) replacement
+// start, repeated signals, a second preemption, and a signal that did not
+// end in a preemption.
+func TestResumeMarker(t *testing.T) {
+	dir := t.TempDir()
+	now := time.Unix(1_700_000_000, 0)
+	step := func(name string, f func() (bool, int, error), wantResumed bool, wantCount int) {
+		t.Helper()
+		resumed, count, err := f()
+		if err != nil || resumed != wantResumed || count != wantCount {
+			t.Fatalf("%s: resumed %v count %d (%v), want %v %d", name, resumed, count, err, wantResumed, wantCount)
+		}
+	}
+	start := func() (bool, int, error) { return consumeResume(dir, now) }
+	signal := func(alloc string) func() (bool, int, error) {
+		return func() (bool, int, error) {
+			n, err := recordCheckpointSignal(dir, alloc, "SIGUSR1", now)
+			return false, n, err
+		}
+	}
+
+	step("first run", start, false, 0)
+	step("signal alloc 1", signal("a1"), false, 1)
+	step("signal alloc 1 again", signal("a1"), false, 1)
+	step("alloc 2 starts (maybe before alloc 1 has stopped)", start, true, 1)
+	step("alloc 2 restarts", start, false, 1)
+	step("signal alloc 2", signal("a2"), false, 2)
+	step("alloc 3 starts", start, true, 2)
+
+	step("signal alloc 3", signal("a3"), false, 3)
+	if err := cancelCheckpointSignal(dir, "a3"); err != nil {
+		t.Fatal(err)
+	}
+	step("alloc 3 completed by itself: no resume", start, false, 2)
+
+	// A corrupt marker is an error (the driver then starts the task as a
+	// first run).
+	if err := os.WriteFile(filepath.Join(dir, markerFile), []byte("{"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := consumeResume(dir, now); err == nil {
+		t.Error("corrupt marker read without error")
+	}
+}

@@ -1,0 +1,240 @@
+package driver
+
+import (
+	"fmt"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/nomad/plugins/base"
+	"github.com/hashicorp/nomad/plugins/shared/hclspec"
+)
+
+// GPU attribution backends (plugin option gpu_backend).
+const (
+	GPUBackendAuto = "auto" // sim when the task has simulated GPUs, else NVML
+	GPUBackendNVML = "nvml"
+	GPUBackendSim  = "sim"
+	GPUBackendNone = "none"
+)
+
+// Defaults of the plugin block's options (documented in docs/driver.md).
+const (
+	// DefaultCheckpointSignal is the policy language's default
+	// (preemption { checkpoint_signal = "SIGUSR1" }).
+	DefaultCheckpointSignal  = "SIGUSR1"
+	defaultGPUSamplePeriod   = 10 * time.Second
+	defaultIdleThreshold     = 10
+	defaultBusyThreshold     = 20
+	defaultIdleAfter         = 10 * time.Minute
+	defaultBusyAfter         = 30 * time.Second
+	defaultPreemptionFile    = "local/steward-preemption.env"
+	signalNone               = "none"
+	checkpointFallbackSubdir = "steward-checkpoint"
+)
+
+// configSpec is the schema of the agent's plugin "steward-exec" block.
+var configSpec = hclspec.NewObject(map[string]*hclspec.Spec{
+	"enabled": hclspec.NewDefault(
+		hclspec.NewAttr("enabled", "bool", false),
+		hclspec.NewLiteral("true"),
+	),
+	"checkpoint_root": hclspec.NewDefault(
+		hclspec.NewAttr("checkpoint_root", "string", false),
+		hclspec.NewLiteral(`""`),
+	),
+	"checkpoint_signal": hclspec.NewDefault(
+		hclspec.NewAttr("checkpoint_signal", "string", false),
+		hclspec.NewLiteral(fmt.Sprintf("%q", DefaultCheckpointSignal)),
+	),
+	"gpu_backend": hclspec.NewDefault(
+		hclspec.NewAttr("gpu_backend", "string", false),
+		hclspec.NewLiteral(`"auto"`),
+	),
+	"gpu_sample_period": hclspec.NewDefault(
+		hclspec.NewAttr("gpu_sample_period", "string", false),
+		hclspec.NewLiteral(`"10s"`),
+	),
+	"idle_threshold": hclspec.NewDefault(
+		hclspec.NewAttr("idle_threshold", "number", false),
+		hclspec.NewLiteral(fmt.Sprint(defaultIdleThreshold)),
+	),
+	"busy_threshold": hclspec.NewDefault(
+		hclspec.NewAttr("busy_threshold", "number", false),
+		hclspec.NewLiteral(fmt.Sprint(defaultBusyThreshold)),
+	),
+	"idle_after": hclspec.NewDefault(
+		hclspec.NewAttr("idle_after", "string", false),
+		hclspec.NewLiteral(`"10m"`),
+	),
+	"busy_after": hclspec.NewDefault(
+		hclspec.NewAttr("busy_after", "string", false),
+		hclspec.NewLiteral(`"30s"`),
+	),
+})
+
+// taskConfigSpec is the schema of a task's config block.
+var taskConfigSpec = hclspec.NewObject(map[string]*hclspec.Spec{
+	"command":           hclspec.NewAttr("command", "string", true),
+	"args":              hclspec.NewAttr("args", "list(string)", false),
+	"work_dir":          hclspec.NewAttr("work_dir", "string", false),
+	"checkpoint_signal": hclspec.NewAttr("checkpoint_signal", "string", false),
+	"signal_group":      hclspec.NewAttr("signal_group", "bool", false),
+	"preemption_file":   hclspec.NewAttr("preemption_file", "string", false),
+})
+
+// rawConfig is the msgpack form of the plugin block.
+type rawConfig struct {
+	Enabled          bool    `codec:"enabled"`
+	CheckpointRoot   string  `codec:"checkpoint_root"`
+	CheckpointSignal string  `codec:"checkpoint_signal"`
+	GPUBackend       string  `codec:"gpu_backend"`
+	GPUSamplePeriod  string  `codec:"gpu_sample_period"`
+	IdleThreshold    float64 `codec:"idle_threshold"`
+	BusyThreshold    float64 `codec:"busy_threshold"`
+	IdleAfter        string  `codec:"idle_after"`
+	BusyAfter        string  `codec:"busy_after"`
+}
+
+// Config is the validated plugin configuration.
+type Config struct {
+	Enabled bool
+	// CheckpointRoot holds per-task checkpoint dirs that outlive
+	// allocations (<root>/<namespace>/<job>/<group>/<task>). Empty: the
+	// alloc's shared data dir, which does not survive a new allocation.
+	CheckpointRoot string
+	// CheckpointSignal is the default checkpoint signal; "none" means a
+	// task has none unless its config or job meta names one.
+	CheckpointSignal string
+	GPUBackend       string
+	GPUSamplePeriod  time.Duration
+	// A task's GPUs are idle after IdleAfter under IdleThreshold percent,
+	// and busy again after BusyAfter at or over BusyThreshold: the gap
+	// between the two thresholds is the hysteresis.
+	IdleThreshold, BusyThreshold float64
+	IdleAfter, BusyAfter         time.Duration
+}
+
+// DefaultConfig is the configuration of an empty plugin block.
+func DefaultConfig() Config {
+	return Config{
+		Enabled:          true,
+		CheckpointSignal: DefaultCheckpointSignal,
+		GPUBackend:       GPUBackendAuto,
+		GPUSamplePeriod:  defaultGPUSamplePeriod,
+		IdleThreshold:    defaultIdleThreshold,
+		BusyThreshold:    defaultBusyThreshold,
+		IdleAfter:        defaultIdleAfter,
+		BusyAfter:        defaultBusyAfter,
+	}
+}
+
+// parseConfig decodes and validates the msgpack config Nomad sends.
+func parseConfig(c *base.Config) (Config, error) {
+	if c == nil || len(c.PluginConfig) == 0 {
+		return DefaultConfig(), nil
+	}
+	var raw rawConfig
+	if err := base.MsgPackDecode(c.PluginConfig, &raw); err != nil {
+		return DefaultConfig(), fmt.Errorf("decoding plugin config: %w", err)
+	}
+	return raw.validate()
+}
+
+func (r rawConfig) validate() (Config, error) {
+	cfg := DefaultConfig()
+	cfg.Enabled = r.Enabled
+	if r.CheckpointRoot != "" {
+		if !filepath.IsAbs(r.CheckpointRoot) {
+			return cfg, fmt.Errorf("checkpoint_root %q: must be an absolute path", r.CheckpointRoot)
+		}
+		cfg.CheckpointRoot = filepath.Clean(r.CheckpointRoot)
+	}
+	if r.CheckpointSignal != "" {
+		sig, err := normaliseSignal(r.CheckpointSignal)
+		if err != nil {
+			return cfg, fmt.Errorf("checkpoint_signal: %w", err)
+		}
+		cfg.CheckpointSignal = sig
+	}
+	switch r.GPUBackend {
+	case "":
+	case GPUBackendAuto, GPUBackendNVML, GPUBackendSim, GPUBackendNone:
+		cfg.GPUBackend = r.GPUBackend
+	default:
+		return cfg, fmt.Errorf("gpu_backend %q: must be one of %q, %q, %q, %q",
+			r.GPUBackend, GPUBackendAuto, GPUBackendNVML, GPUBackendSim, GPUBackendNone)
+	}
+	var err error
+	if cfg.GPUSamplePeriod, err = positiveDuration("gpu_sample_period", r.GPUSamplePeriod, cfg.GPUSamplePeriod); err != nil {
+		return cfg, err
+	}
+	if cfg.IdleAfter, err = positiveDuration("idle_after", r.IdleAfter, cfg.IdleAfter); err != nil {
+		return cfg, err
+	}
+	if cfg.BusyAfter, err = positiveDuration("busy_after", r.BusyAfter, cfg.BusyAfter); err != nil {
+		return cfg, err
+	}
+	if r.IdleThreshold < 0 || r.IdleThreshold > 100 || r.BusyThreshold < 0 || r.BusyThreshold > 100 {
+		return cfg, fmt.Errorf("idle_threshold %v and busy_threshold %v: must be percentages (0-100)", r.IdleThreshold, r.BusyThreshold)
+	}
+	if r.BusyThreshold < r.IdleThreshold {
+		return cfg, fmt.Errorf("busy_threshold %v: must not be under idle_threshold %v", r.BusyThreshold, r.IdleThreshold)
+	}
+	cfg.IdleThreshold, cfg.BusyThreshold = r.IdleThreshold, r.BusyThreshold
+	return cfg, nil
+}
+
+func positiveDuration(name, raw string, def time.Duration) (time.Duration, error) {
+	if raw == "" {
+		return def, nil
+	}
+	d, err := time.ParseDuration(raw)
+	if err != nil {
+		return 0, fmt.Errorf("%s %q: %w", name, raw, err)
+	}
+	if d <= 0 {
+		return 0, fmt.Errorf("%s %q: must be positive", name, raw)
+	}
+	return d, nil
+}
+
+// TaskConfig is a task's config block.
+type TaskConfig struct {
+	Command string   `codec:"command"`
+	Args    []string `codec:"args"`
+	// WorkDir is the working directory; default the task dir.
+	WorkDir string `codec:"work_dir"`
+	// CheckpointSignal overrides the job meta steward.checkpoint_signal
+	// and the plugin default; "none" opts out.
+	CheckpointSignal string `codec:"checkpoint_signal"`
+	// SignalGroup sends signals (checkpoint, kill) to the task's whole
+	// process group instead of its main process only.
+	SignalGroup bool `codec:"signal_group"`
+	// PreemptionFile, relative to the task dir, is read when the
+	// checkpoint signal arrives: key=value lines (reason, grace,
+	// preemptions) that a template renders from the job's Nomad variable.
+	PreemptionFile string `codec:"preemption_file"`
+}
+
+// validate checks what the schema cannot. Errors name the option, so the
+// task's "Driver Failure" event says what to fix.
+func (tc *TaskConfig) validate() error {
+	if strings.TrimSpace(tc.Command) == "" {
+		return fmt.Errorf("command: must not be empty")
+	}
+	if tc.WorkDir != "" && !filepath.IsAbs(tc.WorkDir) {
+		return fmt.Errorf("work_dir %q: must be an absolute path", tc.WorkDir)
+	}
+	if tc.CheckpointSignal != "" {
+		if _, err := normaliseSignal(tc.CheckpointSignal); err != nil {
+			return fmt.Errorf("checkpoint_signal: %w", err)
+		}
+	}
+	if tc.PreemptionFile != "" {
+		if filepath.IsAbs(tc.PreemptionFile) || strings.HasPrefix(filepath.Clean(tc.PreemptionFile), "..") {
+			return fmt.Errorf("preemption_file %q: must be a path inside the task dir (like %q)", tc.PreemptionFile, defaultPreemptionFile)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,94 @@
+package driver
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/nomad/plugins/base"
+)
+
+func TestPluginConfig(t *testing.T) {
+	full := rawConfig{Enabled: true, GPUBackend: "auto", IdleThreshold: 10, BusyThreshold: 20}
+	for _, tc := range []struct {
+		name   string
+		mutate func(*rawConfig)
+		want   string // error substring; "" for valid
+		check  func(*testing.T, Config)
+	}{
+		{name: "defaults", mutate: func(*rawConfig) {}, check: func(t *testing.T, c Config) {
+			if c.CheckpointSignal != "SIGUSR1" || c.GPUSamplePeriod != 10*time.Second || c.IdleAfter != 10*time.Minute || c.CheckpointRoot != "" {
+				t.Errorf("defaults %+v", c)
+			}
+		}},
+		{name: "everything set", mutate: func(r *rawConfig) {
+			r.CheckpointRoot, r.CheckpointSignal, r.GPUBackend = "/var/lib/steward/checkpoints/", "usr2", "sim"
+			r.GPUSamplePeriod, r.IdleAfter, r.BusyAfter = "1s", "2m", "5s"
+			r.IdleThreshold, r.BusyThreshold = 5, 5
+		}, check: func(t *testing.T, c Config) {
+			if c.CheckpointRoot != "/var/lib/steward/checkpoints" || c.CheckpointSignal != "SIGUSR2" || c.GPUBackend != "sim" ||
+				c.GPUSamplePeriod != time.Second || c.IdleAfter != 2*time.Minute || c.BusyAfter != 5*time.Second || c.IdleThreshold != 5 {
+				t.Errorf("config %+v", c)
+			}
+		}},
+		{name: "checkpoint signal none", mutate: func(r *rawConfig) { r.CheckpointSignal = "none" }, check: func(t *testing.T, c Config) {
+			if c.CheckpointSignal != "none" {
+				t.Errorf("checkpoint signal %q", c.CheckpointSignal)
+			}
+		}},
+		{name: "relative checkpoint root", mutate: func(r *rawConfig) { r.CheckpointRoot = "ckpt" }, want: `checkpoint_root "ckpt": must be an absolute path`},
+		{name: "bad signal", mutate: func(r *rawConfig) { r.CheckpointSignal = "SIGFOO" }, want: `checkpoint_signal: "SIGFOO" is not a signal name`},
+		{name: "bad backend", mutate: func(r *rawConfig) { r.GPUBackend = "cuda" }, want: `gpu_backend "cuda": must be one of`},
+		{name: "bad duration", mutate: func(r *rawConfig) { r.IdleAfter = "soon" }, want: `idle_after "soon"`},
+		{name: "zero period", mutate: func(r *rawConfig) { r.GPUSamplePeriod = "0s" }, want: `gpu_sample_period "0s": must be positive`},
+		{name: "threshold out of range", mutate: func(r *rawConfig) { r.BusyThreshold = 150 }, want: "must be percentages"},
+		{name: "busy under idle", mutate: func(r *rawConfig) { r.IdleThreshold, r.BusyThreshold = 30, 20 }, want: "busy_threshold 20: must not be under idle_threshold 30"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			raw := full
+			tc.mutate(&raw)
+			var buf []byte
+			if err := base.MsgPackEncode(&buf, &raw); err != nil {
+				t.Fatal(err)
+			}
+			cfg, err := parseConfig(&base.Config{PluginConfig: buf})
+			if tc.want != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.want) {
+					t.Fatalf("error %v, want %q", err, tc.want)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("error %v", err)
+			}
+			tc.check(t, cfg)
+		})
+	}
+}
+
+// SetConfig rejects an invalid block with the plugin's name (the agent
+// prints it and does not start).
+func TestSetConfigError(t *testing.T) {
+	d := New(nil)
+	var buf []byte
+	if err := base.MsgPackEncode(&buf, &rawConfig{GPUBackend: "cuda"}); err != nil {
+		t.Fatal(err)
+	}
+	err := d.SetConfig(&base.Config{PluginConfig: buf})
+	if err == nil || !strings.HasPrefix(err.Error(), "steward-exec: invalid plugin config: gpu_backend") {
+		t.Fatalf("SetConfig: %v", err)
+	}
+}
+
+func TestNormaliseSignal(t *testing.T) {
+	for in, want := range map[string]string{"SIGUSR1": "SIGUSR1", "usr1": "SIGUSR1", " sigterm ": "SIGTERM", "None": "none"} {
+		if got, err := normaliseSignal(in); err != nil || got != want {
+			t.Errorf("normaliseSignal(%q) = %q, %v; want %q", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"", "SIG", "USR9", "1"} {
+		if _, err := normaliseSignal(in); err == nil {
+			t.Errorf("normaliseSignal(%q) succeeded", in)
+		}
+	}
+}

@@ -1,0 +1,116 @@
+package driver
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/nomad/plugins/drivers"
+)
+
+// Task events the driver emits. Nomad shows them as "Driver" events on the
+// allocation (UI and `nomad alloc status`) and keeps only the last 10 per
+// task, so there are few: one per checkpoint request, one on a resume, one
+// per idle/busy transition.
+
+// preemptionInfo is what the task's preemption file says: the controller
+// writes reason and grace into the job's Nomad variable, and a template in
+// the job renders them into the file. The driver has no Nomad token to read
+// the variable itself.
+type preemptionInfo struct {
+	Reason      string
+	Grace       string
+	Preemptions string
+}
+
+// readPreemptionInfo reads key=value lines; a missing or unreadable file
+// is no information (the event is then shorter), never an error.
+func readPreemptionInfo(path string) preemptionInfo {
+	var info preemptionInfo
+	f, err := os.Open(path)
+	if err != nil {
+		return info
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		k, v, ok := strings.Cut(sc.Text(), "=")
+		if !ok {
+			continue
+		}
+		v = strings.Trim(strings.TrimSpace(v), `"`)
+		switch strings.TrimSpace(k) {
+		case "reason":
+			info.Reason = v
+		case "grace":
+			info.Grace = v
+		case "preemptions":
+			info.Preemptions = v
+		}
+	}
+	return info
+}
+
+// checkpointMessage is the event for a forwarded checkpoint signal, e.g.
+// "checkpoint requested (SIGUSR1): preemption in 2m: <reason>; save state
+// now".
+func checkpointMessage(signal string, info preemptionInfo) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "checkpoint requested (%s): ", signal)
+	if info.Grace != "" {
+		fmt.Fprintf(&b, "preemption in %s", info.Grace)
+	} else {
+		b.WriteString("preemption expected")
+	}
+	if info.Reason != "" {
+		fmt.Fprintf(&b, ": %s", info.Reason)
+	}
+	b.WriteString("; save state now, the task will be stopped after its grace")
+	return b.String()
+}
+
+// resumeMessage is the event of a start after a preemption.
+func resumeMessage(count int, dir string, persistent bool) string {
+	where := dir
+	if !persistent {
+		where += " (alloc dir: kept only if the disk migrated)"
+	}
+	return fmt.Sprintf("resuming after preemption %d: %s=1, checkpoints in %s", count, EnvResumed, where)
+}
+
+func idleMessage(u gpuUsage, threshold float64, idleFor time.Duration, gpus []string) string {
+	return fmt.Sprintf("GPU idle: the task's processes use %.0f%% of %s (under %.0f%%) for %s",
+		u.Util, strings.Join(gpus, ","), threshold, idleFor.Round(time.Second))
+}
+
+func busyMessage(u gpuUsage, threshold float64, gpus []string) string {
+	return fmt.Sprintf("GPU busy again: the task's processes use %.0f%% of %s (%.0f%% or more)",
+		u.Util, strings.Join(gpus, ","), threshold)
+}
+
+// emit sends a task event; a failure is logged, never fatal to the task.
+func (d *Driver) emit(cfg *drivers.TaskConfig, msg string, annotations map[string]string) {
+	err := d.eventer.EmitEvent(&drivers.TaskEvent{
+		TaskID:      cfg.ID,
+		TaskName:    cfg.Name,
+		AllocID:     cfg.AllocID,
+		Timestamp:   time.Now(),
+		Message:     msg,
+		Annotations: annotations,
+	})
+	if err != nil {
+		d.logger.Warn("cannot emit task event", "task_id", cfg.ID, "message", msg, "error", err)
+	}
+}
+
+// preemptionFilePath resolves the task's preemption file in its task dir.
+func preemptionFilePath(cfg *drivers.TaskConfig, tc *TaskConfig) string {
+	rel := tc.PreemptionFile
+	if rel == "" {
+		rel = defaultPreemptionFile
+	}
+	return filepath.Join(cfg.TaskDir().Dir, rel)
+}

@@ -1,0 +1,128 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// The test binary runs the trainer itself when asked to, so the tests need
+// no separate build.
+func TestMain(m *testing.M) {
+	if os.Getenv("TRAINER_TEST_RUN_MAIN") == "1" {
+		os.Args = append([]string{"trainer"}, os.Args[1:]...)
+		main()
+	}
+	os.Exit(m.Run())
+}
+
+// lockedBuffer is the trainer's stdout, read while it runs.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+func startTrainer(t *testing.T, dir string, env ...string) (*exec.Cmd, *lockedBuffer) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-dir", dir, "-step-time", "10ms", "-checkpoint-every", "10", "-steps", "100000", "-save-on-stop=false")
+	cmd.Env = append(os.Environ(), append([]string{"TRAINER_TEST_RUN_MAIN=1", "STEWARD_CHECKPOINT_SIGNAL=SIGUSR1"}, env...)...)
+	out := &lockedBuffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	return cmd, out
+}
+
+func waitOutput(t *testing.T, out *lockedBuffer, re *regexp.Regexp) []string {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		if m := re.FindStringSubmatch(out.String()); m != nil {
+			return m
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("no %q in the trainer's output:\n%s", re, out.String())
+	return nil
+}
+
+// Checkpoint on the signal, be killed without warning some steps later,
+// resume: the loss is reported and at most one checkpoint interval.
+func TestCheckpointKillResume(t *testing.T) {
+	dir := t.TempDir()
+	cmd, out := startTrainer(t, dir)
+	waitOutput(t, out, regexp.MustCompile(`trainer: step 25\n`))
+	if err := cmd.Process.Signal(syscall.SIGUSR1); err != nil {
+		t.Fatal(err)
+	}
+	m := waitOutput(t, out, regexp.MustCompile(`checkpoint at step (\d+) \(SIGUSR1 received\)`))
+	ckpt, _ := strconv.Atoi(m[1])
+	waitOutput(t, out, regexp.MustCompile(`trainer: step `+strconv.Itoa(ckpt+15)+`\n`))
+	_ = cmd.Process.Kill()
+	_ = cmd.Wait()
+	reached, _ := strconv.Atoi(string(bytes.TrimSpace(must(os.ReadFile(filepath.Join(dir, progressFile))))))
+
+	_, out = startTrainer(t, dir, "STEWARD_RESUMED=1", "STEWARD_RESUME_COUNT=1")
+	m = waitOutput(t, out, regexp.MustCompile(`resuming from checkpoint at step (\d+) .*previous run reached step (\d+): lost (\d+) steps \(checkpoint interval 10\)`))
+	from, prev, lost := atoi(m[1]), atoi(m[2]), atoi(m[3])
+	if prev != reached || lost != reached-from || lost > 10 || from < ckpt+10 {
+		t.Errorf("resumed from %d (checkpoint on the signal at %d), previous run reached %d (really %d), lost %d:\n%s", from, ckpt, prev, reached, lost, out)
+	}
+	waitOutput(t, out, regexp.MustCompile(`STEWARD_RESUMED=1 STEWARD_RESUME_COUNT=1`))
+	waitOutput(t, out, regexp.MustCompile(`trainer: step `+strconv.Itoa(from+1)+`\n`))
+}
+
+// Stopped with SIGTERM (save-on-stop), the trainer loses nothing.
+func TestStopSavesCheckpoint(t *testing.T) {
+	dir := t.TempDir()
+	cmd := exec.Command(os.Args[0], "-dir", dir, "-step-time", "10ms", "-steps", "100000")
+	cmd.Env = append(os.Environ(), "TRAINER_TEST_RUN_MAIN=1")
+	out := &lockedBuffer{}
+	cmd.Stdout = out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitOutput(t, out, regexp.MustCompile(`trainer: step 13\n`))
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("trainer exit: %v\n%s", err, out)
+	}
+	m := waitOutput(t, out, regexp.MustCompile(`stopping at step (\d+) \(terminated\): checkpoint saved`))
+	ck, err := load(dir)
+	if err != nil || ck == nil || strconv.Itoa(ck.Step) != m[1] {
+		t.Errorf("checkpoint %+v (%v), want step %s", ck, err, m[1])
+	}
+}
+
+func atoi(s string) int {
+	n, _ := strconv.Atoi(s)
+	return n
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
+}
