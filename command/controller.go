@@ -1,0 +1,154 @@
+package command
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/hashicorp/cli"
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/gpu-steward/steward/controller"
+)
+
+func init() {
+	register("controller", func(ui cli.Ui) cli.Command { return &ControllerCommand{UI: ui} })
+}
+
+// ControllerCommand is "steward controller": the control loop.
+type ControllerCommand struct {
+	UI cli.Ui
+	// Stop, when set, ends the controller (tests); otherwise SIGINT and
+	// SIGTERM do.
+	Stop <-chan struct{}
+}
+
+func (c *ControllerCommand) Help() string {
+	return strings.TrimSpace(`
+Usage: steward controller -policy FILE|DIR [options]
+
+  Watches Nomad and enforces the policy: job priorities follow tiers,
+  tenants get their reservations back, work over a tenant's limit is held,
+  idle GPUs are reclaimed, preempted jobs are checkpointed, held and
+  resumed by themselves. Every decision is written to the job's variable
+  nomad/jobs/<job> (the job's Variables tab in the Nomad UI) and to the
+  scaling events on the job's page.
+
+  Connects like the nomad CLI: NOMAD_ADDR, NOMAD_TOKEN, NOMAD_REGION,
+  NOMAD_CACERT, NOMAD_CLIENT_CERT, NOMAD_CLIENT_KEY. Several copies may run:
+  one leads (a Nomad variable lock on steward/leader), the others wait.
+  SIGHUP reloads the policy; a bad one is logged and the last good one
+  kept.
+
+Options:
+
+  -policy FILE|DIR     Policy file or directory (repeatable). Required.
+  -dry-run             Plan and log, change nothing in Nomad.
+  -listen ADDR         /metrics and /healthz address (default 127.0.0.1:9646; "" off).
+  -resync DUR          Full read of the cluster at least this often (default 30s).
+  -stats-interval DUR  GPU activity polling period (default 10s).
+  -state-namespace NS  Namespace of the leader lock and status (default "default").
+  -lock-ttl DUR        Leader lock TTL (default 15s, at least 10s).
+  -lock-delay DUR      Wait after a lost leader before another takes over (default 15s).
+  -id NAME             This controller's name (default host:pid).
+  -log-level LEVEL     trace, debug, info, warn, error (default info).
+  -log-json            Log JSON lines.
+  -address ADDR        Nomad address (default $NOMAD_ADDR).
+  -consul-address ADDR Elect the leader with a Consul session lock on this
+                       Consul agent instead of a Nomad variable lock
+                       (token: CONSUL_HTTP_TOKEN).
+  -consul-lock-key KEY Consul KV key of the lock (default steward/leader).
+`)
+}
+
+func (c *ControllerCommand) Synopsis() string { return "Run the controller that enforces a policy" }
+
+func (c *ControllerCommand) Run(args []string) int {
+	cfg := controller.DefaultConfig()
+	var policies stringList
+	var address, level, consulAddr, consulKey string
+	var logJSON bool
+	host, _ := os.Hostname()
+	fs := flag.NewFlagSet("controller", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.Var(&policies, "policy", "")
+	fs.BoolVar(&cfg.DryRun, "dry-run", false, "")
+	fs.StringVar(&cfg.Listen, "listen", cfg.Listen, "")
+	fs.DurationVar(&cfg.Resync, "resync", cfg.Resync, "")
+	fs.DurationVar(&cfg.StatsInterval, "stats-interval", cfg.StatsInterval, "")
+	fs.StringVar(&cfg.StateNamespace, "state-namespace", cfg.StateNamespace, "")
+	fs.DurationVar(&cfg.LockTTL, "lock-ttl", cfg.LockTTL, "")
+	fs.DurationVar(&cfg.LockDelay, "lock-delay", cfg.LockDelay, "")
+	fs.StringVar(&cfg.Identity, "id", fmt.Sprintf("%s:%d", host, os.Getpid()), "")
+	fs.StringVar(&level, "log-level", "info", "")
+	fs.BoolVar(&logJSON, "log-json", false, "")
+	fs.StringVar(&consulAddr, "consul-address", "", "")
+	fs.StringVar(&consulKey, "consul-lock-key", "steward/leader", "")
+	addressFlag(fs, &address)
+	if err := fs.Parse(args); err != nil {
+		c.UI.Error(fmt.Sprintf("%v\n\n%s", err, c.Help()))
+		return 1
+	}
+	cfg.PolicyFiles = policies
+	if consulAddr != "" {
+		cfg.Consul = &controller.ConsulConfig{Address: consulAddr, LockKey: consulKey}
+	}
+	log := hclog.New(&hclog.LoggerOptions{Name: "steward", Level: hclog.LevelFromString(level), JSONFormat: logJSON,
+		Output: os.Stderr})
+
+	client, err := nomadClient(address)
+	if err != nil {
+		c.UI.Error(err.Error())
+		return 1
+	}
+	ctl, err := controller.New(cfg, client, log)
+	if err != nil {
+		c.UI.Error(err.Error())
+		return 1
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	defer signal.Stop(sigs)
+	go func() {
+		for {
+			select {
+			case s := <-sigs:
+				if s == syscall.SIGHUP {
+					_ = ctl.Reload()
+					continue
+				}
+				log.Info("shutting down", "signal", s.String())
+				cancel()
+				return
+			case <-c.Stop:
+				cancel()
+				return
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	go func() {
+		if err := ctl.Serve(ctx, func(addr string) { log.Info("serving /metrics and /healthz", "address", addr) }); err != nil {
+			log.Error("http endpoints", "error", err)
+		}
+	}()
+	log.Info("steward controller starting", "nomad", client.Address(), "policy", strings.Join(cfg.PolicyFiles, ","),
+		"dry_run", cfg.DryRun, "identity", cfg.Identity)
+	if err := ctl.Run(ctx); err != nil {
+		log.Error("controller stopped", "error", err)
+		return 1
+	}
+	// Give in-flight log lines a moment (tests read them).
+	time.Sleep(10 * time.Millisecond)
+	return 0
+}

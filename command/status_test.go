@@ -1,0 +1,34 @@
+package command
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gpu-steward/steward/controller"
+)
+
+func TestFormatStatus(t *testing.T) {
+	now := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
+	s := &controller.Status{Updated: now.Add(-2 * time.Second), Leader: "ctl", Policy: "4 tiers, 3 tenants, 1 pool, 2 idle rules",
+		IdleGPUs: 4,
+		Tenants:  []controller.TenantStatus{{Tenant: "research", Reserve: 4, Limit: 6, InUse: 6, Borrowed: 2}, {Tenant: "platform", Limit: -1}},
+		Held: []controller.HeldStatus{{Job: "research/train", Group: "work", Count: 1, GPUs: 4, State: "preempted", Since: now,
+			Reason: "tenant research holds 8 GPUs, reserve 4: reclaiming 4 for product/notebook/work"}},
+		Idle:      []controller.IdleStatus{{Job: "product/nb", Alloc: "0123456789ab", GPUs: 4, Minutes: 16, Util: 2}},
+		Decisions: []controller.Decision{{At: now, Kind: "preempt", Job: "research/train", GPUs: 4, Reason: "reclaiming 4"}},
+	}
+	out := FormatStatus(s, now)
+	for _, want := range []string{
+		"Leader    = ctl", "Idle GPUs = 4", "Updated   = 2s ago",
+		"research  4        6      6       2         0",
+		"platform  0        none",
+		"research/train  work   1       4     preempted",
+		"product/nb  01234567  4     16m   2%",
+		"preempt  research/train  4     reclaiming 4",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("status lacks %q:\n%s", want, out)
+		}
+	}
+}

@@ -1,0 +1,375 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sort"
+	"time"
+
+	"github.com/gpu-steward/steward/policy/engine"
+)
+
+// This file carries the engine's actions out in Nomad. Every action first
+// writes its intent to the job's state variable and only then calls Nomad,
+// so a controller that dies between the two finds the intent on restart
+// and finishes it (syncHolds, finishDrains).
+
+// execute carries out one planned action. It returns whether Nomad was
+// asked to change anything.
+func (c *Controller) execute(ctx context.Context, r *round, a engine.Action) error {
+	k := jobKey{a.Job.Namespace, a.Job.ID}
+	job := r.obs.Jobs[k]
+	if job == nil {
+		return fmt.Errorf("%s %s: job not found", a.Kind, k)
+	}
+	st := c.state(k)
+	switch a.Kind {
+	case engine.SetPriority, engine.Promote:
+		st.Promoted = a.Kind == engine.Promote
+		st.note(statusFor(a.Kind, st), a.Reason, r.now)
+		if err := c.save(ctx, st); err != nil {
+			return err
+		}
+		return c.nomad.SetPriority(ctx, k.Namespace, k.ID, a.Priority, a.Reason.Message)
+
+	case engine.Preempt, engine.IdleStop:
+		d := &Drain{Group: a.Group, Allocs: slices.Clone(a.Allocs), Decided: r.now, Requeue: a.Requeue || a.Kind == engine.Preempt,
+			Kind: string(a.Kind), Rule: string(a.Reason.Rule), Reason: a.Reason.Message}
+		if a.Signal != "" && a.Grace > 0 {
+			d.Signal, d.Grace = a.Signal, a.Grace
+		}
+		if a.For != nil {
+			d.For = a.For.String()
+		}
+		st.Draining = append(st.Draining, d)
+		st.note(StatusDraining, a.Reason, r.now)
+		if err := c.save(ctx, st); err != nil {
+			return err
+		}
+		if d.Signal != "" {
+			// Record first, signal in a later round: the job's tasks may
+			// render the record (reason, grace) into a file their driver
+			// reads when the signal arrives.
+			pol, _ := c.engineNow()
+			c.writeRecord(ctx, r, pol, st)
+			r.wake(r.now.Add(signalDelay))
+			return nil
+		}
+		return c.finishDrain(ctx, r, st, d)
+
+	case engine.Hold:
+		if _, ok := job.Groups[a.Group]; !ok {
+			return fmt.Errorf("hold %s group %s: no such group", k, a.Group)
+		}
+		// A hold never stops running work: it takes back only what Nomad
+		// has not placed.
+		return c.holdBack(ctx, r, st, job, a.Group, a.Count, a.Reason)
+
+	case engine.Resume:
+		if r.beneficiaryDraining(a.Job) {
+			// Victims are still checkpointing: resuming now would race
+			// them for the GPUs. The next round resumes.
+			return nil
+		}
+		h := st.Held[a.Group]
+		spec, ok := job.Groups[a.Group]
+		if h == nil || !ok {
+			return nil
+		}
+		if r.resumed[k] == nil {
+			r.resumed[k] = map[string]bool{}
+		}
+		r.resumed[k][a.Group] = true
+		// The engine's count includes allocations resumed earlier that
+		// Nomad has not placed yet: only the rest is scaled up, and a
+		// smaller count holds back some of those again.
+		n := a.Count - r.inflight[k][a.Group]
+		if n < 0 {
+			return c.holdBack(ctx, r, st, job, a.Group, -n, a.Reason)
+		}
+		n = min(n, h.Count)
+		if n == 0 {
+			return nil
+		}
+		st.release(a.Group, n)
+		st.note(StatusRunning, a.Reason, r.now)
+		if g := st.Held[a.Group]; g != nil {
+			g.Index = job.ModifyIndex
+		}
+		if err := c.save(ctx, st); err != nil {
+			return err
+		}
+		return c.nomad.Scale(ctx, k.Namespace, k.ID, a.Group, spec.Count+n, "Steward resumes "+plural(n, "allocation")+": "+a.Reason.Message,
+			scaleMeta(a.Reason))
+	}
+	return fmt.Errorf("unknown action kind %q", a.Kind)
+}
+
+// holdUnadmitted holds back again the allocations resumed earlier but not
+// yet placed, in groups the plan did not resume: the engine gave their
+// GPUs to other work.
+func (c *Controller) holdUnadmitted(ctx context.Context, r *round) {
+	for k, groups := range r.inflight {
+		job := r.obs.Jobs[k]
+		if job == nil {
+			continue
+		}
+		for g, q := range groups {
+			if r.resumed[k][g] {
+				continue
+			}
+			why := engine.Reason{Rule: engine.RuleCapacity, Message: "the GPUs it was resumed for went to other work first; held again"}
+			for _, w := range r.plan.Waiting {
+				if w.Job.Namespace == k.Namespace && w.Job.ID == k.ID && w.Group == g {
+					why = w.Reason
+				}
+			}
+			if err := c.holdBack(ctx, r, c.state(k), job, g, q, why); err != nil {
+				c.log.Error("hold back", "job", k, "group", g, "error", err)
+				r.failed++
+			}
+		}
+	}
+}
+
+// holdBack scales a group down by n allocations that are not running yet,
+// and records them as held.
+func (c *Controller) holdBack(ctx context.Context, r *round, st *JobState, job *ObservedJob, group string, n int, why engine.Reason) error {
+	spec := job.Groups[group]
+	target := max(spec.Count-n, r.liveAllocs(st.key(), group))
+	if n = spec.Count - target; n <= 0 {
+		return nil
+	}
+	st.hold(group, n, spec.Count, string(why.Rule), r.now, job.ModifyIndex)
+	st.note(StatusHeld, why, r.now)
+	if err := c.save(ctx, st); err != nil {
+		return err
+	}
+	r.acted++
+	return c.nomad.Scale(ctx, st.Namespace, st.ID, group, target, "Steward holds "+plural(n, "allocation")+": "+why.Message, scaleMeta(why))
+}
+
+// finishDrain ends a preemption: the victims' job is held (scaled down)
+// and the victims stopped, so their GPUs go to the waiting work and not to
+// a replacement of the victim.
+func (c *Controller) finishDrain(ctx context.Context, r *round, st *JobState, d *Drain) error {
+	k := st.key()
+	job := r.obs.Jobs[k]
+	d.Finished = true
+	if job == nil || job.Stopped {
+		st.Draining = slices.DeleteFunc(st.Draining, func(x *Drain) bool { return x == d })
+		return c.save(ctx, st)
+	}
+	reason := engine.Reason{Rule: engine.Rule(d.Rule), Message: d.Reason}
+	groups := map[string]int{} // group -> allocations to remove
+	if d.Group == "" {
+		for g, spec := range job.Groups {
+			if spec.GPUsPerAlloc > 0 && spec.Count > 0 {
+				groups[g] = spec.Count
+			}
+		}
+	} else {
+		groups[d.Group] = len(d.Allocs)
+	}
+	if d.Kind != "pause" {
+		// Idle releases count too: the eviction cap is about how often a
+		// job is stopped, whatever the reason.
+		st.Preemptions = append(st.Preemptions, r.now)
+	}
+	status := StatusPreempted
+	switch {
+	case d.Kind == "pause":
+		status = StatusPaused
+	case d.Kind == string(engine.IdleStop) && d.Requeue:
+		status = StatusHeld
+	case !d.Requeue:
+		status = StatusIdleStop
+	}
+	targets := map[string]int{}
+	for g, n := range groups {
+		count := job.Groups[g].Count
+		n = min(n, count)
+		targets[g] = count - n
+		if d.Requeue {
+			st.hold(g, n, count, d.Rule, r.now, job.ModifyIndex)
+		}
+	}
+	st.note(status, reason, r.now)
+	if err := c.save(ctx, st); err != nil {
+		return err
+	}
+	// Mark the chosen victims first: when the group's count drops,
+	// Nomad's reconciler stops allocations marked for migration before any
+	// other, so the GPUs the engine planned with are the ones freed.
+	whole := d.Group == "" || targets[d.Group] == 0
+	if !whole {
+		for _, id := range d.Allocs {
+			if err := c.nomad.StopAlloc(ctx, k.Namespace, id); err != nil {
+				c.log.Warn("stop victim allocation", "job", k, "alloc", id, "error", err)
+			}
+		}
+	}
+	names := make([]string, 0, len(targets))
+	for g := range targets {
+		names = append(names, g)
+	}
+	sort.Strings(names)
+	verb := "Steward preempts"
+	if d.Kind == "pause" {
+		verb = "Steward pauses"
+	} else if !d.Requeue {
+		verb = "Steward stops (idle)"
+	} else if d.Kind == string(engine.IdleStop) {
+		verb = "Steward requeues (idle)"
+	}
+	var firstErr error
+	for _, g := range names {
+		msg := fmt.Sprintf("%s %s: %s", verb, plural(groups[g], "allocation"), d.Reason)
+		if err := c.nomad.Scale(ctx, k.Namespace, k.ID, g, targets[g], msg, scaleMeta(reason)); err != nil && firstErr == nil {
+			firstErr = err
+		}
+	}
+	pol, _ := c.engineNow()
+	c.metrics.preempted(d, job, pol)
+	r.acted++
+	return firstErr
+}
+
+// signalDelay is how long after recording a preemption its checkpoint
+// signal goes out: time for the job's template to render the record.
+const signalDelay = time.Second
+
+// finishDrains moves each preemption on: sends due checkpoint signals,
+// finishes those whose grace is over (or whose victims are gone already),
+// and forgets finished ones once their victims have stopped.
+func (c *Controller) finishDrains(ctx context.Context, r *round) {
+	for _, st := range c.sortedStates() {
+		for _, d := range slices.Clone(st.Draining) {
+			alive := 0
+			for _, id := range d.Allocs {
+				if r.allocAlive(id) {
+					alive++
+				}
+			}
+			switch {
+			case d.Finished:
+				if alive == 0 {
+					st.Draining = slices.DeleteFunc(st.Draining, func(x *Drain) bool { return x == d })
+					c.dirty[st.key()] = true
+				}
+				continue
+			case alive > 0 && d.Signal != "" && d.Signaled.IsZero():
+				if due := d.Decided.Add(signalDelay); r.now.Before(due) {
+					r.wake(due)
+				} else {
+					c.signal(ctx, r, st, d)
+				}
+				continue
+			case alive > 0 && r.now.Before(d.Deadline):
+				r.wake(d.Deadline)
+				continue
+			}
+			if err := c.finishDrain(ctx, r, st, d); err != nil {
+				c.log.Error("finish preemption", "job", st.key(), "error", err)
+				r.failed++
+			}
+		}
+	}
+}
+
+// signal sends a drain's checkpoint signal and starts its grace.
+func (c *Controller) signal(ctx context.Context, r *round, st *JobState, d *Drain) {
+	d.Signaled, d.Deadline = r.now, r.now.Add(d.Grace)
+	if err := c.save(ctx, st); err != nil {
+		c.log.Error("save job state", "job", st.key(), "error", err)
+		r.failed++
+		return
+	}
+	for _, id := range d.Allocs {
+		if err := c.nomad.Signal(ctx, st.Namespace, id, d.Signal); err != nil {
+			// The task may have exited already: the stop follows at the
+			// deadline anyway.
+			c.log.Warn("checkpoint signal failed", "job", st.key(), "alloc", id, "error", err)
+		}
+	}
+	c.log.Info("checkpoint signal sent", "job", st.key(), "signal", d.Signal, "grace", d.Grace)
+	r.acted++
+	r.wake(d.Deadline)
+}
+
+// syncHolds keeps each held group scaled down to what Steward holds. A
+// controller that died between recording a hold and scaling finds the
+// mismatch here; a job whose owner changed it since wins over the hold.
+func (c *Controller) syncHolds(ctx context.Context, r *round) {
+	for _, st := range c.sortedStates() {
+		k := st.key()
+		job := r.obs.Jobs[k]
+		if job == nil || job.Stopped {
+			// Stopped or purged by its owner: nothing is held any more.
+			if len(st.Held) > 0 || len(st.Draining) > 0 || st.Paused {
+				c.log.Info("job stopped by its owner: Steward forgets its holds", "job", k)
+				st.Held, st.Draining, st.Paused = nil, nil, false
+				st.Status = ""
+				_ = c.save(ctx, st)
+			}
+			continue
+		}
+		for g, h := range st.Held {
+			spec, ok := job.Groups[g]
+			if !ok {
+				delete(st.Held, g)
+				_ = c.save(ctx, st)
+				continue
+			}
+			want := h.Original - h.Count
+			switch {
+			case spec.Count == want:
+				if h.Index != job.ModifyIndex {
+					h.Index = job.ModifyIndex
+					c.dirty[k] = true
+				}
+			case job.ModifyIndex == h.Index:
+				c.log.Info("finishing a hold that was recorded but not applied", "job", k, "group", g, "count", want)
+				if err := c.nomad.Scale(ctx, k.Namespace, k.ID, g, want, fmt.Sprintf("Steward holds %s (recovered after a restart)", plural(h.Count, "allocation")),
+					map[string]any{"steward.rule": h.Rule}); err != nil {
+					c.log.Error("reapply hold", "job", k, "group", g, "error", err)
+					r.failed++
+				} else {
+					r.acted++
+				}
+			default:
+				c.log.Info("job changed by its owner while held: the owner's count wins", "job", k, "group", g,
+					"count", spec.Count, "held_to", want)
+				delete(st.Held, g)
+				c.dirty[k] = true
+			}
+		}
+	}
+}
+
+func scaleMeta(r engine.Reason) map[string]any {
+	return map[string]any{"steward.rule": string(r.Rule)}
+}
+
+func plural(n int, word string) string {
+	if n == 1 {
+		return "1 " + word
+	}
+	return fmt.Sprintf("%d %ss", n, word)
+}
+
+func statusFor(k engine.Kind, st *JobState) string {
+	if k == engine.Promote {
+		return StatusPromoted
+	}
+	if st.Status != "" {
+		return st.Status
+	}
+	return StatusRunning
+}
+
+// note records the latest decision about a job.
+func (s *JobState) note(status string, r engine.Reason, now time.Time) {
+	s.Status, s.Rule, s.Reason, s.Updated = status, string(r.Rule), r.Message, now
+}

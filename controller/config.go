@@ -1,0 +1,77 @@
+package controller
+
+import (
+	"fmt"
+	"time"
+)
+
+// Config is how the controller runs. Connection settings (address, token,
+// TLS, region) come from the environment, as for the nomad CLI.
+type Config struct {
+	// PolicyFiles are parsed and merged; SIGHUP reloads them.
+	PolicyFiles []string
+	// DryRun plans and logs but changes nothing in Nomad.
+	DryRun bool
+	// Resync is the period of a full read of the cluster regardless of
+	// events (the event stream replays only the last 100 events, so a gap
+	// must never lose state).
+	Resync time.Duration
+	// StatsInterval is how often GPU activity is read from each client.
+	StatsInterval time.Duration
+	// Debounce gathers a burst of events into one decision.
+	Debounce time.Duration
+	// StateNamespace holds the leader lock and the status record.
+	StateNamespace string
+	// LockTTL and LockDelay tune leader election (Nomad variable lock):
+	// a leader that vanishes is replaced after about TTL+delay.
+	LockTTL   time.Duration
+	LockDelay time.Duration
+	// Listen is the address of /metrics and /healthz ("" turns them off).
+	Listen string
+	// MaxBackoff caps the wait between retries while Nomad is unreachable.
+	MaxBackoff time.Duration
+	// Identity names this controller in the leader record and in logs.
+	Identity string
+	// Consul, when set, elects the leader with a Consul session lock
+	// instead of a Nomad variable lock.
+	Consul *ConsulConfig
+}
+
+// ConsulConfig is the Consul agent used for leader election. The token
+// comes from CONSUL_HTTP_TOKEN, as for the consul CLI.
+type ConsulConfig struct {
+	Address string // e.g. "127.0.0.1:8500"; "" uses CONSUL_HTTP_ADDR
+	// LockKey is the KV key of the lock (default "steward/leader").
+	LockKey string
+}
+
+// DefaultConfig returns the defaults documented in README.
+func DefaultConfig() Config {
+	return Config{
+		Resync:         30 * time.Second,
+		StatsInterval:  10 * time.Second,
+		Debounce:       5 * time.Millisecond,
+		StateNamespace: "default",
+		LockTTL:        15 * time.Second,
+		LockDelay:      15 * time.Second,
+		Listen:         "127.0.0.1:9646",
+		MaxBackoff:     30 * time.Second,
+	}
+}
+
+// Validate reports a configuration that cannot work.
+func (c Config) Validate() error {
+	switch {
+	case len(c.PolicyFiles) == 0:
+		return fmt.Errorf("no policy file: give -policy FILE")
+	case c.Resync <= 0:
+		return fmt.Errorf("resync %s: must be positive", c.Resync)
+	case c.StatsInterval <= 0:
+		return fmt.Errorf("stats interval %s: must be positive", c.StatsInterval)
+	case c.LockTTL < 10*time.Second:
+		return fmt.Errorf("lock TTL %s: Nomad accepts 10s at least", c.LockTTL)
+	case c.LockDelay < 0:
+		return fmt.Errorf("lock delay %s: must not be negative", c.LockDelay)
+	}
+	return nil
+}

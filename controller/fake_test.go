@@ -1,0 +1,161 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/gpu-steward/steward/policy"
+	"github.com/gpu-steward/steward/policy/engine"
+)
+
+// fakeNomad records every call and keeps variables in memory.
+type fakeNomad struct {
+	mu    sync.Mutex
+	calls []string
+	vars  map[string]map[string]string // "ns:path" -> items
+	index map[string]uint64
+	fail  map[string]error // call prefix -> error
+	next  uint64
+}
+
+func newFakeNomad() *fakeNomad {
+	return &fakeNomad{vars: map[string]map[string]string{}, index: map[string]uint64{}, fail: map[string]error{}}
+}
+
+func (f *fakeNomad) record(call string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls = append(f.calls, call)
+	for prefix, err := range f.fail {
+		if strings.HasPrefix(call, prefix) {
+			return err
+		}
+	}
+	return nil
+}
+
+func (f *fakeNomad) Signal(_ context.Context, ns, alloc, signal string) error {
+	return f.record(fmt.Sprintf("signal %s %s %s", ns, alloc, signal))
+}
+func (f *fakeNomad) StopAlloc(_ context.Context, ns, alloc string) error {
+	return f.record(fmt.Sprintf("stop %s %s", ns, alloc))
+}
+func (f *fakeNomad) Scale(_ context.Context, ns, job, group string, count int, msg string, _ map[string]any) error {
+	return f.record(fmt.Sprintf("scale %s/%s %s %d: %s", ns, job, group, count, msg))
+}
+func (f *fakeNomad) SetPriority(_ context.Context, ns, job string, prio int, _ string) error {
+	return f.record(fmt.Sprintf("priority %s/%s %d", ns, job, prio))
+}
+func (f *fakeNomad) GetVar(_ context.Context, ns, path string) (map[string]string, uint64, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	v, ok := f.vars[ns+":"+path]
+	if !ok {
+		return nil, 0, nil
+	}
+	return maps.Clone(v), f.index[ns+":"+path], nil
+}
+func (f *fakeNomad) PutVar(_ context.Context, ns, path string, items map[string]string, cas bool, index uint64) error {
+	if err := f.record(fmt.Sprintf("put %s %s", ns, path)); err != nil {
+		return err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if cas && f.index[ns+":"+path] != index {
+		return fmt.Errorf("put: %w", errConflict)
+	}
+	f.next++
+	f.vars[ns+":"+path] = maps.Clone(items)
+	f.index[ns+":"+path] = f.next
+	return nil
+}
+func (f *fakeNomad) DeleteVar(_ context.Context, ns, path string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.vars, ns+":"+path)
+	return nil
+}
+func (f *fakeNomad) ListVars(_ context.Context, prefix string) ([]VarRef, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []VarRef
+	for k := range f.vars {
+		ns, path, _ := strings.Cut(k, ":")
+		if strings.HasPrefix(path, prefix) {
+			out = append(out, VarRef{Namespace: ns, Path: path})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
+	return out, nil
+}
+
+// callsMatching returns the recorded calls that start with prefix.
+func (f *fakeNomad) callsMatching(prefix string) []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []string
+	for _, c := range f.calls {
+		if strings.HasPrefix(c, prefix) {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+var t0 = time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
+
+const testPolicyText = `
+tier "interactive" {
+  priority    = 60
+  preemptible = true
+}
+tier "training" {
+  priority    = 40
+  preemptible = true
+}
+tenant "ml" {
+  reserve = 0
+}
+idle "notebooks" {
+  tiers     = ["interactive"]
+  threshold = 10
+  after     = "15m"
+}
+preemption {
+  min_runtime       = "0s"
+  grace             = "2m"
+  checkpoint_signal = "SIGUSR1"
+}
+`
+
+func testPolicy(t *testing.T) *policy.Policy {
+	t.Helper()
+	p, diags := policy.ParseBytes("test.hcl", []byte(testPolicyText))
+	if diags.HasErrors() {
+		t.Fatal(diags.Error())
+	}
+	return p
+}
+
+// testController is a controller over the fake, without an API client.
+func testController(t *testing.T, f *fakeNomad) *Controller {
+	p := testPolicy(t)
+	c := &Controller{cfg: DefaultConfig(), log: hclog.NewNullLogger(), nomad: f, now: func() time.Time { return t0 },
+		pol: p, eng: engine.New(p), trigger: make(chan struct{}, 1), usage: newUsageStore(), metrics: newMetrics()}
+	c.resetState()
+	return c
+}
+
+// job returns an observed job with one GPU group.
+func job(ns, id, tier string, priority, count, gpus int) *ObservedJob {
+	return &ObservedJob{Namespace: ns, ID: id, Type: "service", Priority: priority, ModifyIndex: 10,
+		Meta: map[string]string{"steward.tier": tier}, Groups: map[string]GroupSpec{"work": {Count: count, GPUsPerAlloc: gpus, Tasks: []string{"work"}}}}
+}

@@ -1,0 +1,88 @@
+package controller
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/gpu-steward/steward/policy"
+	"github.com/gpu-steward/steward/policy/engine"
+)
+
+// metrics are the controller's Prometheus series, on its own registry (no
+// process-wide globals, so tests can run controllers side by side).
+type metrics struct {
+	reg *prometheus.Registry
+
+	preemptions      *prometheus.CounterVec
+	actions          *prometheus.CounterVec
+	reloads          *prometheus.CounterVec
+	heldJobs         prometheus.Gauge
+	gpusInUse        *prometheus.GaugeVec
+	gpusReserved     *prometheus.GaugeVec
+	gpusWaiting      *prometheus.GaugeVec
+	idleGPUs         prometheus.Gauge
+	leader           prometheus.Gauge
+	nomadErrors      prometheus.Counter
+	decisionLatency  prometheus.Histogram
+	reconcileSeconds prometheus.Histogram
+	planSeconds      prometheus.Histogram
+}
+
+func newMetrics() *metrics {
+	m := &metrics{reg: prometheus.NewRegistry()}
+	m.preemptions = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "steward_preemptions_total",
+		Help: "Allocations' jobs preempted (held) by Steward, by rule, and the victim's tier and tenant."},
+		[]string{"reason", "tier", "tenant"})
+	m.actions = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "steward_actions_total",
+		Help: "Actions carried out, by kind and rule."}, []string{"kind", "rule"})
+	m.reloads = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "steward_policy_reloads_total",
+		Help: "Policy reloads (SIGHUP), by result."}, []string{"result"})
+	m.heldJobs = prometheus.NewGauge(prometheus.GaugeOpts{Name: "steward_held_jobs", Help: "Jobs with allocations Steward holds."})
+	m.gpusInUse = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "steward_gpus_in_use", Help: "GPUs held per tenant."}, []string{"tenant"})
+	m.gpusReserved = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "steward_gpus_reserved", Help: "GPUs reserved per tenant."}, []string{"tenant"})
+	m.gpusWaiting = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "steward_gpus_waiting", Help: "GPUs wanted by waiting work per tenant."}, []string{"tenant"})
+	m.idleGPUs = prometheus.NewGauge(prometheus.GaugeOpts{Name: "steward_idle_gpus", Help: "GPUs held by allocations under their idle threshold."})
+	m.leader = prometheus.NewGauge(prometheus.GaugeOpts{Name: "steward_leader", Help: "1 while this controller leads."})
+	m.nomadErrors = prometheus.NewCounter(prometheus.CounterOpts{Name: "steward_nomad_errors_total", Help: "Failed Nomad API calls."})
+	m.decisionLatency = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "steward_decision_latency_seconds",
+		Help:    "From the event that creates pressure (a blocked evaluation) to the first API call on a victim.",
+		Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5}})
+	m.reconcileSeconds = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "steward_reconcile_seconds",
+		Help: "Duration of a control round (read, plan, act, record).", Buckets: prometheus.DefBuckets})
+	m.planSeconds = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "steward_plan_seconds",
+		Help: "Duration of the engine's plan.", Buckets: []float64{.0001, .001, .005, .01, .05, .1, .5, 1}})
+	m.reg.MustRegister(m.preemptions, m.actions, m.reloads, m.heldJobs, m.gpusInUse, m.gpusReserved, m.gpusWaiting,
+		m.idleGPUs, m.leader, m.nomadErrors, m.decisionLatency, m.reconcileSeconds, m.planSeconds)
+	return m
+}
+
+func (m *metrics) action(a engine.Action, _ *policy.Policy) {
+	m.actions.WithLabelValues(string(a.Kind), string(a.Reason.Rule)).Inc()
+}
+
+func (m *metrics) preempted(d *Drain, job *ObservedJob, pol *policy.Policy) {
+	if d.Kind == "pause" {
+		return
+	}
+	m.preemptions.WithLabelValues(d.Rule, tierOf(pol, job), tenantOf(pol, job.Namespace)).Inc()
+}
+
+func (m *metrics) observePlan(r *round, pol *policy.Policy, states map[jobKey]*JobState) {
+	held := 0
+	for _, st := range states {
+		if len(st.Held) > 0 {
+			held++
+		}
+	}
+	m.heldJobs.Set(float64(held))
+	if r.plan == nil {
+		return
+	}
+	m.gpusInUse.Reset()
+	m.gpusReserved.Reset()
+	m.gpusWaiting.Reset()
+	for _, t := range r.plan.Tenants {
+		m.gpusInUse.WithLabelValues(t.Tenant).Set(float64(t.InUse))
+		m.gpusReserved.WithLabelValues(t.Tenant).Set(float64(t.Reserve))
+		m.gpusWaiting.WithLabelValues(t.Tenant).Set(float64(t.Waiting))
+	}
+}

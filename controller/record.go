@@ -1,0 +1,187 @@
+package controller
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gpu-steward/steward/policy"
+	"github.com/gpu-steward/steward/policy/engine"
+)
+
+// Each job Steward decides about gets a readable record in the variable
+// nomad/jobs/<job-id> of its namespace: the Nomad UI shows that variable on
+// the job's page (Variables tab), and the job's own tasks may read it.
+// Steward writes only its own keys (steward_*) and keeps any others, since
+// jobs often keep their own secrets in that variable.
+const recordKeyPrefix = "steward_"
+
+// recordItems is the job's record as shown to people.
+func recordItems(pol *policy.Policy, st *JobState, job *ObservedJob, idleMinutes int, now time.Time) map[string]string {
+	tier := tierOf(pol, job)
+	if pol.Tiers[job.Meta[pol.Defaults.TierMetaKey]] == nil {
+		tier += " (default)"
+	}
+	status := st.Status
+	if status == "" {
+		status = StatusRunning
+	}
+	if st.Paused {
+		status = StatusPaused
+	}
+	st.trimPreemptions(now)
+	items := map[string]string{
+		"steward_tier":         tier,
+		"steward_tenant":       tenantOf(pol, job.Namespace),
+		"steward_state":        status,
+		"steward_priority":     strconv.Itoa(job.Priority),
+		"steward_preemptions":  strconv.Itoa(len(st.Preemptions)),
+		"steward_idle_minutes": strconv.Itoa(idleMinutes),
+	}
+	if st.Reason != "" {
+		items["steward_reason"] = st.Reason
+		items["steward_rule"] = st.Rule
+		items["steward_updated"] = st.Updated.UTC().Format(time.RFC3339)
+	}
+	if n := st.heldCount(); n > 0 {
+		items["steward_held"] = plural(n, "allocation")
+	}
+	for _, d := range st.Draining {
+		if !d.Finished && d.Grace > 0 {
+			// For the task: how long it has to checkpoint (rendered by a
+			// template into the file the steward-exec driver reads).
+			items["steward_grace"] = shortDuration(d.Grace)
+		}
+	}
+	return items
+}
+
+// shortDuration writes 2m rather than 2m0s.
+func shortDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = s[:len(s)-2]
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = s[:len(s)-2]
+	}
+	return s
+}
+
+// tierOf names the job's tier: its meta value when the policy knows it,
+// else the default tier.
+func tierOf(pol *policy.Policy, job *ObservedJob) string {
+	if t := job.Meta[pol.Defaults.TierMetaKey]; pol.Tiers[t] != nil {
+		return t
+	}
+	return pol.Defaults.Tier
+}
+
+// tenantOf names the tenant of a namespace: the policy tenant that is it,
+// or the namespace itself.
+func tenantOf(pol *policy.Policy, ns string) string {
+	for _, name := range pol.TenantNames() {
+		if pol.Tenants[name].Namespace == ns {
+			return name
+		}
+	}
+	return ns
+}
+
+// idleMinutes is how long the job's GPUs have been under its idle rule's
+// threshold (the longest-idle allocation), 0 when busy or not covered.
+func (c *Controller) idleMinutes(pol *policy.Policy, r *round, job *ObservedJob, usage map[string][]engine.Sample) int {
+	rule := pol.IdleRuleFor(tierOf(pol, job), tenantOf(pol, job.Namespace))
+	if rule == nil {
+		return 0
+	}
+	best := 0
+	for _, a := range r.obs.Allocs {
+		if a.Namespace != job.Namespace || a.JobID != job.ID {
+			continue
+		}
+		if since, ok := engine.IdleSince(usage[a.ID], rule.Threshold); ok {
+			best = max(best, int(r.now.Sub(since)/time.Minute))
+		}
+	}
+	return best
+}
+
+// writeRecords updates the record of every job Steward has state for.
+func (c *Controller) writeRecords(ctx context.Context, r *round, pol *policy.Policy) {
+	usage := c.usage.samples()
+	for _, st := range c.sortedStates() {
+		c.writeRecordWith(ctx, r, pol, st, usage)
+	}
+}
+
+// writeRecord updates one job's record now (before an action that the
+// job's tasks should learn about).
+func (c *Controller) writeRecord(ctx context.Context, r *round, pol *policy.Policy, st *JobState) {
+	c.writeRecordWith(ctx, r, pol, st, c.usage.samples())
+}
+
+func (c *Controller) writeRecordWith(ctx context.Context, r *round, pol *policy.Policy, st *JobState, usage map[string][]engine.Sample) {
+	if c.cfg.DryRun {
+		return
+	}
+	k := st.key()
+	job := r.obs.Jobs[k]
+	path := recordPath(k.ID)
+	if job == nil || path == "" || (st.Reason == "" && !st.Paused) {
+		return
+	}
+	items := recordItems(pol, st, job, c.idleMinutes(pol, r, job, usage), r.now)
+	b, _ := json.Marshal(items)
+	if c.records[k] == string(b) {
+		return
+	}
+	if err := c.mergeRecord(ctx, k, path, items); err != nil {
+		c.log.Error("write job record", "job", k, "error", err)
+		r.failed++
+		return
+	}
+	c.records[k] = string(b)
+}
+
+// mergeRecord writes Steward's keys into the variable, keeping the
+// others, with check-and-set so that a concurrent write by the job's owner
+// is never lost.
+func (c *Controller) mergeRecord(ctx context.Context, k jobKey, path string, items map[string]string) error {
+	for attempt := 0; attempt < 3; attempt++ {
+		old, index, err := c.nomad.GetVar(ctx, k.Namespace, path)
+		if err != nil {
+			return err
+		}
+		merged := map[string]string{}
+		for key, v := range old {
+			if len(key) < len(recordKeyPrefix) || key[:len(recordKeyPrefix)] != recordKeyPrefix {
+				merged[key] = v
+			}
+		}
+		maps.Copy(merged, items)
+		err = c.nomad.PutVar(ctx, k.Namespace, path, merged, true, index)
+		if err == nil || !isConflict(err) {
+			return err
+		}
+	}
+	return fmt.Errorf("write %s@%s: kept changing under us", path, k.Namespace)
+}
+
+func isConflict(err error) bool {
+	for e := err; e != nil; {
+		if e == errConflict {
+			return true
+		}
+		u, ok := e.(interface{ Unwrap() error })
+		if !ok {
+			return false
+		}
+		e = u.Unwrap()
+	}
+	return false
+}

@@ -1,0 +1,66 @@
+package controller
+
+import (
+	"time"
+
+	"github.com/gpu-steward/steward/policy/engine"
+)
+
+// round is one pass of the control loop: one observation, one plan.
+type round struct {
+	now  time.Time
+	obs  *Observation
+	plan *engine.Plan
+
+	alive map[string]bool
+	live  map[jobKey]map[string]int // running allocations per job and group
+	// forDraining marks jobs that victims are being checkpointed for.
+	forDraining map[string]bool
+
+	// inflight: per job and group, allocations resumed but not yet placed
+	// (counted in the engine's held demand for the group).
+	inflight map[jobKey]map[string]int
+	resumed  map[jobKey]map[string]bool // groups the plan resumed
+
+	wakeAt time.Time // earliest time something is due
+	failed int       // Nomad calls that failed
+	acted  int       // actions carried out
+	// pressureSince is when the event that started this round's pressure
+	// arrived (zero when the round was not triggered by one).
+	pressureSince time.Time
+	latencyTaken  bool
+}
+
+func newRound(now time.Time, obs *Observation, states map[jobKey]*JobState) *round {
+	r := &round{now: now, obs: obs, alive: map[string]bool{}, live: map[jobKey]map[string]int{}, forDraining: map[string]bool{},
+		inflight: inflightResumes(obs, states), resumed: map[jobKey]map[string]bool{}}
+	for _, a := range obs.Allocs {
+		r.alive[a.ID] = true
+		k := jobKey{a.Namespace, a.JobID}
+		if r.live[k] == nil {
+			r.live[k] = map[string]int{}
+		}
+		r.live[k][a.Group]++
+	}
+	for _, st := range states {
+		for _, d := range st.Draining {
+			if d.For != "" {
+				r.forDraining[d.For] = true
+			}
+		}
+	}
+	return r
+}
+
+func (r *round) allocAlive(id string) bool         { return r.alive[id] }
+func (r *round) liveAllocs(k jobKey, g string) int { return r.live[k][g] }
+func (r *round) beneficiaryDraining(j engine.JobRef) bool {
+	return r.forDraining[j.String()]
+}
+
+// wake asks for another round no later than t.
+func (r *round) wake(t time.Time) {
+	if r.wakeAt.IsZero() || t.Before(r.wakeAt) {
+		r.wakeAt = t
+	}
+}

@@ -1,0 +1,138 @@
+package controller
+
+import (
+	"sort"
+	"time"
+
+	"github.com/gpu-steward/steward/policy"
+	"github.com/gpu-steward/steward/policy/engine"
+)
+
+// buildSnapshot turns what the controller observed and remembers into the
+// engine's input. It is pure: the tests feed it hand-made observations.
+//
+// Waiting work is of two kinds: allocations Nomad has queued (blocked
+// evaluations, job summary) and allocations Steward holds (scaled down).
+// Paused jobs are not waiting: only a person brings them back.
+func buildSnapshot(p *policy.Policy, obs *Observation, states map[jobKey]*JobState, usage map[string][]engine.Sample) *engine.Snapshot {
+	s := &engine.Snapshot{}
+	for _, n := range obs.Nodes {
+		pool := n.NodePool
+		if pool == "" {
+			pool = "default"
+		}
+		s.Nodes = append(s.Nodes, engine.Node{ID: n.ID, NodePool: pool, GPUs: n.GPUs})
+	}
+	jobOf := func(j *ObservedJob) engine.Job {
+		ej := engine.Job{
+			Ref:        engine.JobRef{Namespace: j.Namespace, ID: j.ID},
+			Tier:       j.Meta[p.Defaults.TierMetaKey],
+			Priority:   j.Priority,
+			Gang:       isTrue(j.Meta[p.Defaults.GangMetaKey]),
+			Checkpoint: j.Meta[p.Defaults.CheckpointMetaKey],
+		}
+		if st := states[jobKey{j.Namespace, j.ID}]; st != nil {
+			ej.Preemptions = st.Preemptions
+			ej.Promoted = st.Promoted
+		}
+		return ej
+	}
+	for _, a := range obs.Allocs {
+		j := obs.Jobs[jobKey{a.Namespace, a.JobID}]
+		if j == nil {
+			continue
+		}
+		ea := engine.Alloc{ID: a.ID, Job: jobOf(j), Group: a.Group, NodeID: a.NodeID,
+			GPUIDs: a.GPUIDs, StartedAt: a.StartedAt, Usage: usage[a.ID]}
+		if st := states[jobKey{a.Namespace, a.JobID}]; st != nil {
+			ea.Draining = st.draining(a.ID)
+		}
+		s.Allocs = append(s.Allocs, ea)
+	}
+
+	keys := make([]jobKey, 0, len(obs.Jobs))
+	for k := range obs.Jobs {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, k int) bool {
+		if keys[i].Namespace != keys[k].Namespace {
+			return keys[i].Namespace < keys[k].Namespace
+		}
+		return keys[i].ID < keys[k].ID
+	})
+	for _, k := range keys {
+		j := obs.Jobs[k]
+		if j.Stopped {
+			continue
+		}
+		st := states[k]
+		groups := make([]string, 0, len(j.Groups))
+		for g := range j.Groups {
+			groups = append(groups, g)
+		}
+		sort.Strings(groups)
+		for _, g := range groups {
+			spec := j.Groups[g]
+			if spec.GPUsPerAlloc == 0 {
+				continue
+			}
+			count, since, held, requeued := 0, time.Time{}, false, false
+			if st != nil && !st.Paused {
+				if h := st.Held[g]; h != nil && h.Count > 0 {
+					count, since, held, requeued = h.Count, h.Since, true, h.Rule == string(engine.RuleIdle)
+				}
+			}
+			if q, ok := obs.Queued[k][g]; ok && q.Count > 0 {
+				if held {
+					// Part held, part queued (a resume Nomad has not
+					// placed yet): one demand, decided as a whole; see
+					// inflightResumes.
+					count += q.Count
+				} else {
+					count, since = q.Count, q.Since
+					if st != nil {
+						if w, ok := st.Waiting[g]; ok && w.Before(since) {
+							since = w
+						}
+					}
+				}
+			}
+			if count == 0 {
+				continue
+			}
+			s.Waiting = append(s.Waiting, engine.Demand{Job: jobOf(j), Group: g, GPUsPerAlloc: spec.GPUsPerAlloc,
+				Count: count, Since: since, NodePool: j.NodePool, Held: held, Requeued: requeued})
+		}
+	}
+	return s
+}
+
+// inflightResumes are the allocations Nomad has queued in groups Steward
+// also holds part of: resumed, not placed yet. buildSnapshot adds them to
+// the held demand, so the engine decides the group as a whole; the
+// controller then scales by the difference (execute, holdUnadmitted).
+func inflightResumes(obs *Observation, states map[jobKey]*JobState) map[jobKey]map[string]int {
+	out := map[jobKey]map[string]int{}
+	for k, st := range states {
+		if st.Paused {
+			continue
+		}
+		for g, h := range st.Held {
+			if q := obs.Queued[k][g].Count; h.Count > 0 && q > 0 {
+				if out[k] == nil {
+					out[k] = map[string]int{}
+				}
+				out[k][g] = q
+			}
+		}
+	}
+	return out
+}
+
+func isTrue(s string) bool {
+	switch s {
+	case "true", "1", "yes", "on":
+		return true
+	}
+	return false
+}

@@ -1,0 +1,121 @@
+package controller
+
+import (
+	"testing"
+	"time"
+
+	"github.com/hashicorp/nomad/api"
+
+	"github.com/gpu-steward/steward/policy/engine"
+)
+
+func TestBuildSnapshot(t *testing.T) {
+	train := job("ml", "train", "training", 40, 2, 4)
+	nb := job("ml", "nb", "interactive", 60, 1, 1)
+	gang := job("ml", "gang", "training", 40, 2, 8)
+	gang.Meta["steward.gang"] = "true"
+	gang.Meta["steward.checkpoint_signal"] = "SIGTERM"
+	obs := func() *Observation {
+		return &Observation{
+			At:    t0,
+			Nodes: []ObservedNode{{ID: "n1", GPUs: 8}, {ID: "n2", NodePool: "serving", GPUs: 8}},
+			Jobs: map[jobKey]*ObservedJob{
+				{"ml", "train"}: train, {"ml", "nb"}: nb, {"ml", "gang"}: gang,
+			},
+			Allocs: []ObservedAlloc{{ID: "a1", Namespace: "ml", JobID: "train", Group: "work", NodeID: "n1",
+				GPUIDs: []string{"g0", "g1", "g2", "g3"}, StartedAt: t0.Add(-time.Hour), ClientStatus: "running"}},
+			Queued: map[jobKey]map[string]QueuedGroup{{"ml", "nb"}: {"work": {Count: 1, Since: t0.Add(-time.Minute)}}},
+		}
+	}
+	cases := []struct {
+		name   string
+		states map[jobKey]*JobState
+		check  func(t *testing.T, s *engine.Snapshot)
+	}{
+		{"nodes keep their pool; an empty pool is default", nil, func(t *testing.T, s *engine.Snapshot) {
+			if len(s.Nodes) != 2 || s.Nodes[0].NodePool != "default" || s.Nodes[1].NodePool != "serving" {
+				t.Fatalf("nodes %+v", s.Nodes)
+			}
+		}},
+		{"a queued group waits, not held, since its blocked evaluation", nil, func(t *testing.T, s *engine.Snapshot) {
+			d := demandOf(t, s, "nb")
+			if d.Held || d.Count != 1 || d.GPUsPerAlloc != 1 || !d.Since.Equal(t0.Add(-time.Minute)) || d.Job.Tier != "interactive" {
+				t.Fatalf("demand %+v", d)
+			}
+		}},
+		{"a held group waits as held work, since its hold", map[jobKey]*JobState{{"ml", "gang"}: {Namespace: "ml", ID: "gang",
+			Held: map[string]*Held{"work": {Count: 2, Original: 2, Since: t0.Add(-time.Hour), Rule: "reclaim"}}}},
+			func(t *testing.T, s *engine.Snapshot) {
+				d := demandOf(t, s, "gang")
+				if !d.Held || d.Requeued || d.Count != 2 || d.GPUsPerAlloc != 8 || !d.Job.Gang || d.Job.Checkpoint != "SIGTERM" {
+					t.Fatalf("demand %+v", d)
+				}
+			}},
+		{"a paused job does not wait", map[jobKey]*JobState{{"ml", "gang"}: {Namespace: "ml", ID: "gang", Paused: true,
+			Held: map[string]*Held{"work": {Count: 2, Original: 2, Since: t0}}}},
+			func(t *testing.T, s *engine.Snapshot) {
+				for _, d := range s.Waiting {
+					if d.Job.Ref.ID == "gang" {
+						t.Fatalf("paused job waits: %+v", d)
+					}
+				}
+			}},
+		{"work held after an idle release waits behind the rest", map[jobKey]*JobState{{"ml", "gang"}: {Namespace: "ml", ID: "gang",
+			Held: map[string]*Held{"work": {Count: 1, Original: 2, Since: t0, Rule: "idle"}}}},
+			func(t *testing.T, s *engine.Snapshot) {
+				if d := demandOf(t, s, "gang"); !d.Requeued {
+					t.Fatalf("demand %+v not requeued", d)
+				}
+			}},
+		{"a resumed group keeps its place in line", map[jobKey]*JobState{{"ml", "nb"}: {Namespace: "ml", ID: "nb",
+			Waiting: map[string]time.Time{"work": t0.Add(-3 * time.Hour)}}},
+			func(t *testing.T, s *engine.Snapshot) {
+				if d := demandOf(t, s, "nb"); !d.Since.Equal(t0.Add(-3 * time.Hour)) {
+					t.Fatalf("since %s, want 3h ago", d.Since)
+				}
+			}},
+		{"allocations being preempted are draining; history and promotion pass through", map[jobKey]*JobState{{"ml", "train"}: {
+			Namespace: "ml", ID: "train", Promoted: true, Preemptions: []time.Time{t0.Add(-time.Minute)},
+			Draining: []*Drain{{Group: "work", Allocs: []string{"a1"}, Deadline: t0.Add(time.Minute)}}}},
+			func(t *testing.T, s *engine.Snapshot) {
+				a := s.Allocs[0]
+				if !a.Draining || !a.Job.Promoted || len(a.Job.Preemptions) != 1 || len(a.GPUIDs) != 4 {
+					t.Fatalf("alloc %+v", a)
+				}
+			}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.check(t, buildSnapshot(testPolicy(t), obs(), tc.states, nil))
+		})
+	}
+}
+
+func demandOf(t *testing.T, s *engine.Snapshot, id string) engine.Demand {
+	t.Helper()
+	for _, d := range s.Waiting {
+		if d.Job.Ref.ID == id {
+			return d
+		}
+	}
+	t.Fatalf("no demand for %s in %+v", id, s.Waiting)
+	return engine.Demand{}
+}
+
+func TestLacksGPUs(t *testing.T) {
+	cases := []struct {
+		name string
+		m    *api.AllocationMetric
+		want bool
+	}{
+		{"no details", nil, true},
+		{"devices exhausted", &api.AllocationMetric{DimensionExhausted: map[string]int{"devices: no devices match request": 1}}, true},
+		{"no node has the device", &api.AllocationMetric{ConstraintFiltered: map[string]int{"missing devices": 2}}, true},
+		{"memory exhausted", &api.AllocationMetric{DimensionExhausted: map[string]int{"memory": 1}}, false},
+	}
+	for _, tc := range cases {
+		if got := lacksGPUs(tc.m); got != tc.want {
+			t.Errorf("%s: lacksGPUs = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}

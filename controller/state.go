@@ -1,0 +1,289 @@
+package controller
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/gpu-steward/steward/policy/engine"
+)
+
+// JobState is everything the controller remembers about one job. It lives
+// in a Nomad variable in the job's namespace (statePath), written before
+// each action it describes, so a restarted controller (or a new leader)
+// continues exactly where the last one stopped.
+type JobState struct {
+	Namespace string `json:"namespace"`
+	ID        string `json:"id"`
+	// Held maps a task group to the allocations Steward holds back (the
+	// group is scaled down by Count).
+	Held map[string]*Held `json:"held,omitempty"`
+	// Paused: a person paused the job (steward pause); it is not resumed
+	// until they resume it.
+	Paused bool `json:"paused,omitempty"`
+	// Promoted: Steward raised the job's priority above its tier's.
+	Promoted bool `json:"promoted,omitempty"`
+	// Preemptions are the times Steward preempted the job, oldest first,
+	// for the eviction cap and promotion (kept for 24 hours).
+	Preemptions []time.Time `json:"preemptions,omitempty"`
+	// Draining are preemptions between the checkpoint signal and the stop.
+	Draining []*Drain `json:"draining,omitempty"`
+	// Waiting maps a group to when it began to wait for GPUs (queued by
+	// Nomad or held by Steward), kept across hold and resume so that
+	// waiting work keeps its place in line: Nomad's blocked evaluations are
+	// re-created, and their times would make old work look new.
+	Waiting map[string]time.Time `json:"waiting,omitempty"`
+	Status  string               `json:"status"`
+	Rule    string               `json:"rule,omitempty"`
+	Reason  string               `json:"reason,omitempty"`
+	Updated time.Time            `json:"updated"`
+	// Usage keeps, per allocation, the highest GPU utilisation seen in
+	// each minute (at most usageBuckets), so idle timers survive a restart.
+	Usage map[string][]engine.Sample `json:"usage,omitempty"`
+}
+
+// Held is a group Steward scaled down.
+type Held struct {
+	// Count allocations are held; Original is the group's count before
+	// Steward first scaled it down.
+	Count    int       `json:"count"`
+	Original int       `json:"original"`
+	Since    time.Time `json:"since"`
+	Rule     string    `json:"rule"`
+	// Index is the job's modify index when Steward last wrote this hold:
+	// a job whose count disagrees and whose index moved was changed by its
+	// owner, who then overrides the hold.
+	Index uint64 `json:"index"`
+}
+
+// Drain is a preemption in progress, in three steps: decided (the job's
+// record says why, and the task's template renders it), signalled (the
+// checkpoint signal sent, the grace running), and finished (the job held,
+// the victims stopping). Until the victims are gone their GPUs count as
+// free for the beneficiary alone, and nobody is preempted for it again.
+type Drain struct {
+	Group  string        `json:"group"` // "" for a whole gang
+	Allocs []string      `json:"allocs"`
+	Signal string        `json:"signal,omitempty"`
+	Grace  time.Duration `json:"grace,omitempty"`
+	// Decided is when the preemption was decided and recorded.
+	Decided time.Time `json:"decided"`
+	// Signaled is when the checkpoint signal went out (zero: not yet);
+	// Deadline is then Signaled + Grace.
+	Signaled time.Time `json:"signaled"`
+	Deadline time.Time `json:"deadline"`
+	// Finished: the job is held and the victims are being stopped.
+	Finished bool `json:"finished,omitempty"`
+	// Requeue: hold and resume later; false stops the group for good.
+	Requeue bool   `json:"requeue"`
+	Kind    string `json:"kind"` // preempt or idle-stop
+	For     string `json:"for,omitempty"`
+	Rule    string `json:"rule"`
+	Reason  string `json:"reason"`
+}
+
+// Statuses shown in the job's record.
+const (
+	StatusRunning   = "running"
+	StatusDraining  = "checkpointing"
+	StatusPreempted = "preempted"
+	StatusHeld      = "held"
+	StatusPaused    = "paused"
+	StatusIdleStop  = "idle-stopped"
+	StatusPromoted  = "promoted"
+)
+
+const (
+	preemptionMemory = 24 * time.Hour
+	usageBuckets     = 120
+)
+
+// validVariablePath is what Nomad accepts as a variable path.
+var validVariablePath = regexp.MustCompile("^[a-zA-Z0-9-_~/]{1,128}$")
+
+// statePrefix is where job states live, in each job's namespace.
+const statePrefix = "steward/jobs/"
+
+// statePath is the variable path of a job's state. Variable paths allow
+// only [a-zA-Z0-9-_~/]; other characters of a job ID are escaped as ~XX.
+func statePath(jobID string) string { return varPath(statePrefix, jobID) }
+
+// varPath names a per-job variable under prefix. An ID too long to fit
+// once escaped is named by its hash ("~~" + hex), and the variable's
+// content then carries the ID.
+func varPath(prefix, jobID string) string {
+	p := prefix + escapePath(jobID)
+	if len(p) <= 128 {
+		return p
+	}
+	sum := sha256.Sum256([]byte(jobID))
+	return prefix + "~~" + hex.EncodeToString(sum[:20])
+}
+
+// recordPath is the job's own variable, shown on its page in the Nomad UI;
+// "" when the job ID cannot be a variable path.
+func recordPath(jobID string) string {
+	p := "nomad/jobs/" + jobID
+	if escapePath(jobID) != jobID || !validVariablePath.MatchString(p) {
+		return ""
+	}
+	return p
+}
+
+func escapePath(s string) string {
+	var b strings.Builder
+	for _, r := range []byte(s) {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '-', r == '_':
+			b.WriteByte(r)
+		default:
+			fmt.Fprintf(&b, "~%02x", r)
+		}
+	}
+	return b.String()
+}
+
+func unescapePath(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '~' && i+2 < len(s) {
+			var c byte
+			if _, err := fmt.Sscanf(s[i+1:i+3], "%02x", &c); err == nil {
+				b.WriteByte(c)
+				i += 2
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+func (s *JobState) key() jobKey { return jobKey{s.Namespace, s.ID} }
+
+// encode returns the variable items for the state.
+func (s *JobState) encode() (map[string]string, error) {
+	b, err := json.Marshal(s)
+	if err != nil {
+		return nil, fmt.Errorf("encode state of %s: %w", s.key(), err)
+	}
+	return map[string]string{"state": string(b)}, nil
+}
+
+func decodeState(items map[string]string) (*JobState, error) {
+	raw, ok := items["state"]
+	if !ok {
+		return nil, fmt.Errorf("no state item")
+	}
+	var s JobState
+	if err := json.Unmarshal([]byte(raw), &s); err != nil {
+		return nil, fmt.Errorf("decode state: %w", err)
+	}
+	return &s, nil
+}
+
+// empty reports whether the state holds nothing worth keeping.
+func (s *JobState) empty(now time.Time) bool {
+	s.trimPreemptions(now)
+	return len(s.Held) == 0 && !s.Paused && !s.Promoted && len(s.Preemptions) == 0 && len(s.Draining) == 0 && len(s.Usage) == 0 &&
+		len(s.Waiting) == 0
+}
+
+func (s *JobState) trimPreemptions(now time.Time) {
+	cut := 0
+	for cut < len(s.Preemptions) && now.Sub(s.Preemptions[cut]) > preemptionMemory {
+		cut++
+	}
+	s.Preemptions = s.Preemptions[cut:]
+}
+
+// heldCount is the allocations held across groups.
+func (s *JobState) heldCount() int {
+	n := 0
+	for _, h := range s.Held {
+		n += h.Count
+	}
+	return n
+}
+
+// hold adds n held allocations to a group whose count is now count.
+func (s *JobState) hold(group string, n, count int, rule string, now time.Time, index uint64) *Held {
+	if s.Held == nil {
+		s.Held = map[string]*Held{}
+	}
+	h := s.Held[group]
+	if h == nil {
+		since := now
+		if w, ok := s.Waiting[group]; ok && w.Before(now) {
+			since = w
+		}
+		h = &Held{Original: count, Since: since}
+		s.Held[group] = h
+	}
+	h.Count += n
+	if h.Count > h.Original {
+		h.Count = h.Original
+	}
+	h.Rule = rule
+	h.Index = index
+	return h
+}
+
+// release gives n held allocations of a group back. They keep waiting
+// (for Nomad to place them) since the hold began.
+func (s *JobState) release(group string, n int) {
+	h := s.Held[group]
+	if h == nil {
+		return
+	}
+	s.setWaiting(group, h.Since)
+	h.Count -= n
+	if h.Count <= 0 {
+		delete(s.Held, group)
+	}
+}
+
+// draining reports whether the allocation is being preempted.
+func (s *JobState) draining(allocID string) bool {
+	for _, d := range s.Draining {
+		if slices.Contains(d.Allocs, allocID) {
+			return true
+		}
+	}
+	return false
+}
+
+// compactUsage keeps the highest utilisation per minute: the maximum
+// keeps a busy minute busy, so a compacted history never makes work look
+// idle for longer than it was.
+func compactUsage(samples []engine.Sample) []engine.Sample {
+	var out []engine.Sample
+	for _, s := range samples {
+		m := s.At.Truncate(time.Minute)
+		if n := len(out); n > 0 && out[n-1].At.Equal(m) {
+			if s.Util > out[n-1].Util {
+				out[n-1].Util = s.Util
+			}
+			continue
+		}
+		out = append(out, engine.Sample{At: m, Util: s.Util})
+	}
+	if len(out) > usageBuckets {
+		out = out[len(out)-usageBuckets:]
+	}
+	return out
+}
+
+func (s *JobState) setWaiting(group string, since time.Time) {
+	if s.Waiting == nil {
+		s.Waiting = map[string]time.Time{}
+	}
+	if w, ok := s.Waiting[group]; !ok || since.Before(w) {
+		s.Waiting[group] = since
+	}
+}

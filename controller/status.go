@@ -1,0 +1,151 @@
+package controller
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/gpu-steward/steward/policy"
+	"github.com/gpu-steward/steward/policy/engine"
+)
+
+// StatusPath is the variable (in the state namespace) where the leader
+// publishes what `steward status` prints.
+const StatusPath = "steward/status"
+
+// Status is the cluster as Steward sees it after its latest round.
+type Status struct {
+	Updated   time.Time      `json:"updated"`
+	Leader    string         `json:"leader"`
+	DryRun    bool           `json:"dry_run,omitempty"`
+	Policy    string         `json:"policy"`
+	Tenants   []TenantStatus `json:"tenants"`
+	Held      []HeldStatus   `json:"held"`
+	Idle      []IdleStatus   `json:"idle"`
+	IdleGPUs  int            `json:"idle_gpus"`
+	Decisions []Decision     `json:"decisions"`
+}
+
+// TenantStatus is one tenant's GPUs.
+type TenantStatus struct {
+	Tenant   string `json:"tenant"`
+	Reserve  int    `json:"reserve"`
+	Limit    int    `json:"limit"` // -1: none
+	InUse    int    `json:"in_use"`
+	Borrowed int    `json:"borrowed"`
+	Pending  int    `json:"pending"`
+}
+
+// HeldStatus is a job group Steward holds.
+type HeldStatus struct {
+	Job    string    `json:"job"`
+	Group  string    `json:"group"`
+	Count  int       `json:"count"`
+	GPUs   int       `json:"gpus"`
+	State  string    `json:"state"`
+	Since  time.Time `json:"since"`
+	Reason string    `json:"reason"`
+}
+
+// IdleStatus is an allocation whose GPUs are under its idle threshold.
+type IdleStatus struct {
+	Job     string  `json:"job"`
+	Alloc   string  `json:"alloc"`
+	GPUs    int     `json:"gpus"`
+	Minutes int     `json:"minutes"`
+	Util    float64 `json:"util"`
+}
+
+// buildStatus summarises a round.
+func buildStatus(pol *policy.Policy, r *round, states []*JobState, usage map[string][]engine.Sample, decisions []Decision) Status {
+	s := Status{Updated: r.now, Policy: policySummary(pol), Decisions: append([]Decision(nil), decisions...)}
+	if r.plan != nil {
+		for _, t := range r.plan.Tenants {
+			s.Tenants = append(s.Tenants, TenantStatus{Tenant: t.Tenant, Reserve: t.Reserve, Limit: t.Limit,
+				InUse: t.InUse, Borrowed: t.Borrowed(), Pending: t.Waiting})
+		}
+	}
+	for _, st := range states {
+		job := r.obs.Jobs[st.key()]
+		for g, h := range st.Held {
+			gpus := 0
+			if job != nil {
+				gpus = h.Count * job.Groups[g].GPUsPerAlloc
+			}
+			state := st.Status
+			if st.Paused {
+				state = StatusPaused
+			}
+			s.Held = append(s.Held, HeldStatus{Job: st.key().String(), Group: g, Count: h.Count, GPUs: gpus,
+				State: state, Since: h.Since, Reason: st.Reason})
+		}
+	}
+	sort.Slice(s.Held, func(i, k int) bool {
+		if s.Held[i].Job != s.Held[k].Job {
+			return s.Held[i].Job < s.Held[k].Job
+		}
+		return s.Held[i].Group < s.Held[k].Group
+	})
+	for _, a := range r.obs.Allocs {
+		job := r.obs.Jobs[jobKey{a.Namespace, a.JobID}]
+		if job == nil {
+			continue
+		}
+		threshold := 10.0
+		if rule := pol.IdleRuleFor(tierOf(pol, job), tenantOf(pol, a.Namespace)); rule != nil {
+			threshold = rule.Threshold
+		}
+		samples := usage[a.ID]
+		since, ok := engine.IdleSince(samples, threshold)
+		if !ok {
+			continue
+		}
+		s.IdleGPUs += len(a.GPUIDs)
+		s.Idle = append(s.Idle, IdleStatus{Job: jobKey{a.Namespace, a.JobID}.String(), Alloc: a.ID, GPUs: len(a.GPUIDs),
+			Minutes: int(r.now.Sub(since) / time.Minute), Util: samples[len(samples)-1].Util})
+	}
+	return s
+}
+
+// writeStatus publishes the round for `steward status` when it changed.
+func (c *Controller) writeStatus(ctx context.Context, r *round, pol *policy.Policy) {
+	s := buildStatus(pol, r, c.sortedStates(), c.usage.samples(), c.decisions)
+	s.Leader, s.DryRun = c.cfg.Identity, c.cfg.DryRun
+	cmp := s
+	cmp.Updated = time.Time{}
+	b, _ := json.Marshal(cmp)
+	if c.statusOut == string(b) {
+		return
+	}
+	full, _ := json.Marshal(s)
+	if len(full) > 60<<10 {
+		// Variables hold 64 KiB: keep the newest decisions that fit.
+		for len(full) > 60<<10 && len(s.Decisions) > 0 {
+			s.Decisions = s.Decisions[len(s.Decisions)/2+1:]
+			full, _ = json.Marshal(s)
+		}
+	}
+	if err := c.nomad.PutVar(ctx, c.cfg.StateNamespace, StatusPath, map[string]string{"status": string(full)}, false, 0); err != nil {
+		c.log.Error("publish status", "error", err)
+		return
+	}
+	c.statusOut = string(b)
+}
+
+// ReadStatus reads the status the leader published.
+func ReadStatus(ctx context.Context, n Nomad, namespace string) (*Status, error) {
+	items, _, err := n.GetVar(ctx, namespace, StatusPath)
+	if err != nil {
+		return nil, err
+	}
+	if items == nil {
+		return nil, fmt.Errorf("no status at %s@%s: is steward controller running (and leading)?", StatusPath, namespace)
+	}
+	var s Status
+	if err := json.Unmarshal([]byte(items["status"]), &s); err != nil {
+		return nil, fmt.Errorf("decode status: %w", err)
+	}
+	return &s, nil
+}

@@ -1,0 +1,72 @@
+package e2e
+
+import (
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/nomad/api"
+
+	"github.com/gpu-steward/steward/internal/testnomad"
+)
+
+// TestControllerAsNomadJob runs jobs/steward-controller.nomad.hcl the way
+// the README tells an operator to: the policy in a Nomad variable, two
+// copies of which one leads. It enforces the policy, and a policy change
+// through the variable reloads it (a bad one is refused, the good one kept).
+func TestControllerAsNomadJob(t *testing.T) {
+	t.Parallel()
+	c := startCluster(t, 4, "ml")
+	good := fmt.Sprintf(faultPolicy, "0s")
+	putPolicy := func(text string) {
+		t.Helper()
+		v := &api.Variable{Namespace: "default", Path: "nomad/jobs/steward-controller", Items: map[string]string{"policy": text}}
+		if _, _, err := c.Client.Variables().Update(v, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	putPolicy(good)
+	c.RegisterJobFile(t, filepath.Join(testnomad.RepoRoot(t), "jobs", "steward-controller.nomad.hcl"), map[string]string{
+		"steward_bin": testnomad.StewardBin(t), "nomad_addr": c.Address, "count": "2"})
+	c.waitRunning(60*time.Second, map[string]int{"default/steward-controller": 2})
+
+	logs := func() string {
+		var all []string
+		for _, id := range c.allocIDs("default", "steward-controller") {
+			a, _, err := c.Client.Allocations().Info(id, nil)
+			if err != nil {
+				continue
+			}
+			b, err := c.Client.AllocFS().Cat(a, "alloc/logs/controller.stderr.0", nil)
+			if err != nil {
+				continue
+			}
+			buf := new(strings.Builder)
+			_, _ = fmt.Fprint(buf, readAll(b))
+			all = append(all, buf.String())
+		}
+		return strings.Join(all, "\n")
+	}
+	testnomad.WaitFor(t, 60*time.Second, "one copy leads", func() (bool, string) {
+		l := logs()
+		return strings.Count(l, "leading: this controller acts") == 1 && strings.Count(l, "waiting to lead") == 2, l
+	})
+
+	c.work("train", "ml", "training", 4, 1, "priority", "40")
+	c.waitRunning(60*time.Second, map[string]int{"ml/train": 1})
+	c.work("nb", "ml", "interactive", 4, 1, "priority", "60")
+	c.waitRunning(60*time.Second, map[string]int{"ml/nb": 1, "ml/train": 0})
+	c.waitRecord(30*time.Second, "ml", "train", "steward_state", "preempted")
+
+	putPolicy(strings.Replace(good, "priority    = 40", "priority    = 400", 1))
+	testnomad.WaitFor(t, 60*time.Second, "the bad policy is refused on reload", func() (bool, string) {
+		l := logs()
+		return strings.Contains(l, "policy reload failed: keeping the last good policy"), ""
+	})
+	putPolicy(good)
+	testnomad.WaitFor(t, 60*time.Second, "the good policy is reloaded", func() (bool, string) {
+		return strings.Contains(logs(), "policy reloaded"), ""
+	})
+}
