@@ -1,0 +1,249 @@
+package command
+
+import (
+	"bytes"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/cli"
+
+	"github.com/gpu-steward/steward/policy"
+	"github.com/gpu-steward/steward/sim"
+)
+
+func init() {
+	register("simulate", func(ui cli.Ui) cli.Command { return &SimulateCommand{UI: ui} })
+}
+
+// SimulateCommand is "steward simulate": it replays a job trace in virtual
+// time under FIFO, Nomad's strict priority preemption and a Steward
+// policy, and reports what each would have done.
+type SimulateCommand struct {
+	UI cli.Ui
+}
+
+func (c *SimulateCommand) Help() string {
+	return strings.TrimSpace(`
+Usage: steward simulate -policy FILE -trace TRACE [options]
+
+  Replays a GPU cluster's job history in virtual time on a model of Nomad's
+  placement (GPUs bin-packed onto nodes, job priorities, gangs placed all or
+  nothing) under three policies: FIFO without preemption, Nomad's strict
+  priority preemption, and Steward with the given policy, run by the same
+  engine the controller runs. It prints a comparison table, with the rule
+  that derived tiers, tenants and idleness where the trace has none.
+  docs/simulator.md describes the trace format, the model and each figure.
+
+Options:
+
+  -policy FILE|DIR     Steward policy (required).
+  -trace TRACE         A trace file, or a shared trace by name: philly,
+                       helios (looked up in -traces-dir). Repeat for more.
+  -traces-dir DIR      Where shared traces live. Default: ../shared/traces
+                       (next to the repository, from its root).
+  -nodes N             Nodes in the simulated cluster. Default: 100.
+  -gpus-per-node N     GPUs on each node. Default: 8.
+  -scale F             Multiply every tenant's reserve and limit by F, to
+                       size a policy written for another cluster (example.hcl
+                       is for one 8-GPU node: -scale 100 for 100 nodes).
+                       Default: 1.
+  -seed N              Seed of the workload derivation. Default: 1.
+  -limit N             Simulate only the first N jobs of each trace.
+  -checkpoint-every D  How often jobs checkpoint on their own; work since the
+                       last checkpoint is lost when a job is stopped without a
+                       checkpoint signal. Default: 30m.
+  -plan-interval D     Least virtual time between two Steward plans: events in
+                       between are planned for together, as a controller that
+                       batches them. 0 plans at every event. Default: 30s.
+  -policies LIST       Which to run, comma-separated. Default:
+                       fifo,strict,steward.
+  -format FORMAT       table, json, csv or markdown. Default: table.
+  -out DIR             Also write results.json, results.csv and PNG charts
+                       (queueing-delay CDFs by tier, utilisation over time).
+
+Example:
+
+  $ steward simulate -policy example.hcl -scale 100 -trace philly -trace helios -out sim-out
+`)
+}
+
+func (c *SimulateCommand) Synopsis() string {
+	return "Replay a job trace under FIFO, Nomad preemption and a Steward policy"
+}
+
+// traceList collects repeated -trace flags.
+type traceList []string
+
+func (t *traceList) String() string     { return strings.Join(*t, ",") }
+func (t *traceList) Set(v string) error { *t = append(*t, v); return nil }
+
+func (c *SimulateCommand) Run(args []string) int {
+	var (
+		policyPath, tracesDir, policies, format, outDir string
+		traces                                          traceList
+		nodes, gpusPerNode, limit                       int
+		seed                                            uint64
+		scale                                           float64
+		checkpointEvery, planInterval                   time.Duration
+	)
+	fs := flag.NewFlagSet("simulate", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.StringVar(&policyPath, "policy", "", "")
+	fs.Var(&traces, "trace", "")
+	fs.StringVar(&tracesDir, "traces-dir", sim.DefaultTracesDir, "")
+	fs.IntVar(&nodes, "nodes", 100, "")
+	fs.IntVar(&gpusPerNode, "gpus-per-node", 8, "")
+	fs.Float64Var(&scale, "scale", 1, "")
+	fs.Uint64Var(&seed, "seed", 1, "")
+	fs.IntVar(&limit, "limit", 0, "")
+	fs.DurationVar(&checkpointEvery, "checkpoint-every", sim.DefaultCheckpointEvery, "")
+	fs.DurationVar(&planInterval, "plan-interval", sim.DefaultPlanInterval, "")
+	fs.StringVar(&policies, "policies", "fifo,strict,steward", "")
+	fs.StringVar(&format, "format", "table", "")
+	fs.StringVar(&outDir, "out", "", "")
+	if err := fs.Parse(args); err != nil {
+		c.UI.Error(fmt.Sprintf("%v\n\n%s", err, c.Help()))
+		return 1
+	}
+	usage := func(msg string) int {
+		c.UI.Error(msg + "\n\n" + c.Help())
+		return 1
+	}
+	switch {
+	case fs.NArg() > 0:
+		return usage(fmt.Sprintf("Unexpected arguments: %s", strings.Join(fs.Args(), " ")))
+	case policyPath == "":
+		return usage("No policy given: -policy FILE is required.")
+	case len(traces) == 0:
+		return usage("No trace given: -trace FILE (or philly, helios) is required.")
+	case nodes <= 0 || gpusPerNode <= 0 || gpusPerNode > 127:
+		return usage(fmt.Sprintf("-nodes must be at least 1 and -gpus-per-node between 1 and 127; got %d and %d.", nodes, gpusPerNode))
+	case scale <= 0:
+		return usage(fmt.Sprintf("-scale must be more than 0; got %g.", scale))
+	case limit < 0:
+		return usage(fmt.Sprintf("-limit must not be negative; got %d.", limit))
+	case checkpointEvery < 0 || planInterval < 0:
+		return usage(fmt.Sprintf("-checkpoint-every and -plan-interval must not be negative; got %s and %s.",
+			checkpointEvery, planInterval))
+	}
+	switch format {
+	case "table", "json", "csv", "markdown":
+	default:
+		return usage(fmt.Sprintf("Unknown -format %q: use table, json, csv or markdown.", format))
+	}
+	var kinds []sim.PolicyKind
+	for _, name := range strings.Split(policies, ",") {
+		k, err := sim.ParsePolicyKind(strings.TrimSpace(name))
+		if err != nil {
+			return usage(fmt.Sprintf("-policies: %v.", err))
+		}
+		kinds = append(kinds, k)
+	}
+
+	files, err := policy.ExpandPaths([]string{policyPath})
+	if err != nil {
+		c.UI.Error(err.Error())
+		return 1
+	}
+	pol, _ := loadPolicy(c.UI, files)
+	if pol == nil {
+		return 1
+	}
+	sim.ScaleTenants(pol, scale)
+
+	var reports []*sim.Report
+	for _, arg := range traces {
+		path, err := sim.ResolveTrace(arg, tracesDir)
+		if err != nil {
+			c.UI.Error(err.Error())
+			return 1
+		}
+		tr, err := sim.ReadTraceFile(path)
+		if err != nil {
+			c.UI.Error(err.Error())
+			return 1
+		}
+		rep, err := sim.Compare(tr, sim.Options{
+			Config: sim.Config{Policy: pol, Nodes: nodes, GPUsPerNode: gpusPerNode, CheckpointEvery: checkpointEvery, PlanInterval: planInterval},
+			Seed:   seed, Limit: limit, Policies: kinds, TenantScale: scale,
+		})
+		if err != nil {
+			c.UI.Error(err.Error())
+			return 1
+		}
+		reports = append(reports, rep)
+	}
+
+	var buf bytes.Buffer
+	switch format {
+	case "table":
+		for i, rep := range reports {
+			if i > 0 {
+				buf.WriteString("\n")
+			}
+			err = rep.WriteTable(&buf)
+		}
+	case "markdown":
+		for i, rep := range reports {
+			if i > 0 {
+				buf.WriteString("\n")
+			}
+			fmt.Fprintf(&buf, "**%s** (%d jobs)\n\n", rep.Trace, rep.Jobs)
+			err = rep.WriteMarkdown(&buf)
+		}
+	case "json":
+		err = sim.WriteJSON(&buf, reports)
+	case "csv":
+		err = sim.WriteCSV(&buf, reports)
+	}
+	if err != nil {
+		c.UI.Error(err.Error())
+		return 1
+	}
+	c.UI.Output(strings.TrimRight(buf.String(), "\n"))
+
+	if outDir != "" {
+		written, err := writeSimulationFiles(outDir, reports)
+		if err != nil {
+			c.UI.Error(err.Error())
+			return 1
+		}
+		c.UI.Info("Wrote " + strings.Join(written, ", "))
+	}
+	return 0
+}
+
+// writeSimulationFiles writes results.json, results.csv and the charts.
+func writeSimulationFiles(dir string, reports []*sim.Report) ([]string, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("output directory %s: %w", dir, err)
+	}
+	var written []string
+	for _, f := range []struct {
+		name  string
+		write func(io.Writer, []*sim.Report) error
+	}{{"results.json", sim.WriteJSON}, {"results.csv", sim.WriteCSV}} {
+		var buf bytes.Buffer
+		if err := f.write(&buf, reports); err != nil {
+			return nil, err
+		}
+		path := filepath.Join(dir, f.name)
+		if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
+			return nil, fmt.Errorf("write %s: %w", path, err)
+		}
+		written = append(written, path)
+	}
+	for _, rep := range reports {
+		charts, err := sim.WriteCharts(rep, dir)
+		if err != nil {
+			return nil, err
+		}
+		written = append(written, charts...)
+	}
+	return written, nil
+}

@@ -1,0 +1,125 @@
+package sim
+
+import "fmt"
+
+// cluster is the model of Nomad's placement: nodes of equal GPU count,
+// allocations bin-packed onto them (best fit: the node with the fewest
+// free GPUs that still fits, lowest index on ties, as Nomad's binpack
+// scoring prefers the fullest node), and gangs placed all or nothing.
+type cluster struct {
+	gpusPerNode int
+	free        []int     // per node
+	owner       [][]int32 // [node][gpu] job index, -1 when free
+	byFree      []int     // [f] number of nodes with exactly f free GPUs
+	totalFree   int
+	gpuIDs      [][]string // [node][gpu] IDs for the engine's snapshot
+	nodeIDs     []string
+}
+
+func newCluster(nodes, gpusPerNode int) *cluster {
+	c := &cluster{
+		gpusPerNode: gpusPerNode,
+		free:        make([]int, nodes),
+		owner:       make([][]int32, nodes),
+		byFree:      make([]int, gpusPerNode+1),
+		totalFree:   nodes * gpusPerNode,
+		gpuIDs:      make([][]string, nodes),
+		nodeIDs:     make([]string, nodes),
+	}
+	for n := range c.free {
+		c.free[n] = gpusPerNode
+		c.owner[n] = make([]int32, gpusPerNode)
+		c.gpuIDs[n] = make([]string, gpusPerNode)
+		c.nodeIDs[n] = fmt.Sprintf("node-%03d", n)
+		for g := range c.owner[n] {
+			c.owner[n][g] = -1
+			c.gpuIDs[n][g] = fmt.Sprintf("%s-gpu%d", c.nodeIDs[n], g)
+		}
+	}
+	c.byFree[gpusPerNode] = nodes
+	return c
+}
+
+// fits reports whether count allocations of g GPUs each fit now: each node
+// holds floor(free/g) of them.
+func (c *cluster) fits(g, count int) bool {
+	if g <= 0 || g > c.gpusPerNode || g*count > c.totalFree {
+		return false
+	}
+	room := 0
+	for f := c.gpusPerNode; f >= g; f-- {
+		room += c.byFree[f] * (f / g)
+		if room >= count {
+			return true
+		}
+	}
+	return false
+}
+
+// bestFit returns the node with the fewest free GPUs, at least g, in free
+// (the cluster's own counts or a scratch copy); -1 when none has room.
+func bestFit(free []int, g int) int {
+	best := -1
+	for n, f := range free {
+		if f >= g && (best < 0 || f < free[best]) {
+			best = n
+			if f == g {
+				break
+			}
+		}
+	}
+	return best
+}
+
+// plan places count allocations of g GPUs by best fit, all or nothing, and
+// returns their nodes (one per allocation) without changing the cluster.
+func (c *cluster) plan(g, count int, scratch []int) ([]int, bool) {
+	if !c.fits(g, count) {
+		return nil, false
+	}
+	copy(scratch, c.free)
+	nodes := make([]int, 0, count)
+	for range count {
+		n := bestFit(scratch, g)
+		if n < 0 {
+			return nil, false
+		}
+		scratch[n] -= g
+		nodes = append(nodes, n)
+	}
+	return nodes, true
+}
+
+// take gives g GPUs of node n to job j and returns their indices.
+func (c *cluster) take(n, g int, j int32) []int8 {
+	if c.free[n] < g {
+		panic(fmt.Sprintf("sim: node %d has %d free GPUs, %d taken", n, c.free[n], g))
+	}
+	gpus := make([]int8, 0, g)
+	for i, o := range c.owner[n] {
+		if o < 0 {
+			c.owner[n][i] = j
+			gpus = append(gpus, int8(i))
+			if len(gpus) == g {
+				break
+			}
+		}
+	}
+	c.setFree(n, c.free[n]-g)
+	return gpus
+}
+
+// give returns GPUs of node n to the free pool.
+func (c *cluster) give(n int, gpus []int8) {
+	for _, i := range gpus {
+		c.owner[n][i] = -1
+	}
+	c.setFree(n, c.free[n]+len(gpus))
+}
+
+func (c *cluster) setFree(n, f int) {
+	c.byFree[c.free[n]]--
+	c.totalFree += f - c.free[n]
+	c.free[n] = f
+	c.byFree[f]++
+}

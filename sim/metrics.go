@@ -1,0 +1,338 @@
+package sim
+
+import (
+	"math"
+	"slices"
+	"time"
+
+	"github.com/gpu-steward/steward/policy"
+)
+
+// Result is one policy's figures over one workload. docs/simulator.md
+// defines each; times are in minutes or hours as the names say.
+type Result struct {
+	Policy string `json:"policy"`
+
+	Jobs              int `json:"jobs"`
+	Completed         int `json:"completed"`
+	StoppedByIdleRule int `json:"stopped_by_idle_rule"`
+	// NeverStarted are jobs still waiting when nothing else could happen
+	// (e.g. held by a tenant limit smaller than the job).
+	NeverStarted int `json:"never_started"`
+
+	// Utilisation over the arrival window (first to last submission).
+	WindowHours   float64 `json:"window_hours"`
+	MakespanHours float64 `json:"makespan_hours"`
+	UtilAllocated float64 `json:"util_allocated"`
+	UtilBusy      float64 `json:"util_busy"`
+
+	// Queueing delay: first start minus submission, of jobs that started.
+	HighPriorityDelay Delay   `json:"high_priority_delay"`
+	DelayByTier       []Delay `json:"delay_by_tier"`
+
+	LostGPUHours          float64        `json:"lost_gpu_hours"`
+	Preemptions           int            `json:"preemptions"`
+	PreemptionsByRule     map[string]int `json:"preemptions_by_rule,omitempty"`
+	PreemptedJobs         int            `json:"preempted_jobs"`
+	MaxPreemptionsPerJob  int            `json:"max_preemptions_per_job"`
+	PreemptionsPerJob     []int          `json:"preemptions_per_job"` // jobs preempted 0, 1, 2, 3, 4, 5+ times
+	Promotions            int            `json:"promotions"`
+	IdleStops             int            `json:"idle_stops"`
+	IdleReclaimedGPUHours float64        `json:"idle_reclaimed_gpu_hours"`
+
+	// Reservation: time tenants under their reservation had work waiting.
+	ReserveWaitHours     float64 `json:"reserve_wait_hours"`
+	ReserveShortGPUHours float64 `json:"reserve_short_gpu_hours"`
+
+	Tenants []TenantResult `json:"tenants"`
+
+	EnginePlans   int     `json:"engine_plans"`
+	EngineSkipped int     `json:"engine_skipped"`
+	WallSeconds   float64 `json:"wall_seconds"`
+
+	Series []SeriesPoint `json:"series"`
+
+	// delays holds each tier's queueing delays in minutes, sorted, for
+	// the CDF charts.
+	delays map[string][]float64
+}
+
+// Delay summarises queueing delays in minutes (nearest-rank percentiles).
+type Delay struct {
+	Tier     string  `json:"tier,omitempty"`
+	Priority int     `json:"priority,omitempty"`
+	Jobs     int     `json:"jobs"`
+	Mean     float64 `json:"mean_min"`
+	P50      float64 `json:"p50_min"`
+	P95      float64 `json:"p95_min"`
+	P99      float64 `json:"p99_min"`
+	Max      float64 `json:"max_min"`
+}
+
+// TenantResult is one tenant's share of the GPU-hours.
+type TenantResult struct {
+	Tenant           string  `json:"tenant"`
+	Reserve          int     `json:"reserve"`
+	GPUHours         float64 `json:"gpu_hours"`
+	Share            float64 `json:"share"`
+	ReserveWaitHours float64 `json:"reserve_wait_hours"`
+}
+
+// SeriesPoint is utilisation averaged over one slice of time.
+type SeriesPoint struct {
+	Hour      float64 `json:"hour"` // start of the slice
+	Allocated float64 `json:"allocated"`
+	Busy      float64 `json:"busy"`
+}
+
+// metrics accumulates one run's figures as the event loop advances time.
+type metrics struct {
+	capacity    float64
+	windowStart time.Duration // first submission
+	windowEnd   time.Duration // last submission
+	end         time.Duration
+	jobs        int
+
+	allocated, busy int // GPUs now
+
+	allocSec, busySec float64 // GPU-seconds within the window
+
+	tenantNS      map[string]int
+	tenants       []*policy.Tenant
+	tenantUse     []int
+	tenantWaiting []int
+	tenantGPUSec  []float64
+	tenantResSec  []float64
+	reserveShort  float64 // GPU-seconds
+
+	bucket  time.Duration
+	sAlloc  []float64 // GPU-seconds per bucket
+	sBusy   []float64
+	maxBins int
+
+	delays                  map[string][]float64
+	tierPrio                map[string]int
+	high                    []float64
+	lostSec, reclaimSec     float64
+	preemptions, idleStops  int
+	byRule                  map[string]int
+	promotions              int
+	nCompleted, stoppedJobs int
+}
+
+func newMetrics(cfg Config, jobs []Job) *metrics {
+	m := &metrics{
+		capacity: float64(cfg.Nodes * cfg.GPUsPerNode),
+		jobs:     len(jobs),
+		tenantNS: map[string]int{},
+		delays:   map[string][]float64{},
+		tierPrio: map[string]int{},
+		byRule:   map[string]int{},
+	}
+	if len(jobs) > 0 {
+		m.windowStart, m.windowEnd = jobs[0].Submit, jobs[len(jobs)-1].Submit
+	}
+	m.bucket = max(time.Minute, (m.windowEnd-m.windowStart)/time.Duration(cfg.SeriesPoints))
+	m.maxBins = 3 * cfg.SeriesPoints
+	for _, name := range cfg.Policy.TenantNames() {
+		m.tenantIndex(cfg.Policy.Tenants[name].Namespace)
+	}
+	for i := range m.tenants {
+		m.tenants[i] = cfg.Policy.TenantOf(m.tenants[i].Namespace)
+	}
+	for _, t := range cfg.Policy.Tiers {
+		m.tierPrio[t.Name] = t.Priority
+	}
+	return m
+}
+
+func (m *metrics) tenantIndex(ns string) int {
+	if i, ok := m.tenantNS[ns]; ok {
+		return i
+	}
+	i := len(m.tenants)
+	m.tenantNS[ns] = i
+	m.tenants = append(m.tenants, &policy.Tenant{Name: ns, Namespace: ns, Limit: policy.Unlimited})
+	m.tenantUse = append(m.tenantUse, 0)
+	m.tenantWaiting = append(m.tenantWaiting, 0)
+	m.tenantGPUSec = append(m.tenantGPUSec, 0)
+	m.tenantResSec = append(m.tenantResSec, 0)
+	return i
+}
+
+// advance accumulates what held between two instants.
+func (m *metrics) advance(from, to time.Duration) {
+	if to <= from {
+		return
+	}
+	dt := (to - from).Seconds()
+	if lo, hi := max(from, m.windowStart), min(to, m.windowEnd); lo < hi {
+		w := (hi - lo).Seconds()
+		m.allocSec += float64(m.allocated) * w
+		m.busySec += float64(m.busy) * w
+	}
+	for t, use := range m.tenantUse {
+		m.tenantGPUSec[t] += float64(use) * dt
+		if short := m.tenants[t].Reserve - use; short > 0 && m.tenantWaiting[t] > 0 {
+			m.tenantResSec[t] += dt
+			m.reserveShort += float64(min(short, m.tenantWaiting[t])) * dt
+		}
+	}
+	// Spread over the series' buckets.
+	for t := max(from, m.windowStart); t < to; {
+		b := int((t - m.windowStart) / m.bucket)
+		if b >= m.maxBins {
+			break
+		}
+		for len(m.sAlloc) <= b {
+			m.sAlloc = append(m.sAlloc, 0)
+			m.sBusy = append(m.sBusy, 0)
+		}
+		next := min(to, m.windowStart+time.Duration(b+1)*m.bucket)
+		w := (next - t).Seconds()
+		m.sAlloc[b] += float64(m.allocated) * w
+		m.sBusy[b] += float64(m.busy) * w
+		t = next
+	}
+}
+
+func (m *metrics) setWaiting(t, delta int) { m.tenantWaiting[t] += delta }
+func (m *metrics) setBusy(delta int)       { m.busy += delta }
+func (m *metrics) setAllocated(t, delta int) {
+	m.allocated += delta
+	m.tenantUse[t] += delta
+}
+
+func (m *metrics) started(j *simJob, now time.Duration) {
+	d := (now - j.spec.Submit).Minutes()
+	m.delays[j.spec.Tier] = append(m.delays[j.spec.Tier], d)
+	if j.high {
+		m.high = append(m.high, d)
+	}
+}
+
+func (m *metrics) completed(*simJob, time.Duration)      { m.nCompleted++ }
+func (m *metrics) stoppedForGood(*simJob, time.Duration) { m.stoppedJobs++ }
+func (m *metrics) lost(gpus int, d time.Duration)        { m.lostSec += float64(gpus) * d.Seconds() }
+func (m *metrics) reclaimed(gpus int, d time.Duration)   { m.reclaimSec += float64(gpus) * d.Seconds() }
+func (m *metrics) preemption()                           { m.preemptions++ }
+func (m *metrics) preemptionRule(rule string)            { m.byRule[rule]++ }
+func (m *metrics) promotion()                            { m.promotions++ }
+func (m *metrics) idleStop()                             { m.idleStops++ }
+func (m *metrics) finish(now time.Duration)              { m.end = now }
+
+func (m *metrics) result(s *simulator) *Result {
+	r := &Result{
+		Policy:                string(s.kind),
+		Jobs:                  m.jobs,
+		Completed:             m.nCompleted,
+		StoppedByIdleRule:     m.stoppedJobs,
+		WindowHours:           (m.windowEnd - m.windowStart).Hours(),
+		LostGPUHours:          m.lostSec / 3600,
+		Preemptions:           m.preemptions,
+		Promotions:            m.promotions,
+		IdleStops:             m.idleStops,
+		IdleReclaimedGPUHours: m.reclaimSec / 3600,
+		ReserveShortGPUHours:  m.reserveShort / 3600,
+		EnginePlans:           s.plans,
+		EngineSkipped:         s.skipped,
+		PreemptionsPerJob:     make([]int, 6),
+		delays:                m.delays,
+	}
+	if len(m.byRule) > 0 {
+		r.PreemptionsByRule = m.byRule
+	}
+	if len(s.jobs) > 0 {
+		r.MakespanHours = (m.end - m.windowStart).Hours()
+	}
+	if window := (m.windowEnd - m.windowStart).Seconds(); window > 0 {
+		r.UtilAllocated = m.allocSec / (m.capacity * window)
+		r.UtilBusy = m.busySec / (m.capacity * window)
+	}
+	for i := range s.jobs {
+		j := &s.jobs[i]
+		if j.state.waiting() {
+			r.NeverStarted++
+		}
+		r.PreemptionsPerJob[min(j.preemptions, 5)]++
+		if j.preemptions > 0 {
+			r.PreemptedJobs++
+		}
+		r.MaxPreemptionsPerJob = max(r.MaxPreemptionsPerJob, j.preemptions)
+	}
+	r.HighPriorityDelay = summarise(m.high)
+	tiers := make([]string, 0, len(m.tierPrio))
+	for name := range m.tierPrio {
+		tiers = append(tiers, name)
+	}
+	slices.SortFunc(tiers, func(a, b string) int {
+		if m.tierPrio[a] != m.tierPrio[b] {
+			return m.tierPrio[b] - m.tierPrio[a]
+		}
+		return compareStrings(a, b)
+	})
+	for _, name := range tiers {
+		slices.Sort(m.delays[name])
+		d := summarise(m.delays[name])
+		d.Tier, d.Priority = name, m.tierPrio[name]
+		r.DelayByTier = append(r.DelayByTier, d)
+	}
+	var total float64
+	for _, sec := range m.tenantGPUSec {
+		total += sec
+	}
+	for t, ten := range m.tenants {
+		tr := TenantResult{Tenant: ten.Name, Reserve: ten.Reserve, GPUHours: m.tenantGPUSec[t] / 3600,
+			ReserveWaitHours: m.tenantResSec[t] / 3600}
+		if total > 0 {
+			tr.Share = m.tenantGPUSec[t] / total
+		}
+		r.ReserveWaitHours += tr.ReserveWaitHours
+		r.Tenants = append(r.Tenants, tr)
+	}
+	for b := range m.sAlloc {
+		w := m.bucket.Seconds()
+		if end := m.windowStart + time.Duration(b+1)*m.bucket; end > m.end {
+			w = (m.end - m.windowStart - time.Duration(b)*m.bucket).Seconds()
+		}
+		if w <= 0 {
+			break
+		}
+		r.Series = append(r.Series, SeriesPoint{Hour: (time.Duration(b) * m.bucket).Hours(),
+			Allocated: m.sAlloc[b] / (m.capacity * w), Busy: m.sBusy[b] / (m.capacity * w)})
+	}
+	return r
+}
+
+func compareStrings(a, b string) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// summarise takes delays in minutes; it sorts them in place.
+func summarise(d []float64) Delay {
+	out := Delay{Jobs: len(d)}
+	if len(d) == 0 {
+		return out
+	}
+	slices.Sort(d)
+	var sum float64
+	for _, x := range d {
+		sum += x
+	}
+	out.Mean = sum / float64(len(d))
+	out.P50, out.P95, out.P99 = percentile(d, 50), percentile(d, 95), percentile(d, 99)
+	out.Max = d[len(d)-1]
+	return out
+}
+
+// percentile is the nearest-rank percentile of sorted values.
+func percentile(sorted []float64, p float64) float64 {
+	rank := int(math.Ceil(p / 100 * float64(len(sorted))))
+	return sorted[max(0, min(rank, len(sorted))-1)]
+}

@@ -1,0 +1,587 @@
+// Package sim is Steward's trace-driven simulator: it replays a GPU
+// cluster's job history in virtual time, on a model of Nomad's placement,
+// under three policies: FIFO without preemption, Nomad's strict priority
+// preemption, and Steward, which runs the very engine the controller runs
+// (policy/engine). It is a deterministic discrete-event loop: the same
+// trace, seed and configuration always give the same figures.
+//
+// docs/simulator.md describes the model, the trace format, the derivation
+// rule and every metric.
+package sim
+
+import (
+	"container/heap"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/gpu-steward/steward/policy"
+	"github.com/gpu-steward/steward/policy/engine"
+)
+
+// PolicyKind names one of the compared policies.
+type PolicyKind string
+
+const (
+	// FIFO is Nomad with preemption off: queued work is placed by priority,
+	// then submission, whenever it fits; nothing is ever preempted.
+	FIFO PolicyKind = "fifo"
+	// Strict is Nomad's built-in preemption: a job preempts work at least
+	// StrictPriorityDelta priority points lower, lowest priority first,
+	// with no reservations, minimum runtime, caps or checkpoint signal.
+	Strict PolicyKind = "strict"
+	// Steward runs policy/engine on every event and applies its plan.
+	Steward PolicyKind = "steward"
+)
+
+// AllPolicies are the policies a simulation compares, in report order.
+var AllPolicies = []PolicyKind{FIFO, Strict, Steward}
+
+// ParsePolicyKind accepts a policy name.
+func ParsePolicyKind(s string) (PolicyKind, error) {
+	for _, k := range AllPolicies {
+		if string(k) == s {
+			return k, nil
+		}
+	}
+	return "", fmt.Errorf("unknown policy %q (known: fifo, strict, steward)", s)
+}
+
+// StrictPriorityDelta is how much lower a victim's priority must be under
+// Nomad's preemption.
+const StrictPriorityDelta = 10
+
+// DefaultCheckpointEvery is how often jobs save a checkpoint on their own.
+const DefaultCheckpointEvery = 30 * time.Minute
+
+// DefaultPlanInterval is how often, at most, the simulated controller
+// plans: events in between are planned for together.
+const DefaultPlanInterval = 30 * time.Second
+
+// Config is the simulated cluster and the rules that are the same for
+// every policy.
+type Config struct {
+	Policy      *policy.Policy
+	Nodes       int
+	GPUsPerNode int
+	// CheckpointEvery is how often every job checkpoints on its own, in
+	// run time since it last started; a job stopped without a checkpoint
+	// signal loses the work since its last one. 0: jobs never checkpoint
+	// on their own and lose the whole run.
+	CheckpointEvery time.Duration
+	// PlanInterval is the least virtual time between two of Steward's
+	// plans, as a controller that batches events: triggers that come
+	// sooner are planned for together when it has passed. 0: plan at
+	// every instant something happens.
+	PlanInterval time.Duration
+	// SeriesPoints is the resolution of the utilisation-over-time series.
+	SeriesPoints int
+}
+
+// epoch is virtual time zero, as the engine sees it.
+var epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+type jobState uint8
+
+const (
+	notArrived jobState = iota
+	queued              // in Nomad's queue: placed as soon as it fits
+	held                // held by Steward until it resumes the job
+	running
+	draining // preempted, in its checkpoint grace; still holds its GPUs
+	done     // finished its work
+	stopped  // stopped for good by an idle rule
+)
+
+func (st jobState) waiting() bool { return st == queued || st == held }
+
+// simJob is a job's state in one simulation.
+type simJob struct {
+	spec     *Job
+	idx      int32
+	ref      engine.JobRef
+	tierPrio int // the tier's priority (Nomad job priority at submission)
+	high     bool
+	// preemptible: the job's tier may lose its GPUs (Steward's policy).
+	preemptible bool
+	tenant      int
+	idleRule    *policy.IdleRule
+	priority    int // current Nomad priority (Steward may promote)
+	state       jobState
+	allocs      []alloc
+	gen         uint32 // bumped on every start and stop
+	runs        int
+
+	startedAt  time.Duration // current run
+	progress   time.Duration // work saved when the current run started
+	waitSince  time.Duration
+	firstStart time.Duration // -1 until it first runs
+	endedAt    time.Duration // when it completed
+	idleFrom   time.Duration // this run's GPUs idle since; -1 while busy
+
+	drainCheckpoint bool // the drain ends with a checkpoint (signal and grace)
+	preemptTimes    []time.Time
+	preemptions     int
+	// Idle reclaim accounting: when an idle rule requeued the job, and how
+	// much idle run time it still had then.
+	idleStoppedAt time.Duration
+	idleOwed      time.Duration
+
+	pos     int // index in simulator.active or simulator.heldList
+	samples [2]engine.Sample
+}
+
+type alloc struct {
+	id     string
+	node   int
+	gpus   []int8
+	gpuIDs []string
+}
+
+func (j *simJob) gpus() int { return j.spec.TotalGPUs() }
+
+// simulator is one policy's run over one workload.
+type simulator struct {
+	cfg   Config
+	kind  PolicyKind
+	pol   *policy.Policy
+	eng   *engine.Engine
+	cl    *cluster
+	jobs  []simJob
+	byRef map[engine.JobRef]int32
+
+	events      eventQueue
+	seq         uint64
+	nextArrival int
+	now         time.Duration
+
+	queue    []int32 // Nomad's queue by (priority desc, waiting since, index)
+	active   []int32 // running or draining
+	heldList []int32
+	scratch  []int
+	mark     []uint32 // per job, generation-stamped (strict's victim search)
+	markGen  uint32
+	prioRun  [policy.MaxPriority + 1]int // running jobs per priority
+
+	// What asks for a plan at this instant: jobs that arrived, and any
+	// other event (a plan after arrivals alone can often be skipped).
+	arrived   []int32
+	wantPlan  bool
+	forcePlan bool
+	lastPlan  time.Duration
+	deferred  bool // a wake-up for a deferred plan is scheduled
+	snap      engine.Snapshot
+	plans     int
+	skipped   int
+	maxEvents int
+	handled   int
+
+	m *metrics
+}
+
+// Simulate runs one policy over a derived workload (Derive first).
+func Simulate(jobs []Job, cfg Config, kind PolicyKind) (*Result, error) {
+	start := time.Now()
+	s, err := newSimulator(jobs, cfg, kind)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.run(); err != nil {
+		return nil, fmt.Errorf("simulate %s: %w", kind, err)
+	}
+	r := s.m.result(s)
+	r.WallSeconds = time.Since(start).Seconds()
+	return r, nil
+}
+
+// newSimulator sets up one policy's run over a derived workload.
+func newSimulator(jobs []Job, cfg Config, kind PolicyKind) (*simulator, error) {
+	if cfg.Policy == nil {
+		return nil, fmt.Errorf("simulate %s: no policy", kind)
+	}
+	if cfg.Nodes <= 0 || cfg.GPUsPerNode <= 0 || cfg.GPUsPerNode > 127 {
+		return nil, fmt.Errorf("simulate %s: cluster of %d nodes × %d GPUs: need at least 1 × 1 and at most 127 GPUs a node",
+			kind, cfg.Nodes, cfg.GPUsPerNode)
+	}
+	if cfg.SeriesPoints <= 0 {
+		cfg.SeriesPoints = 240
+	}
+	s := &simulator{
+		cfg: cfg, kind: kind, pol: cfg.Policy,
+		cl:        newCluster(cfg.Nodes, cfg.GPUsPerNode),
+		jobs:      make([]simJob, len(jobs)),
+		scratch:   make([]int, cfg.Nodes),
+		mark:      make([]uint32, len(jobs)),
+		maxEvents: 1000*len(jobs) + 1000,
+	}
+	if kind == Steward {
+		s.eng = engine.New(cfg.Policy)
+		s.byRef = make(map[engine.JobRef]int32, len(jobs))
+		s.snap.Nodes = make([]engine.Node, cfg.Nodes)
+		for n := range s.snap.Nodes {
+			s.snap.Nodes[n] = engine.Node{ID: s.cl.nodeIDs[n], NodePool: "default", GPUs: cfg.GPUsPerNode}
+		}
+	}
+	s.m = newMetrics(cfg, jobs)
+	lowest := lowestPriority(cfg.Policy)
+	for i := range jobs {
+		spec := &jobs[i]
+		if i > 0 && spec.Submit < jobs[i-1].Submit {
+			return nil, fmt.Errorf("simulate %s: job %s is submitted before the job listed ahead of it", kind, spec.ID)
+		}
+		if spec.GPUs > cfg.GPUsPerNode {
+			return nil, fmt.Errorf("simulate %s: job %s wants %d GPUs an allocation, more than a node has (run Derive first)",
+				kind, spec.ID, spec.GPUs)
+		}
+		tier, _ := cfg.Policy.TierOf(spec.Tier)
+		tenant := cfg.Policy.TenantOf(spec.Tenant)
+		j := &s.jobs[i]
+		*j = simJob{
+			spec: spec, idx: int32(i), ref: engine.JobRef{Namespace: spec.Tenant, ID: spec.ID},
+			tierPrio: tier.Priority, priority: tier.Priority, high: tier.Priority > lowest, preemptible: tier.Preemptible,
+			tenant:     s.m.tenantIndex(spec.Tenant),
+			idleRule:   cfg.Policy.IdleRuleFor(tier.Name, tenant.Name),
+			firstStart: -1, idleFrom: -1, idleStoppedAt: -1,
+		}
+		if s.byRef != nil {
+			if _, dup := s.byRef[j.ref]; dup {
+				return nil, fmt.Errorf("simulate %s: job %s appears twice in namespace %s", kind, spec.ID, spec.Tenant)
+			}
+			s.byRef[j.ref] = int32(i)
+		}
+	}
+	return s, nil
+}
+
+func lowestPriority(p *policy.Policy) int {
+	lowest := policy.MaxPriority
+	for _, t := range p.Tiers {
+		lowest = min(lowest, t.Priority)
+	}
+	return lowest
+}
+
+// run is the event loop: take every event at the next instant, then let
+// the policy react once to all of them.
+func (s *simulator) run() error {
+	for {
+		next, ok := s.nextTime()
+		if !ok {
+			break
+		}
+		s.m.advance(s.now, next)
+		s.now = next
+		for s.nextArrival < len(s.jobs) && s.jobs[s.nextArrival].spec.Submit == next {
+			s.arrive(int32(s.nextArrival))
+			s.nextArrival++
+		}
+		for len(s.events) > 0 && s.events[0].at == next {
+			e := heap.Pop(&s.events).(event)
+			s.handle(e)
+		}
+		if s.handled++; s.handled > s.maxEvents {
+			return fmt.Errorf("no end after %d instants at %s of virtual time: the policies keep undoing each other", s.handled, s.now)
+		}
+		if err := s.settle(); err != nil {
+			return err
+		}
+	}
+	s.m.finish(s.now)
+	return nil
+}
+
+func (s *simulator) nextTime() (time.Duration, bool) {
+	hasArrival := s.nextArrival < len(s.jobs)
+	switch {
+	case hasArrival && len(s.events) > 0:
+		return min(s.jobs[s.nextArrival].spec.Submit, s.events[0].at), true
+	case hasArrival:
+		return s.jobs[s.nextArrival].spec.Submit, true
+	case len(s.events) > 0:
+		return s.events[0].at, true
+	}
+	return 0, false
+}
+
+// settle lets the policy react to what happened at this instant.
+func (s *simulator) settle() error {
+	switch s.kind {
+	case FIFO:
+		s.placeQueued()
+	case Strict:
+		s.settleStrict()
+	case Steward:
+		return s.settleSteward()
+	}
+	return nil
+}
+
+func (s *simulator) arrive(ji int32) {
+	j := &s.jobs[ji]
+	j.waitSince = s.now
+	s.setState(ji, queued)
+	s.enqueue(ji)
+	s.arrived = append(s.arrived, ji)
+	s.wakeForPromotion(j)
+}
+
+func (s *simulator) handle(e event) {
+	j := &s.jobs[e.job]
+	switch e.kind {
+	case evComplete:
+		if e.gen != j.gen || (j.state != running && j.state != draining) {
+			return
+		}
+		s.stopRun(e.job, true)
+		s.setState(e.job, done)
+		j.endedAt = s.now
+		s.m.completed(j, s.now)
+	case evIdle:
+		if e.gen != j.gen || (j.state != running && j.state != draining) {
+			return
+		}
+		j.idleFrom = s.now
+		s.m.setBusy(-j.gpus())
+		s.wakeForIdleRule(j)
+	case evGraceEnd:
+		if e.gen != j.gen || j.state != draining {
+			return
+		}
+		if j.progress+s.now-j.startedAt >= j.spec.RunTime {
+			// It finishes as its grace ends: a completion, not a stop.
+			s.stopRun(e.job, true)
+			s.setState(e.job, done)
+			j.endedAt = s.now
+			s.m.completed(j, s.now)
+			break
+		}
+		s.stopRun(e.job, j.drainCheckpoint)
+		j.waitSince = s.now
+		s.setState(e.job, held)
+		s.wakeForPromotion(j)
+	case evWake:
+		if !s.wakeMatters(e) {
+			return
+		}
+		if e.wake.always {
+			s.forcePlan = true
+		}
+	}
+	s.wantPlan = true
+}
+
+// wasCapped reports whether a job was at the eviction cap just before now:
+// its preemptions in the hour up to now, counting one that leaves the hour
+// at this instant, reach max_per_job_per_hour.
+func (s *simulator) wasCapped(j *simJob) bool {
+	limit := s.pol.Preemption.MaxPerJobPerHour
+	if limit <= 0 {
+		return false
+	}
+	hourAgo := epoch.Add(s.now - time.Hour)
+	n := 0
+	for _, t := range j.preemptTimes {
+		if !t.Before(hourAgo) {
+			n++
+		}
+	}
+	return n >= limit
+}
+
+// wakeMatters reports whether a wake-up can still change a plan.
+func (s *simulator) wakeMatters(e event) bool {
+	j := &s.jobs[e.job]
+	waiting := len(s.queue)+len(s.heldList) > 0
+	switch e.wake.kind {
+	case wakeMinRuntime:
+		// Only preemptible work can become a victim.
+		return e.gen == j.gen && j.state == running && waiting && j.preemptible
+	case wakeIdle:
+		return e.gen == j.gen && j.state == running && (waiting || e.wake.always)
+	case wakePromote:
+		pr := s.pol.Preemption.Promote
+		return e.gen == j.gen && j.state.waiting() && j.priority < min(j.tierPrio+pr.Boost, policy.MaxPriority)
+	case wakeDeferred:
+		s.deferred = false
+		return true
+	case wakeCap:
+		// Only a job that was at the cap until now becomes a victim again.
+		return j.state == running && waiting && s.wasCapped(j)
+	}
+	return true
+}
+
+// setState moves a job between states, keeping the lists and the
+// per-tenant waiting counts in step. The queue is the caller's business:
+// it is rebuilt in place while placing.
+func (s *simulator) setState(ji int32, to jobState) {
+	j := &s.jobs[ji]
+	from := j.state
+	if from == to {
+		return
+	}
+	if from.waiting() && !to.waiting() {
+		s.m.setWaiting(j.tenant, -j.gpus())
+	} else if !from.waiting() && to.waiting() {
+		s.m.setWaiting(j.tenant, j.gpus())
+	}
+	onList := func(st jobState) *[]int32 {
+		switch st {
+		case running, draining:
+			return &s.active
+		case held:
+			return &s.heldList
+		}
+		return nil
+	}
+	if l := onList(from); l != nil && l != onList(to) {
+		last := (*l)[len(*l)-1]
+		(*l)[j.pos] = last
+		s.jobs[last].pos = j.pos
+		*l = (*l)[:len(*l)-1]
+	}
+	if l := onList(to); l != nil && l != onList(from) {
+		j.pos = len(*l)
+		*l = append(*l, ji)
+	}
+	j.state = to
+}
+
+// queueLess orders Nomad's queue: priority, then time waiting, then index.
+func (s *simulator) queueLess(a, b int32) bool {
+	ja, jb := &s.jobs[a], &s.jobs[b]
+	if ja.priority != jb.priority {
+		return ja.priority > jb.priority
+	}
+	if ja.waitSince != jb.waitSince {
+		return ja.waitSince < jb.waitSince
+	}
+	return a < b
+}
+
+func (s *simulator) enqueue(ji int32) {
+	i, _ := slices.BinarySearchFunc(s.queue, ji, func(x, target int32) int {
+		if s.queueLess(x, target) {
+			return -1
+		}
+		if x == target {
+			return 0
+		}
+		return 1
+	})
+	s.queue = slices.Insert(s.queue, i, ji)
+}
+
+func (s *simulator) dequeue(ji int32) {
+	if i := slices.Index(s.queue, ji); i >= 0 {
+		s.queue = slices.Delete(s.queue, i, i+1)
+	}
+}
+
+// start runs a job on the given nodes (one allocation each).
+func (s *simulator) start(ji int32, nodes []int) {
+	j := &s.jobs[ji]
+	j.gen++
+	j.runs++
+	j.allocs = j.allocs[:0]
+	for k, n := range nodes {
+		gpus := s.cl.take(n, j.spec.GPUs, ji)
+		ids := make([]string, len(gpus))
+		for i, g := range gpus {
+			ids[i] = s.cl.gpuIDs[n][g]
+		}
+		j.allocs = append(j.allocs, alloc{id: fmt.Sprintf("%s.%d.%d", j.spec.ID, j.runs, k), node: n, gpus: gpus, gpuIDs: ids})
+	}
+	s.setState(ji, running)
+	s.prioRun[j.priority]++
+	j.startedAt = s.now
+	if j.firstStart < 0 {
+		j.firstStart = s.now
+		s.m.started(j, s.now)
+	}
+	if j.idleStoppedAt >= 0 {
+		s.m.reclaimed(j.gpus(), min(s.now-j.idleStoppedAt, j.idleOwed))
+		j.idleStoppedAt = -1
+	}
+	s.schedule(event{at: s.now + j.spec.RunTime - j.progress, kind: evComplete, job: ji, gen: j.gen})
+	j.idleFrom = -1
+	switch idle := j.spec.IdleAfter; {
+	case idle >= j.spec.RunTime:
+	case j.progress >= idle:
+		j.idleFrom = s.now
+		s.wakeForIdleRule(j)
+	default:
+		s.schedule(event{at: s.now + idle - j.progress, kind: evIdle, job: ji, gen: j.gen})
+	}
+	s.m.setAllocated(j.tenant, j.gpus())
+	if j.idleFrom < 0 {
+		s.m.setBusy(j.gpus())
+	}
+	if s.kind == Steward && s.pol.Preemption.MinRuntime > 0 {
+		// Once past min_runtime the job may become a victim.
+		s.schedule(event{at: s.now + s.pol.Preemption.MinRuntime, kind: evWake, job: ji, gen: j.gen,
+			wake: eventWake{kind: wakeMinRuntime}})
+	}
+}
+
+// stopRun ends a job's current run and frees its GPUs. With checkpoint
+// its work so far is saved; without, it falls back to its last periodic
+// checkpoint and the rest counts as lost.
+func (s *simulator) stopRun(ji int32, checkpoint bool) {
+	j := &s.jobs[ji]
+	ran := s.now - j.startedAt
+	if !checkpoint {
+		lost := ran
+		if s.cfg.CheckpointEvery > 0 {
+			lost = ran % s.cfg.CheckpointEvery
+		}
+		ran -= lost
+		s.m.lost(j.gpus(), lost)
+	}
+	j.progress = min(j.progress+ran, j.spec.RunTime)
+	for _, a := range j.allocs {
+		s.cl.give(a.node, a.gpus)
+	}
+	j.allocs = j.allocs[:0]
+	s.prioRun[j.priority]--
+	s.m.setAllocated(j.tenant, -j.gpus())
+	if j.idleFrom < 0 {
+		s.m.setBusy(-j.gpus())
+	}
+	j.idleFrom = -1
+	j.gen++
+}
+
+// preempted records a preemption of a job.
+func (s *simulator) preempted(j *simJob) {
+	j.preemptions++
+	j.preemptTimes = append(j.preemptTimes, epoch.Add(s.now))
+	s.m.preemption()
+}
+
+// Wake-ups let Steward's time-based rules fire without planning on a
+// clock tick: each is scheduled for the moment its rule can change a plan.
+
+func (s *simulator) wakeForIdleRule(j *simJob) {
+	if s.kind != Steward || j.idleRule == nil {
+		return
+	}
+	s.schedule(event{at: j.idleFrom + j.idleRule.After, kind: evWake, job: j.idx, gen: j.gen,
+		wake: eventWake{kind: wakeIdle, always: j.idleRule.Mode == policy.IdleModeAlways}})
+}
+
+func (s *simulator) wakeForPromotion(j *simJob) {
+	if s.kind != Steward {
+		return
+	}
+	if pr := s.pol.Preemption.Promote; pr.Boost > 0 && pr.AfterWait > 0 {
+		s.schedule(event{at: j.waitSince + pr.AfterWait, kind: evWake, job: j.idx, gen: j.gen,
+			wake: eventWake{kind: wakePromote}})
+	}
+}
+
+func (s *simulator) wakeForEvictionCap(j *simJob) {
+	if s.pol.Preemption.MaxPerJobPerHour > 0 {
+		s.schedule(event{at: s.now + time.Hour, kind: evWake, job: j.idx, wake: eventWake{kind: wakeCap}})
+	}
+}

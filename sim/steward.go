@@ -1,0 +1,220 @@
+package sim
+
+import (
+	"fmt"
+
+	"github.com/gpu-steward/steward/policy"
+	"github.com/gpu-steward/steward/policy/engine"
+)
+
+// settleSteward is Steward on Nomad with Nomad's own preemption off: the
+// engine plans on the cluster as it is now, the plan is applied the way
+// the controller applies it, and then Nomad places its queue (work the
+// engine admitted, resumed work, and beneficiaries whose victims are
+// gone) without preemption.
+//
+// The engine sees a new job before Nomad places it (the arrival and the
+// plan share an instant), so a job over its tenant's limit is held rather
+// than placed and then taken back.
+func (s *simulator) settleSteward() error {
+	if len(s.arrived) > 0 && !s.wantPlan && !s.arrivalsJustFit() {
+		s.wantPlan = true
+	}
+	s.arrived = s.arrived[:0]
+	if s.wantPlan && s.plans > 0 && s.now < s.lastPlan+s.cfg.PlanInterval {
+		// Too soon after the last plan: plan when the interval is over
+		// (a forced plan stays forced until then).
+		if !s.deferred {
+			s.deferred = true
+			s.schedule(event{at: s.lastPlan + s.cfg.PlanInterval, kind: evWake, wake: eventWake{kind: wakeDeferred}})
+		}
+		s.wantPlan = false
+	}
+	if s.wantPlan && (len(s.queue) > 0 || len(s.heldList) > 0 || s.forcePlan) {
+		s.lastPlan = s.now
+		plan := s.eng.Plan(s.snapshot(), epoch.Add(s.now))
+		s.plans++
+		s.skipped += len(plan.Skipped)
+		for _, a := range plan.Actions {
+			if err := s.apply(a); err != nil {
+				return err
+			}
+		}
+		s.forcePlan = false
+	}
+	s.wantPlan = false
+	s.placeQueued()
+	return nil
+}
+
+// arrivalsJustFit reports whether the plan after arrivals alone can be
+// skipped: when the new jobs and the work Nomad already has queued (which
+// the engine admitted, into free GPUs or GPUs being drained for it) fit
+// together, and keep their tenants within their limits, the engine would
+// admit them without a word, and its plan for held work cannot differ
+// from the last one (time-based rules have wake-ups of their own). Nomad
+// then places them.
+func (s *simulator) arrivalsJustFit() bool {
+	room := s.scratch
+	copy(room, s.cl.free)
+	for _, ji := range s.active {
+		if j := &s.jobs[ji]; j.state == draining {
+			for _, a := range j.allocs {
+				room[a.node] += len(a.gpus)
+			}
+		}
+	}
+	for _, ji := range s.arrived {
+		j := &s.jobs[ji]
+		ten := s.m.tenants[j.tenant]
+		if ten.Limit != policy.Unlimited && s.m.tenantUse[j.tenant]+s.m.tenantWaiting[j.tenant] > ten.Limit {
+			return false
+		}
+	}
+	for _, ji := range s.queue {
+		j := &s.jobs[ji]
+		for range j.spec.Allocs {
+			n := bestFit(room, j.spec.GPUs)
+			if n < 0 {
+				return false
+			}
+			room[n] -= j.spec.GPUs
+		}
+	}
+	return true
+}
+
+// snapshot is the cluster as the controller would read it from Nomad.
+func (s *simulator) snapshot() *engine.Snapshot {
+	snap := &s.snap
+	snap.Allocs = snap.Allocs[:0]
+	snap.Waiting = snap.Waiting[:0]
+	for _, ji := range s.active {
+		j := &s.jobs[ji]
+		job := s.engineJob(j)
+		usage := s.usage(j)
+		for _, a := range j.allocs {
+			snap.Allocs = append(snap.Allocs, engine.Alloc{
+				ID: a.id, Job: job, Group: "main", NodeID: s.cl.nodeIDs[a.node], GPUIDs: a.gpuIDs,
+				StartedAt: epoch.Add(j.startedAt), Usage: usage, Draining: j.state == draining,
+			})
+		}
+	}
+	for _, list := range [][]int32{s.queue, s.heldList} {
+		for _, ji := range list {
+			j := &s.jobs[ji]
+			snap.Waiting = append(snap.Waiting, engine.Demand{
+				Job: s.engineJob(j), Group: "main", GPUsPerAlloc: j.spec.GPUs, Count: j.spec.Allocs,
+				Since: epoch.Add(j.waitSince), Held: j.state == held,
+				Requeued: j.state == held && j.idleStoppedAt >= 0,
+			})
+		}
+	}
+	return snap
+}
+
+func (s *simulator) engineJob(j *simJob) engine.Job {
+	return engine.Job{Ref: j.ref, Tier: j.spec.Tier, Priority: j.priority, Promoted: j.priority != j.tierPrio, Gang: j.spec.Allocs > 1,
+		Preemptions: j.preemptTimes}
+}
+
+// usage is what the device plugin would report for a run: busy since it
+// started, or idle since its idle tail began (one sample at the start of
+// the idle stretch and one now).
+func (s *simulator) usage(j *simJob) []engine.Sample {
+	now := epoch.Add(s.now)
+	if j.idleFrom < 0 {
+		j.samples[0] = engine.Sample{At: now, Util: BusyUtil}
+		return j.samples[:1]
+	}
+	j.samples[0] = engine.Sample{At: epoch.Add(j.idleFrom), Util: IdleUtil}
+	j.samples[1] = engine.Sample{At: now, Util: IdleUtil}
+	return j.samples[:2]
+}
+
+// apply carries out one action as the controller would.
+func (s *simulator) apply(a engine.Action) error {
+	ji, ok := s.byRef[a.Job]
+	if !ok {
+		return fmt.Errorf("engine acted on unknown job %s: %s", a.Job, a)
+	}
+	j := &s.jobs[ji]
+	switch a.Kind {
+	case engine.SetPriority, engine.Promote:
+		s.setPriority(ji, a.Priority)
+		if a.Kind == engine.Promote {
+			s.m.promotion()
+		}
+	case engine.Hold:
+		if j.state == queued {
+			s.dequeue(ji)
+			s.setState(ji, held)
+		}
+	case engine.Resume:
+		if j.state == held {
+			s.setState(ji, queued)
+			s.enqueue(ji)
+		}
+	case engine.Preempt:
+		if j.state != running {
+			return fmt.Errorf("engine preempts %s, which is not running: %s", a.Job, a)
+		}
+		s.preempted(j)
+		s.m.preemptionRule(string(a.Reason.Rule))
+		s.wakeForEvictionCap(j)
+		if a.Grace > 0 {
+			// The job checkpoints when the signal comes and the grace
+			// lets it finish; it stops when the grace is over.
+			j.drainCheckpoint = a.Signal != ""
+			s.setState(ji, draining)
+			s.schedule(event{at: s.now + a.Grace, kind: evGraceEnd, job: ji, gen: j.gen})
+			return nil
+		}
+		s.stopRun(ji, false)
+		j.waitSince = s.now
+		s.setState(ji, held)
+		s.wakeForPromotion(j)
+	case engine.IdleStop:
+		if j.state != running {
+			return fmt.Errorf("engine idle-stops %s, which is not running: %s", a.Job, a)
+		}
+		// An idle job has no unsaved work: its busy part ended before it
+		// went idle. What it still had to run is idle time.
+		owed := j.spec.RunTime - (j.progress + s.now - j.startedAt)
+		j.preemptTimes = append(j.preemptTimes, epoch.Add(s.now))
+		s.wakeForEvictionCap(j)
+		s.stopRun(ji, true)
+		s.m.idleStop()
+		if a.Requeue {
+			j.idleStoppedAt, j.idleOwed = s.now, owed
+			j.waitSince = s.now
+			s.setState(ji, held)
+			s.wakeForPromotion(j)
+		} else {
+			s.m.reclaimed(j.gpus(), owed)
+			s.setState(ji, stopped)
+			s.m.stoppedForGood(j, s.now)
+		}
+	default:
+		return fmt.Errorf("engine returned an action of unknown kind: %s", a)
+	}
+	return nil
+}
+
+func (s *simulator) setPriority(ji int32, p int) {
+	j := &s.jobs[ji]
+	if j.priority == p {
+		return
+	}
+	switch j.state {
+	case queued:
+		s.dequeue(ji)
+		j.priority = p
+		s.enqueue(ji)
+		return
+	case running, draining:
+		s.prioRun[j.priority]--
+		s.prioRun[p]++
+	}
+	j.priority = p
+}
