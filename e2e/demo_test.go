@@ -1,0 +1,116 @@
+package e2e
+
+import (
+	"bytes"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gpu-steward/steward/internal/testnomad"
+)
+
+// TestDemo runs `steward demo` as `DEMO_EXIT=1 make demo` does (in a demo
+// dir of its own, on a free port) and checks that the timeline tells the
+// whole story, and that nothing it started outlives it.
+func TestDemo(t *testing.T) {
+	t.Parallel()
+	root := testnomad.RepoRoot(t)
+	dir := filepath.Join(t.TempDir(), "demo")
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+
+	started := time.Now()
+	cmd := exec.Command(testnomad.StewardBin(t), "demo", "-exit", "-root", root, "-dir", dir, "-port", strconv.Itoa(port),
+		"-nomad", testnomad.NomadBin(t), "-plugin-dir", testnomad.PluginDir(t), "-trainer", testnomad.TrainerBin(t))
+	var out demoOutput
+	cmd.Stdout, cmd.Stderr = &out, &out
+	cmd.Env = append(os.Environ(), "DEMO_EXIT=1")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err = <-done:
+	case <-time.After(6 * time.Minute):
+		_ = cmd.Process.Signal(os.Interrupt)
+		err = <-done
+		t.Errorf("the demo took more than 6 minutes")
+	}
+	text := out.String()
+	if dir := os.Getenv("STEWARD_ARTIFACTS"); dir != "" {
+		_ = os.WriteFile(filepath.Join(dir, "demo-timeline.txt"), []byte(text), 0o644)
+	}
+	if err != nil {
+		t.Fatalf("steward demo: %v\n%s", err, text)
+	}
+	t.Logf("DEMO_EXIT=1 steward demo took %v", time.Since(started).Round(time.Second))
+
+	// Timeline lines: "15:04:05  ns/job  label  text  → URL".
+	line := func(job, label, contains string) {
+		t.Helper()
+		re := regexp.MustCompile(`(?m)^\d\d:\d\d:\d\d  ` + regexp.QuoteMeta(job) + ` +` + regexp.QuoteMeta(label) + ` .*` +
+			regexp.QuoteMeta(contains) + `.*→ http://127\.0\.0\.1:` + strconv.Itoa(port) + `/ui/`)
+		if !re.MatchString(text) {
+			t.Errorf("no %q line for %s mentioning %q in the timeline:\n%s", label, job, contains, text)
+		}
+	}
+	line("product/inference", "submitted", "tier inference")
+	line("platform/eval", "held", "limit 2")
+	line("research/train", "checkpointing", "reclaiming 1 for product/notebook-a")
+	line("research/train", "preempted", "tenant research holds 6 GPUs, reserve 4")
+	line("research/train", "task event", "checkpoint requested (SIGUSR1)")
+	line("product/notebook-a", "idle reclaim", "idle rule notebooks")
+	line("research/train", "resumed", "resuming")
+	line("research/train", "task event", "resuming after preemption 1")
+	line("research/train", "preempted", "for product/inference-b")
+	line("research/train", "task event", "resuming after preemption 2")
+	for _, want := range []string{"==> bin/steward status", "Recent Decisions", "DEMO_EXIT set: stopping after"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("the demo's output lacks %q", want)
+		}
+	}
+
+	// Clean-up: no process of its own left, no runtime bits in its dir.
+	for _, bit := range []string{"data", "agent.pid", "controller.pid", "checkpoints"} {
+		if _, err := os.Stat(filepath.Join(dir, bit)); err == nil {
+			t.Errorf("%s left in the demo dir", bit)
+		}
+	}
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err == nil && bytes.Contains(cmdline, []byte(dir)) {
+			t.Errorf("process %s outlived the demo: %s", e.Name(), bytes.ReplaceAll(cmdline, []byte{0}, []byte{' '}))
+		}
+	}
+}
+
+// demoOutput is a bytes.Buffer safe for the process's two writers.
+type demoOutput struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *demoOutput) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *demoOutput) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
