@@ -256,7 +256,6 @@ func (c *Controller) finishDrains(ctx context.Context, r *round) {
 			case d.Finished:
 				if alive == 0 {
 					st.Draining = slices.DeleteFunc(st.Draining, func(x *Drain) bool { return x == d })
-					c.dirty[st.key()] = true
 				}
 				continue
 			case alive > 0 && d.Signal != "" && d.Signaled.IsZero():
@@ -325,10 +324,7 @@ func (c *Controller) syncHolds(ctx context.Context, r *round) {
 			want := h.Original - h.Count
 			switch {
 			case spec.Count == want:
-				if h.Index != job.ModifyIndex {
-					h.Index = job.ModifyIndex
-					c.dirty[k] = true
-				}
+				h.Index = job.ModifyIndex // in step; saved with the round
 			case job.ModifyIndex == h.Index:
 				c.log.Info("finishing a hold that was recorded but not applied", "job", k, "group", g, "count", want)
 				if err := c.nomad.Scale(ctx, k.Namespace, k.ID, g, want, fmt.Sprintf("Steward holds %s (recovered after a restart)", plural(h.Count, "allocation")),
@@ -342,7 +338,6 @@ func (c *Controller) syncHolds(ctx context.Context, r *round) {
 				c.log.Info("job changed by its owner while held: the owner's count wins", "job", k, "group", g,
 					"count", spec.Count, "held_to", want)
 				delete(st.Held, g)
-				c.dirty[k] = true
 			}
 		}
 	}

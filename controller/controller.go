@@ -39,7 +39,6 @@ type Controller struct {
 	// Owned by the control loop.
 	states    map[jobKey]*JobState
 	saved     map[jobKey]string // JSON last written, to skip unchanged writes
-	dirty     map[jobKey]bool
 	records   map[jobKey]string
 	decisions []Decision
 	statusOut string
@@ -96,7 +95,6 @@ func New(cfg Config, client *api.Client, log hclog.Logger) (*Controller, error) 
 func (c *Controller) resetState() {
 	c.states = map[jobKey]*JobState{}
 	c.saved = map[jobKey]string{}
-	c.dirty = map[jobKey]bool{}
 	c.records = map[jobKey]string{}
 }
 
@@ -257,7 +255,6 @@ func (c *Controller) sortedStates() []*JobState {
 // save writes a job's state now (before the action it describes).
 func (c *Controller) save(ctx context.Context, st *JobState) error {
 	k := st.key()
-	delete(c.dirty, k)
 	if c.cfg.DryRun {
 		return nil
 	}

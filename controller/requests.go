@@ -67,7 +67,6 @@ func (c *Controller) applyRequests(ctx context.Context, r *round) {
 				if st.Paused {
 					st.Paused = false
 					st.note(StatusHeld, engine.Reason{Rule: "resume", Message: fmt.Sprintf("resumed by %s: waits for capacity", who(items["by"]))}, r.now)
-					c.dirty[k] = true
 					if err := c.save(ctx, st); err != nil {
 						c.log.Error("save resumed job", "job", k, "error", err)
 					}

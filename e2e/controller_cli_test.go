@@ -114,3 +114,28 @@ func get(t *testing.T, url string) string {
 	b, _ := io.ReadAll(resp.Body)
 	return string(b)
 }
+
+// TestDryRun: with -dry-run the controller logs what it would do and
+// changes nothing: no preemption, no variable written.
+func TestDryRun(t *testing.T) {
+	t.Parallel()
+	c := startCluster(t, 4, "ml")
+	ctl := c.startController("ctl", writePolicy(t, fmt.Sprintf(faultPolicy, "0s")), "-dry-run")
+	c.work("train", "ml", "training", 4, 1, "priority", "40")
+	c.waitRunning(60*time.Second, map[string]int{"ml/train": 1})
+	c.work("nb", "ml", "interactive", 4, 1, "priority", "60")
+	testnomad.WaitFor(t, 30*time.Second, "the dry run logs the preemption it would make", func() (bool, string) {
+		return ctl.Contains("would preempt") && ctl.Contains("yields 4 GPUs to ml/nb/work"), ""
+	})
+	time.Sleep(3 * time.Second)
+	if n := c.running("ml", "train"); n != 1 {
+		t.Fatalf("a dry run preempted (train running %d)", n)
+	}
+	vars, _, err := c.Client.Variables().List(&api.QueryOptions{Namespace: "*"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range vars {
+		t.Errorf("a dry run wrote the variable %s@%s", v.Path, v.Namespace)
+	}
+}
