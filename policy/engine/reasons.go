@@ -83,16 +83,16 @@ func (st *state) capacityReason(b *bene) Reason {
 
 func (st *state) admitReason(b *bene, placed int, preempted bool) Reason {
 	t := st.tenants[b.tenant]
-	limit := "no limit"
-	if t.t.Limit >= 0 {
-		limit = "limit " + itoa(t.t.Limit)
-	}
 	how := "GPUs are free"
 	if preempted {
 		how = "GPUs are being freed"
 	}
-	return Reason{RuleAdmit, how + " and tenant " + t.t.Name + " stays within its " + limit + " (holds " + itoa(t.use) +
-		" with these " + itoa(placed*b.g) + "): resuming " + itoa(placed) + " allocation(s)"}
+	within := "has no limit"
+	if t.t.Limit >= 0 {
+		within = "stays within its limit of " + itoa(t.t.Limit)
+	}
+	return Reason{RuleAdmit, how + " and tenant " + t.t.Name + " " + within + " (" + gpusN(t.use) + " with these " +
+		itoa(placed*b.g) + "): resuming " + allocsN(placed)}
 }
 
 // roundDuration prints durations the way people say them: "17m", "1h12m",
@@ -118,6 +118,14 @@ func roundDuration(d time.Duration) string {
 }
 
 func itoa(i int) string { return strconv.Itoa(i) }
+
+// allocsN writes "1 allocation", "4 allocations".
+func allocsN(n int) string {
+	if n == 1 {
+		return "1 allocation"
+	}
+	return strconv.Itoa(n) + " allocations"
+}
 
 // gpusN writes "1 GPU", "4 GPUs".
 func gpusN(n int) string {
