@@ -18,13 +18,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/hashicorp/nomad/api"
+
+	"github.com/gpu-steward/steward/internal/devagent"
 )
 
 // Config says where the demo finds what it runs and what it does.
@@ -245,7 +246,7 @@ func (d *demo) killTasks() {
 }
 
 func (d *demo) removeRuntime() {
-	unmountUnder(d.path("data"))
+	devagent.UnmountUnder(d.path("data"))
 	for _, name := range runtimeBits {
 		_ = os.RemoveAll(d.path(name))
 	}
@@ -362,7 +363,7 @@ func (d *demo) startAgent(ctx context.Context) error {
 	cmd := exec.Command(d.cfg.NomadBin, "agent", "-dev", "-bind", "127.0.0.1",
 		"-data-dir", d.path("data"), "-config", d.path("agent.hcl"), "-plugin-dir", d.cfg.PluginDir)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
-	cmd.Env = withoutNomadEnv()
+	cmd.Env = devagent.Env()
 	// Its own process group: Ctrl-C reaches the demo, which stops it in
 	// order; its plugins are stopped with the group.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -452,7 +453,7 @@ func (d *demo) startController() error {
 		"-listen", "", "-resync", "2s", "-stats-interval", "1s", "-lock-ttl", "10s", "-lock-delay", "0s"}
 	cmd := exec.Command(d.cfg.StewardBin, args...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
-	cmd.Env = append(withoutNomadEnv(), "NOMAD_ADDR="+d.addr)
+	cmd.Env = append(devagent.Env(), "NOMAD_ADDR="+d.addr)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		logFile.Close()
@@ -543,36 +544,6 @@ func (d *demo) stopJobs() {
 		}
 		time.Sleep(300 * time.Millisecond)
 	}
-}
-
-// unmountUnder detaches every mount below dir (task secrets dirs are
-// tmpfs mounts that a dev agent may leave behind).
-func unmountUnder(dir string) {
-	data, err := os.ReadFile("/proc/self/mountinfo")
-	if err != nil {
-		return
-	}
-	var mounts []string
-	for _, line := range strings.Split(string(data), "\n") {
-		fields := strings.Fields(line)
-		if len(fields) > 4 && strings.HasPrefix(fields[4], dir+string(filepath.Separator)) {
-			mounts = append(mounts, fields[4])
-		}
-	}
-	sort.Slice(mounts, func(i, j int) bool { return len(mounts[i]) > len(mounts[j]) })
-	for _, m := range mounts {
-		_ = syscall.Unmount(m, syscall.MNT_DETACH)
-	}
-}
-
-func withoutNomadEnv() []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "NOMAD_") {
-			env = append(env, kv)
-		}
-	}
-	return env
 }
 
 func fileTail(path string, n int) string {

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/nomad/api"
+
+	"github.com/gpu-steward/steward/internal/devagent"
 )
 
 // The scenario, on one node with 8 simulated GPUs and jobs/demo-policy.hcl
@@ -237,7 +239,7 @@ func (d *demo) rule(j jobRef) string  { return d.recordItem(j, "steward_rule") }
 
 func runCmd(bin string, args ...string) (string, error) {
 	cmd := exec.Command(bin, args...)
-	cmd.Env = withoutNomadEnv()
+	cmd.Env = devagent.Env()
 	out, err := cmd.CombinedOutput()
 	return string(out), err
 }

@@ -29,6 +29,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/nomad/api"
+
+	"github.com/gpu-steward/steward/internal/devagent"
 )
 
 // Environment variables that point the harness at the binaries (the
@@ -178,7 +180,7 @@ func launch(t testing.TB, bin, pluginDir, dir string, attempt int, opts Options)
 		"-plugin-dir", pluginDir,
 	)
 	a.cmd.Stdout, a.cmd.Stderr = logFile, logFile
-	a.cmd.Env = append(agentEnv(), opts.Env...)
+	a.cmd.Env = append(devagent.Env(), opts.Env...)
 	// Its own process group, so that plugins it leaves behind can be
 	// stopped with it.
 	a.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -258,17 +260,6 @@ func agentConfig(p Ports, opts Options) string {
 	return b.String()
 }
 
-// agentEnv is the test's environment without NOMAD_* variables.
-func agentEnv() []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "NOMAD_") {
-			env = append(env, kv)
-		}
-	}
-	return env
-}
-
 // waitReady waits for the HTTP API, a leader and a ready client node.
 func (a *Agent) waitReady(timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
@@ -331,28 +322,8 @@ func (a *Agent) Stop() {
 		_ = syscall.Kill(-pgid, syscall.SIGKILL)
 		// Task secrets dirs (tmpfs) can outlive a dev agent's shutdown and
 		// would stop the test's temp dir from being removed.
-		unmountUnder(a.DataDir)
+		devagent.UnmountUnder(a.DataDir)
 	})
-}
-
-// unmountUnder detaches every mount below dir.
-func unmountUnder(dir string) {
-	data, err := os.ReadFile("/proc/self/mountinfo")
-	if err != nil {
-		return
-	}
-	var mounts []string
-	for _, line := range strings.Split(string(data), "\n") {
-		fields := strings.Fields(line)
-		if len(fields) > 4 && strings.HasPrefix(fields[4], dir+string(filepath.Separator)) {
-			mounts = append(mounts, fields[4])
-		}
-	}
-	// Deepest first.
-	sort.Slice(mounts, func(i, j int) bool { return len(mounts[i]) > len(mounts[j]) })
-	for _, m := range mounts {
-		_ = syscall.Unmount(m, syscall.MNT_DETACH)
-	}
 }
 
 // Exited reports whether the agent process has ended.
