@@ -33,7 +33,6 @@ type Controller struct {
 	pol     *policy.Policy
 	eng     *engine.Engine
 	health  Health
-	leader  bool
 	trigger chan struct{}
 
 	// Owned by the control loop.

@@ -184,7 +184,6 @@ type uiBrowser struct {
 	t         *testing.T
 	ctx       context.Context
 	artifacts string
-	shot      int
 }
 
 func newBrowser(t *testing.T, path, artifacts string) *uiBrowser {

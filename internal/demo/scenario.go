@@ -235,7 +235,6 @@ func (d *demo) recordItem(j jobRef, key string) string {
 }
 
 func (d *demo) state(j jobRef) string { return d.recordItem(j, "steward_state") }
-func (d *demo) rule(j jobRef) string  { return d.recordItem(j, "steward_rule") }
 
 func runCmd(bin string, args ...string) (string, error) {
 	cmd := exec.Command(bin, args...)

@@ -218,13 +218,6 @@ func (w *watcher) pollAllocs(j jobRef) {
 	w.emit(j.String(), "running", text, url)
 }
 
-// LatestAlloc is the job's latest running allocation the watcher saw.
-func (w *watcher) latestAlloc(j jobRef) string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.allocs[j.String()]
-}
-
 func plural(n int, what string) string {
 	if n == 1 {
 		return "1 " + what

@@ -86,7 +86,6 @@ type jobOpt func(*hjob)
 func gang() jobOpt                     { return func(j *hjob) { j.job.Gang = true } }
 func inPool(p string) jobOpt           { return func(j *hjob) { j.pool = p } }
 func usage(s ...Sample) jobOpt         { return func(j *hjob) { j.samples = s } }
-func noCheckpoint() jobOpt             { return func(j *hjob) { j.job.Checkpoint = "none" } }
 func preempted(at ...time.Time) jobOpt { return func(j *hjob) { j.job.Preemptions = at } }
 
 // submit registers a job: count allocations of gpus GPUs each.

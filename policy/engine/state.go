@@ -55,7 +55,6 @@ type unit struct {
 	recent   int    // preemptions of its job in the last hour
 	jobTag   uint64 // jobTag(job.Ref)
 	key      uint64 // victim preference: lower is taken first
-	draining bool
 	taken    bool
 	idle     idleState
 	backfill bool // runs in a pool kept for tiers other than its own
