@@ -2,8 +2,11 @@ package engine
 
 import (
 	"cmp"
+	"math"
 	"slices"
 	"time"
+
+	"github.com/gpu-steward/steward/policy"
 )
 
 // pending is a demand with what the engine worked out about it.
@@ -16,6 +19,7 @@ type pending struct {
 	share  float64 // GPUs beyond the reservation per unit of weight
 	back   bool    // requeued after an idle release: behind all other work
 	i      int     // its place in the snapshot, the last tie-break
+	jobTag uint64  // jobTag(d.Job.Ref), while the demand is at hand
 }
 
 // orderDemands ranks waiting work: work requeued after an idle release
@@ -46,45 +50,93 @@ func (st *state) orderDemands() []pending {
 		prio := st.promote(d, tier)
 		out = append(out, pending{
 			d: d, tier: tier, tenant: tenant, prio: prio, i: len(out),
-			under: t.use+d.GPUsPerAlloc <= t.t.Reserve,
-			back:  d.Requeued,
-			share: float64(t.use-t.t.Reserve) / t.t.Weight,
+			under:  t.use+d.GPUsPerAlloc <= t.t.Reserve,
+			back:   d.Requeued,
+			share:  float64(t.use-t.t.Reserve) / t.t.Weight,
+			jobTag: jobTag(d.Job.Ref),
 		})
 	}
-	slices.SortFunc(out, func(a, b pending) int {
-		if a.back != b.back {
-			if b.back {
-				return -1
-			}
-			return 1
-		}
-		if c := cmp.Compare(st.e.tiers[b.tier].priority, st.e.tiers[a.tier].priority); c != 0 {
-			return c
-		}
-		if a.under != b.under {
-			if a.under {
-				return -1
-			}
-			return 1
-		}
-		if c := cmp.Compare(b.prio, a.prio); c != 0 {
+	return st.sortDemands(out)
+}
+
+// demandKey is a pending demand's place in the order, packed so that most
+// comparisons are of integers: rank holds requeued, tier priority,
+// reservation and priority; then the weighted share, the waiting time, and
+// the demand's index for the rare full tie.
+type demandKey struct {
+	rank  uint64
+	share uint64
+	sec   int64
+	nsec  int32
+	i     int32
+}
+
+func (st *state) demandKey(p *pending) demandKey {
+	var rank uint64
+	if p.back {
+		rank |= 1 << 24
+	}
+	rank |= uint64(0xff-clampByte(st.e.tiers[p.tier].priority)) << 16
+	if !p.under {
+		rank |= 1 << 8
+	}
+	rank |= uint64(0xff - clampByte(p.prio))
+	return demandKey{rank: rank, share: floatKey(p.share), sec: p.d.Since.Unix(),
+		nsec: int32(p.d.Since.Nanosecond()), i: int32(p.i)}
+}
+
+// sortDemands sorts pending demands by their keys; names break full ties.
+func (st *state) sortDemands(out []pending) []pending {
+	keys := make([]demandKey, len(out))
+	for i := range out {
+		keys[i] = st.demandKey(&out[i])
+	}
+	slices.SortFunc(keys, func(a, b demandKey) int {
+		if c := cmp.Compare(a.rank, b.rank); c != 0 {
 			return c
 		}
 		if c := cmp.Compare(a.share, b.share); c != 0 {
 			return c
 		}
-		if c := a.d.Since.Compare(b.d.Since); c != 0 {
+		if c := cmp.Compare(a.sec, b.sec); c != 0 {
 			return c
 		}
-		if c := cmp.Compare(a.d.Job.Ref.String(), b.d.Job.Ref.String()); c != 0 {
+		if c := cmp.Compare(a.nsec, b.nsec); c != 0 {
 			return c
 		}
-		if c := cmp.Compare(a.d.Group, b.d.Group); c != 0 {
+		da, db := out[a.i].d, out[b.i].d
+		if c := cmp.Compare(da.Job.Ref.Namespace+"/"+da.Job.Ref.ID, db.Job.Ref.Namespace+"/"+db.Job.Ref.ID); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(da.Group, db.Group); c != 0 {
 			return c
 		}
 		return cmp.Compare(a.i, b.i) // as a stable sort would, but faster
 	})
-	return out
+	sorted := make([]pending, len(out))
+	for i, k := range keys {
+		sorted[i] = out[k.i]
+	}
+	return sorted
+}
+
+// clampByte clamps a priority into a byte for a packed key.
+func clampByte(v int) uint64 { return uint64(max(0, min(v, 0xff))) }
+
+// floatKey maps a float64 to an integer of the same order as cmp.Compare
+// gives: NaN first, -0 equal to 0.
+func floatKey(f float64) uint64 {
+	switch {
+	case f != f:
+		return 0
+	case f == 0:
+		f = 0
+	}
+	b := math.Float64bits(f)
+	if b>>63 == 1 {
+		return ^b
+	}
+	return b | 1<<63
 }
 
 // failures remembers beneficiaries that found no victims, so that the rest
@@ -125,7 +177,7 @@ func (st *state) serveDemands() {
 // allow, and emits what that takes.
 func (st *state) serve(p pending, failed failures) {
 	d := p.d
-	b := &bene{d: d, tier: p.tier, tenant: p.tenant, prio: p.prio, g: d.GPUsPerAlloc, jobTag: jobTag(d.Job.Ref),
+	b := &bene{d: d, tier: p.tier, tenant: p.tenant, prio: p.prio, g: d.GPUsPerAlloc, jobTag: p.jobTag,
 		holds: st.tenants[p.tenant].use}
 	pool, known := st.poolIdx[d.NodePool]
 	switch {
@@ -241,49 +293,59 @@ func (st *state) unplace(b *bene, n int32) {
 
 // emitVictims turns the victims chosen for one demand into actions: one per
 // victim job, group and rule, in the order they were chosen. A demand has
-// few victims, so groups are found by a linear search rather than a map.
+// few victims, so groups are gathered by scanning the rest of the list
+// rather than through a map.
 func (st *state) emitVictims(b *bene, victims []victim) {
-	var groups [][]victim
-	for _, v := range victims {
-		u := &st.units[v.ui]
-		i := slices.IndexFunc(groups, func(g []victim) bool {
-			w := &st.units[g[0].ui]
-			return g[0].rule == v.rule && w.group == u.group && w.job.Ref == u.job.Ref
-		})
-		if i < 0 {
-			i = len(groups)
-			groups = append(groups, nil)
+	if len(victims) == 1 {
+		st.emit(st.victimAction(b, victims))
+		return
+	}
+	grouped := make([]bool, len(victims))
+	for i, v := range victims {
+		if grouped[i] {
+			continue
 		}
-		groups[i] = append(groups[i], v)
+		group := append(st.group[:0], v)
+		u := &st.units[v.ui]
+		for j := i + 1; j < len(victims); j++ {
+			if w := &victims[j]; !grouped[j] && w.rule == v.rule && st.sameJobGroup(u, &st.units[w.ui]) {
+				group = append(group, *w)
+				grouped[j] = true
+			}
+		}
+		st.group = group
+		st.emit(st.victimAction(b, group))
 	}
-	for _, g := range groups {
-		st.emit(st.victimAction(b, g))
-	}
+}
+
+// sameJobGroup reports whether two units belong to the same job and group
+// (tags first: most pairs differ there).
+func (st *state) sameJobGroup(u, w *unit) bool {
+	return u.jobTag == w.jobTag && st.groupOf(u) == st.groupOf(w) && st.jobOf(u).Ref == st.jobOf(w).Ref
 }
 
 // victimAction builds the Preempt (or pressure IdleStop) for victims that
 // share a job, group and rule.
 func (st *state) victimAction(b *bene, vs []victim) Action {
 	u := &st.units[vs[0].ui]
-	a := Action{Kind: Preempt, Job: u.job.Ref, Group: u.group, Requeue: true,
+	job := st.jobOf(u)
+	a := Action{Kind: Preempt, Job: job.Ref, Group: st.groupOf(u), Requeue: true,
 		For: &b.d.Job.Ref, ForGroup: b.d.Group}
 	for _, v := range vs {
 		vu := &st.units[v.ui]
 		a.GPUs += vu.gpus
-		for _, ai := range vu.allocs {
-			a.Allocs = append(a.Allocs, st.s.Allocs[ai].ID)
-		}
+		st.allocsOf(vu, func(ai int32) { a.Allocs = append(a.Allocs, st.s.Allocs[ai].ID) })
 	}
 	slices.Sort(a.Allocs)
-	st.markPlanned(u.job)
+	st.markPlanned(job)
 	switch vs[0].rule {
 	case RuleIdle:
 		a.Kind = IdleStop
-		a.Requeue = u.idle.rule.Action == "requeue"
+		a.Requeue = st.idleRule(u).Action == policy.IdleActionRequeue
 	case RuleBackfill:
-		a.Signal, a.Grace = st.checkpoint(u.job, st.backfillGrace(u))
+		a.Signal, a.Grace = st.checkpoint(job, st.backfillGrace(u))
 	default:
-		a.Signal, a.Grace = st.checkpoint(u.job, st.e.p.Preemption.Grace)
+		a.Signal, a.Grace = st.checkpoint(job, st.e.p.Preemption.Grace)
 	}
 	a.Reason = st.victimReason(b, vs[0], a.GPUs)
 	return a
@@ -294,24 +356,18 @@ func (st *state) victimAction(b *bene, vs []victim) Action {
 // not name (they have no grace of their own): the first node in a policy
 // pool decides.
 func (st *state) backfillGrace(u *unit) time.Duration {
-	nodes := []int32{u.node}
-	if u.spread != nil {
-		nodes = nodes[:0]
-		for _, s := range u.spread {
-			nodes = append(nodes, s.node)
+	grace, found := time.Duration(0), false
+	st.nodesOf(u, func(n int32, _ int) {
+		if p := st.poolOf[n]; !found && p > 0 && int(p) < len(st.e.poolGrace) {
+			grace, found = st.e.poolGrace[p], true
 		}
-	}
-	for _, n := range nodes {
-		if p := st.poolOf[n]; p > 0 && int(p) < len(st.e.poolGrace) {
-			return st.e.poolGrace[p]
-		}
-	}
-	return 0
+	})
+	return grace
 }
 
-func (u *unit) firstNode() int32 {
-	if u.spread != nil {
-		return u.spread[0].node
+func (st *state) firstNode(u *unit) int32 {
+	if u.gang >= 0 {
+		return st.gangs[u.gang].spread[0].node
 	}
 	return u.node
 }

@@ -23,7 +23,9 @@ func (st *state) checkPriorities() {
 			fmt.Sprintf("tier %s runs at priority %d; the job had priority %d", t.name, t.priority, job.Priority)}})
 	}
 	for i := range st.units {
-		check(st.units[i].job, st.units[i].tier) // the tier of that very job
+		if u := &st.units[i]; u.misranked {
+			check(st.jobOf(u), u.tier) // the tier of that very job
+		}
 	}
 	for i := range st.s.Waiting {
 		job := &st.s.Waiting[i].Job
@@ -44,11 +46,11 @@ func (st *state) promote(d *Demand, tier int) int {
 	var why Reason
 	switch waited := st.now.Sub(d.Since); {
 	case pr.AfterPreemptions > 0 && len(d.Job.Preemptions) >= pr.AfterPreemptions:
-		why = Reason{RulePromoteRun, "preempted " + itoa(len(d.Job.Preemptions)) + " times (promote after " +
-			itoa(pr.AfterPreemptions) + "): priority " + itoa(prio) + " → " + itoa(target)}
+		why = st.msg("preempted ").n(len(d.Job.Preemptions)).s(" times (promote after ").n(pr.AfterPreemptions).
+			s("): priority ").n(prio).s(" → ").n(target).reason(RulePromoteRun)
 	case pr.AfterWait > 0 && waited >= pr.AfterWait:
-		why = Reason{RulePromoteAge, "waiting " + roundDuration(waited) + " for " + gpusN(d.GPUs()) + " (promote after " +
-			roundDuration(pr.AfterWait) + "): priority " + itoa(prio) + " → " + itoa(target)}
+		why = st.msg("waiting ").dur(waited).s(" for ").gpus(d.GPUs()).s(" (promote after ").dur(pr.AfterWait).
+			s("): priority ").n(prio).s(" → ").n(target).reason(RulePromoteAge)
 	default:
 		return prio
 	}
@@ -60,17 +62,14 @@ func (st *state) promote(d *Demand, tier int) int {
 func (st *state) releaseIdleAlways() {
 	for ui := range st.units {
 		u := &st.units[ui]
-		if !u.idle.ok || u.idle.rule.Mode != policy.IdleModeAlways || u.taken || st.capped(u.job, u.recent) {
+		if u.idle != idleAlways || u.taken || st.capped(st.jobOf(u), int(u.recent)) {
 			continue
 		}
 		st.take(int32(ui))
-		a := Action{Kind: IdleStop, Job: u.job.Ref, Group: u.group, GPUs: u.gpus,
-			Requeue: u.idle.rule.Action == policy.IdleActionRequeue, Reason: st.idleReason(u, nil)}
-		for _, ai := range u.allocs {
-			a.Allocs = append(a.Allocs, st.s.Allocs[ai].ID)
-		}
-		slices.Sort(a.Allocs)
-		st.markPlanned(u.job)
+		job := st.jobOf(u)
+		a := Action{Kind: IdleStop, Job: job.Ref, Group: st.groupOf(u), GPUs: u.gpus, Allocs: st.allocIDs(u, nil),
+			Requeue: st.idleRule(u).Action == policy.IdleActionRequeue, Reason: st.idleReason(u, nil)}
+		st.markPlanned(job)
 		st.emit(a)
 	}
 }
@@ -95,7 +94,7 @@ func (st *state) enforceLimits() {
 			if c := cmp.Compare(ua.prio, ub.prio); c != 0 {
 				return c
 			}
-			return ub.started.Compare(ua.started)
+			return cmp.Compare(ua.age, ub.age) // the newest first
 		})
 		holds := t.use
 		var taken []int32
@@ -115,15 +114,13 @@ func (st *state) enforceLimits() {
 		}
 		for _, ui := range taken {
 			u := &st.units[ui]
-			a := Action{Kind: Preempt, Job: u.job.Ref, Group: u.group, GPUs: u.gpus, Requeue: true,
+			job := st.jobOf(u)
+			a := Action{Kind: Preempt, Job: job.Ref, Group: st.groupOf(u), GPUs: u.gpus, Requeue: true,
+				Allocs: st.allocIDs(u, nil),
 				Reason: Reason{RuleLimit, fmt.Sprintf("tenant %s holds %d GPUs, limit %d: giving back %d",
 					t.t.Name, holds, t.t.Limit, u.gpus)}}
-			for _, ai := range u.allocs {
-				a.Allocs = append(a.Allocs, st.s.Allocs[ai].ID)
-			}
-			slices.Sort(a.Allocs)
-			a.Signal, a.Grace = st.checkpoint(u.job, st.e.p.Preemption.Grace)
-			st.markPlanned(u.job)
+			a.Signal, a.Grace = st.checkpoint(job, st.e.p.Preemption.Grace)
+			st.markPlanned(job)
 			st.emit(a)
 		}
 	}

@@ -24,7 +24,7 @@ func (st *state) buildPotential() {
 	for _, ui := range st.cands[0].units {
 		// A handful of distinct priorities among thousands of units: look
 		// before adding rather than sort them all.
-		if u := &st.units[ui]; !u.isAlwaysVictim() && !slices.Contains(st.levels, u.prio) {
+		if u := &st.units[ui]; u.idle != idlePressure && !slices.Contains(st.levels, u.prio) {
 			st.levels = append(st.levels, u.prio)
 		}
 	}
@@ -37,7 +37,7 @@ func (st *state) buildPotential() {
 	// one array: count them per node, then fill.
 	count, total := make([]int, len(st.nodes)), 0
 	for _, ui := range st.cands[0].units {
-		st.units[ui].nodesOf(func(n int32, _ int) { count[n]++; total++ })
+		st.nodesOf(&st.units[ui], func(n int32, _ int) { count[n]++; total++ })
 	}
 	all := make([]nodeUnit, 0, total)
 	st.nodeUnits = make([][]nodeUnit, len(st.nodes))
@@ -47,7 +47,7 @@ func (st *state) buildPotential() {
 	for _, ui := range st.cands[0].units {
 		u := &st.units[ui]
 		lvl := st.levelOf(u)
-		u.nodesOf(func(n int32, g int) {
+		st.nodesOf(u, func(n int32, g int) {
 			st.nodeUnits[n] = append(st.nodeUnits[n], nodeUnit{key: u.key, ui: ui, gpus: int32(g), taken: u.taken})
 			for k := lvl; k < len(pot); k++ {
 				pot[k][n] += int32(g)
@@ -89,15 +89,11 @@ func (st *state) setTaken(n int32, ui int32, taken bool) {
 	}
 }
 
-// isAlwaysVictim: idle work in pressure mode gives way to anyone. (Backfill
-// gives way only to a pool's owners, which outrank it anyway.)
-func (u *unit) isAlwaysVictim() bool {
-	return u.idle.ok && u.idle.rule.Mode == "pressure"
-}
-
-// levelOf is the first level that counts a unit.
+// levelOf is the first level that counts a unit. Idle work in pressure
+// mode gives way to anyone: level 0. (Backfill gives way only to a pool's
+// owners, which outrank it anyway.)
 func (st *state) levelOf(u *unit) int {
-	if u.isAlwaysVictim() {
+	if u.idle == idlePressure {
 		return 0
 	}
 	i, _ := slices.BinarySearch(st.levels, u.prio)
@@ -256,7 +252,7 @@ func (st *state) tryNode(p *nodePick, n int32, b *bene, allowYoung bool) {
 // firstInSpread breaks a tie between nodes whose worst victim is the same
 // gang: the walk would have taken the first of them in the gang's order.
 func (st *state) firstInSpread(ui int32, n int32, ties []int32) int32 {
-	for _, ng := range st.units[ui].spread {
+	for _, ng := range st.gangs[st.units[ui].gang].spread {
 		if ng.node == n || slices.Contains(ties, ng.node) {
 			return ng.node
 		}

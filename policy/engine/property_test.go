@@ -187,6 +187,13 @@ func TestBadInput(t *testing.T) {
 			Nodes:  []Node{{ID: "n1", GPUs: 1}},
 			Allocs: []Alloc{{ID: "a1", Job: job, NodeID: "n1", GPUIDs: []string{"g0", "g1"}}},
 		}, "holds 2 GPUs but node n1 has 1 unclaimed"},
+		{"the GPUs of a skipped allocation stay unclaimed", Snapshot{
+			Nodes: []Node{{ID: "n1", GPUs: 1}},
+			Allocs: []Alloc{
+				{ID: "a1", Job: job, NodeID: "n1", GPUIDs: []string{"g0", "g1"}},
+				{ID: "a2", Job: job, NodeID: "n1", GPUIDs: []string{"g0"}},
+			},
+		}, "holds 2 GPUs but node n1 has 1 unclaimed"},
 		{"a demand for negative GPUs", Snapshot{
 			Nodes:   []Node{{ID: "n1", GPUs: 1}},
 			Waiting: []Demand{{Job: job, Group: "g", GPUsPerAlloc: -1, Count: 1}},

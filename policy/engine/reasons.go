@@ -7,56 +7,101 @@ import (
 )
 
 // Reasons are what users read in the Nomad UI, so each one carries the
-// numbers behind the decision. The frequent ones are built by plain
-// concatenation rather than fmt: a large plan carries tens of thousands of
-// them, and fmt's boxing of every number made them a tenth of the work.
+// numbers behind the decision. A large plan carries tens of thousands of
+// them, so the frequent ones are assembled in a buffer the plan reuses
+// (msg): one allocation per reason, for its final text, where fmt or
+// concatenation allocated for every number and every part.
+
+// msg is a reason's text being assembled.
+type msg struct{ b []byte }
+
+// s appends strings.
+func (m *msg) s(parts ...string) *msg {
+	for _, p := range parts {
+		m.b = append(m.b, p...)
+	}
+	return m
+}
+
+// n appends a number.
+func (m *msg) n(i int) *msg {
+	m.b = strconv.AppendInt(m.b, int64(i), 10)
+	return m
+}
+
+// gpus appends "1 GPU" or "4 GPUs".
+func (m *msg) gpus(n int) *msg {
+	if n == 1 {
+		return m.s("1 GPU")
+	}
+	return m.n(n).s(" GPUs")
+}
+
+// dur appends a duration as roundDuration writes it.
+func (m *msg) dur(d time.Duration) *msg {
+	m.b = appendDuration(m.b, d)
+	return m
+}
+
+// demand appends a demand's job and group: "ns/job/group".
+func (m *msg) demand(d *Demand) *msg {
+	return m.s(d.Job.Ref.Namespace, "/", d.Job.Ref.ID, "/", d.Group)
+}
+
+// msg starts a reason's text in the plan's buffer.
+func (st *state) msg(parts ...string) *msg {
+	st.text.b = st.text.b[:0]
+	return st.text.s(parts...)
+}
+
+// reason ends a text: a Reason that owns a copy of it.
+func (m *msg) reason(r Rule) Reason { return Reason{r, string(m.b)} }
 
 func (st *state) victimReason(b *bene, v victim, gpus int) Reason {
 	u := &st.units[v.ui]
 	vt := st.tenants[u.tenant].t
 	bt := st.tenants[b.tenant]
-	forWhat := b.d.Job.Ref.String() + "/" + b.d.Group
 	switch v.rule {
 	case RuleReclaim:
-		return Reason{RuleReclaim, "tenant " + vt.Name + " holds " + gpusN(v.holdsPrev) + ", reserve " + itoa(vt.Reserve) +
-			": reclaiming " + itoa(gpus) + " for " + forWhat +
-			" (tenant " + bt.t.Name + " holds " + itoa(b.holds) + ", reserve " + itoa(bt.t.Reserve) + ")"}
+		return st.msg("tenant ", vt.Name, " holds ").gpus(v.holdsPrev).s(", reserve ").n(vt.Reserve).
+			s(": reclaiming ").n(gpus).s(" for ").demand(b.d).
+			s(" (tenant ", bt.t.Name, " holds ").n(b.holds).s(", reserve ").n(bt.t.Reserve).s(")").reason(RuleReclaim)
 	case RulePriority:
 		vtier, btier := st.e.tiers[u.tier], st.e.tiers[b.tier]
-		msg := "tier " + vtier.name + " (priority " + itoa(u.prio) + ") yields " + gpusN(gpus) + " to " + forWhat +
-			", tier " + btier.name + " (priority " + itoa(b.prio) + ")"
+		m := st.msg("tier ", vtier.name, " (priority ").n(u.prio).s(") yields ").gpus(gpus).s(" to ").demand(b.d).
+			s(", tier ", btier.name, " (priority ").n(b.prio).s(")")
 		if u.tenant != b.tenant {
-			msg += "; tenant " + vt.Name + " holds " + gpusN(v.holdsPrev) + ", above its reserve of " + itoa(vt.Reserve)
+			m.s("; tenant ", vt.Name, " holds ").gpus(v.holdsPrev).s(", above its reserve of ").n(vt.Reserve)
 		}
-		return Reason{RulePriority, msg}
+		return m.reason(RulePriority)
 	case RuleBackfill:
-		pool := st.pools[st.poolOf[u.firstNode()]]
-		return Reason{RuleBackfill, "node pool " + pool + " is kept for tier " + st.e.tiers[b.tier].name +
-			": backfill by tier " + st.e.tiers[u.tier].name + " gives " + gpusN(gpus) + " back to " + forWhat}
+		pool := st.pools[st.poolOf[st.firstNode(u)]]
+		return st.msg("node pool ", pool, " is kept for tier ", st.e.tiers[b.tier].name,
+			": backfill by tier ", st.e.tiers[u.tier].name, " gives ").gpus(gpus).s(" back to ").demand(b.d).reason(RuleBackfill)
 	case RuleIdle:
 		return st.idleReason(u, b)
 	}
-	return Reason{v.rule, "preempted for " + forWhat}
+	return st.msg("preempted for ").demand(b.d).reason(v.rule)
 }
 
 func (st *state) idleReason(u *unit, b *bene) Reason {
-	r := u.idle.rule
-	msg := "GPU utilisation " + percent(u.idle.mean) + "% (under " + percent(r.Threshold) + "%) for " +
-		roundDuration(st.now.Sub(u.idle.since)) + " (idle rule " + r.Name + ": after " + roundDuration(r.After) +
-		", mode " + string(r.Mode) + ")"
+	r := st.idleRule(u)
+	is := st.idleOf(u, r)
+	m := st.msg("GPU utilisation ", percent(is.mean), "% (under ", percent(r.Threshold), "%) for ").
+		dur(st.now.Sub(is.since)).s(" (idle rule ", r.Name, ": after ").dur(r.After).s(", mode ", string(r.Mode), ")")
 	if b != nil {
 		verb := " go to "
 		if u.gpus == 1 {
 			verb = " goes to "
 		}
-		msg += "; " + gpusN(u.gpus) + verb + b.d.Job.Ref.String() + "/" + b.d.Group + ", which waits for " + itoa(b.g)
+		m.s("; ").gpus(u.gpus).s(verb).demand(b.d).s(", which waits for ").n(b.g)
 	}
 	if r.Action == "stop" {
-		msg += "; job stopped"
+		m.s("; job stopped")
 	} else {
-		msg += "; job requeued"
+		m.s("; job requeued")
 	}
-	return Reason{RuleIdle, msg}
+	return m.reason(RuleIdle)
 }
 
 // percent prints a utilisation as fmt's %.0f would.
@@ -87,52 +132,44 @@ func (st *state) admitReason(b *bene, placed int, preempted bool) Reason {
 	if preempted {
 		how = "GPUs are being freed"
 	}
-	within := "has no limit"
+	m := st.msg(how, " and tenant ", t.t.Name)
 	if t.t.Limit >= 0 {
-		within = "stays within its limit of " + itoa(t.t.Limit)
+		m.s(" stays within its limit of ").n(t.t.Limit)
+	} else {
+		m.s(" has no limit")
 	}
-	return Reason{RuleAdmit, how + " and tenant " + t.t.Name + " " + within + " (" + gpusN(t.use) + " with these " +
-		itoa(placed*b.g) + "): resuming " + allocsN(placed)}
+	m.s(" (").gpus(t.use).s(" with these ").n(placed * b.g).s("): resuming ").n(placed).s(" allocation")
+	if placed != 1 {
+		m.s("s")
+	}
+	return m.reason(RuleAdmit)
 }
 
 // roundDuration prints durations the way people say them: "17m", "1h12m",
 // "45s", never "17m0s".
-func roundDuration(d time.Duration) string {
+func roundDuration(d time.Duration) string { return string(appendDuration(nil, d)) }
+
+func appendDuration(b []byte, d time.Duration) []byte {
+	unit := func(n time.Duration, u string) { b = append(strconv.AppendInt(b, int64(n), 10), u...) }
 	switch {
 	case d >= time.Hour:
 		d = d.Round(time.Minute)
-		h, m := d/time.Hour, (d%time.Hour)/time.Minute
-		if m == 0 {
-			return itoa(int(h)) + "h"
+		unit(d/time.Hour, "h")
+		if m := (d % time.Hour) / time.Minute; m != 0 {
+			unit(m, "m")
 		}
-		return itoa(int(h)) + "h" + itoa(int(m)) + "m"
+		return b
 	case d >= time.Minute:
 		d = d.Round(time.Second)
-		m, s := d/time.Minute, (d%time.Minute)/time.Second
-		if s == 0 {
-			return itoa(int(m)) + "m"
+		unit(d/time.Minute, "m")
+		if s := (d % time.Minute) / time.Second; s != 0 {
+			unit(s, "s")
 		}
-		return itoa(int(m)) + "m" + itoa(int(s)) + "s"
+		return b
 	}
-	return d.Round(time.Second).String()
+	return append(b, d.Round(time.Second).String()...)
 }
 
 func itoa(i int) string { return strconv.Itoa(i) }
-
-// allocsN writes "1 allocation", "4 allocations".
-func allocsN(n int) string {
-	if n == 1 {
-		return "1 allocation"
-	}
-	return strconv.Itoa(n) + " allocations"
-}
-
-// gpusN writes "1 GPU", "4 GPUs".
-func gpusN(n int) string {
-	if n == 1 {
-		return "1 GPU"
-	}
-	return strconv.Itoa(n) + " GPUs"
-}
 
 func quote(s string) string { return strconv.Quote(s) }

@@ -109,12 +109,12 @@ func bruteSearch(st *state, b *bene, young bool) (n int32, vs []victim, ok, tied
 	}
 	n = best[0]
 	if len(best) > 1 {
-		for _, ng := range st.units[bestUI].spread {
-			if slices.Contains(best, ng.node) {
-				n = ng.node
-				break
+		found := false
+		st.nodesOf(&st.units[bestUI], func(m int32, _ int) {
+			if !found && slices.Contains(best, m) {
+				n, found = m, true
 			}
-		}
+		})
 	}
 	return n, st.prune(n, b.g), true, len(best) > 1
 }

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/gpu-steward/steward/policy"
@@ -21,6 +22,7 @@ type state struct {
 	poolOf   []int32 // [node] pool index
 	maxGPUs  int
 	units    []unit
+	gangs    []gangUnit
 	cands    []candidates // [pool]: preemptible units, best victims first
 	tenants  []tenantState
 	tenantNS map[string]int
@@ -36,38 +38,57 @@ type state struct {
 	trackPlanned bool           // some job is one preemption short of the cap
 	out          Plan
 	walk         walkScratch
+	text         msg      // reasons' text being assembled (reasons.go)
+	group        []victim // emitVictims' scratch
 }
 
 // unit is what gets preempted together: one allocation, or all of a gang
-// job's allocations.
+// job's allocations. Tens of thousands of units are built per plan and read
+// at random by the victim searches, so a unit holds no pointers (the GC
+// never scans them) and is kept small: what it shares with its allocations
+// (job, group, members, nodes) is reached through indices.
 type unit struct {
-	allocs  []int32 // indices into Snapshot.Allocs
-	job     *Job
-	group   string // "" for gangs (the whole job)
-	tier    int
-	tenant  int
-	prio    int // effective priority
-	gpus    int
-	node    int32 // single-allocation units
-	spread  []nodeGPUs
-	started time.Time // the newest member's start
+	first  int32 // index into Snapshot.Allocs of its first allocation: the job and group
+	gang   int32 // index into state.gangs; -1 for a single allocation
+	node   int32 // the node of a single allocation
+	recent int32 // preemptions of its job in the last hour
+	tier   int
+	tenant int
+	prio   int // effective priority
+	gpus   int
+	age    time.Duration // since the newest member started (now - StartedAt)
+	jobTag uint64        // jobTag(job.Ref)
+	key    uint64        // victim preference: lower is taken first
 
-	recent   int    // preemptions of its job in the last hour
-	jobTag   uint64 // jobTag(job.Ref)
-	key      uint64 // victim preference: lower is taken first
-	taken    bool
-	idle     idleState
-	backfill bool // runs in a pool kept for tiers other than its own
+	taken     bool
+	idle      idleMode // idle for at least its rule's After, and the rule's mode
+	backfill  bool     // runs in a pool kept for tiers other than its own
+	misranked bool     // its job's Nomad priority is not prio (checkPriorities)
 }
+
+// gangUnit is what a gang unit holds beyond a unit: all its allocations and
+// the GPUs it holds per node.
+type gangUnit struct {
+	allocs []int32
+	spread []nodeGPUs
+}
+
+// idleMode says whether a unit is idle past its rule, and the rule's mode.
+type idleMode uint8
+
+const (
+	notIdle idleMode = iota
+	idlePressure
+	idleAlways
+)
 
 type nodeGPUs struct {
 	node int32
 	gpus int
 }
 
+// idleState is how a unit came to be idle, for reasons.
 type idleState struct {
-	ok    bool // idle for at least rule.After
-	rule  *policy.IdleRule
 	since time.Time
 	mean  float64
 }
@@ -86,14 +107,48 @@ func (t *tenantState) limit() int {
 }
 
 // nodesOf calls fn for each node a unit holds GPUs on.
-func (u *unit) nodesOf(fn func(node int32, gpus int)) {
-	if u.spread == nil {
+func (st *state) nodesOf(u *unit, fn func(node int32, gpus int)) {
+	if u.gang < 0 {
 		fn(u.node, u.gpus)
 		return
 	}
-	for _, ng := range u.spread {
+	for _, ng := range st.gangs[u.gang].spread {
 		fn(ng.node, ng.gpus)
 	}
+}
+
+// allocsOf calls fn for each allocation of a unit.
+func (st *state) allocsOf(u *unit, fn func(ai int32)) {
+	if u.gang < 0 {
+		fn(u.first)
+		return
+	}
+	for _, ai := range st.gangs[u.gang].allocs {
+		fn(ai)
+	}
+}
+
+// allocIDs returns a unit's allocation IDs, appended to ids, sorted.
+func (st *state) allocIDs(u *unit, ids []string) []string {
+	st.allocsOf(u, func(ai int32) { ids = append(ids, st.s.Allocs[ai].ID) })
+	slices.Sort(ids)
+	return ids
+}
+
+// jobOf returns a unit's job (for a gang, as its first allocation saw it).
+func (st *state) jobOf(u *unit) *Job { return &st.s.Allocs[u.first].Job }
+
+// groupOf returns a unit's task group: "" for a gang (the whole job).
+func (st *state) groupOf(u *unit) string {
+	if u.gang >= 0 {
+		return ""
+	}
+	return st.s.Allocs[u.first].Group
+}
+
+// isGangOfMany reports whether a unit is a gang of several allocations.
+func (st *state) isGangOfMany(u *unit) bool {
+	return u.gang >= 0 && len(st.gangs[u.gang].allocs) > 1
 }
 
 func newState(e *Engine, s *Snapshot, now time.Time) *state {
@@ -183,19 +238,19 @@ func (st *state) buildUnits() {
 	// handful of GPUs, so a linear scan of a short slice beats a map. The
 	// slices start in one shared array, sized by each node's GPU count
 	// (within reason: counts are input), so that few grow on their own.
-	claimed := make([][]string, len(st.nodes))
+	claimed := make([][]gpuClaim, len(st.nodes))
 	room := 0
 	for _, n := range st.nodes {
 		room += min(n.GPUs, maxClaimRoom)
 	}
-	shared := make([]string, room)
+	shared := make([]gpuClaim, room)
 	for i, n := range st.nodes {
 		r := min(n.GPUs, maxClaimRoom)
 		claimed[i], shared = shared[:0:r], shared[r:]
 	}
 	gangs := map[JobRef]int{}
 	// Many allocations hold no GPU: count those that do rather than
-	// reserve a (large) unit for every allocation.
+	// reserve room for every allocation.
 	withGPUs := 0
 	for i := range st.s.Allocs {
 		if len(st.s.Allocs[i].GPUIDs) > 0 {
@@ -203,9 +258,6 @@ func (st *state) buildUnits() {
 		}
 	}
 	st.units = make([]unit, 0, withGPUs)
-	// Each unit's first allocation, in one array rather than one tiny
-	// slice per unit; a gang that gathers more grows its own copy.
-	firsts := make([]int32, 0, withGPUs)
 	for i := range st.s.Allocs {
 		a := &st.s.Allocs[i]
 		if len(a.GPUIDs) == 0 {
@@ -216,16 +268,18 @@ func (st *state) buildUnits() {
 			st.skip("alloc "+a.ID, "on unknown node %q", a.NodeID)
 			continue
 		}
-		if id, bad := badGPU(a.GPUIDs, claimed[n]); bad {
+		mark := len(claimed[n])
+		if id, bad := st.claimGPUs(int32(i), &claimed[n]); bad {
+			claimed[n] = claimed[n][:mark]
 			st.skip("alloc "+a.ID, "GPU %q is empty or already held on node %s", id, a.NodeID)
 			continue
 		}
 		g := len(a.GPUIDs)
 		if int(free[n]) < g && !a.Draining {
+			claimed[n] = claimed[n][:mark]
 			st.skip("alloc "+a.ID, "holds %d GPUs but node %s has %d unclaimed", g, a.NodeID, free[n])
 			continue
 		}
-		claimed[n] = append(claimed[n], a.GPUIDs...)
 		free[n] -= int32(g)
 		tier := st.e.tierOf(a.Job.Tier)
 		tenant := st.tenantOf(a.Job.Ref.Namespace)
@@ -236,35 +290,34 @@ func (st *state) buildUnits() {
 			continue
 		}
 		st.tenants[tenant].use += g
+		age := st.now.Sub(a.StartedAt)
 		if a.Job.Gang {
 			if ui, ok := gangs[a.Job.Ref]; ok {
 				u := &st.units[ui]
-				u.allocs = append(u.allocs, int32(i))
+				gg := &st.gangs[u.gang]
+				gg.allocs = append(gg.allocs, int32(i))
+				gg.spread = addNode(gg.spread, n, g)
 				u.gpus += g
-				u.spread = addNode(u.spread, n, g)
-				if a.StartedAt.After(u.started) {
-					u.started = a.StartedAt
-				}
+				u.age = min(u.age, age) // the newest member's
 				continue
 			}
 			gangs[a.Job.Ref] = len(st.units)
 		}
-		firsts = append(firsts, int32(i))
 		u := unit{
-			allocs:  firsts[len(firsts)-1 : len(firsts) : len(firsts)],
-			job:     &a.Job,
-			jobTag:  jobTag(a.Job.Ref),
-			group:   a.Group,
-			tier:    tier,
-			tenant:  tenant,
-			prio:    st.e.effectivePriority(tier, &a.Job),
-			gpus:    g,
-			node:    n,
-			started: a.StartedAt,
+			first:  int32(i),
+			gang:   -1,
+			node:   n,
+			jobTag: jobTag(a.Job.Ref),
+			tier:   tier,
+			tenant: tenant,
+			prio:   st.e.effectivePriority(tier, &a.Job),
+			gpus:   g,
+			age:    age,
 		}
+		u.misranked = a.Job.Priority != u.prio
 		if a.Job.Gang {
-			u.group = ""
-			u.spread = []nodeGPUs{{n, g}}
+			u.gang = int32(len(st.gangs))
+			st.gangs = append(st.gangs, gangUnit{allocs: []int32{int32(i)}, spread: []nodeGPUs{{n, g}}})
 		}
 		st.units = append(st.units, u)
 	}
@@ -273,8 +326,8 @@ func (st *state) buildUnits() {
 	for ui := range st.units {
 		st.classify(int32(ui))
 		u := &st.units[ui]
-		u.recent = st.recentPreemptions(u.job)
-		if limit := st.e.p.Preemption.MaxPerJobPerHour; limit > 0 && u.recent == limit-1 {
+		u.recent = int32(st.recentPreemptions(st.jobOf(u)))
+		if limit := st.e.p.Preemption.MaxPerJobPerHour; limit > 0 && int(u.recent) == limit-1 {
 			st.trackPlanned = true
 		}
 	}
@@ -287,38 +340,52 @@ const maxClaimRoom = 64
 
 // sameJob reports whether unit u belongs to b's job. Units are checked as
 // candidates again and again; comparing cheap tags of the job references
-// first spares most checks a string comparison through a pointer into the
-// snapshot (equal references have equal tags).
+// first spares most checks a string comparison through the snapshot
+// (equal references have equal tags).
 func (st *state) sameJob(u *unit, b *bene) bool {
-	return u.jobTag == b.jobTag && u.job.Ref == b.d.Job.Ref
+	return u.jobTag == b.jobTag && st.jobOf(u).Ref == b.d.Job.Ref
 }
 
-// jobTag packs a job reference's lengths and the last bytes of its ID,
-// where generated job IDs differ.
-func jobTag(r JobRef) uint64 {
-	tag := uint64(len(r.Namespace))<<56 | uint64(len(r.ID)&0xff)<<48
-	for i := max(0, len(r.ID)-6); i < len(r.ID); i++ {
-		tag ^= uint64(r.ID[i]) << (8 * (len(r.ID) - 1 - i))
+// jobTag tags a job reference: its namespace's tag, shifted, mixed with
+// its ID's.
+func jobTag(r JobRef) uint64 { return strTag(r.Namespace)<<3 ^ strTag(r.ID) }
+
+// strTag packs a string's length and its last four bytes, where generated
+// IDs (job names with counters, UUIDs) differ. Equal strings have equal
+// tags; a tag comparison rules most unequal strings out without reading
+// them.
+func strTag(s string) uint64 {
+	tag := uint64(len(s)) << 32
+	if len(s) >= 4 {
+		return tag | uint64(s[len(s)-4])<<24 | uint64(s[len(s)-3])<<16 | uint64(s[len(s)-2])<<8 | uint64(s[len(s)-1])
+	}
+	for i := 0; i < len(s); i++ {
+		tag |= uint64(s[i]) << (8 * i)
 	}
 	return tag
 }
 
-// badGPU finds an empty GPU ID or one already claimed on the node.
-func badGPU(ids, claimed []string) (string, bool) {
-	for i, id := range ids {
+// gpuClaim is a GPU ID claimed on a node: its tag, compared first, and
+// where the ID itself is: Snapshot.Allocs[alloc].GPUIDs[gpu].
+type gpuClaim struct {
+	tag        uint64
+	alloc, gpu int32
+}
+
+// claimGPUs claims allocation ai's GPUs on its node, unless one is empty
+// or already claimed there (by it or another): then it returns that ID.
+func (st *state) claimGPUs(ai int32, claimed *[]gpuClaim) (string, bool) {
+	for gi, id := range st.s.Allocs[ai].GPUIDs {
 		if id == "" {
 			return id, true
 		}
-		for _, c := range claimed {
-			if c == id {
+		tag := strTag(id)
+		for _, c := range *claimed {
+			if c.tag == tag && st.s.Allocs[c.alloc].GPUIDs[c.gpu] == id {
 				return id, true
 			}
 		}
-		for _, other := range ids[:i] {
-			if other == id {
-				return id, true
-			}
-		}
+		*claimed = append(*claimed, gpuClaim{tag: tag, alloc: ai, gpu: int32(gi)})
 	}
 	return "", false
 }
@@ -336,14 +403,13 @@ func addNode(spread []nodeGPUs, n int32, g int) []nodeGPUs {
 // classify works out a unit's idle state and whether it is backfill.
 func (st *state) classify(ui int32) {
 	u := &st.units[ui]
-	col := u.tenant
-	if col >= len(st.e.tenants) {
-		col = len(st.e.tenants)
+	if rule := st.idleRule(u); rule != nil && st.idleFor(u, rule) {
+		u.idle = idlePressure
+		if rule.Mode == policy.IdleModeAlways {
+			u.idle = idleAlways
+		}
 	}
-	if rule := st.e.idle[u.tier][col]; rule != nil && st.e.tiers[u.tier].preemptible {
-		u.idle = st.idleOf(u, rule)
-	}
-	u.nodesOf(func(n int32, _ int) {
+	st.nodesOf(u, func(n int32, _ int) {
 		p := st.poolOf[n]
 		if int(p) < len(st.e.poolOwner) && p != 0 && !st.e.poolOwner[p][u.tier] {
 			u.backfill = true
@@ -351,20 +417,41 @@ func (st *state) classify(ui int32) {
 	})
 }
 
-// idleOf decides whether every allocation of a unit has been idle for the
+// idleFor reports whether every allocation of a unit has been idle for the
 // rule's duration; a gang is idle only when all its members are.
+func (st *state) idleFor(u *unit, rule *policy.IdleRule) bool {
+	idle := true
+	st.allocsOf(u, func(ai int32) {
+		since, ok := IdleSince(st.s.Allocs[ai].Usage, rule.Threshold)
+		idle = idle && ok && st.now.Sub(since) >= rule.After
+	})
+	return idle
+}
+
+// idleRule is the idle rule that covers a unit, nil when none does (or
+// its tier may not be preempted).
+func (st *state) idleRule(u *unit) *policy.IdleRule {
+	col := min(u.tenant, len(st.e.tenants))
+	if !st.e.tiers[u.tier].preemptible {
+		return nil
+	}
+	return st.e.idle[u.tier][col]
+}
+
+// idleOf says, for a reason, since when a unit idle under rule has been
+// idle (its members' latest start of idleness) and at what mean use.
 func (st *state) idleOf(u *unit, rule *policy.IdleRule) idleState {
-	is := idleState{rule: rule, ok: true}
-	for _, ai := range u.allocs {
+	var is idleState
+	members := 0
+	st.allocsOf(u, func(ai int32) {
 		a := &st.s.Allocs[ai]
-		since, ok := IdleSince(a.Usage, rule.Threshold)
-		if !ok || st.now.Sub(since) < rule.After {
-			return idleState{rule: rule}
-		}
+		since, _ := IdleSince(a.Usage, rule.Threshold)
 		if since.After(is.since) {
 			is.since = since
 		}
-		is.mean += meanUtil(a.Usage, since) / float64(len(u.allocs))
-	}
+		is.mean += meanUtil(a.Usage, since)
+		members++
+	})
+	is.mean /= float64(members)
 	return is
 }

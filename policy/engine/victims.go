@@ -4,8 +4,6 @@ import (
 	"cmp"
 	"slices"
 	"time"
-
-	"github.com/gpu-steward/steward/policy"
 )
 
 // Victim preference, best first: idle work (pressure mode), then backfill
@@ -56,16 +54,16 @@ func (st *state) sortCandidates() {
 		if !st.e.tiers[u.tier].preemptible {
 			continue // never a victim, whatever else holds
 		}
-		if st.capped(u.job, u.recent) {
+		if st.capped(st.jobOf(u), int(u.recent)) {
 			continue // at the eviction cap for the whole plan
 		}
 		class := uint64(classOther)
 		switch {
-		case u.idle.ok && u.idle.rule.Mode == policy.IdleModePressure:
+		case u.idle == idlePressure:
 			class = classIdle
 		case u.backfill:
 			class = classBackfill
-		case st.now.Sub(u.started) < st.e.p.Preemption.MinRuntime:
+		case u.age < st.e.p.Preemption.MinRuntime:
 			class = classYoung
 		}
 		var notOver uint64
@@ -73,10 +71,10 @@ func (st *state) sortCandidates() {
 			notOver = 1
 		}
 		var gang uint64
-		if len(u.allocs) > 1 {
+		if st.isGangOfMany(u) {
 			gang = 1
 		}
-		age := st.now.Sub(u.started) / time.Second
+		age := u.age / time.Second
 		age = max(0, min(age, 1<<34-1))
 		k := class<<keyClassShift | notOver<<keyNotOverShift | uint64(u.prio&0x7f)<<keyPrioShift | gang<<53 | uint64(age)<<keyFreeBits
 		keys = append(keys, candKey{key: k, ui: int32(ui)})
@@ -98,7 +96,7 @@ func (st *state) sortCandidates() {
 			c.keys = append(c.keys, k.key)
 		}
 		add(0)
-		st.units[k.ui].nodesOf(func(n int32, _ int) {
+		st.nodesOf(&st.units[k.ui], func(n int32, _ int) {
 			if p := st.poolOf[n]; p != 0 {
 				add(p)
 			}
@@ -248,7 +246,7 @@ func (st *state) recentPreemptions(job *Job) int {
 // victimRule says whether unit u may give its GPUs on node n to b, and under
 // which rule. needOver: only while u's tenant holds more than its reserve.
 func (st *state) victimRule(u *unit, b *bene, n int32, allowYoung bool) (rule Rule, needOver bool, ok bool) {
-	if u.taken || st.capped(u.job, u.recent) {
+	if u.taken || st.capped(st.jobOf(u), int(u.recent)) {
 		return "", false, false
 	}
 	rule, needOver, ok = st.ruleFor(u, b, n, allowYoung)
@@ -259,13 +257,13 @@ func (st *state) victimRule(u *unit, b *bene, n int32, allowYoung bool) (rule Ru
 }
 
 func (st *state) ruleFor(u *unit, b *bene, n int32, allowYoung bool) (rule Rule, needOver bool, ok bool) {
-	if u.idle.ok && u.idle.rule.Mode == policy.IdleModePressure {
+	if u.idle == idlePressure {
 		return RuleIdle, false, true
 	}
 	if p := st.poolOf[n]; u.backfill && int(p) < len(st.e.poolOwner) && st.e.poolOwner[p][b.tier] && !st.e.poolOwner[p][u.tier] {
 		return RuleBackfill, false, true
 	}
-	if !allowYoung && st.now.Sub(u.started) < st.e.p.Preemption.MinRuntime {
+	if !allowYoung && u.age < st.e.p.Preemption.MinRuntime {
 		return "", false, false
 	}
 	switch {
@@ -350,7 +348,7 @@ func (st *state) findVictims(b *bene, allowYoung bool) (int32, []victim, bool) {
 				continue
 			}
 			var found int32 = -1
-			u.nodesOf(func(n int32, _ int) {
+			st.nodesOf(u, func(n int32, _ int) {
 				if found < 0 && st.cap.nodeIn(n, b.pool) && st.addVictim(ui, b, n, allowYoung) {
 					found = n
 				}
@@ -435,14 +433,14 @@ func (st *state) prune(n int32, g int) []victim {
 }
 
 func (st *state) gpusOn(u *unit, n int32) int {
-	if u.spread == nil {
+	if u.gang < 0 {
 		if u.node == n {
 			return u.gpus
 		}
 		return 0
 	}
 	on := 0
-	u.nodesOf(func(m int32, g int) {
+	st.nodesOf(u, func(m int32, g int) {
 		if m == n {
 			on += g
 		}
@@ -455,7 +453,7 @@ func (st *state) take(ui int32) {
 	u := &st.units[ui]
 	u.taken = true
 	lvl := st.levelOf(u)
-	u.nodesOf(func(n int32, g int) {
+	st.nodesOf(u, func(n int32, g int) {
 		st.setTaken(n, ui, true)
 		st.cap.add(n, int32(g))
 		st.movePotential(n, lvl, int32(g))
@@ -468,7 +466,7 @@ func (st *state) untake(ui int32) {
 	u := &st.units[ui]
 	u.taken = false
 	lvl := st.levelOf(u)
-	u.nodesOf(func(n int32, g int) {
+	st.nodesOf(u, func(n int32, g int) {
 		st.setTaken(n, ui, false)
 		st.cap.add(n, -int32(g))
 		st.movePotential(n, lvl, -int32(g))
