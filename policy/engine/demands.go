@@ -5,8 +5,6 @@ import (
 	"math"
 	"slices"
 	"time"
-
-	"github.com/gpu-steward/steward/policy"
 )
 
 // pending is a demand with what the engine worked out about it.
@@ -166,11 +164,18 @@ func (f failures) find(k failKey, prio, g int) (Reason, bool) {
 	return Reason{}, false
 }
 
+// serveDemands serves waiting work in order. Its actions are written by an
+// explainer (explain.go), which owns the plan's actions meanwhile.
 func (st *state) serveDemands() {
 	failed := failures{}
-	for _, p := range st.orderDemands() {
+	order := st.orderDemands()
+	st.explainer = st.startExplainer(len(order) >= explainAsyncFrom)
+	defer st.explainer.stop()
+	for _, p := range order {
 		st.serve(p, failed)
 	}
+	st.out.Actions = st.explainer.finish()
+	st.explainer = nil
 }
 
 // serve places as much of one demand as capacity, limits and preemption
@@ -229,13 +234,12 @@ func (st *state) serve(p pending, failed failures) {
 	}
 	st.emitVictims(b, victims)
 	if placed > 0 && d.Held {
-		st.emit(Action{Kind: Resume, Job: d.Job.Ref, Group: d.Group, Count: placed, GPUs: placed * d.GPUsPerAlloc,
-			Reason: st.admitReason(b, placed, len(victims) > 0)})
+		st.explainer.add(decision{kind: decideResume, b: *b, count: placed, use: st.tenants[b.tenant].use,
+			preempted: len(victims) > 0})
 	}
 	if placed < d.Count {
 		if !d.Held {
-			st.emit(Action{Kind: Hold, Job: d.Job.Ref, Group: d.Group, Count: d.Count - placed,
-				GPUs: (d.Count - placed) * d.GPUsPerAlloc, Reason: why})
+			st.explainer.add(decision{kind: decideHold, b: *b, count: d.Count - placed, why: why})
 		}
 		st.wait(d, d.Count-placed, why)
 	}
@@ -281,23 +285,24 @@ func (st *state) placeOne(b *bene, need int, failed failures) (int32, []victim, 
 
 func (st *state) place(b *bene, n int32) {
 	st.cap.add(n, -int32(b.g))
-	st.placePotential(n, -int32(b.g))
+	st.touched(n)
 	st.tenants[b.tenant].use += b.g
 }
 
 func (st *state) unplace(b *bene, n int32) {
 	st.cap.add(n, int32(b.g))
-	st.placePotential(n, int32(b.g))
+	st.touched(n)
 	st.tenants[b.tenant].use -= b.g
 }
 
-// emitVictims turns the victims chosen for one demand into actions: one per
-// victim job, group and rule, in the order they were chosen. A demand has
-// few victims, so groups are gathered by scanning the rest of the list
-// rather than through a map.
+// emitVictims hands the victims chosen for one demand to the explainer:
+// one action per victim job, group and rule, in the order they were
+// chosen. A demand has few victims, so groups are gathered by scanning the
+// rest of the list rather than through a map.
 func (st *state) emitVictims(b *bene, victims []victim) {
 	if len(victims) == 1 {
-		st.emit(st.victimAction(b, victims))
+		st.markPlanned(st.jobOf(&st.units[victims[0].ui]))
+		st.explainer.addVictims(b, victims)
 		return
 	}
 	grouped := make([]bool, len(victims))
@@ -314,7 +319,8 @@ func (st *state) emitVictims(b *bene, victims []victim) {
 			}
 		}
 		st.group = group
-		st.emit(st.victimAction(b, group))
+		st.markPlanned(st.jobOf(u))
+		st.explainer.addVictims(b, group)
 	}
 }
 
@@ -322,33 +328,6 @@ func (st *state) emitVictims(b *bene, victims []victim) {
 // (tags first: most pairs differ there).
 func (st *state) sameJobGroup(u, w *unit) bool {
 	return u.jobTag == w.jobTag && st.groupOf(u) == st.groupOf(w) && st.jobOf(u).Ref == st.jobOf(w).Ref
-}
-
-// victimAction builds the Preempt (or pressure IdleStop) for victims that
-// share a job, group and rule.
-func (st *state) victimAction(b *bene, vs []victim) Action {
-	u := &st.units[vs[0].ui]
-	job := st.jobOf(u)
-	a := Action{Kind: Preempt, Job: job.Ref, Group: st.groupOf(u), Requeue: true,
-		For: &b.d.Job.Ref, ForGroup: b.d.Group}
-	for _, v := range vs {
-		vu := &st.units[v.ui]
-		a.GPUs += vu.gpus
-		st.allocsOf(vu, func(ai int32) { a.Allocs = append(a.Allocs, st.s.Allocs[ai].ID) })
-	}
-	slices.Sort(a.Allocs)
-	st.markPlanned(job)
-	switch vs[0].rule {
-	case RuleIdle:
-		a.Kind = IdleStop
-		a.Requeue = st.idleRule(u).Action == policy.IdleActionRequeue
-	case RuleBackfill:
-		a.Signal, a.Grace = st.checkpoint(job, st.backfillGrace(u))
-	default:
-		a.Signal, a.Grace = st.checkpoint(job, st.e.p.Preemption.Grace)
-	}
-	a.Reason = st.victimReason(b, vs[0], a.GPUs)
-	return a
 }
 
 // backfillGrace is the grace of the policy pool the backfill unit runs in.
@@ -385,19 +364,26 @@ func (st *state) checkpoint(job *Job, grace time.Duration) (string, time.Duratio
 	return sig, grace
 }
 
+// emit adds an action decided outside the serve pass (which hands its
+// decisions to the explainer).
 func (st *state) emit(a Action) {
-	if len(st.out.Actions) == cap(st.out.Actions) {
-		// Grow in big steps: at first room for two actions per waiting
-		// demand (most get a hold, resume or promote, many a preemption as
-		// well), then double. Append grows a large slice by a quarter at a
-		// time, which copies a plan of thousands of actions many times.
-		more := max(16, len(st.out.Actions))
-		if len(st.out.Actions) == 0 {
-			more = max(more, 2*len(st.s.Waiting))
+	st.out.Actions = appendAction(st.out.Actions, a, len(st.s.Waiting))
+}
+
+// appendAction appends a to a plan's actions, growing them in big steps:
+// at first room for two actions per waiting demand (most get a hold,
+// resume or promote, many a preemption as well), then double. Append
+// grows a large slice by a quarter at a time, which copies a plan of
+// thousands of actions many times.
+func appendAction(actions []Action, a Action, waiting int) []Action {
+	if len(actions) == cap(actions) {
+		more := max(16, len(actions))
+		if len(actions) == 0 {
+			more = max(more, 2*waiting)
 		}
-		st.out.Actions = slices.Grow(st.out.Actions, more)
+		actions = slices.Grow(actions, more)
 	}
-	st.out.Actions = append(st.out.Actions, a)
+	return append(actions, a)
 }
 
 func (st *state) wait(d *Demand, count int, why Reason) {

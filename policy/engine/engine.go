@@ -6,7 +6,8 @@
 // controller, the simulator, the tests and the benchmarks all run the very
 // same code. Like Nomad's own scheduler it works on a private, mutable copy
 // of the cluster ("what if these allocations were gone?") and emits only
-// the decisions.
+// the decisions. A large plan writes its actions' text on a second
+// goroutine while it decides (explain.go); the plan is the same either way.
 package engine
 
 import (

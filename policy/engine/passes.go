@@ -46,10 +46,10 @@ func (st *state) promote(d *Demand, tier int) int {
 	var why Reason
 	switch waited := st.now.Sub(d.Since); {
 	case pr.AfterPreemptions > 0 && len(d.Job.Preemptions) >= pr.AfterPreemptions:
-		why = st.msg("preempted ").n(len(d.Job.Preemptions)).s(" times (promote after ").n(pr.AfterPreemptions).
+		why = st.text.start("preempted ").n(len(d.Job.Preemptions)).s(" times (promote after ").n(pr.AfterPreemptions).
 			s("): priority ").n(prio).s(" → ").n(target).reason(RulePromoteRun)
 	case pr.AfterWait > 0 && waited >= pr.AfterWait:
-		why = st.msg("waiting ").dur(waited).s(" for ").gpus(d.GPUs()).s(" (promote after ").dur(pr.AfterWait).
+		why = st.text.start("waiting ").dur(waited).s(" for ").gpus(d.GPUs()).s(" (promote after ").dur(pr.AfterWait).
 			s("): priority ").n(prio).s(" → ").n(target).reason(RulePromoteAge)
 	default:
 		return prio
@@ -68,7 +68,7 @@ func (st *state) releaseIdleAlways() {
 		st.take(int32(ui))
 		job := st.jobOf(u)
 		a := Action{Kind: IdleStop, Job: job.Ref, Group: st.groupOf(u), GPUs: u.gpus, Allocs: st.allocIDs(u, nil),
-			Requeue: st.idleRule(u).Action == policy.IdleActionRequeue, Reason: st.idleReason(u, nil)}
+			Requeue: st.idleRule(u).Action == policy.IdleActionRequeue, Reason: st.idleReason(&st.text, u, nil)}
 		st.markPlanned(job)
 		st.emit(a)
 	}

@@ -48,7 +48,7 @@ func (st *state) buildPotential() {
 		u := &st.units[ui]
 		lvl := st.levelOf(u)
 		st.nodesOf(u, func(n int32, g int) {
-			st.nodeUnits[n] = append(st.nodeUnits[n], nodeUnit{key: u.key, ui: ui, gpus: int32(g), taken: u.taken})
+			st.nodeUnits[n] = append(st.nodeUnits[n], nodeUnit{key: u.key, ui: ui, gpus: int32(g), lvl: int32(lvl), taken: u.taken})
 			for k := lvl; k < len(pot); k++ {
 				pot[k][n] += int32(g)
 			}
@@ -64,6 +64,8 @@ func (st *state) buildPotential() {
 		st.pot[k] = newCapacity(st.poolOf, len(st.pools), maxPot)
 		st.pot[k].fill(pot[k])
 	}
+	st.dirty.marked = make([]bool, len(st.nodes))
+	st.dirty.levels = make([]int32, len(pot))
 }
 
 // nodeUnit is a preemptible unit as one node sees it: what the node-first
@@ -73,6 +75,7 @@ type nodeUnit struct {
 	key   uint64
 	ui    int32
 	gpus  int32 // on this node
+	lvl   int32 // levelOf(units[ui])
 	taken bool  // mirrors units[ui].taken (see setTaken)
 }
 
@@ -109,25 +112,52 @@ func (st *state) levelFor(b *bene) int {
 	return i
 }
 
-// movePotential records that GPUs of a unit at level lvl on node n turned
-// free (delta > 0: taken) or back (delta < 0): levels that count the unit
-// see no change; levels below it see free GPUs change.
-func (st *state) movePotential(n int32, lvl int, delta int32) {
-	if st.pot == nil {
-		return
-	}
-	st.bound(n)
-	for k := 0; k < lvl && k < len(st.pot); k++ {
-		st.pot[k].add(n, delta)
-	}
+// dirtyNodes are nodes whose free GPUs or taken units changed since their
+// potentials and bounds were last brought up to date. A placement that
+// preempts changes a node several times (each victim, then the
+// allocation): the search structures follow once, when next read.
+type dirtyNodes struct {
+	nodes  []int32
+	marked []bool  // [node]
+	levels []int32 // settleNode's scratch: GPUs per level
 }
 
-// placePotential records g GPUs placed on (delta < 0) or freed from node n.
-func (st *state) placePotential(n int32, delta int32) {
-	st.bound(n)
-	for _, p := range st.pot {
-		p.add(n, delta)
+// touched records that node n's free GPUs or taken units changed.
+func (st *state) touched(n int32) {
+	if st.pot == nil || st.dirty.marked[n] {
+		return
 	}
+	st.dirty.marked[n] = true
+	st.dirty.nodes = append(st.dirty.nodes, n)
+}
+
+// settle brings the potentials and bounds of changed nodes up to date. The
+// searches call it before they read them.
+func (st *state) settle() {
+	for _, n := range st.dirty.nodes {
+		st.dirty.marked[n] = false
+		st.settleNode(n)
+	}
+	st.dirty.nodes = st.dirty.nodes[:0]
+}
+
+// settleNode recomputes node n's potential at every level (its free GPUs
+// plus those of its untaken units counted at that level) and its bounds.
+func (st *state) settleNode(n int32) {
+	add := st.dirty.levels
+	clear(add)
+	for _, nu := range st.nodeUnits[n] {
+		if !nu.taken {
+			add[nu.lvl] += nu.gpus
+		}
+	}
+	pot := st.cap.free[n]
+	for k, p := range st.pot {
+		if pot += add[k]; p.free[n] != pot {
+			p.add(n, pot-p.free[n])
+		}
+	}
+	st.bound(n)
 }
 
 // noBound marks a node that cannot gather g GPUs whatever it preempts.
@@ -188,6 +218,7 @@ func (st *state) searchNodes(b *bene, allowYoung bool) (int32, []victim, bool) {
 	if b.g > st.maxGPUs {
 		return 0, nil, false // larger than any node
 	}
+	st.settle()
 	w := &st.walk
 	w.reset(len(st.nodes))
 	pot := st.pot[st.levelFor(b)]

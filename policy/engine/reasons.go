@@ -37,7 +37,7 @@ func (m *msg) gpus(n int) *msg {
 	return m.n(n).s(" GPUs")
 }
 
-// dur appends a duration as roundDuration writes it.
+// dur appends a duration as appendDuration writes it.
 func (m *msg) dur(d time.Duration) *msg {
 	m.b = appendDuration(m.b, d)
 	return m
@@ -48,27 +48,27 @@ func (m *msg) demand(d *Demand) *msg {
 	return m.s(d.Job.Ref.Namespace, "/", d.Job.Ref.ID, "/", d.Group)
 }
 
-// msg starts a reason's text in the plan's buffer.
-func (st *state) msg(parts ...string) *msg {
-	st.text.b = st.text.b[:0]
-	return st.text.s(parts...)
+// start begins a new text in m's buffer.
+func (m *msg) start(parts ...string) *msg {
+	m.b = m.b[:0]
+	return m.s(parts...)
 }
 
 // reason ends a text: a Reason that owns a copy of it.
 func (m *msg) reason(r Rule) Reason { return Reason{r, string(m.b)} }
 
-func (st *state) victimReason(b *bene, v victim, gpus int) Reason {
+func (st *state) victimReason(m *msg, b *bene, v victim, gpus int) Reason {
 	u := &st.units[v.ui]
-	vt := st.tenants[u.tenant].t
-	bt := st.tenants[b.tenant]
+	// Only the tenants' policies: their use changes while this is written.
+	vt, bt := st.tenants[u.tenant].t, st.tenants[b.tenant].t
 	switch v.rule {
 	case RuleReclaim:
-		return st.msg("tenant ", vt.Name, " holds ").gpus(v.holdsPrev).s(", reserve ").n(vt.Reserve).
+		return m.start("tenant ", vt.Name, " holds ").gpus(v.holdsPrev).s(", reserve ").n(vt.Reserve).
 			s(": reclaiming ").n(gpus).s(" for ").demand(b.d).
-			s(" (tenant ", bt.t.Name, " holds ").n(b.holds).s(", reserve ").n(bt.t.Reserve).s(")").reason(RuleReclaim)
+			s(" (tenant ", bt.Name, " holds ").n(b.holds).s(", reserve ").n(bt.Reserve).s(")").reason(RuleReclaim)
 	case RulePriority:
 		vtier, btier := st.e.tiers[u.tier], st.e.tiers[b.tier]
-		m := st.msg("tier ", vtier.name, " (priority ").n(u.prio).s(") yields ").gpus(gpus).s(" to ").demand(b.d).
+		m.start("tier ", vtier.name, " (priority ").n(u.prio).s(") yields ").gpus(gpus).s(" to ").demand(b.d).
 			s(", tier ", btier.name, " (priority ").n(b.prio).s(")")
 		if u.tenant != b.tenant {
 			m.s("; tenant ", vt.Name, " holds ").gpus(v.holdsPrev).s(", above its reserve of ").n(vt.Reserve)
@@ -76,18 +76,18 @@ func (st *state) victimReason(b *bene, v victim, gpus int) Reason {
 		return m.reason(RulePriority)
 	case RuleBackfill:
 		pool := st.pools[st.poolOf[st.firstNode(u)]]
-		return st.msg("node pool ", pool, " is kept for tier ", st.e.tiers[b.tier].name,
+		return m.start("node pool ", pool, " is kept for tier ", st.e.tiers[b.tier].name,
 			": backfill by tier ", st.e.tiers[u.tier].name, " gives ").gpus(gpus).s(" back to ").demand(b.d).reason(RuleBackfill)
 	case RuleIdle:
-		return st.idleReason(u, b)
+		return st.idleReason(m, u, b)
 	}
-	return st.msg("preempted for ").demand(b.d).reason(v.rule)
+	return m.start("preempted for ").demand(b.d).reason(v.rule)
 }
 
-func (st *state) idleReason(u *unit, b *bene) Reason {
+func (st *state) idleReason(m *msg, u *unit, b *bene) Reason {
 	r := st.idleRule(u)
 	is := st.idleOf(u, r)
-	m := st.msg("GPU utilisation ", percent(is.mean), "% (under ", percent(r.Threshold), "%) for ").
+	m.start("GPU utilisation ", percent(is.mean), "% (under ", percent(r.Threshold), "%) for ").
 		dur(st.now.Sub(is.since)).s(" (idle rule ", r.Name, ": after ").dur(r.After).s(", mode ", string(r.Mode), ")")
 	if b != nil {
 		verb := " go to "
@@ -126,29 +126,28 @@ func (st *state) capacityReason(b *bene) Reason {
 		b.g, where, st.e.tiers[b.tier].name, b.prio, t.t.Name, t.use, t.t.Reserve)}
 }
 
-func (st *state) admitReason(b *bene, placed int, preempted bool) Reason {
-	t := st.tenants[b.tenant]
+// admitReason explains a resume; use is the tenant's GPUs with it.
+func (st *state) admitReason(m *msg, b *bene, placed, use int, preempted bool) Reason {
+	t := st.tenants[b.tenant].t
 	how := "GPUs are free"
 	if preempted {
 		how = "GPUs are being freed"
 	}
-	m := st.msg(how, " and tenant ", t.t.Name)
-	if t.t.Limit >= 0 {
-		m.s(" stays within its limit of ").n(t.t.Limit)
+	m.start(how, " and tenant ", t.Name)
+	if t.Limit >= 0 {
+		m.s(" stays within its limit of ").n(t.Limit)
 	} else {
 		m.s(" has no limit")
 	}
-	m.s(" (").gpus(t.use).s(" with these ").n(placed * b.g).s("): resuming ").n(placed).s(" allocation")
+	m.s(" (").gpus(use).s(" with these ").n(placed * b.g).s("): resuming ").n(placed).s(" allocation")
 	if placed != 1 {
 		m.s("s")
 	}
 	return m.reason(RuleAdmit)
 }
 
-// roundDuration prints durations the way people say them: "17m", "1h12m",
-// "45s", never "17m0s".
-func roundDuration(d time.Duration) string { return string(appendDuration(nil, d)) }
-
+// appendDuration writes durations the way people say them: "17m",
+// "1h12m", "45s", never "17m0s".
 func appendDuration(b []byte, d time.Duration) []byte {
 	unit := func(n time.Duration, u string) { b = append(strconv.AppendInt(b, int64(n), 10), u...) }
 	switch {

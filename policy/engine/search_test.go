@@ -37,6 +37,7 @@ func TestSearchMatchesBruteForce(t *testing.T) {
 		st.releaseIdleAlways()
 		st.enforceLimits()
 		failed := failures{}
+		st.explainer = st.startExplainer(false)
 		for _, pd := range st.orderDemands() {
 			b := &bene{d: pd.d, tier: pd.tier, tenant: pd.tenant, prio: pd.prio, g: pd.d.GPUsPerAlloc,
 				jobTag: jobTag(pd.d.Job.Ref), pool: st.poolIdx[pd.d.NodePool]}
@@ -44,6 +45,7 @@ func TestSearchMatchesBruteForce(t *testing.T) {
 				for _, young := range []bool{false, true} {
 					b.entitled = entitled
 					name := fmt.Sprintf("seed %d, %s (%d GPUs, entitled %v, young %v)", seed, pd.d.Job.Ref, b.g, entitled, young)
+					st.settle()
 					wantN, wantVs, wantOK, tied := bruteSearch(st, b, young)
 					st.order.scans = 0
 					gotN, gotVs, gotOK := st.searchNodes(b, young)

@@ -32,14 +32,16 @@ type state struct {
 	nodeUnits [][]nodeUnit // [node] preemptible units, best victims first
 	lb        []uint64     // [node*(maxGPUs+1)+g] lower bound on the worst victim for g GPUs
 	order     nodeOrder    // nodes by lower bound (nodeorder.go)
+	dirty     dirtyNodes   // nodes whose pot and lb lag behind (potential.go)
 	pick      nodePick     // searchNodes' scratch
 
 	planned      map[JobRef]int // preemptions decided in this plan, per job
 	trackPlanned bool           // some job is one preemption short of the cap
 	out          Plan
 	walk         walkScratch
-	text         msg      // reasons' text being assembled (reasons.go)
-	group        []victim // emitVictims' scratch
+	text         msg        // reasons' text being assembled (reasons.go)
+	group        []victim   // emitVictims' scratch
+	explainer    *explainer // writes the serve pass's actions (explain.go)
 }
 
 // unit is what gets preempted together: one allocation, or all of a gang

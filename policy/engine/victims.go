@@ -330,6 +330,7 @@ func (w *walkScratch) pick(n int32, tenant int, gpus int) {
 // that node's worst victim is the best any node can offer. It then drops
 // victims the allocation does not need, worst first.
 func (st *state) findVictims(b *bene, allowYoung bool) (int32, []victim, bool) {
+	st.settle()
 	w := &st.walk
 	w.reset(len(st.nodes))
 	c := &st.cands[b.pool]
@@ -452,11 +453,10 @@ func (st *state) gpusOn(u *unit, n int32) int {
 func (st *state) take(ui int32) {
 	u := &st.units[ui]
 	u.taken = true
-	lvl := st.levelOf(u)
 	st.nodesOf(u, func(n int32, g int) {
 		st.setTaken(n, ui, true)
 		st.cap.add(n, int32(g))
-		st.movePotential(n, lvl, int32(g))
+		st.touched(n)
 	})
 	st.tenants[u.tenant].use -= u.gpus
 }
@@ -465,11 +465,10 @@ func (st *state) take(ui int32) {
 func (st *state) untake(ui int32) {
 	u := &st.units[ui]
 	u.taken = false
-	lvl := st.levelOf(u)
 	st.nodesOf(u, func(n int32, g int) {
 		st.setTaken(n, ui, false)
 		st.cap.add(n, -int32(g))
-		st.movePotential(n, lvl, -int32(g))
+		st.touched(n)
 	})
 	st.tenants[u.tenant].use += u.gpus
 }
