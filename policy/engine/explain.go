@@ -1,10 +1,6 @@
 package engine
 
-import (
-	"slices"
-
-	"github.com/gpu-steward/steward/policy"
-)
+import "github.com/gpu-steward/steward/policy"
 
 // Deciding and explaining are split. While demands are served, the engine
 // decides (which units go, which work resumes or waits, with the numbers
@@ -111,8 +107,7 @@ func (x *explainer) handOver() {
 	}
 	x.work <- x.cur
 	select {
-	case x.cur = <-x.spare:
-		x.cur.decisions, x.cur.victims = x.cur.decisions[:0], x.cur.victims[:0]
+	case x.cur = <-x.spare: // emptied by explain
 	default:
 		x.cur = &batch{}
 	}
@@ -147,16 +142,19 @@ func (x *explainer) explain(bt *batch) {
 		case decideVictims:
 			x.out = appendAction(x.out, x.victimAction(&d.b, bt.victims[d.vs[0]:d.vs[1]]), len(x.st.s.Waiting))
 		case decideResume:
-			x.out = appendAction(x.out, Action{Kind: Resume, Job: dm.Job.Ref, Group: dm.Group, Count: d.count,
-				GPUs: d.count * dm.GPUsPerAlloc, Reason: x.st.admitReason(&x.text, &d.b, d.count, d.use, d.preempted)},
-				len(x.st.s.Waiting))
+			x.out = appendAction(x.out, countAction(Resume, dm, d.count,
+				x.st.admitReason(&x.text, &d.b, d.count, d.use, d.preempted)), len(x.st.s.Waiting))
 		case decideHold:
-			x.out = appendAction(x.out, Action{Kind: Hold, Job: dm.Job.Ref, Group: dm.Group, Count: d.count,
-				GPUs: d.count * dm.GPUsPerAlloc, Reason: d.why}, len(x.st.s.Waiting))
+			x.out = appendAction(x.out, countAction(Hold, dm, d.count, d.why), len(x.st.s.Waiting))
 		}
 	}
 	bt.decisions = bt.decisions[:0]
 	bt.victims = bt.victims[:0]
+}
+
+// countAction builds a Resume or Hold of count allocations of a demand.
+func countAction(kind Kind, d *Demand, count int, why Reason) Action {
+	return Action{Kind: kind, Job: d.Job.Ref, Group: d.Group, Count: count, GPUs: count * d.GPUsPerAlloc, Reason: why}
 }
 
 // victimAction builds the Preempt (or pressure IdleStop) for victims that
@@ -170,9 +168,8 @@ func (x *explainer) victimAction(b *bene, vs []victim) Action {
 	for _, v := range vs {
 		vu := &st.units[v.ui]
 		a.GPUs += vu.gpus
-		st.allocsOf(vu, func(ai int32) { a.Allocs = append(a.Allocs, st.s.Allocs[ai].ID) })
+		a.Allocs = st.allocIDs(vu, a.Allocs)
 	}
-	slices.Sort(a.Allocs)
 	switch vs[0].rule {
 	case RuleIdle:
 		a.Kind = IdleStop
