@@ -105,6 +105,12 @@ type Tenant struct {
 	Reserve   int     // GPUs guaranteed while it has demand
 	Limit     int     // most GPUs it may hold, borrowing included; Unlimited if unset
 	Weight    float64 // share of spare GPUs relative to other tenants
+	// Tiers lists the tiers the tenant's jobs may use; empty: every tier.
+	// A job naming another tier runs as DefaultTier (see TenantTier).
+	Tiers []string
+	// DefaultTier is the tier of the tenant's jobs that name none, or one
+	// they may not use; "" resolves as TenantDefaultTier says.
+	DefaultTier string
 }
 
 // Pool is a Nomad node pool whose capacity is kept for some tiers. Other
