@@ -79,9 +79,15 @@ func FormatStatus(s *controller.Status, now time.Time) string {
 	}, kv) + "\n")
 
 	b.WriteString("\nTenants\n")
-	rows := []string{"Tenant|Reserve|Limit|In Use|Borrowed|Pending"}
+	rows := []string{"Tenant|Reserve|Limit|In Use|Borrowed|Pending|Note"}
 	for _, t := range s.Tenants {
-		rows = append(rows, fmt.Sprintf("%s|%d|%s|%d|%d|%d", t.Tenant, t.Reserve, limitString(t.Limit), t.InUse, t.Borrowed, t.Pending))
+		note := ""
+		if t.Limit >= 0 && t.InUse > t.Limit {
+			// Nomad placed work before Steward could hold it, or the
+			// limit was lowered: Steward gives the excess back.
+			note = fmt.Sprintf("OVER LIMIT by %d", t.InUse-t.Limit)
+		}
+		rows = append(rows, fmt.Sprintf("%s|%d|%s|%d|%d|%d|%s", t.Tenant, t.Reserve, limitString(t.Limit), t.InUse, t.Borrowed, t.Pending, note))
 	}
 	b.WriteString(columnize.SimpleFormat(rows) + "\n")
 
@@ -119,11 +125,30 @@ func FormatStatus(s *controller.Status, now time.Time) string {
 			if d.Error != "" {
 				reason += " (failed: " + d.Error + ")"
 			}
-			rows = append(rows, fmt.Sprintf("%s|%s|%s|%d|%s", d.At.Local().Format(time.TimeOnly), d.Kind, d.Job, d.GPUs, reason))
+			rows = append(rows, fmt.Sprintf("%s|%s|%s|%s|%s", d.At.Local().Format(time.TimeOnly), d.Kind, d.Job, gpuCount(d), reason))
+		}
+		b.WriteString(columnize.SimpleFormat(rows) + "\n")
+	}
+
+	if len(s.Warnings) > 0 {
+		b.WriteString("\nJob Warnings\n")
+		rows = []string{"Job|Problem"}
+		for _, w := range s.Warnings {
+			rows = append(rows, w.Job+"|"+w.Problem)
 		}
 		b.WriteString(columnize.SimpleFormat(rows) + "\n")
 	}
 	return strings.TrimRight(b.String(), "\n")
+}
+
+// gpuCount is a decision's GPUs column: "-" for decisions about a whole
+// job's priority, which move no GPUs.
+func gpuCount(d controller.Decision) string {
+	switch d.Kind {
+	case "set-priority", "promote":
+		return "-"
+	}
+	return fmt.Sprint(d.GPUs)
 }
 
 func shortID(id string) string {

@@ -16,8 +16,12 @@ func TestFormatStatus(t *testing.T) {
 		Held: []controller.HeldStatus{{Job: "research/train", Group: "work", Count: 1, GPUs: 4, State: "preempted", Since: now,
 			Reason: "tenant research holds 8 GPUs, reserve 4: reclaiming 4 for product/notebook/work"}},
 		Idle:      []controller.IdleStatus{{Job: "product/nb", Alloc: "0123456789ab", GPUs: 4, Minutes: 16, Util: 2}},
-		Decisions: []controller.Decision{{At: now, Kind: "preempt", Job: "research/train", GPUs: 4, Reason: "reclaiming 4"}},
+		Decisions: []controller.Decision{{At: now, Kind: "preempt", Job: "research/train", GPUs: 4, Reason: "reclaiming 4"},
+			{At: now, Kind: "set-priority", Job: "research/nb", Reason: "tier interactive has priority 60"},
+			{At: now, Kind: "pause", Job: "research/big", GPUs: 2, Reason: "paused by an operator"}},
+		Warnings: []controller.JobWarning{{Job: "research/nb", Problem: `tier "infrence" is not defined (did you mean inference?): runs as training`}},
 	}
+	s.Tenants = append(s.Tenants, controller.TenantStatus{Tenant: "product", Reserve: 2, Limit: 4, InUse: 6})
 	out := FormatStatus(s, now)
 	for _, want := range []string{
 		"Leader    = ctl", "Idle GPUs = 4", "Updated   = 2s ago",
@@ -25,7 +29,11 @@ func TestFormatStatus(t *testing.T) {
 		"platform  0        none",
 		"research/train  work   1       4     preempted",
 		"product/nb  01234567  4     16m   2%",
-		"preempt  research/train  4     reclaiming 4",
+		"preempt       research/train  4     reclaiming 4",
+		"set-priority  research/nb     -     tier interactive",
+		"pause         research/big    2     paused by an operator",
+		"product   2        4      6       0         0        OVER LIMIT by 2",
+		"Job Warnings", `research/nb  tier "infrence" is not defined (did you mean inference?): runs as training`,
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("status lacks %q:\n%s", want, out)

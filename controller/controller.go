@@ -40,6 +40,7 @@ type Controller struct {
 	saved     map[jobKey]string // JSON last written, to skip unchanged writes
 	records   map[jobKey]string
 	decisions []Decision
+	refused   map[jobKey]*refusal // jobs whose meta Steward refused in part
 	statusOut string
 	usage     *usageStore
 	metrics   *metrics
@@ -427,6 +428,7 @@ func (c *Controller) reconcile(ctx context.Context) (time.Time, error) {
 	}
 
 	c.trackWaiting(r)
+	c.checkJobMeta(pol, obs)
 	snap := buildSnapshot(pol, obs, c.states, c.usage.samples())
 	planStart := time.Now()
 	plan := eng.Plan(snap, r.now)

@@ -25,6 +25,7 @@ type metrics struct {
 	decisionLatency  prometheus.Histogram
 	reconcileSeconds prometheus.Histogram
 	planSeconds      prometheus.Histogram
+	metaRefused      *prometheus.CounterVec
 }
 
 func newMetrics() *metrics {
@@ -41,6 +42,8 @@ func newMetrics() *metrics {
 	m.gpusReserved = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "steward_gpus_reserved", Help: "GPUs reserved per tenant."}, []string{"tenant"})
 	m.gpusWaiting = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "steward_gpus_waiting", Help: "GPUs wanted by waiting work per tenant."}, []string{"tenant"})
 	m.idleGPUs = prometheus.NewGauge(prometheus.GaugeOpts{Name: "steward_idle_gpus", Help: "GPUs held by allocations under their idle threshold."})
+	m.metaRefused = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "steward_job_meta_refused_total",
+		Help: "Job meta values Steward refused (unknown or disallowed tier, bad gang value, bad checkpoint signal), once per job version."}, []string{"key"})
 	m.leader = prometheus.NewGauge(prometheus.GaugeOpts{Name: "steward_leader", Help: "1 while this controller leads."})
 	m.nomadErrors = prometheus.NewCounter(prometheus.CounterOpts{Name: "steward_nomad_errors_total", Help: "Failed Nomad API calls."})
 	m.decisionLatency = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "steward_decision_latency_seconds",
@@ -51,7 +54,7 @@ func newMetrics() *metrics {
 	m.planSeconds = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "steward_plan_seconds",
 		Help: "Duration of the engine's plan.", Buckets: []float64{.0001, .001, .005, .01, .05, .1, .5, 1}})
 	m.reg.MustRegister(m.preemptions, m.actions, m.reloads, m.heldJobs, m.gpusInUse, m.gpusReserved, m.gpusWaiting,
-		m.idleGPUs, m.leader, m.nomadErrors, m.decisionLatency, m.reconcileSeconds, m.planSeconds)
+		m.idleGPUs, m.leader, m.nomadErrors, m.decisionLatency, m.reconcileSeconds, m.planSeconds, m.metaRefused)
 	return m
 }
 

@@ -22,8 +22,9 @@ const recordKeyPrefix = "steward_"
 
 // recordItems is the job's record as shown to people.
 func recordItems(pol *policy.Policy, st *JobState, job *ObservedJob, idleMinutes int, now time.Time) map[string]string {
-	tier := tierOf(pol, job)
-	if pol.Tiers[job.Meta[pol.Defaults.TierMetaKey]] == nil {
+	set := pol.ResolveJob(job.Namespace, job.Meta)
+	tier := set.Tier
+	if set.Requested == "" {
 		tier += " (default)"
 	}
 	status := st.Status
@@ -50,6 +51,11 @@ func recordItems(pol *policy.Policy, st *JobState, job *ObservedJob, idleMinutes
 	if n := st.heldCount(); n > 0 {
 		items["steward_held"] = plural(n, "allocation")
 	}
+	if len(set.Problems) > 0 {
+		// What the job's meta asked for and Steward refused, and what it
+		// uses instead.
+		items["steward_warning"] = strings.Join(set.Problems, "; ")
+	}
 	for _, d := range st.Draining {
 		if !d.Finished && d.Grace > 0 {
 			// For the task: how long it has to checkpoint (rendered by a
@@ -72,13 +78,11 @@ func shortDuration(d time.Duration) string {
 	return s
 }
 
-// tierOf names the job's tier: its meta value when the policy knows it,
-// else the default tier.
+// tierOf names the tier the job runs as: its meta value when the policy
+// has that tier and the job's tenant may use it, else the tenant's default.
 func tierOf(pol *policy.Policy, job *ObservedJob) string {
-	if t := job.Meta[pol.Defaults.TierMetaKey]; pol.Tiers[t] != nil {
-		return t
-	}
-	return pol.Defaults.Tier
+	tier, _ := pol.TenantTier(pol.TenantOf(job.Namespace), job.Meta[pol.Defaults.TierMetaKey])
+	return tier
 }
 
 // tenantOf names the tenant of a namespace: the policy tenant that is it,
@@ -111,11 +115,18 @@ func (c *Controller) idleMinutes(pol *policy.Policy, r *round, job *ObservedJob,
 	return best
 }
 
-// writeRecords updates the record of every job Steward has state for.
+// writeRecords updates the record of every job Steward has state for, and
+// of every job whose meta Steward refused in part (its owner must learn
+// why the job does not run as it asked).
 func (c *Controller) writeRecords(ctx context.Context, r *round, pol *policy.Policy) {
 	usage := c.usage.samples()
 	for _, st := range c.sortedStates() {
 		c.writeRecordWith(ctx, r, pol, st, usage)
+	}
+	for _, k := range sortedKeys(c.refused) {
+		if c.states[k] == nil {
+			c.writeRecordWith(ctx, r, pol, &JobState{Namespace: k.Namespace, ID: k.ID}, usage)
+		}
 	}
 }
 
@@ -132,7 +143,9 @@ func (c *Controller) writeRecordWith(ctx context.Context, r *round, pol *policy.
 	k := st.key()
 	job := r.obs.Jobs[k]
 	path := recordPath(k.ID)
-	if job == nil || path == "" || (st.Reason == "" && !st.Paused) {
+	if job == nil || path == "" || (st.Reason == "" && !st.Paused && c.refused[k] == nil) {
+		// Nothing to say: Steward neither decided about the job nor
+		// refused any of its meta.
 		return
 	}
 	items := recordItems(pol, st, job, c.idleMinutes(pol, r, job, usage), r.now)

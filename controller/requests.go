@@ -66,10 +66,14 @@ func (c *Controller) applyRequests(ctx context.Context, r *round) {
 			case "resume":
 				if st.Paused {
 					st.Paused = false
-					st.note(StatusHeld, engine.Reason{Rule: "resume", Message: fmt.Sprintf("resumed by %s: waits for capacity", who(items["by"]))}, r.now)
+					why := engine.Reason{Rule: "resume", Message: fmt.Sprintf("resumed by %s: waits for capacity", who(items["by"]))}
+					st.note(StatusHeld, why, r.now)
+					d := Decision{At: r.now, Kind: "resume", Job: k.String(), Rule: string(why.Rule), Reason: why.Message}
 					if err := c.save(ctx, st); err != nil {
 						c.log.Error("save resumed job", "job", k, "error", err)
+						d.Error = err.Error()
 					}
+					c.remember(d)
 				}
 			default:
 				c.log.Warn("ignoring unknown request", "job", k, "action", items["action"])
@@ -96,20 +100,28 @@ func (c *Controller) pause(ctx context.Context, r *round, st *JobState, job *Obs
 			allocs = append(allocs, a.ID)
 		}
 	}
-	signal := job.Meta[pol.Defaults.CheckpointMetaKey]
-	if signal == "" {
-		signal = pol.Preemption.CheckpointSignal
-	}
+	// The job's own signal when it is a valid one (ResolveJob), else the
+	// policy's.
+	signal := pol.ResolveJob(job.Namespace, job.Meta).CheckpointSignal
 	grace := pol.Preemption.Grace
-	if signal == "none" || len(allocs) == 0 {
+	if signal == "" || len(allocs) == 0 {
 		signal, grace = "", 0
 	}
 	d := &Drain{Group: "", Allocs: allocs, Signal: signal, Grace: grace, Decided: r.now,
 		Requeue: true, Kind: "pause", Rule: string(reason.Rule), Reason: reason.Message}
 	st.Draining = append(st.Draining, d)
 	st.note(StatusPaused, reason, r.now)
+	gpus := 0
+	for _, a := range r.obs.Allocs {
+		if a.Namespace == job.Namespace && a.JobID == job.ID {
+			gpus += len(a.GPUIDs)
+		}
+	}
+	dec := Decision{At: r.now, Kind: "pause", Job: st.key().String(), GPUs: gpus, Rule: string(reason.Rule), Reason: reason.Message}
+	defer func() { c.remember(dec) }()
 	if err := c.save(ctx, st); err != nil {
 		c.log.Error("save paused job", "job", st.key(), "error", err)
+		dec.Error = err.Error()
 		return
 	}
 	c.log.Info("pause", "job", st.key(), "by", who(by))

@@ -23,18 +23,32 @@ func buildSnapshot(p *policy.Policy, obs *Observation, states map[jobKey]*JobSta
 		}
 		s.Nodes = append(s.Nodes, engine.Node{ID: n.ID, NodePool: pool, GPUs: n.GPUs})
 	}
+	// A job's meta is its owner's to write: ResolveJob checks every value
+	// (refused ones fall back to the policy's); the engine resolves the
+	// tier itself, per tenant, from the raw value.
+	jobs := make(map[jobKey]engine.Job, len(obs.Jobs))
 	jobOf := func(j *ObservedJob) engine.Job {
+		k := jobKey{j.Namespace, j.ID}
+		if ej, ok := jobs[k]; ok {
+			return ej
+		}
+		set := p.ResolveJob(j.Namespace, j.Meta)
+		checkpoint := set.CheckpointSignal
+		if checkpoint == "" {
+			checkpoint = "none"
+		}
 		ej := engine.Job{
 			Ref:        engine.JobRef{Namespace: j.Namespace, ID: j.ID},
-			Tier:       j.Meta[p.Defaults.TierMetaKey],
+			Tier:       set.Requested,
 			Priority:   j.Priority,
-			Gang:       isTrue(j.Meta[p.Defaults.GangMetaKey]),
-			Checkpoint: j.Meta[p.Defaults.CheckpointMetaKey],
+			Gang:       set.Gang,
+			Checkpoint: checkpoint,
 		}
-		if st := states[jobKey{j.Namespace, j.ID}]; st != nil {
+		if st := states[k]; st != nil {
 			ej.Preemptions = st.Preemptions
 			ej.Promoted = st.Promoted
 		}
+		jobs[k] = ej
 		return ej
 	}
 	for _, a := range obs.Allocs {
@@ -127,12 +141,4 @@ func inflightResumes(obs *Observation, states map[jobKey]*JobState) map[jobKey]m
 		}
 	}
 	return out
-}
-
-func isTrue(s string) bool {
-	switch s {
-	case "true", "1", "yes", "on":
-		return true
-	}
-	return false
 }

@@ -26,6 +26,15 @@ type Status struct {
 	Idle      []IdleStatus   `json:"idle"`
 	IdleGPUs  int            `json:"idle_gpus"`
 	Decisions []Decision     `json:"decisions"`
+	// Warnings are job meta values Steward refused, and what it uses
+	// instead.
+	Warnings []JobWarning `json:"warnings,omitempty"`
+}
+
+// JobWarning is one refused meta value of a job.
+type JobWarning struct {
+	Job     string `json:"job"`
+	Problem string `json:"problem"`
 }
 
 // TenantStatus is one tenant's GPUs.
@@ -113,6 +122,7 @@ func buildStatus(pol *policy.Policy, r *round, states []*JobState, usage map[str
 func (c *Controller) writeStatus(ctx context.Context, r *round, pol *policy.Policy) {
 	s := buildStatus(pol, r, c.sortedStates(), c.usage.samples(), c.decisions)
 	s.Leader, s.DryRun = c.cfg.Identity, c.cfg.DryRun
+	s.Warnings = c.warnings()
 	cmp := s
 	cmp.Updated = time.Time{}
 	b, _ := json.Marshal(cmp)

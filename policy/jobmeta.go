@@ -25,6 +25,9 @@ type JobSettings struct {
 	// Problems are the meta values Steward refused, one sentence each:
 	// `tier "infrence" is not defined (did you mean inference?): runs as training`.
 	Problems []string
+	// RefusedKeys are the meta keys whose values were refused, for
+	// metrics: one entry per problem, in the same order.
+	RefusedKeys []string
 }
 
 // ResolveJob reads a job's Steward meta keys in the tenant of its
@@ -33,17 +36,18 @@ func (p *Policy) ResolveJob(namespace string, meta map[string]string) JobSetting
 	s := JobSettings{Tenant: p.TenantOf(namespace), Requested: meta[p.Defaults.TierMetaKey]}
 	var problem string
 	s.Tier, problem = p.TenantTier(s.Tenant, s.Requested)
-	s.addProblem(problem)
+	s.addProblem(p.Defaults.TierMetaKey, problem)
 	s.Gang, problem = p.gangOf(meta)
-	s.addProblem(problem)
+	s.addProblem(p.Defaults.GangMetaKey, problem)
 	s.CheckpointSignal, problem = p.checkpointOf(meta)
-	s.addProblem(problem)
+	s.addProblem(p.Defaults.CheckpointMetaKey, problem)
 	return s
 }
 
-func (s *JobSettings) addProblem(p string) {
+func (s *JobSettings) addProblem(key, p string) {
 	if p != "" {
 		s.Problems = append(s.Problems, p)
+		s.RefusedKeys = append(s.RefusedKeys, key)
 	}
 }
 
