@@ -50,7 +50,9 @@ Options:
 
   -policy FILE|DIR     Policy file or directory (repeatable). Required.
   -dry-run             Plan and log, change nothing in Nomad.
-  -listen ADDR         /metrics and /healthz address (default 127.0.0.1:9646; "" off).
+  -listen ADDR         /metrics, /healthz and /v1/job/check address (default 127.0.0.1:9646; "" off).
+  -advertise URL       Where people's 'steward job check' reaches this controller,
+                       published in the status (default: the listen address).
   -resync DUR          Full read of the cluster at least this often (default 30s).
   -stats-interval DUR  GPU activity polling period (default 10s).
   -state-namespace NS  Namespace of the leader lock and status (default "default").
@@ -80,6 +82,7 @@ func (c *ControllerCommand) Run(args []string) int {
 	fs.Var(&policies, "policy", "")
 	fs.BoolVar(&cfg.DryRun, "dry-run", false, "")
 	fs.StringVar(&cfg.Listen, "listen", cfg.Listen, "")
+	fs.StringVar(&cfg.Advertise, "advertise", "", "")
 	fs.DurationVar(&cfg.Resync, "resync", cfg.Resync, "")
 	fs.DurationVar(&cfg.StatsInterval, "stats-interval", cfg.StatsInterval, "")
 	fs.StringVar(&cfg.StateNamespace, "state-namespace", cfg.StateNamespace, "")

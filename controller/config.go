@@ -26,8 +26,13 @@ type Config struct {
 	// a leader that vanishes is replaced after about TTL+delay.
 	LockTTL   time.Duration
 	LockDelay time.Duration
-	// Listen is the address of /metrics and /healthz ("" turns them off).
+	// Listen is the address of /metrics, /healthz and /v1/job/check (""
+	// turns them off).
 	Listen string
+	// Advertise is the URL at which people's `steward job check` reaches
+	// this controller, published in the status; "" publishes the listen
+	// address.
+	Advertise string
 	// MaxBackoff caps the wait between retries while Nomad is unreachable.
 	MaxBackoff time.Duration
 	// Identity names this controller in the leader record and in logs.

@@ -29,11 +29,15 @@ type Controller struct {
 	obs    *observer
 	now    func() time.Time
 
-	mu      sync.Mutex // guards pol, eng, health, lastPlan (read by HTTP and SIGHUP)
+	mu      sync.Mutex // guards pol, eng, health, lastCheck (read by HTTP and SIGHUP)
 	pol     *policy.Policy
 	eng     *engine.Engine
 	health  Health
 	trigger chan struct{}
+	// lastCheck is what `steward job check` plans on (check.go); checkAddr
+	// is where this controller answers checks, published in the status.
+	lastCheck *checkBase
+	checkAddr string
 
 	// Owned by the control loop.
 	states    map[jobKey]*JobState
@@ -88,6 +92,7 @@ func New(cfg Config, client *api.Client, log hclog.Logger) (*Controller, error) 
 		usage: newUsageStore(), metrics: newMetrics(),
 	}
 	c.health.Identity, c.health.PolicyFiles, c.health.DryRun = cfg.Identity, cfg.PolicyFiles, cfg.DryRun
+	c.checkAddr = cfg.Advertise
 	c.resetState()
 	return c, nil
 }
@@ -433,6 +438,7 @@ func (c *Controller) reconcile(ctx context.Context) (time.Time, error) {
 	planStart := time.Now()
 	plan := eng.Plan(snap, r.now)
 	c.metrics.planSeconds.Observe(time.Since(planStart).Seconds())
+	c.keepCheckBase(snap, r.now)
 	r.plan = plan
 	for _, s := range plan.Skipped {
 		c.log.Warn("engine skipped snapshot item", "item", s.Item, "reason", s.Reason)

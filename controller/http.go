@@ -4,10 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"time"
 
+	"github.com/hashicorp/nomad/api"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
@@ -27,7 +29,42 @@ func (c *Controller) Handler() http.Handler {
 		w.WriteHeader(code)
 		_ = json.NewEncoder(w).Encode(h)
 	})
+	mux.HandleFunc("POST /v1/job/check", c.serveCheck)
 	return mux
+}
+
+// CheckRequest is the body of POST /v1/job/check: a job as Nomad's API
+// takes it (`steward job check` parses the jobspec with Nomad first). The
+// caller's Nomad token comes in the X-Nomad-Token header.
+type CheckRequest struct {
+	Job *api.Job `json:"Job"`
+}
+
+// serveCheck answers `steward job check` (see Check).
+func (c *Controller) serveCheck(w http.ResponseWriter, r *http.Request) {
+	var req CheckRequest
+	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 4<<20)).Decode(&req); err != nil {
+		writeJSONError(w, http.StatusBadRequest, fmt.Errorf("decode check request: %w", err))
+		return
+	}
+	res, err := c.Check(req.Job, r.Header.Get("X-Nomad-Token"))
+	switch {
+	case err == nil:
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(res)
+	case errors.Is(err, errNotLeading), errors.Is(err, errNoRound):
+		writeJSONError(w, http.StatusServiceUnavailable, err)
+	case isForbidden(err):
+		writeJSONError(w, http.StatusForbidden, err)
+	default:
+		writeJSONError(w, http.StatusBadRequest, err)
+	}
+}
+
+func writeJSONError(w http.ResponseWriter, code int, err error) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(map[string]string{"error": err.Error()})
 }
 
 // Serve runs the HTTP endpoints on cfg.Listen until ctx ends. It returns
@@ -43,6 +80,11 @@ func (c *Controller) Serve(ctx context.Context, ready func(addr string)) error {
 	if ready != nil {
 		ready(ln.Addr().String())
 	}
+	c.mu.Lock()
+	if c.checkAddr == "" {
+		c.checkAddr = "http://" + ln.Addr().String()
+	}
+	c.mu.Unlock()
 	srv := &http.Server{Handler: c.Handler(), ReadHeaderTimeout: 5 * time.Second}
 	go func() {
 		<-ctx.Done()

@@ -23,31 +23,13 @@ func buildSnapshot(p *policy.Policy, obs *Observation, states map[jobKey]*JobSta
 		}
 		s.Nodes = append(s.Nodes, engine.Node{ID: n.ID, NodePool: pool, GPUs: n.GPUs})
 	}
-	// A job's meta is its owner's to write: ResolveJob checks every value
-	// (refused ones fall back to the policy's); the engine resolves the
-	// tier itself, per tenant, from the raw value.
 	jobs := make(map[jobKey]engine.Job, len(obs.Jobs))
 	jobOf := func(j *ObservedJob) engine.Job {
 		k := jobKey{j.Namespace, j.ID}
 		if ej, ok := jobs[k]; ok {
 			return ej
 		}
-		set := p.ResolveJob(j.Namespace, j.Meta)
-		checkpoint := set.CheckpointSignal
-		if checkpoint == "" {
-			checkpoint = "none"
-		}
-		ej := engine.Job{
-			Ref:        engine.JobRef{Namespace: j.Namespace, ID: j.ID},
-			Tier:       set.Requested,
-			Priority:   j.Priority,
-			Gang:       set.Gang,
-			Checkpoint: checkpoint,
-		}
-		if st := states[k]; st != nil {
-			ej.Preemptions = st.Preemptions
-			ej.Promoted = st.Promoted
-		}
+		ej := engineJob(p, j, states[k])
 		jobs[k] = ej
 		return ej
 	}
@@ -119,6 +101,30 @@ func buildSnapshot(p *policy.Policy, obs *Observation, states map[jobKey]*JobSta
 		}
 	}
 	return s
+}
+
+// engineJob is what the engine knows of a job. A job's meta is its owner's
+// to write: ResolveJob checks every value (refused ones fall back to the
+// policy's); the engine resolves the tier itself, per tenant, from the raw
+// value.
+func engineJob(p *policy.Policy, j *ObservedJob, st *JobState) engine.Job {
+	set := p.ResolveJob(j.Namespace, j.Meta)
+	checkpoint := set.CheckpointSignal
+	if checkpoint == "" {
+		checkpoint = "none"
+	}
+	ej := engine.Job{
+		Ref:        engine.JobRef{Namespace: j.Namespace, ID: j.ID},
+		Tier:       set.Requested,
+		Priority:   j.Priority,
+		Gang:       set.Gang,
+		Checkpoint: checkpoint,
+	}
+	if st != nil {
+		ej.Preemptions = st.Preemptions
+		ej.Promoted = st.Promoted
+	}
+	return ej
 }
 
 // inflightResumes are the allocations Nomad has queued in groups Steward

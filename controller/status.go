@@ -17,15 +17,17 @@ const StatusPath = "steward/status"
 
 // Status is the cluster as Steward sees it after its latest round.
 type Status struct {
-	Updated   time.Time      `json:"updated"`
-	Leader    string         `json:"leader"`
-	DryRun    bool           `json:"dry_run,omitempty"`
-	Policy    string         `json:"policy"`
-	Tenants   []TenantStatus `json:"tenants"`
-	Held      []HeldStatus   `json:"held"`
-	Idle      []IdleStatus   `json:"idle"`
-	IdleGPUs  int            `json:"idle_gpus"`
-	Decisions []Decision     `json:"decisions"`
+	Updated time.Time `json:"updated"`
+	Leader  string    `json:"leader"`
+	// CheckAddress is where the leader answers `steward job check`.
+	CheckAddress string         `json:"check_address,omitempty"`
+	DryRun       bool           `json:"dry_run,omitempty"`
+	Policy       string         `json:"policy"`
+	Tenants      []TenantStatus `json:"tenants"`
+	Held         []HeldStatus   `json:"held"`
+	Idle         []IdleStatus   `json:"idle"`
+	IdleGPUs     int            `json:"idle_gpus"`
+	Decisions    []Decision     `json:"decisions"`
 	// Warnings are job meta values Steward refused, and what it uses
 	// instead.
 	Warnings []JobWarning `json:"warnings,omitempty"`
@@ -123,6 +125,9 @@ func (c *Controller) writeStatus(ctx context.Context, r *round, pol *policy.Poli
 	s := buildStatus(pol, r, c.sortedStates(), c.usage.samples(), c.decisions)
 	s.Leader, s.DryRun = c.cfg.Identity, c.cfg.DryRun
 	s.Warnings = c.warnings()
+	c.mu.Lock()
+	s.CheckAddress = c.checkAddr
+	c.mu.Unlock()
 	cmp := s
 	cmp.Updated = time.Time{}
 	b, _ := json.Marshal(cmp)

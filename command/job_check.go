@@ -1,0 +1,256 @@
+package command
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/cli"
+	"github.com/hashicorp/nomad/api"
+	"github.com/ryanuber/columnize"
+
+	"github.com/gpu-steward/steward/controller"
+)
+
+func init() {
+	register("job", func(cli.Ui) cli.Command {
+		return &groupCommand{synopsis: "Check jobs against the policy before submitting them",
+			help: "Usage: steward job check [options] JOBSPEC\n\n  Subcommands: check"}
+	})
+	register("job check", func(ui cli.Ui) cli.Command { return &JobCheckCommand{UI: ui} })
+}
+
+// Exit codes of `steward job check`, as documented in its help.
+const (
+	checkOK       = 0
+	checkRefused  = 1
+	checkNotAsked = 255
+)
+
+// JobCheckCommand is "steward job check JOBSPEC".
+type JobCheckCommand struct {
+	UI cli.Ui
+	// HTTP is the client used to reach the controller (tests); nil uses a
+	// client with a 30 s timeout.
+	HTTP *http.Client
+}
+
+func (c *JobCheckCommand) Help() string {
+	return strings.TrimSpace(`
+Usage: steward job check [options] JOBSPEC
+
+  Says what Steward will make of a job before it is submitted: its tenant,
+  the tier and Nomad priority it will get, whether it is a gang, its
+  checkpoint signal and grace, and what Steward would do with it now
+  against the live cluster: run it (free GPUs fit it), preempt whom for it
+  (with each victim's reason), or hold it back (with the reason and the
+  numbers). Meta values Steward refuses (an unknown tier, one the tenant
+  may not use, a bad checkpoint signal or gang value) are named, with what
+  is used instead.
+
+  The jobspec is parsed by Nomad (as 'nomad job validate' does), and the
+  question goes to the leading controller, which alone sees the whole
+  cluster; it answers only if your token may submit the job (Nomad's own
+  plan decides, with your token). A tenant's token is enough. Jobs of other
+  namespaces that would be preempted are named by tenant and tier only.
+
+  Exit status: 0 when Steward takes the job as written; 1 when it refuses
+  some of its meta, or a group can never run as asked; 255 when the check
+  could not be made (parse error, permission, no controller).
+
+  Connects like the nomad CLI (NOMAD_ADDR, NOMAD_TOKEN, ...).
+
+Options:
+
+  -controller URL      The controller to ask (default: $STEWARD_CONTROLLER_ADDR,
+                       else the address the leader publishes in its status).
+  -state-namespace NS  Namespace of the leader's status (default "default").
+  -address ADDR        Nomad address (default $NOMAD_ADDR).
+  -json                Print the answer as JSON.
+`)
+}
+
+func (c *JobCheckCommand) Synopsis() string {
+	return "Say what Steward would do with a job before it is submitted"
+}
+
+func (c *JobCheckCommand) Run(args []string) int {
+	var address, ctlAddr string
+	var asJSON bool
+	ns := controller.DefaultConfig().StateNamespace
+	fs := flag.NewFlagSet("job check", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.StringVar(&ctlAddr, "controller", os.Getenv("STEWARD_CONTROLLER_ADDR"), "")
+	fs.StringVar(&ns, "state-namespace", ns, "")
+	fs.BoolVar(&asJSON, "json", false, "")
+	addressFlag(fs, &address)
+	if err := fs.Parse(args); err != nil || fs.NArg() != 1 {
+		if err == nil {
+			err = fmt.Errorf("want one jobspec file")
+		}
+		c.UI.Error(fmt.Sprintf("%v\n\n%s", err, c.Help()))
+		return checkNotAsked
+	}
+	path := fs.Arg(0)
+	src, err := os.ReadFile(path)
+	if err != nil {
+		c.UI.Error(fmt.Sprintf("read jobspec: %v", err))
+		return checkNotAsked
+	}
+	client, err := nomadClient(address)
+	if err != nil {
+		c.UI.Error(err.Error())
+		return checkNotAsked
+	}
+	job, err := client.Jobs().ParseHCLOpts(&api.JobsParseRequest{JobHCL: string(src), Canonicalize: true})
+	if err != nil {
+		c.UI.Error(fmt.Sprintf("%s: Nomad cannot parse the jobspec: %v", path, err))
+		return checkNotAsked
+	}
+	if ctlAddr == "" {
+		s, err := controller.ReadStatus(context.Background(), controller.NewNomad(client), ns)
+		switch {
+		case err != nil:
+			c.UI.Error(fmt.Sprintf("find the controller: %v (or give -controller URL)", err))
+			return checkNotAsked
+		case s.CheckAddress == "":
+			c.UI.Error("find the controller: its status names no address (it runs with -listen \"\"); give -controller URL")
+			return checkNotAsked
+		}
+		ctlAddr = s.CheckAddress
+	}
+	res, err := c.ask(ctlAddr, api.DefaultConfig().SecretID, job) // NOMAD_TOKEN, as the client uses
+	if err != nil {
+		c.UI.Error(err.Error())
+		return checkNotAsked
+	}
+	if asJSON {
+		b, _ := json.MarshalIndent(res, "", "  ")
+		c.UI.Output(string(b))
+	} else {
+		c.UI.Output(FormatCheck(res))
+	}
+	return checkExit(res)
+}
+
+// ask sends the job to the controller with the caller's token.
+func (c *JobCheckCommand) ask(addr, token string, job *api.Job) (*controller.CheckResult, error) {
+	body, err := json.Marshal(controller.CheckRequest{Job: job})
+	if err != nil {
+		return nil, fmt.Errorf("encode job: %w", err)
+	}
+	url := strings.TrimRight(addr, "/") + "/v1/job/check"
+	req, err := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		return nil, fmt.Errorf("ask the controller at %s: %w", addr, err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if token != "" {
+		req.Header.Set("X-Nomad-Token", token)
+	}
+	hc := c.HTTP
+	if hc == nil {
+		hc = &http.Client{Timeout: 30 * time.Second}
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("ask the controller at %s: %w", addr, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		var e struct {
+			Error string `json:"error"`
+		}
+		_ = json.NewDecoder(resp.Body).Decode(&e)
+		return nil, fmt.Errorf("the controller at %s answered %s: %s", addr, resp.Status, e.Error)
+	}
+	var res controller.CheckResult
+	if err := json.NewDecoder(resp.Body).Decode(&res); err != nil {
+		return nil, fmt.Errorf("decode the controller's answer: %w", err)
+	}
+	return &res, nil
+}
+
+// checkExit is the exit status for an answer: 1 when Steward refuses some
+// of the job's meta or a group can never run as asked.
+func checkExit(res *controller.CheckResult) int {
+	if len(res.Problems) > 0 {
+		return checkRefused
+	}
+	for _, g := range res.Groups {
+		if g.Verdict == controller.VerdictWait && strings.Contains(g.Reason, "the largest node has") {
+			return checkRefused
+		}
+	}
+	return checkOK
+}
+
+// FormatCheck renders an answer as the nomad CLI renders its tables.
+func FormatCheck(r *controller.CheckResult) string {
+	var b strings.Builder
+	kv := columnize.DefaultConfig()
+	kv.Glue = " = "
+	tier := r.Tier
+	if r.Requested == "" {
+		tier += " (default: the job names no tier)"
+	}
+	prio := fmt.Sprint(r.Priority)
+	if r.SpecPriority != r.Priority {
+		prio += fmt.Sprintf(" (the jobspec says %d; Steward sets %d)", r.SpecPriority, r.Priority)
+	}
+	signal, grace := "none (stopped without grace)", "-"
+	if r.CheckpointSignal != "" {
+		signal, grace = r.CheckpointSignal, r.Grace.String()
+	}
+	b.WriteString(columnize.Format([]string{
+		"Job|" + r.Namespace + "/" + r.Job,
+		"Tenant|" + r.Tenant,
+		"Tier|" + tier,
+		"Priority|" + prio,
+		fmt.Sprintf("Gang|%t", r.Gang),
+		"Checkpoint Signal|" + signal,
+		"Grace|" + grace,
+	}, kv) + "\n")
+	if len(r.Problems) > 0 {
+		b.WriteString("\nRefused Meta\n")
+		for _, p := range r.Problems {
+			b.WriteString("  " + p + "\n")
+		}
+	}
+	b.WriteString("\nIf Submitted Now\n")
+	rows := []string{"Group|Allocs|GPUs Each|Verdict|Reason"}
+	for _, g := range r.Groups {
+		rows = append(rows, fmt.Sprintf("%s|%d|%d|%s|%s", g.Group, g.Count, g.GPUsPerAlloc, g.Verdict, g.Reason))
+	}
+	b.WriteString(columnize.SimpleFormat(rows) + "\n")
+	for _, g := range r.Groups {
+		if len(g.Victims) > 0 {
+			fmt.Fprintf(&b, "\nPreempted for group %s\n", g.Group)
+			rows := []string{"Job|Tenant|Tier|GPUs|Signal|Grace|Reason"}
+			for _, v := range g.Victims {
+				job := v.Job
+				if job == "" {
+					job = "(another tenant's job)"
+				}
+				sig, gr := v.Signal, v.Grace.String()
+				if sig == "" {
+					sig, gr = "-", "-"
+				}
+				rows = append(rows, fmt.Sprintf("%s|%s|%s|%d|%s|%s|%s", job, v.Tenant, v.Tier, v.GPUs, sig, gr, v.Reason))
+			}
+			b.WriteString(columnize.SimpleFormat(rows) + "\n")
+		}
+		if g.Nomad != "" {
+			fmt.Fprintf(&b, "\nGroup %s: %s\n", g.Group, g.Nomad)
+		}
+	}
+	fmt.Fprintf(&b, "\nChecked by %s against the cluster as read at %s.", r.Leader, r.At.Local().Format(time.DateTime))
+	return b.String()
+}
