@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -72,6 +73,11 @@ Options:
   -controller URL      The controller to ask (default: $STEWARD_CONTROLLER_ADDR,
                        else the address the leader publishes in its status).
   -state-namespace NS  Namespace of the leader's status (default "default").
+  -namespace NS        Namespace to parse the jobspec in (default $NOMAD_NAMESPACE;
+                       the job's own namespace decides where it is checked).
+  -var KEY=VALUE       A value for a variable of the jobspec (repeatable), as
+                       for 'nomad job plan'.
+  -var-file FILE       A file of variable values (repeatable).
   -address ADDR        Nomad address (default $NOMAD_ADDR).
   -json                Print the answer as JSON.
 `)
@@ -82,14 +88,18 @@ func (c *JobCheckCommand) Synopsis() string {
 }
 
 func (c *JobCheckCommand) Run(args []string) int {
-	var address, ctlAddr string
+	var address, ctlAddr, parseNS string
 	var asJSON bool
+	var vars, varFiles stringList
 	ns := controller.DefaultConfig().StateNamespace
 	fs := flag.NewFlagSet("job check", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	fs.StringVar(&ctlAddr, "controller", os.Getenv("STEWARD_CONTROLLER_ADDR"), "")
 	fs.StringVar(&ns, "state-namespace", ns, "")
 	fs.BoolVar(&asJSON, "json", false, "")
+	fs.StringVar(&parseNS, "namespace", "", "")
+	fs.Var(&vars, "var", "")
+	fs.Var(&varFiles, "var-file", "")
 	addressFlag(fs, &address)
 	if err := fs.Parse(args); err != nil || fs.NArg() != 1 {
 		if err == nil {
@@ -109,9 +119,24 @@ func (c *JobCheckCommand) Run(args []string) int {
 		c.UI.Error(err.Error())
 		return checkNotAsked
 	}
-	job, err := client.Jobs().ParseHCLOpts(&api.JobsParseRequest{JobHCL: string(src), Canonicalize: true})
+	values, err := variableValues(vars, varFiles)
 	if err != nil {
-		c.UI.Error(fmt.Sprintf("%s: Nomad cannot parse the jobspec: %v", path, err))
+		c.UI.Error(err.Error())
+		return checkNotAsked
+	}
+	// Nomad parses in the namespace the client names (-namespace,
+	// NOMAD_NAMESPACE), where the caller's token needs parse-job, as for
+	// `nomad job validate`.
+	if parseNS != "" {
+		client.SetNamespace(parseNS)
+	}
+	job, err := client.Jobs().ParseHCLOpts(&api.JobsParseRequest{JobHCL: string(src), Variables: values, Canonicalize: true})
+	if err != nil {
+		hint := ""
+		if strings.Contains(err.Error(), "403") && parseNS == "" && os.Getenv("NOMAD_NAMESPACE") == "" {
+			hint = " (give -namespace or set NOMAD_NAMESPACE to a namespace your token may submit jobs in)"
+		}
+		c.UI.Error(fmt.Sprintf("%s: Nomad cannot parse the jobspec: %v%s", path, err, hint))
 		return checkNotAsked
 	}
 	if ctlAddr == "" {
@@ -138,6 +163,31 @@ func (c *JobCheckCommand) Run(args []string) int {
 		c.UI.Output(FormatCheck(res))
 	}
 	return checkExit(res)
+}
+
+// variableValues joins -var-file contents and -var KEY=VALUE pairs into
+// the variables file Nomad's parse endpoint takes (later values win, as in
+// the nomad CLI).
+func variableValues(vars, files []string) (string, error) {
+	var b strings.Builder
+	for _, f := range files {
+		src, err := os.ReadFile(f)
+		if err != nil {
+			return "", fmt.Errorf("read -var-file: %w", err)
+		}
+		b.Write(src)
+		b.WriteString("\n")
+	}
+	for _, v := range vars {
+		k, val, ok := strings.Cut(v, "=")
+		if !ok || strings.TrimSpace(k) == "" {
+			return "", fmt.Errorf("-var %q: want KEY=VALUE", v)
+		}
+		// A quoted string converts to the variable's declared type
+		// (number, bool) as Nomad's own -var does.
+		fmt.Fprintf(&b, "%s = %s\n", strings.TrimSpace(k), strconv.Quote(val))
+	}
+	return b.String(), nil
 }
 
 // ask sends the job to the controller with the caller's token.
