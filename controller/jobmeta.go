@@ -19,9 +19,10 @@ type refusal struct {
 }
 
 // checkJobMeta reads every job's Steward meta keys under the policy. Each
-// refused value is logged and counted once per job version (and again
-// after a policy change alters the verdict), and kept for the job's record
-// and `steward status` while it lasts.
+// refusal is logged and counted once per job, and again only when the job's
+// owner changes it (or a policy reload changes the verdict): a version of
+// the job made by Steward's own scaling repeats nothing. It is kept for the
+// job's record and `steward status` while it lasts.
 func (c *Controller) checkJobMeta(pol *policy.Policy, obs *Observation) {
 	if c.refused == nil {
 		c.refused = map[jobKey]*refusal{}
@@ -43,7 +44,8 @@ func (c *Controller) checkJobMeta(pol *policy.Policy, obs *Observation) {
 		}
 		seen[k] = true
 		old := c.refused[k]
-		if old != nil && old.index == j.ModifyIndex && slices.Equal(old.problems, set.Problems) {
+		if old != nil && slices.Equal(old.problems, set.Problems) {
+			old.index = j.ModifyIndex
 			continue
 		}
 		c.refused[k] = &refusal{index: j.ModifyIndex, problems: set.Problems}

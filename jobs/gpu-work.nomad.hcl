@@ -59,8 +59,15 @@ variable "priority" {
 }
 
 variable "gang" {
-  type    = bool
-  default = false
+  description = "steward.gang: true makes all allocations one gang."
+  type        = string
+  default     = "false"
+}
+
+variable "checkpoint_signal" {
+  description = "steward.checkpoint_signal: overrides the policy's checkpoint signal (\"\" keeps it)."
+  type        = string
+  default     = ""
 }
 
 job "gpu-work" {
@@ -71,8 +78,9 @@ job "gpu-work" {
   priority  = var.priority
 
   meta = {
-    "steward.tier" = var.tier
-    "steward.gang" = var.gang ? "true" : "false"
+    "steward.tier"              = var.tier
+    "steward.gang"              = var.gang
+    "steward.checkpoint_signal" = var.checkpoint_signal
   }
 
   group "work" {
