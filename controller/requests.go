@@ -68,7 +68,11 @@ func (c *Controller) applyRequests(ctx context.Context, r *round) {
 					st.Paused = false
 					why := engine.Reason{Rule: "resume", Message: fmt.Sprintf("resumed by %s: waits for capacity", who(items["by"]))}
 					st.note(StatusHeld, why, r.now)
-					d := Decision{At: r.now, Kind: "resume", Job: k.String(), Rule: string(why.Rule), Reason: why.Message}
+					gpus := 0
+					for g, h := range st.Held {
+						gpus += h.Count * job.Groups[g].GPUsPerAlloc
+					}
+					d := Decision{At: r.now, Kind: "resume", Job: k.String(), GPUs: gpus, Rule: string(why.Rule), Reason: why.Message}
 					if err := c.save(ctx, st); err != nil {
 						c.log.Error("save resumed job", "job", k, "error", err)
 						d.Error = err.Error()

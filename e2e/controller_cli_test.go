@@ -102,6 +102,14 @@ func TestOperatorCLIAndMetrics(t *testing.T) {
 		t.Fatalf("steward resume: %v\n%s", err, out)
 	}
 	c.waitRunning(60*time.Second, map[string]int{"ml/train": 1})
+
+	// steward status lists the operator's pause and resume among the
+	// decisions, with the GPUs paused.
+	testnomad.WaitFor(t, 30*time.Second, "pause and resume among the recent decisions", func() (bool, string) {
+		out, err := c.steward("status")
+		return err == nil && regexp.MustCompile(`pause\s+ml/train\s+4\s+paused by`).MatchString(out) &&
+			regexp.MustCompile(`resume\s+ml/train\s+4\s+resumed by`).MatchString(out), out
+	})
 }
 
 func get(t *testing.T, url string) string {
