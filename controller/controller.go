@@ -28,6 +28,8 @@ type Controller struct {
 	nomad  Nomad
 	obs    *observer
 	now    func() time.Time
+	// lease proves leadership; nomad refuses writes without it (fence.go).
+	lease *lease
 
 	mu      sync.Mutex // guards pol, eng, health, lastCheck (read by HTTP and SIGHUP)
 	pol     *policy.Policy
@@ -86,8 +88,10 @@ func New(cfg Config, client *api.Client, log hclog.Logger) (*Controller, error) 
 	if err != nil {
 		return nil, err
 	}
+	ls := newLease()
 	c := &Controller{
-		cfg: cfg, log: log, client: client, nomad: NewNomad(client), obs: newObserver(client), now: time.Now,
+		cfg: cfg, log: log, client: client, nomad: fencedNomad{Nomad: NewNomad(client), lease: ls}, lease: ls,
+		obs: newObserver(client), now: time.Now,
 		pol: p, eng: engine.New(p), trigger: make(chan struct{}, 1),
 		usage: newUsageStore(), metrics: newMetrics(),
 	}

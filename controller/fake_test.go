@@ -148,7 +148,7 @@ func testPolicy(t *testing.T) *policy.Policy {
 // testController is a controller over the fake, without an API client.
 func testController(t *testing.T, f *fakeNomad) *Controller {
 	p := testPolicy(t)
-	c := &Controller{cfg: DefaultConfig(), log: hclog.NewNullLogger(), nomad: f, now: func() time.Time { return t0 },
+	c := &Controller{cfg: DefaultConfig(), log: hclog.NewNullLogger(), nomad: f, lease: newLease(), now: func() time.Time { return t0 },
 		pol: p, eng: engine.New(p), trigger: make(chan struct{}, 1), usage: newUsageStore(), metrics: newMetrics()}
 	c.resetState()
 	return c

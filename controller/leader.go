@@ -2,6 +2,10 @@ package controller
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
 
 	"github.com/hashicorp/nomad/api"
 )
@@ -9,55 +13,195 @@ import (
 // LeaderLockPath is the variable whose lock the leader holds.
 const LeaderLockPath = "steward/leader"
 
+// errLostLease refuses a write by a controller that cannot prove it still
+// leads.
+var errLostLease = errors.New("not leading: this controller's leader lease has expired, so it changes nothing")
+
+// lease is a leader's proof that it holds the lock, until a local deadline.
+//
+// Nomad keeps a variable lock for twice its TTL after the last renewal and
+// then for the lock delay (nomad/locks.go), so nobody else can acquire it
+// before lastRenewalSent + 2*TTL + delay. The deadline here is
+// lastRenewalSent + TTL: strictly earlier, with a whole TTL to spare for a
+// slow clock or a paused process. A leader whose renewals fail, or that
+// was paused (SIGSTOP, a long GC, a frozen VM) past its deadline, refuses
+// every write from then on, before another controller can lead.
+type lease struct {
+	mu       sync.Mutex
+	enforced bool // false: no election (dry run, tests of the acting logic)
+	until    time.Time
+	now      func() time.Time
+}
+
+func newLease() *lease { return &lease{now: time.Now} }
+
+// valid reports whether a write may go out now.
+func (l *lease) valid() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return !l.enforced || l.now().Before(l.until)
+}
+
+// deadline is when the lease ends (zero when not enforced).
+func (l *lease) deadline() time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.until
+}
+
+// extend records a successful acquire or renew whose request was sent at
+// sent.
+func (l *lease) extend(sent time.Time, ttl time.Duration) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.enforced = true
+	if t := sent.Add(ttl); t.After(l.until) {
+		l.until = t
+	}
+}
+
+// end withdraws the lease at once.
+func (l *lease) end() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.enforced = true
+	l.until = time.Time{}
+}
+
 // elect runs lead while this controller holds the leader lock (a Nomad
-// variable lock), and contends again whenever it loses it. Nomad's lock
-// has a TTL the holder renews; a holder that vanishes loses it after the
-// TTL, and the lock delay then keeps it free a little longer so that an
-// old leader that is merely slow has stopped acting before a new one
-// starts.
+// variable lock), and contends again whenever it loses it.
+//
+// It does not use api.LockLeaser: a renewal refused with 409 (someone else
+// holds the lock) ends its renew loop but not the protected function, and
+// its calls have no timeout. Here lead's context ends, and every write is
+// refused (fencedNomad), as soon as the lease cannot be proven.
 func (c *Controller) elect(ctx context.Context, lead func(context.Context) error) error {
+	// Nomad replaces a lock delay of 0 with its default of 15 s
+	// (structs.VariableLock.Canonicalize): ask for the smallest it keeps.
+	delay := max(c.cfg.LockDelay, time.Millisecond)
 	v := api.Variable{
 		Namespace: c.cfg.StateNamespace,
 		Path:      LeaderLockPath,
 		Items:     map[string]string{"holder": c.cfg.Identity},
 		Lock: &api.VariableLock{
 			TTL:       c.cfg.LockTTL.String(),
-			LockDelay: c.cfg.LockDelay.String(),
+			LockDelay: delay.String(),
 		},
 	}
-	for attempt := 0; ctx.Err() == nil; attempt++ {
-		locks, err := c.client.Locks(api.WriteOptions{Namespace: c.cfg.StateNamespace}, v)
+	ttl := c.cfg.LockTTL
+	c.log.Info("waiting to lead", "lock", LeaderLockPath, "namespace", c.cfg.StateNamespace, "identity", c.cfg.Identity)
+	for attempt := 0; ctx.Err() == nil; {
+		c.lease.end()
+		locks, err := c.client.Locks(api.WriteOptions{Namespace: c.cfg.StateNamespace}, v, api.LocksOptionWithMaxRetries(0))
 		if err != nil {
-			return err
+			return fmt.Errorf("leader lock: %w", err)
 		}
-		leaser := c.client.NewLockLeaser(locks, api.LockLeaserOptionWithWaitPeriod(c.cfg.LockTTL/2))
-		c.log.Info("waiting to lead", "lock", LeaderLockPath, "namespace", c.cfg.StateNamespace, "identity", c.cfg.Identity)
-		// The leaser releases the lock with the context it was started
-		// with, so it gets one that outlives ours: on shutdown the lock is
-		// handed back at once instead of expiring after its TTL.
-		leaseCtx, cancelLease := context.WithCancel(context.WithoutCancel(ctx))
-		err = leaser.Start(leaseCtx, func(lctx context.Context) error {
-			c.log.Info("leading: this controller acts", "identity", c.cfg.Identity)
-			defer c.log.Info("no longer leading", "identity", c.cfg.Identity)
-			both, stop := context.WithCancel(lctx)
-			defer stop()
-			go func() {
-				select {
-				case <-ctx.Done():
-					stop()
-				case <-both.Done():
-				}
-			}()
-			return lead(both)
-		})
-		cancelLease()
-		if ctx.Err() != nil {
+		sent := time.Now()
+		err = c.lockCall(ctx, locks, func(cctx context.Context) error { _, err := locks.Acquire(cctx); return err })
+		switch {
+		case ctx.Err() != nil:
 			return nil
+		case errors.Is(err, api.ErrLockConflict):
+			// Another controller leads. Ask again soon: the takeover time
+			// is Nomad's (2*TTL + delay after the leader's last renewal)
+			// plus at most this poll.
+			sleepCtx(ctx, lockPoll(ttl))
+			continue
+		case err != nil:
+			wait := backoff(attempt, c.cfg.MaxBackoff)
+			attempt++
+			c.log.Warn("leader election", "error", needs(err, "variables write on steward/leader", "acquire the leader lock"), "retry_in", wait)
+			sleepCtx(ctx, wait)
+			continue
 		}
-		if err != nil {
-			c.log.Warn("leader election", "error", needs(err, "variables write on steward/leader", "hold the leader lock"))
-		}
-		sleepCtx(ctx, backoff(attempt, c.cfg.MaxBackoff))
+		attempt = 0
+		c.lease.extend(sent, ttl)
+		c.holdLease(ctx, locks, lead)
 	}
 	return nil
+}
+
+// lockPoll is how often a follower asks for the lock.
+func lockPoll(ttl time.Duration) time.Duration { return min(ttl/10, time.Second) }
+
+// holdLease runs lead while the lease can be renewed, and returns once
+// lead has stopped (after the lease was lost, or ctx ended).
+func (c *Controller) holdLease(ctx context.Context, locks *api.Locks, lead func(context.Context) error) {
+	ttl := c.cfg.LockTTL
+	c.log.Info("leading: this controller acts", "identity", c.cfg.Identity)
+	lctx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- lead(lctx) }()
+	finished := false
+	renew := time.NewTicker(ttl / 3)
+	defer renew.Stop()
+	expiry := time.NewTimer(time.Until(c.lease.deadline()))
+	defer expiry.Stop()
+	lost := func(why string, args ...any) {
+		c.lease.end()
+		stop()
+		c.log.Warn("lost the leader lock: stopping at once ("+why+")", append(args, "identity", c.cfg.Identity)...)
+	}
+loop:
+	for {
+		select {
+		case err := <-done:
+			finished = true
+			if err != nil {
+				c.log.Error("control loop ended", "error", err)
+			}
+			break loop
+		case <-ctx.Done():
+			break loop
+		case <-expiry.C:
+			if !c.lease.valid() {
+				lost("the lease expired before a renewal succeeded", "deadline", c.lease.deadline())
+				break loop
+			}
+			expiry.Reset(time.Until(c.lease.deadline()))
+		case <-renew.C:
+			if !c.lease.valid() {
+				// Paused past the deadline (the ticker fires late):
+				// another controller may lead already.
+				lost("paused past the lease deadline", "deadline", c.lease.deadline())
+				break loop
+			}
+			sent := time.Now()
+			err := c.lockCall(ctx, locks, locks.Renew)
+			switch {
+			case err == nil:
+				c.lease.extend(sent, ttl)
+				expiry.Reset(time.Until(c.lease.deadline()))
+			case errors.Is(err, api.ErrLockConflict):
+				lost("Nomad refused the renewal: another controller holds the lock")
+				break loop
+			case ctx.Err() == nil:
+				c.log.Warn("renew the leader lock; retrying until the lease deadline", "error", err, "deadline", c.lease.deadline())
+			}
+		}
+	}
+	stop()
+	if !finished {
+		<-done
+	}
+	c.log.Info("no longer leading", "identity", c.cfg.Identity)
+	if c.lease.valid() {
+		// Stopped while leading: hand the lock over at once rather than
+		// after its TTL.
+		c.lease.end()
+		if err := c.lockCall(context.WithoutCancel(ctx), locks, locks.Release); err != nil && !errors.Is(err, api.ErrLockConflict) {
+			c.log.Warn("release the leader lock", "error", err)
+		}
+	}
+}
+
+// lockCall runs one lock request with a timeout of a third of the TTL: a
+// hung request must not outlive the lease it is meant to extend. The api
+// package sends lock requests with the Locks' own WriteOptions, not the
+// context it is given, so the context goes there.
+func (c *Controller) lockCall(ctx context.Context, locks *api.Locks, f func(context.Context) error) error {
+	cctx, cancel := context.WithTimeout(ctx, c.cfg.LockTTL/3)
+	defer cancel()
+	locks.WriteOptions = *(&api.WriteOptions{Namespace: c.cfg.StateNamespace}).WithContext(cctx)
+	return f(cctx)
 }

@@ -1,0 +1,64 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+)
+
+// fencedNomad refuses every write once the leader's lease has expired
+// (leader.go): a controller that was paused past its deadline, or whose
+// lock renewals fail, changes nothing in Nomad, even in the middle of a
+// round, before another controller can lead. Reads go through.
+type fencedNomad struct {
+	Nomad
+	lease *lease
+}
+
+func (f fencedNomad) fence(what string) error {
+	if f.lease.valid() {
+		return nil
+	}
+	return fmt.Errorf("%s: %w", what, errLostLease)
+}
+
+func (f fencedNomad) Signal(ctx context.Context, ns, allocID, signal string) error {
+	if err := f.fence("signal allocation " + allocID); err != nil {
+		return err
+	}
+	return f.Nomad.Signal(ctx, ns, allocID, signal)
+}
+
+func (f fencedNomad) StopAlloc(ctx context.Context, ns, allocID string) error {
+	if err := f.fence("stop allocation " + allocID); err != nil {
+		return err
+	}
+	return f.Nomad.StopAlloc(ctx, ns, allocID)
+}
+
+func (f fencedNomad) Scale(ctx context.Context, ns, jobID, group string, count int, message string, meta map[string]any) error {
+	if err := f.fence(fmt.Sprintf("scale %s/%s", ns, jobID)); err != nil {
+		return err
+	}
+	return f.Nomad.Scale(ctx, ns, jobID, group, count, message, meta)
+}
+
+func (f fencedNomad) SetPriority(ctx context.Context, ns, jobID string, priority int, reason string) error {
+	if err := f.fence(fmt.Sprintf("set priority of %s/%s", ns, jobID)); err != nil {
+		return err
+	}
+	return f.Nomad.SetPriority(ctx, ns, jobID, priority, reason)
+}
+
+func (f fencedNomad) PutVar(ctx context.Context, ns, path string, items map[string]string, cas bool, index uint64) error {
+	if err := f.fence(fmt.Sprintf("write variable %s@%s", path, ns)); err != nil {
+		return err
+	}
+	return f.Nomad.PutVar(ctx, ns, path, items, cas, index)
+}
+
+func (f fencedNomad) DeleteVar(ctx context.Context, ns, path string) error {
+	if err := f.fence(fmt.Sprintf("delete variable %s@%s", path, ns)); err != nil {
+		return err
+	}
+	return f.Nomad.DeleteVar(ctx, ns, path)
+}
