@@ -41,8 +41,8 @@ func (st *state) orderDemands() []pending {
 			st.skip("demand #"+itoa(i), "has no job ID")
 			continue
 		}
-		tier := st.e.tierOf(d.Job.Tier)
 		tenant := st.tenantOf(d.Job.Ref.Namespace)
+		tier := st.e.tierFor(tenant, d.Job.Tier)
 		t := &st.tenants[tenant]
 		t.waiting += d.GPUs()
 		prio := st.promote(d, tier)
@@ -251,6 +251,9 @@ func (st *state) serve(p pending, failed failures) {
 // the reservation.
 func (st *state) placeOne(b *bene, need int, failed failures) (int32, []victim, Reason, bool) {
 	t := &st.tenants[b.tenant]
+	if !st.e.tiers[b.tier].preemptible && t.fixed+need > t.t.Reserve {
+		return 0, nil, st.reserveReason(b, need), false
+	}
 	if t.use+need > t.limit() {
 		return 0, nil, st.limitReason(b, need), false
 	}
@@ -287,12 +290,18 @@ func (st *state) place(b *bene, n int32) {
 	st.cap.add(n, -int32(b.g))
 	st.touched(n)
 	st.tenants[b.tenant].use += b.g
+	if !st.e.tiers[b.tier].preemptible {
+		st.tenants[b.tenant].fixed += b.g
+	}
 }
 
 func (st *state) unplace(b *bene, n int32) {
 	st.cap.add(n, int32(b.g))
 	st.touched(n)
 	st.tenants[b.tenant].use -= b.g
+	if !st.e.tiers[b.tier].preemptible {
+		st.tenants[b.tenant].fixed -= b.g
+	}
 }
 
 // emitVictims hands the victims chosen for one demand to the explainer:

@@ -230,6 +230,7 @@ func qosPolicy() *policy.Policy {
 	return testPolicy(func(p *policy.Policy) {
 		p.Pools["serving"] = &policy.Pool{Name: "serving", NodePool: "serving", Owners: []string{"inference"}}
 		p.Tenants["ml"] = tenant("ml", 8, policy.Unlimited)
+		p.Tenants["prod"] = tenant("prod", 8, policy.Unlimited) // inference runs within its reserve
 	})
 }
 
