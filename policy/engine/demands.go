@@ -27,8 +27,11 @@ type pending struct {
 // for another's reservation — a promotion lifts a job above the rest of
 // its tier, never above what a reservation guarantees); then the highest
 // (promoted) priority, the tenant with the smallest weighted share of
-// borrowed GPUs, and the longest waiting. Ties fall back to names so that
-// the order is deterministic.
+// borrowed GPUs; then, with resume_order "preempted-first", work preempted
+// mid-run before work that never ran (it has progress waiting; after the
+// shares, so that the order between tenants stays the fair one); and the
+// longest waiting. Ties fall back to names so that the order is
+// deterministic.
 func (st *state) orderDemands() []pending {
 	out := make([]pending, 0, len(st.s.Waiting))
 	for i := range st.s.Waiting {
@@ -59,14 +62,16 @@ func (st *state) orderDemands() []pending {
 
 // demandKey is a pending demand's place in the order, packed so that most
 // comparisons are of integers: rank holds requeued, tier priority,
-// reservation and priority; then the weighted share, the waiting time, and
-// the demand's index for the rare full tie.
+// reservation and priority; then the weighted share, whether it never ran
+// (under resume_order "preempted-first"), the waiting time, and the
+// demand's index for the rare full tie.
 type demandKey struct {
 	rank  uint64
 	share uint64
 	sec   int64
 	nsec  int32
 	i     int32
+	fresh bool // resume_order "preempted-first" and not Preempted: after preempted work
 }
 
 func (st *state) demandKey(p *pending) demandKey {
@@ -80,7 +85,7 @@ func (st *state) demandKey(p *pending) demandKey {
 	}
 	rank |= uint64(0xff - clampByte(p.prio))
 	return demandKey{rank: rank, share: floatKey(p.share), sec: p.d.Since.Unix(),
-		nsec: int32(p.d.Since.Nanosecond()), i: int32(p.i)}
+		nsec: int32(p.d.Since.Nanosecond()), i: int32(p.i), fresh: st.e.preemptedFirst && !p.d.Preempted}
 }
 
 // sortDemands sorts pending demands by their keys; names break full ties.
@@ -95,6 +100,12 @@ func (st *state) sortDemands(out []pending) []pending {
 		}
 		if c := cmp.Compare(a.share, b.share); c != 0 {
 			return c
+		}
+		if a.fresh != b.fresh {
+			if b.fresh {
+				return -1
+			}
+			return 1
 		}
 		if c := cmp.Compare(a.sec, b.sec); c != 0 {
 			return c

@@ -44,6 +44,9 @@ type Engine struct {
 	ownsPool  []bool // [tier]: the tier owns some pool
 
 	idle [][]*policy.IdleRule // [tier][policy tenant]; the last column is "other tenants"
+
+	// preemptedFirst: resume_order "preempted-first" (orderDemands).
+	preemptedFirst bool
 }
 
 type tierInfo struct {
@@ -54,7 +57,8 @@ type tierInfo struct {
 
 // New compiles a policy for planning.
 func New(p *policy.Policy) *Engine {
-	e := &Engine{p: p, tierIdx: map[string]int{}, tenantByNS: map[string]int{}}
+	e := &Engine{p: p, tierIdx: map[string]int{}, tenantByNS: map[string]int{},
+		preemptedFirst: p.Preemption.ResumeOrder != policy.ResumeOrderLongestWaiting}
 	for _, name := range p.TierNames() {
 		t := p.Tiers[name]
 		e.tierIdx[name] = len(e.tiers)
