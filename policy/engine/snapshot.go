@@ -33,13 +33,13 @@ type Node struct {
 // Job holds what the engine needs to know about a job, repeated on each of
 // its allocations and demands so that the engine needs no job index.
 type Job struct {
-	Ref      JobRef
+	Ref JobRef
 	// Tier is the value of the job's tier meta key ("" when absent), as
 	// the job wrote it: the engine resolves it in the job's tenant
 	// (policy.TenantTier) and never trusts it.
 	Tier     string
-	Priority int    // the job's current Nomad priority
-	Gang     bool   // all allocations preempted and resumed together
+	Priority int  // the job's current Nomad priority
+	Gang     bool // all allocations preempted and resumed together
 	// Checkpoint overrides the policy's checkpoint signal for this job: ""
 	// uses the policy's, "none" means the job takes no signal (no grace).
 	// The controller passes what policy.ResolveJob made of the job's meta.
