@@ -13,7 +13,7 @@ type pending struct {
 	tier   int
 	tenant int
 	prio   int
-	under  bool    // an allocation of it keeps its tenant within its reservation
+	under  bool    // it keeps its tenant within its reservation (one allocation; a gang whole)
 	share  float64 // GPUs beyond the reservation per unit of weight
 	back   bool    // requeued after an idle release: behind all other work
 	i      int     // its place in the snapshot, the last tie-break
@@ -49,9 +49,18 @@ func (st *state) orderDemands() []pending {
 		t := &st.tenants[tenant]
 		t.waiting += d.GPUs()
 		prio := st.promote(d, tier)
+		// A gang is placed all or nothing: it keeps its tenant within its
+		// reservation only if all of it does. (Counted per allocation, a
+		// gang borrowing beyond the reservation ranked with reserved work,
+		// and, ranked first as preempted work, took back at once the GPUs
+		// just reclaimed from it, over and over.)
+		first := d.GPUsPerAlloc
+		if d.Job.Gang {
+			first = d.GPUs()
+		}
 		out = append(out, pending{
 			d: d, tier: tier, tenant: tenant, prio: prio, i: len(out),
-			under:  t.use+d.GPUsPerAlloc <= t.t.Reserve,
+			under:  t.use+first <= t.t.Reserve,
 			back:   d.Requeued,
 			share:  float64(t.use-t.t.Reserve) / t.t.Weight,
 			jobTag: jobTag(d.Job.Ref),
