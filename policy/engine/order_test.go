@@ -49,7 +49,7 @@ func TestResumeOrder(t *testing.T) {
 			want: "rnd/limited",
 		},
 		{
-			name: "preempted-first does not override the reservation: a gang beyond it waits for one within it",
+			name:  "preempted-first does not override the reservation: a gang beyond it waits for one within it",
 			order: policy.ResumeOrderPreemptedFirst, nodes: 2,
 			waiting: []Demand{
 				// b's gang of 2×8 would take b to 16, beyond its reserve
