@@ -28,7 +28,8 @@ defaults {
 
 # Tiers are classes of work. priority (required, 1..100) becomes the Nomad job
 # priority; higher tiers take GPUs from lower ones. preemptible (default true)
-# says whether the tier's jobs may lose their GPUs; false means never a victim.
+# says whether the tier's jobs may lose their GPUs; false means never a victim
+# while within its tenant's reserve, and runs only within that reserve.
 tier "inference" {
   priority    = 90
   preemptible = false
