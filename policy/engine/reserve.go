@@ -73,13 +73,13 @@ func (st *state) reserveReason(b *bene, need int) Reason {
 }
 
 // exposedNote appends, to a victim's reason, why non-preemptible work may
-// go: "; tier inference is not preemptible only within tenant product's
+// go: "; tier inference is safe from preemption only within tenant product's
 // reserve of 4, and its non-preemptible work holds 6 GPUs".
 func (st *state) exposedNote(m *msg, u *unit) {
 	if !u.exposed {
 		return
 	}
 	t := &st.tenants[u.tenant]
-	m.s("; tier ", st.e.tiers[u.tier].name, " is not preemptible only within tenant ", t.t.Name, "'s reserve of ").
+	m.s("; tier ", st.e.tiers[u.tier].name, " is safe from preemption only within tenant ", t.t.Name, "'s reserve of ").
 		n(t.t.Reserve).s(", and its non-preemptible work holds ").gpus(t.fixed0)
 }

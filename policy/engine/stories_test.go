@@ -478,7 +478,7 @@ func nonPreemptiblePlacedBeyondReserve(t *testing.T) {
 	}
 	mustContain(t, a.Reason.Message,
 		"tenant product holds 6 GPUs, reserve 4: reclaiming 2 for research/train/main (tenant research holds 0, reserve 4)",
-		"; tier inference is not preemptible only within tenant product's reserve of 4, and its non-preemptible work holds 6 GPUs")
+		"; tier inference is safe from preemption only within tenant product's reserve of 4, and its non-preemptible work holds 6 GPUs")
 	h.expect("running", h.running(), []string{"product/serve-a×1", "research/train×1"})
 
 	plan = h.step()
