@@ -28,7 +28,8 @@ defaults {
 
 # Tiers are classes of work. priority (required, 1..100) becomes the Nomad job
 # priority; higher tiers take GPUs from lower ones. preemptible (default true)
-# says whether the tier's jobs may lose their GPUs; false means never a victim.
+# says whether the tier's jobs may lose their GPUs; false means never a victim
+# while within its tenant's reserve, and runs only within that reserve.
 tier "inference" {
   priority    = 90
   preemptible = false
@@ -53,12 +54,15 @@ tier "training" {
 # the team whenever it has work waiting for them; limit caps what it may hold,
 # borrowed GPUs included. The reserves here add up to the node's 8 GPUs, so
 # every guarantee can be kept; a team that is not using its reserve lends it.
-# A namespace no tenant names is a tenant of its own: reserve 0, no limit.
+# Non-preemptible work (inference, build) runs only within its tenant's
+# reserve: beyond it, it waits. A namespace no tenant names is a tenant of its
+# own: reserve 0 (so no non-preemptible work), no limit, every tier.
 tenant "product" {
   namespace = "product" # Nomad namespace. Default: the tenant's name.
   reserve   = 4         # Default: 0.
   limit     = 8         # Default: no limit.
   weight    = 1         # Share of spare GPUs against other tenants. Default: 1; must be > 0.
+  tiers     = []        # Tiers its jobs may use. Default: [] = every tier.
 }
 
 tenant "research" {
@@ -66,13 +70,21 @@ tenant "research" {
   reserve   = 4
   limit     = 6
   weight    = 1
+  # A job naming another tier (say, inference) runs in default_tier, with
+  # that tier's priority, and its record says so.
+  tiers = ["interactive", "training"]
+  # Tier of its jobs that name none, or one they may not use. Must be in
+  # tiers. Default: defaults.tier if the tenant may use it, else the
+  # lowest-priority tier it may use.
+  default_tier = "training"
 }
 
 tenant "platform" {
   namespace = "platform"
   reserve   = 0
   limit     = 2
-  weight    = 0.5 # Gets half the spare GPUs product or research would.
+  weight    = 0.5                         # Gets half the spare GPUs product or research would.
+  tiers     = ["interactive", "training"] # No reserve, so no non-preemptible tiers.
 }
 
 # Pools keep a Nomad node pool's GPUs for some tiers. Other tiers may borrow
@@ -110,6 +122,11 @@ preemption {
   grace                = "2m"      # Time between the checkpoint signal and the stop. Default: "2m".
   checkpoint_signal    = "SIGUSR1" # Signal telling a victim to checkpoint; "none" for none. Default: "SIGUSR1".
   max_per_job_per_hour = 2         # Most preemptions (idle releases included) of one job in an hour; 0 = no cap. Default: 2.
+  # Which held work resumes first when GPUs free up, among work the tiers,
+  # reserves, promotions and shares rank equal: "preempted-first" (work
+  # preempted mid-run before work that never started) or "longest-waiting".
+  # Default: "preempted-first".
+  resume_order = "preempted-first"
 
   # Starved jobs get their priority raised. Optional; every attribute has a default.
   promote {

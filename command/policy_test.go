@@ -185,7 +185,13 @@ func TestPolicyShow(t *testing.T) {
 		"defaults {\n  tier                = \"batch\"", // resolved default tier
 		"tier \"serve\" {\n  priority    = 90\n  preemptible = false\n}",
 		"checkpoint_signal    = \"SIGUSR1\"", // default filled in
+		"resume_order         = \"preempted-first\"",
 		"promote {",
+		// The tenant's tiers, explained.
+		"# tiers = [] allows every tier.\n",
+		"# default_tier is left out: jobs that name no tier run as batch.\n",
+		"# Not preemptible, so run only within the reserve of 2 GPUs: serve.\n",
+		"  tiers     = []\n",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("show output lacks %q:\n%s", want, out)

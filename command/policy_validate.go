@@ -22,6 +22,13 @@ Usage: steward policy validate FILE|DIR...
   policy: their blocks are merged, and a block defined in two files is an
   error. A directory stands for the .hcl and .json files in it.
 
+  Among the rest, it checks that each tenant's tiers (the tiers its jobs may
+  use; [] for every tier) and default_tier (the tier of its jobs that name
+  none, or one they may not use) name defined tiers, with a suggestion for
+  near misses, and that default_tier is one of the tenant's tiers. It warns
+  of a tenant with reserve 0 that may use a non-preemptible tier: such work
+  runs only within its tenant's reserve, so those jobs would wait for ever.
+
   Exits 0 and prints a one-line summary when the policy is valid (warnings
   are printed but do not fail it), and exits 1 otherwise.
 

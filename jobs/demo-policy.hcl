@@ -43,14 +43,17 @@ tenant "product" {
 }
 
 tenant "research" {
-  reserve = 4
-  limit   = 6
+  reserve      = 4
+  limit        = 6
+  tiers        = ["interactive", "training"]
+  default_tier = "training"
 }
 
 tenant "platform" {
   reserve = 0
   limit   = 2
   weight  = 0.5
+  tiers   = ["interactive", "training"]
 }
 
 pool "serving" {

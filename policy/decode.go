@@ -28,6 +28,7 @@ var (
 	}}
 	tenantSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{
 		{Name: "namespace"}, {Name: "reserve"}, {Name: "limit"}, {Name: "weight"},
+		{Name: "tiers"}, {Name: "default_tier"},
 	}}
 	poolSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{
 		{Name: "node_pool"}, {Name: "owners", Required: true}, {Name: "grace"},
@@ -38,6 +39,7 @@ var (
 	preemptionSchema = &hcl.BodySchema{
 		Attributes: []hcl.AttributeSchema{
 			{Name: "min_runtime"}, {Name: "grace"}, {Name: "checkpoint_signal"}, {Name: "max_per_job_per_hour"},
+			{Name: "resume_order"},
 		},
 		Blocks: []hcl.BlockHeaderSchema{{Type: blockPromote}},
 	}
@@ -63,6 +65,7 @@ func defaultPolicy() *Policy {
 			Grace:            DefaultGrace,
 			CheckpointSignal: DefaultCheckpointSignal,
 			MaxPerJobPerHour: DefaultMaxPerJobPerHour,
+			ResumeOrder:      DefaultResumeOrder,
 			Promote: Promote{
 				AfterPreemptions: DefaultPromotePreemption,
 				AfterWait:        DefaultPromoteWait,
@@ -224,6 +227,8 @@ func (d *decoder) tenant(b *hcl.Block, name string) {
 		a.fail(w, a.attrs["limit"].Expr.Range(), p.summary, p.detail)
 	}
 	a.number("weight", &t.Weight)
+	a.strings("tiers", &t.Tiers)
+	a.str("default_tier", &t.DefaultTier)
 	d.pol.Tenants[name] = t
 }
 
@@ -269,6 +274,10 @@ func (d *decoder) preemption(b *hcl.Block) {
 	a.duration("grace", &p.Grace)
 	a.signal("checkpoint_signal", &p.CheckpointSignal)
 	a.integer("max_per_job_per_hour", &p.MaxPerJobPerHour)
+	var order string
+	if a.str("resume_order", &order) {
+		p.ResumeOrder = ResumeOrder(order)
+	}
 	for i, pb := range content.Blocks {
 		if i > 0 {
 			d.diags = append(d.diags, &hcl.Diagnostic{

@@ -71,3 +71,54 @@ func TestExampleAndDocsCoverLanguage(t *testing.T) {
 		}
 	}
 }
+
+// The README's policy snippet is a whole policy: it must parse and
+// validate without a diagnostic, and every hcl block of docs/policy.md
+// must at least be valid HCL (several attributes in a one-line block are
+// not).
+func TestDocsExamplesParse(t *testing.T) {
+	readme, err := os.ReadFile(filepath.Join("..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	section := string(readme)
+	i := strings.Index(section, "## Writing a policy")
+	if i < 0 {
+		t.Fatal(`README.md has no "## Writing a policy" section`)
+	}
+	blocks := hclBlocks(section[i:])
+	if len(blocks) == 0 {
+		t.Fatal(`README.md's "Writing a policy" has no hcl block`)
+	}
+	if _, diags := ParseBytes("README.md", []byte(blocks[0])); len(diags) > 0 {
+		t.Errorf("README.md's policy snippet: %v", diags)
+	}
+
+	docs, err := os.ReadFile(filepath.Join("..", "docs", "policy.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for n, b := range hclBlocks(string(docs)) {
+		if _, diags := hclsyntax.ParseConfig([]byte(b), "policy.md", hcl.InitialPos); diags.HasErrors() {
+			t.Errorf("docs/policy.md hcl block %d does not parse: %v\n%s", n+1, diags, b)
+		}
+	}
+}
+
+// hclBlocks returns the contents of the ```hcl fences in markdown.
+func hclBlocks(md string) []string {
+	var out []string
+	for {
+		i := strings.Index(md, "```hcl\n")
+		if i < 0 {
+			return out
+		}
+		md = md[i+len("```hcl\n"):]
+		j := strings.Index(md, "```")
+		if j < 0 {
+			return out
+		}
+		out = append(out, md[:j])
+		md = md[j+3:]
+	}
+}

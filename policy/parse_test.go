@@ -28,9 +28,11 @@ func examplePolicy() *Policy {
 			"training":    {Name: "training", Priority: 40, Preemptible: true},
 		},
 		Tenants: map[string]*Tenant{
-			"product":  {Name: "product", Namespace: "product", Reserve: 4, Limit: 8, Weight: 1},
-			"research": {Name: "research", Namespace: "research", Reserve: 4, Limit: 6, Weight: 1},
-			"platform": {Name: "platform", Namespace: "platform", Reserve: 0, Limit: 2, Weight: 0.5},
+			"product": {Name: "product", Namespace: "product", Reserve: 4, Limit: 8, Weight: 1},
+			"research": {Name: "research", Namespace: "research", Reserve: 4, Limit: 6, Weight: 1,
+				Tiers: []string{"interactive", "training"}, DefaultTier: "training"},
+			"platform": {Name: "platform", Namespace: "platform", Reserve: 0, Limit: 2, Weight: 0.5,
+				Tiers: []string{"interactive", "training"}},
 		},
 		Pools: map[string]*Pool{
 			"serving": {Name: "serving", NodePool: "serving", Owners: []string{"inference"}, Grace: 0},
@@ -46,6 +48,7 @@ func examplePolicy() *Policy {
 			Grace:            2 * time.Minute,
 			CheckpointSignal: "SIGUSR1",
 			MaxPerJobPerHour: 2,
+			ResumeOrder:      ResumeOrderPreemptedFirst,
 			Promote:          Promote{AfterPreemptions: 3, AfterWait: time.Hour, Boost: 10},
 		},
 	}

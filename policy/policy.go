@@ -33,6 +33,7 @@ const (
 	DefaultPromoteBoost      = 10
 	DefaultPromotePreemption = 3
 	DefaultPromoteWait       = time.Hour
+	DefaultResumeOrder       = ResumeOrderPreemptedFirst
 
 	// Unlimited is the Limit of a tenant that sets none.
 	Unlimited = -1
@@ -60,6 +61,22 @@ const (
 	IdleActionStop IdleAction = "stop"
 	// IdleActionRequeue holds the job and resumes it when GPUs are free.
 	IdleActionRequeue IdleAction = "requeue"
+)
+
+// ResumeOrder says which of a tenant's held work resumes first when GPUs
+// free up: among demands that the tiers, reservations, promotions and
+// weighted shares leave equal.
+type ResumeOrder string
+
+const (
+	// ResumeOrderPreemptedFirst resumes work preempted mid-run before work
+	// that never started, so that progress already made is not left
+	// waiting and preempted work completes; each group longest waiting
+	// first.
+	ResumeOrderPreemptedFirst ResumeOrder = "preempted-first"
+	// ResumeOrderLongestWaiting resumes the longest-waiting work first,
+	// whether it was preempted or never started.
+	ResumeOrderLongestWaiting ResumeOrder = "longest-waiting"
 )
 
 // Policy is a resolved policy: every default filled in, every reference
@@ -138,8 +155,9 @@ type IdleRule struct {
 type Preemption struct {
 	MinRuntime       time.Duration
 	Grace            time.Duration
-	CheckpointSignal string // e.g. "SIGUSR1"; "" means no checkpoint signal
-	MaxPerJobPerHour int    // 0: no cap
+	CheckpointSignal string      // e.g. "SIGUSR1"; "" means no checkpoint signal
+	MaxPerJobPerHour int         // 0: no cap
+	ResumeOrder      ResumeOrder // "" (in a hand-built policy) is DefaultResumeOrder
 	Promote          Promote
 }
 

@@ -54,12 +54,32 @@ func (p *Policy) Format(w io.Writer) error {
 		if t.Limit == Unlimited {
 			comment(b, "limit is left out: no limit.")
 		}
+		if len(t.Tiers) == 0 {
+			comment(b, "tiers = [] allows every tier.")
+		}
+		// default_tier is written only when set, so that the output reads
+		// back into the same policy; the comment says what it resolves to.
+		if t.DefaultTier == "" {
+			which := "jobs that name no tier"
+			if len(t.Tiers) > 0 {
+				which += ", or one the tenant may not use,"
+			}
+			comment(b, "default_tier is left out: "+which+" run as "+p.TenantDefaultTier(t)+".")
+		}
+		if fixed := p.nonPreemptibleTiers(t); len(fixed) > 0 {
+			comment(b, fmt.Sprintf("Not preemptible, so run only within the reserve of %d GPUs: %s.",
+				t.Reserve, strings.Join(fixed, ", ")))
+		}
 		setString(b, "namespace", t.Namespace)
 		b.SetAttributeValue("reserve", cty.NumberIntVal(int64(t.Reserve)))
 		if t.Limit != Unlimited {
 			b.SetAttributeValue("limit", cty.NumberIntVal(int64(t.Limit)))
 		}
 		b.SetAttributeValue("weight", cty.NumberFloatVal(t.Weight))
+		setStrings(b, "tiers", t.Tiers)
+		if t.DefaultTier != "" {
+			setString(b, "default_tier", t.DefaultTier)
+		}
 	}
 
 	for _, name := range p.PoolNames() {
@@ -99,6 +119,11 @@ func (p *Policy) Format(w io.Writer) error {
 	}
 	setString(pb, "checkpoint_signal", signal)
 	pb.SetAttributeValue("max_per_job_per_hour", cty.NumberIntVal(int64(pr.MaxPerJobPerHour)))
+	order := pr.ResumeOrder
+	if order == "" {
+		order = DefaultResumeOrder
+	}
+	setString(pb, "resume_order", string(order))
 	pb.AppendNewline()
 	prb := pb.AppendNewBlock(blockPromote, nil).Body()
 	prb.SetAttributeValue("after_preemptions", cty.NumberIntVal(int64(pr.Promote.AfterPreemptions)))
@@ -109,6 +134,18 @@ func (p *Policy) Format(w io.Writer) error {
 		return fmt.Errorf("writing policy: %w", err)
 	}
 	return nil
+}
+
+// nonPreemptibleTiers lists the non-preemptible tiers a tenant may use,
+// highest priority first.
+func (p *Policy) nonPreemptibleTiers(t *Tenant) []string {
+	var out []string
+	for _, name := range p.TierNames() {
+		if !p.Tiers[name].Preemptible && t.MayUse(name) {
+			out = append(out, name)
+		}
+	}
+	return out
 }
 
 func setString(b *hclwrite.Body, name, value string) {

@@ -170,6 +170,52 @@ func (c *checker) tenants() {
 			c.errorf(at("weight"), "Invalid weight",
 				"The weight of tenant %q must be a number greater than 0; got %g.", name, t.Weight)
 		}
+		c.tenantTiers(name, t)
+	}
+}
+
+// tenantTiers checks the tiers a tenant may use and its default tier, and
+// warns of non-preemptible tiers it may use but could never run: such work
+// runs only within its tenant's reserve.
+func (c *checker) tenantTiers(name string, t *Tenant) {
+	at := func(attr string) where { return whereAttr(blockTenant, name, attr) }
+	c.tierRefs(at("tiers"), t.Tiers)
+	if d := t.DefaultTier; d != "" {
+		switch _, known := c.p.Tiers[d]; {
+		case !known:
+			c.tierRef(at("default_tier"), d)
+		case !t.MayUse(d):
+			c.errorf(at("default_tier"), "Default tier not allowed",
+				"default_tier of tenant %q is %q, which is not in its tiers list (%s); its jobs that name no tier, "+
+					"or a tier it may not use, run in default_tier, so it must be one the tenant may use.%s",
+				name, d, strings.Join(t.Tiers, ", "), didYouMean(d, t.Tiers))
+		}
+	}
+	if t.Reserve != 0 {
+		return
+	}
+	if len(t.Tiers) > 0 {
+		for i, tier := range t.Tiers {
+			if tr, ok := c.p.Tiers[tier]; ok && tr != nil && !tr.Preemptible {
+				c.warnf(at("tiers").at(i), "Non-preemptible tier without a reserve",
+					"Tier %q is not preemptible, and non-preemptible work runs only within its tenant's reserve; "+
+						"tenant %q has reserve 0, so its %s jobs would wait for ever. Give the tenant a reserve or remove the tier.",
+					tier, name, tier)
+			}
+		}
+		return
+	}
+	var fixed []string
+	for _, tier := range keys(c.p.Tiers) {
+		if tr := c.p.Tiers[tier]; tr != nil && !tr.Preemptible {
+			fixed = append(fixed, tier)
+		}
+	}
+	if len(fixed) > 0 {
+		c.warnf(at("reserve"), "Non-preemptible tiers without a reserve",
+			"Tenant %q may use every tier (it lists no tiers) but has reserve 0, and non-preemptible work runs only "+
+				"within its tenant's reserve: its jobs in %s would wait for ever. List the tiers it may use in tiers, or give it a reserve.",
+			name, strings.Join(fixed, ", "))
 	}
 }
 
@@ -265,6 +311,12 @@ func (c *checker) preemption() {
 	}
 	if p.MaxPerJobPerHour < 0 {
 		c.out = append(c.out, negativeProblem(at("max_per_job_per_hour"), p.MaxPerJobPerHour, " Use 0 for no cap."))
+	}
+	// "" is the zero value of a hand-built policy: the default.
+	if o := p.ResumeOrder; o != "" && o != ResumeOrderPreemptedFirst && o != ResumeOrderLongestWaiting {
+		c.errorf(at("resume_order"), "Invalid resume order", "resume_order must be %q or %q; got %q.%s",
+			ResumeOrderPreemptedFirst, ResumeOrderLongestWaiting, o,
+			didYouMean(string(o), []string{string(ResumeOrderPreemptedFirst), string(ResumeOrderLongestWaiting)}))
 	}
 	pat := func(attr string) where { return whereAttr(blockPromote, "", attr) }
 	if p.Promote.AfterPreemptions < 0 {

@@ -234,6 +234,67 @@ func TestValidationErrors(t *testing.T) {
 			want: []wantDiag{{"a.hcl:4,14", "Unknown tenant", `There is no tenant "reserch". Did you mean "research"?`}},
 		},
 		{
+			name: "unknown tenant tier with a suggestion",
+			src:  "tier \"inference\" { priority = 5 }\ntenant \"r\" {\n  reserve = 1\n  tiers = [\"infrence\"]\n}\n",
+			want: []wantDiag{{"a.hcl:4,12", "Unknown tier", `There is no tier "infrence". Did you mean "inference"?`}},
+		},
+		{
+			name: "unknown default_tier",
+			src:  "tier \"training\" { priority = 5 }\ntenant \"r\" {\n  default_tier = \"traning\"\n}\n",
+			want: []wantDiag{{"a.hcl:3,18", "Unknown tier", `There is no tier "traning". Did you mean "training"?`}},
+		},
+		{
+			name: "default_tier the tenant may not use",
+			src: `tier "interactive" { priority = 60 }
+tier "training" { priority = 40 }
+tenant "research" {
+  tiers        = ["interactive"]
+  default_tier = "training"
+}
+`,
+			want: []wantDiag{{"a.hcl:5,18", "Default tier not allowed",
+				`default_tier of tenant "research" is "training", which is not in its tiers list (interactive); its jobs that name no tier, or a tier it may not use, run in default_tier, so it must be one the tenant may use.`}},
+		},
+		{
+			name: "repeated tenant tier is a warning",
+			src:  "tier \"t\" { priority = 5 }\ntenant \"r\" { tiers = [\"t\", \"t\"] }\n",
+			want: []wantDiag{{"a.hcl:2,28", "Repeated tier", `Tier "t" is listed more than once.`}},
+		},
+		{
+			name: "non-preemptible tier listed for a tenant without a reserve is a warning",
+			src: `tier "inference" {
+  priority    = 90
+  preemptible = false
+}
+tier "training" { priority = 40 }
+tenant "platform" {
+  tiers = ["training", "inference"]
+}
+`,
+			want: []wantDiag{{"a.hcl:7,24", "Non-preemptible tier without a reserve",
+				`tenant "platform" has reserve 0, so its inference jobs would wait for ever`}},
+		},
+		{
+			name: "every tier, non-preemptible ones included, for a tenant without a reserve is a warning",
+			src: `tier "inference" {
+  priority    = 90
+  preemptible = false
+}
+tier "training" { priority = 40 }
+tenant "platform" {
+  reserve = 0
+}
+`,
+			want: []wantDiag{{"a.hcl:7,13", "Non-preemptible tiers without a reserve",
+				`Tenant "platform" may use every tier (it lists no tiers) but has reserve 0`}},
+		},
+		{
+			name: "invalid resume order with a suggestion",
+			src:  "tier \"t\" { priority = 5 }\npreemption {\n  resume_order = \"preempted_first\"\n}\n",
+			want: []wantDiag{{"a.hcl:3,18", "Invalid resume order",
+				`resume_order must be "preempted-first" or "longest-waiting"; got "preempted_first". Did you mean "preempted-first"?`}},
+		},
+		{
 			name: "repeated owner is a warning",
 			src:  "tier \"t\" { priority = 5 }\npool \"p\" { owners = [\"t\", \"t\"] }\n",
 			want: []wantDiag{{"a.hcl:2,27", "Repeated tier", `Tier "t" is listed more than once.`}},

@@ -205,7 +205,7 @@ func (m *metrics) setAllocated(t, delta int) {
 
 func (m *metrics) started(j *simJob, now time.Duration) {
 	d := (now - j.spec.Submit).Minutes()
-	m.delays[j.spec.Tier] = append(m.delays[j.spec.Tier], d)
+	m.delays[j.tier] = append(m.delays[j.tier], d)
 	if j.high {
 		m.high = append(m.high, d)
 	}

@@ -100,7 +100,8 @@ type simJob struct {
 	spec     *Job
 	idx      int32
 	ref      engine.JobRef
-	tierPrio int // the tier's priority (Nomad job priority at submission)
+	tier     string // the tier it runs in: its spec's, resolved in its tenant
+	tierPrio int    // the tier's priority (Nomad job priority at submission)
 	high     bool
 	// preemptible: the job's tier may lose its GPUs (Steward's policy).
 	preemptible bool
@@ -233,11 +234,15 @@ func newSimulator(jobs []Job, cfg Config, kind PolicyKind) (*simulator, error) {
 			return nil, fmt.Errorf("simulate %s: job %s wants %d GPUs an allocation, more than a node has (run Derive first)",
 				kind, spec.ID, spec.GPUs)
 		}
-		tier, _ := cfg.Policy.TierOf(spec.Tier)
+		// The tier a job names is resolved in its tenant, as the
+		// controller and the engine do: a tier the tenant may not use (or
+		// one the policy lacks) runs as the tenant's default tier.
 		tenant := cfg.Policy.TenantOf(spec.Tenant)
+		tierName, _ := cfg.Policy.TenantTier(tenant, spec.Tier)
+		tier := cfg.Policy.Tiers[tierName]
 		j := &s.jobs[i]
 		*j = simJob{
-			spec: spec, idx: int32(i), ref: engine.JobRef{Namespace: spec.Tenant, ID: spec.ID},
+			spec: spec, idx: int32(i), ref: engine.JobRef{Namespace: spec.Tenant, ID: spec.ID}, tier: tierName,
 			tierPrio: tier.Priority, priority: tier.Priority, high: tier.Priority > lowest, preemptible: tier.Preemptible,
 			tenant:     s.m.tenantIndex(spec.Tenant),
 			idleRule:   cfg.Policy.IdleRuleFor(tier.Name, tenant.Name),

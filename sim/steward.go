@@ -107,6 +107,9 @@ func (s *simulator) snapshot() *engine.Snapshot {
 				Job: s.engineJob(j), Group: "main", GPUsPerAlloc: j.spec.GPUs, Count: j.spec.Allocs,
 				Since: epoch.Add(j.waitSince), Held: j.state == held,
 				Requeued: j.state == held && j.idleStoppedAt >= 0,
+				// It ran before and was not released by an idle rule: it
+				// was preempted mid-run, as the controller records it.
+				Preempted: j.runs > 0 && j.idleStoppedAt < 0,
 			})
 		}
 	}

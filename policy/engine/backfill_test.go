@@ -13,6 +13,7 @@ import (
 func TestBackfillGangAcrossPools(t *testing.T) {
 	e := New(testPolicy(func(p *policy.Policy) {
 		p.Pools["serving"] = &policy.Pool{Name: "serving", NodePool: "serving", Owners: []string{"inference"}, Grace: 30 * time.Second}
+		p.Tenants["prod"] = tenant("prod", 4, policy.Unlimited) // inference runs within its reserve
 	}))
 	gang := Job{Ref: JobRef{"ml", "gang"}, Tier: "training", Priority: 40, Gang: true}
 	s := &Snapshot{

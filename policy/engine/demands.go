@@ -13,7 +13,7 @@ type pending struct {
 	tier   int
 	tenant int
 	prio   int
-	under  bool    // an allocation of it keeps its tenant within its reservation
+	under  bool    // it keeps its tenant within its reservation (one allocation; a gang whole)
 	share  float64 // GPUs beyond the reservation per unit of weight
 	back   bool    // requeued after an idle release: behind all other work
 	i      int     // its place in the snapshot, the last tie-break
@@ -27,8 +27,11 @@ type pending struct {
 // for another's reservation — a promotion lifts a job above the rest of
 // its tier, never above what a reservation guarantees); then the highest
 // (promoted) priority, the tenant with the smallest weighted share of
-// borrowed GPUs, and the longest waiting. Ties fall back to names so that
-// the order is deterministic.
+// borrowed GPUs; then, with resume_order "preempted-first", work preempted
+// mid-run before work that never ran (it has progress waiting; after the
+// shares, so that the order between tenants stays the fair one); and the
+// longest waiting. Ties fall back to names so that the order is
+// deterministic.
 func (st *state) orderDemands() []pending {
 	out := make([]pending, 0, len(st.s.Waiting))
 	for i := range st.s.Waiting {
@@ -41,14 +44,23 @@ func (st *state) orderDemands() []pending {
 			st.skip("demand #"+itoa(i), "has no job ID")
 			continue
 		}
-		tier := st.e.tierOf(d.Job.Tier)
 		tenant := st.tenantOf(d.Job.Ref.Namespace)
+		tier := st.e.tierFor(tenant, d.Job.Tier)
 		t := &st.tenants[tenant]
 		t.waiting += d.GPUs()
 		prio := st.promote(d, tier)
+		// A gang is placed all or nothing: it keeps its tenant within its
+		// reservation only if all of it does. (Counted per allocation, a
+		// gang borrowing beyond the reservation ranked with reserved work,
+		// and, ranked first as preempted work, took back at once the GPUs
+		// just reclaimed from it, over and over.)
+		first := d.GPUsPerAlloc
+		if d.Job.Gang {
+			first = d.GPUs()
+		}
 		out = append(out, pending{
 			d: d, tier: tier, tenant: tenant, prio: prio, i: len(out),
-			under:  t.use+d.GPUsPerAlloc <= t.t.Reserve,
+			under:  t.use+first <= t.t.Reserve,
 			back:   d.Requeued,
 			share:  float64(t.use-t.t.Reserve) / t.t.Weight,
 			jobTag: jobTag(d.Job.Ref),
@@ -59,14 +71,16 @@ func (st *state) orderDemands() []pending {
 
 // demandKey is a pending demand's place in the order, packed so that most
 // comparisons are of integers: rank holds requeued, tier priority,
-// reservation and priority; then the weighted share, the waiting time, and
-// the demand's index for the rare full tie.
+// reservation and priority; then the weighted share, whether it never ran
+// (under resume_order "preempted-first"), the waiting time, and the
+// demand's index for the rare full tie.
 type demandKey struct {
 	rank  uint64
 	share uint64
 	sec   int64
 	nsec  int32
 	i     int32
+	fresh bool // resume_order "preempted-first" and not Preempted: after preempted work
 }
 
 func (st *state) demandKey(p *pending) demandKey {
@@ -80,7 +94,7 @@ func (st *state) demandKey(p *pending) demandKey {
 	}
 	rank |= uint64(0xff - clampByte(p.prio))
 	return demandKey{rank: rank, share: floatKey(p.share), sec: p.d.Since.Unix(),
-		nsec: int32(p.d.Since.Nanosecond()), i: int32(p.i)}
+		nsec: int32(p.d.Since.Nanosecond()), i: int32(p.i), fresh: st.e.preemptedFirst && !p.d.Preempted}
 }
 
 // sortDemands sorts pending demands by their keys; names break full ties.
@@ -95,6 +109,12 @@ func (st *state) sortDemands(out []pending) []pending {
 		}
 		if c := cmp.Compare(a.share, b.share); c != 0 {
 			return c
+		}
+		if a.fresh != b.fresh {
+			if b.fresh {
+				return -1
+			}
+			return 1
 		}
 		if c := cmp.Compare(a.sec, b.sec); c != 0 {
 			return c
@@ -251,6 +271,9 @@ func (st *state) serve(p pending, failed failures) {
 // the reservation.
 func (st *state) placeOne(b *bene, need int, failed failures) (int32, []victim, Reason, bool) {
 	t := &st.tenants[b.tenant]
+	if !st.e.tiers[b.tier].preemptible && t.fixed+need > t.t.Reserve {
+		return 0, nil, st.reserveReason(b, need), false
+	}
 	if t.use+need > t.limit() {
 		return 0, nil, st.limitReason(b, need), false
 	}
@@ -287,12 +310,18 @@ func (st *state) place(b *bene, n int32) {
 	st.cap.add(n, -int32(b.g))
 	st.touched(n)
 	st.tenants[b.tenant].use += b.g
+	if !st.e.tiers[b.tier].preemptible {
+		st.tenants[b.tenant].fixed += b.g
+	}
 }
 
 func (st *state) unplace(b *bene, n int32) {
 	st.cap.add(n, int32(b.g))
 	st.touched(n)
 	st.tenants[b.tenant].use -= b.g
+	if !st.e.tiers[b.tier].preemptible {
+		st.tenants[b.tenant].fixed -= b.g
+	}
 }
 
 // emitVictims hands the victims chosen for one demand to the explainer:

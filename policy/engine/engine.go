@@ -27,6 +27,14 @@ type Engine struct {
 
 	tenants    []*policy.Tenant // policy tenants, by name
 	tenantByNS map[string]int
+	// tenantTier resolves a job's tier meta value in its tenant, as
+	// policy.TenantTier does: [tenant][tier] is the tier a job of the
+	// tenant naming that tier runs in, and [tenant][len(tiers)] the tier of
+	// one naming none or an unknown one. The last row is for namespaces no
+	// tenant names. Jobs write their own meta, so the engine never trusts
+	// a tier a job names: this table is built from TenantTier once, and a
+	// plan resolves each job with a map lookup and two indexings.
+	tenantTier [][]int
 
 	// pools: index 0 is "any pool"; 1.. are the node pools policy pools
 	// name, then others as they appear in a snapshot (per Plan).
@@ -36,6 +44,9 @@ type Engine struct {
 	ownsPool  []bool // [tier]: the tier owns some pool
 
 	idle [][]*policy.IdleRule // [tier][policy tenant]; the last column is "other tenants"
+
+	// preemptedFirst: resume_order "preempted-first" (orderDemands).
+	preemptedFirst bool
 }
 
 type tierInfo struct {
@@ -46,7 +57,8 @@ type tierInfo struct {
 
 // New compiles a policy for planning.
 func New(p *policy.Policy) *Engine {
-	e := &Engine{p: p, tierIdx: map[string]int{}, tenantByNS: map[string]int{}}
+	e := &Engine{p: p, tierIdx: map[string]int{}, tenantByNS: map[string]int{},
+		preemptedFirst: p.Preemption.ResumeOrder != policy.ResumeOrderLongestWaiting}
 	for _, name := range p.TierNames() {
 		t := p.Tiers[name]
 		e.tierIdx[name] = len(e.tiers)
@@ -56,6 +68,19 @@ func New(p *policy.Policy) *Engine {
 	for _, name := range p.TenantNames() {
 		e.tenantByNS[p.Tenants[name].Namespace] = len(e.tenants)
 		e.tenants = append(e.tenants, p.Tenants[name])
+	}
+	e.tenantTier = make([][]int, len(e.tenants)+1)
+	for ni := range e.tenantTier {
+		t := &policy.Tenant{Name: "\x00other", Limit: policy.Unlimited, Weight: policy.DefaultTenantWeight}
+		if ni < len(e.tenants) {
+			t = e.tenants[ni]
+		}
+		row := make([]int, len(e.tiers)+1)
+		for ti, tier := range e.tiers {
+			row[ti] = e.resolvedIdx(p, t, tier.name)
+		}
+		row[len(e.tiers)] = e.resolvedIdx(p, t, "")
+		e.tenantTier[ni] = row
 	}
 	e.poolNames = []string{""}
 	e.poolOwner = [][]bool{make([]bool, len(e.tiers))}
@@ -88,12 +113,26 @@ func New(p *policy.Policy) *Engine {
 // Policy returns the policy the engine plans against.
 func (e *Engine) Policy() *policy.Policy { return e.p }
 
-// tierOf resolves a job's tier meta value; unknown values get the default.
-func (e *Engine) tierOf(name string) int {
+// resolvedIdx is the index of the tier a job of tenant t naming tier runs
+// in; the policy's default tier when that is no tier (an invalid policy).
+func (e *Engine) resolvedIdx(p *policy.Policy, t *policy.Tenant, tier string) int {
+	name, _ := p.TenantTier(t, tier)
 	if i, ok := e.tierIdx[name]; ok {
 		return i
 	}
 	return e.defaultTier
+}
+
+// tierFor resolves a job's tier meta value in its tenant (an index into
+// state.tenants; those past the policy's are namespaces no tenant names):
+// a tier the policy lacks, or one the tenant may not use, gives the
+// tenant's default tier.
+func (e *Engine) tierFor(tenant int, name string) int {
+	row := e.tenantTier[min(tenant, len(e.tenants))]
+	if i, ok := e.tierIdx[name]; ok {
+		return row[i]
+	}
+	return row[len(e.tiers)]
 }
 
 // effectivePriority is the priority the engine ranks a job by: for a job

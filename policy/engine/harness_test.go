@@ -70,6 +70,9 @@ type hjob struct {
 	since   time.Time
 	done    bool
 	samples []Sample // utilisation each new allocation reports
+	// preempted: preempted mid-run and not all placed again since, as the
+	// controller records it (Demand.Preempted).
+	preempted bool
 }
 
 func newHarness(t *testing.T, p *policy.Policy) *harness {
@@ -172,6 +175,9 @@ func (h *harness) schedule() {
 				break
 			}
 		}
+		if j.queued == 0 && j.held == 0 {
+			j.preempted = false
+		}
 	}
 }
 
@@ -181,7 +187,7 @@ func (h *harness) snapshot() *Snapshot {
 		if j.done {
 			continue
 		}
-		d := Demand{Job: j.job, Group: j.group, GPUsPerAlloc: j.gpus, Since: j.since, NodePool: j.pool}
+		d := Demand{Job: j.job, Group: j.group, GPUsPerAlloc: j.gpus, Since: j.since, NodePool: j.pool, Preempted: j.preempted}
 		if j.queued > 0 {
 			d.Count = j.queued
 			s.Waiting = append(s.Waiting, d)
@@ -228,6 +234,7 @@ func (h *harness) apply(a Action) {
 		if a.Requeue {
 			j.held += n
 			j.since = h.now
+			j.preempted = a.Kind == Preempt
 		} else {
 			j.done = true
 		}

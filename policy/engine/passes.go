@@ -10,26 +10,33 @@ import (
 
 // checkPriorities brings every job's Nomad priority back to its tier's (or
 // its promoted priority): Nomad's own scheduler and preemption then rank
-// jobs the way the policy does.
+// jobs the way the policy does. A job that named a tier it does not get
+// (one its tenant may not use, or one the policy lacks) is told so first:
+// "tier inference is not allowed for tenant research: runs as training;
+// tier training runs at priority 40; the job had priority 90".
 func (st *state) checkPriorities() {
 	seen := map[JobRef]bool{}
-	check := func(job *Job, tier int) {
+	check := func(job *Job, tier, tenant int) {
 		if job.Priority == st.e.effectivePriority(tier, job) || seen[job.Ref] {
 			return
 		}
 		seen[job.Ref] = true
 		t := st.e.tiers[tier]
-		st.emit(Action{Kind: SetPriority, Job: job.Ref, Priority: t.priority, Reason: Reason{RuleTier,
-			fmt.Sprintf("tier %s runs at priority %d; the job had priority %d", t.name, t.priority, job.Priority)}})
+		why := fmt.Sprintf("tier %s runs at priority %d; the job had priority %d", t.name, t.priority, job.Priority)
+		if _, problem := st.e.p.TenantTier(st.tenants[tenant].t, job.Tier); problem != "" {
+			why = problem + "; " + why
+		}
+		st.emit(Action{Kind: SetPriority, Job: job.Ref, Priority: t.priority, Reason: Reason{RuleTier, why}})
 	}
 	for i := range st.units {
 		if u := &st.units[i]; u.misranked {
-			check(st.jobOf(u), u.tier) // the tier of that very job
+			check(st.jobOf(u), u.tier, u.tenant) // the tier of that very job
 		}
 	}
 	for i := range st.s.Waiting {
 		job := &st.s.Waiting[i].Job
-		check(job, st.e.tierOf(job.Tier))
+		tenant := st.tenantOf(job.Ref.Namespace)
+		check(job, st.e.tierFor(tenant, job.Tier), tenant)
 	}
 }
 
@@ -85,7 +92,7 @@ func (st *state) enforceLimits() {
 		}
 		var mine []int32
 		for ui := range st.units {
-			if u := &st.units[ui]; u.tenant == ti && !u.taken && st.e.tiers[u.tier].preemptible {
+			if u := &st.units[ui]; u.tenant == ti && !u.taken && st.preemptible(u) {
 				mine = append(mine, int32(ui))
 			}
 		}
@@ -115,10 +122,10 @@ func (st *state) enforceLimits() {
 		for _, ui := range taken {
 			u := &st.units[ui]
 			job := st.jobOf(u)
+			st.text.start("tenant ", t.t.Name, " holds ").n(holds).s(" GPUs, limit ").n(t.t.Limit).s(": giving back ").n(u.gpus)
+			st.exposedNote(&st.text, u)
 			a := Action{Kind: Preempt, Job: job.Ref, Group: st.groupOf(u), GPUs: u.gpus, Requeue: true,
-				Allocs: st.allocIDs(u, nil),
-				Reason: Reason{RuleLimit, fmt.Sprintf("tenant %s holds %d GPUs, limit %d: giving back %d",
-					t.t.Name, holds, t.t.Limit, u.gpus)}}
+				Allocs: st.allocIDs(u, nil), Reason: st.text.reason(RuleLimit)}
 			a.Signal, a.Grace = st.checkpoint(job, st.e.p.Preemption.Grace)
 			st.markPlanned(job)
 			st.emit(a)

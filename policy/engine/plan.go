@@ -36,6 +36,7 @@ const (
 	RuleBackfill   Rule = "backfill" // a pool's owners take back GPUs lent to other tiers
 	RuleIdle       Rule = "idle"     // idle work gives its GPUs back
 	RuleLimit      Rule = "limit"    // a tenant may not hold more than its limit
+	RuleReserve    Rule = "reserve"  // non-preemptible work runs only within its tenant's reserve
 	RuleCapacity   Rule = "capacity" // not enough GPUs and nothing may be preempted
 	RuleAdmit      Rule = "admit"    // capacity and limits allow held work to run
 	RulePromoteRun Rule = "promote-preemptions"

@@ -26,7 +26,8 @@ func TestProperties(t *testing.T) {
 		e := New(p)
 		plan := e.Plan(s, t0)
 		name := fmt.Sprintf("seed %d", seed)
-		checkNonPreemptibleNeverVictims(t, name, e, s, plan)
+		checkNonPreemptibleVictimsBeyondReserve(t, name, e, s, plan)
+		checkNonPreemptibleAdmittedWithinReserve(t, name, e, s, plan)
 		checkVictimsExistOnce(t, name, s, plan)
 		checkLimits(t, name, e, s, plan)
 		checkBeneficiariesFit(t, name, s, plan)
@@ -57,14 +58,88 @@ func allocsByID(s *Snapshot) map[string]*Alloc {
 	return m
 }
 
-func checkNonPreemptibleNeverVictims(t *testing.T, name string, e *Engine, s *Snapshot, plan *Plan) {
+// tierOf is the tier a job runs in, resolved in its tenant by the policy
+// itself (not by the engine's table).
+func tierOf(p *policy.Policy, job *Job) *policy.Tier {
+	name, _ := p.TenantTier(p.TenantOf(job.Ref.Namespace), job.Tier)
+	return p.Tiers[name]
+}
+
+// checkNonPreemptibleVictimsBeyondReserve: non-preemptible work within its
+// tenant's reserve is never a victim. A non-preemptible allocation may be
+// one only when it does not fit in the reserve even alongside just its
+// tenant's non-preemptible work started no later than it. (Generated
+// allocations are no gangs: each is its own unit.)
+func checkNonPreemptibleVictimsBeyondReserve(t *testing.T, name string, e *Engine, s *Snapshot, plan *Plan) {
 	byID := allocsByID(s)
 	for _, a := range victimActions(plan) {
 		for _, id := range a.Allocs {
-			tier := e.p.Tiers[e.tiers[e.tierOf(byID[id].Job.Tier)].name]
-			if !tier.Preemptible {
-				t.Errorf("%s: %s stops %s of non-preemptible tier %s", name, a.Kind, id, tier.Name)
+			v := byID[id]
+			tier := tierOf(e.p, &v.Job)
+			if tier.Preemptible {
+				continue
 			}
+			if a.Kind == IdleStop {
+				t.Errorf("%s: idle rule stops %s of non-preemptible tier %s", name, id, tier.Name)
+			}
+			ten := e.p.TenantOf(v.Job.Ref.Namespace)
+			older := 0
+			for i := range s.Allocs {
+				o := &s.Allocs[i]
+				if o.ID != v.ID && !o.Draining && o.Job.Ref.Namespace == v.Job.Ref.Namespace &&
+					!tierOf(e.p, &o.Job).Preemptible && !o.StartedAt.After(v.StartedAt) {
+					older += len(o.GPUIDs)
+				}
+			}
+			if older+len(v.GPUIDs) <= ten.Reserve {
+				t.Errorf("%s: %s stops %s of non-preemptible tier %s within tenant %s's reserve of %d (%d GPUs of its non-preemptible work started no later)",
+					name, a.Kind, id, tier.Name, ten.Name, ten.Reserve, older)
+			}
+		}
+	}
+}
+
+// checkNonPreemptibleAdmittedWithinReserve: no non-preemptible demand is
+// admitted beyond its tenant's reserve. Once the plan's victims are gone
+// and the work it admits runs, a tenant that was admitted non-preemptible
+// work holds at most its reserve in non-preemptible work.
+func checkNonPreemptibleAdmittedWithinReserve(t *testing.T, name string, e *Engine, s *Snapshot, plan *Plan) {
+	gone := map[string]bool{}
+	for _, a := range victimActions(plan) {
+		for _, id := range a.Allocs {
+			gone[id] = true
+		}
+	}
+	fixed, admitted := map[string]int{}, map[string]int{}
+	for _, a := range s.Allocs {
+		if !a.Draining && !gone[a.ID] && !tierOf(e.p, &a.Job).Preemptible {
+			fixed[a.Job.Ref.Namespace] += len(a.GPUIDs)
+		}
+	}
+	type group struct {
+		job   JobRef
+		group string
+	}
+	moved := map[group]int{} // allocations resumed (held) or held (queued)
+	for _, a := range plan.Actions {
+		if a.Kind == Resume || a.Kind == Hold {
+			moved[group{a.Job, a.Group}] += a.Count
+		}
+	}
+	for _, d := range s.Waiting {
+		if tierOf(e.p, &d.Job).Preemptible || d.GPUsPerAlloc <= 0 || d.Count <= 0 {
+			continue
+		}
+		n := moved[group{d.Job.Ref, d.Group}] // held: resumed
+		if !d.Held {
+			n = d.Count - n // queued: not held
+		}
+		admitted[d.Job.Ref.Namespace] += n * d.GPUsPerAlloc
+	}
+	for ns, gpus := range admitted {
+		if ten := e.p.TenantOf(ns); gpus > 0 && fixed[ns]+gpus > ten.Reserve {
+			t.Errorf("%s: tenant %s is admitted %d GPUs of non-preemptible work and then holds %d of it, reserve %d",
+				name, ns, gpus, fixed[ns]+gpus, ten.Reserve)
 		}
 	}
 }
@@ -94,7 +169,7 @@ func checkVictimsExistOnce(t *testing.T, name string, s *Snapshot, plan *Plan) {
 func checkLimits(t *testing.T, name string, e *Engine, s *Snapshot, plan *Plan) {
 	fixed := map[string]int{}
 	for _, a := range s.Allocs {
-		if !a.Draining && !e.tiers[e.tierOf(a.Job.Tier)].preemptible {
+		if !a.Draining && !tierOf(e.p, &a.Job).Preemptible {
 			fixed[a.Job.Ref.Namespace] += len(a.GPUIDs)
 		}
 	}

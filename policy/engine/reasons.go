@@ -63,9 +63,11 @@ func (st *state) victimReason(m *msg, b *bene, v victim, gpus int) Reason {
 	vt, bt := st.tenants[u.tenant].t, st.tenants[b.tenant].t
 	switch v.rule {
 	case RuleReclaim:
-		return m.start("tenant ", vt.Name, " holds ").gpus(v.holdsPrev).s(", reserve ").n(vt.Reserve).
+		m.start("tenant ", vt.Name, " holds ").gpus(v.holdsPrev).s(", reserve ").n(vt.Reserve).
 			s(": reclaiming ").n(gpus).s(" for ").demand(b.d).
-			s(" (tenant ", bt.Name, " holds ").n(b.holds).s(", reserve ").n(bt.Reserve).s(")").reason(RuleReclaim)
+			s(" (tenant ", bt.Name, " holds ").n(b.holds).s(", reserve ").n(bt.Reserve).s(")")
+		st.exposedNote(m, u)
+		return m.reason(RuleReclaim)
 	case RulePriority:
 		vtier, btier := st.e.tiers[u.tier], st.e.tiers[b.tier]
 		m.start("tier ", vtier.name, " (priority ").n(u.prio).s(") yields ").gpus(gpus).s(" to ").demand(b.d).
@@ -73,6 +75,7 @@ func (st *state) victimReason(m *msg, b *bene, v victim, gpus int) Reason {
 		if u.tenant != b.tenant {
 			m.s("; tenant ", vt.Name, " holds ").gpus(v.holdsPrev).s(", above its reserve of ").n(vt.Reserve)
 		}
+		st.exposedNote(m, u)
 		return m.reason(RulePriority)
 	case RuleBackfill:
 		pool := st.pools[st.poolOf[st.firstNode(u)]]

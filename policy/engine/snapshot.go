@@ -33,12 +33,16 @@ type Node struct {
 // Job holds what the engine needs to know about a job, repeated on each of
 // its allocations and demands so that the engine needs no job index.
 type Job struct {
-	Ref      JobRef
-	Tier     string // value of the job's tier meta key ("" when absent)
-	Priority int    // the job's current Nomad priority
-	Gang     bool   // all allocations preempted and resumed together
+	Ref JobRef
+	// Tier is the value of the job's tier meta key ("" when absent), as
+	// the job wrote it: the engine resolves it in the job's tenant
+	// (policy.TenantTier) and never trusts it.
+	Tier     string
+	Priority int  // the job's current Nomad priority
+	Gang     bool // all allocations preempted and resumed together
 	// Checkpoint overrides the policy's checkpoint signal for this job: ""
 	// uses the policy's, "none" means the job takes no signal (no grace).
+	// The controller passes what policy.ResolveJob made of the job's meta.
 	Checkpoint string
 	// Promoted is set once Steward promoted the job (a promote action): its
 	// priority may then lie above its tier's by up to the boost. Any other
@@ -92,6 +96,16 @@ type Demand struct {
 	// GPUs (it preempts nobody), so that the GPUs it gave back go to the
 	// work that needed them, not back to it.
 	Requeued bool
+	// Preempted is true for work Steward preempted mid-run (a Preempt
+	// action: for other work or for its tenant's limit; not an idle
+	// release, which is Requeued) that has not run since: held after the
+	// preemption, or resumed but not yet placed again. It has progress to
+	// resume from a checkpoint. It is false for work that never ran: held
+	// by a limit, capacity or the reserve rule before it started, or
+	// queued by Nomad. With resume_order "preempted-first" (the default)
+	// it goes before such work among demands otherwise ranked equal
+	// (orderDemands).
+	Preempted bool
 }
 
 // GPUs returns the GPUs the whole demand needs.

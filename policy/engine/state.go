@@ -66,6 +66,9 @@ type unit struct {
 	idle      idleMode // idle for at least its rule's After, and the rule's mode
 	backfill  bool     // runs in a pool kept for tiers other than its own
 	misranked bool     // its job's Nomad priority is not prio (checkPriorities)
+	// exposed: of a non-preemptible tier but beyond its tenant's reserve
+	// (exposeBeyondReserve), so preemptible after all.
+	exposed bool
 }
 
 // gangUnit is what a gang unit holds beyond a unit: all its allocations and
@@ -99,6 +102,9 @@ type tenantState struct {
 	t       *policy.Tenant
 	use     int // GPUs held, draining excluded
 	waiting int
+	// fixed is the GPUs its non-preemptible work holds, draining excluded,
+	// as the plan goes; fixed0 the same at the plan's start (for reasons).
+	fixed, fixed0 int
 }
 
 func (t *tenantState) limit() int {
@@ -283,8 +289,8 @@ func (st *state) buildUnits() {
 			continue
 		}
 		free[n] -= int32(g)
-		tier := st.e.tierOf(a.Job.Tier)
 		tenant := st.tenantOf(a.Job.Ref.Namespace)
+		tier := st.e.tierFor(tenant, a.Job.Tier)
 		if a.Draining {
 			// Its GPUs are as good as free: a preemption decided earlier
 			// is freeing them for someone.
@@ -292,6 +298,9 @@ func (st *state) buildUnits() {
 			continue
 		}
 		st.tenants[tenant].use += g
+		if !st.e.tiers[tier].preemptible {
+			st.tenants[tenant].fixed += g
+		}
 		age := st.now.Sub(a.StartedAt)
 		if a.Job.Gang {
 			if ui, ok := gangs[a.Job.Ref]; ok {
@@ -325,6 +334,7 @@ func (st *state) buildUnits() {
 	}
 	st.cap = newCapacity(st.poolOf, len(st.pools), st.maxGPUs)
 	st.cap.fill(free)
+	st.exposeBeyondReserve()
 	for ui := range st.units {
 		st.classify(int32(ui))
 		u := &st.units[ui]

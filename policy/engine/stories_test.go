@@ -15,7 +15,10 @@ func TestStories(t *testing.T) {
 		name string
 		play func(t *testing.T)
 	}{
-		{"ClearML worked example", clearMLWorkedExample},
+		{"ClearML worked example; then preempted work resumes first (resume_order preempted-first)",
+			clearMLWorkedExample(policy.ResumeOrderPreemptedFirst)},
+		{"ClearML worked example; then the longest waiting resumes first (resume_order longest-waiting)",
+			clearMLWorkedExample(policy.ResumeOrderLongestWaiting)},
 		{"Run:ai over-quota reclaim and auto-resume", runAIOverQuota},
 		{"Determined partial preemption and resume", determinedPartialPreemption},
 		{"AMD idle, pressure mode: only when others wait", amdIdlePressure},
@@ -28,17 +31,50 @@ func TestStories(t *testing.T) {
 		{"QoS: promotion after N preemptions", qosPromoteAfterPreemptions},
 		{"QoS: promotion after waiting longer than D", qosPromoteAfterWait},
 		{"QoS: gangs are preempted whole and not broken by choice", qosGangs},
+		{"Tenants: tier spoofing runs as the tenant's default tier, preemptible, at its priority", tierSpoofing},
+		{"Tenants: non-preemptible work beyond its tenant's reserve waits", nonPreemptibleBeyondReserveWaits},
+		{"Tenants: non-preemptible work placed beyond its reserve is preemptible, the newest first", nonPreemptiblePlacedBeyondReserve},
 	}
 	for _, s := range stories {
 		t.Run(s.name, s.play)
 	}
 }
 
-// ClearML: 10 GPUs; R&D and DevOps each reserve 5, limit 9.
-func clearMLWorkedExample(t *testing.T) {
+// ClearML: 10 GPUs; R&D and DevOps each reserve 5, limit 9. Once DevOps's
+// jobs end, R&D holds 3 of its limit of 9 and has four 3-GPU jobs held:
+// two preempted mid-run for DevOps, two held by its limit before they
+// ever ran. Two fit; resume_order decides which.
+func clearMLWorkedExample(order policy.ResumeOrder) func(t *testing.T) {
+	return func(t *testing.T) {
+		h := clearMLStory(t, order)
+		h.advance(30 * time.Minute)
+		h.finish("devops", "d1")
+		h.finish("devops", "d2")
+		plan := h.step()
+		first, second := []string{"resume rnd/r3", "resume rnd/r2"}, []string{"rnd/r4×1", "rnd/r5×1"}
+		if order == policy.ResumeOrderLongestWaiting {
+			first, second = []string{"resume rnd/r4", "resume rnd/r5"}, []string{"rnd/r2×1", "rnd/r3×1"}
+		}
+		h.expect("resumed", kinds(plan), first)
+		mustContain(t, plan.Actions[0].Reason.Message, "GPUs are free and tenant rnd stays within its limit of 9 (6 GPUs with these 3): resuming 1 allocation")
+		mustContain(t, plan.Actions[1].Reason.Message, "tenant rnd stays within its limit of 9 (9 GPUs with these 3)")
+		h.expect("still held", h.heldJobs(), second)
+		for _, w := range plan.Waiting {
+			if w.Reason.Rule != RuleLimit {
+				t.Errorf("%s waits for %s, want the limit", w.Job, w.Reason)
+			}
+			mustContain(t, w.Reason.Message, "tenant rnd holds 9 GPUs, limit 9: 3 more would exceed it")
+		}
+	}
+}
+
+// clearMLStory plays ClearML's worked example up to the point where
+// DevOps runs two jobs and R&D one, with four held.
+func clearMLStory(t *testing.T, order policy.ResumeOrder) *harness {
 	h := newHarness(t, testPolicy(func(p *policy.Policy) {
 		p.Tenants["rnd"] = tenant("rnd", 5, 9)
 		p.Tenants["devops"] = tenant("devops", 5, 9)
+		p.Preemption.ResumeOrder = order
 	}))
 	h.node("n1", "default", 10)
 
@@ -87,6 +123,7 @@ func clearMLWorkedExample(t *testing.T) {
 	if plan := h.step(); len(plan.Actions) != 0 {
 		t.Fatalf("no thrashing: want no actions, got %q", kinds(plan))
 	}
+	return h
 }
 
 // Run:ai: 8 GPUs; project-a and project-b reserve 4 each.
@@ -230,6 +267,7 @@ func qosPolicy() *policy.Policy {
 	return testPolicy(func(p *policy.Policy) {
 		p.Pools["serving"] = &policy.Pool{Name: "serving", NodePool: "serving", Owners: []string{"inference"}}
 		p.Tenants["ml"] = tenant("ml", 8, policy.Unlimited)
+		p.Tenants["prod"] = tenant("prod", 8, policy.Unlimited) // inference runs within its reserve
 	})
 }
 
@@ -343,4 +381,108 @@ func qosGangs(t *testing.T) {
 		t.Fatalf("gang preemption %s: want both members, 4 GPUs", a)
 	}
 	h.expect("held whole", h.heldJobs(), []string{"ml/gang×2"})
+}
+
+// tenantsPolicy: 8 GPUs; product may use every tier, research only
+// interactive and training (default training); reserves of 4 each.
+func tenantsPolicy() *policy.Policy {
+	return testPolicy(func(p *policy.Policy) {
+		p.Tenants["product"] = tenant("product", 4, 8)
+		p.Tenants["research"] = tenant("research", 4, 8)
+		p.Tenants["research"].Tiers = []string{"interactive", "training"}
+		p.Tenants["research"].DefaultTier = "training"
+	})
+}
+
+// Issue #12: research names inference in its job meta. It runs as
+// training: at training's priority, preemptible, so product takes back
+// its reserve from it as from any borrowed work.
+func tierSpoofing(t *testing.T) {
+	h := newHarness(t, tenantsPolicy())
+	h.node("n1", "default", 8)
+	h.submit("research", "serve", "inference", 8, 1) // Nomad places it, at the priority it asked for
+	plan := h.step()
+	h.expect("actions", kinds(plan), []string{"set-priority research/serve"})
+	a := plan.Actions[0]
+	if a.Priority != 40 || a.Reason.Rule != RuleTier {
+		t.Fatalf("set-priority %s: want training's priority 40", a)
+	}
+	mustContain(t, a.Reason.Message,
+		"tier inference is not allowed for tenant research: runs as training; tier training runs at priority 40; the job had priority 90")
+
+	h.advance(time.Hour)
+	h.submit("product", "notebook", "interactive", 4, 1)
+	plan = h.step()
+	h.expect("the spoofed job is preemptible", kinds(plan), []string{"preempt research/serve"})
+	mustContain(t, plan.Actions[0].Reason.Message,
+		"tenant research holds 8 GPUs, reserve 4: reclaiming 8 for product/notebook/main (tenant product holds 0, reserve 4)")
+	h.expect("running", h.running(), []string{"product/notebook×1"})
+
+	// Held, it waits as training: behind product's interactive work, and
+	// it preempts nothing to come back.
+	h.submit("product", "train", "training", 2, 1)
+	plan = h.step()
+	if len(plan.Actions) != 0 {
+		t.Fatalf("want no actions, got %q", kinds(plan))
+	}
+	h.expect("running", h.running(), []string{"product/notebook×1", "product/train×1"})
+}
+
+// Run:ai's rule: product's second inference job would take its
+// non-preemptible work to 6 GPUs, beyond its reserve of 4. It waits (and
+// preempts nobody, though research borrows); it runs once the first ends.
+func nonPreemptibleBeyondReserveWaits(t *testing.T) {
+	h := newHarness(t, testPolicy(func(p *policy.Policy) {
+		p.Tenants["product"] = tenant("product", 4, 8)
+		p.Tenants["research"] = tenant("research", 2, 8)
+	}))
+	h.node("n1", "default", 8)
+	h.submit("product", "serve-a", "inference", 4, 1)
+	h.submit("research", "train", "training", 4, 1) // 2 beyond its reserve
+	h.advance(time.Hour)
+	h.submit("product", "serve-b", "inference", 2, 1)
+	plan := h.step()
+	h.expect("actions", kinds(plan), []string{"hold product/serve-b"})
+	hold := plan.Actions[0]
+	if hold.Reason.Rule != RuleReserve {
+		t.Fatalf("hold %s: want the reserve rule", hold)
+	}
+	mustContain(t, hold.Reason.Message,
+		"tier inference is not preemptible: it runs only within tenant product's reserve of 4 (its non-preemptible work holds 4 GPUs, 2 more would exceed it)")
+	h.expect("running", h.running(), []string{"product/serve-a×1", "research/train×1"})
+
+	h.finish("product", "serve-a")
+	plan = h.step()
+	h.expect("within the reserve again", kinds(plan), []string{"resume product/serve-b"})
+	h.expect("running", h.running(), []string{"product/serve-b×1", "research/train×1"})
+}
+
+// Nomad placed product's second inference job on free GPUs before
+// Steward acted: 6 GPUs of non-preemptible work, reserve 4. The newest,
+// beyond the reserve, is preemptible: research reclaims its reserve from
+// it; the job within the reserve is never a victim. Held, it then waits
+// by the reserve rule.
+func nonPreemptiblePlacedBeyondReserve(t *testing.T) {
+	h := newHarness(t, tenantsPolicy())
+	h.node("n1", "default", 8)
+	h.submit("product", "serve-a", "inference", 4, 1)
+	h.advance(10 * time.Minute)
+	h.submit("product", "serve-b", "inference", 2, 1)
+	h.advance(time.Hour)
+	h.submit("research", "train", "training", 4, 1)
+	plan := h.step()
+	h.expect("actions", kinds(plan), []string{"preempt product/serve-b"})
+	a := plan.Actions[0]
+	if a.Reason.Rule != RuleReclaim || a.GPUs != 2 || a.Signal != "SIGUSR1" {
+		t.Fatalf("preemption %s: want a reclaim of serve-b's 2 GPUs with the checkpoint signal", a)
+	}
+	mustContain(t, a.Reason.Message,
+		"tenant product holds 6 GPUs, reserve 4: reclaiming 2 for research/train/main (tenant research holds 0, reserve 4)",
+		"; tier inference is safe from preemption only within tenant product's reserve of 4, and its non-preemptible work holds 6 GPUs")
+	h.expect("running", h.running(), []string{"product/serve-a×1", "research/train×1"})
+
+	plan = h.step()
+	if len(plan.Actions) != 0 || len(plan.Waiting) != 1 || plan.Waiting[0].Reason.Rule != RuleReserve {
+		t.Fatalf("want serve-b waiting by the reserve rule and no actions; got %q, waiting %+v", kinds(plan), plan.Waiting)
+	}
 }

@@ -51,7 +51,7 @@ func (st *state) sortCandidates() {
 	keys := make([]candKey, 0, len(st.units))
 	for ui := range st.units {
 		u := &st.units[ui]
-		if !st.e.tiers[u.tier].preemptible {
+		if !st.preemptible(u) {
 			continue // never a victim, whatever else holds
 		}
 		if st.capped(st.jobOf(u), int(u.recent)) {
@@ -459,6 +459,9 @@ func (st *state) take(ui int32) {
 		st.touched(n)
 	})
 	st.tenants[u.tenant].use -= u.gpus
+	if !st.e.tiers[u.tier].preemptible {
+		st.tenants[u.tenant].fixed -= u.gpus
+	}
 }
 
 // untake puts a unit back (a gang placement that failed half way).
@@ -471,4 +474,7 @@ func (st *state) untake(ui int32) {
 		st.touched(n)
 	})
 	st.tenants[u.tenant].use += u.gpus
+	if !st.e.tiers[u.tier].preemptible {
+		st.tenants[u.tenant].fixed += u.gpus
+	}
 }

@@ -1,0 +1,85 @@
+package engine
+
+import (
+	"cmp"
+	"slices"
+)
+
+// Non-preemptible work runs only within its tenant's reserve (Run:ai's
+// rule: non-preemptible workloads are scheduled in-quota only). Reserves
+// are what every tenant can always get back, so work that can never be
+// taken away must fit in one; beyond it, a tier that is never a victim
+// would let a tenant keep borrowed GPUs from their owner for good.
+//
+// Two halves: a waiting demand of a non-preemptible tier that would take
+// its tenant's non-preemptible GPUs beyond its reserve waits (rule
+// reserve, in placeOne); and running non-preemptible allocations beyond the
+// reserve (placed by Nomad before Steward acted, or a lowered reserve) lose
+// their protection here.
+
+// preemptible reports whether a unit may be a victim at all: its tier is
+// preemptible, or it is non-preemptible work beyond its tenant's reserve.
+func (st *state) preemptible(u *unit) bool {
+	return u.exposed || st.e.tiers[u.tier].preemptible
+}
+
+// exposeBeyondReserve marks the non-preemptible units of each tenant whose
+// non-preemptible work holds more than its reserve that do not fit in it:
+// the reserve is filled oldest first (each unit that still fits keeps its
+// protection), so the newest are the ones beyond it, and work within the
+// reserve is never a victim.
+func (st *state) exposeBeyondReserve() {
+	over := false
+	for ti := range st.tenants {
+		t := &st.tenants[ti]
+		t.fixed0 = t.fixed
+		over = over || t.fixed > t.t.Reserve
+	}
+	if !over {
+		return // the usual case: one pass over the tenants
+	}
+	var fixed []int32
+	for ui := range st.units {
+		u := &st.units[ui]
+		if t := &st.tenants[u.tenant]; !st.e.tiers[u.tier].preemptible && t.fixed > t.t.Reserve {
+			fixed = append(fixed, int32(ui))
+		}
+	}
+	slices.SortStableFunc(fixed, func(a, b int32) int {
+		ua, ub := &st.units[a], &st.units[b]
+		if c := cmp.Compare(ua.tenant, ub.tenant); c != 0 {
+			return c
+		}
+		return cmp.Compare(ub.age, ua.age) // the oldest first
+	})
+	kept := make([]int, len(st.tenants))
+	for _, ui := range fixed {
+		u := &st.units[ui]
+		if kept[u.tenant]+u.gpus <= st.tenants[u.tenant].t.Reserve {
+			kept[u.tenant] += u.gpus
+			continue
+		}
+		u.exposed = true
+	}
+}
+
+// reserveReason explains why non-preemptible work waits; need is what its
+// tenant would take in all (the rest of a gang).
+func (st *state) reserveReason(b *bene, need int) Reason {
+	t := &st.tenants[b.tenant]
+	return st.text.start("tier ", st.e.tiers[b.tier].name, " is not preemptible: it runs only within tenant ", t.t.Name,
+		"'s reserve of ").n(t.t.Reserve).s(" (its non-preemptible work holds ").gpus(t.fixed).s(", ").n(need).
+		s(" more would exceed it)").reason(RuleReserve)
+}
+
+// exposedNote appends, to a victim's reason, why non-preemptible work may
+// go: "; tier inference is safe from preemption only within tenant product's
+// reserve of 4, and its non-preemptible work holds 6 GPUs".
+func (st *state) exposedNote(m *msg, u *unit) {
+	if !u.exposed {
+		return
+	}
+	t := &st.tenants[u.tenant]
+	m.s("; tier ", st.e.tiers[u.tier].name, " is safe from preemption only within tenant ", t.t.Name, "'s reserve of ").
+		n(t.t.Reserve).s(", and its non-preemptible work holds ").gpus(t.fixed0)
+}
