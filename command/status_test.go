@@ -15,7 +15,7 @@ func TestFormatStatus(t *testing.T) {
 		Tenants:  []controller.TenantStatus{{Tenant: "research", Reserve: 4, Limit: 6, InUse: 6, Borrowed: 2}, {Tenant: "platform", Limit: -1}},
 		Held: []controller.HeldStatus{{Job: "research/train", Group: "work", Count: 1, GPUs: 4, State: "preempted", Since: now,
 			Reason: "tenant research holds 8 GPUs, reserve 4: reclaiming 4 for product/notebook/work"}},
-		Idle:      []controller.IdleStatus{{Job: "product/nb", Alloc: "0123456789ab", GPUs: 4, Minutes: 16, Util: 2}},
+		Idle: []controller.IdleStatus{{Job: "product/nb", Alloc: "0123456789ab", GPUs: 4, Minutes: 16, Util: 2}},
 		Decisions: []controller.Decision{{At: now, Kind: "preempt", Job: "research/train", GPUs: 4, Reason: "reclaiming 4"},
 			{At: now, Kind: "set-priority", Job: "research/nb", Reason: "tier interactive has priority 60"},
 			{At: now, Kind: "pause", Job: "research/big", GPUs: 2, Reason: "paused by an operator"}},

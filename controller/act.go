@@ -194,6 +194,12 @@ func (c *Controller) finishDrain(ctx context.Context, r *round, st *JobState, d 
 		if d.Requeue {
 			st.hold(g, n, count, d.Rule, r.now, job.ModifyIndex)
 		}
+		if d.Kind == string(engine.Preempt) {
+			if st.Interrupted == nil {
+				st.Interrupted = map[string]bool{}
+			}
+			st.Interrupted[g] = true
+		}
 	}
 	st.note(status, reason, r.now)
 	if err := c.save(ctx, st); err != nil {

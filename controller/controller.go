@@ -586,5 +586,11 @@ func (c *Controller) trackWaiting(r *round) {
 				delete(st.Waiting, g)
 			}
 		}
+		for g := range st.Interrupted {
+			// Running again (nothing of it held or queued), or gone.
+			if q := r.obs.Queued[k][g]; q.Count == 0 && st.Held[g] == nil {
+				delete(st.Interrupted, g)
+			}
+		}
 	}
 }

@@ -97,7 +97,8 @@ func buildSnapshot(p *policy.Policy, obs *Observation, states map[jobKey]*JobSta
 				continue
 			}
 			s.Waiting = append(s.Waiting, engine.Demand{Job: jobOf(j), Group: g, GPUsPerAlloc: spec.GPUsPerAlloc,
-				Count: count, Since: since, NodePool: j.NodePool, Held: held, Requeued: requeued})
+				Count: count, Since: since, NodePool: j.NodePool, Held: held, Requeued: requeued,
+				Preempted: st != nil && st.Interrupted[g]})
 		}
 	}
 	return s

@@ -51,6 +51,16 @@ func TestBuildSnapshot(t *testing.T) {
 					t.Fatalf("demand %+v", d)
 				}
 			}},
+		{"a group preempted mid-run waits as preempted work (resume_order)", map[jobKey]*JobState{{"ml", "gang"}: {Namespace: "ml", ID: "gang",
+			Held: map[string]*Held{"work": {Count: 2, Original: 2, Since: t0, Rule: "priority"}}, Interrupted: map[string]bool{"work": true}}},
+			func(t *testing.T, s *engine.Snapshot) {
+				if d := demandOf(t, s, "gang"); !d.Preempted || !d.Held {
+					t.Fatalf("demand %+v", d)
+				}
+				if d := demandOf(t, s, "nb"); d.Preempted {
+					t.Fatalf("work that never ran counts as preempted: %+v", d)
+				}
+			}},
 		{"a paused job does not wait", map[jobKey]*JobState{{"ml", "gang"}: {Namespace: "ml", ID: "gang", Paused: true,
 			Held: map[string]*Held{"work": {Count: 2, Original: 2, Since: t0}}}},
 			func(t *testing.T, s *engine.Snapshot) {

@@ -38,7 +38,11 @@ type JobState struct {
 	// waiting work keeps its place in line: Nomad's blocked evaluations are
 	// re-created, and their times would make old work look new.
 	Waiting map[string]time.Time `json:"waiting,omitempty"`
-	Status  string               `json:"status"`
+	// Interrupted marks groups Steward preempted mid-run that have not run
+	// since (held, or resumed and not placed yet): the policy's
+	// resume_order may put them ahead of work that never started.
+	Interrupted map[string]bool `json:"interrupted,omitempty"`
+	Status      string          `json:"status"`
 	Rule    string               `json:"rule,omitempty"`
 	Reason  string               `json:"reason,omitempty"`
 	Updated time.Time            `json:"updated"`
@@ -191,7 +195,7 @@ func decodeState(items map[string]string) (*JobState, error) {
 func (s *JobState) empty(now time.Time) bool {
 	s.trimPreemptions(now)
 	return len(s.Held) == 0 && !s.Paused && !s.Promoted && len(s.Preemptions) == 0 && len(s.Draining) == 0 && len(s.Usage) == 0 &&
-		len(s.Waiting) == 0
+		len(s.Waiting) == 0 && len(s.Interrupted) == 0
 }
 
 func (s *JobState) trimPreemptions(now time.Time) {
