@@ -123,10 +123,18 @@ func (st *state) capacityReason(b *bene) Reason {
 		where = "node pool " + st.pools[b.pool]
 	}
 	if b.g > st.maxGPUs {
-		return Reason{RuleCapacity, fmt.Sprintf("needs %d GPUs on one node; the largest node has %d", b.g, st.maxGPUs)}
+		return Reason{RuleCapacity, fmt.Sprintf("needs %s on one node; the largest node has %d", gpuCount(b.g), st.maxGPUs)}
 	}
-	return Reason{RuleCapacity, fmt.Sprintf("needs %d GPUs on one node in %s; none free, and nothing may be preempted for tier %s (priority %d) of tenant %s (holds %d, reserve %d)",
-		b.g, where, st.e.tiers[b.tier].name, b.prio, t.t.Name, t.use, t.t.Reserve)}
+	return Reason{RuleCapacity, fmt.Sprintf("needs %s on one node in %s; none free, and nothing may be preempted for tier %s (priority %d) of tenant %s (holds %d, reserve %d)",
+		gpuCount(b.g), where, st.e.tiers[b.tier].name, b.prio, t.t.Name, t.use, t.t.Reserve)}
+}
+
+// gpuCount writes "1 GPU" or "4 GPUs".
+func gpuCount(n int) string {
+	if n == 1 {
+		return "1 GPU"
+	}
+	return fmt.Sprintf("%d GPUs", n)
 }
 
 // admitReason explains a resume; use is the tenant's GPUs with it.

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"strings"
 	"testing"
 	"time"
 )
@@ -40,5 +41,33 @@ func TestMsg(t *testing.T) {
 		if c.got != c.want {
 			t.Errorf("got %q, want %q", c.got, c.want)
 		}
+	}
+}
+
+// TestCapacityReasonCounts: a capacity wait says "1 GPU", not "1 GPUs"
+// (a finding of issue #17), and the largest node's size when nothing fits.
+func TestCapacityReasonCounts(t *testing.T) {
+	train := Job{Ref: JobRef{"research", "train"}, Tier: "training", Priority: 40}
+	cases := []struct {
+		name string
+		gpus int
+		want string
+	}{
+		{"one GPU", 1, "needs 1 GPU on one node in any node; none free"},
+		{"larger than any node", 9, "needs 9 GPUs on one node; the largest node has 4"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			s := &Snapshot{
+				Nodes:  []Node{{ID: "n1", NodePool: "default", GPUs: 4}},
+				Allocs: []Alloc{{ID: "a1", Job: train, Group: "main", NodeID: "n1", GPUIDs: []string{"0", "1", "2", "3"}, StartedAt: t0.Add(-time.Hour)}},
+				Waiting: []Demand{{Job: Job{Ref: JobRef{"research", "more"}, Tier: "training", Priority: 40}, Group: "main",
+					GPUsPerAlloc: tc.gpus, Count: 1, Since: t0}},
+			}
+			plan := New(testPolicy(nil)).Plan(s, t0)
+			if len(plan.Waiting) != 1 || !strings.Contains(plan.Waiting[0].Reason.Message, tc.want) {
+				t.Fatalf("waiting %+v, want a reason with %q", plan.Waiting, tc.want)
+			}
+		})
 	}
 }
