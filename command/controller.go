@@ -55,7 +55,11 @@ Options:
                        published in the status (default: the listen address).
   -resync DUR          Full read of the cluster at least this often (default 30s).
   -stats-interval DUR  GPU activity polling period (default 10s).
-  -state-namespace NS  Namespace of the leader lock and status (default "default").
+  -state-namespace NS  Steward's own namespace: every job's state, the leader lock
+                       and the status (default "steward"; it must exist, and no
+                       tenant's token may write there).
+  -job-records=false   Write no record into each job's nomad/jobs/<job> variable
+                       (the token then needs no access to jobs' own variables).
   -lock-ttl DUR        Leader lock TTL (default 15s, at least 10s).
   -lock-delay DUR      Wait after a lost leader before another takes over (default 15s).
   -id NAME             This controller's name (default host:pid).
@@ -86,6 +90,7 @@ func (c *ControllerCommand) Run(args []string) int {
 	fs.DurationVar(&cfg.Resync, "resync", cfg.Resync, "")
 	fs.DurationVar(&cfg.StatsInterval, "stats-interval", cfg.StatsInterval, "")
 	fs.StringVar(&cfg.StateNamespace, "state-namespace", cfg.StateNamespace, "")
+	fs.BoolVar(&cfg.JobRecords, "job-records", cfg.JobRecords, "")
 	fs.DurationVar(&cfg.LockTTL, "lock-ttl", cfg.LockTTL, "")
 	fs.DurationVar(&cfg.LockDelay, "lock-delay", cfg.LockDelay, "")
 	fs.StringVar(&cfg.Identity, "id", fmt.Sprintf("%s:%d", host, os.Getpid()), "")

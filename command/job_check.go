@@ -72,7 +72,7 @@ Options:
 
   -controller URL      The controller to ask (default: $STEWARD_CONTROLLER_ADDR,
                        else the address the leader publishes in its status).
-  -state-namespace NS  Namespace of the leader's status (default "default").
+  -state-namespace NS  Namespace of the leader's status (default "steward").
   -namespace NS        Namespace to parse the jobspec in (default $NOMAD_NAMESPACE;
                        the job's own namespace decides where it is checked).
   -var KEY=VALUE       A value for a variable of the jobspec (repeatable), as

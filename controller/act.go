@@ -31,7 +31,7 @@ func (c *Controller) execute(ctx context.Context, r *round, a engine.Action) err
 		if err := c.save(ctx, st); err != nil {
 			return err
 		}
-		return c.nomad.SetPriority(ctx, k.Namespace, k.ID, a.Priority, a.Reason.Message)
+		return c.nomad.SetPriority(ctx, k.Namespace, k.ID, a.Priority, a.Reason.Message, r.jobIndex(k))
 
 	case engine.Preempt, engine.IdleStop:
 		d := &Drain{Group: a.Group, Allocs: slices.Clone(a.Allocs), Decided: r.now, Requeue: a.Requeue || a.Kind == engine.Preempt,
@@ -100,7 +100,7 @@ func (c *Controller) execute(ctx context.Context, r *round, a engine.Action) err
 		if err := c.save(ctx, st); err != nil {
 			return err
 		}
-		return c.nomad.Scale(ctx, k.Namespace, k.ID, a.Group, spec.Count+n, "Steward resumes "+plural(n, "allocation")+": "+a.Reason.Message,
+		return c.scale(ctx, r, k, a.Group, spec.Count+n, "Steward resumes "+plural(n, "allocation")+": "+a.Reason.Message,
 			scaleMeta(a.Reason))
 	}
 	return fmt.Errorf("unknown action kind %q", a.Kind)
@@ -147,7 +147,19 @@ func (c *Controller) holdBack(ctx context.Context, r *round, st *JobState, job *
 		return err
 	}
 	r.acted++
-	return c.nomad.Scale(ctx, st.Namespace, st.ID, group, target, "Steward holds "+plural(n, "allocation")+": "+why.Message, scaleMeta(why))
+	return c.scale(ctx, r, st.key(), group, target, "Steward holds "+plural(n, "allocation")+": "+why.Message, scaleMeta(why))
+}
+
+// scale sets a group's count, only if the job is still the version the
+// decision was made on (its modify index as observed, or as Steward's own
+// scale of it earlier in this round left it).
+func (c *Controller) scale(ctx context.Context, r *round, k jobKey, group string, count int, msg string, meta map[string]any) error {
+	index, err := c.nomad.Scale(ctx, k.Namespace, k.ID, group, count, msg, meta, r.jobIndex(k))
+	if err != nil {
+		return err
+	}
+	r.setJobIndex(k, index)
+	return nil
 }
 
 // finishDrain ends a preemption: the victims' job is held (scaled down)
@@ -232,7 +244,7 @@ func (c *Controller) finishDrain(ctx context.Context, r *round, st *JobState, d 
 	var firstErr error
 	for _, g := range names {
 		msg := fmt.Sprintf("%s %s: %s", verb, plural(groups[g], "allocation"), d.Reason)
-		if err := c.nomad.Scale(ctx, k.Namespace, k.ID, g, targets[g], msg, scaleMeta(reason)); err != nil && firstErr == nil {
+		if err := c.scale(ctx, r, k, g, targets[g], msg, scaleMeta(reason)); err != nil && firstErr == nil {
 			firstErr = err
 		}
 	}
@@ -333,7 +345,7 @@ func (c *Controller) syncHolds(ctx context.Context, r *round) {
 				h.Index = job.ModifyIndex // in step; saved with the round
 			case job.ModifyIndex == h.Index:
 				c.log.Info("finishing a hold that was recorded but not applied", "job", k, "group", g, "count", want)
-				if err := c.nomad.Scale(ctx, k.Namespace, k.ID, g, want, fmt.Sprintf("Steward holds %s (recovered after a restart)", plural(h.Count, "allocation")),
+				if err := c.scale(ctx, r, k, g, want, fmt.Sprintf("Steward holds %s (recovered after a restart)", plural(h.Count, "allocation")),
 					map[string]any{"steward.rule": h.Rule}); err != nil {
 					c.log.Error("reapply hold", "job", k, "group", g, "error", err)
 					r.failed++

@@ -65,7 +65,7 @@ func TestPreemption(t *testing.T) {
 				t.Fatal(err)
 			}
 			calls := f.callsMatching("")
-			if len(calls) == 0 || calls[0] != "put ml steward/jobs/train" {
+			if len(calls) == 0 || calls[0] != "put steward steward/jobs/ml/train" {
 				t.Fatalf("first call %v: want the state written first", calls)
 			}
 			if got := withoutPuts(calls); strings.Join(got, "\n") != strings.Join(tc.now, "\n") {
@@ -168,7 +168,7 @@ func TestSyncHolds(t *testing.T) {
 func TestRecordKeepsOwnersItems(t *testing.T) {
 	f := newFakeNomad()
 	c := testController(t, f)
-	_ = f.PutVar(context.Background(), "ml", "nomad/jobs/train", map[string]string{"db_password": "s3cret", "steward_state": "old"}, false, 0)
+	_, _ = f.PutVar(context.Background(), "ml", "nomad/jobs/train", map[string]string{"db_password": "s3cret", "steward_state": "old"}, false, 0)
 	train := job("ml", "train", "training", 40, 1, 1)
 	st := c.state(jobKey{"ml", "train"})
 	st.note(StatusPreempted, engine.Reason{Rule: engine.RuleReclaim, Message: "tenant ml holds 8 GPUs, reserve 4: reclaiming 4 for x/y/z"}, t0)

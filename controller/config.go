@@ -20,12 +20,19 @@ type Config struct {
 	StatsInterval time.Duration
 	// Debounce gathers a burst of events into one decision.
 	Debounce time.Duration
-	// StateNamespace holds the leader lock and the status record.
+	// StateNamespace holds every job's state, the leader lock and the
+	// status: a namespace of Steward's own, where no tenant's token may
+	// write. It must exist (the controller does not create it).
 	StateNamespace string
 	// LockTTL and LockDelay tune leader election (Nomad variable lock):
 	// a leader that vanishes is replaced after about TTL+delay.
 	LockTTL   time.Duration
 	LockDelay time.Duration
+	// JobRecords writes each decision into the job's own variable
+	// nomad/jobs/<job>, which the Nomad UI shows on the job's page and
+	// its tasks can read. Merging into that variable needs read access to
+	// it, where jobs may keep secrets: turning records off drops that need.
+	JobRecords bool
 	// Listen is the address of /metrics, /healthz and /v1/job/check (""
 	// turns them off).
 	Listen string
@@ -50,13 +57,17 @@ type ConsulConfig struct {
 	LockKey string
 }
 
+// DefaultStateNamespace is the namespace of Steward's own state.
+const DefaultStateNamespace = "steward"
+
 // DefaultConfig returns the defaults documented in README.
 func DefaultConfig() Config {
 	return Config{
 		Resync:         30 * time.Second,
 		StatsInterval:  10 * time.Second,
 		Debounce:       5 * time.Millisecond,
-		StateNamespace: "default",
+		StateNamespace: DefaultStateNamespace,
+		JobRecords:     true,
 		LockTTL:        15 * time.Second,
 		LockDelay:      15 * time.Second,
 		Listen:         "127.0.0.1:9646",

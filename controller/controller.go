@@ -8,7 +8,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"net/http"
+	"strings"
 	"sort"
 	"sync"
 	"time"
@@ -44,10 +47,18 @@ type Controller struct {
 	// Owned by the control loop.
 	states    map[jobKey]*JobState
 	saved     map[jobKey]string // JSON last written, to skip unchanged writes
+	index     map[jobKey]uint64 // modify index of each state variable, for check-and-set
+	// reload: a check-and-set write failed, so what this controller holds
+	// in memory may be stale; the next round reads every state afresh.
+	reload bool
 	records   map[jobKey]string
 	decisions []Decision
 	refused   map[jobKey]*refusal // jobs whose meta Steward refused in part
 	statusOut string
+	// statusIndex is the status variable's modify index (check-and-set),
+	// once statusKnown.
+	statusIndex uint64
+	statusKnown bool
 	usage     *usageStore
 	metrics   *metrics
 
@@ -104,6 +115,7 @@ func New(cfg Config, client *api.Client, log hclog.Logger) (*Controller, error) 
 func (c *Controller) resetState() {
 	c.states = map[jobKey]*JobState{}
 	c.saved = map[jobKey]string{}
+	c.index = map[jobKey]uint64{}
 	c.records = map[jobKey]string{}
 }
 
@@ -197,15 +209,19 @@ func (c *Controller) setHealth(f func(h *Health)) {
 }
 
 // loadStates reads every job state the controller (or a previous leader)
-// wrote.
+// wrote, from the state namespace only.
 func (c *Controller) loadStates(ctx context.Context) error {
 	c.resetState()
-	refs, err := c.nomad.ListVars(ctx, statePrefix)
+	c.reload = false
+	refs, err := c.nomad.ListVars(ctx, c.cfg.StateNamespace, statePrefix)
 	if err != nil {
 		return err
 	}
 	for _, ref := range refs {
-		items, _, err := c.nomad.GetVar(ctx, ref.Namespace, ref.Path)
+		if ref.Namespace != c.cfg.StateNamespace {
+			continue
+		}
+		items, index, err := c.nomad.GetVar(ctx, ref.Namespace, ref.Path)
 		if err != nil {
 			return err
 		}
@@ -217,14 +233,14 @@ func (c *Controller) loadStates(ctx context.Context) error {
 			c.log.Error("ignoring unreadable job state", "namespace", ref.Namespace, "path", ref.Path, "error", err)
 			continue
 		}
-		if st.Namespace == "" {
-			st.Namespace = ref.Namespace
+		k, err := stateKey(ref.Path, st)
+		if err != nil {
+			c.log.Error("ignoring job state", "namespace", ref.Namespace, "error", err)
+			continue
 		}
-		if st.ID == "" {
-			st.ID = unescapePath(ref.Path[len(statePrefix):])
-		}
-		k := st.key()
+		st.Namespace, st.ID = k.Namespace, k.ID
 		c.states[k] = st
+		c.index[k] = index
 		if b, err := json.Marshal(st); err == nil {
 			c.saved[k] = string(b)
 		}
@@ -270,9 +286,7 @@ func (c *Controller) save(ctx context.Context, st *JobState) error {
 	now := c.now()
 	if st.empty(now) && st.Status == "" {
 		if _, ok := c.saved[k]; ok {
-			delete(c.saved, k)
-			delete(c.states, k)
-			return c.nomad.DeleteVar(ctx, k.Namespace, statePath(k.ID))
+			return c.forget(ctx, k)
 		}
 		return nil
 	}
@@ -284,11 +298,35 @@ func (c *Controller) save(ctx context.Context, st *JobState) error {
 		return nil
 	}
 	items, _ := st.encode()
-	if err := c.nomad.PutVar(ctx, k.Namespace, statePath(k.ID), items, false, 0); err != nil {
+	index, err := c.nomad.PutVar(ctx, c.cfg.StateNamespace, statePath(k), items, true, c.index[k])
+	if err != nil {
+		c.casFailed(k, err)
 		return err
 	}
-	c.saved[k] = string(b)
+	c.saved[k], c.index[k] = string(b), index
 	return nil
+}
+
+// forget deletes a job's state (check-and-set).
+func (c *Controller) forget(ctx context.Context, k jobKey) error {
+	if err := c.nomad.DeleteVar(ctx, c.cfg.StateNamespace, statePath(k), c.index[k]); err != nil {
+		c.casFailed(k, err)
+		return err
+	}
+	delete(c.saved, k)
+	delete(c.states, k)
+	delete(c.index, k)
+	return nil
+}
+
+// casFailed notes a refused check-and-set: someone else wrote the state
+// (another controller that believed it led), so every state is read again
+// before the next decision.
+func (c *Controller) casFailed(k jobKey, err error) {
+	if isConflict(err) {
+		c.log.Error("job state changed under this controller: reading every state again", "job", k, "error", err)
+		c.reload = true
+	}
 }
 
 // flush writes states changed outside actions (usage, index updates).
@@ -313,10 +351,32 @@ func (c *Controller) Run(ctx context.Context) error {
 		c.setHealth(func(h *Health) { h.Leader = false })
 		return c.lead(ctx)
 	}
+	if err := c.checkStateNamespace(ctx); err != nil {
+		return err
+	}
 	if c.cfg.Consul != nil {
 		return c.electConsul(ctx, c.lead)
 	}
 	return c.elect(ctx, c.lead)
+}
+
+// checkStateNamespace fails when the state namespace does not exist: the
+// controller does not create it (its token needs no right to), and writing
+// state anywhere a tenant can write would let tenants steer it.
+func (c *Controller) checkStateNamespace(ctx context.Context) error {
+	ns := c.cfg.StateNamespace
+	_, _, err := c.client.Namespaces().Info(ns, (&api.QueryOptions{}).WithContext(ctx))
+	var ue api.UnexpectedResponseError
+	if errors.As(err, &ue) && ue.StatusCode() == http.StatusNotFound || err != nil && strings.Contains(err.Error(), "not found") {
+		return fmt.Errorf("the state namespace %q does not exist: create it for Steward alone "+
+			"(nomad namespace apply -description \"Steward's state\" %s) and give no tenant's token rights there; "+
+			"or name another with -state-namespace", ns, ns)
+	}
+	if err != nil {
+		// Nomad may be down for now: the control loop retries its reads.
+		c.log.Warn("cannot check the state namespace", "namespace", ns, "error", err)
+	}
+	return nil
 }
 
 // lead is the control loop of the leader.
@@ -398,6 +458,11 @@ func (c *Controller) lead(ctx context.Context) error {
 // record. It returns when the next round is due at the latest.
 func (c *Controller) reconcile(ctx context.Context) (time.Time, error) {
 	start := time.Now()
+	if c.reload {
+		if err := c.loadStates(ctx); err != nil {
+			return time.Time{}, err
+		}
+	}
 	pressureSince := c.takePressure()
 	pol, eng := c.engineNow()
 	obs, err := c.obs.observe(ctx, c.now())

@@ -48,10 +48,13 @@ func (f *fakeNomad) Signal(_ context.Context, ns, alloc, signal string) error {
 func (f *fakeNomad) StopAlloc(_ context.Context, ns, alloc string) error {
 	return f.record(fmt.Sprintf("stop %s %s", ns, alloc))
 }
-func (f *fakeNomad) Scale(_ context.Context, ns, job, group string, count int, msg string, _ map[string]any) error {
-	return f.record(fmt.Sprintf("scale %s/%s %s %d: %s", ns, job, group, count, msg))
+func (f *fakeNomad) Scale(_ context.Context, ns, job, group string, count int, msg string, _ map[string]any, index uint64) (uint64, error) {
+	if err := f.record(fmt.Sprintf("scale %s/%s %s %d: %s", ns, job, group, count, msg)); err != nil {
+		return 0, err
+	}
+	return index + 1, nil
 }
-func (f *fakeNomad) SetPriority(_ context.Context, ns, job string, prio int, _ string) error {
+func (f *fakeNomad) SetPriority(_ context.Context, ns, job string, prio int, _ string, _ uint64) error {
 	return f.record(fmt.Sprintf("priority %s/%s %d", ns, job, prio))
 }
 func (f *fakeNomad) GetVar(_ context.Context, ns, path string) (map[string]string, uint64, error) {
@@ -63,33 +66,40 @@ func (f *fakeNomad) GetVar(_ context.Context, ns, path string) (map[string]strin
 	}
 	return maps.Clone(v), f.index[ns+":"+path], nil
 }
-func (f *fakeNomad) PutVar(_ context.Context, ns, path string, items map[string]string, cas bool, index uint64) error {
+func (f *fakeNomad) PutVar(_ context.Context, ns, path string, items map[string]string, cas bool, index uint64) (uint64, error) {
 	if err := f.record(fmt.Sprintf("put %s %s", ns, path)); err != nil {
-		return err
+		return 0, err
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if cas && f.index[ns+":"+path] != index {
-		return fmt.Errorf("put: %w", errConflict)
+		return 0, fmt.Errorf("put: %w", errConflict)
 	}
 	f.next++
 	f.vars[ns+":"+path] = maps.Clone(items)
 	f.index[ns+":"+path] = f.next
-	return nil
+	return f.next, nil
 }
-func (f *fakeNomad) DeleteVar(_ context.Context, ns, path string) error {
+func (f *fakeNomad) DeleteVar(_ context.Context, ns, path string, index uint64) error {
+	if err := f.record(fmt.Sprintf("delete %s %s", ns, path)); err != nil {
+		return err
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if index != 0 && f.index[ns+":"+path] != index {
+		return fmt.Errorf("delete: %w", errConflict)
+	}
 	delete(f.vars, ns+":"+path)
+	delete(f.index, ns+":"+path)
 	return nil
 }
-func (f *fakeNomad) ListVars(_ context.Context, prefix string) ([]VarRef, error) {
+func (f *fakeNomad) ListVars(_ context.Context, namespace, prefix string) ([]VarRef, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	var out []VarRef
 	for k := range f.vars {
 		ns, path, _ := strings.Cut(k, ":")
-		if strings.HasPrefix(path, prefix) {
+		if (namespace == "*" || ns == namespace) && strings.HasPrefix(path, prefix) {
 			out = append(out, VarRef{Namespace: ns, Path: path})
 		}
 	}

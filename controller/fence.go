@@ -35,30 +35,30 @@ func (f fencedNomad) StopAlloc(ctx context.Context, ns, allocID string) error {
 	return f.Nomad.StopAlloc(ctx, ns, allocID)
 }
 
-func (f fencedNomad) Scale(ctx context.Context, ns, jobID, group string, count int, message string, meta map[string]any) error {
+func (f fencedNomad) Scale(ctx context.Context, ns, jobID, group string, count int, message string, meta map[string]any, index uint64) (uint64, error) {
 	if err := f.fence(fmt.Sprintf("scale %s/%s", ns, jobID)); err != nil {
-		return err
+		return 0, err
 	}
-	return f.Nomad.Scale(ctx, ns, jobID, group, count, message, meta)
+	return f.Nomad.Scale(ctx, ns, jobID, group, count, message, meta, index)
 }
 
-func (f fencedNomad) SetPriority(ctx context.Context, ns, jobID string, priority int, reason string) error {
+func (f fencedNomad) SetPriority(ctx context.Context, ns, jobID string, priority int, reason string, index uint64) error {
 	if err := f.fence(fmt.Sprintf("set priority of %s/%s", ns, jobID)); err != nil {
 		return err
 	}
-	return f.Nomad.SetPriority(ctx, ns, jobID, priority, reason)
+	return f.Nomad.SetPriority(ctx, ns, jobID, priority, reason, index)
 }
 
-func (f fencedNomad) PutVar(ctx context.Context, ns, path string, items map[string]string, cas bool, index uint64) error {
+func (f fencedNomad) PutVar(ctx context.Context, ns, path string, items map[string]string, cas bool, index uint64) (uint64, error) {
 	if err := f.fence(fmt.Sprintf("write variable %s@%s", path, ns)); err != nil {
-		return err
+		return 0, err
 	}
 	return f.Nomad.PutVar(ctx, ns, path, items, cas, index)
 }
 
-func (f fencedNomad) DeleteVar(ctx context.Context, ns, path string) error {
+func (f fencedNomad) DeleteVar(ctx context.Context, ns, path string, index uint64) error {
 	if err := f.fence(fmt.Sprintf("delete variable %s@%s", path, ns)); err != nil {
 		return err
 	}
-	return f.Nomad.DeleteVar(ctx, ns, path)
+	return f.Nomad.DeleteVar(ctx, ns, path, index)
 }

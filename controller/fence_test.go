@@ -21,10 +21,10 @@ func TestFencedWrites(t *testing.T) {
 	}{
 		{"signal", func() error { return n.Signal(ctx, "ml", "a1", "SIGUSR1") }},
 		{"stop", func() error { return n.StopAlloc(ctx, "ml", "a1") }},
-		{"scale", func() error { return n.Scale(ctx, "ml", "train", "work", 0, "m", nil) }},
-		{"priority", func() error { return n.SetPriority(ctx, "ml", "train", 40, "r") }},
-		{"put", func() error { return n.PutVar(ctx, "ml", "p", map[string]string{"k": "v"}, false, 0) }},
-		{"delete", func() error { return n.DeleteVar(ctx, "ml", "p") }},
+		{"scale", func() error { _, err := n.Scale(ctx, "ml", "train", "work", 0, "m", nil, 0); return err }},
+		{"priority", func() error { return n.SetPriority(ctx, "ml", "train", 40, "r", 0) }},
+		{"put", func() error { _, err := n.PutVar(ctx, "ml", "p", map[string]string{"k": "v"}, false, 0); return err }},
+		{"delete", func() error { return n.DeleteVar(ctx, "ml", "p", 0) }},
 	}
 	steps := []struct {
 		name      string

@@ -16,17 +16,26 @@ import (
 type Nomad interface {
 	Signal(ctx context.Context, namespace, allocID, signal string) error
 	StopAlloc(ctx context.Context, namespace, allocID string) error
-	Scale(ctx context.Context, namespace, jobID, group string, count int, message string, meta map[string]any) error
-	SetPriority(ctx context.Context, namespace, jobID string, priority int, reason string) error
+	// Scale sets a group's count, only if the job's modify index is still
+	// index (the one the decision was made on; 0: any), and returns the
+	// job's new modify index.
+	Scale(ctx context.Context, namespace, jobID, group string, count int, message string, meta map[string]any, index uint64) (uint64, error)
+	// SetPriority re-registers the job with a priority, only if its modify
+	// index is still index (0: any).
+	SetPriority(ctx context.Context, namespace, jobID string, priority int, reason string, index uint64) error
 	// GetVar returns the items and modify index of a variable (nil when
 	// it does not exist).
 	GetVar(ctx context.Context, namespace, path string) (map[string]string, uint64, error)
-	// PutVar writes a variable; with cas it fails unless the variable's
-	// modify index is still index (0: must not exist).
-	PutVar(ctx context.Context, namespace, path string, items map[string]string, cas bool, index uint64) error
-	DeleteVar(ctx context.Context, namespace, path string) error
-	// ListVars lists variable paths under a prefix in every namespace.
-	ListVars(ctx context.Context, prefix string) ([]VarRef, error)
+	// PutVar writes a variable and returns its new modify index; with cas
+	// it fails (errConflict) unless the variable's modify index is still
+	// index (0: must not exist).
+	PutVar(ctx context.Context, namespace, path string, items map[string]string, cas bool, index uint64) (uint64, error)
+	// DeleteVar deletes a variable, only if its modify index is still index
+	// (0: whatever it is).
+	DeleteVar(ctx context.Context, namespace, path string, index uint64) error
+	// ListVars lists variable paths under a prefix in a namespace ("*":
+	// every namespace the token may read).
+	ListVars(ctx context.Context, namespace, prefix string) ([]VarRef, error)
 }
 
 // VarRef names a variable.
@@ -60,23 +69,41 @@ func (n *nomadClient) StopAlloc(ctx context.Context, ns, allocID string) error {
 	return needs(err, "alloc-lifecycle", "stop allocation %s", allocID)
 }
 
-func (n *nomadClient) Scale(ctx context.Context, ns, jobID, group string, count int, message string, meta map[string]any) error {
-	_, _, err := n.c.Jobs().Scale(jobID, group, &count, message, false, meta, wq(ctx, ns))
+func (n *nomadClient) Scale(ctx context.Context, ns, jobID, group string, count int, message string, meta map[string]any, index uint64) (uint64, error) {
+	c64 := int64(count)
+	resp, _, err := n.c.Jobs().ScaleWithRequest(jobID, &api.ScalingRequest{
+		Count: &c64, Target: map[string]string{"Job": jobID, "Group": group}, Message: message, Meta: meta,
+		JobModifyIndex: index,
+	}, wq(ctx, ns))
+	var newIndex uint64
+	if err == nil {
+		newIndex = resp.JobModifyIndex
+	}
 	if err != nil && strings.Contains(err.Error(), "active deployment") {
 		// Nomad refuses to scale a service job while its deployment runs
 		// (and a deployment whose allocations wait for GPUs runs until its
 		// progress deadline). Registering the job with the new count is
 		// allowed: it starts a new version, and the message stays in
 		// Steward's record instead of a scaling event.
-		err = n.registerCount(ctx, ns, jobID, group, count)
+		newIndex, err = n.registerCount(ctx, ns, jobID, group, count, index)
 	}
-	return needs(err, "scale-job", "scale %s/%s group %s to %d", ns, jobID, group, count)
+	if err != nil && strings.Contains(err.Error(), "Enforcing job modify index") {
+		err = fmt.Errorf("%w: %v", errJobChanged, err)
+	}
+	return newIndex, needs(err, "scale-job", "scale %s/%s group %s to %d", ns, jobID, group, count)
 }
 
-func (n *nomadClient) registerCount(ctx context.Context, ns, jobID, group string, count int) error {
+// errJobChanged is a write refused because the job changed since the
+// controller read it: the next round decides again on what it is now.
+var errJobChanged = errors.New("the job changed since it was read")
+
+func (n *nomadClient) registerCount(ctx context.Context, ns, jobID, group string, count int, index uint64) (uint64, error) {
 	job, _, err := n.c.Jobs().Info(jobID, rq(ctx, ns))
 	if err != nil {
-		return fmt.Errorf("read job: %w", err)
+		return 0, fmt.Errorf("read job: %w", err)
+	}
+	if index != 0 && derefU64(job.JobModifyIndex) != index {
+		return 0, fmt.Errorf("register with count %d: %w (modify index %d, decided on %d)", count, errJobChanged, derefU64(job.JobModifyIndex), index)
 	}
 	found := false
 	for _, tg := range job.TaskGroups {
@@ -86,19 +113,22 @@ func (n *nomadClient) registerCount(ctx context.Context, ns, jobID, group string
 		}
 	}
 	if !found {
-		return fmt.Errorf("job has no group %q", group)
+		return 0, fmt.Errorf("job has no group %q", group)
 	}
-	_, _, err = n.c.Jobs().RegisterOpts(job, &api.RegisterOptions{EnforceIndex: true, ModifyIndex: derefU64(job.JobModifyIndex)}, wq(ctx, ns))
+	resp, _, err := n.c.Jobs().RegisterOpts(job, &api.RegisterOptions{EnforceIndex: true, ModifyIndex: derefU64(job.JobModifyIndex)}, wq(ctx, ns))
 	if err != nil {
-		return fmt.Errorf("register with count %d: %w", count, err)
+		return 0, fmt.Errorf("register with count %d: %w", count, err)
 	}
-	return nil
+	return resp.JobModifyIndex, nil
 }
 
-func (n *nomadClient) SetPriority(ctx context.Context, ns, jobID string, priority int, reason string) error {
+func (n *nomadClient) SetPriority(ctx context.Context, ns, jobID string, priority int, reason string, index uint64) error {
 	job, _, err := n.c.Jobs().Info(jobID, rq(ctx, ns))
 	if err != nil {
 		return needs(err, "read-job", "read job %s/%s", ns, jobID)
+	}
+	if index != 0 && derefU64(job.JobModifyIndex) != index {
+		return fmt.Errorf("set priority of %s/%s: %w", ns, jobID, errJobChanged)
 	}
 	job.Priority = &priority
 	_, _, err = n.c.Jobs().RegisterOpts(job, &api.RegisterOptions{
@@ -120,32 +150,45 @@ func (n *nomadClient) GetVar(ctx context.Context, ns, path string) (map[string]s
 	return v.Items, v.ModifyIndex, nil
 }
 
-func (n *nomadClient) PutVar(ctx context.Context, ns, path string, items map[string]string, cas bool, index uint64) error {
+func (n *nomadClient) PutVar(ctx context.Context, ns, path string, items map[string]string, cas bool, index uint64) (uint64, error) {
 	v := &api.Variable{Namespace: ns, Path: path, Items: items}
+	var out *api.Variable
 	var err error
 	if cas {
 		v.ModifyIndex = index
-		_, _, err = n.c.Variables().CheckedUpdate(v, wq(ctx, ns))
+		out, _, err = n.c.Variables().CheckedUpdate(v, wq(ctx, ns))
 		var conflict api.ErrCASConflict
 		if errors.As(err, &conflict) {
-			return fmt.Errorf("write variable %s@%s: %w", path, ns, errConflict)
+			return 0, fmt.Errorf("write variable %s@%s: %w", path, ns, errConflict)
 		}
 	} else {
-		_, _, err = n.c.Variables().Update(v, wq(ctx, ns))
+		out, _, err = n.c.Variables().Update(v, wq(ctx, ns))
 	}
-	return needs(err, "variables write", "write variable %s@%s", path, ns)
+	if err != nil {
+		return 0, needs(err, "variables write", "write variable %s@%s", path, ns)
+	}
+	return out.ModifyIndex, nil
 }
 
-func (n *nomadClient) DeleteVar(ctx context.Context, ns, path string) error {
-	_, err := n.c.Variables().Delete(path, wq(ctx, ns))
+func (n *nomadClient) DeleteVar(ctx context.Context, ns, path string, index uint64) error {
+	var err error
+	if index != 0 {
+		_, err = n.c.Variables().CheckedDelete(path, index, wq(ctx, ns))
+		var conflict api.ErrCASConflict
+		if errors.As(err, &conflict) {
+			return fmt.Errorf("delete variable %s@%s: %w", path, ns, errConflict)
+		}
+	} else {
+		_, err = n.c.Variables().Delete(path, wq(ctx, ns))
+	}
 	if errors.Is(err, api.ErrVariablePathNotFound) {
 		return nil
 	}
 	return needs(err, "variables destroy", "delete variable %s@%s", path, ns)
 }
 
-func (n *nomadClient) ListVars(ctx context.Context, prefix string) ([]VarRef, error) {
-	q := rq(ctx, api.AllNamespacesNamespace)
+func (n *nomadClient) ListVars(ctx context.Context, ns, prefix string) ([]VarRef, error) {
+	q := rq(ctx, ns)
 	var out []VarRef
 	for {
 		list, meta, err := n.c.Variables().PrefixList(prefix, q)

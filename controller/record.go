@@ -137,7 +137,7 @@ func (c *Controller) writeRecord(ctx context.Context, r *round, pol *policy.Poli
 }
 
 func (c *Controller) writeRecordWith(ctx context.Context, r *round, pol *policy.Policy, st *JobState, usage map[string][]engine.Sample) {
-	if c.cfg.DryRun {
+	if c.cfg.DryRun || !c.cfg.JobRecords {
 		return
 	}
 	k := st.key()
@@ -177,7 +177,7 @@ func (c *Controller) mergeRecord(ctx context.Context, k jobKey, path string, ite
 			}
 		}
 		maps.Copy(merged, items)
-		err = c.nomad.PutVar(ctx, k.Namespace, path, merged, true, index)
+		_, err = c.nomad.PutVar(ctx, k.Namespace, path, merged, true, index)
 		if err == nil || !isConflict(err) {
 			return err
 		}

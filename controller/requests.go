@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/gpu-steward/steward/policy/engine"
@@ -13,15 +14,36 @@ import (
 // namespace (requestPath), and the leader carries it out, so a pause works
 // the same whichever copy of the controller leads, and needs no access to
 // it.
+//
+// Whoever may write steward/requests/* in a namespace may pause and resume
+// that namespace's jobs, and no other: the job is named by the request's
+// path and namespace, never by its content, and the "by" a request claims
+// is not believed (Nomad does not say who wrote a variable). The job's
+// record says the pause came through a request in its namespace.
 const requestPrefix = "steward/requests/"
 
 func requestPath(jobID string) string { return varPath(requestPrefix, jobID) }
+
+// requestJob is the job a request path names in its namespace: the path
+// itself, or for an ID too long for a path, the content's job when it
+// hashes to that path.
+func requestJob(path string, items map[string]string) (string, bool) {
+	rest, ok := strings.CutPrefix(path, requestPrefix)
+	if !ok {
+		return "", false
+	}
+	id := unescapePath(rest)
+	if strings.HasPrefix(rest, "~~") {
+		id = items["job"]
+	}
+	return id, id != "" && requestPath(id) == path
+}
 
 // Request is a person's pause or resume.
 type Request struct {
 	Action string    `json:"action"` // pause or resume
 	Job    string    `json:"job"`
-	By     string    `json:"by"`
+	By     string    `json:"by"` // shown in the CLI's own output only; not believed
 	At     time.Time `json:"at"`
 }
 
@@ -36,37 +58,41 @@ func SubmitRequest(ctx context.Context, n Nomad, namespace, jobID string, r Requ
 		return fmt.Errorf("request %q: want pause or resume", r.Action)
 	}
 	r.Job = jobID
-	return n.PutVar(ctx, namespace, requestPath(jobID), RequestItems(r), false, 0)
+	_, err := n.PutVar(ctx, namespace, requestPath(jobID), RequestItems(r), false, 0)
+	return err
 }
 
 // applyRequests carries out pending pause and resume requests.
 func (c *Controller) applyRequests(ctx context.Context, r *round) {
-	refs, err := c.nomad.ListVars(ctx, requestPrefix)
+	refs, err := c.nomad.ListVars(ctx, "*", requestPrefix)
 	if err != nil {
 		c.log.Error("list pause/resume requests", "error", err)
 		r.failed++
 		return
 	}
 	for _, ref := range refs {
-		items, _, err := c.nomad.GetVar(ctx, ref.Namespace, ref.Path)
+		items, index, err := c.nomad.GetVar(ctx, ref.Namespace, ref.Path)
 		if err != nil || items == nil {
 			continue
 		}
-		id := items["job"]
-		if id == "" {
-			id = unescapePath(ref.Path[len(requestPrefix):])
-		}
+		id, ok := requestJob(ref.Path, items)
 		k := jobKey{ref.Namespace, id}
 		job := r.obs.Jobs[k]
-		if job != nil && !job.Stopped {
+		switch {
+		case !ok:
+			c.log.Warn("ignoring a request whose path names no job", "namespace", ref.Namespace, "path", ref.Path)
+		case job == nil || job.Stopped:
+			c.log.Warn("ignoring a request for a job that does not run in its namespace", "job", k, "action", items["action"])
+		default:
 			st := c.state(k)
+			by := "a request in namespace " + ref.Namespace
 			switch items["action"] {
 			case "pause":
-				c.pause(ctx, r, st, job, items["by"])
+				c.pause(ctx, r, st, job, by)
 			case "resume":
 				if st.Paused {
 					st.Paused = false
-					why := engine.Reason{Rule: "resume", Message: fmt.Sprintf("resumed by %s: waits for capacity", who(items["by"]))}
+					why := engine.Reason{Rule: "resume", Message: fmt.Sprintf("resumed by %s: waits for capacity", by)}
 					st.note(StatusHeld, why, r.now)
 					gpus := 0
 					for g, h := range st.Held {
@@ -83,7 +109,8 @@ func (c *Controller) applyRequests(ctx context.Context, r *round) {
 				c.log.Warn("ignoring unknown request", "job", k, "action", items["action"])
 			}
 		}
-		if err := c.nomad.DeleteVar(ctx, ref.Namespace, ref.Path); err != nil {
+		// Only the request read: one written since stays for the next round.
+		if err := c.nomad.DeleteVar(ctx, ref.Namespace, ref.Path, index); err != nil && !isConflict(err) {
 			c.log.Error("delete request", "path", ref.Path, "error", err)
 		}
 	}
@@ -97,7 +124,7 @@ func (c *Controller) pause(ctx context.Context, r *round, st *JobState, job *Obs
 	}
 	pol, _ := c.engineNow()
 	st.Paused = true
-	reason := engine.Reason{Rule: "pause", Message: fmt.Sprintf("paused by %s: resumes only with steward resume", who(by))}
+	reason := engine.Reason{Rule: "pause", Message: fmt.Sprintf("paused by %s: resumes only with steward resume", by)}
 	var allocs []string
 	for _, a := range r.obs.Allocs {
 		if a.Namespace == job.Namespace && a.JobID == job.ID {
@@ -128,7 +155,7 @@ func (c *Controller) pause(ctx context.Context, r *round, st *JobState, job *Obs
 		dec.Error = err.Error()
 		return
 	}
-	c.log.Info("pause", "job", st.key(), "by", who(by))
+	c.log.Info("pause", "job", st.key(), "by", by)
 	if signal != "" {
 		c.writeRecord(ctx, r, pol, st)
 		r.wake(r.now.Add(signalDelay))
@@ -139,11 +166,4 @@ func (c *Controller) pause(ctx context.Context, r *round, st *JobState, job *Obs
 		r.failed++
 	}
 	st.Status = StatusPaused
-}
-
-func who(by string) string {
-	if by == "" {
-		return "an operator"
-	}
-	return by
 }

@@ -22,6 +22,10 @@ type round struct {
 	inflight map[jobKey]map[string]int
 	resumed  map[jobKey]map[string]bool // groups the plan resumed
 
+	// indexes are jobs' modify indexes after Steward's own writes in this
+	// round: the next write to the same job is conditional on them.
+	indexes map[jobKey]uint64
+
 	wakeAt time.Time // earliest time something is due
 	failed int       // Nomad calls that failed
 	acted  int       // actions carried out
@@ -50,6 +54,24 @@ func newRound(now time.Time, obs *Observation, states map[jobKey]*JobState) *rou
 		}
 	}
 	return r
+}
+
+// jobIndex is the modify index a write to the job is conditional on.
+func (r *round) jobIndex(k jobKey) uint64 {
+	if i, ok := r.indexes[k]; ok {
+		return i
+	}
+	if j := r.obs.Jobs[k]; j != nil {
+		return j.ModifyIndex
+	}
+	return 0
+}
+
+func (r *round) setJobIndex(k jobKey, i uint64) {
+	if r.indexes == nil {
+		r.indexes = map[jobKey]uint64{}
+	}
+	r.indexes[k] = i
 }
 
 func (r *round) allocAlive(id string) bool         { return r.alive[id] }

@@ -14,9 +14,11 @@ import (
 )
 
 // JobState is everything the controller remembers about one job. It lives
-// in a Nomad variable in the job's namespace (statePath), written before
-// each action it describes, so a restarted controller (or a new leader)
-// continues exactly where the last one stopped.
+// in a Nomad variable in the controller's own state namespace (statePath),
+// where no tenant's token may write, written (check-and-set) before each
+// action it describes, so a restarted controller (or a new leader)
+// continues exactly where the last one stopped. Which job an entry is about
+// comes from its path, never from its content.
 type JobState struct {
 	Namespace string `json:"namespace"`
 	ID        string `json:"id"`
@@ -110,12 +112,41 @@ const (
 // validVariablePath is what Nomad accepts as a variable path.
 var validVariablePath = regexp.MustCompile("^[a-zA-Z0-9-_~/]{1,128}$")
 
-// statePrefix is where job states live, in each job's namespace.
+// statePrefix is where job states live, in the state namespace.
 const statePrefix = "steward/jobs/"
 
-// statePath is the variable path of a job's state. Variable paths allow
-// only [a-zA-Z0-9-_~/]; other characters of a job ID are escaped as ~XX.
-func statePath(jobID string) string { return varPath(statePrefix, jobID) }
+// statePath is the variable path of a job's state in the state namespace:
+// steward/jobs/<namespace>/<job ID>, each escaped (variable paths allow only
+// [a-zA-Z0-9-_~/]; other characters become ~XX). A path that would pass
+// Nomad's 128 characters is named by a hash of the job instead, which the
+// entry's content must then match (stateKey).
+func statePath(k jobKey) string {
+	p := statePrefix + escapePath(k.Namespace) + "/" + escapePath(k.ID)
+	if len(p) <= 128 {
+		return p
+	}
+	sum := sha256.Sum256([]byte(k.Namespace + "\x00" + k.ID))
+	return statePrefix + "~~" + hex.EncodeToString(sum[:20])
+}
+
+// stateKey is the job a state path names. For a hashed path the content
+// names the job, and is believed only if it hashes to that path.
+func stateKey(path string, content *JobState) (jobKey, error) {
+	rest, ok := strings.CutPrefix(path, statePrefix)
+	if !ok {
+		return jobKey{}, fmt.Errorf("%s is not under %s", path, statePrefix)
+	}
+	var k jobKey
+	if strings.HasPrefix(rest, "~~") {
+		k = jobKey{content.Namespace, content.ID}
+	} else if ns, id, ok := strings.Cut(rest, "/"); ok {
+		k = jobKey{unescapePath(ns), unescapePath(id)}
+	}
+	if k.Namespace == "" || k.ID == "" || statePath(k) != path {
+		return jobKey{}, fmt.Errorf("%s does not name a job (the path is not the one Steward writes for any job it could name)", path)
+	}
+	return k, nil
+}
 
 // varPath names a per-job variable under prefix. An ID too long to fit
 // once escaped is named by its hash ("~~" + hex), and the variable's

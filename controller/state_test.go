@@ -9,44 +9,89 @@ import (
 )
 
 func TestStatePaths(t *testing.T) {
-	cases := []struct{ id, state, record string }{
-		{"train", "steward/jobs/train", "nomad/jobs/train"},
-		{"my-job_2", "steward/jobs/my-job_2", "nomad/jobs/my-job_2"},
-		{"web.v2", "steward/jobs/web~2ev2", ""},
-		{"a/b", "steward/jobs/a~2fb", ""},
-		{"ünï", "steward/jobs/~c3~bcn~c3~af", ""},
+	long := strings.Repeat("j", 120)
+	cases := []struct {
+		name          string
+		k             jobKey
+		state, record string
+	}{
+		{"plain", jobKey{"ml", "train"}, "steward/jobs/ml/train", "nomad/jobs/train"},
+		{"dash and underscore", jobKey{"team-a", "my-job_2"}, "steward/jobs/team-a/my-job_2", "nomad/jobs/my-job_2"},
+		{"dot escaped", jobKey{"ml", "web.v2"}, "steward/jobs/ml/web~2ev2", ""},
+		{"slash escaped", jobKey{"ml", "a/b"}, "steward/jobs/ml/a~2fb", ""},
+		{"unicode escaped", jobKey{"ml", "ünï"}, "steward/jobs/ml/~c3~bcn~c3~af", ""},
+		{"too long: hashed", jobKey{"ml", long}, "steward/jobs/~~", ""},
 	}
 	for _, tc := range cases {
-		if got := statePath(tc.id); got != tc.state {
-			t.Errorf("statePath(%q) = %q, want %q", tc.id, got, tc.state)
-		}
-		if got := recordPath(tc.id); got != tc.record {
-			t.Errorf("recordPath(%q) = %q, want %q", tc.id, got, tc.record)
-		}
-		if got := unescapePath(escapePath(tc.id)); got != tc.id {
-			t.Errorf("round trip of %q gave %q", tc.id, got)
-		}
+		t.Run(tc.name, func(t *testing.T) {
+			got := statePath(tc.k)
+			if !strings.HasPrefix(got, tc.state) || (!strings.Contains(got, "~~") && got != tc.state) {
+				t.Errorf("statePath(%v) = %q, want %q", tc.k, got, tc.state)
+			}
+			if got := recordPath(tc.k.ID); got != tc.record {
+				t.Errorf("recordPath(%q) = %q, want %q", tc.k.ID, got, tc.record)
+			}
+			k, err := stateKey(got, &JobState{Namespace: tc.k.Namespace, ID: tc.k.ID})
+			if err != nil || k != tc.k {
+				t.Errorf("stateKey(%q) = %v, %v; want %v", got, k, err, tc.k)
+			}
+		})
 	}
 }
 
+// TestStateIdentityFromPath: which job a state entry is about comes from
+// its path; content that names another job is not believed.
+func TestStateIdentityFromPath(t *testing.T) {
+	long := strings.Repeat("j", 120)
+	cases := []struct {
+		name    string
+		path    string
+		content JobState
+		want    jobKey
+		wantErr bool
+	}{
+		{"the path names the job, whatever the content says", "steward/jobs/ml/train", JobState{Namespace: "other", ID: "victim"},
+			jobKey{"ml", "train"}, false},
+		{"a hashed path believes content that hashes to it", statePath(jobKey{"ml", long}), JobState{Namespace: "ml", ID: long},
+			jobKey{"ml", long}, false},
+		{"a hashed path refuses content naming another job", statePath(jobKey{"ml", long}), JobState{Namespace: "other", ID: long},
+			jobKey{}, true},
+		{"a non-canonical escape is refused", "steward/jobs/ml/tr~61in", JobState{}, jobKey{}, true},
+		{"no namespace part", "steward/jobs/train", JobState{Namespace: "ml", ID: "train"}, jobKey{}, true},
+		{"another prefix", "steward/requests/ml/train", JobState{}, jobKey{}, true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			k, err := stateKey(tc.path, &tc.content)
+			if (err != nil) != tc.wantErr || k != tc.want {
+				t.Errorf("stateKey(%q) = %v, %v; want %v (error %v)", tc.path, k, err, tc.want, tc.wantErr)
+			}
+		})
+	}
+}
+
+// FuzzStatePath: every job gets a valid variable path that names it back;
+// decoding never panics.
 func FuzzStatePath(f *testing.F) {
 	for _, s := range []string{"train", "web.v2", "~", "~2", "a/b~zz", ""} {
-		f.Add(s)
+		f.Add("ml", s)
 	}
-	f.Fuzz(func(t *testing.T, id string) {
-		p := statePath(id)
+	f.Fuzz(func(t *testing.T, ns, id string) {
+		k := jobKey{ns, id}
+		p := statePath(k)
 		if !validVariablePath.MatchString(p) {
-			t.Fatalf("statePath(%q) = %q is not a valid variable path", id, p)
+			t.Fatalf("statePath(%v) = %q is not a valid variable path", k, p)
 		}
-		if !strings.HasPrefix(p, statePrefix+"~~") {
-			if got := unescapePath(p[len(statePrefix):]); got != id {
-				t.Fatalf("round trip of %q gave %q", id, got)
+		if ns != "" && id != "" {
+			if got, err := stateKey(p, &JobState{Namespace: ns, ID: id}); err != nil || got != k {
+				t.Fatalf("stateKey(statePath(%v)) = %v, %v", k, got, err)
 			}
 		}
 		if r := recordPath(id); r != "" && !validVariablePath.MatchString(r) {
 			t.Fatalf("recordPath(%q) = %q is not a valid variable path", id, r)
 		}
 		_, _ = decodeState(map[string]string{"state": id}) // never panics
+		_, _ = requestJob(requestPrefix+id, map[string]string{"job": ns})
 	})
 }
 

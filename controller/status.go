@@ -142,11 +142,22 @@ func (c *Controller) writeStatus(ctx context.Context, r *round, pol *policy.Poli
 			full, _ = json.Marshal(s)
 		}
 	}
-	if err := c.nomad.PutVar(ctx, c.cfg.StateNamespace, StatusPath, map[string]string{"status": string(full)}, false, 0); err != nil {
+	if !c.statusKnown {
+		_, index, err := c.nomad.GetVar(ctx, c.cfg.StateNamespace, StatusPath)
+		if err != nil {
+			c.log.Error("read status", "error", err)
+			return
+		}
+		c.statusIndex, c.statusKnown = index, true
+	}
+	index, err := c.nomad.PutVar(ctx, c.cfg.StateNamespace, StatusPath, map[string]string{"status": string(full)}, true, c.statusIndex)
+	if err != nil {
+		// A conflict: another controller wrote it; learn its index next time.
+		c.statusKnown = false
 		c.log.Error("publish status", "error", err)
 		return
 	}
-	c.statusOut = string(b)
+	c.statusOut, c.statusIndex = string(b), index
 }
 
 // ReadStatus reads the status the leader published.

@@ -52,6 +52,10 @@ func startClusterWith(t testing.TB, gpus int, opts testnomad.Options, namespaces
 			}
 		}
 	})
+	// Steward's own namespace for its state, then the tenants'.
+	if _, err := a.Client.Namespaces().Register(&api.Namespace{Name: "steward", Description: "Steward's state"}, nil); err != nil {
+		t.Fatalf("create namespace steward: %v", err)
+	}
 	for _, ns := range namespaces {
 		if _, err := a.Client.Namespaces().Register(&api.Namespace{Name: ns, Description: "tenant " + ns}, nil); err != nil {
 			t.Fatalf("create namespace %s: %v", ns, err)

@@ -36,7 +36,7 @@ const tenantRules = `
 namespace "%s" {
   policy = "write"
 }
-namespace "default" {
+namespace "steward" {
   variables {
     path "steward/status" {
       capabilities = ["read"]

@@ -109,7 +109,7 @@ func TestLeaderPausedPastTTL(t *testing.T) {
 	if signals != 1 {
 		t.Errorf("Nomad recorded %d checkpoint signals on the victim, want 1", signals)
 	}
-	v, _, err := c.Client.Variables().Read("steward/status", &api.QueryOptions{Namespace: "default"})
+	v, _, err := c.Client.Variables().Read("steward/status", &api.QueryOptions{Namespace: "steward"})
 	if err != nil {
 		t.Fatal(err)
 	}

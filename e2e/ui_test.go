@@ -60,8 +60,10 @@ func TestNomadUIShowsPreemption(t *testing.T) {
 		LogLevel: "INFO",
 	})
 	c := &cluster{Agent: a, t: t, stateDir: simDir}
-	if _, err := a.Client.Namespaces().Register(&api.Namespace{Name: "ml", Description: "tenant ml"}, nil); err != nil {
-		t.Fatalf("create namespace: %v", err)
+	for _, ns := range []string{"steward", "ml"} {
+		if _, err := a.Client.Namespaces().Register(&api.Namespace{Name: ns}, nil); err != nil {
+			t.Fatalf("create namespace %s: %v", ns, err)
+		}
 	}
 	testnomad.WaitFor(t, 60*time.Second, "steward-exec healthy and a simulated GPU", func() (bool, string) {
 		node := a.Node(t)

@@ -25,6 +25,7 @@ import (
 
 	"github.com/hashicorp/nomad/api"
 
+	"github.com/gpu-steward/steward/controller"
 	"github.com/gpu-steward/steward/internal/devagent"
 )
 
@@ -433,8 +434,12 @@ func (d *demo) waitAgent(ctx context.Context) error {
 	return fmt.Errorf("the Nomad agent was not ready within 2m (%s); see %s", status, d.path("agent.log"))
 }
 
-// setup creates the tenants' namespaces.
+// setup creates the tenants' namespaces, and Steward's own for its state.
 func (d *demo) setup(ctx context.Context) error {
+	if _, err := d.client.Namespaces().Register(&api.Namespace{Name: controller.DefaultStateNamespace,
+		Description: "Steward's own state (no tenant may write here)"}, nil); err != nil {
+		return fmt.Errorf("creating namespace %s: %w", controller.DefaultStateNamespace, err)
+	}
 	for _, ns := range Namespaces {
 		if _, err := d.client.Namespaces().Register(&api.Namespace{Name: ns, Description: "Steward tenant " + ns + " (demo)"}, nil); err != nil {
 			return fmt.Errorf("creating namespace %s: %w", ns, err)
