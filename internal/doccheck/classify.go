@@ -82,4 +82,3 @@ func blockKind(b *hclsyntax.Block, policyBlocks map[string]bool) (Kind, bool) {
 	}
 	return "", false
 }
-

@@ -5,8 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 
-	hclv1 "github.com/hashicorp/hcl"
 	"github.com/hashicorp/go-hclog"
+	hclv1 "github.com/hashicorp/hcl"
 	"github.com/hashicorp/nomad/helper/pluginutils/hclspecutils"
 	"github.com/hashicorp/nomad/helper/pluginutils/hclutils"
 	"github.com/hashicorp/nomad/nomad/structs/config"
