@@ -31,6 +31,7 @@ import (
 	"github.com/hashicorp/nomad/api"
 
 	"github.com/gpu-steward/steward/internal/devagent"
+	"github.com/gpu-steward/steward/internal/procs"
 )
 
 // Environment variables that point the harness at the binaries (the
@@ -97,12 +98,18 @@ type Agent struct {
 	PluginDir  string
 	NomadBin   string
 
+	// Killed are the processes Stop found still running under the data
+	// dir after the agent stopped, and killed.
+	Killed []procs.Proc
+
 	aclToken string
 	aclDone  bool
 	cmd      *exec.Cmd
 	exited   chan struct{}
 	exitErr  error
 	stopOnce sync.Once
+	// logf is the test's Logf, for what Stop finds.
+	logf func(format string, args ...any)
 }
 
 // Start starts a dev agent and waits for a leader and a ready node. It
@@ -161,6 +168,7 @@ func launch(t testing.TB, bin, pluginDir, dir string, attempt int, opts Options)
 		PluginDir:  pluginDir,
 		NomadBin:   bin,
 		exited:     make(chan struct{}),
+		logf:       t.Logf,
 	}
 	if err := os.MkdirAll(a.DataDir, 0o755); err != nil {
 		return nil, err
@@ -302,15 +310,22 @@ func (a *Agent) waitReady(timeout time.Duration) error {
 	return fmt.Errorf("nomad agent not ready within %v: %s", timeout, status)
 }
 
-// Stop stops the agent (SIGINT, then SIGKILL after 30s) and any plugin
-// processes left in its process group. It is safe to call more than once;
-// t.Cleanup calls it.
+// Stop stops the agent and everything it started, even when the test
+// failed: it stops every job and waits for their tasks to end (see
+// stopJobs), interrupts the agent (SIGKILL after 30s, to its process group
+// and so to its plugins), then kills any process still under the agent's
+// data dir: tasks and Nomad executors, which run in sessions of their own
+// and outlive an agent that did not stop them. It is safe to call more than
+// once; t.Cleanup calls it.
 func (a *Agent) Stop() {
 	a.stopOnce.Do(func() {
 		if a.cmd == nil || a.cmd.Process == nil {
 			return
 		}
 		pgid := a.cmd.Process.Pid
+		if !a.Exited() && a.Client != nil {
+			a.stopJobs(jobsStopTimeout)
+		}
 		_ = a.cmd.Process.Signal(os.Interrupt)
 		select {
 		case <-a.exited:
@@ -320,6 +335,10 @@ func (a *Agent) Stop() {
 		}
 		// Plugins the agent did not stop share its process group.
 		_ = syscall.Kill(-pgid, syscall.SIGKILL)
+		if killed := devagent.KillUnder(a.DataDir); len(killed) > 0 {
+			a.Killed = killed
+			a.logf("nomad agent: killed %d processes it left running under %s:%s", len(killed), a.DataDir, procList(killed))
+		}
 		// Task secrets dirs (tmpfs) can outlive a dev agent's shutdown and
 		// would stop the test's temp dir from being removed.
 		devagent.UnmountUnder(a.DataDir)
