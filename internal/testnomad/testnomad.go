@@ -6,6 +6,8 @@
 // that builds it; it never skips. Each agent gets its own loopback ports
 // and data dir, so tests may run in parallel. The agent's log is written to
 // a file in the test's temp dir and its tail printed when the test fails.
+// t.Cleanup stops the agent and everything it started, failed test or not:
+// its jobs' tasks and their Nomad executors included (see Agent.Stop).
 //
 //	a := testnomad.Start(t, testnomad.Options{
 //		Plugins: []testnomad.Plugin{{Name: "steward-gpu", Config: `backend = "sim"`}},
