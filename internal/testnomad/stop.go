@@ -32,17 +32,11 @@ const jobsStopTimeout = 45 * time.Second
 func (a *Agent) stopJobs(timeout time.Duration) {
 	deadline := time.Now().Add(timeout)
 	c := a.adminClient()
-	if jobs, _, err := c.Jobs().List(&api.QueryOptions{Namespace: api.AllNamespacesNamespace}); err != nil {
-		a.logf("nomad agent: listing jobs to stop them: %v", err)
-	} else {
-		for _, j := range jobs {
-			if j.Stop {
-				continue
-			}
-			if _, _, err := c.Jobs().Deregister(j.ID, false, &api.WriteOptions{Namespace: j.Namespace}); err != nil {
-				a.logf("nomad agent: stopping job %s/%s: %v", j.Namespace, j.ID, err)
-			}
-		}
+	if err := a.deregisterAll(c, time.Now().Add(10*time.Second)); err != nil {
+		// Then nothing would end by waiting: the agent's shutdown destroys
+		// the allocations it knows of, and Stop kills what is left.
+		a.logf("nomad agent: stopping its jobs: %v", err)
+		return
 	}
 	// The agent and its plugins (its process group) are stopped next.
 	agentGroup := a.cmd.Process.Pid
@@ -51,14 +45,12 @@ func (a *Agent) stopJobs(timeout time.Duration) {
 	var left []procs.Proc
 	for !a.Exited() {
 		status = ""
-		if a.NodeID != "" {
-			live, problem := a.liveAllocs(c)
-			switch {
-			case problem != "":
-				status = problem
-			case len(live) > 0:
-				status = "allocations still running: " + strings.Join(live, ", ")
-			}
+		live, problem := a.liveAllocs(c)
+		switch {
+		case problem != "":
+			status = problem
+		case len(live) > 0:
+			status = "allocations still running: " + strings.Join(live, ", ")
 		}
 		left, _ = devagent.Under(a.DataDir, notAgent)
 		if (status == "" && len(left) == 0) || time.Now().After(deadline) {
@@ -70,6 +62,35 @@ func (a *Agent) stopJobs(timeout time.Duration) {
 		a.logf("nomad agent: after stopping every job and waiting up to %v, %s; %d processes still running (killed after the agent stops):%s",
 			timeout, status, len(left), procList(left))
 	}
+}
+
+// deregisterAll stops every job in every namespace (not purging them:
+// the server keeps their allocations, and the node's view of them, until
+// they end), retrying until the deadline.
+func (a *Agent) deregisterAll(c *api.Client, deadline time.Time) error {
+	for {
+		err := a.tryDeregisterAll(c)
+		if err == nil || time.Now().After(deadline) || a.Exited() {
+			return err
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
+
+func (a *Agent) tryDeregisterAll(c *api.Client) error {
+	jobs, _, err := c.Jobs().List(&api.QueryOptions{Namespace: api.AllNamespacesNamespace})
+	if err != nil {
+		return fmt.Errorf("listing jobs: %w", err)
+	}
+	for _, j := range jobs {
+		if j.Stop {
+			continue
+		}
+		if _, _, err := c.Jobs().Deregister(j.ID, false, &api.WriteOptions{Namespace: j.Namespace}); err != nil {
+			return fmt.Errorf("stopping job %s/%s: %w", j.Namespace, j.ID, err)
+		}
+	}
+	return nil
 }
 
 // liveAllocs lists the node's allocations that are not terminal yet, or

@@ -249,6 +249,12 @@ func agentConfig(p Ports, opts Options) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "disable_update_check = true\nlog_level = %q\n\n", opts.LogLevel)
 	fmt.Fprintf(&b, "ports {\n  http = %d\n  rpc  = %d\n  serf = %d\n}\n\n", p.HTTP, p.RPC, p.Serf)
+	// Nomad allows 100 HTTP connections per client IP. On loopback every
+	// client is 127.0.0.1: the test, its controllers and the harness. The
+	// api package opens a new connection for each AllocFS call (a transport
+	// per node client), so a test polling a task's logs ran into 429s, and
+	// the harness could not stop the jobs at the end.
+	b.WriteString("limits {\n  http_max_conns_per_client = 0\n}\n\n")
 	b.WriteString("client {\n  options = {\n")
 	for _, k := range keys {
 		fmt.Fprintf(&b, "    %q = %q\n", k, options[k])
@@ -325,7 +331,8 @@ func (a *Agent) Stop() {
 			return
 		}
 		pgid := a.cmd.Process.Pid
-		if !a.Exited() && a.Client != nil {
+		// An agent that never had a ready node ran no task.
+		if !a.Exited() && a.Client != nil && a.NodeID != "" {
 			a.stopJobs(jobsStopTimeout)
 		}
 		_ = a.cmd.Process.Signal(os.Interrupt)
