@@ -11,8 +11,8 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strings"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -45,12 +45,12 @@ type Controller struct {
 	checkAddr string
 
 	// Owned by the control loop.
-	states    map[jobKey]*JobState
-	saved     map[jobKey]string // JSON last written, to skip unchanged writes
-	index     map[jobKey]uint64 // modify index of each state variable, for check-and-set
+	states map[jobKey]*JobState
+	saved  map[jobKey]string // JSON last written, to skip unchanged writes
+	index  map[jobKey]uint64 // modify index of each state variable, for check-and-set
 	// reload: a check-and-set write failed, so what this controller holds
 	// in memory may be stale; the next round reads every state afresh.
-	reload bool
+	reload    bool
 	records   map[jobKey]string
 	decisions []Decision
 	refused   map[jobKey]*refusal // jobs whose meta Steward refused in part
@@ -59,8 +59,8 @@ type Controller struct {
 	// once statusKnown.
 	statusIndex uint64
 	statusKnown bool
-	usage     *usageStore
-	metrics   *metrics
+	usage       *usageStore
+	metrics     *metrics
 
 	pressureMu    sync.Mutex
 	pressureSince time.Time

@@ -45,9 +45,9 @@ type JobState struct {
 	// resume_order may put them ahead of work that never started.
 	Interrupted map[string]bool `json:"interrupted,omitempty"`
 	Status      string          `json:"status"`
-	Rule    string               `json:"rule,omitempty"`
-	Reason  string               `json:"reason,omitempty"`
-	Updated time.Time            `json:"updated"`
+	Rule        string          `json:"rule,omitempty"`
+	Reason      string          `json:"reason,omitempty"`
+	Updated     time.Time       `json:"updated"`
 	// Usage keeps, per allocation, the highest GPU utilisation seen in
 	// each minute (at most usageBuckets), so idle timers survive a restart.
 	Usage map[string][]engine.Sample `json:"usage,omitempty"`

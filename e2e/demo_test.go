@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpu-steward/steward/internal/devagent"
 	"github.com/gpu-steward/steward/internal/testnomad"
 )
 
@@ -39,15 +40,42 @@ func TestDemo(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
+	exited := make(chan struct{})
+	var waitErr error
+	go func() { waitErr = cmd.Wait(); close(exited) }()
+	// The demo stops what it started when it ends well (checked below);
+	// when it does not (the test fails or times out, the demo crashes),
+	// this stops it, then its agent, controller, executors and tasks: all
+	// name the demo dir (the agent's -data-dir, the controller's -id, the
+	// tasks' cwd).
+	t.Cleanup(func() {
+		select {
+		case <-exited:
+		default:
+			_ = cmd.Process.Kill()
+			<-exited
+		}
+		if killed := devagent.KillUnder(dir); len(killed) > 0 {
+			t.Logf("killed %d processes the demo left running under %s:", len(killed), dir)
+			for _, p := range killed {
+				t.Logf("  pid %d: %s", p.Pid, p.CommandLine())
+			}
+		}
+		devagent.UnmountUnder(dir)
+	})
 	select {
-	case err = <-done:
+	case <-exited:
 	case <-time.After(6 * time.Minute):
 		_ = cmd.Process.Signal(os.Interrupt)
-		err = <-done
+		select {
+		case <-exited:
+		case <-time.After(time.Minute):
+			_ = cmd.Process.Kill()
+			<-exited
+		}
 		t.Errorf("the demo took more than 6 minutes")
 	}
+	err = waitErr
 	text := out.String()
 	if dir := os.Getenv("STEWARD_ARTIFACTS"); dir != "" {
 		_ = os.WriteFile(filepath.Join(dir, "demo-timeline.txt"), []byte(text), 0o644)

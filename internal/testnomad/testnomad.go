@@ -6,6 +6,8 @@
 // that builds it; it never skips. Each agent gets its own loopback ports
 // and data dir, so tests may run in parallel. The agent's log is written to
 // a file in the test's temp dir and its tail printed when the test fails.
+// t.Cleanup stops the agent and everything it started, failed test or not:
+// its jobs' tasks and their Nomad executors included (see Agent.Stop).
 //
 //	a := testnomad.Start(t, testnomad.Options{
 //		Plugins: []testnomad.Plugin{{Name: "steward-gpu", Config: `backend = "sim"`}},
@@ -31,6 +33,7 @@ import (
 	"github.com/hashicorp/nomad/api"
 
 	"github.com/gpu-steward/steward/internal/devagent"
+	"github.com/gpu-steward/steward/internal/procs"
 )
 
 // Environment variables that point the harness at the binaries (the
@@ -97,12 +100,18 @@ type Agent struct {
 	PluginDir  string
 	NomadBin   string
 
+	// Killed are the processes Stop found still running under the data
+	// dir after the agent stopped, and killed.
+	Killed []procs.Proc
+
 	aclToken string
 	aclDone  bool
 	cmd      *exec.Cmd
 	exited   chan struct{}
 	exitErr  error
 	stopOnce sync.Once
+	// logf is the test's Logf, for what Stop finds.
+	logf func(format string, args ...any)
 }
 
 // Start starts a dev agent and waits for a leader and a ready node. It
@@ -161,6 +170,7 @@ func launch(t testing.TB, bin, pluginDir, dir string, attempt int, opts Options)
 		PluginDir:  pluginDir,
 		NomadBin:   bin,
 		exited:     make(chan struct{}),
+		logf:       t.Logf,
 	}
 	if err := os.MkdirAll(a.DataDir, 0o755); err != nil {
 		return nil, err
@@ -239,6 +249,12 @@ func agentConfig(p Ports, opts Options) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "disable_update_check = true\nlog_level = %q\n\n", opts.LogLevel)
 	fmt.Fprintf(&b, "ports {\n  http = %d\n  rpc  = %d\n  serf = %d\n}\n\n", p.HTTP, p.RPC, p.Serf)
+	// Nomad allows 100 HTTP connections per client IP. On loopback every
+	// client is 127.0.0.1: the test, its controllers and the harness. The
+	// api package opens a new connection for each AllocFS call (a transport
+	// per node client), so a test polling a task's logs ran into 429s, and
+	// the harness could not stop the jobs at the end.
+	b.WriteString("limits {\n  http_max_conns_per_client = 0\n}\n\n")
 	b.WriteString("client {\n  options = {\n")
 	for _, k := range keys {
 		fmt.Fprintf(&b, "    %q = %q\n", k, options[k])
@@ -302,15 +318,23 @@ func (a *Agent) waitReady(timeout time.Duration) error {
 	return fmt.Errorf("nomad agent not ready within %v: %s", timeout, status)
 }
 
-// Stop stops the agent (SIGINT, then SIGKILL after 30s) and any plugin
-// processes left in its process group. It is safe to call more than once;
-// t.Cleanup calls it.
+// Stop stops the agent and everything it started, even when the test
+// failed: it stops every job and waits for their tasks to end (see
+// stopJobs), interrupts the agent (SIGKILL after 30s, to its process group
+// and so to its plugins), then kills any process still under the agent's
+// data dir: tasks and Nomad executors, which run in sessions of their own
+// and outlive an agent that did not stop them. It is safe to call more than
+// once; t.Cleanup calls it.
 func (a *Agent) Stop() {
 	a.stopOnce.Do(func() {
 		if a.cmd == nil || a.cmd.Process == nil {
 			return
 		}
 		pgid := a.cmd.Process.Pid
+		// An agent that never had a ready node ran no task.
+		if !a.Exited() && a.Client != nil && a.NodeID != "" {
+			a.stopJobs(jobsStopTimeout)
+		}
 		_ = a.cmd.Process.Signal(os.Interrupt)
 		select {
 		case <-a.exited:
@@ -320,6 +344,10 @@ func (a *Agent) Stop() {
 		}
 		// Plugins the agent did not stop share its process group.
 		_ = syscall.Kill(-pgid, syscall.SIGKILL)
+		if killed := devagent.KillUnder(a.DataDir); len(killed) > 0 {
+			a.Killed = killed
+			a.logf("nomad agent: killed %d processes it left running under %s:%s", len(killed), a.DataDir, procList(killed))
+		}
 		// Task secrets dirs (tmpfs) can outlive a dev agent's shutdown and
 		// would stop the test's temp dir from being removed.
 		devagent.UnmountUnder(a.DataDir)

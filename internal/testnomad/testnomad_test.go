@@ -73,6 +73,7 @@ func TestAgentConfig(t *testing.T) {
 		`"fingerprint.denylist" = "env_aws,env_gce,env_azure,env_digitalocean"`,
 		`"driver.raw_exec.enable" = "1"`,
 		"http = 1", "rpc  = 2", "serf = 3",
+		"http_max_conns_per_client = 0",
 		`node_pool = "gpu"`,
 		"plugin \"steward-gpu\" {\n  config {\nbackend = \"sim\"\n  }\n}",
 		`telemetry { collection_interval = "1s" }`,
