@@ -74,7 +74,7 @@ func (c *Controller) execute(ctx context.Context, r *round, a engine.Action) err
 		}
 		h := st.Held[a.Group]
 		spec, ok := job.Groups[a.Group]
-		if h == nil || !ok {
+		if h == nil || !ok || (h.Count == 0 && r.inflight[k][a.Group] == 0) {
 			return nil
 		}
 		if r.resumed[k] == nil {
@@ -168,7 +168,7 @@ func (c *Controller) scale(ctx context.Context, r *round, k jobKey, group string
 func (c *Controller) finishDrain(ctx context.Context, r *round, st *JobState, d *Drain) error {
 	k := st.key()
 	job := r.obs.Jobs[k]
-	d.Finished = true
+	d.Finished, d.FinishedAt = true, r.now
 	if job == nil || job.Stopped {
 		st.Draining = slices.DeleteFunc(st.Draining, func(x *Drain) bool { return x == d })
 		return c.save(ctx, st)
@@ -224,7 +224,9 @@ func (c *Controller) finishDrain(ctx context.Context, r *round, st *JobState, d 
 	if !whole {
 		for _, id := range d.Allocs {
 			if err := c.nomad.StopAlloc(ctx, k.Namespace, id); err != nil {
+				// finishDrains stops it again while Nomad still runs it.
 				c.log.Warn("stop victim allocation", "job", k, "alloc", id, "error", err)
+				r.failed++
 			}
 		}
 	}
@@ -274,7 +276,14 @@ func (c *Controller) finishDrains(ctx context.Context, r *round) {
 			case d.Finished:
 				if alive == 0 {
 					st.Draining = slices.DeleteFunc(st.Draining, func(x *Drain) bool { return x == d })
+				} else {
+					c.stopStragglers(ctx, r, st, d)
 				}
+				continue
+			case alive > 0 && d.Signal != "" && !d.Signaled.IsZero() && !d.Sent:
+				// Recorded as signalled, but the signal may never have
+				// left (a crash, a failed call): send it again.
+				c.signal(ctx, r, st, d)
 				continue
 			case alive > 0 && d.Signal != "" && d.Signaled.IsZero():
 				if due := d.Decided.Add(signalDelay); r.now.Before(due) {
@@ -295,20 +304,89 @@ func (c *Controller) finishDrains(ctx context.Context, r *round) {
 	}
 }
 
-// signal sends a drain's checkpoint signal and starts its grace.
-func (c *Controller) signal(ctx context.Context, r *round, st *JobState, d *Drain) {
-	d.Signaled, d.Deadline = r.now, r.now.Add(d.Grace)
-	if err := c.save(ctx, st); err != nil {
-		c.log.Error("save job state", "job", st.key(), "error", err)
+// victimStopRetry is how long after finishing a preemption a victim that
+// Nomad still runs is stopped again; victimStopLimit is when the
+// preemption is given up, so that the engine plans on what really runs.
+const (
+	victimStopRetry = 5 * time.Second
+	victimStopLimit = 2 * time.Minute
+)
+
+// stopStragglers handles a finished preemption whose victims Nomad still
+// runs (a failed stop): they are stopped again, and after victimStopLimit
+// the preemption is dropped, its victims count as running again, and the
+// engine re-plans, instead of their GPUs counting as free for ever.
+func (c *Controller) stopStragglers(ctx context.Context, r *round, st *JobState, d *Drain) {
+	if d.FinishedAt.IsZero() {
+		d.FinishedAt = r.now
+	}
+	since := r.now.Sub(d.FinishedAt)
+	if since >= victimStopLimit {
+		c.log.Error("victims still run long after their preemption finished: giving it up so the next plan sees them",
+			"job", st.key(), "allocs", d.Allocs, "since", since)
+		st.Draining = slices.DeleteFunc(st.Draining, func(x *Drain) bool { return x == d })
 		r.failed++
 		return
 	}
+	if since < victimStopRetry {
+		r.wake(d.FinishedAt.Add(victimStopRetry))
+		return
+	}
 	for _, id := range d.Allocs {
-		if err := c.nomad.Signal(ctx, st.Namespace, id, d.Signal); err != nil {
-			// The task may have exited already: the stop follows at the
-			// deadline anyway.
-			c.log.Warn("checkpoint signal failed", "job", st.key(), "alloc", id, "error", err)
+		if !r.allocAlive(id) {
+			continue
 		}
+		if err := c.nomad.StopAlloc(ctx, st.Namespace, id); err != nil {
+			c.log.Warn("stop victim allocation again", "job", st.key(), "alloc", id, "error", err)
+			r.failed++
+		} else {
+			c.log.Info("stopped a victim Nomad still ran", "job", st.key(), "alloc", id)
+			r.acted++
+		}
+	}
+	r.wake(r.now.Add(victimStopRetry))
+}
+
+// signal sends a drain's checkpoint signal and starts its grace (on a
+// resend, the grace keeps running from the first time). Only the tasks
+// that take the checkpoint signal get it (GroupSpec.SignalTasks): a
+// sidecar that the signal would kill is left alone.
+func (c *Controller) signal(ctx context.Context, r *round, st *JobState, d *Drain) {
+	if d.Signaled.IsZero() {
+		d.Signaled, d.Deadline = r.now, r.now.Add(d.Grace)
+		if err := c.save(ctx, st); err != nil {
+			c.log.Error("save job state", "job", st.key(), "error", err)
+			r.failed++
+			return
+		}
+	}
+	job := r.obs.Jobs[st.key()]
+	failed := 0
+	for _, a := range r.obs.Allocs {
+		if !slices.Contains(d.Allocs, a.ID) || job == nil {
+			continue
+		}
+		for _, task := range job.Groups[a.Group].SignalTasks {
+			if !slices.Contains(a.RunningTasks, task) {
+				continue
+			}
+			if err := c.nomad.Signal(ctx, st.Namespace, a.ID, task, d.Signal); err != nil {
+				c.log.Warn("checkpoint signal failed", "job", st.key(), "alloc", a.ID, "task", task, "error", err)
+				failed++
+			}
+		}
+	}
+	if failed > 0 {
+		// Sent stays false: the next round sends it again, within the
+		// grace that already runs.
+		r.failed++
+		r.wake(r.now.Add(2 * time.Second))
+		return
+	}
+	d.Sent = true
+	if err := c.save(ctx, st); err != nil {
+		c.log.Error("save job state", "job", st.key(), "error", err)
+		r.failed++
 	}
 	c.log.Info("checkpoint signal sent", "job", st.key(), "signal", d.Signal, "grace", d.Grace)
 	r.acted++
@@ -322,8 +400,25 @@ func (c *Controller) syncHolds(ctx context.Context, r *round) {
 	for _, st := range c.sortedStates() {
 		k := st.key()
 		job := r.obs.Jobs[k]
+		if job == nil {
+			// Not listed: purged, or out of the token's sight. Only a job
+			// Nomad says does not exist is forgotten.
+			exists, err := c.nomad.JobExists(ctx, k.Namespace, k.ID)
+			switch {
+			case err != nil:
+				c.log.Warn("job not listed and cannot be read", "job", k, "error", err)
+				continue
+			case !exists:
+				c.log.Info("job purged: Steward forgets it", "job", k)
+				if err := c.forget(ctx, k); err != nil {
+					c.log.Error("forget purged job", "job", k, "error", err)
+					r.failed++
+				}
+				continue
+			}
+		}
 		if job == nil || job.Stopped {
-			// Stopped or purged by its owner: nothing is held any more.
+			// Stopped by its owner: nothing is held any more.
 			if len(st.Held) > 0 || len(st.Draining) > 0 || st.Paused {
 				c.log.Info("job stopped by its owner: Steward forgets its holds", "job", k)
 				st.Held, st.Draining, st.Paused = nil, nil, false
@@ -341,11 +436,17 @@ func (c *Controller) syncHolds(ctx context.Context, r *round) {
 			}
 			want := h.Original - h.Count
 			switch {
+			case spec.Count == want && h.Count == 0:
+				delete(st.Held, g) // resumed in full, and Nomad shows it
 			case spec.Count == want:
 				h.Index = job.ModifyIndex // in step; saved with the round
 			case job.ModifyIndex == h.Index:
-				c.log.Info("finishing a hold that was recorded but not applied", "job", k, "group", g, "count", want)
-				if err := c.scale(ctx, r, k, g, want, fmt.Sprintf("Steward holds %s (recovered after a restart)", plural(h.Count, "allocation")),
+				what := "a hold"
+				if spec.Count < want {
+					what = "a resume"
+				}
+				c.log.Info("finishing "+what+" that was recorded but not applied", "job", k, "group", g, "count", want)
+				if err := c.scale(ctx, r, k, g, want, fmt.Sprintf("Steward sets group %s to %s (decided earlier, not applied then: a failed call or a restart)", g, plural(want, "allocation")),
 					map[string]any{"steward.rule": h.Rule}); err != nil {
 					c.log.Error("reapply hold", "job", k, "group", g, "error", err)
 					r.failed++

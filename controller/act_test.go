@@ -18,7 +18,8 @@ func roundWith(jobs []*ObservedJob, allocs []ObservedAlloc) *round {
 }
 
 func alloc(id, jobID string) ObservedAlloc {
-	return ObservedAlloc{ID: id, Namespace: "ml", JobID: jobID, Group: "work", NodeID: "n1", GPUIDs: []string{"g-" + id}, ClientStatus: "running"}
+	return ObservedAlloc{ID: id, Namespace: "ml", JobID: jobID, Group: "work", NodeID: "n1", GPUIDs: []string{"g-" + id}, ClientStatus: "running",
+		RunningTasks: []string{"work"}}
 }
 
 // TestPreemption: the victim's state is written before any call on it;
@@ -141,7 +142,7 @@ func TestSyncHolds(t *testing.T) {
 		wantHeld  int
 	}{
 		{"in step: nothing to do", 0, 12, nil, 2},
-		{"recorded, not applied: apply it", 2, 10, []string{"scale ml/train work 0: Steward holds 2 allocations (recovered after a restart)"}, 2},
+		{"recorded, not applied: apply it", 2, 10, []string{"scale ml/train work 0: Steward sets group work to 0 allocations (decided earlier, not applied then: a failed call or a restart)"}, 2},
 		{"changed by its owner: the owner wins", 3, 15, nil, 0},
 	}
 	for _, tc := range cases {

@@ -647,13 +647,13 @@ func (c *Controller) trackWaiting(r *round) {
 	}
 	for k, st := range c.states {
 		for g := range st.Waiting {
-			if q := r.obs.Queued[k][g]; q.Count == 0 && st.Held[g] == nil {
+			if q := r.obs.Queued[k][g]; q.Count == 0 && !st.holds(g) {
 				delete(st.Waiting, g)
 			}
 		}
 		for g := range st.Interrupted {
 			// Running again (nothing of it held or queued), or gone.
-			if q := r.obs.Queued[k][g]; q.Count == 0 && st.Held[g] == nil {
+			if q := r.obs.Queued[k][g]; q.Count == 0 && !st.holds(g) {
 				delete(st.Interrupted, g)
 			}
 		}

@@ -24,10 +24,12 @@ type fakeNomad struct {
 	index map[string]uint64
 	fail  map[string]error // call prefix -> error
 	next  uint64
+	// purged jobs ("ns/id") are unknown to JobExists.
+	purged map[string]bool
 }
 
 func newFakeNomad() *fakeNomad {
-	return &fakeNomad{vars: map[string]map[string]string{}, index: map[string]uint64{}, fail: map[string]error{}}
+	return &fakeNomad{vars: map[string]map[string]string{}, index: map[string]uint64{}, fail: map[string]error{}, purged: map[string]bool{}}
 }
 
 func (f *fakeNomad) record(call string) error {
@@ -42,8 +44,13 @@ func (f *fakeNomad) record(call string) error {
 	return nil
 }
 
-func (f *fakeNomad) Signal(_ context.Context, ns, alloc, signal string) error {
+func (f *fakeNomad) Signal(_ context.Context, ns, alloc, task, signal string) error {
 	return f.record(fmt.Sprintf("signal %s %s %s", ns, alloc, signal))
+}
+func (f *fakeNomad) JobExists(_ context.Context, ns, job string) (bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return !f.purged[ns+"/"+job], nil
 }
 func (f *fakeNomad) StopAlloc(_ context.Context, ns, alloc string) error {
 	return f.record(fmt.Sprintf("stop %s %s", ns, alloc))
@@ -167,5 +174,5 @@ func testController(t *testing.T, f *fakeNomad) *Controller {
 // job returns an observed job with one GPU group.
 func job(ns, id, tier string, priority, count, gpus int) *ObservedJob {
 	return &ObservedJob{Namespace: ns, ID: id, Type: "service", Priority: priority, ModifyIndex: 10,
-		Meta: map[string]string{"steward.tier": tier}, Groups: map[string]GroupSpec{"work": {Count: count, GPUsPerAlloc: gpus, Tasks: []string{"work"}}}}
+		Meta: map[string]string{"steward.tier": tier}, Groups: map[string]GroupSpec{"work": {Count: count, GPUsPerAlloc: gpus, Tasks: []string{"work"}, SignalTasks: []string{"work"}}}}
 }

@@ -21,11 +21,11 @@ func (f fencedNomad) fence(what string) error {
 	return fmt.Errorf("%s: %w", what, errLostLease)
 }
 
-func (f fencedNomad) Signal(ctx context.Context, ns, allocID, signal string) error {
+func (f fencedNomad) Signal(ctx context.Context, ns, allocID, task, signal string) error {
 	if err := f.fence("signal allocation " + allocID); err != nil {
 		return err
 	}
-	return f.Nomad.Signal(ctx, ns, allocID, signal)
+	return f.Nomad.Signal(ctx, ns, allocID, task, signal)
 }
 
 func (f fencedNomad) StopAlloc(ctx context.Context, ns, allocID string) error {

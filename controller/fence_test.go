@@ -19,7 +19,7 @@ func TestFencedWrites(t *testing.T) {
 		name string
 		call func() error
 	}{
-		{"signal", func() error { return n.Signal(ctx, "ml", "a1", "SIGUSR1") }},
+		{"signal", func() error { return n.Signal(ctx, "ml", "a1", "work", "SIGUSR1") }},
 		{"stop", func() error { return n.StopAlloc(ctx, "ml", "a1") }},
 		{"scale", func() error { _, err := n.Scale(ctx, "ml", "train", "work", 0, "m", nil, 0); return err }},
 		{"priority", func() error { return n.SetPriority(ctx, "ml", "train", 40, "r", 0) }},

@@ -14,7 +14,10 @@ import (
 // Nomad is every write the controller makes, and the reads of its own
 // variables: small enough to fake in unit tests of the acting logic.
 type Nomad interface {
-	Signal(ctx context.Context, namespace, allocID, signal string) error
+	// Signal sends a signal to one task of an allocation.
+	Signal(ctx context.Context, namespace, allocID, task, signal string) error
+	// JobExists reports whether Nomad knows the job (false once purged).
+	JobExists(ctx context.Context, namespace, jobID string) (bool, error)
 	StopAlloc(ctx context.Context, namespace, allocID string) error
 	// Scale sets a group's count, only if the job's modify index is still
 	// index (the one the decision was made on; 0: any), and returns the
@@ -58,10 +61,26 @@ func rq(ctx context.Context, ns string) *api.QueryOptions {
 	return (&api.QueryOptions{Namespace: ns}).WithContext(ctx)
 }
 
-func (n *nomadClient) Signal(ctx context.Context, ns, allocID, signal string) error {
-	// An empty task name signals every task of the allocation.
-	err := n.c.Allocations().Signal(&api.Allocation{ID: allocID, Namespace: ns}, rq(ctx, ns), "", signal)
-	return needs(err, "alloc-lifecycle", "signal allocation %s", allocID)
+func (n *nomadClient) Signal(ctx context.Context, ns, allocID, task, signal string) error {
+	err := n.c.Allocations().Signal(&api.Allocation{ID: allocID, Namespace: ns}, rq(ctx, ns), task, signal)
+	return needs(err, "alloc-lifecycle", "signal task %s of allocation %s", task, allocID)
+}
+
+func (n *nomadClient) JobExists(ctx context.Context, ns, jobID string) (bool, error) {
+	_, _, err := n.c.Jobs().Info(jobID, rq(ctx, ns))
+	if isNotFound(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, needs(err, "read-job", "read job %s/%s", ns, jobID)
+	}
+	return true, nil
+}
+
+func isNotFound(err error) bool {
+	var ue api.UnexpectedResponseError
+	return errors.As(err, &ue) && ue.StatusCode() == http.StatusNotFound ||
+		err != nil && strings.Contains(err.Error(), "job not found")
 }
 
 func (n *nomadClient) StopAlloc(ctx context.Context, ns, allocID string) error {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -52,9 +53,17 @@ type ObservedJob struct {
 type GroupSpec struct {
 	Count        int
 	GPUsPerAlloc int
-	// Tasks are the group's task names, for signalling.
-	Tasks []string
+	// Tasks are the group's task names; SignalTasks those that take the
+	// checkpoint signal: steward-exec tasks and tasks that use the group's
+	// GPUs, unless their meta says "steward.checkpoint" = "false", and any
+	// task whose meta says "true". A sidecar without GPUs, which the
+	// signal's default action would kill, gets none.
+	Tasks       []string
+	SignalTasks []string
 }
+
+// CheckpointTaskMetaKey opts a task in or out of the checkpoint signal.
+const CheckpointTaskMetaKey = "steward.checkpoint"
 
 // ObservedAlloc is a non-terminal allocation that holds GPUs.
 type ObservedAlloc struct {
@@ -141,6 +150,11 @@ func (o *observer) observe(ctx context.Context, now time.Time) (*Observation, er
 		j := o.jobs[k]
 		if j == nil || j.ModifyIndex != s.JobModifyIndex || j.Stopped != s.Stop {
 			full, _, err := o.c.Jobs().Info(s.ID, (&api.QueryOptions{Namespace: s.Namespace}).WithContext(ctx))
+			if isNotFound(err) {
+				// Purged between the list and this read: gone.
+				delete(o.jobs, k)
+				continue
+			}
 			if err != nil {
 				return nil, fmt.Errorf("read job %s: %w", k, err)
 			}
@@ -197,6 +211,9 @@ func (o *observer) observe(ctx context.Context, now time.Time) (*Observation, er
 			continue
 		}
 		sum, _, err := o.c.Jobs().Summary(ev.JobID, (&api.QueryOptions{Namespace: ev.Namespace}).WithContext(ctx))
+		if isNotFound(err) {
+			continue // purged since it was listed
+		}
 		if err != nil {
 			return nil, fmt.Errorf("read summary of job %s: %w", k, err)
 		}
@@ -247,13 +264,23 @@ func toObservedJob(j *api.Job) *ObservedJob {
 		gs := GroupSpec{Count: derefInt(tg.Count)}
 		for _, t := range tg.Tasks {
 			gs.Tasks = append(gs.Tasks, t.Name)
-			if t.Resources == nil {
-				continue
-			}
-			for _, d := range t.Resources.Devices {
-				if isGPURequest(d.Name) && d.Count != nil {
-					gs.GPUsPerAlloc += int(*d.Count)
+			gpus := 0
+			if t.Resources != nil {
+				for _, d := range t.Resources.Devices {
+					if isGPURequest(d.Name) && d.Count != nil {
+						gpus += int(*d.Count)
+					}
 				}
+			}
+			gs.GPUsPerAlloc += gpus
+			takes := t.Driver == "steward-exec" || gpus > 0
+			if v, ok := t.Meta[CheckpointTaskMetaKey]; ok {
+				if b, err := strconv.ParseBool(v); err == nil {
+					takes = b
+				}
+			}
+			if takes {
+				gs.SignalTasks = append(gs.SignalTasks, t.Name)
 			}
 		}
 		// Group meta may name the tier too; job meta wins (it is what the

@@ -83,8 +83,15 @@ type Drain struct {
 	// Deadline is then Signaled + Grace.
 	Signaled time.Time `json:"signaled"`
 	Deadline time.Time `json:"deadline"`
-	// Finished: the job is held and the victims are being stopped.
-	Finished bool `json:"finished,omitempty"`
+	// Sent: the checkpoint signal reached Nomad. Signaled is written
+	// before sending, Sent after: a controller that died in between (or a
+	// send that failed) sends it again.
+	Sent bool `json:"sent,omitempty"`
+	// Finished: the job is held and the victims are being stopped, since
+	// FinishedAt; victims Nomad still runs are stopped again, and after
+	// victimStopLimit the preemption is given up so the engine plans anew.
+	Finished   bool      `json:"finished,omitempty"`
+	FinishedAt time.Time `json:"finished_at,omitempty"`
 	// Requeue: hold and resume later; false stops the group for good.
 	Requeue bool   `json:"requeue"`
 	Kind    string `json:"kind"` // preempt or idle-stop
@@ -270,17 +277,24 @@ func (s *JobState) hold(group string, n, count int, rule string, now time.Time, 
 }
 
 // release gives n held allocations of a group back. They keep waiting
-// (for Nomad to place them) since the hold began.
+// (for Nomad to place them) since the hold began. A group released in full
+// keeps its entry, at Count 0, until Nomad shows the group back at its
+// original count (syncHolds): a failed scale or a crash between recording
+// the release and scaling up is then finished by the next round, never
+// left at 0 for good.
 func (s *JobState) release(group string, n int) {
 	h := s.Held[group]
 	if h == nil {
 		return
 	}
 	s.setWaiting(group, h.Since)
-	h.Count -= n
-	if h.Count <= 0 {
-		delete(s.Held, group)
-	}
+	h.Count = max(h.Count-n, 0)
+}
+
+// holds reports whether Steward holds back any allocation of the group.
+func (s *JobState) holds(group string) bool {
+	h := s.Held[group]
+	return h != nil && h.Count > 0
 }
 
 // draining reports whether the allocation is being preempted.

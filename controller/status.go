@@ -81,6 +81,9 @@ func buildStatus(pol *policy.Policy, r *round, states []*JobState, usage map[str
 	for _, st := range states {
 		job := r.obs.Jobs[st.key()]
 		for g, h := range st.Held {
+			if h.Count == 0 {
+				continue // resumed; kept until Nomad shows it
+			}
 			gpus := 0
 			if job != nil {
 				gpus = h.Count * job.Groups[g].GPUsPerAlloc
