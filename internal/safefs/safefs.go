@@ -39,6 +39,9 @@ type Dir struct {
 func OpenDir(path string) (*Dir, error) {
 	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
+		if info, lerr := os.Lstat(path); lerr == nil && info.Mode()&os.ModeSymlink != 0 {
+			return nil, fmt.Errorf("%s: %w", path, ErrSymlink)
+		}
 		return nil, pathErr("open", path, err)
 	}
 	return &Dir{f: os.NewFile(uintptr(fd), path), path: path}, nil
