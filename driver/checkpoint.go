@@ -140,7 +140,7 @@ func (l ckptLoc) open() (*safefs.Dir, error) {
 func (l ckptLoc) walk(fix func(d *safefs.Dir, kind string) error) (*safefs.Dir, error) {
 	cur, err := safefs.OpenDir(l.Base)
 	if err != nil {
-		return nil, fmt.Errorf("checkpoint dir %s: %w", l.path(), err)
+		return nil, fmt.Errorf("preparing checkpoint dir %s: %w", l.path(), err)
 	}
 	type step struct {
 		name, kind string
@@ -160,11 +160,11 @@ func (l ckptLoc) walk(fix func(d *safefs.Dir, kind string) error) (*safefs.Dir, 
 		next, err := cur.Sub(s.name, s.mode)
 		cur.Close()
 		if err != nil {
-			return nil, fmt.Errorf("checkpoint dir %s: %w", l.path(), err)
+			return nil, fmt.Errorf("preparing checkpoint dir %s: %w", l.path(), err)
 		}
 		if err := fix(next, s.kind); err != nil {
 			next.Close()
-			return nil, fmt.Errorf("checkpoint dir %s: %w", l.path(), err)
+			return nil, fmt.Errorf("preparing checkpoint dir %s: %w", l.path(), err)
 		}
 		cur = next
 	}
