@@ -102,7 +102,8 @@ func (s *safetyAgent) register(j shJob) {
 		t.Fatalf("registering job %s/%s: %v", j.ns, j.id, err)
 	}
 	t.Cleanup(func() {
-		_, _, _ = s.Client.Jobs().Deregister(j.id, true, &api.WriteOptions{Namespace: j.ns})
+		// Not purged: the agent's clean-up waits for its allocations to stop.
+		_, _, _ = s.Client.Jobs().Deregister(j.id, false, &api.WriteOptions{Namespace: j.ns})
 	})
 }
 

@@ -15,6 +15,7 @@ package testnomad
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -318,6 +319,7 @@ func (a *Agent) Stop() {
 			return
 		}
 		pgid := a.cmd.Process.Pid
+		a.stopAllocations(30 * time.Second)
 		_ = a.cmd.Process.Signal(os.Interrupt)
 		select {
 		case <-a.exited:
@@ -327,10 +329,50 @@ func (a *Agent) Stop() {
 		}
 		// Plugins the agent did not stop share its process group.
 		_ = syscall.Kill(-pgid, syscall.SIGKILL)
+		// Tasks that outlived it (a purged job's, which the client had no
+		// time to stop) are in process groups of their own.
+		killTasksUnder(a.DataDir)
 		// Task secrets dirs (tmpfs) can outlive a dev agent's shutdown and
 		// would stop the test's temp dir from being removed.
 		devagent.UnmountUnder(a.DataDir)
 	})
+}
+
+// stopAllocations stops every job and waits (up to timeout) until the
+// node's allocations have stopped. Tasks of drivers that outlive their
+// plugin (steward-exec's, raw_exec's executors) are not in the agent's
+// process group: stopped only by Nomad, they would outlive a test whose
+// agent is killed first.
+func (a *Agent) stopAllocations(timeout time.Duration) {
+	if a.Exited() || a.Client == nil || a.NodeID == "" {
+		return // not ready: nothing was started
+	}
+	// A hung agent must not hang the test's clean-up.
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	jobs, _, err := a.Client.Jobs().List((&api.QueryOptions{Namespace: "*"}).WithContext(ctx))
+	if err != nil {
+		return
+	}
+	for _, j := range jobs {
+		_, _, _ = a.Client.Jobs().Deregister(j.ID, false, (&api.WriteOptions{Namespace: j.Namespace}).WithContext(ctx))
+	}
+	for ctx.Err() == nil {
+		allocs, _, err := a.Client.Nodes().Allocations(a.NodeID, (&api.QueryOptions{}).WithContext(ctx))
+		if err != nil {
+			return
+		}
+		running := 0
+		for _, al := range allocs {
+			if !al.ClientTerminalStatus() {
+				running++
+			}
+		}
+		if running == 0 {
+			return
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 }
 
 // Exited reports whether the agent process has ended.
