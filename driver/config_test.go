@@ -95,12 +95,12 @@ func TestSetConfigError(t *testing.T) {
 }
 
 func TestNormaliseSignal(t *testing.T) {
-	for in, want := range map[string]string{"SIGUSR1": "SIGUSR1", "usr1": "SIGUSR1", " sigterm ": "SIGTERM", "None": "none"} {
+	for in, want := range map[string]string{"SIGUSR1": "SIGUSR1", "usr1": "SIGUSR1", " sigterm ": "SIGTERM", "None": "none", "SIGIOT": "SIGIOT", "poll": "SIGPOLL"} {
 		if got, err := normaliseSignal(in); err != nil || got != want {
 			t.Errorf("normaliseSignal(%q) = %q, %v; want %q", in, got, err, want)
 		}
 	}
-	for _, in := range []string{"", "SIG", "USR9", "1"} {
+	for _, in := range []string{"", " ", "SIG", "USR9", "1", "SIGFOO", "SIGRTMIN"} {
 		if _, err := normaliseSignal(in); err == nil {
 			t.Errorf("normaliseSignal(%q) succeeded", in)
 		}
