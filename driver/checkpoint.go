@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/hashicorp/nomad/plugins/drivers"
@@ -185,20 +186,32 @@ func (h *taskHandle) withCheckpointDir(f func(dir *safefs.Dir) error) error {
 // prepareCheckpointRoot creates checkpoint_root (mode 0711: tasks pass
 // through to their own dir but cannot list or write it) and refuses a
 // root that another user owns or can write: whoever can write it can
-// redirect every task's checkpoints.
-func prepareCheckpointRoot(root string) error {
+// redirect every task's checkpoints. A root that is a symlink the
+// plugin's user made (an operator's /var/lib/... -> /mnt/nfs/...) is
+// resolved once, here; the returned path is the one to use.
+func prepareCheckpointRoot(root string) (string, error) {
 	if err := os.MkdirAll(filepath.Dir(root), 0o755); err != nil {
-		return err
+		return "", err
 	}
 	if err := os.Mkdir(root, 0o711); err != nil && !errors.Is(err, os.ErrExist) {
-		return err
+		return "", err
+	}
+	if info, err := os.Lstat(root); err == nil && info.Mode()&os.ModeSymlink != 0 {
+		if uid := int(info.Sys().(*syscall.Stat_t).Uid); uid != os.Geteuid() {
+			return "", fmt.Errorf("%s is a symlink owned by uid %d, not by this plugin's user: refusing to follow it", root, uid)
+		}
+		resolved, err := filepath.EvalSymlinks(root)
+		if err != nil {
+			return "", err
+		}
+		root = resolved
 	}
 	dir, err := safefs.OpenDir(root)
 	if err != nil {
-		return err
+		return "", err
 	}
 	defer dir.Close()
-	return dir.CheckNotShared(os.Geteuid())
+	return root, dir.CheckNotShared(os.Geteuid())
 }
 
 // markerLimit bounds what is read of a resume marker (a few hundred bytes).

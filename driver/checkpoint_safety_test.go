@@ -192,3 +192,55 @@ func TestPreemptionFileNoFollow(t *testing.T) {
 		})
 	}
 }
+
+// checkpoint_root: created 0711; a symlink the plugin's user made is
+// followed (once, to its target); a shared or foreign root is refused.
+func TestPrepareCheckpointRoot(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		setup   func(t *testing.T, root string) (want string)
+		wantErr string
+	}{
+		{"created", func(t *testing.T, root string) string { return root }, ""},
+		{"operator's symlink", func(t *testing.T, root string) string {
+			target := t.TempDir()
+			if err := os.Symlink(target, root); err != nil {
+				t.Fatal(err)
+			}
+			return target
+		}, ""},
+		{"another user's symlink", func(t *testing.T, root string) string {
+			if err := os.Symlink(t.TempDir(), root); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Lchown(root, 65534, 65534); err != nil {
+				t.Fatal(err)
+			}
+			return ""
+		}, "symlink owned by uid 65534"},
+		{"world-writable", func(t *testing.T, root string) string {
+			if err := os.Mkdir(root, 0o777); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Chmod(root, 0o777); err != nil {
+				t.Fatal(err)
+			}
+			return ""
+		}, "group or others can write"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			root := filepath.Join(t.TempDir(), "ckpt")
+			want := tc.setup(t, root)
+			got, err := prepareCheckpointRoot(root)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("err %v, want %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil || got != want {
+				t.Fatalf("prepareCheckpointRoot = %q, %v; want %q", got, err, want)
+			}
+		})
+	}
+}

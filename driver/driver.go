@@ -157,8 +157,13 @@ func (d *Driver) SetConfig(c *base.Config) error {
 		return fmt.Errorf("%s: invalid plugin config: %w", PluginName, err)
 	}
 	if cfg.CheckpointRoot != "" {
-		if err := prepareCheckpointRoot(cfg.CheckpointRoot); err != nil {
+		root, err := prepareCheckpointRoot(cfg.CheckpointRoot)
+		if err != nil {
 			return fmt.Errorf("%s: checkpoint_root: %w", PluginName, err)
+		}
+		if root != cfg.CheckpointRoot {
+			d.logger.Info("checkpoint_root is a symlink: using its target", "checkpoint_root", cfg.CheckpointRoot, "target", root)
+			cfg.CheckpointRoot = root
 		}
 	}
 	d.mu.Lock()
