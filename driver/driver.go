@@ -43,10 +43,11 @@ const (
 	// task sets no kill_signal.
 	defaultKillSignal = "SIGINT"
 	// metaCheckpointSignal is the job meta key steward.checkpoint_signal
-	// as Nomad puts it in the task's environment: Nomad keeps the dot
-	// (NOMAD_META_steward.checkpoint_signal). metaCheckpointSignalClean is
-	// the form with the dot replaced, which Nomad also set in older
-	// versions and which a job's env block may set; both are read.
+	// as Nomad puts it in the task's environment: the key as written, dot
+	// included (client/taskenv sets NOMAD_META_<key> and its upper-case
+	// form, nothing else). metaCheckpointSignalClean, with an underscore,
+	// is what a job can set itself in an env block (and what this driver
+	// used to read); it is still accepted, after the real key.
 	metaCheckpointSignal      = "NOMAD_META_steward.checkpoint_signal"
 	metaCheckpointSignalClean = "NOMAD_META_steward_checkpoint_signal"
 )
