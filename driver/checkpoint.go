@@ -220,7 +220,9 @@ const markerLimit = 64 << 10
 func readMarker(dir *safefs.Dir) (marker, error) {
 	var m marker
 	raw, err := dir.ReadFile(markerFile, markerLimit)
-	if errors.Is(err, os.ErrNotExist) {
+	// A symlink (planted by the task) is not read, and counts as no
+	// marker: the next write replaces it.
+	if errors.Is(err, os.ErrNotExist) || errors.Is(err, safefs.ErrSymlink) {
 		return m, nil
 	}
 	if err != nil {

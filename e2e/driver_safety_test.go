@@ -127,6 +127,11 @@ while :; do sleep 0.2; done`, secret, victim)})
 	if raw, err := os.ReadFile(victim); err != nil || string(raw) != "untouched\n" {
 		t.Errorf("resume marker symlink target now %q (%v), want untouched", raw, err)
 	}
+	// The preemption was recorded in a new marker, in the link's place.
+	marker := filepath.Join(s.ckptRoot, "default", "planter", "g", "t", ".steward-preemption.json")
+	if _, mode := ownerAndMode(t, marker); !mode.IsRegular() {
+		t.Errorf("resume marker is %v, want a regular file replacing the planted link", mode)
+	}
 
 	// 2. The checkpoint dir itself replaced by a symlink to another job's:
 	// the next start refuses it and chowns nothing.
