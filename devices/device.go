@@ -102,9 +102,11 @@ func (p *Plugin) SetConfig(c *base.Config) error {
 		return fmt.Errorf("%s: invalid plugin config: %w", PluginName, err)
 	}
 	if cfg.Enabled && cfg.Backend == BackendSim {
-		if err := mkdirShared(cfg.SimStateDir); err != nil {
+		dir, err := openSimStateDir(cfg.SimStateDir)
+		if err != nil {
 			return fmt.Errorf("%s: sim_state_dir %q: %w", PluginName, cfg.SimStateDir, err)
 		}
+		dir.Close()
 	}
 
 	p.mu.Lock()

@@ -103,7 +103,7 @@ func TestGRPCConformance(t *testing.T) {
 		t.Fatal(err)
 	}
 	file := res.Envs[EnvSimActivityFile]
-	if res.Envs["NVIDIA_VISIBLE_DEVICES"] != id || file != filepath.Join(dir, id, SimActivityFileName) || len(res.Mounts) != 1 {
+	if res.Envs["NVIDIA_VISIBLE_DEVICES"] != id || filepath.Dir(file) != filepath.Join(dir, id) || len(res.Mounts) != 1 {
 		t.Fatalf("reservation over gRPC: %#v", res)
 	}
 	if _, err := impl.Reserve([]string{"SIM-GPU-unknown-7"}); status.Code(err) != codes.InvalidArgument {

@@ -1,6 +1,8 @@
 package devices
 
 import (
+	"crypto/rand"
+	"errors"
 	"fmt"
 	"hash/fnv"
 	"io"
@@ -10,9 +12,13 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	hclog "github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/nomad/plugins/device"
+	"golang.org/x/sys/unix"
+
+	"github.com/gpu-steward/steward/internal/safefs"
 )
 
 // Environment variables Reserve gives a task on simulated GPUs. The task
@@ -29,8 +35,9 @@ const (
 	// EnvSimActivityDir is the directory of the first GPU's activity file.
 	EnvSimActivityDir = "STEWARD_SIM_ACTIVITY_DIR"
 
-	// SimActivityFileName is the activity file's name in a GPU's directory
-	// (<sim_state_dir>/<uuid>/utilization).
+	// SimActivityFileName starts an activity file's name in a GPU's
+	// directory: <sim_state_dir>/<uuid>/utilization-<time>-<random>, a new
+	// one for each reservation.
 	SimActivityFileName = "utilization"
 	// SimDriverVersion is the driver_version attribute of simulated GPUs.
 	SimDriverVersion = "simulated"
@@ -45,15 +52,27 @@ const (
 )
 
 // simBackend reports virtual GPUs whose activity the workload drives.
+//
+// Its state dir is private to the plugin's user (root on a client): mode
+// 0711, so tasks can pass through but neither list nor write it, and the
+// same for each GPU's dir below it. Each Reserve creates a new activity
+// file per GPU with an unguessable name (O_CREAT|O_EXCL|O_NOFOLLOW, mode
+// 0622: any task user may write it, none but root read it) and tells the
+// task its path. Only the task given the name can write it: another task
+// cannot list the dir to find it, nor replace it, nor plant a symlink the
+// plugin would follow. The previous file of the GPU is removed.
 type simBackend struct {
 	logger hclog.Logger
 	dir    string
+	root   *safefs.Dir
 	gpus   []gpu
 	known  map[string]struct{}
 
-	mu   sync.Mutex
-	last map[string]simActivity // last valid reading per GPU
-	buf  []byte
+	mu      sync.Mutex
+	gpuDirs map[string]*safefs.Dir
+	current map[string]string      // GPU -> name of its current activity file
+	last    map[string]simActivity // last valid reading per GPU
+	buf     []byte
 }
 
 type simActivity struct {
@@ -73,22 +92,27 @@ func SimUUID(dir string, i int) string {
 }
 
 func newSimBackend(cfg Config, logger hclog.Logger) (*simBackend, error) {
-	b := &simBackend{
-		logger: logger,
-		dir:    cfg.SimStateDir,
-		known:  map[string]struct{}{},
-		last:   map[string]simActivity{},
-		buf:    make([]byte, 64),
+	root, err := openSimStateDir(cfg.SimStateDir)
+	if err != nil {
+		return nil, fmt.Errorf("sim_state_dir: %w", err)
 	}
-	if err := mkdirShared(b.dir); err != nil {
-		return nil, fmt.Errorf("creating sim_state_dir: %w", err)
+	b := &simBackend{
+		logger:  logger,
+		dir:     cfg.SimStateDir,
+		root:    root,
+		known:   map[string]struct{}{},
+		gpuDirs: map[string]*safefs.Dir{},
+		current: map[string]string{},
+		last:    map[string]simActivity{},
+		buf:     make([]byte, 64),
 	}
 	for i := 0; i < cfg.SimCount; i++ {
 		id := SimUUID(b.dir, i)
 		if _, ignored := cfg.IgnoredGPUIDs[id]; ignored {
 			continue
 		}
-		if err := b.ensureActivityFile(id, false); err != nil {
+		if err := b.openGPUDir(id); err != nil {
+			b.close()
 			return nil, err
 		}
 		b.gpus = append(b.gpus, gpu{
@@ -105,45 +129,130 @@ func newSimBackend(cfg Config, logger hclog.Logger) (*simBackend, error) {
 	return b, nil
 }
 
-func (b *simBackend) close() {}
-
-// ActivityDir is the directory holding a simulated GPU's activity file.
-func (b *simBackend) activityDir(id string) string { return filepath.Join(b.dir, id) }
-
-// ActivityFile is a simulated GPU's activity file.
-func (b *simBackend) activityFile(id string) string {
-	return filepath.Join(b.dir, id, SimActivityFileName)
+// openSimStateDir creates (mode 0711) and opens the state dir. It must be
+// the plugin user's own: a dir someone else created (say in /tmp, before
+// the agent started) is refused. A dir of an older version (0777) is
+// tightened through its descriptor.
+func openSimStateDir(dir string) (*safefs.Dir, error) {
+	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
+		return nil, err
+	}
+	if err := os.Mkdir(dir, 0o711); err != nil && !errors.Is(err, os.ErrExist) {
+		return nil, err
+	}
+	root, err := safefs.OpenDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	if err := chmodOwn(root); err != nil {
+		root.Close()
+		return nil, err
+	}
+	return root, nil
 }
 
-// mkdirShared creates dir writable by any task user (exec and docker tasks
-// may not run as the agent's user).
-func mkdirShared(dir string) error {
-	if err := os.MkdirAll(dir, 0o777); err != nil {
+// chmodOwn sets a dir of the plugin's to 0711, refusing one it does not own.
+func chmodOwn(d *safefs.Dir) error {
+	st, err := d.Stat()
+	if err != nil {
 		return err
 	}
-	return os.Chmod(dir, 0o777)
+	if euid := os.Geteuid(); int(st.Uid) != euid {
+		return fmt.Errorf("%s is owned by uid %d, not by this plugin's user (uid %d): refusing a directory someone else controls", d.Path(), st.Uid, euid)
+	}
+	return d.Chmod(0o711)
 }
 
-// ensureActivityFile creates a GPU's directory and activity file; with
-// reset, or when the file is missing, it writes 0 (idle).
-func (b *simBackend) ensureActivityFile(id string, reset bool) error {
-	if err := mkdirShared(b.activityDir(id)); err != nil {
-		return fmt.Errorf("creating activity dir of %s: %w", id, err)
+func (b *simBackend) close() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, d := range b.gpuDirs {
+		d.Close()
 	}
-	f := b.activityFile(id)
-	if _, err := os.Stat(f); err == nil && !reset {
-		return nil
+	b.gpuDirs = map[string]*safefs.Dir{}
+	if b.root != nil {
+		b.root.Close()
 	}
-	if err := os.WriteFile(f, []byte("0\n"), 0o666); err != nil {
-		return fmt.Errorf("writing activity file of %s: %w", id, err)
+}
+
+// activityDir is the directory holding a simulated GPU's activity files.
+func (b *simBackend) activityDir(id string) string { return filepath.Join(b.dir, id) }
+
+// openGPUDir creates and opens a GPU's dir, and finds the activity file of
+// its last reservation (a task may still be writing it after a plugin
+// restart). A symlink in the dir's place is removed, never followed.
+func (b *simBackend) openGPUDir(id string) error {
+	d, err := b.root.Sub(id, 0o711)
+	if errors.Is(err, safefs.ErrSymlink) {
+		b.logger.Warn("removing a symlink in the place of a GPU's activity dir", "gpu", id)
+		if err := b.root.Remove(id); err != nil {
+			return err
+		}
+		d, err = b.root.Sub(id, 0o711)
 	}
-	if err := os.Chmod(f, 0o666); err != nil {
-		return fmt.Errorf("writing activity file of %s: %w", id, err)
+	if err != nil {
+		return fmt.Errorf("activity dir of %s: %w", id, err)
+	}
+	if err := chmodOwn(d); err != nil {
+		d.Close()
+		return fmt.Errorf("activity dir of %s: %w", id, err)
+	}
+	names, err := d.Names()
+	if err != nil {
+		d.Close()
+		return fmt.Errorf("activity dir of %s: %w", id, err)
+	}
+	// Names sort by creation time: the newest is the current one; older
+	// ones (and an older version's shared "utilization" file) go.
+	var current string
+	for _, n := range names {
+		if strings.HasPrefix(n, simActivityPrefix) && n > current {
+			current = n
+		}
+	}
+	for _, n := range names {
+		if n != current {
+			if err := d.Remove(n); err != nil {
+				b.logger.Warn("cannot remove a stale activity file", "gpu", id, "file", n, "error", err)
+			}
+		}
 	}
 	b.mu.Lock()
-	delete(b.last, id)
+	b.gpuDirs[id] = d
+	b.current[id] = current
 	b.mu.Unlock()
 	return nil
+}
+
+// simActivityPrefix starts an activity file's name:
+// utilization-<creation time, 16 hex digits>-<26 random base32 digits>.
+const simActivityPrefix = SimActivityFileName + "-"
+
+func newActivityFileName() string {
+	return fmt.Sprintf("%s%016x-%s", simActivityPrefix, time.Now().UnixNano(), rand.Text())
+}
+
+// newActivityFile gives a GPU a new activity file, at idle (0), and
+// removes its previous one. It returns the new file's path.
+func (b *simBackend) newActivityFile(id string) (string, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	d := b.gpuDirs[id]
+	if d == nil {
+		return "", fmt.Errorf("GPU %s has no activity dir", id)
+	}
+	name := newActivityFileName()
+	if err := d.CreateExclusive(name, []byte("0\n"), 0o622); err != nil {
+		return "", fmt.Errorf("creating activity file of %s: %w", id, err)
+	}
+	if old := b.current[id]; old != "" {
+		if err := d.Remove(old); err != nil {
+			b.logger.Warn("cannot remove the previous activity file", "gpu", id, "error", err)
+		}
+	}
+	b.current[id] = name
+	delete(b.last, id)
+	return filepath.Join(d.Path(), name), nil
 }
 
 func (b *simBackend) inventory() (inventory, error) {
@@ -187,12 +296,18 @@ func (b *simBackend) sample(buf []sample) []sample {
 	return buf
 }
 
-// readActivity reads one activity file; ok is false when the content is
-// not (yet) a valid reading.
+// readActivity reads a GPU's current activity file (b.mu held); ok is
+// false when the content is not (yet) a valid reading. A GPU never
+// reserved, or whose file is gone, is idle. The file is opened without
+// following symlinks.
 func (b *simBackend) readActivity(id string) (simActivity, bool) {
-	f, err := os.Open(b.activityFile(id))
+	d, name := b.gpuDirs[id], b.current[id]
+	if d == nil || name == "" {
+		return simActivity{}, true
+	}
+	f, err := d.OpenFile(name, unix.O_RDONLY|unix.O_NONBLOCK)
 	if err != nil {
-		if os.IsNotExist(err) {
+		if errors.Is(err, os.ErrNotExist) {
 			return simActivity{}, true
 		}
 		b.logger.Debug("cannot read activity file", "gpu", id, "error", err)
@@ -233,9 +348,10 @@ func parseActivity(raw []byte) (simActivity, bool) {
 	return act, true
 }
 
-// reserve resets the GPUs' activity to idle and tells the task where to
-// report its activity. The activity directories are also mounted at the
-// same path, so the variables work inside exec and docker tasks too.
+// reserve gives each GPU a new activity file at idle and tells the task
+// where to report its activity. The activity directories are also
+// mounted at the same path, so the variables work inside exec and docker
+// tasks too (they cannot be listed there either).
 func (b *simBackend) reserve(ids []string) (*device.ContainerReservation, error) {
 	if err := checkKnown(ids, b.known); err != nil {
 		return nil, err
@@ -243,10 +359,11 @@ func (b *simBackend) reserve(ids []string) (*device.ContainerReservation, error)
 	res := &device.ContainerReservation{Envs: visibleDevicesEnv(ids)}
 	files := make([]string, 0, len(ids))
 	for _, id := range ids {
-		if err := b.ensureActivityFile(id, true); err != nil {
+		file, err := b.newActivityFile(id)
+		if err != nil {
 			return nil, err
 		}
-		files = append(files, b.activityFile(id))
+		files = append(files, file)
 		res.Mounts = append(res.Mounts, &device.Mount{
 			TaskPath: b.activityDir(id),
 			HostPath: b.activityDir(id),

@@ -43,8 +43,10 @@ func TestSimFingerprint(t *testing.T) {
 		if !strings.HasPrefix(d.ID, "SIM-GPU-") || !strings.HasSuffix(d.ID, "-"+string(rune('0'+i))) {
 			t.Errorf("GPU %d: ID %q is not SIM-GPU-<node>-<i>", i, d.ID)
 		}
-		if _, err := os.Stat(filepath.Join(dir, d.ID, SimActivityFileName)); err != nil {
-			t.Errorf("activity file of %s: %v", d.ID, err)
+		// A private dir per GPU; its activity files come with Reserve.
+		info, err := os.Lstat(filepath.Join(dir, d.ID))
+		if err != nil || !info.IsDir() || info.Mode().Perm() != 0o711 {
+			t.Errorf("activity dir of %s: %v %v, want a dir with mode 0711", d.ID, info, err)
 		}
 	}
 	for k, want := range map[string]string{AttrSimulated: "true", AttrMemory: "40960MiB", AttrDriverVersion: "simulated", AttrMIG: "false"} {
@@ -82,15 +84,32 @@ func TestSimActivityDrivesStats(t *testing.T) {
 	nextFingerprint(t, ch)
 	ids := []string{SimUUID(dir, 2), SimUUID(dir, 0)}
 
-	// A stale value from an earlier allocation is reset by Reserve.
-	if err := os.WriteFile(filepath.Join(dir, ids[0], SimActivityFileName), []byte("99\n"), 0o666); err != nil {
+	// A stale value from an earlier allocation is not carried over:
+	// Reserve gives a new file, and removes the old one.
+	old, err := p.Reserve(ids[:1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	oldFile := old.Envs[EnvSimActivityFile]
+	if err := os.WriteFile(oldFile, []byte("99\n"), 0o666); err != nil {
 		t.Fatal(err)
 	}
 	res, err := p.Reserve(ids)
 	if err != nil {
 		t.Fatal(err)
 	}
-	files := []string{filepath.Join(dir, ids[0], SimActivityFileName), filepath.Join(dir, ids[1], SimActivityFileName)}
+	files := strings.Split(res.Envs[EnvSimActivityFiles], ",")
+	if len(files) != 2 || files[0] == oldFile {
+		t.Fatalf("activity files %q after a reservation that had %s", files, oldFile)
+	}
+	if _, err := os.Lstat(oldFile); !os.IsNotExist(err) {
+		t.Errorf("the previous reservation's file %s is still there (%v)", oldFile, err)
+	}
+	for i, f := range files {
+		if filepath.Dir(f) != filepath.Join(dir, ids[i]) || !strings.HasPrefix(filepath.Base(f), SimActivityFileName+"-") {
+			t.Errorf("activity file %s: want %s/%s-<time>-<random>", f, filepath.Join(dir, ids[i]), SimActivityFileName)
+		}
+	}
 	wantEnv := map[string]string{
 		"NVIDIA_VISIBLE_DEVICES":     ids[0] + "," + ids[1],
 		"CUDA_VISIBLE_DEVICES":       ids[0] + "," + ids[1],
@@ -111,8 +130,8 @@ func TestSimActivityDrivesStats(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if info.Mode().Perm() != 0o666 {
-			t.Errorf("%s mode %v, want writable by any task user", f, info.Mode().Perm())
+		if info.Mode().Perm() != 0o622 {
+			t.Errorf("%s mode %v, want writable by any task user, readable only by the plugin's", f, info.Mode().Perm())
 		}
 	}
 

@@ -7,9 +7,12 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/hashicorp/nomad/plugins/drivers"
+
+	"github.com/gpu-steward/steward/internal/safefs"
 )
 
 // Environment variables the driver gives every task.
@@ -50,19 +53,50 @@ type marker struct {
 	ResumedAt      time.Time `json:"resumed_at,omitempty"`
 }
 
-// checkpointDir returns a task's checkpoint dir and whether it outlives
-// the allocation: <root>/<namespace>/<job>/<group>/<task> with a
-// checkpoint_root, else <alloc dir>/alloc/data/steward-checkpoint/<task>
-// (kept only when Nomad migrates a sticky ephemeral disk).
-func checkpointDir(root string, cfg *drivers.TaskConfig) (string, bool) {
+// ckptLoc is where a task's checkpoint dir is: a trusted base (the
+// operator's checkpoint_root, or Nomad's alloc dir) and the path elements
+// below it, which are walked one by one without following symlinks:
+// Nomad's own dirs (Trusted, e.g. alloc/data), dirs only the plugin may
+// write (Private: mode 0711, so tasks can pass but neither list nor
+// write), and the task user's own dirs (Owned: mode 0700, chowned to the
+// task's user; the first is the per-job boundary).
+type ckptLoc struct {
+	Base    string
+	Trusted []string
+	Private []string
+	Owned   []string
+}
+
+// path is the checkpoint dir, as the task sees it.
+func (l ckptLoc) path() string {
+	parts := append([]string{l.Base}, l.Trusted...)
+	parts = append(parts, l.Private...)
+	return filepath.Join(append(parts, l.Owned...)...)
+}
+
+// checkpointLocation returns a task's checkpoint dir and whether it
+// outlives the allocation: <root>/<namespace>/<job>/<group>/<task> with a
+// checkpoint_root, where <job> is the job's private dir, else
+// <alloc dir>/alloc/data/steward-checkpoint/<task> (kept only when Nomad
+// migrates a sticky ephemeral disk).
+func checkpointLocation(root string, cfg *drivers.TaskConfig) (ckptLoc, bool) {
 	if root == "" {
-		return filepath.Join(cfg.AllocDir, "alloc", "data", checkpointFallbackSubdir, pathPart(cfg.Name)), false
+		return ckptLoc{
+			Base:    cfg.AllocDir,
+			Trusted: []string{"alloc", "data"},
+			Private: []string{checkpointFallbackSubdir},
+			Owned:   []string{pathPart(cfg.Name)},
+		}, false
 	}
 	ns := cfg.Namespace
 	if ns == "" {
 		ns = "default"
 	}
-	return filepath.Join(root, pathPart(ns), pathPart(cfg.JobID), pathPart(cfg.TaskGroupName), pathPart(cfg.Name)), true
+	return ckptLoc{
+		Base:    root,
+		Private: []string{pathPart(ns)},
+		Owned:   []string{pathPart(cfg.JobID), pathPart(cfg.TaskGroupName), pathPart(cfg.Name)},
+	}, true
 }
 
 // pathPart makes a Nomad name safe as one path element.
@@ -74,56 +108,141 @@ func pathPart(s string) string {
 	return s
 }
 
-// prepareCheckpointDir creates the dir, owned by the task's user.
-func prepareCheckpointDir(dir string, uid, gid int) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("creating checkpoint dir %s: %w", dir, err)
-	}
-	if uid >= 0 {
-		if err := os.Chown(dir, uid, gid); err != nil {
-			return fmt.Errorf("giving checkpoint dir %s to uid %d: %w", dir, uid, err)
+// prepare creates the checkpoint dir, owned by the task's user (uid -1:
+// the plugin's user), and returns it open. Modes and owners are set
+// through descriptors, so a symlink planted anywhere below the base makes
+// this fail instead of chowning or creating something elsewhere.
+func (l ckptLoc) prepare(uid, gid int) (*safefs.Dir, error) {
+	return l.walk(func(d *safefs.Dir, kind string) error {
+		switch kind {
+		case "private":
+			if err := d.CheckNotShared(os.Geteuid()); err != nil {
+				return err
+			}
+			return d.Chmod(0o711)
+		case "owned":
+			if uid >= 0 {
+				if err := d.Chown(uid, gid); err != nil {
+					return err
+				}
+			}
+			return d.Chmod(0o700)
 		}
-	}
-	return nil
+		return nil
+	})
 }
 
-func readMarker(dir string) (marker, error) {
+// open opens the checkpoint dir without following symlinks, creating
+// what is missing (with the modes prepare sets, owned by the plugin).
+func (l ckptLoc) open() (*safefs.Dir, error) {
+	return l.walk(func(*safefs.Dir, string) error { return nil })
+}
+
+func (l ckptLoc) walk(fix func(d *safefs.Dir, kind string) error) (*safefs.Dir, error) {
+	cur, err := safefs.OpenDir(l.Base)
+	if err != nil {
+		return nil, fmt.Errorf("preparing checkpoint dir %s: %w", l.path(), err)
+	}
+	type step struct {
+		name, kind string
+		mode       os.FileMode
+	}
+	var steps []step
+	for _, n := range l.Trusted {
+		steps = append(steps, step{n, "trusted", 0o755})
+	}
+	for _, n := range l.Private {
+		steps = append(steps, step{n, "private", 0o711})
+	}
+	for _, n := range l.Owned {
+		steps = append(steps, step{n, "owned", 0o700})
+	}
+	for _, s := range steps {
+		next, err := cur.Sub(s.name, s.mode)
+		cur.Close()
+		if err != nil {
+			return nil, fmt.Errorf("preparing checkpoint dir %s: %w", l.path(), err)
+		}
+		if err := fix(next, s.kind); err != nil {
+			next.Close()
+			return nil, fmt.Errorf("preparing checkpoint dir %s: %w", l.path(), err)
+		}
+		cur = next
+	}
+	return cur, nil
+}
+
+// withCheckpointDir runs f on the task's checkpoint dir, opened without
+// following symlinks.
+func (h *taskHandle) withCheckpointDir(f func(dir *safefs.Dir) error) error {
+	dir, err := h.ckpt.open()
+	if err != nil {
+		return err
+	}
+	defer dir.Close()
+	return f(dir)
+}
+
+// prepareCheckpointRoot creates checkpoint_root (mode 0711: tasks pass
+// through to their own dir but cannot list or write it) and refuses a
+// root that another user owns or can write: whoever can write it can
+// redirect every task's checkpoints. A root that is a symlink the
+// plugin's user made (an operator's /var/lib/... -> /mnt/nfs/...) is
+// resolved once, here; the returned path is the one to use.
+func prepareCheckpointRoot(root string) (string, error) {
+	if err := os.MkdirAll(filepath.Dir(root), 0o755); err != nil {
+		return "", err
+	}
+	if err := os.Mkdir(root, 0o711); err != nil && !errors.Is(err, os.ErrExist) {
+		return "", err
+	}
+	if info, err := os.Lstat(root); err == nil && info.Mode()&os.ModeSymlink != 0 {
+		if uid := int(info.Sys().(*syscall.Stat_t).Uid); uid != os.Geteuid() {
+			return "", fmt.Errorf("%s is a symlink owned by uid %d, not by this plugin's user: refusing to follow it", root, uid)
+		}
+		resolved, err := filepath.EvalSymlinks(root)
+		if err != nil {
+			return "", err
+		}
+		root = resolved
+	}
+	dir, err := safefs.OpenDir(root)
+	if err != nil {
+		return "", err
+	}
+	defer dir.Close()
+	return root, dir.CheckNotShared(os.Geteuid())
+}
+
+// markerLimit bounds what is read of a resume marker (a few hundred bytes).
+const markerLimit = 64 << 10
+
+func readMarker(dir *safefs.Dir) (marker, error) {
 	var m marker
-	raw, err := os.ReadFile(filepath.Join(dir, markerFile))
-	if errors.Is(err, os.ErrNotExist) {
+	raw, err := dir.ReadFile(markerFile, markerLimit)
+	// A symlink (planted by the task) is not read, and counts as no
+	// marker: the next write replaces it.
+	if errors.Is(err, os.ErrNotExist) || errors.Is(err, safefs.ErrSymlink) {
 		return m, nil
 	}
 	if err != nil {
 		return m, fmt.Errorf("reading resume marker: %w", err)
 	}
 	if err := json.Unmarshal(raw, &m); err != nil {
-		return marker{}, fmt.Errorf("resume marker %s is corrupt: %w", filepath.Join(dir, markerFile), err)
+		return marker{}, fmt.Errorf("resume marker %s is corrupt: %w", filepath.Join(dir.Path(), markerFile), err)
 	}
 	return m, nil
 }
 
 // writeMarker replaces the marker atomically, so a crash never leaves half
-// a file for the next allocation to read.
-func writeMarker(dir string, m marker) error {
+// a file for the next allocation to read; a symlink planted in its place
+// is replaced, not written through.
+func writeMarker(dir *safefs.Dir, m marker) error {
 	raw, err := json.MarshalIndent(m, "", "  ")
 	if err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(dir, markerFile+".tmp*")
-	if err != nil {
-		return fmt.Errorf("writing resume marker: %w", err)
-	}
-	if _, err := tmp.Write(append(raw, '\n')); err != nil {
-		tmp.Close()
-		os.Remove(tmp.Name())
-		return fmt.Errorf("writing resume marker: %w", err)
-	}
-	if err := tmp.Close(); err != nil {
-		os.Remove(tmp.Name())
-		return fmt.Errorf("writing resume marker: %w", err)
-	}
-	if err := os.Rename(tmp.Name(), filepath.Join(dir, markerFile)); err != nil {
-		os.Remove(tmp.Name())
+	if err := dir.WriteFileAtomic(markerFile, append(raw, '\n'), 0o600); err != nil {
 		return fmt.Errorf("writing resume marker: %w", err)
 	}
 	return nil
@@ -131,7 +250,7 @@ func writeMarker(dir string, m marker) error {
 
 // consumeResume is called when a task starts: a pending preemption makes
 // this start a resume. It returns whether it is and the preemption count.
-func consumeResume(dir string, now time.Time) (resumed bool, count int, err error) {
+func consumeResume(dir *safefs.Dir, now time.Time) (resumed bool, count int, err error) {
 	m, err := readMarker(dir)
 	if err != nil {
 		return false, 0, err
@@ -150,7 +269,7 @@ func consumeResume(dir string, now time.Time) (resumed bool, count int, err erro
 // written when the signal is forwarded, not when the task ends: a
 // replacement allocation may start before the old one has stopped. It
 // returns the preemption count.
-func recordCheckpointSignal(dir, allocID, signal string, now time.Time) (int, error) {
+func recordCheckpointSignal(dir *safefs.Dir, allocID, signal string, now time.Time) (int, error) {
 	m, err := readMarker(dir)
 	if err != nil {
 		return 0, err
@@ -168,7 +287,7 @@ func recordCheckpointSignal(dir, allocID, signal string, now time.Time) (int, er
 // cancelCheckpointSignal undoes recordCheckpointSignal when the signalled
 // task then finished its work by itself (exit 0, not stopped): it was not
 // preempted and must not be told it resumes.
-func cancelCheckpointSignal(dir, allocID string) error {
+func cancelCheckpointSignal(dir *safefs.Dir, allocID string) error {
 	m, err := readMarker(dir)
 	if err != nil {
 		return err

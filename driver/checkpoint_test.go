@@ -7,17 +7,19 @@ import (
 	"time"
 
 	"github.com/hashicorp/nomad/plugins/drivers"
+
+	"github.com/gpu-steward/steward/internal/safefs"
 )
 
 func TestCheckpointDir(t *testing.T) {
 	// Names that are not safe path elements stay inside the root.
 	cfg := &drivers.TaskConfig{Namespace: "research", JobID: "team/job", TaskGroupName: "g", Name: "..", AllocDir: "/alloc"}
-	dir, persistent := checkpointDir("/ckpt", cfg)
-	if want := filepath.Join("/ckpt", "research", "team_job", "g", "_.."); dir != want || !persistent {
-		t.Errorf("checkpointDir = %s %v, want %s true", dir, persistent, want)
+	loc, persistent := checkpointLocation("/ckpt", cfg)
+	if want := filepath.Join("/ckpt", "research", "team_job", "g", "_.."); loc.path() != want || !persistent {
+		t.Errorf("checkpointDir = %s %v, want %s true", loc.path(), persistent, want)
 	}
-	dir, persistent = checkpointDir("", cfg)
-	if want := filepath.Join("/alloc", "alloc", "data", "steward-checkpoint", "_.."); dir != want || persistent {
+	loc, persistent = checkpointLocation("", cfg)
+	if dir, want := loc.path(), filepath.Join("/alloc", "alloc", "data", "steward-checkpoint", "_.."); dir != want || persistent {
 		t.Errorf("checkpointDir without root = %s %v, want %s false", dir, persistent, want)
 	}
 }
@@ -26,7 +28,11 @@ func TestCheckpointDir(t *testing.T) {
 // start, repeated signals, a second preemption, and a signal that did not
 // end in a preemption.
 func TestResumeMarker(t *testing.T) {
-	dir := t.TempDir()
+	dir, err := safefs.OpenDir(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dir.Close()
 	now := time.Unix(1_700_000_000, 0)
 	step := func(name string, f func() (bool, int, error), wantResumed bool, wantCount int) {
 		t.Helper()
@@ -59,7 +65,7 @@ func TestResumeMarker(t *testing.T) {
 
 	// A corrupt marker is an error (the driver then starts the task as a
 	// first run).
-	if err := os.WriteFile(filepath.Join(dir, markerFile), []byte("{"), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir.Path(), markerFile), []byte("{"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if _, _, err := consumeResume(dir, now); err == nil {

@@ -22,13 +22,17 @@ const (
 const (
 	// DefaultCheckpointSignal is the policy language's default
 	// (preemption { checkpoint_signal = "SIGUSR1" }).
-	DefaultCheckpointSignal  = "SIGUSR1"
-	defaultGPUSamplePeriod   = 10 * time.Second
-	defaultIdleThreshold     = 10
-	defaultBusyThreshold     = 20
-	defaultIdleAfter         = 10 * time.Minute
-	defaultBusyAfter         = 30 * time.Second
-	defaultPreemptionFile    = "local/steward-preemption.env"
+	DefaultCheckpointSignal = "SIGUSR1"
+	defaultGPUSamplePeriod  = 10 * time.Second
+	defaultIdleThreshold    = 10
+	defaultBusyThreshold    = 20
+	defaultIdleAfter        = 10 * time.Minute
+	defaultBusyAfter        = 30 * time.Second
+	defaultPreemptionFile   = "local/steward-preemption.env"
+	// defaultDeniedIDs denies root's uid and gid (denied_host_uids/gids).
+	defaultDeniedIDs = "0"
+	// DefaultTaskUser runs tasks that name no user (default_user).
+	DefaultTaskUser          = "nobody"
 	signalNone               = "none"
 	checkpointFallbackSubdir = "steward-checkpoint"
 )
@@ -71,6 +75,20 @@ var configSpec = hclspec.NewObject(map[string]*hclspec.Spec{
 		hclspec.NewAttr("busy_after", "string", false),
 		hclspec.NewLiteral(`"30s"`),
 	),
+	// Nomad's raw_exec and exec options, same names and syntax; unlike
+	// theirs, the defaults deny root.
+	"denied_host_uids": hclspec.NewDefault(
+		hclspec.NewAttr("denied_host_uids", "string", false),
+		hclspec.NewLiteral(fmt.Sprintf("%q", defaultDeniedIDs)),
+	),
+	"denied_host_gids": hclspec.NewDefault(
+		hclspec.NewAttr("denied_host_gids", "string", false),
+		hclspec.NewLiteral(fmt.Sprintf("%q", defaultDeniedIDs)),
+	),
+	"default_user": hclspec.NewDefault(
+		hclspec.NewAttr("default_user", "string", false),
+		hclspec.NewLiteral(fmt.Sprintf("%q", DefaultTaskUser)),
+	),
 })
 
 // taskConfigSpec is the schema of a task's config block.
@@ -94,6 +112,9 @@ type rawConfig struct {
 	BusyThreshold    float64 `codec:"busy_threshold"`
 	IdleAfter        string  `codec:"idle_after"`
 	BusyAfter        string  `codec:"busy_after"`
+	DeniedHostUIDs   *string `codec:"denied_host_uids"`
+	DeniedHostGIDs   *string `codec:"denied_host_gids"`
+	DefaultUser      *string `codec:"default_user"`
 }
 
 // Config is the validated plugin configuration.
@@ -113,6 +134,11 @@ type Config struct {
 	// between the two thresholds is the hysteresis.
 	IdleThreshold, BusyThreshold float64
 	IdleAfter, BusyAfter         time.Duration
+	// DeniedHostUIDs and DeniedHostGIDs are id lists ("0,10-20") no task
+	// may run as: the task's uid, or any of its user's groups.
+	DeniedHostUIDs, DeniedHostGIDs string
+	// DefaultUser runs tasks that set no user; "" is the agent's user.
+	DefaultUser string
 }
 
 // DefaultConfig is the configuration of an empty plugin block.
@@ -126,6 +152,9 @@ func DefaultConfig() Config {
 		BusyThreshold:    defaultBusyThreshold,
 		IdleAfter:        defaultIdleAfter,
 		BusyAfter:        defaultBusyAfter,
+		DeniedHostUIDs:   defaultDeniedIDs,
+		DeniedHostGIDs:   defaultDeniedIDs,
+		DefaultUser:      DefaultTaskUser,
 	}
 }
 
@@ -182,6 +211,20 @@ func (r rawConfig) validate() (Config, error) {
 		return cfg, fmt.Errorf("busy_threshold %v: must not be under idle_threshold %v", r.BusyThreshold, r.IdleThreshold)
 	}
 	cfg.IdleThreshold, cfg.BusyThreshold = r.IdleThreshold, r.BusyThreshold
+	// Absent (a config built without the schema's defaults) is the
+	// default; an explicit "" allows every id, as in Nomad.
+	if r.DeniedHostUIDs != nil {
+		cfg.DeniedHostUIDs = strings.TrimSpace(*r.DeniedHostUIDs)
+	}
+	if r.DeniedHostGIDs != nil {
+		cfg.DeniedHostGIDs = strings.TrimSpace(*r.DeniedHostGIDs)
+	}
+	if _, err := newIDPolicy(cfg.DeniedHostUIDs, cfg.DeniedHostGIDs); err != nil {
+		return cfg, err
+	}
+	if r.DefaultUser != nil {
+		cfg.DefaultUser = strings.TrimSpace(*r.DefaultUser)
+	}
 	return cfg, nil
 }
 

@@ -42,6 +42,20 @@ func TestPluginConfig(t *testing.T) {
 		{name: "bad duration", mutate: func(r *rawConfig) { r.IdleAfter = "soon" }, want: `idle_after "soon"`},
 		{name: "zero period", mutate: func(r *rawConfig) { r.GPUSamplePeriod = "0s" }, want: `gpu_sample_period "0s": must be positive`},
 		{name: "threshold out of range", mutate: func(r *rawConfig) { r.BusyThreshold = 150 }, want: "must be percentages"},
+		{name: "root denied by default, tasks run as nobody", mutate: func(*rawConfig) {}, check: func(t *testing.T, c Config) {
+			if c.DeniedHostUIDs != "0" || c.DeniedHostGIDs != "0" || c.DefaultUser != "nobody" {
+				t.Errorf("denied uids %q gids %q default user %q", c.DeniedHostUIDs, c.DeniedHostGIDs, c.DefaultUser)
+			}
+		}},
+		{name: "denied ranges and no default user", mutate: func(r *rawConfig) {
+			r.DeniedHostUIDs, r.DeniedHostGIDs, r.DefaultUser = ptr("0,10-20"), ptr(""), ptr("")
+		}, check: func(t *testing.T, c Config) {
+			if c.DeniedHostUIDs != "0,10-20" || c.DeniedHostGIDs != "" || c.DefaultUser != "" {
+				t.Errorf("denied uids %q gids %q default user %q", c.DeniedHostUIDs, c.DeniedHostGIDs, c.DefaultUser)
+			}
+		}},
+		{name: "bad uid range", mutate: func(r *rawConfig) { r.DeniedHostUIDs = ptr("20-10") }, want: "lower bound cannot be greater than upper bound"},
+		{name: "bad gid", mutate: func(r *rawConfig) { r.DeniedHostGIDs = ptr("root") }, want: "range bound not valid"},
 		{name: "busy under idle", mutate: func(r *rawConfig) { r.IdleThreshold, r.BusyThreshold = 30, 20 }, want: "busy_threshold 20: must not be under idle_threshold 30"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -81,14 +95,16 @@ func TestSetConfigError(t *testing.T) {
 }
 
 func TestNormaliseSignal(t *testing.T) {
-	for in, want := range map[string]string{"SIGUSR1": "SIGUSR1", "usr1": "SIGUSR1", " sigterm ": "SIGTERM", "None": "none"} {
+	for in, want := range map[string]string{"SIGUSR1": "SIGUSR1", "usr1": "SIGUSR1", " sigterm ": "SIGTERM", "None": "none", "SIGIOT": "SIGIOT", "poll": "SIGPOLL"} {
 		if got, err := normaliseSignal(in); err != nil || got != want {
 			t.Errorf("normaliseSignal(%q) = %q, %v; want %q", in, got, err, want)
 		}
 	}
-	for _, in := range []string{"", "SIG", "USR9", "1"} {
+	for _, in := range []string{"", " ", "SIG", "USR9", "1", "SIGFOO", "SIGRTMIN"} {
 		if _, err := normaliseSignal(in); err == nil {
 			t.Errorf("normaliseSignal(%q) succeeded", in)
 		}
 	}
 }
+
+func ptr(s string) *string { return &s }

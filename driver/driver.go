@@ -12,7 +12,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"runtime"
 	"strconv"
 	"strings"
@@ -28,6 +27,8 @@ import (
 	"github.com/hashicorp/nomad/plugins/drivers/fsisolation"
 	"github.com/hashicorp/nomad/plugins/shared/hclspec"
 	pstructs "github.com/hashicorp/nomad/plugins/shared/structs"
+
+	"github.com/gpu-steward/steward/internal/safefs"
 )
 
 const (
@@ -42,8 +43,13 @@ const (
 	// task sets no kill_signal.
 	defaultKillSignal = "SIGINT"
 	// metaCheckpointSignal is the job meta key steward.checkpoint_signal
-	// as Nomad puts it in the task's environment.
-	metaCheckpointSignal = "NOMAD_META_steward_checkpoint_signal"
+	// as Nomad puts it in the task's environment: the key as written, dot
+	// included (client/taskenv sets NOMAD_META_<key> and its upper-case
+	// form, nothing else). metaCheckpointSignalClean, with an underscore,
+	// is what a job can set itself in an env block (and what this driver
+	// used to read); it is still accepted, after the real key.
+	metaCheckpointSignal      = "NOMAD_META_steward.checkpoint_signal"
+	metaCheckpointSignalClean = "NOMAD_META_steward_checkpoint_signal"
 )
 
 var pluginInfo = &base.PluginInfoResponse{
@@ -74,6 +80,7 @@ type Driver struct {
 
 	mu      sync.RWMutex
 	cfg     Config
+	ids     *idPolicy
 	compute cpustats.Compute
 }
 
@@ -103,6 +110,7 @@ func newDriver(logger hclog.Logger, newLib func() nvmlLib) *Driver {
 		tasks:   newTaskStore(),
 		nvml:    &nvmlOpener{newLib: newLib},
 		cfg:     DefaultConfig(),
+		ids:     mustIDPolicy(DefaultConfig()),
 		compute: cpustats.Compute{NumCores: runtime.NumCPU()},
 	}
 }
@@ -111,6 +119,20 @@ func (d *Driver) config() Config {
 	d.mu.RLock()
 	defer d.mu.RUnlock()
 	return d.cfg
+}
+
+func (d *Driver) idPolicy() *idPolicy {
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	return d.ids
+}
+
+func mustIDPolicy(cfg Config) *idPolicy {
+	p, err := newIDPolicy(cfg.DeniedHostUIDs, cfg.DeniedHostGIDs)
+	if err != nil {
+		panic(err) // the defaults are valid
+	}
+	return p
 }
 
 // PluginInfo describes the plugin to Nomad.
@@ -131,14 +153,23 @@ func (d *Driver) SetConfig(c *base.Config) error {
 	if err != nil {
 		return fmt.Errorf("%s: invalid plugin config: %w", PluginName, err)
 	}
+	ids, err := newIDPolicy(cfg.DeniedHostUIDs, cfg.DeniedHostGIDs)
+	if err != nil {
+		return fmt.Errorf("%s: invalid plugin config: %w", PluginName, err)
+	}
 	if cfg.CheckpointRoot != "" {
-		if err := os.MkdirAll(cfg.CheckpointRoot, 0o755); err != nil {
+		root, err := prepareCheckpointRoot(cfg.CheckpointRoot)
+		if err != nil {
 			return fmt.Errorf("%s: checkpoint_root: %w", PluginName, err)
+		}
+		if root != cfg.CheckpointRoot {
+			d.logger.Info("checkpoint_root is a symlink: using its target", "checkpoint_root", cfg.CheckpointRoot, "target", root)
+			cfg.CheckpointRoot = root
 		}
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	d.cfg = cfg
+	d.cfg, d.ids = cfg, ids
 	if c != nil && c.AgentConfig != nil && c.AgentConfig.Driver != nil && c.AgentConfig.Driver.Topology != nil {
 		d.compute = c.AgentConfig.Compute()
 	}
@@ -210,15 +241,22 @@ func (d *Driver) StartTask(cfg *drivers.TaskConfig) (*drivers.TaskHandle, *drive
 	if err != nil {
 		return nil, nil, err
 	}
-	cred, uid, gid, err := credentialFor(cfg.User)
+	tu, err := resolveTaskUser(cfg.User, pcfg, d.idPolicy())
 	if err != nil {
 		return nil, nil, err
 	}
-	ckptDir, persistent := checkpointDir(pcfg.CheckpointRoot, cfg)
-	if err := prepareCheckpointDir(ckptDir, uid, gid); err != nil {
+	ckpt, persistent := checkpointLocation(pcfg.CheckpointRoot, cfg)
+	ckptDir := ckpt.path()
+	uid, gid := -1, -1
+	if tu.cred != nil {
+		uid, gid = tu.uid, tu.gid
+	}
+	dir, err := ckpt.prepare(uid, gid)
+	if err != nil {
 		return nil, nil, err
 	}
-	resumed, count, err := consumeResume(ckptDir, time.Now())
+	resumed, count, err := consumeResume(dir, time.Now())
+	dir.Close()
 	if err != nil {
 		// A damaged marker must not keep the work from running; the task
 		// still finds its checkpoints.
@@ -226,7 +264,7 @@ func (d *Driver) StartTask(cfg *drivers.TaskConfig) (*drivers.TaskHandle, *drive
 	}
 
 	env := taskEnv(cfg, ckptDir, persistent, ckptSignal, resumed, count)
-	cmd, err := d.command(cfg, &tc, env, cred)
+	cmd, err := d.command(cfg, &tc, env, tu.cred)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -246,7 +284,7 @@ func (d *Driver) StartTask(cfg *drivers.TaskConfig) (*drivers.TaskHandle, *drive
 		d.logger.Debug("cannot read the new task's start time", "pid", cmd.Process.Pid, "error", err)
 	}
 
-	h := d.newHandle(cfg, tc, cmd.Process.Pid, st.startTicks, time.Now().Round(time.Millisecond), ckptDir, persistent, ckptSignal)
+	h := d.newHandle(cfg, tc, cmd.Process.Pid, st.startTicks, time.Now().Round(time.Millisecond), ckpt, persistent, ckptSignal)
 	h.proc = cmd.Process
 	handle := drivers.NewTaskHandle(taskHandleVersion)
 	handle.Config = cfg
@@ -257,7 +295,7 @@ func (d *Driver) StartTask(cfg *drivers.TaskConfig) (*drivers.TaskHandle, *drive
 	}
 	d.tasks.set(cfg.ID, h)
 	d.logger.Info("task started", "task_id", cfg.ID, "pid", h.pid, "command", tc.Command,
-		"checkpoint_dir", ckptDir, "checkpoint_signal", ckptSignal, "resumed", resumed, "gpus", strings.Join(h.gpus, ","))
+		"user", tu.name, "checkpoint_dir", ckptDir, "checkpoint_signal", ckptSignal, "resumed", resumed, "gpus", strings.Join(h.gpus, ","))
 	if resumed {
 		d.emit(cfg, resumeMessage(count, ckptDir, persistent), map[string]string{
 			"steward.event": "resumed", "preemptions": strconv.Itoa(count),
@@ -268,7 +306,7 @@ func (d *Driver) StartTask(cfg *drivers.TaskConfig) (*drivers.TaskHandle, *drive
 }
 
 func (d *Driver) newHandle(cfg *drivers.TaskConfig, tc TaskConfig, pid int, startTicks uint64, startedAt time.Time,
-	ckptDir string, persistent bool, ckptSignal string) *taskHandle {
+	ckpt ckptLoc, persistent bool, ckptSignal string) *taskHandle {
 	return &taskHandle{
 		logger:         d.logger.With("task_id", cfg.ID, "task", cfg.Name, "alloc_id", cfg.AllocID),
 		cfg:            cfg,
@@ -276,7 +314,8 @@ func (d *Driver) newHandle(cfg *drivers.TaskConfig, tc TaskConfig, pid int, star
 		pid:            pid,
 		startTicks:     startTicks,
 		startedAt:      startedAt,
-		ckptDir:        ckptDir,
+		ckpt:           ckpt,
+		ckptDir:        ckpt.path(),
 		ckptPersistent: persistent,
 		ckptSignal:     ckptSignal,
 		gpus:           taskGPUs(deviceEnvOf(cfg)),
@@ -303,7 +342,7 @@ func (d *Driver) taskEnded(h *taskHandle) {
 	// A task that was asked to checkpoint and then finished its work by
 	// itself was not preempted.
 	if !stopped && res.Successful() {
-		if err := cancelCheckpointSignal(h.ckptDir, h.cfg.AllocID); err != nil {
+		if err := h.withCheckpointDir(func(dir *safefs.Dir) error { return cancelCheckpointSignal(dir, h.cfg.AllocID) }); err != nil {
 			h.logger.Warn("cannot update the resume marker", "error", err)
 		}
 	}
@@ -329,8 +368,13 @@ func (d *Driver) RecoverTask(handle *drivers.TaskHandle) error {
 	if !alive(st.Pid, st.StartTicks) {
 		return fmt.Errorf("task process %d is gone", st.Pid)
 	}
+	ckpt := st.Checkpoint
+	if ckpt.Base == "" {
+		// State of an older version: the location by today's config.
+		ckpt, _ = checkpointLocation(d.config().CheckpointRoot, st.TaskConfig)
+	}
 	h := d.newHandle(st.TaskConfig, st.DriverConfig, st.Pid, st.StartTicks, st.StartedAt,
-		st.CheckpointDir, st.CheckpointPersistent, st.CheckpointSignal)
+		ckpt, st.CheckpointPersistent, st.CheckpointSignal)
 	d.tasks.set(h.cfg.ID, h)
 	d.startTask(h)
 	d.logger.Info("task recovered", "task_id", h.cfg.ID, "pid", h.pid)
@@ -441,11 +485,15 @@ func (d *Driver) SignalTask(taskID string, signal string) error {
 }
 
 func (d *Driver) checkpointRequested(h *taskHandle, signal string) {
-	count, err := recordCheckpointSignal(h.ckptDir, h.cfg.AllocID, signal, time.Now())
+	var count int
+	err := h.withCheckpointDir(func(dir *safefs.Dir) (err error) {
+		count, err = recordCheckpointSignal(dir, h.cfg.AllocID, signal, time.Now())
+		return err
+	})
 	if err != nil {
 		h.logger.Error("cannot write the resume marker: the next start will not know it resumes", "error", err)
 	}
-	info := readPreemptionInfo(preemptionFilePath(h.cfg, &h.tc))
+	info := readPreemptionInfo(h.cfg.TaskDir().Dir, preemptionFileRel(&h.tc))
 	msg := checkpointMessage(signal, info)
 	h.logger.Info("checkpoint signal forwarded", "signal", signal, "preemptions", count, "message", msg)
 	d.emit(h.cfg, msg, map[string]string{
@@ -459,12 +507,14 @@ func checkpointSignalFor(tc *TaskConfig, env map[string]string, def string) (str
 	if tc.CheckpointSignal != "" {
 		return normaliseSignal(tc.CheckpointSignal)
 	}
-	if v := env[metaCheckpointSignal]; v != "" {
-		sig, err := normaliseSignal(v)
-		if err != nil {
-			return "", fmt.Errorf("job meta steward.checkpoint_signal: %w", err)
+	for _, key := range []string{metaCheckpointSignal, metaCheckpointSignalClean} {
+		if v := env[key]; strings.TrimSpace(v) != "" {
+			sig, err := normaliseSignal(v)
+			if err != nil {
+				return "", fmt.Errorf("job meta steward.checkpoint_signal: %w; fix the job's meta (or set the task's checkpoint_signal)", err)
+			}
+			return sig, nil
 		}
-		return sig, nil
 	}
 	return def, nil
 }

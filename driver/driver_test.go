@@ -14,6 +14,8 @@ import (
 	"github.com/hashicorp/nomad/helper/uuid"
 	"github.com/hashicorp/nomad/plugins/drivers"
 	dtestutil "github.com/hashicorp/nomad/plugins/drivers/testutils"
+
+	"github.com/gpu-steward/steward/internal/safefs"
 )
 
 // testDriver is a driver under Nomad's driver test harness, which talks to
@@ -31,10 +33,13 @@ func newTestDriver(t *testing.T, mutate func(*Config)) *testDriver {
 	})
 	cfg := DefaultConfig()
 	cfg.GPUSamplePeriod = 50 * time.Millisecond
+	// Most tests run their tasks as the test's user (root here), in temp
+	// dirs other users cannot reach; the user tests restore the defaults.
+	cfg.DefaultUser, cfg.DeniedHostUIDs, cfg.DeniedHostGIDs = "", "", ""
 	if mutate != nil {
 		mutate(&cfg)
 	}
-	d.cfg = cfg
+	d.cfg, d.ids = cfg, mustIDPolicy(cfg)
 	t.Cleanup(d.Shutdown)
 	return &testDriver{t: t, d: d, h: dtestutil.NewDriverHarness(t, d)}
 }
@@ -384,7 +389,12 @@ func TestCheckpointThenCompleted(t *testing.T) {
 	if res := td.wait(cfg.ID, 5*time.Second); !res.Successful() {
 		t.Fatalf("exit %+v", res)
 	}
-	m, err := readMarker(filepath.Join(root, "default/train-job/train/train"))
+	dir, err := safefs.OpenDir(filepath.Join(root, "default/train-job/train/train"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dir.Close()
+	m, err := readMarker(dir)
 	if err != nil || m.Pending || m.Preemptions != 0 {
 		t.Errorf("marker %+v (%v), want no pending preemption", m, err)
 	}

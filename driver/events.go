@@ -2,13 +2,15 @@ package driver
 
 import (
 	"bufio"
+	"bytes"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/hashicorp/nomad/plugins/drivers"
+
+	"github.com/gpu-steward/steward/internal/safefs"
 )
 
 // Task events the driver emits. Nomad shows them as "Driver" events on the
@@ -26,16 +28,21 @@ type preemptionInfo struct {
 	Preemptions string
 }
 
-// readPreemptionInfo reads key=value lines; a missing or unreadable file
-// is no information (the event is then shorter), never an error.
-func readPreemptionInfo(path string) preemptionInfo {
+// preemptionFileLimit bounds what is read of a preemption file.
+const preemptionFileLimit = 64 << 10
+
+// readPreemptionInfo reads key=value lines from the file rel in the task
+// dir. The task can write there, so the path is walked without following
+// symlinks: the driver (root) must not read another file for it. A
+// missing or unreadable file is no information (the event is then
+// shorter), never an error.
+func readPreemptionInfo(taskDir, rel string) preemptionInfo {
 	var info preemptionInfo
-	f, err := os.Open(path)
+	raw, err := readNoFollow(taskDir, rel, preemptionFileLimit)
 	if err != nil {
 		return info
 	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
+	sc := bufio.NewScanner(bytes.NewReader(raw))
 	for sc.Scan() {
 		k, v, ok := strings.Cut(sc.Text(), "=")
 		if !ok {
@@ -106,11 +113,29 @@ func (d *Driver) emit(cfg *drivers.TaskConfig, msg string, annotations map[strin
 	}
 }
 
-// preemptionFilePath resolves the task's preemption file in its task dir.
-func preemptionFilePath(cfg *drivers.TaskConfig, tc *TaskConfig) string {
-	rel := tc.PreemptionFile
-	if rel == "" {
-		rel = defaultPreemptionFile
+// preemptionFileRel is the task's preemption file, relative to its task
+// dir.
+func preemptionFileRel(tc *TaskConfig) string {
+	if tc.PreemptionFile == "" {
+		return defaultPreemptionFile
 	}
-	return filepath.Join(cfg.TaskDir().Dir, rel)
+	return filepath.Clean(tc.PreemptionFile)
+}
+
+// readNoFollow reads the regular file rel below the trusted dir base,
+// following no symlink on the way.
+func readNoFollow(base, rel string, limit int64) ([]byte, error) {
+	root, err := safefs.OpenDir(base)
+	if err != nil {
+		return nil, err
+	}
+	defer root.Close()
+	dir, name := root, filepath.Base(rel)
+	if parent := filepath.Dir(rel); parent != "." {
+		if dir, err = root.Walk(parent); err != nil {
+			return nil, err
+		}
+		defer dir.Close()
+	}
+	return dir.ReadFile(name, limit)
 }

@@ -32,7 +32,8 @@ type taskHandle struct {
 	// is now init.
 	proc *os.Process
 
-	ckptDir        string
+	ckpt           ckptLoc
+	ckptDir        string // ckpt.path()
 	ckptPersistent bool
 	ckptSignal     string // canonical name, or "none"
 	gpus           []string
@@ -57,6 +58,7 @@ func (h *taskHandle) persistentState() taskState {
 		StartTicks:           h.startTicks,
 		StartedAt:            h.startedAt,
 		CheckpointDir:        h.ckptDir,
+		Checkpoint:           h.ckpt,
 		CheckpointPersistent: h.ckptPersistent,
 		CheckpointSignal:     h.ckptSignal,
 	}

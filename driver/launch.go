@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"os/user"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -15,27 +14,6 @@ import (
 
 // How a task's process is made: its user, environment, executable, working
 // dir, process group and logs.
-
-// credentialFor returns the credential to run as user ("" = the agent's
-// user) and its uid/gid (-1 when unchanged).
-func credentialFor(name string) (*syscall.Credential, int, int, error) {
-	if name == "" {
-		return nil, -1, -1, nil
-	}
-	u, err := user.Lookup(name)
-	if err != nil {
-		return nil, -1, -1, fmt.Errorf("user %q: %w", name, err)
-	}
-	uid, err1 := strconv.ParseUint(u.Uid, 10, 32)
-	gid, err2 := strconv.ParseUint(u.Gid, 10, 32)
-	if err1 != nil || err2 != nil {
-		return nil, -1, -1, fmt.Errorf("user %q: non-numeric uid %q or gid %q", name, u.Uid, u.Gid)
-	}
-	if int(uid) == os.Getuid() {
-		return nil, -1, -1, nil
-	}
-	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}, int(uid), int(gid), nil
-}
 
 // deviceEnvOf is the environment the device plugins gave the task. Nomad
 // also merges it into Env; DeviceEnv alone says which GPUs are the task's.

@@ -19,9 +19,12 @@ type taskState struct {
 	Pid          int
 	// StartTicks tells the task's process from a later one with the same
 	// pid.
-	StartTicks           uint64
-	StartedAt            time.Time
-	CheckpointDir        string
+	StartTicks    uint64
+	StartedAt     time.Time
+	CheckpointDir string
+	// Checkpoint is how to reach CheckpointDir without following
+	// symlinks (empty in the state of an older plugin version).
+	Checkpoint           ckptLoc
 	CheckpointPersistent bool
 	CheckpointSignal     string
 }

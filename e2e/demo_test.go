@@ -24,6 +24,11 @@ func TestDemo(t *testing.T) {
 	t.Parallel()
 	root := testnomad.RepoRoot(t)
 	dir := filepath.Join(t.TempDir(), "demo")
+	// The demo's tasks run as nobody (steward-exec's default), who must
+	// pass through t.TempDir's 0700 parent.
+	if err := os.Chmod(filepath.Dir(filepath.Dir(dir)), 0o711); err != nil {
+		t.Fatal(err)
+	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

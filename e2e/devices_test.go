@@ -97,7 +97,7 @@ func TestSimGPUsOnRealAgent(t *testing.T) {
 	if err != nil {
 		t.Fatalf("reading the task's stdout: %v", err)
 	}
-	wantFile := filepath.Join(stateDir, gpuID, "utilization")
+	wantFile := simActivityFile(t, stateDir, gpuID)
 	if !strings.Contains(out, "GPUs: "+gpuID) || !strings.Contains(out, "activity files: "+wantFile) {
 		t.Errorf("task output does not show NVIDIA_VISIBLE_DEVICES=%s and activity file %s:\n%s", gpuID, wantFile, out)
 	}

@@ -159,7 +159,7 @@ func TestDriverPreemptionOnRealAgent(t *testing.T) {
 	// GPU activity: the trainer reports 80%; idle, then busy again, are
 	// one event each.
 	gpu := second.AllocatedResources.Tasks["train"].Devices[0].DeviceIDs[0]
-	activity := filepath.Join(simDir, gpu, "utilization")
+	activity := simActivityFile(t, simDir, gpu)
 	if err := os.WriteFile(activity, []byte("1\n"), 0o666); err != nil {
 		t.Fatal(err)
 	}
@@ -186,6 +186,28 @@ func TestDriverPreemptionOnRealAgent(t *testing.T) {
 		t.Errorf("steward-exec after a bad task config: %+v", d)
 	}
 	t.Logf("preemption round trip on a real agent took %v", time.Since(started).Round(time.Second))
+}
+
+// simActivityFile is the activity file of a simulated GPU's current
+// reservation: the newest utilization-* in its dir (the plugin makes a new
+// one, with an unguessable name, on each Reserve; the test runs as root
+// and may list the dir, tasks may not).
+func simActivityFile(t *testing.T, stateDir, gpu string) string {
+	t.Helper()
+	entries, err := os.ReadDir(filepath.Join(stateDir, gpu))
+	if err != nil {
+		t.Fatalf("reading the activity dir of %s: %v", gpu, err)
+	}
+	newest := ""
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), "utilization-") && e.Name() > newest {
+			newest = e.Name()
+		}
+	}
+	if newest == "" {
+		t.Fatalf("no activity file for %s in %s", gpu, stateDir)
+	}
+	return filepath.Join(stateDir, gpu, newest)
 }
 
 // registerBadConfigJob registers a job whose steward-exec task has a

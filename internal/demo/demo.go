@@ -353,6 +353,9 @@ func (d *demo) startAgent(ctx context.Context) error {
 			return err
 		}
 	}
+	if err := checkReachableByTasks(d.path("data"), d.path("checkpoints"), d.cfg.TrainerBin); err != nil {
+		return err
+	}
 	if err := os.WriteFile(d.path("agent.hcl"), []byte(d.agentConfig()), 0o644); err != nil {
 		return err
 	}

@@ -136,6 +136,13 @@ func Start(t testing.TB, opts Options) *Agent {
 	}
 
 	dir := t.TempDir()
+	// The test's temp dirs share a parent that t.TempDir makes 0700; tasks
+	// that do not run as the test's user (steward-exec's default user is
+	// nobody) must pass through it to their task, checkpoint and sim
+	// dirs. 0711: they can pass, not list.
+	if err := os.Chmod(filepath.Dir(dir), 0o711); err != nil {
+		t.Fatalf("opening the test's temp dir to task users: %v", err)
+	}
 	var lastErr error
 	for attempt := 1; attempt <= 3; attempt++ {
 		a, err := launch(t, bin, pluginDir, dir, attempt, opts)

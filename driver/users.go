@@ -1,0 +1,107 @@
+package driver
+
+import (
+	"fmt"
+	"os"
+	"os/user"
+	"strconv"
+	"syscall"
+
+	hclog "github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/nomad/client/lib/idset"
+	"github.com/hashicorp/nomad/drivers/shared/validators"
+	"github.com/hashicorp/nomad/helper/users"
+)
+
+// Who a task runs as. steward-exec has raw_exec-level isolation: a task
+// running as root owns the client. So, unlike raw_exec, root is denied by
+// default (denied_host_uids/gids = "0"), and a task that names no user
+// runs as default_user ("nobody"), not as the agent's user.
+
+// idPolicy holds the denied uid and gid sets.
+type idPolicy struct {
+	uidSpec, gidSpec string
+	uids             *idset.Set[validators.UserID]
+	gids             *idset.Set[validators.GroupID]
+}
+
+// newIDPolicy checks the lists with Nomad's own validator (the syntax and
+// messages of raw_exec's and exec's options) and parses them with the
+// idset package it uses. Nomad's Validator.HasValidIDs itself is not used:
+// it counts gid 0 as a group of every user, so denying gid 0 would deny
+// everyone.
+func newIDPolicy(uids, gids string) (*idPolicy, error) {
+	if _, err := validators.NewValidator(hclog.NewNullLogger(), uids, gids); err != nil {
+		return nil, fmt.Errorf("denied_host_uids %q / denied_host_gids %q: %w", uids, gids, err)
+	}
+	return &idPolicy{
+		uidSpec: uids, gidSpec: gids,
+		uids: idset.Parse[validators.UserID](uids),
+		gids: idset.Parse[validators.GroupID](gids),
+	}, nil
+}
+
+// taskUser is whom a task runs as.
+type taskUser struct {
+	name     string
+	uid, gid int
+	// cred is nil when the task runs as the plugin's own user.
+	cred *syscall.Credential
+}
+
+// resolveTaskUser picks the task's user (its own, else default_user, else
+// the agent's) and refuses denied ids with a message naming the option
+// that allows them.
+func resolveTaskUser(taskUserName string, cfg Config, policy *idPolicy) (taskUser, error) {
+	name, source := taskUserName, "the task's user"
+	if name == "" && cfg.DefaultUser != "" {
+		name, source = cfg.DefaultUser, "default_user"
+		if os.Geteuid() != 0 {
+			// Only root can switch users: an unprivileged agent (a
+			// developer's dev agent) runs tasks as itself, as raw_exec does.
+			name, source = "", ""
+		}
+	}
+	if name == "" {
+		u, err := user.Current()
+		if err != nil {
+			return taskUser{}, fmt.Errorf("looking up the agent's user: %w", err)
+		}
+		name, source = u.Username, "the agent's user (no user and no default_user)"
+	}
+	u, err := users.Lookup(name)
+	if err != nil {
+		return taskUser{}, fmt.Errorf("task user %q (%s): %w", name, source, err)
+	}
+	uid, err1 := strconv.ParseUint(u.Uid, 10, 32)
+	gid, err2 := strconv.ParseUint(u.Gid, 10, 32)
+	if err1 != nil || err2 != nil {
+		return taskUser{}, fmt.Errorf("task user %q: non-numeric uid %q or gid %q", name, u.Uid, u.Gid)
+	}
+	if policy.uids.Contains(validators.UserID(uid)) {
+		return taskUser{}, fmt.Errorf("task user %q (%s) has uid %d, which %s denies on this client: "+
+			"run the task as another user, or allow uid %d in the client's plugin %q config option denied_host_uids (now %q)",
+			name, source, uid, PluginName, uid, PluginName, policy.uidSpec)
+	}
+	groups, err := u.GroupIds()
+	if err != nil {
+		return taskUser{}, fmt.Errorf("task user %q: looking up its groups: %w", name, err)
+	}
+	groups = append(groups, u.Gid)
+	for _, g := range groups {
+		n, err := strconv.ParseUint(g, 10, 32)
+		if err != nil {
+			return taskUser{}, fmt.Errorf("task user %q: non-numeric group id %q", name, g)
+		}
+		if policy.gids.Contains(validators.GroupID(n)) {
+			return taskUser{}, fmt.Errorf("task user %q (%s) is in group %d, which %s denies on this client: "+
+				"run the task as another user, or allow gid %d in the client's plugin %q config option denied_host_gids (now %q)",
+				name, source, n, PluginName, n, PluginName, policy.gidSpec)
+		}
+	}
+	tu := taskUser{name: name, uid: int(uid), gid: int(gid)}
+	if tu.uid != os.Geteuid() || tu.gid != os.Getegid() {
+		tu.cred = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
+	}
+	return tu, nil
+}

@@ -1,0 +1,260 @@
+package e2e
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/nomad/api"
+)
+
+// The driver's safety on a shared client (issue #12, item 5) and the job's
+// own checkpoint signal (issue #17), on a real agent. The agent runs as
+// root here, as a Nomad client does.
+
+// TestDriverRefusesRoot: a task asking steward-exec for root fails with an
+// event naming the option that would allow it; a task naming no user runs
+// as nobody.
+func TestDriverRefusesRoot(t *testing.T) {
+	t.Parallel()
+	s := startSafetyAgent(t)
+	s.register(shJob{id: "as-root", driver: "steward-exec", user: "root", script: "id -u"})
+	s.register(shJob{id: "no-user", driver: "steward-exec", script: `echo "uid=$(id -u) gid=$(id -g) user=$(id -un)"`})
+
+	failed := s.waitAlloc("default", "as-root", nil, api.AllocClientStatusFailed)
+	msg := s.waitEvent(failed, "Driver Failure", `task user "root" (the task's user) has uid 0, which steward-exec denies on this client`)
+	if !strings.Contains(msg, `allow uid 0 in the client's plugin "steward-exec" config option denied_host_uids (now "0")`) {
+		t.Errorf("the failure does not say which option allows root: %s", msg)
+	}
+	t.Logf("root refused: %s", msg)
+
+	done := s.waitAlloc("default", "no-user", nil, api.AllocClientStatusComplete)
+	if out := s.waitStdout(done, "uid="); !strings.Contains(out, "uid=65534 gid=65534 user=nobody") {
+		t.Errorf("a task without a user ran as %q, want nobody", strings.TrimSpace(out))
+	}
+}
+
+// TestDriverCheckpointDirPrivate: a task of one job (tenant team-b, user
+// daemon) cannot read another job's checkpoint dir (tenant team-a, user
+// nobody) nor list its tenant's dir; each job's checkpoints work.
+func TestDriverCheckpointDirPrivate(t *testing.T) {
+	t.Parallel()
+	s := startSafetyAgent(t)
+	aDir := filepath.Join(s.ckptRoot, "team-a", "a", "g", "t")
+	s.register(shJob{ns: "team-a", id: "a", driver: "steward-exec", script: `set -e
+echo secret-a > "$STEWARD_CHECKPOINT_DIR/ckpt"
+echo "own checkpoint: $(cat "$STEWARD_CHECKPOINT_DIR/ckpt") in $STEWARD_CHECKPOINT_DIR"
+exec sleep 600`})
+	aAlloc := s.waitAlloc("team-a", "a", nil, api.AllocClientStatusRunning)
+	if out := s.waitStdout(aAlloc, "own checkpoint:"); !strings.Contains(out, "own checkpoint: secret-a in "+aDir) {
+		t.Fatalf("job a's own checkpoint: %s", out)
+	}
+
+	s.register(shJob{ns: "team-b", id: "b", driver: "steward-exec", user: "daemon", script: fmt.Sprintf(`
+cat %[1]q/ckpt 2>&1 || echo "read other job: refused"
+ls %[2]q 2>&1 || echo "list other job: refused"
+ls %[3]q 2>&1 || echo "list other tenant: refused"
+echo secret-b > "$STEWARD_CHECKPOINT_DIR/ckpt" && echo "own checkpoint: $(cat "$STEWARD_CHECKPOINT_DIR/ckpt")"
+echo done`, aDir, filepath.Join(s.ckptRoot, "team-a", "a"), filepath.Join(s.ckptRoot, "team-a"))})
+	bAlloc := s.waitAlloc("team-b", "b", nil, api.AllocClientStatusComplete)
+	out := s.waitStdout(bAlloc, "done")
+	t.Logf("job b (team-b, daemon) tried job a's checkpoints:\n%s", out)
+	for _, want := range []string{"read other job: refused", "list other job: refused", "list other tenant: refused", "Permission denied", "own checkpoint: secret-b"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("job b's output lacks %q", want)
+		}
+	}
+	if strings.Contains(out, "secret-a") {
+		t.Errorf("job b read job a's checkpoint")
+	}
+
+	// The modes behind it, as root sees them.
+	for _, c := range []struct {
+		path string
+		uid  int
+		perm os.FileMode
+	}{
+		{filepath.Join(s.ckptRoot, "team-a"), 0, 0o711},
+		{filepath.Join(s.ckptRoot, "team-a", "a"), 65534, 0o700},
+		{aDir, 65534, 0o700},
+		{filepath.Join(s.ckptRoot, "team-b", "b"), 1, 0o700},
+	} {
+		if uid, mode := ownerAndMode(t, c.path); uid != c.uid || mode.Perm() != c.perm || !mode.IsDir() {
+			t.Errorf("%s: uid %d mode %v, want a dir of uid %d with mode %#o", c.path, uid, mode, c.uid, c.perm)
+		}
+	}
+}
+
+// TestDriverSymlinkPlanted: symlinks a task plants where the driver (root)
+// reads or writes — its preemption file, its resume marker, its checkpoint
+// dir itself — are not followed; nor is a symlink in the sim dir followed
+// by the device plugin, where tasks cannot plant one at all.
+func TestDriverSymlinkPlanted(t *testing.T) {
+	t.Parallel()
+	s := startSafetyAgent(t)
+	files := t.TempDir()
+	secret := filepath.Join(files, "secret.env") // root only
+	if err := os.WriteFile(secret, []byte("reason=TOPSECRET\ngrace=1h\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	victim := filepath.Join(files, "victim.json")
+	if err := os.WriteFile(victim, []byte("untouched\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	// 1. The preemption file and the resume marker as symlinks.
+	s.register(shJob{id: "planter", driver: "steward-exec", script: fmt.Sprintf(`
+ln -s %q local/steward-preemption.env
+ln -s %q "$STEWARD_CHECKPOINT_DIR/.steward-preemption.json"
+trap 'echo got USR1' USR1
+trap 'exit 0' INT TERM
+echo planted
+while :; do sleep 0.2; done`, secret, victim)})
+	planter := s.waitAlloc("default", "planter", nil, api.AllocClientStatusRunning)
+	s.waitStdout(planter, "planted")
+	if err := s.Client.Allocations().Signal(planter, nil, "t", "SIGUSR1"); err != nil {
+		t.Fatalf("signalling: %v", err)
+	}
+	s.waitStdout(planter, "got USR1")
+	msg := s.waitEvent(planter, "Driver", "checkpoint requested (SIGUSR1): preemption expected")
+	if s.hasEvent(planter, "TOPSECRET") {
+		t.Errorf("the driver read a root-only file through the task's symlink")
+	}
+	t.Logf("event with a planted preemption file: %s", msg)
+	if raw, err := os.ReadFile(victim); err != nil || string(raw) != "untouched\n" {
+		t.Errorf("resume marker symlink target now %q (%v), want untouched", raw, err)
+	}
+	// The preemption was recorded in a new marker, in the link's place.
+	marker := filepath.Join(s.ckptRoot, "default", "planter", "g", "t", ".steward-preemption.json")
+	if _, mode := ownerAndMode(t, marker); !mode.IsRegular() {
+		t.Errorf("resume marker is %v, want a regular file replacing the planted link", mode)
+	}
+
+	// 2. The checkpoint dir itself replaced by a symlink to another job's:
+	// the next start refuses it and chowns nothing.
+	s.register(shJob{id: "victim", driver: "steward-exec", user: "daemon", script: `echo v > "$STEWARD_CHECKPOINT_DIR/ckpt"; echo ok; exec sleep 600`})
+	victimAlloc := s.waitAlloc("default", "victim", nil, api.AllocClientStatusRunning)
+	s.waitStdout(victimAlloc, "ok")
+	victimDir := filepath.Join(s.ckptRoot, "default", "victim", "g", "t")
+	s.register(shJob{id: "hijack", driver: "steward-exec", restarts: 1, script: fmt.Sprintf(`
+d="$STEWARD_CHECKPOINT_DIR"
+mv "$d" "$d.moved" && ln -s %q "$d" && echo planted
+exit 1`, victimDir)})
+	hijack := s.waitAlloc("default", "hijack", nil, api.AllocClientStatusFailed)
+	msg = s.waitEvent(hijack, "Driver Failure", "is a symbolic link, not followed")
+	t.Logf("restart after planting a symlink as the checkpoint dir: %s", msg)
+	for _, p := range []string{victimDir, filepath.Dir(filepath.Dir(victimDir))} {
+		if uid, mode := ownerAndMode(t, p); uid != 1 || mode.Perm() != 0o700 {
+			t.Errorf("%s: uid %d mode %v after the hijack, want daemon's (1) and 0700", p, uid, mode)
+		}
+	}
+
+	// 3. The sim dir: a task can neither list it nor plant a link in it;
+	// a link planted there (by root, the only one who can) is not read.
+	s.register(shJob{id: "sim", driver: "steward-exec", gpus: 1, script: `
+dir=$(dirname "$STEWARD_SIM_ACTIVITY_FILE")
+echo 30 > "$STEWARD_SIM_ACTIVITY_FILE" && echo wrote
+ls "$dir" >/dev/null 2>&1 || echo "list: refused"
+ln -s /etc/passwd "$dir/planted" 2>/dev/null || echo "plant: refused"
+echo ready
+exec sleep 600`})
+	sim := s.waitAlloc("default", "sim", nil, api.AllocClientStatusRunning)
+	out := s.waitStdout(sim, "ready")
+	for _, want := range []string{"wrote", "list: refused", "plant: refused"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("sim task output lacks %q:\n%s", want, out)
+		}
+	}
+	gpu := sim.AllocatedResources.Tasks["t"].Devices[0].DeviceIDs[0]
+	waitUtilisation(t, s.Agent, sim, gpu, 30, 30*time.Second)
+	file := simActivityFile(t, s.simDir, gpu)
+	sevens := filepath.Join(files, "sevens")
+	if err := os.WriteFile(sevens, []byte("77\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(file); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(sevens, file); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(3 * time.Second) // stats every second
+	waitUtilisation(t, s.Agent, sim, gpu, 30, 5*time.Second)
+}
+
+// TestCheckpointSignalFromJobMeta: a job whose meta names SIGUSR2 as its
+// checkpoint signal gets SIGUSR2 — with steward-exec (which reads the meta
+// under Nomad's real key) and with raw_exec — checkpoints, is not killed,
+// and its next allocation resumes.
+func TestCheckpointSignalFromJobMeta(t *testing.T) {
+	t.Parallel()
+	s := startSafetyAgent(t)
+	for _, driver := range []string{"steward-exec", "raw_exec"} {
+		t.Run(driver, func(t *testing.T) {
+			s := *s
+			s.t = t
+			job := "meta-sig-" + strings.ReplaceAll(driver, "_", "-")
+			// raw_exec has no checkpoint dir of its own: one the test gives.
+			// (Plain $VAR: Nomad interpolates ${...} in task config.)
+			s.register(shJob{id: job, driver: driver, meta: map[string]string{"steward.checkpoint_signal": "SIGUSR2"}, script: `
+ck="$STEWARD_CHECKPOINT_DIR"
+[ -n "$ck" ] || ck="` + t.TempDir() + `"
+echo "start signal=$STEWARD_CHECKPOINT_SIGNAL resumed=$STEWARD_RESUMED count=$STEWARD_RESUME_COUNT"
+[ -f "$ck/state" ] && echo "restored $(cat "$ck/state")"
+i=0
+trap 'echo "step $i" > "$ck/state"; echo "checkpoint on USR2 at step $i"' USR2
+trap 'echo stopping; exit 0' INT TERM
+while :; do i=$((i+1)); sleep 0.2; done`})
+			first := s.waitAlloc("default", job, nil, api.AllocClientStatusRunning)
+			out := s.waitStdout(first, "start ")
+			if driver == "steward-exec" && !strings.Contains(out, "start signal=SIGUSR2 resumed=0 count=0") {
+				t.Errorf("steward-exec told the task another checkpoint signal: %s", out)
+			}
+			// As the controller does: the job's checkpoint signal through the
+			// allocation signal API.
+			if err := s.Client.Allocations().Signal(first, nil, "t", "SIGUSR2"); err != nil {
+				t.Fatalf("signalling: %v", err)
+			}
+			s.waitStdout(first, "checkpoint on USR2 at step")
+			if driver == "steward-exec" {
+				s.waitEvent(first, "Driver", "checkpoint requested (SIGUSR2)")
+			}
+			time.Sleep(time.Second)
+			if a, _, err := s.Client.Allocations().Info(first.ID, nil); err != nil || a.ClientStatus != api.AllocClientStatusRunning {
+				t.Fatalf("after SIGUSR2 the allocation is %v (%v), want still running", a.ClientStatus, err)
+			}
+
+			s.scale("default", job, 0)
+			s.waitAlloc("default", job, nil, api.AllocClientStatusComplete)
+			s.scale("default", job, 1)
+			second := s.waitAlloc("default", job, map[string]bool{first.ID: true}, api.AllocClientStatusRunning)
+			out = s.waitStdout(second, "restored step")
+			t.Logf("%s, next allocation:\n%s", driver, out)
+			if driver == "steward-exec" {
+				if !strings.Contains(out, "start signal=SIGUSR2 resumed=1 count=1") {
+					t.Errorf("the next allocation does not start with STEWARD_RESUMED=1: %s", out)
+				}
+				s.waitEvent(second, "Driver", "resuming after preemption 1: STEWARD_RESUMED=1")
+			}
+		})
+	}
+}
+
+// TestDriverRejectsBadCheckpointSignal: a checkpoint signal that is not a
+// signal (job meta, or task config) fails the task with a clear message.
+func TestDriverRejectsBadCheckpointSignal(t *testing.T) {
+	t.Parallel()
+	s := startSafetyAgent(t)
+	s.register(shJob{id: "bad-meta", driver: "steward-exec", meta: map[string]string{"steward.checkpoint_signal": "SIGFOO"}, script: "sleep 60"})
+	s.register(shJob{id: "bad-config", driver: "steward-exec", config: map[string]any{"checkpoint_signal": "SIGFOO"}, script: "sleep 60"})
+	for _, c := range []struct{ job, want string }{
+		{"bad-meta", `job meta steward.checkpoint_signal: "SIGFOO" is not a signal name`},
+		{"bad-config", `invalid steward-exec task config: checkpoint_signal: "SIGFOO" is not a signal name`},
+	} {
+		failed := s.waitAlloc("default", c.job, nil, api.AllocClientStatusFailed)
+		t.Logf("%s: %s", c.job, s.waitEvent(failed, "Driver Failure", c.want))
+	}
+}
