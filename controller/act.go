@@ -415,6 +415,11 @@ func (c *Controller) syncHolds(ctx context.Context, r *round) {
 					r.failed++
 				}
 				continue
+			default:
+				// Out of sight but there (a token that lost read-job
+				// there?): its holds stay, or it would be stranded.
+				c.log.Warn("job exists but is not listed: keeping its state", "job", k)
+				continue
 			}
 		}
 		if job == nil || job.Stopped {

@@ -1,0 +1,156 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/nomad/api"
+
+	"github.com/gpu-steward/steward/policy/engine"
+)
+
+// TestNothingLost: each way a preemption, hold or resume could be left
+// half done, and how the next rounds finish it.
+func TestNothingLost(t *testing.T) {
+	ctx := context.Background()
+	train := func(count int) *ObservedJob { return job("ml", "train", "training", 40, count, 1) }
+	k := jobKey{"ml", "train"}
+	cases := []struct {
+		name string
+		run  func(t *testing.T, f *fakeNomad, c *Controller)
+	}{
+		{"a full resume whose scale failed is scaled again, and forgotten once Nomad shows it", func(t *testing.T, f *fakeNomad, c *Controller) {
+			st := &JobState{Namespace: "ml", ID: "train", Held: map[string]*Held{"work": {Count: 2, Original: 2, Since: t0, Rule: "reclaim", Index: 10}}}
+			c.states[k] = st
+			f.fail["scale"] = errors.New("503 Service Unavailable")
+			a := engine.Action{Kind: engine.Resume, Job: engine.JobRef{Namespace: "ml", ID: "train"}, Group: "work", Count: 2,
+				Reason: engine.Reason{Rule: engine.RuleAdmit, Message: "GPUs are free"}}
+			if err := c.execute(ctx, roundWith([]*ObservedJob{train(0)}, nil), a); err == nil {
+				t.Fatal("the failed scale was not reported")
+			}
+			if h := st.Held["work"]; h == nil || h.Count != 0 {
+				t.Fatalf("the hold's record went with the failed scale: %+v", st.Held)
+			}
+			delete(f.fail, "scale")
+			c.syncHolds(ctx, roundWith([]*ObservedJob{train(0)}, nil))
+			if got := f.callsMatching("scale"); len(got) != 2 || !strings.HasPrefix(got[1], "scale ml/train work 2:") {
+				t.Fatalf("scale calls %q: want the resume applied again", got)
+			}
+			c.syncHolds(ctx, roundWith([]*ObservedJob{train(2)}, nil))
+			if _, ok := st.Held["work"]; ok {
+				t.Fatalf("the resume stays recorded after Nomad shows it: %+v", st.Held)
+			}
+		}},
+		{"a victim Nomad still runs is stopped again, and the preemption given up after a bound", func(t *testing.T, f *fakeNomad, c *Controller) {
+			d := &Drain{Group: "work", Allocs: []string{"a1"}, Kind: "preempt", Requeue: true, Finished: true, FinishedAt: t0}
+			c.states[k] = &JobState{Namespace: "ml", ID: "train", Draining: []*Drain{d}}
+			at := func(d time.Duration) *round {
+				r := roundWith([]*ObservedJob{train(1)}, []ObservedAlloc{alloc("a1", "train")})
+				r.now = t0.Add(d)
+				return r
+			}
+			c.finishDrains(ctx, at(2*time.Second))
+			if got := f.callsMatching("stop"); len(got) != 0 {
+				t.Fatalf("stopped again too soon: %q", got)
+			}
+			c.finishDrains(ctx, at(victimStopRetry))
+			if got := f.callsMatching("stop"); !slices.Equal(got, []string{"stop ml a1"}) {
+				t.Fatalf("stop calls %q, want the victim stopped again", got)
+			}
+			c.finishDrains(ctx, at(victimStopLimit))
+			if st := c.states[k]; len(st.Draining) != 0 {
+				t.Fatalf("the preemption is kept for ever: %+v", st.Draining)
+			}
+		}},
+		{"a signal recorded but never sent is sent by the next leader", func(t *testing.T, f *fakeNomad, c *Controller) {
+			d := &Drain{Group: "work", Allocs: []string{"a1"}, Kind: "preempt", Requeue: true, Signal: "SIGUSR1", Grace: time.Minute,
+				Decided: t0, Signaled: t0.Add(time.Second), Deadline: t0.Add(time.Minute + time.Second)}
+			st := &JobState{Namespace: "ml", ID: "train", Draining: []*Drain{d}}
+			items, _ := st.encode()
+			if _, err := f.PutVar(ctx, c.cfg.StateNamespace, statePath(k), items, false, 0); err != nil {
+				t.Fatal(err)
+			}
+			next := testController(t, f)
+			if err := next.loadStates(ctx); err != nil {
+				t.Fatal(err)
+			}
+			r := roundWith([]*ObservedJob{train(1)}, []ObservedAlloc{alloc("a1", "train")})
+			r.now = t0.Add(5 * time.Second)
+			next.finishDrains(ctx, r)
+			if got := f.callsMatching("signal"); !slices.Equal(got, []string{"signal ml a1 SIGUSR1"}) {
+				t.Fatalf("signal calls %q", got)
+			}
+			got := next.states[k].Draining[0]
+			if !got.Sent || !got.Deadline.Equal(d.Deadline) {
+				t.Fatalf("after the resend: sent %v, deadline %s (the grace keeps running from the first send, %s)", got.Sent, got.Deadline, d.Deadline)
+			}
+			next.finishDrains(ctx, r)
+			if n := len(f.callsMatching("signal")); n != 1 {
+				t.Fatalf("sent %d times", n)
+			}
+		}},
+		{"a purged job's state is pruned; a job only out of sight is kept", func(t *testing.T, f *fakeNomad, c *Controller) {
+			for _, id := range []string{"gone", "hidden"} {
+				st := &JobState{Namespace: "ml", ID: id, Preemptions: []time.Time{t0}, Held: map[string]*Held{"work": {Count: 1, Original: 1}}}
+				c.states[jobKey{"ml", id}] = st
+				if err := c.save(ctx, st); err != nil {
+					t.Fatal(err)
+				}
+			}
+			f.purged["ml/gone"] = true
+			c.syncHolds(ctx, roundWith(nil, nil))
+			if _, ok := c.states[jobKey{"ml", "gone"}]; ok {
+				t.Fatalf("the purged job's state is kept")
+			}
+			if items, _, _ := f.GetVar(ctx, c.cfg.StateNamespace, statePath(jobKey{"ml", "gone"})); items != nil {
+				t.Fatalf("the purged job's state variable is kept")
+			}
+			if st := c.states[jobKey{"ml", "hidden"}]; st == nil || st.heldCount() != 1 {
+				t.Fatalf("a job Nomad still knows lost its hold: %+v", st)
+			}
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFakeNomad()
+			tc.run(t, f, testController(t, f))
+		})
+	}
+}
+
+// TestSignalTasks: the checkpoint signal goes to the tasks that take it —
+// steward-exec tasks and tasks that use the GPUs — and never to a sidecar
+// without GPUs, whose default action for SIGUSR1 is to die; task meta
+// steward.checkpoint opts in or out.
+func TestSignalTasks(t *testing.T) {
+	gpu := func() *api.Resources {
+		return &api.Resources{Devices: []*api.RequestedDevice{{Name: "nvidia/gpu", Count: new(uint64(1))}}}
+	}
+	task := func(name, driver string, res *api.Resources, meta map[string]string) *api.Task {
+		return &api.Task{Name: name, Driver: driver, Resources: res, Meta: meta}
+	}
+	cases := []struct {
+		name  string
+		tasks []*api.Task
+		want  []string
+	}{
+		{"a GPU task and its sidecar", []*api.Task{task("train", "raw_exec", gpu(), nil), task("logs", "raw_exec", nil, nil)}, []string{"train"}},
+		{"steward-exec without GPUs of its own", []*api.Task{task("train", "steward-exec", nil, nil)}, []string{"train"}},
+		{"a GPU task that opts out", []*api.Task{task("serve", "docker", gpu(), map[string]string{"steward.checkpoint": "false"})}, nil},
+		{"a sidecar that opts in", []*api.Task{task("train", "raw_exec", gpu(), nil), task("saver", "raw_exec", nil, map[string]string{"steward.checkpoint": "true"})},
+			[]string{"train", "saver"}},
+		{"an unreadable opt-in is ignored", []*api.Task{task("logs", "raw_exec", nil, map[string]string{"steward.checkpoint": "maybe"})}, nil},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			j := &api.Job{ID: new("j"), Namespace: new("ml"), TaskGroups: []*api.TaskGroup{{Name: new("work"), Count: new(1), Tasks: tc.tasks}}}
+			if got := toObservedJob(j).Groups["work"].SignalTasks; !slices.Equal(got, tc.want) {
+				t.Fatalf("signal tasks %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
