@@ -47,6 +47,7 @@ func (c *Controller) execute(ctx context.Context, r *round, a engine.Action) err
 		if err := c.save(ctx, st); err != nil {
 			return err
 		}
+		c.crashPoint(stepPreemptRecorded)
 		if d.Signal != "" {
 			// Record first, signal in a later round: the job's tasks may
 			// render the record (reason, grace) into a file their driver
@@ -100,6 +101,7 @@ func (c *Controller) execute(ctx context.Context, r *round, a engine.Action) err
 		if err := c.save(ctx, st); err != nil {
 			return err
 		}
+		c.crashPoint(stepResumeRecorded)
 		return c.scale(ctx, r, k, a.Group, spec.Count+n, "Steward resumes "+plural(n, "allocation")+": "+a.Reason.Message,
 			scaleMeta(a.Reason))
 	}
@@ -146,6 +148,7 @@ func (c *Controller) holdBack(ctx context.Context, r *round, st *JobState, job *
 	if err := c.save(ctx, st); err != nil {
 		return err
 	}
+	c.crashPoint(stepHoldBackRecord)
 	r.acted++
 	return c.scale(ctx, r, st.key(), group, target, "Steward holds "+plural(n, "allocation")+": "+why.Message, scaleMeta(why))
 }
@@ -217,6 +220,7 @@ func (c *Controller) finishDrain(ctx context.Context, r *round, st *JobState, d 
 	if err := c.save(ctx, st); err != nil {
 		return err
 	}
+	c.crashPoint(stepHoldRecorded)
 	// Mark the chosen victims first: when the group's count drops,
 	// Nomad's reconciler stops allocations marked for migration before any
 	// other, so the GPUs the engine planned with are the ones freed.
@@ -359,6 +363,7 @@ func (c *Controller) signal(ctx context.Context, r *round, st *JobState, d *Drai
 			r.failed++
 			return
 		}
+		c.crashPoint(stepSignalRecorded)
 	}
 	job := r.obs.Jobs[st.key()]
 	failed := 0

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"os"
 	"sort"
 	"strings"
 	"sync"
@@ -33,6 +34,8 @@ type Controller struct {
 	now    func() time.Time
 	// lease proves leadership; nomad refuses writes without it (fence.go).
 	lease *lease
+	// crashAt is a step to exit at (crash.go; tests only).
+	crashAt string
 
 	mu      sync.Mutex // guards pol, eng, health, lastCheck (read by HTTP and SIGHUP)
 	pol     *policy.Policy
@@ -102,7 +105,7 @@ func New(cfg Config, client *api.Client, log hclog.Logger) (*Controller, error) 
 	ls := newLease()
 	c := &Controller{
 		cfg: cfg, log: log, client: client, nomad: fencedNomad{Nomad: NewNomad(client), lease: ls}, lease: ls,
-		obs: newObserver(client), now: time.Now,
+		obs: newObserver(client), now: time.Now, crashAt: os.Getenv(CrashAtEnv),
 		pol: p, eng: engine.New(p), trigger: make(chan struct{}, 1),
 		usage: newUsageStore(), metrics: newMetrics(),
 	}

@@ -26,6 +26,9 @@ type cluster struct {
 	stateDir string
 	// controllerToken is the NOMAD_TOKEN controllers get ("" for none).
 	controllerToken string
+	// controllerEnv is added to the environment of the next controllers
+	// started (e.g. STEWARD_CRASH_AT).
+	controllerEnv []string
 }
 
 func startCluster(t testing.TB, gpus int, namespaces ...string) *cluster {
@@ -183,7 +186,7 @@ func (c *cluster) startControllerAt(name, policyPath, address string, extra ...s
 	args = append(args, extra...)
 	p := &controllerProc{t: c.t, done: make(chan struct{}), name: name}
 	p.cmd = exec.Command(testnomad.StewardBin(c.t), args...)
-	p.cmd.Env = append(os.Environ(), "NOMAD_ADDR="+address)
+	p.cmd.Env = append(append(os.Environ(), "NOMAD_ADDR="+address), c.controllerEnv...)
 	if c.controllerToken != "" {
 		p.cmd.Env = append(p.cmd.Env, "NOMAD_TOKEN="+c.controllerToken)
 	}
@@ -300,3 +303,13 @@ tier "training" {
   preemptible = true
 }
 `
+
+// Exited reports whether the controller process has ended.
+func (p *controllerProc) Exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
