@@ -81,6 +81,24 @@ func TestClearMLWorkedExample(t *testing.T) {
 	if !ctl.Contains("reclaim") {
 		t.Errorf("controller log never mentions reclaim")
 	}
+
+	// DevOps' jobs end. R&D gets its GPUs back, up to its limit of 9:
+	// with resume_order = "preempted-first" (the default) the two jobs
+	// preempted mid-run (r2, r3) resume before the two that never started
+	// (r4, r5), which keep waiting for R&D's limit.
+	for _, id := range []string{"d1", "d2"} {
+		if _, _, err := c.Client.Jobs().Deregister(id, false, &api.WriteOptions{Namespace: "devops"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.waitRunning(60*time.Second, map[string]int{"rnd/r1": 1, "rnd/r2": 1, "rnd/r3": 1, "rnd/r4": 0, "rnd/r5": 0})
+	time.Sleep(2 * time.Second)
+	c.waitRunning(10*time.Second, map[string]int{"rnd/r1": 1, "rnd/r2": 1, "rnd/r3": 1, "rnd/r4": 0, "rnd/r5": 0})
+	for _, id := range []string{"r4", "r5"} {
+		if rec := c.record("rnd", id); !strings.Contains(rec["steward_reason"], "limit 9") {
+			t.Errorf("%s waits without its tenant's limit as the reason: %v", id, rec)
+		}
+	}
 }
 
 const runAIPolicy = twoTiers + `
