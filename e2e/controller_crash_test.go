@@ -139,7 +139,7 @@ preemption {
 }
 `
 
-// TestControllerCrashAtEachStep kills the controller (it exits at once, as
+// TestControllerCrashAtEachStep (ACLs on, the shipped controller policy) kills the controller (it exits at once, as
 // under SIGKILL) right after it recorded each step of the story and before
 // the Nomad call that carries it out; a second controller takes over and
 // the story must still end as it should.
@@ -148,7 +148,7 @@ func TestControllerCrashAtEachStep(t *testing.T) {
 	for _, step := range []string{"holdback-recorded", "preempt-recorded", "signal-recorded", "hold-recorded", "resume-recorded"} {
 		t.Run(step, func(t *testing.T) {
 			t.Parallel()
-			c := startCluster(t, 4, "ml")
+			c := startShippedACLCluster(t, 4, "ml")
 			watchDoubleBooking(t, c, 4)
 			policy := writePolicy(t, crashPolicy)
 			c.controllerEnv = []string{"STEWARD_CRASH_AT=" + step}
@@ -209,7 +209,7 @@ func (p *faultyProxy) injected() []string {
 	return append([]string(nil), p.failed...)
 }
 
-// TestNomadCallFailsAtEachStep: each Nomad call the story makes fails (500)
+// TestNomadCallFailsAtEachStep (ACLs on, the shipped controller policy): each Nomad call the story makes fails (500)
 // the first times it is made; the controller retries on a fresh read and
 // the story ends as it should.
 func TestNomadCallFailsAtEachStep(t *testing.T) {
@@ -226,7 +226,7 @@ func TestNomadCallFailsAtEachStep(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			c := startCluster(t, 4, "ml")
+			c := startShippedACLCluster(t, 4, "ml")
 			watchDoubleBooking(t, c, 4)
 			p := newFaultyProxy(t, c.Address, tc.path, tc.n)
 			c.startControllerAt("ctl", writePolicy(t, crashPolicy), p.srv.URL)

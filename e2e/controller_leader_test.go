@@ -46,7 +46,8 @@ func TestLeaderTakeoverTime(t *testing.T) {
 
 var signalingRE = regexp.MustCompile(`(?i)signal`)
 
-// TestLeaderPausedPastTTL is the split-brain test: the leader decides a
+// TestLeaderPausedPastTTL (ACLs on, the shipped controller policy) is the
+// split-brain test: the leader decides a
 // preemption and is stopped (SIGSTOP) before sending the checkpoint signal,
 // past its lock's TTL. The other copy takes over and sends the signal.
 // When the first resumes (SIGCONT) it knows it lost the lease and takes no
@@ -54,7 +55,7 @@ var signalingRE = regexp.MustCompile(`(?i)signal`)
 // keeps naming the new leader.
 func TestLeaderPausedPastTTL(t *testing.T) {
 	t.Parallel()
-	c := startCluster(t, 4, "ml")
+	c := startShippedACLCluster(t, 4, "ml")
 	policy := writePolicy(t, fmt.Sprintf(faultPolicy, "90s"))
 	a := c.startController("a", policy)
 	testnomad.WaitFor(t, 30*time.Second, "controller a leads", func() (bool, string) { return a.Contains("leading: this controller acts"), "" })
