@@ -313,3 +313,14 @@ func (p *controllerProc) Exited() bool {
 		return false
 	}
 }
+
+// startLeaderAndFollower starts controller a and waits until it leads,
+// then b and waits until it waits for the lock.
+func (c *cluster) startLeaderAndFollower(policy string) (a, b *controllerProc) {
+	c.t.Helper()
+	a = c.startController("a", policy)
+	testnomad.WaitFor(c.t, 30*time.Second, "controller a leads", func() (bool, string) { return a.Contains("leading: this controller acts"), "" })
+	b = c.startController("b", policy)
+	testnomad.WaitFor(c.t, 30*time.Second, "controller b waits", func() (bool, string) { return b.Contains("waiting to lead"), "" })
+	return a, b
+}

@@ -24,10 +24,7 @@ func TestLeaderTakeoverTime(t *testing.T) {
 	t.Parallel()
 	c := startCluster(t, 1, "ml")
 	policy := writePolicy(t, fmt.Sprintf(faultPolicy, "0s"))
-	a := c.startController("a", policy)
-	testnomad.WaitFor(t, 30*time.Second, "controller a leads", func() (bool, string) { return a.Contains("leading: this controller acts"), "" })
-	b := c.startController("b", policy)
-	testnomad.WaitFor(t, 30*time.Second, "controller b waits", func() (bool, string) { return b.Contains("waiting to lead"), "" })
+	a, b := c.startLeaderAndFollower(policy)
 	time.Sleep(testLockTTL / 2) // a renews on its own schedule
 
 	killed := time.Now()
@@ -57,10 +54,7 @@ func TestLeaderPausedPastTTL(t *testing.T) {
 	t.Parallel()
 	c := startShippedACLCluster(t, 4, "ml")
 	policy := writePolicy(t, fmt.Sprintf(faultPolicy, "90s"))
-	a := c.startController("a", policy)
-	testnomad.WaitFor(t, 30*time.Second, "controller a leads", func() (bool, string) { return a.Contains("leading: this controller acts"), "" })
-	b := c.startController("b", policy)
-	testnomad.WaitFor(t, 30*time.Second, "controller b waits", func() (bool, string) { return b.Contains("waiting to lead"), "" })
+	a, b := c.startLeaderAndFollower(policy)
 
 	c.work("train", "ml", "training", 4, 1, "priority", "40")
 	c.waitRunning(60*time.Second, map[string]int{"ml/train": 1})
