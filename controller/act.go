@@ -75,8 +75,8 @@ func (c *Controller) execute(ctx context.Context, r *round, a engine.Action) err
 		}
 		h := st.Held[a.Group]
 		spec, ok := job.Groups[a.Group]
-		if h == nil || !ok || (h.Count == 0 && r.inflight[k][a.Group] == 0) {
-			return nil
+		if h == nil || !ok || h.Count == 0 {
+			return nil // nothing held (a Count 0 entry waits for Nomad to show a resume)
 		}
 		if r.resumed[k] == nil {
 			r.resumed[k] = map[string]bool{}
