@@ -17,10 +17,11 @@
 #     no other team's work;
 #   - `steward status` (steward/status in Steward's namespace), read only.
 #
-# `steward job check` needs no Steward right: it needs what submitting the
-# job needs, the team's usual submit-job (and parse-job) in its namespace,
-# which its own policy (team-ml above) grants: the controller answers only
-# if Nomad's plan endpoint accepts the caller's token.
+# `steward job check` also needs what submitting the job needs: the team's
+# usual submit-job (and parse-job) in its namespace, which its own policy
+# (team-ml above) grants, not this one. The controller answers only if
+# Nomad's plan endpoint accepts the caller's token; from this policy it
+# needs only steward/status, where the leader publishes its address.
 #
 # Combining it with the team's own policy (Nomad merges policies per rule
 # name, then picks the closest rule):
