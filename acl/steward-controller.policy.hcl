@@ -1,33 +1,83 @@
 # The Nomad ACL policy the Steward controller needs, and nothing more.
 #
+# As a Nomad job (jobs/steward-controller.nomad.hcl, namespace steward), bind
+# it to the job's workload identity; no token to hand out:
+#
+#   nomad acl policy apply -namespace steward -job steward-controller \
+#     -description "Steward controller" steward-controller acl/steward-controller.policy.hcl
+#
+# Run elsewhere, give it a token of its own:
+#
 #   nomad acl policy apply -description "Steward controller" steward-controller acl/steward-controller.policy.hcl
 #   nomad acl token create -name steward-controller -policy steward-controller -type client
 #
-# Then run the controller with NOMAD_TOKEN set to the token's secret ID.
-# What each capability is for:
-#   list-jobs, read-job  read jobs, allocations, evaluations and job summaries
-#                        (and their events in the event stream)
-#   scale-job            hold and resume work (scale a group down and up again)
-#   submit-job           set a job's priority to its tier's (re-register the job)
-#   alloc-lifecycle      send the checkpoint signal and stop victim allocations
-#   variables            nomad/jobs/<job>: the job's record shown in the UI;
-#                        steward/*: the controller's own state, requests,
-#                        status and leader lock
-#   node read            client nodes, their GPUs and GPU activity (node stats)
+# and run the controller with NOMAD_TOKEN (or -token-file) set to its secret.
+#
+# How Nomad reads this file (checked in e2e/security_test.go): for job
+# capabilities the most specific namespace rule wins, so in namespace
+# steward only the "steward" block counts, in every other namespace only the
+# "*" block. Variables are matched differently: by the closest glob over
+# namespace and path together, so a "*" path rule also reaches namespace
+# steward unless the "steward" block names that path itself (hence the deny
+# below).
 
-namespace "*" {
-  capabilities = ["list-jobs", "read-job", "scale-job", "submit-job", "alloc-lifecycle"]
+# Steward's own namespace: nobody but the controller (and operators) may
+# write here, which is what makes its state trustworthy.
+namespace "steward" {
+  # read-job: only so that the start-up check that this namespace exists
+  # (GET /v1/namespace/steward) is allowed; Nomad answers it for a token with
+  # any capability in the namespace. It reads no job here and acts on none.
+  capabilities = ["read-job"]
 
   variables {
-    path "nomad/jobs/*" {
-      capabilities = ["read", "write", "list"]
-    }
+    # steward/jobs/<ns>/<job>: every job's state (held groups, preemptions,
+    # drains, pause); steward/leader: the leader lock (lock acquire, renew,
+    # release are writes); steward/status: what `steward status` shows.
+    # list: load the state at start; destroy: forget a job with nothing left
+    # to remember.
     path "steward/*" {
       capabilities = ["read", "write", "list", "destroy"]
+    }
+    # The controller's own job keeps its policy in nomad/jobs/steward-controller,
+    # which its tasks read through workload identity anyway; the token need not
+    # write it (the "*" rule below would otherwise reach it).
+    path "nomad/jobs/*" {
+      capabilities = ["deny"]
     }
   }
 }
 
+# Every tenant namespace.
+namespace "*" {
+  # list-jobs, read-job  read jobs, allocations, evaluations and job
+  #                      summaries, and their events in the event stream
+  # scale-job            hold and resume work (scale a group down and up)
+  # submit-job           set a job's priority to its tier's (re-register it,
+  #                      EnforceIndex), and register a held service job with
+  #                      its new count while its deployment is active
+  # alloc-lifecycle      send the checkpoint signal and stop the chosen
+  #                      victim allocations
+  capabilities = ["list-jobs", "read-job", "scale-job", "submit-job", "alloc-lifecycle"]
+
+  variables {
+    # nomad/jobs/<job>: the job's record, shown in its Variables tab and
+    # read by its tasks. Steward merges its steward_* keys with
+    # check-and-set, which needs read as well as write; jobs may keep other
+    # items there, which this read can see (see docs/controller.md,
+    # "Security model"). Drop this rule with -job-records=false.
+    path "nomad/jobs/*" {
+      capabilities = ["read", "write"]
+    }
+    # steward/requests/<job>: pause and resume requests tenants leave in
+    # their own namespace. Read them, list them, delete each once carried
+    # out. Never written: a request acts only on a job of its own namespace.
+    path "steward/requests/*" {
+      capabilities = ["read", "list", "destroy"]
+    }
+  }
+}
+
+# Client nodes, their GPUs and GPU activity (node stats).
 node {
   policy = "read"
 }

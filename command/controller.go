@@ -66,6 +66,9 @@ Options:
   -log-level LEVEL     trace, debug, info, warn, error (default info).
   -log-json            Log JSON lines.
   -address ADDR        Nomad address (default $NOMAD_ADDR).
+  -token-file PATH     Read the Nomad ACL token from this file instead of
+                       NOMAD_TOKEN (as a Nomad job: the workload identity,
+                       ${NOMAD_SECRETS_DIR}/nomad_token); SIGHUP re-reads it.
   -consul-address ADDR Elect the leader with a Consul session lock on this
                        Consul agent instead of a Nomad variable lock
                        (token: CONSUL_HTTP_TOKEN).
@@ -78,7 +81,7 @@ func (c *ControllerCommand) Synopsis() string { return "Run the controller that 
 func (c *ControllerCommand) Run(args []string) int {
 	cfg := controller.DefaultConfig()
 	var policies stringList
-	var address, level, consulAddr, consulKey string
+	var address, level, consulAddr, consulKey, tokenFile string
 	var logJSON bool
 	host, _ := os.Hostname()
 	fs := flag.NewFlagSet("controller", flag.ContinueOnError)
@@ -98,6 +101,7 @@ func (c *ControllerCommand) Run(args []string) int {
 	fs.BoolVar(&logJSON, "log-json", false, "")
 	fs.StringVar(&consulAddr, "consul-address", "", "")
 	fs.StringVar(&consulKey, "consul-lock-key", "steward/leader", "")
+	fs.StringVar(&tokenFile, "token-file", "", "")
 	addressFlag(fs, &address)
 	if err := fs.Parse(args); err != nil {
 		c.UI.Error(fmt.Sprintf("%v\n\n%s", err, c.Help()))
@@ -112,6 +116,23 @@ func (c *ControllerCommand) Run(args []string) int {
 
 	client, err := nomadClient(address)
 	if err != nil {
+		c.UI.Error(err.Error())
+		return 1
+	}
+	// loadToken sets the client's token from -token-file; every request
+	// after that carries the new one (api.Client guards it with a lock).
+	loadToken := func() error {
+		if tokenFile == "" {
+			return nil
+		}
+		tok, err := readTokenFile(tokenFile)
+		if err != nil {
+			return err
+		}
+		client.SetSecretID(tok)
+		return nil
+	}
+	if err := loadToken(); err != nil {
 		c.UI.Error(err.Error())
 		return 1
 	}
@@ -131,6 +152,11 @@ func (c *ControllerCommand) Run(args []string) int {
 			select {
 			case s := <-sigs:
 				if s == syscall.SIGHUP {
+					// A renewed workload identity is picked up with
+					// the policy; a file gone bad keeps the old token.
+					if err := loadToken(); err != nil {
+						log.Error("token file reload failed: keeping the last token", "error", err)
+					}
 					_ = ctl.Reload()
 					continue
 				}

@@ -13,29 +13,38 @@ import (
 )
 
 // TestControllerAsNomadJob runs jobs/steward-controller.nomad.hcl the way
-// the README tells an operator to: the policy in a Nomad variable, two
-// copies of which one leads. It enforces the policy, and a policy change
-// through the variable reloads it (a bad one is refused, the good one kept).
+// the README tells an operator to, on an agent with ACLs: in namespace
+// steward, its rights those of acl/steward-controller.policy.hcl bound to
+// the job's workload identity (read from a file, -token-file), the policy
+// in a Nomad variable, two copies of which one leads. It enforces the
+// policy, and a policy change through the variable reloads it (a bad one
+// is refused, the good one kept).
 func TestControllerAsNomadJob(t *testing.T) {
 	t.Parallel()
-	c := startCluster(t, 4, "ml")
+	const mgmt = "9e8d7c6b-5a49-4382-a1b0-c9d8e7f6a5b4"
+	c := startClusterWith(t, 4, testnomad.Options{ACLBootstrapToken: mgmt}, "ml")
+	if _, err := c.Client.ACLPolicies().Upsert(&api.ACLPolicy{Name: "steward-controller",
+		Rules:  shippedACL(t, "steward-controller.policy.hcl"),
+		JobACL: &api.JobACL{Namespace: "steward", JobID: "steward-controller"}}, nil); err != nil {
+		t.Fatalf("bind the controller policy to the job: %v", err)
+	}
 	good := fmt.Sprintf(faultPolicy, "0s")
 	putPolicy := func(text string) {
 		t.Helper()
-		v := &api.Variable{Namespace: "default", Path: "nomad/jobs/steward-controller", Items: map[string]string{"policy": text}}
-		if _, _, err := c.Client.Variables().Update(v, nil); err != nil {
+		v := &api.Variable{Namespace: "steward", Path: "nomad/jobs/steward-controller", Items: map[string]string{"policy": text}}
+		if _, _, err := c.Client.Variables().Update(v, &api.WriteOptions{Namespace: "steward"}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	putPolicy(good)
 	c.RegisterJobFile(t, filepath.Join(testnomad.RepoRoot(t), "jobs", "steward-controller.nomad.hcl"), map[string]string{
 		"steward_bin": testnomad.StewardBin(t), "nomad_addr": c.Address, "count": "2"})
-	c.waitRunning(60*time.Second, map[string]int{"default/steward-controller": 2})
+	c.waitRunning(60*time.Second, map[string]int{"steward/steward-controller": 2})
 
 	logs := func() string {
 		var all []string
-		for _, id := range c.allocIDs("default", "steward-controller") {
-			a, _, err := c.Client.Allocations().Info(id, nil)
+		for _, id := range c.allocIDs("steward", "steward-controller") {
+			a, _, err := c.Client.Allocations().Info(id, &api.QueryOptions{Namespace: "steward"})
 			if err != nil {
 				continue
 			}
@@ -59,6 +68,9 @@ func TestControllerAsNomadJob(t *testing.T) {
 	c.work("nb", "ml", "interactive", 4, 1, "priority", "60")
 	c.waitRunning(60*time.Second, map[string]int{"ml/nb": 1, "ml/train": 0})
 	c.waitRecord(30*time.Second, "ml", "train", "steward_state", "preempted")
+	if l := logs(); strings.Contains(l, "403") || strings.Contains(l, "lacks") {
+		t.Errorf("the job's identity lacks a capability:\n%s", tail(l, 30))
+	}
 
 	putPolicy(strings.Replace(good, "priority    = 40", "priority    = 400", 1))
 	testnomad.WaitFor(t, 60*time.Second, "the bad policy is refused on reload", func() (bool, string) {

@@ -1,0 +1,68 @@
+# What a team (a tenant: one Nomad namespace) needs from Steward, and
+# nothing else of Steward's. A template: the team here is "research";
+# for another team, replace "research" with its namespace and apply it once
+# per team:
+#
+#   sed 's/"research"/"ml"/' acl/steward-user.policy.hcl > steward-user-ml.hcl
+#   nomad acl policy apply -description "Steward for team ml" steward-user-ml steward-user-ml.hcl
+#   nomad acl token create -name alice -policy team-ml -policy steward-user-ml -type client
+#
+# It gives:
+#   - the team's job records (nomad/jobs/<job>: steward_state, steward_reason
+#     ...) in its namespace, read only;
+#   - pause and resume of the team's own jobs (`steward pause|resume
+#     -namespace research JOB`): the request variable steward/requests/<job>
+#     in its own namespace. The controller acts on the job of that name in
+#     the namespace the request is in, and no other, so this right reaches
+#     no other team's work;
+#   - `steward status` (steward/status in Steward's namespace), read only.
+#
+# `steward job check` also needs what submitting the job needs: the team's
+# usual submit-job (and parse-job) in its namespace, which its own policy
+# (team-ml above) grants, not this one. The controller answers only if
+# Nomad's plan endpoint accepts the caller's token; from this policy it
+# needs only steward/status, where the leader publishes its address.
+#
+# Combining it with the team's own policy (Nomad merges policies per rule
+# name, then picks the closest rule):
+#   - name the namespace exactly as the team's own policy does. If that
+#     policy says namespace "*" or "research-*", this exact "research"
+#     block wins over it for job capabilities in research; copy the team's
+#     capabilities in here, or rename this block to match;
+#   - variables go to the closest path glob: if the team's policy grants
+#     path "*" with write, this read-only "nomad/jobs/*" rule is closer and
+#     takes write on nomad/jobs/* away. Such a team can already read its
+#     records: drop the "nomad/jobs/*" rule below;
+#   - no team may write in namespace steward (see docs/controller.md,
+#     "Security model"). The "steward" block below is exact, so a team policy
+#     on namespace "*" gives no job capability there; and its "*" deny is a
+#     closer variables glob than any "*" namespace's, so such a policy's
+#     variables rules do not reach Steward's state either.
+
+namespace "research" {
+  variables {
+    # The team's job records, as the job's Variables tab shows them.
+    path "nomad/jobs/*" {
+      capabilities = ["read"]
+    }
+    # Pause and resume requests for the team's own jobs.
+    path "steward/requests/*" {
+      capabilities = ["write"]
+    }
+  }
+}
+
+namespace "steward" {
+  variables {
+    # What the leading controller published: `steward status`, and the
+    # address `steward job check` asks.
+    path "steward/status" {
+      capabilities = ["read"]
+    }
+    # Nothing else of Steward's: its state, leader lock and anything a
+    # broader policy of the team's might otherwise reach here.
+    path "*" {
+      capabilities = ["deny"]
+    }
+  }
+}
