@@ -55,6 +55,7 @@ type Controller struct {
 	// in memory may be stale; the next round reads every state afresh.
 	reload    bool
 	records   map[jobKey]string
+	recordErr map[jobKey]string // last error writing each job's record, logged once
 	decisions []Decision
 	refused   map[jobKey]*refusal // jobs whose meta Steward refused in part
 	statusOut string
@@ -119,6 +120,7 @@ func (c *Controller) resetState() {
 	c.states = map[jobKey]*JobState{}
 	c.saved = map[jobKey]string{}
 	c.index = map[jobKey]uint64{}
+	c.recordErr = map[jobKey]string{}
 	c.records = map[jobKey]string{}
 }
 

@@ -154,10 +154,17 @@ func (c *Controller) writeRecordWith(ctx context.Context, r *round, pol *policy.
 		return
 	}
 	if err := c.mergeRecord(ctx, k, path, items); err != nil {
-		c.log.Error("write job record", "job", k, "error", err)
-		r.failed++
+		// The record lives in a variable its owner controls (it may lock
+		// or fill it): a failure is logged once per job and cause, and
+		// retried with later rounds, but never makes the round fail —
+		// nothing Steward decides depends on it.
+		if c.recordErr[k] != err.Error() {
+			c.log.Warn("cannot write the job's record; decisions go on without it", "job", k, "error", err)
+			c.recordErr[k] = err.Error()
+		}
 		return
 	}
+	delete(c.recordErr, k)
 	c.records[k] = string(b)
 }
 
@@ -182,7 +189,7 @@ func (c *Controller) mergeRecord(ctx context.Context, k jobKey, path string, ite
 			return err
 		}
 	}
-	return fmt.Errorf("write %s@%s: kept changing under us", path, k.Namespace)
+	return fmt.Errorf("write %s@%s: refused 3 times: the variable is locked by its owner, or keeps changing", path, k.Namespace)
 }
 
 func isConflict(err error) bool {
