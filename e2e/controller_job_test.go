@@ -69,7 +69,13 @@ func TestControllerAsNomadJob(t *testing.T) {
 	c.waitRunning(60*time.Second, map[string]int{"ml/nb": 1, "ml/train": 0})
 	c.waitRecord(30*time.Second, "ml", "train", "steward_state", "preempted")
 	if l := logs(); strings.Contains(l, "403") || strings.Contains(l, "lacks") {
-		t.Errorf("the job's identity lacks a capability:\n%s", tail(l, 30))
+		var bad []string
+		for _, line := range strings.Split(l, "\n") {
+			if strings.Contains(line, "403") || strings.Contains(line, "lacks") {
+				bad = append(bad, line)
+			}
+		}
+		t.Errorf("the job's identity lacks a capability:\n%s", strings.Join(bad, "\n"))
 	}
 
 	putPolicy(strings.Replace(good, "priority    = 40", "priority    = 400", 1))
