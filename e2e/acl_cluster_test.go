@@ -7,8 +7,6 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/hashicorp/nomad/api"
-
 	"github.com/gpu-steward/steward/internal/testnomad"
 )
 
@@ -24,15 +22,7 @@ func startShippedACLCluster(t *testing.T, gpus int, namespaces ...string) *clust
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.Client.ACLPolicies().Upsert(&api.ACLPolicy{Name: "steward-controller", Rules: string(rules)}, nil); err != nil {
-		t.Fatalf("apply the shipped controller policy: %v", err)
-	}
-	tok, _, err := c.Client.ACLTokens().Create(&api.ACLToken{Name: "steward-controller", Type: "client",
-		Policies: []string{"steward-controller"}}, nil)
-	if err != nil {
-		t.Fatalf("create the controller's token: %v", err)
-	}
-	c.controllerToken = tok.SecretID
+	c.controllerToken = c.aclToken("steward-controller", string(rules))
 	return c
 }
 

@@ -29,16 +29,7 @@ func TestControllerWithACLs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	token := func(name, rules string) string {
-		if _, err := c.Client.ACLPolicies().Upsert(&api.ACLPolicy{Name: name, Rules: rules}, nil); err != nil {
-			t.Fatalf("apply ACL policy %s: %v", name, err)
-		}
-		tok, _, err := c.Client.ACLTokens().Create(&api.ACLToken{Name: name, Type: "client", Policies: []string{name}}, nil)
-		if err != nil {
-			t.Fatalf("create token: %v", err)
-		}
-		return tok.SecretID
-	}
+	token := c.aclToken
 	full := token("steward-controller", string(rules))
 	c.controllerToken = full
 	policy := writePolicy(t, fmt.Sprintf(faultPolicy, "0s"))

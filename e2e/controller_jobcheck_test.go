@@ -57,16 +57,7 @@ func TestJobCheck(t *testing.T) {
 	t.Parallel()
 	const mgmt = "7c0ffee0-0f4b-4c3e-9a57-2f6b1c0d9e22"
 	c := startClusterWith(t, 4, testnomad.Options{ACLBootstrapToken: mgmt}, "ml", "rnd")
-	token := func(name, rules string) string {
-		if _, err := c.Client.ACLPolicies().Upsert(&api.ACLPolicy{Name: name, Rules: rules}, nil); err != nil {
-			t.Fatalf("apply ACL policy %s: %v", name, err)
-		}
-		tok, _, err := c.Client.ACLTokens().Create(&api.ACLToken{Name: name, Type: "client", Policies: []string{name}}, nil)
-		if err != nil {
-			t.Fatalf("create token: %v", err)
-		}
-		return tok.SecretID
-	}
+	token := c.aclToken
 	c.controllerToken = mgmt
 	mlToken := token("team-ml", fmt.Sprintf(tenantRules, "ml"))
 	rndToken := token("team-rnd", fmt.Sprintf(tenantRules, "rnd"))
