@@ -89,6 +89,11 @@ var configSpec = hclspec.NewObject(map[string]*hclspec.Spec{
 		hclspec.NewAttr("default_user", "string", false),
 		hclspec.NewLiteral(fmt.Sprintf("%q", DefaultTaskUser)),
 	),
+	"job_user_ids": hclspec.NewDefault(
+		hclspec.NewAttr("job_user_ids", "string", false),
+		hclspec.NewLiteral(fmt.Sprintf("%q", jobUIDsAuto)),
+	),
+	"allowed_task_users": hclspec.NewAttr("allowed_task_users", "list(string)", false),
 })
 
 // taskConfigSpec is the schema of a task's config block.
@@ -103,18 +108,20 @@ var taskConfigSpec = hclspec.NewObject(map[string]*hclspec.Spec{
 
 // rawConfig is the msgpack form of the plugin block.
 type rawConfig struct {
-	Enabled          bool    `codec:"enabled"`
-	CheckpointRoot   string  `codec:"checkpoint_root"`
-	CheckpointSignal string  `codec:"checkpoint_signal"`
-	GPUBackend       string  `codec:"gpu_backend"`
-	GPUSamplePeriod  string  `codec:"gpu_sample_period"`
-	IdleThreshold    float64 `codec:"idle_threshold"`
-	BusyThreshold    float64 `codec:"busy_threshold"`
-	IdleAfter        string  `codec:"idle_after"`
-	BusyAfter        string  `codec:"busy_after"`
-	DeniedHostUIDs   *string `codec:"denied_host_uids"`
-	DeniedHostGIDs   *string `codec:"denied_host_gids"`
-	DefaultUser      *string `codec:"default_user"`
+	Enabled          bool     `codec:"enabled"`
+	CheckpointRoot   string   `codec:"checkpoint_root"`
+	CheckpointSignal string   `codec:"checkpoint_signal"`
+	GPUBackend       string   `codec:"gpu_backend"`
+	GPUSamplePeriod  string   `codec:"gpu_sample_period"`
+	IdleThreshold    float64  `codec:"idle_threshold"`
+	BusyThreshold    float64  `codec:"busy_threshold"`
+	IdleAfter        string   `codec:"idle_after"`
+	BusyAfter        string   `codec:"busy_after"`
+	DeniedHostUIDs   *string  `codec:"denied_host_uids"`
+	DeniedHostGIDs   *string  `codec:"denied_host_gids"`
+	DefaultUser      *string  `codec:"default_user"`
+	JobUserIDs       *string  `codec:"job_user_ids"`
+	AllowedTaskUsers []string `codec:"allowed_task_users"`
 }
 
 // Config is the validated plugin configuration.
@@ -137,8 +144,16 @@ type Config struct {
 	// DeniedHostUIDs and DeniedHostGIDs are id lists ("0,10-20") no task
 	// may run as: the task's uid, or any of its user's groups.
 	DeniedHostUIDs, DeniedHostGIDs string
-	// DefaultUser runs tasks that set no user; "" is the agent's user.
+	// DefaultUser runs tasks that set no user when JobUserIDs is off;
+	// "" is the agent's user.
 	DefaultUser string
+	// JobUserIDs ("80000-89999") gives every job whose tasks set no user
+	// a uid of its own from the range; "" is off. The registry needs a
+	// checkpoint_root, so "auto" (the default) is on with one, else off.
+	JobUserIDs string
+	// AllowedTaskUsers, when not empty, are the only users a task may
+	// name (user = "..."); empty: any user the denied ids allow.
+	AllowedTaskUsers []string
 }
 
 // DefaultConfig is the configuration of an empty plugin block.
@@ -155,6 +170,7 @@ func DefaultConfig() Config {
 		DeniedHostUIDs:   defaultDeniedIDs,
 		DeniedHostGIDs:   defaultDeniedIDs,
 		DefaultUser:      DefaultTaskUser,
+		JobUserIDs:       jobUIDsAuto,
 	}
 }
 
@@ -225,7 +241,46 @@ func (r rawConfig) validate() (Config, error) {
 	if r.DefaultUser != nil {
 		cfg.DefaultUser = strings.TrimSpace(*r.DefaultUser)
 	}
+	if r.JobUserIDs != nil {
+		cfg.JobUserIDs = strings.TrimSpace(*r.JobUserIDs)
+	}
+	if err := cfg.resolveJobUserIDs(); err != nil {
+		return cfg, err
+	}
+	for _, u := range r.AllowedTaskUsers {
+		if u = strings.TrimSpace(u); u == "" {
+			return cfg, fmt.Errorf("allowed_task_users: empty user name")
+		}
+		cfg.AllowedTaskUsers = append(cfg.AllowedTaskUsers, u)
+	}
 	return cfg, nil
+}
+
+// resolveJobUserIDs turns "auto" into the default range or off, and
+// checks a range: its syntax, that its registry has a home, and that it
+// hands out no denied id.
+func (c *Config) resolveJobUserIDs() error {
+	if c.JobUserIDs == jobUIDsAuto {
+		c.JobUserIDs = ""
+		if c.CheckpointRoot != "" {
+			c.JobUserIDs = defaultJobUIDs
+		}
+	}
+	if c.JobUserIDs == "" {
+		return nil
+	}
+	if c.CheckpointRoot == "" {
+		return fmt.Errorf("job_user_ids %q: needs a checkpoint_root (the registry of job uids lives there); set one, or job_user_ids = \"\"", c.JobUserIDs)
+	}
+	r, err := parseIDRange(c.JobUserIDs)
+	if err != nil {
+		return err
+	}
+	ids, err := newIDPolicy(c.DeniedHostUIDs, c.DeniedHostGIDs)
+	if err != nil {
+		return err
+	}
+	return r.checkDisjoint(ids.uids, ids.gids, c.DeniedHostUIDs, c.DeniedHostGIDs)
 }
 
 func positiveDuration(name, raw string, def time.Duration) (time.Duration, error) {

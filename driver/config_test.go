@@ -56,6 +56,40 @@ func TestPluginConfig(t *testing.T) {
 		}},
 		{name: "bad uid range", mutate: func(r *rawConfig) { r.DeniedHostUIDs = ptr("20-10") }, want: "lower bound cannot be greater than upper bound"},
 		{name: "bad gid", mutate: func(r *rawConfig) { r.DeniedHostGIDs = ptr("root") }, want: "range bound not valid"},
+		{name: "job uids on by default with a checkpoint root", mutate: func(r *rawConfig) { r.CheckpointRoot = "/srv/ckpt" }, check: func(t *testing.T, c Config) {
+			if c.JobUserIDs != "80000-89999" || c.jobUIDs() == nil || c.AllowedTaskUsers != nil {
+				t.Errorf("job_user_ids %q allowed_task_users %q", c.JobUserIDs, c.AllowedTaskUsers)
+			}
+		}},
+		{name: "job uids off by default without a checkpoint root", mutate: func(*rawConfig) {}, check: func(t *testing.T, c Config) {
+			if c.JobUserIDs != "" || c.jobUIDs() != nil {
+				t.Errorf("job_user_ids %q", c.JobUserIDs)
+			}
+		}},
+		{name: "job uids turned off", mutate: func(r *rawConfig) { r.CheckpointRoot, r.JobUserIDs = "/srv/ckpt", ptr("") }, check: func(t *testing.T, c Config) {
+			if c.JobUserIDs != "" || c.jobUIDs() != nil {
+				t.Errorf("job_user_ids %q", c.JobUserIDs)
+			}
+		}},
+		{name: "job uid range set", mutate: func(r *rawConfig) {
+			r.CheckpointRoot, r.JobUserIDs, r.AllowedTaskUsers = "/srv/ckpt", ptr("200000-200999"), []string{"svc-a", " svc-b "}
+		}, check: func(t *testing.T, c Config) {
+			if j := c.jobUIDs(); j == nil || j.r != (idRange{200000, 200999}) || strings.Join(c.AllowedTaskUsers, ",") != "svc-a,svc-b" {
+				t.Errorf("job_user_ids %q allowed_task_users %q", c.JobUserIDs, c.AllowedTaskUsers)
+			}
+		}},
+		{name: "job uids need a checkpoint root", mutate: func(r *rawConfig) { r.JobUserIDs = ptr("80000-80999") },
+			want: `job_user_ids "80000-80999": needs a checkpoint_root`},
+		{name: "bad job uid range", mutate: func(r *rawConfig) { r.CheckpointRoot, r.JobUserIDs = "/srv/ckpt", ptr("80000") },
+			want: `job_user_ids "80000": must be a range`},
+		{name: "job uids overlap denied uids", mutate: func(r *rawConfig) {
+			r.CheckpointRoot, r.DeniedHostUIDs = "/srv/ckpt", ptr("0,85000-85010")
+		}, want: `job_user_ids "80000-89999" overlaps denied_host_uids "0,85000-85010" (uid 85000)`},
+		{name: "job uids overlap denied gids", mutate: func(r *rawConfig) {
+			r.CheckpointRoot, r.JobUserIDs, r.DeniedHostGIDs = "/srv/ckpt", ptr("70000-70100"), ptr("70100")
+		}, want: `job_user_ids "70000-70100" overlaps denied_host_gids "70100" (gid 70100)`},
+		{name: "empty allowed task user", mutate: func(r *rawConfig) { r.AllowedTaskUsers = []string{"svc", " "} },
+			want: "allowed_task_users: empty user name"},
 		{name: "busy under idle", mutate: func(r *rawConfig) { r.IdleThreshold, r.BusyThreshold = 30, 20 }, want: "busy_threshold 20: must not be under idle_threshold 30"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -167,6 +167,15 @@ func (d *Driver) SetConfig(c *base.Config) error {
 			cfg.CheckpointRoot = root
 		}
 	}
+	if j := cfg.jobUIDs(); j != nil {
+		// The registry is checked now, so that a bad one (a symlink,
+		// another user's dir) stops the agent rather than every task.
+		dir, err := j.open()
+		if err != nil {
+			return fmt.Errorf("%s: job_user_ids: %w", PluginName, err)
+		}
+		dir.Close()
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.cfg, d.ids = cfg, ids
@@ -241,7 +250,7 @@ func (d *Driver) StartTask(cfg *drivers.TaskConfig) (*drivers.TaskHandle, *drive
 	if err != nil {
 		return nil, nil, err
 	}
-	tu, err := resolveTaskUser(cfg.User, pcfg, d.idPolicy())
+	tu, err := d.taskUserFor(cfg, pcfg)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -264,6 +273,9 @@ func (d *Driver) StartTask(cfg *drivers.TaskConfig) (*drivers.TaskHandle, *drive
 	}
 
 	env := taskEnv(cfg, ckptDir, persistent, ckptSignal, resumed, count)
+	for k, v := range tu.env(cfg) {
+		env = append(env, k+"="+v)
+	}
 	cmd, err := d.command(cfg, &tc, env, tu.cred)
 	if err != nil {
 		return nil, nil, err

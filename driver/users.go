@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"os/user"
+	"slices"
 	"strconv"
 	"syscall"
 
@@ -11,12 +12,14 @@ import (
 	"github.com/hashicorp/nomad/client/lib/idset"
 	"github.com/hashicorp/nomad/drivers/shared/validators"
 	"github.com/hashicorp/nomad/helper/users"
+	"github.com/hashicorp/nomad/plugins/drivers"
 )
 
 // Who a task runs as. steward-exec has raw_exec-level isolation: a task
 // running as root owns the client. So, unlike raw_exec, root is denied by
 // default (denied_host_uids/gids = "0"), and a task that names no user
-// runs as default_user ("nobody"), not as the agent's user.
+// runs with its job's own uid (job_user_ids, jobuids.go) or else as
+// default_user ("nobody"), not as the agent's user.
 
 // idPolicy holds the denied uid and gid sets.
 type idPolicy struct {
@@ -47,6 +50,51 @@ type taskUser struct {
 	uid, gid int
 	// cred is nil when the task runs as the plugin's own user.
 	cred *syscall.Credential
+	// jobUID: the job's own uid, which has no passwd entry.
+	jobUID bool
+}
+
+// taskUserFor picks whom a task runs as: the user it names; else, with
+// job_user_ids, its job's own uid; else default_user.
+func (d *Driver) taskUserFor(cfg *drivers.TaskConfig, pcfg Config) (taskUser, error) {
+	policy := d.idPolicy()
+	if j := pcfg.jobUIDs(); cfg.User == "" && j != nil && os.Geteuid() == 0 {
+		key := jobKey(cfg)
+		uid, err := j.uidFor(key)
+		if err != nil {
+			return taskUser{}, fmt.Errorf("a uid of its own for job %q: %w", key, err)
+		}
+		// SetConfig refused a range that overlaps the denied ids; this
+		// check keeps it so whatever the config path.
+		if policy.uids.Contains(validators.UserID(uid)) || policy.gids.Contains(validators.GroupID(uid)) {
+			return taskUser{}, fmt.Errorf("job %q got uid %d from job_user_ids %q, which denied_host_uids %q or denied_host_gids %q deny",
+				key, uid, pcfg.JobUserIDs, policy.uidSpec, policy.gidSpec)
+		}
+		return taskUser{
+			name: fmt.Sprintf("uid %d (job %s)", uid, key), uid: int(uid), gid: int(uid), jobUID: true,
+			cred: &syscall.Credential{Uid: uid, Gid: uid},
+		}, nil
+	}
+	return resolveTaskUser(cfg.User, pcfg, policy)
+}
+
+// env is what the task's environment says about its user: a job uid has
+// no passwd entry, and tools that need a name or a home (getpass, caches)
+// look here first. Nomad gives a driver without filesystem isolation the
+// agent's own environment (HOME=/root, USER=root), which is replaced; a
+// value the job sets itself (one that differs from the agent's) is kept.
+func (u taskUser) env(cfg *drivers.TaskConfig) map[string]string {
+	if !u.jobUID {
+		return nil
+	}
+	name := "steward-" + strconv.Itoa(u.uid)
+	out := map[string]string{}
+	for k, v := range map[string]string{"USER": name, "LOGNAME": name, "HOME": cfg.TaskDir().LocalDir} {
+		if cur, set := cfg.Env[k]; !set || cur == os.Getenv(k) {
+			out[k] = v
+		}
+	}
+	return out
 }
 
 // resolveTaskUser picks the task's user (its own, else default_user, else
@@ -54,6 +102,11 @@ type taskUser struct {
 // that allows them.
 func resolveTaskUser(taskUserName string, cfg Config, policy *idPolicy) (taskUser, error) {
 	name, source := taskUserName, "the task's user"
+	if name != "" && len(cfg.AllowedTaskUsers) > 0 && !slices.Contains(cfg.AllowedTaskUsers, name) {
+		return taskUser{}, fmt.Errorf("task user %q is not allowed on this client: the client's plugin %q config option allowed_task_users (now %q) lists the users a task may name; "+
+			"run the task as one of them, or set no user (it then runs as its job's own uid, or default_user)",
+			name, PluginName, cfg.AllowedTaskUsers)
+	}
 	if name == "" && cfg.DefaultUser != "" {
 		name, source = cfg.DefaultUser, "default_user"
 		if os.Geteuid() != 0 {
@@ -82,6 +135,11 @@ func resolveTaskUser(taskUserName string, cfg Config, policy *idPolicy) (taskUse
 		return taskUser{}, fmt.Errorf("task user %q (%s) has uid %d, which %s denies on this client: "+
 			"run the task as another user, or allow uid %d in the client's plugin %q config option denied_host_uids (now %q)",
 			name, source, uid, PluginName, uid, PluginName, policy.uidSpec)
+	}
+	if j := cfg.jobUIDs(); j != nil && uid >= uint64(j.r.lo) && uid <= uint64(j.r.hi) {
+		// A host user in the job range would share a uid with a job.
+		return taskUser{}, fmt.Errorf("task user %q (%s) has uid %d, in the client's plugin %q config option job_user_ids (%q), which only jobs' own uids may use",
+			name, source, uid, PluginName, cfg.JobUserIDs)
 	}
 	groups, err := u.GroupIds()
 	if err != nil {

@@ -1,9 +1,14 @@
 package driver
 
 import (
+	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/hashicorp/nomad/plugins/drivers"
 )
 
 // Who a task runs as, and which users are refused. The tests run as root
@@ -50,5 +55,101 @@ func TestResolveTaskUser(t *testing.T) {
 				t.Errorf("user %+v, want uid %d (a credential unless root)", u, tc.wantUID)
 			}
 		})
+	}
+}
+
+// allowed_task_users limits the users a task may name; default_user and
+// job uids are not subject to it.
+func TestAllowedTaskUsers(t *testing.T) {
+	for _, tc := range []struct {
+		name, taskUser string
+		allowed        []string
+		wantUID        int
+		wantErr        string
+	}{
+		{name: "empty list: any allowed user", taskUser: "daemon", wantUID: 1},
+		{name: "listed", taskUser: "daemon", allowed: []string{"bin", "daemon"}, wantUID: 1},
+		{name: "not listed", taskUser: "bin", allowed: []string{"daemon"},
+			wantErr: `task user "bin" is not allowed on this client: the client's plugin "steward-exec" config option allowed_task_users (now ["daemon"]) lists the users a task may name`},
+		{name: "no user: default_user, whatever the list", allowed: []string{"daemon"}, wantUID: 65534},
+		{name: "listed but denied", taskUser: "root", allowed: []string{"root"}, wantErr: "has uid 0, which steward-exec denies"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := DefaultConfig()
+			cfg.AllowedTaskUsers = tc.allowed
+			u, err := resolveTaskUser(tc.taskUser, cfg, mustIDPolicy(cfg))
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("err %v, want %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil || u.uid != tc.wantUID {
+				t.Fatalf("user %+v, %v; want uid %d", u, err, tc.wantUID)
+			}
+		})
+	}
+}
+
+// Two jobs whose tasks set no user run with uids of their own from
+// job_user_ids, stable for each job; one cannot read the other's
+// checkpoints. A task that names a user still runs as it.
+func TestStartTaskJobUIDs(t *testing.T) {
+	root := t.TempDir()
+	for _, p := range []string{root, filepath.Dir(root)} {
+		if err := os.Chmod(p, 0o711); err != nil {
+			t.Fatal(err)
+		}
+	}
+	td := newTestDriver(t, func(c *Config) {
+		d := DefaultConfig()
+		c.DefaultUser, c.DeniedHostUIDs, c.DeniedHostGIDs = d.DefaultUser, d.DeniedHostUIDs, d.DeniedHostGIDs
+		c.CheckpointRoot, c.JobUserIDs = root, "70000-70009"
+	})
+	run := func(job, user, script string) (*drivers.TaskConfig, string) {
+		t.Helper()
+		cfg := td.taskLogs("t", sh(script+`; echo "$(id -u):$(id -g) $USER $HOME" > "$STEWARD_CHECKPOINT_DIR/id"`), true)
+		cfg.JobID, cfg.User = job, user
+		if err := os.Chmod(filepath.Dir(cfg.AllocDir), 0o711); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := td.h.StartTask(cfg); err != nil {
+			t.Fatal(err)
+		}
+		if res := td.wait(cfg.ID, 10*time.Second); !res.Successful() {
+			t.Fatalf("exit %+v", res)
+		}
+		loc, _ := checkpointLocation(root, cfg)
+		return cfg, strings.TrimSpace(waitFile(t, filepath.Join(loc.path(), "id"), 5*time.Second))
+	}
+	aCfg, a := run("job-a", "", `echo secret-a > "$STEWARD_CHECKPOINT_DIR/ckpt"`)
+	aDir, _ := checkpointLocation(root, aCfg)
+	_, b := run("job-b", "", fmt.Sprintf(`cat %q/ckpt > "$STEWARD_CHECKPOINT_DIR/read" 2>&1 || true`, aDir.path()))
+	_, a2 := run("job-a", "", "true")
+	_, d := run("job-d", "daemon", "true")
+	var aUID, bUID int
+	if _, err := fmt.Sscanf(a, "%d:", &aUID); err != nil || aUID < 70000 || aUID > 70009 {
+		t.Fatalf("job a ran as %q, want a uid in 70000-70009", a)
+	}
+	want := fmt.Sprintf("%d:%d steward-%d %s", aUID, aUID, aUID, filepath.Join(aCfg.TaskDir().Dir, "local"))
+	if a != want {
+		t.Errorf("job a: %q, want %q", a, want)
+	}
+	if _, err := fmt.Sscanf(b, "%d:", &bUID); err != nil || bUID == aUID || bUID < 70000 || bUID > 70009 {
+		t.Errorf("job b ran as %q, job a as %q: want two uids of the range", b, a)
+	}
+	if strings.Fields(a2)[0] != strings.Fields(a)[0] {
+		t.Errorf("job a ran as %q, then as %q", a, a2)
+	}
+	if !strings.HasPrefix(d, "1:1 ") {
+		t.Errorf("a task naming daemon ran as %q", d)
+	}
+	bLoc, _ := checkpointLocation(root, &drivers.TaskConfig{Namespace: "default", JobID: "job-b", TaskGroupName: "train", Name: "t"})
+	read := waitFile(t, filepath.Join(bLoc.path(), "read"), 5*time.Second)
+	if strings.Contains(read, "secret-a") || !strings.Contains(read, "Permission denied") {
+		t.Errorf("job b reading job a's checkpoint: %q, want Permission denied", read)
+	}
+	if uid, mode := ownerMode(t, filepath.Join(root, "default", "job-a")); uid != aUID || mode.Perm() != 0o700 {
+		t.Errorf("job a's dir: uid %d mode %v, want %d 0700", uid, mode, aUID)
 	}
 }

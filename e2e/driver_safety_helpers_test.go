@@ -22,7 +22,9 @@ type safetyAgent struct {
 	namespacesCreated map[string]bool
 }
 
-func startSafetyAgent(t *testing.T) *safetyAgent {
+// startSafetyAgent starts the agent; extra is more of steward-exec's
+// config (HCL lines).
+func startSafetyAgent(t *testing.T, extra ...string) *safetyAgent {
 	t.Helper()
 	s := &safetyAgent{t: t, ckptRoot: t.TempDir(), simDir: t.TempDir(), namespacesCreated: map[string]bool{}}
 	s.Agent = testnomad.Start(t, testnomad.Options{
@@ -31,7 +33,7 @@ func startSafetyAgent(t *testing.T) *safetyAgent {
     sim_count     = 2
     sim_state_dir = %q
     stats_period  = "1s"`, s.simDir)},
-			{Name: "steward-exec", Config: fmt.Sprintf(`    checkpoint_root = %q`, s.ckptRoot)},
+			{Name: "steward-exec", Config: fmt.Sprintf("    checkpoint_root = %q\n", s.ckptRoot) + strings.Join(extra, "\n")},
 		},
 	})
 	testnomad.WaitFor(t, 60*time.Second, "steward-exec healthy and 2 simulated GPUs on the node", func() (bool, string) {

@@ -17,12 +17,13 @@ import (
 
 // TestDriverRefusesRoot: a task asking steward-exec for root fails with an
 // event naming the option that would allow it; a task naming no user runs
-// as nobody.
+// with its job's own uid (job_user_ids, on by default with a
+// checkpoint_root), not as root.
 func TestDriverRefusesRoot(t *testing.T) {
 	t.Parallel()
 	s := startSafetyAgent(t)
 	s.register(shJob{id: "as-root", driver: "steward-exec", user: "root", script: "id -u"})
-	s.register(shJob{id: "no-user", driver: "steward-exec", script: `echo "uid=$(id -u) gid=$(id -g) user=$(id -un)"`})
+	s.register(shJob{id: "no-user", driver: "steward-exec", script: `echo "uid=$(id -u) gid=$(id -g) user=$USER"`})
 
 	failed := s.waitAlloc("default", "as-root", nil, api.AllocClientStatusFailed)
 	msg := s.waitEvent(failed, "Driver Failure", `task user "root" (the task's user) has uid 0, which steward-exec denies on this client`)
@@ -32,43 +33,62 @@ func TestDriverRefusesRoot(t *testing.T) {
 	t.Logf("root refused: %s", msg)
 
 	done := s.waitAlloc("default", "no-user", nil, api.AllocClientStatusComplete)
-	if out := s.waitStdout(done, "uid="); !strings.Contains(out, "uid=65534 gid=65534 user=nobody") {
-		t.Errorf("a task without a user ran as %q, want nobody", strings.TrimSpace(out))
+	out := s.waitStdout(done, "uid=")
+	var uid, gid int
+	var user string
+	if _, err := fmt.Sscanf(strings.TrimSpace(out), "uid=%d gid=%d user=%s", &uid, &gid, &user); err != nil ||
+		uid < 80000 || uid > 89999 || gid != uid || user != fmt.Sprintf("steward-%d", uid) {
+		t.Errorf("a task without a user ran as %q, want a uid of job_user_ids' default 80000-89999 (%v)", strings.TrimSpace(out), err)
 	}
 }
 
-// TestDriverCheckpointDirPrivate: a task of one job (tenant team-b, user
-// daemon) cannot read another job's checkpoint dir (tenant team-a, user
-// nobody) nor list its tenant's dir; each job's checkpoints work.
+// TestDriverCheckpointDirPrivate: two jobs that both set no user run with
+// uids of their own, so a task of one (job b, tenant team-b) can neither
+// read the other's checkpoint dir (job a, tenant team-a) nor its
+// environment through /proc, nor list its tenant's dir; each job's
+// checkpoints work. A task naming a user that allowed_task_users does not
+// list fails to start.
 func TestDriverCheckpointDirPrivate(t *testing.T) {
 	t.Parallel()
-	s := startSafetyAgent(t)
+	s := startSafetyAgent(t, `    allowed_task_users = ["daemon"]`)
 	aDir := filepath.Join(s.ckptRoot, "team-a", "a", "g", "t")
 	s.register(shJob{ns: "team-a", id: "a", driver: "steward-exec", script: `set -e
 echo secret-a > "$STEWARD_CHECKPOINT_DIR/ckpt"
-echo "own checkpoint: $(cat "$STEWARD_CHECKPOINT_DIR/ckpt") in $STEWARD_CHECKPOINT_DIR"
+echo "own checkpoint: $(cat "$STEWARD_CHECKPOINT_DIR/ckpt") in $STEWARD_CHECKPOINT_DIR pid=$$ uid=$(id -u)"
 exec sleep 600`})
 	aAlloc := s.waitAlloc("team-a", "a", nil, api.AllocClientStatusRunning)
-	if out := s.waitStdout(aAlloc, "own checkpoint:"); !strings.Contains(out, "own checkpoint: secret-a in "+aDir) {
-		t.Fatalf("job a's own checkpoint: %s", out)
+	aOut := s.waitStdout(aAlloc, "own checkpoint:")
+	if !strings.Contains(aOut, "own checkpoint: secret-a in "+aDir) {
+		t.Fatalf("job a's own checkpoint: %s", aOut)
+	}
+	var aPid, aUID int
+	if _, err := fmt.Sscanf(aOut[strings.Index(aOut, "pid="):], "pid=%d uid=%d", &aPid, &aUID); err != nil {
+		t.Fatalf("job a's pid and uid in %q: %v", aOut, err)
 	}
 
-	s.register(shJob{ns: "team-b", id: "b", driver: "steward-exec", user: "daemon", script: fmt.Sprintf(`
+	s.register(shJob{ns: "team-b", id: "b", driver: "steward-exec", script: fmt.Sprintf(`
+echo "uid=$(id -u)"
 cat %[1]q/ckpt 2>&1 || echo "read other job: refused"
 ls %[2]q 2>&1 || echo "list other job: refused"
 ls %[3]q 2>&1 || echo "list other tenant: refused"
+cat /proc/%[4]d/environ 2>&1 | tr '\0' '\n' | grep STEWARD_CHECKPOINT_DIR || echo "other job's environ: refused"
 echo secret-b > "$STEWARD_CHECKPOINT_DIR/ckpt" && echo "own checkpoint: $(cat "$STEWARD_CHECKPOINT_DIR/ckpt")"
-echo done`, aDir, filepath.Join(s.ckptRoot, "team-a", "a"), filepath.Join(s.ckptRoot, "team-a"))})
+echo done`, aDir, filepath.Join(s.ckptRoot, "team-a", "a"), filepath.Join(s.ckptRoot, "team-a"), aPid)})
 	bAlloc := s.waitAlloc("team-b", "b", nil, api.AllocClientStatusComplete)
 	out := s.waitStdout(bAlloc, "done")
-	t.Logf("job b (team-b, daemon) tried job a's checkpoints:\n%s", out)
-	for _, want := range []string{"read other job: refused", "list other job: refused", "list other tenant: refused", "Permission denied", "own checkpoint: secret-b"} {
+	t.Logf("job a runs as uid %d; job b (team-b, no user either) tried job a's checkpoints:\n%s", aUID, out)
+	for _, want := range []string{"read other job: refused", "list other job: refused", "list other tenant: refused",
+		"other job's environ: refused", "Permission denied", "own checkpoint: secret-b"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("job b's output lacks %q", want)
 		}
 	}
-	if strings.Contains(out, "secret-a") {
-		t.Errorf("job b read job a's checkpoint")
+	if strings.Contains(out, "secret-a") || strings.Contains(out, "STEWARD_CHECKPOINT_DIR="+aDir) {
+		t.Errorf("job b read job a's checkpoint or environment")
+	}
+	var bUID int
+	if _, err := fmt.Sscanf(out[strings.Index(out, "uid="):], "uid=%d", &bUID); err != nil || bUID == aUID || bUID < 80000 || bUID > 89999 {
+		t.Errorf("job b ran as uid %d (%v), job a as %d: want two uids of 80000-89999", bUID, err, aUID)
 	}
 
 	// The modes behind it, as root sees them.
@@ -78,14 +98,32 @@ echo done`, aDir, filepath.Join(s.ckptRoot, "team-a", "a"), filepath.Join(s.ckpt
 		perm os.FileMode
 	}{
 		{filepath.Join(s.ckptRoot, "team-a"), 0, 0o711},
-		{filepath.Join(s.ckptRoot, "team-a", "a"), 65534, 0o700},
-		{aDir, 65534, 0o700},
-		{filepath.Join(s.ckptRoot, "team-b", "b"), 1, 0o700},
+		{filepath.Join(s.ckptRoot, "team-a", "a"), aUID, 0o700},
+		{aDir, aUID, 0o700},
+		{filepath.Join(s.ckptRoot, "team-b", "b"), bUID, 0o700},
+		{filepath.Join(s.ckptRoot, ".uids"), 0, 0o700},
+		{filepath.Join(s.ckptRoot, ".uids", fmt.Sprint(aUID)), 0, 0o600},
 	} {
-		if uid, mode := ownerAndMode(t, c.path); uid != c.uid || mode.Perm() != c.perm || !mode.IsDir() {
-			t.Errorf("%s: uid %d mode %v, want a dir of uid %d with mode %#o", c.path, uid, mode, c.uid, c.perm)
+		if uid, mode := ownerAndMode(t, c.path); uid != c.uid || mode.Perm() != c.perm {
+			t.Errorf("%s: uid %d mode %v, want uid %d with mode %#o", c.path, uid, mode, c.uid, c.perm)
 		}
 	}
+	if raw, err := os.ReadFile(filepath.Join(s.ckptRoot, ".uids", fmt.Sprint(aUID))); err != nil || string(raw) != "team-a/a\n" {
+		t.Errorf("registry entry of uid %d: %q (%v), want job a's key", aUID, raw, err)
+	}
+
+	// A named user: allowed if listed, refused otherwise.
+	s.register(shJob{ns: "team-b", id: "svc-ok", driver: "steward-exec", user: "daemon", script: `echo "uid=$(id -u)"`})
+	s.register(shJob{ns: "team-b", id: "svc-borrow", driver: "steward-exec", user: "bin", script: "id -u"})
+	if out := s.waitStdout(s.waitAlloc("team-b", "svc-ok", nil, api.AllocClientStatusComplete), "uid="); !strings.Contains(out, "uid=1") {
+		t.Errorf("a task naming daemon (allowed) ran as %q", out)
+	}
+	failed := s.waitAlloc("team-b", "svc-borrow", nil, api.AllocClientStatusFailed)
+	msg := s.waitEvent(failed, "Driver Failure", `task user "bin" is not allowed on this client`)
+	if !strings.Contains(msg, `allowed_task_users (now ["daemon"])`) {
+		t.Errorf("the failure does not name allowed_task_users: %s", msg)
+	}
+	t.Logf("user outside allowed_task_users: %s", msg)
 }
 
 // TestDriverSymlinkPlanted: symlinks a task plants where the driver (root)
