@@ -142,12 +142,43 @@ func (d *Dir) ReadFile(name string, limit int64) ([]byte, error) {
 }
 
 // CreateExclusive creates name (it must not exist, and is never a
-// symlink's target), writes data, and sets perm exactly (not masked by the
-// umask).
+// symlink's target) holding data, with perm exactly (not masked by the
+// umask). The file appears whole or not at all: it is written under a
+// temporary name and linked to name, which fails if name exists. So a
+// reader that finds name never sees it empty or half written, which an
+// O_EXCL create followed by a write would let it (two tasks of one job
+// claiming a uid would then each take one). link(2) is atomic on NFS too.
 func (d *Dir) CreateExclusive(name string, data []byte, perm os.FileMode) error {
 	if err := checkName(name); err != nil {
 		return err
 	}
+	tmp, err := d.createTemp(name, data, perm)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = d.Remove(tmp) }()
+	if err := unix.Linkat(int(d.f.Fd()), tmp, int(d.f.Fd()), name, 0); err != nil {
+		return d.openErr(name, err)
+	}
+	return nil
+}
+
+// createTemp writes data to a new file with a unique name derived from
+// name and returns that name.
+func (d *Dir) createTemp(name string, data []byte, perm os.FileMode) (string, error) {
+	var tmp string
+	var err error
+	for i := 0; i < 10; i++ {
+		tmp = fmt.Sprintf(".%s.tmp%d-%d", name, os.Getpid(), randUint())
+		if err = d.createNew(tmp, data, perm); !errors.Is(err, unix.EEXIST) {
+			break
+		}
+	}
+	return tmp, err
+}
+
+// createNew creates name with O_EXCL, writes data and sets perm.
+func (d *Dir) createNew(name string, data []byte, perm os.FileMode) error {
 	fd, err := unix.Openat(int(d.f.Fd()), name, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, uint32(perm.Perm()))
 	if err != nil {
 		return d.openErr(name, err)
@@ -169,14 +200,7 @@ func (d *Dir) WriteFileAtomic(name string, data []byte, perm os.FileMode) error 
 	if err := checkName(name); err != nil {
 		return err
 	}
-	var tmp string
-	var err error
-	for i := 0; i < 10; i++ {
-		tmp = fmt.Sprintf(".%s.tmp%d-%d", name, os.Getpid(), randUint())
-		if err = d.CreateExclusive(tmp, data, perm); !errors.Is(err, unix.EEXIST) {
-			break
-		}
-	}
+	tmp, err := d.createTemp(name, data, perm)
 	if err != nil {
 		return err
 	}
