@@ -57,6 +57,11 @@ Options:
   -checkpoint-every D  How often jobs checkpoint on their own; work since the
                        last checkpoint is lost when a job is stopped without a
                        checkpoint signal. Default: 30m.
+  -checkpoint-cost D   How long a job takes to write a checkpoint when
+                       signalled, and to load one when it restarts. A grace
+                       shorter than it ends without a checkpoint; the load,
+                       and the work done after the signal, count as GPU time
+                       lost. Default: 60s.
   -plan-interval D     Least virtual time between two Steward plans: events in
                        between are planned for together, as a controller that
                        batches them. 0 plans at every event. Default: 30s.
@@ -89,7 +94,7 @@ func (c *SimulateCommand) Run(args []string) int {
 		nodes, gpusPerNode, limit                       int
 		seed                                            uint64
 		scale                                           float64
-		checkpointEvery, planInterval                   time.Duration
+		checkpointEvery, planInterval, checkpointCost   time.Duration
 	)
 	fs := flag.NewFlagSet("simulate", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
@@ -103,6 +108,7 @@ func (c *SimulateCommand) Run(args []string) int {
 	fs.IntVar(&limit, "limit", 0, "")
 	fs.DurationVar(&checkpointEvery, "checkpoint-every", sim.DefaultCheckpointEvery, "")
 	fs.DurationVar(&planInterval, "plan-interval", sim.DefaultPlanInterval, "")
+	fs.DurationVar(&checkpointCost, "checkpoint-cost", sim.DefaultCheckpointCost, "")
 	fs.StringVar(&policies, "policies", "fifo,strict,steward", "")
 	fs.StringVar(&format, "format", "table", "")
 	fs.StringVar(&outDir, "out", "", "")
@@ -127,9 +133,9 @@ func (c *SimulateCommand) Run(args []string) int {
 		return usage(fmt.Sprintf("-scale must be more than 0; got %g.", scale))
 	case limit < 0:
 		return usage(fmt.Sprintf("-limit must not be negative; got %d.", limit))
-	case checkpointEvery < 0 || planInterval < 0:
-		return usage(fmt.Sprintf("-checkpoint-every and -plan-interval must not be negative; got %s and %s.",
-			checkpointEvery, planInterval))
+	case checkpointEvery < 0 || planInterval < 0 || checkpointCost < 0:
+		return usage(fmt.Sprintf("-checkpoint-every, -checkpoint-cost and -plan-interval must not be negative; got %s, %s and %s.",
+			checkpointEvery, checkpointCost, planInterval))
 	}
 	switch format {
 	case "table", "json", "csv", "markdown":
@@ -169,8 +175,9 @@ func (c *SimulateCommand) Run(args []string) int {
 			return 1
 		}
 		rep, err := sim.Compare(tr, sim.Options{
-			Config: sim.Config{Policy: pol, Nodes: nodes, GPUsPerNode: gpusPerNode, CheckpointEvery: checkpointEvery, PlanInterval: planInterval},
-			Seed:   seed, Limit: limit, Policies: kinds, TenantScale: scale,
+			Config: sim.Config{Policy: pol, Nodes: nodes, GPUsPerNode: gpusPerNode, CheckpointEvery: checkpointEvery,
+				CheckpointCost: checkpointCost, PlanInterval: planInterval},
+			Seed: seed, Limit: limit, Policies: kinds, TenantScale: scale,
 		})
 		if err != nil {
 			c.UI.Error(err.Error())

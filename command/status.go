@@ -86,6 +86,9 @@ func FormatStatus(s *controller.Status, now time.Time) string {
 			// Nomad placed work before Steward could hold it, or the
 			// limit was lowered: Steward gives the excess back.
 			note = fmt.Sprintf("OVER LIMIT by %d", t.InUse-t.Limit)
+			if t.Note != "" {
+				note += ": " + t.Note
+			}
 		}
 		rows = append(rows, fmt.Sprintf("%s|%d|%s|%d|%d|%d|%s", t.Tenant, t.Reserve, limitString(t.Limit), t.InUse, t.Borrowed, t.Pending, note))
 	}

@@ -47,6 +47,8 @@ type TenantStatus struct {
 	InUse    int    `json:"in_use"`
 	Borrowed int    `json:"borrowed"`
 	Pending  int    `json:"pending"`
+	// Note says why the tenant stays over its limit (the eviction cap).
+	Note string `json:"note,omitempty"`
 }
 
 // HeldStatus is a job group Steward holds.
@@ -75,7 +77,7 @@ func buildStatus(pol *policy.Policy, r *round, states []*JobState, usage map[str
 	if r.plan != nil {
 		for _, t := range r.plan.Tenants {
 			s.Tenants = append(s.Tenants, TenantStatus{Tenant: t.Tenant, Reserve: t.Reserve, Limit: t.Limit,
-				InUse: t.InUse, Borrowed: t.Borrowed(), Pending: t.Waiting})
+				InUse: t.InUse, Borrowed: t.Borrowed(), Pending: t.Waiting, Note: t.Note})
 		}
 	}
 	for _, st := range states {

@@ -13,6 +13,9 @@ const (
 	evIdle                      // a run's GPUs go idle (its idle tail begins)
 	evGraceEnd                  // a preempted job's checkpoint grace is over: stop it
 	evWake                      // a time-based engine rule may now fire: plan again
+	// evCheck: a preemption's beneficiary should be running by now
+	// (grace + one plan interval); checked after the instant settles.
+	evCheck
 )
 
 // wakeKind says which time-based rule a wake-up is for, so that stale
@@ -36,6 +39,8 @@ type event struct {
 	job  int32
 	gen  uint32
 	wake eventWake
+	// check indexes simulator.checks (evCheck).
+	check int32
 }
 
 // eventWake is what a wake-up is for.

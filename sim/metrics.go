@@ -30,15 +30,35 @@ type Result struct {
 	HighPriorityDelay Delay   `json:"high_priority_delay"`
 	DelayByTier       []Delay `json:"delay_by_tier"`
 
-	LostGPUHours          float64        `json:"lost_gpu_hours"`
-	Preemptions           int            `json:"preemptions"`
-	PreemptionsByRule     map[string]int `json:"preemptions_by_rule,omitempty"`
-	PreemptedJobs         int            `json:"preempted_jobs"`
-	MaxPreemptionsPerJob  int            `json:"max_preemptions_per_job"`
-	PreemptionsPerJob     []int          `json:"preemptions_per_job"` // jobs preempted 0, 1, 2, 3, 4, 5+ times
-	Promotions            int            `json:"promotions"`
-	IdleStops             int            `json:"idle_stops"`
-	IdleReclaimedGPUHours float64        `json:"idle_reclaimed_gpu_hours"`
+	// LostGPUHours: work not kept by stops, and time spent loading
+	// checkpoints on restart (Config.CheckpointCost).
+	LostGPUHours float64 `json:"lost_gpu_hours"`
+	Preemptions  int     `json:"preemptions"`
+	// WastedPreemptions are preemptions made for a named beneficiary that
+	// was not running one plan interval after the victim's grace ended;
+	// WastedVictimBack those of them whose victim was running again by
+	// then.
+	WastedPreemptions int `json:"wasted_preemptions"`
+	WastedVictimBack  int `json:"wasted_victim_back"`
+	// CapBreaches are stops (preemptions and idle stops) of a job that had
+	// already been stopped max_per_job_per_hour times in the hour before;
+	// MaxPreemptionsPerJobPerHour the most stops of one job in any hour.
+	CapBreaches                 int            `json:"cap_breaches"`
+	MaxPreemptionsPerJobPerHour int            `json:"max_preemptions_per_job_per_hour"`
+	PreemptionsByRule           map[string]int `json:"preemptions_by_rule,omitempty"`
+	PreemptedJobs               int            `json:"preempted_jobs"`
+	MaxPreemptionsPerJob        int            `json:"max_preemptions_per_job"`
+	PreemptionsPerJob           []int          `json:"preemptions_per_job"` // jobs preempted 0, 1, 2, 3, 4, 5+ times
+	Promotions                  int            `json:"promotions"`
+	IdleStops                   int            `json:"idle_stops"`
+	IdleReclaimedGPUHours       float64        `json:"idle_reclaimed_gpu_hours"`
+	// IdleUnreclaimedGPUHours are GPU-hours held by runs in their idle
+	// tail, by why they were not reclaimed: "no_rule" (no idle rule covers
+	// the job, or its tier is not preemptible), "within_after" (idle for
+	// less than the rule's after), "past_after" (the rule was due but did
+	// not act: a pressure rule with nothing waiting that needed the GPUs,
+	// the eviction cap, or a policy other than Steward's).
+	IdleUnreclaimedGPUHours map[string]float64 `json:"idle_unreclaimed_gpu_hours"`
 
 	// Reservation: time tenants under their reservation had work waiting.
 	ReserveWaitHours     float64 `json:"reserve_wait_hours"`
@@ -114,6 +134,8 @@ type metrics struct {
 	tierPrio                map[string]int
 	high                    []float64
 	lostSec, reclaimSec     float64
+	wastedN, wastedBack     int
+	idleKept                map[string]float64 // GPU-seconds, by why
 	preemptions, idleStops  int
 	byRule                  map[string]int
 	promotions              int
@@ -128,6 +150,7 @@ func newMetrics(cfg Config, jobs []Job) *metrics {
 		delays:   map[string][]float64{},
 		tierPrio: map[string]int{},
 		byRule:   map[string]int{},
+		idleKept: map[string]float64{"no_rule": 0, "within_after": 0, "past_after": 0},
 	}
 	if len(jobs) > 0 {
 		m.windowStart, m.windowEnd = jobs[0].Submit, jobs[len(jobs)-1].Submit
@@ -218,26 +241,35 @@ func (m *metrics) reclaimed(gpus int, d time.Duration)   { m.reclaimSec += float
 func (m *metrics) preemption()                           { m.preemptions++ }
 func (m *metrics) preemptionRule(rule string)            { m.byRule[rule]++ }
 func (m *metrics) promotion()                            { m.promotions++ }
-func (m *metrics) idleStop()                             { m.idleStops++ }
-func (m *metrics) finish(now time.Duration)              { m.end = now }
+func (m *metrics) wasted(victimBack bool) {
+	m.wastedN++
+	if victimBack {
+		m.wastedBack++
+	}
+}
+func (m *metrics) idleStop()                { m.idleStops++ }
+func (m *metrics) finish(now time.Duration) { m.end = now }
 
 func (m *metrics) result(s *simulator) *Result {
 	r := &Result{
-		Policy:                string(s.kind),
-		Jobs:                  m.jobs,
-		Completed:             m.nCompleted,
-		StoppedByIdleRule:     m.stoppedJobs,
-		WindowHours:           (m.windowEnd - m.windowStart).Hours(),
-		LostGPUHours:          m.lostSec / 3600,
-		Preemptions:           m.preemptions,
-		Promotions:            m.promotions,
-		IdleStops:             m.idleStops,
-		IdleReclaimedGPUHours: m.reclaimSec / 3600,
-		ReserveShortGPUHours:  m.reserveShort / 3600,
-		EnginePlans:           s.plans,
-		EngineSkipped:         s.skipped,
-		PreemptionsPerJob:     make([]int, 6),
-		delays:                m.delays,
+		Policy:                  string(s.kind),
+		Jobs:                    m.jobs,
+		Completed:               m.nCompleted,
+		StoppedByIdleRule:       m.stoppedJobs,
+		WindowHours:             (m.windowEnd - m.windowStart).Hours(),
+		LostGPUHours:            m.lostSec / 3600,
+		Preemptions:             m.preemptions,
+		Promotions:              m.promotions,
+		IdleStops:               m.idleStops,
+		IdleReclaimedGPUHours:   m.reclaimSec / 3600,
+		WastedPreemptions:       m.wastedN,
+		WastedVictimBack:        m.wastedBack,
+		IdleUnreclaimedGPUHours: map[string]float64{},
+		ReserveShortGPUHours:    m.reserveShort / 3600,
+		EnginePlans:             s.plans,
+		EngineSkipped:           s.skipped,
+		PreemptionsPerJob:       make([]int, 6),
+		delays:                  m.delays,
 	}
 	if len(m.byRule) > 0 {
 		r.PreemptionsByRule = m.byRule
@@ -259,6 +291,12 @@ func (m *metrics) result(s *simulator) *Result {
 			r.PreemptedJobs++
 		}
 		r.MaxPreemptionsPerJob = max(r.MaxPreemptionsPerJob, j.preemptions)
+		most, breaches := perHour(j.preemptTimes, s.pol.Preemption.MaxPerJobPerHour)
+		r.MaxPreemptionsPerJobPerHour = max(r.MaxPreemptionsPerJobPerHour, most)
+		r.CapBreaches += breaches
+	}
+	for why, sec := range m.idleKept {
+		r.IdleUnreclaimedGPUHours[why] = sec / 3600
 	}
 	r.HighPriorityDelay = summarise(m.high)
 	tiers := make([]string, 0, len(m.tierPrio))
@@ -335,4 +373,39 @@ func summarise(d []float64) Delay {
 func percentile(sorted []float64, p float64) float64 {
 	rank := int(math.Ceil(p / 100 * float64(len(sorted))))
 	return sorted[max(0, min(rank, len(sorted))-1)]
+}
+
+// perHour returns the most stops in any hour (a window [t-1h, t] ending at
+// a stop, as the engine counts its cap) and the stops that went over limit
+// (none when limit is 0: no cap). times are in order.
+func perHour(times []time.Time, limit int) (most, over int) {
+	lo := 0
+	for i, t := range times {
+		for times[lo].Before(t.Add(-time.Hour)) {
+			lo++
+		}
+		n := i - lo + 1
+		most = max(most, n)
+		if limit > 0 && n > limit {
+			over++
+		}
+	}
+	return most, over
+}
+
+// idleEnded accounts a run's idle tail of d on gpus, which nothing
+// reclaimed (the run completed or was stopped by something other than its
+// idle rule), by why.
+func (m *metrics) idleEnded(j *simJob, d time.Duration) {
+	if d <= 0 {
+		return
+	}
+	g := float64(j.gpus())
+	if j.idleRule == nil || !j.preemptible {
+		m.idleKept["no_rule"] += g * d.Seconds()
+		return
+	}
+	within := min(d, j.idleRule.After)
+	m.idleKept["within_after"] += g * within.Seconds()
+	m.idleKept["past_after"] += g * (d - within).Seconds()
 }

@@ -23,6 +23,8 @@ type Report struct {
 	GPUsPerNode     int       `json:"gpus_per_node"`
 	Seed            uint64    `json:"seed"`
 	CheckpointEvery string    `json:"checkpoint_every"`
+	CheckpointCost  string    `json:"checkpoint_cost"`
+	PlanInterval    string    `json:"plan_interval"`
 	TenantScale     float64   `json:"tenant_scale"`
 	PolicyFiles     []string  `json:"policy_files,omitempty"`
 	Derivation      string    `json:"derivation"`
@@ -67,7 +69,8 @@ func Compare(tr *Trace, o Options) (*Report, error) {
 	}
 	rep := &Report{Trace: tr.Name, Format: tr.Format, Jobs: len(tr.Jobs), DroppedCPUOnly: tr.Dropped,
 		Nodes: o.Nodes, GPUsPerNode: o.GPUsPerNode, Seed: o.Seed,
-		CheckpointEvery: o.CheckpointEvery.String(), TenantScale: o.TenantScale, PolicyFiles: o.Policy.Files, Derivation: d.Rule()}
+		CheckpointEvery: o.CheckpointEvery.String(), CheckpointCost: o.CheckpointCost.String(),
+		PlanInterval: o.PlanInterval.String(), TenantScale: o.TenantScale, PolicyFiles: o.Policy.Files, Derivation: d.Rule()}
 	kinds := o.Policies
 	if len(kinds) == 0 {
 		kinds = AllPolicies
@@ -124,8 +127,17 @@ func (rep *Report) rows() []row {
 			return strings.Join(parts, "/")
 		}},
 		row{"most preemptions of one job", func(r *Result) string { return strconv.Itoa(r.MaxPreemptionsPerJob) }},
+		row{"most stops of one job in an hour", func(r *Result) string { return strconv.Itoa(r.MaxPreemptionsPerJobPerHour) }},
+		row{"stops over the eviction cap", func(r *Result) string { return strconv.Itoa(r.CapBreaches) }},
+		row{"wasted preemptions (victim back)", func(r *Result) string {
+			return fmt.Sprintf("%d (%d)", r.WastedPreemptions, r.WastedVictimBack)
+		}},
 		row{"idle stops", func(r *Result) string { return strconv.Itoa(r.IdleStops) }},
 		row{"idle GPU-hours reclaimed", func(r *Result) string { return hours(r.IdleReclaimedGPUHours) }},
+		row{"idle GPU-hours kept: no rule/within after/past after", func(r *Result) string {
+			u := r.IdleUnreclaimedGPUHours
+			return hours(u["no_rule"]) + "/" + hours(u["within_after"]) + "/" + hours(u["past_after"])
+		}},
 		row{"under-reservation wait (tenant-h)", func(r *Result) string { return hours(r.ReserveWaitHours) }},
 		row{"reserved GPU-hours owed, unmet", func(r *Result) string { return hours(r.ReserveShortGPUHours) }},
 	)
@@ -240,6 +252,10 @@ func WriteCSV(w io.Writer, reps []*Report) error {
 			put("preemptions", strconv.Itoa(r.Preemptions))
 			put("preempted_jobs", strconv.Itoa(r.PreemptedJobs))
 			put("max_preemptions_per_job", strconv.Itoa(r.MaxPreemptionsPerJob))
+			put("max_preemptions_per_job_per_hour", strconv.Itoa(r.MaxPreemptionsPerJobPerHour))
+			put("cap_breaches", strconv.Itoa(r.CapBreaches))
+			put("wasted_preemptions", strconv.Itoa(r.WastedPreemptions))
+			put("wasted_victim_back", strconv.Itoa(r.WastedVictimBack))
 			for i, n := range r.PreemptionsPerJob {
 				label := strconv.Itoa(i)
 				if i == len(r.PreemptionsPerJob)-1 {
@@ -249,6 +265,9 @@ func WriteCSV(w io.Writer, reps []*Report) error {
 			}
 			put("idle_stops", strconv.Itoa(r.IdleStops))
 			put("idle_reclaimed_gpu_hours", f(r.IdleReclaimedGPUHours))
+			for _, why := range []string{"no_rule", "within_after", "past_after"} {
+				put("idle_unreclaimed_gpu_hours."+why, f(r.IdleUnreclaimedGPUHours[why]))
+			}
 			put("reserve_wait_hours", f(r.ReserveWaitHours))
 			put("reserve_short_gpu_hours", f(r.ReserveShortGPUHours))
 			for _, t := range r.Tenants {

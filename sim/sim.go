@@ -54,6 +54,10 @@ const StrictPriorityDelta = 10
 // DefaultCheckpointEvery is how often jobs save a checkpoint on their own.
 const DefaultCheckpointEvery = 30 * time.Minute
 
+// DefaultCheckpointCost is how long a job takes to write a checkpoint,
+// and to load one when it restarts: large models take 30-120 s.
+const DefaultCheckpointCost = 60 * time.Second
+
 // DefaultPlanInterval is how often, at most, the simulated controller
 // plans: events in between are planned for together.
 const DefaultPlanInterval = 30 * time.Second
@@ -69,6 +73,12 @@ type Config struct {
 	// signal loses the work since its last one. 0: jobs never checkpoint
 	// on their own and lose the whole run.
 	CheckpointEvery time.Duration
+	// CheckpointCost is how long a job takes to write a checkpoint when
+	// signalled, and to load one each time it restarts with progress to
+	// resume. A preemption whose grace is shorter than it ends without a
+	// checkpoint: the job falls back to its last periodic one. The load
+	// and the work done after the signal are GPU time lost. 0: free.
+	CheckpointCost time.Duration
 	// PlanInterval is the least virtual time between two of Steward's
 	// plans, as a controller that batches events: triggers that come
 	// sooner are planned for together when it has passed. 0: plan at
@@ -113,14 +123,25 @@ type simJob struct {
 	gen         uint32 // bumped on every start and stop
 	runs        int
 
-	startedAt  time.Duration // current run
-	progress   time.Duration // work saved when the current run started
+	startedAt time.Duration // current run
+	progress  time.Duration // work saved when the current run started
+	// workFrom is when the current run starts making progress: its start
+	// plus the time to load its checkpoint (Config.CheckpointCost) when it
+	// resumes from one.
+	workFrom time.Duration
+	// signalAt is when the current drain's checkpoint signal came: the
+	// checkpoint holds the work done until then.
+	signalAt time.Duration
+	// lastStart is when the current (or last) run started; -1 before the
+	// first.
+	lastStart  time.Duration
 	waitSince  time.Duration
 	firstStart time.Duration // -1 until it first runs
 	endedAt    time.Duration // when it completed
 	idleFrom   time.Duration // this run's GPUs idle since; -1 while busy
 
-	drainCheckpoint bool // the drain ends with a checkpoint (signal and grace)
+	drainCheckpoint bool  // the drain ends with a checkpoint (signal and grace)
+	drainFor        int32 // the job the drain frees GPUs for; -1: none
 	preemptTimes    []time.Time
 	preemptions     int
 	// Idle reclaim accounting: when an idle rule requeued the job, and how
@@ -176,6 +197,15 @@ type simulator struct {
 	skipped   int
 	maxEvents int
 	handled   int
+
+	// checks are preemptions made for a named beneficiary, to be checked
+	// when it should be running (wasted preemptions); due holds those
+	// due at this instant.
+	checks []beneCheck
+	due    []int32
+	// marks are GPUs victims gave back for a beneficiary that has not
+	// started yet, as the controller records them (Snapshot.Earmarks).
+	marks []simMark
 
 	m *metrics
 }
@@ -246,7 +276,7 @@ func newSimulator(jobs []Job, cfg Config, kind PolicyKind) (*simulator, error) {
 			tierPrio: tier.Priority, priority: tier.Priority, high: tier.Priority > lowest, preemptible: tier.Preemptible,
 			tenant:     s.m.tenantIndex(spec.Tenant),
 			idleRule:   cfg.Policy.IdleRuleFor(tier.Name, tenant.Name),
-			firstStart: -1, idleFrom: -1, idleStoppedAt: -1,
+			firstStart: -1, idleFrom: -1, idleStoppedAt: -1, lastStart: -1, drainFor: -1,
 		}
 		if s.byRef != nil {
 			if _, dup := s.byRef[j.ref]; dup {
@@ -290,6 +320,7 @@ func (s *simulator) run() error {
 		if err := s.settle(); err != nil {
 			return err
 		}
+		s.checkBeneficiaries()
 	}
 	s.m.finish(s.now)
 	return nil
@@ -331,13 +362,18 @@ func (s *simulator) arrive(ji int32) {
 }
 
 func (s *simulator) handle(e event) {
+	if e.kind == evCheck {
+		// A measurement, not something that happens to the cluster.
+		s.due = append(s.due, e.check)
+		return
+	}
 	j := &s.jobs[e.job]
 	switch e.kind {
 	case evComplete:
 		if e.gen != j.gen || (j.state != running && j.state != draining) {
 			return
 		}
-		s.stopRun(e.job, true)
+		s.stopRun(e.job, keepAll)
 		s.setState(e.job, done)
 		j.endedAt = s.now
 		s.m.completed(j, s.now)
@@ -352,15 +388,20 @@ func (s *simulator) handle(e event) {
 		if e.gen != j.gen || j.state != draining {
 			return
 		}
-		if j.progress+s.now-j.startedAt >= j.spec.RunTime {
+		if s.workDone(j) >= j.spec.RunTime {
 			// It finishes as its grace ends: a completion, not a stop.
-			s.stopRun(e.job, true)
+			s.stopRun(e.job, keepAll)
 			s.setState(e.job, done)
 			j.endedAt = s.now
 			s.m.completed(j, s.now)
 			break
 		}
-		s.stopRun(e.job, j.drainCheckpoint)
+		k := keepPeriodic
+		if j.drainCheckpoint {
+			k = keepCheckpoint
+		}
+		s.markFreed(j)
+		s.stopRun(e.job, k)
 		j.waitSince = s.now
 		s.setState(e.job, held)
 		s.wakeForPromotion(j)
@@ -499,7 +540,11 @@ func (s *simulator) start(ji int32, nodes []int) {
 	}
 	s.setState(ji, running)
 	s.prioRun[j.priority]++
-	j.startedAt = s.now
+	j.startedAt, j.lastStart, j.workFrom = s.now, s.now, s.now
+	if j.progress > 0 {
+		// It resumes from a checkpoint: loading it takes its time.
+		j.workFrom += s.cfg.CheckpointCost
+	}
 	if j.firstStart < 0 {
 		j.firstStart = s.now
 		s.m.started(j, s.now)
@@ -508,7 +553,7 @@ func (s *simulator) start(ji int32, nodes []int) {
 		s.m.reclaimed(j.gpus(), min(s.now-j.idleStoppedAt, j.idleOwed))
 		j.idleStoppedAt = -1
 	}
-	s.schedule(event{at: s.now + j.spec.RunTime - j.progress, kind: evComplete, job: ji, gen: j.gen})
+	s.schedule(event{at: j.workFrom + j.spec.RunTime - j.progress, kind: evComplete, job: ji, gen: j.gen})
 	j.idleFrom = -1
 	switch idle := j.spec.IdleAfter; {
 	case idle >= j.spec.RunTime:
@@ -516,7 +561,7 @@ func (s *simulator) start(ji int32, nodes []int) {
 		j.idleFrom = s.now
 		s.wakeForIdleRule(j)
 	default:
-		s.schedule(event{at: s.now + idle - j.progress, kind: evIdle, job: ji, gen: j.gen})
+		s.schedule(event{at: j.workFrom + idle - j.progress, kind: evIdle, job: ji, gen: j.gen})
 	}
 	s.m.setAllocated(j.tenant, j.gpus())
 	if j.idleFrom < 0 {
@@ -529,21 +574,42 @@ func (s *simulator) start(ji int32, nodes []int) {
 	}
 }
 
-// stopRun ends a job's current run and frees its GPUs. With checkpoint
-// its work so far is saved; without, it falls back to its last periodic
-// checkpoint and the rest counts as lost.
-func (s *simulator) stopRun(ji int32, checkpoint bool) {
+// keep says what work a stopped run keeps.
+type keep uint8
+
+const (
+	keepAll        keep = iota // it finished, or went idle after its work: nothing unsaved
+	keepCheckpoint             // its checkpoint at the signal: work since then is lost
+	keepPeriodic               // no checkpoint: it falls back to its last periodic one
+)
+
+// workDone is the work a running job has done in all, saved or not.
+func (s *simulator) workDone(j *simJob) time.Duration {
+	return j.progress + max(0, s.now-j.workFrom)
+}
+
+// stopRun ends a job's current run and frees its GPUs, keeping the work
+// keep says; the rest of the run, and the time it spent loading its
+// checkpoint, count as lost.
+func (s *simulator) stopRun(ji int32, k keep) {
 	j := &s.jobs[ji]
 	ran := s.now - j.startedAt
-	if !checkpoint {
-		lost := ran
+	work := max(0, s.now-j.workFrom) // progress this run
+	kept := work
+	switch k {
+	case keepCheckpoint:
+		kept = min(work, max(0, j.signalAt-j.workFrom))
+	case keepPeriodic:
 		if s.cfg.CheckpointEvery > 0 {
-			lost = ran % s.cfg.CheckpointEvery
+			kept = work - work%s.cfg.CheckpointEvery
+		} else {
+			kept = 0
 		}
-		ran -= lost
-		s.m.lost(j.gpus(), lost)
 	}
-	j.progress = min(j.progress+ran, j.spec.RunTime)
+	// ran-work is the time spent loading a checkpoint: lost, like the
+	// work not kept.
+	s.m.lost(j.gpus(), ran-kept)
+	j.progress = min(j.progress+kept, j.spec.RunTime)
 	for _, a := range j.allocs {
 		s.cl.give(a.node, a.gpus)
 	}
@@ -552,6 +618,8 @@ func (s *simulator) stopRun(ji int32, checkpoint bool) {
 	s.m.setAllocated(j.tenant, -j.gpus())
 	if j.idleFrom < 0 {
 		s.m.setBusy(-j.gpus())
+	} else {
+		s.m.idleEnded(j, s.now-j.idleFrom)
 	}
 	j.idleFrom = -1
 	j.gen++

@@ -54,13 +54,13 @@ type jobOutcome struct {
 }
 
 // outcomes runs one policy and returns per-job outcomes.
-func outcomes(t *testing.T, pol *policy.Policy, csv string, nodes int, kind PolicyKind) (map[string]jobOutcome, *Result) {
+func outcomes(t *testing.T, pol *policy.Policy, csv string, nodes int, cost time.Duration, kind PolicyKind) (map[string]jobOutcome, *Result) {
 	t.Helper()
 	tr := mustTrace(t, csv)
 	if _, err := Derive(tr, DeriveOptions{Seed: 1, Policy: pol, Nodes: nodes, GPUsPerNode: 8}); err != nil {
 		t.Fatal(err)
 	}
-	cfg := Config{Policy: pol, Nodes: nodes, GPUsPerNode: 8, CheckpointEvery: 20 * time.Minute}
+	cfg := Config{Policy: pol, Nodes: nodes, GPUsPerNode: 8, CheckpointEvery: 20 * time.Minute, CheckpointCost: cost}
 	s, err := newSimulator(tr.Jobs, cfg, kind)
 	if err != nil {
 		t.Fatal(err)
@@ -96,6 +96,7 @@ func TestHandCheckedTraces(t *testing.T) {
 		name   string
 		policy string
 		nodes  int
+		cost   time.Duration // Config.CheckpointCost
 		trace  string
 		want   map[PolicyKind]map[string]jobOutcome
 		check  func(t *testing.T, kind PolicyKind, r *Result)
@@ -115,13 +116,14 @@ I1,1800,8,1,3600,ml,interactive,never`,
 				// T1 loses 30m mod 20m = 10m of 16 GPUs, restarts from
 				// 20m when I1 ends at 90m, and ends 100m later.
 				Strict: {"T1": {0, 190, 1}, "I1": {0, 90, 0}},
-				// Steward: T1 is past min_runtime, gets the signal and
-				// 2m of grace, saves 32m of work; I1 starts at 32m, ends
-				// at 92m, then T1 resumes for its last 88m.
-				Steward: {"T1": {0, 180, 1}, "I1": {2, 92, 0}},
+				// Steward: T1 is past min_runtime, gets the signal at 30m
+				// and 2m of grace; its checkpoint holds the 30m done at
+				// the signal (the 2m after it are lost); I1 starts at
+				// 32m, ends at 92m, then T1 resumes for its last 90m.
+				Steward: {"T1": {0, 182, 1}, "I1": {2, 92, 0}},
 			},
 			check: func(t *testing.T, kind PolicyKind, r *Result) {
-				lost := map[PolicyKind]float64{FIFO: 0, Strict: 16 * 10.0 / 60, Steward: 0}[kind]
+				lost := map[PolicyKind]float64{FIFO: 0, Strict: 16 * 10.0 / 60, Steward: 16 * 2.0 / 60}[kind]
 				if !near(r.LostGPUHours, lost) {
 					t.Errorf("lost %.4f GPU-hours, want %.4f", r.LostGPUHours, lost)
 				}
@@ -142,10 +144,11 @@ A1,3600,8,1,3600,a,training,never`,
 				// Nobody preempts at equal priority: A1 waits until 240m.
 				FIFO:   {"B1": {0, 240, 0}, "A1": {180, 300, 0}},
 				Strict: {"B1": {0, 240, 0}, "A1": {180, 300, 0}},
-				// Steward reclaims: B1 (over its reservation) gets 2m of
-				// grace, A1 starts at 62m and ends at 122m, B1 resumes
-				// then with 62m saved and ends 178m later, at 300m.
-				Steward: {"B1": {0, 300, 1}, "A1": {2, 122, 0}},
+				// Steward reclaims: B1 (over its reservation) gets the
+				// signal at 60m and 2m of grace, A1 starts at 62m and ends
+				// at 122m, B1 resumes then with 60m saved and ends 180m
+				// later, at 302m.
+				Steward: {"B1": {0, 302, 1}, "A1": {2, 122, 0}},
 			},
 			check: func(t *testing.T, kind PolicyKind, r *Result) {
 				// FIFO and strict: a waits 3h under its reservation, 8
@@ -237,11 +240,61 @@ I1,300,8,1,600,ml,interactive,never`,
 				}
 			},
 		},
+		{
+			// The first case with checkpoints that take 1m to write and
+			// 1m to load.
+			name: "checkpoint write and load cost GPU time", policy: tinyPolicy, nodes: 2, cost: time.Minute,
+			trace: `
+job,submit,gpus,allocs,run_time,tenant,tier,idle_after
+T1,0,8,2,7200,ml,training,never
+I1,1800,8,1,3600,ml,interactive,never`,
+			want: map[PolicyKind]map[string]jobOutcome{
+				FIFO: {"T1": {0, 120, 0}, "I1": {90, 180, 0}},
+				// Nomad: T1 keeps 20m, restarts at 90m, loads for 1m and
+				// has 100m to go: it ends at 191m.
+				Strict: {"T1": {0, 191, 1}, "I1": {0, 90, 0}},
+				// Steward: the 2m grace holds the 1m write; the checkpoint
+				// has the 30m done at the signal. T1 restarts at 92m,
+				// loads for 1m and runs its last 90m: 183m.
+				Steward: {"T1": {0, 183, 1}, "I1": {2, 92, 0}},
+			},
+			check: func(t *testing.T, kind PolicyKind, r *Result) {
+				// 16 GPUs: strict loses 10m of work and the 1m load;
+				// Steward the 2m grace and the 1m load.
+				lost := map[PolicyKind]float64{FIFO: 0, Strict: 16 * 11.0 / 60, Steward: 16 * 3.0 / 60}[kind]
+				if !near(r.LostGPUHours, lost) {
+					t.Errorf("lost %.4f GPU-hours, want %.4f", r.LostGPUHours, lost)
+				}
+			},
+		},
+		{
+			// A checkpoint that takes 3m does not fit the 2m grace: the
+			// preemption loses what strict's does, plus the grace.
+			name: "a grace shorter than the checkpoint write loses the work", policy: tinyPolicy, nodes: 2, cost: 3 * time.Minute,
+			trace: `
+job,submit,gpus,allocs,run_time,tenant,tier,idle_after
+T1,0,8,2,7200,ml,training,never
+I1,1800,8,1,3600,ml,interactive,never`,
+			want: map[PolicyKind]map[string]jobOutcome{
+				// T1 falls back to its checkpoint at 20m: 100m to go from
+				// 92m, plus a 3m load.
+				Steward: {"T1": {0, 195, 1}, "I1": {2, 92, 0}},
+			},
+			check: func(t *testing.T, kind PolicyKind, r *Result) {
+				if kind != Steward {
+					return
+				}
+				// 12m of work (20m to 32m) and the 3m load, on 16 GPUs.
+				if lost := 16 * 15.0 / 60; !near(r.LostGPUHours, lost) {
+					t.Errorf("lost %.4f GPU-hours, want %.4f", r.LostGPUHours, lost)
+				}
+			},
+		},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			for _, kind := range AllPolicies {
-				got, r := outcomes(t, mustPolicy(t, tc.policy), tc.trace, tc.nodes, kind)
+				got, r := outcomes(t, mustPolicy(t, tc.policy), tc.trace, tc.nodes, tc.cost, kind)
 				for id, want := range tc.want[kind] {
 					g := got[id]
 					if !near(g.delay, want.delay) || !near(g.end, want.end) || g.preemptions != want.preemptions {

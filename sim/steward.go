@@ -97,9 +97,11 @@ func (s *simulator) snapshot() *engine.Snapshot {
 			snap.Allocs = append(snap.Allocs, engine.Alloc{
 				ID: a.id, Job: job, Group: "main", NodeID: s.cl.nodeIDs[a.node], GPUIDs: a.gpuIDs,
 				StartedAt: epoch.Add(j.startedAt), Usage: usage, Draining: j.state == draining,
+				For: s.drainFor(j), ForGroup: "main",
 			})
 		}
 	}
+	snap.Earmarks = s.earmarks(snap.Earmarks[:0])
 	for _, list := range [][]int32{s.queue, s.heldList} {
 		for _, ji := range list {
 			j := &s.jobs[ji]
@@ -164,16 +166,32 @@ func (s *simulator) apply(a engine.Action) error {
 		}
 		s.preempted(j)
 		s.m.preemptionRule(string(a.Reason.Rule))
+		s.watchBeneficiary(ji, a)
 		s.wakeForEvictionCap(j)
 		if a.Grace > 0 {
-			// The job checkpoints when the signal comes and the grace
-			// lets it finish; it stops when the grace is over.
-			j.drainCheckpoint = a.Signal != ""
+			// The job checkpoints when the signal comes, if the grace
+			// leaves it time to write the checkpoint; it keeps running
+			// (work the checkpoint does not hold) and stops when the
+			// grace is over.
+			j.drainCheckpoint = a.Signal != "" && a.Grace >= s.cfg.CheckpointCost
+			j.signalAt = s.now
+			j.drainFor = -1
+			if a.For != nil {
+				if bi, ok := s.byRef[*a.For]; ok {
+					j.drainFor = bi
+				}
+			}
 			s.setState(ji, draining)
 			s.schedule(event{at: s.now + a.Grace, kind: evGraceEnd, job: ji, gen: j.gen})
 			return nil
 		}
-		s.stopRun(ji, false)
+		if a.For != nil {
+			if bi, ok := s.byRef[*a.For]; ok {
+				j.drainFor = bi
+				s.markFreed(j)
+			}
+		}
+		s.stopRun(ji, keepPeriodic)
 		j.waitSince = s.now
 		s.setState(ji, held)
 		s.wakeForPromotion(j)
@@ -183,10 +201,10 @@ func (s *simulator) apply(a engine.Action) error {
 		}
 		// An idle job has no unsaved work: its busy part ended before it
 		// went idle. What it still had to run is idle time.
-		owed := j.spec.RunTime - (j.progress + s.now - j.startedAt)
+		owed := j.spec.RunTime - s.workDone(j)
 		j.preemptTimes = append(j.preemptTimes, epoch.Add(s.now))
 		s.wakeForEvictionCap(j)
-		s.stopRun(ji, true)
+		s.stopRun(ji, keepAll)
 		s.m.idleStop()
 		if a.Requeue {
 			j.idleStoppedAt, j.idleOwed = s.now, owed

@@ -31,7 +31,7 @@ func (s *simulator) settleStrict() {
 				continue
 			}
 			for _, v := range victims {
-				s.stopRun(v, false)
+				s.stopRun(v, keepPeriodic)
 				s.preempted(&s.jobs[v])
 				s.jobs[v].waitSince = s.now
 				s.setState(v, queued)

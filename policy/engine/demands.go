@@ -16,7 +16,8 @@ type pending struct {
 	under  bool    // it keeps its tenant within its reservation (one allocation; a gang whole)
 	share  float64 // GPUs beyond the reservation per unit of weight
 	back   bool    // requeued after an idle release: behind all other work
-	i      int     // its place in the snapshot, the last tie-break
+	i      int     // its place among the pending, the last tie-break
+	w      int32   // its index in Snapshot.Waiting
 	jobTag uint64  // jobTag(d.Job.Ref), while the demand is at hand
 }
 
@@ -59,7 +60,7 @@ func (st *state) orderDemands() []pending {
 			first = d.GPUs()
 		}
 		out = append(out, pending{
-			d: d, tier: tier, tenant: tenant, prio: prio, i: len(out),
+			d: d, tier: tier, tenant: tenant, prio: prio, i: len(out), w: int32(i),
 			under:  t.use+first <= t.t.Reserve,
 			back:   d.Requeued,
 			share:  float64(t.use-t.t.Reserve) / t.t.Weight,
@@ -213,6 +214,7 @@ func (st *state) serve(p pending, failed failures) {
 		return
 	}
 	b.pool = pool
+	b.marks = st.takeMarks(p.w)
 
 	var victims []victim
 	placed := 0
@@ -252,6 +254,9 @@ func (st *state) serve(p pending, failed failures) {
 			placed++
 		}
 	}
+	for _, v := range victims {
+		b.victimAge = max(b.victimAge, st.units[v.ui].age)
+	}
 	st.emitVictims(b, victims)
 	if placed > 0 && d.Held {
 		st.explainer.add(decision{kind: decideResume, b: *b, count: placed, use: st.tenants[b.tenant].use,
@@ -278,6 +283,10 @@ func (st *state) placeOne(b *bene, need int, failed failures) (int32, []victim, 
 		return 0, nil, st.limitReason(b, need), false
 	}
 	b.entitled = t.use+need <= t.t.Reserve
+	if n, ok := st.markedFit(b); ok {
+		st.place(b, n)
+		return n, nil, Reason{}, true
+	}
 	if n, ok := st.cap.bestFit(b.pool, b.g); ok {
 		st.place(b, n)
 		return n, nil, Reason{}, true

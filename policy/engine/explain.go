@@ -180,5 +180,6 @@ func (x *explainer) victimAction(b *bene, vs []victim) Action {
 		a.Signal, a.Grace = st.checkpoint(job, st.e.p.Preemption.Grace)
 	}
 	a.Reason = st.victimReason(&x.text, b, vs[0], a.GPUs)
+	st.capGrace(&a, b.victimAge)
 	return a
 }

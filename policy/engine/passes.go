@@ -81,9 +81,16 @@ func (st *state) releaseIdleAlways() {
 	}
 }
 
-// enforceLimits preempts a tenant's newest, lowest-tier work while it holds
-// more than its limit (a race with Nomad's placement, or a lowered limit).
-// A limit is a hard rule: neither min_runtime nor the eviction cap applies.
+// enforceLimits preempts a tenant's newest work (the lowest tier first
+// among work started together) while it holds more than its limit: Nomad
+// placed work between two plans (the controller always sees work after
+// Nomad placed it), or the limit was lowered. What was placed last goes
+// first: it made the tenant go over, and it has made the least progress
+// (a victim younger than the grace gets no longer a grace than it ran,
+// grace.go). min_runtime does not apply, but the eviction cap does, like
+// for any preemption: a job at the cap is not taken, and if that leaves
+// the tenant over its limit, it stays over for the moment and its usage
+// line says why (Plan.Tenants).
 func (st *state) enforceLimits() {
 	for ti := range st.tenants {
 		t := &st.tenants[ti]
@@ -91,17 +98,22 @@ func (st *state) enforceLimits() {
 			continue
 		}
 		var mine []int32
+		capped := 0
 		for ui := range st.units {
 			if u := &st.units[ui]; u.tenant == ti && !u.taken && st.preemptible(u) {
+				if st.capped(st.jobOf(u), int(u.recent)) {
+					capped += u.gpus
+					continue
+				}
 				mine = append(mine, int32(ui))
 			}
 		}
 		slices.SortStableFunc(mine, func(a, b int32) int {
 			ua, ub := &st.units[a], &st.units[b]
-			if c := cmp.Compare(ua.prio, ub.prio); c != 0 {
-				return c
+			if c := cmp.Compare(ua.age, ub.age); c != 0 {
+				return c // the newest first
 			}
-			return cmp.Compare(ua.age, ub.age) // the newest first
+			return cmp.Compare(ua.prio, ub.prio)
 		})
 		holds := t.use
 		var taken []int32
@@ -119,6 +131,11 @@ func (st *state) enforceLimits() {
 				taken = slices.Delete(taken, i, i+1)
 			}
 		}
+		if t.use > t.limit() && capped > 0 {
+			st.overLimit[ti] = "over its limit of " + itoa(t.t.Limit) + " by " + itoa(t.use-t.t.Limit) +
+				" for now: work holding " + itoa(capped) + " GPUs is at the eviction cap (" +
+				itoa(st.e.p.Preemption.MaxPerJobPerHour) + " preemptions an hour)"
+		}
 		for _, ui := range taken {
 			u := &st.units[ui]
 			job := st.jobOf(u)
@@ -127,6 +144,7 @@ func (st *state) enforceLimits() {
 			a := Action{Kind: Preempt, Job: job.Ref, Group: st.groupOf(u), GPUs: u.gpus, Requeue: true,
 				Allocs: st.allocIDs(u, nil), Reason: st.text.reason(RuleLimit)}
 			a.Signal, a.Grace = st.checkpoint(job, st.e.p.Preemption.Grace)
+			st.capGrace(&a, u.age)
 			st.markPlanned(job)
 			st.emit(a)
 		}
@@ -135,12 +153,12 @@ func (st *state) enforceLimits() {
 
 // finish completes the plan with the tenants' accounting.
 func (st *state) finish() *Plan {
-	for _, t := range st.tenants {
+	for ti, t := range st.tenants {
 		if t.use == 0 && t.waiting == 0 && t.t.Reserve == 0 && !st.isPolicyTenant(t.t) {
 			continue
 		}
 		st.out.Tenants = append(st.out.Tenants, TenantUsage{Tenant: t.t.Name, Reserve: t.t.Reserve,
-			Limit: t.t.Limit, InUse: t.use, Waiting: t.waiting})
+			Limit: t.t.Limit, InUse: t.use, Waiting: t.waiting, Note: st.overLimit[ti]})
 	}
 	slices.SortFunc(st.out.Tenants, func(a, b TenantUsage) int { return cmp.Compare(a.Tenant, b.Tenant) })
 	return &st.out

@@ -134,6 +134,9 @@ type TenantUsage struct {
 	Limit   int // policy.Unlimited when unset
 	InUse   int
 	Waiting int // GPUs wanted by waiting work
+	// Note says why a tenant stays over its limit after the plan (the
+	// eviction cap), "" otherwise.
+	Note string
 }
 
 // Borrowed returns the GPUs held beyond the reservation.

@@ -21,6 +21,19 @@ type Snapshot struct {
 	Nodes   []Node
 	Allocs  []Alloc
 	Waiting []Demand
+	// Earmarks are GPUs a preemption freed for a beneficiary that Nomad
+	// has not placed yet: its victims are gone, their GPUs free in Nomad,
+	// but until the beneficiary runs they are its own (earmarks.go).
+	Earmarks []Earmark
+}
+
+// Earmark is GPUs on a node set aside for a waiting beneficiary.
+type Earmark struct {
+	NodeID string
+	GPUs   int
+	For    JobRef
+	// ForGroup is the beneficiary's task group, as in Action.ForGroup.
+	ForGroup string
 }
 
 // Node is a Nomad client node with GPUs.
@@ -65,8 +78,15 @@ type Alloc struct {
 	// over the allocation's GPUs, in percent.
 	Usage []Sample
 	// Draining is set while a preemption decided earlier is in progress
-	// (checkpoint grace): its GPUs count as free and it is no victim again.
+	// (checkpoint grace): it is no victim again, and its GPUs count as
+	// free: for the beneficiary named in For while that still waits
+	// (earmarks.go), for any work otherwise.
 	Draining bool
+	// For and ForGroup name the work a draining allocation's GPUs were
+	// freed for (nil: none, or unknown; ForGroup "": the job's first
+	// waiting group).
+	For      *JobRef
+	ForGroup string
 }
 
 // Sample is one GPU utilisation reading.

@@ -35,6 +35,12 @@ type state struct {
 	dirty     dirtyNodes   // nodes whose pot and lb lag behind (potential.go)
 	pick      nodePick     // searchNodes' scratch
 
+	// marks are GPUs set aside per beneficiary (Snapshot.Waiting index):
+	// not free to anyone else until it is served (earmarks.go).
+	marks      map[int32][]nodeGPUs
+	waitingIdx map[demandRef]int32
+
+	overLimit    map[int]string // [tenant] why it stays over its limit
 	planned      map[JobRef]int // preemptions decided in this plan, per job
 	trackPlanned bool           // some job is one preemption short of the cap
 	out          Plan
@@ -162,10 +168,11 @@ func (st *state) isGangOfMany(u *unit) bool {
 func newState(e *Engine, s *Snapshot, now time.Time) *state {
 	st := &state{
 		e: e, s: s, now: now,
-		nodeIDs:  make(map[string]int32, len(s.Nodes)),
-		poolIdx:  map[string]int32{},
-		tenantNS: make(map[string]int, len(e.tenants)),
-		planned:  map[JobRef]int{},
+		nodeIDs:   make(map[string]int32, len(s.Nodes)),
+		poolIdx:   map[string]int32{},
+		tenantNS:  make(map[string]int, len(e.tenants)),
+		planned:   map[JobRef]int{},
+		overLimit: map[int]string{},
 	}
 	st.pools = append(st.pools, e.poolNames...)
 	for i, name := range e.poolNames {
@@ -293,8 +300,10 @@ func (st *state) buildUnits() {
 		tier := st.e.tierFor(tenant, a.Job.Tier)
 		if a.Draining {
 			// Its GPUs are as good as free: a preemption decided earlier
-			// is freeing them for someone.
-			free[n] += int32(g)
+			// is freeing them for someone, who has them first.
+			if !st.earmark(a.For, a.ForGroup, n, g) {
+				free[n] += int32(g)
+			}
 			continue
 		}
 		st.tenants[tenant].use += g
@@ -332,6 +341,7 @@ func (st *state) buildUnits() {
 		}
 		st.units = append(st.units, u)
 	}
+	st.earmarkFreed(free)
 	st.cap = newCapacity(st.poolOf, len(st.pools), st.maxGPUs)
 	st.cap.fill(free)
 	st.exposeBeyondReserve()

@@ -202,6 +202,10 @@ type bene struct {
 	holds    int  // GPUs its tenant held before this demand was served
 	entitled bool // its tenant stays within its reservation
 	jobTag   uint64
+	marks    []nodeGPUs // GPUs set aside for it (earmarks.go)
+	// victimAge is how long the oldest of its victims has run: no victim
+	// of it gets a longer grace (grace.go).
+	victimAge time.Duration
 }
 
 // victim is a unit chosen for a beneficiary, with the rule that allows it

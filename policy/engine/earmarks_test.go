@@ -1,0 +1,112 @@
+package engine
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gpu-steward/steward/policy"
+)
+
+// GPUs freed for a beneficiary are its own until it runs: neither other
+// work ranked above it nor the victim may take them, whether they are
+// still draining or already given back.
+func TestEarmarks(t *testing.T) {
+	bene := JobRef{"b", "bene"}
+	running := func(id, ns string, gpus int, draining bool, forJob *JobRef) Alloc {
+		ids := []string{}
+		for i := range gpus {
+			ids = append(ids, id+"-gpu"+itoa(i))
+		}
+		return Alloc{ID: id, Job: Job{Ref: JobRef{ns, id}, Priority: 40}, Group: "main", NodeID: "n1",
+			GPUIDs: ids, StartedAt: t0.Add(-2 * time.Hour), Draining: draining, For: forJob}
+	}
+	waiting := func(ns, id string, prio int, held, preempted bool) Demand {
+		return Demand{Job: Job{Ref: JobRef{ns, id}, Priority: prio, Tier: map[int]string{40: "training", 60: "interactive"}[prio]},
+			Group: "main", GPUsPerAlloc: 1, Count: 1, Since: t0.Add(-time.Hour), Held: held, Preempted: preempted}
+	}
+	// Tenant a is within its reserve (ranked first); b borrows.
+	pol := testPolicy(func(p *policy.Policy) {
+		p.Tenants["a"] = tenant("a", 4, policy.Unlimited)
+		p.Tenants["b"] = tenant("b", 0, policy.Unlimited)
+	})
+	tests := []struct {
+		name     string
+		snap     Snapshot
+		wantBene string // the beneficiary's fate: "resume", "admitted" (queued, no action) or "hold"
+		wantNot  string // a job that must get no resume
+	}{
+		{
+			name: "draining GPUs are the beneficiary's, not the held victim's",
+			snap: Snapshot{
+				Nodes:   []Node{{ID: "n1", GPUs: 1}},
+				Allocs:  []Alloc{running("victim", "a", 1, true, &bene)},
+				Waiting: []Demand{waiting("a", "victim", 40, true, true), waiting("b", "bene", 40, true, false)},
+			},
+			wantBene: "resume", wantNot: "a/victim",
+		},
+		{
+			name: "GPUs given back stay the beneficiary's until it runs",
+			snap: Snapshot{
+				Nodes:    []Node{{ID: "n1", GPUs: 1}},
+				Earmarks: []Earmark{{NodeID: "n1", GPUs: 1, For: bene, ForGroup: "main"}},
+				Waiting:  []Demand{waiting("a", "victim", 40, true, true), waiting("b", "bene", 40, false, false)},
+			},
+			wantBene: "admitted", wantNot: "a/victim",
+		},
+		{
+			name: "an earmark for work that no longer waits is free to all",
+			snap: Snapshot{
+				Nodes:    []Node{{ID: "n1", GPUs: 1}},
+				Earmarks: []Earmark{{NodeID: "n1", GPUs: 1, For: JobRef{"b", "gone"}, ForGroup: "main"}},
+				Waiting:  []Demand{waiting("a", "victim", 40, true, true), waiting("b", "bene", 40, true, false)},
+			},
+			wantBene: "hold-or-wait",
+		},
+		{
+			name: "an earmark beyond the node's free GPUs is cut to them",
+			snap: Snapshot{
+				Nodes:    []Node{{ID: "n1", GPUs: 2}},
+				Allocs:   []Alloc{running("other", "c", 1, false, nil)},
+				Earmarks: []Earmark{{NodeID: "n1", GPUs: 5, For: bene, ForGroup: "main"}},
+				Waiting:  []Demand{waiting("b", "bene", 40, true, false)},
+			},
+			wantBene: "resume",
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			plan := New(pol).Plan(&tc.snap, t0)
+			got := "hold-or-wait"
+			for _, a := range plan.Actions {
+				if a.Job == bene && a.Kind == Resume {
+					got = "resume"
+				}
+				if a.Kind == Resume && a.Job.String() == tc.wantNot {
+					t.Errorf("%s resumed into GPUs set aside for %s: %s", tc.wantNot, bene, a)
+				}
+			}
+			if got == "hold-or-wait" {
+				got = "admitted"
+				for _, w := range plan.Waiting {
+					if w.Job == bene {
+						got = "hold-or-wait"
+					}
+				}
+			}
+			if got != tc.wantBene {
+				var lines []string
+				for _, a := range plan.Actions {
+					lines = append(lines, a.String())
+				}
+				for _, w := range plan.Waiting {
+					lines = append(lines, "waiting "+w.Job.String()+": "+w.Reason.String())
+				}
+				t.Errorf("beneficiary: %s, want %s\n%s", got, tc.wantBene, strings.Join(lines, "\n"))
+			}
+			if len(plan.Skipped) > 0 {
+				t.Errorf("skipped: %v", plan.Skipped)
+			}
+		})
+	}
+}

@@ -1,0 +1,60 @@
+package sim
+
+import (
+	"time"
+
+	"github.com/gpu-steward/steward/policy/engine"
+)
+
+// The controller tells the engine which GPUs were freed for whom: a
+// draining allocation names its beneficiary (Alloc.For), and GPUs its
+// victims gave back stay the beneficiary's (Snapshot.Earmarks) until it
+// starts, stops waiting, or markTTL passes (Nomad may never place it
+// there: a constraint the engine does not see).
+
+// markTTL is how long GPUs freed for a beneficiary stay its own after its
+// victims stopped, in plan intervals (at least one minute).
+const markTTL = 2
+
+// simMark is GPUs on a node set aside for a waiting job.
+type simMark struct {
+	node  int
+	gpus  int
+	bene  int32
+	until time.Duration
+}
+
+// drainFor is the beneficiary a draining job frees its GPUs for.
+func (s *simulator) drainFor(j *simJob) *engine.JobRef {
+	if j.state != draining || j.drainFor < 0 {
+		return nil
+	}
+	return &s.jobs[j.drainFor].ref
+}
+
+// markFreed keeps the GPUs of a victim that stops now for its beneficiary.
+func (s *simulator) markFreed(j *simJob) {
+	if j.drainFor < 0 {
+		return
+	}
+	until := s.now + max(time.Minute, markTTL*s.cfg.PlanInterval)
+	for _, a := range j.allocs {
+		s.marks = append(s.marks, simMark{node: a.node, gpus: len(a.gpus), bene: j.drainFor, until: until})
+	}
+	j.drainFor = -1
+}
+
+// earmarks appends the marks still standing to out, dropping the rest.
+func (s *simulator) earmarks(out []engine.Earmark) []engine.Earmark {
+	live := s.marks[:0]
+	for _, m := range s.marks {
+		b := &s.jobs[m.bene]
+		if s.now >= m.until || !b.state.waiting() {
+			continue
+		}
+		live = append(live, m)
+		out = append(out, engine.Earmark{NodeID: s.cl.nodeIDs[m.node], GPUs: m.gpus, For: b.ref, ForGroup: "main"})
+	}
+	s.marks = live
+	return out
+}
