@@ -46,8 +46,12 @@ Options:
                        helios (looked up in -traces-dir). Repeat for more.
   -traces-dir DIR      Where shared traces live. Default: ../shared/traces
                        (next to the repository, from its root).
-  -nodes N             Nodes in the simulated cluster. Default: 100.
-  -gpus-per-node N     GPUs on each node. Default: 8.
+  -nodes N|LIST        Nodes in the simulated cluster: a number of nodes of
+                       -gpus-per-node GPUs, or sizes COUNTxGPUS, comma-
+                       separated, for nodes of mixed sizes (4x8,8x4: four
+                       8-GPU and eight 4-GPU nodes). Default: 100.
+  -gpus-per-node N     GPUs on each node when -nodes is a number (not with
+                       a list). Default: 8.
   -scale F             Multiply every tenant's reserve and limit by F, to
                        size a policy written for another cluster (example.hcl
                        is for one 8-GPU node: -scale 100 for 100 nodes).
@@ -85,8 +89,9 @@ func (t *traceList) Set(v string) error { *t = append(*t, v); return nil }
 func (c *SimulateCommand) Run(args []string) int {
 	var (
 		policyPath, tracesDir, policies, format, outDir string
+		nodesArg                                        string
 		traces                                          traceList
-		nodes, gpusPerNode, limit                       int
+		gpusPerNode, limit                              int
 		seed                                            uint64
 		scale                                           float64
 		checkpointEvery, planInterval                   time.Duration
@@ -96,7 +101,7 @@ func (c *SimulateCommand) Run(args []string) int {
 	fs.StringVar(&policyPath, "policy", "", "")
 	fs.Var(&traces, "trace", "")
 	fs.StringVar(&tracesDir, "traces-dir", sim.DefaultTracesDir, "")
-	fs.IntVar(&nodes, "nodes", 100, "")
+	fs.StringVar(&nodesArg, "nodes", "100", "")
 	fs.IntVar(&gpusPerNode, "gpus-per-node", 8, "")
 	fs.Float64Var(&scale, "scale", 1, "")
 	fs.Uint64Var(&seed, "seed", 1, "")
@@ -121,8 +126,6 @@ func (c *SimulateCommand) Run(args []string) int {
 		return usage("No policy given: -policy FILE is required.")
 	case len(traces) == 0:
 		return usage("No trace given: -trace FILE (or philly, helios) is required.")
-	case nodes <= 0 || gpusPerNode <= 0 || gpusPerNode > 127:
-		return usage(fmt.Sprintf("-nodes must be at least 1 and -gpus-per-node between 1 and 127; got %d and %d.", nodes, gpusPerNode))
 	case scale <= 0:
 		return usage(fmt.Sprintf("-scale must be more than 0; got %g.", scale))
 	case limit < 0:
@@ -130,6 +133,13 @@ func (c *SimulateCommand) Run(args []string) int {
 	case checkpointEvery < 0 || planInterval < 0:
 		return usage(fmt.Sprintf("-checkpoint-every and -plan-interval must not be negative; got %s and %s.",
 			checkpointEvery, planInterval))
+	}
+	nodeGPUs, nodeList, err := sim.ParseNodes(nodesArg, gpusPerNode)
+	if err != nil {
+		return usage(err.Error() + ".")
+	}
+	if nodeList && flagGiven(fs, "gpus-per-node") {
+		return usage(fmt.Sprintf("-nodes %s gives each node's GPUs: leave out -gpus-per-node, or give -nodes a number.", nodesArg))
 	}
 	switch format {
 	case "table", "json", "csv", "markdown":
@@ -169,7 +179,7 @@ func (c *SimulateCommand) Run(args []string) int {
 			return 1
 		}
 		rep, err := sim.Compare(tr, sim.Options{
-			Config: sim.Config{Policy: pol, Nodes: nodes, GPUsPerNode: gpusPerNode, CheckpointEvery: checkpointEvery, PlanInterval: planInterval},
+			Config: sim.Config{Policy: pol, NodeGPUs: nodeGPUs, CheckpointEvery: checkpointEvery, PlanInterval: planInterval},
 			Seed:   seed, Limit: limit, Policies: kinds, TenantScale: scale,
 		})
 		if err != nil {
@@ -246,4 +256,11 @@ func writeSimulationFiles(dir string, reports []*sim.Report) ([]string, error) {
 		written = append(written, charts...)
 	}
 	return written, nil
+}
+
+// flagGiven reports whether a flag was set on the command line.
+func flagGiven(fs *flag.FlagSet, name string) bool {
+	given := false
+	fs.Visit(func(f *flag.Flag) { given = given || f.Name == name })
+	return given
 }

@@ -69,6 +69,7 @@ type Derivation struct {
 	Idle      int // jobs given an idle tail
 	Reshaped  int // jobs whose allocations were wider than a node
 	Dropped   int // jobs larger than the whole cluster (never placeable)
+	Capacity  int // the cluster's GPUs, which Dropped jobs exceed
 	Given     int // jobs whose trace named tenant, tier or idleness (kept)
 	Truncated int // jobs beyond -limit
 }
@@ -79,7 +80,10 @@ type DeriveOptions struct {
 	Policy      *policy.Policy
 	Nodes       int
 	GPUsPerNode int
-	Limit       int // at most this many jobs (0: all)
+	// NodeGPUs, when set, is every node's GPU count and overrides Nodes
+	// and GPUsPerNode (as in Config).
+	NodeGPUs []int
+	Limit    int // at most this many jobs (0: all)
 }
 
 // Derive completes a trace's jobs in place for a cluster and policy:
@@ -90,9 +94,13 @@ func Derive(tr *Trace, o DeriveOptions) (*Derivation, error) {
 	if o.Policy == nil || len(o.Policy.Tiers) == 0 {
 		return nil, fmt.Errorf("derive workload: the policy defines no tiers")
 	}
-	if o.Nodes <= 0 || o.GPUsPerNode <= 0 {
-		return nil, fmt.Errorf("derive workload: need at least one node with one GPU, got %d × %d", o.Nodes, o.GPUsPerNode)
+	cfg := Config{Nodes: o.Nodes, GPUsPerNode: o.GPUsPerNode, NodeGPUs: o.NodeGPUs}
+	nodeGPUs, err := cfg.nodeGPUs()
+	if err != nil {
+		return nil, fmt.Errorf("derive workload: %w", err)
 	}
+	// Jobs are re-split to the largest node: smaller nodes take what fits.
+	largest := slices.Max(nodeGPUs)
 	d := &Derivation{Seed: o.Seed, ByTier: map[string]int{}, ByTenant: map[string]int{}}
 	for _, name := range o.Policy.TenantNames() {
 		d.Tenants = append(d.Tenants, o.Policy.Tenants[name].Namespace)
@@ -104,21 +112,22 @@ func Derive(tr *Trace, o DeriveOptions) (*Derivation, error) {
 	for c := range d.Tiers {
 		d.Tiers[c] = tiers[classTier(c, len(tiers))]
 	}
-	capacity := o.Nodes * o.GPUsPerNode
+	capacity := cfg.totalGPUs()
+	d.Capacity = capacity
 	kept := tr.Jobs[:0]
 	for _, j := range tr.Jobs {
 		if o.Limit > 0 && len(kept) == o.Limit {
 			d.Truncated++
 			continue
 		}
-		if j.GPUs > o.GPUsPerNode {
+		if j.GPUs > largest {
 			// Wider than a node: as few allocations as fit, evenly sized.
 			total := j.TotalGPUs()
-			j.Allocs = (total + o.GPUsPerNode - 1) / o.GPUsPerNode
+			j.Allocs = (total + largest - 1) / largest
 			j.GPUs = (total + j.Allocs - 1) / j.Allocs
 			d.Reshaped++
 		}
-		if j.TotalGPUs() > capacity || j.Allocs > o.Nodes*(o.GPUsPerNode/j.GPUs) {
+		if j.TotalGPUs() > capacity || j.Allocs > slotsFor(nodeGPUs, j.GPUs) {
 			d.Dropped++
 			continue
 		}

@@ -122,7 +122,7 @@ type metrics struct {
 
 func newMetrics(cfg Config, jobs []Job) *metrics {
 	m := &metrics{
-		capacity: float64(cfg.Nodes * cfg.GPUsPerNode),
+		capacity: float64(cfg.totalGPUs()),
 		jobs:     len(jobs),
 		tenantNS: map[string]int{},
 		delays:   map[string][]float64{},

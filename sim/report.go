@@ -20,13 +20,14 @@ type Report struct {
 	Jobs            int       `json:"jobs"`
 	DroppedCPUOnly  int       `json:"dropped_cpu_only"`
 	Nodes           int       `json:"nodes"`
-	GPUsPerNode     int       `json:"gpus_per_node"`
+	GPUsPerNode     int       `json:"gpus_per_node,omitempty"` // 0 when node sizes are mixed
 	Seed            uint64    `json:"seed"`
 	CheckpointEvery string    `json:"checkpoint_every"`
 	TenantScale     float64   `json:"tenant_scale"`
 	PolicyFiles     []string  `json:"policy_files,omitempty"`
 	Derivation      string    `json:"derivation"`
 	Results         []*Result `json:"results"`
+	Input                     // what went in: node shapes, window, counts
 }
 
 // Options are a comparison's settings.
@@ -57,17 +58,18 @@ func ScaleTenants(p *policy.Policy, f float64) {
 // Compare derives the trace's workload and runs it under each policy.
 // It changes tr's jobs in place (Derive).
 func Compare(tr *Trace, o Options) (*Report, error) {
-	d, err := Derive(tr, DeriveOptions{Seed: o.Seed, Policy: o.Policy, Nodes: o.Nodes,
-		GPUsPerNode: o.GPUsPerNode, Limit: o.Limit})
+	d, in, err := prepare(tr, o)
 	if err != nil {
-		return nil, fmt.Errorf("trace %s: %w", tr.Name, err)
+		return nil, err
 	}
+	nodes, gpusPerNode := in.nodes()
 	if o.TenantScale == 0 {
 		o.TenantScale = 1
 	}
 	rep := &Report{Trace: tr.Name, Format: tr.Format, Jobs: len(tr.Jobs), DroppedCPUOnly: tr.Dropped,
-		Nodes: o.Nodes, GPUsPerNode: o.GPUsPerNode, Seed: o.Seed,
-		CheckpointEvery: o.CheckpointEvery.String(), TenantScale: o.TenantScale, PolicyFiles: o.Policy.Files, Derivation: d.Rule()}
+		Nodes: nodes, GPUsPerNode: gpusPerNode, Seed: o.Seed,
+		CheckpointEvery: o.CheckpointEvery.String(), TenantScale: o.TenantScale, PolicyFiles: o.Policy.Files, Derivation: d.Rule(),
+		Input: in}
 	kinds := o.Policies
 	if len(kinds) == 0 {
 		kinds = AllPolicies
@@ -150,8 +152,7 @@ func (rep *Report) WriteTable(w io.Writer) error {
 	if rep.DroppedCPUOnly > 0 {
 		fmt.Fprintf(w, " (%d CPU-only jobs left out)", rep.DroppedCPUOnly)
 	}
-	fmt.Fprintf(w, " on %d nodes × %d GPUs; jobs checkpoint every %s on their own", rep.Nodes, rep.GPUsPerNode,
-		rep.CheckpointEvery)
+	fmt.Fprintf(w, " on %s; jobs checkpoint every %s on their own", rep.cluster(), rep.CheckpointEvery)
 	if rep.TenantScale != 1 {
 		fmt.Fprintf(w, "; tenant reserves and limits × %g", rep.TenantScale)
 	}
