@@ -70,6 +70,13 @@ Options:
   -out DIR             Also write results.json, results.csv and PNG charts
                        (queueing-delay CDFs by tier, utilisation over time).
 
+Traces:
+
+  Steward's CSV (job,submit,gpus,run_time and optional allocs,user,tenant,
+  tier,idle_after) or the Gen-Parallel CSV of the shared traces, told apart
+  by the header. A GPU count below 1 (gpus 0.5) is simulated as 1 GPU and
+  counted in the report.
+
 Example:
 
   $ steward simulate -policy example.hcl -scale 100 -trace philly -trace helios -out sim-out

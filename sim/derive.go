@@ -69,9 +69,13 @@ type Derivation struct {
 	Idle      int // jobs given an idle tail
 	Reshaped  int // jobs whose allocations were wider than a node
 	Dropped   int // jobs larger than the whole cluster (never placeable)
-	Capacity  int // the cluster's GPUs, which Dropped jobs exceed
 	Given     int // jobs whose trace named tenant, tier or idleness (kept)
 	Truncated int // jobs beyond -limit
+
+	// Capacity is the cluster's GPUs, which Dropped jobs exceed.
+	Capacity int
+	// Fractional jobs asked for a fraction of a GPU and got a whole one.
+	Fractional int
 }
 
 // DeriveOptions configure Derive.
@@ -150,6 +154,9 @@ func Derive(tr *Trace, o DeriveOptions) (*Derivation, error) {
 		}
 		if j.IdleAfter < j.RunTime {
 			d.Idle++
+		}
+		if j.FractionalGPU {
+			d.Fractional++
 		}
 		d.ByTier[j.Tier]++
 		d.ByTenant[j.Tenant]++
@@ -241,6 +248,9 @@ func (d *Derivation) Rule() string {
 	fmt.Fprintf(&b, "  shape    one allocation per node the job spanned; wider than a node: re-split into whole nodes; every multi-allocation job is a gang\n")
 	fmt.Fprintf(&b, "  result   tiers %s; tenants %s; %d with an idle tail; %d re-split; %d dropped (larger than the cluster); %d cut by -limit\n",
 		countList(d.ByTier), countList(d.ByTenant), d.Idle, d.Reshaped, d.Dropped, d.Truncated)
+	if d.Fractional > 0 {
+		fmt.Fprintf(&b, "  fraction %d jobs asked for a fraction of a GPU; each was counted as 1 whole GPU\n", d.Fractional)
+	}
 	if d.Given > 0 {
 		fmt.Fprintf(&b, "  given    %d jobs named their own tenant, tier or idleness; those values were kept\n", d.Given)
 	}

@@ -11,6 +11,9 @@ type Input struct {
 	GPUs       int         `json:"gpus"`
 	// DroppedTooLarge jobs could never be placed on the cluster.
 	DroppedTooLarge int `json:"dropped_too_large"`
+	// FractionalGPUJobs asked for a fraction of a GPU (gpus 0.5) and were
+	// simulated with one whole GPU.
+	FractionalGPUJobs int `json:"fractional_gpu_jobs"`
 }
 
 // prepare derives the trace's workload for a comparison (Derive, with the
@@ -25,7 +28,7 @@ func prepare(tr *Trace, o Options) (*Derivation, Input, error) {
 	if err != nil {
 		return nil, Input{}, fmt.Errorf("trace %s: %w", tr.Name, err)
 	}
-	in := Input{NodeShapes: Shapes(nodeGPUs), GPUs: d.Capacity, DroppedTooLarge: d.Dropped}
+	in := Input{NodeShapes: Shapes(nodeGPUs), GPUs: d.Capacity, DroppedTooLarge: d.Dropped, FractionalGPUJobs: d.Fractional}
 	return d, in, nil
 }
 
