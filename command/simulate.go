@@ -57,7 +57,12 @@ Options:
                        is for one 8-GPU node: -scale 100 for 100 nodes).
                        Default: 1.
   -seed N              Seed of the workload derivation. Default: 1.
-  -limit N             Simulate only the first N jobs of each trace.
+  -limit N             Simulate only the first N jobs of each trace (of the
+                       window, with -from or -to).
+  -from D, -to D       Simulate only jobs submitted in [from, to), times
+                       since the trace's start (-from 24h -to 72h: its second
+                       and third day); submissions are re-based so that the
+                       window starts at 0. Default: the whole trace.
   -checkpoint-every D  How often jobs checkpoint on their own; work since the
                        last checkpoint is lost when a job is stopped without a
                        checkpoint signal. Default: 30m.
@@ -101,7 +106,7 @@ func (c *SimulateCommand) Run(args []string) int {
 		gpusPerNode, limit                              int
 		seed                                            uint64
 		scale                                           float64
-		checkpointEvery, planInterval                   time.Duration
+		checkpointEvery, planInterval, from, to         time.Duration
 	)
 	fs := flag.NewFlagSet("simulate", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
@@ -113,6 +118,8 @@ func (c *SimulateCommand) Run(args []string) int {
 	fs.Float64Var(&scale, "scale", 1, "")
 	fs.Uint64Var(&seed, "seed", 1, "")
 	fs.IntVar(&limit, "limit", 0, "")
+	fs.DurationVar(&from, "from", 0, "")
+	fs.DurationVar(&to, "to", 0, "")
 	fs.DurationVar(&checkpointEvery, "checkpoint-every", sim.DefaultCheckpointEvery, "")
 	fs.DurationVar(&planInterval, "plan-interval", sim.DefaultPlanInterval, "")
 	fs.StringVar(&policies, "policies", "fifo,strict,steward", "")
@@ -140,6 +147,10 @@ func (c *SimulateCommand) Run(args []string) int {
 	case checkpointEvery < 0 || planInterval < 0:
 		return usage(fmt.Sprintf("-checkpoint-every and -plan-interval must not be negative; got %s and %s.",
 			checkpointEvery, planInterval))
+	}
+	window := sim.Window{From: from, To: to}
+	if err := window.Check(); err != nil {
+		return usage(fmt.Sprintf("-from/-to: %v.", err))
 	}
 	nodeGPUs, nodeList, err := sim.ParseNodes(nodesArg, gpusPerNode)
 	if err != nil {
@@ -187,7 +198,7 @@ func (c *SimulateCommand) Run(args []string) int {
 		}
 		rep, err := sim.Compare(tr, sim.Options{
 			Config: sim.Config{Policy: pol, NodeGPUs: nodeGPUs, CheckpointEvery: checkpointEvery, PlanInterval: planInterval},
-			Seed:   seed, Limit: limit, Policies: kinds, TenantScale: scale,
+			Seed:   seed, Limit: limit, Window: window, Policies: kinds, TenantScale: scale,
 		})
 		if err != nil {
 			c.UI.Error(err.Error())

@@ -14,6 +14,8 @@ type Input struct {
 	// FractionalGPUJobs asked for a fraction of a GPU (gpus 0.5) and were
 	// simulated with one whole GPU.
 	FractionalGPUJobs int `json:"fractional_gpu_jobs"`
+	// Window is the part of the trace simulated (-from, -to); nil: all.
+	Window *WindowInfo `json:"window,omitempty"`
 }
 
 // prepare derives the trace's workload for a comparison (Derive, with the
@@ -23,12 +25,17 @@ func prepare(tr *Trace, o Options) (*Derivation, Input, error) {
 	if err != nil {
 		return nil, Input{}, fmt.Errorf("trace %s: %w", tr.Name, err)
 	}
+	if err := o.Window.Check(); err != nil {
+		return nil, Input{}, fmt.Errorf("trace %s: %w", tr.Name, err)
+	}
+	window := o.Window.apply(tr) // before Derive: -limit counts from the window's start
 	d, err := Derive(tr, DeriveOptions{Seed: o.Seed, Policy: o.Policy, Nodes: o.Nodes,
 		GPUsPerNode: o.GPUsPerNode, NodeGPUs: o.NodeGPUs, Limit: o.Limit})
 	if err != nil {
 		return nil, Input{}, fmt.Errorf("trace %s: %w", tr.Name, err)
 	}
-	in := Input{NodeShapes: Shapes(nodeGPUs), GPUs: d.Capacity, DroppedTooLarge: d.Dropped, FractionalGPUJobs: d.Fractional}
+	in := Input{NodeShapes: Shapes(nodeGPUs), GPUs: d.Capacity, DroppedTooLarge: d.Dropped, FractionalGPUJobs: d.Fractional,
+		Window: window}
 	return d, in, nil
 }
 
@@ -45,10 +52,16 @@ func (in *Input) nodes() (nodes, gpusPerNode int) {
 	return nodes, gpusPerNode
 }
 
-// cluster says the cluster for the table's header.
-func (rep *Report) cluster() string {
-	if len(rep.NodeShapes) == 0 { // a Report built by hand, not by Compare
-		return describeShapes([]NodeShape{{Count: rep.Nodes, GPUs: rep.GPUsPerNode}})
+// setting says the cluster, and the window when there is one, for the
+// table's header.
+func (rep *Report) setting() string {
+	shapes := rep.NodeShapes
+	if len(shapes) == 0 { // a Report built by hand, not by Compare
+		shapes = []NodeShape{{Count: rep.Nodes, GPUs: rep.GPUsPerNode}}
 	}
-	return describeShapes(rep.NodeShapes)
+	s := describeShapes(shapes)
+	if rep.Window != nil {
+		s += "; " + rep.Window.String()
+	}
+	return s
 }

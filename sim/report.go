@@ -35,6 +35,7 @@ type Options struct {
 	Config
 	Seed     uint64
 	Limit    int
+	Window   Window       // only jobs submitted in it (zero: all)
 	Policies []PolicyKind // default AllPolicies
 	// TenantScale is the factor ScaleTenants applied to the policy, for
 	// the report (1 when it was not scaled).
@@ -152,7 +153,7 @@ func (rep *Report) WriteTable(w io.Writer) error {
 	if rep.DroppedCPUOnly > 0 {
 		fmt.Fprintf(w, " (%d CPU-only jobs left out)", rep.DroppedCPUOnly)
 	}
-	fmt.Fprintf(w, " on %s; jobs checkpoint every %s on their own", rep.cluster(), rep.CheckpointEvery)
+	fmt.Fprintf(w, " on %s; jobs checkpoint every %s on their own", rep.setting(), rep.CheckpointEvery)
 	if rep.TenantScale != 1 {
 		fmt.Fprintf(w, "; tenant reserves and limits × %g", rep.TenantScale)
 	}
