@@ -2,6 +2,7 @@ package command
 
 import (
 	"bytes"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -81,6 +82,13 @@ Traces:
   tier,idle_after) or the Gen-Parallel CSV of the shared traces, told apart
   by the header. A GPU count below 1 (gpus 0.5) is simulated as 1 GPU and
   counted in the report.
+
+Exit status:
+
+  0 when every trace was simulated; 1 on an error (bad flags, policy or
+  trace); 2 when a trace had nothing to simulate (no job rows, or every job
+  CPU-only, outside -from/-to or larger than the cluster): a warning names
+  it and says why, and the other traces are still reported.
 
 Example:
 
@@ -185,6 +193,7 @@ func (c *SimulateCommand) Run(args []string) int {
 	sim.ScaleTenants(pol, scale)
 
 	var reports []*sim.Report
+	empty := 0 // traces with nothing to simulate
 	for _, arg := range traces {
 		path, err := sim.ResolveTrace(arg, tracesDir)
 		if err != nil {
@@ -200,11 +209,22 @@ func (c *SimulateCommand) Run(args []string) int {
 			Config: sim.Config{Policy: pol, NodeGPUs: nodeGPUs, CheckpointEvery: checkpointEvery, PlanInterval: planInterval},
 			Seed:   seed, Limit: limit, Window: window, Policies: kinds, TenantScale: scale,
 		})
+		var nothing *sim.NothingToSimulate
+		if errors.As(err, &nothing) {
+			// Not a broken trace, but no figures: say why, go on with the
+			// other traces, and exit 2 so that a script notices.
+			c.UI.Warn("Warning: " + err.Error())
+			empty++
+			continue
+		}
 		if err != nil {
 			c.UI.Error(err.Error())
 			return 1
 		}
 		reports = append(reports, rep)
+	}
+	if len(reports) == 0 {
+		return 2
 	}
 
 	var buf bytes.Buffer
@@ -242,6 +262,9 @@ func (c *SimulateCommand) Run(args []string) int {
 			return 1
 		}
 		c.UI.Info("Wrote " + strings.Join(written, ", "))
+	}
+	if empty > 0 {
+		return 2
 	}
 	return 0
 }

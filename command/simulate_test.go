@@ -20,6 +20,8 @@ func TestSimulate(t *testing.T) {
 		"policy.hcl": "tier \"interactive\" { priority = 60 }\ntier \"training\" { priority = 40 }\n",
 		"trace.csv":  simTrace,
 		"bad.csv":    "job,submit,gpus,run_time\na,0,x,10\n",
+		"header.csv": "job,submit,gpus,run_time\n",
+		"big.csv":    "job,submit,gpus,allocs,run_time\n" + "b,0,8,3,60\nc,0,8,4,60\n",
 	})
 	in := func(name string) string { return filepath.Join(dir, name) }
 	out := filepath.Join(dir, "out")
@@ -49,6 +51,14 @@ func TestSimulate(t *testing.T) {
 			[]string{"1 GPU jobs on 2 nodes × 8 GPUs; jobs submitted 30m to the end of the trace (re-based to start at 0; 1 outside left out)"}, nil},
 		{"window backwards", []string{"-policy", in("policy.hcl"), "-trace", in("trace.csv"), "-from", "2h", "-to", "1h"}, 1, nil,
 			[]string{"-from/-to: window [2h, 1h): the end must come after the start."}},
+		{"header only", []string{"-policy", in("policy.hcl"), "-trace", in("header.csv")}, 2, nil,
+			[]string{"Warning: trace header: nothing to simulate: 0 job rows"}},
+		{"every job too large, another trace fine", []string{"-policy", in("policy.hcl"), "-trace", in("big.csv"),
+			"-trace", in("trace.csv"), "-nodes", "2", "-policies", "fifo"}, 2,
+			[]string{"Trace trace (steward): 2 GPU jobs"},
+			[]string{"Warning: trace big: nothing to simulate: all 2 jobs are larger than the cluster (16 GPUs)"}},
+		{"every job outside the window", []string{"-policy", in("policy.hcl"), "-trace", in("trace.csv"), "-from", "1h"}, 2, nil,
+			[]string{"nothing to simulate: all 2 jobs were submitted outside the window (1h to the end)"}},
 		{"malformed trace", []string{"-policy", in("policy.hcl"), "-trace", in("bad.csv")}, 1, nil,
 			[]string{`bad.csv: line 2, column 3 (gpus): not a whole number: "x"`}},
 		{"unknown shared trace", []string{"-policy", in("policy.hcl"), "-trace", "alibaba", "-traces-dir", dir}, 1, nil,

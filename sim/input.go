@@ -1,6 +1,9 @@
 package sim
 
-import "fmt"
+import (
+	"fmt"
+	"strings"
+)
 
 // Input says what of a trace was simulated, and on what cluster: the
 // report's header and results.json carry it next to the figures.
@@ -25,6 +28,7 @@ func prepare(tr *Trace, o Options) (*Derivation, Input, error) {
 	if err != nil {
 		return nil, Input{}, fmt.Errorf("trace %s: %w", tr.Name, err)
 	}
+	rows := len(tr.Jobs) + tr.Dropped // job rows, CPU-only ones included
 	if err := o.Window.Check(); err != nil {
 		return nil, Input{}, fmt.Errorf("trace %s: %w", tr.Name, err)
 	}
@@ -33,6 +37,9 @@ func prepare(tr *Trace, o Options) (*Derivation, Input, error) {
 		GPUsPerNode: o.GPUsPerNode, NodeGPUs: o.NodeGPUs, Limit: o.Limit})
 	if err != nil {
 		return nil, Input{}, fmt.Errorf("trace %s: %w", tr.Name, err)
+	}
+	if len(tr.Jobs) == 0 {
+		return nil, Input{}, &NothingToSimulate{Trace: tr.Name, Reason: nothingReason(rows, tr.Dropped, window, d)}
 	}
 	in := Input{NodeShapes: Shapes(nodeGPUs), GPUs: d.Capacity, DroppedTooLarge: d.Dropped, FractionalGPUJobs: d.Fractional,
 		Window: window}
@@ -64,4 +71,48 @@ func (rep *Report) setting() string {
 		s += "; " + rep.Window.String()
 	}
 	return s
+}
+
+// NothingToSimulate is a trace that leaves no job to simulate: it has no
+// job rows, or every job was left out (CPU-only, outside the window, too
+// large for the cluster). Not an error in the trace, but no figures
+// either: steward simulate warns and exits 2.
+type NothingToSimulate struct {
+	Trace  string
+	Reason string
+}
+
+func (e *NothingToSimulate) Error() string {
+	return fmt.Sprintf("trace %s: nothing to simulate: %s", e.Trace, e.Reason)
+}
+
+// nothingReason says why no job is left of rows job rows.
+func nothingReason(rows, cpuOnly int, window *WindowInfo, d *Derivation) string {
+	if rows == 0 {
+		return "0 job rows"
+	}
+	outside, outsideText := 0, ""
+	if window != nil {
+		outside = window.JobsOutside
+		to := window.To
+		if to == "" {
+			to = "the end"
+		}
+		outsideText = fmt.Sprintf("submitted outside the window (%s to %s)", window.From, to)
+	}
+	largeText := fmt.Sprintf("larger than the cluster (%d GPUs)", d.Capacity)
+	causes := []struct {
+		n          int
+		verb, text string
+	}{{cpuOnly, "are", "CPU-only (gpu_num 0)"}, {outside, "were", outsideText}, {d.Dropped, "are", largeText}}
+	var parts []string
+	for _, c := range causes {
+		if c.n == rows {
+			return fmt.Sprintf("all %d jobs %s %s", rows, c.verb, c.text)
+		}
+		if c.n > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", c.n, c.text))
+		}
+	}
+	return fmt.Sprintf("none of %d jobs is left: %s", rows, strings.Join(parts, ", "))
 }

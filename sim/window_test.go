@@ -28,7 +28,6 @@ e,10800,1,60`
 		{"to is open", Window{To: h}, 0, map[string]time.Duration{"a": 0, "b": 3599 * time.Second}, 3, 0},
 		{"from and to", Window{From: h, To: 3 * h}, 0, map[string]time.Duration{"c": 0, "d": h}, 3, 0},
 		{"limit counts from the window", Window{From: h}, 1, map[string]time.Duration{"c": 0}, 2, 2},
-		{"empty window", Window{From: 4 * h}, 0, map[string]time.Duration{}, 5, 0},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
