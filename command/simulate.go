@@ -80,8 +80,9 @@ Traces:
 
   Steward's CSV (job,submit,gpus,run_time and optional allocs,user,tenant,
   tier,idle_after) or the Gen-Parallel CSV of the shared traces, told apart
-  by the header. A GPU count below 1 (gpus 0.5) is simulated as 1 GPU and
-  counted in the report.
+  by the header, in UTF-8: a malformed row or a byte that is not UTF-8 is
+  reported with its line and column. A GPU count below 1 (gpus 0.5) is
+  simulated as 1 GPU and counted in the report.
 
 Exit status:
 

@@ -116,13 +116,16 @@ func ReadTrace(r io.Reader, name string) (*Trace, error) {
 	if err != nil {
 		return nil, csvError(err)
 	}
+	if err := utf8Error(header, nil, headerLine(cr)); err != nil {
+		err.Field = "header"
+		return nil, err
+	}
 	for i := range header {
 		header[i] = strings.ToLower(strings.TrimSpace(strings.TrimPrefix(header[i], "\ufeff")))
 	}
 	p, err := newRowParser(header)
 	if err != nil {
-		line, _ := cr.FieldPos(0)
-		return nil, &RowError{Line: line, Msg: err.Error()}
+		return nil, &RowError{Line: headerLine(cr), Msg: err.Error()}
 	}
 	tr := &Trace{Name: name, Format: p.format}
 	var errs []error
@@ -180,6 +183,11 @@ func ReadTrace(r io.Reader, name string) (*Trace, error) {
 	return tr, nil
 }
 
+func headerLine(cr *csv.Reader) int {
+	line, _ := cr.FieldPos(0)
+	return line
+}
+
 func csvError(err error) error {
 	var pe *csv.ParseError
 	if errors.As(err, &pe) {
@@ -199,11 +207,12 @@ var (
 type rowParser struct {
 	format string
 	col    map[string]int // column name -> index
+	names  []string       // the header, by index
 	width  int
 }
 
 func newRowParser(header []string) (*rowParser, error) {
-	p := &rowParser{col: map[string]int{}, width: len(header)}
+	p := &rowParser{col: map[string]int{}, names: header, width: len(header)}
 	for i, h := range header {
 		if h == "" {
 			continue
@@ -322,6 +331,9 @@ func (p *rowParser) seconds(rec []string, line int, name string) (time.Duration,
 // parse turns one record into a job; keep is false for rows that are no
 // GPU job.
 func (p *rowParser) parse(rec []string, line int, clock *time.Duration) (job Job, keep bool, err *RowError) {
+	if err := utf8Error(rec, p.names, line); err != nil {
+		return Job{}, false, err
+	}
 	if len(rec) != p.width {
 		return Job{}, false, &RowError{Line: line, Msg: fmt.Sprintf("%d fields, but the header has %d", len(rec), p.width)}
 	}
