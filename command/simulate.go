@@ -82,7 +82,9 @@ Traces:
   tier,idle_after) or the Gen-Parallel CSV of the shared traces, told apart
   by the header, in UTF-8: a malformed row or a byte that is not UTF-8 is
   reported with its line and column. A GPU count below 1 (gpus 0.5) is
-  simulated as 1 GPU and counted in the report.
+  simulated as 1 GPU and counted in the report. A job naming a tier the
+  policy lacks runs as its tenant's default tier, as under the controller,
+  and the report gives those jobs a delay row of their own.
 
 Exit status:
 

@@ -21,6 +21,7 @@ func TestSimulate(t *testing.T) {
 		"trace.csv":  simTrace,
 		"bad.csv":    "job,submit,gpus,run_time\na,0,x,10\n",
 		"header.csv": "job,submit,gpus,run_time\n",
+		"typo.csv":   "job,submit,gpus,run_time,tier\na,0,1,60,trainng\nb,0,0.5,60,training\n",
 		"big.csv":    "job,submit,gpus,allocs,run_time\n" + "b,0,8,3,60\nc,0,8,4,60\n",
 	})
 	in := func(name string) string { return filepath.Join(dir, name) }
@@ -59,6 +60,8 @@ func TestSimulate(t *testing.T) {
 			[]string{"Warning: trace big: nothing to simulate: all 2 jobs are larger than the cluster (16 GPUs)"}},
 		{"every job outside the window", []string{"-policy", in("policy.hcl"), "-trace", in("trace.csv"), "-from", "1h"}, 2, nil,
 			[]string{"nothing to simulate: all 2 jobs were submitted outside the window (1h to the end)"}},
+		{"unknown tier and a fractional GPU", []string{"-policy", in("policy.hcl"), "-trace", in("typo.csv"), "-nodes", "1",
+			"-format", "json"}, 0, []string{`"unknown_tier_jobs": {`, `"trainng": 1`, `"fractional_gpu_jobs": 1`}, nil},
 		{"malformed trace", []string{"-policy", in("policy.hcl"), "-trace", in("bad.csv")}, 1, nil,
 			[]string{`bad.csv: line 2, column 3 (gpus): not a whole number: "x"`}},
 		{"unknown shared trace", []string{"-policy", in("policy.hcl"), "-trace", "alibaba", "-traces-dir", dir}, 1, nil,

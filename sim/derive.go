@@ -76,6 +76,8 @@ type Derivation struct {
 	Capacity int
 	// Fractional jobs asked for a fraction of a GPU and got a whole one.
 	Fractional int
+	// Unknown are tiers the trace names that the policy lacks.
+	Unknown []UnknownTier
 }
 
 // DeriveOptions configure Derive.
@@ -157,6 +159,10 @@ func Derive(tr *Trace, o DeriveOptions) (*Derivation, error) {
 		}
 		if j.FractionalGPU {
 			d.Fractional++
+		}
+		if o.Policy.Tiers[j.Tier] == nil {
+			ranAs, _ := o.Policy.TenantTier(o.Policy.TenantOf(j.Tenant), j.Tier)
+			d.noteUnknownTier(&j, ranAs)
 		}
 		d.ByTier[j.Tier]++
 		d.ByTenant[j.Tenant]++
@@ -245,12 +251,13 @@ func (d *Derivation) Rule() string {
 		pct(interactiveIdleShare), pct(interactiveBusyMin), pct(interactiveBusyMin+interactiveBusySpan))
 	fmt.Fprintf(&b, "           %s of batch jobs after %s–%s (a stalled run); the rest stay busy\n",
 		pct(batchIdleShare), pct(batchBusyMin), pct(batchBusyMin+batchBusySpan))
-	fmt.Fprintf(&b, "  shape    one allocation per node the job spanned; wider than a node: re-split into whole nodes; every multi-allocation job is a gang\n")
+	fmt.Fprintf(&b, "  shape    one allocation per node the job spanned; wider than the largest node: re-split into allocations of its size; every multi-allocation job is a gang\n")
 	fmt.Fprintf(&b, "  result   tiers %s; tenants %s; %d with an idle tail; %d re-split; %d dropped (larger than the cluster); %d cut by -limit\n",
 		countList(d.ByTier), countList(d.ByTenant), d.Idle, d.Reshaped, d.Dropped, d.Truncated)
 	if d.Fractional > 0 {
-		fmt.Fprintf(&b, "  fraction %d jobs asked for a fraction of a GPU; each was counted as 1 whole GPU\n", d.Fractional)
+		fmt.Fprintf(&b, "  fraction %s asked for a fraction of a GPU; each was counted as 1 whole GPU\n", nJobs(d.Fractional))
 	}
+	b.WriteString(d.unknownTierRule())
 	if d.Given > 0 {
 		fmt.Fprintf(&b, "  given    %d jobs named their own tenant, tier or idleness; those values were kept\n", d.Given)
 	}

@@ -19,6 +19,10 @@ type Input struct {
 	FractionalGPUJobs int `json:"fractional_gpu_jobs"`
 	// Window is the part of the trace simulated (-from, -to); nil: all.
 	Window *WindowInfo `json:"window,omitempty"`
+	// UnknownTierJobs counts, by tier name, jobs whose tier the policy
+	// lacks; they ran as their tenant's default tier (unknown_tier.go).
+	UnknownTierJobs map[string]int `json:"unknown_tier_jobs,omitempty"`
+	unknown         []UnknownTier
 }
 
 // prepare derives the trace's workload for a comparison (Derive, with the
@@ -42,7 +46,7 @@ func prepare(tr *Trace, o Options) (*Derivation, Input, error) {
 		return nil, Input{}, &NothingToSimulate{Trace: tr.Name, Reason: nothingReason(rows, tr.Dropped, window, d)}
 	}
 	in := Input{NodeShapes: Shapes(nodeGPUs), GPUs: d.Capacity, DroppedTooLarge: d.Dropped, FractionalGPUJobs: d.Fractional,
-		Window: window}
+		Window: window, UnknownTierJobs: unknownTierJobs(d.Unknown), unknown: d.Unknown}
 	return d, in, nil
 }
 

@@ -29,6 +29,9 @@ type Result struct {
 	// Queueing delay: first start minus submission, of jobs that started.
 	HighPriorityDelay Delay   `json:"high_priority_delay"`
 	DelayByTier       []Delay `json:"delay_by_tier"`
+	// UnknownTierDelay: jobs whose tier the policy lacks, by that name
+	// (they are in DelayByTier too, under the tier they ran as).
+	UnknownTierDelay []Delay `json:"unknown_tier_delay,omitempty"`
 
 	LostGPUHours          float64        `json:"lost_gpu_hours"`
 	Preemptions           int            `json:"preemptions"`

@@ -116,6 +116,7 @@ func (rep *Report) rows() []row {
 			}})
 		}
 	}
+	rows = append(rows, rep.unknownTierRows()...)
 	rows = append(rows,
 		row{"GPU-hours lost to preemption", func(r *Result) string { return hours(r.LostGPUHours) }},
 		row{"preemptions", func(r *Result) string { return strconv.Itoa(r.Preemptions) }},
@@ -237,6 +238,9 @@ func WriteCSV(w io.Writer, reps []*Report) error {
 				put("delay_p50_min."+d.Tier, f(d.P50))
 				put("delay_p95_min."+d.Tier, f(d.P95))
 				put("delay_p99_min."+d.Tier, f(d.P99))
+			}
+			for _, kv := range unknownTierCSV(r) {
+				put(kv[0], kv[1])
 			}
 			put("lost_gpu_hours", f(r.LostGPUHours))
 			put("preemptions", strconv.Itoa(r.Preemptions))

@@ -194,6 +194,7 @@ func Simulate(jobs []Job, cfg Config, kind PolicyKind) (*Result, error) {
 		return nil, fmt.Errorf("simulate %s: %w", kind, err)
 	}
 	r := s.m.result(s)
+	r.UnknownTierDelay = unknownTierDelays(s)
 	r.WallSeconds = time.Since(start).Seconds()
 	return r, nil
 }
