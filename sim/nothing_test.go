@@ -49,8 +49,7 @@ func TestNothingToSimulate(t *testing.T) {
 	}
 }
 
-// mustTraceRaw reads a trace as given (mustTrace trims it, which would
-// drop a header-only trace's line end, harmlessly, but keep it exact).
+// mustTraceRaw reads a trace byte for byte (mustTrace trims it first).
 func mustTraceRaw(t *testing.T, csv string) *Trace {
 	t.Helper()
 	tr, err := ReadTrace(strings.NewReader(csv), "t")
