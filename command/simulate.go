@@ -2,6 +2,7 @@ package command
 
 import (
 	"bytes"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -46,14 +47,23 @@ Options:
                        helios (looked up in -traces-dir). Repeat for more.
   -traces-dir DIR      Where shared traces live. Default: ../shared/traces
                        (next to the repository, from its root).
-  -nodes N             Nodes in the simulated cluster. Default: 100.
-  -gpus-per-node N     GPUs on each node. Default: 8.
+  -nodes N|LIST        Nodes in the simulated cluster: a number of nodes of
+                       -gpus-per-node GPUs, or sizes COUNTxGPUS, comma-
+                       separated, for nodes of mixed sizes (4x8,8x4: four
+                       8-GPU and eight 4-GPU nodes). Default: 100.
+  -gpus-per-node N     GPUs on each node when -nodes is a number (not with
+                       a list). Default: 8.
   -scale F             Multiply every tenant's reserve and limit by F, to
                        size a policy written for another cluster (example.hcl
                        is for one 8-GPU node: -scale 100 for 100 nodes).
                        Default: 1.
   -seed N              Seed of the workload derivation. Default: 1.
-  -limit N             Simulate only the first N jobs of each trace.
+  -limit N             Simulate only the first N jobs of each trace (of the
+                       window, with -from or -to).
+  -from D, -to D       Simulate only jobs submitted in [from, to), times
+                       since the trace's start (-from 24h -to 72h: its second
+                       and third day); submissions are re-based so that the
+                       window starts at 0. Default: the whole trace.
   -checkpoint-every D  How often jobs checkpoint on their own; work since the
                        last checkpoint is lost when a job is stopped without a
                        checkpoint signal. Default: 30m.
@@ -70,6 +80,23 @@ Options:
   -format FORMAT       table, json, csv or markdown. Default: table.
   -out DIR             Also write results.json, results.csv and PNG charts
                        (queueing-delay CDFs by tier, utilisation over time).
+
+Traces:
+
+  Steward's CSV (job,submit,gpus,run_time and optional allocs,user,tenant,
+  tier,idle_after) or the Gen-Parallel CSV of the shared traces, told apart
+  by the header, in UTF-8: a malformed row or a byte that is not UTF-8 is
+  reported with its line and column. A GPU count below 1 (gpus 0.5) is
+  simulated as 1 GPU and counted in the report. A job naming a tier the
+  policy lacks runs as its tenant's default tier, as under the controller,
+  and the report gives those jobs a delay row of their own.
+
+Exit status:
+
+  0 when every trace was simulated; 1 on an error (bad flags, policy or
+  trace); 2 when a trace had nothing to simulate (no job rows, or every job
+  CPU-only, outside -from/-to or larger than the cluster): a warning names
+  it and says why, and the other traces are still reported.
 
 Example:
 
@@ -90,22 +117,26 @@ func (t *traceList) Set(v string) error { *t = append(*t, v); return nil }
 func (c *SimulateCommand) Run(args []string) int {
 	var (
 		policyPath, tracesDir, policies, format, outDir string
+		nodesArg                                        string
 		traces                                          traceList
-		nodes, gpusPerNode, limit                       int
+		gpusPerNode, limit                              int
 		seed                                            uint64
 		scale                                           float64
 		checkpointEvery, planInterval, checkpointCost   time.Duration
+		from, to                                        time.Duration
 	)
 	fs := flag.NewFlagSet("simulate", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	fs.StringVar(&policyPath, "policy", "", "")
 	fs.Var(&traces, "trace", "")
 	fs.StringVar(&tracesDir, "traces-dir", sim.DefaultTracesDir, "")
-	fs.IntVar(&nodes, "nodes", 100, "")
+	fs.StringVar(&nodesArg, "nodes", "100", "")
 	fs.IntVar(&gpusPerNode, "gpus-per-node", 8, "")
 	fs.Float64Var(&scale, "scale", 1, "")
 	fs.Uint64Var(&seed, "seed", 1, "")
 	fs.IntVar(&limit, "limit", 0, "")
+	fs.DurationVar(&from, "from", 0, "")
+	fs.DurationVar(&to, "to", 0, "")
 	fs.DurationVar(&checkpointEvery, "checkpoint-every", sim.DefaultCheckpointEvery, "")
 	fs.DurationVar(&planInterval, "plan-interval", sim.DefaultPlanInterval, "")
 	fs.DurationVar(&checkpointCost, "checkpoint-cost", sim.DefaultCheckpointCost, "")
@@ -127,8 +158,6 @@ func (c *SimulateCommand) Run(args []string) int {
 		return usage("No policy given: -policy FILE is required.")
 	case len(traces) == 0:
 		return usage("No trace given: -trace FILE (or philly, helios) is required.")
-	case nodes <= 0 || gpusPerNode <= 0 || gpusPerNode > 127:
-		return usage(fmt.Sprintf("-nodes must be at least 1 and -gpus-per-node between 1 and 127; got %d and %d.", nodes, gpusPerNode))
 	case scale <= 0:
 		return usage(fmt.Sprintf("-scale must be more than 0; got %g.", scale))
 	case limit < 0:
@@ -136,6 +165,17 @@ func (c *SimulateCommand) Run(args []string) int {
 	case checkpointEvery < 0 || planInterval < 0 || checkpointCost < 0:
 		return usage(fmt.Sprintf("-checkpoint-every, -checkpoint-cost and -plan-interval must not be negative; got %s, %s and %s.",
 			checkpointEvery, checkpointCost, planInterval))
+	}
+	window := sim.Window{From: from, To: to}
+	if err := window.Check(); err != nil {
+		return usage(fmt.Sprintf("-from/-to: %v.", err))
+	}
+	nodeGPUs, nodeList, err := sim.ParseNodes(nodesArg, gpusPerNode)
+	if err != nil {
+		return usage(err.Error() + ".")
+	}
+	if nodeList && flagGiven(fs, "gpus-per-node") {
+		return usage(fmt.Sprintf("-nodes %s gives each node's GPUs: leave out -gpus-per-node, or give -nodes a number.", nodesArg))
 	}
 	switch format {
 	case "table", "json", "csv", "markdown":
@@ -163,6 +203,7 @@ func (c *SimulateCommand) Run(args []string) int {
 	sim.ScaleTenants(pol, scale)
 
 	var reports []*sim.Report
+	empty := 0 // traces with nothing to simulate
 	for _, arg := range traces {
 		path, err := sim.ResolveTrace(arg, tracesDir)
 		if err != nil {
@@ -175,15 +216,26 @@ func (c *SimulateCommand) Run(args []string) int {
 			return 1
 		}
 		rep, err := sim.Compare(tr, sim.Options{
-			Config: sim.Config{Policy: pol, Nodes: nodes, GPUsPerNode: gpusPerNode, CheckpointEvery: checkpointEvery,
+			Config: sim.Config{Policy: pol, NodeGPUs: nodeGPUs, CheckpointEvery: checkpointEvery,
 				CheckpointCost: checkpointCost, PlanInterval: planInterval},
-			Seed: seed, Limit: limit, Policies: kinds, TenantScale: scale,
+			Seed: seed, Limit: limit, Window: window, Policies: kinds, TenantScale: scale,
 		})
+		var nothing *sim.NothingToSimulate
+		if errors.As(err, &nothing) {
+			// Not a broken trace, but no figures: say why, go on with the
+			// other traces, and exit 2 so that a script notices.
+			c.UI.Warn("Warning: " + err.Error())
+			empty++
+			continue
+		}
 		if err != nil {
 			c.UI.Error(err.Error())
 			return 1
 		}
 		reports = append(reports, rep)
+	}
+	if len(reports) == 0 {
+		return 2
 	}
 
 	var buf bytes.Buffer
@@ -222,6 +274,9 @@ func (c *SimulateCommand) Run(args []string) int {
 		}
 		c.UI.Info("Wrote " + strings.Join(written, ", "))
 	}
+	if empty > 0 {
+		return 2
+	}
 	return 0
 }
 
@@ -253,4 +308,11 @@ func writeSimulationFiles(dir string, reports []*sim.Report) ([]string, error) {
 		written = append(written, charts...)
 	}
 	return written, nil
+}
+
+// flagGiven reports whether a flag was set on the command line.
+func flagGiven(fs *flag.FlagSet, name string) bool {
+	given := false
+	fs.Visit(func(f *flag.Flag) { given = given || f.Name == name })
+	return given
 }

@@ -1,53 +1,58 @@
 package sim
 
-import "fmt"
+import (
+	"fmt"
+	"slices"
+)
 
-// cluster is the model of Nomad's placement: nodes of equal GPU count,
+// cluster is the model of Nomad's placement: nodes of any GPU count,
 // allocations bin-packed onto them (best fit: the node with the fewest
 // free GPUs that still fits, lowest index on ties, as Nomad's binpack
 // scoring prefers the fullest node), and gangs placed all or nothing.
 type cluster struct {
-	gpusPerNode int
-	free        []int     // per node
-	owner       [][]int32 // [node][gpu] job index, -1 when free
-	byFree      []int     // [f] number of nodes with exactly f free GPUs
-	totalFree   int
-	gpuIDs      [][]string // [node][gpu] IDs for the engine's snapshot
-	nodeIDs     []string
+	maxGPUs   int       // of the largest node
+	free      []int     // per node
+	owner     [][]int32 // [node][gpu] job index, -1 when free
+	byFree    []int     // [f] number of nodes with exactly f free GPUs
+	totalFree int
+	gpuIDs    [][]string // [node][gpu] IDs for the engine's snapshot
+	nodeIDs   []string
 }
 
-func newCluster(nodes, gpusPerNode int) *cluster {
+// newCluster makes one node per entry of gpus, with that many GPUs.
+func newCluster(gpus []int) *cluster {
+	nodes := len(gpus)
 	c := &cluster{
-		gpusPerNode: gpusPerNode,
-		free:        make([]int, nodes),
-		owner:       make([][]int32, nodes),
-		byFree:      make([]int, gpusPerNode+1),
-		totalFree:   nodes * gpusPerNode,
-		gpuIDs:      make([][]string, nodes),
-		nodeIDs:     make([]string, nodes),
+		maxGPUs: slices.Max(gpus),
+		free:    make([]int, nodes),
+		owner:   make([][]int32, nodes),
+		gpuIDs:  make([][]string, nodes),
+		nodeIDs: make([]string, nodes),
 	}
-	for n := range c.free {
-		c.free[n] = gpusPerNode
-		c.owner[n] = make([]int32, gpusPerNode)
-		c.gpuIDs[n] = make([]string, gpusPerNode)
+	c.byFree = make([]int, c.maxGPUs+1)
+	for n, size := range gpus {
+		c.free[n] = size
+		c.totalFree += size
+		c.byFree[size]++
+		c.owner[n] = make([]int32, size)
+		c.gpuIDs[n] = make([]string, size)
 		c.nodeIDs[n] = fmt.Sprintf("node-%03d", n)
 		for g := range c.owner[n] {
 			c.owner[n][g] = -1
 			c.gpuIDs[n][g] = fmt.Sprintf("%s-gpu%d", c.nodeIDs[n], g)
 		}
 	}
-	c.byFree[gpusPerNode] = nodes
 	return c
 }
 
 // fits reports whether count allocations of g GPUs each fit now: each node
 // holds floor(free/g) of them.
 func (c *cluster) fits(g, count int) bool {
-	if g <= 0 || g > c.gpusPerNode || g*count > c.totalFree {
+	if g <= 0 || g > c.maxGPUs || g*count > c.totalFree {
 		return false
 	}
 	room := 0
-	for f := c.gpusPerNode; f >= g; f-- {
+	for f := c.maxGPUs; f >= g; f-- {
 		room += c.byFree[f] * (f / g)
 		if room >= count {
 			return true

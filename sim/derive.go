@@ -71,6 +71,13 @@ type Derivation struct {
 	Dropped   int // jobs larger than the whole cluster (never placeable)
 	Given     int // jobs whose trace named tenant, tier or idleness (kept)
 	Truncated int // jobs beyond -limit
+
+	// Capacity is the cluster's GPUs, which Dropped jobs exceed.
+	Capacity int
+	// Fractional jobs asked for a fraction of a GPU and got a whole one.
+	Fractional int
+	// Unknown are tiers the trace names that the policy lacks.
+	Unknown []UnknownTier
 }
 
 // DeriveOptions configure Derive.
@@ -79,7 +86,10 @@ type DeriveOptions struct {
 	Policy      *policy.Policy
 	Nodes       int
 	GPUsPerNode int
-	Limit       int // at most this many jobs (0: all)
+	// NodeGPUs, when set, is every node's GPU count and overrides Nodes
+	// and GPUsPerNode (as in Config).
+	NodeGPUs []int
+	Limit    int // at most this many jobs (0: all)
 }
 
 // Derive completes a trace's jobs in place for a cluster and policy:
@@ -90,9 +100,13 @@ func Derive(tr *Trace, o DeriveOptions) (*Derivation, error) {
 	if o.Policy == nil || len(o.Policy.Tiers) == 0 {
 		return nil, fmt.Errorf("derive workload: the policy defines no tiers")
 	}
-	if o.Nodes <= 0 || o.GPUsPerNode <= 0 {
-		return nil, fmt.Errorf("derive workload: need at least one node with one GPU, got %d × %d", o.Nodes, o.GPUsPerNode)
+	cfg := Config{Nodes: o.Nodes, GPUsPerNode: o.GPUsPerNode, NodeGPUs: o.NodeGPUs}
+	nodeGPUs, err := cfg.nodeGPUs()
+	if err != nil {
+		return nil, fmt.Errorf("derive workload: %w", err)
 	}
+	// Jobs are re-split to the largest node: smaller nodes take what fits.
+	largest := slices.Max(nodeGPUs)
 	d := &Derivation{Seed: o.Seed, ByTier: map[string]int{}, ByTenant: map[string]int{}}
 	for _, name := range o.Policy.TenantNames() {
 		d.Tenants = append(d.Tenants, o.Policy.Tenants[name].Namespace)
@@ -104,21 +118,22 @@ func Derive(tr *Trace, o DeriveOptions) (*Derivation, error) {
 	for c := range d.Tiers {
 		d.Tiers[c] = tiers[classTier(c, len(tiers))]
 	}
-	capacity := o.Nodes * o.GPUsPerNode
+	capacity := cfg.totalGPUs()
+	d.Capacity = capacity
 	kept := tr.Jobs[:0]
 	for _, j := range tr.Jobs {
 		if o.Limit > 0 && len(kept) == o.Limit {
 			d.Truncated++
 			continue
 		}
-		if j.GPUs > o.GPUsPerNode {
+		if j.GPUs > largest {
 			// Wider than a node: as few allocations as fit, evenly sized.
 			total := j.TotalGPUs()
-			j.Allocs = (total + o.GPUsPerNode - 1) / o.GPUsPerNode
+			j.Allocs = (total + largest - 1) / largest
 			j.GPUs = (total + j.Allocs - 1) / j.Allocs
 			d.Reshaped++
 		}
-		if j.TotalGPUs() > capacity || j.Allocs > o.Nodes*(o.GPUsPerNode/j.GPUs) {
+		if j.TotalGPUs() > capacity || j.Allocs > slotsFor(nodeGPUs, j.GPUs) {
 			d.Dropped++
 			continue
 		}
@@ -141,6 +156,13 @@ func Derive(tr *Trace, o DeriveOptions) (*Derivation, error) {
 		}
 		if j.IdleAfter < j.RunTime {
 			d.Idle++
+		}
+		if j.FractionalGPU {
+			d.Fractional++
+		}
+		if o.Policy.Tiers[j.Tier] == nil {
+			ranAs, _ := o.Policy.TenantTier(o.Policy.TenantOf(j.Tenant), j.Tier)
+			d.noteUnknownTier(&j, ranAs)
 		}
 		d.ByTier[j.Tier]++
 		d.ByTenant[j.Tenant]++
@@ -229,9 +251,13 @@ func (d *Derivation) Rule() string {
 		pct(interactiveIdleShare), pct(interactiveBusyMin), pct(interactiveBusyMin+interactiveBusySpan))
 	fmt.Fprintf(&b, "           %s of batch jobs after %s–%s (a stalled run); the rest stay busy\n",
 		pct(batchIdleShare), pct(batchBusyMin), pct(batchBusyMin+batchBusySpan))
-	fmt.Fprintf(&b, "  shape    one allocation per node the job spanned; wider than a node: re-split into whole nodes; every multi-allocation job is a gang\n")
+	fmt.Fprintf(&b, "  shape    one allocation per node the job spanned; wider than the largest node: re-split into allocations of its size; every multi-allocation job is a gang\n")
 	fmt.Fprintf(&b, "  result   tiers %s; tenants %s; %d with an idle tail; %d re-split; %d dropped (larger than the cluster); %d cut by -limit\n",
 		countList(d.ByTier), countList(d.ByTenant), d.Idle, d.Reshaped, d.Dropped, d.Truncated)
+	if d.Fractional > 0 {
+		fmt.Fprintf(&b, "  fraction %s asked for a fraction of a GPU; each was counted as 1 whole GPU\n", nJobs(d.Fractional))
+	}
+	b.WriteString(d.unknownTierRule())
 	if d.Given > 0 {
 		fmt.Fprintf(&b, "  given    %d jobs named their own tenant, tier or idleness; those values were kept\n", d.Given)
 	}

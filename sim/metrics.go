@@ -29,6 +29,9 @@ type Result struct {
 	// Queueing delay: first start minus submission, of jobs that started.
 	HighPriorityDelay Delay   `json:"high_priority_delay"`
 	DelayByTier       []Delay `json:"delay_by_tier"`
+	// UnknownTierDelay: jobs whose tier the policy lacks, by that name
+	// (they are in DelayByTier too, under the tier they ran as).
+	UnknownTierDelay []Delay `json:"unknown_tier_delay,omitempty"`
 
 	// LostGPUHours: work not kept by stops, and time spent loading
 	// checkpoints on restart (Config.CheckpointCost).
@@ -144,7 +147,7 @@ type metrics struct {
 
 func newMetrics(cfg Config, jobs []Job) *metrics {
 	m := &metrics{
-		capacity: float64(cfg.Nodes * cfg.GPUsPerNode),
+		capacity: float64(cfg.totalGPUs()),
 		jobs:     len(jobs),
 		tenantNS: map[string]int{},
 		delays:   map[string][]float64{},

@@ -20,7 +20,7 @@ type Report struct {
 	Jobs            int       `json:"jobs"`
 	DroppedCPUOnly  int       `json:"dropped_cpu_only"`
 	Nodes           int       `json:"nodes"`
-	GPUsPerNode     int       `json:"gpus_per_node"`
+	GPUsPerNode     int       `json:"gpus_per_node,omitempty"` // 0 when node sizes are mixed
 	Seed            uint64    `json:"seed"`
 	CheckpointEvery string    `json:"checkpoint_every"`
 	CheckpointCost  string    `json:"checkpoint_cost"`
@@ -29,6 +29,7 @@ type Report struct {
 	PolicyFiles     []string  `json:"policy_files,omitempty"`
 	Derivation      string    `json:"derivation"`
 	Results         []*Result `json:"results"`
+	Input                     // what went in: node shapes, window, counts
 }
 
 // Options are a comparison's settings.
@@ -36,6 +37,7 @@ type Options struct {
 	Config
 	Seed     uint64
 	Limit    int
+	Window   Window       // only jobs submitted in it (zero: all)
 	Policies []PolicyKind // default AllPolicies
 	// TenantScale is the factor ScaleTenants applied to the policy, for
 	// the report (1 when it was not scaled).
@@ -59,18 +61,19 @@ func ScaleTenants(p *policy.Policy, f float64) {
 // Compare derives the trace's workload and runs it under each policy.
 // It changes tr's jobs in place (Derive).
 func Compare(tr *Trace, o Options) (*Report, error) {
-	d, err := Derive(tr, DeriveOptions{Seed: o.Seed, Policy: o.Policy, Nodes: o.Nodes,
-		GPUsPerNode: o.GPUsPerNode, Limit: o.Limit})
+	d, in, err := prepare(tr, o)
 	if err != nil {
-		return nil, fmt.Errorf("trace %s: %w", tr.Name, err)
+		return nil, err
 	}
+	nodes, gpusPerNode := in.nodes()
 	if o.TenantScale == 0 {
 		o.TenantScale = 1
 	}
 	rep := &Report{Trace: tr.Name, Format: tr.Format, Jobs: len(tr.Jobs), DroppedCPUOnly: tr.Dropped,
-		Nodes: o.Nodes, GPUsPerNode: o.GPUsPerNode, Seed: o.Seed,
+		Nodes: nodes, GPUsPerNode: gpusPerNode, Seed: o.Seed,
 		CheckpointEvery: o.CheckpointEvery.String(), CheckpointCost: o.CheckpointCost.String(),
-		PlanInterval: o.PlanInterval.String(), TenantScale: o.TenantScale, PolicyFiles: o.Policy.Files, Derivation: d.Rule()}
+		PlanInterval: o.PlanInterval.String(), TenantScale: o.TenantScale, PolicyFiles: o.Policy.Files, Derivation: d.Rule(),
+		Input: in}
 	kinds := o.Policies
 	if len(kinds) == 0 {
 		kinds = AllPolicies
@@ -116,6 +119,7 @@ func (rep *Report) rows() []row {
 			}})
 		}
 	}
+	rows = append(rows, rep.unknownTierRows()...)
 	rows = append(rows,
 		row{"GPU-hours lost to preemption", func(r *Result) string { return hours(r.LostGPUHours) }},
 		row{"preemptions", func(r *Result) string { return strconv.Itoa(r.Preemptions) }},
@@ -162,8 +166,7 @@ func (rep *Report) WriteTable(w io.Writer) error {
 	if rep.DroppedCPUOnly > 0 {
 		fmt.Fprintf(w, " (%d CPU-only jobs left out)", rep.DroppedCPUOnly)
 	}
-	fmt.Fprintf(w, " on %d nodes × %d GPUs; jobs checkpoint every %s on their own", rep.Nodes, rep.GPUsPerNode,
-		rep.CheckpointEvery)
+	fmt.Fprintf(w, " on %s; jobs checkpoint every %s on their own", rep.setting(), rep.CheckpointEvery)
 	if rep.TenantScale != 1 {
 		fmt.Fprintf(w, "; tenant reserves and limits × %g", rep.TenantScale)
 	}
@@ -247,6 +250,9 @@ func WriteCSV(w io.Writer, reps []*Report) error {
 				put("delay_p50_min."+d.Tier, f(d.P50))
 				put("delay_p95_min."+d.Tier, f(d.P95))
 				put("delay_p99_min."+d.Tier, f(d.P99))
+			}
+			for _, kv := range unknownTierCSV(r) {
+				put(kv[0], kv[1])
 			}
 			put("lost_gpu_hours", f(r.LostGPUHours))
 			put("preemptions", strconv.Itoa(r.Preemptions))

@@ -68,6 +68,9 @@ type Config struct {
 	Policy      *policy.Policy
 	Nodes       int
 	GPUsPerNode int
+	// NodeGPUs, when set, is every node's GPU count (nodes of mixed
+	// sizes) and overrides Nodes and GPUsPerNode.
+	NodeGPUs []int
 	// CheckpointEvery is how often every job checkpoints on its own, in
 	// run time since it last started; a job stopped without a checkpoint
 	// signal loses the work since its last one. 0: jobs never checkpoint
@@ -221,6 +224,7 @@ func Simulate(jobs []Job, cfg Config, kind PolicyKind) (*Result, error) {
 		return nil, fmt.Errorf("simulate %s: %w", kind, err)
 	}
 	r := s.m.result(s)
+	r.UnknownTierDelay = unknownTierDelays(s)
 	r.WallSeconds = time.Since(start).Seconds()
 	return r, nil
 }
@@ -230,27 +234,27 @@ func newSimulator(jobs []Job, cfg Config, kind PolicyKind) (*simulator, error) {
 	if cfg.Policy == nil {
 		return nil, fmt.Errorf("simulate %s: no policy", kind)
 	}
-	if cfg.Nodes <= 0 || cfg.GPUsPerNode <= 0 || cfg.GPUsPerNode > 127 {
-		return nil, fmt.Errorf("simulate %s: cluster of %d nodes × %d GPUs: need at least 1 × 1 and at most 127 GPUs a node",
-			kind, cfg.Nodes, cfg.GPUsPerNode)
+	nodeGPUs, err := cfg.nodeGPUs()
+	if err != nil {
+		return nil, fmt.Errorf("simulate %s: %w", kind, err)
 	}
 	if cfg.SeriesPoints <= 0 {
 		cfg.SeriesPoints = 240
 	}
 	s := &simulator{
 		cfg: cfg, kind: kind, pol: cfg.Policy,
-		cl:        newCluster(cfg.Nodes, cfg.GPUsPerNode),
+		cl:        newCluster(nodeGPUs),
 		jobs:      make([]simJob, len(jobs)),
-		scratch:   make([]int, cfg.Nodes),
+		scratch:   make([]int, len(nodeGPUs)),
 		mark:      make([]uint32, len(jobs)),
 		maxEvents: 1000*len(jobs) + 1000,
 	}
 	if kind == Steward {
 		s.eng = engine.New(cfg.Policy)
 		s.byRef = make(map[engine.JobRef]int32, len(jobs))
-		s.snap.Nodes = make([]engine.Node, cfg.Nodes)
+		s.snap.Nodes = make([]engine.Node, len(nodeGPUs))
 		for n := range s.snap.Nodes {
-			s.snap.Nodes[n] = engine.Node{ID: s.cl.nodeIDs[n], NodePool: "default", GPUs: cfg.GPUsPerNode}
+			s.snap.Nodes[n] = engine.Node{ID: s.cl.nodeIDs[n], NodePool: "default", GPUs: nodeGPUs[n]}
 		}
 	}
 	s.m = newMetrics(cfg, jobs)
@@ -260,8 +264,8 @@ func newSimulator(jobs []Job, cfg Config, kind PolicyKind) (*simulator, error) {
 		if i > 0 && spec.Submit < jobs[i-1].Submit {
 			return nil, fmt.Errorf("simulate %s: job %s is submitted before the job listed ahead of it", kind, spec.ID)
 		}
-		if spec.GPUs > cfg.GPUsPerNode {
-			return nil, fmt.Errorf("simulate %s: job %s wants %d GPUs an allocation, more than a node has (run Derive first)",
+		if spec.GPUs > s.cl.maxGPUs {
+			return nil, fmt.Errorf("simulate %s: job %s wants %d GPUs an allocation, more than any node has (run Derive first)",
 				kind, spec.ID, spec.GPUs)
 		}
 		// The tier a job names is resolved in its tenant, as the

@@ -49,6 +49,9 @@ type Job struct {
 	// IdleAfter is the run time after which the job's GPUs sit idle until
 	// it ends (a notebook left open): NeverIdle, or IdleUnset to derive.
 	IdleAfter time.Duration
+	// FractionalGPU: the trace asked for a fraction of a GPU, counted as
+	// one whole GPU (the model places whole GPUs).
+	FractionalGPU bool
 }
 
 // TotalGPUs is what the job holds while it runs.
@@ -113,13 +116,16 @@ func ReadTrace(r io.Reader, name string) (*Trace, error) {
 	if err != nil {
 		return nil, csvError(err)
 	}
+	if err := utf8Error(header, nil, headerLine(cr)); err != nil {
+		err.Field = "header"
+		return nil, err
+	}
 	for i := range header {
 		header[i] = strings.ToLower(strings.TrimSpace(strings.TrimPrefix(header[i], "\ufeff")))
 	}
 	p, err := newRowParser(header)
 	if err != nil {
-		line, _ := cr.FieldPos(0)
-		return nil, &RowError{Line: line, Msg: err.Error()}
+		return nil, &RowError{Line: headerLine(cr), Msg: err.Error()}
 	}
 	tr := &Trace{Name: name, Format: p.format}
 	var errs []error
@@ -177,6 +183,11 @@ func ReadTrace(r io.Reader, name string) (*Trace, error) {
 	return tr, nil
 }
 
+func headerLine(cr *csv.Reader) int {
+	line, _ := cr.FieldPos(0)
+	return line
+}
+
 func csvError(err error) error {
 	var pe *csv.ParseError
 	if errors.As(err, &pe) {
@@ -196,11 +207,12 @@ var (
 type rowParser struct {
 	format string
 	col    map[string]int // column name -> index
+	names  []string       // the header, by index
 	width  int
 }
 
 func newRowParser(header []string) (*rowParser, error) {
-	p := &rowParser{col: map[string]int{}, width: len(header)}
+	p := &rowParser{col: map[string]int{}, names: header, width: len(header)}
 	for i, h := range header {
 		if h == "" {
 			continue
@@ -272,6 +284,31 @@ func (p *rowParser) whole(rec []string, line int, name string, lo, hi int64) (in
 	return v, nil
 }
 
+// gpuCount parses a GPU count: a whole number in [lo, 65536] ("2.0"
+// included), or a fraction in (0, 1), a shared GPU (MIG, time slicing),
+// which counts as one whole GPU since the model places whole GPUs; frac
+// says it was one. Other fractions are errors: 1.5 GPUs is no shape a
+// scheduler places.
+func (p *rowParser) gpuCount(rec []string, line int, name string, lo int64) (n int64, frac bool, err *RowError) {
+	s := p.field(rec, name)
+	if _, e := strconv.ParseInt(s, 10, 64); e == nil || s == "" {
+		n, err = p.whole(rec, line, name, lo, 1<<16)
+		return n, false, err
+	}
+	v, e := strconv.ParseFloat(s, 64)
+	switch {
+	case e != nil || math.IsNaN(v) || math.IsInf(v, 0):
+		return 0, false, p.errAt(line, name, "not a whole number: %q", s)
+	case v > 0 && v < 1:
+		return 1, true, nil
+	case v != math.Trunc(v):
+		return 0, false, p.errAt(line, name, "%s is not a whole number of GPUs (only a fraction below 1 is taken, as 1 GPU)", s)
+	case v < float64(lo) || v > 1<<16:
+		return 0, false, p.errAt(line, name, "%s is out of range [%d, %d]", s, lo, 1<<16)
+	}
+	return int64(v), false, nil
+}
+
 // maxSeconds bounds times in traces: 100 years, far from overflowing.
 const maxSeconds = 100 * 365 * 24 * 3600
 
@@ -294,6 +331,9 @@ func (p *rowParser) seconds(rec []string, line int, name string) (time.Duration,
 // parse turns one record into a job; keep is false for rows that are no
 // GPU job.
 func (p *rowParser) parse(rec []string, line int, clock *time.Duration) (job Job, keep bool, err *RowError) {
+	if err := utf8Error(rec, p.names, line); err != nil {
+		return Job{}, false, err
+	}
 	if len(rec) != p.width {
 		return Job{}, false, &RowError{Line: line, Msg: fmt.Sprintf("%d fields, but the header has %d", len(rec), p.width)}
 	}
@@ -312,11 +352,11 @@ func (p *rowParser) parseSteward(rec []string, line int) (Job, bool, *RowError) 
 	if j.Submit, err = p.seconds(rec, line, "submit"); err != nil {
 		return j, false, err
 	}
-	gpus, err := p.whole(rec, line, "gpus", 1, 1<<16)
+	gpus, frac, err := p.gpuCount(rec, line, "gpus", 1)
 	if err != nil {
 		return j, false, err
 	}
-	j.GPUs = int(gpus)
+	j.GPUs, j.FractionalGPU = int(gpus), frac
 	if p.field(rec, "allocs") != "" {
 		n, err := p.whole(rec, line, "allocs", 1, 1<<16)
 		if err != nil {
@@ -361,10 +401,11 @@ func (p *rowParser) parseGenParallel(rec []string, line int, clock *time.Duratio
 		return j, false, p.errAt(line, "interval", "submissions run past %d seconds", maxSeconds)
 	}
 	j.Submit = *clock
-	gpus, err := p.whole(rec, line, "gpu_num", 0, 1<<16)
+	gpus, frac, err := p.gpuCount(rec, line, "gpu_num", 0)
 	if err != nil {
 		return j, false, err
 	}
+	j.FractionalGPU = frac
 	nodes, err := p.whole(rec, line, "node_num", 1, 1<<16)
 	if err != nil {
 		return j, false, err

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 )
 
 func TestReadTraceSteward(t *testing.T) {
@@ -124,6 +125,7 @@ func FuzzReadTrace(f *testing.F) {
 	f.Add("u_id,user,gpu_num,cpu_num,node_num,interval,run_time,wall_time,new_status\n0,1,16,0,2,0,100,0,Pass\n")
 	f.Add("job,submit,gpus,run_time\nb,1e3,1,0.5\n\"c\",2,3,4\n")
 	f.Add("job,submit,gpus,run_time\n\"unterminated,1,1,1\n")
+	f.Add("job,submit,gpus,run_time,user\na,0,0.5,1,Jos\xe9\n")
 	f.Fuzz(func(t *testing.T, src string) {
 		tr, err := ReadTrace(strings.NewReader(src), "fuzz")
 		if err != nil {
@@ -136,6 +138,11 @@ func FuzzReadTrace(f *testing.F) {
 		for i, j := range tr.Jobs {
 			if j.ID == "" || ids[j.ID] || j.GPUs < 1 || j.Allocs < 1 || j.RunTime <= 0 || j.Submit < 0 {
 				t.Fatalf("accepted a bad job: %+v", j)
+			}
+			for _, s := range []string{j.ID, j.User, j.Tenant, j.Tier} {
+				if !utf8.ValidString(s) {
+					t.Fatalf("accepted a job with a field that is not UTF-8: %+v", j)
+				}
 			}
 			ids[j.ID] = true
 			if i > 0 && j.Submit < tr.Jobs[i-1].Submit {
