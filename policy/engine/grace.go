@@ -1,0 +1,39 @@
+package engine
+
+import "time"
+
+// A victim freed for other work gets a checkpoint grace: the policy's
+// preemption.grace, or its pool's grace when backfill is taken back. An
+// urgent tier (policy.Tier.PreemptGrace) caps it for victims freed for its
+// own work: serving cannot wait minutes for a training job to checkpoint.
+// Preemptions made for no other work (limits, idle rules) keep theirs.
+
+// victimGrace returns the grace unit u gets when freed for b under rule,
+// and the grace it would get were b's tier not urgent.
+func (st *state) victimGrace(b *bene, u *unit, rule Rule) (grace, usual time.Duration) {
+	usual = st.e.p.Preemption.Grace
+	if rule == RuleBackfill {
+		usual = st.backfillGrace(u)
+	}
+	return st.e.tiers[b.tier].t.CapGrace(usual), usual
+}
+
+// graceNote says, for a victim's reason, that b's tier cut its grace
+// short: "; grace 0s: inference work waits for no checkpoint". It is empty
+// when the victim got its usual grace, or would have had none anyway (its
+// job takes no checkpoint signal).
+func (st *state) graceNote(b *bene, job *Job, grace, usual time.Duration) string {
+	if grace >= usual {
+		return ""
+	}
+	if sig, _ := st.checkpoint(job, usual); sig == "" {
+		return ""
+	}
+	tier := st.e.tiers[b.tier].name
+	if grace <= 0 {
+		return "; grace 0s: " + tier + " work waits for no checkpoint"
+	}
+	var m msg
+	m.s("; grace ").dur(grace).s(" (not ").dur(usual).s("): ", tier, " work waits no longer for a checkpoint")
+	return string(m.b)
+}
