@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"math/rand/v2"
 	"testing"
 	"time"
 )
@@ -49,4 +50,25 @@ func TestAtRiskGang(t *testing.T) {
 	if got, want := st.atRisk(&st.units[0]), uint64((6*600+2*3600)/8); got != want {
 		t.Errorf("atRisk = %d, want %d", got, want)
 	}
+}
+
+// BenchmarkPlanCheckpoints is BenchmarkPlan with half the allocations
+// reporting a checkpoint, so that the victim keys take their slower path.
+func BenchmarkPlanCheckpoints(b *testing.B) {
+	r := rand.New(rand.NewPCG(1, 2))
+	nodes := 10000
+	s := genCluster(r, nodes, 8, nodes*10, nodes, 8, t0)
+	for i := range s.Allocs {
+		if i%2 == 0 {
+			s.Allocs[i].CheckpointAt = t0.Add(-time.Duration(r.IntN(3600)) * time.Second)
+		}
+	}
+	e := New(genPolicy(8, nodes*8/16, nodes*8/4))
+	b.ReportAllocs()
+	b.ResetTimer()
+	var plan *Plan
+	for b.Loop() {
+		plan = e.Plan(s, t0)
+	}
+	b.ReportMetric(float64(len(plan.Actions)), "actions")
 }

@@ -133,7 +133,10 @@ const maxRisk = 1<<34 - 1
 // equal size the order is the same.
 func (st *state) atRisk(u *unit) uint64 {
 	if u.gang < 0 {
-		return sinceCheckpoint(&st.s.Allocs[u.first], st.now)
+		if a := &st.s.Allocs[u.first]; !a.CheckpointAt.IsZero() {
+			return sinceCheckpoint(a, st.now)
+		}
+		return uint64(max(0, min(u.age/time.Second, maxRisk))) // the usual case: the age at hand
 	}
 	var sum, gpus uint64
 	st.allocsOf(u, func(ai int32) {
