@@ -30,9 +30,17 @@ defaults {
 # priority; higher tiers take GPUs from lower ones. preemptible (default true)
 # says whether the tier's jobs may lose their GPUs; false means never a victim
 # while within its tenant's reserve, and runs only within that reserve.
+# preempt_grace (default: preemption.grace) caps the checkpoint grace of the
+# work preempted for this tier's jobs.
 tier "inference" {
   priority    = 90
   preemptible = false
+
+  # Serving cannot wait for a training job to checkpoint: work preempted
+  # for inference is stopped at once, with no checkpoint signal ("0s"; the
+  # grace is the lesser of this and preemption.grace). Limits and idle
+  # rules still give preemption.grace.
+  preempt_grace = "0s"
 }
 
 tier "build" {

@@ -183,7 +183,7 @@ func TestPolicyShow(t *testing.T) {
 	out := ui.OutputWriter.String()
 	for _, want := range []string{
 		"defaults {\n  tier                = \"batch\"", // resolved default tier
-		"tier \"serve\" {\n  priority    = 90\n  preemptible = false\n}",
+		"tier \"serve\" {\n  # preempt_grace is left out: victims freed for its work get preemption.grace (2m, or a pool's grace).\n  priority    = 90\n  preemptible = false\n}",
 		"checkpoint_signal    = \"SIGUSR1\"", // default filled in
 		"resume_order         = \"preempted-first\"",
 		"promote {",

@@ -67,13 +67,16 @@ const CheckpointTaskMetaKey = "steward.checkpoint"
 
 // ObservedAlloc is a non-terminal allocation that holds GPUs.
 type ObservedAlloc struct {
-	ID, Name      string
-	Namespace     string
-	JobID, Group  string
-	NodeID        string
-	GPUIDs        []string
-	ClientStatus  string
-	StartedAt     time.Time
+	ID, Name     string
+	Namespace    string
+	JobID, Group string
+	NodeID       string
+	GPUIDs       []string
+	ClientStatus string
+	StartedAt    time.Time
+	// CheckpointAt is when it last saved a checkpoint (its driver's
+	// events); zero when unknown.
+	CheckpointAt  time.Time
 	RunningTasks  []string
 	DesiredStatus string
 }
@@ -334,6 +337,7 @@ func toObservedAlloc(a *api.AllocationListStub) ObservedAlloc {
 	if !first.IsZero() {
 		oa.StartedAt = first
 	}
+	oa.CheckpointAt = lastCheckpoint(a.TaskStates)
 	sort.Strings(oa.RunningTasks)
 	return oa
 }

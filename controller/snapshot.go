@@ -39,7 +39,7 @@ func buildSnapshot(p *policy.Policy, obs *Observation, states map[jobKey]*JobSta
 			continue
 		}
 		ea := engine.Alloc{ID: a.ID, Job: jobOf(j), Group: a.Group, NodeID: a.NodeID,
-			GPUIDs: a.GPUIDs, StartedAt: a.StartedAt, Usage: usage[a.ID]}
+			GPUIDs: a.GPUIDs, StartedAt: a.StartedAt, CheckpointAt: a.CheckpointAt, Usage: usage[a.ID]}
 		if st := states[jobKey{a.Namespace, a.JobID}]; st != nil {
 			ea.Draining = st.draining(a.ID)
 		}

@@ -336,13 +336,14 @@ func (d *Driver) newHandle(cfg *drivers.TaskConfig, tc TaskConfig, pid int, star
 	}
 }
 
-// startTask starts the goroutines that watch a task: its end, and its
-// GPU activity.
+// startTask starts the goroutines that watch a task: its end, its GPU
+// activity and its checkpoints.
 func (d *Driver) startTask(h *taskHandle) {
 	ctx, cancel := context.WithCancel(d.ctx)
 	h.cancel = cancel
 	go h.run(d.taskEnded)
 	go d.monitorGPUs(ctx, h)
+	go d.watchCheckpoints(ctx, h)
 }
 
 // taskEnded runs when a task's main process has ended.

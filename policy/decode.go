@@ -2,6 +2,7 @@ package policy
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/hashicorp/hcl/v2"
 )
@@ -24,7 +25,7 @@ var (
 		{Name: "tier"}, {Name: "tier_meta_key"}, {Name: "gang_meta_key"}, {Name: "checkpoint_meta_key"},
 	}}
 	tierSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{
-		{Name: "priority", Required: true}, {Name: "preemptible"},
+		{Name: "priority", Required: true}, {Name: "preemptible"}, {Name: "preempt_grace"},
 	}}
 	tenantSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{
 		{Name: "namespace"}, {Name: "reserve"}, {Name: "limit"}, {Name: "weight"},
@@ -210,6 +211,10 @@ func (d *decoder) tier(b *hcl.Block, name string) {
 	t := &Tier{Name: name, Preemptible: true}
 	a.integer("priority", &t.Priority)
 	a.boolean("preemptible", &t.Preemptible)
+	var grace time.Duration
+	if a.duration("preempt_grace", &grace) {
+		t.PreemptGrace = &grace
+	}
 	d.pol.Tiers[name] = t
 }
 

@@ -12,6 +12,8 @@ import (
 	"github.com/hashicorp/hcl/v2"
 )
 
+func durationPtr(d time.Duration) *time.Duration { return &d }
+
 // examplePolicy is what ../example.hcl must resolve to.
 func examplePolicy() *Policy {
 	return &Policy{
@@ -22,7 +24,7 @@ func examplePolicy() *Policy {
 			CheckpointMetaKey: "steward.checkpoint_signal",
 		},
 		Tiers: map[string]*Tier{
-			"inference":   {Name: "inference", Priority: 90, Preemptible: false},
+			"inference":   {Name: "inference", Priority: 90, Preemptible: false, PreemptGrace: durationPtr(0)},
 			"build":       {Name: "build", Priority: 80, Preemptible: false},
 			"interactive": {Name: "interactive", Priority: 60, Preemptible: true},
 			"training":    {Name: "training", Priority: 40, Preemptible: true},
@@ -100,6 +102,25 @@ func TestParseDefaults(t *testing.T) {
 			src:  `tier "batch" { priority = 50 }`,
 			want: func(p *Policy) {
 				p.Tiers["batch"] = &Tier{Name: "batch", Priority: 50, Preemptible: true}
+				p.Defaults.Tier = "batch"
+			},
+		},
+		{
+			name: "preempt_grace is kept as set; left out it is nil",
+			src: `
+tier "urgent" {
+  priority = 90
+  preempt_grace = "0s"
+}
+tier "soon" {
+  priority = 50
+  preempt_grace = "1m30s"
+}
+tier "batch" { priority = 10 }`,
+			want: func(p *Policy) {
+				p.Tiers["urgent"] = &Tier{Name: "urgent", Priority: 90, Preemptible: true, PreemptGrace: durationPtr(0)}
+				p.Tiers["soon"] = &Tier{Name: "soon", Priority: 50, Preemptible: true, PreemptGrace: durationPtr(90 * time.Second)}
+				p.Tiers["batch"] = &Tier{Name: "batch", Priority: 10, Preemptible: true}
 				p.Defaults.Tier = "batch"
 			},
 		},
@@ -414,5 +435,27 @@ func assertDiags(t *testing.T, diags hcl.Diagnostics, want ...wantDiag) {
 		if diagPos(d) != w.pos || d.Summary != w.summary || !strings.Contains(d.Detail, w.detail) {
 			t.Errorf("diagnostic %d:\n got  %s\n want %s %s: ...%s...", i, got[i], w.pos, w.summary, w.detail)
 		}
+	}
+}
+
+func TestTierCapGrace(t *testing.T) {
+	tests := []struct {
+		name  string
+		tier  Tier
+		grace time.Duration
+		want  time.Duration
+	}{
+		{"unset keeps the grace", Tier{}, 2 * time.Minute, 2 * time.Minute},
+		{"zero stops at once", Tier{PreemptGrace: durationPtr(0)}, 2 * time.Minute, 0},
+		{"shorter caps", Tier{PreemptGrace: durationPtr(30 * time.Second)}, 2 * time.Minute, 30 * time.Second},
+		{"longer never lengthens", Tier{PreemptGrace: durationPtr(time.Hour)}, 2 * time.Minute, 2 * time.Minute},
+		{"a pool's zero grace stays zero", Tier{PreemptGrace: durationPtr(time.Minute)}, 0, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := tt.tier.CapGrace(tt.grace); got != tt.want {
+				t.Errorf("CapGrace(%v) = %v, want %v", tt.grace, got, tt.want)
+			}
+		})
 	}
 }

@@ -113,6 +113,22 @@ type Tier struct {
 	Name        string
 	Priority    int  // Nomad job priority, 1..100
 	Preemptible bool // false: never a victim
+	// PreemptGrace caps the checkpoint grace of victims preempted for this
+	// tier's work (rules priority, reclaim and backfill): work that cannot
+	// wait, such as serving, sets it low or to 0. nil: no cap of its own,
+	// Preemption.Grace (or a pool's grace) applies. A pointer, so that a
+	// hand-built Tier without it keeps the policy's grace rather than 0.
+	PreemptGrace *time.Duration
+}
+
+// CapGrace returns the grace a victim freed for this tier's work gets when
+// it would otherwise get grace: the lesser of grace and the tier's
+// PreemptGrace.
+func (t *Tier) CapGrace(grace time.Duration) time.Duration {
+	if t.PreemptGrace != nil && *t.PreemptGrace < grace {
+		return *t.PreemptGrace
+	}
+	return grace
 }
 
 // Tenant is a team, one Nomad namespace.

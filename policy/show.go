@@ -41,8 +41,18 @@ func (p *Policy) Format(w io.Writer) error {
 		t := p.Tiers[name]
 		root.AppendNewline()
 		b := root.AppendNewBlock(blockTier, []string{name}).Body()
+		// preempt_grace is written only when set, so that the output reads
+		// back into the same policy (and follows a later change of
+		// preemption.grace); the comment says what applies instead.
+		if t.PreemptGrace == nil {
+			comment(b, "preempt_grace is left out: victims freed for its work get preemption.grace ("+
+				formatDuration(p.Preemption.Grace)+", or a pool's grace).")
+		}
 		b.SetAttributeValue("priority", cty.NumberIntVal(int64(t.Priority)))
 		b.SetAttributeValue("preemptible", cty.BoolVal(t.Preemptible))
+		if t.PreemptGrace != nil {
+			setString(b, "preempt_grace", formatDuration(*t.PreemptGrace))
+		}
 	}
 
 	for _, name := range p.TenantNames() {

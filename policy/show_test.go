@@ -30,6 +30,13 @@ tier "ünïcode" { priority = 3 }
 tenant "t" { namespace = "ns-1" }
 pool "p" { owners = ["a \"quoted\" $${tier} %%{x} \\ name", "ünïcode"] }
 defaults { tier_meta_key = "tier\n$${x}" }`},
+		{"preempt_grace set on one tier, left out on another", `
+tier "urgent" {
+  priority = 90
+  preempt_grace = "15s"
+}
+tier "batch" { priority = 10 }
+preemption { grace = "5m" }`},
 		{"odd durations and numbers", `
 tier "t" { priority = 100 }
 pool "p" {
@@ -101,5 +108,29 @@ func TestFormatDuration(t *testing.T) {
 		if back, err := time.ParseDuration(got); err != nil || back != tt.in {
 			t.Errorf("ParseDuration(%q) = %v, %v; want %v", got, back, err, tt.in)
 		}
+	}
+}
+
+// A tier's preempt_grace is shown when set; when left out, a comment says
+// what applies instead, and no attribute pins today's preemption.grace.
+func TestShowPreemptGrace(t *testing.T) {
+	p := mustParse(t, Source{Name: "a.hcl", Bytes: []byte(`
+tier "urgent" {
+  priority = 90
+  preempt_grace = "0s"
+}
+tier "batch" { priority = 10 }
+preemption { grace = "5m" }`)})
+	out := p.String()
+	for _, want := range []string{
+		`preempt_grace = "0s"`,
+		"# preempt_grace is left out: victims freed for its work get preemption.grace (5m, or a pool's grace).",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("show output lacks %q:\n%s", want, out)
+		}
+	}
+	if n := strings.Count(out, "preempt_grace ="); n != 1 {
+		t.Errorf("preempt_grace set %d times, want once:\n%s", n, out)
 	}
 }

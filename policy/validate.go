@@ -133,6 +133,9 @@ func (c *checker) tiers() {
 				"The priority of tier %q must be between %d and %d, the range of Nomad job priorities; got %d.",
 				name, MinPriority, MaxPriority, t.Priority)
 		}
+		if t.PreemptGrace != nil {
+			c.duration(whereAttr(blockTier, name, "preempt_grace"), *t.PreemptGrace)
+		}
 	}
 }
 

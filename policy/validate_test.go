@@ -322,6 +322,16 @@ tenant "platform" {
 			want: []wantDiag{{"a.hcl:4,18", "Negative duration", `after_wait must not be negative; got "-1h".`}},
 		},
 		{
+			name: "negative preempt_grace",
+			src:  "tier \"t\" {\n  priority = 5\n  preempt_grace = \"-30s\"\n}\n",
+			want: []wantDiag{{"a.hcl:3,19", "Negative duration", `preempt_grace must not be negative; got "-30s".`}},
+		},
+		{
+			name: "preempt_grace without a unit",
+			src:  "tier \"t\" {\n  priority = 5\n  preempt_grace = 30\n}\n",
+			want: []wantDiag{{"a.hcl:3,19", "Invalid duration", `The value of "preempt_grace" must be a duration such as "90s", "15m" or "1h30m", not "30".`}},
+		},
+		{
 			name: "bad signal with a suggestion",
 			src:  "tier \"t\" { priority = 5 }\npreemption {\n  checkpoint_signal = \"SIGUSR3\"\n}\n",
 			want: []wantDiag{{"a.hcl:3,23", "Invalid signal", `"SIGUSR3" is not a Linux signal name; use a name such as "SIGUSR1" or "SIGTERM", or "none" for no checkpoint signal. Did you mean "SIGUSR1"?`}},
@@ -461,6 +471,11 @@ func TestPolicyValidate(t *testing.T) {
 				p.Idle = append(p.Idle, &IdleRule{Name: "notebooks", After: -time.Second, Mode: IdleModeAlways, Action: IdleActionStop})
 			},
 			want: []string{`idle "notebooks": Duplicate idle`, `idle "notebooks" after: Negative duration`},
+		},
+		{
+			name: "negative preempt_grace",
+			edit: func(p *Policy) { p.Tiers["inference"].PreemptGrace = durationPtr(-time.Second) },
+			want: []string{`tier "inference" preempt_grace: Negative duration`},
 		},
 		{
 			name: "idle rule naming a non-preemptible tier",

@@ -225,7 +225,11 @@ func (d *Dir) Remove(name string) error {
 }
 
 // Names lists the directory's entries.
-func (d *Dir) Names() ([]string, error) {
+func (d *Dir) Names() ([]string, error) { return d.NamesUpTo(-1) }
+
+// NamesUpTo lists at most n of the directory's entries (all when n <= 0):
+// a task may fill a directory the plugin scans with entries.
+func (d *Dir) NamesUpTo(n int) ([]string, error) {
 	// A second descriptor, so that reading does not move d's offset.
 	fd, err := unix.Openat(int(d.f.Fd()), ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
@@ -233,7 +237,24 @@ func (d *Dir) Names() ([]string, error) {
 	}
 	f := os.NewFile(uintptr(fd), d.path)
 	defer f.Close()
-	return f.Readdirnames(-1)
+	names, err := f.Readdirnames(n)
+	if n > 0 && errors.Is(err, io.EOF) {
+		return names, nil // an empty directory
+	}
+	return names, err
+}
+
+// Lstat describes the entry name without following it when it is a
+// symlink.
+func (d *Dir) Lstat(name string) (unix.Stat_t, error) {
+	var st unix.Stat_t
+	if err := checkName(name); err != nil {
+		return st, err
+	}
+	if err := unix.Fstatat(int(d.f.Fd()), name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return st, pathErr("lstat", filepath.Join(d.path, name), err)
+	}
+	return st, nil
 }
 
 // OpenFile opens the regular file name with flags (O_NOFOLLOW is always

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 // Every operation on a planted symlink fails or replaces the link; none
@@ -112,5 +114,42 @@ func TestFilesKinds(t *testing.T) {
 	}
 	if info, _ := os.Stat(filepath.Join(base, "f")); info.Mode().Perm() != 0o622 {
 		t.Errorf("mode %v, want 0622", info.Mode().Perm())
+	}
+}
+
+func TestNamesUpToAndLstat(t *testing.T) {
+	root := t.TempDir()
+	for _, n := range []string{"a", "b", "c"} {
+		if err := os.WriteFile(filepath.Join(root, n), []byte(n), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Symlink("/etc/passwd", filepath.Join(root, "link")); err != nil {
+		t.Fatal(err)
+	}
+	d, err := OpenDir(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	for _, tt := range []struct{ n, want int }{{2, 2}, {10, 4}, {0, 4}, {-1, 4}} {
+		if names, err := d.NamesUpTo(tt.n); err != nil || len(names) != tt.want {
+			t.Errorf("NamesUpTo(%d) = %v, %v; want %d names", tt.n, names, err, tt.want)
+		}
+	}
+	empty, err := d.Sub("empty", 0o700)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer empty.Close()
+	if names, err := empty.NamesUpTo(5); err != nil || len(names) != 0 {
+		t.Errorf("NamesUpTo of an empty dir = %v, %v", names, err)
+	}
+	st, err := d.Lstat("link")
+	if err != nil || st.Mode&unix.S_IFMT != unix.S_IFLNK {
+		t.Errorf("Lstat(link) = mode %o, %v; want the link itself", st.Mode, err)
+	}
+	if _, err := d.Lstat("../a"); err == nil {
+		t.Error("Lstat accepted a name with a slash")
 	}
 }

@@ -53,6 +53,9 @@ type tierInfo struct {
 	name        string
 	priority    int
 	preemptible bool
+	// t is the policy's tier: its CapGrace caps the grace of victims
+	// freed for the tier's work (grace.go).
+	t *policy.Tier
 }
 
 // New compiles a policy for planning.
@@ -62,7 +65,7 @@ func New(p *policy.Policy) *Engine {
 	for _, name := range p.TierNames() {
 		t := p.Tiers[name]
 		e.tierIdx[name] = len(e.tiers)
-		e.tiers = append(e.tiers, tierInfo{name: name, priority: t.Priority, preemptible: t.Preemptible})
+		e.tiers = append(e.tiers, tierInfo{name: name, priority: t.Priority, preemptible: t.Preemptible, t: t})
 	}
 	e.defaultTier = e.tierIdx[p.Defaults.Tier]
 	for _, name := range p.TenantNames() {

@@ -1,6 +1,10 @@
 package engine
 
-import "github.com/gpu-steward/steward/policy"
+import (
+	"time"
+
+	"github.com/gpu-steward/steward/policy"
+)
 
 // Deciding and explaining are split. While demands are served, the engine
 // decides (which units go, which work resumes or waits, with the numbers
@@ -170,16 +174,23 @@ func (x *explainer) victimAction(b *bene, vs []victim) Action {
 		a.GPUs += vu.gpus
 		a.Allocs = st.allocIDs(vu, a.Allocs)
 	}
-	switch vs[0].rule {
-	case RuleIdle:
+	var usual time.Duration
+	if vs[0].rule == RuleIdle {
 		a.Kind = IdleStop
 		a.Requeue = st.idleRule(u).Action == policy.IdleActionRequeue
-	case RuleBackfill:
-		a.Signal, a.Grace = st.checkpoint(job, st.backfillGrace(u))
-	default:
-		a.Signal, a.Grace = st.checkpoint(job, st.e.p.Preemption.Grace)
+	} else {
+		var grace time.Duration
+		grace, usual = st.victimGrace(b, u, vs[0].rule)
+		a.Signal, a.Grace = st.checkpoint(job, grace)
 	}
 	a.Reason = st.victimReason(&x.text, b, vs[0], a.GPUs)
+	if a.Kind == Preempt {
+		// Rare, so a second string here rather than a note threaded
+		// through every branch of victimReason.
+		if note := st.graceNote(b, job, a.Grace, usual); note != "" {
+			a.Reason.Message += note
+		}
+	}
 	st.capGrace(&a, b.victimAge)
 	return a
 }

@@ -2,28 +2,38 @@ package engine
 
 import "time"
 
-// capGrace caps a victim's checkpoint grace at age: how long it, or the
-// oldest of the victims taken with it for the same work, has run. Work
-// that started less than a grace ago has less than a grace of progress to
-// save, and the work it yields to should not wait longer for it than it
-// ran. Above all, work Nomad placed into GPUs freed for someone else (it
-// arrived between two plans and fitted) is stopped at once, and the
-// beneficiary is not held back by a second grace. Victims taken together
-// share the cap: one freed early would only let Nomad fill its GPUs with
-// other work while the rest drain. The reason says so.
-func (st *state) capGrace(a *Action, age time.Duration) {
-	if a.Grace <= 0 || age >= a.Grace {
-		return
+// A victim freed for other work gets a checkpoint grace: the policy's
+// preemption.grace, or its pool's grace when backfill is taken back. An
+// urgent tier (policy.Tier.PreemptGrace) caps it for victims freed for its
+// own work: serving cannot wait minutes for a training job to checkpoint.
+// Preemptions made for no other work (limits, idle rules) keep theirs.
+
+// victimGrace returns the grace unit u gets when freed for b under rule,
+// and the grace it would get were b's tier not urgent.
+func (st *state) victimGrace(b *bene, u *unit, rule Rule) (grace, usual time.Duration) {
+	usual = st.e.p.Preemption.Grace
+	if rule == RuleBackfill {
+		usual = st.backfillGrace(u)
 	}
-	age = max(0, age.Truncate(time.Second))
+	return st.e.tiers[b.tier].t.CapGrace(usual), usual
+}
+
+// graceNote says, for a victim's reason, that b's tier cut its grace
+// short: "; grace 0s: inference work waits for no checkpoint". It is empty
+// when the victim got its usual grace, or would have had none anyway (its
+// job takes no checkpoint signal).
+func (st *state) graceNote(b *bene, job *Job, grace, usual time.Duration) string {
+	if grace >= usual {
+		return ""
+	}
+	if sig, _ := st.checkpoint(job, usual); sig == "" {
+		return ""
+	}
+	tier := st.e.tiers[b.tier].name
+	if grace <= 0 {
+		return "; grace 0s: " + tier + " work waits for no checkpoint"
+	}
 	var m msg
-	m.start(a.Reason.Message)
-	if age < time.Second {
-		a.Grace, a.Signal = 0, ""
-		m.s("; the victims started under a second ago: stopped at once, with nothing to checkpoint")
-	} else {
-		a.Grace = age
-		m.s("; the victims started at most ").dur(age).s(" ago: grace ").dur(age).s(", no longer than they ran")
-	}
-	a.Reason.Message = m.reason(a.Reason.Rule).Message
+	m.s("; grace ").dur(grace).s(" (not ").dur(usual).s("): ", tier, " work waits no longer for a checkpoint")
+	return string(m.b)
 }

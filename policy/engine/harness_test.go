@@ -123,6 +123,17 @@ func (h *harness) finish(ns, id string) {
 	h.schedule()
 }
 
+// checkpoint records that a job's running allocations saved a checkpoint
+// at the given time, as the controller reads it from the driver's events.
+func (h *harness) checkpoint(ns, id string, at time.Time) {
+	j := h.find(ns, id)
+	for i := range h.allocs {
+		if h.allocs[i].Job.Ref == j.job.Ref {
+			h.allocs[i].CheckpointAt = at
+		}
+	}
+}
+
 func (h *harness) advance(d time.Duration) { h.now = h.now.Add(d) }
 
 func (h *harness) free(n Node) int {

@@ -87,7 +87,7 @@ func (st *state) releaseIdleAlways() {
 // Nomad placed it), or the limit was lowered. What was placed last goes
 // first: it made the tenant go over, and it has made the least progress
 // (a victim younger than the grace gets no longer a grace than it ran,
-// grace.go). min_runtime does not apply, but the eviction cap does, like
+// agegrace.go). min_runtime does not apply, but the eviction cap does, like
 // for any preemption: a job at the cap is not taken, and if that leaves
 // the tenant over its limit, it stays over for the moment and its usage
 // line says why (Plan.Tenants).

@@ -74,6 +74,11 @@ type Alloc struct {
 	NodeID    string
 	GPUIDs    []string
 	StartedAt time.Time
+	// CheckpointAt is when the allocation last saved a checkpoint, as its
+	// task driver reported it; zero when unknown. Victims with the least
+	// progress at risk (GPUs × time since the later of this and StartedAt)
+	// are taken first among those the policy ranks equal.
+	CheckpointAt time.Time
 	// Usage holds recent GPU utilisation samples, oldest first: the mean
 	// over the allocation's GPUs, in percent.
 	Usage []Sample

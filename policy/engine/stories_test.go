@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -34,6 +35,11 @@ func TestStories(t *testing.T) {
 		{"Tenants: tier spoofing runs as the tenant's default tier, preemptible, at its priority", tierSpoofing},
 		{"Tenants: non-preemptible work beyond its tenant's reserve waits", nonPreemptibleBeyondReserveWaits},
 		{"Tenants: non-preemptible work placed beyond its reserve is preemptible, the newest first", nonPreemptiblePlacedBeyondReserve},
+		{"Urgent tiers: inference preempts at once with preempt_grace 0s", urgentInferencePreemptsAtOnce},
+		{"Urgent tiers: preempt_grace shortens a pool's grace, never lengthens one", urgentShortensPoolGrace},
+		{"Urgent tiers: limits keep preemption.grace; a job that opts out gets none", urgentLimitsAndOptOut},
+		{"Checkpoints: victim with the freshest checkpoint is taken first", freshestCheckpointFirst},
+		{"Checkpoints: a checkpoint from before the start counts for nothing", staleCheckpointIgnored},
 	}
 	for _, s := range stories {
 		t.Run(s.name, s.play)
@@ -485,4 +491,179 @@ func nonPreemptiblePlacedBeyondReserve(t *testing.T) {
 	if len(plan.Actions) != 0 || len(plan.Waiting) != 1 || plan.Waiting[0].Reason.Rule != RuleReserve {
 		t.Fatalf("want serve-b waiting by the reserve rule and no actions; got %q, waiting %+v", kinds(plan), plan.Waiting)
 	}
+}
+
+// urgentPolicy: inference may not wait for checkpoints; product reserves
+// room for its serving.
+func urgentPolicy(mod func(p *policy.Policy)) *policy.Policy {
+	return testPolicy(func(p *policy.Policy) {
+		zero := time.Duration(0)
+		p.Tiers["inference"].PreemptGrace = &zero
+		p.Tenants["prod"] = tenant("prod", 4, policy.Unlimited)
+		if mod != nil {
+			mod(p)
+		}
+	})
+}
+
+// A serving job needs GPUs that training holds. Without preempt_grace the
+// training job gets 2 minutes to checkpoint, and serving waits 2 minutes;
+// with preempt_grace = "0s" it is stopped at once, and the reason says why.
+// Work of a tier without preempt_grace still grants the usual grace.
+func urgentInferencePreemptsAtOnce(t *testing.T) {
+	tests := []struct {
+		name      string
+		tier      string // of the beneficiary
+		ns        string
+		wantSig   string
+		wantGrace time.Duration
+		wantNote  string
+	}{
+		{"inference: at once", "inference", "prod", "", 0, "; grace 0s: inference work waits for no checkpoint"},
+		{"interactive: usual grace", "interactive", "ml", "SIGUSR1", 2 * time.Minute, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHarness(t, urgentPolicy(nil))
+			h.node("n1", "default", 4)
+			h.submit("ml", "train", "training", 4, 1)
+			h.advance(time.Hour)
+			h.submit(tt.ns, "serve", tt.tier, 4, 1)
+			plan := h.step()
+			h.expect("actions", kinds(plan), []string{"preempt ml/train"})
+			a := plan.Actions[0]
+			if a.Signal != tt.wantSig || a.Grace != tt.wantGrace || a.For == nil || a.For.ID != "serve" {
+				t.Fatalf("preemption %s: want signal %q, grace %v, for serve", a, tt.wantSig, tt.wantGrace)
+			}
+			if tt.wantNote != "" {
+				mustContain(t, a.Reason.Message, "4 for "+tt.ns+"/serve/main", tt.wantNote)
+			} else if strings.Contains(a.Reason.Message, "grace") {
+				t.Errorf("reason %q mentions a grace it did not shorten", a.Reason.Message)
+			}
+			h.expect("running", h.running(), []string{tt.ns + "/serve×1"})
+		})
+	}
+}
+
+// A pool's grace for backfill is capped too, and preempt_grace longer than
+// the usual grace changes nothing: it only ever shortens.
+func urgentShortensPoolGrace(t *testing.T) {
+	tests := []struct {
+		name      string
+		cap       time.Duration
+		wantGrace time.Duration
+		wantNote  string
+	}{
+		{"30s caps the pool's 1m", 30 * time.Second, 30 * time.Second, "; grace 30s (not 1m): inference work waits no longer for a checkpoint"},
+		{"5m leaves the pool's 1m", 5 * time.Minute, time.Minute, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHarness(t, urgentPolicy(func(p *policy.Policy) {
+				p.Tiers["inference"].PreemptGrace = &tt.cap
+				p.Pools["serving"] = &policy.Pool{Name: "serving", NodePool: "serving", Owners: []string{"inference"}, Grace: time.Minute}
+			}))
+			h.node("s1", "serving", 4)
+			h.submit("ml", "best-effort", "training", 4, 1)
+			h.advance(time.Hour)
+			h.submit("prod", "serve", "inference", 4, 1, inPool("serving"))
+			plan := h.step()
+			h.expect("actions", kinds(plan), []string{"preempt ml/best-effort"})
+			a := plan.Actions[0]
+			if a.Reason.Rule != RuleBackfill || a.Grace != tt.wantGrace || a.Signal != "SIGUSR1" {
+				t.Fatalf("preemption %s: want backfill with SIGUSR1 and grace %v", a, tt.wantGrace)
+			}
+			mustContain(t, a.Reason.Message, "backfill by tier training gives 4 GPUs back to prod/serve/main"+tt.wantNote)
+			if tt.wantNote == "" && strings.Contains(a.Reason.Message, "; grace") {
+				t.Errorf("reason %q mentions a grace it did not shorten", a.Reason.Message)
+			}
+		})
+	}
+}
+
+// A tenant over its limit gives back work with preemption.grace whatever
+// tier its waiting work is in; a victim whose job takes no checkpoint
+// signal gets no grace, and no note about one.
+func urgentLimitsAndOptOut(t *testing.T) {
+	h := newHarness(t, urgentPolicy(func(p *policy.Policy) {
+		p.Tenants["ml"] = tenant("ml", 0, 2)
+	}))
+	h.node("n1", "default", 8)
+	// Nomad placed 4 GPUs of ml before Steward saw them: 2 over its limit.
+	h.submit("ml", "a", "training", 2, 1)
+	h.advance(time.Minute)
+	h.submit("ml", "b", "training", 2, 1)
+	h.advance(time.Hour)
+	plan := h.step()
+	h.expect("actions", kinds(plan), []string{"preempt ml/b"})
+	if a := plan.Actions[0]; a.Reason.Rule != RuleLimit || a.Grace != 2*time.Minute || a.Signal != "SIGUSR1" {
+		t.Fatalf("limit preemption %s: want SIGUSR1 with preemption.grace", a)
+	}
+
+	h = newHarness(t, urgentPolicy(nil))
+	h.node("n1", "default", 4)
+	h.submit("ml", "train", "training", 4, 1)
+	h.find("ml", "train").job.Checkpoint = "none"
+	for i := range h.allocs {
+		h.allocs[i].Job.Checkpoint = "none"
+	}
+	h.advance(time.Hour)
+	h.submit("prod", "serve", "inference", 4, 1)
+	plan = h.step()
+	h.expect("actions", kinds(plan), []string{"preempt ml/train"})
+	if a := plan.Actions[0]; a.Signal != "" || a.Grace != 0 || strings.Contains(a.Reason.Message, "grace") {
+		t.Fatalf("preemption %s (%q): a job that opts out gets no signal, no grace and no note", a, a.Reason.Message)
+	}
+}
+
+// Two training jobs of one tenant, on two nodes. Without checkpoints the
+// one started last goes (it has run the shortest); once the older one
+// reports a checkpoint a minute ago, it has the least progress at risk
+// and goes instead. Among jobs of different sizes the time since the
+// checkpoint decides, per GPU freed.
+func freshestCheckpointFirst(t *testing.T) {
+	tests := []struct {
+		name string
+		ckpt map[string]time.Duration // job -> checkpoint this long before the plan
+		want string
+	}{
+		{"no checkpoints: the newest goes", nil, "preempt ml/new"},
+		{"the old job just checkpointed: it goes", map[string]time.Duration{"old": time.Minute}, "preempt ml/old"},
+		{"both checkpointed: the freshest goes", map[string]time.Duration{"old": 5 * time.Minute, "new": 2 * time.Minute}, "preempt ml/new"},
+		{"checkpoint older than the other's run: the other goes", map[string]time.Duration{"old": 40 * time.Minute}, "preempt ml/new"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHarness(t, testPolicy(nil))
+			h.node("n1", "default", 4)
+			h.node("n2", "default", 4)
+			h.submit("ml", "old", "training", 4, 1)
+			h.advance(30 * time.Minute)
+			h.submit("ml", "new", "training", 4, 1)
+			h.advance(30 * time.Minute) // old ran 60m, new 30m
+			for id, ago := range tt.ckpt {
+				h.checkpoint("ml", id, h.now.Add(-ago))
+			}
+			h.submit("ml", "notebook", "interactive", 4, 1)
+			plan := h.step()
+			h.expect("actions", kinds(plan), []string{tt.want})
+		})
+	}
+}
+
+// A checkpoint written before the allocation started (by an earlier run,
+// in a persistent checkpoint dir) does not make the work look safe: what
+// is at risk is everything since the start.
+func staleCheckpointIgnored(t *testing.T) {
+	h := newHarness(t, testPolicy(nil))
+	h.node("n1", "default", 4)
+	h.node("n2", "default", 4)
+	h.submit("ml", "old", "training", 4, 1)
+	h.advance(30 * time.Minute)
+	h.submit("ml", "new", "training", 4, 1)
+	h.checkpoint("ml", "new", h.now.Add(-24*time.Hour)) // yesterday's run
+	h.advance(30 * time.Minute)
+	h.submit("ml", "notebook", "interactive", 4, 1)
+	plan := h.step()
+	h.expect("the newest goes, as without checkpoints", kinds(plan), []string{"preempt ml/new"})
 }

@@ -1,0 +1,58 @@
+package controller
+
+import (
+	"time"
+
+	"github.com/hashicorp/nomad/api"
+)
+
+// The steward-exec driver reports each new checkpoint of a task as a
+// "Driver" task event whose details carry its time (driver/
+// checkpoint_watch.go); Nomad keeps the last 10 events per task in the
+// allocation's TaskStates, which the allocation list already returns.
+const (
+	checkpointEvent   = "checkpoint-saved"      // Details["steward.event"]
+	checkpointAtField = "steward.checkpoint_at" // RFC 3339
+)
+
+// lastCheckpoint returns when an allocation last saved a checkpoint, as
+// its tasks' events say; zero when none says. Of several tasks that
+// report checkpoints, the one whose latest is oldest decides: the
+// allocation's work is safe only up to there. A task that reports none (a
+// sidecar, a driver other than steward-exec) does not count.
+func lastCheckpoint(states map[string]*api.TaskState) time.Time {
+	var oldest time.Time
+	for _, ts := range states {
+		if ts == nil {
+			continue
+		}
+		latest := latestCheckpoint(ts.Events)
+		if !latest.IsZero() && (oldest.IsZero() || latest.Before(oldest)) {
+			oldest = latest
+		}
+	}
+	return oldest
+}
+
+// latestCheckpoint is the newest checkpoint time in a task's events. An
+// unreadable time is skipped, and one later than its event (the driver
+// caps it at the time it saw the checkpoint) is taken as the event's.
+func latestCheckpoint(events []*api.TaskEvent) time.Time {
+	var latest time.Time
+	for _, ev := range events {
+		if ev == nil || ev.Type != api.TaskDriverMessage || ev.Details["steward.event"] != checkpointEvent {
+			continue
+		}
+		at, err := time.Parse(time.RFC3339, ev.Details[checkpointAtField])
+		if err != nil {
+			continue
+		}
+		if seen := time.Unix(0, ev.Time); ev.Time != 0 && at.After(seen) {
+			at = seen
+		}
+		if at.After(latest) {
+			latest = at
+		}
+	}
+	return latest
+}
