@@ -18,15 +18,16 @@ const markTTL = 2
 
 // simMark is GPUs on a node set aside for a waiting job.
 type simMark struct {
-	node  int
-	gpus  int
-	bene  int32
-	until time.Duration
+	node   int
+	gpus   int
+	bene   int32
+	victim int32
+	until  time.Duration
 }
 
 // drainFor is the beneficiary a draining job frees its GPUs for.
 func (s *simulator) drainFor(j *simJob) *engine.JobRef {
-	if j.state != draining || j.drainFor < 0 {
+	if !s.cfg.Earmarks || j.state != draining || j.drainFor < 0 {
 		return nil
 	}
 	return &s.jobs[j.drainFor].ref
@@ -34,12 +35,13 @@ func (s *simulator) drainFor(j *simJob) *engine.JobRef {
 
 // markFreed keeps the GPUs of a victim that stops now for its beneficiary.
 func (s *simulator) markFreed(j *simJob) {
-	if j.drainFor < 0 {
+	if j.drainFor < 0 || !s.cfg.Earmarks {
+		j.drainFor = -1
 		return
 	}
 	until := s.now + max(time.Minute, markTTL*s.cfg.PlanInterval)
 	for _, a := range j.allocs {
-		s.marks = append(s.marks, simMark{node: a.node, gpus: len(a.gpus), bene: j.drainFor, until: until})
+		s.marks = append(s.marks, simMark{node: a.node, gpus: len(a.gpus), bene: j.drainFor, victim: j.idx, until: until})
 	}
 	j.drainFor = -1
 }
@@ -53,7 +55,8 @@ func (s *simulator) earmarks(out []engine.Earmark) []engine.Earmark {
 			continue
 		}
 		live = append(live, m)
-		out = append(out, engine.Earmark{NodeID: s.cl.nodeIDs[m.node], GPUs: m.gpus, For: b.ref, ForGroup: "main"})
+		out = append(out, engine.Earmark{NodeID: s.cl.nodeIDs[m.node], GPUs: m.gpus, For: b.ref, ForGroup: "main",
+			Victim: s.jobs[m.victim].ref})
 	}
 	s.marks = live
 	return out

@@ -82,6 +82,13 @@ type Config struct {
 	// checkpoint: the job falls back to its last periodic one. The load
 	// and the work done after the signal are GPU time lost. 0: free.
 	CheckpointCost time.Duration
+	// Earmarks has the simulated controller tell the engine which GPUs
+	// were freed for whom (Alloc.For, Snapshot.Earmarks), so that they
+	// stay the beneficiary's until it runs. Off by default: the real
+	// controller does not report them yet, and on the shared traces they
+	// halve wasted preemptions but lengthen high-tier waits (see the
+	// README).
+	Earmarks bool
 	// PlanInterval is the least virtual time between two of Steward's
 	// plans, as a controller that batches events: triggers that come
 	// sooner are planned for together when it has passed. 0: plan at

@@ -291,6 +291,12 @@ func (st *state) placeOne(b *bene, need int, failed failures) (int32, []victim, 
 		st.place(b, n)
 		return n, nil, Reason{}, true
 	}
+	if len(st.marks) > 0 {
+		if n, ok := st.markedBelow(b); ok {
+			st.place(b, n)
+			return n, nil, Reason{}, true
+		}
+	}
 	if b.d.Requeued {
 		// It gave its GPUs back as idle work: taking GPUs from others to
 		// run idle again would only start the loop over.

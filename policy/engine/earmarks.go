@@ -10,7 +10,11 @@ package engine
 // free to no one but the beneficiary, which is placed on them first when
 // its turn comes. Once it is served, what it did not take is free to the
 // work after it. A beneficiary that no longer waits has no earmarks: its
-// GPUs are free to all.
+// GPUs are free to all. Work of a higher tier that finds no free GPU may
+// take earmarked GPUs of lower tiers (only what it needs) before it
+// preempts anyone: an
+// earmark protects a preemption from work ranked with or below its tier
+// (the victim resumed first, a borrower), never urgent work from waiting.
 
 // demandRef identifies a waiting demand: a job's group.
 type demandRef struct {
@@ -21,7 +25,7 @@ type demandRef struct {
 // earmark sets g GPUs on node n aside for the waiting demand named by
 // job and group, and reports whether it did: false when job is nil or the
 // demand is not waiting.
-func (st *state) earmark(job *JobRef, group string, n int32, g int) bool {
+func (st *state) earmark(job *JobRef, group string, victim *JobRef, n int32, g int) bool {
 	if job == nil || g <= 0 {
 		return false
 	}
@@ -31,9 +35,59 @@ func (st *state) earmark(job *JobRef, group string, n int32, g int) bool {
 	}
 	if st.marks == nil {
 		st.marks = map[int32][]nodeGPUs{}
+		st.markVictims = map[markKey]map[JobRef]bool{}
+	}
+	if _, seen := st.marks[w]; !seen {
+		st.markOrder = append(st.markOrder, w)
 	}
 	st.marks[w] = addNode(st.marks[w], n, g)
+	if victim != nil {
+		k := markKey{w, n}
+		if st.markVictims[k] == nil {
+			st.markVictims[k] = map[JobRef]bool{}
+		}
+		st.markVictims[k][*victim] = true
+	}
 	return true
+}
+
+// markKey is a beneficiary's earmark on one node.
+type markKey struct {
+	w    int32
+	node int32
+}
+
+// markedBelow finds a node where b fits in free GPUs plus GPUs set aside
+// for work of a lower tier than b's, moves what b needs out of those
+// earmarks into the free GPUs, and returns the node. The rest stay set
+// aside: only the urgent work gets them.
+func (st *state) markedBelow(b *bene) (int32, bool) {
+	prio := st.e.tiers[b.tier].priority
+	for _, w := range st.markOrder {
+		marks := st.marks[w]
+		d := &st.s.Waiting[w]
+		if len(marks) == 0 || st.e.tiers[st.e.tierFor(st.tenantOf(d.Job.Ref.Namespace), d.Job.Tier)].priority >= prio {
+			continue
+		}
+		for i := range marks {
+			m := &marks[i]
+			n := m.node
+			if st.markVictims[markKey{w, n}][b.d.Job.Ref] {
+				continue // its own GPUs, freed from it for this work
+			}
+			need := b.g - int(st.cap.free[n])
+			if m.gpus == 0 || need > m.gpus || !st.cap.nodeIn(n, b.pool) {
+				continue
+			}
+			if need > 0 {
+				m.gpus -= need
+				st.cap.add(n, int32(need))
+				st.touched(n)
+			}
+			return n, true
+		}
+	}
+	return 0, false
 }
 
 // earmarkFreed sets aside the GPUs of Snapshot.Earmarks, out of each
@@ -47,7 +101,11 @@ func (st *state) earmarkFreed(free []int32) {
 			continue
 		}
 		g := min(m.GPUs, int(free[n]))
-		if g > 0 && st.earmark(&m.For, m.ForGroup, n, g) {
+		var victim *JobRef
+		if m.Victim.ID != "" {
+			victim = &m.Victim
+		}
+		if g > 0 && st.earmark(&m.For, m.ForGroup, victim, n, g) {
 			free[n] -= int32(g)
 		}
 	}
