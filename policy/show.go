@@ -46,12 +46,12 @@ func (p *Policy) Format(w io.Writer) error {
 		// preemption.grace); the comment says what applies instead.
 		if t.PreemptGrace == nil {
 			comment(b, "preempt_grace is left out: victims freed for its work get preemption.grace ("+
-				formatDuration(p.Preemption.Grace)+", or a pool's grace).")
+				FormatDuration(p.Preemption.Grace)+", or a pool's grace).")
 		}
 		b.SetAttributeValue("priority", cty.NumberIntVal(int64(t.Priority)))
 		b.SetAttributeValue("preemptible", cty.BoolVal(t.Preemptible))
 		if t.PreemptGrace != nil {
-			setString(b, "preempt_grace", formatDuration(*t.PreemptGrace))
+			setString(b, "preempt_grace", FormatDuration(*t.PreemptGrace))
 		}
 	}
 
@@ -98,7 +98,7 @@ func (p *Policy) Format(w io.Writer) error {
 		b := root.AppendNewBlock(blockPool, []string{name}).Body()
 		setString(b, "node_pool", pl.NodePool)
 		setStrings(b, "owners", pl.Owners)
-		setString(b, "grace", formatDuration(pl.Grace))
+		setString(b, "grace", FormatDuration(pl.Grace))
 	}
 
 	for _, r := range p.Idle {
@@ -113,7 +113,7 @@ func (p *Policy) Format(w io.Writer) error {
 		setStrings(b, "tiers", r.Tiers)
 		setStrings(b, "tenants", r.Tenants)
 		b.SetAttributeValue("threshold", cty.NumberFloatVal(r.Threshold))
-		setString(b, "after", formatDuration(r.After))
+		setString(b, "after", FormatDuration(r.After))
 		setString(b, "mode", string(r.Mode))
 		setString(b, "action", string(r.Action))
 	}
@@ -121,8 +121,8 @@ func (p *Policy) Format(w io.Writer) error {
 	root.AppendNewline()
 	pb := root.AppendNewBlock(blockPreemption, nil).Body()
 	pr := p.Preemption
-	setString(pb, "min_runtime", formatDuration(pr.MinRuntime))
-	setString(pb, "grace", formatDuration(pr.Grace))
+	setString(pb, "min_runtime", FormatDuration(pr.MinRuntime))
+	setString(pb, "grace", FormatDuration(pr.Grace))
 	signal := pr.CheckpointSignal
 	if signal == "" {
 		signal = "none"
@@ -137,7 +137,7 @@ func (p *Policy) Format(w io.Writer) error {
 	pb.AppendNewline()
 	prb := pb.AppendNewBlock(blockPromote, nil).Body()
 	prb.SetAttributeValue("after_preemptions", cty.NumberIntVal(int64(pr.Promote.AfterPreemptions)))
-	setString(prb, "after_wait", formatDuration(pr.Promote.AfterWait))
+	setString(prb, "after_wait", FormatDuration(pr.Promote.AfterWait))
 	prb.SetAttributeValue("boost", cty.NumberIntVal(int64(pr.Promote.Boost)))
 
 	if _, err := w.Write(f.Bytes()); err != nil {
@@ -182,9 +182,9 @@ func comment(b *hclwrite.Body, text string) {
 	})
 }
 
-// formatDuration writes a duration as a person would: "15m" and "1h"
+// FormatDuration writes a duration as a person would: "15m" and "1h"
 // rather than Go's "15m0s" and "1h0m0s". time.ParseDuration reads it back.
-func formatDuration(d time.Duration) string {
+func FormatDuration(d time.Duration) string {
 	s := d.String()
 	if strings.HasSuffix(s, "m0s") {
 		s = strings.TrimSuffix(s, "0s")

@@ -101,9 +101,9 @@ func TestFormatDuration(t *testing.T) {
 		{-2 * time.Minute, "-2m"},
 	}
 	for _, tt := range tests {
-		got := formatDuration(tt.in)
+		got := FormatDuration(tt.in)
 		if got != tt.want {
-			t.Errorf("formatDuration(%v) = %q, want %q", tt.in, got, tt.want)
+			t.Errorf("FormatDuration(%v) = %q, want %q", tt.in, got, tt.want)
 		}
 		if back, err := time.ParseDuration(got); err != nil || back != tt.in {
 			t.Errorf("ParseDuration(%q) = %v, %v; want %v", got, back, err, tt.in)

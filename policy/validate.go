@@ -377,7 +377,7 @@ func (c *checker) ref(at where, block, name string, known []string) {
 
 func (c *checker) duration(at where, d time.Duration) {
 	if d < 0 {
-		c.errorf(at, "Negative duration", "%s must not be negative; got %q.", at.attr, formatDuration(d))
+		c.errorf(at, "Negative duration", "%s must not be negative; got %q.", at.attr, FormatDuration(d))
 	}
 }
 

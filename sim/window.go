@@ -2,8 +2,9 @@ package sim
 
 import (
 	"fmt"
-	"strings"
 	"time"
+
+	"github.com/gpu-steward/steward/policy"
 )
 
 // Window picks the part of a trace to simulate: jobs submitted in
@@ -30,9 +31,9 @@ func (w Window) IsSet() bool { return w.From > 0 || w.To > 0 }
 func (w Window) Check() error {
 	switch {
 	case w.From < 0 || w.To < 0:
-		return fmt.Errorf("window [%s, %s): times must not be negative", short(w.From), short(w.To))
+		return fmt.Errorf("window [%s, %s): times must not be negative", policy.FormatDuration(w.From), policy.FormatDuration(w.To))
 	case w.To > 0 && w.To <= w.From:
-		return fmt.Errorf("window [%s, %s): the end must come after the start", short(w.From), short(w.To))
+		return fmt.Errorf("window [%s, %s): the end must come after the start", policy.FormatDuration(w.From), policy.FormatDuration(w.To))
 	}
 	return nil
 }
@@ -44,9 +45,9 @@ func (w Window) apply(tr *Trace) *WindowInfo {
 	if !w.IsSet() {
 		return nil
 	}
-	info := &WindowInfo{From: short(w.From), FromSeconds: w.From.Seconds()}
+	info := &WindowInfo{From: policy.FormatDuration(w.From), FromSeconds: w.From.Seconds()}
 	if w.To > 0 {
-		info.To, info.ToSeconds = short(w.To), w.To.Seconds()
+		info.To, info.ToSeconds = policy.FormatDuration(w.To), w.To.Seconds()
 	}
 	kept := tr.Jobs[:0]
 	for _, j := range tr.Jobs {
@@ -69,16 +70,4 @@ func (info *WindowInfo) String() string {
 	}
 	return fmt.Sprintf("jobs submitted %s to %s of the trace (re-based to start at 0; %d outside left out)",
 		info.From, to, info.JobsOutside)
-}
-
-// short prints a duration without trailing zero units: 24h, 1h30m, 90s.
-func short(d time.Duration) string {
-	s := d.String()
-	if strings.HasSuffix(s, "m0s") {
-		s = strings.TrimSuffix(s, "0s")
-	}
-	if strings.HasSuffix(s, "h0m") {
-		s = strings.TrimSuffix(s, "0m")
-	}
-	return s
 }
