@@ -254,9 +254,6 @@ func (st *state) serve(p pending, failed failures) {
 			placed++
 		}
 	}
-	for _, v := range victims {
-		b.victimAge = max(b.victimAge, st.units[v.ui].age)
-	}
 	st.emitVictims(b, victims)
 	if placed > 0 && d.Held {
 		st.explainer.add(decision{kind: decideResume, b: *b, count: placed, use: st.tenants[b.tenant].use,

@@ -191,6 +191,5 @@ func (x *explainer) victimAction(b *bene, vs []victim) Action {
 			a.Reason.Message += note
 		}
 	}
-	st.capGrace(&a, b.victimAge)
 	return a
 }

@@ -35,7 +35,7 @@ func TestLimitsWithoutThrash(t *testing.T) {
 			allocs: []Alloc{alloc("old-train", "training", 3*time.Hour), alloc("old-nb", "interactive", 2*time.Hour),
 				alloc("new-nb", "interactive", 20*time.Second)},
 			want:  []string{"a/new-nb"},
-			grace: map[string]time.Duration{"a/new-nb": 20 * time.Second},
+			grace: map[string]time.Duration{"a/new-nb": 2 * time.Minute},
 		},
 		{
 			name: "work at the eviction cap is spared: the next newest goes",

@@ -85,9 +85,8 @@ func (st *state) releaseIdleAlways() {
 // among work started together) while it holds more than its limit: Nomad
 // placed work between two plans (the controller always sees work after
 // Nomad placed it), or the limit was lowered. What was placed last goes
-// first: it made the tenant go over, and it has made the least progress
-// (a victim younger than the grace gets no longer a grace than it ran,
-// agegrace.go). min_runtime does not apply, but the eviction cap does, like
+// first: it made the tenant go over, and it has made the least progress.
+// min_runtime does not apply, but the eviction cap does, like
 // for any preemption: a job at the cap is not taken, and if that leaves
 // the tenant over its limit, it stays over for the moment and its usage
 // line says why (Plan.Tenants).
@@ -144,7 +143,6 @@ func (st *state) enforceLimits() {
 			a := Action{Kind: Preempt, Job: job.Ref, Group: st.groupOf(u), GPUs: u.gpus, Requeue: true,
 				Allocs: st.allocIDs(u, nil), Reason: st.text.reason(RuleLimit)}
 			a.Signal, a.Grace = st.checkpoint(job, st.e.p.Preemption.Grace)
-			st.capGrace(&a, u.age)
 			st.markPlanned(job)
 			st.emit(a)
 		}

@@ -254,9 +254,6 @@ type bene struct {
 	entitled bool // its tenant stays within its reservation
 	jobTag   uint64
 	marks    []nodeGPUs // GPUs set aside for it (earmarks.go)
-	// victimAge is how long the oldest of its victims has run: no victim
-	// of it gets a longer grace (agegrace.go).
-	victimAge time.Duration
 }
 
 // victim is a unit chosen for a beneficiary, with the rule that allows it
