@@ -72,10 +72,10 @@ Options:
                        shorter than it ends without a checkpoint; the load,
                        and the work done after the signal, count as GPU time
                        lost. Default: 60s.
-  -earmarks            Have the simulated controller report which GPUs were
-                       freed for whom, so that the engine keeps them for that
-                       work until it runs (an experiment: the controller does
-                       not report them yet).
+  -earmarks=false      Stop the simulated controller from reporting which GPUs
+                       were freed for whom (the real controller does), so that
+                       freed GPUs are free to all at the next plan: for
+                       comparison. Default: true.
   -plan-interval D     Least virtual time between two Steward plans: events in
                        between are planned for together, as a controller that
                        batches them. 0 plans at every event. Default: 30s.
@@ -145,7 +145,7 @@ func (c *SimulateCommand) Run(args []string) int {
 	fs.DurationVar(&checkpointEvery, "checkpoint-every", sim.DefaultCheckpointEvery, "")
 	fs.DurationVar(&planInterval, "plan-interval", sim.DefaultPlanInterval, "")
 	fs.DurationVar(&checkpointCost, "checkpoint-cost", sim.DefaultCheckpointCost, "")
-	fs.BoolVar(&earmarks, "earmarks", false, "")
+	fs.BoolVar(&earmarks, "earmarks", true, "")
 	fs.StringVar(&policies, "policies", "fifo,strict,steward", "")
 	fs.StringVar(&format, "format", "table", "")
 	fs.StringVar(&outDir, "out", "", "")
@@ -223,7 +223,7 @@ func (c *SimulateCommand) Run(args []string) int {
 		}
 		rep, err := sim.Compare(tr, sim.Options{
 			Config: sim.Config{Policy: pol, NodeGPUs: nodeGPUs, CheckpointEvery: checkpointEvery,
-				CheckpointCost: checkpointCost, PlanInterval: planInterval, Earmarks: earmarks},
+				CheckpointCost: checkpointCost, PlanInterval: planInterval, NoEarmarks: !earmarks},
 			Seed: seed, Limit: limit, Window: window, Policies: kinds, TenantScale: scale,
 		})
 		var nothing *sim.NothingToSimulate

@@ -40,9 +40,10 @@ func (c *Controller) execute(ctx context.Context, r *round, a engine.Action) err
 			d.Signal, d.Grace = a.Signal, a.Grace
 		}
 		if a.For != nil {
-			d.For = a.For.String()
+			d.For, d.ForGroup = a.For.String(), a.ForGroup
 		}
 		st.Draining = append(st.Draining, d)
+		r.markBeside(st, a)
 		st.note(StatusDraining, a.Reason, r.now)
 		if err := c.save(ctx, st); err != nil {
 			return err
@@ -172,6 +173,7 @@ func (c *Controller) finishDrain(ctx context.Context, r *round, st *JobState, d 
 	k := st.key()
 	job := r.obs.Jobs[k]
 	d.Finished, d.FinishedAt = true, r.now
+	r.markFreed(st, d)
 	if job == nil || job.Stopped {
 		st.Draining = slices.DeleteFunc(st.Draining, func(x *Drain) bool { return x == d })
 		return c.save(ctx, st)
@@ -269,6 +271,7 @@ const signalDelay = time.Second
 // and forgets finished ones once their victims have stopped.
 func (c *Controller) finishDrains(ctx context.Context, r *round) {
 	for _, st := range c.sortedStates() {
+		st.pruneMarks(r.now)
 		for _, d := range slices.Clone(st.Draining) {
 			alive := 0
 			for _, id := range d.Allocs {

@@ -16,6 +16,8 @@ type round struct {
 	live  map[jobKey]map[string]int // running allocations per job and group
 	// forDraining marks jobs that victims are being checkpointed for.
 	forDraining map[string]bool
+	// marked: beneficiaries whose plan earmarks a victim's state holds.
+	marked map[engine.JobRef]bool
 
 	// inflight: per job and group, allocations resumed but not yet placed
 	// (counted in the engine's held demand for the group).

@@ -15,7 +15,7 @@ import (
 // evaluations, job summary) and allocations Steward holds (scaled down).
 // Paused jobs are not waiting: only a person brings them back.
 func buildSnapshot(p *policy.Policy, obs *Observation, states map[jobKey]*JobState, usage map[string][]engine.Sample) *engine.Snapshot {
-	s := &engine.Snapshot{}
+	s := &engine.Snapshot{Earmarks: snapshotMarks(states, obs.At)}
 	for _, n := range obs.Nodes {
 		pool := n.NodePool
 		if pool == "" {
@@ -41,7 +41,10 @@ func buildSnapshot(p *policy.Policy, obs *Observation, states map[jobKey]*JobSta
 		ea := engine.Alloc{ID: a.ID, Job: jobOf(j), Group: a.Group, NodeID: a.NodeID,
 			GPUIDs: a.GPUIDs, StartedAt: a.StartedAt, CheckpointAt: a.CheckpointAt, Usage: usage[a.ID]}
 		if st := states[jobKey{a.Namespace, a.JobID}]; st != nil {
-			ea.Draining = st.draining(a.ID)
+			if d := st.draining(a.ID); d != nil {
+				ea.Draining = true
+				ea.For, ea.ForGroup = drainFor(d)
+			}
 		}
 		s.Allocs = append(s.Allocs, ea)
 	}

@@ -48,6 +48,9 @@ type JobState struct {
 	Rule        string          `json:"rule,omitempty"`
 	Reason      string          `json:"reason,omitempty"`
 	Updated     time.Time       `json:"updated"`
+	// Marks are GPUs this job's preemptions freed, or counted on, for the
+	// work they were made for, set aside until it runs (earmarks.go).
+	Marks []Mark `json:"marks,omitempty"`
 	// Usage keeps, per allocation, the highest GPU utilisation seen in
 	// each minute (at most usageBuckets), so idle timers survive a restart.
 	Usage map[string][]engine.Sample `json:"usage,omitempty"`
@@ -96,8 +99,10 @@ type Drain struct {
 	Requeue bool   `json:"requeue"`
 	Kind    string `json:"kind"` // preempt or idle-stop
 	For     string `json:"for,omitempty"`
-	Rule    string `json:"rule"`
-	Reason  string `json:"reason"`
+	// ForGroup is the beneficiary's task group ("": its first waiting one).
+	ForGroup string `json:"for_group,omitempty"`
+	Rule     string `json:"rule"`
+	Reason   string `json:"reason"`
 }
 
 // Statuses shown in the job's record.
@@ -298,13 +303,13 @@ func (s *JobState) holds(group string) bool {
 }
 
 // draining reports whether the allocation is being preempted.
-func (s *JobState) draining(allocID string) bool {
+func (s *JobState) draining(allocID string) *Drain {
 	for _, d := range s.Draining {
 		if slices.Contains(d.Allocs, allocID) {
-			return true
+			return d
 		}
 	}
-	return false
+	return nil
 }
 
 // compactUsage keeps the highest utilisation per minute: the maximum

@@ -134,7 +134,7 @@ func TestStateEncodeRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if back.Held["work"].Index != 7 || !back.draining("a1") || back.heldCount() != 1 || !back.Preemptions[0].Equal(t0) {
+	if back.Held["work"].Index != 7 || back.draining("a1") == nil || back.heldCount() != 1 || !back.Preemptions[0].Equal(t0) {
 		t.Fatalf("round trip lost state: %+v", back)
 	}
 	if _, err := decodeState(map[string]string{"state": "{"}); err == nil {

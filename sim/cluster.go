@@ -17,6 +17,7 @@ type cluster struct {
 	totalFree int
 	gpuIDs    [][]string // [node][gpu] IDs for the engine's snapshot
 	nodeIDs   []string
+	nodeIdx   map[string]int // node ID → index
 }
 
 // newCluster makes one node per entry of gpus, with that many GPUs.
@@ -28,6 +29,7 @@ func newCluster(gpus []int) *cluster {
 		owner:   make([][]int32, nodes),
 		gpuIDs:  make([][]string, nodes),
 		nodeIDs: make([]string, nodes),
+		nodeIdx: make(map[string]int, nodes),
 	}
 	c.byFree = make([]int, c.maxGPUs+1)
 	for n, size := range gpus {
@@ -37,6 +39,7 @@ func newCluster(gpus []int) *cluster {
 		c.owner[n] = make([]int32, size)
 		c.gpuIDs[n] = make([]string, size)
 		c.nodeIDs[n] = fmt.Sprintf("node-%03d", n)
+		c.nodeIdx[c.nodeIDs[n]] = n
 		for g := range c.owner[n] {
 			c.owner[n][g] = -1
 			c.gpuIDs[n][g] = fmt.Sprintf("%s-gpu%d", c.nodeIDs[n], g)

@@ -18,16 +18,15 @@ const markTTL = 2
 
 // simMark is GPUs on a node set aside for a waiting job.
 type simMark struct {
-	node   int
-	gpus   int
-	bene   int32
-	victim int32
-	until  time.Duration
+	node  int
+	gpus  int
+	bene  int32
+	until time.Duration
 }
 
 // drainFor is the beneficiary a draining job frees its GPUs for.
 func (s *simulator) drainFor(j *simJob) *engine.JobRef {
-	if !s.cfg.Earmarks || j.state != draining || j.drainFor < 0 {
+	if s.cfg.NoEarmarks || j.state != draining || j.drainFor < 0 {
 		return nil
 	}
 	return &s.jobs[j.drainFor].ref
@@ -35,15 +34,32 @@ func (s *simulator) drainFor(j *simJob) *engine.JobRef {
 
 // markFreed keeps the GPUs of a victim that stops now for its beneficiary.
 func (s *simulator) markFreed(j *simJob) {
-	if j.drainFor < 0 || !s.cfg.Earmarks {
+	if j.drainFor < 0 || s.cfg.NoEarmarks {
 		j.drainFor = -1
 		return
 	}
 	until := s.now + max(time.Minute, markTTL*s.cfg.PlanInterval)
 	for _, a := range j.allocs {
-		s.marks = append(s.marks, simMark{node: a.node, gpus: len(a.gpus), bene: j.drainFor, victim: j.idx, until: until})
+		s.marks = append(s.marks, simMark{node: a.node, gpus: len(a.gpus), bene: j.drainFor, until: until})
 	}
 	j.drainFor = -1
+}
+
+// keepMarks keeps the free GPUs a plan's preemptions count on beside their
+// victims' for the beneficiaries, as the controller does: for the longest
+// grace and markTTL after it.
+func (s *simulator) keepMarks(marks []engine.Earmark) {
+	if s.cfg.NoEarmarks {
+		return
+	}
+	until := s.now + s.maxGrace + max(time.Minute, markTTL*s.cfg.PlanInterval)
+	for _, m := range marks {
+		bi, known := s.byRef[m.For]
+		n, onNode := s.cl.nodeIdx[m.NodeID]
+		if known && onNode {
+			s.marks = append(s.marks, simMark{node: n, gpus: m.GPUs, bene: bi, until: until})
+		}
+	}
 }
 
 // earmarks appends the marks still standing to out, dropping the rest.
@@ -55,8 +71,7 @@ func (s *simulator) earmarks(out []engine.Earmark) []engine.Earmark {
 			continue
 		}
 		live = append(live, m)
-		out = append(out, engine.Earmark{NodeID: s.cl.nodeIDs[m.node], GPUs: m.gpus, For: b.ref, ForGroup: "main",
-			Victim: s.jobs[m.victim].ref})
+		out = append(out, engine.Earmark{NodeID: s.cl.nodeIDs[m.node], GPUs: m.gpus, For: b.ref, ForGroup: "main"})
 	}
 	s.marks = live
 	return out

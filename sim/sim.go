@@ -82,13 +82,11 @@ type Config struct {
 	// checkpoint: the job falls back to its last periodic one. The load
 	// and the work done after the signal are GPU time lost. 0: free.
 	CheckpointCost time.Duration
-	// Earmarks has the simulated controller tell the engine which GPUs
-	// were freed for whom (Alloc.For, Snapshot.Earmarks), so that they
-	// stay the beneficiary's until it runs. Off by default: the real
-	// controller does not report them yet, and on the shared traces they
-	// halve wasted preemptions but lengthen high-tier waits (see the
-	// README).
-	Earmarks bool
+	// NoEarmarks stops the simulated controller from telling the engine
+	// which GPUs were freed for whom (Alloc.For, Snapshot.Earmarks), as the
+	// real controller does: then freed GPUs are free to all at the next
+	// plan. For comparison only.
+	NoEarmarks bool
 	// PlanInterval is the least virtual time between two of Steward's
 	// plans, as a controller that batches events: triggers that come
 	// sooner are planned for together when it has passed. 0: plan at
@@ -174,13 +172,15 @@ func (j *simJob) gpus() int { return j.spec.TotalGPUs() }
 
 // simulator is one policy's run over one workload.
 type simulator struct {
-	cfg   Config
-	kind  PolicyKind
-	pol   *policy.Policy
-	eng   *engine.Engine
-	cl    *cluster
-	jobs  []simJob
-	byRef map[engine.JobRef]int32
+	cfg  Config
+	kind PolicyKind
+	pol  *policy.Policy
+	eng  *engine.Engine
+	// maxGrace is the longest checkpoint grace the policy gives a victim.
+	maxGrace time.Duration
+	cl       *cluster
+	jobs     []simJob
+	byRef    map[engine.JobRef]int32
 
 	events      eventQueue
 	seq         uint64
@@ -258,6 +258,10 @@ func newSimulator(jobs []Job, cfg Config, kind PolicyKind) (*simulator, error) {
 	}
 	if kind == Steward {
 		s.eng = engine.New(cfg.Policy)
+		s.maxGrace = cfg.Policy.Preemption.Grace
+		for _, p := range cfg.Policy.Pools {
+			s.maxGrace = max(s.maxGrace, p.Grace)
+		}
 		s.byRef = make(map[engine.JobRef]int32, len(jobs))
 		s.snap.Nodes = make([]engine.Node, len(nodeGPUs))
 		for n := range s.snap.Nodes {
@@ -435,7 +439,7 @@ func (s *simulator) wasCapped(j *simJob) bool {
 	if limit <= 0 {
 		return false
 	}
-	hourAgo := epoch.Add(s.now - time.Hour)
+	hourAgo := epoch.Add(s.now - capWindow)
 	n := 0
 	for _, t := range j.preemptTimes {
 		if !t.Before(hourAgo) {
@@ -664,8 +668,15 @@ func (s *simulator) wakeForPromotion(j *simJob) {
 	}
 }
 
+// wakeForEvictionCap wakes Steward when this preemption leaves the job's
+// hour: the engine counts a preemption exactly an hour old, so the first
+// instant it no longer does is a second later.
 func (s *simulator) wakeForEvictionCap(j *simJob) {
 	if s.pol.Preemption.MaxPerJobPerHour > 0 {
-		s.schedule(event{at: s.now + time.Hour, kind: evWake, job: j.idx, wake: eventWake{kind: wakeCap}})
+		s.schedule(event{at: s.now + capWindow, kind: evWake, job: j.idx, wake: eventWake{kind: wakeCap}})
 	}
 }
+
+// capWindow is how long a preemption keeps counting toward the eviction
+// cap, as the simulator's clock resolves it.
+const capWindow = time.Hour + time.Second

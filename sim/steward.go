@@ -40,6 +40,7 @@ func (s *simulator) settleSteward() error {
 				return err
 			}
 		}
+		s.keepMarks(plan.Earmarks)
 		s.forcePlan = false
 	}
 	s.wantPlan = false
@@ -49,19 +50,18 @@ func (s *simulator) settleSteward() error {
 
 // arrivalsJustFit reports whether the plan after arrivals alone can be
 // skipped: when the new jobs and the work Nomad already has queued (which
-// the engine admitted, into free GPUs or GPUs being drained for it) fit
-// together, and keep their tenants within their limits, the engine would
+// the engine admitted) fit together in free GPUs no one else was promised, and keep their tenants within their limits, the engine would
 // admit them without a word, and its plan for held work cannot differ
 // from the last one (time-based rules have wake-ups of their own). Nomad
 // then places them.
 func (s *simulator) arrivalsJustFit() bool {
+	// GPUs being drained or given back for a beneficiary are its own: an
+	// arrival fits only beside them.
 	room := s.scratch
 	copy(room, s.cl.free)
-	for _, ji := range s.active {
-		if j := &s.jobs[ji]; j.state == draining {
-			for _, a := range j.allocs {
-				room[a.node] += len(a.gpus)
-			}
+	for _, m := range s.marks {
+		if s.now < m.until && s.jobs[m.bene].state.waiting() {
+			room[m.node] = max(0, room[m.node]-m.gpus)
 		}
 	}
 	for _, ji := range s.arrived {

@@ -223,6 +223,7 @@ func (st *state) serve(p pending, failed failures) {
 		// All or nothing: try every allocation, then keep or undo the lot.
 		saved := len(victims)
 		var nodes []int32
+		marks := len(st.out.Earmarks)
 		for placed < d.Count {
 			n, vs, r, ok := st.placeOne(b, (d.Count-placed)*d.GPUsPerAlloc, failed)
 			if !ok {
@@ -231,6 +232,7 @@ func (st *state) serve(p pending, failed failures) {
 			}
 			victims = append(victims, vs...)
 			nodes = append(nodes, n)
+			st.markBeside(b, n, vs)
 			placed++
 		}
 		if placed < d.Count {
@@ -241,16 +243,18 @@ func (st *state) serve(p pending, failed failures) {
 				st.untake(v.ui)
 			}
 			victims = victims[:saved]
+			st.out.Earmarks = st.out.Earmarks[:marks]
 			placed = 0
 		}
 	} else {
 		for placed < d.Count {
-			_, vs, r, ok := st.placeOne(b, d.GPUsPerAlloc, failed)
+			n, vs, r, ok := st.placeOne(b, d.GPUsPerAlloc, failed)
 			if !ok {
 				why = r
 				break
 			}
 			victims = append(victims, vs...)
+			st.markBeside(b, n, vs)
 			placed++
 		}
 	}
@@ -287,12 +291,6 @@ func (st *state) placeOne(b *bene, need int, failed failures) (int32, []victim, 
 	if n, ok := st.cap.bestFit(b.pool, b.g); ok {
 		st.place(b, n)
 		return n, nil, Reason{}, true
-	}
-	if len(st.marks) > 0 {
-		if n, ok := st.markedBelow(b); ok {
-			st.place(b, n)
-			return n, nil, Reason{}, true
-		}
 	}
 	if b.d.Requeued {
 		// It gave its GPUs back as idle work: taking GPUs from others to

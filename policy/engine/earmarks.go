@@ -3,18 +3,18 @@ package engine
 // GPUs freed for a beneficiary are its own until it runs. A preemption
 // pays off only if the work it was made for then runs; if the freed GPUs
 // counted as free to everyone, the next plan could hand them to other work
-// ranked above the beneficiary (the victim itself, held and resumed), and
-// the victim would have lost its run for nothing. So GPUs being drained
-// for a beneficiary (Alloc.For), and GPUs its victims already gave back
-// while Nomad has not placed it yet (Snapshot.Earmarks), are set aside:
-// free to no one but the beneficiary, which is placed on them first when
-// its turn comes. Once it is served, what it did not take is free to the
-// work after it. A beneficiary that no longer waits has no earmarks: its
-// GPUs are free to all. Work of a higher tier that finds no free GPU may
-// take earmarked GPUs of lower tiers (only what it needs) before it
-// preempts anyone: an
-// earmark protects a preemption from work ranked with or below its tier
-// (the victim resumed first, a borrower), never urgent work from waiting.
+// ranked above the beneficiary (the victim itself, held and resumed, or a
+// borrower of a higher tier), and the victims would have lost their run
+// for nothing, and be preempted again for the same work. So GPUs being
+// drained for a beneficiary (Alloc.For), GPUs its victims already gave
+// back while Nomad has not placed it yet, and free GPUs the preemption
+// counted on beside them (both Snapshot.Earmarks) are set aside: free to no
+// one but the beneficiary, which is placed on them first when its turn
+// comes. Once it is served, what it did not take is free to the work after
+// it. A beneficiary that no longer waits has no earmarks: its GPUs are
+// free to all. Work of a higher tier that finds no free GPU preempts for
+// itself, as it would have anyway (an urgent tier's preempt_grace keeps
+// that short).
 
 // demandRef identifies a waiting demand: a job's group.
 type demandRef struct {
@@ -25,7 +25,7 @@ type demandRef struct {
 // earmark sets g GPUs on node n aside for the waiting demand named by
 // job and group, and reports whether it did: false when job is nil or the
 // demand is not waiting.
-func (st *state) earmark(job *JobRef, group string, victim *JobRef, n int32, g int) bool {
+func (st *state) earmark(job *JobRef, group string, n int32, g int) bool {
 	if job == nil || g <= 0 {
 		return false
 	}
@@ -35,59 +35,9 @@ func (st *state) earmark(job *JobRef, group string, victim *JobRef, n int32, g i
 	}
 	if st.marks == nil {
 		st.marks = map[int32][]nodeGPUs{}
-		st.markVictims = map[markKey]map[JobRef]bool{}
-	}
-	if _, seen := st.marks[w]; !seen {
-		st.markOrder = append(st.markOrder, w)
 	}
 	st.marks[w] = addNode(st.marks[w], n, g)
-	if victim != nil {
-		k := markKey{w, n}
-		if st.markVictims[k] == nil {
-			st.markVictims[k] = map[JobRef]bool{}
-		}
-		st.markVictims[k][*victim] = true
-	}
 	return true
-}
-
-// markKey is a beneficiary's earmark on one node.
-type markKey struct {
-	w    int32
-	node int32
-}
-
-// markedBelow finds a node where b fits in free GPUs plus GPUs set aside
-// for work of a lower tier than b's, moves what b needs out of those
-// earmarks into the free GPUs, and returns the node. The rest stay set
-// aside: only the urgent work gets them.
-func (st *state) markedBelow(b *bene) (int32, bool) {
-	prio := st.e.tiers[b.tier].priority
-	for _, w := range st.markOrder {
-		marks := st.marks[w]
-		d := &st.s.Waiting[w]
-		if len(marks) == 0 || st.e.tiers[st.e.tierFor(st.tenantOf(d.Job.Ref.Namespace), d.Job.Tier)].priority >= prio {
-			continue
-		}
-		for i := range marks {
-			m := &marks[i]
-			n := m.node
-			if st.markVictims[markKey{w, n}][b.d.Job.Ref] {
-				continue // its own GPUs, freed from it for this work
-			}
-			need := b.g - int(st.cap.free[n])
-			if m.gpus == 0 || need > m.gpus || !st.cap.nodeIn(n, b.pool) {
-				continue
-			}
-			if need > 0 {
-				m.gpus -= need
-				st.cap.add(n, int32(need))
-				st.touched(n)
-			}
-			return n, true
-		}
-	}
-	return 0, false
 }
 
 // earmarkFreed sets aside the GPUs of Snapshot.Earmarks, out of each
@@ -101,11 +51,7 @@ func (st *state) earmarkFreed(free []int32) {
 			continue
 		}
 		g := min(m.GPUs, int(free[n]))
-		var victim *JobRef
-		if m.Victim.ID != "" {
-			victim = &m.Victim
-		}
-		if g > 0 && st.earmark(&m.For, m.ForGroup, victim, n, g) {
+		if g > 0 && st.earmark(&m.For, m.ForGroup, n, g) {
 			free[n] -= int32(g)
 		}
 	}
@@ -158,4 +104,26 @@ func (st *state) markedFit(b *bene) (int32, bool) {
 		}
 	}
 	return 0, false
+}
+
+// markBeside sets aside, in the plan's Earmarks, the free GPUs an
+// allocation of b placed on node n with victims vs counts on beside what
+// the victims free: without them the preemption frees too little, and
+// they are free to anyone until b runs. (The victims' own GPUs are set
+// aside as they drain: Alloc.For.)
+func (st *state) markBeside(b *bene, n int32, vs []victim) {
+	if len(vs) == 0 {
+		return
+	}
+	freed := 0
+	for _, v := range vs {
+		st.nodesOf(&st.units[v.ui], func(m int32, g int) {
+			if m == n {
+				freed += g
+			}
+		})
+	}
+	if free := b.g - freed; free > 0 {
+		st.out.Earmarks = append(st.out.Earmarks, Earmark{NodeID: st.s.Nodes[n].ID, GPUs: free, For: b.d.Job.Ref, ForGroup: b.d.Group})
+	}
 }

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -53,6 +54,15 @@ func TestEarmarks(t *testing.T) {
 				Waiting:  []Demand{waiting("a", "victim", 40, true, true), waiting("b", "bene", 40, false, false)},
 			},
 			wantBene: "admitted", wantNot: "a/victim",
+		},
+		{
+			name: "a higher tier does not take GPUs freed for lower work either",
+			snap: Snapshot{
+				Nodes:    []Node{{ID: "n1", GPUs: 1}},
+				Earmarks: []Earmark{{NodeID: "n1", GPUs: 1, For: bene, ForGroup: "main"}},
+				Waiting:  []Demand{waiting("a", "urgent", 60, true, false), waiting("b", "bene", 40, false, false)},
+			},
+			wantBene: "admitted", wantNot: "a/urgent",
 		},
 		{
 			name: "an earmark for work that no longer waits is free to all",
@@ -108,5 +118,31 @@ func TestEarmarks(t *testing.T) {
 				t.Errorf("skipped: %v", plan.Skipped)
 			}
 		})
+	}
+}
+
+// A preemption that counts on free GPUs beside its victims' sets them
+// aside too (Plan.Earmarks): otherwise other work takes them during the
+// grace and the victims are stopped for nothing.
+func TestEarmarksBesideVictims(t *testing.T) {
+	pol := testPolicy(func(p *policy.Policy) {
+		p.Tenants["a"] = tenant("a", 4, policy.Unlimited)
+		p.Tenants["b"] = tenant("b", 0, policy.Unlimited)
+	})
+	snap := Snapshot{
+		Nodes: []Node{{ID: "n1", GPUs: 3}, {ID: "n2", GPUs: 1}},
+		Allocs: []Alloc{{ID: "v", Job: Job{Ref: JobRef{"b", "victim"}, Priority: 40, Tier: "training"}, Group: "main",
+			NodeID: "n1", GPUIDs: []string{"g0"}, StartedAt: t0.Add(-2 * time.Hour)}},
+		Waiting: []Demand{{Job: Job{Ref: JobRef{"a", "bene"}, Priority: 40, Tier: "training"}, Group: "main",
+			GPUsPerAlloc: 3, Count: 1, Since: t0.Add(-time.Minute), Held: true}},
+	}
+	plan := New(pol).Plan(&snap, t0)
+	want := []Earmark{{NodeID: "n1", GPUs: 2, For: JobRef{"a", "bene"}, ForGroup: "main"}}
+	if !slices.Equal(plan.Earmarks, want) {
+		var lines []string
+		for _, a := range plan.Actions {
+			lines = append(lines, a.String())
+		}
+		t.Errorf("earmarks %v, want %v\n%s", plan.Earmarks, want, strings.Join(lines, "\n"))
 	}
 }

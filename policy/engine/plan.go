@@ -110,6 +110,11 @@ type Plan struct {
 	Skipped []Skipped
 	// Tenants summarises GPU use per tenant after the plan.
 	Tenants []TenantUsage
+	// Earmarks are free GPUs a preemption in this plan counts on beside
+	// its victims' (see markBeside): the caller keeps them for the
+	// beneficiary, as Snapshot.Earmarks, until it runs or the victims'
+	// grace and a plan or two have passed.
+	Earmarks []Earmark
 }
 
 // Waiting is a demand left waiting, with why.

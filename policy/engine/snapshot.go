@@ -34,9 +34,6 @@ type Earmark struct {
 	For    JobRef
 	// ForGroup is the beneficiary's task group, as in Action.ForGroup.
 	ForGroup string
-	// Victim is the job the GPUs were taken from: it never gets them
-	// back while the earmark stands.
-	Victim JobRef
 }
 
 // Node is a Nomad client node with GPUs.

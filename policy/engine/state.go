@@ -37,10 +37,8 @@ type state struct {
 
 	// marks are GPUs set aside per beneficiary (Snapshot.Waiting index):
 	// not free to anyone else until it is served (earmarks.go).
-	marks       map[int32][]nodeGPUs
-	markOrder   []int32                     // marks' keys, in the order set (determinism)
-	markVictims map[markKey]map[JobRef]bool // whose GPUs an earmark holds
-	waitingIdx  map[demandRef]int32
+	marks      map[int32][]nodeGPUs
+	waitingIdx map[demandRef]int32
 
 	overLimit    map[int]string // [tenant] why it stays over its limit
 	planned      map[JobRef]int // preemptions decided in this plan, per job
@@ -303,7 +301,7 @@ func (st *state) buildUnits() {
 		if a.Draining {
 			// Its GPUs are as good as free: a preemption decided earlier
 			// is freeing them for someone, who has them first.
-			if !st.earmark(a.For, a.ForGroup, &a.Job.Ref, n, g) {
+			if !st.earmark(a.For, a.ForGroup, n, g) {
 				free[n] += int32(g)
 			}
 			continue

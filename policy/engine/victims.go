@@ -283,12 +283,15 @@ func (st *state) markPlanned(job *Job) {
 	}
 }
 
-// recentPreemptions counts a job's preemptions in the last hour.
+// recentPreemptions counts a job's preemptions in the last hour, both ends
+// included: a preemption exactly an hour ago is still in the hour (a user
+// counting "no more than 2 in any hour" counts it, and so does the
+// simulator's cap_breaches).
 func (st *state) recentPreemptions(job *Job) int {
 	n := 0
 	hourAgo := st.now.Add(-time.Hour)
 	for _, t := range job.Preemptions {
-		if t.After(hourAgo) && !t.After(st.now) {
+		if !t.Before(hourAgo) && !t.After(st.now) {
 			n++
 		}
 	}
