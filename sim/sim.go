@@ -176,6 +176,9 @@ type simulator struct {
 	kind PolicyKind
 	pol  *policy.Policy
 	eng  *engine.Engine
+	// watch, when set (by tests), sees each of the engine's actions just
+	// before it is applied.
+	watch func(engine.Action)
 	// maxGrace is the longest checkpoint grace the policy gives a victim.
 	maxGrace time.Duration
 	cl       *cluster

@@ -36,6 +36,9 @@ func (s *simulator) settleSteward() error {
 		s.plans++
 		s.skipped += len(plan.Skipped)
 		for _, a := range plan.Actions {
+			if s.watch != nil {
+				s.watch(a)
+			}
 			if err := s.apply(a); err != nil {
 				return err
 			}

@@ -1,0 +1,96 @@
+package sim
+
+import (
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/gpu-steward/steward/policy/engine"
+)
+
+// TestInvariantsOverTime replays random workloads through the simulator
+// (Steward under example.hcl, on a cluster small enough to be under
+// pressure) and checks, at every action the engine takes, what must hold
+// over time and not only per plan:
+//   - no job is stopped more than max_per_job_per_hour times in any
+//     sliding hour, preemptions and idle releases alike;
+//   - non-preemptible work is never a victim while its tenant's
+//     non-preemptible work fits in its reserve.
+//
+// Preemptions whose beneficiary did not run within grace + one plan are
+// counted and logged (wasted_preemptions); see the README for their rate.
+func TestInvariantsOverTime(t *testing.T) {
+	pol := examplePolicy(t)
+	ScaleTenants(pol, 0.04) // example.hcl was scaled for 100 nodes; this is 4 nodes
+	tiers := []string{"inference", "build", "interactive", "training", "training"}
+	tenants := []string{"product", "research", "platform"}
+	cap := pol.Preemption.MaxPerJobPerHour
+	for seed := range uint64(8) {
+		rng := rand.New(rand.NewPCG(seed, 13))
+		var jobs []Job
+		at := time.Duration(0)
+		for i := range 400 {
+			at += time.Duration(rng.IntN(600)) * time.Second
+			tenant := tenants[rng.IntN(len(tenants))]
+			tier := tiers[rng.IntN(len(tiers))]
+			if tenant != "product" && (tier == "inference" || tier == "build") {
+				tier = "interactive" // their only tiers: interactive and training
+			}
+			j := Job{ID: "j" + itoa(i), Line: i + 2, User: tenant, Submit: at, GPUs: 1 << rng.IntN(4),
+				Allocs: 1 + rng.IntN(3)/2, RunTime: time.Duration(300+rng.IntN(4*3600)) * time.Second,
+				Tenant: tenant, Tier: tier, IdleAfter: NeverIdle}
+			if tier == "interactive" && rng.IntN(2) == 0 {
+				j.IdleAfter = j.RunTime / 3
+			}
+			jobs = append(jobs, j)
+		}
+		s, err := newSimulator(jobs, Config{Policy: pol, Nodes: 4, GPUsPerNode: 8, CheckpointEvery: DefaultCheckpointEvery,
+			CheckpointCost: DefaultCheckpointCost, PlanInterval: DefaultPlanInterval}, Steward)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.watch = func(a engine.Action) {
+			if a.Kind != engine.Preempt && a.Kind != engine.IdleStop {
+				return
+			}
+			j := &s.jobs[s.byRef[a.Job]]
+			hourAgo := epoch.Add(s.now - time.Hour)
+			n := 1 // this one
+			for _, at := range j.preemptTimes {
+				if !at.Before(hourAgo) {
+					n++
+				}
+			}
+			if cap > 0 && n > cap {
+				t.Errorf("seed %d at %s: %s stopped %d times in an hour (cap %d): %s", seed, s.now, a.Job, n, cap, a)
+			}
+			if tier := pol.Tiers[j.spec.Tier]; tier != nil && !tier.Preemptible {
+				if fixed := s.nonPreemptibleGPUs(j.spec.Tenant); fixed <= pol.Tenants[j.spec.Tenant].Reserve {
+					t.Errorf("seed %d at %s: non-preemptible %s is a victim while its tenant's non-preemptible work "+
+						"(%d GPUs) fits in its reserve (%d): %s", seed, s.now, a.Job, fixed, pol.Tenants[j.spec.Tenant].Reserve, a)
+				}
+			}
+		}
+		if err := s.run(); err != nil {
+			t.Fatalf("seed %d: %v", seed, err)
+		}
+		r := s.m.result(s)
+		t.Logf("seed %d: %d preemptions, %d wasted (%d with the victim back), %d stops over the cap",
+			seed, r.Preemptions, r.WastedPreemptions, r.WastedVictimBack, r.CapBreaches)
+		if r.CapBreaches != 0 {
+			t.Errorf("seed %d: cap_breaches %d, want 0", seed, r.CapBreaches)
+		}
+	}
+}
+
+// nonPreemptibleGPUs is what a tenant's running non-preemptible work holds.
+func (s *simulator) nonPreemptibleGPUs(tenant string) int {
+	n := 0
+	for _, ji := range s.active {
+		j := &s.jobs[ji]
+		if t := s.pol.Tiers[j.spec.Tier]; j.spec.Tenant == tenant && t != nil && !t.Preemptible && j.state == running {
+			n += j.gpus()
+		}
+	}
+	return n
+}
