@@ -169,6 +169,7 @@ type failKey struct {
 	tenant   int
 	pool     int32
 	entitled bool
+	within   bool // a swap within the tenant's limit (swapWithin)
 }
 
 type failure struct {
@@ -281,7 +282,7 @@ func (st *state) placeOne(b *bene, need int, failed failures) (int32, []victim, 
 		return 0, nil, st.reserveReason(b, need), false
 	}
 	if t.use+need > t.limit() {
-		return 0, nil, st.limitReason(b, need), false
+		return st.swapWithin(b, need, failed)
 	}
 	b.entitled = t.use+need <= t.t.Reserve
 	if n, ok := st.markedFit(b); ok {

@@ -84,3 +84,63 @@ func TestLimitsWithoutThrash(t *testing.T) {
 		})
 	}
 }
+
+// A tenant at its limit still runs its higher tier first: the waiting work
+// takes the place of the tenant's own lower work, never free GPUs (that
+// would exceed the limit) and never another tenant's work.
+func TestSwapWithinLimit(t *testing.T) {
+	pol := testPolicy(func(p *policy.Policy) {
+		p.Tenants["a"] = tenant("a", 0, 2)
+		p.Tenants["b"] = tenant("b", 0, policy.Unlimited)
+	})
+	run := func(ns, id, tier, node string, gpus int) Alloc {
+		ids := []string{}
+		for i := range gpus {
+			ids = append(ids, id+"-g"+itoa(i))
+		}
+		return Alloc{ID: id, Job: Job{Ref: JobRef{ns, id}, Tier: tier, Priority: map[string]int{"training": 40, "interactive": 60}[tier]},
+			Group: "main", NodeID: node, GPUIDs: ids, StartedAt: t0.Add(-2 * time.Hour)}
+	}
+	nb := Demand{Job: Job{Ref: JobRef{"a", "nb"}, Tier: "interactive", Priority: 60}, Group: "main", GPUsPerAlloc: 2, Count: 1,
+		Since: t0.Add(-time.Minute), Held: true}
+	tests := []struct {
+		name   string
+		allocs []Alloc
+		want   string // the victims, or "" for none
+		why    string // the waiting reason when nothing is preempted
+	}{
+		{"its own training makes room", []Alloc{run("a", "train", "training", "n1", 2), run("b", "other", "training", "n2", 2)},
+			"a/train", ""},
+		{"its own work of the same tier stays", []Alloc{run("a", "nb0", "interactive", "n1", 2)},
+			"", "tenant a holds 2 GPUs, limit 2: 2 more would exceed it"},
+		{"its training split over two nodes frees no whole allocation", []Alloc{run("a", "t1", "training", "n1", 1), run("a", "t2", "training", "n2", 1)},
+			"", "tenant a holds 2 GPUs, limit 2: 2 more would exceed it"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			snap := Snapshot{Nodes: []Node{{ID: "n1", GPUs: 4}, {ID: "n2", GPUs: 4}}, Allocs: tc.allocs, Waiting: []Demand{nb}}
+			plan := New(pol).Plan(&snap, t0)
+			var got []string
+			resumed := false
+			for _, a := range plan.Actions {
+				switch a.Kind {
+				case Preempt:
+					got = append(got, a.Job.String())
+				case Resume:
+					resumed = true
+				}
+			}
+			if strings.Join(got, ",") != tc.want || resumed != (tc.want != "") {
+				t.Errorf("preempted %v (resumed %v), want %q", got, resumed, tc.want)
+			}
+			for _, w := range plan.Waiting {
+				if w.Reason.Message != tc.why {
+					t.Errorf("waits: %s, want %q", w.Reason, tc.why)
+				}
+			}
+			if tc.why != "" && len(plan.Waiting) == 0 {
+				t.Errorf("admitted, want waiting: %s", tc.why)
+			}
+		})
+	}
+}

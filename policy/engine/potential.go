@@ -254,7 +254,7 @@ func (st *state) searchNodes(b *bene, allowYoung bool) (int32, []victim, bool) {
 	if len(p.ties) > 0 {
 		p.n = st.firstInSpread(p.ui, p.n, p.ties)
 	}
-	return p.n, st.prune(p.n, b.g), true
+	return p.n, st.prune(b, p.n), true
 }
 
 // tryNode walks node n's units best first, as far as they can still beat

@@ -118,7 +118,7 @@ func bruteSearch(st *state, b *bene, young bool) (n int32, vs []victim, ok, tied
 			}
 		})
 	}
-	return n, st.prune(n, b.g), true, len(best) > 1
+	return n, st.prune(b, n), true, len(best) > 1
 }
 
 // joinGangs makes random GPU allocations, on different nodes of the same

@@ -254,6 +254,9 @@ type bene struct {
 	entitled bool // its tenant stays within its reservation
 	jobTag   uint64
 	marks    []nodeGPUs // GPUs set aside for it (earmarks.go)
+	// within: its tenant is at its limit, so it may only swap with its
+	// tenant's own lower work (swapWithin): free GPUs do not count.
+	within bool
 }
 
 // victim is a unit chosen for a beneficiary, with the rule that allows it
@@ -410,7 +413,7 @@ func (st *state) findVictims(b *bene, allowYoung bool) (int32, []victim, bool) {
 				}
 			})
 			if found >= 0 {
-				return found, st.prune(found, b.g), true
+				return found, st.prune(b, found), true
 			}
 		}
 	}
@@ -467,14 +470,22 @@ func (st *state) addVictim(ui int32, b *bene, n int32, allowYoung bool) bool {
 	w.list[n] = append(w.list[n], victim{ui: ui, rule: rule, holdsPrev: t.use})
 	w.pick(n, u.tenant, u.gpus)
 	w.freed[n] += st.gpusOn(u, n)
-	return int(st.cap.free[n])+w.freed[n] >= b.g
+	return st.usableFree(b, n)+w.freed[n] >= b.g
+}
+
+// usableFree is the free GPUs on node n that b may use beside its victims'.
+func (st *state) usableFree(b *bene, n int32) int {
+	if b.within {
+		return 0
+	}
+	return int(st.cap.free[n])
 }
 
 // prune drops, worst first, victims whose GPUs on node n are not needed.
-func (st *state) prune(n int32, g int) []victim {
+func (st *state) prune(b *bene, n int32) []victim {
 	w := &st.walk
 	list := w.list[n]
-	spare := int(st.cap.free[n]) + w.freed[n] - g
+	spare := st.usableFree(b, n) + w.freed[n] - b.g
 	out := make([]victim, 0, len(list))
 	for i := len(list) - 1; i >= 0; i-- {
 		on := st.gpusOn(&st.units[list[i].ui], n)

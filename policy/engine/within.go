@@ -1,0 +1,68 @@
+package engine
+
+// A tenant at its limit still runs its urgent work first: interactive work
+// beats its own batch training. Its higher-tier demand may then take GPUs
+// only from the tenant's own lower work (priority, or idle under pressure),
+// and only as many as it frees, so the tenant stays within its limit; free
+// GPUs would take it over. Other tenants' work is never preempted for a
+// tenant at its limit.
+
+// swapWithin places one allocation of b, whose tenant would exceed its
+// limit by need, in place of its tenant's own lower work, or explains why
+// it waits (the limit).
+func (st *state) swapWithin(b *bene, need int, failed failures) (int32, []victim, Reason, bool) {
+	why := st.limitReason(b, need)
+	if b.d.Requeued {
+		return 0, nil, why, false // it takes only free GPUs (see placeOne)
+	}
+	key := failKey{tenant: b.tenant, pool: b.pool, within: true}
+	if _, ok := failed.find(key, b.prio, b.g); ok {
+		return 0, nil, why, false
+	}
+	b.within = true
+	defer func() { b.within = false }()
+	for _, young := range []bool{false, true} {
+		if n, vs, ok := st.ownVictims(b, young); ok {
+			for _, v := range vs {
+				st.take(v.ui)
+			}
+			st.place(b, n)
+			return n, vs, Reason{}, true
+		}
+	}
+	failed[key] = append(failed[key], failure{prio: b.prio, g: b.g, why: why})
+	return 0, nil, why, false
+}
+
+// ownVictims walks the candidates best first, as findVictims does, passing
+// over other tenants' work, to the first node where the tenant's own work
+// frees a whole allocation of b.
+func (st *state) ownVictims(b *bene, allowYoung bool) (int32, []victim, bool) {
+	st.settle()
+	w := &st.walk
+	w.reset(len(st.nodes))
+	c := &st.cands[b.pool]
+	budget := walkBudget
+	for seg := 0; seg < segments; seg++ {
+		from, to := st.walkRange(c, seg, b, allowYoung)
+		for _, ui := range c.units[from:to] {
+			u := &st.units[ui]
+			if u.taken || u.tenant != b.tenant {
+				continue
+			}
+			if budget--; budget < 0 {
+				return 0, nil, false
+			}
+			var found int32 = -1
+			st.nodesOf(u, func(n int32, _ int) {
+				if found < 0 && st.cap.nodeIn(n, b.pool) && st.addVictim(ui, b, n, allowYoung) {
+					found = n
+				}
+			})
+			if found >= 0 {
+				return found, st.prune(b, found), true
+			}
+		}
+	}
+	return 0, nil, false
+}
