@@ -42,6 +42,7 @@ func (c *Controller) execute(ctx context.Context, r *round, a engine.Action) err
 		if a.For != nil {
 			d.For, d.ForGroup = a.For.String(), a.ForGroup
 		}
+		d.MoveTo = a.MoveTo
 		st.Draining = append(st.Draining, d)
 		r.markBeside(st, a)
 		st.note(StatusDraining, a.Reason, r.now)
@@ -196,6 +197,8 @@ func (c *Controller) finishDrain(ctx context.Context, r *round, st *JobState, d 
 	}
 	status := StatusPreempted
 	switch {
+	case d.MoveTo != "":
+		status = StatusMigrating
 	case d.Kind == "pause":
 		status = StatusPaused
 	case d.Kind == string(engine.IdleStop) && d.Requeue:

@@ -101,8 +101,11 @@ type Drain struct {
 	For     string `json:"for,omitempty"`
 	// ForGroup is the beneficiary's task group ("": its first waiting one).
 	ForGroup string `json:"for_group,omitempty"`
-	Rule     string `json:"rule"`
-	Reason   string `json:"reason"`
+	// MoveTo: the victims fit at once on this node, and resume there once
+	// the beneficiary is placed (a migration; engine.Action.MoveTo).
+	MoveTo string `json:"move_to,omitempty"`
+	Rule   string `json:"rule"`
+	Reason string `json:"reason"`
 }
 
 // Statuses shown in the job's record.
@@ -110,6 +113,7 @@ const (
 	StatusRunning   = "running"
 	StatusDraining  = "checkpointing"
 	StatusPreempted = "preempted"
+	StatusMigrating = "migrating" // preempted, to resume on free GPUs elsewhere
 	StatusHeld      = "held"
 	StatusPaused    = "paused"
 	StatusIdleStop  = "idle-stopped"

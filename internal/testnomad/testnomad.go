@@ -77,6 +77,10 @@ type Options struct {
 	// ACLBootstrapToken, when set, enables ACLs and bootstraps them with
 	// this secret as the management token, which Agent.Client then uses.
 	ACLBootstrapToken string
+	// join, set by StartClient, is the dev agent whose servers a
+	// client-only agent joins; nodeName is its node's name.
+	join     *Agent
+	nodeName string
 }
 
 // Ports are the agent's loopback ports.
@@ -159,6 +163,18 @@ func Start(t testing.TB, opts Options) *Agent {
 	return nil
 }
 
+// StartClient starts a second client node, named name, that joins the
+// dev agent server's cluster: a client-only agent on loopback with its own
+// data dir, ports and plugins (opts.Plugins). Its Client talks to its own
+// HTTP API, which forwards to the server. It is stopped by t.Cleanup,
+// before the server.
+func StartClient(t testing.TB, server *Agent, name string, opts Options) *Agent {
+	t.Helper()
+	opts.join, opts.nodeName = server, name
+	opts.ACLBootstrapToken = ""
+	return Start(t, opts)
+}
+
 var errPortInUse = errors.New("address already in use")
 
 // launch makes one attempt to start the agent with fresh ports.
@@ -190,12 +206,16 @@ func launch(t testing.TB, bin, pluginDir, dir string, attempt int, opts Options)
 		return nil, fmt.Errorf("creating agent log: %w", err)
 	}
 
-	a.cmd = exec.Command(bin, "agent", "-dev",
+	args := []string{"agent", "-dev"}
+	if opts.join != nil {
+		args = []string{"agent", "-client", "-servers", fmt.Sprintf("127.0.0.1:%d", opts.join.Ports.RPC), "-node", opts.nodeName}
+	}
+	a.cmd = exec.Command(bin, append(args,
 		"-bind", "127.0.0.1",
 		"-data-dir", a.DataDir,
 		"-config", a.ConfigPath,
 		"-plugin-dir", pluginDir,
-	)
+	)...)
 	a.cmd.Stdout, a.cmd.Stderr = logFile, logFile
 	a.cmd.Env = append(devagent.Env(), opts.Env...)
 	// Its own process group, so that plugins it leaves behind can be
@@ -226,7 +246,11 @@ func launch(t testing.TB, bin, pluginDir, dir string, attempt int, opts Options)
 		return nil, fmt.Errorf("creating API client: %w", err)
 	}
 
-	if err := a.waitReady(opts.StartTimeout); err != nil {
+	if opts.join != nil && opts.join.aclToken != "" {
+		a.Client.SetSecretID(opts.join.aclToken)
+		a.aclToken, a.aclDone = opts.join.aclToken, true
+	}
+	if err := a.waitReady(opts.StartTimeout, opts.nodeName); err != nil {
 		a.Stop()
 		if strings.Contains(a.LogTail(200), "address already in use") {
 			return nil, fmt.Errorf("%w: %v", errPortInUse, err)
@@ -283,8 +307,9 @@ func agentConfig(p Ports, opts Options) string {
 	return b.String()
 }
 
-// waitReady waits for the HTTP API, a leader and a ready client node.
-func (a *Agent) waitReady(timeout time.Duration) error {
+// waitReady waits for the HTTP API, a leader and a ready client node (the
+// one named node, when node is not "").
+func (a *Agent) waitReady(timeout time.Duration, node string) error {
 	deadline := time.Now().Add(timeout)
 	status := "agent starting"
 	for time.Now().Before(deadline) {
@@ -311,15 +336,22 @@ func (a *Agent) waitReady(timeout time.Duration) error {
 			status = fmt.Sprintf("listing nodes: %v", err)
 			continue
 		}
-		if len(nodes) == 0 {
+		var mine *api.NodeListStub
+		for _, n := range nodes {
+			if node == "" || n.Name == node {
+				mine = n
+				break
+			}
+		}
+		if mine == nil {
 			status = "no client node registered yet"
 			continue
 		}
-		if nodes[0].Status != api.NodeStatusReady {
-			status = fmt.Sprintf("node %s is %s", nodes[0].ID, nodes[0].Status)
+		if mine.Status != api.NodeStatusReady {
+			status = fmt.Sprintf("node %s is %s", mine.ID, mine.Status)
 			continue
 		}
-		a.NodeID = nodes[0].ID
+		a.NodeID = mine.ID
 		return nil
 	}
 	return fmt.Errorf("nomad agent not ready within %v: %s", timeout, status)

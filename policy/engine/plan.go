@@ -72,7 +72,11 @@ type Action struct {
 	// For is the work the GPUs are freed for (Preempt, pressure IdleStop).
 	For      *JobRef
 	ForGroup string
-	Reason   Reason
+	// MoveTo names the node where a Preempt's victims fit at once in GPUs
+	// no one waits for (migration.go): they are checkpointed, stopped and
+	// resumed there as soon as the beneficiary is placed. "": a hold.
+	MoveTo string
+	Reason Reason
 }
 
 func (a Action) String() string {
@@ -95,6 +99,9 @@ func (a Action) String() string {
 	}
 	if a.For != nil {
 		fmt.Fprintf(&b, " for=%s", *a.For)
+	}
+	if a.MoveTo != "" {
+		fmt.Fprintf(&b, " move-to=%s", a.MoveTo)
 	}
 	fmt.Fprintf(&b, ": %s", a.Reason.Message)
 	return b.String()
