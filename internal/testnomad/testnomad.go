@@ -172,6 +172,10 @@ func StartClient(t testing.TB, server *Agent, name string, opts Options) *Agent 
 	t.Helper()
 	opts.join, opts.nodeName = server, name
 	opts.ACLBootstrapToken = ""
+	// Outside -dev, Nomad will not advertise loopback on its own, and
+	// raw_exec is off.
+	opts.ExtraConfig += "\nadvertise {\n  http = \"127.0.0.1\"\n  rpc  = \"127.0.0.1\"\n  serf = \"127.0.0.1\"\n}\n" +
+		"\nplugin \"raw_exec\" {\n  config {\n    enabled = true\n  }\n}\n"
 	return Start(t, opts)
 }
 
