@@ -43,6 +43,9 @@ type Result struct {
 	// then.
 	WastedPreemptions int `json:"wasted_preemptions"`
 	WastedVictimBack  int `json:"wasted_victim_back"`
+	// Migrations are preemptions whose victims fit at once in free GPUs
+	// elsewhere, and resume there (engine.Action.MoveTo).
+	Migrations int `json:"migrations"`
 	// CapBreaches are stops (preemptions and idle stops) of a job that had
 	// already been stopped max_per_job_per_hour times in the hour before;
 	// MaxPreemptionsPerJobPerHour the most stops of one job in any hour.
@@ -138,6 +141,7 @@ type metrics struct {
 	high                    []float64
 	lostSec, reclaimSec     float64
 	wastedN, wastedBack     int
+	migrations              int
 	idleKept                map[string]float64 // GPU-seconds, by why
 	preemptions, idleStops  int
 	byRule                  map[string]int
@@ -244,6 +248,7 @@ func (m *metrics) reclaimed(gpus int, d time.Duration)   { m.reclaimSec += float
 func (m *metrics) preemption()                           { m.preemptions++ }
 func (m *metrics) preemptionRule(rule string)            { m.byRule[rule]++ }
 func (m *metrics) promotion()                            { m.promotions++ }
+func (m *metrics) migration()                            { m.migrations++ }
 func (m *metrics) wasted(victimBack bool) {
 	m.wastedN++
 	if victimBack {
@@ -267,6 +272,7 @@ func (m *metrics) result(s *simulator) *Result {
 		IdleReclaimedGPUHours:   m.reclaimSec / 3600,
 		WastedPreemptions:       m.wastedN,
 		WastedVictimBack:        m.wastedBack,
+		Migrations:              m.migrations,
 		IdleUnreclaimedGPUHours: map[string]float64{},
 		ReserveShortGPUHours:    m.reserveShort / 3600,
 		EnginePlans:             s.plans,

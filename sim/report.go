@@ -136,6 +136,7 @@ func (rep *Report) rows() []row {
 		row{"wasted preemptions (victim back)", func(r *Result) string {
 			return fmt.Sprintf("%d (%d)", r.WastedPreemptions, r.WastedVictimBack)
 		}},
+		row{"migrations (victims that move to free GPUs)", func(r *Result) string { return strconv.Itoa(r.Migrations) }},
 		row{"idle stops", func(r *Result) string { return strconv.Itoa(r.IdleStops) }},
 		row{"idle GPU-hours reclaimed", func(r *Result) string { return hours(r.IdleReclaimedGPUHours) }},
 		row{"idle GPU-hours kept: no rule/within after/past after", func(r *Result) string {
@@ -262,6 +263,7 @@ func WriteCSV(w io.Writer, reps []*Report) error {
 			put("cap_breaches", strconv.Itoa(r.CapBreaches))
 			put("wasted_preemptions", strconv.Itoa(r.WastedPreemptions))
 			put("wasted_victim_back", strconv.Itoa(r.WastedVictimBack))
+			put("migrations", strconv.Itoa(r.Migrations))
 			for i, n := range r.PreemptionsPerJob {
 				label := strconv.Itoa(i)
 				if i == len(r.PreemptionsPerJob)-1 {

@@ -169,6 +169,9 @@ func (s *simulator) apply(a engine.Action) error {
 		}
 		s.preempted(j)
 		s.m.preemptionRule(string(a.Reason.Rule))
+		if a.MoveTo != "" {
+			s.m.migration()
+		}
 		s.watchBeneficiary(ji, a)
 		s.wakeForEvictionCap(j)
 		if a.Grace > 0 {
