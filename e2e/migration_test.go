@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -80,16 +81,65 @@ func TestMigrationToFreeNode(t *testing.T) {
 	}
 }
 
+// TestMigrationResumesFromCheckpoint: a trainer under steward-exec, with
+// the checkpoint root shared by both nodes (as on NFS), is moved to the
+// other node and resumes there from the checkpoint it wrote on the signal:
+// STEWARD_RESUMED=1.
+func TestMigrationResumesFromCheckpoint(t *testing.T) {
+	t.Parallel()
+	exec := testnomad.Plugin{Name: "steward-exec", Config: fmt.Sprintf(`    checkpoint_root   = %q
+    gpu_sample_period = "250ms"`, t.TempDir())}
+	c := startClusterWith(t, 2, testnomad.Options{Plugins: []testnomad.Plugin{exec}})
+	second := c.addClient("steward-second", 1, exec)
+	for _, node := range []string{c.NodeID, second.NodeID} {
+		testnomad.WaitFor(t, 60*time.Second, "steward-exec healthy on node "+node, func() (bool, string) {
+			n, _, err := c.Client.Nodes().Info(node, nil)
+			if err != nil {
+				return false, err.Error()
+			}
+			d := n.Drivers["steward-exec"]
+			return d != nil && d.Healthy, fmt.Sprintf("%+v", d)
+		})
+	}
+	c.startController("ctl", writePolicy(t, migrationPolicy))
+
+	c.workOn(second.NodeID, "filler", "default", "training", 1)
+	c.waitRunning(60*time.Second, map[string]int{"default/filler": 1})
+	job := c.RegisterJobFile(t, filepath.Join(testnomad.RepoRoot(t), "jobs", "trainer.nomad.hcl"), map[string]string{
+		"trainer_bin": testnomad.TrainerBin(t), "steps": "100000", "step_time": "100ms", "checkpoint_every": "10",
+		"save_on_stop": "false", "kill_timeout": "5s",
+	})
+	r := &trainerRun{t: t, a: c.Agent}
+	first := c.WaitForRunningAlloc(t, *job.ID, 60*time.Second)
+	if first.NodeID != c.NodeID {
+		t.Fatalf("trainer placed on %s, want the first node %s", first.NodeID, c.NodeID)
+	}
+	r.waitStdout(first, "trainer: step 15\n", 30*time.Second)
+	c.deregister("default", "filler")
+	c.waitRunning(60*time.Second, map[string]int{"default/filler": 0})
+
+	c.work("big", "default", "interactive", 2, 1, "priority", "60")
+	c.waitRunning(90*time.Second, map[string]int{"default/big": 1, "default/" + *job.ID: 1})
+	moved := c.alloc(c.allocIDs("default", *job.ID)[0])
+	if moved.ID == first.ID || moved.NodeID != second.NodeID {
+		t.Fatalf("trainer not moved to the second node: alloc %s on %s", moved.ID, moved.NodeID)
+	}
+	out := r.waitStdout(moved, "STEWARD_RESUMED=1", 30*time.Second)
+	if !strings.Contains(out, "STEWARD_RESUMED=1 STEWARD_RESUME_COUNT=1") {
+		t.Errorf("moved trainer does not resume from its checkpoint:\n%s", out)
+	}
+}
+
 // addClient starts a second client node with gpus simulated GPUs that
 // joins the cluster.
-func (c *cluster) addClient(name string, gpus int) *testnomad.Agent {
+func (c *cluster) addClient(name string, gpus int, plugins ...testnomad.Plugin) *testnomad.Agent {
 	c.t.Helper()
 	stateDir := c.t.TempDir()
-	a := testnomad.StartClient(c.t, c.Agent, name, testnomad.Options{LogLevel: "INFO", Plugins: []testnomad.Plugin{{Name: "steward-gpu",
+	a := testnomad.StartClient(c.t, c.Agent, name, testnomad.Options{LogLevel: "INFO", Plugins: append([]testnomad.Plugin{{Name: "steward-gpu",
 		Config: fmt.Sprintf(`    backend        = "sim"
     sim_count      = %d
     sim_state_dir  = %q
-    stats_period   = "1s"`, gpus, stateDir)}}})
+    stats_period   = "1s"`, gpus, stateDir)}}, plugins...)})
 	testnomad.WaitFor(c.t, 60*time.Second, fmt.Sprintf("%d simulated GPUs on node %s", gpus, name), func() (bool, string) {
 		n, _, err := c.Client.Nodes().Info(a.NodeID, nil)
 		if err != nil || n.NodeResources == nil {
