@@ -259,7 +259,6 @@ func (st *state) serve(p pending, failed failures) {
 			placed++
 		}
 	}
-	st.planMoves(victims)
 	st.emitVictims(b, victims)
 	if placed > 0 && d.Held {
 		st.explainer.add(decision{kind: decideResume, b: *b, count: placed, use: st.tenants[b.tenant].use,
@@ -354,7 +353,7 @@ func (st *state) emitVictims(b *bene, victims []victim) {
 		group := append(st.group[:0], v)
 		u := &st.units[v.ui]
 		for j := i + 1; j < len(victims); j++ {
-			if w := &victims[j]; !grouped[j] && w.rule == v.rule && w.moveTo == v.moveTo && st.sameJobGroup(u, &st.units[w.ui]) {
+			if w := &victims[j]; !grouped[j] && w.rule == v.rule && st.sameJobGroup(u, &st.units[w.ui]) {
 				group = append(group, *w)
 				grouped[j] = true
 			}

@@ -124,6 +124,6 @@ func (st *state) markBeside(b *bene, n int32, vs []victim) {
 		})
 	}
 	if free := b.g - freed; free > 0 {
-		st.out.Earmarks = append(st.out.Earmarks, Earmark{NodeID: st.s.Nodes[n].ID, GPUs: free, For: b.d.Job.Ref, ForGroup: b.d.Group})
+		st.out.Earmarks = append(st.out.Earmarks, Earmark{NodeID: st.nodes[n].ID, GPUs: free, For: b.d.Job.Ref, ForGroup: b.d.Group})
 	}
 }

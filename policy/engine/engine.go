@@ -164,5 +164,6 @@ func (e *Engine) Plan(s *Snapshot, now time.Time) *Plan {
 	st.releaseIdleAlways()
 	st.enforceLimits()
 	st.serveDemands()
+	st.planMoves()
 	return st.finish()
 }

@@ -190,10 +190,6 @@ func (x *explainer) victimAction(b *bene, vs []victim) Action {
 		if note := st.graceNote(b, job, a.Grace, usual); note != "" {
 			a.Reason.Message += note
 		}
-		if vs[0].moveTo > 0 {
-			a.MoveTo = st.s.Nodes[vs[0].moveTo-1].ID
-			a.Reason.Message += moveNote(a.MoveTo, a.GPUs)
-		}
 	}
 	return a
 }

@@ -265,8 +265,6 @@ type victim struct {
 	ui        int32
 	rule      Rule
 	holdsPrev int
-	// moveTo is 1 + the node it moves to (migration.go); 0: it is held.
-	moveTo int32
 }
 
 // capped reports whether a job has reached the eviction cap, counting a
