@@ -64,8 +64,15 @@ func startClusterWith(t testing.TB, gpus int, opts testnomad.Options, namespaces
 			t.Fatalf("create namespace %s: %v", ns, err)
 		}
 	}
-	testnomad.WaitFor(t, 60*time.Second, fmt.Sprintf("%d simulated GPUs on the node", gpus), func() (bool, string) {
-		n, _, err := a.Client.Nodes().Info(a.NodeID, nil)
+	c.waitGPUs(a.NodeID, gpus)
+	return c
+}
+
+// waitGPUs waits until the node fingerprints gpus simulated GPUs.
+func (c *cluster) waitGPUs(node string, gpus int) {
+	c.t.Helper()
+	testnomad.WaitFor(c.t, 60*time.Second, fmt.Sprintf("%d simulated GPUs on node %s", gpus, node), func() (bool, string) {
+		n, _, err := c.Client.Nodes().Info(node, nil)
 		if err != nil || n.NodeResources == nil {
 			return false, fmt.Sprint(err)
 		}
@@ -76,7 +83,6 @@ func startClusterWith(t testing.TB, gpus int, opts testnomad.Options, namespaces
 		}
 		return false, "no GPUs yet"
 	})
-	return c
 }
 
 // work registers jobs/gpu-work.nomad.hcl with the given variables.

@@ -140,18 +140,7 @@ func (c *cluster) addClient(name string, gpus int, plugins ...testnomad.Plugin) 
     sim_count      = %d
     sim_state_dir  = %q
     stats_period   = "1s"`, gpus, stateDir)}}, plugins...)})
-	testnomad.WaitFor(c.t, 60*time.Second, fmt.Sprintf("%d simulated GPUs on node %s", gpus, name), func() (bool, string) {
-		n, _, err := c.Client.Nodes().Info(a.NodeID, nil)
-		if err != nil || n.NodeResources == nil {
-			return false, fmt.Sprint(err)
-		}
-		for _, d := range n.NodeResources.Devices {
-			if d.Type == "gpu" && len(d.Instances) == gpus {
-				return true, ""
-			}
-		}
-		return false, "no GPUs yet"
-	})
+	c.waitGPUs(a.NodeID, gpus)
 	return a
 }
 

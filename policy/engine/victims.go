@@ -396,13 +396,19 @@ func (st *state) findVictims(b *bene, allowYoung bool) (int32, []victim, bool) {
 	for seg := 0; seg < segments; seg++ {
 		from, to := st.walkRange(c, seg, b, allowYoung)
 		for _, ui := range c.units[from:to] {
+			u := &st.units[ui]
+			if b.within && u.tenant != b.tenant {
+				continue // a swap within a limit takes only the tenant's own work
+			}
 			if budget--; budget < 0 {
+				if b.within {
+					return 0, nil, false // searchNodes knows no swaps
+				}
 				return st.searchNodes(b, allowYoung)
 			}
-			if budget == walkBudget-futileAfter && st.walkIsFutile(b, allowYoung) {
+			if !b.within && budget == walkBudget-futileAfter && st.walkIsFutile(b, allowYoung) {
 				return st.searchNodes(b, allowYoung) // as the walk would, once out of budget
 			}
-			u := &st.units[ui]
 			if u.taken {
 				continue
 			}

@@ -22,7 +22,7 @@ func (st *state) swapWithin(b *bene, need int, failed failures) (int32, []victim
 	b.within = true
 	defer func() { b.within = false }()
 	for _, young := range []bool{false, true} {
-		if n, vs, ok := st.ownVictims(b, young); ok {
+		if n, vs, ok := st.findVictims(b, young); ok {
 			for _, v := range vs {
 				st.take(v.ui)
 			}
@@ -32,37 +32,4 @@ func (st *state) swapWithin(b *bene, need int, failed failures) (int32, []victim
 	}
 	failed[key] = append(failed[key], failure{prio: b.prio, g: b.g, why: why})
 	return 0, nil, why, false
-}
-
-// ownVictims walks the candidates best first, as findVictims does, passing
-// over other tenants' work, to the first node where the tenant's own work
-// frees a whole allocation of b.
-func (st *state) ownVictims(b *bene, allowYoung bool) (int32, []victim, bool) {
-	st.settle()
-	w := &st.walk
-	w.reset(len(st.nodes))
-	c := &st.cands[b.pool]
-	budget := walkBudget
-	for seg := 0; seg < segments; seg++ {
-		from, to := st.walkRange(c, seg, b, allowYoung)
-		for _, ui := range c.units[from:to] {
-			u := &st.units[ui]
-			if u.taken || u.tenant != b.tenant {
-				continue
-			}
-			if budget--; budget < 0 {
-				return 0, nil, false
-			}
-			var found int32 = -1
-			st.nodesOf(u, func(n int32, _ int) {
-				if found < 0 && st.cap.nodeIn(n, b.pool) && st.addVictim(ui, b, n, allowYoung) {
-					found = n
-				}
-			})
-			if found >= 0 {
-				return found, st.prune(b, found), true
-			}
-		}
-	}
-	return 0, nil, false
 }
