@@ -19,7 +19,8 @@ func (st *state) swapWithin(b *bene, need int, failed failures) (int32, []victim
 	if _, ok := failed.find(key, b.prio, b.g); ok {
 		return 0, nil, why, false
 	}
-	b.within = true
+	// Over its limit, and so its reserve: no reclaim for it.
+	b.entitled, b.within = false, true
 	defer func() { b.within = false }()
 	for _, young := range []bool{false, true} {
 		if n, vs, ok := st.findVictims(b, young); ok {
