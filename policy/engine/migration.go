@@ -9,40 +9,45 @@ package engine
 // ranks above it. Only a single allocation of a job that is not a gang
 // moves: a gang's members are rarely all placeable at once.
 
-// planMoves finds, for each Preempt of one allocation, a node in the pool
-// of the node it runs on where its GPUs are free after the plan, sets them
-// aside, and names the node in the action (Action.MoveTo).
+// noteMovable remembers a victim that makes a Preempt of its own and may
+// move: a single allocation of a job that is not a gang.
+func (st *state) noteMovable(group []victim) {
+	if len(group) != 1 || group[0].rule == RuleIdle {
+		return
+	}
+	if u := &st.units[group[0].ui]; u.gang < 0 {
+		st.movable = append(st.movable, group[0].ui)
+	}
+}
+
+// planMoves finds, for each movable victim, a node in the pool of the node
+// it runs on where its GPUs are free after the plan, sets them aside, and
+// names the node in its Preempt (Action.MoveTo).
 func (st *state) planMoves() {
-	var byID map[string]int32
+	if len(st.movable) == 0 {
+		return
+	}
+	preempts := make(map[string]int, len(st.movable))
 	for i := range st.out.Actions {
-		a := &st.out.Actions[i]
-		if a.Kind != Preempt || len(a.Allocs) != 1 {
-			continue
+		if a := &st.out.Actions[i]; a.Kind == Preempt && len(a.Allocs) == 1 {
+			preempts[a.Allocs[0]] = i
 		}
-		if byID == nil {
-			byID = make(map[string]int32, len(st.s.Allocs))
-			for ai := range st.s.Allocs {
-				byID[st.s.Allocs[ai].ID] = int32(ai)
-			}
-		}
-		ai, ok := byID[a.Allocs[0]]
+	}
+	for _, ui := range st.movable {
+		u := &st.units[ui]
+		i, ok := preempts[st.s.Allocs[u.first].ID]
 		if !ok {
 			continue
 		}
-		al := &st.s.Allocs[ai]
-		from, ok := st.nodeIDs[al.NodeID]
-		if !ok || al.Job.Gang {
+		to, ok := st.cap.bestFit(st.poolOf[u.node], u.gpus)
+		if !ok || to == u.node {
 			continue
 		}
-		g := len(al.GPUIDs)
-		to, ok := st.cap.bestFit(st.poolOf[from], g)
-		if !ok || to == from {
-			continue
-		}
-		st.cap.add(to, -int32(g))
+		st.cap.add(to, -int32(u.gpus))
 		st.touched(to)
+		a := &st.out.Actions[i]
 		a.MoveTo = st.nodes[to].ID
-		a.Reason.Message += moveNote(a.MoveTo, g)
+		a.Reason.Message += moveNote(a.MoveTo, u.gpus)
 	}
 }
 
