@@ -68,10 +68,10 @@ func TestControllerAsNomadJob(t *testing.T) {
 	c.work("nb", "ml", "interactive", 4, 1, "priority", "60")
 	c.waitRunning(60*time.Second, map[string]int{"ml/nb": 1, "ml/train": 0})
 	c.waitRecord(30*time.Second, "ml", "train", "steward_state", "preempted")
-	if l := logs(); strings.Contains(l, "403") || strings.Contains(l, "lacks") {
+	if l := logs(); strings.Contains(l, "Permission denied") || strings.Contains(l, "lacks") {
 		var bad []string
 		for _, line := range strings.Split(l, "\n") {
-			if strings.Contains(line, "403") || strings.Contains(line, "lacks") {
+			if strings.Contains(line, "Permission denied") || strings.Contains(line, "lacks") {
 				bad = append(bad, line)
 			}
 		}
