@@ -14,7 +14,8 @@ type round struct {
 
 	alive map[string]bool
 	live  map[jobKey]map[string]int // running allocations per job and group
-	// forDraining marks jobs that victims are being checkpointed for.
+	// forDraining marks jobs that victims are being checkpointed for
+	// (until their grace is over).
 	forDraining map[string]bool
 	// marked: beneficiaries whose plan earmarks a victim's state holds.
 	marked map[engine.JobRef]bool
@@ -50,7 +51,11 @@ func newRound(now time.Time, obs *Observation, states map[jobKey]*JobState) *rou
 	}
 	for _, st := range states {
 		for _, d := range st.Draining {
-			if d.For != "" {
+			// A finished drain's victims are being stopped: the
+			// beneficiary is resumed now, so that its evaluation is
+			// Nomad's to retry when their GPUs free up, rather than
+			// queued only after other work took them.
+			if d.For != "" && !d.Finished {
 				r.forDraining[d.For] = true
 			}
 		}
