@@ -197,6 +197,7 @@ func (st *state) serveDemands() {
 		st.serve(p, failed)
 	}
 	st.out.Actions = st.explainer.finish()
+	st.moves = st.explainer.moves
 	st.explainer = nil
 }
 
@@ -342,7 +343,6 @@ func (st *state) unplace(b *bene, n int32) {
 func (st *state) emitVictims(b *bene, victims []victim) {
 	if len(victims) == 1 {
 		st.markPlanned(st.jobOf(&st.units[victims[0].ui]))
-		st.noteMovable(victims)
 		st.explainer.addVictims(b, victims)
 		return
 	}
@@ -361,7 +361,6 @@ func (st *state) emitVictims(b *bene, victims []victim) {
 		}
 		st.group = group
 		st.markPlanned(st.jobOf(u))
-		st.noteMovable(group)
 		st.explainer.addVictims(b, group)
 	}
 }

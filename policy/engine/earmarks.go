@@ -1,5 +1,7 @@
 package engine
 
+import "slices"
+
 // GPUs freed for a beneficiary are its own until it runs. A preemption
 // pays off only if the work it was made for then runs; if the freed GPUs
 // counted as free to everyone, the next plan could hand them to other work
@@ -57,13 +59,19 @@ func (st *state) earmarkFreed(free []int32) {
 	}
 }
 
-// waitingIndex finds a waiting demand by job and group; the index is built
-// on first use, since most plans have no earmarks.
+// waitingIndex finds a waiting demand by job and group. The index is
+// built on first use, since most plans have no earmarks, and only for the
+// jobs an earmark or a draining allocation names: a full index of a long
+// queue would cost a map of every waiting job on each plan.
 func (st *state) waitingIndex(r demandRef) (int32, bool) {
 	if st.waitingIdx == nil {
-		st.waitingIdx = make(map[demandRef]int32, len(st.s.Waiting))
+		named := st.markedJobs()
+		st.waitingIdx = map[demandRef]int32{}
 		for i := range st.s.Waiting {
 			d := &st.s.Waiting[i]
+			if !named(d.Job.Ref) {
+				continue
+			}
 			k := demandRef{d.Job.Ref, d.Group}
 			if _, dup := st.waitingIdx[k]; !dup {
 				st.waitingIdx[k] = int32(i)
@@ -77,6 +85,28 @@ func (st *state) waitingIndex(r demandRef) (int32, bool) {
 	}
 	w, ok := st.waitingIdx[r]
 	return w, ok
+}
+
+// markedJobs returns a test for the jobs that earmarks and draining
+// allocations name (usually a handful: compared one by one).
+func (st *state) markedJobs() func(JobRef) bool {
+	var refs []JobRef
+	for i := range st.s.Allocs {
+		if a := &st.s.Allocs[i]; a.Draining && a.For != nil {
+			refs = append(refs, *a.For)
+		}
+	}
+	for i := range st.s.Earmarks {
+		refs = append(refs, st.s.Earmarks[i].For)
+	}
+	if len(refs) <= 16 {
+		return func(r JobRef) bool { return slices.Contains(refs, r) }
+	}
+	set := make(map[JobRef]bool, len(refs))
+	for _, r := range refs {
+		set[r] = true
+	}
+	return func(r JobRef) bool { return set[r] }
 }
 
 // takeMarks returns the GPUs set aside for waiting demand w and makes them

@@ -58,6 +58,8 @@ type explainer struct {
 	st   *state
 	text msg // its own buffer: the deciding side writes reasons too
 	out  []Action
+	// moves are the Preempts in out whose victim may move (migration.go).
+	moves []move
 
 	cur    *batch
 	work   chan *batch // to the explainer goroutine; nil when explaining inline
@@ -144,7 +146,12 @@ func (x *explainer) explain(bt *batch) {
 		dm := d.b.d
 		switch d.kind {
 		case decideVictims:
-			x.out = appendAction(x.out, x.victimAction(&d.b, bt.victims[d.vs[0]:d.vs[1]]), len(x.st.s.Waiting))
+			vs := bt.victims[d.vs[0]:d.vs[1]]
+			a := x.victimAction(&d.b, vs)
+			if a.Kind == Preempt && len(vs) == 1 && x.st.units[vs[0].ui].gang < 0 {
+				x.moves = append(x.moves, move{ui: vs[0].ui, action: len(x.out)})
+			}
+			x.out = appendAction(x.out, a, len(x.st.s.Waiting))
 		case decideResume:
 			x.out = appendAction(x.out, countAction(Resume, dm, d.count,
 				x.st.admitReason(&x.text, &d.b, d.count, d.use, d.preempted)), len(x.st.s.Waiting))

@@ -9,43 +9,26 @@ package engine
 // ranks above it. Only a single allocation of a job that is not a gang
 // moves: a gang's members are rarely all placeable at once.
 
-// noteMovable remembers a victim that makes a Preempt of its own and may
-// move: a single allocation of a job that is not a gang.
-func (st *state) noteMovable(group []victim) {
-	if len(group) != 1 || group[0].rule == RuleIdle {
-		return
-	}
-	if u := &st.units[group[0].ui]; u.gang < 0 {
-		st.movable = append(st.movable, group[0].ui)
-	}
+// move is a Preempt of one allocation of a job that is not a gang: its
+// victim unit, and the action's index in the plan.
+type move struct {
+	ui     int32
+	action int
 }
 
-// planMoves finds, for each movable victim, a node in the pool of the node
-// it runs on where its GPUs are free after the plan, sets them aside, and
-// names the node in its Preempt (Action.MoveTo).
+// planMoves finds, for each Preempt whose victim may move, a node in the
+// pool of the node it runs on where its GPUs are free after the plan, sets
+// them aside, and names the node in the action (Action.MoveTo).
 func (st *state) planMoves() {
-	if len(st.movable) == 0 {
-		return
-	}
-	preempts := make(map[string]int, len(st.movable))
-	for i := range st.out.Actions {
-		if a := &st.out.Actions[i]; a.Kind == Preempt && len(a.Allocs) == 1 {
-			preempts[a.Allocs[0]] = i
-		}
-	}
-	for _, ui := range st.movable {
-		u := &st.units[ui]
-		i, ok := preempts[st.s.Allocs[u.first].ID]
-		if !ok {
-			continue
-		}
+	for _, m := range st.moves {
+		u := &st.units[m.ui]
 		to, ok := st.cap.bestFit(st.poolOf[u.node], u.gpus)
 		if !ok || to == u.node {
 			continue
 		}
 		st.cap.add(to, -int32(u.gpus))
 		st.touched(to)
-		a := &st.out.Actions[i]
+		a := &st.out.Actions[m.action]
 		a.MoveTo = st.nodes[to].ID
 		a.Reason.Message += moveNote(a.MoveTo, u.gpus)
 	}

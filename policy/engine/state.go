@@ -38,7 +38,7 @@ type state struct {
 	// marks are GPUs set aside per beneficiary (Snapshot.Waiting index):
 	// not free to anyone else until it is served (earmarks.go).
 	marks      map[int32][]nodeGPUs
-	movable    []int32 // victims that may move elsewhere (migration.go)
+	moves      []move // Preempts whose victim may move elsewhere (migration.go)
 	waitingIdx map[demandRef]int32
 
 	overLimit    map[int]string // [tenant] why it stays over its limit
