@@ -120,31 +120,18 @@ func newestCheckpoint(dir *safefs.Dir, limit int) (time.Time, error) {
 // gpu_sample_period (the GPU monitor's tick) until ctx ends.
 func (d *Driver) watchCheckpoints(ctx context.Context, h *taskHandle) {
 	w := newCheckpointWatch(h.startedAt, checkpointEventEvery)
-	t := time.NewTicker(d.config().GPUSamplePeriod)
-	defer t.Stop()
-	var lastErr string
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	everyPeriod(ctx, d.config().GPUSamplePeriod, h, "cannot scan the checkpoint dir "+h.ckptDir, func() error {
 		newest, err := scanCheckpointDir(h.ckpt)
 		if err != nil {
-			// Log a failing scan once, not every period.
-			if err.Error() != lastErr {
-				h.logger.Warn("cannot scan the checkpoint dir", "dir", h.ckptDir, "error", err)
-				lastErr = err.Error()
-			}
-			continue
+			return err
 		}
-		lastErr = ""
 		if at, ok := w.observe(time.Now(), newest); ok {
 			d.emit(h.cfg, checkpointSavedMessage(at, h.ckptDir), map[string]string{
 				"steward.event": eventCheckpointSaved, AnnotationCheckpointAt: at.UTC().Format(time.RFC3339),
 			})
 		}
-	}
+		return nil
+	})
 }
 
 // scanCheckpointDir returns the newest checkpoint time in a task's

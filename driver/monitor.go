@@ -20,7 +20,31 @@ func (d *Driver) monitorGPUs(ctx context.Context, h *taskHandle) {
 	}
 	defer sampler.close()
 	mon := newActivityMonitor(cfg)
-	t := time.NewTicker(cfg.GPUSamplePeriod)
+	everyPeriod(ctx, cfg.GPUSamplePeriod, h, "GPU sample failed", func() error {
+		u, err := sampler.sample(func() map[uint32]bool { return pidSet(taskProcesses(h.pid, h.startTicks)) })
+		if err != nil {
+			return err
+		}
+		h.setGPU(u)
+		if !u.HasUtil {
+			return nil
+		}
+		now := time.Now()
+		switch mon.observe(now, u.Util) {
+		case becameIdle:
+			d.emit(h.cfg, idleMessage(u, cfg.IdleThreshold, mon.idleFor(now), h.gpus), map[string]string{"steward.event": "gpu-idle"})
+		case becameBusy:
+			d.emit(h.cfg, busyMessage(u, cfg.BusyThreshold, h.gpus), map[string]string{"steward.event": "gpu-busy"})
+		}
+		return nil
+	})
+}
+
+// everyPeriod runs step every period until ctx ends. A failing step is
+// logged once, as what, until it fails differently or succeeds again, not
+// every period.
+func everyPeriod(ctx context.Context, period time.Duration, h *taskHandle, what string, step func() error) {
+	t := time.NewTicker(period)
 	defer t.Stop()
 	var lastErr string
 	for {
@@ -29,26 +53,13 @@ func (d *Driver) monitorGPUs(ctx context.Context, h *taskHandle) {
 			return
 		case <-t.C:
 		}
-		u, err := sampler.sample(func() map[uint32]bool { return pidSet(taskProcesses(h.pid, h.startTicks)) })
-		if err != nil {
-			// Log a failing query once, not every period.
-			if err.Error() != lastErr {
-				h.logger.Warn("GPU sample failed", "error", err)
-				lastErr = err.Error()
-			}
-			continue
-		}
-		lastErr = ""
-		h.setGPU(u)
-		if !u.HasUtil {
-			continue
-		}
-		now := time.Now()
-		switch mon.observe(now, u.Util) {
-		case becameIdle:
-			d.emit(h.cfg, idleMessage(u, cfg.IdleThreshold, mon.idleFor(now), h.gpus), map[string]string{"steward.event": "gpu-idle"})
-		case becameBusy:
-			d.emit(h.cfg, busyMessage(u, cfg.BusyThreshold, h.gpus), map[string]string{"steward.event": "gpu-busy"})
+		err := step()
+		switch {
+		case err == nil:
+			lastErr = ""
+		case err.Error() != lastErr:
+			h.logger.Warn(what, "error", err)
+			lastErr = err.Error()
 		}
 	}
 }

@@ -14,15 +14,20 @@ func BenchmarkPlan(b *testing.B) {
 	for _, nodes := range []int{1000, 10000} {
 		b.Run(fmt.Sprintf("nodes=%d", nodes), func(b *testing.B) {
 			r := rand.New(rand.NewPCG(1, 2))
-			s := genCluster(r, nodes, 8, nodes*10, nodes, 8, t0)
-			e := New(genPolicy(8, nodes*8/16, nodes*8/4))
-			b.ReportAllocs()
-			b.ResetTimer()
-			var plan *Plan
-			for b.Loop() {
-				plan = e.Plan(s, t0)
-			}
-			b.ReportMetric(float64(len(plan.Actions)), "actions")
+			benchPlan(b, genCluster(r, nodes, 8, nodes*10, nodes, 8, t0), nodes)
 		})
 	}
+}
+
+// benchPlan measures plans of snapshot s of a cluster of the given nodes,
+// under the generated policy the Plan benchmarks share.
+func benchPlan(b *testing.B, s *Snapshot, nodes int) {
+	e := New(genPolicy(8, nodes*8/16, nodes*8/4))
+	b.ReportAllocs()
+	b.ResetTimer()
+	var plan *Plan
+	for b.Loop() {
+		plan = e.Plan(s, t0)
+	}
+	b.ReportMetric(float64(len(plan.Actions)), "actions")
 }

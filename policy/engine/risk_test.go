@@ -63,12 +63,5 @@ func BenchmarkPlanCheckpoints(b *testing.B) {
 			s.Allocs[i].CheckpointAt = t0.Add(-time.Duration(r.IntN(3600)) * time.Second)
 		}
 	}
-	e := New(genPolicy(8, nodes*8/16, nodes*8/4))
-	b.ReportAllocs()
-	b.ResetTimer()
-	var plan *Plan
-	for b.Loop() {
-		plan = e.Plan(s, t0)
-	}
-	b.ReportMetric(float64(len(plan.Actions)), "actions")
+	benchPlan(b, s, nodes)
 }
