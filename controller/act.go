@@ -43,6 +43,11 @@ func (c *Controller) execute(ctx context.Context, r *round, a engine.Action) err
 			d.For, d.ForGroup = a.For.String(), a.ForGroup
 		}
 		d.MoveTo = a.MoveTo
+		if d.For != "" && d.Signal != "" {
+			// The beneficiary waits for this drain: a resume of it later
+			// in this plan waits too (beneficiaryDraining).
+			r.forDraining[d.For] = true
+		}
 		st.Draining = append(st.Draining, d)
 		r.markBeside(st, a)
 		st.note(StatusDraining, a.Reason, r.now)

@@ -151,12 +151,14 @@ func checkJob(pol *policy.Policy, eng *engine.Engine, base *engine.Snapshot, j *
 				}
 				gc.Victims = append(gc.Victims, v)
 				gc.Verdict = VerdictPreempt
-			case a.Kind == engine.Hold && a.Job == ref && a.Group == g:
+			case a.Kind == engine.Hold && a.Job == ref && a.Group == g && a.Reason.Rule != engine.RuleDraining:
 				gc.Verdict, gc.Reason = VerdictWait, a.Reason.Message
 			}
 		}
 		for _, w := range plan.Waiting {
-			if w.Job == ref && w.Group == g {
+			// Held only while its victims checkpoint: the verdict is
+			// theirs (preempt).
+			if w.Job == ref && w.Group == g && w.Reason.Rule != engine.RuleDraining {
 				gc.Verdict, gc.Reason = VerdictWait, w.Reason.Message
 			}
 		}

@@ -66,3 +66,37 @@ func TestMarksKeptForBeneficiary(t *testing.T) {
 		t.Errorf("after markTTL: earmarks %v, want none", snap.Earmarks)
 	}
 }
+
+// TestResumeWaitsForThisRoundsDrain: a beneficiary's resume planned with
+// its preemption waits for the victims' grace, like one planned later
+// (beneficiaryDraining): released at once, Nomad would place it on the
+// first GPUs anyone frees. A victim stopped without a grace holds nothing
+// up.
+func TestResumeWaitsForThisRoundsDrain(t *testing.T) {
+	for _, tt := range []struct {
+		name      string
+		grace     time.Duration
+		signal    string
+		wantWaits bool
+	}{
+		{"grace and signal: the resume waits", 2 * time.Minute, "SIGUSR1", true},
+		{"stopped at once: the resume goes ahead", 0, "", false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFakeNomad()
+			c := testController(t, f)
+			train := job("ml", "train", "training", 40, 1, 1)
+			nb := engine.JobRef{Namespace: "ml", ID: "nb"}
+			r := roundWith([]*ObservedJob{train}, []ObservedAlloc{alloc("a1", "train")})
+			a := engine.Action{Kind: engine.Preempt, Job: engine.JobRef{Namespace: "ml", ID: "train"}, Group: "work",
+				Allocs: []string{"a1"}, GPUs: 1, Grace: tt.grace, Signal: tt.signal, Requeue: true,
+				For: &nb, ForGroup: "work", Reason: engine.Reason{Rule: engine.RulePriority, Message: "for ml/nb"}}
+			if err := c.execute(context.Background(), r, a); err != nil {
+				t.Fatal(err)
+			}
+			if got := r.beneficiaryDraining(nb); got != tt.wantWaits {
+				t.Fatalf("beneficiaryDraining(ml/nb) = %v after the preemption, want %v", got, tt.wantWaits)
+			}
+		})
+	}
+}

@@ -150,8 +150,12 @@ type simJob struct {
 
 	drainCheckpoint bool  // the drain ends with a checkpoint (signal and grace)
 	drainFor        int32 // the job the drain frees GPUs for; -1: none
-	preemptTimes    []time.Time
-	preemptions     int
+	// parked: the engine resumed (or admitted) this job while victims
+	// were still draining for it; it joins Nomad's queue when the last of
+	// them stops, as the controller resumes it (see parkBeneficiary).
+	parked       bool
+	preemptTimes []time.Time
+	preemptions  int
 	// Idle reclaim accounting: when an idle rule requeued the job, and how
 	// much idle run time it still had then.
 	idleStoppedAt time.Duration
@@ -395,6 +399,7 @@ func (s *simulator) handle(e event) {
 		s.setState(e.job, done)
 		j.endedAt = s.now
 		s.m.completed(j, s.now)
+		s.unparkBeneficiary(j.drainFor) // it finished during its grace
 	case evIdle:
 		if e.gen != j.gen || (j.state != running && j.state != draining) {
 			return
@@ -412,16 +417,19 @@ func (s *simulator) handle(e event) {
 			s.setState(e.job, done)
 			j.endedAt = s.now
 			s.m.completed(j, s.now)
+			s.unparkBeneficiary(j.drainFor)
 			break
 		}
 		k := keepPeriodic
 		if j.drainCheckpoint {
 			k = keepCheckpoint
 		}
+		bene := j.drainFor
 		s.markFreed(j)
 		s.stopRun(e.job, k)
 		j.waitSince = s.now
 		s.setState(e.job, held)
+		s.unparkBeneficiary(bene) // the controller resumes it in this round
 		s.wakeForPromotion(j)
 	case evWake:
 		if !s.wakeMatters(e) {

@@ -158,7 +158,15 @@ func (s *simulator) apply(a engine.Action) error {
 			s.dequeue(ji)
 			s.setState(ji, held)
 		}
+		if a.Reason.Rule == engine.RuleDraining {
+			// Held while its victims checkpoint: it resumes as the last
+			// of them stops, as the controller resumes it.
+			j.parked = true
+		}
 	case engine.Resume:
+		if j.state == held && s.parkBeneficiary(ji) {
+			return nil
+		}
 		if j.state == held {
 			s.setState(ji, queued)
 			s.enqueue(ji)
@@ -244,4 +252,37 @@ func (s *simulator) setPriority(ji int32, p int) {
 		s.prioRun[p]++
 	}
 	j.priority = p
+}
+
+// parkBeneficiary keeps a job the engine resumes out of Nomad's queue
+// while victims still drain for it, as the controller does
+// (beneficiaryDraining): released now, Nomad would place it on the first
+// GPUs anyone frees, which may be GPUs freed for other work. It joins the
+// queue when its last victim stops (unparkBeneficiary).
+func (s *simulator) parkBeneficiary(ji int32) bool {
+	s.jobs[ji].parked = s.victimsDraining(ji)
+	return s.jobs[ji].parked
+}
+
+// unparkBeneficiary queues a parked job once no victim drains for it.
+func (s *simulator) unparkBeneficiary(ji int32) {
+	if ji < 0 || !s.jobs[ji].parked || s.victimsDraining(ji) {
+		return
+	}
+	j := &s.jobs[ji]
+	j.parked = false
+	if j.state == held {
+		s.setState(ji, queued)
+		s.enqueue(ji)
+	}
+}
+
+// victimsDraining reports whether some job drains for ji.
+func (s *simulator) victimsDraining(ji int32) bool {
+	for _, ai := range s.active {
+		if a := &s.jobs[ai]; a.state == draining && a.drainFor == ji {
+			return true
+		}
+	}
+	return false
 }

@@ -28,7 +28,7 @@ func TestCapCountsThisPlan(t *testing.T) {
 		},
 	}
 	got := kinds(e.Plan(s, t0))
-	if want := []string{"preempt ml/bounced", "hold ml/nb2"}; !slices.Equal(got, want) {
+	if want := []string{"preempt ml/bounced", "hold ml/nb1", "hold ml/nb2"}; !slices.Equal(got, want) {
 		t.Fatalf("got %q, want %q", got, want)
 	}
 }

@@ -265,6 +265,16 @@ func (st *state) serve(p pending, failed failures) {
 		st.explainer.add(decision{kind: decideResume, b: *b, count: placed, use: st.tenants[b.tenant].use,
 			preempted: len(victims) > 0})
 	}
+	if placed > 0 && !d.Held {
+		if grace := st.drainFor(b, victims); grace > 0 {
+			// Nomad would place it on the first GPUs anyone frees
+			// while its victims checkpoint, GPUs freed for other work
+			// among them: it waits held, and resumes as they stop.
+			why := st.drainingReason(b, victims, grace)
+			st.explainer.add(decision{kind: decideHold, b: *b, count: placed, why: why})
+			st.wait(d, placed, why)
+		}
+	}
 	if placed < d.Count {
 		if !d.Held {
 			st.explainer.add(decision{kind: decideHold, b: *b, count: d.Count - placed, why: why})

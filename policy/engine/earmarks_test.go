@@ -146,3 +146,53 @@ func TestEarmarksBesideVictims(t *testing.T) {
 		t.Errorf("earmarks %v, want %v\n%s", plan.Earmarks, want, strings.Join(lines, "\n"))
 	}
 }
+
+// A beneficiary Nomad has queued (not held) would be placed on the first
+// GPUs anyone frees while its victims checkpoint, GPUs freed for other work
+// among them: it waits held (RuleDraining) and resumes as they stop. Work
+// whose victims stop at once (an urgent tier's preempt_grace "0s", a victim
+// that takes no checkpoint signal) is not held.
+func TestBeneficiaryHeldWhileVictimsCheckpoint(t *testing.T) {
+	tests := []struct {
+		name        string
+		tier        string // of the beneficiary, in tenant prod
+		noSignal    bool   // the victim opts out of checkpoints
+		wantActions []string
+		wantReason  string
+	}{
+		{"victims checkpoint: held until they stop", "interactive", false,
+			[]string{"preempt ml/train", "hold prod/serve"},
+			"GPUs are being freed for it: 4 GPUs of ml/train checkpoint for up to 2m; held until they stop, so that no other work takes them"},
+		{"preempt_grace 0s: not held", "inference", false, []string{"preempt ml/train"}, ""},
+		{"a victim without checkpoints: not held", "interactive", true, []string{"preempt ml/train"}, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHarness(t, urgentPolicy(nil))
+			h.node("n1", "default", 4)
+			h.submit("ml", "train", "training", 4, 1)
+			if tt.noSignal {
+				h.find("ml", "train").job.Checkpoint = "none"
+				for i := range h.allocs {
+					h.allocs[i].Job.Checkpoint = "none"
+				}
+			}
+			h.advance(time.Hour)
+			h.submit("prod", "serve", tt.tier, 4, 1)
+			plan := h.step()
+			h.expect("actions", kinds(plan), tt.wantActions)
+			if tt.wantReason == "" {
+				return
+			}
+			hold := plan.Actions[1]
+			if hold.Reason.Rule != RuleDraining || hold.Reason.Message != tt.wantReason || hold.Count != 1 {
+				t.Fatalf("hold %s: rule %s, count %d, message %q; want %s, 1, %q", hold, hold.Reason.Rule, hold.Count,
+					hold.Reason.Message, RuleDraining, tt.wantReason)
+			}
+			w := plan.Waiting
+			if len(w) != 1 || w[0].Job != (JobRef{"prod", "serve"}) || w[0].Reason != hold.Reason {
+				t.Fatalf("waiting %v: want prod/serve with the hold's reason", w)
+			}
+		})
+	}
+}

@@ -20,7 +20,7 @@ func TestExamplePolicy(t *testing.T) {
 	h.advance(time.Hour)
 	h.submit("product", "notebook", "interactive", 4, 1)
 	plan := h.step()
-	h.expect("actions", kinds(plan), []string{"preempt research/train"})
+	h.expect("actions", kinds(plan), []string{"preempt research/train", "hold product/notebook"})
 	a := plan.Actions[0]
 	if a.Reason.Rule != RuleReclaim {
 		t.Fatalf("%s: want a reclaim by product (reserve %d)", a, p.Tenants["product"].Reserve)

@@ -37,3 +37,21 @@ func (st *state) graceNote(b *bene, job *Job, grace, usual time.Duration) string
 	m.s("; grace ").dur(grace).s(" (not ").dur(usual).s("): ", tier, " work waits no longer for a checkpoint")
 	return string(m.b)
 }
+
+// drainFor is how long the victims chosen for b take to stop: the longest
+// grace among them (0 when all stop at once: idle work, jobs that take no
+// checkpoint signal, victims of an urgent tier).
+func (st *state) drainFor(b *bene, vs []victim) time.Duration {
+	longest := time.Duration(0)
+	for _, v := range vs {
+		if v.rule == RuleIdle {
+			continue // released at once, without a grace
+		}
+		u := &st.units[v.ui]
+		grace, _ := st.victimGrace(b, u, v.rule)
+		if _, g := st.checkpoint(st.jobOf(u), grace); g > longest {
+			longest = g
+		}
+	}
+	return longest
+}

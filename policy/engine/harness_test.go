@@ -250,6 +250,11 @@ func (h *harness) apply(a Action) {
 			j.done = true
 		}
 	case Hold:
+		if a.Reason.Rule == RuleDraining {
+			// Held while its victims checkpoint, resumed as they stop:
+			// here they stopped at once (a step covers their grace).
+			break
+		}
 		j.queued -= a.Count
 		j.held += a.Count
 	case Resume:

@@ -39,6 +39,7 @@ const (
 	RuleReserve    Rule = "reserve"  // non-preemptible work runs only within its tenant's reserve
 	RuleCapacity   Rule = "capacity" // not enough GPUs and nothing may be preempted
 	RuleAdmit      Rule = "admit"    // capacity and limits allow held work to run
+	RuleDraining   Rule = "draining" // waits, held, while victims checkpoint for it
 	RulePromoteRun Rule = "promote-preemptions"
 	RulePromoteAge Rule = "promote-wait"
 	RuleTier       Rule = "tier"

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 )
@@ -135,6 +136,41 @@ func gpuCount(n int) string {
 		return "1 GPU"
 	}
 	return fmt.Sprintf("%d GPUs", n)
+}
+
+// drainingReason explains why waiting work that preempted is held while
+// its victims checkpoint: "GPUs are being freed for it: 4 GPUs of
+// research/train checkpoint for 2m; held until they stop, so that no other
+// work takes them".
+func (st *state) drainingReason(b *bene, vs []victim, grace time.Duration) Reason {
+	gpus := 0
+	for _, v := range vs {
+		gpus += st.units[v.ui].gpus
+	}
+	var m msg
+	m.start("GPUs are being freed for it: ").gpus(gpus).s(" of ")
+	first := st.jobOf(&st.units[vs[0].ui]).Ref
+	m.s(first.String())
+	if others := st.otherJobs(vs, first); others > 0 {
+		m.s(" and ").n(others).s(" more job")
+		if others > 1 {
+			m.s("s")
+		}
+	}
+	m.s(" checkpoint for up to ").dur(grace).s("; held until they stop, so that no other work takes them")
+	return m.reason(RuleDraining)
+}
+
+// otherJobs counts the jobs among vs other than first.
+func (st *state) otherJobs(vs []victim, first JobRef) int {
+	var seen []JobRef
+	for _, v := range vs {
+		r := st.jobOf(&st.units[v.ui]).Ref
+		if r != first && !slices.Contains(seen, r) {
+			seen = append(seen, r)
+		}
+	}
+	return len(seen)
 }
 
 // admitReason explains a resume; use is the tenant's GPUs with it.

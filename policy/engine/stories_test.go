@@ -102,7 +102,7 @@ func clearMLStory(t *testing.T, order policy.ResumeOrder) *harness {
 	h.advance(20 * time.Minute)
 	h.submit("devops", "d1", "training", 3, 1)
 	plan = h.step()
-	h.expect("actions", kinds(plan), []string{"preempt rnd/r3"})
+	h.expect("actions", kinds(plan), []string{"preempt rnd/r3", "hold devops/d1"})
 	a := plan.Actions[0]
 	if a.Reason.Rule != RuleReclaim || a.For == nil || a.For.String() != "devops/d1" {
 		t.Fatalf("preemption %s: want a reclaim for devops/d1", a)
@@ -122,7 +122,7 @@ func clearMLStory(t *testing.T, order policy.ResumeOrder) *harness {
 	h.advance(time.Minute)
 	h.submit("devops", "d2", "training", 2, 1)
 	plan = h.step()
-	h.expect("actions", kinds(plan), []string{"preempt rnd/r2"})
+	h.expect("actions", kinds(plan), []string{"preempt rnd/r2", "hold devops/d2"})
 	mustContain(t, plan.Actions[0].Reason.Message, "tenant rnd holds 6 GPUs, reserve 5: reclaiming 3 for devops/d2/main (tenant devops holds 3, reserve 5)")
 	h.expect("running", h.running(), []string{"devops/d1×1", "devops/d2×1", "rnd/r1×1"})
 	h.expect("held", h.heldJobs(), []string{"rnd/r2×1", "rnd/r3×1", "rnd/r4×1", "rnd/r5×1"})
@@ -147,7 +147,7 @@ func runAIOverQuota(t *testing.T) {
 	h.advance(time.Hour)
 	h.submit("project-b", "notebook", "interactive", 4, 1)
 	plan := h.step()
-	h.expect("actions", kinds(plan), []string{"preempt project-a/train"})
+	h.expect("actions", kinds(plan), []string{"preempt project-a/train", "hold project-b/notebook"})
 	mustContain(t, plan.Actions[0].Reason.Message, "tenant project-a holds 8 GPUs, reserve 4: reclaiming 8 for project-b/notebook/main")
 	h.expect("running", h.running(), []string{"project-b/notebook×1"})
 	h.expect("held", h.heldJobs(), []string{"project-a/train×1"})
@@ -177,7 +177,7 @@ func determinedPartialPreemption(t *testing.T) {
 	h.advance(time.Hour)
 	h.submit("ml", "urgent", "interactive", 4, 1)
 	plan := h.step()
-	h.expect("actions", kinds(plan), []string{"preempt ml/experiment"})
+	h.expect("actions", kinds(plan), []string{"preempt ml/experiment", "hold ml/urgent"})
 	if a := plan.Actions[0]; len(a.Allocs) != 4 || a.GPUs != 4 || a.Reason.Rule != RulePriority {
 		t.Fatalf("preemption %s: want exactly 4 one-GPU trials, by priority", a)
 	}
@@ -302,11 +302,11 @@ func qosMinRuntime(t *testing.T) {
 	h.advance(2 * time.Minute)
 	h.submit("ml", "notebook", "interactive", 2, 1)
 	plan := h.step()
-	h.expect("the old job goes, though the young one started last", kinds(plan), []string{"preempt ml/old"})
+	h.expect("the old job goes, though the young one started last", kinds(plan), []string{"preempt ml/old", "hold ml/notebook"})
 
 	h.submit("ml", "big", "interactive", 2, 1) // only the young one is left
 	plan = h.step()
-	h.expect("nothing else frees enough", kinds(plan), []string{"preempt ml/young"})
+	h.expect("nothing else frees enough", kinds(plan), []string{"preempt ml/young", "hold ml/big"})
 }
 
 func qosEvictionCap(t *testing.T) {
@@ -319,7 +319,7 @@ func qosEvictionCap(t *testing.T) {
 	h.advance(15 * time.Minute)
 	h.submit("ml", "notebook", "interactive", 1, 1)
 	plan := h.step()
-	h.expect("the capped job is spared though it started last", kinds(plan), []string{"preempt ml/steady"})
+	h.expect("the capped job is spared though it started last", kinds(plan), []string{"preempt ml/steady", "hold ml/notebook"})
 
 	h.advance(10 * time.Minute)
 	h.submit("ml", "notebook2", "interactive", 1, 1)
@@ -341,7 +341,7 @@ func qosPromoteAfterPreemptions(t *testing.T) {
 	plan := h.step()
 	// Promoted above its tier, it outranks the runner; the runner is
 	// younger than min_runtime, but nothing else frees a GPU.
-	h.expect("promoted, then preempting", kinds(plan), []string{"promote ml/victim", "preempt ml/runner"})
+	h.expect("promoted, then preempting", kinds(plan), []string{"promote ml/victim", "preempt ml/runner", "hold ml/victim"})
 	a := plan.Actions[0]
 	if a.Priority != 50 || a.Reason.Rule != RulePromoteRun {
 		t.Fatalf("promotion %s: want priority 50 for 3 preemptions", a)
@@ -376,13 +376,13 @@ func qosGangs(t *testing.T) {
 	h.advance(time.Hour)
 	h.submit("ml", "notebook", "interactive", 2, 1)
 	plan := h.step()
-	h.expect("the newer gang is spared: preempting a member would take it all", kinds(plan), []string{"preempt ml/single"})
+	h.expect("the newer gang is spared: preempting a member would take it all", kinds(plan), []string{"preempt ml/single", "hold ml/notebook"})
 
 	h.submit("ml", "notebook2", "interactive", 2, 1)
 	plan = h.step()
 	// Taking the gang frees 4 GPUs for a 2-GPU job: the other 2 go to the
 	// job held earlier.
-	h.expect("only the gang is left", kinds(plan), []string{"preempt ml/gang", "resume ml/single"})
+	h.expect("only the gang is left", kinds(plan), []string{"preempt ml/gang", "hold ml/notebook2", "resume ml/single"})
 	if a := plan.Actions[0]; len(a.Allocs) != 2 || a.GPUs != 4 {
 		t.Fatalf("gang preemption %s: want both members, 4 GPUs", a)
 	}
@@ -419,7 +419,7 @@ func tierSpoofing(t *testing.T) {
 	h.advance(time.Hour)
 	h.submit("product", "notebook", "interactive", 4, 1)
 	plan = h.step()
-	h.expect("the spoofed job is preemptible", kinds(plan), []string{"preempt research/serve"})
+	h.expect("the spoofed job is preemptible", kinds(plan), []string{"preempt research/serve", "hold product/notebook"})
 	mustContain(t, plan.Actions[0].Reason.Message,
 		"tenant research holds 8 GPUs, reserve 4: reclaiming 8 for product/notebook/main (tenant product holds 0, reserve 4)")
 	h.expect("running", h.running(), []string{"product/notebook×1"})
@@ -477,7 +477,7 @@ func nonPreemptiblePlacedBeyondReserve(t *testing.T) {
 	h.advance(time.Hour)
 	h.submit("research", "train", "training", 4, 1)
 	plan := h.step()
-	h.expect("actions", kinds(plan), []string{"preempt product/serve-b"})
+	h.expect("actions", kinds(plan), []string{"preempt product/serve-b", "hold research/train"})
 	a := plan.Actions[0]
 	if a.Reason.Rule != RuleReclaim || a.GPUs != 2 || a.Signal != "SIGUSR1" {
 		t.Fatalf("preemption %s: want a reclaim of serve-b's 2 GPUs with the checkpoint signal", a)
@@ -518,9 +518,11 @@ func urgentInferencePreemptsAtOnce(t *testing.T) {
 		wantSig   string
 		wantGrace time.Duration
 		wantNote  string
+		wantHold  []string
 	}{
-		{"inference: at once", "inference", "prod", "", 0, "; grace 0s: inference work waits for no checkpoint"},
-		{"interactive: usual grace", "interactive", "ml", "SIGUSR1", 2 * time.Minute, ""},
+		{"inference: at once", "inference", "prod", "", 0, "; grace 0s: inference work waits for no checkpoint", nil},
+		// Work that waits for a checkpoint waits held (RuleDraining).
+		{"interactive: usual grace", "interactive", "ml", "SIGUSR1", 2 * time.Minute, "", []string{"hold ml/serve"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -530,7 +532,7 @@ func urgentInferencePreemptsAtOnce(t *testing.T) {
 			h.advance(time.Hour)
 			h.submit(tt.ns, "serve", tt.tier, 4, 1)
 			plan := h.step()
-			h.expect("actions", kinds(plan), []string{"preempt ml/train"})
+			h.expect("actions", kinds(plan), append([]string{"preempt ml/train"}, tt.wantHold...))
 			a := plan.Actions[0]
 			if a.Signal != tt.wantSig || a.Grace != tt.wantGrace || a.For == nil || a.For.ID != "serve" {
 				t.Fatalf("preemption %s: want signal %q, grace %v, for serve", a, tt.wantSig, tt.wantGrace)
@@ -568,7 +570,7 @@ func urgentShortensPoolGrace(t *testing.T) {
 			h.advance(time.Hour)
 			h.submit("prod", "serve", "inference", 4, 1, inPool("serving"))
 			plan := h.step()
-			h.expect("actions", kinds(plan), []string{"preempt ml/best-effort"})
+			h.expect("actions", kinds(plan), []string{"preempt ml/best-effort", "hold prod/serve"})
 			a := plan.Actions[0]
 			if a.Reason.Rule != RuleBackfill || a.Grace != tt.wantGrace || a.Signal != "SIGUSR1" {
 				t.Fatalf("preemption %s: want backfill with SIGUSR1 and grace %v", a, tt.wantGrace)
@@ -646,7 +648,7 @@ func freshestCheckpointFirst(t *testing.T) {
 			}
 			h.submit("ml", "notebook", "interactive", 4, 1)
 			plan := h.step()
-			h.expect("actions", kinds(plan), []string{tt.want})
+			h.expect("actions", kinds(plan), []string{tt.want, "hold ml/notebook"})
 		})
 	}
 }
@@ -665,5 +667,5 @@ func staleCheckpointIgnored(t *testing.T) {
 	h.advance(30 * time.Minute)
 	h.submit("ml", "notebook", "interactive", 4, 1)
 	plan := h.step()
-	h.expect("the newest goes, as without checkpoints", kinds(plan), []string{"preempt ml/new"})
+	h.expect("the newest goes, as without checkpoints", kinds(plan), []string{"preempt ml/new", "hold ml/notebook"})
 }
