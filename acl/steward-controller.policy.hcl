@@ -24,10 +24,13 @@
 # Steward's own namespace: nobody but the controller (and operators) may
 # write here, which is what makes its state trustworthy.
 namespace "steward" {
-  # read-job: only so that the start-up check that this namespace exists
-  # (GET /v1/namespace/steward) is allowed; Nomad answers it for a token with
-  # any capability in the namespace. It reads no job here and acts on none.
-  capabilities = ["read-job"]
+  # list-jobs, read-job: Steward's own placeholder jobs (steward-hold-*),
+  # which hold free GPUs for work that preempted while its victims
+  # checkpoint; the start-up check that this namespace exists
+  # (GET /v1/namespace/steward) needs any capability here.
+  # submit-job: register and purge those placeholders. Steward submits no
+  # other job here; tenants must have no rule in this namespace.
+  capabilities = ["list-jobs", "read-job", "submit-job"]
 
   variables {
     # steward/jobs/<ns>/<job>: every job's state (held groups, preemptions,

@@ -106,7 +106,7 @@ func New(cfg Config, client *api.Client, log hclog.Logger) (*Controller, error) 
 	ls := newLease()
 	c := &Controller{
 		cfg: cfg, log: log, client: client, nomad: fencedNomad{Nomad: NewNomad(client), lease: ls}, lease: ls,
-		obs: newObserver(client), now: time.Now, crashAt: os.Getenv(CrashAtEnv),
+		obs: newObserver(client, cfg.StateNamespace), now: time.Now, crashAt: os.Getenv(CrashAtEnv),
 		pol: p, eng: engine.New(p), trigger: make(chan struct{}, 1),
 		usage: newUsageStore(), metrics: newMetrics(),
 	}
@@ -550,6 +550,7 @@ func (c *Controller) reconcile(ctx context.Context) (time.Time, error) {
 	}
 	if !c.cfg.DryRun {
 		c.holdUnadmitted(ctx, r)
+		c.syncPlaceholders(ctx, r)
 		c.flush(ctx, r)
 		c.writeRecords(ctx, r, pol)
 	}

@@ -23,6 +23,10 @@ type Mark struct {
 	For   string    `json:"for"` // namespace/job
 	Group string    `json:"group,omitempty"`
 	Until time.Time `json:"until"`
+	// Beside: free GPUs the preemption counted on beside its victims',
+	// which a placeholder holds (placeholder.go); else GPUs a victim gave
+	// back.
+	Beside bool `json:"beside,omitempty"`
 }
 
 // markTTL is how long GPUs given back stay a beneficiary's: the round
@@ -51,7 +55,7 @@ func (r *round) markBeside(st *JobState, a engine.Action) {
 	for _, m := range r.plan.Earmarks {
 		if m.For == *a.For {
 			st.Marks = append(st.Marks, Mark{Node: m.NodeID, GPUs: m.GPUs, For: m.For.String(), Group: m.ForGroup,
-				Until: r.now.Add(a.Grace + signalDelay + markTTL)})
+				Until: r.now.Add(a.Grace + signalDelay + markTTL), Beside: true})
 		}
 	}
 }

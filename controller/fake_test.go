@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/nomad/api"
 
 	"github.com/gpu-steward/steward/policy"
 	"github.com/gpu-steward/steward/policy/engine"
@@ -51,6 +52,12 @@ func (f *fakeNomad) JobExists(_ context.Context, ns, job string) (bool, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return !f.purged[ns+"/"+job], nil
+}
+func (f *fakeNomad) RegisterJob(_ context.Context, job *api.Job) error {
+	return f.record(fmt.Sprintf("register %s/%s", *job.Namespace, *job.ID))
+}
+func (f *fakeNomad) PurgeJob(_ context.Context, ns, job string) error {
+	return f.record(fmt.Sprintf("purge %s/%s", ns, job))
 }
 func (f *fakeNomad) StopAlloc(_ context.Context, ns, alloc string) error {
 	return f.record(fmt.Sprintf("stop %s %s", ns, alloc))

@@ -3,6 +3,8 @@ package controller
 import (
 	"context"
 	"fmt"
+
+	"github.com/hashicorp/nomad/api"
 )
 
 // fencedNomad refuses every write once the leader's lease has expired
@@ -26,6 +28,20 @@ func (f fencedNomad) Signal(ctx context.Context, ns, allocID, task, signal strin
 		return err
 	}
 	return f.Nomad.Signal(ctx, ns, allocID, task, signal)
+}
+
+func (f fencedNomad) RegisterJob(ctx context.Context, job *api.Job) error {
+	if err := f.fence("register job " + deref(job.ID)); err != nil {
+		return err
+	}
+	return f.Nomad.RegisterJob(ctx, job)
+}
+
+func (f fencedNomad) PurgeJob(ctx context.Context, ns, jobID string) error {
+	if err := f.fence("purge job " + jobID); err != nil {
+		return err
+	}
+	return f.Nomad.PurgeJob(ctx, ns, jobID)
 }
 
 func (f fencedNomad) StopAlloc(ctx context.Context, ns, allocID string) error {

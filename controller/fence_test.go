@@ -5,6 +5,8 @@ import (
 	"errors"
 	"testing"
 	"time"
+
+	"github.com/hashicorp/nomad/api"
 )
 
 // TestFencedWrites: a leader whose lease has expired (paused past its
@@ -25,6 +27,10 @@ func TestFencedWrites(t *testing.T) {
 		{"priority", func() error { return n.SetPriority(ctx, "ml", "train", 40, "r", 0) }},
 		{"put", func() error { _, err := n.PutVar(ctx, "ml", "p", map[string]string{"k": "v"}, false, 0); return err }},
 		{"delete", func() error { return n.DeleteVar(ctx, "ml", "p", 0) }},
+		{"register", func() error {
+			return n.RegisterJob(ctx, &api.Job{ID: ptr("steward-hold-1"), Namespace: ptr("steward")})
+		}},
+		{"purge", func() error { return n.PurgeJob(ctx, "steward", "steward-hold-1") }},
 	}
 	steps := []struct {
 		name      string

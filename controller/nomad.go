@@ -39,6 +39,11 @@ type Nomad interface {
 	// ListVars lists variable paths under a prefix in a namespace ("*":
 	// every namespace the token may read).
 	ListVars(ctx context.Context, namespace, prefix string) ([]VarRef, error)
+	// RegisterJob registers (or updates) one of Steward's own jobs: a
+	// placeholder (placeholder.go).
+	RegisterJob(ctx context.Context, job *api.Job) error
+	// PurgeJob stops and purges one of Steward's own jobs.
+	PurgeJob(ctx context.Context, namespace, jobID string) error
 }
 
 // VarRef names a variable.
@@ -139,6 +144,19 @@ func (n *nomadClient) registerCount(ctx context.Context, ns, jobID, group string
 		return 0, fmt.Errorf("register with count %d: %w", count, err)
 	}
 	return resp.JobModifyIndex, nil
+}
+
+func (n *nomadClient) RegisterJob(ctx context.Context, job *api.Job) error {
+	_, _, err := n.c.Jobs().Register(job, wq(ctx, deref(job.Namespace)))
+	return needs(err, "submit-job", "register job %s/%s", deref(job.Namespace), deref(job.ID))
+}
+
+func (n *nomadClient) PurgeJob(ctx context.Context, ns, jobID string) error {
+	_, _, err := n.c.Jobs().Deregister(jobID, true, wq(ctx, ns))
+	if isNotFound(err) {
+		return nil // gone already
+	}
+	return needs(err, "submit-job", "purge job %s/%s", ns, jobID)
 }
 
 func (n *nomadClient) SetPriority(ctx context.Context, ns, jobID string, priority int, reason string, index uint64) error {

@@ -26,6 +26,11 @@ type Observation struct {
 	// earlier observation was blocked (zero when none is new): the start
 	// of the decision latency.
 	NewPressure time.Time
+	// Placeholders are Steward's own jobs holding free GPUs for
+	// beneficiaries (placeholder.go), by job ID. They and their
+	// allocations are in no other field: to the engine their GPUs are
+	// free, and marked for the work they hold them for.
+	Placeholders map[string]Placeholder
 }
 
 // ObservedNode is a ready, eligible client and its healthy GPUs.
@@ -34,6 +39,7 @@ type ObservedNode struct {
 	Name     string
 	NodePool string
 	GPUs     int
+	Drivers  []string // detected and healthy task drivers
 }
 
 // ObservedJob is the part of a Nomad job the controller needs.
@@ -95,13 +101,16 @@ func (k jobKey) String() string { return k.Namespace + "/" + k.ID }
 // the list endpoint says when a job changed, so only changed jobs cost a
 // second request.
 type observer struct {
-	c       *api.Client
-	jobs    map[jobKey]*ObservedJob
-	blocked map[string]bool // blocked evaluations already seen
+	c *api.Client
+	// placeholders is the namespace of Steward's placeholder jobs
+	// (Config.StateNamespace).
+	placeholders string
+	jobs         map[jobKey]*ObservedJob
+	blocked      map[string]bool // blocked evaluations already seen
 }
 
-func newObserver(c *api.Client) *observer {
-	return &observer{c: c, jobs: map[jobKey]*ObservedJob{}, blocked: map[string]bool{}}
+func newObserver(c *api.Client, placeholders string) *observer {
+	return &observer{c: c, placeholders: placeholders, jobs: map[jobKey]*ObservedJob{}, blocked: map[string]bool{}}
 }
 
 func allNS(ctx context.Context) *api.QueryOptions {
@@ -110,7 +119,11 @@ func allNS(ctx context.Context) *api.QueryOptions {
 
 // observe reads nodes, jobs, allocations and blocked evaluations.
 func (o *observer) observe(ctx context.Context, now time.Time) (*Observation, error) {
-	obs := &Observation{At: now, Jobs: map[jobKey]*ObservedJob{}, Queued: map[jobKey]map[string]QueuedGroup{}}
+	obs := &Observation{At: now, Jobs: map[jobKey]*ObservedJob{}, Queued: map[jobKey]map[string]QueuedGroup{},
+		Placeholders: map[string]Placeholder{}}
+	isPlaceholder := func(ns, id string) bool {
+		return ns == o.placeholders && strings.HasPrefix(id, placeholderPrefix)
+	}
 
 	q := (&api.QueryOptions{Params: map[string]string{"resources": "true"}}).WithContext(ctx)
 	nodes, _, err := o.c.Nodes().List(q)
@@ -135,7 +148,14 @@ func (o *observer) observe(ctx context.Context, now time.Time) (*Observation, er
 			}
 		}
 		if gpus > 0 {
-			obs.Nodes = append(obs.Nodes, ObservedNode{ID: n.ID, Name: n.Name, NodePool: n.NodePool, GPUs: gpus})
+			var drivers []string
+			for name, d := range n.Drivers {
+				if d != nil && d.Detected && d.Healthy {
+					drivers = append(drivers, name)
+				}
+			}
+			sort.Strings(drivers)
+			obs.Nodes = append(obs.Nodes, ObservedNode{ID: n.ID, Name: n.Name, NodePool: n.NodePool, GPUs: gpus, Drivers: drivers})
 		}
 	}
 
@@ -146,6 +166,12 @@ func (o *observer) observe(ctx context.Context, now time.Time) (*Observation, er
 	seen := map[jobKey]bool{}
 	for _, s := range stubs {
 		if s.Type == api.JobTypeSystem || s.Type == api.JobTypeSysbatch || s.ParentID != "" && s.Periodic {
+			continue
+		}
+		if isPlaceholder(s.Namespace, s.ID) {
+			if !s.Stop {
+				obs.Placeholders[s.ID] = Placeholder{ID: s.ID}
+			}
 			continue
 		}
 		k := jobKey{s.Namespace, s.ID}
@@ -181,6 +207,13 @@ func (o *observer) observe(ctx context.Context, now time.Time) (*Observation, er
 	}
 	for _, a := range allocs {
 		oa := toObservedAlloc(a)
+		if isPlaceholder(oa.Namespace, oa.JobID) {
+			if p, ok := obs.Placeholders[oa.JobID]; ok {
+				p.Node, p.GPUs = oa.NodeID, len(oa.GPUIDs)
+				obs.Placeholders[oa.JobID] = p
+			}
+			continue
+		}
 		if len(oa.GPUIDs) > 0 {
 			obs.Allocs = append(obs.Allocs, oa)
 		}
@@ -195,6 +228,9 @@ func (o *observer) observe(ctx context.Context, now time.Time) (*Observation, er
 	}
 	seenEvals := map[string]bool{}
 	for _, ev := range evals {
+		if isPlaceholder(ev.Namespace, ev.JobID) {
+			continue // Steward's own: no work waits there
+		}
 		seenEvals[ev.ID] = true
 		if !o.blocked[ev.ID] {
 			at := time.Unix(0, ev.ModifyTime)

@@ -61,12 +61,9 @@ func TestControllerWithACLs(t *testing.T) {
 	for _, w := range noWrite {
 		wantForbidden(t, "the controller's token writes "+w.name, putVar(as, w.ns, w.path, map[string]string{"k": "v"}))
 	}
-	steward := &api.Job{ID: ptr("intruder"), Namespace: ptr("steward"), Type: ptr("batch"), Datacenters: []string{"*"},
-		TaskGroups: []*api.TaskGroup{{Name: ptr("g"), Tasks: []*api.Task{{Name: "t", Driver: "raw_exec",
-			Config: map[string]any{"command": "/bin/true"}}}}}}
-	if _, _, err := as.Jobs().Register(steward, nil); !forbidden(err) {
-		t.Errorf("the controller's token registers a job in namespace steward: %v, want 403", err)
-	}
+	// The token may register jobs in namespace steward: its placeholders
+	// (submit-job, which Nomad cannot limit to some job IDs), as it may in
+	// tenant namespaces (docs/controller.md, ACLs).
 
 	// Without scale-job (or submit-job, which Nomad also accepts for
 	// scaling) the controller cannot hold work, and says what it lacks.

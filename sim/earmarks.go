@@ -22,6 +22,10 @@ type simMark struct {
 	gpus  int
 	bene  int32
 	until time.Duration
+	// placeholder: free GPUs a preemption counted on beside its
+	// victims', which the controller holds with a placeholder job while
+	// the beneficiary is held: Nomad places nothing else there.
+	placeholder bool
 }
 
 // drainFor is the beneficiary a draining job frees its GPUs for.
@@ -57,7 +61,7 @@ func (s *simulator) keepMarks(marks []engine.Earmark) {
 		bi, known := s.byRef[m.For]
 		n, onNode := s.cl.nodeIdx[m.NodeID]
 		if known && onNode {
-			s.marks = append(s.marks, simMark{node: n, gpus: m.GPUs, bene: bi, until: until})
+			s.marks = append(s.marks, simMark{node: n, gpus: m.GPUs, bene: bi, until: until, placeholder: true})
 		}
 	}
 }
@@ -75,4 +79,25 @@ func (s *simulator) earmarks(out []engine.Earmark) []engine.Earmark {
 	}
 	s.marks = live
 	return out
+}
+
+// placeholderRoom is the free GPUs Nomad may place on, per node, in room:
+// the cluster's, less those placeholders hold for beneficiaries still
+// held (the controller purges a placeholder in the round that resumes its
+// beneficiary). It returns nil when no placeholder holds any.
+func (s *simulator) placeholderRoom(room []int) []int {
+	some := false
+	for _, m := range s.marks {
+		if m.placeholder && s.now < m.until && s.jobs[m.bene].state == held {
+			if !some {
+				copy(room, s.cl.free)
+				some = true
+			}
+			room[m.node] = max(0, room[m.node]-m.gpus)
+		}
+	}
+	if !some {
+		return nil
+	}
+	return room
 }

@@ -7,6 +7,10 @@ func (s *simulator) placeQueued() {
 	if len(s.queue) == 0 {
 		return
 	}
+	var room []int // nil: every free GPU is Nomad's to place on
+	if s.kind == Steward && len(s.marks) > 0 {
+		room = s.placeholderRoom(s.room)
+	}
 	kept := s.queue[:0]
 	for i, ji := range s.queue {
 		if s.cl.totalFree == 0 {
@@ -14,11 +18,41 @@ func (s *simulator) placeQueued() {
 			break
 		}
 		spec := s.jobs[ji].spec
-		if nodes, ok := s.cl.plan(spec.GPUs, spec.Allocs, s.scratch); ok {
+		nodes, ok := s.cl.plan(spec.GPUs, spec.Allocs, s.scratch)
+		if ok && room != nil {
+			nodes, ok = planOn(room, spec.GPUs, spec.Allocs)
+		}
+		if ok {
 			s.start(ji, nodes)
+			for _, n := range nodes {
+				if room != nil {
+					room[n] -= spec.GPUs
+				}
+			}
 			continue
 		}
 		kept = append(kept, ji)
 	}
 	s.queue = kept
+}
+
+// planOn places count allocations of g GPUs by best fit on the free GPUs
+// in room, all or nothing, without changing room.
+func planOn(room []int, g, count int) ([]int, bool) {
+	nodes := make([]int, 0, count)
+	for range count {
+		n := bestFit(room, g)
+		if n < 0 {
+			for _, m := range nodes {
+				room[m] += g
+			}
+			return nil, false
+		}
+		room[n] -= g
+		nodes = append(nodes, n)
+	}
+	for _, m := range nodes {
+		room[m] += g
+	}
+	return nodes, true
 }

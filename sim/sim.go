@@ -198,6 +198,7 @@ type simulator struct {
 	active   []int32 // running or draining
 	heldList []int32
 	scratch  []int
+	room     []int    // free GPUs Nomad may place on (placeholderRoom)
 	mark     []uint32 // per job, generation-stamped (strict's victim search)
 	markGen  uint32
 	prioRun  [policy.MaxPriority + 1]int // running jobs per priority
@@ -260,6 +261,7 @@ func newSimulator(jobs []Job, cfg Config, kind PolicyKind) (*simulator, error) {
 		cl:        newCluster(nodeGPUs),
 		jobs:      make([]simJob, len(jobs)),
 		scratch:   make([]int, len(nodeGPUs)),
+		room:      make([]int, len(nodeGPUs)),
 		mark:      make([]uint32, len(jobs)),
 		maxEvents: 1000*len(jobs) + 1000,
 	}

@@ -1,0 +1,217 @@
+package controller
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/hashicorp/nomad/api"
+
+	"github.com/gpu-steward/steward/policy/engine"
+)
+
+// Placeholders keep free GPUs for a beneficiary while its victims
+// checkpoint. A preemption often counts on free GPUs beside its victims'
+// (7 free and 1 preempted, for an 8-GPU job); the engine sets them aside
+// (marks), but Nomad does not know: during the grace it places any job
+// that fits there, a new one or one Steward resumed for other GPUs (its
+// binpacking prefers the fullest node, which is this one), and when the
+// victims stop the beneficiary no longer fits. Nomad CE has no
+// reservations, so Steward holds those GPUs with a job of its own: one
+// allocation per node and beneficiary, pinned to the node, asking for the
+// GPUs and next to no CPU or memory, running a sleep. It lives in Steward's
+// namespace, which tenants cannot write, and is purged in the round that
+// resumes the beneficiary (the victims' GPUs and the placeholder's free up
+// together, and the beneficiary's evaluation is the one waiting for them)
+// or when the marks lapse. Its sleep ends by itself when the marks would
+// have lapsed, so a controller that dies for good strands no GPU.
+
+// placeholderPrefix starts every placeholder job's ID.
+const placeholderPrefix = "steward-hold-"
+
+// Placeholder is a placeholder job as observed: its node and GPUs.
+type Placeholder struct {
+	ID   string
+	Node string
+	GPUs int
+}
+
+// placeholderWant is a placeholder the marks call for.
+type placeholderWant struct {
+	id    string
+	node  ObservedNode
+	gpus  int
+	bene  engine.JobRef
+	group string
+	until time.Time
+}
+
+// placeholderID names the placeholder for a beneficiary's group on a node:
+// the same every round, so that a round (or a restarted controller) finds
+// the one an earlier round registered.
+func placeholderID(bene engine.JobRef, group, node string) string {
+	sum := sha256.Sum256([]byte(bene.String() + "/" + group + "@" + node))
+	return placeholderPrefix + hex.EncodeToString(sum[:6])
+}
+
+// wantedPlaceholders are the placeholders the states' marks call for now:
+// free GPUs a preemption counted on (Mark.Beside), not lapsed, for a
+// beneficiary Steward still holds and did not resume in this round.
+func (c *Controller) wantedPlaceholders(r *round) map[string]placeholderWant {
+	nodes := map[string]ObservedNode{}
+	for _, n := range r.obs.Nodes {
+		nodes[n.ID] = n
+	}
+	want := map[string]placeholderWant{}
+	for _, st := range c.states {
+		for _, m := range st.Marks {
+			if !m.Beside || !r.now.Before(m.Until) {
+				continue
+			}
+			ref, ok := parseJobRef(m.For)
+			node, known := nodes[m.Node]
+			if !ok || !known || placeholderDriver(node) == "" {
+				continue
+			}
+			k := jobKey{ref.Namespace, ref.ID}
+			if !c.stillHeld(k, m.Group) || r.resumed[k][m.Group] || (m.Group == "" && len(r.resumed[k]) > 0) {
+				continue
+			}
+			id := placeholderID(ref, m.Group, m.Node)
+			w := want[id]
+			w.id, w.node, w.bene, w.group = id, node, ref, m.Group
+			w.gpus = min(w.gpus+m.GPUs, node.GPUs)
+			w.until = later(w.until, m.Until)
+			want[id] = w
+		}
+	}
+	return want
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+// stillHeld reports whether Steward holds allocations of a job's group
+// ("": any group).
+func (c *Controller) stillHeld(k jobKey, group string) bool {
+	st := c.states[k]
+	if st == nil {
+		return false
+	}
+	for g, h := range st.Held {
+		if h != nil && h.Count > 0 && (group == "" || g == group) {
+			return true
+		}
+	}
+	return false
+}
+
+// syncPlaceholders registers the placeholders the marks call for and
+// purges the rest, after the round's actions (a resume in this round
+// purges its beneficiary's).
+func (c *Controller) syncPlaceholders(ctx context.Context, r *round) {
+	want := c.wantedPlaceholders(r)
+	ids := make([]string, 0, len(want))
+	for id := range want {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	for _, id := range ids {
+		w := want[id]
+		if _, ok := r.obs.Placeholders[id]; ok {
+			// Registered by an earlier round (placed or still pending):
+			// registering it again would only start a new version.
+			continue
+		}
+		job := c.placeholderJob(w, r.now)
+		if err := c.nomad.RegisterJob(ctx, job); err != nil {
+			c.log.Error("register placeholder", "job", id, "for", w.bene.String(), "node", w.node.Name, "error", err)
+			r.failed++
+			continue
+		}
+		c.log.Info("placeholder registered", "job", id, "for", w.bene.String(), "node", w.node.Name, "gpus", w.gpus,
+			"until", w.until.Format(time.RFC3339))
+	}
+	for _, id := range sortedIDs(r.obs.Placeholders) {
+		if _, ok := want[id]; ok {
+			continue
+		}
+		if err := c.nomad.PurgeJob(ctx, c.cfg.StateNamespace, id); err != nil {
+			c.log.Error("purge placeholder", "job", id, "error", err)
+			r.failed++
+			continue
+		}
+		c.log.Info("placeholder purged", "job", id)
+	}
+}
+
+func sortedIDs[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+// placeholderDriver is the task driver a placeholder runs under on a node:
+// Steward's own, else raw_exec; "" when the node has neither (no
+// placeholder there: the beneficiary takes its chances, as without them).
+func placeholderDriver(n ObservedNode) string {
+	for _, d := range []string{"steward-exec", "raw_exec"} {
+		if slices.Contains(n.Drivers, d) {
+			return d
+		}
+	}
+	return ""
+}
+
+// placeholderJob is the job that holds w's GPUs: pinned to the node, no
+// restarts or rescheduling, a sleep that ends when the marks would lapse.
+func (c *Controller) placeholderJob(w placeholderWant, now time.Time) *api.Job {
+	secs := int(w.until.Sub(now)/time.Second) + 1
+	driver := placeholderDriver(w.node)
+	task := &api.Task{
+		Name:   "hold",
+		Driver: driver,
+		Config: map[string]any{"command": "/bin/sleep", "args": []string{strconv.Itoa(secs)}},
+		Resources: &api.Resources{CPU: ptr(1), MemoryMB: ptr(10),
+			Devices: []*api.RequestedDevice{{Name: "gpu", Count: ptr(uint64(w.gpus))}}},
+		KillTimeout: ptr(time.Second),
+	}
+	if driver == "steward-exec" {
+		// A user of its own rather than a uid of the job's: each
+		// placeholder is a new job, and would use up job_user_ids.
+		task.User = "nobody"
+		task.Config["checkpoint_signal"] = "none"
+	}
+	pool := w.node.NodePool
+	if pool == "" {
+		pool = "default"
+	}
+	reason := fmt.Sprintf("holds %d free GPUs on node %s for %s while the work preempted for it checkpoints; purged when it resumes",
+		w.gpus, w.node.Name, w.bene)
+	return &api.Job{
+		ID: ptr(w.id), Name: ptr(w.id), Namespace: ptr(c.cfg.StateNamespace), Type: ptr(api.JobTypeBatch),
+		Datacenters: []string{"*"}, NodePool: ptr(pool),
+		Meta: map[string]string{"steward.placeholder_for": w.bene.String(), "steward.placeholder_group": w.group,
+			"steward.reason": reason},
+		Constraints: []*api.Constraint{{LTarget: "${node.unique.id}", Operand: "=", RTarget: w.node.ID}},
+		TaskGroups: []*api.TaskGroup{{
+			Name: ptr("hold"), Count: ptr(1),
+			RestartPolicy:    &api.RestartPolicy{Attempts: ptr(0), Mode: ptr("fail")},
+			ReschedulePolicy: &api.ReschedulePolicy{Attempts: ptr(0), Unlimited: ptr(false)},
+			Tasks:            []*api.Task{task},
+		}},
+	}
+}
+
+func ptr[T any](v T) *T { return &v }

@@ -1,0 +1,94 @@
+package controller
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/gpu-steward/steward/policy/engine"
+)
+
+// TestPlaceholders: a placeholder holds the free GPUs a preemption counted
+// on while its beneficiary is held, on a node with a driver to run it, and
+// is purged once the beneficiary is resumed or the marks lapse; GPUs a
+// victim gave back need none (the beneficiary resumes as they free up).
+func TestPlaceholders(t *testing.T) {
+	nb := engine.JobRef{Namespace: "ml", ID: "nb"}
+	id := placeholderID(nb, "work", "n1")
+	beside := Mark{Node: "n1", GPUs: 3, For: "ml/nb", Group: "work", Until: t0.Add(time.Minute), Beside: true}
+	tests := []struct {
+		name     string
+		marks    []Mark
+		held     bool // Steward holds ml/nb's group
+		resumed  bool // this round resumes it
+		drivers  []string
+		existing bool   // the placeholder is registered already (3 GPUs)
+		want     string // the call on the fake, "" for none
+	}{
+		{"free GPUs beside a victim: registered", []Mark{beside}, true, false, []string{"raw_exec"}, false, "register steward/" + id},
+		{"already there: nothing to do", []Mark{beside}, true, false, []string{"raw_exec"}, true, ""},
+		{"resumed in this round: purged", []Mark{beside}, true, true, []string{"raw_exec"}, true, "purge steward/" + id},
+		{"no longer held: purged", []Mark{beside}, false, false, []string{"raw_exec"}, true, "purge steward/" + id},
+		{"lapsed: purged", []Mark{{Node: "n1", GPUs: 3, For: "ml/nb", Group: "work", Until: t0, Beside: true}}, true, false,
+			[]string{"raw_exec"}, true, "purge steward/" + id},
+		{"GPUs a victim gave back: none", []Mark{{Node: "n1", GPUs: 1, For: "ml/nb", Group: "work", Until: t0.Add(time.Minute)}},
+			true, false, []string{"raw_exec"}, false, ""},
+		{"no driver to run it on the node: none", []Mark{beside}, true, false, []string{"docker"}, false, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFakeNomad()
+			c := testController(t, f)
+			c.state(jobKey{"ml", "train"}).Marks = tt.marks
+			if tt.held {
+				c.state(jobKey{"ml", "nb"}).hold("work", 1, 1, string(engine.RuleDraining), t0, 10)
+			}
+			r := roundWith(nil, nil)
+			r.obs.Nodes = []ObservedNode{{ID: "n1", Name: "gpu-1", GPUs: 4, Drivers: tt.drivers}}
+			r.obs.Placeholders = map[string]Placeholder{}
+			if tt.existing {
+				r.obs.Placeholders[id] = Placeholder{ID: id, Node: "n1", GPUs: 3}
+			}
+			if tt.resumed {
+				r.resumed[jobKey{"ml", "nb"}] = map[string]bool{"work": true}
+			}
+			c.syncPlaceholders(context.Background(), r)
+			var want []string
+			if tt.want != "" {
+				want = []string{tt.want}
+			}
+			if got := f.calls; !slices.Equal(got, want) {
+				t.Fatalf("calls %q, want %q", got, want)
+			}
+		})
+	}
+}
+
+// The placeholder job: pinned to its node, in Steward's namespace, the
+// GPUs and little else, never restarted, a sleep that outlives the marks
+// by a second at most, and under steward-exec a user of its own.
+func TestPlaceholderJob(t *testing.T) {
+	c := testController(t, newFakeNomad())
+	nb := engine.JobRef{Namespace: "ml", ID: "nb"}
+	w := placeholderWant{id: placeholderID(nb, "work", "n1"), node: ObservedNode{ID: "n1", Name: "gpu-1", NodePool: "gpus",
+		GPUs: 8, Drivers: []string{"raw_exec", "steward-exec"}}, gpus: 3, bene: nb, group: "work", until: t0.Add(130 * time.Second)}
+	j := c.placeholderJob(w, t0)
+	task := j.TaskGroups[0].Tasks[0]
+	switch {
+	case *j.Namespace != "steward" || *j.ID != w.id || *j.NodePool != "gpus" || *j.Type != "batch":
+		t.Errorf("job %s/%s in pool %s, type %s", *j.Namespace, *j.ID, *j.NodePool, *j.Type)
+	case len(j.Constraints) != 1 || j.Constraints[0].LTarget != "${node.unique.id}" || j.Constraints[0].RTarget != "n1":
+		t.Errorf("constraints %v: want pinned to n1", j.Constraints)
+	case task.Driver != "steward-exec" || task.User != "nobody" || task.Config["checkpoint_signal"] != "none":
+		t.Errorf("task driver %s, user %q, config %v", task.Driver, task.User, task.Config)
+	case !slices.Equal(task.Config["args"].([]string), []string{"131"}):
+		t.Errorf("sleeps %v, want 131 s", task.Config["args"])
+	case *task.Resources.Devices[0].Count != 3 || task.Resources.Devices[0].Name != "gpu":
+		t.Errorf("devices %+v", task.Resources.Devices[0])
+	case *j.TaskGroups[0].RestartPolicy.Attempts != 0 || *j.TaskGroups[0].ReschedulePolicy.Attempts != 0:
+		t.Errorf("restarts or reschedules")
+	case j.Meta["steward.placeholder_for"] != "ml/nb":
+		t.Errorf("meta %v", j.Meta)
+	}
+}
