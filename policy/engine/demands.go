@@ -561,26 +561,28 @@ func (st *state) checkpoint(job *Job, grace time.Duration) (string, time.Duratio
 // emit adds an action decided outside the serve pass (which hands its
 // decisions to the explainer).
 func (st *state) emit(a Action) {
-	st.out.Actions = appendAction(st.out.Actions, a, len(st.s.Waiting))
+	st.out.Actions = appendAction(st.out.Actions, a)
 }
 
-// appendAction appends a to a plan's actions, growing them in big steps:
-// at first room for two actions per waiting demand (most get a hold,
-// resume or promote, many a preemption as well), then double. Append
-// grows a large slice by a quarter at a time, which copies a plan of
-// thousands of actions many times.
-func appendAction(actions []Action, a Action, waiting int) []Action {
+// appendAction appends a to a plan's actions, doubling their room when it
+// runs out. Append grows a large slice by a quarter at a time, which
+// copies a plan of thousands of actions many times; room for every
+// waiting demand up front would clear megabytes for the few actions of a
+// plan with a long queue that is mostly held already.
+func appendAction(actions []Action, a Action) []Action {
 	if len(actions) == cap(actions) {
-		more := max(16, len(actions))
-		if len(actions) == 0 {
-			more = max(more, 2*waiting)
-		}
-		actions = slices.Grow(actions, more)
+		actions = slices.Grow(actions, max(16, len(actions)))
 	}
 	return append(actions, a)
 }
 
 func (st *state) wait(d *Demand, count int, why Reason) {
+	if st.out.Waiting == nil {
+		// Most of a long queue stays waiting: room for every demand at
+		// once (each waits once at most) rather than growing a step at a
+		// time.
+		st.out.Waiting = make([]Waiting, 0, len(st.s.Waiting))
+	}
 	st.out.Waiting = append(st.out.Waiting, Waiting{Job: d.Job.Ref, Group: d.Group,
 		GPUs: count * d.GPUsPerAlloc, Held: true, Reason: why})
 }
