@@ -35,6 +35,7 @@ type pending struct {
 // deterministic.
 func (st *state) orderDemands() []pending {
 	out := make([]pending, 0, len(st.s.Waiting))
+	resolved := st.resolveWaiting()
 	for i := range st.s.Waiting {
 		d := &st.s.Waiting[i]
 		switch {
@@ -45,8 +46,7 @@ func (st *state) orderDemands() []pending {
 			st.skip("demand #"+itoa(i), "has no job ID")
 			continue
 		}
-		tenant := st.tenantOf(d.Job.Ref.Namespace)
-		tier := st.e.tierFor(tenant, d.Job.Tier)
+		tenant, tier := int(resolved[i].tenant), int(resolved[i].tier)
 		t := &st.tenants[tenant]
 		t.waiting += d.GPUs()
 		prio := st.promote(d, tier)
@@ -67,6 +67,25 @@ func (st *state) orderDemands() []pending {
 		})
 	}
 	return st.sortDemands(out)
+}
+
+// resolved is a waiting demand's tenant and tier.
+type resolved struct{ tenant, tier int32 }
+
+// resolveWaiting returns the tenant and tier of each waiting demand,
+// looked up by name once per plan (checkPriorities and orderDemands both
+// need them: on a long queue the lookups add up). Tenants that no policy
+// tenant names are added in Snapshot.Waiting order.
+func (st *state) resolveWaiting() []resolved {
+	if st.waitingOf == nil {
+		st.waitingOf = make([]resolved, len(st.s.Waiting))
+		for i := range st.s.Waiting {
+			job := &st.s.Waiting[i].Job
+			tenant := st.tenantOf(job.Ref.Namespace)
+			st.waitingOf[i] = resolved{tenant: int32(tenant), tier: int32(st.e.tierFor(tenant, job.Tier))}
+		}
+	}
+	return st.waitingOf
 }
 
 // sortDemands puts pending demands in the order orderDemands describes, in

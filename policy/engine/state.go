@@ -40,6 +40,7 @@ type state struct {
 	marks      map[int32][]nodeGPUs
 	moves      []move // Preempts whose victim may move elsewhere (migration.go)
 	waitingIdx map[demandRef]int32
+	waitingOf  []resolved // [Snapshot.Waiting index] tenant and tier (resolveWaiting)
 
 	overLimit    map[int]string // [tenant] why it stays over its limit
 	planned      map[JobRef]int // preemptions decided in this plan, per job
