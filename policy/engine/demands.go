@@ -334,8 +334,11 @@ func floatKey(f float64) uint64 {
 // of the plan does not search again for any that cannot fare better: of the
 // same tenant, pool and entitlement, no higher priority and no fewer GPUs
 // per allocation. (Placements later in the plan can make a tenant borrow
-// more and so expose more victims; the next plan sees that.)
-type failures map[failKey][]failure
+// more and so expose more victims; the next plan sees that.) They are kept
+// per tenant, in the order they were found: a tenant has few pools and
+// entitlements, and a scan of its few failures is cheaper than hashing a
+// key for each of thousands of demands.
+type failures [][]failure // [tenant]
 
 type failKey struct {
 	tenant   int
@@ -345,23 +348,39 @@ type failKey struct {
 }
 
 type failure struct {
-	prio, g int
-	why     Reason
+	pool             int32
+	entitled, within bool
+	prio, g          int
+	why              Reason
 }
 
+// find returns the reason of the first failure under key k that a
+// beneficiary of priority prio needing g GPUs an allocation cannot beat.
 func (f failures) find(k failKey, prio, g int) (Reason, bool) {
-	for _, x := range f[k] {
-		if x.prio >= prio && x.g <= g {
+	if k.tenant >= len(f) {
+		return Reason{}, false
+	}
+	for _, x := range f[k.tenant] {
+		if x.pool == k.pool && x.entitled == k.entitled && x.within == k.within && x.prio >= prio && x.g <= g {
 			return x.why, true
 		}
 	}
 	return Reason{}, false
 }
 
+// add remembers a failure under key k.
+func (f *failures) add(k failKey, prio, g int, why Reason) {
+	if k.tenant >= len(*f) {
+		*f = append(*f, make([][]failure, k.tenant+1-len(*f))...)
+	}
+	(*f)[k.tenant] = append((*f)[k.tenant], failure{pool: k.pool, entitled: k.entitled, within: k.within,
+		prio: prio, g: g, why: why})
+}
+
 // serveDemands serves waiting work in order. Its actions are written by an
 // explainer (explain.go), which owns the plan's actions meanwhile.
 func (st *state) serveDemands() {
-	failed := failures{}
+	failed := &failures{}
 	order := st.orderDemands()
 	st.explainer = st.startExplainer(len(order) >= explainAsyncFrom)
 	defer st.explainer.stop()
@@ -375,19 +394,18 @@ func (st *state) serveDemands() {
 
 // serve places as much of one demand as capacity, limits and preemption
 // allow, and emits what that takes.
-func (st *state) serve(p pending, failed failures) {
+func (st *state) serve(p pending, failed *failures) {
 	d := p.d
 	b := &bene{d: d, tier: p.tier, tenant: p.tenant, prio: p.prio, g: d.GPUsPerAlloc, jobTag: p.jobTag,
 		holds: st.tenants[p.tenant].use}
-	pool, known := st.poolIdx[d.NodePool]
-	switch {
-	case d.NodePool == "" || d.NodePool == "all":
-		pool = 0
-	case !known:
-		st.wait(d, d.Count, Reason{RuleCapacity, "no client node is in node pool " + quote(d.NodePool)})
-		return
+	if d.NodePool != "" && d.NodePool != "all" { // else any pool: 0
+		pool, known := st.poolIdx[d.NodePool]
+		if !known {
+			st.wait(d, d.Count, Reason{RuleCapacity, "no client node is in node pool " + quote(d.NodePool)})
+			return
+		}
+		b.pool = pool
 	}
-	b.pool = pool
 	b.marks = st.takeMarks(p.w)
 
 	var victims []victim
@@ -449,7 +467,7 @@ func (st *state) serve(p pending, failed failures) {
 // preempting victims (first sparing work younger than min_runtime). need is
 // what the tenant still takes in all (the rest of a gang), for the limit and
 // the reservation.
-func (st *state) placeOne(b *bene, need int, failed failures) (int32, []victim, Reason, bool) {
+func (st *state) placeOne(b *bene, need int, failed *failures) (int32, []victim, Reason, bool) {
 	t := &st.tenants[b.tenant]
 	if !st.e.tiers[b.tier].preemptible && t.fixed+need > t.t.Reserve {
 		return 0, nil, st.reserveReason(b, need), false
@@ -486,7 +504,7 @@ func (st *state) placeOne(b *bene, need int, failed failures) (int32, []victim, 
 		}
 	}
 	r := st.capacityReason(b)
-	failed[key] = append(failed[key], failure{prio: b.prio, g: b.g, why: r})
+	failed.add(key, b.prio, b.g, r)
 	return 0, nil, r, false
 }
 
