@@ -50,6 +50,12 @@ type state struct {
 	text         msg        // reasons' text being assembled (reasons.go)
 	group        []victim   // emitVictims' scratch
 	explainer    *explainer // writes the serve pass's actions (explain.go)
+
+	// lastLimit is the last limit reason written (limitReason).
+	lastLimit struct {
+		key limitKey
+		why Reason
+	}
 }
 
 // unit is what gets preempted together: one allocation, or all of a gang
