@@ -81,6 +81,14 @@ func (st *state) resolveWaiting() []resolved {
 		st.waitingOf = make([]resolved, len(st.s.Waiting))
 		for i := range st.s.Waiting {
 			job := &st.s.Waiting[i].Job
+			if i > 0 {
+				// A queue lists much of one tenant's work of one tier
+				// together: no lookup for a demand like the one before.
+				if prev := &st.s.Waiting[i-1].Job; job.Ref.Namespace == prev.Ref.Namespace && job.Tier == prev.Tier {
+					st.waitingOf[i] = st.waitingOf[i-1]
+					continue
+				}
+			}
 			tenant := st.tenantOf(job.Ref.Namespace)
 			st.waitingOf[i] = resolved{tenant: int32(tenant), tier: int32(st.e.tierFor(tenant, job.Tier))}
 		}
