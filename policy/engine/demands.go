@@ -109,11 +109,32 @@ func (st *state) resolveWaiting() []resolved {
 func (st *state) sortDemands(out []pending) []pending {
 	order := st.byTime(out)
 	order = radixByCode(order, st.classCodes(out))
-	sorted := make([]pending, len(out))
-	for i, p := range order {
-		sorted[i] = out[p]
+	permute(out, order)
+	return out
+}
+
+// permute puts ps in order, in place: ps[i] becomes what was ps[order[i]].
+// It follows each cycle of the permutation once, marking the places it
+// fills as their own (order is used up). In place, because a long queue's
+// pending demands are a large allocation to make twice per plan.
+func permute(ps []pending, order []int32) {
+	for i := range ps {
+		if int(order[i]) == i {
+			continue
+		}
+		first := ps[i]
+		j := i
+		for {
+			k := int(order[j])
+			order[j] = int32(j)
+			if k == i {
+				ps[j] = first
+				break
+			}
+			ps[j] = ps[k]
+			j = k
+		}
 	}
-	return sorted
 }
 
 // timeKey is a pending demand's place in time: since when it waits, then
