@@ -118,6 +118,7 @@ type simJob struct {
 	spec     *Job
 	idx      int32
 	ref      engine.JobRef
+	name     string // ref as namespace/ID: the wait order's tie-break (waitorder.go)
 	tier     string // the tier it runs in: its spec's, resolved in its tenant
 	tierPrio int    // the tier's priority (Nomad job priority at submission)
 	high     bool
@@ -203,6 +204,12 @@ type simulator struct {
 	markGen  uint32
 	prioRun  [policy.MaxPriority + 1]int // running jobs per priority
 
+	// waitOrder holds the waiting jobs (queued or held) by waitSince and
+	// name, under Steward only; snapPos is each job's index in the last
+	// snapshot's Waiting (waitorder.go).
+	waitOrder []int32
+	snapPos   []int32
+
 	// What asks for a plan at this instant: jobs that arrived, and any
 	// other event (a plan after arrivals alone can often be skipped).
 	arrived   []int32
@@ -272,6 +279,7 @@ func newSimulator(jobs []Job, cfg Config, kind PolicyKind) (*simulator, error) {
 			s.maxGrace = max(s.maxGrace, p.Grace)
 		}
 		s.byRef = make(map[engine.JobRef]int32, len(jobs))
+		s.snapPos = make([]int32, len(jobs))
 		s.snap.Nodes = make([]engine.Node, len(nodeGPUs))
 		for n := range s.snap.Nodes {
 			s.snap.Nodes[n] = engine.Node{ID: s.cl.nodeIDs[n], NodePool: "default", GPUs: nodeGPUs[n]}
@@ -296,7 +304,8 @@ func newSimulator(jobs []Job, cfg Config, kind PolicyKind) (*simulator, error) {
 		tier := cfg.Policy.Tiers[tierName]
 		j := &s.jobs[i]
 		*j = simJob{
-			spec: spec, idx: int32(i), ref: engine.JobRef{Namespace: spec.Tenant, ID: spec.ID}, tier: tierName,
+			spec: spec, idx: int32(i), ref: engine.JobRef{Namespace: spec.Tenant, ID: spec.ID},
+			name: spec.Tenant + "/" + spec.ID, tier: tierName,
 			tierPrio: tier.Priority, priority: tier.Priority, high: tier.Priority > lowest, preemptible: tier.Preemptible,
 			tenant:     s.m.tenantIndex(spec.Tenant),
 			idleRule:   cfg.Policy.IdleRuleFor(tier.Name, tenant.Name),
@@ -496,8 +505,14 @@ func (s *simulator) setState(ji int32, to jobState) {
 	}
 	if from.waiting() && !to.waiting() {
 		s.m.setWaiting(j.tenant, -j.gpus())
+		if s.kind == Steward {
+			s.stopWaiting(ji)
+		}
 	} else if !from.waiting() && to.waiting() {
 		s.m.setWaiting(j.tenant, j.gpus())
+		if s.kind == Steward {
+			s.startWaiting(ji)
+		}
 	}
 	onList := func(st jobState) *[]int32 {
 		switch st {

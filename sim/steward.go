@@ -105,7 +105,8 @@ func (s *simulator) snapshot() *engine.Snapshot {
 		}
 	}
 	snap.Earmarks = s.earmarks(snap.Earmarks[:0])
-	for _, list := range [][]int32{s.queue, s.heldList} {
+	waiting := [][]int32{s.queue, s.heldList}
+	for _, list := range waiting {
 		for _, ji := range list {
 			j := &s.jobs[ji]
 			snap.Waiting = append(snap.Waiting, engine.Demand{
@@ -118,6 +119,7 @@ func (s *simulator) snapshot() *engine.Snapshot {
 			})
 		}
 	}
+	snap.WaitingOrder = s.waitingOrder(waiting)
 	return snap
 }
 

@@ -3,7 +3,9 @@ package engine
 import (
 	"cmp"
 	"math"
+	"math/bits"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -13,12 +15,10 @@ type pending struct {
 	tier   int
 	tenant int
 	prio   int
-	under  bool    // it keeps its tenant within its reservation (one allocation; a gang whole)
-	share  float64 // GPUs beyond the reservation per unit of weight
-	back   bool    // requeued after an idle release: behind all other work
-	i      int     // its place among the pending, the last tie-break
-	w      int32   // its index in Snapshot.Waiting
-	jobTag uint64  // jobTag(d.Job.Ref), while the demand is at hand
+	under  bool   // it keeps its tenant within its reservation (one allocation; a gang whole)
+	back   bool   // requeued after an idle release: behind all other work
+	w      int32  // its index in Snapshot.Waiting
+	jobTag uint64 // jobTag(d.Job.Ref), while the demand is at hand
 }
 
 // orderDemands ranks waiting work: work requeued after an idle release
@@ -35,6 +35,7 @@ type pending struct {
 // deterministic.
 func (st *state) orderDemands() []pending {
 	out := make([]pending, 0, len(st.s.Waiting))
+	resolved := st.resolveWaiting()
 	for i := range st.s.Waiting {
 		d := &st.s.Waiting[i]
 		switch {
@@ -45,8 +46,7 @@ func (st *state) orderDemands() []pending {
 			st.skip("demand #"+itoa(i), "has no job ID")
 			continue
 		}
-		tenant := st.tenantOf(d.Job.Ref.Namespace)
-		tier := st.e.tierFor(tenant, d.Job.Tier)
+		tenant, tier := int(resolved[i].tenant), int(resolved[i].tier)
 		t := &st.tenants[tenant]
 		t.waiting += d.GPUs()
 		prio := st.promote(d, tier)
@@ -60,83 +60,284 @@ func (st *state) orderDemands() []pending {
 			first = d.GPUs()
 		}
 		out = append(out, pending{
-			d: d, tier: tier, tenant: tenant, prio: prio, i: len(out), w: int32(i),
+			d: d, tier: tier, tenant: tenant, prio: prio, w: int32(i),
 			under:  t.use+first <= t.t.Reserve,
 			back:   d.Requeued,
-			share:  float64(t.use-t.t.Reserve) / t.t.Weight,
 			jobTag: jobTag(d.Job.Ref),
 		})
 	}
 	return st.sortDemands(out)
 }
 
-// demandKey is a pending demand's place in the order, packed so that most
-// comparisons are of integers: rank holds requeued, tier priority,
-// reservation and priority; then the weighted share, whether it never ran
-// (under resume_order "preempted-first"), the waiting time, and the
-// demand's index for the rare full tie.
-type demandKey struct {
-	rank  uint64
-	share uint64
-	sec   int64
-	nsec  int32
-	i     int32
-	fresh bool // resume_order "preempted-first" and not Preempted: after preempted work
-}
+// resolved is a waiting demand's tenant and tier.
+type resolved struct{ tenant, tier int32 }
 
-func (st *state) demandKey(p *pending) demandKey {
-	var rank uint64
-	if p.back {
-		rank |= 1 << 24
-	}
-	rank |= uint64(0xff-clampByte(st.e.tiers[p.tier].priority)) << 16
-	if !p.under {
-		rank |= 1 << 8
-	}
-	rank |= uint64(0xff - clampByte(p.prio))
-	return demandKey{rank: rank, share: floatKey(p.share), sec: p.d.Since.Unix(),
-		nsec: int32(p.d.Since.Nanosecond()), i: int32(p.i), fresh: st.e.preemptedFirst && !p.d.Preempted}
-}
-
-// sortDemands sorts pending demands by their keys; names break full ties.
-func (st *state) sortDemands(out []pending) []pending {
-	keys := make([]demandKey, len(out))
-	for i := range out {
-		keys[i] = st.demandKey(&out[i])
-	}
-	slices.SortFunc(keys, func(a, b demandKey) int {
-		if c := cmp.Compare(a.rank, b.rank); c != 0 {
-			return c
-		}
-		if c := cmp.Compare(a.share, b.share); c != 0 {
-			return c
-		}
-		if a.fresh != b.fresh {
-			if b.fresh {
-				return -1
+// resolveWaiting returns the tenant and tier of each waiting demand,
+// looked up by name once per plan (checkPriorities and orderDemands both
+// need them: on a long queue the lookups add up). Tenants that no policy
+// tenant names are added in Snapshot.Waiting order.
+func (st *state) resolveWaiting() []resolved {
+	if st.waitingOf == nil {
+		st.waitingOf = make([]resolved, len(st.s.Waiting))
+		for i := range st.s.Waiting {
+			job := &st.s.Waiting[i].Job
+			if i > 0 {
+				// A queue lists much of one tenant's work of one tier
+				// together: no lookup for a demand like the one before.
+				if prev := &st.s.Waiting[i-1].Job; job.Ref.Namespace == prev.Ref.Namespace && job.Tier == prev.Tier {
+					st.waitingOf[i] = st.waitingOf[i-1]
+					continue
+				}
 			}
-			return 1
+			tenant := st.tenantOf(job.Ref.Namespace)
+			st.waitingOf[i] = resolved{tenant: int32(tenant), tier: int32(st.e.tierFor(tenant, job.Tier))}
 		}
+	}
+	return st.waitingOf
+}
+
+// sortDemands puts pending demands in the order orderDemands describes, in
+// two steps. The order compares a demand's class first (requeued, tier,
+// reservation, priority, its tenant's share, fresh), which changes from
+// plan to plan as tenants' use and promotions change, and only then its
+// place in time (since when it waits, then names), which stays the same
+// as long as it waits. So the demands are put in time order first — with
+// the caller's hint (Snapshot.WaitingOrder) that is a check, not a sort,
+// of a queue that may be thousands long — and then sorted stably by
+// class, a packed integer in which few bits vary, with a radix sort. The
+// result is the order of one sort by class, then time.
+func (st *state) sortDemands(out []pending) []pending {
+	order := st.byTime(out)
+	order = radixByCode(order, st.classCodes(out))
+	permute(out, order)
+	return out
+}
+
+// permute puts ps in order, in place: ps[i] becomes what was ps[order[i]].
+// It follows each cycle of the permutation once, marking the places it
+// fills as their own (order is used up). In place, because a long queue's
+// pending demands are a large allocation to make twice per plan.
+func permute(ps []pending, order []int32) {
+	for i := range ps {
+		if int(order[i]) == i {
+			continue
+		}
+		first := ps[i]
+		j := i
+		for {
+			k := int(order[j])
+			order[j] = int32(j)
+			if k == i {
+				ps[j] = first
+				break
+			}
+			ps[j] = ps[k]
+			j = k
+		}
+	}
+}
+
+// timeKey is a pending demand's place in time: since when it waits, then
+// (when that ties) its job's and group's names and its index p among the
+// pending, which is in Snapshot.Waiting order, as a stable sort would keep.
+type timeKey struct {
+	sec  int64
+	nsec int32
+	p    int32
+}
+
+// byTime returns the indices of the pending demands in time order: the
+// longest waiting first, ties by names, then by index.
+func (st *state) byTime(out []pending) []int32 {
+	keys := make([]timeKey, 0, len(out))
+	for _, p := range st.hintedOrder(out) {
+		since := out[p].d.Since
+		keys = append(keys, timeKey{sec: since.Unix(), nsec: int32(since.Nanosecond()), p: p})
+	}
+	compare := func(a, b timeKey) int {
 		if c := cmp.Compare(a.sec, b.sec); c != 0 {
 			return c
 		}
 		if c := cmp.Compare(a.nsec, b.nsec); c != 0 {
 			return c
 		}
-		da, db := out[a.i].d, out[b.i].d
-		if c := cmp.Compare(da.Job.Ref.Namespace+"/"+da.Job.Ref.ID, db.Job.Ref.Namespace+"/"+db.Job.Ref.ID); c != 0 {
+		da, db := out[a.p].d, out[b.p].d
+		if c := compareJoined(da.Job.Ref.Namespace, da.Job.Ref.ID, db.Job.Ref.Namespace, db.Job.Ref.ID); c != 0 {
 			return c
 		}
 		if c := cmp.Compare(da.Group, db.Group); c != 0 {
 			return c
 		}
-		return cmp.Compare(a.i, b.i) // as a stable sort would, but faster
-	})
-	sorted := make([]pending, len(out))
-	for i, k := range keys {
-		sorted[i] = out[k.i]
+		return cmp.Compare(a.p, b.p)
 	}
-	return sorted
+	if !slices.IsSortedFunc(keys, compare) {
+		slices.SortFunc(keys, compare)
+	}
+	order := make([]int32, len(keys))
+	for i, k := range keys {
+		order[i] = k.p
+	}
+	return order
+}
+
+// hintedOrder returns the pending demands' indices in the order of
+// Snapshot.WaitingOrder when that lists every waiting demand once, and in
+// Snapshot.Waiting order otherwise. Only the time byTime takes depends on
+// it: byTime checks the order and sorts when it is wrong.
+func (st *state) hintedOrder(out []pending) []int32 {
+	order := make([]int32, 0, len(out))
+	hint := st.s.WaitingOrder
+	if len(hint) == len(st.s.Waiting) {
+		// pendingOf: each waiting demand's index among the pending, -1
+		// for one skipped; -2 once the hint has named it.
+		pendingOf := make([]int32, len(st.s.Waiting))
+		for i := range pendingOf {
+			pendingOf[i] = -1
+		}
+		for i := range out {
+			pendingOf[out[i].w] = int32(i)
+		}
+		valid := true
+		for _, w := range hint {
+			if w < 0 || int(w) >= len(pendingOf) || pendingOf[w] == -2 {
+				valid = false
+				break
+			}
+			if p := pendingOf[w]; p >= 0 {
+				order = append(order, p)
+			}
+			pendingOf[w] = -2
+		}
+		if valid {
+			return order
+		}
+		order = order[:0]
+	}
+	for i := range out {
+		order = append(order, int32(i))
+	}
+	return order
+}
+
+// compareJoined compares a1+"/"+a2 with b1+"/"+b2, the way job references
+// are ordered by name, without building either string.
+func compareJoined(a1, a2, b1, b2 string) int {
+	if a1 == b1 {
+		return strings.Compare(a2, b2)
+	}
+	la, lb := len(a1)+1+len(a2), len(b1)+1+len(b2)
+	for i := range min(la, lb) {
+		if ca, cb := joinedByte(a1, a2, i), joinedByte(b1, b2, i); ca != cb {
+			return cmp.Compare(ca, cb)
+		}
+	}
+	return cmp.Compare(la, lb)
+}
+
+// joinedByte is byte i of s1+"/"+s2.
+func joinedByte(s1, s2 string, i int) byte {
+	switch {
+	case i < len(s1):
+		return s1[i]
+	case i == len(s1):
+		return '/'
+	}
+	return s2[i-len(s1)-1]
+}
+
+// classCodes packs each pending demand's class into an integer that
+// orders as the class does: from the highest bits, requeued (last), tier
+// priority (highest first), not within the reservation, priority (highest
+// first), the rank of its tenant's weighted share of borrowed GPUs
+// (smallest first), and fresh: under resume_order "preempted-first", work
+// not preempted mid-run (after preempted work).
+func (st *state) classCodes(out []pending) []uint64 {
+	shares, shareBits := st.shareRanks(out)
+	codes := make([]uint64, len(out))
+	for i := range out {
+		p := &out[i]
+		var c uint64
+		if p.back {
+			c |= 1 << 17
+		}
+		c |= (0xff - clampByte(st.e.tiers[p.tier].priority)) << 9
+		if !p.under {
+			c |= 1 << 8
+		}
+		c |= 0xff - clampByte(p.prio)
+		c = c<<shareBits | shares[p.tenant]
+		c <<= 1
+		if st.e.preemptedFirst && !p.d.Preempted {
+			c |= 1
+		}
+		codes[i] = c
+	}
+	return codes
+}
+
+// shareRanks ranks the weighted shares of borrowed GPUs of the tenants
+// with pending demands, smallest first, equal shares equal: [tenant] its
+// rank, and the bits a rank takes. A share is the tenant's, the same for
+// all its demands (orderDemands changes no tenant's use).
+func (st *state) shareRanks(out []pending) ([]uint64, int) {
+	ranks := make([]uint64, len(st.tenants))
+	seen := make([]bool, len(st.tenants))
+	var keys []uint64
+	for i := range out {
+		if ti := out[i].tenant; !seen[ti] {
+			seen[ti] = true
+			keys = append(keys, floatKey(st.share(ti)))
+		}
+	}
+	slices.Sort(keys)
+	keys = slices.Compact(keys)
+	for ti := range st.tenants {
+		if seen[ti] {
+			r, _ := slices.BinarySearch(keys, floatKey(st.share(ti)))
+			ranks[ti] = uint64(r)
+		}
+	}
+	return ranks, bits.Len(uint(len(keys)))
+}
+
+// share is a tenant's GPUs beyond its reservation per unit of weight.
+func (st *state) share(ti int) float64 {
+	t := &st.tenants[ti]
+	return float64(t.use-t.t.Reserve) / t.t.Weight
+}
+
+// radixByCode sorts order (indices into codes) stably by code: a
+// least-significant-byte-first radix sort that passes only over the bytes
+// in which some codes differ (a plan has few tiers, priorities and
+// tenants, so two or three).
+func radixByCode(order []int32, codes []uint64) []int32 {
+	and, or := ^uint64(0), uint64(0)
+	for _, c := range codes {
+		and &= c
+		or |= c
+	}
+	varies := and ^ or
+	tmp := make([]int32, len(order))
+	for shift := 0; shift < 64; shift += 8 {
+		if varies>>shift&0xff == 0 {
+			continue
+		}
+		var at [256]int
+		for _, p := range order {
+			at[codes[p]>>shift&0xff]++
+		}
+		sum := 0
+		for b, n := range at {
+			at[b], sum = sum, sum+n
+		}
+		for _, p := range order {
+			b := codes[p] >> shift & 0xff
+			tmp[at[b]] = p
+			at[b]++
+		}
+		order, tmp = tmp, order
+	}
+	return order
 }
 
 // clampByte clamps a priority into a byte for a packed key.
@@ -162,8 +363,11 @@ func floatKey(f float64) uint64 {
 // of the plan does not search again for any that cannot fare better: of the
 // same tenant, pool and entitlement, no higher priority and no fewer GPUs
 // per allocation. (Placements later in the plan can make a tenant borrow
-// more and so expose more victims; the next plan sees that.)
-type failures map[failKey][]failure
+// more and so expose more victims; the next plan sees that.) They are kept
+// per tenant, in the order they were found: a tenant has few pools and
+// entitlements, and a scan of its few failures is cheaper than hashing a
+// key for each of thousands of demands.
+type failures [][]failure // [tenant]
 
 type failKey struct {
 	tenant   int
@@ -173,23 +377,39 @@ type failKey struct {
 }
 
 type failure struct {
-	prio, g int
-	why     Reason
+	pool             int32
+	entitled, within bool
+	prio, g          int
+	why              Reason
 }
 
+// find returns the reason of the first failure under key k that a
+// beneficiary of priority prio needing g GPUs an allocation cannot beat.
 func (f failures) find(k failKey, prio, g int) (Reason, bool) {
-	for _, x := range f[k] {
-		if x.prio >= prio && x.g <= g {
+	if k.tenant >= len(f) {
+		return Reason{}, false
+	}
+	for _, x := range f[k.tenant] {
+		if x.pool == k.pool && x.entitled == k.entitled && x.within == k.within && x.prio >= prio && x.g <= g {
 			return x.why, true
 		}
 	}
 	return Reason{}, false
 }
 
+// add remembers a failure under key k.
+func (f *failures) add(k failKey, prio, g int, why Reason) {
+	if k.tenant >= len(*f) {
+		*f = append(*f, make([][]failure, k.tenant+1-len(*f))...)
+	}
+	(*f)[k.tenant] = append((*f)[k.tenant], failure{pool: k.pool, entitled: k.entitled, within: k.within,
+		prio: prio, g: g, why: why})
+}
+
 // serveDemands serves waiting work in order. Its actions are written by an
 // explainer (explain.go), which owns the plan's actions meanwhile.
 func (st *state) serveDemands() {
-	failed := failures{}
+	failed := &failures{}
 	order := st.orderDemands()
 	st.explainer = st.startExplainer(len(order) >= explainAsyncFrom)
 	defer st.explainer.stop()
@@ -203,19 +423,18 @@ func (st *state) serveDemands() {
 
 // serve places as much of one demand as capacity, limits and preemption
 // allow, and emits what that takes.
-func (st *state) serve(p pending, failed failures) {
+func (st *state) serve(p pending, failed *failures) {
 	d := p.d
 	b := &bene{d: d, tier: p.tier, tenant: p.tenant, prio: p.prio, g: d.GPUsPerAlloc, jobTag: p.jobTag,
 		holds: st.tenants[p.tenant].use}
-	pool, known := st.poolIdx[d.NodePool]
-	switch {
-	case d.NodePool == "" || d.NodePool == "all":
-		pool = 0
-	case !known:
-		st.wait(d, d.Count, Reason{RuleCapacity, "no client node is in node pool " + quote(d.NodePool)})
-		return
+	if d.NodePool != "" && d.NodePool != "all" { // else any pool: 0
+		pool, known := st.poolIdx[d.NodePool]
+		if !known {
+			st.wait(d, d.Count, Reason{RuleCapacity, "no client node is in node pool " + quote(d.NodePool)})
+			return
+		}
+		b.pool = pool
 	}
-	b.pool = pool
 	b.marks = st.takeMarks(p.w)
 
 	var victims []victim
@@ -287,7 +506,7 @@ func (st *state) serve(p pending, failed failures) {
 // preempting victims (first sparing work younger than min_runtime). need is
 // what the tenant still takes in all (the rest of a gang), for the limit and
 // the reservation.
-func (st *state) placeOne(b *bene, need int, failed failures) (int32, []victim, Reason, bool) {
+func (st *state) placeOne(b *bene, need int, failed *failures) (int32, []victim, Reason, bool) {
 	t := &st.tenants[b.tenant]
 	if !st.e.tiers[b.tier].preemptible && t.fixed+need > t.t.Reserve {
 		return 0, nil, st.reserveReason(b, need), false
@@ -324,7 +543,7 @@ func (st *state) placeOne(b *bene, need int, failed failures) (int32, []victim, 
 		}
 	}
 	r := st.capacityReason(b)
-	failed[key] = append(failed[key], failure{prio: b.prio, g: b.g, why: r})
+	failed.add(key, b.prio, b.g, r)
 	return 0, nil, r, false
 }
 
@@ -418,26 +637,28 @@ func (st *state) checkpoint(job *Job, grace time.Duration) (string, time.Duratio
 // emit adds an action decided outside the serve pass (which hands its
 // decisions to the explainer).
 func (st *state) emit(a Action) {
-	st.out.Actions = appendAction(st.out.Actions, a, len(st.s.Waiting))
+	st.out.Actions = appendAction(st.out.Actions, a)
 }
 
-// appendAction appends a to a plan's actions, growing them in big steps:
-// at first room for two actions per waiting demand (most get a hold,
-// resume or promote, many a preemption as well), then double. Append
-// grows a large slice by a quarter at a time, which copies a plan of
-// thousands of actions many times.
-func appendAction(actions []Action, a Action, waiting int) []Action {
+// appendAction appends a to a plan's actions, doubling their room when it
+// runs out. Append grows a large slice by a quarter at a time, which
+// copies a plan of thousands of actions many times; room for every
+// waiting demand up front would clear megabytes for the few actions of a
+// plan with a long queue that is mostly held already.
+func appendAction(actions []Action, a Action) []Action {
 	if len(actions) == cap(actions) {
-		more := max(16, len(actions))
-		if len(actions) == 0 {
-			more = max(more, 2*waiting)
-		}
-		actions = slices.Grow(actions, more)
+		actions = slices.Grow(actions, max(16, len(actions)))
 	}
 	return append(actions, a)
 }
 
 func (st *state) wait(d *Demand, count int, why Reason) {
+	if st.out.Waiting == nil {
+		// Most of a long queue stays waiting: room for every demand at
+		// once (each waits once at most) rather than growing a step at a
+		// time.
+		st.out.Waiting = make([]Waiting, 0, len(st.s.Waiting))
+	}
 	st.out.Waiting = append(st.out.Waiting, Waiting{Job: d.Job.Ref, Group: d.Group,
 		GPUs: count * d.GPUsPerAlloc, Held: true, Reason: why})
 }

@@ -151,12 +151,12 @@ func (x *explainer) explain(bt *batch) {
 			if a.Kind == Preempt && len(vs) == 1 && x.st.units[vs[0].ui].gang < 0 {
 				x.moves = append(x.moves, move{ui: vs[0].ui, action: len(x.out)})
 			}
-			x.out = appendAction(x.out, a, len(x.st.s.Waiting))
+			x.out = appendAction(x.out, a)
 		case decideResume:
 			x.out = appendAction(x.out, countAction(Resume, dm, d.count,
-				x.st.admitReason(&x.text, &d.b, d.count, d.use, d.preempted)), len(x.st.s.Waiting))
+				x.st.admitReason(&x.text, &d.b, d.count, d.use, d.preempted)))
 		case decideHold:
-			x.out = appendAction(x.out, countAction(Hold, dm, d.count, d.why), len(x.st.s.Waiting))
+			x.out = appendAction(x.out, countAction(Hold, dm, d.count, d.why))
 		}
 	}
 	bt.decisions = bt.decisions[:0]

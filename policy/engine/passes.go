@@ -33,10 +33,8 @@ func (st *state) checkPriorities() {
 			check(st.jobOf(u), u.tier, u.tenant) // the tier of that very job
 		}
 	}
-	for i := range st.s.Waiting {
-		job := &st.s.Waiting[i].Job
-		tenant := st.tenantOf(job.Ref.Namespace)
-		check(job, st.e.tierFor(tenant, job.Tier), tenant)
+	for i, r := range st.resolveWaiting() {
+		check(&st.s.Waiting[i].Job, int(r.tier), int(r.tenant))
 	}
 }
 

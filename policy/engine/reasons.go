@@ -112,10 +112,20 @@ func (st *state) idleReason(m *msg, u *unit, b *bene) Reason {
 func percent(x float64) string { return strconv.FormatFloat(x, 'f', 0, 64) }
 
 func (st *state) limitReason(b *bene, need int) Reason {
-	t := st.tenants[b.tenant]
-	return Reason{RuleLimit, fmt.Sprintf("tenant %s holds %d GPUs, limit %d: %d more would exceed it",
-		t.t.Name, t.use, t.t.Limit, need)}
+	t := &st.tenants[b.tenant]
+	// A tenant at its limit often has a long queue behind it: while its
+	// use stays the same, demands that need as many GPUs share the text.
+	key := limitKey{tenant: b.tenant, use: t.use, need: need}
+	if st.lastLimit.key != key || st.lastLimit.why.Rule == "" {
+		st.lastLimit.key = key
+		st.lastLimit.why = st.text.start("tenant ", t.t.Name, " holds ").n(t.use).s(" GPUs, limit ").n(t.t.Limit).
+			s(": ").n(need).s(" more would exceed it").reason(RuleLimit)
+	}
+	return st.lastLimit.why
 }
+
+// limitKey is what a limit reason's text depends on besides the policy.
+type limitKey struct{ tenant, use, need int }
 
 func (st *state) capacityReason(b *bene) Reason {
 	t := st.tenants[b.tenant]

@@ -36,7 +36,7 @@ func TestSearchMatchesBruteForce(t *testing.T) {
 		st.checkPriorities()
 		st.releaseIdleAlways()
 		st.enforceLimits()
-		failed := failures{}
+		failed := &failures{}
 		st.explainer = st.startExplainer(false)
 		for _, pd := range st.orderDemands() {
 			b := &bene{d: pd.d, tier: pd.tier, tenant: pd.tenant, prio: pd.prio, g: pd.d.GPUsPerAlloc,

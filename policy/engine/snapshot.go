@@ -25,6 +25,14 @@ type Snapshot struct {
 	// has not placed yet: its victims are gone, their GPUs free in Nomad,
 	// but until the beneficiary runs they are its own (earmarks.go).
 	Earmarks []Earmark
+	// WaitingOrder, optional, lists the indices of Waiting by since when
+	// each demand waits (Since), then by job (namespace/ID) and group:
+	// the order in which demands the policy ranks equal are served. A
+	// caller that keeps its queue in that order (the simulator) spares
+	// each plan a sort of the whole queue. The plan does not depend on
+	// it: the engine checks the order, and sorts when it is missing or
+	// wrong.
+	WaitingOrder []int32
 }
 
 // Earmark is GPUs on a node set aside for a waiting beneficiary.

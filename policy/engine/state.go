@@ -40,6 +40,7 @@ type state struct {
 	marks      map[int32][]nodeGPUs
 	moves      []move // Preempts whose victim may move elsewhere (migration.go)
 	waitingIdx map[demandRef]int32
+	waitingOf  []resolved // [Snapshot.Waiting index] tenant and tier (resolveWaiting)
 
 	overLimit    map[int]string // [tenant] why it stays over its limit
 	planned      map[JobRef]int // preemptions decided in this plan, per job
@@ -49,6 +50,12 @@ type state struct {
 	text         msg        // reasons' text being assembled (reasons.go)
 	group        []victim   // emitVictims' scratch
 	explainer    *explainer // writes the serve pass's actions (explain.go)
+
+	// lastLimit is the last limit reason written (limitReason).
+	lastLimit struct {
+		key limitKey
+		why Reason
+	}
 }
 
 // unit is what gets preempted together: one allocation, or all of a gang

@@ -10,7 +10,7 @@ package engine
 // swapWithin places one allocation of b, whose tenant would exceed its
 // limit by need, in place of its tenant's own lower work, or explains why
 // it waits (the limit).
-func (st *state) swapWithin(b *bene, need int, failed failures) (int32, []victim, Reason, bool) {
+func (st *state) swapWithin(b *bene, need int, failed *failures) (int32, []victim, Reason, bool) {
 	why := st.limitReason(b, need)
 	if b.d.Requeued {
 		return 0, nil, why, false // it takes only free GPUs (see placeOne)
@@ -31,6 +31,6 @@ func (st *state) swapWithin(b *bene, need int, failed failures) (int32, []victim
 			return n, vs, Reason{}, true
 		}
 	}
-	failed[key] = append(failed[key], failure{prio: b.prio, g: b.g, why: why})
+	failed.add(key, b.prio, b.g, why)
 	return 0, nil, why, false
 }
