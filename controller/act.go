@@ -75,9 +75,12 @@ func (c *Controller) execute(ctx context.Context, r *round, a engine.Action) err
 		return c.holdBack(ctx, r, st, job, a.Group, a.Count, a.Reason)
 
 	case engine.Resume:
-		if r.beneficiaryDraining(a.Job) {
-			// Victims are still checkpointing: resuming now would race
-			// them for the GPUs. The next round resumes.
+		if a.AfterVictims && r.beneficiaryDraining(a.Job) {
+			// It goes on GPUs its victims are still freeing: resumed
+			// now, Nomad would place it on the first GPUs anyone frees.
+			// The round that stops them resumes it. (Placed on GPUs
+			// free now, it goes at once: its victims' GPUs are then
+			// free to the work after it.)
 			return nil
 		}
 		h := st.Held[a.Group]
@@ -109,8 +112,15 @@ func (c *Controller) execute(ctx context.Context, r *round, a engine.Action) err
 			return err
 		}
 		c.crashPoint(stepResumeRecorded)
-		return c.scale(ctx, r, k, a.Group, spec.Count+n, "Steward resumes "+plural(n, "allocation")+": "+a.Reason.Message,
-			scaleMeta(a.Reason))
+		if err := c.scale(ctx, r, k, a.Group, spec.Count+n, "Steward resumes "+plural(n, "allocation")+": "+a.Reason.Message,
+			scaleMeta(a.Reason)); err != nil {
+			return err
+		}
+		if st.resumed == nil {
+			st.resumed = map[string]time.Time{}
+		}
+		st.resumed[a.Group] = r.now
+		return nil
 	}
 	return fmt.Errorf("unknown action kind %q", a.Kind)
 }

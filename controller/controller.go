@@ -525,7 +525,7 @@ func (c *Controller) reconcile(ctx context.Context) (time.Time, error) {
 			c.remember(d)
 			continue
 		}
-		if a.Kind == engine.Resume && r.beneficiaryDraining(a.Job) {
+		if a.Kind == engine.Resume && a.AfterVictims && r.beneficiaryDraining(a.Job) {
 			continue
 		}
 		fields := []any{"job", a.Job.String(), "group", a.Group, "gpus", a.GPUs, "reason", a.Reason.String()}

@@ -54,7 +54,17 @@ func (f *fakeNomad) JobExists(_ context.Context, ns, job string) (bool, error) {
 	return !f.purged[ns+"/"+job], nil
 }
 func (f *fakeNomad) RegisterJob(_ context.Context, job *api.Job) error {
-	return f.record(fmt.Sprintf("register %s/%s", *job.Namespace, *job.ID))
+	gpus := uint64(0)
+	for _, tg := range job.TaskGroups {
+		for _, t := range tg.Tasks {
+			if t.Resources != nil {
+				for _, d := range t.Resources.Devices {
+					gpus += *d.Count
+				}
+			}
+		}
+	}
+	return f.record(fmt.Sprintf("register %s/%s gpus=%d", *job.Namespace, *job.ID, gpus))
 }
 func (f *fakeNomad) PurgeJob(_ context.Context, ns, job string) error {
 	return f.record(fmt.Sprintf("purge %s/%s", ns, job))

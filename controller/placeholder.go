@@ -60,11 +60,23 @@ func placeholderID(bene engine.JobRef, group, node string) string {
 
 // wantedPlaceholders are the placeholders the states' marks call for now:
 // free GPUs a preemption counted on (Mark.Beside), not lapsed, for a
-// beneficiary Steward still holds and did not resume in this round.
+// beneficiary Steward still holds and did not resume in this round. A new
+// one asks for no more GPUs than are free on its node now, in Nomad's
+// eyes: the engine may have counted GPUs that are still draining, and a
+// placeholder waiting for those would take them from whoever they drain
+// for.
 func (c *Controller) wantedPlaceholders(r *round) map[string]placeholderWant {
 	nodes := map[string]ObservedNode{}
+	free := map[string]int{} // GPUs no allocation or placeholder holds
 	for _, n := range r.obs.Nodes {
 		nodes[n.ID] = n
+		free[n.ID] = n.GPUs
+	}
+	for _, a := range r.obs.Allocs {
+		free[a.NodeID] -= len(a.GPUIDs)
+	}
+	for _, p := range r.obs.Placeholders {
+		free[p.Node] -= p.GPUs
 	}
 	want := map[string]placeholderWant{}
 	for _, st := range c.states {
@@ -84,10 +96,23 @@ func (c *Controller) wantedPlaceholders(r *round) map[string]placeholderWant {
 			id := placeholderID(ref, m.Group, m.Node)
 			w := want[id]
 			w.id, w.node, w.bene, w.group = id, node, ref, m.Group
-			w.gpus = min(w.gpus+m.GPUs, node.GPUs)
+			w.gpus += m.GPUs
 			w.until = later(w.until, m.Until)
 			want[id] = w
 		}
+	}
+	for _, id := range sortedIDs(want) {
+		w := want[id]
+		if _, registered := r.obs.Placeholders[id]; registered {
+			continue
+		}
+		w.gpus = min(w.gpus, free[w.node.ID])
+		if w.gpus <= 0 {
+			delete(want, id) // nothing free to hold
+			continue
+		}
+		free[w.node.ID] -= w.gpus
+		want[id] = w
 	}
 	return want
 }

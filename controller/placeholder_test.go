@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -24,17 +25,22 @@ func TestPlaceholders(t *testing.T) {
 		resumed  bool // this round resumes it
 		drivers  []string
 		existing bool   // the placeholder is registered already (3 GPUs)
+		busy     int    // GPUs of the node's 4 that allocations hold
 		want     string // the call on the fake, "" for none
 	}{
-		{"free GPUs beside a victim: registered", []Mark{beside}, true, false, []string{"raw_exec"}, false, "register steward/" + id},
-		{"already there: nothing to do", []Mark{beside}, true, false, []string{"raw_exec"}, true, ""},
-		{"resumed in this round: purged", []Mark{beside}, true, true, []string{"raw_exec"}, true, "purge steward/" + id},
-		{"no longer held: purged", []Mark{beside}, false, false, []string{"raw_exec"}, true, "purge steward/" + id},
+		{"free GPUs beside a victim: registered", []Mark{beside}, true, false, []string{"raw_exec"}, false, 1,
+			"register steward/" + id + " gpus=3"},
+		{"no more than are free now (the rest still drains)", []Mark{beside}, true, false, []string{"raw_exec"}, false, 2,
+			"register steward/" + id + " gpus=2"},
+		{"none free now: none", []Mark{beside}, true, false, []string{"raw_exec"}, false, 4, ""},
+		{"already there: nothing to do", []Mark{beside}, true, false, []string{"raw_exec"}, true, 1, ""},
+		{"resumed in this round: purged", []Mark{beside}, true, true, []string{"raw_exec"}, true, 1, "purge steward/" + id},
+		{"no longer held: purged", []Mark{beside}, false, false, []string{"raw_exec"}, true, 1, "purge steward/" + id},
 		{"lapsed: purged", []Mark{{Node: "n1", GPUs: 3, For: "ml/nb", Group: "work", Until: t0, Beside: true}}, true, false,
-			[]string{"raw_exec"}, true, "purge steward/" + id},
+			[]string{"raw_exec"}, true, 1, "purge steward/" + id},
 		{"GPUs a victim gave back: none", []Mark{{Node: "n1", GPUs: 1, For: "ml/nb", Group: "work", Until: t0.Add(time.Minute)}},
-			true, false, []string{"raw_exec"}, false, ""},
-		{"no driver to run it on the node: none", []Mark{beside}, true, false, []string{"docker"}, false, ""},
+			true, false, []string{"raw_exec"}, false, 1, ""},
+		{"no driver to run it on the node: none", []Mark{beside}, true, false, []string{"docker"}, false, 1, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -44,7 +50,11 @@ func TestPlaceholders(t *testing.T) {
 			if tt.held {
 				c.state(jobKey{"ml", "nb"}).hold("work", 1, 1, string(engine.RuleDraining), t0, 10)
 			}
-			r := roundWith(nil, nil)
+			var allocs []ObservedAlloc
+			for i := range tt.busy {
+				allocs = append(allocs, alloc(fmt.Sprint("a", i), "train"))
+			}
+			r := roundWith(nil, allocs)
 			r.obs.Nodes = []ObservedNode{{ID: "n1", Name: "gpu-1", GPUs: 4, Drivers: tt.drivers}}
 			r.obs.Placeholders = map[string]Placeholder{}
 			if tt.existing {

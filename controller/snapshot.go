@@ -81,6 +81,15 @@ func buildSnapshot(p *policy.Policy, obs *Observation, states map[jobKey]*JobSta
 					count, since, held, requeued = h.Count, h.Since, true, h.Rule == string(engine.RuleIdle)
 				}
 			}
+			if n := unseenResumed(obs, st, k, g, spec.Count); n > 0 && count == 0 {
+				// Resumed, and Nomad shows them neither placed nor
+				// blocked yet: still waiting, for the GPUs they were
+				// resumed for.
+				count += n
+				if since.IsZero() && st != nil {
+					since = st.Waiting[g]
+				}
+			}
 			if q, ok := obs.Queued[k][g]; ok && q.Count > 0 {
 				if held {
 					// Part held, part queued (a resume Nomad has not
@@ -151,4 +160,25 @@ func inflightResumes(obs *Observation, states map[jobKey]*JobState) map[jobKey]m
 		}
 	}
 	return out
+}
+
+// unseenResumed is how many allocations of a group Steward resumed within
+// resumeInFlight, and no longer holds any of, that Nomad shows neither
+// placed (obs.Allocs) nor blocked (obs.Queued): the group's count less
+// what runs and is queued.
+func unseenResumed(obs *Observation, st *JobState, k jobKey, g string, count int) int {
+	if st == nil || st.resumed == nil {
+		return 0
+	}
+	at, ok := st.resumed[g]
+	if !ok || obs.At.Sub(at) > resumeInFlight {
+		return 0
+	}
+	seen := obs.Queued[k][g].Count
+	for _, a := range obs.Allocs {
+		if a.Namespace == k.Namespace && a.JobID == k.ID && a.Group == g {
+			seen++
+		}
+	}
+	return max(0, count-seen)
 }

@@ -129,3 +129,42 @@ func TestLacksGPUs(t *testing.T) {
 		}
 	}
 }
+
+// TestResumedInFlight: a group Steward just resumed, which Nomad shows
+// neither placed nor blocked yet, still waits (else the engine gives its
+// GPUs to other work in the meantime, the victim among them); once Nomad
+// shows it, or resumeInFlight later, it counts as what Nomad shows.
+func TestResumedInFlight(t *testing.T) {
+	nb := job("ml", "nb", "interactive", 60, 1, 4)
+	base := func(at time.Time, allocs []ObservedAlloc) *Observation {
+		return &Observation{At: at, Nodes: []ObservedNode{{ID: "n1", GPUs: 8}},
+			Jobs: map[jobKey]*ObservedJob{{"ml", "nb"}: nb}, Allocs: allocs, Queued: map[jobKey]map[string]QueuedGroup{}}
+	}
+	placed := []ObservedAlloc{{ID: "b1", Namespace: "ml", JobID: "nb", Group: "work", NodeID: "n1",
+		GPUIDs: []string{"g0", "g1", "g2", "g3"}, ClientStatus: "pending"}}
+	st := &JobState{Namespace: "ml", ID: "nb", resumed: map[string]time.Time{"work": t0}}
+	states := map[jobKey]*JobState{{"ml", "nb"}: st}
+	for _, tt := range []struct {
+		name string
+		obs  *Observation
+		want int // GPUs the engine sees nb wait for
+	}{
+		{"just resumed, not shown yet: waits", base(t0.Add(time.Second), nil), 4},
+		{"placed: does not wait", base(t0.Add(time.Second), placed), 0},
+		{"long after the resume: Nomad's word again", base(t0.Add(resumeInFlight+time.Second), nil), 0},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			s := buildSnapshot(testPolicy(t), tt.obs, states, nil)
+			got := 0
+			for _, d := range s.Waiting {
+				got += d.GPUs()
+				if d.Held {
+					t.Errorf("demand %s held; want queued", d)
+				}
+			}
+			if got != tt.want {
+				t.Fatalf("waiting GPUs %d, want %d (%v)", got, tt.want, s.Waiting)
+			}
+		})
+	}
+}

@@ -54,7 +54,17 @@ type JobState struct {
 	// Usage keeps, per allocation, the highest GPU utilisation seen in
 	// each minute (at most usageBuckets), so idle timers survive a restart.
 	Usage map[string][]engine.Sample `json:"usage,omitempty"`
+	// resumed is when Steward last scaled each group up (this process
+	// only): until Nomad shows the new allocations, placed or blocked,
+	// they are in no list it answers, and the engine would give their
+	// GPUs to other work (resumeInFlight).
+	resumed map[string]time.Time
 }
+
+// resumeInFlight is how long after a resume allocations Nomad shows
+// neither placed nor blocked still count as waiting: Nomad evaluates a
+// scaled-up group within a second or two.
+const resumeInFlight = 30 * time.Second
 
 // Held is a group Steward scaled down.
 type Held struct {

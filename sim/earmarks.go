@@ -22,10 +22,12 @@ type simMark struct {
 	gpus  int
 	bene  int32
 	until time.Duration
-	// placeholder: free GPUs a preemption counted on beside its
-	// victims', which the controller holds with a placeholder job while
-	// the beneficiary is held: Nomad places nothing else there.
-	placeholder bool
+	// held is how many of them a placeholder job holds while the
+	// beneficiary is held, so that Nomad places nothing else there: the
+	// free GPUs a preemption counted on beside its victims', as far as
+	// they are free in Nomad's eyes (not still draining) when the plan
+	// is carried out, as the controller registers it.
+	held int
 }
 
 // drainFor is the beneficiary a draining job frees its GPUs for.
@@ -61,7 +63,8 @@ func (s *simulator) keepMarks(marks []engine.Earmark) {
 		bi, known := s.byRef[m.For]
 		n, onNode := s.cl.nodeIdx[m.NodeID]
 		if known && onNode {
-			s.marks = append(s.marks, simMark{node: n, gpus: m.GPUs, bene: bi, until: until, placeholder: true})
+			held := max(0, min(m.GPUs, s.cl.free[n]-s.placeholdersOn(n)))
+			s.marks = append(s.marks, simMark{node: n, gpus: m.GPUs, bene: bi, until: until, held: held})
 		}
 	}
 }
@@ -88,16 +91,32 @@ func (s *simulator) earmarks(out []engine.Earmark) []engine.Earmark {
 func (s *simulator) placeholderRoom(room []int) []int {
 	some := false
 	for _, m := range s.marks {
-		if m.placeholder && s.now < m.until && s.jobs[m.bene].state == held {
+		if s.holding(m) {
 			if !some {
 				copy(room, s.cl.free)
 				some = true
 			}
-			room[m.node] = max(0, room[m.node]-m.gpus)
+			room[m.node] = max(0, room[m.node]-m.held)
 		}
 	}
 	if !some {
 		return nil
 	}
 	return room
+}
+
+// holding reports whether a mark's placeholder holds GPUs now.
+func (s *simulator) holding(m simMark) bool {
+	return m.held > 0 && s.now < m.until && s.jobs[m.bene].state == held
+}
+
+// placeholdersOn is the GPUs placeholders hold on node n.
+func (s *simulator) placeholdersOn(n int) int {
+	g := 0
+	for _, m := range s.marks {
+		if m.node == n && s.holding(m) {
+			g += m.held
+		}
+	}
+	return g
 }

@@ -166,9 +166,10 @@ func (s *simulator) apply(a engine.Action) error {
 			j.parked = true
 		}
 	case engine.Resume:
-		if j.state == held && s.parkBeneficiary(ji) {
+		if j.state == held && a.AfterVictims && s.parkBeneficiary(ji) {
 			return nil
 		}
+		j.parked = false // placed on GPUs free now: released at once
 		if j.state == held {
 			s.setState(ji, queued)
 			s.enqueue(ji)

@@ -439,6 +439,7 @@ func (st *state) serve(p pending, failed *failures) {
 
 	var victims []victim
 	placed := 0
+	afterVictims := false // some allocation goes on GPUs still draining for it
 	var why Reason
 	if d.Job.Gang && d.Count > 1 {
 		// All or nothing: try every allocation, then keep or undo the lot.
@@ -454,6 +455,7 @@ func (st *state) serve(p pending, failed *failures) {
 			victims = append(victims, vs...)
 			nodes = append(nodes, n)
 			st.markBeside(b, n, vs)
+			afterVictims = afterVictims || st.drainsOn(p.w, n)
 			placed++
 		}
 		if placed < d.Count {
@@ -476,13 +478,14 @@ func (st *state) serve(p pending, failed *failures) {
 			}
 			victims = append(victims, vs...)
 			st.markBeside(b, n, vs)
+			afterVictims = afterVictims || st.drainsOn(p.w, n)
 			placed++
 		}
 	}
 	st.emitVictims(b, victims)
 	if placed > 0 && d.Held {
 		st.explainer.add(decision{kind: decideResume, b: *b, count: placed, use: st.tenants[b.tenant].use,
-			preempted: len(victims) > 0})
+			preempted: len(victims) > 0 || afterVictims})
 	}
 	if placed > 0 && !d.Held {
 		if grace := st.drainFor(b, victims); grace > 0 {
@@ -511,7 +514,7 @@ func (st *state) placeOne(b *bene, need int, failed *failures) (int32, []victim,
 	if !st.e.tiers[b.tier].preemptible && t.fixed+need > t.t.Reserve {
 		return 0, nil, st.reserveReason(b, need), false
 	}
-	if t.use+need > t.limit() {
+	if t.use+t.marked+need > t.limit() {
 		return st.swapWithin(b, need, failed)
 	}
 	b.entitled = t.use+need <= t.t.Reserve

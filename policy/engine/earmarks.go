@@ -39,7 +39,26 @@ func (st *state) earmark(job *JobRef, group string, n int32, g int) bool {
 		st.marks = map[int32][]nodeGPUs{}
 	}
 	st.marks[w] = addNode(st.marks[w], n, g)
+	st.tenants[st.tenantOf(st.s.Waiting[w].Job.Ref.Namespace)].marked += g
 	return true
+}
+
+// markDraining notes that an allocation on node n drains for the waiting
+// demand named by job and group (earmark has set its GPUs aside).
+func (st *state) markDraining(job *JobRef, group string, n int32) {
+	w, _ := st.waitingIndex(demandRef{*job, group})
+	if st.draining == nil {
+		st.draining = map[int32][]int32{}
+	}
+	if !slices.Contains(st.draining[w], n) {
+		st.draining[w] = append(st.draining[w], n)
+	}
+}
+
+// drainsOn reports whether allocations drain for waiting demand w on
+// node n.
+func (st *state) drainsOn(w int32, n int32) bool {
+	return slices.Contains(st.draining[w], n)
 }
 
 // earmarkFreed sets aside the GPUs of Snapshot.Earmarks, out of each
@@ -118,9 +137,11 @@ func (st *state) takeMarks(w int32) []nodeGPUs {
 		return nil
 	}
 	delete(st.marks, w)
+	t := &st.tenants[st.tenantOf(st.s.Waiting[w].Job.Ref.Namespace)]
 	for _, m := range marks {
 		st.cap.add(m.node, int32(m.gpus))
 		st.touched(m.node)
+		t.marked -= m.gpus
 	}
 	return marks
 }

@@ -196,3 +196,86 @@ func TestBeneficiaryHeldWhileVictimsCheckpoint(t *testing.T) {
 		})
 	}
 }
+
+// A held beneficiary whose victims still checkpoint is resumed "after
+// victims" when it goes on their GPUs (the controller releases it as they
+// stop), and at once when GPUs free now elsewhere fit it: its victims'
+// GPUs are then the next work's.
+func TestResumeAfterVictims(t *testing.T) {
+	bene := JobRef{"b", "bene"}
+	pol := testPolicy(func(p *policy.Policy) {
+		p.Tenants["a"] = tenant("a", 0, policy.Unlimited)
+		p.Tenants["b"] = tenant("b", 4, policy.Unlimited)
+	})
+	draining := Alloc{ID: "victim", Job: Job{Ref: JobRef{"a", "victim"}, Tier: "training", Priority: 40}, Group: "main",
+		NodeID: "n1", GPUIDs: []string{"n1-g0", "n1-g1"}, StartedAt: t0.Add(-time.Hour), Draining: true, For: &bene, ForGroup: "main"}
+	waiting := Demand{Job: Job{Ref: bene, Tier: "training", Priority: 40}, Group: "main", GPUsPerAlloc: 2, Count: 1,
+		Since: t0.Add(-time.Minute), Held: true}
+	tests := []struct {
+		name      string
+		n2Free    int // GPUs of node n2, all free
+		wantAfter bool
+	}{
+		{"only its victims' GPUs fit it: after them", 0, true},
+		{"free GPUs elsewhere fit it: at once", 2, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := &Snapshot{Nodes: []Node{{ID: "n1", GPUs: 2}}, Allocs: []Alloc{draining}, Waiting: []Demand{waiting}}
+			if tt.n2Free > 0 {
+				// Marked GPUs are tried first: here the victim's one GPU
+				// is too few for the demand, which goes to n2.
+				s.Nodes = []Node{{ID: "n1", GPUs: 1}, {ID: "n2", GPUs: tt.n2Free}}
+				s.Allocs[0].GPUIDs = s.Allocs[0].GPUIDs[:1]
+			}
+			plan := New(pol).Plan(s, t0)
+			var resume *Action
+			for i := range plan.Actions {
+				if plan.Actions[i].Kind == Resume {
+					resume = &plan.Actions[i]
+				}
+			}
+			if resume == nil {
+				t.Fatalf("no resume: %v", kinds(plan))
+			}
+			if resume.AfterVictims != tt.wantAfter {
+				t.Fatalf("%s: AfterVictims %v, want %v", resume, resume.AfterVictims, tt.wantAfter)
+			}
+		})
+	}
+}
+
+// GPUs being freed for a tenant's waiting work count toward its limit:
+// otherwise its other work, ranked first, takes the limit's room while
+// they drain, and the work they drain for finds itself over the limit (and
+// preempts again).
+func TestMarkedCountTowardLimit(t *testing.T) {
+	nb := JobRef{"ml", "nb"}
+	pol := testPolicy(func(p *policy.Policy) { p.Tenants["ml"] = tenant("ml", 0, 2) })
+	s := &Snapshot{
+		Nodes: []Node{{ID: "n1", GPUs: 2}, {ID: "n2", GPUs: 1}},
+		Allocs: []Alloc{
+			// a is of c's tier: c may not take its place either.
+			{ID: "a", Job: Job{Ref: JobRef{"ml", "a"}, Tier: "interactive", Priority: 60}, Group: "main", NodeID: "n1",
+				GPUIDs: []string{"n1-g0"}, StartedAt: t0.Add(-time.Hour)},
+			{ID: "b", Job: Job{Ref: JobRef{"ml", "b"}, Tier: "training", Priority: 40}, Group: "main", NodeID: "n1",
+				GPUIDs: []string{"n1-g1"}, StartedAt: t0.Add(-time.Hour), Draining: true, For: &nb, ForGroup: "main"},
+		},
+		Waiting: []Demand{
+			// c waited longer: it ranks before nb in their tier.
+			{Job: Job{Ref: JobRef{"ml", "c"}, Tier: "interactive", Priority: 60}, Group: "main", GPUsPerAlloc: 1, Count: 1,
+				Since: t0.Add(-30 * time.Minute), Held: true},
+			{Job: Job{Ref: nb, Tier: "interactive", Priority: 60}, Group: "main", GPUsPerAlloc: 1, Count: 1,
+				Since: t0.Add(-time.Minute), Held: true},
+		},
+	}
+	plan := New(pol).Plan(s, t0)
+	if got, want := kinds(plan), []string{"resume ml/nb"}; !slices.Equal(got, want) {
+		t.Fatalf("actions %q, want %q (ml/c must not take the limit's room on n2)", got, want)
+	}
+	for _, w := range plan.Waiting {
+		if w.Job.ID == "c" {
+			mustContain(t, w.Reason.Message, "tenant ml holds 1 GPUs and 1 being freed for its waiting work, limit 2: 1 more would exceed it")
+		}
+	}
+}

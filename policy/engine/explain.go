@@ -34,7 +34,7 @@ type decision struct {
 	vs        [2]int // victims: batch.victims[vs[0]:vs[1]], one job, group and rule
 	count     int    // allocations resumed or held
 	use       int    // the tenant's GPUs with a resume
-	preempted bool   // a resume whose GPUs are being freed
+	preempted bool   // a resume whose GPUs are being freed (Action.AfterVictims)
 	why       Reason // a hold's reason
 }
 
@@ -153,8 +153,9 @@ func (x *explainer) explain(bt *batch) {
 			}
 			x.out = appendAction(x.out, a)
 		case decideResume:
-			x.out = appendAction(x.out, countAction(Resume, dm, d.count,
-				x.st.admitReason(&x.text, &d.b, d.count, d.use, d.preempted)))
+			a := countAction(Resume, dm, d.count, x.st.admitReason(&x.text, &d.b, d.count, d.use, d.preempted))
+			a.AfterVictims = d.preempted
+			x.out = appendAction(x.out, a)
 		case decideHold:
 			x.out = appendAction(x.out, countAction(Hold, dm, d.count, d.why))
 		}

@@ -77,7 +77,12 @@ type Action struct {
 	// no one waits for (migration.go): they are checkpointed, stopped and
 	// resumed there as soon as the beneficiary is placed. "": a hold.
 	MoveTo string
-	Reason Reason
+	// AfterVictims: a Resume whose allocations go on GPUs its victims are
+	// still freeing (a checkpoint grace): release it when they have
+	// stopped, not before, or Nomad would place it on the first GPUs
+	// anyone frees. Without it, the GPUs it goes on are free now.
+	AfterVictims bool
+	Reason       Reason
 }
 
 func (a Action) String() string {
@@ -103,6 +108,9 @@ func (a Action) String() string {
 	}
 	if a.MoveTo != "" {
 		fmt.Fprintf(&b, " move-to=%s", a.MoveTo)
+	}
+	if a.AfterVictims {
+		b.WriteString(" after-victims")
 	}
 	fmt.Fprintf(&b, ": %s", a.Reason.Message)
 	return b.String()

@@ -115,17 +115,20 @@ func (st *state) limitReason(b *bene, need int) Reason {
 	t := &st.tenants[b.tenant]
 	// A tenant at its limit often has a long queue behind it: while its
 	// use stays the same, demands that need as many GPUs share the text.
-	key := limitKey{tenant: b.tenant, use: t.use, need: need}
+	key := limitKey{tenant: b.tenant, use: t.use, marked: t.marked, need: need}
 	if st.lastLimit.key != key || st.lastLimit.why.Rule == "" {
 		st.lastLimit.key = key
-		st.lastLimit.why = st.text.start("tenant ", t.t.Name, " holds ").n(t.use).s(" GPUs, limit ").n(t.t.Limit).
-			s(": ").n(need).s(" more would exceed it").reason(RuleLimit)
+		m := st.text.start("tenant ", t.t.Name, " holds ").n(t.use).s(" GPUs")
+		if t.marked > 0 {
+			m.s(" and ").n(t.marked).s(" being freed for its waiting work")
+		}
+		st.lastLimit.why = m.s(", limit ").n(t.t.Limit).s(": ").n(need).s(" more would exceed it").reason(RuleLimit)
 	}
 	return st.lastLimit.why
 }
 
 // limitKey is what a limit reason's text depends on besides the policy.
-type limitKey struct{ tenant, use, need int }
+type limitKey struct{ tenant, use, marked, need int }
 
 func (st *state) capacityReason(b *bene) Reason {
 	t := st.tenants[b.tenant]

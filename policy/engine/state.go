@@ -37,7 +37,10 @@ type state struct {
 
 	// marks are GPUs set aside per beneficiary (Snapshot.Waiting index):
 	// not free to anyone else until it is served (earmarks.go).
-	marks      map[int32][]nodeGPUs
+	marks map[int32][]nodeGPUs
+	// draining: per beneficiary, the nodes where allocations drain for
+	// it (Alloc.For): a placement there waits for them (AfterVictims).
+	draining   map[int32][]int32
 	moves      []move // Preempts whose victim may move elsewhere (migration.go)
 	waitingIdx map[demandRef]int32
 	waitingOf  []resolved // [Snapshot.Waiting index] tenant and tier (resolveWaiting)
@@ -113,8 +116,14 @@ type idleState struct {
 }
 
 type tenantState struct {
-	t       *policy.Tenant
-	use     int // GPUs held, draining excluded
+	t   *policy.Tenant
+	use int // GPUs held, draining excluded
+	// marked is the GPUs set aside for its waiting work and not yet
+	// taken (earmarks.go): promised to the tenant, so within its limit
+	// as much as what it holds; else another of its jobs would take the
+	// limit's room while they drain, and the work they drain for would
+	// find itself over the limit.
+	marked  int
 	waiting int
 	// fixed is the GPUs its non-preemptible work holds, draining excluded,
 	// as the plan goes; fixed0 the same at the plan's start (for reasons).
@@ -311,6 +320,8 @@ func (st *state) buildUnits() {
 			// is freeing them for someone, who has them first.
 			if !st.earmark(a.For, a.ForGroup, n, g) {
 				free[n] += int32(g)
+			} else {
+				st.markDraining(a.For, a.ForGroup, n)
 			}
 			continue
 		}
