@@ -215,13 +215,17 @@ type simulator struct {
 	arrived   []int32
 	wantPlan  bool
 	forcePlan bool
-	lastPlan  time.Duration
-	deferred  bool // a wake-up for a deferred plan is scheduled
-	snap      engine.Snapshot
-	plans     int
-	skipped   int
-	maxEvents int
-	handled   int
+	// drainEnded: a victim's grace ended at this instant. The controller
+	// wakes at that deadline to stop it (finishDrains) and plans in the
+	// same round, whatever its batching of other events.
+	drainEnded bool
+	lastPlan   time.Duration
+	deferred   bool // a wake-up for a deferred plan is scheduled
+	snap       engine.Snapshot
+	plans      int
+	skipped    int
+	maxEvents  int
+	handled    int
 
 	// checks are preemptions made for a named beneficiary, to be checked
 	// when it should be running (wasted preemptions); due holds those
@@ -436,6 +440,7 @@ func (s *simulator) handle(e event) {
 			k = keepCheckpoint
 		}
 		bene := j.drainFor
+		s.drainEnded = true
 		s.markFreed(j)
 		s.stopRun(e.job, k)
 		j.waitSince = s.now

@@ -21,7 +21,9 @@ func (s *simulator) settleSteward() error {
 		s.wantPlan = true
 	}
 	s.arrived = s.arrived[:0]
-	if s.wantPlan && s.plans > 0 && s.now < s.lastPlan+s.cfg.PlanInterval {
+	urgent := s.drainEnded
+	s.drainEnded = false
+	if s.wantPlan && !urgent && s.plans > 0 && s.now < s.lastPlan+s.cfg.PlanInterval {
 		// Too soon after the last plan: plan when the interval is over
 		// (a forced plan stays forced until then).
 		if !s.deferred {

@@ -440,6 +440,7 @@ func (st *state) serve(p pending, failed *failures) {
 	var victims []victim
 	placed := 0
 	afterVictims := false // some allocation goes on GPUs still draining for it
+	var onFree []int32    // nodes of allocations placed on free GPUs alone
 	var why Reason
 	if d.Job.Gang && d.Count > 1 {
 		// All or nothing: try every allocation, then keep or undo the lot.
@@ -455,10 +456,14 @@ func (st *state) serve(p pending, failed *failures) {
 			victims = append(victims, vs...)
 			nodes = append(nodes, n)
 			st.markBeside(b, n, vs)
+			if len(vs) == 0 {
+				onFree = append(onFree, n)
+			}
 			afterVictims = afterVictims || st.drainsOn(p.w, n)
 			placed++
 		}
 		if placed < d.Count {
+			onFree = onFree[:0]
 			for _, n := range nodes {
 				st.unplace(b, n)
 			}
@@ -478,9 +483,17 @@ func (st *state) serve(p pending, failed *failures) {
 			}
 			victims = append(victims, vs...)
 			st.markBeside(b, n, vs)
+			if len(vs) == 0 {
+				onFree = append(onFree, n)
+			}
 			afterVictims = afterVictims || st.drainsOn(p.w, n)
 			placed++
 		}
+	}
+	if len(victims) > 0 {
+		// The preemption counts on these too: a gang, or the other
+		// allocations of the demand, run only with them.
+		st.markFree(b, onFree)
 	}
 	st.emitVictims(b, victims)
 	if placed > 0 && d.Held {

@@ -157,6 +157,15 @@ func (st *state) markedFit(b *bene) (int32, bool) {
 	return 0, false
 }
 
+// markFree sets aside, in the plan's Earmarks, the free GPUs of the
+// allocations of a demand that preempts which went on free GPUs alone: the
+// preemption pays off only if they are still free when its victims stop.
+func (st *state) markFree(b *bene, nodes []int32) {
+	for _, n := range nodes {
+		st.out.Earmarks = append(st.out.Earmarks, Earmark{NodeID: st.nodes[n].ID, GPUs: b.g, For: b.d.Job.Ref, ForGroup: b.d.Group})
+	}
+}
+
 // markBeside sets aside, in the plan's Earmarks, the free GPUs an
 // allocation of b placed on node n with victims vs counts on beside what
 // the victims free: without them the preemption frees too little, and

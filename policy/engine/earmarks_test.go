@@ -279,3 +279,26 @@ func TestMarkedCountTowardLimit(t *testing.T) {
 		}
 	}
 }
+
+// A gang that preempts on one node and goes on free GPUs on another counts
+// on those too: they are set aside with the GPUs beside its victims, or
+// other work takes them during the grace and the gang never runs.
+func TestEarmarksOfAGangOnFreeNodes(t *testing.T) {
+	pol := testPolicy(func(p *policy.Policy) {
+		p.Tenants["a"] = tenant("a", 4, policy.Unlimited)
+		p.Tenants["b"] = tenant("b", 0, policy.Unlimited)
+	})
+	bene := JobRef{"a", "gang"}
+	snap := Snapshot{
+		Nodes: []Node{{ID: "n1", GPUs: 2}, {ID: "n2", GPUs: 2}},
+		Allocs: []Alloc{{ID: "v", Job: Job{Ref: JobRef{"b", "victim"}, Priority: 40, Tier: "training"}, Group: "main",
+			NodeID: "n1", GPUIDs: []string{"g0", "g1"}, StartedAt: t0.Add(-2 * time.Hour)}},
+		Waiting: []Demand{{Job: Job{Ref: bene, Priority: 40, Tier: "training", Gang: true}, Group: "main",
+			GPUsPerAlloc: 2, Count: 2, Since: t0.Add(-time.Minute), Held: true}},
+	}
+	plan := New(pol).Plan(&snap, t0)
+	want := []Earmark{{NodeID: "n2", GPUs: 2, For: bene, ForGroup: "main"}}
+	if !slices.Equal(plan.Earmarks, want) {
+		t.Errorf("earmarks %v, want %v; actions %q", plan.Earmarks, want, kinds(plan))
+	}
+}
