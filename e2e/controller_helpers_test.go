@@ -85,6 +85,19 @@ func (c *cluster) waitGPUs(node string, gpus int) {
 	})
 }
 
+// waitDriver waits until the node's task driver is detected and healthy.
+func (c *cluster) waitDriver(node, driver string) {
+	c.t.Helper()
+	testnomad.WaitFor(c.t, 60*time.Second, driver+" healthy on node "+node, func() (bool, string) {
+		n, _, err := c.Client.Nodes().Info(node, nil)
+		if err != nil {
+			return false, err.Error()
+		}
+		d := n.Drivers[driver]
+		return d != nil && d.Detected && d.Healthy, fmt.Sprintf("%s: %+v", driver, d)
+	})
+}
+
 // work registers jobs/gpu-work.nomad.hcl with the given variables.
 func (c *cluster) work(name, ns, tier string, gpus, count int, extra ...string) {
 	c.t.Helper()

@@ -92,14 +92,7 @@ func TestMigrationResumesFromCheckpoint(t *testing.T) {
 	c := startClusterWith(t, 2, testnomad.Options{Plugins: []testnomad.Plugin{exec}})
 	second := c.addClient("steward-second", 1, exec)
 	for _, node := range []string{c.NodeID, second.NodeID} {
-		testnomad.WaitFor(t, 60*time.Second, "steward-exec healthy on node "+node, func() (bool, string) {
-			n, _, err := c.Client.Nodes().Info(node, nil)
-			if err != nil {
-				return false, err.Error()
-			}
-			d := n.Drivers["steward-exec"]
-			return d != nil && d.Healthy, fmt.Sprintf("%+v", d)
-		})
+		c.waitDriver(node, "steward-exec")
 	}
 	c.startController("ctl", writePolicy(t, migrationPolicy))
 

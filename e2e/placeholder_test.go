@@ -44,16 +44,7 @@ func TestPlaceholderKeepsFreeGPUs(t *testing.T) {
 }
 
 func placeholderKeepsFreeGPUs(t *testing.T, driver string, c *cluster) {
-	if driver == "steward-exec" {
-		testnomad.WaitFor(t, 60*time.Second, "steward-exec healthy", func() (bool, string) {
-			n, _, err := c.Client.Nodes().Info(c.NodeID, nil)
-			if err != nil {
-				return false, err.Error()
-			}
-			d := n.Drivers["steward-exec"]
-			return d != nil && d.Detected && d.Healthy, fmt.Sprintf("steward-exec: %+v", d)
-		})
-	}
+	c.waitDriver(c.NodeID, driver)
 	ctl := c.startController("ctl", writePolicy(t, placeholderPolicy))
 
 	c.work("train", "ml", "training", 2, 1, "priority", "40")
