@@ -128,11 +128,11 @@ func later(a, b time.Time) time.Time {
 // ("": any group).
 func (c *Controller) stillHeld(k jobKey, group string) bool {
 	st := c.states[k]
-	if st == nil {
-		return false
+	if st == nil || group != "" {
+		return st != nil && st.holds(group)
 	}
-	for g, h := range st.Held {
-		if h != nil && h.Count > 0 && (group == "" || g == group) {
+	for g := range st.Held {
+		if st.holds(g) {
 			return true
 		}
 	}
