@@ -41,6 +41,7 @@ func (c *Controller) execute(ctx context.Context, r *round, a engine.Action) err
 		}
 		if a.For != nil {
 			d.For, d.ForGroup = a.For.String(), a.ForGroup
+			d.On = r.gpusOf(a.Allocs)
 		}
 		d.MoveTo = a.MoveTo
 		if d.For != "" && d.Signal != "" {
@@ -50,6 +51,9 @@ func (c *Controller) execute(ctx context.Context, r *round, a engine.Action) err
 		}
 		st.Draining = append(st.Draining, d)
 		r.markBeside(st, a)
+		if d.For != "" && d.Signal != "" {
+			c.extendMarks(ctx, st, d.For, r.now, r.now.Add(signalDelay+d.Grace))
+		}
 		st.note(StatusDraining, a.Reason, r.now)
 		if err := c.save(ctx, st); err != nil {
 			return err
@@ -112,7 +116,15 @@ func (c *Controller) execute(ctx context.Context, r *round, a engine.Action) err
 			return err
 		}
 		c.crashPoint(stepResumeRecorded)
-		if err := c.scale(ctx, r, k, a.Group, spec.Count+n, "Steward resumes "+plural(n, "allocation")+": "+a.Reason.Message,
+		if a.Ahead {
+			// GPUs were set aside for it: Nomad evaluates it before the
+			// rest of its queue, which would otherwise take them first.
+			index, err := c.nomad.ScaleAhead(ctx, k.Namespace, k.ID, a.Group, spec.Count+n, r.jobIndex(k))
+			if err != nil {
+				return err
+			}
+			r.setJobIndex(k, index)
+		} else if err := c.scale(ctx, r, k, a.Group, spec.Count+n, "Steward resumes "+plural(n, "allocation")+": "+a.Reason.Message,
 			scaleMeta(a.Reason)); err != nil {
 			return err
 		}
@@ -189,7 +201,7 @@ func (c *Controller) finishDrain(ctx context.Context, r *round, st *JobState, d 
 	k := st.key()
 	job := r.obs.Jobs[k]
 	d.Finished, d.FinishedAt = true, r.now
-	r.markFreed(st, d)
+	c.markFreed(r, st, d)
 	if job == nil || job.Stopped {
 		st.Draining = slices.DeleteFunc(st.Draining, func(x *Drain) bool { return x == d })
 		return c.save(ctx, st)

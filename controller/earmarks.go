@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"context"
 	"slices"
 	"strings"
 	"time"
@@ -60,18 +61,84 @@ func (r *round) markBeside(st *JobState, a engine.Action) {
 	}
 }
 
-// markFreed keeps the GPUs a finished preemption gives back for its
-// beneficiary.
-func (r *round) markFreed(st *JobState, d *Drain) {
-	if d.For == "" || d.Kind != string(engine.Preempt) {
+// markFreed keeps the GPUs a finished preemption (or a pressure idle
+// stop, which names the work it frees GPUs for) gives back for its
+// beneficiary: where the drain found its victims (Drain.On), or, for a
+// drain recorded before it said, where Nomad still lists them. A victim
+// that exited by itself during its grace is no longer listed, and its
+// GPUs are the beneficiary's all the same.
+//
+// They stay set aside for markTTL after the last drain for the same
+// beneficiary ends: it is released only then (it waits for all its
+// victims), and GPUs given back early must still be its own.
+func (c *Controller) markFreed(r *round, st *JobState, d *Drain) {
+	if !freesFor(d) {
 		return
 	}
-	for _, a := range r.obs.Allocs {
-		if len(a.GPUIDs) > 0 && slices.Contains(d.Allocs, a.ID) {
-			st.Marks = append(st.Marks, Mark{Node: a.NodeID, GPUs: len(a.GPUIDs), For: d.For, Group: d.ForGroup,
-				Until: r.now.Add(markTTL)})
+	on := d.On
+	if len(on) == 0 {
+		on = r.gpusOf(d.Allocs)
+	}
+	until := r.now
+	for _, o := range c.states {
+		for _, x := range o.Draining {
+			if x != d && !x.Finished && x.For == d.For && x.Deadline.After(until) {
+				until = x.Deadline
+			}
 		}
 	}
+	for _, g := range on {
+		st.Marks = append(st.Marks, Mark{Node: g.Node, GPUs: g.GPUs, For: d.For, Group: d.ForGroup,
+			Until: until.Add(markTTL)})
+	}
+}
+
+// extendMarks keeps the GPUs already set aside for a beneficiary (in
+// other jobs' states: an idle stop or a victim of an earlier action that
+// gave them back), not lapsed at now, until markTTL after a new drain for it ends at end: the
+// beneficiary is released only when the last of its victims stops. The
+// states changed are saved (st, the caller's, is saved by the caller).
+func (c *Controller) extendMarks(ctx context.Context, st *JobState, bene string, now, end time.Time) {
+	until := end.Add(markTTL)
+	for _, o := range c.sortedStates() {
+		changed := false
+		for i := range o.Marks {
+			if m := &o.Marks[i]; m.For == bene && now.Before(m.Until) && m.Until.Before(until) {
+				m.Until, changed = until, true
+			}
+		}
+		if changed && o != st {
+			if err := c.save(ctx, o); err != nil {
+				// The marks lapse at their old time: the beneficiary may
+				// find those GPUs taken, and waits for others.
+				c.log.Warn("keep GPUs set aside", "for", bene, "job", o.key(), "error", err)
+			}
+		}
+	}
+}
+
+// freesFor reports whether a drain frees its GPUs for a named waiting job:
+// a preemption, or an idle stop under pressure.
+func freesFor(d *Drain) bool {
+	return d != nil && d.For != "" && (d.Kind == string(engine.Preempt) || d.Kind == string(engine.IdleStop))
+}
+
+// gpusOf sums, per node, the GPUs the listed allocations hold as Nomad
+// shows them now, in the order first seen.
+func (r *round) gpusOf(ids []string) []NodeGPUs {
+	var out []NodeGPUs
+	for _, a := range r.obs.Allocs {
+		if len(a.GPUIDs) == 0 || !slices.Contains(ids, a.ID) {
+			continue
+		}
+		i := slices.IndexFunc(out, func(g NodeGPUs) bool { return g.Node == a.NodeID })
+		if i < 0 {
+			out = append(out, NodeGPUs{Node: a.NodeID})
+			i = len(out) - 1
+		}
+		out[i].GPUs += len(a.GPUIDs)
+	}
+	return out
 }
 
 // pruneMarks drops a state's expired marks (saved with its next write).
@@ -101,7 +168,7 @@ func snapshotMarks(states map[jobKey]*JobState, now time.Time) []engine.Earmark 
 
 // drainFor is the beneficiary a draining allocation's GPUs are freed for.
 func drainFor(d *Drain) (*engine.JobRef, string) {
-	if d == nil || d.Kind != string(engine.Preempt) {
+	if !freesFor(d) {
 		return nil, ""
 	}
 	ref, ok := parseJobRef(d.For)

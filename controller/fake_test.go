@@ -78,6 +78,12 @@ func (f *fakeNomad) Scale(_ context.Context, ns, job, group string, count int, m
 	}
 	return index + 1, nil
 }
+func (f *fakeNomad) ScaleAhead(_ context.Context, ns, job, group string, count int, index uint64) (uint64, error) {
+	if err := f.record(fmt.Sprintf("scale-ahead %s/%s %s %d", ns, job, group, count)); err != nil {
+		return 0, err
+	}
+	return index + 1, nil
+}
 func (f *fakeNomad) SetPriority(_ context.Context, ns, job string, prio int, _ string, _ uint64) error {
 	return f.record(fmt.Sprintf("priority %s/%s %d", ns, job, prio))
 }

@@ -58,6 +58,13 @@ func (f fencedNomad) Scale(ctx context.Context, ns, jobID, group string, count i
 	return f.Nomad.Scale(ctx, ns, jobID, group, count, message, meta, index)
 }
 
+func (f fencedNomad) ScaleAhead(ctx context.Context, ns, jobID, group string, count int, index uint64) (uint64, error) {
+	if err := f.fence(fmt.Sprintf("scale %s/%s", ns, jobID)); err != nil {
+		return 0, err
+	}
+	return f.Nomad.ScaleAhead(ctx, ns, jobID, group, count, index)
+}
+
 func (f fencedNomad) SetPriority(ctx context.Context, ns, jobID string, priority int, reason string, index uint64) error {
 	if err := f.fence(fmt.Sprintf("set priority of %s/%s", ns, jobID)); err != nil {
 		return err

@@ -23,6 +23,13 @@ type Nomad interface {
 	// index (the one the decision was made on; 0: any), and returns the
 	// job's new modify index.
 	Scale(ctx context.Context, namespace, jobID, group string, count int, message string, meta map[string]any, index uint64) (uint64, error)
+	// ScaleAhead sets a group's count as Scale does, by re-registering the
+	// job with an evaluation that Nomad takes ahead of the rest of its
+	// queue (eval priority evalPriorityAhead; the job's own priority is
+	// unchanged). For work that GPUs were set aside for
+	// (engine.Action.Ahead): Nomad places by priority, so queued work of a
+	// higher priority would otherwise take them first.
+	ScaleAhead(ctx context.Context, namespace, jobID, group string, count int, index uint64) (uint64, error)
 	// SetPriority re-registers the job with a priority, only if its modify
 	// index is still index (0: any).
 	SetPriority(ctx context.Context, namespace, jobID string, priority int, reason string, index uint64) error
@@ -109,7 +116,7 @@ func (n *nomadClient) Scale(ctx context.Context, ns, jobID, group string, count 
 		// progress deadline). Registering the job with the new count is
 		// allowed: it starts a new version, and the message stays in
 		// Steward's record instead of a scaling event.
-		newIndex, err = n.registerCount(ctx, ns, jobID, group, count, index)
+		newIndex, err = n.registerCount(ctx, ns, jobID, group, count, index, 0)
 	}
 	if err != nil && strings.Contains(err.Error(), "Enforcing job modify index") {
 		err = fmt.Errorf("%w: %v", errJobChanged, err)
@@ -121,7 +128,21 @@ func (n *nomadClient) Scale(ctx context.Context, ns, jobID, group string, count 
 // controller read it: the next round decides again on what it is now.
 var errJobChanged = errors.New("the job changed since it was read")
 
-func (n *nomadClient) registerCount(ctx context.Context, ns, jobID, group string, count int, index uint64) (uint64, error) {
+// evalPriorityAhead is the evaluation priority of ScaleAhead: the highest
+// Nomad accepts, above every tier's job priority.
+const evalPriorityAhead = 100
+
+func (n *nomadClient) ScaleAhead(ctx context.Context, ns, jobID, group string, count int, index uint64) (uint64, error) {
+	newIndex, err := n.registerCount(ctx, ns, jobID, group, count, index, evalPriorityAhead)
+	if err != nil && strings.Contains(err.Error(), "Enforcing job modify index") {
+		err = fmt.Errorf("%w: %v", errJobChanged, err)
+	}
+	return newIndex, needs(err, "submit-job", "scale %s/%s group %s to %d ahead of the queue", ns, jobID, group, count)
+}
+
+// registerCount registers the job as it is with one group's count changed;
+// evalPriority, when not 0, is the priority of the evaluation it creates.
+func (n *nomadClient) registerCount(ctx context.Context, ns, jobID, group string, count int, index uint64, evalPriority int) (uint64, error) {
 	job, _, err := n.c.Jobs().Info(jobID, rq(ctx, ns))
 	if err != nil {
 		return 0, fmt.Errorf("read job: %w", err)
@@ -139,7 +160,8 @@ func (n *nomadClient) registerCount(ctx context.Context, ns, jobID, group string
 	if !found {
 		return 0, fmt.Errorf("job has no group %q", group)
 	}
-	resp, _, err := n.c.Jobs().RegisterOpts(job, &api.RegisterOptions{EnforceIndex: true, ModifyIndex: derefU64(job.JobModifyIndex)}, wq(ctx, ns))
+	resp, _, err := n.c.Jobs().RegisterOpts(job, &api.RegisterOptions{EnforceIndex: true, ModifyIndex: derefU64(job.JobModifyIndex),
+		EvalPriority: evalPriority}, wq(ctx, ns))
 	if err != nil {
 		return 0, fmt.Errorf("register with count %d: %w", count, err)
 	}

@@ -59,8 +59,10 @@ func placeholderID(bene engine.JobRef, group, node string) string {
 }
 
 // wantedPlaceholders are the placeholders the states' marks call for now:
-// free GPUs a preemption counted on (Mark.Beside), not lapsed, for a
-// beneficiary Steward still holds and did not resume in this round. A new
+// GPUs set aside for a beneficiary Steward still holds and did not resume
+// in this round, not lapsed: free GPUs a preemption counted on
+// (Mark.Beside), and GPUs a victim gave back while other victims still
+// drain for the same beneficiary (it is released when the last stops). A new
 // one asks for no more GPUs than are free on its node now, in Nomad's
 // eyes: the engine may have counted GPUs that are still draining, and a
 // placeholder waiting for those would take them from whoever they drain
@@ -81,7 +83,7 @@ func (c *Controller) wantedPlaceholders(r *round) map[string]placeholderWant {
 	want := map[string]placeholderWant{}
 	for _, st := range c.states {
 		for _, m := range st.Marks {
-			if !m.Beside || !r.now.Before(m.Until) {
+			if !r.now.Before(m.Until) {
 				continue
 			}
 			ref, ok := parseJobRef(m.For)

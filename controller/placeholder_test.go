@@ -12,8 +12,10 @@ import (
 
 // TestPlaceholders: a placeholder holds the free GPUs a preemption counted
 // on while its beneficiary is held, on a node with a driver to run it, and
-// is purged once the beneficiary is resumed or the marks lapse; GPUs a
-// victim gave back need none (the beneficiary resumes as they free up).
+// is purged once the beneficiary is resumed or the marks lapse. GPUs a
+// victim gave back are held too while the beneficiary stays held (it waits
+// for other victims still draining for it), or Nomad places other work
+// there.
 func TestPlaceholders(t *testing.T) {
 	nb := engine.JobRef{Namespace: "ml", ID: "nb"}
 	id := placeholderID(nb, "work", "n1")
@@ -38,8 +40,10 @@ func TestPlaceholders(t *testing.T) {
 		{"no longer held: purged", []Mark{beside}, false, false, []string{"raw_exec"}, true, 1, "purge steward/" + id},
 		{"lapsed: purged", []Mark{{Node: "n1", GPUs: 3, For: "ml/nb", Group: "work", Until: t0, Beside: true}}, true, false,
 			[]string{"raw_exec"}, true, 1, "purge steward/" + id},
-		{"GPUs a victim gave back: none", []Mark{{Node: "n1", GPUs: 1, For: "ml/nb", Group: "work", Until: t0.Add(time.Minute)}},
-			true, false, []string{"raw_exec"}, false, 1, ""},
+		{"GPUs a victim gave back, others still draining: registered", []Mark{{Node: "n1", GPUs: 1, For: "ml/nb", Group: "work", Until: t0.Add(time.Minute)}},
+			true, false, []string{"raw_exec"}, false, 1, "register steward/" + id + " gpus=1"},
+		{"GPUs a victim gave back, resumed in this round: none", []Mark{{Node: "n1", GPUs: 1, For: "ml/nb", Group: "work", Until: t0.Add(time.Minute)}},
+			true, true, []string{"raw_exec"}, false, 1, ""},
 		{"no driver to run it on the node: none", []Mark{beside}, true, false, []string{"docker"}, false, 1, ""},
 	}
 	for _, tt := range tests {

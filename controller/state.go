@@ -86,8 +86,13 @@ type Held struct {
 // the victims stopping). Until the victims are gone their GPUs count as
 // free for the beneficiary alone, and nobody is preempted for it again.
 type Drain struct {
-	Group  string        `json:"group"` // "" for a whole gang
-	Allocs []string      `json:"allocs"`
+	Group  string   `json:"group"` // "" for a whole gang
+	Allocs []string `json:"allocs"`
+	// On is where the victims hold GPUs, as the preemption found them:
+	// the GPUs they give back are set aside for For even when a victim
+	// exits by itself before the controller finishes the drain (Nomad
+	// then lists it no more).
+	On     []NodeGPUs    `json:"on,omitempty"`
 	Signal string        `json:"signal,omitempty"`
 	Grace  time.Duration `json:"grace,omitempty"`
 	// Decided is when the preemption was decided and recorded.
@@ -116,6 +121,12 @@ type Drain struct {
 	MoveTo string `json:"move_to,omitempty"`
 	Rule   string `json:"rule"`
 	Reason string `json:"reason"`
+}
+
+// NodeGPUs is GPUs on a node.
+type NodeGPUs struct {
+	Node string `json:"node"`
+	GPUs int    `json:"gpus"`
 }
 
 // Statuses shown in the job's record.

@@ -89,6 +89,24 @@ func placeholderKeepsFreeGPUs(t *testing.T, driver string, c *cluster) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	c.waitRunning(30*time.Second, map[string]int{"ml/big": 1, "ml/train": 0, "ml/sneak": 0})
+	// It was resumed ahead of Nomad's queue: an evaluation of priority
+	// 100, the job's own priority unchanged.
+	evals, _, err := c.Client.Jobs().Evaluations("big", &api.QueryOptions{Namespace: "ml"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var prios []int
+	ahead := false
+	for _, e := range evals {
+		prios = append(prios, e.Priority)
+		ahead = ahead || (e.Priority == 100 && e.TriggeredBy == "job-register")
+	}
+	if !ahead {
+		t.Errorf("ml/big's evaluations have priorities %v: want one of 100, by its resume", prios)
+	}
+	if big, _, err := c.Client.Jobs().Info("big", &api.QueryOptions{Namespace: "ml"}); err != nil || *big.Priority != 60 {
+		t.Errorf("ml/big's priority: %v (%v), want 60", big, err)
+	}
 	testnomad.WaitFor(t, 20*time.Second, "the placeholder purged", func() (bool, string) {
 		_, _, err := c.Client.Jobs().Info(ph.ID, &api.QueryOptions{Namespace: "steward"})
 		return err != nil && strings.Contains(err.Error(), "404"), fmt.Sprint(err)

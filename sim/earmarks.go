@@ -44,11 +44,37 @@ func (s *simulator) markFreed(j *simJob) {
 		j.drainFor = -1
 		return
 	}
-	until := s.now + max(time.Minute, markTTL*s.cfg.PlanInterval)
+	// The beneficiary is released when the last of its victims stops:
+	// GPUs given back before then stay its own until markTTL after that.
+	last := s.now
+	for _, ai := range s.active {
+		if o := &s.jobs[ai]; ai != j.idx && o.state == draining && o.drainFor == j.drainFor {
+			last = max(last, o.drainEnd)
+		}
+	}
+	until := last + max(time.Minute, markTTL*s.cfg.PlanInterval)
 	for _, a := range j.allocs {
-		s.marks = append(s.marks, simMark{node: a.node, gpus: len(a.gpus), bene: j.drainFor, until: until})
+		// held: while the beneficiary stays held (other victims still
+		// drain for it), a placeholder holds these GPUs, as the
+		// controller registers one for any GPUs set aside for a held job.
+		s.marks = append(s.marks, simMark{node: a.node, gpus: len(a.gpus), bene: j.drainFor, until: until, held: len(a.gpus)})
 	}
 	j.drainFor = -1
+}
+
+// extendMarks keeps the GPUs already set aside for bene until markTTL
+// after a drain for it that ends at end: it is released only when the
+// last of its victims stops.
+func (s *simulator) extendMarks(bene int32, end time.Duration) {
+	if bene < 0 {
+		return
+	}
+	until := end + max(time.Minute, markTTL*s.cfg.PlanInterval)
+	for i := range s.marks {
+		if m := &s.marks[i]; m.bene == bene && m.until < until && s.now < m.until {
+			m.until = until
+		}
+	}
 }
 
 // keepMarks keeps the free GPUs a plan's preemptions count on beside their

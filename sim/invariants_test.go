@@ -17,14 +17,19 @@ import (
 //   - non-preemptible work is never a victim while its tenant's
 //     non-preemptible work fits in its reserve.
 //
-// Preemptions whose beneficiary did not run within grace + one plan are
-// counted and logged (wasted_preemptions); see the README for their rate.
+//
+// Preemptions whose beneficiary did not run within grace + one plan
+// (wasted_preemptions) are logged per seed and, over all seeds, must stay
+// under maxWastedShare: a few remain (see the README for their causes), 3-10 %
+// per seed before GPUs were set aside until the beneficiary is placed.
 func TestInvariantsOverTime(t *testing.T) {
 	pol := examplePolicy(t)
 	ScaleTenants(pol, 0.04) // example.hcl was scaled for 100 nodes; this is 4 nodes
 	tiers := []string{"inference", "build", "interactive", "training", "training"}
 	tenants := []string{"product", "research", "platform"}
 	cap := pol.Preemption.MaxPerJobPerHour
+	const maxWastedShare = 0.02
+	preemptions, wasted := 0, 0
 	for seed := range uint64(8) {
 		rng := rand.New(rand.NewPCG(seed, 13))
 		var jobs []Job
@@ -80,6 +85,11 @@ func TestInvariantsOverTime(t *testing.T) {
 		if r.CapBreaches != 0 {
 			t.Errorf("seed %d: cap_breaches %d, want 0", seed, r.CapBreaches)
 		}
+		preemptions += r.Preemptions
+		wasted += r.WastedPreemptions
+	}
+	if share := float64(wasted) / float64(max(1, preemptions)); share > maxWastedShare {
+		t.Errorf("%d of %d preemptions wasted (%.1f %%), want at most %.0f %%", wasted, preemptions, 100*share, 100*maxWastedShare)
 	}
 }
 

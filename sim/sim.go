@@ -149,12 +149,17 @@ type simJob struct {
 	endedAt    time.Duration // when it completed
 	idleFrom   time.Duration // this run's GPUs idle since; -1 while busy
 
-	drainCheckpoint bool  // the drain ends with a checkpoint (signal and grace)
-	drainFor        int32 // the job the drain frees GPUs for; -1: none
+	drainCheckpoint bool          // the drain ends with a checkpoint (signal and grace)
+	drainFor        int32         // the job the drain frees GPUs for; -1: none
+	drainEnd        time.Duration // when the drain's grace ends
 	// parked: the engine resumed (or admitted) this job while victims
 	// were still draining for it; it joins Nomad's queue when the last of
 	// them stops, as the controller resumes it (see parkBeneficiary).
-	parked       bool
+	parked bool
+	// ahead: Steward resumed it onto GPUs set aside for it and asked
+	// Nomad to evaluate it ahead of the rest of its queue
+	// (engine.Action.Ahead), until it is placed or held again.
+	ahead        bool
 	preemptTimes []time.Time
 	preemptions  int
 	// Idle reclaim accounting: when an idle rule requeued the job, and how
@@ -410,11 +415,15 @@ func (s *simulator) handle(e event) {
 		if e.gen != j.gen || (j.state != running && j.state != draining) {
 			return
 		}
+		bene := j.drainFor
+		if j.state == draining {
+			s.markFreed(j) // it finished during its grace: its GPUs are still freed for bene
+		}
 		s.stopRun(e.job, keepAll)
 		s.setState(e.job, done)
 		j.endedAt = s.now
 		s.m.completed(j, s.now)
-		s.unparkBeneficiary(j.drainFor) // it finished during its grace
+		s.unparkBeneficiary(bene)
 	case evIdle:
 		if e.gen != j.gen || (j.state != running && j.state != draining) {
 			return
@@ -428,11 +437,14 @@ func (s *simulator) handle(e event) {
 		}
 		if s.workDone(j) >= j.spec.RunTime {
 			// It finishes as its grace ends: a completion, not a stop.
+			bene := j.drainFor
+			s.drainEnded = true
+			s.markFreed(j)
 			s.stopRun(e.job, keepAll)
 			s.setState(e.job, done)
 			j.endedAt = s.now
 			s.m.completed(j, s.now)
-			s.unparkBeneficiary(j.drainFor)
+			s.unparkBeneficiary(bene)
 			break
 		}
 		k := keepPeriodic
@@ -544,6 +556,9 @@ func (s *simulator) setState(ji int32, to jobState) {
 // queueLess orders Nomad's queue: priority, then time waiting, then index.
 func (s *simulator) queueLess(a, b int32) bool {
 	ja, jb := &s.jobs[a], &s.jobs[b]
+	if ja.ahead != jb.ahead {
+		return ja.ahead
+	}
 	if ja.priority != jb.priority {
 		return ja.priority > jb.priority
 	}
@@ -575,6 +590,7 @@ func (s *simulator) dequeue(ji int32) {
 // start runs a job on the given nodes (one allocation each).
 func (s *simulator) start(ji int32, nodes []int) {
 	j := &s.jobs[ji]
+	j.ahead = false
 	j.gen++
 	j.runs++
 	j.allocs = j.allocs[:0]

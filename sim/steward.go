@@ -162,12 +162,17 @@ func (s *simulator) apply(a engine.Action) error {
 			s.dequeue(ji)
 			s.setState(ji, held)
 		}
+		// Held while its victims checkpoint, it resumes as the last of
+		// them stops, as the controller resumes it: ahead of Nomad's
+		// queue, onto the GPUs they gave back.
+		j.ahead = a.Reason.Rule == engine.RuleDraining
 		if a.Reason.Rule == engine.RuleDraining {
-			// Held while its victims checkpoint: it resumes as the last
-			// of them stops, as the controller resumes it.
 			j.parked = true
 		}
 	case engine.Resume:
+		if j.state == held {
+			j.ahead = a.Ahead
+		}
 		if j.state == held && a.AfterVictims && s.parkBeneficiary(ji) {
 			return nil
 		}
@@ -201,7 +206,9 @@ func (s *simulator) apply(a engine.Action) error {
 				}
 			}
 			s.setState(ji, draining)
-			s.schedule(event{at: s.now + a.Grace, kind: evGraceEnd, job: ji, gen: j.gen})
+			j.drainEnd = s.now + a.Grace
+			s.extendMarks(j.drainFor, j.drainEnd)
+			s.schedule(event{at: j.drainEnd, kind: evGraceEnd, job: ji, gen: j.gen})
 			return nil
 		}
 		if a.For != nil {
@@ -223,6 +230,14 @@ func (s *simulator) apply(a engine.Action) error {
 		owed := j.spec.RunTime - s.workDone(j)
 		j.preemptTimes = append(j.preemptTimes, epoch.Add(s.now))
 		s.wakeForEvictionCap(j)
+		if a.For != nil {
+			// Under pressure its GPUs go to the work it waits for, and
+			// are set aside for it as a preemption's are.
+			if bi, ok := s.byRef[*a.For]; ok {
+				j.drainFor = bi
+				s.markFreed(j)
+			}
+		}
 		s.stopRun(ji, keepAll)
 		s.m.idleStop()
 		if a.Requeue {

@@ -498,7 +498,7 @@ func (st *state) serve(p pending, failed *failures) {
 	st.emitVictims(b, victims)
 	if placed > 0 && d.Held {
 		st.explainer.add(decision{kind: decideResume, b: *b, count: placed, use: st.tenants[b.tenant].use,
-			preempted: len(victims) > 0 || afterVictims})
+			preempted: len(victims) > 0 || afterVictims, ahead: len(victims) > 0 || afterVictims || len(b.marks) > 0})
 	}
 	if placed > 0 && !d.Held {
 		if grace := st.drainFor(b, victims); grace > 0 {

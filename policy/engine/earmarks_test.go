@@ -241,6 +241,42 @@ func TestResumeAfterVictims(t *testing.T) {
 			if resume.AfterVictims != tt.wantAfter {
 				t.Fatalf("%s: AfterVictims %v, want %v", resume, resume.AfterVictims, tt.wantAfter)
 			}
+			if !resume.Ahead {
+				t.Fatalf("%s: not ahead, though GPUs were set aside for it", resume)
+			}
+		})
+	}
+}
+
+// A resume of work GPUs were set aside for goes ahead of Nomad's queue
+// (Action.Ahead): else queued work of a higher priority, placed first on
+// the fullest node, takes exactly those GPUs. Other resumes do not.
+func TestResumeAhead(t *testing.T) {
+	bene := JobRef{"b", "bene"}
+	pol := testPolicy(func(p *policy.Policy) {
+		p.Tenants["b"] = tenant("b", 4, policy.Unlimited)
+	})
+	waiting := Demand{Job: Job{Ref: bene, Tier: "training", Priority: 40}, Group: "main", GPUsPerAlloc: 2, Count: 1,
+		Since: t0.Add(-time.Minute), Held: true}
+	tests := []struct {
+		name      string
+		earmarks  []Earmark
+		wantAhead bool
+	}{
+		{"its victims gave their GPUs back", []Earmark{{NodeID: "n1", GPUs: 2, For: bene, ForGroup: "main"}}, true},
+		{"GPUs set aside for other work", []Earmark{{NodeID: "n2", GPUs: 2, For: JobRef{"b", "other"}, ForGroup: "main"}}, false},
+		{"nothing set aside", nil, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := &Snapshot{Nodes: []Node{{ID: "n1", GPUs: 2}, {ID: "n2", GPUs: 2}}, Waiting: []Demand{waiting}, Earmarks: tt.earmarks}
+			plan := New(pol).Plan(s, t0)
+			if len(plan.Actions) != 1 || plan.Actions[0].Kind != Resume {
+				t.Fatalf("want one resume, got %v", kinds(plan))
+			}
+			if a := plan.Actions[0]; a.Ahead != tt.wantAhead {
+				t.Fatalf("%s: Ahead %v, want %v", a, a.Ahead, tt.wantAhead)
+			}
 		})
 	}
 }

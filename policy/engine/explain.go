@@ -35,6 +35,7 @@ type decision struct {
 	count     int    // allocations resumed or held
 	use       int    // the tenant's GPUs with a resume
 	preempted bool   // a resume whose GPUs are being freed (Action.AfterVictims)
+	ahead     bool   // a resume onto GPUs set aside for it (Action.Ahead)
 	why       Reason // a hold's reason
 }
 
@@ -155,6 +156,7 @@ func (x *explainer) explain(bt *batch) {
 		case decideResume:
 			a := countAction(Resume, dm, d.count, x.st.admitReason(&x.text, &d.b, d.count, d.use, d.preempted))
 			a.AfterVictims = d.preempted
+			a.Ahead = d.ahead
 			x.out = appendAction(x.out, a)
 		case decideHold:
 			x.out = appendAction(x.out, countAction(Hold, dm, d.count, d.why))

@@ -82,7 +82,14 @@ type Action struct {
 	// stopped, not before, or Nomad would place it on the first GPUs
 	// anyone frees. Without it, the GPUs it goes on are free now.
 	AfterVictims bool
-	Reason       Reason
+	// Ahead: a Resume of work that GPUs were set aside for (freed, or
+	// being freed, by a preemption made for it, or counted on beside its
+	// victims). Nomad places queued work by priority, then on the fullest
+	// node: work of a higher priority queued at the same time would take
+	// exactly those GPUs first. The controller asks Nomad to evaluate it
+	// ahead of all other queued work.
+	Ahead  bool
+	Reason Reason
 }
 
 func (a Action) String() string {
@@ -111,6 +118,9 @@ func (a Action) String() string {
 	}
 	if a.AfterVictims {
 		b.WriteString(" after-victims")
+	}
+	if a.Ahead {
+		b.WriteString(" ahead")
 	}
 	fmt.Fprintf(&b, ": %s", a.Reason.Message)
 	return b.String()
