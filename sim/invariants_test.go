@@ -17,7 +17,6 @@ import (
 //   - non-preemptible work is never a victim while its tenant's
 //     non-preemptible work fits in its reserve.
 //
-//
 // Preemptions whose beneficiary did not run within grace + one plan
 // (wasted_preemptions) are logged per seed and, over all seeds, must stay
 // under maxWastedShare: a few remain (see the README for their causes), 3-10 %
