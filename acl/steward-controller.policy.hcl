@@ -56,8 +56,10 @@ namespace "*" {
   #                      summaries, and their events in the event stream
   # scale-job            hold and resume work (scale a group down and up)
   # submit-job           set a job's priority to its tier's (re-register it,
-  #                      EnforceIndex), and register a held service job with
-  #                      its new count while its deployment is active
+  #                      EnforceIndex), register a held service job with
+  #                      its new count while its deployment is active, and
+  #                      resume work GPUs were freed for with an evaluation
+  #                      ahead of Nomad's queue (EvalPriority)
   # alloc-lifecycle      send the checkpoint signal and stop the chosen
   #                      victim allocations
   capabilities = ["list-jobs", "read-job", "scale-job", "submit-job", "alloc-lifecycle"]
