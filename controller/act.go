@@ -330,8 +330,12 @@ func (c *Controller) finishDrains(ctx context.Context, r *round) {
 				}
 				continue
 			case alive > 0 && r.now.Before(d.Deadline):
-				r.wake(d.Deadline)
-				continue
+				if !r.checkpointsWritten(st, d) {
+					r.wake(d.Deadline)
+					continue
+				}
+				c.log.Info("checkpoint written: preemption finished before its grace ends", "job", st.key(),
+					"for", d.For, "grace_left", d.Deadline.Sub(r.now).Round(time.Second))
 			}
 			if err := c.finishDrain(ctx, r, st, d); err != nil {
 				c.log.Error("finish preemption", "job", st.key(), "error", err)
@@ -339,6 +343,48 @@ func (c *Controller) finishDrains(ctx context.Context, r *round) {
 			}
 		}
 	}
+}
+
+// doneSkew is how much earlier than the recorded signal a task's
+// checkpoint-done time may be and still answer it: the time comes from the
+// client's clock, the signal's from the controller's. (Its driver answers
+// only a request it forwarded, so an earlier time is a skewed clock, not an
+// old answer, unless the allocation was signalled before.)
+const doneSkew = 2 * time.Second
+
+// checkpointsWritten reports whether every victim of a signalled drain that
+// Nomad still runs has said, for each task that took the signal, that the
+// checkpoint it asked for is written (STEWARD_CHECKPOINT_DONE): the rest
+// of its grace would only run work the checkpoint does not hold, while the
+// work it frees GPUs for waits. Then the drain finishes now.
+func (r *round) checkpointsWritten(st *JobState, d *Drain) bool {
+	if d.Signal == "" || !d.Sent || d.Signaled.IsZero() {
+		return false
+	}
+	job := r.obs.Jobs[st.key()]
+	if job == nil {
+		return false
+	}
+	since := d.Signaled.Add(-doneSkew)
+	for _, a := range r.obs.Allocs {
+		if !slices.Contains(d.Allocs, a.ID) {
+			continue
+		}
+		signalled := 0
+		for _, task := range job.Groups[a.Group].SignalTasks {
+			if !slices.Contains(a.RunningTasks, task) {
+				continue // not signalled (not running then), or gone since
+			}
+			signalled++
+			if at, ok := a.CheckpointDone[task]; !ok || at.Before(since) {
+				return false
+			}
+		}
+		if signalled == 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // victimStopRetry is how long after finishing a preemption a victim that

@@ -1,10 +1,13 @@
 package controller
 
 import (
+	"context"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/nomad/api"
+
+	"github.com/gpu-steward/steward/policy/engine"
 )
 
 // saved is the event the steward-exec driver emits for a checkpoint.
@@ -78,5 +81,74 @@ func TestCheckpointReachesSnapshot(t *testing.T) {
 	s := buildSnapshot(testPolicy(t), obs, nil, nil)
 	if len(s.Allocs) != 1 || !s.Allocs[0].CheckpointAt.Equal(oa.CheckpointAt) {
 		t.Fatalf("snapshot allocs %+v", s.Allocs)
+	}
+}
+
+// TestDrainEndsWhenCheckpointWritten: a preemption finishes as soon as
+// every victim's signalled task has said its checkpoint is written, not at
+// the end of the grace; an answer older than the signal, a task that says
+// nothing, or a drain whose signal has not gone out yet keeps the grace.
+func TestDrainEndsWhenCheckpointWritten(t *testing.T) {
+	signaled := t0
+	now := t0.Add(40 * time.Second)
+	tests := []struct {
+		name     string
+		done     map[string]time.Time
+		sent     bool
+		wantStop bool
+	}{
+		{"written after the signal: stopped now", map[string]time.Time{"work": signaled.Add(30 * time.Second)}, true, true},
+		{"a client clock a second behind", map[string]time.Time{"work": signaled.Add(-time.Second)}, true, true},
+		{"an answer from before the signal", map[string]time.Time{"work": signaled.Add(-time.Minute)}, true, false},
+		{"the task says nothing", nil, true, false},
+		{"the signal not sent yet", map[string]time.Time{"work": signaled.Add(30 * time.Second)}, false, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFakeNomad()
+			c := testController(t, f)
+			c.now = func() time.Time { return now }
+			train := job("ml", "train", "training", 40, 1, 1)
+			a := alloc("a1", "train")
+			a.CheckpointDone = tt.done
+			c.state(jobKey{"ml", "train"}).Draining = []*Drain{{Group: "work", Allocs: []string{"a1"}, Signal: "SIGUSR1",
+				Grace: 2 * time.Minute, Decided: signaled.Add(-signalDelay), Signaled: signaled, Deadline: signaled.Add(2 * time.Minute),
+				Sent: tt.sent, Requeue: true, Kind: string(engine.Preempt), For: "ml/nb", Rule: "priority", Reason: "for ml/nb"}}
+			r := roundWith([]*ObservedJob{train}, []ObservedAlloc{a})
+			r.now, r.obs.At = now, now
+			c.finishDrains(context.Background(), r)
+			stopped := len(f.callsMatching("scale ml/train work 0")) > 0
+			if stopped != tt.wantStop {
+				t.Fatalf("stopped %v, want %v (calls %q)", stopped, tt.wantStop, f.calls)
+			}
+		})
+	}
+}
+
+// checkpointsDone reads the driver's checkpoint-done events per task: the
+// latest, capped at the event's own time; other events and unreadable
+// times are ignored.
+func TestCheckpointsDone(t *testing.T) {
+	done := func(at, eventAt time.Time) *api.TaskEvent {
+		return &api.TaskEvent{Type: api.TaskDriverMessage, Time: eventAt.UnixNano(),
+			Details: map[string]string{"steward.event": "checkpoint-done", "steward.checkpoint_done_at": at.UTC().Format(time.RFC3339Nano)}}
+	}
+	bad := done(t0, t0)
+	bad.Details["steward.checkpoint_done_at"] = "soon"
+	states := map[string]*api.TaskState{
+		"work":    {Events: []*api.TaskEvent{done(t0, t0.Add(time.Second)), done(t0.Add(time.Minute), t0.Add(time.Minute)), saved(t0.Add(2*time.Minute), t0.Add(2*time.Minute))}},
+		"future":  {Events: []*api.TaskEvent{done(t0.Add(time.Hour), t0.Add(time.Second))}},
+		"garbled": {Events: []*api.TaskEvent{bad}},
+		"sidecar": {},
+	}
+	got := checkpointsDone(states)
+	want := map[string]time.Time{"work": t0.Add(time.Minute), "future": t0.Add(time.Second)}
+	if len(got) != len(want) {
+		t.Fatalf("got %v, want %v", got, want)
+	}
+	for task, at := range want {
+		if !got[task].Equal(at) {
+			t.Errorf("%s: %v, want %v", task, got[task], at)
+		}
 	}
 }

@@ -82,9 +82,12 @@ type ObservedAlloc struct {
 	StartedAt    time.Time
 	// CheckpointAt is when it last saved a checkpoint (its driver's
 	// events); zero when unknown.
-	CheckpointAt  time.Time
-	RunningTasks  []string
-	DesiredStatus string
+	CheckpointAt time.Time
+	// CheckpointDone is, per task, when it last said that the checkpoint
+	// its checkpoint signal asked for is written (checkpointsDone).
+	CheckpointDone map[string]time.Time
+	RunningTasks   []string
+	DesiredStatus  string
 }
 
 // QueuedGroup is a group Nomad has allocations queued for.
@@ -374,6 +377,7 @@ func toObservedAlloc(a *api.AllocationListStub) ObservedAlloc {
 		oa.StartedAt = first
 	}
 	oa.CheckpointAt = lastCheckpoint(a.TaskStates)
+	oa.CheckpointDone = checkpointsDone(a.TaskStates)
 	sort.Strings(oa.RunningTasks)
 	return oa
 }

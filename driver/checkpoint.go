@@ -25,6 +25,14 @@ const (
 	// EnvCheckpointSignal is the signal that asks the task to checkpoint
 	// ("none" when it has none).
 	EnvCheckpointSignal = "STEWARD_CHECKPOINT_SIGNAL"
+	// EnvCheckpointDone is a file in the checkpoint dir that the task
+	// touches (creates, or sets the time of) once it has written the
+	// checkpoint a checkpoint signal asked for. The driver reports it
+	// (event checkpoint-done) and Steward stops the task then, instead of
+	// at the end of its grace: the work after the checkpoint would be lost
+	// anyway, and the GPUs go sooner to the work they are freed for.
+	// Optional: a task that never touches it runs out its grace.
+	EnvCheckpointDone = "STEWARD_CHECKPOINT_DONE"
 	// EnvResumed is "1" when the task runs again after a preemption.
 	EnvResumed = "STEWARD_RESUMED"
 	// EnvResumeCount is how many times the task has been preempted after
@@ -34,6 +42,8 @@ const (
 	// markerFile, in the checkpoint dir, records preemptions across
 	// allocations.
 	markerFile = ".steward-preemption.json"
+	// doneFile is EnvCheckpointDone's name in the checkpoint dir.
+	doneFile = ".steward-checkpoint-done"
 )
 
 // marker is the resume state of one job/group/task. It lives in the

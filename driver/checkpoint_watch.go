@@ -27,6 +27,12 @@ const (
 	eventCheckpointSaved = "checkpoint-saved"
 	// AnnotationCheckpointAt holds the checkpoint's time, RFC 3339, UTC.
 	AnnotationCheckpointAt = "steward.checkpoint_at"
+	// eventCheckpointDone is the steward.event of a task saying that the
+	// checkpoint its checkpoint signal asked for is written
+	// (EnvCheckpointDone); AnnotationCheckpointDoneAt holds when, RFC 3339
+	// with nanoseconds, UTC.
+	eventCheckpointDone        = "checkpoint-done"
+	AnnotationCheckpointDoneAt = "steward.checkpoint_done_at"
 
 	// checkpointEventEvery is the least time between two reports: Nomad
 	// keeps the last 10 events per task, and a task that checkpoints every
@@ -89,7 +95,7 @@ func newestCheckpoint(dir *safefs.Dir, limit int) (time.Time, error) {
 		}
 		budget -= len(names)
 		for _, name := range names {
-			if depth == 0 && (name == markerFile || strings.HasPrefix(name, "."+markerFile)) {
+			if depth == 0 && (name == markerFile || strings.HasPrefix(name, "."+markerFile) || name == doneFile) {
 				continue
 			}
 			st, err := d.Lstat(name)
@@ -121,40 +127,93 @@ func newestCheckpoint(dir *safefs.Dir, limit int) (time.Time, error) {
 func (d *Driver) watchCheckpoints(ctx context.Context, h *taskHandle) {
 	w := newCheckpointWatch(h.startedAt, checkpointEventEvery)
 	everyPeriod(ctx, d.config().GPUSamplePeriod, h, "cannot scan the checkpoint dir "+h.ckptDir, func() error {
-		newest, err := scanCheckpointDir(h.ckpt)
+		scan, err := scanCheckpointDir(h.ckpt)
 		if err != nil {
 			return err
 		}
-		if at, ok := w.observe(time.Now(), newest); ok {
+		now := time.Now()
+		if at, ok := w.observe(now, scan.newest); ok {
 			d.emit(h.cfg, checkpointSavedMessage(at, h.ckptDir), map[string]string{
 				"steward.event": eventCheckpointSaved, AnnotationCheckpointAt: at.UTC().Format(time.RFC3339),
+			})
+		}
+		if at, ok := h.checkpointDone(now, scan.done); ok {
+			d.emit(h.cfg, checkpointDoneMessage(at), map[string]string{
+				"steward.event": eventCheckpointDone, AnnotationCheckpointDoneAt: at.UTC().Format(time.RFC3339Nano),
 			})
 		}
 		return nil
 	})
 }
 
+// doneSlack is how much earlier than the checkpoint request the done
+// file's time may be and still answer it: file times are kept at the
+// kernel's coarse clock, a few milliseconds behind.
+const doneSlack = 20 * time.Millisecond
+
+// noteCheckpointRequest notes that the checkpoint signal was forwarded at
+// now: a done file touched from then on answers it. A second signal
+// before the answer is the same request.
+func (h *taskHandle) noteCheckpointRequest(now time.Time) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.ckptRequestedAt.IsZero() || h.ckptDoneReported {
+		h.ckptRequestedAt, h.ckptDoneReported = now, false
+	}
+}
+
+// checkpointDone takes the done file's time (zero: none) at now and
+// returns the time to report, once per checkpoint request: a time after
+// now (a task may set any) is reported as now.
+func (h *taskHandle) checkpointDone(now, done time.Time) (time.Time, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.ckptRequestedAt.IsZero() || h.ckptDoneReported || done.IsZero() || done.Before(h.ckptRequestedAt.Add(-doneSlack)) {
+		return time.Time{}, false
+	}
+	h.ckptDoneReported = true
+	if done.After(now) {
+		done = now
+	}
+	return done, true
+}
+
+// checkpointDoneMessage is the event of a task's done file.
+func checkpointDoneMessage(at time.Time) string {
+	return fmt.Sprintf("Checkpoint written at %s (the task says so): it may stop now", at.UTC().Format(time.RFC3339))
+}
+
+// ckptScan is what a scan of a checkpoint dir found: the newest
+// checkpoint time, and the done file's (zero: none).
+type ckptScan struct{ newest, done time.Time }
+
 // scanCheckpointDir returns the newest checkpoint time in a task's
-// checkpoint dir; zero when the dir does not exist. Unlike the other uses
+// checkpoint dir, and the time of its done file; zero when the dir does not
+// exist. Unlike the other uses
 // of the dir it creates nothing: a dir the task removed and is about to
 // make again must not come back owned by the plugin, which would lock the
 // task out of it.
-func scanCheckpointDir(l ckptLoc) (time.Time, error) {
+func scanCheckpointDir(l ckptLoc) (ckptScan, error) {
 	base, err := safefs.OpenDir(l.Base)
 	if err != nil {
-		return time.Time{}, fmt.Errorf("opening %s: %w", l.Base, err)
+		return ckptScan{}, fmt.Errorf("opening %s: %w", l.Base, err)
 	}
 	defer base.Close()
 	parts := append(append(append([]string{}, l.Trusted...), l.Private...), l.Owned...)
 	dir, err := base.Walk(filepath.Join(parts...))
 	if errors.Is(err, os.ErrNotExist) {
-		return time.Time{}, nil
+		return ckptScan{}, nil
 	}
 	if err != nil {
-		return time.Time{}, err
+		return ckptScan{}, err
 	}
 	defer dir.Close()
-	return newestCheckpoint(dir, checkpointScanLimit)
+	var scan ckptScan
+	if st, err := dir.Lstat(doneFile); err == nil && st.Mode&unix.S_IFMT == unix.S_IFREG {
+		scan.done = time.Unix(st.Mtim.Unix())
+	}
+	scan.newest, err = newestCheckpoint(dir, checkpointScanLimit)
+	return scan, err
 }
 
 // checkpointSavedMessage is the event of a new checkpoint.

@@ -1,6 +1,7 @@
 package driver
 
 import (
+	"github.com/hashicorp/nomad/plugins/drivers"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -86,6 +87,10 @@ func TestNewestCheckpoint(t *testing.T) {
 			write(t, filepath.Join(dir, markerFile), base.Add(time.Hour))
 			write(t, filepath.Join(dir, "."+markerFile+".tmp1-2"), base.Add(time.Hour))
 		}, 100, base},
+		{"the done file is no checkpoint", func(t *testing.T, dir string) {
+			write(t, filepath.Join(dir, "a"), base)
+			write(t, filepath.Join(dir, doneFile), base.Add(time.Hour))
+		}, 100, base},
 		{"a file in a checkpoint subdir", func(t *testing.T, dir string) {
 			sub := filepath.Join(dir, "step-100")
 			if err := os.Mkdir(sub, 0o700); err != nil {
@@ -139,8 +144,8 @@ func TestScanCheckpointDirCreatesNothing(t *testing.T) {
 	root := t.TempDir()
 	l := ckptLoc{Base: root, Private: []string{"default"}, Owned: []string{"job", "group", "task"}}
 	got, err := scanCheckpointDir(l)
-	if err != nil || !got.IsZero() {
-		t.Fatalf("scan of a missing dir = %v, %v; want zero, nil", got, err)
+	if err != nil || got != (ckptScan{}) {
+		t.Fatalf("scan of a missing dir = %+v, %v; want zero, nil", got, err)
 	}
 	if names, _ := os.ReadDir(root); len(names) != 0 {
 		t.Errorf("the scan created %v", names)
@@ -161,14 +166,7 @@ echo 2 > "$STEWARD_CHECKPOINT_DIR/step-2"; echo > saved
 while :; do sleep 0.05; done`))
 	before := time.Now().Add(-time.Second)
 	td.start(cfg)
-	ev := expectEvent(t, events, cfg.ID, "Checkpoint saved at ", 5*time.Second)
-	if ev.Annotations["steward.event"] != "checkpoint-saved" {
-		t.Errorf("annotations %v", ev.Annotations)
-	}
-	at, err := time.Parse(time.RFC3339, ev.Annotations[AnnotationCheckpointAt])
-	if err != nil {
-		t.Fatalf("%s = %q: %v", AnnotationCheckpointAt, ev.Annotations[AnnotationCheckpointAt], err)
-	}
+	at := eventTime(t, expectEvent(t, events, cfg.ID, "Checkpoint saved at ", 5*time.Second), "checkpoint-saved", AnnotationCheckpointAt)
 	if at.Before(before.Truncate(time.Second)) || at.After(time.Now()) {
 		t.Errorf("checkpoint at %v, want between %v and now", at, before)
 	}
@@ -178,4 +176,93 @@ while :; do sleep 0.05; done`))
 	}
 	waitFile(t, filepath.Join(cfg.TaskDir().Dir, "saved"), 5*time.Second)
 	noEvent(t, events, cfg.ID, 500*time.Millisecond) // ten scans: rate-limited
+}
+
+// A done file answers the checkpoint request it follows, once: not one
+// older than the request (a run before), not twice, and a new request gets
+// its own answer.
+func TestCheckpointDoneAnswersTheRequest(t *testing.T) {
+	req := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
+	tests := []struct {
+		name    string
+		request bool
+		done    time.Time
+		want    time.Time // zero: nothing to report
+	}{
+		{"no request: nothing, whatever the file", false, req.Add(time.Second), time.Time{}},
+		{"no done file", true, time.Time{}, time.Time{}},
+		{"a done file older than the request", true, req.Add(-time.Minute), time.Time{}},
+		{"touched after the request", true, req.Add(30 * time.Second), req.Add(30 * time.Second)},
+		{"touched within the kernel clock's lag", true, req.Add(-5 * time.Millisecond), req.Add(-5 * time.Millisecond)},
+		{"a time in the future is now", true, req.Add(time.Hour), req.Add(time.Minute)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := &taskHandle{}
+			if tt.request {
+				h.noteCheckpointRequest(req)
+			}
+			now := req.Add(time.Minute)
+			got, ok := h.checkpointDone(now, tt.done)
+			if ok != !tt.want.IsZero() || !got.Equal(tt.want) {
+				t.Fatalf("checkpointDone = %v, %v; want %v", got, ok, tt.want)
+			}
+			if _, again := h.checkpointDone(now, tt.done); again {
+				t.Fatalf("reported twice")
+			}
+		})
+	}
+	// A new request after an answer gets its own answer; a second signal
+	// before the answer is the same request.
+	h := &taskHandle{}
+	h.noteCheckpointRequest(req)
+	h.noteCheckpointRequest(req.Add(10 * time.Second))
+	if _, ok := h.checkpointDone(req.Add(time.Minute), req.Add(5*time.Second)); !ok {
+		t.Fatal("a second signal before the answer moved the request")
+	}
+	h.noteCheckpointRequest(req.Add(2 * time.Minute))
+	if _, ok := h.checkpointDone(req.Add(3*time.Minute), req.Add(5*time.Second)); ok {
+		t.Fatal("the first answer answered the second request")
+	}
+	if got, ok := h.checkpointDone(req.Add(3*time.Minute), req.Add(150*time.Second)); !ok || !got.Equal(req.Add(150*time.Second)) {
+		t.Fatalf("second answer = %v, %v", got, ok)
+	}
+}
+
+// Under Nomad's driver harness: a task that touches $STEWARD_CHECKPOINT_DONE
+// after its checkpoint signal gets a "checkpoint-done" event with the time;
+// one that touched it before the signal gets none until the signal.
+func TestCheckpointDoneEvent(t *testing.T) {
+	root := t.TempDir()
+	td := newTestDriver(t, func(c *Config) { c.CheckpointRoot = root; c.GPUSamplePeriod = 50 * time.Millisecond })
+	events := td.events()
+	cfg := td.task("train", sh(`trap 'touch "$STEWARD_CHECKPOINT_DONE"; echo > done' USR1
+trap 'exit 0' INT TERM
+touch "$STEWARD_CHECKPOINT_DONE"; echo > ready
+while :; do sleep 0.05; done`))
+	td.start(cfg)
+	waitFile(t, filepath.Join(cfg.TaskDir().Dir, "ready"), 5*time.Second)
+	noEvent(t, events, cfg.ID, 300*time.Millisecond) // touched before any request: no answer
+	before := time.Now()
+	if err := td.h.SignalTask(cfg.ID, "SIGUSR1"); err != nil {
+		t.Fatal(err)
+	}
+	at := eventTime(t, expectEvent(t, events, cfg.ID, "Checkpoint written at ", 5*time.Second), "checkpoint-done", AnnotationCheckpointDoneAt)
+	if at.Before(before.Add(-doneSlack)) || at.After(time.Now()) {
+		t.Errorf("done at %v, want between %v and now", at, before)
+	}
+}
+
+// eventTime checks an event's kind (annotation steward.event) and returns
+// the time in its annotation field.
+func eventTime(t *testing.T, ev *drivers.TaskEvent, kind, field string) time.Time {
+	t.Helper()
+	if ev.Annotations["steward.event"] != kind {
+		t.Errorf("annotations %v: want steward.event %s", ev.Annotations, kind)
+	}
+	at, err := time.Parse(time.RFC3339, ev.Annotations[field])
+	if err != nil {
+		t.Fatalf("%s = %q: %v", field, ev.Annotations[field], err)
+	}
+	return at
 }

@@ -498,6 +498,7 @@ func (d *Driver) SignalTask(taskID string, signal string) error {
 }
 
 func (d *Driver) checkpointRequested(h *taskHandle, signal string) {
+	h.noteCheckpointRequest(time.Now())
 	var count int
 	err := h.withCheckpointDir(func(dir *safefs.Dir) (err error) {
 		count, err = recordCheckpointSignal(dir, h.cfg.AllocID, signal, time.Now())

@@ -275,6 +275,7 @@ func TestEnvironment(t *testing.T) {
 		EnvCheckpointDir + "=" + wantDir + "\n",
 		EnvCheckpointDirPersistent + "=1\n",
 		EnvCheckpointSignal + "=SIGUSR2\n",
+		EnvCheckpointDone + "=" + filepath.Join(wantDir, doneFile) + "\n",
 		EnvResumed + "=0\n",
 		EnvResumeCount + "=0\n",
 	} {

@@ -48,6 +48,10 @@ type taskHandle struct {
 	completedAt   time.Time
 	stopRequested bool
 	lastGPU       *gpuUsage
+	// ckptRequestedAt is when the checkpoint signal was last forwarded
+	// without a done file answering it yet (ckptDoneReported).
+	ckptRequestedAt  time.Time
+	ckptDoneReported bool
 }
 
 func (h *taskHandle) persistentState() taskState {

@@ -42,6 +42,7 @@ func taskEnv(cfg *drivers.TaskConfig, ckptDir string, persistent bool, ckptSigna
 	env[EnvCheckpointDir] = ckptDir
 	env[EnvCheckpointDirPersistent] = boolEnv(persistent)
 	env[EnvCheckpointSignal] = ckptSignal
+	env[EnvCheckpointDone] = filepath.Join(ckptDir, doneFile)
 	env[EnvResumed] = boolEnv(resumed)
 	env[EnvResumeCount] = strconv.Itoa(count)
 	out := make([]string, 0, len(env))

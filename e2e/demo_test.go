@@ -104,6 +104,7 @@ func TestDemo(t *testing.T) {
 	line("research/train", "checkpointing", "reclaiming 1 for product/notebook-a")
 	line("research/train", "preempted", "tenant research holds 6 GPUs, reserve 4")
 	line("research/train", "task event", "checkpoint requested (SIGUSR1)")
+	line("research/train", "task event", "Checkpoint written at")
 	line("product/notebook-a", "idle reclaim", "idle rule notebooks")
 	line("research/train", "resumed", "resuming")
 	line("research/train", "task event", "resuming after preemption 1")

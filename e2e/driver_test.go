@@ -26,7 +26,8 @@ const trainerCheckpointEvery = 10
 // (scale to 0) and resumes it (scale to 1). The new allocation must start
 // with STEWARD_RESUMED=1, continue from the checkpoint losing at most one
 // checkpoint interval, and the driver's events (checkpoint requested,
-// resuming, GPU idle/busy) must be visible through the API.
+// checkpoint written, resuming, GPU idle/busy) must be visible through the
+// API.
 func TestDriverPreemptionOnRealAgent(t *testing.T) {
 	t.Parallel()
 	started := time.Now()
@@ -97,6 +98,9 @@ func TestDriverPreemptionOnRealAgent(t *testing.T) {
 	r.waitStdout(first, fmt.Sprintf("trainer: step %d\n", ckptStep+3), 30*time.Second)
 	wantCheckpointEvent := "checkpoint requested (SIGUSR1): preemption in 2m: " + reason
 	r.waitEvent(first.ID, "Driver", wantCheckpointEvent, 30*time.Second)
+	// The trainer touches $STEWARD_CHECKPOINT_DONE once the checkpoint is
+	// written; the driver reports it, and the controller stops it then.
+	r.waitEvent(first.ID, "Driver", "Checkpoint written at ", 30*time.Second)
 
 	// Hold the job (scale to 0): Nomad stops the task with its kill
 	// signal, SIGKILL after kill_timeout.

@@ -24,6 +24,7 @@ type Report struct {
 	Seed            uint64    `json:"seed"`
 	CheckpointEvery string    `json:"checkpoint_every"`
 	CheckpointCost  string    `json:"checkpoint_cost"`
+	CheckpointDone  bool      `json:"checkpoint_done,omitempty"`
 	PlanInterval    string    `json:"plan_interval"`
 	TenantScale     float64   `json:"tenant_scale"`
 	PolicyFiles     []string  `json:"policy_files,omitempty"`
@@ -71,7 +72,7 @@ func Compare(tr *Trace, o Options) (*Report, error) {
 	}
 	rep := &Report{Trace: tr.Name, Format: tr.Format, Jobs: len(tr.Jobs), DroppedCPUOnly: tr.Dropped,
 		Nodes: nodes, GPUsPerNode: gpusPerNode, Seed: o.Seed,
-		CheckpointEvery: o.CheckpointEvery.String(), CheckpointCost: o.CheckpointCost.String(),
+		CheckpointEvery: o.CheckpointEvery.String(), CheckpointCost: o.CheckpointCost.String(), CheckpointDone: o.CheckpointDone,
 		PlanInterval: o.PlanInterval.String(), TenantScale: o.TenantScale, PolicyFiles: o.Policy.Files, Derivation: d.Rule(),
 		Input: in}
 	kinds := o.Policies
@@ -168,6 +169,9 @@ func (rep *Report) WriteTable(w io.Writer) error {
 		fmt.Fprintf(w, " (%d CPU-only jobs left out)", rep.DroppedCPUOnly)
 	}
 	fmt.Fprintf(w, " on %s; jobs checkpoint every %s on their own", rep.setting(), rep.CheckpointEvery)
+	if rep.CheckpointDone {
+		fmt.Fprint(w, " and say when a signalled checkpoint is written")
+	}
 	if rep.TenantScale != 1 {
 		fmt.Fprintf(w, "; tenant reserves and limits × %g", rep.TenantScale)
 	}

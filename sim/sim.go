@@ -58,6 +58,12 @@ const DefaultCheckpointEvery = 30 * time.Minute
 // and to load one when it restarts: large models take 30-120 s.
 const DefaultCheckpointCost = 60 * time.Second
 
+// doneNotice is how long after a job says its checkpoint is written the
+// controller stops it, at most: steward-exec looks for the done file every
+// gpu_sample_period (10 s by default), and the controller acts on the
+// event at once.
+const doneNotice = 10 * time.Second
+
 // DefaultPlanInterval is how often, at most, the simulated controller
 // plans: events in between are planned for together.
 const DefaultPlanInterval = 30 * time.Second
@@ -82,6 +88,11 @@ type Config struct {
 	// checkpoint: the job falls back to its last periodic one. The load
 	// and the work done after the signal are GPU time lost. 0: free.
 	CheckpointCost time.Duration
+	// CheckpointDone: jobs say when the checkpoint a checkpoint signal
+	// asked for is written (STEWARD_CHECKPOINT_DONE, as jobs/trainer
+	// does), and the controller stops them then, doneNotice later at most,
+	// rather than at the end of the grace.
+	CheckpointDone bool
 	// NoEarmarks stops the simulated controller from telling the engine
 	// which GPUs were freed for whom (Alloc.For, Snapshot.Earmarks), as the
 	// real controller does: then freed GPUs are free to all at the next

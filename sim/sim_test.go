@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/gpu-steward/steward/policy"
+	"github.com/gpu-steward/steward/policy/engine"
 )
 
 // tinyPolicy is the policy of the hand-checked traces: two preemptible
@@ -359,3 +360,48 @@ idle "nb" {
 }
 
 func itoa(i int) string { return strconv.Itoa(i) }
+
+// With -checkpoint-done a job says when its signalled checkpoint is
+// written, and is stopped then (the driver notices within doneNotice)
+// rather than at the end of its grace: the beneficiary starts sooner and
+// less work after the signal is lost.
+func TestCheckpointDoneEndsTheGrace(t *testing.T) {
+	const trace = `
+job,submit,gpus,allocs,run_time,tenant,tier,idle_after
+T1,0,8,2,7200,ml,training,never
+I1,1800,8,1,3600,ml,interactive,never`
+	for _, tt := range []struct {
+		name      string
+		done      bool
+		wantDelay time.Duration // I1's
+		wantLost  float64       // GPU-hours: the work after the signal, and T1's load on restart
+	}{
+		// T1 gets the signal at 30m, 2m of grace; I1 starts at 32m.
+		{"runs out its grace", false, 2 * time.Minute, 16 * (2.0 + 1.0) / 60},
+		// Its checkpoint takes 1m; it says so, noticed within 10s.
+		{"says its checkpoint is written", true, time.Minute + doneNotice, 16 * (70.0/60 + 1.0) / 60},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			pol := mustPolicy(t, tinyPolicy)
+			tr := mustTrace(t, trace)
+			if _, err := Derive(tr, DeriveOptions{Seed: 1, Policy: pol, Nodes: 2, GPUsPerNode: 8}); err != nil {
+				t.Fatal(err)
+			}
+			s, err := newSimulator(tr.Jobs, Config{Policy: pol, Nodes: 2, GPUsPerNode: 8, CheckpointEvery: 20 * time.Minute,
+				CheckpointCost: time.Minute, CheckpointDone: tt.done}, Steward)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := s.run(); err != nil {
+				t.Fatal(err)
+			}
+			i1 := &s.jobs[s.byRef[engine.JobRef{Namespace: "ml", ID: "I1"}]]
+			if got := i1.firstStart - i1.spec.Submit; got != tt.wantDelay {
+				t.Errorf("I1 waited %s, want %s", got, tt.wantDelay)
+			}
+			if r := s.m.result(s); !near(r.LostGPUHours, tt.wantLost) {
+				t.Errorf("lost %.4f GPU-hours, want %.4f", r.LostGPUHours, tt.wantLost)
+			}
+		})
+	}
+}

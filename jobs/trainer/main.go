@@ -6,7 +6,9 @@
 // the difference, which is at most one checkpoint interval.
 //
 // It reads what steward-exec gives every task: STEWARD_CHECKPOINT_DIR,
-// STEWARD_CHECKPOINT_SIGNAL, STEWARD_RESUMED, STEWARD_RESUME_COUNT, and on
+// STEWARD_CHECKPOINT_SIGNAL, STEWARD_CHECKPOINT_DONE (the file it touches
+// once the checkpoint a signal asked for is written), STEWARD_RESUMED,
+// STEWARD_RESUME_COUNT, and on
 // simulated GPUs STEWARD_SIM_ACTIVITY_FILES (where it reports its GPU
 // utilisation). jobs/trainer.nomad.hcl runs it.
 package main
@@ -113,6 +115,17 @@ func run() int {
 				if err := save(*dir, step, fmt.Sprintf("%s: preemption expected", ckptSig)); err != nil {
 					fmt.Fprintf(os.Stderr, "trainer: %v\n", err)
 					return 1
+				}
+				// Say it is written: Steward then stops this run now
+				// rather than at the end of its grace, whose work the
+				// checkpoint would not hold.
+				if done := os.Getenv("STEWARD_CHECKPOINT_DONE"); done != "" {
+					now := time.Now()
+					if err := os.WriteFile(done, nil, 0o644); err != nil {
+						fmt.Fprintf(os.Stderr, "trainer: %v\n", err)
+					} else if err := os.Chtimes(done, now, now); err != nil {
+						fmt.Fprintf(os.Stderr, "trainer: %v\n", err)
+					}
 				}
 				fmt.Printf("trainer: checkpoint at step %d (%s received)\n", step, ckptSig)
 				continue

@@ -71,12 +71,21 @@ func waitOutput(t *testing.T, out *lockedBuffer, re *regexp.Regexp) []string {
 // resume: the loss is reported and at most one checkpoint interval.
 func TestCheckpointKillResume(t *testing.T) {
 	dir := t.TempDir()
-	cmd, out := startTrainer(t, dir)
+	done := filepath.Join(t.TempDir(), "done")
+	cmd, out := startTrainer(t, dir, "STEWARD_CHECKPOINT_DONE="+done)
 	waitOutput(t, out, regexp.MustCompile(`trainer: step 25\n`))
+	if _, err := os.Stat(done); err == nil {
+		t.Fatal("the done file exists before any checkpoint signal")
+	}
+	signalled := time.Now()
 	if err := cmd.Process.Signal(syscall.SIGUSR1); err != nil {
 		t.Fatal(err)
 	}
 	m := waitOutput(t, out, regexp.MustCompile(`checkpoint at step (\d+) \(SIGUSR1 received\)`))
+	// It says the checkpoint is written.
+	if st, err := os.Stat(done); err != nil || st.ModTime().Before(signalled.Add(-time.Second)) {
+		t.Errorf("done file after the signalled checkpoint: %v, %v", st, err)
+	}
 	ckpt, _ := strconv.Atoi(m[1])
 	waitOutput(t, out, regexp.MustCompile(`trainer: step `+strconv.Itoa(ckpt+15)+`\n`))
 	_ = cmd.Process.Kill()
