@@ -1,12 +1,13 @@
 package driver
 
 import (
-	"github.com/hashicorp/nomad/plugins/drivers"
 	"os"
 	"path/filepath"
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/hashicorp/nomad/plugins/drivers"
 
 	"github.com/gpu-steward/steward/internal/safefs"
 )
