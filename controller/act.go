@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sort"
@@ -116,16 +117,7 @@ func (c *Controller) execute(ctx context.Context, r *round, a engine.Action) err
 			return err
 		}
 		c.crashPoint(stepResumeRecorded)
-		if a.Ahead {
-			// GPUs were set aside for it: Nomad evaluates it before the
-			// rest of its queue, which would otherwise take them first.
-			index, err := c.nomad.ScaleAhead(ctx, k.Namespace, k.ID, a.Group, spec.Count+n, r.jobIndex(k))
-			if err != nil {
-				return err
-			}
-			r.setJobIndex(k, index)
-		} else if err := c.scale(ctx, r, k, a.Group, spec.Count+n, "Steward resumes "+plural(n, "allocation")+": "+a.Reason.Message,
-			scaleMeta(a.Reason)); err != nil {
+		if err := c.resumeScale(ctx, r, k, a, spec.Count+n, n); err != nil {
 			return err
 		}
 		if st.resumed == nil {
@@ -135,6 +127,28 @@ func (c *Controller) execute(ctx context.Context, r *round, a engine.Action) err
 		return nil
 	}
 	return fmt.Errorf("unknown action kind %q", a.Kind)
+}
+
+// resumeScale scales a held group up to count for a resume of n
+// allocations. Work GPUs were set aside for (Action.Ahead) goes ahead of
+// Nomad's queue, which would otherwise place queued work of a higher
+// priority on them first. That takes a re-registration of the job, which
+// Nomad may refuse where a scale is allowed (a job whose Vault or Consul
+// blocks need a token the controller does not have): then it is a plain
+// scale, as for any other resume, rather than no resume at all.
+func (c *Controller) resumeScale(ctx context.Context, r *round, k jobKey, a engine.Action, count, n int) error {
+	if a.Ahead {
+		index, err := c.nomad.ScaleAhead(ctx, k.Namespace, k.ID, a.Group, count, r.jobIndex(k))
+		if err == nil {
+			r.setJobIndex(k, index)
+			return nil
+		}
+		if errors.Is(err, errJobChanged) {
+			return err
+		}
+		c.log.Warn("resume ahead of Nomad's queue refused; resuming with a plain scale", "job", k, "group", a.Group, "error", err)
+	}
+	return c.scale(ctx, r, k, a.Group, count, "Steward resumes "+plural(n, "allocation")+": "+a.Reason.Message, scaleMeta(a.Reason))
 }
 
 // holdUnadmitted holds back again the allocations resumed earlier but not

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"testing"
 	"time"
@@ -107,24 +108,32 @@ func TestResumeWaitsForThisRoundsDrain(t *testing.T) {
 // any other resume is a plain scale.
 func TestResumeAhead(t *testing.T) {
 	for _, tt := range []struct {
-		name  string
-		ahead bool
-		want  string
+		name    string
+		ahead   bool
+		refused error // ScaleAhead's error
+		want    []string
 	}{
-		{"GPUs set aside for it: ahead of the queue", true, "scale-ahead ml/nb work 1"},
-		{"nothing set aside: a plain scale", false, "scale ml/nb work 1: Steward resumes 1 allocation: go"},
+		{"GPUs set aside for it: ahead of the queue", true, nil, []string{"scale-ahead ml/nb work 1"}},
+		{"nothing set aside: a plain scale", false, nil, []string{"scale ml/nb work 1: Steward resumes 1 allocation: go"}},
+		{"re-registration refused: a plain scale", true, errors.New("403 Permission denied: vault"),
+			[]string{"scale-ahead ml/nb work 1", "scale ml/nb work 1: Steward resumes 1 allocation: go"}},
+		{"the job changed: decided again next round", true, errJobChanged, []string{"scale-ahead ml/nb work 1"}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			f := newFakeNomad()
+			if tt.refused != nil {
+				f.fail["scale-ahead"] = tt.refused
+			}
 			c := testController(t, f)
 			c.state(jobKey{"ml", "nb"}).hold("work", 1, 1, string(engine.RuleDraining), t0, 10)
 			r := roundWith([]*ObservedJob{job("ml", "nb", "interactive", 60, 0, 1)}, nil)
 			a := engine.Action{Kind: engine.Resume, Job: engine.JobRef{Namespace: "ml", ID: "nb"}, Group: "work", Count: 1,
 				Ahead: tt.ahead, Reason: engine.Reason{Rule: engine.RuleAdmit, Message: "go"}}
-			if err := c.execute(context.Background(), r, a); err != nil {
-				t.Fatal(err)
+			err := c.execute(context.Background(), r, a)
+			if (err != nil) != errors.Is(tt.refused, errJobChanged) {
+				t.Fatalf("execute: %v", err)
 			}
-			if got := f.callsMatching("scale"); !slices.Equal(got, []string{tt.want}) {
+			if got := f.callsMatching("scale"); !slices.Equal(got, tt.want) {
 				t.Fatalf("calls %q, want %q", got, tt.want)
 			}
 		})
