@@ -436,6 +436,9 @@ func (st *state) serve(p pending, failed *failures) {
 		b.pool = pool
 	}
 	b.marks = st.takeMarks(p.w)
+	for _, m := range b.marks {
+		b.markedLeft += m.gpus
+	}
 
 	var victims []victim
 	placed := 0
@@ -528,11 +531,15 @@ func (st *state) placeOne(b *bene, need int, failed *failures) (int32, []victim,
 		return 0, nil, st.reserveReason(b, need), false
 	}
 	if t.use+t.marked+need > t.limit() {
+		if n, ok := st.onMarksAtLimit(b); ok {
+			return n, nil, Reason{}, true
+		}
 		return st.swapWithin(b, need, failed)
 	}
 	b.entitled = t.use+need <= t.t.Reserve
 	if n, ok := st.markedFit(b); ok {
 		st.place(b, n)
+		b.markedLeft -= min(b.g, b.markedLeft)
 		return n, nil, Reason{}, true
 	}
 	if n, ok := st.cap.bestFit(b.pool, b.g); ok {
@@ -561,6 +568,39 @@ func (st *state) placeOne(b *bene, need int, failed *failures) (int32, []victim,
 	r := st.capacityReason(b)
 	failed.add(key, b.prio, b.g, r)
 	return 0, nil, r, false
+}
+
+// onMarksAtLimit places one allocation of b, whose tenant would exceed its
+// limit, on GPUs set aside for it, and gives back the tenant's newest work
+// (other than b's own job) as far as it is then over its limit, counting
+// what is set aside for its other waiting work. The GPUs were freed for b
+// while the tenant was within its limit; work placed since (Nomad places
+// what fits between two plans) put it over. Swapping more of the
+// tenant's own work for b instead would leave them idle, the preemption
+// that freed them wasted, and the newest work, which made the tenant go
+// over, in place. Only if that work is at the eviction cap does b swap.
+func (st *state) onMarksAtLimit(b *bene) (int32, bool) {
+	n, ok := st.markedFit(b)
+	if !ok {
+		return 0, false
+	}
+	t := &st.tenants[b.tenant]
+	over := func(extra int) bool { return t.use+t.marked+b.g+extra > t.limit() }
+	holds := t.use + t.marked + b.g
+	taken, _ := st.giveBack(b.tenant, over, func(u *unit) bool { return st.sameJob(u, b) })
+	if over(0) {
+		for _, ui := range taken {
+			st.untake(ui)
+		}
+		return 0, false
+	}
+	st.emitGiveBack(b.tenant, taken, func(m *msg) {
+		m.start("tenant ", t.t.Name, " would hold ").n(holds).s(" GPUs with ").s(b.d.Job.Ref.String()).s("/").s(b.d.Group).
+			s(" on the GPUs set aside for it")
+	}, func(a Action) { st.explainer.add(decision{kind: decideReady, ready: &a}) })
+	st.place(b, n)
+	b.markedLeft -= min(b.g, b.markedLeft)
+	return n, true
 }
 
 func (st *state) place(b *bene, n int32) {

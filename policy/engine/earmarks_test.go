@@ -338,3 +338,60 @@ func TestEarmarksOfAGangOnFreeNodes(t *testing.T) {
 		t.Errorf("earmarks %v, want %v; actions %q", plan.Earmarks, want, kinds(plan))
 	}
 }
+
+// GPUs set aside for a demand counted toward its tenant's limit while they
+// were: it takes them even when work placed since has put its tenant at
+// its limit, and the newest work, which put it there, is given back,
+// rather than more of the tenant's own work swapped out while those GPUs
+// stay idle (which wasted the preemption that freed them). Work at the
+// eviction cap is not given back: the next newest is.
+func TestMarksTakenAtTheLimit(t *testing.T) {
+	bene := JobRef{"ml", "nb"}
+	pol := testPolicy(func(p *policy.Policy) {
+		p.Tenants["ml"] = tenant("ml", 0, 4)
+		p.Preemption.MaxPerJobPerHour = 2
+	})
+	running := func(id, node string, gpus int, started time.Duration) Alloc {
+		ids := make([]string, gpus)
+		for i := range ids {
+			ids[i] = node + "-" + id + "-" + itoa(i)
+		}
+		return Alloc{ID: id, Job: Job{Ref: JobRef{"ml", id}, Tier: "training", Priority: 40}, Group: "main", NodeID: node,
+			GPUIDs: ids, StartedAt: t0.Add(-started)}
+	}
+	for _, tt := range []struct {
+		name   string
+		capped bool // ml/c, placed last, is at the eviction cap
+		want   []string
+	}{
+		{"the newest work is given back", false, []string{
+			"preempt ml/c/main allocs=1 gpus=1: tenant ml would hold 5 GPUs with ml/nb/main on the GPUs set aside for it, limit 4: giving back 1",
+			"resume ml/nb/main gpus=2 count=1 ahead: GPUs are free and tenant ml stays within its limit of 4 (4 GPUs with these 2): resuming 1 allocation"}},
+		{"the newest work at the eviction cap: the next newest", true, []string{
+			"preempt ml/a/main allocs=1 gpus=2: tenant ml would hold 5 GPUs with ml/nb/main on the GPUs set aside for it, limit 4: giving back 2",
+			"resume ml/nb/main gpus=2 count=1 ahead: GPUs are free and tenant ml stays within its limit of 4 (3 GPUs with these 2): resuming 1 allocation"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			c := running("c", "n2", 1, time.Minute) // placed by Nomad since the preemption
+			if tt.capped {
+				c.Job.Preemptions = []time.Time{t0.Add(-30 * time.Minute), t0.Add(-20 * time.Minute)}
+			}
+			s := &Snapshot{
+				Nodes:  []Node{{ID: "n1", GPUs: 2}, {ID: "n2", GPUs: 2}, {ID: "n3", GPUs: 2}},
+				Allocs: []Alloc{running("a", "n1", 2, 2*time.Hour), c},
+				Waiting: []Demand{{Job: Job{Ref: bene, Tier: "interactive", Priority: 60}, Group: "main", GPUsPerAlloc: 2, Count: 1,
+					Since: t0.Add(-3 * time.Minute), Held: true}},
+				// What ml's own training gave back for nb.
+				Earmarks: []Earmark{{NodeID: "n3", GPUs: 2, For: bene, ForGroup: "main"}},
+			}
+			plan := New(pol).Plan(s, t0)
+			var got []string
+			for _, a := range plan.Actions {
+				got = append(got, a.String())
+			}
+			if !slices.Equal(got, tt.want) {
+				t.Fatalf("actions:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(tt.want, "\n"))
+			}
+		})
+	}
+}

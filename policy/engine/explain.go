@@ -25,6 +25,7 @@ const (
 	decideVictims decisionKind = iota // Preempt or pressure IdleStop of one group of victims
 	decideResume                      // Resume of held work
 	decideHold                        // Hold of work Nomad queued
+	decideReady                       // an action whose reason the deciding side wrote (ready)
 )
 
 // decision is one action decided, with the numbers its reason needs.
@@ -37,6 +38,7 @@ type decision struct {
 	preempted bool   // a resume whose GPUs are being freed (Action.AfterVictims)
 	ahead     bool   // a resume onto GPUs set aside for it (Action.Ahead)
 	why       Reason // a hold's reason
+	ready     *Action
 }
 
 // batch is decisions handed over together, with their victims.
@@ -160,6 +162,8 @@ func (x *explainer) explain(bt *batch) {
 			x.out = appendAction(x.out, a)
 		case decideHold:
 			x.out = appendAction(x.out, countAction(Hold, dm, d.count, d.why))
+		case decideReady:
+			x.out = appendAction(x.out, *d.ready)
 		}
 	}
 	bt.decisions = bt.decisions[:0]

@@ -94,56 +94,71 @@ func (st *state) enforceLimits() {
 		if t.use <= t.limit() {
 			continue
 		}
-		var mine []int32
-		capped := 0
-		for ui := range st.units {
-			if u := &st.units[ui]; u.tenant == ti && !u.taken && st.preemptible(u) {
-				if st.capped(st.jobOf(u), int(u.recent)) {
-					capped += u.gpus
-					continue
-				}
-				mine = append(mine, int32(ui))
-			}
-		}
-		slices.SortStableFunc(mine, func(a, b int32) int {
-			ua, ub := &st.units[a], &st.units[b]
-			if c := cmp.Compare(ua.age, ub.age); c != 0 {
-				return c // the newest first
-			}
-			return cmp.Compare(ua.prio, ub.prio)
-		})
 		holds := t.use
-		var taken []int32
-		for _, ui := range mine {
-			if t.use <= t.limit() {
-				break
-			}
-			st.take(ui)
-			taken = append(taken, ui)
-		}
-		// Give back what was not needed, newest choice first.
-		for i := len(taken) - 1; i >= 0; i-- {
-			if u := &st.units[taken[i]]; t.use+u.gpus <= t.limit() {
-				st.untake(taken[i])
-				taken = slices.Delete(taken, i, i+1)
-			}
-		}
+		taken, capped := st.giveBack(ti, func(extra int) bool { return t.use+extra > t.limit() }, nil)
 		if t.use > t.limit() && capped > 0 {
 			st.overLimit[ti] = "over its limit of " + itoa(t.t.Limit) + " by " + itoa(t.use-t.t.Limit) +
 				" for now: work holding " + itoa(capped) + " GPUs is at the eviction cap (" +
 				itoa(st.e.p.Preemption.MaxPerJobPerHour) + " preemptions an hour)"
 		}
-		for _, ui := range taken {
-			u := &st.units[ui]
-			job := st.jobOf(u)
-			st.text.start("tenant ", t.t.Name, " holds ").n(holds).s(" GPUs, limit ").n(t.t.Limit).s(": giving back ").n(u.gpus)
-			st.exposedNote(&st.text, u)
-			a := Action{Kind: Preempt, Job: job.Ref, Group: st.groupOf(u), GPUs: u.gpus, Requeue: true,
-				Allocs: st.allocIDs(u, nil), Reason: st.text.reason(RuleLimit)}
-			a.Signal, a.Grace = st.checkpoint(job, st.e.p.Preemption.Grace)
-			st.markPlanned(job)
-			st.emit(a)
+		st.emitGiveBack(ti, taken, func(m *msg) { m.start("tenant ", t.t.Name, " holds ").n(holds).s(" GPUs") }, st.emit)
+	}
+}
+
+// giveBack takes tenant ti's newest preemptible work (the lowest tier first
+// among work started together), other than what skip says, while over(0)
+// reports it over its limit, then gives back what was not needed, newest
+// choice first (over(x): still over were x more GPUs held). It returns the
+// units taken, and the GPUs of work it could not take for the eviction cap.
+func (st *state) giveBack(ti int, over func(extra int) bool, skip func(u *unit) bool) (taken []int32, capped int) {
+	var mine []int32
+	for ui := range st.units {
+		if u := &st.units[ui]; u.tenant == ti && !u.taken && st.preemptible(u) && (skip == nil || !skip(u)) {
+			if st.capped(st.jobOf(u), int(u.recent)) {
+				capped += u.gpus
+				continue
+			}
+			mine = append(mine, int32(ui))
 		}
+	}
+	slices.SortStableFunc(mine, func(a, b int32) int {
+		ua, ub := &st.units[a], &st.units[b]
+		if c := cmp.Compare(ua.age, ub.age); c != 0 {
+			return c // the newest first
+		}
+		return cmp.Compare(ua.prio, ub.prio)
+	})
+	for _, ui := range mine {
+		if !over(0) {
+			break
+		}
+		st.take(ui)
+		taken = append(taken, ui)
+	}
+	for i := len(taken) - 1; i >= 0; i-- {
+		if u := &st.units[taken[i]]; !over(u.gpus) {
+			st.untake(taken[i])
+			taken = slices.Delete(taken, i, i+1)
+		}
+	}
+	return taken, capped
+}
+
+// emitGiveBack preempts the units giveBack took from tenant ti, each with
+// the reason head (who holds how much) followed by the limit, through emit.
+func (st *state) emitGiveBack(ti int, taken []int32, head func(m *msg), emit func(Action)) {
+	t := &st.tenants[ti]
+	for _, ui := range taken {
+		u := &st.units[ui]
+		job := st.jobOf(u)
+		head(&st.text)
+		st.text.s(", limit ").n(t.t.Limit).s(": giving back ").n(u.gpus)
+		st.exposedNote(&st.text, u)
+		a := Action{Kind: Preempt, Job: job.Ref, Group: st.groupOf(u), GPUs: u.gpus, Requeue: true,
+			Allocs: st.allocIDs(u, nil), Reason: st.text.reason(RuleLimit)}
+		a.Signal, a.Grace = st.checkpoint(job, st.e.p.Preemption.Grace)
+		st.markPlanned(job)
+		emit(a)
 	}
 }
 
