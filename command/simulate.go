@@ -84,7 +84,10 @@ Options:
                        comparison. Default: true.
   -plan-interval D     Least virtual time between two Steward plans: events in
                        between are planned for together, as a controller that
-                       batches them. 0 plans at every event. Default: 30s.
+                       batches them. A new job Nomad cannot place is planned
+                       for at once (the controller reacts to Nomad's blocked
+                       evaluation), as is a victim's grace end. 0 plans at
+                       every event. Default: 30s.
   -policies LIST       Which to run, comma-separated. Default:
                        fifo,strict,steward.
   -format FORMAT       table, json, csv or markdown. Default: table.

@@ -100,8 +100,10 @@ type Config struct {
 	NoEarmarks bool
 	// PlanInterval is the least virtual time between two of Steward's
 	// plans, as a controller that batches events: triggers that come
-	// sooner are planned for together when it has passed. 0: plan at
-	// every instant something happens.
+	// sooner are planned for together when it has passed. A new job Nomad
+	// cannot place, and a victim's grace end, are planned for at once, as
+	// the controller does (it reacts to Nomad's blocked evaluation, and
+	// wakes at the deadline). 0: plan at every instant something happens.
 	PlanInterval time.Duration
 	// SeriesPoints is the resolution of the utilisation-over-time series.
 	SeriesPoints int

@@ -405,3 +405,38 @@ I1,1800,8,1,3600,ml,interactive,never`
 		})
 	}
 }
+
+// A new job Nomad cannot place is planned for at once, as the controller
+// reacts to Nomad's blocked evaluation, not at the end of the plan
+// interval: urgent work whose victims get no grace starts the moment it
+// arrives. Other triggers still wait for the interval.
+func TestPlanWhenNomadCannotPlace(t *testing.T) {
+	pol := mustPolicy(t, tinyPolicy+`
+tier "inference" {
+  priority      = 90
+  preempt_grace = "0s"
+}`)
+	// T1 fills the node at 0; T2 arrives at 10m and does not fit: a plan
+	// (it waits). I1 arrives 10 s later, within the plan interval, and
+	// needs T1's GPUs.
+	tr := mustTrace(t, `
+job,submit,gpus,allocs,run_time,tenant,tier,idle_after
+T1,0,8,1,7200,ml,training,never
+T2,600,8,1,600,ml,training,never
+I1,610,8,1,600,ml,inference,never`)
+	if _, err := Derive(tr, DeriveOptions{Seed: 1, Policy: pol, Nodes: 1, GPUsPerNode: 8}); err != nil {
+		t.Fatal(err)
+	}
+	s, err := newSimulator(tr.Jobs, Config{Policy: pol, Nodes: 1, GPUsPerNode: 8, CheckpointEvery: 20 * time.Minute,
+		PlanInterval: DefaultPlanInterval}, Steward)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.run(); err != nil {
+		t.Fatal(err)
+	}
+	i1 := &s.jobs[s.byRef[engine.JobRef{Namespace: "ml", ID: "I1"}]]
+	if got := i1.firstStart - i1.spec.Submit; got != 0 {
+		t.Errorf("I1 waited %s for a plan, want none", got)
+	}
+}

@@ -17,11 +17,15 @@ import (
 // plan share an instant), so a job over its tenant's limit is held rather
 // than placed and then taken back.
 func (s *simulator) settleSteward() error {
-	if len(s.arrived) > 0 && !s.wantPlan && !s.arrivalsJustFit() {
+	// A new job Nomad cannot place is planned for at once: the controller
+	// hears of Nomad's blocked evaluation within milliseconds and plans
+	// then. Other changes wait for the plan interval.
+	blocked := len(s.arrived) > 0 && !s.arrivalsJustFit()
+	if blocked {
 		s.wantPlan = true
 	}
 	s.arrived = s.arrived[:0]
-	urgent := s.drainEnded
+	urgent := s.drainEnded || blocked
 	s.drainEnded = false
 	if s.wantPlan && !urgent && s.plans > 0 && s.now < s.lastPlan+s.cfg.PlanInterval {
 		// Too soon after the last plan: plan when the interval is over
