@@ -93,11 +93,12 @@ func (c *Controller) markFreed(r *round, st *JobState, d *Drain) {
 	}
 }
 
-// extendMarks keeps the GPUs already set aside for a beneficiary (in
-// other jobs' states: an idle stop or a victim of an earlier action that
-// gave them back), not lapsed at now, until markTTL after a new drain for it ends at end: the
-// beneficiary is released only when the last of its victims stops. The
-// states changed are saved (st, the caller's, is saved by the caller).
+// extendMarks keeps the GPUs already set aside for a beneficiary and not
+// lapsed at now (in other jobs' states: an idle stop or a victim of an
+// earlier action that gave them back) until markTTL after a new drain for
+// it ends at end: the beneficiary is released only when the last of its
+// victims stops. The states changed are saved (st, the caller's, by the
+// caller).
 func (c *Controller) extendMarks(ctx context.Context, st *JobState, bene string, now, end time.Time) {
 	until := end.Add(markTTL)
 	for _, o := range c.sortedStates() {

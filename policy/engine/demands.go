@@ -436,9 +436,6 @@ func (st *state) serve(p pending, failed *failures) {
 		b.pool = pool
 	}
 	b.marks = st.takeMarks(p.w)
-	for _, m := range b.marks {
-		b.markedLeft += m.gpus
-	}
 
 	var victims []victim
 	placed := 0
@@ -539,7 +536,6 @@ func (st *state) placeOne(b *bene, need int, failed *failures) (int32, []victim,
 	b.entitled = t.use+need <= t.t.Reserve
 	if n, ok := st.markedFit(b); ok {
 		st.place(b, n)
-		b.markedLeft -= min(b.g, b.markedLeft)
 		return n, nil, Reason{}, true
 	}
 	if n, ok := st.cap.bestFit(b.pool, b.g); ok {
@@ -578,7 +574,8 @@ func (st *state) placeOne(b *bene, need int, failed *failures) (int32, []victim,
 // what fits between two plans) put it over. Swapping more of the
 // tenant's own work for b instead would leave them idle, the preemption
 // that freed them wasted, and the newest work, which made the tenant go
-// over, in place. Only if that work is at the eviction cap does b swap.
+// over, in place. Only if not enough can be given back (the eviction cap)
+// does b swap.
 func (st *state) onMarksAtLimit(b *bene) (int32, bool) {
 	n, ok := st.markedFit(b)
 	if !ok {
@@ -599,7 +596,6 @@ func (st *state) onMarksAtLimit(b *bene) (int32, bool) {
 			s(" on the GPUs set aside for it")
 	}, func(a Action) { st.explainer.add(decision{kind: decideReady, ready: &a}) })
 	st.place(b, n)
-	b.markedLeft -= min(b.g, b.markedLeft)
 	return n, true
 }
 

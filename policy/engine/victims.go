@@ -254,9 +254,6 @@ type bene struct {
 	entitled bool // its tenant stays within its reservation
 	jobTag   uint64
 	marks    []nodeGPUs // GPUs set aside for it (earmarks.go)
-	// markedLeft is how many of them it has not been placed on yet, as far
-	// as its tenant's limit is concerned (placeOne).
-	markedLeft int
 	// within: its tenant is at its limit, so it may only swap with its
 	// tenant's own lower work (swapWithin): free GPUs do not count.
 	within bool
