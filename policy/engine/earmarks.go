@@ -72,10 +72,28 @@ func (st *state) earmarkFreed(free []int32) {
 			continue
 		}
 		g := min(m.GPUs, int(free[n]))
-		if g > 0 && st.earmark(&m.For, m.ForGroup, n, g) {
+		if g > 0 && (st.earmark(&m.For, m.ForGroup, n, g) || st.inFlight(m.For)) {
 			free[n] -= int32(g)
 		}
 	}
+}
+
+// inFlight reports whether a job that GPUs were set aside for neither
+// waits nor holds any GPU in the snapshot: Nomad is placing it (between
+// dequeuing its evaluation and applying the plan the job is in no list
+// Nomad answers), or it was stopped. Its GPUs stay set aside for no one
+// until the marks lapse: free, the victim itself or other work would be
+// resumed into them the moment before Nomad places the job.
+func (st *state) inFlight(job JobRef) bool {
+	if st.placedJobs == nil {
+		st.placedJobs = map[JobRef]bool{}
+		for i := range st.s.Allocs {
+			if a := &st.s.Allocs[i]; len(a.GPUIDs) > 0 && !a.Draining {
+				st.placedJobs[a.Job.Ref] = true
+			}
+		}
+	}
+	return !st.placedJobs[job]
 }
 
 // waitingIndex finds a waiting demand by job and group. The index is

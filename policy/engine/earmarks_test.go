@@ -395,3 +395,53 @@ func TestMarksTakenAtTheLimit(t *testing.T) {
 		})
 	}
 }
+
+// GPUs freed for a job that neither waits nor runs in the snapshot stay
+// set aside: Nomad is placing it (between dequeuing its evaluation and
+// applying the plan, a job is in no list Nomad answers). Resumed into
+// them, the victim took back the GPUs it had just been preempted for
+// (TestDeterminedPartialPreemption caught this on a real agent). Once the
+// job runs, what is left is free.
+func TestGPUsKeptWhileBeneficiaryIsPlaced(t *testing.T) {
+	urgent := JobRef{"ml", "urgent"}
+	pol := testPolicy(func(p *policy.Policy) { p.Tenants["ml"] = tenant("ml", 0, policy.Unlimited) })
+	victim := Demand{Job: Job{Ref: JobRef{"ml", "experiment"}, Tier: "training", Priority: 40}, Group: "main", GPUsPerAlloc: 1,
+		Count: 4, Since: t0.Add(-time.Second), Held: true}
+	for _, tt := range []struct {
+		name       string
+		draining   bool // the victims still stop (else: given back, marked)
+		urgentRuns bool
+		wantResume bool
+	}{
+		{"victims stopping, urgent being placed", true, false, false},
+		{"victims gone, urgent being placed", false, false, false},
+		{"urgent placed elsewhere: free", false, true, true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			s := &Snapshot{Nodes: []Node{{ID: "n1", GPUs: 4}, {ID: "n2", GPUs: 4}}, Waiting: []Demand{victim}}
+			if tt.draining {
+				for i := range 4 {
+					s.Allocs = append(s.Allocs, Alloc{ID: "v" + itoa(i), Job: victim.Job, Group: "main", NodeID: "n1",
+						GPUIDs: []string{"n1-g" + itoa(i)}, StartedAt: t0.Add(-time.Hour), Draining: true, For: &urgent, ForGroup: "main"})
+				}
+			} else {
+				s.Earmarks = []Earmark{{NodeID: "n1", GPUs: 4, For: urgent, ForGroup: "main"}}
+			}
+			s.Allocs = append(s.Allocs, Alloc{ID: "other", Job: Job{Ref: JobRef{"ml", "other"}, Tier: "training", Priority: 40},
+				Group: "main", NodeID: "n2", GPUIDs: []string{"n2-g0", "n2-g1", "n2-g2", "n2-g3"}, StartedAt: t0.Add(-time.Hour)})
+			if tt.urgentRuns {
+				s.Nodes = append(s.Nodes, Node{ID: "n3", GPUs: 4})
+				s.Allocs = append(s.Allocs, Alloc{ID: "u", Job: Job{Ref: urgent, Tier: "interactive", Priority: 60}, Group: "main",
+					NodeID: "n3", GPUIDs: []string{"n3-g0", "n3-g1", "n3-g2", "n3-g3"}, StartedAt: t0})
+			}
+			plan := New(pol).Plan(s, t0)
+			resumed := false
+			for _, a := range plan.Actions {
+				resumed = resumed || (a.Kind == Resume && a.Job == victim.Job.Ref)
+			}
+			if resumed != tt.wantResume {
+				t.Fatalf("victim resumed %v, want %v: %v", resumed, tt.wantResume, kinds(plan))
+			}
+		})
+	}
+}

@@ -43,6 +43,9 @@ type state struct {
 	draining   map[int32][]int32
 	moves      []move // Preempts whose victim may move elsewhere (migration.go)
 	waitingIdx map[demandRef]int32
+	// placedJobs: jobs with allocations holding GPUs (inFlight), built
+	// on first use.
+	placedJobs map[JobRef]bool
 	waitingOf  []resolved // [Snapshot.Waiting index] tenant and tier (resolveWaiting)
 
 	overLimit    map[int]string // [tenant] why it stays over its limit
@@ -318,10 +321,13 @@ func (st *state) buildUnits() {
 		if a.Draining {
 			// Its GPUs are as good as free: a preemption decided earlier
 			// is freeing them for someone, who has them first.
-			if !st.earmark(a.For, a.ForGroup, n, g) {
-				free[n] += int32(g)
-			} else {
+			switch {
+			case st.earmark(a.For, a.ForGroup, n, g):
 				st.markDraining(a.For, a.ForGroup, n)
+			case a.For != nil && st.inFlight(*a.For):
+				// Set aside for no one while Nomad places its job.
+			default:
+				free[n] += int32(g)
 			}
 			continue
 		}
