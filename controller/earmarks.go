@@ -147,13 +147,13 @@ func (s *JobState) pruneMarks(now time.Time) {
 	s.Marks = slices.DeleteFunc(s.Marks, func(m Mark) bool { return !now.Before(m.Until) })
 }
 
-// snapshotMarks is what the states set aside at now, as the engine reads
-// it, in a stable order.
-func snapshotMarks(states map[jobKey]*JobState, now time.Time) []engine.Earmark {
+// snapshotMarks is what the states set aside at now for jobs that still
+// want GPUs (live), as the engine reads it, in a stable order.
+func snapshotMarks(states map[jobKey]*JobState, now time.Time, live func(engine.JobRef) bool) []engine.Earmark {
 	var out []engine.Earmark
 	for _, st := range states {
 		for _, m := range st.Marks {
-			if ref, ok := parseJobRef(m.For); ok && now.Before(m.Until) {
+			if ref, ok := parseJobRef(m.For); ok && now.Before(m.Until) && live(ref) {
 				out = append(out, engine.Earmark{NodeID: m.Node, GPUs: m.GPUs, For: ref, ForGroup: m.Group})
 			}
 		}

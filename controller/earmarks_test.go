@@ -17,9 +17,10 @@ func TestMarksKeptForBeneficiary(t *testing.T) {
 	f := newFakeNomad()
 	c := testController(t, f)
 	train := job("ml", "train", "training", 40, 2, 1)
+	nbJob := job("ml", "nb", "interactive", 60, 1, 1) // waiting for GPUs
 	allocs := []ObservedAlloc{alloc("a1", "train"), alloc("a2", "train")}
 	nb := engine.JobRef{Namespace: "ml", ID: "nb"}
-	r := roundWith([]*ObservedJob{train}, allocs)
+	r := roundWith([]*ObservedJob{train, nbJob}, allocs)
 	r.plan = &engine.Plan{Earmarks: []engine.Earmark{{NodeID: "n1", GPUs: 1, For: nb, ForGroup: "work"}}}
 	a := engine.Action{Kind: engine.Preempt, Job: engine.JobRef{Namespace: "ml", ID: "train"}, Group: "work",
 		Allocs: []string{"a1"}, GPUs: 1, Grace: 2 * time.Minute, Signal: "SIGUSR1", Requeue: true,
@@ -40,7 +41,7 @@ func TestMarksKeptForBeneficiary(t *testing.T) {
 		t.Errorf("during the grace: earmarks %v, want %v", snap.Earmarks, want)
 	}
 
-	r1 := roundWith([]*ObservedJob{train}, allocs)
+	r1 := roundWith([]*ObservedJob{train, nbJob}, allocs)
 	r1.now = t0.Add(signalDelay)
 	c.finishDrains(context.Background(), r1) // the checkpoint signal
 
@@ -52,15 +53,24 @@ func TestMarksKeptForBeneficiary(t *testing.T) {
 	}
 	end := t0.Add(signalDelay + 2*time.Minute)
 	c2.now = func() time.Time { return end }
-	r2 := roundWith([]*ObservedJob{train}, allocs)
+	r2 := roundWith([]*ObservedJob{train, nbJob}, allocs)
 	r2.now, r2.obs.At = end, end
 	c2.finishDrains(context.Background(), r2)
-	r3 := roundWith([]*ObservedJob{train}, allocs[1:])
+	r3 := roundWith([]*ObservedJob{train, nbJob}, allocs[1:])
 	r3.obs.At = end.Add(time.Second)
 	snap = buildSnapshot(c2.pol, r3.obs, c2.states, nil)
 	if want := []engine.Earmark{beside, beside}; !slices.Equal(snap.Earmarks, want) {
 		t.Errorf("after the victim stopped: earmarks %v, want %v", snap.Earmarks, want)
 	}
+
+	// A beneficiary that stopped wants none of them.
+	stopped := *nbJob
+	stopped.Stopped = true
+	r3.obs.Jobs[jobKey{"ml", "nb"}] = &stopped
+	if snap = buildSnapshot(c2.pol, r3.obs, c2.states, nil); len(snap.Earmarks) != 0 {
+		t.Errorf("beneficiary stopped: earmarks %v, want none", snap.Earmarks)
+	}
+	r3.obs.Jobs[jobKey{"ml", "nb"}] = nbJob
 
 	r3.obs.At = end.Add(markTTL + time.Second)
 	if snap = buildSnapshot(c2.pol, r3.obs, c2.states, nil); len(snap.Earmarks) != 0 {
@@ -178,7 +188,7 @@ func TestMarksOfVictimsGoneEarly(t *testing.T) {
 			// The victim checkpointed and exited; the next round finds it gone.
 			later := t0.Add(30 * time.Second)
 			c.now = func() time.Time { return later }
-			r2 := roundWith([]*ObservedJob{train}, allocs[1:])
+			r2 := roundWith([]*ObservedJob{train, job("ml", "nb", "interactive", 60, 1, 1)}, allocs[1:])
 			r2.now, r2.obs.At = later, later
 			c.finishDrains(context.Background(), r2)
 			marks := c.states[jobKey{"ml", "train"}].Marks

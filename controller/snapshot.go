@@ -15,7 +15,14 @@ import (
 // evaluations, job summary) and allocations Steward holds (scaled down).
 // Paused jobs are not waiting: only a person brings them back.
 func buildSnapshot(p *policy.Policy, obs *Observation, states map[jobKey]*JobState, usage map[string][]engine.Sample) *engine.Snapshot {
-	s := &engine.Snapshot{Earmarks: snapshotMarks(states, obs.At)}
+	// GPUs set aside for a job count only while it may still run: the
+	// engine keeps them from other work even while the job is in no list
+	// (Nomad placing it), so a job stopped or finished must not hold them.
+	live := func(ref engine.JobRef) bool {
+		j := obs.Jobs[jobKey{ref.Namespace, ref.ID}]
+		return j != nil && !j.Stopped && !j.Dead
+	}
+	s := &engine.Snapshot{Earmarks: snapshotMarks(states, obs.At, live)}
 	for _, n := range obs.Nodes {
 		pool := n.NodePool
 		if pool == "" {
@@ -43,7 +50,9 @@ func buildSnapshot(p *policy.Policy, obs *Observation, states map[jobKey]*JobSta
 		if st := states[jobKey{a.Namespace, a.JobID}]; st != nil {
 			if d := st.draining(a.ID); d != nil {
 				ea.Draining = true
-				ea.For, ea.ForGroup = drainFor(d)
+				if ea.For, ea.ForGroup = drainFor(d); ea.For != nil && !live(*ea.For) {
+					ea.For, ea.ForGroup = nil, ""
+				}
 			}
 		}
 		s.Allocs = append(s.Allocs, ea)
