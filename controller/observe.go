@@ -50,9 +50,7 @@ type ObservedJob struct {
 	NodePool      string
 	Meta          map[string]string
 	Stopped       bool
-	// Dead: Nomad's job status is dead (all its work finished or stopped).
-	Dead        bool
-	ModifyIndex uint64
+	ModifyIndex   uint64
 	// Groups maps each task group to its count and GPUs per allocation.
 	Groups map[string]GroupSpec
 }
@@ -193,14 +191,6 @@ func (o *observer) observe(ctx context.Context, now time.Time) (*Observation, er
 				return nil, fmt.Errorf("read job %s: %w", k, err)
 			}
 			j = toObservedJob(full)
-			o.jobs[k] = j
-		}
-		if dead := s.Status == "dead"; j.Dead != dead {
-			// The status changes without a new job version: a copy, as
-			// earlier observations share the cached one.
-			cp := *j
-			cp.Dead = dead
-			j = &cp
 			o.jobs[k] = j
 		}
 		obs.Jobs[k] = j

@@ -15,12 +15,13 @@ import (
 // evaluations, job summary) and allocations Steward holds (scaled down).
 // Paused jobs are not waiting: only a person brings them back.
 func buildSnapshot(p *policy.Policy, obs *Observation, states map[jobKey]*JobState, usage map[string][]engine.Sample) *engine.Snapshot {
-	// GPUs set aside for a job count only while it may still run: the
+	// GPUs set aside for a job count only while it is not stopped: the
 	// engine keeps them from other work even while the job is in no list
-	// (Nomad placing it), so a job stopped or finished must not hold them.
+	// (Nomad placing it), so a job stopped or purged must not hold them.
+	// (Nomad's status "dead" also means held by Steward: not a test.)
 	live := func(ref engine.JobRef) bool {
 		j := obs.Jobs[jobKey{ref.Namespace, ref.ID}]
-		return j != nil && !j.Stopped && !j.Dead
+		return j != nil && !j.Stopped
 	}
 	s := &engine.Snapshot{Earmarks: snapshotMarks(states, obs.At, live)}
 	for _, n := range obs.Nodes {
