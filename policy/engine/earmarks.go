@@ -13,8 +13,9 @@ import "slices"
 // counted on beside them (both Snapshot.Earmarks) are set aside: free to no
 // one but the beneficiary, which is placed on them first when its turn
 // comes. Once it is served, what it did not take is free to the work after
-// it. A beneficiary that no longer waits has no earmarks: its GPUs are
-// free to all. Work of a higher tier that finds no free GPU preempts for
+// it. A beneficiary that no longer waits and holds GPUs (it was placed)
+// has no earmarks: its GPUs are free to all. One that neither waits nor
+// holds any is being placed by Nomad (inFlight): its GPUs stay aside. Work of a higher tier that finds no free GPU preempts for
 // itself, as it would have anyway (an urgent tier's preempt_grace keeps
 // that short).
 
