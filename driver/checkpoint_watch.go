@@ -189,10 +189,9 @@ type ckptScan struct{ newest, done time.Time }
 
 // scanCheckpointDir returns the newest checkpoint time in a task's
 // checkpoint dir, and the time of its done file; zero when the dir does not
-// exist. Unlike the other uses
-// of the dir it creates nothing: a dir the task removed and is about to
-// make again must not come back owned by the plugin, which would lock the
-// task out of it.
+// exist. Unlike the other uses of the dir it creates nothing: a dir the
+// task removed and is about to make again must not come back owned by the
+// plugin, which would lock the task out of it.
 func scanCheckpointDir(l ckptLoc) (ckptScan, error) {
 	base, err := safefs.OpenDir(l.Base)
 	if err != nil {
