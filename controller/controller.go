@@ -517,6 +517,11 @@ func (c *Controller) reconcile(ctx context.Context) (time.Time, error) {
 	for _, s := range plan.Skipped {
 		c.log.Warn("engine skipped snapshot item", "item", s.Item, "reason", s.Reason)
 	}
+	if !c.cfg.DryRun {
+		for _, d := range c.unmark(ctx, r, plan.Unmarked) {
+			c.remember(d)
+		}
+	}
 	for _, a := range plan.Actions {
 		d := Decision{At: r.now, Kind: string(a.Kind), Job: a.Job.String(), Group: a.Group, GPUs: a.GPUs,
 			Rule: string(a.Reason.Rule), Reason: a.Reason.Message, DryRun: c.cfg.DryRun}

@@ -118,6 +118,50 @@ func (c *Controller) extendMarks(ctx context.Context, st *JobState, bene string,
 	}
 }
 
+// unmark stops setting aside the GPUs a plan gave to urgent work for
+// which nothing else was free or could be preempted (Plan.Unmarked): the
+// marks for the beneficiary on that node shrink by as many GPUs, and
+// syncPlaceholders purges the placeholder that held them, so that Nomad
+// places the urgent work there. It returns the decisions to record.
+func (c *Controller) unmark(ctx context.Context, r *round, unmarked []engine.Unmark) []Decision {
+	var out []Decision
+	for _, u := range unmarked {
+		if r.unmarked == nil {
+			r.unmarked = map[string]bool{}
+		}
+		r.unmarked[placeholderID(u.For, u.ForGroup, u.NodeID)] = true
+		left := u.GPUs
+		for _, st := range c.sortedStates() {
+			changed := false
+			for i := range st.Marks {
+				m := &st.Marks[i]
+				if left == 0 || m.For != u.For.String() || m.Node != u.NodeID || !r.now.Before(m.Until) {
+					continue
+				}
+				g := min(left, m.GPUs)
+				m.GPUs -= g
+				left -= g
+				changed = true
+			}
+			if !changed {
+				continue
+			}
+			st.Marks = slices.DeleteFunc(st.Marks, func(m Mark) bool { return m.GPUs <= 0 })
+			if err := c.save(ctx, st); err != nil {
+				// The marks stay: the urgent work waits for the next
+				// round, which plans the same again.
+				r.failed++
+				c.log.Error("give GPUs set aside to urgent work", "for", u.For.String(), "to", u.To.String(), "job", st.key(), "error", err)
+			}
+		}
+		c.log.Info("set-aside GPUs taken", "for", u.For.String(), "to", u.To.String(), "node", u.NodeID, "gpus", u.GPUs,
+			"reason", u.Reason.String())
+		out = append(out, Decision{At: r.now, Kind: "take-set-aside", Job: u.To.String(), GPUs: u.GPUs,
+			Rule: string(u.Reason.Rule), Reason: u.Reason.Message})
+	}
+	return out
+}
+
 // freesFor reports whether a drain frees its GPUs for a named waiting job:
 // a preemption, or an idle stop under pressure.
 func freesFor(d *Drain) bool {

@@ -153,9 +153,15 @@ func (c *Controller) syncPlaceholders(ctx context.Context, r *round) {
 	slices.Sort(ids)
 	for _, id := range ids {
 		w := want[id]
-		if _, ok := r.obs.Placeholders[id]; ok {
+		if p, ok := r.obs.Placeholders[id]; ok {
 			// Registered by an earlier round (placed or still pending):
 			// registering it again would only start a new version.
+			if p.GPUs > w.gpus || r.unmarked[id] {
+				// It may hold GPUs no longer set aside (given to
+				// urgent work, Plan.Unmarked): purged now, registered
+				// again next round for what is still set aside.
+				c.purgePlaceholder(ctx, r, id)
+			}
 			continue
 		}
 		job := c.placeholderJob(w, r.now)
@@ -171,13 +177,17 @@ func (c *Controller) syncPlaceholders(ctx context.Context, r *round) {
 		if _, ok := want[id]; ok {
 			continue
 		}
-		if err := c.nomad.PurgeJob(ctx, c.cfg.StateNamespace, id); err != nil {
-			c.log.Error("purge placeholder", "job", id, "error", err)
-			r.failed++
-			continue
-		}
-		c.log.Info("placeholder purged", "job", id)
+		c.purgePlaceholder(ctx, r, id)
 	}
+}
+
+func (c *Controller) purgePlaceholder(ctx context.Context, r *round, id string) {
+	if err := c.nomad.PurgeJob(ctx, c.cfg.StateNamespace, id); err != nil {
+		c.log.Error("purge placeholder", "job", id, "error", err)
+		r.failed++
+		return
+	}
+	c.log.Info("placeholder purged", "job", id)
 }
 
 func sortedIDs[V any](m map[string]V) []string {

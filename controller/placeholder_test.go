@@ -106,3 +106,53 @@ func TestPlaceholderJob(t *testing.T) {
 		t.Errorf("meta %v", j.Meta)
 	}
 }
+
+// GPUs the plan gives to urgent work (Plan.Unmarked) are no longer set
+// aside: the marks shrink (saved, so a restarted controller keeps them
+// small), the placeholder holding them is purged in the same round so that
+// Nomad can place the urgent work, and the next round holds what is still
+// set aside.
+func TestUnmarkFreesPlaceholder(t *testing.T) {
+	f := newFakeNomad()
+	c := testController(t, f)
+	nb := engine.JobRef{Namespace: "ml", ID: "nb"}
+	id := placeholderID(nb, "work", "n1")
+	c.state(jobKey{"ml", "train"}).Marks = []Mark{{Node: "n1", GPUs: 3, For: "ml/nb", Group: "work", Until: t0.Add(time.Minute), Beside: true}}
+	c.state(jobKey{"ml", "nb"}).hold("work", 1, 1, string(engine.RuleDraining), t0, 10)
+	if err := c.save(context.Background(), c.state(jobKey{"ml", "train"})); err != nil {
+		t.Fatal(err)
+	}
+	r := roundWith(nil, []ObservedAlloc{alloc("a0", "train")})
+	r.obs.Nodes = []ObservedNode{{ID: "n1", Name: "gpu-1", GPUs: 4, Drivers: []string{"raw_exec"}}}
+	r.obs.Placeholders = map[string]Placeholder{id: {ID: id, Node: "n1", GPUs: 3}}
+	urgent := engine.JobRef{Namespace: "serve", ID: "api"}
+	why := engine.Reason{Rule: engine.RulePriority, Message: "tier inference takes 1 GPU on n1 set aside for ml/nb/work"}
+	ds := c.unmark(context.Background(), r, []engine.Unmark{{Earmark: engine.Earmark{NodeID: "n1", GPUs: 1, For: nb, ForGroup: "work"},
+		To: urgent, Reason: why}})
+	if len(ds) != 1 || ds[0].Job != "serve/api" || ds[0].Reason != why.Message || ds[0].GPUs != 1 {
+		t.Errorf("decisions %+v", ds)
+	}
+	f.calls = nil
+	c.syncPlaceholders(context.Background(), r)
+	if want := []string{"purge steward/" + id}; !slices.Equal(f.calls, want) {
+		t.Fatalf("calls %q, want %q", f.calls, want)
+	}
+
+	c2 := testController(t, f)
+	if err := c2.loadStates(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if m := c2.state(jobKey{"ml", "train"}).Marks; len(m) != 1 || m[0].GPUs != 2 {
+		t.Fatalf("saved marks %+v, want 2 GPUs; vars %v", m, f.vars)
+	}
+	c2.state(jobKey{"ml", "nb"}).hold("work", 1, 1, string(engine.RuleDraining), t0, 10)
+	f.calls = nil
+	// Nomad placed the urgent work on the GPU the placeholder gave up.
+	r2 := roundWith(nil, []ObservedAlloc{alloc("a0", "train"), alloc("u0", "api")})
+	r2.obs.Nodes = r.obs.Nodes
+	r2.obs.Placeholders = map[string]Placeholder{}
+	c2.syncPlaceholders(context.Background(), r2)
+	if want := []string{"register steward/" + id + " gpus=2"}; !slices.Equal(f.calls, want) {
+		t.Fatalf("next round: calls %q, want %q", f.calls, want)
+	}
+}

@@ -19,6 +19,9 @@ type round struct {
 	forDraining map[string]bool
 	// marked: beneficiaries whose plan earmarks a victim's state holds.
 	marked map[engine.JobRef]bool
+	// unmarked: placeholders (by ID) on GPUs the plan gave to urgent
+	// work (Plan.Unmarked): purged this round.
+	unmarked map[string]bool
 
 	// inflight: per job and group, allocations resumed but not yet placed
 	// (counted in the engine's held demand for the group).

@@ -262,8 +262,12 @@ func decodeState(items map[string]string) (*JobState, error) {
 // empty reports whether the state holds nothing worth keeping.
 func (s *JobState) empty(now time.Time) bool {
 	s.trimPreemptions(now)
+	// GPUs set aside for a beneficiary count too: a victim's state may
+	// hold nothing else (stopped for good by an idle rule), and a
+	// restarted controller must still keep them aside.
+	s.pruneMarks(now)
 	return len(s.Held) == 0 && !s.Paused && !s.Promoted && len(s.Preemptions) == 0 && len(s.Draining) == 0 && len(s.Usage) == 0 &&
-		len(s.Waiting) == 0 && len(s.Interrupted) == 0
+		len(s.Waiting) == 0 && len(s.Interrupted) == 0 && len(s.Marks) == 0
 }
 
 func (s *JobState) trimPreemptions(now time.Time) {

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"slices"
 	"time"
 
 	"github.com/gpu-steward/steward/policy/engine"
@@ -93,6 +94,35 @@ func (s *simulator) keepMarks(marks []engine.Earmark) {
 			s.marks = append(s.marks, simMark{node: n, gpus: m.GPUs, bene: bi, until: until, held: held})
 		}
 	}
+}
+
+// dropMarks stops setting aside the GPUs a plan gave to urgent work
+// (Plan.Unmarked), as the controller does: the marks shrink, and so do
+// the placeholders holding them, so that Nomad places the urgent work
+// there.
+func (s *simulator) dropMarks(unmarked []engine.Unmark) {
+	for _, u := range unmarked {
+		bi, known := s.byRef[u.For]
+		n, onNode := s.cl.nodeIdx[u.NodeID]
+		if !known || !onNode {
+			continue
+		}
+		left := u.GPUs
+		for i := range s.marks {
+			m := &s.marks[i]
+			if left == 0 {
+				break
+			}
+			if m.bene != bi || m.node != n || s.now >= m.until {
+				continue
+			}
+			g := min(left, m.gpus)
+			m.gpus -= g
+			m.held = min(m.held, m.gpus)
+			left -= g
+		}
+	}
+	s.marks = slices.DeleteFunc(s.marks, func(m simMark) bool { return m.gpus <= 0 })
 }
 
 // earmarks appends the marks still standing to out, dropping the rest.

@@ -50,6 +50,7 @@ func (s *simulator) settleSteward() error {
 			}
 		}
 		s.keepMarks(plan.Earmarks)
+		s.dropMarks(plan.Unmarked)
 		s.forcePlan = false
 	}
 	s.wantPlan = false

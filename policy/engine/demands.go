@@ -498,7 +498,7 @@ func (st *state) serve(p pending, failed *failures) {
 	st.emitVictims(b, victims)
 	if placed > 0 && d.Held {
 		st.explainer.add(decision{kind: decideResume, b: *b, count: placed, use: st.tenants[b.tenant].use,
-			preempted: len(victims) > 0 || afterVictims, ahead: len(victims) > 0 || afterVictims || len(b.marks) > 0})
+			preempted: len(victims) > 0 || afterVictims, ahead: len(victims) > 0 || afterVictims || len(b.marks) > 0 || b.took})
 	}
 	if placed > 0 && !d.Held {
 		if grace := st.drainFor(b, victims); grace > 0 {
@@ -549,20 +549,23 @@ func (st *state) placeOne(b *bene, need int, failed *failures) (int32, []victim,
 			" (needs " + itoa(b.g) + " on one node)"}, false
 	}
 	key := failKey{tenant: b.tenant, pool: b.pool, entitled: b.entitled}
-	if r, ok := failed.find(key, b.prio, b.g); ok {
-		return 0, nil, r, false
-	}
-	for _, young := range []bool{false, true} {
-		if n, vs, ok := st.findVictims(b, young); ok {
-			for _, v := range vs {
-				st.take(v.ui)
+	r, known := failed.find(key, b.prio, b.g)
+	if !known {
+		for _, young := range []bool{false, true} {
+			if n, vs, ok := st.findVictims(b, young); ok {
+				for _, v := range vs {
+					st.take(v.ui)
+				}
+				st.place(b, n)
+				return n, vs, Reason{}, true
 			}
-			st.place(b, n)
-			return n, vs, Reason{}, true
 		}
+		r = st.capacityReason(b)
+		failed.add(key, b.prio, b.g, r)
 	}
-	r := st.capacityReason(b)
-	failed.add(key, b.prio, b.g, r)
+	if n, ok := st.takeMarksBelow(b); ok {
+		return n, nil, Reason{}, true
+	}
 	return 0, nil, r, false
 }
 

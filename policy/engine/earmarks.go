@@ -15,9 +15,15 @@ import "slices"
 // comes. Once it is served, what it did not take is free to the work after
 // it. A beneficiary that no longer waits and holds GPUs (it was placed)
 // has no earmarks: its GPUs are free to all. One that neither waits nor
-// holds any is being placed by Nomad (inFlight): its GPUs stay aside. Work of a higher tier that finds no free GPU preempts for
-// itself, as it would have anyway (an urgent tier's preempt_grace keeps
-// that short).
+// holds any is being placed by Nomad (inFlight): its GPUs stay aside.
+// Work of a higher tier that finds no free GPU preempts for itself, as it
+// would have anyway (an urgent tier's preempt_grace keeps that short).
+// Only work of an urgent tier (one whose preempt_grace cuts its victims'
+// grace: it cannot wait), and only when nothing may be preempted for it
+// (the rest is reserved, or already draining for others), takes GPUs set
+// aside for work of a lower tier, and only those free now
+// (takeMarksBelow): inference must not wait while GPUs sit idle for a
+// build job.
 
 // demandRef identifies a waiting demand: a job's group.
 type demandRef struct {
@@ -44,22 +50,30 @@ func (st *state) earmark(job *JobRef, group string, n int32, g int) bool {
 	return true
 }
 
-// markDraining notes that an allocation on node n drains for the waiting
-// demand named by job and group (earmark has set its GPUs aside).
-func (st *state) markDraining(job *JobRef, group string, n int32) {
+// markDraining notes that an allocation on node n drains g GPUs for the
+// waiting demand named by job and group (earmark has set them aside).
+func (st *state) markDraining(job *JobRef, group string, n int32, g int) {
 	w, _ := st.waitingIndex(demandRef{*job, group})
 	if st.draining == nil {
-		st.draining = map[int32][]int32{}
+		st.draining = map[int32][]nodeGPUs{}
 	}
-	if !slices.Contains(st.draining[w], n) {
-		st.draining[w] = append(st.draining[w], n)
-	}
+	st.draining[w] = addNode(st.draining[w], n, g)
 }
 
 // drainsOn reports whether allocations drain for waiting demand w on
 // node n.
 func (st *state) drainsOn(w int32, n int32) bool {
-	return slices.Contains(st.draining[w], n)
+	return st.drainingOn(w, n) > 0
+}
+
+// drainingOn is the GPUs allocations drain for waiting demand w on node n.
+func (st *state) drainingOn(w int32, n int32) int {
+	for _, d := range st.draining[w] {
+		if d.node == n {
+			return d.gpus
+		}
+	}
+	return 0
 }
 
 // earmarkFreed sets aside the GPUs of Snapshot.Earmarks, out of each
@@ -205,4 +219,58 @@ func (st *state) markBeside(b *bene, n int32, vs []victim) {
 	if free := b.g - freed; free > 0 {
 		st.out.Earmarks = append(st.out.Earmarks, Earmark{NodeID: st.nodes[n].ID, GPUs: free, For: b.d.Job.Ref, ForGroup: b.d.Group})
 	}
+}
+
+// takeMarksBelow places one allocation of b, of an urgent tier, for which
+// nothing is free and nothing may be preempted, on GPUs set aside for a waiting demand of a
+// lower tier that are free now (its victims stopped, or free GPUs its
+// preemption counted on): inference must not wait while GPUs sit idle for
+// a build job. Those of the lowest tier go first. The plan reports them
+// (Plan.Unmarked) so that the caller stops setting them aside and frees
+// what holds them for the other work (a placeholder).
+func (st *state) takeMarksBelow(b *bene) (int32, bool) {
+	if len(st.marks) == 0 || !st.e.tiers[b.tier].urgent || (b.d.Job.Gang && b.d.Count > 1) {
+		// A gang placed in part is undone; what it took stays taken.
+		return 0, false
+	}
+	prio := st.e.tiers[b.tier].priority
+	best, bestPrio := int32(-1), prio
+	var bestNode int32
+	for w, marks := range st.marks {
+		p := st.e.tiers[st.waitingOf[w].tier].priority
+		if p > bestPrio || (p == bestPrio && (p == prio || w > best)) {
+			continue
+		}
+		for _, m := range marks {
+			if m.gpus-st.drainingOn(w, m.node) >= b.g && st.cap.nodeIn(m.node, b.pool) {
+				best, bestPrio, bestNode = w, p, m.node
+				break
+			}
+		}
+	}
+	if best < 0 {
+		return 0, false
+	}
+	w, n := best, bestNode
+	for i := range st.marks[w] {
+		if m := &st.marks[w][i]; m.node == n {
+			m.gpus -= b.g
+		}
+	}
+	st.marks[w] = slices.DeleteFunc(st.marks[w], func(m nodeGPUs) bool { return m.gpus <= 0 })
+	st.tenants[st.waitingOf[w].tenant].marked -= b.g
+	st.cap.add(n, int32(b.g))
+	st.place(b, n)
+	b.took = true
+	d := &st.s.Waiting[w]
+	var m msg
+	m.start("tier ", st.e.tiers[b.tier].name, " (priority ").n(prio).s(") of ").s(b.d.Job.Ref.String()).s("/").s(b.d.Group).
+		s(" takes ").gpus(b.g).s(" on ").s(st.nodes[n].ID).s(" set aside for ").s(d.Job.Ref.String()).s("/").s(d.Group).
+		s(", tier ").s(st.e.tiers[st.waitingOf[w].tier].name).s(" (priority ").n(bestPrio).
+		s("): nothing else is free or may be preempted for it")
+	st.out.Unmarked = append(st.out.Unmarked, Unmark{
+		Earmark: Earmark{NodeID: st.nodes[n].ID, GPUs: b.g, For: d.Job.Ref, ForGroup: d.Group},
+		To:      b.d.Job.Ref, Reason: m.reason(RulePriority),
+	})
+	return n, true
 }

@@ -445,3 +445,104 @@ func TestGPUsKeptWhileBeneficiaryIsPlaced(t *testing.T) {
 		})
 	}
 }
+
+// Work of an urgent tier (preempt_grace below preemption.grace) for which
+// nothing is free and nothing may be preempted takes GPUs free now that
+// are set aside for work of a lower tier, and the plan says so
+// (Plan.Unmarked); GPUs still draining, GPUs set aside for its own tier,
+// and GPUs it could free by preempting are left alone.
+func TestUrgentTierTakesMarksBelow(t *testing.T) {
+	bene := JobRef{"b", "bene"}
+	urgent := JobRef{"a", "urgent"}
+	at := func(id, ns string, prio int, draining bool, forJob *JobRef) Alloc {
+		return Alloc{ID: id, Job: Job{Ref: JobRef{ns, id}, Priority: prio}, Group: "main", NodeID: "n1",
+			GPUIDs: []string{id + "-gpu"}, StartedAt: t0.Add(-2 * time.Hour), Draining: draining, For: forJob}
+	}
+	demand := func(ref JobRef, tier string, prio int) Demand {
+		return Demand{Job: Job{Ref: ref, Priority: prio, Tier: tier}, Group: "main", GPUsPerAlloc: 1, Count: 1,
+			Since: t0.Add(-time.Minute), Held: true}
+	}
+	zero := time.Duration(0)
+	tests := []struct {
+		name       string
+		graceCut   bool // interactive sets preempt_grace = "0s"
+		benefTier  string
+		allocs     []Alloc
+		marks      int // GPUs given back for bene on n1
+		wantTaken  bool
+		wantVictim bool   // the urgent demand preempts c's borrower
+		wantAction string // the urgent demand's action kind, "" for none (it stays held)
+	}{
+		{name: "an urgent tier takes GPUs given back for a lower tier", graceCut: true, benefTier: "training",
+			allocs: []Alloc{at("own", "b", 40, false, nil)}, marks: 1, wantTaken: true, wantAction: "resume"},
+		{name: "a tier that is not urgent waits", graceCut: false, benefTier: "training",
+			allocs: []Alloc{at("own", "b", 40, false, nil)}, marks: 1},
+		{name: "GPUs still draining are not taken", graceCut: true, benefTier: "training",
+			allocs: []Alloc{at("v", "c", 40, true, &bene)}, marks: 0},
+		{name: "GPUs set aside for the same tier are not taken", graceCut: true, benefTier: "interactive",
+			allocs: []Alloc{at("own", "b", 40, false, nil)}, marks: 1},
+		{name: "a victim that may be preempted is preempted instead", graceCut: true, benefTier: "training",
+			allocs: []Alloc{at("borrower", "c", 40, false, nil)}, marks: 1, wantVictim: true, wantAction: "resume"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			pol := testPolicy(func(p *policy.Policy) {
+				// b's own work is within its reserve: nothing may be
+				// preempted for a; c borrows.
+				p.Tenants["a"] = tenant("a", 0, policy.Unlimited)
+				p.Tenants["b"] = tenant("b", 1, policy.Unlimited)
+				p.Tenants["c"] = tenant("c", 0, policy.Unlimited)
+				if tc.graceCut {
+					tier := *p.Tiers["interactive"]
+					tier.PreemptGrace = &zero
+					p.Tiers["interactive"] = &tier
+				}
+			})
+			snap := Snapshot{
+				Nodes:   []Node{{ID: "n1", GPUs: 1 + tc.marks}},
+				Allocs:  tc.allocs,
+				Waiting: []Demand{demand(urgent, "interactive", 60), demand(bene, tc.benefTier, 40)},
+			}
+			if tc.marks > 0 {
+				snap.Earmarks = []Earmark{{NodeID: "n1", GPUs: tc.marks, For: bene, ForGroup: "main"}}
+			}
+			plan := New(pol).Plan(&snap, t0)
+			var lines []string
+			got := ""
+			preempted := false
+			for _, a := range plan.Actions {
+				lines = append(lines, a.String())
+				if a.Job == urgent {
+					got = string(a.Kind)
+				}
+				preempted = preempted || (a.Kind == Preempt && a.For != nil && *a.For == urgent)
+				if a.Job == bene && a.Kind == Resume && tc.wantTaken {
+					t.Errorf("beneficiary resumed: %s", a)
+				}
+			}
+			for _, w := range plan.Waiting {
+				lines = append(lines, "waiting "+w.Job.String()+": "+w.Reason.String())
+			}
+			if got != tc.wantAction || preempted != tc.wantVictim {
+				t.Errorf("urgent: %q, preempts %v; want %q, %v\n%s", got, preempted, tc.wantAction, tc.wantVictim, strings.Join(lines, "\n"))
+			}
+			if !tc.wantTaken {
+				if len(plan.Unmarked) > 0 {
+					t.Errorf("unmarked %+v, want none", plan.Unmarked)
+				}
+				return
+			}
+			want := []Unmark{{Earmark: Earmark{NodeID: "n1", GPUs: 1, For: bene, ForGroup: "main"}, To: urgent,
+				Reason: Reason{RulePriority, "tier interactive (priority 60) of a/urgent/main takes 1 GPU on n1 set aside for b/bene/main, " +
+					"tier training (priority 40): nothing else is free or may be preempted for it"}}}
+			if !slices.Equal(plan.Unmarked, want) {
+				t.Errorf("unmarked:\n got %+v\nwant %+v", plan.Unmarked, want)
+			}
+			for _, a := range plan.Actions {
+				if a.Job == urgent && (!a.Ahead || !strings.HasPrefix(a.Reason.Message, "GPUs set aside for work of a lower tier are free")) {
+					t.Errorf("urgent resume: %s; want ahead, with GPUs set aside for work of a lower tier", a)
+				}
+			}
+		})
+	}
+}

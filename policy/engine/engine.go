@@ -53,6 +53,10 @@ type tierInfo struct {
 	name        string
 	priority    int
 	preemptible bool
+	// urgent: the tier cuts its victims' grace below preemption.grace
+	// (preempt_grace): its work cannot wait, so it may take GPUs set
+	// aside for lower work when nothing else is free (takeMarksBelow).
+	urgent bool
 	// t is the policy's tier: its CapGrace caps the grace of victims
 	// freed for the tier's work (grace.go).
 	t *policy.Tier
@@ -65,7 +69,8 @@ func New(p *policy.Policy) *Engine {
 	for _, name := range p.TierNames() {
 		t := p.Tiers[name]
 		e.tierIdx[name] = len(e.tiers)
-		e.tiers = append(e.tiers, tierInfo{name: name, priority: t.Priority, preemptible: t.Preemptible, t: t})
+		e.tiers = append(e.tiers, tierInfo{name: name, priority: t.Priority, preemptible: t.Preemptible, t: t,
+			urgent: t.CapGrace(p.Preemption.Grace) < p.Preemption.Grace})
 	}
 	e.defaultTier = e.tierIdx[p.Defaults.Tier]
 	for _, name := range p.TenantNames() {

@@ -141,6 +141,19 @@ type Plan struct {
 	// beneficiary, as Snapshot.Earmarks, until it runs or the victims'
 	// grace and a plan or two have passed.
 	Earmarks []Earmark
+	// Unmarked are GPUs set aside for a waiting beneficiary (Snapshot.
+	// Earmarks) that the plan gives to work of a higher tier for which
+	// nothing else is free or may be preempted: the caller stops setting
+	// them aside, and frees whatever holds them for the beneficiary.
+	Unmarked []Unmark
+}
+
+// Unmark is GPUs no longer set aside for Earmark.For, with the work that
+// takes them and why.
+type Unmark struct {
+	Earmark
+	To     JobRef
+	Reason Reason
 }
 
 // Waiting is a demand left waiting, with why.

@@ -190,6 +190,9 @@ func (st *state) otherJobs(vs []victim, first JobRef) int {
 func (st *state) admitReason(m *msg, b *bene, placed, use int, preempted bool) Reason {
 	t := st.tenants[b.tenant].t
 	how := "GPUs are free"
+	if b.took {
+		how = "GPUs set aside for work of a lower tier are free"
+	}
 	if preempted {
 		how = "GPUs are being freed"
 	}

@@ -38,9 +38,10 @@ type state struct {
 	// marks are GPUs set aside per beneficiary (Snapshot.Waiting index):
 	// not free to anyone else until it is served (earmarks.go).
 	marks map[int32][]nodeGPUs
-	// draining: per beneficiary, the nodes where allocations drain for
-	// it (Alloc.For): a placement there waits for them (AfterVictims).
-	draining   map[int32][]int32
+	// draining: per beneficiary, the GPUs per node that allocations
+	// drain for it (Alloc.For): a placement there waits for them
+	// (AfterVictims); the rest of its marks there are free now.
+	draining   map[int32][]nodeGPUs
 	moves      []move // Preempts whose victim may move elsewhere (migration.go)
 	waitingIdx map[demandRef]int32
 	// placedJobs: jobs with allocations holding GPUs (inFlight), built
@@ -323,7 +324,7 @@ func (st *state) buildUnits() {
 			// is freeing them for someone, who has them first.
 			switch {
 			case st.earmark(a.For, a.ForGroup, n, g):
-				st.markDraining(a.For, a.ForGroup, n)
+				st.markDraining(a.For, a.ForGroup, n, g)
 			case a.For != nil && st.inFlight(*a.For):
 				// Set aside for no one while Nomad places its job.
 			default:

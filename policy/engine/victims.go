@@ -257,6 +257,9 @@ type bene struct {
 	// within: its tenant is at its limit, so it may only swap with its
 	// tenant's own lower work (swapWithin): free GPUs do not count.
 	within bool
+	// took: an allocation went on GPUs set aside for work of a lower
+	// tier (takeMarksBelow).
+	took bool
 }
 
 // victim is a unit chosen for a beneficiary, with the rule that allows it
