@@ -115,3 +115,64 @@ func placeholderKeepsFreeGPUs(t *testing.T, driver string, c *cluster) {
 		t.Errorf("the controller's log does not show the placeholder registered and purged:\n%s", tail(ctl.Log(), 40))
 	}
 }
+
+const urgentPolicy = `
+tier "inference" {
+  priority      = 90
+  preemptible   = false
+  preempt_grace = "0s"
+}
+` + twoTiers + `
+tenant "ml" {
+  reserve = 4
+}
+preemption {
+  min_runtime = "0s"
+  grace       = "20s"
+}
+`
+
+// TestUrgentWorkTakesSetAsideGPUs: as in TestPlaceholderKeepsFreeGPUs, a
+// 4-GPU interactive job waits while a 2-GPU training job checkpoints for it
+// (20 s grace), and a placeholder holds the 2 free GPUs beside it. Then an
+// inference job (an urgent tier: preempt_grace 0s) of 1 GPU arrives: nothing
+// else is free, and nothing may be preempted for it (the only other work
+// is already draining). It takes one of the set-aside GPUs at once — the
+// placeholder is purged for it — rather than waiting out the victim's grace
+// with GPUs idle beside it.
+func TestUrgentWorkTakesSetAsideGPUs(t *testing.T) {
+	t.Parallel()
+	c := startClusterWith(t, 4, testnomad.Options{}, "ml")
+	c.waitDriver(c.NodeID, "raw_exec")
+	ctl := c.startController("ctl", writePolicy(t, urgentPolicy))
+
+	c.work("train", "ml", "training", 2, 1, "priority", "40")
+	c.waitRunning(60*time.Second, map[string]int{"ml/train": 1})
+	c.work("big", "ml", "interactive", 4, 1, "priority", "60")
+	c.waitRecord(30*time.Second, "ml", "big", "steward_reason", "GPUs are being freed for it: 2 GPUs of ml/train checkpoint")
+	testnomad.WaitFor(t, 20*time.Second, "a running placeholder in namespace steward", func() (bool, string) {
+		jobs, _, err := c.Client.Jobs().List(&api.QueryOptions{Namespace: "steward", Prefix: "steward-hold-"})
+		if err != nil || len(jobs) != 1 {
+			return false, fmt.Sprintf("%d placeholders, %v", len(jobs), err)
+		}
+		return c.running("steward", jobs[0].ID) == 1, "placeholder " + jobs[0].ID + " not running yet"
+	})
+
+	submitted := time.Now()
+	c.work("api", "ml", "inference", 1, 1, "priority", "90")
+	deadline := submitted.Add(15 * time.Second)
+	for c.running("ml", "api") != 1 {
+		if time.Now().After(deadline) {
+			t.Fatalf("ml/api not running 15 s after it was submitted; controller log:\n%s", tail(ctl.Log(), 40))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	took := time.Since(submitted)
+	if c.running("ml", "train") != 1 {
+		t.Errorf("ml/api ran only once the victim had stopped (%s after it was submitted): it waited for the grace", took)
+	}
+	t.Logf("ml/api running %s after it was submitted, the victim still checkpointing", took.Round(time.Millisecond))
+	if !ctl.Contains("set-aside GPUs taken") || !ctl.Contains("tier inference (priority 90) of ml/api/work takes 1 GPU") {
+		t.Errorf("the controller's log does not record the GPUs taken:\n%s", tail(ctl.Log(), 40))
+	}
+}
