@@ -104,9 +104,10 @@ func New(cfg Config, client *api.Client, log hclog.Logger) (*Controller, error) 
 		return nil, err
 	}
 	ls := newLease()
+	n := fencedNomad{Nomad: NewNomad(client), lease: ls}
 	c := &Controller{
-		cfg: cfg, log: log, client: client, nomad: fencedNomad{Nomad: NewNomad(client), lease: ls}, lease: ls,
-		obs: newObserver(client, cfg.StateNamespace), now: time.Now, crashAt: os.Getenv(CrashAtEnv),
+		cfg: cfg, log: log, client: client, nomad: n, lease: ls,
+		obs: newObserver(n, cfg.StateNamespace), now: time.Now, crashAt: os.Getenv(CrashAtEnv),
 		pol: p, eng: engine.New(p), trigger: make(chan struct{}, 1),
 		usage: newUsageStore(), metrics: newMetrics(),
 	}
@@ -470,12 +471,12 @@ func (c *Controller) reconcile(ctx context.Context) (time.Time, error) {
 	}
 	pressureSince := c.takePressure()
 	pol, eng := c.engineNow()
-	obs, err := c.obs.observe(ctx, c.now())
+	obs, err := c.obs.observe(ctx, c.now(), false)
 	if err != nil {
 		c.metrics.nomadErrors.Inc()
 		return time.Time{}, err
 	}
-	c.usage.setObservation(obs)
+	c.usage.setObservation(obs, statsTargets(pol, obs))
 	r := newRound(obs.At, obs, c.states)
 	r.pressureSince = pressureSince
 	if !obs.NewPressure.IsZero() && (r.pressureSince.IsZero() || obs.NewPressure.Before(r.pressureSince)) {
@@ -491,12 +492,12 @@ func (c *Controller) reconcile(ctx context.Context) (time.Time, error) {
 		if r.acted > 0 {
 			// Holds and stops just changed the cluster: plan on what
 			// Nomad shows now, not on what it showed before them.
-			obs, err = c.obs.observe(ctx, c.now())
+			obs, err = c.obs.observe(ctx, c.now(), true)
 			if err != nil {
 				c.metrics.nomadErrors.Inc()
 				return time.Time{}, err
 			}
-			c.usage.setObservation(obs)
+			c.usage.setObservation(obs, statsTargets(pol, obs))
 			prev := r
 			r = newRound(obs.At, obs, c.states)
 			r.pressureSince, r.failed, r.wakeAt, r.acted = prev.pressureSince, prev.failed, prev.wakeAt, prev.acted
@@ -613,36 +614,12 @@ func (c *Controller) PlanOnce(ctx context.Context) (*engine.Plan, *Observation, 
 		return nil, nil, err
 	}
 	pol, eng := c.engineNow()
-	obs, err := c.obs.observe(ctx, c.now())
+	obs, err := c.obs.observe(ctx, c.now(), false)
 	if err != nil {
 		return nil, nil, err
 	}
 	// One fresh stats reading on top of the saved per-minute history.
-	byNode := map[string]bool{}
-	for _, a := range obs.Allocs {
-		byNode[a.NodeID] = true
-	}
-	for node := range byNode {
-		util, err := c.nodeGPUUtil(ctx, node)
-		if err != nil {
-			continue
-		}
-		for _, a := range obs.Allocs {
-			if a.NodeID != node {
-				continue
-			}
-			var sum float64
-			n := 0
-			for _, id := range a.GPUIDs {
-				if v, ok := util[id]; ok {
-					sum, n = sum+v, n+1
-				}
-			}
-			if n > 0 {
-				c.usage.add(a.ID, engine.Sample{At: obs.At, Util: sum / float64(n)})
-			}
-		}
-	}
+	c.sweepStats(ctx, statsTargets(pol, obs))
 	return eng.Plan(buildSnapshot(pol, obs, c.states, c.usage.samples()), obs.At), obs, nil
 }
 

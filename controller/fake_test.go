@@ -27,6 +27,8 @@ type fakeNomad struct {
 	next  uint64
 	// purged jobs ("ns/id") are unknown to JobExists.
 	purged map[string]bool
+	// cluster answers the reads (fakecluster_test.go).
+	cluster *fakeCluster
 }
 
 func newFakeNomad() *fakeNomad {
@@ -70,22 +72,48 @@ func (f *fakeNomad) PurgeJob(_ context.Context, ns, job string) error {
 	return f.record(fmt.Sprintf("purge %s/%s", ns, job))
 }
 func (f *fakeNomad) StopAlloc(_ context.Context, ns, alloc string) error {
-	return f.record(fmt.Sprintf("stop %s %s", ns, alloc))
+	if err := f.record(fmt.Sprintf("stop %s %s", ns, alloc)); err != nil {
+		return err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.cluster != nil {
+		f.cluster.stopAlloc(alloc)
+	}
+	return nil
 }
 func (f *fakeNomad) Scale(_ context.Context, ns, job, group string, count int, msg string, _ map[string]any, index uint64) (uint64, error) {
 	if err := f.record(fmt.Sprintf("scale %s/%s %s %d: %s", ns, job, group, count, msg)); err != nil {
 		return 0, err
 	}
-	return index + 1, nil
+	return f.scaled(ns, job, group, count, index)
 }
 func (f *fakeNomad) ScaleAhead(_ context.Context, ns, job, group string, count int, index uint64) (uint64, error) {
 	if err := f.record(fmt.Sprintf("scale-ahead %s/%s %s %d", ns, job, group, count)); err != nil {
 		return 0, err
 	}
-	return index + 1, nil
+	return f.scaled(ns, job, group, count, index)
 }
-func (f *fakeNomad) SetPriority(_ context.Context, ns, job string, prio int, _ string, _ uint64) error {
-	return f.record(fmt.Sprintf("priority %s/%s %d", ns, job, prio))
+
+// scaled applies a scale to the fake cluster, when the test has one.
+func (f *fakeNomad) scaled(ns, job, group string, count int, index uint64) (uint64, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.cluster == nil {
+		return index + 1, nil
+	}
+	return f.cluster.scale(ns, job, group, count, index)
+}
+func (f *fakeNomad) SetPriority(_ context.Context, ns, job string, prio int, _ string, index uint64) error {
+	if err := f.record(fmt.Sprintf("priority %s/%s %d", ns, job, prio)); err != nil {
+		return err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.cluster != nil {
+		return f.cluster.setPriority(ns, job, prio, index)
+	}
+	return nil
 }
 func (f *fakeNomad) GetVar(_ context.Context, ns, path string) (map[string]string, uint64, error) {
 	f.mu.Lock()

@@ -26,6 +26,9 @@ type metrics struct {
 	reconcileSeconds prometheus.Histogram
 	planSeconds      prometheus.Histogram
 	metaRefused      *prometheus.CounterVec
+	sampleAge        prometheus.Histogram
+	sweepSeconds     prometheus.Histogram
+	statsFailures    prometheus.Counter
 }
 
 func newMetrics() *metrics {
@@ -53,6 +56,14 @@ func newMetrics() *metrics {
 		Help: "Duration of a control round (read, plan, act, record).", Buckets: prometheus.DefBuckets})
 	m.planSeconds = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "steward_plan_seconds",
 		Help: "Duration of the engine's plan.", Buckets: []float64{.0001, .001, .005, .01, .05, .1, .5, 1}})
+	m.sampleAge = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "steward_gpu_sample_age_seconds",
+		Help:    "Age of the newest GPU activity sample of each allocation an idle rule covers, at the start of each stats sweep.",
+		Buckets: []float64{1, 2.5, 5, 10, 15, 20, 30, 60, 120, 300}})
+	m.sweepSeconds = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "steward_gpu_stats_sweep_seconds",
+		Help: "Duration of a sweep of GPU activity reads.", Buckets: []float64{.01, .05, .1, .5, 1, 2.5, 5, 10, 30, 60}})
+	m.statsFailures = prometheus.NewCounter(prometheus.CounterOpts{Name: "steward_gpu_stats_failures_total",
+		Help: "Nodes whose GPU activity read failed or timed out."})
+	m.reg.MustRegister(m.sampleAge, m.sweepSeconds, m.statsFailures)
 	m.reg.MustRegister(m.preemptions, m.actions, m.reloads, m.heldJobs, m.gpusInUse, m.gpusReserved, m.gpusWaiting,
 		m.idleGPUs, m.leader, m.nomadErrors, m.decisionLatency, m.reconcileSeconds, m.planSeconds, m.metaRefused)
 	return m

@@ -51,6 +51,29 @@ type Nomad interface {
 	RegisterJob(ctx context.Context, job *api.Job) error
 	// PurgeJob stops and purges one of Steward's own jobs.
 	PurgeJob(ctx context.Context, namespace, jobID string) error
+
+	// Cluster reads (reads.go). fresh asks the leader; otherwise any
+	// server answers from its copy. A job gone between a list and its
+	// read is nil, not an error.
+
+	// ListNodes lists client nodes with their resources.
+	ListNodes(ctx context.Context, fresh bool) ([]*api.NodeListStub, error)
+	// ListJobs lists jobs in every namespace.
+	ListJobs(ctx context.Context, fresh bool) ([]*api.JobListStub, error)
+	// ReadJob reads a job's spec; nil when it is gone.
+	ReadJob(ctx context.Context, namespace, jobID string, fresh bool) (*api.Job, error)
+	// ListAllocs lists the allocations that are placed or running and
+	// meant to run, with their resources, in every namespace.
+	ListAllocs(ctx context.Context, fresh bool) ([]*api.AllocationListStub, error)
+	// ListBlockedEvals lists blocked evaluations in every namespace.
+	ListBlockedEvals(ctx context.Context, fresh bool) ([]*api.Evaluation, error)
+	// JobSummary reads a job's summary; nil when it is gone.
+	JobSummary(ctx context.Context, namespace, jobID string, fresh bool) (*api.JobSummary, error)
+	// NodeStats reads a client's host stats (its devices' included),
+	// through the servers.
+	NodeStats(ctx context.Context, nodeID string) (*api.HostStats, error)
+	// Events follows the event stream from index (watchTopics).
+	Events(ctx context.Context, index uint64) (<-chan *api.Events, error)
 }
 
 // VarRef names a variable.

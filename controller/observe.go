@@ -2,7 +2,6 @@ package controller
 
 import (
 	"context"
-	"fmt"
 	"sort"
 	"strconv"
 	"strings"
@@ -104,7 +103,7 @@ func (k jobKey) String() string { return k.Namespace + "/" + k.ID }
 // the list endpoint says when a job changed, so only changed jobs cost a
 // second request.
 type observer struct {
-	c *api.Client
+	n Nomad
 	// placeholders is the namespace of Steward's placeholder jobs
 	// (Config.StateNamespace).
 	placeholders string
@@ -112,26 +111,22 @@ type observer struct {
 	blocked      map[string]bool // blocked evaluations already seen
 }
 
-func newObserver(c *api.Client, placeholders string) *observer {
-	return &observer{c: c, placeholders: placeholders, jobs: map[jobKey]*ObservedJob{}, blocked: map[string]bool{}}
+func newObserver(n Nomad, placeholders string) *observer {
+	return &observer{n: n, placeholders: placeholders, jobs: map[jobKey]*ObservedJob{}, blocked: map[string]bool{}}
 }
 
-func allNS(ctx context.Context) *api.QueryOptions {
-	return (&api.QueryOptions{Namespace: api.AllNamespacesNamespace}).WithContext(ctx)
-}
-
-// observe reads nodes, jobs, allocations and blocked evaluations.
-func (o *observer) observe(ctx context.Context, now time.Time) (*Observation, error) {
+// observe reads nodes, jobs, allocations and blocked evaluations; fresh
+// asks the leader (after the round's own writes), else any server answers.
+func (o *observer) observe(ctx context.Context, now time.Time, fresh bool) (*Observation, error) {
 	obs := &Observation{At: now, Jobs: map[jobKey]*ObservedJob{}, Queued: map[jobKey]map[string]QueuedGroup{},
 		Placeholders: map[string]Placeholder{}}
 	isPlaceholder := func(ns, id string) bool {
 		return ns == o.placeholders && strings.HasPrefix(id, placeholderPrefix)
 	}
 
-	q := (&api.QueryOptions{Params: map[string]string{"resources": "true"}}).WithContext(ctx)
-	nodes, _, err := o.c.Nodes().List(q)
+	nodes, err := o.n.ListNodes(ctx, fresh)
 	if err != nil {
-		return nil, fmt.Errorf("list nodes: %w", err)
+		return nil, err
 	}
 	for _, n := range nodes {
 		if n.Status != api.NodeStatusReady || n.SchedulingEligibility != api.NodeSchedulingEligible || n.Drain {
@@ -162,9 +157,9 @@ func (o *observer) observe(ctx context.Context, now time.Time) (*Observation, er
 		}
 	}
 
-	stubs, _, err := o.c.Jobs().List(allNS(ctx))
+	stubs, err := o.n.ListJobs(ctx, fresh)
 	if err != nil {
-		return nil, fmt.Errorf("list jobs: %w", err)
+		return nil, err
 	}
 	seen := map[jobKey]bool{}
 	for _, s := range stubs {
@@ -181,14 +176,14 @@ func (o *observer) observe(ctx context.Context, now time.Time) (*Observation, er
 		seen[k] = true
 		j := o.jobs[k]
 		if j == nil || j.ModifyIndex != s.JobModifyIndex || j.Stopped != s.Stop {
-			full, _, err := o.c.Jobs().Info(s.ID, (&api.QueryOptions{Namespace: s.Namespace}).WithContext(ctx))
-			if isNotFound(err) {
+			full, err := o.n.ReadJob(ctx, s.Namespace, s.ID, fresh)
+			if err != nil {
+				return nil, err
+			}
+			if full == nil {
 				// Purged between the list and this read: gone.
 				delete(o.jobs, k)
 				continue
-			}
-			if err != nil {
-				return nil, fmt.Errorf("read job %s: %w", k, err)
 			}
 			j = toObservedJob(full)
 			o.jobs[k] = j
@@ -201,12 +196,9 @@ func (o *observer) observe(ctx context.Context, now time.Time) (*Observation, er
 		}
 	}
 
-	aq := allNS(ctx)
-	aq.Params = map[string]string{"resources": "true"}
-	aq.Filter = `ClientStatus != "complete" and ClientStatus != "failed" and ClientStatus != "lost" and DesiredStatus == "run"`
-	allocs, _, err := o.c.Allocations().List(aq)
+	allocs, err := o.n.ListAllocs(ctx, fresh)
 	if err != nil {
-		return nil, fmt.Errorf("list allocations: %w", err)
+		return nil, err
 	}
 	for _, a := range allocs {
 		oa := toObservedAlloc(a)
@@ -223,11 +215,9 @@ func (o *observer) observe(ctx context.Context, now time.Time) (*Observation, er
 	}
 	sort.Slice(obs.Allocs, func(i, k int) bool { return obs.Allocs[i].ID < obs.Allocs[k].ID })
 
-	eq := allNS(ctx)
-	eq.Filter = `Status == "blocked"`
-	evals, _, err := o.c.Evaluations().List(eq)
+	evals, err := o.n.ListBlockedEvals(ctx, fresh)
 	if err != nil {
-		return nil, fmt.Errorf("list blocked evaluations: %w", err)
+		return nil, err
 	}
 	seenEvals := map[string]bool{}
 	for _, ev := range evals {
@@ -252,12 +242,12 @@ func (o *observer) observe(ctx context.Context, now time.Time) (*Observation, er
 		if _, done := obs.Queued[k]; done {
 			continue
 		}
-		sum, _, err := o.c.Jobs().Summary(ev.JobID, (&api.QueryOptions{Namespace: ev.Namespace}).WithContext(ctx))
-		if isNotFound(err) {
-			continue // purged since it was listed
-		}
+		sum, err := o.n.JobSummary(ctx, ev.Namespace, ev.JobID, fresh)
 		if err != nil {
-			return nil, fmt.Errorf("read summary of job %s: %w", k, err)
+			return nil, err
+		}
+		if sum == nil {
+			continue // purged since it was listed
 		}
 		groups := map[string]QueuedGroup{}
 		for g, s := range sum.Summary {

@@ -18,6 +18,9 @@ type usageStore struct {
 	mu      sync.Mutex
 	byAlloc map[string][]engine.Sample
 	obs     *Observation
+	// targets are the nodes the next sweep reads (sweep.go), nil before
+	// the first round.
+	targets []statsTarget
 	window  time.Duration
 }
 
@@ -27,10 +30,10 @@ func newUsageStore() *usageStore {
 	return &usageStore{byAlloc: map[string][]engine.Sample{}, window: 2 * time.Hour}
 }
 
-func (u *usageStore) setObservation(obs *Observation) {
+func (u *usageStore) setObservation(obs *Observation, targets []statsTarget) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	u.obs = obs
+	u.obs, u.targets = obs, targets
 	alive := map[string]bool{}
 	for _, a := range obs.Allocs {
 		alive[a.ID] = true
@@ -46,6 +49,29 @@ func (u *usageStore) observation() *Observation {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	return u.obs
+}
+
+// targetsNow returns what the next sweep reads.
+func (u *usageStore) targetsNow() []statsTarget {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.targets
+}
+
+// ages returns, for each target allocation sampled before, how old its
+// newest sample is at now.
+func (u *usageStore) ages(targets []statsTarget, now time.Time) []time.Duration {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	var out []time.Duration
+	for _, t := range targets {
+		for _, a := range t.allocs {
+			if list := u.byAlloc[a.ID]; len(list) > 0 {
+				out = append(out, now.Sub(list[len(list)-1].At))
+			}
+		}
+	}
+	return out
 }
 
 // add appends a sample for an allocation.
@@ -100,57 +126,12 @@ func (u *usageStore) compacted(obs *Observation, k jobKey) map[string][]engine.S
 	return out
 }
 
-// pollStats reads GPU activity from every client that runs GPU work,
-// every StatsInterval, until ctx ends.
-func (c *Controller) pollStats(ctx context.Context) {
-	t := time.NewTicker(c.cfg.StatsInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		obs := c.usage.observation()
-		if obs == nil {
-			continue
-		}
-		byNode := map[string][]ObservedAlloc{}
-		for _, a := range obs.Allocs {
-			if a.ClientStatus == "running" {
-				byNode[a.NodeID] = append(byNode[a.NodeID], a)
-			}
-		}
-		for node, allocs := range byNode {
-			util, err := c.nodeGPUUtil(ctx, node)
-			if err != nil {
-				c.log.Debug("read GPU stats", "node", node, "error", err)
-				continue
-			}
-			now := c.now()
-			for _, a := range allocs {
-				var sum float64
-				n := 0
-				for _, id := range a.GPUIDs {
-					if v, ok := util[id]; ok {
-						sum += v
-						n++
-					}
-				}
-				if n > 0 {
-					c.usage.add(a.ID, engine.Sample{At: now, Util: sum / float64(n)})
-				}
-			}
-		}
-	}
-}
-
 // nodeGPUUtil returns each GPU's utilisation (percent) on a node, from
 // the device plugin's stats (the summary value of each instance).
 func (c *Controller) nodeGPUUtil(ctx context.Context, nodeID string) (map[string]float64, error) {
-	stats, err := c.client.Nodes().Stats(nodeID, rq(ctx, ""))
+	stats, err := c.nomad.NodeStats(ctx, nodeID)
 	if err != nil {
-		return nil, needs(err, "node read", "read stats of node %s", nodeID)
+		return nil, err
 	}
 	out := map[string]float64{}
 	for _, g := range stats.DeviceStats {

@@ -22,10 +22,9 @@ var watchTopics = map[api.Topic][]string{
 func (c *Controller) watch(ctx context.Context) {
 	var index uint64
 	for attempt := 0; ctx.Err() == nil; {
-		q := (&api.QueryOptions{Namespace: api.AllNamespacesNamespace}).WithContext(ctx)
-		events, err := c.client.EventStream().Stream(ctx, watchTopics, index, q)
+		events, err := c.nomad.Events(ctx, index)
 		if err != nil {
-			c.log.Warn("event stream", "error", needs(err, "read-job and node read", "subscribe to events"))
+			c.log.Warn("event stream", "error", err)
 			sleepCtx(ctx, backoff(attempt, c.cfg.MaxBackoff))
 			attempt++
 			continue

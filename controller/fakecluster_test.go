@@ -1,0 +1,262 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/nomad/api"
+)
+
+// fakeCluster is the cluster the fake's reads answer from: what Nomad
+// would list, kept as API objects so that the controller's conversions
+// (observe.go) run in unit tests as they do against a real agent. The fake's
+// writes change it the way Nomad would, as far as the controller can tell:
+// a scale changes the group's count and stops or queues allocations, a
+// stopped allocation leaves the list.
+type fakeCluster struct {
+	nodes   []*api.NodeListStub
+	jobs    map[string]*api.Job // "ns/id"
+	allocs  []*api.AllocationListStub
+	evals   []*api.Evaluation
+	summary map[string]*api.JobSummary
+	stats   map[string]*api.HostStats // node ID
+	reads   int
+	seq     int // allocations placed by schedule
+	events  chan *api.Events
+	// statsHook, when set, runs before each stats read, outside the
+	// fake's lock (a slow or hung client).
+	statsHook func(ctx context.Context, node string) error
+}
+
+func (f *fakeNomad) cl() *fakeCluster {
+	if f.cluster == nil {
+		f.cluster = &fakeCluster{jobs: map[string]*api.Job{}, summary: map[string]*api.JobSummary{}, stats: map[string]*api.HostStats{}}
+	}
+	return f.cluster
+}
+
+// readErr fails a read whose name starts with a prefix in f.fail (the
+// reads are not recorded as calls: tests compare the writes).
+func (f *fakeNomad) readErr(name string) error {
+	f.cl().reads++
+	for prefix, err := range f.fail {
+		if strings.HasPrefix(name, prefix) {
+			return err
+		}
+	}
+	return nil
+}
+
+func (f *fakeNomad) ListNodes(context.Context, bool) ([]*api.NodeListStub, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.readErr("read nodes"); err != nil {
+		return nil, err
+	}
+	return slices.Clone(f.cl().nodes), nil
+}
+
+func (f *fakeNomad) ListJobs(context.Context, bool) ([]*api.JobListStub, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.readErr("read jobs"); err != nil {
+		return nil, err
+	}
+	var out []*api.JobListStub
+	for _, k := range sortedIDs(f.cl().jobs) {
+		j := f.cl().jobs[k]
+		out = append(out, &api.JobListStub{ID: *j.ID, Namespace: *j.Namespace, Type: *j.Type, Stop: j.Stop != nil && *j.Stop,
+			JobModifyIndex: derefU64(j.JobModifyIndex)})
+	}
+	return out, nil
+}
+
+func (f *fakeNomad) ReadJob(_ context.Context, ns, id string, _ bool) (*api.Job, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.readErr("read job " + ns + "/" + id); err != nil {
+		return nil, err
+	}
+	return f.cl().jobs[ns+"/"+id], nil
+}
+
+func (f *fakeNomad) ListAllocs(context.Context, bool) ([]*api.AllocationListStub, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.readErr("read allocs"); err != nil {
+		return nil, err
+	}
+	return slices.Clone(f.cl().allocs), nil
+}
+
+func (f *fakeNomad) ListBlockedEvals(context.Context, bool) ([]*api.Evaluation, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.readErr("read evals"); err != nil {
+		return nil, err
+	}
+	return slices.Clone(f.cl().evals), nil
+}
+
+func (f *fakeNomad) JobSummary(_ context.Context, ns, id string, _ bool) (*api.JobSummary, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.readErr("read summary " + ns + "/" + id); err != nil {
+		return nil, err
+	}
+	return f.cl().summary[ns+"/"+id], nil
+}
+
+func (f *fakeNomad) NodeStats(ctx context.Context, node string) (*api.HostStats, error) {
+	f.mu.Lock()
+	hook := f.cl().statsHook
+	f.mu.Unlock()
+	if hook != nil {
+		if err := hook(ctx, node); err != nil {
+			return nil, err
+		}
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.readErr("read stats " + node); err != nil {
+		return nil, err
+	}
+	s, ok := f.cl().stats[node]
+	if !ok {
+		return nil, fmt.Errorf("read stats of node %s: no such node", node)
+	}
+	return s, nil
+}
+
+func (f *fakeNomad) Events(ctx context.Context, _ uint64) (<-chan *api.Events, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.cl().events == nil {
+		f.cl().events = make(chan *api.Events)
+	}
+	return f.cl().events, nil
+}
+
+// stopAlloc drops a stopped allocation from the lists.
+func (c *fakeCluster) stopAlloc(id string) {
+	c.allocs = slices.DeleteFunc(c.allocs, func(a *api.AllocationListStub) bool { return a.ID == id })
+}
+
+// change bumps a job's modify index after checking the writer's (0: any).
+func (c *fakeCluster) change(j *api.Job, index uint64) (uint64, error) {
+	if index != 0 && index != derefU64(j.JobModifyIndex) {
+		return 0, fmt.Errorf("Enforcing job modify index %d: job exists with conflicting job modify index: %d: %w",
+			index, derefU64(j.JobModifyIndex), errJobChanged)
+	}
+	next := derefU64(j.JobModifyIndex) + 1
+	j.JobModifyIndex = &next
+	return next, nil
+}
+
+// scale sets a group's count; allocations beyond it stop (the newest
+// first, as Nomad does). Allocations it adds are the test's to place.
+func (c *fakeCluster) scale(ns, id, group string, count int, index uint64) (uint64, error) {
+	j := c.jobs[ns+"/"+id]
+	if j == nil {
+		return 0, fmt.Errorf("scale %s/%s: job not found", ns, id)
+	}
+	next, err := c.change(j, index)
+	if err != nil {
+		return 0, err
+	}
+	for _, tg := range j.TaskGroups {
+		if *tg.Name == group {
+			tg.Count = &count
+		}
+	}
+	var mine []*api.AllocationListStub
+	for _, a := range c.allocs {
+		if a.Namespace == ns && a.JobID == id && a.TaskGroup == group {
+			mine = append(mine, a)
+		}
+	}
+	slices.SortFunc(mine, func(a, b *api.AllocationListStub) int { return int(b.CreateTime - a.CreateTime) })
+	for i := 0; i < len(mine)-count; i++ {
+		c.stopAlloc(mine[i].ID)
+	}
+	return next, nil
+}
+
+func (c *fakeCluster) setPriority(ns, id string, prio int, index uint64) error {
+	j := c.jobs[ns+"/"+id]
+	if j == nil {
+		return fmt.Errorf("set priority of %s/%s: job not found", ns, id)
+	}
+	if _, err := c.change(j, index); err != nil {
+		return err
+	}
+	j.Priority = &prio
+	return nil
+}
+
+// schedule plays Nomad's scheduler after a round's writes: each group
+// with fewer allocations than its count gets them on the first node with
+// enough free GPUs, or a blocked evaluation (and queued allocations in its
+// summary) when none has; a group with as many as its count has none.
+func (c *fakeCluster) schedule(now time.Time) {
+	used := map[string]bool{}
+	for _, a := range c.allocs {
+		for _, d := range a.AllocatedResources.Tasks["work"].Devices {
+			for _, id := range d.DeviceIDs {
+				used[id] = true
+			}
+		}
+	}
+	c.evals = c.evals[:0]
+	for _, k := range sortedIDs(c.jobs) {
+		j := c.jobs[k]
+		if j.Stop != nil && *j.Stop {
+			continue
+		}
+		for _, tg := range j.TaskGroups {
+			have := 0
+			for _, a := range c.allocs {
+				if a.Namespace == *j.Namespace && a.JobID == *j.ID && a.TaskGroup == *tg.Name {
+					have++
+				}
+			}
+			gpus := int(*tg.Tasks[0].Resources.Devices[0].Count)
+			queued := 0
+			for ; have < *tg.Count; have++ {
+				var ids []string
+				var node string
+				for _, n := range c.nodes {
+					ids = ids[:0]
+					for _, inst := range n.NodeResources.Devices[0].Instances {
+						if !used[inst.ID] && len(ids) < gpus {
+							ids = append(ids, inst.ID)
+						}
+					}
+					if len(ids) == gpus {
+						node = n.ID
+						break
+					}
+				}
+				if node == "" {
+					queued++
+					continue
+				}
+				for _, id := range ids {
+					used[id] = true
+				}
+				c.seq++
+				c.allocs = append(c.allocs, apiAlloc(fmt.Sprintf("a-%s-%d", *j.ID, c.seq), j, node, slices.Clone(ids), now))
+			}
+			if queued > 0 {
+				ev, sum := blockedEval(j, queued, now)
+				c.evals = append(c.evals, ev)
+				c.summary[k] = sum
+			} else {
+				delete(c.summary, k)
+			}
+		}
+	}
+}

@@ -1,0 +1,147 @@
+package controller
+
+import (
+	"context"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/gpu-steward/steward/policy"
+	"github.com/gpu-steward/steward/policy/engine"
+)
+
+// GPU activity matters only to idle rules, so a sweep reads the nodes that
+// run work an idle rule covers (statsTargets), and only those: a cluster
+// of training, whose idleness no rule judges, costs no reads at all. Reads
+// go out statsConcurrency at a time, each bounded by a timeout, because
+// the server forwards each one to its client: read one after another, a
+// sweep of 10,000 nodes took minutes, and one hung client held up every
+// node after it.
+
+// statsConcurrency bounds the stats reads in flight during a sweep.
+const statsConcurrency = 32
+
+// statsTimeout bounds one node's stats read: half the stats interval, at
+// least a second and at most five, so that a hung client costs one slot for
+// a moment, not the sweep.
+func statsTimeout(interval time.Duration) time.Duration {
+	return min(5*time.Second, max(time.Second, interval/2))
+}
+
+// statsTarget is a node to read, with the running allocations on it that
+// an idle rule covers.
+type statsTarget struct {
+	node   string
+	allocs []ObservedAlloc
+}
+
+// statsTargets returns, sorted by node, the nodes whose running
+// allocations an idle rule of pol covers.
+func statsTargets(pol *policy.Policy, obs *Observation) []statsTarget {
+	byNode := map[string][]ObservedAlloc{}
+	covered := map[jobKey]bool{}
+	for _, a := range obs.Allocs {
+		if a.ClientStatus != "running" {
+			continue
+		}
+		k := jobKey{a.Namespace, a.JobID}
+		c, seen := covered[k]
+		if !seen {
+			if job := obs.Jobs[k]; job != nil {
+				c = pol.IdleRuleFor(tierOf(pol, job), tenantOf(pol, job.Namespace)) != nil
+			}
+			covered[k] = c
+		}
+		if c {
+			byNode[a.NodeID] = append(byNode[a.NodeID], a)
+		}
+	}
+	out := make([]statsTarget, 0, len(byNode))
+	for node, allocs := range byNode {
+		out = append(out, statsTarget{node: node, allocs: allocs})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].node < out[j].node })
+	return out
+}
+
+// sweepStats reads the targets' GPU activity and adds one sample per
+// allocation, at the time its node answered. It returns how many nodes
+// failed to answer (each is logged at debug level and retried next sweep).
+func (c *Controller) sweepStats(ctx context.Context, targets []statsTarget) int {
+	timeout := statsTimeout(c.cfg.StatsInterval)
+	sem := make(chan struct{}, statsConcurrency)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	failed := 0
+	for _, t := range targets {
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+			wg.Wait()
+			return failed
+		}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			rctx, cancel := context.WithTimeout(ctx, timeout)
+			util, err := c.nodeGPUUtil(rctx, t.node)
+			cancel()
+			if err != nil {
+				c.log.Debug("read GPU stats", "node", t.node, "error", err)
+				mu.Lock()
+				failed++
+				mu.Unlock()
+				return
+			}
+			now := c.now()
+			for _, a := range t.allocs {
+				if u, ok := meanUtil(util, a.GPUIDs); ok {
+					c.usage.add(a.ID, engine.Sample{At: now, Util: u})
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	c.metrics.statsFailures.Add(float64(failed))
+	return failed
+}
+
+// meanUtil is the mean utilisation of the GPUs util reports among ids.
+func meanUtil(util map[string]float64, ids []string) (float64, bool) {
+	var sum float64
+	n := 0
+	for _, id := range ids {
+		if v, ok := util[id]; ok {
+			sum, n = sum+v, n+1
+		}
+	}
+	if n == 0 {
+		return 0, false
+	}
+	return sum / float64(n), true
+}
+
+// pollStats sweeps the nodes the last round found idle rules covering,
+// every StatsInterval, until ctx ends; the sample ages it finds at each
+// sweep's start go to steward_gpu_sample_age_seconds.
+func (c *Controller) pollStats(ctx context.Context) {
+	t := time.NewTicker(c.cfg.StatsInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		targets := c.usage.targetsNow()
+		if targets == nil {
+			continue
+		}
+		start := c.now()
+		for _, age := range c.usage.ages(targets, start) {
+			c.metrics.sampleAge.Observe(age.Seconds())
+		}
+		c.sweepStats(ctx, targets)
+		c.metrics.sweepSeconds.Observe(c.now().Sub(start).Seconds())
+	}
+}
