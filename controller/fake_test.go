@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"sort"
@@ -24,7 +25,10 @@ type fakeNomad struct {
 	vars  map[string]map[string]string // "ns:path" -> items
 	index map[string]uint64
 	fail  map[string]error // call prefix -> error
-	next  uint64
+	// failNext fails the next calls equal to a key, as many times as its
+	// value, with errInjected.
+	failNext map[string]int
+	next     uint64
 	// purged jobs ("ns/id") are unknown to JobExists.
 	purged map[string]bool
 	// cluster answers the reads (fakecluster_test.go).
@@ -39,6 +43,10 @@ func (f *fakeNomad) record(call string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.calls = append(f.calls, call)
+	if f.failNext[call] > 0 {
+		f.failNext[call]--
+		return fmt.Errorf("%s: %w", call, errInjected)
+	}
 	for prefix, err := range f.fail {
 		if strings.HasPrefix(call, prefix) {
 			return err
@@ -177,6 +185,8 @@ func (f *fakeNomad) callsMatching(prefix string) []string {
 	}
 	return out
 }
+
+var errInjected = errors.New("injected fault")
 
 var t0 = time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
 

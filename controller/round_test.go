@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -48,23 +49,75 @@ func blockedEval(j *api.Job, queued int, at time.Time) (*api.Evaluation, *api.Jo
 	return ev, sum
 }
 
-// roundClock lets a test move the controller's time.
-type roundClock struct{ now time.Time }
+// roundRunner runs whole rounds of a controller over the fake cluster:
+// each round at a time since t0, then Nomad's scheduler (the fake's).
+type roundRunner struct {
+	t     *testing.T
+	f     *fakeNomad
+	c     *Controller
+	clock time.Time
+}
 
-func (c *roundClock) get() time.Time { return c.now }
+func newRoundRunner(t *testing.T, f *fakeNomad) *roundRunner {
+	r := &roundRunner{t: t, f: f}
+	r.restart()
+	return r
+}
 
-// TestWholeRound runs whole control rounds (observe through the fake's
-// reads, plan, act, record) on a node whose 4 GPUs a training job holds
-// while an interactive job waits for 2: the round preempts the training
-// job with a grace and holds the interactive job; a round after the signal
-// delay signals; the round at the deadline holds the victim and resumes
-// the beneficiary ahead of the queue.
-func TestWholeRound(t *testing.T) {
-	f := newFakeNomad()
-	c := testController(t, f)
-	clock := &roundClock{now: t0}
-	c.now = clock.get
-	c.obs = newObserver(f, c.cfg.StateNamespace)
+// restart replaces the controller with a new one that loads its state
+// from the variables, as after a crash.
+func (r *roundRunner) restart() {
+	c := testController(r.t, r.f)
+	c.now = func() time.Time { return r.clock }
+	c.obs = newObserver(r.f, c.cfg.StateNamespace)
+	c.reload = true
+	r.c = c
+}
+
+// round runs one round at t0+after and returns its writes to Nomad (state
+// variables left out); errors of the round are returned, not fatal.
+func (r *roundRunner) round(after time.Duration) ([]string, error) {
+	r.clock = t0.Add(after)
+	r.f.mu.Lock()
+	r.f.calls = nil
+	r.f.mu.Unlock()
+	_, err := r.c.reconcile(context.Background())
+	r.f.mu.Lock()
+	defer r.f.mu.Unlock()
+	var writes []string
+	for _, call := range r.f.calls {
+		if !strings.HasPrefix(call, "put ") && !strings.HasPrefix(call, "delete ") {
+			writes = append(writes, call)
+		}
+	}
+	r.f.cl().schedule(r.clock)
+	return writes, err
+}
+
+// count is a group's count in the fake cluster.
+func (r *roundRunner) count(ns, id string) int {
+	return *r.f.cl().jobs[ns+"/"+id].TaskGroups[0].Count
+}
+
+// running counts a job's allocations in the fake cluster.
+func (r *roundRunner) running(ns, id string) int {
+	n := 0
+	for _, a := range r.f.cl().allocs {
+		if a.Namespace == ns && a.JobID == id {
+			n++
+		}
+	}
+	return n
+}
+
+type roundStep struct {
+	after time.Duration
+	want  []string // the round's writes, in order
+}
+
+// preemptionCluster: one node of 4 GPUs that ml/train (training, 4 GPUs)
+// holds, and ml/nb (interactive, 2 GPUs) blocked.
+func preemptionCluster(f *fakeNomad) {
 	cl := f.cl()
 	cl.nodes = []*api.NodeListStub{apiNode("n1", 4)}
 	train := apiJob("ml", "train", "training", 40, 1, 4)
@@ -73,23 +126,100 @@ func TestWholeRound(t *testing.T) {
 	cl.allocs = []*api.AllocationListStub{apiAlloc("a-train", train, "n1", []string{"n1-gpu0", "n1-gpu1", "n1-gpu2", "n1-gpu3"}, t0.Add(-2*time.Hour))}
 	ev, sum := blockedEval(nb, 1, t0.Add(-time.Second))
 	cl.evals, cl.summary["ml/nb"] = []*api.Evaluation{ev}, sum
+}
 
-	round := func(at time.Time) []string {
-		t.Helper()
-		clock.now = at
-		f.calls = nil
-		if _, err := c.reconcile(context.Background()); err != nil {
-			t.Fatalf("round at %s: %v", at.Sub(t0), err)
+var preemptionSteps = []roundStep{
+	{0, []string{"scale ml/nb work 0: Steward holds 1 allocation: GPUs are being freed for it: 4 GPUs of ml/train checkpoint for up to 2m; held until they stop, so that no other work takes them"}},
+	{signalDelay, []string{"signal ml a-train SIGUSR1"}},
+	{signalDelay + 2*time.Minute, []string{
+		"scale ml/train work 0: Steward preempts 1 allocation: tier training (priority 40) yields 4 GPUs to ml/nb/work, tier interactive (priority 60)",
+		"scale-ahead ml/nb work 1"}},
+	{signalDelay + 2*time.Minute + time.Second, nil},
+}
+
+// TestWholeRound runs whole control rounds (observe through the fake's
+// reads, plan, act, record) on a node whose 4 GPUs a training job holds
+// while an interactive job waits for 2: the round preempts the training
+// job with a grace and holds the interactive job; a round after the signal
+// delay signals; the round at the deadline holds the victim and resumes
+// the beneficiary ahead of the queue, which Nomad then places.
+func TestWholeRound(t *testing.T) {
+	f := newFakeNomad()
+	preemptionCluster(f)
+	r := newRoundRunner(t, f)
+	for _, step := range preemptionSteps {
+		got, err := r.round(step.after)
+		if err != nil {
+			t.Fatalf("round at %s: %v", step.after, err)
 		}
-		var writes []string
-		for _, call := range f.calls {
-			if !strings.HasPrefix(call, "put ") && !strings.HasPrefix(call, "delete ") {
-				writes = append(writes, call)
-			}
+		if !slices.Equal(got, step.want) {
+			t.Fatalf("round at %s: writes\n%q\nwant\n%q", step.after, got, step.want)
 		}
-		return writes
 	}
-	t.Logf("round 1: %q", round(t0))
-	t.Logf("round 2: %q", round(t0.Add(signalDelay)))
-	t.Logf("round 3: %q", round(t0.Add(signalDelay+2*time.Minute)))
+	if r.count("ml", "train") != 0 || r.running("ml", "nb") != 1 || !r.c.states[jobKey{"ml", "train"}].holds("work") {
+		t.Errorf("end: ml/train count %d, ml/nb running %d, ml/train held %v", r.count("ml", "train"), r.running("ml", "nb"),
+			r.c.states[jobKey{"ml", "train"}] != nil)
+	}
+}
+
+// faultRounds are the rounds a faulty run gets: the clean run's, and a few
+// after them in which the controller finishes what failed.
+var faultRounds = append(slices.Clone(preemptionSteps), roundStep{after: 3 * time.Minute},
+	roundStep{after: 3*time.Minute + 5*time.Second}, roundStep{after: 4 * time.Minute}, roundStep{after: 5 * time.Minute})
+
+// TestWholeRoundFailures fails each write of TestWholeRound's rounds once
+// in turn, and separately restarts the controller before each round: later
+// rounds finish the work, and it ends as without a fault, the victim held
+// (so that it resumes when GPUs free up) and the beneficiary running.
+func TestWholeRoundFailures(t *testing.T) {
+	f := newFakeNomad()
+	preemptionCluster(f)
+	clean := newRoundRunner(t, f)
+	var calls []string
+	for _, step := range preemptionSteps {
+		if _, err := clean.round(step.after); err != nil {
+			t.Fatal(err)
+		}
+		calls = append(calls, f.calls...)
+	}
+	type fault struct {
+		name    string
+		failing string // a write that fails once
+		restart int    // restart the controller before this round (1-based)
+	}
+	var faults []fault
+	for _, call := range calls {
+		if !slices.ContainsFunc(faults, func(f fault) bool { return f.failing == call }) {
+			faults = append(faults, fault{name: "fail " + call, failing: call})
+		}
+	}
+	for i := range preemptionSteps {
+		faults = append(faults, fault{name: fmt.Sprintf("restart before round %d", i+1), restart: i + 1})
+	}
+	for _, ft := range faults {
+		t.Run(ft.name, func(t *testing.T) {
+			f := newFakeNomad()
+			preemptionCluster(f)
+			if ft.failing != "" {
+				f.failNext = map[string]int{ft.failing: 1}
+			}
+			r := newRoundRunner(t, f)
+			for i, step := range faultRounds {
+				if i+1 == ft.restart {
+					r.restart()
+				}
+				r.round(step.after) // errors are retried by the next round
+			}
+			st := r.c.states[jobKey{"ml", "train"}]
+			if r.count("ml", "train") != 0 || st == nil || !st.holds("work") {
+				t.Errorf("ml/train: count %d, held by Steward %v: a victim must end held, to be resumed", r.count("ml", "train"), st != nil && st.holds("work"))
+			}
+			if r.running("ml", "nb") != 1 {
+				t.Errorf("ml/nb runs %d allocations, want 1: the preemption must end with its beneficiary running", r.running("ml", "nb"))
+			}
+			if f.failNext[ft.failing] != 0 {
+				t.Errorf("the fault was never injected")
+			}
+		})
+	}
 }
