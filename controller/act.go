@@ -35,7 +35,7 @@ func (c *Controller) execute(ctx context.Context, r *round, a engine.Action) err
 		return c.nomad.SetPriority(ctx, k.Namespace, k.ID, a.Priority, a.Reason.Message, r.jobIndex(k))
 
 	case engine.Preempt, engine.IdleStop:
-		d := &Drain{Group: a.Group, Allocs: slices.Clone(a.Allocs), Decided: r.now, Requeue: a.Requeue || a.Kind == engine.Preempt,
+		d := &Drain{Group: a.Group, Allocs: shortIDs(a.Allocs), Decided: r.now, Requeue: a.Requeue || a.Kind == engine.Preempt,
 			Kind: string(a.Kind), Rule: string(a.Reason.Rule), Reason: a.Reason.Message}
 		if a.Signal != "" && a.Grace > 0 {
 			d.Signal, d.Grace = a.Signal, a.Grace
@@ -272,7 +272,7 @@ func (c *Controller) finishDrain(ctx context.Context, r *round, st *JobState, d 
 	// other, so the GPUs the engine planned with are the ones freed.
 	whole := d.Group == "" || targets[d.Group] == 0
 	if !whole {
-		for _, id := range d.Allocs {
+		for _, id := range r.aliveOf(d.Allocs) {
 			if err := c.nomad.StopAlloc(ctx, k.Namespace, id); err != nil {
 				// finishDrains stops it again while Nomad still runs it.
 				c.log.Warn("stop victim allocation", "job", k, "alloc", id, "error", err)
@@ -317,12 +317,7 @@ func (c *Controller) finishDrains(ctx context.Context, r *round) {
 	for _, st := range c.sortedStates() {
 		st.pruneMarks(r.now)
 		for _, d := range slices.Clone(st.Draining) {
-			alive := 0
-			for _, id := range d.Allocs {
-				if r.allocAlive(id) {
-					alive++
-				}
-			}
+			alive := len(r.aliveOf(d.Allocs))
 			switch {
 			case d.Finished:
 				if alive == 0 {
@@ -381,7 +376,7 @@ func (r *round) checkpointsWritten(st *JobState, d *Drain) bool {
 	}
 	since := d.Signaled.Add(-doneSkew)
 	for _, a := range r.obs.Allocs {
-		if !slices.Contains(d.Allocs, a.ID) {
+		if !d.has(a.ID) {
 			continue
 		}
 		signalled := 0
@@ -429,10 +424,7 @@ func (c *Controller) stopStragglers(ctx context.Context, r *round, st *JobState,
 		r.wake(d.FinishedAt.Add(victimStopRetry))
 		return
 	}
-	for _, id := range d.Allocs {
-		if !r.allocAlive(id) {
-			continue
-		}
+	for _, id := range r.aliveOf(d.Allocs) {
 		if err := c.nomad.StopAlloc(ctx, st.Namespace, id); err != nil {
 			c.log.Warn("stop victim allocation again", "job", st.key(), "alloc", id, "error", err)
 			r.failed++
@@ -461,7 +453,7 @@ func (c *Controller) signal(ctx context.Context, r *round, st *JobState, d *Drai
 	job := r.obs.Jobs[st.key()]
 	failed := 0
 	for _, a := range r.obs.Allocs {
-		if !slices.Contains(d.Allocs, a.ID) || job == nil {
+		if !d.has(a.ID) || job == nil {
 			continue
 		}
 		for _, task := range job.Groups[a.Group].SignalTasks {

@@ -10,7 +10,8 @@ import (
 )
 
 func roundWith(jobs []*ObservedJob, allocs []ObservedAlloc) *round {
-	obs := &Observation{At: t0, Jobs: map[jobKey]*ObservedJob{}, Allocs: allocs, Queued: map[jobKey]map[string]QueuedGroup{}}
+	obs := &Observation{At: t0, Jobs: map[jobKey]*ObservedJob{}, Allocs: allocs, Queued: map[jobKey]map[string]QueuedGroup{},
+		Nodes: []ObservedNode{{ID: "n1", Name: "n1", NodePool: "default", GPUs: 8}}}
 	for _, j := range jobs {
 		obs.Jobs[jobKey{j.Namespace, j.ID}] = j
 	}

@@ -55,7 +55,7 @@ func (r *round) markBeside(st *JobState, a engine.Action) {
 	r.marked[*a.For] = true
 	for _, m := range r.plan.Earmarks {
 		if m.For == *a.For {
-			st.Marks = append(st.Marks, Mark{Node: m.NodeID, GPUs: m.GPUs, For: m.For.String(), Group: m.ForGroup,
+			st.Marks = append(st.Marks, Mark{Node: shortID(m.NodeID), GPUs: m.GPUs, For: m.For.String(), Group: m.ForGroup,
 				Until: r.now.Add(a.Grace + signalDelay + markTTL), Beside: true})
 		}
 	}
@@ -135,7 +135,7 @@ func (c *Controller) unmark(ctx context.Context, r *round, unmarked []engine.Unm
 			changed := false
 			for i := range st.Marks {
 				m := &st.Marks[i]
-				if left == 0 || m.For != u.For.String() || m.Node != u.NodeID || !r.now.Before(m.Until) {
+				if left == 0 || m.For != u.For.String() || !sameID(m.Node, u.NodeID) || !r.now.Before(m.Until) {
 					continue
 				}
 				g := min(left, m.GPUs)
@@ -168,22 +168,41 @@ func freesFor(d *Drain) bool {
 	return d != nil && d.For != "" && (d.Kind == string(engine.Preempt) || d.Kind == string(engine.IdleStop))
 }
 
-// gpusOf sums, per node, the GPUs the listed allocations hold as Nomad
-// shows them now, in the order first seen.
+// gpusOf sums, per node (short IDs, as states keep them), the GPUs the
+// listed allocations (short or full IDs) hold as Nomad shows them now, in
+// the order first seen.
 func (r *round) gpusOf(ids []string) []NodeGPUs {
 	var out []NodeGPUs
 	for _, a := range r.obs.Allocs {
-		if len(a.GPUIDs) == 0 || !slices.Contains(ids, a.ID) {
+		if len(a.GPUIDs) == 0 || !slices.ContainsFunc(ids, func(s string) bool { return sameID(s, a.ID) }) {
 			continue
 		}
-		i := slices.IndexFunc(out, func(g NodeGPUs) bool { return g.Node == a.NodeID })
+		node := shortID(a.NodeID)
+		i := slices.IndexFunc(out, func(g NodeGPUs) bool { return g.Node == node })
 		if i < 0 {
-			out = append(out, NodeGPUs{Node: a.NodeID})
+			out = append(out, NodeGPUs{Node: node})
 			i = len(out) - 1
 		}
 		out[i].GPUs += len(a.GPUIDs)
 	}
 	return out
+}
+
+// nodeResolver returns the full ID of the observed node a state names
+// (short, or full from an earlier version), "" when no ready node is it.
+func nodeResolver(nodes []ObservedNode) func(string) string {
+	byShort := make(map[string][]string, len(nodes))
+	for _, n := range nodes {
+		byShort[shortID(n.ID)] = append(byShort[shortID(n.ID)], n.ID)
+	}
+	return func(stored string) string {
+		for _, id := range byShort[shortID(stored)] {
+			if sameID(stored, id) {
+				return id
+			}
+		}
+		return ""
+	}
 }
 
 // pruneMarks drops a state's expired marks (saved with its next write).
@@ -192,13 +211,15 @@ func (s *JobState) pruneMarks(now time.Time) {
 }
 
 // snapshotMarks is what the states set aside at now for jobs that still
-// want GPUs (live), as the engine reads it, in a stable order.
-func snapshotMarks(states map[jobKey]*JobState, now time.Time, live func(engine.JobRef) bool) []engine.Earmark {
+// want GPUs (live), as the engine reads it, in a stable order; node turns
+// a stored node ID into the observed node's (nodeResolver).
+func snapshotMarks(states map[jobKey]*JobState, now time.Time, live func(engine.JobRef) bool, node func(string) string) []engine.Earmark {
 	var out []engine.Earmark
 	for _, st := range states {
 		for _, m := range st.Marks {
-			if ref, ok := parseJobRef(m.For); ok && now.Before(m.Until) && live(ref) {
-				out = append(out, engine.Earmark{NodeID: m.Node, GPUs: m.GPUs, For: ref, ForGroup: m.Group})
+			id := node(m.Node)
+			if ref, ok := parseJobRef(m.For); ok && now.Before(m.Until) && live(ref) && id != "" {
+				out = append(out, engine.Earmark{NodeID: id, GPUs: m.GPUs, For: ref, ForGroup: m.Group})
 			}
 		}
 	}

@@ -81,13 +81,14 @@ func (c *Controller) wantedPlaceholders(r *round) map[string]placeholderWant {
 		free[p.Node] -= p.GPUs
 	}
 	want := map[string]placeholderWant{}
+	nodeID := nodeResolver(r.obs.Nodes)
 	for _, st := range c.states {
 		for _, m := range st.Marks {
 			if !r.now.Before(m.Until) {
 				continue
 			}
 			ref, ok := parseJobRef(m.For)
-			node, known := nodes[m.Node]
+			node, known := nodes[nodeID(m.Node)]
 			if !ok || !known || placeholderDriver(node) == "" {
 				continue
 			}
@@ -95,7 +96,7 @@ func (c *Controller) wantedPlaceholders(r *round) map[string]placeholderWant {
 			if !c.stillHeld(k, m.Group) || r.resumed[k][m.Group] || (m.Group == "" && len(r.resumed[k]) > 0) {
 				continue
 			}
-			id := placeholderID(ref, m.Group, m.Node)
+			id := placeholderID(ref, m.Group, node.ID)
 			w := want[id]
 			w.id, w.node, w.bene, w.group = id, node, ref, m.Group
 			w.gpus += m.GPUs

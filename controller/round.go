@@ -12,7 +12,10 @@ type round struct {
 	obs  *Observation
 	plan *engine.Plan
 
+	// alive holds the observed allocations' IDs, and short their IDs
+	// by the short form states keep (shortID).
 	alive map[string]bool
+	short map[string][]string
 	live  map[jobKey]map[string]int // running allocations per job and group
 	// forDraining marks jobs that victims are being checkpointed for
 	// (until their grace is over).
@@ -42,10 +45,11 @@ type round struct {
 }
 
 func newRound(now time.Time, obs *Observation, states map[jobKey]*JobState) *round {
-	r := &round{now: now, obs: obs, alive: map[string]bool{}, live: map[jobKey]map[string]int{}, forDraining: map[string]bool{},
+	r := &round{now: now, obs: obs, alive: map[string]bool{}, short: map[string][]string{}, live: map[jobKey]map[string]int{}, forDraining: map[string]bool{},
 		inflight: inflightResumes(obs, states), resumed: map[jobKey]map[string]bool{}}
 	for _, a := range obs.Allocs {
 		r.alive[a.ID] = true
+		r.short[shortID(a.ID)] = append(r.short[shortID(a.ID)], a.ID)
 		k := jobKey{a.Namespace, a.JobID}
 		if r.live[k] == nil {
 			r.live[k] = map[string]int{}
@@ -85,6 +89,20 @@ func (r *round) setJobIndex(k jobKey, i uint64) {
 }
 
 func (r *round) allocAlive(id string) bool         { return r.alive[id] }
+
+// aliveOf returns the full IDs of the observed allocations a state names
+// (short or full IDs, as states saved by earlier versions hold).
+func (r *round) aliveOf(stored []string) []string {
+	var out []string
+	for _, s := range stored {
+		for _, id := range r.short[shortID(s)] {
+			if sameID(s, id) {
+				out = append(out, id)
+			}
+		}
+	}
+	return out
+}
 func (r *round) liveAllocs(k jobKey, g string) int { return r.live[k][g] }
 func (r *round) beneficiaryDraining(j engine.JobRef) bool {
 	return r.forDraining[j.String()]

@@ -23,7 +23,7 @@ func buildSnapshot(p *policy.Policy, obs *Observation, states map[jobKey]*JobSta
 		j := obs.Jobs[jobKey{ref.Namespace, ref.ID}]
 		return j != nil && !j.Stopped
 	}
-	s := &engine.Snapshot{Earmarks: snapshotMarks(states, obs.At, live)}
+	s := &engine.Snapshot{Earmarks: snapshotMarks(states, obs.At, live, nodeResolver(obs.Nodes))}
 	for _, n := range obs.Nodes {
 		pool := n.NodePool
 		if pool == "" {

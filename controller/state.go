@@ -334,11 +334,46 @@ func (s *JobState) holds(group string) bool {
 // draining reports whether the allocation is being preempted.
 func (s *JobState) draining(allocID string) *Drain {
 	for _, d := range s.Draining {
-		if slices.Contains(d.Allocs, allocID) {
+		if d.has(allocID) {
 			return d
 		}
 	}
 	return nil
+}
+
+// States name allocations and nodes by the first shortIDLen characters of
+// their UUIDs, as Nomad's CLI and UI show them, and match them by prefix
+// against what Nomad lists: a preemption of a 64-allocation gang over 64
+// nodes is then about 2 KiB of state instead of 8, within Nomad's
+// variable size limit with room to spare. Two allocations of one job (or
+// two nodes) sharing the first 32 bits of a random UUID is about a one in
+// a million chance for a 64-allocation job; were it to happen, both count
+// as the drain's, which errs on the side of stopping a victim's own
+// sibling, never another job's allocation.
+const shortIDLen = 8
+
+func shortID(id string) string {
+	if len(id) > shortIDLen {
+		return id[:shortIDLen]
+	}
+	return id
+}
+
+func shortIDs(ids []string) []string {
+	out := make([]string, len(ids))
+	for i, id := range ids {
+		out[i] = shortID(id)
+	}
+	return out
+}
+
+// sameID reports whether a stored ID (short, or full from an earlier
+// version) names the full ID.
+func sameID(stored, full string) bool { return stored != "" && strings.HasPrefix(full, stored) }
+
+// has reports whether the drain's victims include the allocation.
+func (d *Drain) has(allocID string) bool {
+	return slices.ContainsFunc(d.Allocs, func(s string) bool { return sameID(s, allocID) })
 }
 
 // compactUsage keeps the highest utilisation per minute: the maximum
