@@ -88,7 +88,7 @@ func (r *round) setJobIndex(k jobKey, i uint64) {
 	r.indexes[k] = i
 }
 
-func (r *round) allocAlive(id string) bool         { return r.alive[id] }
+func (r *round) allocAlive(id string) bool { return r.alive[id] }
 
 // aliveOf returns the full IDs of the observed allocations a state names
 // (short or full IDs, as states saved by earlier versions hold).
