@@ -51,6 +51,9 @@ func (c *Controller) execute(ctx context.Context, r *round, a engine.Action) err
 			r.forDraining[d.For] = true
 		}
 		st.Draining = append(st.Draining, d)
+		for _, id := range d.Allocs {
+			delete(st.Idle, id) // being stopped: its idle timer has done its work
+		}
 		r.markBeside(st, a)
 		if d.For != "" && d.Signal != "" {
 			c.extendMarks(ctx, st, d.For, r.now, r.now.Add(signalDelay+d.Grace))

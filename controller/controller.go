@@ -250,9 +250,13 @@ func (c *Controller) loadStates(ctx context.Context) error {
 		if b, err := json.Marshal(st); err == nil {
 			c.saved[k] = string(b)
 		}
-		for id, samples := range st.Usage {
-			c.usage.restore(id, samples)
+		for short, idle := range st.Idle {
+			c.usage.restore(short, idle)
 		}
+		for id, samples := range st.Usage {
+			c.usage.restoreHistory(id, samples)
+		}
+		st.Usage = nil // saved as Idle from now on
 	}
 	c.log.Info("loaded controller state", "jobs", len(c.states))
 	return nil
@@ -335,12 +339,18 @@ func (c *Controller) casFailed(k jobKey, err error) {
 	}
 }
 
-// flush writes states changed outside actions (usage, index updates).
+// flush writes states changed outside actions (idle timers, index
+// updates).
 func (c *Controller) flush(ctx context.Context, r *round) {
+	pol, _ := c.engineNow()
+	idle := c.idleTimers(pol, r)
+	for k := range idle {
+		c.state(k) // a job that only idles gets a state, to keep its timer
+	}
 	for _, st := range c.sortedStates() {
 		k := st.key()
-		if j := r.obs.Jobs[k]; j != nil {
-			st.Usage = c.usage.compacted(r.obs, k)
+		if r.obs.Jobs[k] != nil {
+			st.Idle = mergeIdle(st.Idle, idle[k])
 		}
 		if err := c.save(ctx, st); err != nil {
 			c.log.Error("save job state", "job", k, "error", err)

@@ -2,6 +2,8 @@ package controller
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -28,6 +30,62 @@ type Mark struct {
 	// which a placeholder holds (placeholder.go); else GPUs a victim gave
 	// back.
 	Beside bool `json:"beside,omitempty"`
+}
+
+// Marks are a state's marks, saved grouped by what they are for and
+// until when: a gang's preemption sets GPUs aside on each of its nodes for
+// the same beneficiary, and repeating the beneficiary and time per node
+// made a 64-node gang's marks 5 KB.
+type Marks []Mark
+
+// markGroup is marks saved together: one beneficiary, one time.
+type markGroup struct {
+	For    string     `json:"for"`
+	Group  string     `json:"group,omitempty"`
+	Until  time.Time  `json:"until"`
+	Beside bool       `json:"beside,omitempty"`
+	On     []NodeGPUs `json:"on"`
+}
+
+func (ms Marks) MarshalJSON() ([]byte, error) {
+	var groups []markGroup
+	for _, m := range ms {
+		i := slices.IndexFunc(groups, func(g markGroup) bool {
+			return g.For == m.For && g.Group == m.Group && g.Until.Equal(m.Until) && g.Beside == m.Beside
+		})
+		if i < 0 {
+			groups = append(groups, markGroup{For: m.For, Group: m.Group, Until: m.Until, Beside: m.Beside})
+			i = len(groups) - 1
+		}
+		groups[i].On = append(groups[i].On, NodeGPUs{Node: m.Node, GPUs: m.GPUs})
+	}
+	return json.Marshal(groups)
+}
+
+// UnmarshalJSON reads grouped marks, or the one-per-node marks earlier
+// versions wrote.
+func (ms *Marks) UnmarshalJSON(b []byte) error {
+	var raw []json.RawMessage
+	if err := json.Unmarshal(b, &raw); err != nil {
+		return fmt.Errorf("marks: %w", err)
+	}
+	out := Marks{}
+	for _, r := range raw {
+		var g markGroup
+		if err := json.Unmarshal(r, &g); err == nil && g.On != nil {
+			for _, on := range g.On {
+				out = append(out, Mark{Node: on.Node, GPUs: on.GPUs, For: g.For, Group: g.Group, Until: g.Until, Beside: g.Beside})
+			}
+			continue
+		}
+		var m Mark
+		if err := json.Unmarshal(r, &m); err != nil {
+			return fmt.Errorf("marks: %w", err)
+		}
+		out = append(out, m)
+	}
+	*ms = out
+	return nil
 }
 
 // markTTL is how long GPUs given back stay a beneficiary's: the round

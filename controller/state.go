@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"math"
 	"regexp"
 	"slices"
 	"strings"
@@ -50,9 +51,17 @@ type JobState struct {
 	Updated     time.Time       `json:"updated"`
 	// Marks are GPUs this job's preemptions freed, or counted on, for the
 	// work they were made for, set aside until it runs (earmarks.go).
-	Marks []Mark `json:"marks,omitempty"`
-	// Usage keeps, per allocation, the highest GPU utilisation seen in
-	// each minute (at most usageBuckets), so idle timers survive a restart.
+	Marks Marks `json:"marks,omitempty"`
+	// Idle keeps, per allocation an idle rule covers (short ID), since
+	// when its GPUs have been under the rule's threshold: written once an
+	// allocation has been idle for idleSaveAfter, dropped when it is busy
+	// again or gone, so that a restarted controller resumes idle timers
+	// where they were. Written when idleness starts or ends, not as it
+	// goes on: a sample history rewritten every minute cost a Raft write
+	// per GPU job per minute, and 5 KB per allocation.
+	Idle map[string]IdleSince `json:"idle,omitempty"`
+	// Usage is the per-minute GPU history earlier versions saved: read
+	// once, to resume their idle timers, and never written again.
 	Usage map[string][]engine.Sample `json:"usage,omitempty"`
 	// resumed is when Steward last scaled each group up (this process
 	// only): until Nomad shows the new allocations, placed or blocked,
@@ -123,10 +132,37 @@ type Drain struct {
 	Reason string `json:"reason"`
 }
 
-// NodeGPUs is GPUs on a node.
+// NodeGPUs is GPUs on a node, saved as [node, gpus].
 type NodeGPUs struct {
-	Node string `json:"node"`
-	GPUs int    `json:"gpus"`
+	Node string
+	GPUs int
+}
+
+func (g NodeGPUs) MarshalJSON() ([]byte, error) {
+	return json.Marshal([2]any{g.Node, g.GPUs})
+}
+
+// UnmarshalJSON reads [node, gpus], or the object earlier versions wrote.
+func (g *NodeGPUs) UnmarshalJSON(b []byte) error {
+	var pair [2]json.RawMessage
+	if err := json.Unmarshal(b, &pair); err == nil {
+		if err := json.Unmarshal(pair[0], &g.Node); err != nil {
+			return fmt.Errorf("node GPUs: node: %w", err)
+		}
+		if err := json.Unmarshal(pair[1], &g.GPUs); err != nil {
+			return fmt.Errorf("node GPUs: count: %w", err)
+		}
+		return nil
+	}
+	var obj struct {
+		Node string `json:"node"`
+		GPUs int    `json:"gpus"`
+	}
+	if err := json.Unmarshal(b, &obj); err != nil {
+		return fmt.Errorf("node GPUs: %w", err)
+	}
+	g.Node, g.GPUs = obj.Node, obj.GPUs
+	return nil
 }
 
 // Statuses shown in the job's record.
@@ -141,10 +177,7 @@ const (
 	StatusPromoted  = "promoted"
 )
 
-const (
-	preemptionMemory = 24 * time.Hour
-	usageBuckets     = 120
-)
+const preemptionMemory = 24 * time.Hour
 
 // validVariablePath is what Nomad accepts as a variable path.
 var validVariablePath = regexp.MustCompile("^[a-zA-Z0-9-_~/]{1,128}$")
@@ -266,7 +299,7 @@ func (s *JobState) empty(now time.Time) bool {
 	// hold nothing else (stopped for good by an idle rule), and a
 	// restarted controller must still keep them aside.
 	s.pruneMarks(now)
-	return len(s.Held) == 0 && !s.Paused && !s.Promoted && len(s.Preemptions) == 0 && len(s.Draining) == 0 && len(s.Usage) == 0 &&
+	return len(s.Held) == 0 && !s.Paused && !s.Promoted && len(s.Preemptions) == 0 && len(s.Draining) == 0 && len(s.Idle) == 0 && len(s.Usage) == 0 &&
 		len(s.Waiting) == 0 && len(s.Interrupted) == 0 && len(s.Marks) == 0
 }
 
@@ -376,25 +409,30 @@ func (d *Drain) has(allocID string) bool {
 	return slices.ContainsFunc(d.Allocs, func(s string) bool { return sameID(s, allocID) })
 }
 
-// compactUsage keeps the highest utilisation per minute: the maximum
-// keeps a busy minute busy, so a compacted history never makes work look
-// idle for longer than it was.
-func compactUsage(samples []engine.Sample) []engine.Sample {
-	var out []engine.Sample
-	for _, s := range samples {
-		m := s.At.Truncate(time.Minute)
-		if n := len(out); n > 0 && out[n-1].At.Equal(m) {
-			if s.Util > out[n-1].Util {
-				out[n-1].Util = s.Util
-			}
-			continue
-		}
-		out = append(out, engine.Sample{At: m, Util: s.Util})
+// IdleSince is since when an allocation's GPUs have been idle, and their
+// mean utilisation then (for reasons: "GPU utilisation 2% for 20m"),
+// saved as [unix seconds, percent].
+type IdleSince struct {
+	Since time.Time
+	Util  float64
+}
+
+// idleSaveAfter is how long an allocation must have been idle before its
+// idleness is saved: a GPU that flickers between busy and idle costs no
+// writes, and a restart loses at most this much of an idle timer.
+const idleSaveAfter = time.Minute
+
+func (i IdleSince) MarshalJSON() ([]byte, error) {
+	return json.Marshal([2]float64{float64(i.Since.Unix()), math.Round(i.Util*10) / 10})
+}
+
+func (i *IdleSince) UnmarshalJSON(b []byte) error {
+	var v [2]float64
+	if err := json.Unmarshal(b, &v); err != nil {
+		return fmt.Errorf("idle since: %w", err)
 	}
-	if len(out) > usageBuckets {
-		out = out[len(out)-usageBuckets:]
-	}
-	return out
+	i.Since, i.Util = time.Unix(int64(v[0]), 0).UTC(), v[1]
+	return nil
 }
 
 func (s *JobState) setWaiting(group string, since time.Time) {

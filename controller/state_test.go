@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
@@ -95,31 +96,71 @@ func FuzzStatePath(f *testing.F) {
 	})
 }
 
-func TestCompactUsage(t *testing.T) {
-	var in []engine.Sample
-	for s := 0; s < 180; s += 10 { // 3 minutes, one sample every 10 s
-		util := 2.0
-		if s == 70 {
-			util = 95 // one busy sample in the second minute
-		}
-		in = append(in, engine.Sample{At: t0.Add(time.Duration(s) * time.Second), Util: util})
+// Idle timers survive a restart: an allocation idle for a minute or more
+// is saved with since when (one write as it goes idle, none as it stays
+// idle), and a new controller resumes its timer from there; a GPU that
+// flickers is never saved, and one busy again is dropped.
+func TestIdleTimers(t *testing.T) {
+	nbJob := job("ml", "nb", "interactive", 60, 1, 1)
+	a := alloc("a1-5678-90ab", "nb")
+	tests := []struct {
+		name      string
+		utils     []float64 // one sample every 10 s, the last at t0
+		wantSince time.Duration
+		want      bool
+	}{
+		{"idle for 20 minutes", repeat(2, 121), -20 * time.Minute, true},
+		{"idle for 30 s: not saved yet", append(repeat(90, 10), repeat(2, 4)...), 0, false},
+		{"busy again", append(repeat(2, 60), 95), 0, false},
+		{"idle again after a busy spell", append(append(repeat(2, 60), 95), repeat(3, 7)...), -time.Minute, true},
 	}
-	out := compactUsage(in)
-	if len(out) != 3 || out[0].Util != 2 || out[1].Util != 95 || out[2].Util != 2 {
-		t.Fatalf("compacted %+v", out)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFakeNomad()
+			c := testController(t, f)
+			for i, u := range tt.utils {
+				c.usage.add(a.ID, engine.Sample{At: t0.Add(time.Duration(i-len(tt.utils)+1) * 10 * time.Second), Util: u})
+			}
+			r := roundWith([]*ObservedJob{nbJob}, []ObservedAlloc{a})
+			c.flush(context.Background(), r)
+			st := c.states[jobKey{"ml", "nb"}]
+			idle, ok := IdleSince{}, false
+			if st != nil {
+				idle, ok = st.Idle[shortID(a.ID)]
+			}
+			if ok != tt.want || ok && !idle.Since.Equal(t0.Add(tt.wantSince)) {
+				t.Fatalf("saved idle timer %+v (%v), want since %s (%v)", idle, ok, tt.wantSince, tt.want)
+			}
+			if !ok {
+				return
+			}
+			puts := len(f.callsMatching("put "))
+			c.usage.add(a.ID, engine.Sample{At: t0.Add(10 * time.Second), Util: 2.5})
+			c.flush(context.Background(), r)
+			if n := len(f.callsMatching("put ")); n != puts {
+				t.Errorf("staying idle wrote the state again (%d writes, then %d)", puts, n)
+			}
+
+			c2 := testController(t, f)
+			if err := c2.loadStates(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			c2.usage.setObservation(r.obs, nil)
+			c2.usage.add(a.ID, engine.Sample{At: t0.Add(20 * time.Second), Util: 2})
+			since, idleNow := engine.IdleSince(c2.usage.samples()[a.ID], 10)
+			if !idleNow || !since.Equal(t0.Add(tt.wantSince)) {
+				t.Errorf("after a restart: idle since %s (%v), want %s", since.Sub(t0), idleNow, tt.wantSince)
+			}
+		})
 	}
-	// A compacted history never makes work idle for longer than it was.
-	since, ok := engine.IdleSince(out, 10)
-	if raw, _ := engine.IdleSince(in, 10); !ok || since.Before(raw.Truncate(time.Minute)) {
-		t.Fatalf("idle since %s from compacted, %s from raw", since, raw)
+}
+
+func repeat(v float64, n int) []float64 {
+	out := make([]float64, n)
+	for i := range out {
+		out[i] = v
 	}
-	var long []engine.Sample
-	for m := 0; m < 500; m++ {
-		long = append(long, engine.Sample{At: t0.Add(time.Duration(m) * time.Minute)})
-	}
-	if got := compactUsage(long); len(got) != usageBuckets || !got[len(got)-1].At.Equal(long[499].At) {
-		t.Fatalf("kept %d buckets, want the newest %d", len(got), usageBuckets)
-	}
+	return out
 }
 
 func TestStateEncodeRoundTrip(t *testing.T) {

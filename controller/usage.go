@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gpu-steward/steward/policy"
 	"github.com/gpu-steward/steward/policy/engine"
 )
 
@@ -21,6 +22,9 @@ type usageStore struct {
 	// targets are the nodes the next sweep reads (sweep.go), nil before
 	// the first round.
 	targets []statsTarget
+	// pending are saved idle timers (JobState.Idle) by short allocation
+	// ID, waiting for the observation that names their allocation.
+	pending map[string][]engine.Sample
 	window  time.Duration
 }
 
@@ -37,6 +41,10 @@ func (u *usageStore) setObservation(obs *Observation, targets []statsTarget) {
 	alive := map[string]bool{}
 	for _, a := range obs.Allocs {
 		alive[a.ID] = true
+		if saved, ok := u.pending[shortID(a.ID)]; ok {
+			u.byAlloc[a.ID] = append(saved, u.byAlloc[a.ID]...)
+			delete(u.pending, shortID(a.ID))
+		}
 	}
 	for id := range u.byAlloc {
 		if !alive[id] {
@@ -89,14 +97,6 @@ func (u *usageStore) add(allocID string, s engine.Sample) {
 	u.byAlloc[allocID] = list[cut:]
 }
 
-// restore puts back samples saved by a previous controller (compacted to
-// one per minute), ahead of any new ones.
-func (u *usageStore) restore(allocID string, saved []engine.Sample) {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	u.byAlloc[allocID] = append(append([]engine.Sample(nil), saved...), u.byAlloc[allocID]...)
-}
-
 // samples returns a copy of every allocation's samples for one plan.
 func (u *usageStore) samples() map[string][]engine.Sample {
 	u.mu.Lock()
@@ -108,22 +108,45 @@ func (u *usageStore) samples() map[string][]engine.Sample {
 	return out
 }
 
-// compacted returns the job's allocations' samples, one per minute, for
-// its saved state.
-func (u *usageStore) compacted(obs *Observation, k jobKey) map[string][]engine.Sample {
+// restore puts back the idle timer a previous controller saved for an
+// allocation (JobState.Idle, by short ID): one sample at the start of the
+// idle stretch, at its mean, ahead of any new ones. It joins the
+// allocation's samples when an observation names it.
+func (u *usageStore) restore(short string, idle IdleSince) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	var out map[string][]engine.Sample
-	for _, a := range obs.Allocs {
-		if a.Namespace != k.Namespace || a.JobID != k.ID || len(u.byAlloc[a.ID]) == 0 {
-			continue
-		}
-		if out == nil {
-			out = map[string][]engine.Sample{}
-		}
-		out[a.ID] = compactUsage(u.byAlloc[a.ID])
+	if u.pending == nil {
+		u.pending = map[string][]engine.Sample{}
 	}
-	return out
+	u.pending[short] = []engine.Sample{{At: idle.Since, Util: idle.Util}}
+}
+
+// restoreHistory puts back a per-minute history an earlier version saved
+// (JobState.Usage, by full allocation ID).
+func (u *usageStore) restoreHistory(allocID string, saved []engine.Sample) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	u.byAlloc[allocID] = append(append([]engine.Sample(nil), saved...), u.byAlloc[allocID]...)
+}
+
+// idleSince is since when an allocation's GPUs have been under threshold,
+// and their mean since, from its samples.
+func (u *usageStore) idleSince(allocID string, threshold float64) (IdleSince, bool) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	samples := u.byAlloc[allocID]
+	since, ok := engine.IdleSince(samples, threshold)
+	if !ok {
+		return IdleSince{}, false
+	}
+	var sum float64
+	n := 0
+	for _, s := range samples {
+		if !s.At.Before(since) {
+			sum, n = sum+s.Util, n+1
+		}
+	}
+	return IdleSince{Since: since, Util: sum / float64(n)}, true
 }
 
 // nodeGPUUtil returns each GPU's utilisation (percent) on a node, from
@@ -151,4 +174,55 @@ func (c *Controller) nodeGPUUtil(ctx context.Context, nodeID string) (map[string
 		}
 	}
 	return out, nil
+}
+
+// idleTimers returns, per job, the idle timers to keep: the allocations an
+// idle rule covers that have been under its threshold for idleSaveAfter
+// or more, by short ID.
+func (c *Controller) idleTimers(pol *policy.Policy, r *round) map[jobKey]map[string]IdleSince {
+	out := map[jobKey]map[string]IdleSince{}
+	rules := map[jobKey]*policy.IdleRule{}
+	for _, a := range r.obs.Allocs {
+		k := jobKey{a.Namespace, a.JobID}
+		rule, seen := rules[k]
+		if !seen {
+			if job := r.obs.Jobs[k]; job != nil {
+				rule = pol.IdleRuleFor(tierOf(pol, job), tenantOf(pol, job.Namespace))
+			}
+			rules[k] = rule
+		}
+		if rule == nil {
+			continue
+		}
+		if st := c.states[k]; st != nil && st.draining(a.ID) != nil {
+			continue // being stopped: its timer has done its work
+		}
+		idle, ok := c.usage.idleSince(a.ID, rule.Threshold)
+		if !ok || r.now.Sub(idle.Since) < idleSaveAfter {
+			continue
+		}
+		if out[k] == nil {
+			out[k] = map[string]IdleSince{}
+		}
+		idle.Since = idle.Since.Truncate(time.Second) // as saved
+		out[k][shortID(a.ID)] = idle
+	}
+	return out
+}
+
+// mergeIdle is the idle timers to save: now's, keeping a saved entry
+// whose stretch began at the same time as it is (its mean is a hint for
+// reasons: rewriting it as it drifts would cost a write per round).
+func mergeIdle(saved, now map[string]IdleSince) map[string]IdleSince {
+	if len(now) == 0 {
+		return nil
+	}
+	out := make(map[string]IdleSince, len(now))
+	for id, idle := range now {
+		if old, ok := saved[id]; ok && old.Since.Equal(idle.Since) {
+			idle = old
+		}
+		out[id] = idle
+	}
+	return out
 }

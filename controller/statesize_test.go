@@ -1,0 +1,126 @@
+package controller
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/gpu-steward/steward/policy/engine"
+)
+
+// maxGangState is what a 64-allocation gang's saved state may take at any
+// step of a preemption (issue #14: 4 KiB; Nomad's limit is 64 KiB).
+const maxGangState = 4096
+
+// A 64-allocation gang spread over 64 nodes is preempted for another job,
+// signalled, finished (the GPUs it gives back set aside on every node) and
+// its allocations stopped: its state stays under maxGangState throughout,
+// idle timers for every allocation included.
+func TestGangStateSize(t *testing.T) {
+	f := newFakeNomad()
+	c := testController(t, f)
+	gang := job("ml", "gang", "interactive", 40, 64, 1) // an idle rule covers it
+	gang.Meta["steward.gang"] = "true"
+	nbJob := job("ml", "nb", "interactive", 60, 1, 64)
+	uuid := func(kind string, i int) string { return fmt.Sprintf("%08x-%s-4b1c-9d2e-5f6a7b8c9d0e", 0x1a2b3c00+i, kind) }
+	var allocs []ObservedAlloc
+	var nodes []ObservedNode
+	var ids []string
+	for i := range 64 {
+		a := alloc(uuid("a11c", i), "gang")
+		a.NodeID, a.GPUIDs, a.Name = uuid("e0de", i), []string{uuid("6b00", i)}, fmt.Sprintf("gang.work[%d]", i)
+		allocs = append(allocs, a)
+		ids = append(ids, a.ID)
+		nodes = append(nodes, ObservedNode{ID: a.NodeID, Name: fmt.Sprintf("gpu-%02d", i), GPUs: 8})
+	}
+	nb := engine.JobRef{Namespace: "ml", ID: "nb"}
+	size := func(step string) {
+		t.Helper()
+		st := c.states[jobKey{"ml", "gang"}]
+		items, err := st.encode()
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := len(items["state"])
+		t.Logf("%s: %d bytes", step, n)
+		if n > maxGangState {
+			t.Errorf("%s: the gang's state is %d bytes, more than %d:\n%s", step, n, maxGangState, items["state"])
+		}
+	}
+	at := func(d time.Duration) *round {
+		r := roundWith([]*ObservedJob{gang, nbJob}, allocs)
+		r.now, r.obs.At, r.obs.Nodes = t0.Add(d), t0.Add(d), nodes
+		c.now = func() time.Time { return r.now }
+		return r
+	}
+	for i, id := range ids { // idle for an hour: a timer per allocation
+		c.usage.add(id, engine.Sample{At: t0.Add(-time.Hour), Util: float64(i % 5)})
+		c.usage.add(id, engine.Sample{At: t0, Util: 1})
+	}
+	c.flush(context.Background(), at(0))
+	size("idle timers")
+
+	r := at(0)
+	r.plan = &engine.Plan{Earmarks: []engine.Earmark{{NodeID: nodes[0].ID, GPUs: 7, For: nb, ForGroup: "work"}}}
+	a := engine.Action{Kind: engine.Preempt, Job: engine.JobRef{Namespace: "ml", ID: "gang"}, Allocs: ids, GPUs: 64,
+		Grace: 2 * time.Minute, Signal: "SIGUSR1", Requeue: true, For: &nb, ForGroup: "work",
+		Reason: engine.Reason{Rule: engine.RulePriority, Message: "tier training (priority 40) yields 64 GPUs to ml/nb/work, tier interactive (priority 60)"}}
+	if err := c.execute(context.Background(), r, a); err != nil {
+		t.Fatal(err)
+	}
+	size("preempted")
+	c.finishDrains(context.Background(), at(signalDelay))
+	size("signalled")
+	c.finishDrains(context.Background(), at(signalDelay+2*time.Minute))
+	size("finished: the job held, its GPUs set aside for ml/nb")
+	st := c.states[jobKey{"ml", "gang"}]
+	if len(st.Marks) != 65 || len(st.Draining) != 1 || !st.Draining[0].Finished {
+		t.Fatalf("marks %d, drains %+v: the preemption did not finish as expected", len(st.Marks), st.Draining)
+	}
+	allocs = nil
+	c.finishDrains(context.Background(), at(signalDelay+2*time.Minute+5*time.Second))
+	size("victims gone")
+
+	// What is saved reads back as it was: the grouped marks and the
+	// [node, gpus] pairs.
+	items, _ := st.encode()
+	back, err := decodeState(items)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(back.Marks) != len(st.Marks) || back.Marks[63] != st.Marks[63] {
+		t.Errorf("marks read back %+v, want %+v", back.Marks[63], st.Marks[63])
+	}
+}
+
+// States earlier versions saved read as they meant: a mark per node, node
+// GPUs as objects, full allocation IDs, and a per-minute usage history.
+func TestStateReadsEarlierFormat(t *testing.T) {
+	old := `{"namespace":"ml","id":"train","status":"preempted","updated":"2026-11-22T12:00:00Z",
+	  "draining":[{"group":"work","allocs":["11111111-2222-3333-4444-555555555555"],"on":[{"node":"n1","gpus":2}],
+	    "decided":"2026-11-22T12:00:00Z","signaled":"0001-01-01T00:00:00Z","deadline":"0001-01-01T00:00:00Z","requeue":true,"kind":"preempt","rule":"priority","reason":"r"}],
+	  "marks":[{"node":"n1","gpus":2,"for":"ml/nb","group":"work","until":"2026-11-22T12:05:00Z","beside":true}],
+	  "usage":{"11111111-2222-3333-4444-555555555555":[{"At":"2026-11-22T11:40:00Z","Util":2}]}}`
+	st, err := decodeState(map[string]string{"state": old})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := st.Draining[0]
+	if !d.has("11111111-2222-3333-4444-555555555555") || d.has("11111111-9999-3333-4444-555555555555") ||
+		len(d.On) != 1 || d.On[0] != (NodeGPUs{Node: "n1", GPUs: 2}) {
+		t.Errorf("drain read as %+v", d)
+	}
+	want := Mark{Node: "n1", GPUs: 2, For: "ml/nb", Group: "work", Until: time.Date(2026, 11, 22, 12, 5, 0, 0, time.UTC), Beside: true}
+	if len(st.Marks) != 1 || st.Marks[0] != want {
+		t.Errorf("marks read as %+v, want %+v", st.Marks, want)
+	}
+	if len(st.Usage["11111111-2222-3333-4444-555555555555"]) != 1 {
+		t.Errorf("usage read as %+v", st.Usage)
+	}
+	b, _ := json.Marshal(st.Marks)
+	if string(b) != `[{"for":"ml/nb","group":"work","until":"2026-11-22T12:05:00Z","beside":true,"on":[["n1",2]]}]` {
+		t.Errorf("marks written as %s", b)
+	}
+}
