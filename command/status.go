@@ -105,6 +105,9 @@ func FormatStatus(s *controller.Status, now time.Time) string {
 		}
 		b.WriteString(columnize.SimpleFormat(rows) + "\n")
 	}
+	if s.HeldOmitted > 0 {
+		fmt.Fprintf(&b, "... and %d more held groups, held more recently (steward job check <job> for one)\n", s.HeldOmitted)
+	}
 
 	b.WriteString("\nIdle Allocations\n")
 	if len(s.Idle) == 0 {
@@ -115,6 +118,9 @@ func FormatStatus(s *controller.Status, now time.Time) string {
 			rows = append(rows, fmt.Sprintf("%s|%s|%d|%dm|%.0f%%", i.Job, shortID(i.Alloc), i.GPUs, i.Minutes, i.Util))
 		}
 		b.WriteString(columnize.SimpleFormat(rows) + "\n")
+	}
+	if s.IdleOmitted > 0 {
+		fmt.Fprintf(&b, "... and %d more idle allocations, idle for less time\n", s.IdleOmitted)
 	}
 
 	b.WriteString("\nRecent Decisions\n")

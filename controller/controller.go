@@ -63,6 +63,10 @@ type Controller struct {
 	// once statusKnown.
 	statusIndex uint64
 	statusKnown bool
+	// statusStable and statusAt are the last published status without
+	// its drifting figures (stableStatus), and when it was published.
+	statusStable string
+	statusAt     time.Time
 	usage       *usageStore
 	metrics     *metrics
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -122,5 +123,76 @@ func TestStateReadsEarlierFormat(t *testing.T) {
 	b, _ := json.Marshal(st.Marks)
 	if string(b) != `[{"for":"ml/nb","group":"work","until":"2026-11-22T12:05:00Z","beside":true,"on":[["n1",2]]}]` {
 		t.Errorf("marks written as %s", b)
+	}
+}
+
+// The status stays within a variable however many jobs are held or idle:
+// the longest held and idle are kept, the rest counted.
+func TestStatusFits(t *testing.T) {
+	for _, n := range []int{10, 300, 3000, 30000} {
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			s := Status{Updated: t0, Policy: "p"}
+			for i := range n {
+				s.Held = append(s.Held, HeldStatus{Job: fmt.Sprintf("research/train-%05d", i), Group: "work", Count: 1, GPUs: 8,
+					State: StatusPreempted, Since: t0.Add(-time.Duration(i) * time.Minute),
+					Reason: "tier training (priority 40) yields 8 GPUs to product/serve/work, tier inference (priority 90)"})
+				s.Idle = append(s.Idle, IdleStatus{Job: fmt.Sprintf("product/nb-%05d", i), Alloc: fmt.Sprintf("%08x-1111-2222-3333-444455556666", i),
+					GPUs: 1, Minutes: i % 120, Util: 2})
+			}
+			for i := range 40 {
+				s.Decisions = append(s.Decisions, Decision{At: t0, Kind: "preempt", Job: fmt.Sprintf("research/train-%05d", i), Reason: "r"})
+			}
+			full := fitStatus(&s, statusMaxBytes)
+			if len(full) > statusMaxBytes {
+				t.Fatalf("%d bytes, more than %d", len(full), statusMaxBytes)
+			}
+			if len(s.Held)+s.HeldOmitted != n || len(s.Idle)+s.IdleOmitted != n {
+				t.Errorf("held %d + %d omitted, idle %d + %d omitted: want %d each", len(s.Held), s.HeldOmitted, len(s.Idle), s.IdleOmitted, n)
+			}
+			if n <= 10 && (s.HeldOmitted > 0 || s.IdleOmitted > 0 || len(s.Decisions) != 40) {
+				t.Errorf("a small status lost entries")
+			}
+			if s.HeldOmitted > 0 {
+				// The longest held stays: train-(n-1) held since t0-(n-1)m.
+				if !slices.ContainsFunc(s.Held, func(h HeldStatus) bool { return h.Job == fmt.Sprintf("research/train-%05d", n-1) }) {
+					t.Errorf("the longest-held job was left out")
+				}
+			}
+			t.Logf("%d jobs: %d bytes, %d held and %d idle shown, %d decisions", n, len(full), len(s.Held), len(s.Idle), len(s.Decisions))
+		})
+	}
+}
+
+// A status that changed only in idle minutes or utilisation is published
+// at most once a minute; any other change at once.
+func TestStatusWriteRate(t *testing.T) {
+	f := newFakeNomad()
+	c := testController(t, f)
+	nbJob := job("ml", "nb", "interactive", 60, 1, 1)
+	a := alloc("a1", "nb")
+	r := roundWith([]*ObservedJob{nbJob}, []ObservedAlloc{a})
+	r.plan = &engine.Plan{}
+	publish := func(at time.Duration, util float64) int {
+		r.now = t0.Add(at)
+		c.usage.add(a.ID, engine.Sample{At: r.now, Util: util})
+		c.writeStatus(context.Background(), r, c.pol)
+		return len(f.callsMatching("put steward steward/status"))
+	}
+	c.usage.add(a.ID, engine.Sample{At: t0.Add(-20 * time.Minute), Util: 1})
+	steps := []struct {
+		at   time.Duration
+		util float64
+		want int // status writes so far
+	}{
+		{0, 1, 1},
+		{10 * time.Second, 2, 1},  // drift only
+		{50 * time.Second, 3, 1},  // drift only
+		{70 * time.Second, 2, 2},  // drift, a minute on
+		{80 * time.Second, 95, 3}, // busy: no longer idle, a real change
+	}
+	for _, s := range steps {
+		if got := publish(s.at, s.util); got != s.want {
+			t.Errorf("at %s: %d status writes, want %d", s.at, got, s.want)
+		}
 	}
 }

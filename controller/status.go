@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 	"time"
 
@@ -27,6 +28,11 @@ type Status struct {
 	Held         []HeldStatus   `json:"held"`
 	Idle         []IdleStatus   `json:"idle"`
 	IdleGPUs     int            `json:"idle_gpus"`
+	// HeldOmitted and IdleOmitted count the entries left out of Held
+	// and Idle to keep the status within a variable's size (the longest
+	// held, and the longest idle, are kept).
+	HeldOmitted int `json:"held_omitted,omitempty"`
+	IdleOmitted int `json:"idle_omitted,omitempty"`
 	Decisions    []Decision     `json:"decisions"`
 	// Warnings are job meta values Steward refused, and what it uses
 	// instead.
@@ -139,14 +145,13 @@ func (c *Controller) writeStatus(ctx context.Context, r *round, pol *policy.Poli
 	if c.statusOut == string(b) {
 		return
 	}
-	full, _ := json.Marshal(s)
-	if len(full) > 60<<10 {
-		// Variables hold 64 KiB: keep the newest decisions that fit.
-		for len(full) > 60<<10 && len(s.Decisions) > 0 {
-			s.Decisions = s.Decisions[len(s.Decisions)/2+1:]
-			full, _ = json.Marshal(s)
-		}
+	// Idle minutes and utilisation change all the time: a change of
+	// them alone is published at most every statusVolatileEvery, not at
+	// every round.
+	if c.statusStable == stableStatus(s) && r.now.Sub(c.statusAt) < statusVolatileEvery {
+		return
 	}
+	full := fitStatus(&s, statusMaxBytes)
 	if !c.statusKnown {
 		_, index, err := c.nomad.GetVar(ctx, c.cfg.StateNamespace, StatusPath)
 		if err != nil {
@@ -163,6 +168,75 @@ func (c *Controller) writeStatus(ctx context.Context, r *round, pol *policy.Poli
 		return
 	}
 	c.statusOut, c.statusIndex = string(b), index
+	c.statusStable, c.statusAt = stableStatus(s), r.now
+}
+
+// statusMaxBytes keeps the status within a Nomad variable (64 KiB), with
+// room for the encoding's overhead.
+const statusMaxBytes = 60 << 10
+
+// statusVolatileEvery is how often a status that changed only in idle
+// minutes and utilisation is published.
+const statusVolatileEvery = time.Minute
+
+// stableStatus is the status without its time and the idle figures that
+// change at every sample, for telling a real change from drift.
+func stableStatus(s Status) string {
+	s.Updated = time.Time{}
+	s.Idle = slices.Clone(s.Idle)
+	for i := range s.Idle {
+		s.Idle[i].Minutes, s.Idle[i].Util = 0, 0
+	}
+	b, _ := json.Marshal(s)
+	return string(b)
+}
+
+// fitStatus encodes the status within limit bytes. When it is over, each
+// list is cut to its share of the limit: the newest decisions (a quarter),
+// the groups held longest (three eighths), the allocations idle longest (a
+// quarter), the rest counted in HeldOmitted and IdleOmitted; then, if
+// still over, older decisions go.
+func fitStatus(s *Status, limit int) []byte {
+	full, _ := json.Marshal(s)
+	if len(full) <= limit {
+		return full
+	}
+	sort.SliceStable(s.Idle, func(i, k int) bool { return s.Idle[i].Minutes > s.Idle[k].Minutes })
+	sort.SliceStable(s.Held, func(i, k int) bool { return s.Held[i].Since.Before(s.Held[k].Since) })
+	slices.Reverse(s.Decisions) // newest first, to keep a prefix
+	s.Decisions = s.Decisions[:fitting(s.Decisions, limit/4)]
+	slices.Reverse(s.Decisions)
+	if n := fitting(s.Held, limit*3/8); n < len(s.Held) {
+		s.HeldOmitted, s.Held = len(s.Held)-n, s.Held[:n]
+	}
+	if n := fitting(s.Idle, limit/4); n < len(s.Idle) {
+		s.IdleOmitted, s.Idle = len(s.Idle)-n, s.Idle[:n]
+	}
+	sort.SliceStable(s.Held, func(i, k int) bool {
+		if s.Held[i].Job != s.Held[k].Job {
+			return s.Held[i].Job < s.Held[k].Job
+		}
+		return s.Held[i].Group < s.Held[k].Group
+	})
+	full, _ = json.Marshal(s)
+	for len(full) > limit && len(s.Decisions) > 0 {
+		s.Decisions = s.Decisions[len(s.Decisions)/2+1:]
+		full, _ = json.Marshal(s)
+	}
+	return full
+}
+
+// fitting is how many of a list's first entries encode within budget
+// bytes.
+func fitting[T any](list []T, budget int) int {
+	used := 2 // []
+	for i, v := range list {
+		b, _ := json.Marshal(v)
+		if used += len(b) + 1; used > budget {
+			return i
+		}
+	}
+	return len(list)
 }
 
 // ReadStatus reads the status the leader published.
