@@ -67,8 +67,8 @@ type Controller struct {
 	// its drifting figures (stableStatus), and when it was published.
 	statusStable string
 	statusAt     time.Time
-	usage       *usageStore
-	metrics     *metrics
+	usage        *usageStore
+	metrics      *metrics
 
 	pressureMu    sync.Mutex
 	pressureSince time.Time

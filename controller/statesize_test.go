@@ -25,7 +25,9 @@ func TestGangStateSize(t *testing.T) {
 	gang := job("ml", "gang", "interactive", 40, 64, 1) // an idle rule covers it
 	gang.Meta["steward.gang"] = "true"
 	nbJob := job("ml", "nb", "interactive", 60, 1, 64)
-	uuid := func(kind string, i int) string { return fmt.Sprintf("%08x-%s-4b1c-9d2e-5f6a7b8c9d0e", 0x1a2b3c00+i, kind) }
+	uuid := func(kind string, i int) string {
+		return fmt.Sprintf("%08x-%s-4b1c-9d2e-5f6a7b8c9d0e", 0x1a2b3c00+i, kind)
+	}
 	var allocs []ObservedAlloc
 	var nodes []ObservedNode
 	var ids []string

@@ -31,9 +31,9 @@ type Status struct {
 	// HeldOmitted and IdleOmitted count the entries left out of Held
 	// and Idle to keep the status within a variable's size (the longest
 	// held, and the longest idle, are kept).
-	HeldOmitted int `json:"held_omitted,omitempty"`
-	IdleOmitted int `json:"idle_omitted,omitempty"`
-	Decisions    []Decision     `json:"decisions"`
+	HeldOmitted int        `json:"held_omitted,omitempty"`
+	IdleOmitted int        `json:"idle_omitted,omitempty"`
+	Decisions   []Decision `json:"decisions"`
 	// Warnings are job meta values Steward refused, and what it uses
 	// instead.
 	Warnings []JobWarning `json:"warnings,omitempty"`
