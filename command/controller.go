@@ -54,7 +54,8 @@ Options:
   -advertise URL       Where people's 'steward job check' reaches this controller,
                        published in the status (default: the listen address).
   -resync DUR          Full read of the cluster at least this often (default 30s).
-  -stats-interval DUR  GPU activity polling period (default 10s).
+  -stats-interval DUR  GPU activity polling period, for nodes running work an idle
+                       rule covers (default 10s).
   -state-namespace NS  Steward's own namespace: every job's state, the leader lock
                        and the status (default "steward"; it must exist, and no
                        tenant's token may write there).
