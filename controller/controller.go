@@ -109,9 +109,11 @@ func New(cfg Config, client *api.Client, log hclog.Logger) (*Controller, error) 
 	}
 	ls := newLease()
 	n := fencedNomad{Nomad: NewNomad(client), lease: ls}
+	obs := newObserver(n, cfg.StateNamespace)
+	obs.resync = cfg.Resync
 	c := &Controller{
 		cfg: cfg, log: log, client: client, nomad: n, lease: ls,
-		obs: newObserver(n, cfg.StateNamespace), now: time.Now, crashAt: os.Getenv(CrashAtEnv),
+		obs: obs, now: time.Now, crashAt: os.Getenv(CrashAtEnv),
 		pol: p, eng: engine.New(p), trigger: make(chan struct{}, 1),
 		usage: newUsageStore(), metrics: newMetrics(),
 	}
@@ -417,6 +419,9 @@ func (c *Controller) lead(ctx context.Context) error {
 		}
 	}
 
+	// A new term starts from a full read: the cache may have missed what
+	// happened while another copy led.
+	c.obs.cache.invalidate()
 	streamCtx, stop := context.WithCancel(ctx)
 	defer stop()
 	go c.watch(streamCtx)
@@ -485,7 +490,9 @@ func (c *Controller) reconcile(ctx context.Context) (time.Time, error) {
 	}
 	pressureSince := c.takePressure()
 	pol, eng := c.engineNow()
+	following, applied := c.obs.cache.follows()
 	obs, err := c.obs.observe(ctx, c.now(), false)
+	c.metrics.observed(c.obs.stats)
 	if err != nil {
 		c.metrics.nomadErrors.Inc()
 		return time.Time{}, err
@@ -505,8 +512,12 @@ func (c *Controller) reconcile(ctx context.Context) (time.Time, error) {
 		}
 		if r.acted > 0 {
 			// Holds and stops just changed the cluster: plan on what
-			// Nomad shows now, not on what it showed before them.
-			obs, err = c.obs.observe(ctx, c.now(), true)
+			// Nomad shows now, not on what it showed before them. The
+			// event stream brings it within milliseconds; without it (or
+			// if it is late) the cluster is read again, from the leader.
+			full := !following || !c.obs.cache.settle(ctx, r.newestIndex(), applied, settleTimeout)
+			obs, err = c.obs.observe(ctx, c.now(), full)
+			c.metrics.observed(c.obs.stats)
 			if err != nil {
 				c.metrics.nomadErrors.Inc()
 				return time.Time{}, err

@@ -24,7 +24,8 @@ type fakeCluster struct {
 	summary map[string]*api.JobSummary
 	stats   map[string]*api.HostStats // node ID
 	reads   int
-	seq     int // allocations placed by schedule
+	seq     int    // allocations placed by schedule
+	index   uint64 // Nomad's index: what lists return
 	events  chan *api.Events
 	// statsHook, when set, runs before each stats read, outside the
 	// fake's lock (a slow or hung client).
@@ -50,20 +51,20 @@ func (f *fakeNomad) readErr(name string) error {
 	return nil
 }
 
-func (f *fakeNomad) ListNodes(context.Context, bool) ([]*api.NodeListStub, error) {
+func (f *fakeNomad) ListNodes(context.Context, bool) ([]*api.NodeListStub, uint64, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.readErr("read nodes"); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
-	return slices.Clone(f.cl().nodes), nil
+	return slices.Clone(f.cl().nodes), f.cl().index, nil
 }
 
-func (f *fakeNomad) ListJobs(context.Context, bool) ([]*api.JobListStub, error) {
+func (f *fakeNomad) ListJobs(context.Context, bool) ([]*api.JobListStub, uint64, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.readErr("read jobs"); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	var out []*api.JobListStub
 	for _, k := range sortedIDs(f.cl().jobs) {
@@ -71,7 +72,7 @@ func (f *fakeNomad) ListJobs(context.Context, bool) ([]*api.JobListStub, error) 
 		out = append(out, &api.JobListStub{ID: *j.ID, Namespace: *j.Namespace, Type: *j.Type, Stop: j.Stop != nil && *j.Stop,
 			JobModifyIndex: derefU64(j.JobModifyIndex)})
 	}
-	return out, nil
+	return out, f.cl().index, nil
 }
 
 func (f *fakeNomad) ReadJob(_ context.Context, ns, id string, _ bool) (*api.Job, error) {
@@ -83,22 +84,22 @@ func (f *fakeNomad) ReadJob(_ context.Context, ns, id string, _ bool) (*api.Job,
 	return f.cl().jobs[ns+"/"+id], nil
 }
 
-func (f *fakeNomad) ListAllocs(context.Context, bool) ([]*api.AllocationListStub, error) {
+func (f *fakeNomad) ListAllocs(context.Context, bool) ([]*api.AllocationListStub, uint64, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.readErr("read allocs"); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
-	return slices.Clone(f.cl().allocs), nil
+	return slices.Clone(f.cl().allocs), f.cl().index, nil
 }
 
-func (f *fakeNomad) ListBlockedEvals(context.Context, bool) ([]*api.Evaluation, error) {
+func (f *fakeNomad) ListBlockedEvals(context.Context, bool) ([]*api.Evaluation, uint64, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.readErr("read evals"); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
-	return slices.Clone(f.cl().evals), nil
+	return slices.Clone(f.cl().evals), f.cl().index, nil
 }
 
 func (f *fakeNomad) JobSummary(_ context.Context, ns, id string, _ bool) (*api.JobSummary, error) {
@@ -251,7 +252,7 @@ func (c *fakeCluster) schedule(now time.Time) {
 				c.allocs = append(c.allocs, apiAlloc(fmt.Sprintf("a-%s-%d", *j.ID, c.seq), j, node, slices.Clone(ids), now))
 			}
 			if queued > 0 {
-				ev, sum := blockedEval(j, queued, now)
+				ev, sum := apiBlockedEval(j, queued, now)
 				c.evals = append(c.evals, ev)
 				c.summary[k] = sum
 			} else {

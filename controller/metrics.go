@@ -26,6 +26,9 @@ type metrics struct {
 	reconcileSeconds prometheus.Histogram
 	planSeconds      prometheus.Histogram
 	metaRefused      *prometheus.CounterVec
+	reads            *prometheus.CounterVec
+	cacheDrift       prometheus.Counter
+	lastReads        readStats
 	sampleAge        prometheus.Histogram
 	sweepSeconds     prometheus.Histogram
 	statsFailures    prometheus.Counter
@@ -63,7 +66,12 @@ func newMetrics() *metrics {
 		Help: "Duration of a sweep of GPU activity reads.", Buckets: []float64{.01, .05, .1, .5, 1, 2.5, 5, 10, 30, 60}})
 	m.statsFailures = prometheus.NewCounter(prometheus.CounterOpts{Name: "steward_gpu_stats_failures_total",
 		Help: "Nodes whose GPU activity read failed or timed out."})
-	m.reg.MustRegister(m.sampleAge, m.sweepSeconds, m.statsFailures)
+	m.reads = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "steward_nomad_reads_total",
+		Help: "Cluster reads: full reads of the cluster (start, resync, no event stream), job specs and job summaries read."},
+		[]string{"kind"})
+	m.cacheDrift = prometheus.NewCounter(prometheus.CounterOpts{Name: "steward_cache_drift_total",
+		Help: "Entities a full read corrected in the event-fed cache: changes the event stream missed."})
+	m.reg.MustRegister(m.sampleAge, m.sweepSeconds, m.statsFailures, m.reads, m.cacheDrift)
 	m.reg.MustRegister(m.preemptions, m.actions, m.reloads, m.heldJobs, m.gpusInUse, m.gpusReserved, m.gpusWaiting,
 		m.idleGPUs, m.leader, m.nomadErrors, m.decisionLatency, m.reconcileSeconds, m.planSeconds, m.metaRefused)
 	return m
@@ -99,4 +107,13 @@ func (m *metrics) observePlan(r *round, pol *policy.Policy, states map[jobKey]*J
 		m.gpusReserved.WithLabelValues(t.Tenant).Set(float64(t.Reserve))
 		m.gpusWaiting.WithLabelValues(t.Tenant).Set(float64(t.Waiting))
 	}
+}
+
+// observed counts the observer's reads since the last call.
+func (m *metrics) observed(s *readStats) {
+	m.reads.WithLabelValues("full").Add(float64(s.fullReads - m.lastReads.fullReads))
+	m.reads.WithLabelValues("job").Add(float64(s.jobReads - m.lastReads.jobReads))
+	m.reads.WithLabelValues("summary").Add(float64(s.summaryReads - m.lastReads.summaryReads))
+	m.cacheDrift.Add(float64(s.drift - m.lastReads.drift))
+	m.lastReads = *s
 }

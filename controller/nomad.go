@@ -53,20 +53,21 @@ type Nomad interface {
 	PurgeJob(ctx context.Context, namespace, jobID string) error
 
 	// Cluster reads (reads.go). fresh asks the leader; otherwise any
-	// server answers from its copy. A job gone between a list and its
-	// read is nil, not an error.
+	// server answers from its copy. Lists also return the Nomad index
+	// they reflect. A job gone between a list and its read is nil, not an
+	// error.
 
 	// ListNodes lists client nodes with their resources.
-	ListNodes(ctx context.Context, fresh bool) ([]*api.NodeListStub, error)
+	ListNodes(ctx context.Context, fresh bool) ([]*api.NodeListStub, uint64, error)
 	// ListJobs lists jobs in every namespace.
-	ListJobs(ctx context.Context, fresh bool) ([]*api.JobListStub, error)
+	ListJobs(ctx context.Context, fresh bool) ([]*api.JobListStub, uint64, error)
 	// ReadJob reads a job's spec; nil when it is gone.
 	ReadJob(ctx context.Context, namespace, jobID string, fresh bool) (*api.Job, error)
 	// ListAllocs lists the allocations that are placed or running and
 	// meant to run, with their resources, in every namespace.
-	ListAllocs(ctx context.Context, fresh bool) ([]*api.AllocationListStub, error)
+	ListAllocs(ctx context.Context, fresh bool) ([]*api.AllocationListStub, uint64, error)
 	// ListBlockedEvals lists blocked evaluations in every namespace.
-	ListBlockedEvals(ctx context.Context, fresh bool) ([]*api.Evaluation, error)
+	ListBlockedEvals(ctx context.Context, fresh bool) ([]*api.Evaluation, uint64, error)
 	// JobSummary reads a job's summary; nil when it is gone.
 	JobSummary(ctx context.Context, namespace, jobID string, fresh bool) (*api.JobSummary, error)
 	// NodeStats reads a client's host stats (its devices' included),

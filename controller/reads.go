@@ -26,32 +26,38 @@ func readOpts(ctx context.Context, ns string, fresh bool) *api.QueryOptions {
 	return (&api.QueryOptions{Namespace: ns, AllowStale: !fresh, PerPage: listPage}).WithContext(ctx)
 }
 
-// paginate calls list with q until the server returns no next token.
-func paginate[T any](q *api.QueryOptions, list func(*api.QueryOptions) ([]T, *api.QueryMeta, error)) ([]T, error) {
+// paginate calls list with q until the server returns no next token, and
+// returns the items and the index of the first page (what the list
+// reflects at least: events after it are newer).
+func paginate[T any](q *api.QueryOptions, list func(*api.QueryOptions) ([]T, *api.QueryMeta, error)) ([]T, uint64, error) {
 	var out []T
+	var index uint64
 	for {
 		page, meta, err := list(q)
 		if err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 		out = append(out, page...)
+		if meta != nil && index == 0 {
+			index = meta.LastIndex
+		}
 		if meta == nil || meta.NextToken == "" {
-			return out, nil
+			return out, index, nil
 		}
 		q.NextToken = meta.NextToken
 	}
 }
 
-func (n *nomadClient) ListNodes(ctx context.Context, fresh bool) ([]*api.NodeListStub, error) {
+func (n *nomadClient) ListNodes(ctx context.Context, fresh bool) ([]*api.NodeListStub, uint64, error) {
 	q := readOpts(ctx, "", fresh)
 	q.Params = map[string]string{"resources": "true"}
-	nodes, err := paginate(q, n.c.Nodes().List)
-	return nodes, needs(err, "node read", "list nodes")
+	nodes, index, err := paginate(q, n.c.Nodes().List)
+	return nodes, index, needs(err, "node read", "list nodes")
 }
 
-func (n *nomadClient) ListJobs(ctx context.Context, fresh bool) ([]*api.JobListStub, error) {
-	jobs, err := paginate(readOpts(ctx, api.AllNamespacesNamespace, fresh), n.c.Jobs().List)
-	return jobs, needs(err, "list-jobs", "list jobs")
+func (n *nomadClient) ListJobs(ctx context.Context, fresh bool) ([]*api.JobListStub, uint64, error) {
+	jobs, index, err := paginate(readOpts(ctx, api.AllNamespacesNamespace, fresh), n.c.Jobs().List)
+	return jobs, index, needs(err, "list-jobs", "list jobs")
 }
 
 func (n *nomadClient) ReadJob(ctx context.Context, ns, id string, fresh bool) (*api.Job, error) {
@@ -67,19 +73,19 @@ func (n *nomadClient) ReadJob(ctx context.Context, ns, id string, fresh bool) (*
 // allocFilter keeps the allocations that hold or will hold resources.
 const allocFilter = `ClientStatus != "complete" and ClientStatus != "failed" and ClientStatus != "lost" and DesiredStatus == "run"`
 
-func (n *nomadClient) ListAllocs(ctx context.Context, fresh bool) ([]*api.AllocationListStub, error) {
+func (n *nomadClient) ListAllocs(ctx context.Context, fresh bool) ([]*api.AllocationListStub, uint64, error) {
 	q := readOpts(ctx, api.AllNamespacesNamespace, fresh)
 	q.Params = map[string]string{"resources": "true"}
 	q.Filter = allocFilter
-	allocs, err := paginate(q, n.c.Allocations().List)
-	return allocs, needs(err, "read-job", "list allocations")
+	allocs, index, err := paginate(q, n.c.Allocations().List)
+	return allocs, index, needs(err, "read-job", "list allocations")
 }
 
-func (n *nomadClient) ListBlockedEvals(ctx context.Context, fresh bool) ([]*api.Evaluation, error) {
+func (n *nomadClient) ListBlockedEvals(ctx context.Context, fresh bool) ([]*api.Evaluation, uint64, error) {
 	q := readOpts(ctx, api.AllNamespacesNamespace, fresh)
 	q.Filter = `Status == "blocked"`
-	evals, err := paginate(q, n.c.Evaluations().List)
-	return evals, needs(err, "read-job", "list blocked evaluations")
+	evals, index, err := paginate(q, n.c.Evaluations().List)
+	return evals, index, needs(err, "read-job", "list blocked evaluations")
 }
 
 func (n *nomadClient) JobSummary(ctx context.Context, ns, id string, fresh bool) (*api.JobSummary, error) {

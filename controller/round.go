@@ -81,6 +81,20 @@ func (r *round) jobIndex(k jobKey) uint64 {
 	return 0
 }
 
+// newestIndex is the newest job modify index Steward's writes in this
+// round returned (0: none).
+func (r *round) newestIndex() uint64 {
+	var n uint64
+	for _, i := range r.indexes {
+		n = max(n, i)
+	}
+	return n
+}
+
+// settleTimeout bounds the wait for the event stream to bring a round's own
+// writes back before the cluster is read in full instead.
+const settleTimeout = 2 * time.Second
+
 func (r *round) setJobIndex(k jobKey, i uint64) {
 	if r.indexes == nil {
 		r.indexes = map[jobKey]uint64{}

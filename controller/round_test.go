@@ -41,7 +41,7 @@ func apiAlloc(id string, j *api.Job, node string, gpuIDs []string, started time.
 		TaskStates: map[string]*api.TaskState{"work": {State: "running", StartedAt: started}}}
 }
 
-func blockedEval(j *api.Job, queued int, at time.Time) (*api.Evaluation, *api.JobSummary) {
+func apiBlockedEval(j *api.Job, queued int, at time.Time) (*api.Evaluation, *api.JobSummary) {
 	ev := &api.Evaluation{ID: "eval-" + *j.ID, Namespace: *j.Namespace, JobID: *j.ID, Status: "blocked",
 		CreateTime: at.UnixNano(), ModifyTime: at.UnixNano(),
 		FailedTGAllocs: map[string]*api.AllocationMetric{"work": {DimensionExhausted: map[string]int{"devices: no GPUs free": 1}}}}
@@ -70,6 +70,9 @@ func (r *roundRunner) restart() {
 	c := testController(r.t, r.f)
 	c.now = func() time.Time { return r.clock }
 	c.obs = newObserver(r.f, c.cfg.StateNamespace)
+	// The fake sends no events: every round reads the cluster in full
+	// (cache_test.go covers following events).
+	c.obs.resync = time.Nanosecond
 	c.reload = true
 	r.c = c
 }
@@ -124,7 +127,7 @@ func preemptionCluster(f *fakeNomad) {
 	nb := apiJob("ml", "nb", "interactive", 60, 1, 2)
 	cl.jobs["ml/train"], cl.jobs["ml/nb"] = train, nb
 	cl.allocs = []*api.AllocationListStub{apiAlloc("a-train", train, "n1", []string{"n1-gpu0", "n1-gpu1", "n1-gpu2", "n1-gpu3"}, t0.Add(-2*time.Hour))}
-	ev, sum := blockedEval(nb, 1, t0.Add(-time.Second))
+	ev, sum := apiBlockedEval(nb, 1, t0.Add(-time.Second))
 	cl.evals, cl.summary["ml/nb"] = []*api.Evaluation{ev}, sum
 }
 

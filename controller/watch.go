@@ -15,13 +15,21 @@ var watchTopics = map[api.Topic][]string{
 	api.TopicNode:       {"*"},
 }
 
-// watch follows Nomad's event stream and pokes the control loop on every
-// event. It resumes from the last index it saw; the stream replays only
-// the last 100 events, so events are only a prompt: each round reads the
-// cluster in full, and a periodic resync covers any gap.
+// watch follows Nomad's event stream into the cluster cache (cache.go),
+// from the index of the first full read, and pokes the control loop on
+// every event that can change a plan. The stream replays only the last
+// events (event_buffer_size), so after an interruption some may be lost:
+// the periodic resync reads the cluster in full and counts what the
+// cache missed.
 func (c *Controller) watch(ctx context.Context) {
-	var index uint64
+	cache := c.obs.cache
+	for !cache.isReady() {
+		if !sleepCtx(ctx, 10*time.Millisecond) {
+			return
+		}
+	}
 	for attempt := 0; ctx.Err() == nil; {
+		index := cache.at()
 		events, err := c.nomad.Events(ctx, index)
 		if err != nil {
 			c.log.Warn("event stream", "error", err)
@@ -30,17 +38,16 @@ func (c *Controller) watch(ctx context.Context) {
 			continue
 		}
 		attempt = 0
+		cache.setFollowing(true)
 		for es := range events {
 			if es.Err != nil {
-				c.log.Warn("event stream interrupted; resubscribing", "index", index, "error", es.Err)
+				c.log.Warn("event stream interrupted; resubscribing", "index", cache.at(), "error", es.Err)
 				break
 			}
 			if es.IsHeartbeat() {
 				continue
 			}
-			if es.Index > index {
-				index = es.Index
-			}
+			relevant := cache.apply(es)
 			var pressureAt time.Time
 			for _, e := range es.Events {
 				if e.Topic != api.TopicEvaluation {
@@ -60,12 +67,13 @@ func (c *Controller) watch(ctx context.Context) {
 			}
 			if !pressureAt.IsZero() {
 				c.pressure(pressureAt)
-			} else {
+			} else if relevant {
 				c.poke()
 			}
 		}
-		// The stream ended (server restart, leader change): poke for a full
-		// read, then resubscribe from the last index.
+		// The stream ended (server restart, leader change): rounds read in
+		// full until it follows again; resubscribe from the last index.
+		cache.setFollowing(false)
 		c.poke()
 		sleepCtx(ctx, backoff(attempt, c.cfg.MaxBackoff))
 		attempt++

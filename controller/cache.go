@@ -1,0 +1,398 @@
+package controller
+
+import (
+	"context"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/nomad/api"
+)
+
+// The controller follows the cluster rather than reading it in full each
+// round. It reads everything once (stale, paginated: reads.go), keeps what
+// it needs in an index (clusterCache), follows Nomad's event stream into it
+// from the index of that read (watch.go), and builds each round's
+// Observation from it. Only two things are still read per round: the
+// summary of a job with a blocked evaluation, when an event about that job
+// came since it was last read (its queued counts), and specs of jobs
+// whose event did not carry one. Every Resync the cluster is read in full
+// again and compared with the cache: what differs is counted
+// (steward_cache_drift_total) and the fresh read wins. Events are
+// state, not deltas (each carries the whole object as of its index), so
+// an event applied twice, or one already in a full read, changes nothing.
+
+// cachedNode is a node as the cache keeps it: usable only when ready,
+// eligible, not draining and with a healthy GPU.
+type cachedNode struct {
+	node   ObservedNode
+	usable bool
+}
+
+// blockedEval is a blocked evaluation: the job it is for, when Nomad
+// created and last modified it, and its groups' placement failures.
+type blockedEval struct {
+	ns, job  string
+	created  time.Time
+	modified time.Time
+	failed   map[string]*api.AllocationMetric
+}
+
+// cachedSummary is a job's queued allocations per group, and whether an
+// event about the job came since it was read.
+type cachedSummary struct {
+	sum   *api.JobSummary
+	stale bool
+}
+
+// clusterCache is the cluster as the controller last knew it.
+type clusterCache struct {
+	mu sync.Mutex
+	// placeholders is Steward's namespace, where placeholder jobs live.
+	placeholders string
+	// ready: a full read filled it; index is the newest Nomad index it
+	// reflects (events at or below it change nothing new).
+	ready bool
+	index uint64
+	// applied counts event batches applied; following: the event stream
+	// is subscribed and feeding the cache.
+	applied   uint64
+	following bool
+	nodes     map[string]cachedNode
+	jobs      map[jobKey]*ObservedJob
+	allocs    map[string]ObservedAlloc
+	blocked   map[string]blockedEval
+	summaries map[jobKey]*cachedSummary
+	// seen is, per entity ("a/<alloc>", "j/<ns>/<job>", "n/<node>",
+	// "e/<eval>"), the newest Nomad index the cache reflects for it: an
+	// event no newer (one the last full read already holds, arriving
+	// after it) must not take the entity back.
+	seen map[string]uint64
+	// changed is closed and replaced when the index advances.
+	changed chan struct{}
+}
+
+func newClusterCache(placeholders string) *clusterCache {
+	return &clusterCache{placeholders: placeholders, nodes: map[string]cachedNode{}, jobs: map[jobKey]*ObservedJob{},
+		allocs: map[string]ObservedAlloc{}, blocked: map[string]blockedEval{}, summaries: map[jobKey]*cachedSummary{},
+		seen: map[string]uint64{}, changed: make(chan struct{})}
+}
+
+func (c *clusterCache) isPlaceholder(ns, id string) bool {
+	return ns == c.placeholders && strings.HasPrefix(id, placeholderPrefix)
+}
+
+// clusterRead is one full read, as the cache keeps it.
+type clusterRead struct {
+	index   uint64
+	nodes   map[string]cachedNode
+	jobs    map[jobKey]*ObservedJob
+	allocs  map[string]ObservedAlloc
+	blocked map[string]blockedEval
+	seen    map[string]uint64
+}
+
+// replace merges a full read into the cache, entity by entity: the newer
+// of the two wins (a stale read from a server a little behind must not
+// take back what events already brought), an entity the read lacks is
+// gone unless an event newer than the read brought it. It returns how many
+// entities the read corrected: changes the events had missed (0 for the
+// first read).
+func (c *clusterCache) replace(rd *clusterRead) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	drift := 0
+	seen := rd.seen
+	// The read holds an entity as of its modify index, or its absence as
+	// of the read's index.
+	mergeInto := func(key string, inRead bool) (readWins bool) {
+		asOf := rd.index
+		if inRead {
+			asOf = seen[key]
+		}
+		if cached, ok := c.seen[key]; ok && cached > asOf {
+			seen[key] = cached
+			return false
+		}
+		return true
+	}
+	drift += merge(c.nodes, rd.nodes, func(id string) string { return "n/" + id }, mergeInto,
+		func(a, b cachedNode) bool { return a.usable == b.usable && a.node.GPUs == b.node.GPUs })
+	drift += merge(c.jobs, rd.jobs, func(k jobKey) string { return "j/" + k.String() }, mergeInto,
+		func(a, b *ObservedJob) bool { return a.ModifyIndex == b.ModifyIndex && a.Stopped == b.Stopped })
+	drift += merge(c.allocs, rd.allocs, func(id string) string { return "a/" + id }, mergeInto,
+		func(a, b ObservedAlloc) bool {
+			return a.ClientStatus == b.ClientStatus && a.NodeID == b.NodeID && len(a.GPUIDs) == len(b.GPUIDs)
+		})
+	drift += merge(c.blocked, rd.blocked, func(id string) string { return "e/" + id }, mergeInto,
+		func(a, b blockedEval) bool { return true })
+	if !c.ready {
+		drift = 0
+	}
+	c.nodes, c.jobs, c.allocs, c.blocked, c.seen = rd.nodes, rd.jobs, rd.allocs, rd.blocked, seen
+	for k, s := range c.summaries {
+		if _, ok := c.jobs[k]; !ok {
+			delete(c.summaries, k)
+		} else {
+			s.stale = true // a full read re-reads summaries too
+		}
+	}
+	if rd.index > c.index {
+		c.index = rd.index
+	}
+	c.ready = true
+	c.advanced()
+	return drift
+}
+
+// merge folds what the cache holds (cached) into a full read (read), per
+// entity: the cache's version stays where an event newer than the read
+// brought it (readWins false), including entities the read lacks that
+// appeared after it (index). It returns how many entities the read
+// changed.
+func merge[K comparable, V any](cached, read map[K]V, key func(K) string, readWins func(string, bool) bool,
+	same func(a, b V) bool) int {
+	drift := 0
+	for k, v := range cached {
+		r, inRead := read[k]
+		switch {
+		case !readWins(key(k), inRead):
+			read[k] = v // an event newer than the read brought it
+		case !inRead || !same(v, r):
+			drift++
+		}
+	}
+	for k := range read {
+		if _, ok := cached[k]; ok {
+			continue
+		}
+		if readWins(key(k), true) {
+			drift++
+		} else {
+			delete(read, k) // gone by an event newer than the read
+		}
+	}
+	return drift
+}
+
+// advanced wakes whoever waits for the cache to move (settle).
+func (c *clusterCache) advanced() {
+	close(c.changed)
+	c.changed = make(chan struct{})
+}
+
+// apply takes a batch of events (one Nomad index) into the cache and
+// reports whether any of it can change a plan.
+func (c *clusterCache) apply(es *api.Events) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	relevant := false
+	for i := range es.Events {
+		if c.applyOne(&es.Events[i]) {
+			relevant = true
+		}
+	}
+	if es.Index > c.index {
+		c.index = es.Index
+	}
+	c.applied++
+	c.advanced()
+	return relevant
+}
+
+// newer reports whether an event is newer than what the cache holds of
+// the entity it is about, and then notes it.
+func (c *clusterCache) newer(key string, e *api.Event) bool {
+	index := max(e.Index, 1)
+	if index <= c.seen[key] {
+		return false
+	}
+	c.seen[key] = index
+	return true
+}
+
+func (c *clusterCache) applyOne(e *api.Event) bool {
+	if e.Index != 0 && e.Index <= c.index {
+		return false // the last full read holds it already
+	}
+	switch e.Topic {
+	case api.TopicNode:
+		n, err := e.Node()
+		if err != nil || n == nil || !c.newer("n/"+n.ID, e) {
+			return false
+		}
+		if e.Type == "NodeDeregistration" {
+			delete(c.nodes, n.ID)
+			return true
+		}
+		c.nodes[n.ID] = nodeFromAPI(n)
+		return true
+	case api.TopicJob:
+		j, deleted, err := e.DeregisteredJob()
+		if err != nil || j == nil {
+			return false
+		}
+		k := jobKey{deref(j.Namespace), deref(j.ID)}
+		if !c.newer("j/"+k.String(), e) {
+			return false
+		}
+		if s := c.summaries[k]; s != nil {
+			s.stale = true
+		}
+		if deleted {
+			delete(c.jobs, k)
+			delete(c.summaries, k)
+			return true
+		}
+		if skipJobType(deref(j.Type), deref(j.ParentID), j.Periodic != nil && j.Periodic.Enabled != nil && *j.Periodic.Enabled) {
+			return false
+		}
+		c.jobs[k] = toObservedJob(j)
+		return true
+	case api.TopicAllocation:
+		a, err := e.Allocation()
+		if err != nil || a == nil || !c.newer("a/"+a.ID, e) {
+			return false
+		}
+		if s := c.summaries[jobKey{a.Namespace, a.JobID}]; s != nil {
+			s.stale = true
+		}
+		oa := toObservedAlloc(stubOf(a))
+		if !keepAlloc(a.ClientStatus, a.DesiredStatus) || len(oa.GPUIDs) == 0 {
+			_, had := c.allocs[a.ID]
+			delete(c.allocs, a.ID)
+			return had
+		}
+		c.allocs[a.ID] = oa
+		return true
+	case api.TopicEvaluation:
+		ev, err := e.Evaluation()
+		if err != nil || ev == nil || !c.newer("e/"+ev.ID, e) {
+			return false
+		}
+		if s := c.summaries[jobKey{ev.Namespace, ev.JobID}]; s != nil {
+			s.stale = true
+		}
+		if ev.Status != "blocked" {
+			_, had := c.blocked[ev.ID]
+			delete(c.blocked, ev.ID)
+			return had
+		}
+		c.blocked[ev.ID] = blockedFrom(ev)
+		return true
+	}
+	return false
+}
+
+// skipJobType reports whether the controller leaves a job out: system and
+// sysbatch jobs (not Steward's to schedule), and periodic children.
+func skipJobType(typ, parentID string, periodic bool) bool {
+	return typ == api.JobTypeSystem || typ == api.JobTypeSysbatch || parentID != "" && periodic
+}
+
+// keepAlloc reports whether an allocation holds or will hold resources:
+// what allocFilter asks the list for.
+func keepAlloc(client, desired string) bool {
+	return client != "complete" && client != "failed" && client != "lost" && desired == "run"
+}
+
+func blockedFrom(ev *api.Evaluation) blockedEval {
+	return blockedEval{ns: ev.Namespace, job: ev.JobID, created: time.Unix(0, ev.CreateTime), modified: time.Unix(0, ev.ModifyTime),
+		failed: ev.FailedTGAllocs}
+}
+
+// nodeFromAPI is a node from an event (the list's stub, in full).
+func nodeFromAPI(n *api.Node) cachedNode {
+	return nodeFromStub(&api.NodeListStub{ID: n.ID, Name: n.Name, NodePool: n.NodePool, Status: n.Status,
+		SchedulingEligibility: n.SchedulingEligibility, Drain: n.DrainStrategy != nil, Drivers: n.Drivers,
+		NodeResources: n.NodeResources})
+}
+
+func nodeFromStub(n *api.NodeListStub) cachedNode {
+	gpus := 0
+	if n.NodeResources != nil {
+		for _, d := range n.NodeResources.Devices {
+			if d.Type != "gpu" {
+				continue
+			}
+			for _, inst := range d.Instances {
+				if inst.Healthy {
+					gpus++
+				}
+			}
+		}
+	}
+	var drivers []string
+	for name, d := range n.Drivers {
+		if d != nil && d.Detected && d.Healthy {
+			drivers = append(drivers, name)
+		}
+	}
+	sort.Strings(drivers)
+	return cachedNode{
+		node:   ObservedNode{ID: n.ID, Name: n.Name, NodePool: n.NodePool, GPUs: gpus, Drivers: drivers},
+		usable: n.Status == api.NodeStatusReady && n.SchedulingEligibility == api.NodeSchedulingEligible && !n.Drain && gpus > 0,
+	}
+}
+
+// stubOf is the part of an allocation the list would have returned.
+func stubOf(a *api.Allocation) *api.AllocationListStub {
+	return &api.AllocationListStub{ID: a.ID, Name: a.Name, Namespace: a.Namespace, JobID: a.JobID, TaskGroup: a.TaskGroup,
+		NodeID: a.NodeID, ClientStatus: a.ClientStatus, DesiredStatus: a.DesiredStatus, CreateTime: a.CreateTime,
+		AllocatedResources: a.AllocatedResources, TaskStates: a.TaskStates}
+}
+
+// invalidate makes the next observation read the cluster in full, and the
+// event stream wait for it.
+func (c *clusterCache) invalidate() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.ready, c.following = false, false
+}
+
+// at is the newest Nomad index the cache reflects.
+func (c *clusterCache) at() uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.index
+}
+
+func (c *clusterCache) setFollowing(on bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.following = on
+}
+
+// follows reports whether events keep the cache current, and how many
+// batches it has applied.
+func (c *clusterCache) follows() (bool, uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.following, c.applied
+}
+
+// settle waits, after the controller's own writes, until the cache holds
+// them: until it reflects index (the newest modify index the writes
+// returned), or, when they returned none (stops, signals), until a batch
+// after the applied-th arrived; at most timeout. It reports whether it
+// got there.
+func (c *clusterCache) settle(ctx context.Context, index, applied uint64, timeout time.Duration) bool {
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	for {
+		c.mu.Lock()
+		done, ch := c.index >= index && (index > 0 || c.applied > applied), c.changed
+		c.mu.Unlock()
+		if done {
+			return true
+		}
+		select {
+		case <-ch:
+		case <-deadline.C:
+			return false
+		case <-ctx.Done():
+			return false
+		}
+	}
+}

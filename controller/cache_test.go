@@ -1,0 +1,126 @@
+package controller
+
+import (
+	"encoding/json"
+	"fmt"
+	"sort"
+	"testing"
+
+	"github.com/hashicorp/nomad/api"
+)
+
+// event is one batch of the event stream as Nomad sends it (JSON).
+func event(t *testing.T, index int, topic, typ, payloadKey, payload string) *api.Events {
+	t.Helper()
+	raw := fmt.Sprintf(`{"Index":%d,"Events":[{"Topic":%q,"Type":%q,"Key":"k","Index":%d,"Payload":{%q:%s}}]}`,
+		index, topic, typ, index, payloadKey, payload)
+	var es api.Events
+	if err := json.Unmarshal([]byte(raw), &es); err != nil {
+		t.Fatalf("event %s: %v", raw, err)
+	}
+	return &es
+}
+
+const (
+	allocJSON = `{"ID":"a1-0000-0000","Namespace":"ml","JobID":"train","TaskGroup":"work","NodeID":"n1","ClientStatus":%q,"DesiredStatus":%q,
+		"CreateTime":1,"AllocatedResources":{"Tasks":{"work":{"Devices":[{"Type":"gpu","DeviceIDs":["g0","g1"]}]}}},
+		"TaskStates":{"work":{"State":"running","StartedAt":"2026-11-22T11:00:00Z"}}}`
+	jobJSON = `{"ID":"train","Namespace":"ml","Type":"batch","Priority":40,"JobModifyIndex":%d,"Meta":{"steward.tier":"training"},
+		"TaskGroups":[{"Name":"work","Count":%d,"Tasks":[{"Name":"work","Driver":"raw_exec","Resources":{"Devices":[{"Name":"gpu","Count":2}]}}]}]}`
+	nodeJSON = `{"ID":"n2","Name":"gpu-2","NodePool":"default","Status":%q,"SchedulingEligibility":"eligible",
+		"Drivers":{"raw_exec":{"Detected":true,"Healthy":true}},
+		"NodeResources":{"Devices":[{"Vendor":"nvidia","Type":"gpu","Name":"sim","Instances":[{"ID":"n2-g0","Healthy":true},{"ID":"n2-g1","Healthy":true}]}]}}`
+	evalJSON = `{"ID":"ev1","Namespace":"ml","JobID":"train","Status":%q,"CreateTime":1,"ModifyTime":2}`
+)
+
+// The cache follows events: each event carries the whole object as of its
+// index, so applying one twice, or one older than what the cache holds
+// (a full read after it), changes nothing; terminal allocations, purged
+// jobs, deregistered nodes and evaluations no longer blocked leave it.
+func TestCacheFollowsEvents(t *testing.T) {
+	type step struct {
+		events *api.Events
+		want   string // the cache after it: allocs/jobs/usable nodes/blocked
+	}
+	var steps []step
+	add := func(es *api.Events, want string) { steps = append(steps, step{es, want}) }
+	add(event(t, 110, "Job", "JobRegistered", "Job", fmt.Sprintf(jobJSON, 110, 1)), "allocs[] jobs[ml/train@110x1] nodes[n1] blocked[]")
+	add(event(t, 111, "Evaluation", "EvaluationUpdated", "Evaluation", fmt.Sprintf(evalJSON, "blocked")), "allocs[] jobs[ml/train@110x1] nodes[n1] blocked[ev1]")
+	add(event(t, 112, "Allocation", "AllocationUpdated", "Allocation", fmt.Sprintf(allocJSON, "running", "run")), "allocs[a1-0000-0000:running] jobs[ml/train@110x1] nodes[n1] blocked[ev1]")
+	add(event(t, 113, "Evaluation", "EvaluationUpdated", "Evaluation", fmt.Sprintf(evalJSON, "complete")), "allocs[a1-0000-0000:running] jobs[ml/train@110x1] nodes[n1] blocked[]")
+	// A replay of an older event (the stream resumed from an earlier
+	// index) takes nothing back.
+	add(event(t, 111, "Evaluation", "EvaluationUpdated", "Evaluation", fmt.Sprintf(evalJSON, "blocked")), "allocs[a1-0000-0000:running] jobs[ml/train@110x1] nodes[n1] blocked[]")
+	add(event(t, 114, "Node", "NodeRegistration", "Node", fmt.Sprintf(nodeJSON, "ready")), "allocs[a1-0000-0000:running] jobs[ml/train@110x1] nodes[n1 n2] blocked[]")
+	add(event(t, 115, "Node", "NodeEvent", "Node", fmt.Sprintf(nodeJSON, "down")), "allocs[a1-0000-0000:running] jobs[ml/train@110x1] nodes[n1] blocked[]")
+	add(event(t, 116, "Allocation", "AllocationUpdateDesiredStatus", "Allocation", fmt.Sprintf(allocJSON, "running", "stop")), "allocs[] jobs[ml/train@110x1] nodes[n1] blocked[]")
+	add(event(t, 117, "Job", "JobRegistered", "Job", fmt.Sprintf(jobJSON, 117, 0)), "allocs[] jobs[ml/train@117x0] nodes[n1] blocked[]")
+	purge := event(t, 118, "Job", "JobDeregistered", "Job", fmt.Sprintf(jobJSON, 117, 0))
+	purge.Events[0].Payload["Deleted"] = true
+	add(purge, "allocs[] jobs[] nodes[n1] blocked[]")
+
+	c := newClusterCache("steward")
+	c.replace(&clusterRead{index: 100, nodes: map[string]cachedNode{"n1": {node: ObservedNode{ID: "n1", GPUs: 4}, usable: true}},
+		jobs: map[jobKey]*ObservedJob{}, allocs: map[string]ObservedAlloc{}, blocked: map[string]blockedEval{}, seen: map[string]uint64{"n/n1": 90}})
+	for i, s := range steps {
+		c.apply(s.events)
+		if got := c.describe(); got != s.want {
+			t.Fatalf("after event %d (%s %s): %s, want %s", i+1, s.events.Events[0].Topic, s.events.Events[0].Type, got, s.want)
+		}
+	}
+}
+
+// A full read merges entity by entity: what an event newer than the read
+// brought stays; what the events missed is corrected and counted.
+func TestCacheResync(t *testing.T) {
+	c := newClusterCache("steward")
+	empty := func(index uint64) *clusterRead {
+		return &clusterRead{index: index, nodes: map[string]cachedNode{}, jobs: map[jobKey]*ObservedJob{}, allocs: map[string]ObservedAlloc{},
+			blocked: map[string]blockedEval{}, seen: map[string]uint64{}}
+	}
+	c.replace(empty(100))
+	c.apply(event(t, 120, "Allocation", "AllocationUpdated", "Allocation", fmt.Sprintf(allocJSON, "running", "run")))
+
+	// A stale read at index 110 lacks the allocation the event at 120
+	// brought: it stays, and nothing drifted.
+	if drift := c.replace(empty(110)); drift != 0 || c.describe() != "allocs[a1-0000-0000:running] jobs[] nodes[] blocked[]" {
+		t.Errorf("stale read: drift %d, cache %s", drift, c.describe())
+	}
+	// A read at 130 lacks it (it ended, and the event was missed): gone,
+	// and counted; a job the events missed is added, and counted.
+	rd := empty(130)
+	rd.jobs[jobKey{"ml", "nb"}] = &ObservedJob{Namespace: "ml", ID: "nb", ModifyIndex: 125}
+	rd.seen["j/ml/nb"] = 125
+	if drift := c.replace(rd); drift != 2 || c.describe() != "allocs[] jobs[ml/nb@125x0] nodes[] blocked[]" {
+		t.Errorf("read after missed events: drift %d, cache %s", drift, c.describe())
+	}
+}
+
+// describe is the cache's content, sorted, for tests.
+func (c *clusterCache) describe() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var allocs, jobs, nodes, blocked []string
+	for id, a := range c.allocs {
+		allocs = append(allocs, id+":"+a.ClientStatus)
+	}
+	for k, j := range c.jobs {
+		count := 0
+		for _, g := range j.Groups {
+			count += g.Count
+		}
+		jobs = append(jobs, fmt.Sprintf("%s@%dx%d", k, j.ModifyIndex, count))
+	}
+	for id, n := range c.nodes {
+		if n.usable {
+			nodes = append(nodes, id)
+		}
+	}
+	for id := range c.blocked {
+		blocked = append(blocked, id)
+	}
+	for _, l := range [][]string{allocs, jobs, nodes, blocked} {
+		sort.Strings(l)
+	}
+	return fmt.Sprintf("allocs%v jobs%v nodes%v blocked%v", allocs, jobs, nodes, blocked)
+}

@@ -1,0 +1,251 @@
+package controller
+
+import (
+	"context"
+	"sort"
+	"time"
+
+	"github.com/hashicorp/nomad/api"
+)
+
+// observer turns the cluster into each round's Observation: from the
+// cache (cache.go), which a full read fills at the start and at every
+// resync, and Nomad's event stream keeps current in between.
+type observer struct {
+	n     Nomad
+	cache *clusterCache
+	// resync is how often the cluster is read in full (Config.Resync);
+	// lastFull is when it last was.
+	resync   time.Duration
+	lastFull time.Time
+	// jobs are full job specs by the modify index the list showed, so
+	// that a full read fetches only jobs that changed.
+	jobs map[jobKey]*ObservedJob
+	// blocked evaluations seen in an earlier observation (NewPressure).
+	blocked map[string]bool
+	// stats counts the reads, for the scale harness and metrics.
+	stats *readStats
+}
+
+// readStats counts what the observer read.
+type readStats struct {
+	fullReads, summaryReads, jobReads int
+	drift                             int
+}
+
+func newObserver(n Nomad, placeholders string) *observer {
+	return &observer{n: n, cache: newClusterCache(placeholders), jobs: map[jobKey]*ObservedJob{}, blocked: map[string]bool{},
+		stats: &readStats{}}
+}
+
+// observe returns the cluster now. It reads the cluster in full first when
+// the cache is not following events yet, when a resync is due, or when
+// full is set; the drift a resync finds is returned in the stats.
+func (o *observer) observe(ctx context.Context, now time.Time, full bool) (*Observation, error) {
+	if full || !o.cache.isReady() || o.resync > 0 && now.Sub(o.lastFull) >= o.resync {
+		rd, err := o.readAll(ctx, full)
+		if err != nil {
+			return nil, err
+		}
+		o.stats.drift += o.cache.replace(rd)
+		o.stats.fullReads++
+		o.lastFull = now
+	}
+	return o.build(ctx, now)
+}
+
+func (c *clusterCache) isReady() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.ready
+}
+
+// readAll reads nodes, jobs, allocations and blocked evaluations in full;
+// fresh asks the leader, else any server answers. The index it returns is
+// the oldest of the lists': events after it are applied on top.
+func (o *observer) readAll(ctx context.Context, fresh bool) (*clusterRead, error) {
+	rd := &clusterRead{nodes: map[string]cachedNode{}, jobs: map[jobKey]*ObservedJob{}, allocs: map[string]ObservedAlloc{},
+		blocked: map[string]blockedEval{}, seen: map[string]uint64{}}
+	index := func(i uint64) {
+		if rd.index == 0 || i < rd.index {
+			rd.index = i
+		}
+	}
+	nodes, i, err := o.n.ListNodes(ctx, fresh)
+	if err != nil {
+		return nil, err
+	}
+	index(i)
+	for _, n := range nodes {
+		rd.nodes[n.ID] = nodeFromStub(n)
+		rd.seen["n/"+n.ID] = n.ModifyIndex
+	}
+
+	stubs, i, err := o.n.ListJobs(ctx, fresh)
+	if err != nil {
+		return nil, err
+	}
+	index(i)
+	for _, s := range stubs {
+		if skipJobType(s.Type, s.ParentID, s.Periodic) {
+			continue
+		}
+		k := jobKey{s.Namespace, s.ID}
+		rd.seen["j/"+k.String()] = s.ModifyIndex
+		j := o.jobs[k]
+		if j == nil || j.ModifyIndex != s.JobModifyIndex || j.Stopped != s.Stop {
+			if o.cache.isPlaceholder(s.Namespace, s.ID) {
+				// Its spec does not matter: whether it is stopped does.
+				j = &ObservedJob{Namespace: s.Namespace, ID: s.ID, Type: s.Type, Stopped: s.Stop, ModifyIndex: s.JobModifyIndex}
+			} else {
+				full, err := o.n.ReadJob(ctx, s.Namespace, s.ID, fresh)
+				o.stats.jobReads++
+				if err != nil {
+					return nil, err
+				}
+				if full == nil {
+					continue // purged between the list and this read: gone
+				}
+				j = toObservedJob(full)
+			}
+		}
+		rd.jobs[k] = j
+	}
+	o.jobs = rd.jobs
+
+	allocs, i, err := o.n.ListAllocs(ctx, fresh)
+	if err != nil {
+		return nil, err
+	}
+	index(i)
+	for _, a := range allocs {
+		rd.seen["a/"+a.ID] = a.ModifyIndex
+		if oa := toObservedAlloc(a); len(oa.GPUIDs) > 0 {
+			rd.allocs[a.ID] = oa
+		}
+	}
+
+	evals, i, err := o.n.ListBlockedEvals(ctx, fresh)
+	if err != nil {
+		return nil, err
+	}
+	index(i)
+	for _, ev := range evals {
+		rd.blocked[ev.ID] = blockedFrom(ev)
+		rd.seen["e/"+ev.ID] = ev.ModifyIndex
+	}
+	return rd, nil
+}
+
+// build makes the round's Observation from the cache, reading the
+// summaries of blocked jobs it does not hold yet or that changed since.
+func (o *observer) build(ctx context.Context, now time.Time) (*Observation, error) {
+	c := o.cache
+	obs := &Observation{At: now, Jobs: map[jobKey]*ObservedJob{}, Queued: map[jobKey]map[string]QueuedGroup{},
+		Placeholders: map[string]Placeholder{}}
+	c.mu.Lock()
+	for _, n := range c.nodes {
+		if n.usable {
+			obs.Nodes = append(obs.Nodes, n.node)
+		}
+	}
+	for k, j := range c.jobs {
+		if c.isPlaceholder(k.Namespace, k.ID) {
+			if !j.Stopped {
+				obs.Placeholders[k.ID] = Placeholder{ID: k.ID}
+			}
+			continue
+		}
+		obs.Jobs[k] = j
+	}
+	obs.Allocs = make([]ObservedAlloc, 0, len(c.allocs))
+	for _, a := range c.allocs {
+		if c.isPlaceholder(a.Namespace, a.JobID) {
+			if p, ok := obs.Placeholders[a.JobID]; ok {
+				p.Node, p.GPUs = a.NodeID, len(a.GPUIDs)
+				obs.Placeholders[a.JobID] = p
+			}
+			continue
+		}
+		obs.Allocs = append(obs.Allocs, a)
+	}
+	blocked := make([]string, 0, len(c.blocked))
+	for id := range c.blocked {
+		blocked = append(blocked, id)
+	}
+	evals := make(map[string]blockedEval, len(c.blocked))
+	for id, ev := range c.blocked {
+		evals[id] = ev
+	}
+	c.mu.Unlock()
+	sort.Slice(obs.Nodes, func(i, k int) bool { return obs.Nodes[i].ID < obs.Nodes[k].ID })
+	sort.Slice(obs.Allocs, func(i, k int) bool { return obs.Allocs[i].ID < obs.Allocs[k].ID })
+	sort.Strings(blocked)
+
+	seen := map[string]bool{}
+	for _, id := range blocked {
+		ev := evals[id]
+		if c.isPlaceholder(ev.ns, ev.job) {
+			continue // Steward's own: no work waits there
+		}
+		seen[id] = true
+		if !o.blocked[id] {
+			at := ev.modified
+			if at.UnixNano() == 0 || at.After(now) {
+				at = now
+			}
+			if obs.NewPressure.IsZero() || at.Before(obs.NewPressure) {
+				obs.NewPressure = at
+			}
+		}
+		k := jobKey{ev.ns, ev.job}
+		j := obs.Jobs[k]
+		if j == nil || j.Stopped {
+			continue
+		}
+		if _, done := obs.Queued[k]; done {
+			continue
+		}
+		sum, err := o.summary(ctx, k)
+		if err != nil {
+			return nil, err
+		}
+		if sum == nil {
+			continue // purged since it was listed
+		}
+		groups := map[string]QueuedGroup{}
+		for g, s := range sum.Summary {
+			if s.Queued > 0 && j.Groups[g].GPUsPerAlloc > 0 && lacksGPUs(ev.failed[g]) {
+				groups[g] = QueuedGroup{Count: s.Queued, Since: ev.created}
+			}
+		}
+		obs.Queued[k] = groups
+	}
+	o.blocked = seen
+	return obs, nil
+}
+
+// summary returns a job's summary: the cached one while no event about
+// the job came since it was read, else a fresh read.
+func (o *observer) summary(ctx context.Context, k jobKey) (*api.JobSummary, error) {
+	c := o.cache
+	c.mu.Lock()
+	s := c.summaries[k]
+	c.mu.Unlock()
+	if s != nil && !s.stale {
+		return s.sum, nil
+	}
+	sum, err := o.n.JobSummary(ctx, k.Namespace, k.ID, false)
+	o.stats.summaryReads++
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	if sum == nil {
+		delete(c.summaries, k)
+	} else {
+		c.summaries[k] = &cachedSummary{sum: sum}
+	}
+	c.mu.Unlock()
+	return sum, nil
+}
