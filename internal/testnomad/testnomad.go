@@ -288,8 +288,10 @@ func agentConfig(p Ports, opts Options) string {
 	// client is 127.0.0.1: the test, its controllers and the harness. The
 	// api package opens a new connection for each AllocFS call (a transport
 	// per node client), so a test polling a task's logs ran into 429s, and
-	// the harness could not stop the jobs at the end.
-	b.WriteString("limits {\n  http_max_conns_per_client = 0\n}\n\n")
+	// the harness could not stop the jobs at the end. Nomad allows as many
+	// RPC connections per client IP, and every simulated client node of
+	// internal/nodesim needs one of its own.
+	b.WriteString("limits {\n  http_max_conns_per_client = 0\n  rpc_max_conns_per_client  = 0\n}\n\n")
 	b.WriteString("client {\n  options = {\n")
 	for _, k := range keys {
 		fmt.Fprintf(&b, "    %q = %q\n", k, options[k])
