@@ -115,7 +115,8 @@ func (c *ControllerCommand) Run(args []string) int {
 	log := hclog.New(&hclog.LoggerOptions{Name: "steward", Level: hclog.LevelFromString(level), JSONFormat: logJSON,
 		Output: os.Stderr})
 
-	client, err := nomadClient(address)
+	cfg.Traffic = &controller.Traffic{}
+	client, err := nomadClientCounted(address, cfg.Traffic)
 	if err != nil {
 		c.UI.Error(err.Error())
 		return 1

@@ -1,11 +1,17 @@
 package command
 
 import (
+	"crypto/tls"
 	"flag"
 	"fmt"
+	"net/http"
 	"strings"
+	"time"
 
+	"github.com/hashicorp/go-cleanhttp"
 	"github.com/hashicorp/nomad/api"
+
+	"github.com/gpu-steward/steward/controller"
 )
 
 // stringList is a repeatable string flag (-policy a.hcl -policy b.hcl).
@@ -18,9 +24,28 @@ func (s *stringList) Set(v string) error { *s = append(*s, v); return nil }
 // NOMAD_TOKEN, NOMAD_CACERT, NOMAD_CLIENT_CERT, NOMAD_CLIENT_KEY,
 // NOMAD_REGION and friends, with -address overriding NOMAD_ADDR.
 func nomadClient(address string) (*api.Client, error) {
+	return nomadClientCounted(address, nil)
+}
+
+// nomadClientCounted is nomadClient with its traffic counted on t (nil:
+// not counted; nor over a unix socket, whose client the api package
+// builds itself).
+func nomadClientCounted(address string, t *controller.Traffic) (*api.Client, error) {
 	cfg := api.DefaultConfig()
 	if address != "" {
 		cfg.Address = address
+	}
+	if t != nil && !strings.HasPrefix(cfg.Address, "unix:") {
+		// As the api package's own client (defaultHttpClient), with the
+		// transport wrapped.
+		hc := cleanhttp.DefaultPooledClient()
+		tr := hc.Transport.(*http.Transport)
+		tr.TLSHandshakeTimeout, tr.TLSClientConfig, tr.ForceAttemptHTTP2 = 10*time.Second, &tls.Config{MinVersion: tls.VersionTLS12}, false
+		if err := api.ConfigureTLS(hc, cfg.TLSConfig); err != nil {
+			return nil, fmt.Errorf("configure TLS for Nomad at %s: %w", cfg.Address, err)
+		}
+		hc.Transport = t.Wrap(hc.Transport)
+		cfg.HttpClient = hc
 	}
 	c, err := api.NewClient(cfg)
 	if err != nil {

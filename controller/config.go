@@ -47,6 +47,9 @@ type Config struct {
 	// Consul, when set, elects the leader with a Consul session lock
 	// instead of a Nomad variable lock.
 	Consul *ConsulConfig
+	// Traffic, when set, counts the API client's traffic (its transport
+	// wrapped with Traffic.Wrap), exported as metrics.
+	Traffic *Traffic
 }
 
 // ConsulConfig is the Consul agent used for leader election. The token

@@ -117,6 +117,9 @@ func New(cfg Config, client *api.Client, log hclog.Logger) (*Controller, error) 
 		pol: p, eng: engine.New(p), trigger: make(chan struct{}, 1),
 		usage: newUsageStore(), metrics: newMetrics(),
 	}
+	if cfg.Traffic != nil {
+		c.metrics.reg.MustRegister(cfg.Traffic.collectors()...)
+	}
 	c.health.Identity, c.health.PolicyFiles, c.health.DryRun = cfg.Identity, cfg.PolicyFiles, cfg.DryRun
 	c.checkAddr = cfg.Advertise
 	c.resetState()

@@ -1,0 +1,66 @@
+package controller
+
+import (
+	"io"
+	"net/http"
+	"sync/atomic"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Traffic counts what the controller exchanges with Nomad's HTTP API: the
+// bytes it reads (response bodies, the event stream included) and its
+// requests, reads (GET) and writes (the rest). The scale harness reports
+// them per minute; steward_nomad_http_* export them.
+type Traffic struct {
+	readBytes, reads, writes atomic.Int64
+}
+
+// Wrap returns a transport that counts on t what rt carries.
+func (t *Traffic) Wrap(rt http.RoundTripper) http.RoundTripper {
+	return trafficTransport{rt: rt, t: t}
+}
+
+type trafficTransport struct {
+	rt http.RoundTripper
+	t  *Traffic
+}
+
+func (tt trafficTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.Method == http.MethodGet || req.Method == http.MethodHead {
+		tt.t.reads.Add(1)
+	} else {
+		tt.t.writes.Add(1)
+	}
+	resp, err := tt.rt.RoundTrip(req)
+	if resp != nil && resp.Body != nil {
+		resp.Body = countingBody{ReadCloser: resp.Body, n: &tt.t.readBytes}
+	}
+	return resp, err
+}
+
+type countingBody struct {
+	io.ReadCloser
+	n *atomic.Int64
+}
+
+func (b countingBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	b.n.Add(int64(n))
+	return n, err
+}
+
+// collectors export the counts.
+func (t *Traffic) collectors() []prometheus.Collector {
+	return []prometheus.Collector{
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "steward_nomad_http_read_bytes_total",
+			Help: "Bytes of Nomad API responses the controller read, the event stream included."},
+			func() float64 { return float64(t.readBytes.Load()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "steward_nomad_http_requests_total",
+			Help: "Nomad API requests the controller made, reads (GET).", ConstLabels: prometheus.Labels{"kind": "read"}},
+			func() float64 { return float64(t.reads.Load()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "steward_nomad_http_requests_total",
+			Help: "Nomad API requests the controller made, writes (every other method).", ConstLabels: prometheus.Labels{"kind": "write"}},
+			func() float64 { return float64(t.writes.Load()) }),
+	}
+}
