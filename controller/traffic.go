@@ -3,6 +3,7 @@ package controller
 import (
 	"io"
 	"net/http"
+	"strings"
 	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -14,6 +15,25 @@ import (
 // them per minute; steward_nomad_http_* export them.
 type Traffic struct {
 	readBytes, reads, writes atomic.Int64
+	// byEndpoint counts writes per endpoint class (writeClasses).
+	byEndpoint [len(writeClasses)]atomic.Int64
+}
+
+// writeClasses name what a write is to, by its path: state and records
+// (variables), jobs (scale, register), allocations (stop, signal),
+// anything else.
+var writeClasses = [...]string{"variable", "job", "allocation", "other"}
+
+func writeClass(path string) int {
+	switch {
+	case strings.HasPrefix(path, "/v1/var/") || strings.HasPrefix(path, "/v1/vars"):
+		return 0
+	case strings.HasPrefix(path, "/v1/job/") || strings.HasPrefix(path, "/v1/jobs"):
+		return 1
+	case strings.HasPrefix(path, "/v1/allocation/") || strings.HasPrefix(path, "/v1/client/allocation/"):
+		return 2
+	}
+	return 3
 }
 
 // Wrap returns a transport that counts on t what rt carries.
@@ -31,6 +51,7 @@ func (tt trafficTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 		tt.t.reads.Add(1)
 	} else {
 		tt.t.writes.Add(1)
+		tt.t.byEndpoint[writeClass(req.URL.Path)].Add(1)
 	}
 	resp, err := tt.rt.RoundTrip(req)
 	if resp != nil && resp.Body != nil {
@@ -50,17 +71,25 @@ func (b countingBody) Read(p []byte) (int, error) {
 	return n, err
 }
 
+const requestsHelp = "Nomad API requests the controller made: reads (GET, HEAD) and writes (every other method)."
+
 // collectors export the counts.
 func (t *Traffic) collectors() []prometheus.Collector {
-	return []prometheus.Collector{
+	out := []prometheus.Collector{}
+	for i, class := range writeClasses {
+		out = append(out, prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "steward_nomad_http_writes_total",
+			Help: "Nomad API writes the controller made, by what they are to.", ConstLabels: prometheus.Labels{"endpoint": class}},
+			func() float64 { return float64(t.byEndpoint[i].Load()) }))
+	}
+	return append(out,
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "steward_nomad_http_read_bytes_total",
 			Help: "Bytes of Nomad API responses the controller read, the event stream included."},
 			func() float64 { return float64(t.readBytes.Load()) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "steward_nomad_http_requests_total",
-			Help: "Nomad API requests the controller made, reads (GET).", ConstLabels: prometheus.Labels{"kind": "read"}},
+			Help: requestsHelp, ConstLabels: prometheus.Labels{"kind": "read"}},
 			func() float64 { return float64(t.reads.Load()) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "steward_nomad_http_requests_total",
-			Help: "Nomad API requests the controller made, writes (every other method).", ConstLabels: prometheus.Labels{"kind": "write"}},
+			Help: requestsHelp, ConstLabels: prometheus.Labels{"kind": "write"}},
 			func() float64 { return float64(t.writes.Load()) }),
-	}
+	)
 }

@@ -1,0 +1,52 @@
+package controller
+
+import (
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+)
+
+// The traffic counter counts response bytes and requests by kind, and its
+// metrics register together.
+func TestTrafficCounted(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, strings.Repeat("x", 1000))
+	}))
+	defer srv.Close()
+	var tr Traffic
+	client := &http.Client{Transport: tr.Wrap(http.DefaultTransport)}
+	for _, method := range []string{http.MethodGet, http.MethodGet, http.MethodPut} {
+		req, _ := http.NewRequest(method, srv.URL, nil)
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(tr.collectors()...)
+	want := `
+# HELP steward_nomad_http_read_bytes_total Bytes of Nomad API responses the controller read, the event stream included.
+# TYPE steward_nomad_http_read_bytes_total counter
+steward_nomad_http_read_bytes_total 3000
+# HELP steward_nomad_http_requests_total ` + requestsHelp + `
+# TYPE steward_nomad_http_requests_total counter
+steward_nomad_http_requests_total{kind="read"} 2
+steward_nomad_http_requests_total{kind="write"} 1
+# HELP steward_nomad_http_writes_total Nomad API writes the controller made, by what they are to.
+# TYPE steward_nomad_http_writes_total counter
+steward_nomad_http_writes_total{endpoint="allocation"} 0
+steward_nomad_http_writes_total{endpoint="job"} 0
+steward_nomad_http_writes_total{endpoint="other"} 1
+steward_nomad_http_writes_total{endpoint="variable"} 0
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want)); err != nil {
+		t.Error(err)
+	}
+}

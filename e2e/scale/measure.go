@@ -1,0 +1,198 @@
+package scale
+
+import (
+	"bufio"
+	"fmt"
+	"math"
+	"net/http"
+	"os"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+)
+
+// scrape reads a controller's metrics.
+func scrape(addr string) (map[string]*dto.MetricFamily, error) {
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		return nil, fmt.Errorf("scrape %s: %w", addr, err)
+	}
+	defer resp.Body.Close()
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	mfs, err := p.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		return nil, fmt.Errorf("parse metrics of %s: %w", addr, err)
+	}
+	return mfs, nil
+}
+
+// counter is a counter's value (the series with label kind=kind, when
+// kind is set), 0 when absent.
+func counter(mfs map[string]*dto.MetricFamily, name, kind string) float64 {
+	return counterWith(mfs, name, "kind", kind)
+}
+
+// counterWith is the counter's series with label=value (any when value
+// is "").
+func counterWith(mfs map[string]*dto.MetricFamily, name, label, value string) float64 {
+	mf := mfs[name]
+	if mf == nil {
+		return 0
+	}
+	for _, m := range mf.Metric {
+		if value != "" && !hasLabel(m, label, value) {
+			continue
+		}
+		if c := m.GetCounter(); c != nil {
+			return c.GetValue()
+		}
+	}
+	return 0
+}
+
+func hasLabel(m *dto.Metric, name, value string) bool {
+	for _, l := range m.Label {
+		if l.GetName() == name && l.GetValue() == value {
+			return true
+		}
+	}
+	return false
+}
+
+// histogram is a histogram's cumulative buckets (upper bound → count).
+func histogram(mfs map[string]*dto.MetricFamily, name string) map[float64]uint64 {
+	out := map[float64]uint64{}
+	mf := mfs[name]
+	if mf == nil || len(mf.Metric) == 0 {
+		return out
+	}
+	h := mf.Metric[0].GetHistogram()
+	for _, b := range h.Bucket {
+		out[b.GetUpperBound()] = b.GetCumulativeCount()
+	}
+	out[math.Inf(1)] = h.GetSampleCount()
+	return out
+}
+
+// quantileBetween is the q-quantile of what a histogram gained between two
+// scrapes, as the upper bound of the bucket it falls in (NaN: no samples).
+func quantileBetween(before, after map[float64]uint64, q float64) float64 {
+	bounds := make([]float64, 0, len(after))
+	for b := range after {
+		bounds = append(bounds, b)
+	}
+	sort.Float64s(bounds)
+	total := after[math.Inf(1)] - before[math.Inf(1)]
+	if total == 0 {
+		return math.NaN()
+	}
+	for _, b := range bounds {
+		if float64(after[b]-before[b]) >= q*float64(total) {
+			return b
+		}
+	}
+	return math.Inf(1)
+}
+
+// procSample is a process's CPU time and resident memory.
+type procSample struct {
+	cpu time.Duration
+	rss int64 // bytes
+}
+
+// readProc reads /proc/<pid>/stat (utime, stime) and /proc/<pid>/status
+// (VmRSS).
+func readProc(pid int) (procSample, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return procSample{}, fmt.Errorf("read stat of %d: %w", pid, err)
+	}
+	// The command name may hold spaces: fields start after its ")".
+	fields := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+	if len(fields) < 13 {
+		return procSample{}, fmt.Errorf("stat of %d: %d fields", pid, len(fields))
+	}
+	utime, _ := strconv.ParseInt(fields[11], 10, 64)
+	stime, _ := strconv.ParseInt(fields[12], 10, 64)
+	const ticks = 100 // USER_HZ on Linux
+	s := procSample{cpu: time.Duration(utime+stime) * time.Second / ticks}
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return procSample{}, fmt.Errorf("read status of %d: %w", pid, err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "VmRSS:"); ok {
+			kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			s.rss = kb << 10
+		}
+	}
+	return s, nil
+}
+
+// logLines collects a process's output, for reading decision latencies.
+type logLines struct {
+	mu    sync.Mutex
+	lines []string
+	part  string
+}
+
+func (l *logLines) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	text := l.part + string(p)
+	parts := strings.Split(text, "\n")
+	l.part = parts[len(parts)-1]
+	l.lines = append(l.lines, parts[:len(parts)-1]...)
+	return len(p), nil
+}
+
+func (l *logLines) tail(n int) string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	from := max(0, len(l.lines)-n)
+	return strings.Join(l.lines[from:], "\n")
+}
+
+var latencyRE = regexp.MustCompile(`^(\S+) .*decision_latency=(\S+)`)
+
+// latencies are the decision latencies the controller logged between two
+// times (hclog's timestamp starts each line).
+func (l *logLines) latencies(from, to time.Time) []time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []time.Duration
+	for _, line := range l.lines {
+		m := latencyRE.FindStringSubmatch(line)
+		if m == nil {
+			continue
+		}
+		at, err := time.Parse("2006-01-02T15:04:05.000Z0700", m[1])
+		if err != nil || at.Before(from) || at.After(to) {
+			continue
+		}
+		if d, err := time.ParseDuration(m[2]); err == nil {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// percentile is the nearest-rank p-th percentile (NaN when empty).
+func percentile(ds []time.Duration, p float64) float64 {
+	if len(ds) == 0 {
+		return math.NaN()
+	}
+	s := append([]time.Duration(nil), ds...)
+	sort.Slice(s, func(i, k int) bool { return s[i] < s[k] })
+	i := int(math.Ceil(p/100*float64(len(s)))) - 1
+	return float64(s[max(0, i)]) / float64(time.Millisecond)
+}

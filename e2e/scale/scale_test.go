@@ -1,0 +1,324 @@
+// Package scale is Steward's scale harness: one real Nomad server (the
+// pinned agent), simulated GPU client nodes in this process
+// (internal/nodesim), two copies of the real controller, and a churning
+// workload. It prints one summary line. `make scale` runs it at 500 nodes;
+// `make test` runs it small, so that it keeps working.
+package scale
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"math"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/nomad/api"
+
+	"github.com/gpu-steward/steward/internal/nodesim"
+	"github.com/gpu-steward/steward/internal/testnomad"
+)
+
+var (
+	nodesFlag  = flag.Int("scale.nodes", 10, "simulated client nodes")
+	gpusFlag   = flag.Int("scale.gpus", 8, "GPUs per node")
+	fillFlag   = flag.Duration("scale.fill", 90*time.Second, "longest time to fill the cluster before measuring")
+	windowFlag = flag.Duration("scale.window", 30*time.Second, "how long to measure")
+	demandFlag = flag.Float64("scale.demand", 1.15, "GPUs wanted by outstanding work, as a share of the cluster's")
+	seedFlag   = flag.Uint64("scale.seed", 1, "seed of the workload")
+	outFlag    = flag.String("scale.out", "", "also write the summary as JSON to this file")
+)
+
+// summary is what the harness measured.
+type summary struct {
+	Nodes, GPUs, Allocs     int
+	DecisionP50, DecisionP99 float64 // ms
+	Decisions               int
+	ReadMBPerMin            float64
+	WritesPerMin            float64
+	ReadsPerMin             float64
+	CPUSecondsPerMin        float64
+	RSSMiB                  float64
+	FailoverToFirstPlan     float64 // s
+	IdleSampleAgeP99        float64 // s, a bucket's upper bound
+	FullReads, SummaryReads float64
+	Drift                   float64
+	WindowSeconds           float64
+}
+
+func (s summary) line() string {
+	f := func(v float64, prec int) string {
+		if math.IsNaN(v) {
+			return "-"
+		}
+		return fmt.Sprintf("%.*f", prec, v)
+	}
+	return fmt.Sprintf("scale: nodes=%d gpus=%d allocs=%d decision_p50_ms=%s decision_p99_ms=%s read_mb_per_min=%s writes_per_min=%s "+
+		"controller_cpu_s_per_min=%s rss_mib=%s failover_to_first_plan_s=%s idle_sample_age_p99_s=%s",
+		s.Nodes, s.GPUs, s.Allocs, f(s.DecisionP50, 1), f(s.DecisionP99, 1), f(s.ReadMBPerMin, 2), f(s.WritesPerMin, 1),
+		f(s.CPUSecondsPerMin, 2), f(s.RSSMiB, 0), f(s.FailoverToFirstPlan, 1), f(s.IdleSampleAgeP99, 1))
+}
+
+// controllerProc is a copy of the controller the harness runs.
+type controllerProc struct {
+	name, addr string
+	cmd        *exec.Cmd
+	log        *logLines
+	done       chan struct{}
+}
+
+func startController(t *testing.T, name, nomadAddr, policy string) *controllerProc {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	p := &controllerProc{name: name, addr: addr, log: &logLines{}, done: make(chan struct{})}
+	p.cmd = exec.Command(testnomad.StewardBin(t), "controller", "-policy", policy, "-id", name, "-listen", addr,
+		"-lock-ttl", "10s", "-lock-delay", "0s", "-log-level", "info")
+	p.cmd.Env = append(os.Environ(), "NOMAD_ADDR="+nomadAddr)
+	p.cmd.Stdout, p.cmd.Stderr = p.log, p.log
+	if err := p.cmd.Start(); err != nil {
+		t.Fatalf("start controller %s: %v", name, err)
+	}
+	go func() { _ = p.cmd.Wait(); close(p.done) }()
+	t.Cleanup(func() {
+		_ = p.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-p.done:
+		case <-time.After(10 * time.Second):
+			_ = p.cmd.Process.Kill()
+			<-p.done
+		}
+		if t.Failed() {
+			t.Logf("controller %s log:\n%s", name, p.log.tail(60))
+		}
+	})
+	return p
+}
+
+// health is the controller's /healthz.
+func (p *controllerProc) health() (leader bool, last time.Time) {
+	resp, err := http.Get("http://" + p.addr + "/healthz")
+	if err != nil {
+		return false, time.Time{}
+	}
+	defer resp.Body.Close()
+	var h struct {
+		Leader        bool      `json:"leader"`
+		LastReconcile time.Time `json:"last_reconcile"`
+	}
+	if json.NewDecoder(resp.Body).Decode(&h) != nil {
+		return false, time.Time{}
+	}
+	return h.Leader, h.LastReconcile
+}
+
+// TestScale runs the harness and prints its summary line.
+func TestScale(t *testing.T) {
+	nodes, gpn := *nodesFlag, *gpusFlag
+	agent := testnomad.Start(t, testnomad.Options{LogLevel: "WARN"})
+	for _, ns := range []string{"steward", "product", "research", "platform"} {
+		if _, err := agent.Client.Namespaces().Register(&api.Namespace{Name: ns}, nil); err != nil {
+			t.Fatalf("create namespace %s: %v", ns, err)
+		}
+	}
+	w := newWorkload(*seedFlag)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	start := time.Now()
+	fleet, err := nodesim.Start(ctx, nodesim.Config{Servers: []string{fmt.Sprintf("127.0.0.1:%d", agent.Ports.RPC)},
+		Nodes: nodes, GPUsPerNode: gpn, Meta: map[string]string{"steward.sim": "true"}, Activity: w.activity,
+		Logger: hclog.NewNullLogger()})
+	if err != nil {
+		t.Fatalf("start %d simulated nodes: %v", nodes, err)
+	}
+	t.Cleanup(func() { _ = fleet.Close() })
+	t.Logf("%d simulated nodes × %d GPUs registered in %s", nodes, gpn, time.Since(start).Round(time.Millisecond))
+
+	gpus := nodes * gpn
+	policy := filepath.Join(t.TempDir(), "policy.hcl")
+	if err := os.WriteFile(policy, []byte(policyFor(gpus)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	a := startController(t, "a", agent.Address, policy)
+	testnomad.WaitFor(t, 60*time.Second, "controller a leading", func() (bool, string) {
+		leader, last := a.health()
+		return leader && !last.IsZero(), "not yet"
+	})
+	b := startController(t, "b", agent.Address, policy)
+
+	drv := &driver{t: t, c: agent.Client, w: w, fleet: fleet, gpus: gpus, demand: *demandFlag}
+	// Fill the cluster, then measure.
+	deadline := time.Now().Add(*fillFlag)
+	for time.Now().Before(deadline) {
+		drv.tick()
+		if drv.runningGPUs >= gpus*85/100 {
+			break
+		}
+		time.Sleep(time.Second)
+	}
+	t.Logf("filled: %d of %d GPUs in running allocations after %s", drv.runningGPUs, gpus, time.Since(start).Round(time.Second))
+
+	before, err := scrape(a.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p0, err := readProc(a.cmd.Process.Pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	from := time.Now()
+	var rss int64
+	for time.Since(from) < *windowFlag {
+		drv.tick()
+		if p, err := readProc(a.cmd.Process.Pid); err == nil {
+			rss = max(rss, p.rss)
+		}
+		time.Sleep(2 * time.Second)
+	}
+	to := time.Now()
+	after, err := scrape(a.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p1, err := readProc(a.cmd.Process.Pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	minutes := to.Sub(from).Minutes()
+	lat := a.log.latencies(from, to)
+	s := summary{Nodes: nodes, GPUs: gpus, Allocs: drv.runningAllocs, Decisions: len(lat),
+		DecisionP50: percentile(lat, 50), DecisionP99: percentile(lat, 99),
+		ReadMBPerMin:     (counter(after, "steward_nomad_http_read_bytes_total", "") - counter(before, "steward_nomad_http_read_bytes_total", "")) / 1e6 / minutes,
+		WritesPerMin:     (counter(after, "steward_nomad_http_requests_total", "write") - counter(before, "steward_nomad_http_requests_total", "write")) / minutes,
+		ReadsPerMin:      (counter(after, "steward_nomad_http_requests_total", "read") - counter(before, "steward_nomad_http_requests_total", "read")) / minutes,
+		CPUSecondsPerMin: (p1.cpu - p0.cpu).Seconds() / minutes,
+		RSSMiB:           float64(rss) / (1 << 20),
+		IdleSampleAgeP99: quantileBetween(histogram(before, "steward_gpu_sample_age_seconds"), histogram(after, "steward_gpu_sample_age_seconds"), 0.99),
+		FullReads:        counter(after, "steward_nomad_reads_total", "full") - counter(before, "steward_nomad_reads_total", "full"),
+		SummaryReads:     counter(after, "steward_nomad_reads_total", "summary") - counter(before, "steward_nomad_reads_total", "summary"),
+		Drift:            counter(after, "steward_cache_drift_total", "") - counter(before, "steward_cache_drift_total", ""),
+		WindowSeconds:    to.Sub(from).Seconds()}
+
+	// Failover: the leader dies; the time until the other copy's first
+	// round includes the lock's TTL (10 s here).
+	killed := time.Now()
+	_ = a.cmd.Process.Kill()
+	<-a.done
+	testnomad.WaitFor(t, 60*time.Second, "controller b leading after a died", func() (bool, string) {
+		leader, last := b.health()
+		if leader && last.After(killed) {
+			s.FailoverToFirstPlan = last.Sub(killed).Seconds()
+			return true, ""
+		}
+		return false, fmt.Sprintf("leader %v, last round %s", leader, last)
+	})
+
+	var writes []string
+	for _, class := range []string{"variable", "job", "allocation", "other"} {
+		n := counterWith(after, "steward_nomad_http_writes_total", "endpoint", class) - counterWith(before, "steward_nomad_http_writes_total", "endpoint", class)
+		writes = append(writes, fmt.Sprintf("%s %.1f", class, n/minutes))
+	}
+	t.Logf("writes per minute: %s", strings.Join(writes, ", "))
+	t.Logf("window %.0fs: %d decisions; %.0f full reads, %.0f summary reads, %.0f entities of drift, %.0f reads/min; workload: %d jobs submitted, %d allocations finished",
+		s.WindowSeconds, s.Decisions, s.FullReads, s.SummaryReads, s.Drift, s.ReadsPerMin, drv.submitted, drv.finished)
+	fmt.Println(s.line())
+	t.Log(s.line())
+	if *outFlag != "" {
+		b, _ := json.MarshalIndent(s, "", "  ")
+		if err := os.WriteFile(*outFlag, b, 0o644); err != nil {
+			t.Errorf("write %s: %v", *outFlag, err)
+		}
+	}
+	if s.Allocs == 0 || s.CPUSecondsPerMin <= 0 || math.IsNaN(s.FailoverToFirstPlan) {
+		t.Errorf("nothing measured: %s", s.line())
+	}
+}
+
+// driver runs the workload against the cluster.
+type driver struct {
+	t      *testing.T
+	c      *api.Client
+	w      *workload
+	fleet  *nodesim.Fleet
+	gpus   int
+	demand float64
+
+	runningGPUs, runningAllocs int
+	submitted, finished        int
+	// outstanding GPUs of submitted jobs not yet finished, by job.
+	outstanding map[string]int
+	// left counts each job's allocations not finished yet.
+	left map[string]int
+}
+
+// tick syncs with Nomad, ends allocations whose time is up, and submits
+// work until outstanding demand is back to its share of the cluster.
+func (d *driver) tick() {
+	if d.outstanding == nil {
+		d.outstanding, d.left = map[string]int{}, map[string]int{}
+	}
+	q := &api.QueryOptions{Namespace: api.AllNamespacesNamespace, Params: map[string]string{"resources": "true"},
+		Filter: `ClientStatus == "running"`}
+	allocs, _, err := d.c.Allocations().List(q)
+	if err != nil {
+		d.t.Logf("list allocations: %v", err)
+		return
+	}
+	done, running := d.w.sync(allocs, time.Now())
+	d.runningAllocs = running
+	d.runningGPUs = 0
+	byID := map[string]*api.AllocationListStub{}
+	for _, a := range allocs {
+		byID[a.ID] = a
+		if a.AllocatedResources == nil || strings.HasPrefix(a.JobID, "steward-hold-") {
+			continue
+		}
+		for _, tr := range a.AllocatedResources.Tasks {
+			for _, dv := range tr.Devices {
+				d.runningGPUs += len(dv.DeviceIDs)
+			}
+		}
+	}
+	for _, id := range done {
+		if err := d.fleet.Finish(id, false); err != nil {
+			continue
+		}
+		d.finished++
+		a := byID[id]
+		k := a.Namespace + "/" + a.JobID
+		if d.left[k]--; d.left[k] <= 0 {
+			delete(d.outstanding, k)
+			delete(d.left, k)
+		}
+	}
+	want := int(float64(d.gpus) * d.demand)
+	have := 0
+	for _, g := range d.outstanding {
+		have += g
+	}
+	for n := 0; have < want && n < 200; n++ {
+		job := d.w.next()
+		if _, _, err := d.c.Jobs().Register(job, &api.WriteOptions{Namespace: *job.Namespace}); err != nil {
+			d.t.Logf("register %s: %v", *job.ID, err)
+			continue
+		}
+		d.submitted++
+		g := int(*job.TaskGroups[0].Tasks[0].Resources.Devices[0].Count) * *job.TaskGroups[0].Count
+		k := *job.Namespace + "/" + *job.ID
+		d.outstanding[k], d.left[k] = g, *job.TaskGroups[0].Count
+		have += g
+	}
+}
