@@ -40,19 +40,19 @@ var (
 
 // summary is what the harness measured.
 type summary struct {
-	Nodes, GPUs, Allocs     int
+	Nodes, GPUs, Allocs      int
 	DecisionP50, DecisionP99 float64 // ms
-	Decisions               int
-	ReadMBPerMin            float64
-	WritesPerMin            float64
-	ReadsPerMin             float64
-	CPUSecondsPerMin        float64
-	RSSMiB                  float64
-	FailoverToFirstPlan     float64 // s
-	IdleSampleAgeP99        float64 // s, a bucket's upper bound
-	FullReads, SummaryReads float64
-	Drift                   float64
-	WindowSeconds           float64
+	Decisions                int
+	ReadMBPerMin             float64
+	WritesPerMin             float64
+	ReadsPerMin              float64
+	CPUSecondsPerMin         float64
+	RSSMiB                   float64
+	FailoverToFirstPlan      float64 // s
+	IdleSampleAgeP99         float64 // s, a bucket's upper bound
+	FullReads, SummaryReads  float64
+	Drift                    float64
+	WindowSeconds            float64
 }
 
 func (s summary) line() string {
