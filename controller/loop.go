@@ -1,0 +1,315 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/nomad/api"
+
+	"github.com/gpu-steward/steward/policy/engine"
+)
+
+// The control loop: lead while holding the lock, and one round at a time:
+// observe, finish what is due, plan, act, record.
+
+// Run acts while this controller holds the leader lock, and waits for it
+// otherwise, until ctx ends.
+func (c *Controller) Run(ctx context.Context) error {
+	if c.cfg.DryRun {
+		c.log.Info("dry run: planning and logging only; nothing in Nomad is changed")
+		c.setHealth(func(h *Health) { h.Leader = false })
+		return c.lead(ctx)
+	}
+	if err := c.checkStateNamespace(ctx); err != nil {
+		return err
+	}
+	if c.cfg.Consul != nil {
+		return c.electConsul(ctx, c.lead)
+	}
+	return c.elect(ctx, c.lead)
+}
+
+// checkStateNamespace fails when the state namespace does not exist: the
+// controller does not create it (its token needs no right to), and writing
+// state anywhere a tenant can write would let tenants steer it.
+func (c *Controller) checkStateNamespace(ctx context.Context) error {
+	ns := c.cfg.StateNamespace
+	_, _, err := c.client.Namespaces().Info(ns, (&api.QueryOptions{}).WithContext(ctx))
+	var ue api.UnexpectedResponseError
+	if errors.As(err, &ue) && ue.StatusCode() == http.StatusNotFound || err != nil && strings.Contains(err.Error(), "not found") {
+		return fmt.Errorf("the state namespace %q does not exist: create it for Steward alone "+
+			"(nomad namespace apply -description \"Steward's state\" %s) and give no tenant's token rights there; "+
+			"or name another with -state-namespace", ns, ns)
+	}
+	if err != nil {
+		// Nomad may be down for now: the control loop retries its reads.
+		c.log.Warn("cannot check the state namespace", "namespace", ns, "error", err)
+	}
+	return nil
+}
+
+// lead is the control loop of the leader.
+func (c *Controller) lead(ctx context.Context) error {
+	c.setHealth(func(h *Health) { h.Leader = !c.cfg.DryRun })
+	c.metrics.leader.Set(1)
+	defer c.metrics.leader.Set(0)
+	defer c.setHealth(func(h *Health) { h.Leader = false })
+
+	for attempt := 0; ; attempt++ {
+		err := c.loadStates(ctx)
+		if err == nil {
+			break
+		}
+		c.log.Error("load controller state", "error", err)
+		if !sleepCtx(ctx, backoff(attempt, c.cfg.MaxBackoff)) {
+			return nil
+		}
+	}
+
+	// A new term starts from a full read: the cache may have missed what
+	// happened while another copy led.
+	c.obs.cache.invalidate()
+	streamCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	go c.watch(streamCtx)
+	go c.pollStats(streamCtx)
+
+	resync := time.NewTicker(c.cfg.Resync)
+	defer resync.Stop()
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	failures := 0
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-c.trigger:
+			// Gather the rest of a burst of events into one round.
+			if !sleepCtx(ctx, c.cfg.Debounce) {
+				return nil
+			}
+		case <-resync.C:
+		case <-timer.C:
+		}
+		wake, err := c.reconcile(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		next := c.cfg.Resync
+		if err != nil {
+			failures++
+			next = backoff(failures-1, c.cfg.MaxBackoff)
+			c.log.Error("control round failed; retrying", "error", err, "retry_in", next)
+			c.setHealth(func(h *Health) { h.LastError = err.Error() })
+			// Drop events that arrived meanwhile: the retry reads
+			// everything afresh, so an outage ends in one round, not a
+			// burst.
+			select {
+			case <-c.trigger:
+			default:
+			}
+		} else {
+			failures = 0
+			if !wake.IsZero() {
+				if d := time.Until(wake); d < next {
+					next = max(d, 0)
+				}
+			}
+		}
+		if !timer.Stop() {
+			select {
+			case <-timer.C:
+			default:
+			}
+		}
+		timer.Reset(next)
+	}
+}
+
+// reconcile is one control round: observe, finish what is due, plan, act,
+// record. It returns when the next round is due at the latest.
+func (c *Controller) reconcile(ctx context.Context) (time.Time, error) {
+	start := time.Now()
+	if c.reload {
+		if err := c.loadStates(ctx); err != nil {
+			return time.Time{}, err
+		}
+	}
+	pressureSince := c.takePressure()
+	pol, eng := c.engineNow()
+	following, applied := c.obs.cache.follows()
+	obs, err := c.obs.observe(ctx, c.now(), false)
+	c.metrics.observed(c.obs.stats)
+	if err != nil {
+		c.metrics.nomadErrors.Inc()
+		return time.Time{}, err
+	}
+	c.usage.setObservation(obs, statsTargets(pol, obs))
+	r := newRound(obs.At, obs, c.states)
+	r.pressureSince = pressureSince
+	if !obs.NewPressure.IsZero() && (r.pressureSince.IsZero() || obs.NewPressure.Before(r.pressureSince)) {
+		r.pressureSince = obs.NewPressure
+	}
+	if !c.cfg.DryRun {
+		c.applyRequests(ctx, r)
+		c.syncHolds(ctx, r)
+		c.finishDrains(ctx, r)
+		if r.failed > 0 {
+			c.metrics.nomadErrors.Add(float64(r.failed))
+		}
+		if r.acted > 0 {
+			// Holds and stops just changed the cluster: plan on what
+			// Nomad shows now, not on what it showed before them. The
+			// event stream brings it within milliseconds; without it (or
+			// if it is late) the cluster is read again, from the leader.
+			full := !following || !c.obs.cache.settle(ctx, r.newestIndex(), applied, settleTimeout)
+			obs, err = c.obs.observe(ctx, c.now(), full)
+			c.metrics.observed(c.obs.stats)
+			if err != nil {
+				c.metrics.nomadErrors.Inc()
+				return time.Time{}, err
+			}
+			c.usage.setObservation(obs, statsTargets(pol, obs))
+			prev := r
+			r = newRound(obs.At, obs, c.states)
+			r.pressureSince, r.failed, r.wakeAt, r.acted = prev.pressureSince, prev.failed, prev.wakeAt, prev.acted
+			if !obs.NewPressure.IsZero() && (r.pressureSince.IsZero() || obs.NewPressure.Before(r.pressureSince)) {
+				r.pressureSince = obs.NewPressure
+			}
+		}
+	}
+
+	c.trackWaiting(r)
+	c.checkJobMeta(pol, obs)
+	snap := buildSnapshot(pol, obs, c.states, c.usage.samples())
+	planStart := time.Now()
+	plan := eng.Plan(snap, r.now)
+	c.metrics.planSeconds.Observe(time.Since(planStart).Seconds())
+	c.keepCheckBase(snap, r.now)
+	r.plan = plan
+	for _, s := range plan.Skipped {
+		c.log.Warn("engine skipped snapshot item", "item", s.Item, "reason", s.Reason)
+	}
+	if !c.cfg.DryRun {
+		for _, d := range c.unmark(ctx, r, plan.Unmarked) {
+			c.remember(d)
+		}
+	}
+	for _, a := range plan.Actions {
+		d := Decision{At: r.now, Kind: string(a.Kind), Job: a.Job.String(), Group: a.Group, GPUs: a.GPUs,
+			Rule: string(a.Reason.Rule), Reason: a.Reason.Message, DryRun: c.cfg.DryRun}
+		if c.cfg.DryRun {
+			c.log.Info("would "+string(a.Kind), "job", a.Job.String(), "group", a.Group, "gpus", a.GPUs, "reason", a.Reason.String())
+			c.remember(d)
+			continue
+		}
+		if a.Kind == engine.Resume && a.AfterVictims && r.beneficiaryDraining(a.Job) {
+			continue
+		}
+		fields := []any{"job", a.Job.String(), "group", a.Group, "gpus", a.GPUs, "reason", a.Reason.String()}
+		if (a.Kind == engine.Preempt || a.Kind == engine.IdleStop) && !r.latencyTaken && !r.pressureSince.IsZero() {
+			// The first call on a victim follows right after this line.
+			r.latencyTaken = true
+			latency := time.Since(r.pressureSince)
+			c.metrics.decisionLatency.Observe(latency.Seconds())
+			fields = append(fields, "decision_latency", latency)
+		}
+		c.log.Info(string(a.Kind), fields...)
+		if err := c.execute(ctx, r, a); err != nil {
+			r.failed++
+			c.metrics.nomadErrors.Inc()
+			d.Error = err.Error()
+			c.log.Error("action failed", "kind", a.Kind, "job", a.Job.String(), "error", err)
+		} else {
+			r.acted++
+			c.metrics.action(a, pol)
+		}
+		c.remember(d)
+	}
+	if !c.cfg.DryRun {
+		c.holdUnadmitted(ctx, r)
+		c.syncPlaceholders(ctx, r)
+		c.flush(ctx, r)
+		c.writeRecords(ctx, r, pol)
+	}
+	if !c.cfg.DryRun {
+		c.writeStatus(ctx, r, pol)
+	}
+	c.metrics.observePlan(r, pol, c.states)
+	c.metrics.reconcileSeconds.Observe(time.Since(start).Seconds())
+	if r.failed == 0 {
+		c.setHealth(func(h *Health) { h.LastReconcile = r.now; h.LastError = "" })
+	}
+	if r.acted > 0 {
+		// What was done changes what Nomad shows: look again soon rather
+		// than waiting for the events.
+		r.wake(r.now.Add(time.Second))
+	}
+	if r.failed > 0 {
+		// Failed actions are retried on a fresh read soon; only a failed
+		// read (an outage) backs the whole loop off.
+		c.log.Warn("some Nomad calls failed in this round; retrying", "failed", r.failed)
+		c.setHealth(func(h *Health) { h.LastError = fmt.Sprintf("%d Nomad calls failed", r.failed) })
+		r.wake(r.now.Add(2 * time.Second))
+	}
+	return r.wakeAt, nil
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// PlanOnce reads the cluster and the controller's saved state and returns
+// what the controller would do now, changing nothing (steward plan).
+func (c *Controller) PlanOnce(ctx context.Context) (*engine.Plan, *Observation, error) {
+	if err := c.loadStates(ctx); err != nil {
+		return nil, nil, err
+	}
+	pol, eng := c.engineNow()
+	obs, err := c.obs.observe(ctx, c.now(), false)
+	if err != nil {
+		return nil, nil, err
+	}
+	// One fresh stats reading on top of the saved per-minute history.
+	c.sweepStats(ctx, statsTargets(pol, obs))
+	return eng.Plan(buildSnapshot(pol, obs, c.states, c.usage.samples()), obs.At), obs, nil
+}
+
+// trackWaiting remembers since when each group has waited for GPUs, and
+// forgets groups that wait no more.
+func (c *Controller) trackWaiting(r *round) {
+	for k, groups := range r.obs.Queued {
+		for g, q := range groups {
+			if q.Count > 0 {
+				c.state(k).setWaiting(g, q.Since)
+			}
+		}
+	}
+	for k, st := range c.states {
+		for g := range st.Waiting {
+			if q := r.obs.Queued[k][g]; q.Count == 0 && !st.holds(g) {
+				delete(st.Waiting, g)
+			}
+		}
+		for g := range st.Interrupted {
+			// Running again (nothing of it held or queued), or gone.
+			if q := r.obs.Queued[k][g]; q.Count == 0 && !st.holds(g) {
+				delete(st.Interrupted, g)
+			}
+		}
+	}
+}

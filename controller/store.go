@@ -1,0 +1,156 @@
+package controller
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+)
+
+// The store: every job's state, read at the start of a term, kept in
+// memory, and written (check-and-set) before the action it describes.
+
+// loadStates reads every job state the controller (or a previous leader)
+// wrote, from the state namespace only.
+func (c *Controller) loadStates(ctx context.Context) error {
+	c.resetState()
+	c.reload = false
+	refs, err := c.nomad.ListVars(ctx, c.cfg.StateNamespace, statePrefix)
+	if err != nil {
+		return err
+	}
+	for _, ref := range refs {
+		if ref.Namespace != c.cfg.StateNamespace {
+			continue
+		}
+		items, index, err := c.nomad.GetVar(ctx, ref.Namespace, ref.Path)
+		if err != nil {
+			return err
+		}
+		if items == nil {
+			continue
+		}
+		st, err := decodeState(items)
+		if err != nil {
+			c.log.Error("ignoring unreadable job state", "namespace", ref.Namespace, "path", ref.Path, "error", err)
+			continue
+		}
+		k, err := stateKey(ref.Path, st)
+		if err != nil {
+			c.log.Error("ignoring job state", "namespace", ref.Namespace, "error", err)
+			continue
+		}
+		st.Namespace, st.ID = k.Namespace, k.ID
+		c.states[k] = st
+		c.index[k] = index
+		if b, err := json.Marshal(st); err == nil {
+			c.saved[k] = string(b)
+		}
+		for short, idle := range st.Idle {
+			c.usage.restore(short, idle)
+		}
+		for id, samples := range st.Usage {
+			c.usage.restoreHistory(id, samples)
+		}
+		st.Usage = nil // saved as Idle from now on
+	}
+	c.log.Info("loaded controller state", "jobs", len(c.states))
+	return nil
+}
+
+// state returns the job's state, creating an empty one.
+func (c *Controller) state(k jobKey) *JobState {
+	st := c.states[k]
+	if st == nil {
+		st = &JobState{Namespace: k.Namespace, ID: k.ID}
+		c.states[k] = st
+	}
+	return st
+}
+
+func (c *Controller) sortedStates() []*JobState {
+	out := make([]*JobState, 0, len(c.states))
+	for _, st := range c.states {
+		out = append(out, st)
+	}
+	sort.Slice(out, func(i, k int) bool {
+		a, b := out[i].key(), out[k].key()
+		if a.Namespace != b.Namespace {
+			return a.Namespace < b.Namespace
+		}
+		return a.ID < b.ID
+	})
+	return out
+}
+
+// save writes a job's state now (before the action it describes).
+func (c *Controller) save(ctx context.Context, st *JobState) error {
+	k := st.key()
+	if c.cfg.DryRun {
+		return nil
+	}
+	now := c.now()
+	if st.empty(now) && st.Status == "" {
+		if _, ok := c.saved[k]; ok {
+			return c.forget(ctx, k)
+		}
+		return nil
+	}
+	b, err := json.Marshal(st)
+	if err != nil {
+		return fmt.Errorf("encode state of %s: %w", k, err)
+	}
+	if c.saved[k] == string(b) {
+		return nil
+	}
+	items, _ := st.encode()
+	index, err := c.nomad.PutVar(ctx, c.cfg.StateNamespace, statePath(k), items, true, c.index[k])
+	if err != nil {
+		c.casFailed(k, err)
+		return err
+	}
+	c.saved[k], c.index[k] = string(b), index
+	return nil
+}
+
+// forget deletes a job's state (check-and-set).
+func (c *Controller) forget(ctx context.Context, k jobKey) error {
+	if err := c.nomad.DeleteVar(ctx, c.cfg.StateNamespace, statePath(k), c.index[k]); err != nil {
+		c.casFailed(k, err)
+		return err
+	}
+	delete(c.saved, k)
+	delete(c.states, k)
+	delete(c.index, k)
+	return nil
+}
+
+// casFailed notes a refused check-and-set: someone else wrote the state
+// (another controller that believed it led), so every state is read again
+// before the next decision.
+func (c *Controller) casFailed(k jobKey, err error) {
+	if isConflict(err) {
+		c.log.Error("job state changed under this controller: reading every state again", "job", k, "error", err)
+		c.reload = true
+	}
+}
+
+// flush writes states changed outside actions (idle timers, index
+// updates).
+func (c *Controller) flush(ctx context.Context, r *round) {
+	pol, _ := c.engineNow()
+	idle := c.idleTimers(pol, r)
+	for k := range idle {
+		c.state(k) // a job that only idles gets a state, to keep its timer
+	}
+	for _, st := range c.sortedStates() {
+		k := st.key()
+		if r.obs.Jobs[k] != nil {
+			st.Idle = mergeIdle(st.Idle, idle[k])
+		}
+		if err := c.save(ctx, st); err != nil {
+			c.log.Error("save job state", "job", k, "error", err)
+			r.failed++
+		}
+	}
+}
