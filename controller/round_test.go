@@ -226,3 +226,48 @@ func TestWholeRoundFailures(t *testing.T) {
 		})
 	}
 }
+
+// TestWholeRoundIdle: a notebook idle for 20 minutes (two stats sweeps
+// through the fake) holds the only 2 GPUs while a training job waits,
+// held: the round requeues the notebook (the test policy's idle rule:
+// interactive, under 10% for 15m, under pressure) and resumes the training
+// job onto its GPUs, which Nomad then places.
+func TestWholeRoundIdle(t *testing.T) {
+	f := newFakeNomad()
+	cl := f.cl()
+	cl.nodes = []*api.NodeListStub{apiNode("n1", 2)}
+	nb := apiJob("ml", "nb", "interactive", 60, 1, 2)
+	train := apiJob("ml", "train", "training", 40, 1, 2)
+	cl.jobs["ml/nb"], cl.jobs["ml/train"] = nb, train
+	gpus := []string{"n1-gpu0", "n1-gpu1"}
+	cl.allocs = []*api.AllocationListStub{apiAlloc("a-nb", nb, "n1", gpus, t0.Add(-time.Hour))}
+	cl.stats["n1"] = gpuStats(gpus, 1)
+	ev, sum := apiBlockedEval(train, 1, t0.Add(-time.Second))
+	cl.evals, cl.summary["ml/train"] = []*api.Evaluation{ev}, sum
+	r := newRoundRunner(t, f)
+	// Twenty minutes ago: the round holds the training job (nothing is
+	// free) and finds the notebook's node to sweep; the sweep finds it at
+	// 1%.
+	hold := []string{"scale ml/train work 0: Steward holds 1 allocation: needs 2 GPUs on one node in any node; none free, " +
+		"and nothing may be preempted for tier training (priority 40) of tenant ml (holds 2, reserve 0)"}
+	if w, err := r.round(-20 * time.Minute); err != nil || !slices.Equal(w, hold) {
+		t.Fatalf("first round: %q, %v; want %q", w, err, hold)
+	}
+	r.c.sweepStats(context.Background(), r.c.usage.targetsNow())
+	// Now: still at 1%.
+	r.clock = t0
+	r.c.sweepStats(context.Background(), r.c.usage.targetsNow())
+	got, err := r.round(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"scale ml/nb work 0: Steward requeues (idle) 1 allocation: GPU utilisation 1% (under 10%) for 20m " +
+		"(idle rule notebooks: after 15m, mode pressure); 2 GPUs go to ml/train/work, which waits for 2; job requeued",
+		"scale-ahead ml/train work 1"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("writes\n%q\nwant\n%q", got, want)
+	}
+	if r.count("ml", "nb") != 0 || r.running("ml", "train") != 1 {
+		t.Errorf("after: ml/nb count %d, ml/train running %d", r.count("ml", "nb"), r.running("ml", "train"))
+	}
+}
