@@ -15,8 +15,25 @@ import (
 // them per minute; steward_nomad_http_* export them.
 type Traffic struct {
 	readBytes, reads, writes atomic.Int64
-	// byEndpoint counts writes per endpoint class (writeClasses).
+	// byEndpoint counts writes per endpoint class (writeClasses), and
+	// readsBy reads (readClasses).
 	byEndpoint [len(writeClasses)]atomic.Int64
+	readsBy    [len(readClasses)]atomic.Int64
+}
+
+// readClasses name what a read is of, by its path.
+var readClasses = [...]string{"variable", "job", "allocation", "node", "evaluation", "event", "other"}
+
+func readClass(path string) int {
+	for i, prefix := range [][]string{{"/v1/var"}, {"/v1/job"}, {"/v1/allocation"}, {"/v1/node", "/v1/client/stats"},
+		{"/v1/evaluation"}, {"/v1/event"}} {
+		for _, p := range prefix {
+			if strings.HasPrefix(path, p) {
+				return i
+			}
+		}
+	}
+	return len(readClasses) - 1
 }
 
 // writeClasses name what a write is to, by its path: state and records
@@ -49,6 +66,7 @@ type trafficTransport struct {
 func (tt trafficTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if req.Method == http.MethodGet || req.Method == http.MethodHead {
 		tt.t.reads.Add(1)
+		tt.t.readsBy[readClass(req.URL.Path)].Add(1)
 	} else {
 		tt.t.writes.Add(1)
 		tt.t.byEndpoint[writeClass(req.URL.Path)].Add(1)
@@ -76,6 +94,11 @@ const requestsHelp = "Nomad API requests the controller made: reads (GET, HEAD) 
 // collectors export the counts.
 func (t *Traffic) collectors() []prometheus.Collector {
 	out := []prometheus.Collector{}
+	for i, class := range readClasses {
+		out = append(out, prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "steward_nomad_http_reads_total",
+			Help: "Nomad API reads the controller made, by what they are of.", ConstLabels: prometheus.Labels{"endpoint": class}},
+			func() float64 { return float64(t.readsBy[i].Load()) }))
+	}
 	for i, class := range writeClasses {
 		out = append(out, prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "steward_nomad_http_writes_total",
 			Help: "Nomad API writes the controller made, by what they are to.", ConstLabels: prometheus.Labels{"endpoint": class}},

@@ -39,6 +39,15 @@ steward_nomad_http_read_bytes_total 3000
 # TYPE steward_nomad_http_requests_total counter
 steward_nomad_http_requests_total{kind="read"} 2
 steward_nomad_http_requests_total{kind="write"} 1
+# HELP steward_nomad_http_reads_total Nomad API reads the controller made, by what they are of.
+# TYPE steward_nomad_http_reads_total counter
+steward_nomad_http_reads_total{endpoint="allocation"} 0
+steward_nomad_http_reads_total{endpoint="evaluation"} 0
+steward_nomad_http_reads_total{endpoint="event"} 0
+steward_nomad_http_reads_total{endpoint="job"} 0
+steward_nomad_http_reads_total{endpoint="node"} 0
+steward_nomad_http_reads_total{endpoint="other"} 2
+steward_nomad_http_reads_total{endpoint="variable"} 0
 # HELP steward_nomad_http_writes_total Nomad API writes the controller made, by what they are to.
 # TYPE steward_nomad_http_writes_total counter
 steward_nomad_http_writes_total{endpoint="allocation"} 0

@@ -232,6 +232,15 @@ func TestScale(t *testing.T) {
 		writes = append(writes, fmt.Sprintf("%s %.1f", class, n/minutes))
 	}
 	t.Logf("writes per minute: %s", strings.Join(writes, ", "))
+	var reads []string
+	for _, class := range []string{"variable", "job", "allocation", "node", "evaluation", "event", "other"} {
+		n := counterWith(after, "steward_nomad_http_reads_total", "endpoint", class) - counterWith(before, "steward_nomad_http_reads_total", "endpoint", class)
+		reads = append(reads, fmt.Sprintf("%s %.1f", class, n/minutes))
+	}
+	t.Logf("reads per minute: %s", strings.Join(reads, ", "))
+	if dir := os.Getenv("STEWARD_SCALE_LOGDIR"); dir != "" {
+		_ = os.WriteFile(filepath.Join(dir, "controller-a.log"), []byte(a.log.tail(1<<30)), 0o644)
+	}
 	t.Logf("window %.0fs: %d decisions; %.0f full reads, %.0f summary reads, %.0f entities of drift, %.0f reads/min; workload: %d jobs submitted, %d allocations finished",
 		s.WindowSeconds, s.Decisions, s.FullReads, s.SummaryReads, s.Drift, s.ReadsPerMin, drv.submitted, drv.finished)
 	fmt.Println(s.line())
