@@ -32,7 +32,18 @@ func (c *Controller) execute(ctx context.Context, r *round, a engine.Action) err
 		if err := c.save(ctx, st); err != nil {
 			return err
 		}
-		return c.nomad.SetPriority(ctx, k.Namespace, k.ID, a.Priority, a.Reason.Message, r.jobIndex(k))
+		index, err := c.nomad.SetPriority(ctx, k.Namespace, k.ID, a.Priority, a.Reason.Message, r.jobIndex(k))
+		if err != nil {
+			return err
+		}
+		// Steward's own change: a later write in this round is
+		// conditional on it, and a held group is not the owner's to take
+		// back (syncHolds).
+		r.setJobIndex(k, index)
+		for _, h := range st.Held {
+			h.Index = index
+		}
+		return nil
 
 	case engine.Preempt, engine.IdleStop:
 		d := &Drain{Group: a.Group, Allocs: shortIDs(a.Allocs), Decided: r.now, Requeue: a.Requeue || a.Kind == engine.Preempt,
@@ -423,10 +434,12 @@ func (c *Controller) stopStragglers(ctx context.Context, r *round, st *JobState,
 		r.failed++
 		return
 	}
-	if since < victimStopRetry {
-		r.wake(d.FinishedAt.Add(victimStopRetry))
+	last := later(d.FinishedAt, d.stoppedAgain)
+	if r.now.Sub(last) < victimStopRetry {
+		r.wake(last.Add(victimStopRetry))
 		return
 	}
+	d.stoppedAgain = r.now
 	for _, id := range r.aliveOf(d.Allocs) {
 		if err := c.nomad.StopAlloc(ctx, st.Namespace, id); err != nil {
 			c.log.Warn("stop victim allocation again", "job", st.key(), "alloc", id, "error", err)

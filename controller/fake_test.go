@@ -112,16 +112,16 @@ func (f *fakeNomad) scaled(ns, job, group string, count int, index uint64) (uint
 	}
 	return f.cluster.scale(ns, job, group, count, index)
 }
-func (f *fakeNomad) SetPriority(_ context.Context, ns, job string, prio int, _ string, index uint64) error {
+func (f *fakeNomad) SetPriority(_ context.Context, ns, job string, prio int, _ string, index uint64) (uint64, error) {
 	if err := f.record(fmt.Sprintf("priority %s/%s %d", ns, job, prio)); err != nil {
-		return err
+		return 0, err
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.cluster != nil {
 		return f.cluster.setPriority(ns, job, prio, index)
 	}
-	return nil
+	return index + 1, nil
 }
 func (f *fakeNomad) GetVar(_ context.Context, ns, path string) (map[string]string, uint64, error) {
 	f.mu.Lock()

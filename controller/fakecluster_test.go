@@ -186,16 +186,17 @@ func (c *fakeCluster) scale(ns, id, group string, count int, index uint64) (uint
 	return next, nil
 }
 
-func (c *fakeCluster) setPriority(ns, id string, prio int, index uint64) error {
+func (c *fakeCluster) setPriority(ns, id string, prio int, index uint64) (uint64, error) {
 	j := c.jobs[ns+"/"+id]
 	if j == nil {
-		return fmt.Errorf("set priority of %s/%s: job not found", ns, id)
+		return 0, fmt.Errorf("set priority of %s/%s: job not found", ns, id)
 	}
-	if _, err := c.change(j, index); err != nil {
-		return err
+	next, err := c.change(j, index)
+	if err != nil {
+		return 0, err
 	}
 	j.Priority = &prio
-	return nil
+	return next, nil
 }
 
 // schedule plays Nomad's scheduler after a round's writes: each group

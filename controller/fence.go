@@ -65,9 +65,9 @@ func (f fencedNomad) ScaleAhead(ctx context.Context, ns, jobID, group string, co
 	return f.Nomad.ScaleAhead(ctx, ns, jobID, group, count, index)
 }
 
-func (f fencedNomad) SetPriority(ctx context.Context, ns, jobID string, priority int, reason string, index uint64) error {
+func (f fencedNomad) SetPriority(ctx context.Context, ns, jobID string, priority int, reason string, index uint64) (uint64, error) {
 	if err := f.fence(fmt.Sprintf("set priority of %s/%s", ns, jobID)); err != nil {
-		return err
+		return 0, err
 	}
 	return f.Nomad.SetPriority(ctx, ns, jobID, priority, reason, index)
 }

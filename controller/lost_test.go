@@ -61,6 +61,18 @@ func TestNothingLost(t *testing.T) {
 			if got := f.callsMatching("stop"); !slices.Equal(got, []string{"stop ml a1"}) {
 				t.Fatalf("stop calls %q, want the victim stopped again", got)
 			}
+			// Rounds come often under load: each stop makes Nomad evaluate
+			// the job again, so they are paced, not repeated every round.
+			for d := victimStopRetry + 100*time.Millisecond; d < 2*victimStopRetry; d += 300 * time.Millisecond {
+				c.finishDrains(ctx, at(d))
+			}
+			if got := f.callsMatching("stop"); len(got) != 1 {
+				t.Fatalf("stop calls %q within %s of the last: want none", got, victimStopRetry)
+			}
+			c.finishDrains(ctx, at(2*victimStopRetry))
+			if got := f.callsMatching("stop"); len(got) != 2 {
+				t.Fatalf("stop calls %q, want a second retry after %s", got, victimStopRetry)
+			}
 			c.finishDrains(ctx, at(victimStopLimit))
 			if st := c.states[k]; len(st.Draining) != 0 {
 				t.Fatalf("the preemption is kept for ever: %+v", st.Draining)

@@ -31,8 +31,8 @@ type Nomad interface {
 	// higher priority would otherwise take them first.
 	ScaleAhead(ctx context.Context, namespace, jobID, group string, count int, index uint64) (uint64, error)
 	// SetPriority re-registers the job with a priority, only if its modify
-	// index is still index (0: any).
-	SetPriority(ctx context.Context, namespace, jobID string, priority int, reason string, index uint64) error
+	// index is still index (0: any), and returns its new modify index.
+	SetPriority(ctx context.Context, namespace, jobID string, priority int, reason string, index uint64) (uint64, error)
 	// GetVar returns the items and modify index of a variable (nil when
 	// it does not exist).
 	GetVar(ctx context.Context, namespace, path string) (map[string]string, uint64, error)
@@ -205,21 +205,24 @@ func (n *nomadClient) PurgeJob(ctx context.Context, ns, jobID string) error {
 	return needs(err, "submit-job", "purge job %s/%s", ns, jobID)
 }
 
-func (n *nomadClient) SetPriority(ctx context.Context, ns, jobID string, priority int, reason string, index uint64) error {
+func (n *nomadClient) SetPriority(ctx context.Context, ns, jobID string, priority int, reason string, index uint64) (uint64, error) {
 	job, _, err := n.c.Jobs().Info(jobID, rq(ctx, ns))
 	if err != nil {
-		return needs(err, "read-job", "read job %s/%s", ns, jobID)
+		return 0, needs(err, "read-job", "read job %s/%s", ns, jobID)
 	}
 	if index != 0 && derefU64(job.JobModifyIndex) != index {
-		return fmt.Errorf("set priority of %s/%s: %w", ns, jobID, errJobChanged)
+		return 0, fmt.Errorf("set priority of %s/%s: %w", ns, jobID, errJobChanged)
 	}
 	job.Priority = &priority
-	_, _, err = n.c.Jobs().RegisterOpts(job, &api.RegisterOptions{
+	resp, _, err := n.c.Jobs().RegisterOpts(job, &api.RegisterOptions{
 		EnforceIndex: true, ModifyIndex: derefU64(job.JobModifyIndex),
 		// Keep counts Steward (or an autoscaler) set.
 		PreserveCounts: true,
 	}, wq(ctx, ns))
-	return needs(err, "submit-job", "set priority of %s/%s to %d (%s)", ns, jobID, priority, reason)
+	if err != nil {
+		return 0, needs(err, "submit-job", "set priority of %s/%s to %d (%s)", ns, jobID, priority, reason)
+	}
+	return resp.JobModifyIndex, nil
 }
 
 func (n *nomadClient) GetVar(ctx context.Context, ns, path string) (map[string]string, uint64, error) {

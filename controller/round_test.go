@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/nomad/api"
+
+	"github.com/gpu-steward/steward/policy/engine"
 )
 
 // Builders of the fake cluster's API objects: a GPU node, a job with one
@@ -269,5 +271,33 @@ func TestWholeRoundIdle(t *testing.T) {
 	}
 	if r.count("ml", "nb") != 0 || r.running("ml", "train") != 1 {
 		t.Errorf("after: ml/nb count %d, ml/train running %d", r.count("ml", "nb"), r.running("ml", "train"))
+	}
+}
+
+// Steward's own writes move a job's modify index: a later write to the
+// same job in the round is conditional on the new one, so promoting a job
+// and then holding it in one round does not refuse the hold as "changed
+// since it was read", and the hold is not then mistaken for the owner's
+// change.
+func TestOwnWritesInOneRound(t *testing.T) {
+	f := newFakeNomad()
+	preemptionCluster(f)
+	r := newRoundRunner(t, f)
+	rr := roundWith([]*ObservedJob{toObservedJob(f.cl().jobs["ml/train"])}, nil)
+	ref := engine.JobRef{Namespace: "ml", ID: "train"}
+	for _, a := range []engine.Action{
+		{Kind: engine.Promote, Job: ref, Priority: 50, Reason: engine.Reason{Rule: engine.RulePromoteAge, Message: "waited"}},
+		{Kind: engine.Hold, Job: ref, Group: "work", Count: 1, GPUs: 4, Reason: engine.Reason{Rule: engine.RuleCapacity, Message: "full"}},
+	} {
+		if err := r.c.execute(context.Background(), rr, a); err != nil {
+			t.Fatalf("%s: %v", a.Kind, err)
+		}
+	}
+	if r.count("ml", "train") != 0 {
+		t.Fatalf("ml/train's count is %d: the hold did not apply", r.count("ml", "train"))
+	}
+	r.c.syncHolds(context.Background(), roundWith([]*ObservedJob{toObservedJob(f.cl().jobs["ml/train"])}, nil))
+	if !r.c.states[jobKey{"ml", "train"}].holds("work") {
+		t.Errorf("the hold was taken for its owner's change and dropped")
 	}
 }

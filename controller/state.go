@@ -130,6 +130,10 @@ type Drain struct {
 	MoveTo string `json:"move_to,omitempty"`
 	Rule   string `json:"rule"`
 	Reason string `json:"reason"`
+	// stoppedAgain is when victims Nomad still ran were last stopped
+	// again (this process only): each stop makes Nomad evaluate the job,
+	// so they are retried every victimStopRetry, not at every round.
+	stoppedAgain time.Time
 }
 
 // NodeGPUs is GPUs on a node, saved as [node, gpus].

@@ -18,15 +18,17 @@ type kind struct {
 	weight       int           // share of submissions
 }
 
-// kinds is the mix: mostly one-GPU interactive and build work and
-// training of one to four GPUs, some two-allocation gangs, a little
-// inference; product and research own reserves, platform borrows.
+// kinds is the mix: mostly one-GPU interactive, build and training work,
+// some four-GPU training and two-allocation gangs, a little inference
+// (about 1.2 GPUs per allocation); product and research own reserves,
+// platform borrows.
 var kinds = []kind{
 	{"product", "inference", 1, 1, 30 * time.Minute, 0, 5},
 	{"product", "build", 1, 1, 2 * time.Minute, 0, 15},
 	{"product", "interactive", 1, 1, 20 * time.Minute, 0.5, 15},
 	{"research", "interactive", 1, 1, 20 * time.Minute, 0.5, 15},
-	{"research", "training", 4, 1, 15 * time.Minute, 0.05, 15},
+	{"research", "training", 4, 1, 15 * time.Minute, 0.05, 5},
+	{"research", "training", 1, 1, 15 * time.Minute, 0.05, 10},
 	{"research", "training", 2, 2, 15 * time.Minute, 0, 5},
 	{"platform", "training", 1, 1, 10 * time.Minute, 0, 20},
 	{"platform", "interactive", 1, 1, 10 * time.Minute, 0.5, 10},
