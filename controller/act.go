@@ -440,7 +440,7 @@ func (c *Controller) stopStragglers(ctx context.Context, r *round, st *JobState,
 		return
 	}
 	d.stoppedAgain = r.now
-	for _, id := range r.aliveOf(d.Allocs) {
+	for _, id := range c.stragglers(r, st, d) {
 		if err := c.nomad.StopAlloc(ctx, st.Namespace, id); err != nil {
 			c.log.Warn("stop victim allocation again", "job", st.key(), "alloc", id, "error", err)
 			r.failed++
@@ -450,6 +450,24 @@ func (c *Controller) stopStragglers(ctx context.Context, r *round, st *JobState,
 		}
 	}
 	r.wake(r.now.Add(victimStopRetry))
+}
+
+// stragglers are a finished drain's victims that Nomad still runs and has
+// not been asked to stop: a victim stopped with StopAlloc whose request
+// Nomad holds (StopRequested), or one of a group Nomad shows scaled to no
+// allocation, is stopped by Nomad when it evaluates the job; stopping it
+// again would only queue another evaluation behind the rest.
+func (c *Controller) stragglers(r *round, st *JobState, d *Drain) []string {
+	job := r.obs.Jobs[st.key()]
+	var out []string
+	for _, id := range r.aliveOf(d.Allocs) {
+		a := r.alloc(id)
+		if a == nil || a.StopRequested || job != nil && job.Groups[a.Group].Count == 0 {
+			continue
+		}
+		out = append(out, id)
+	}
+	return out
 }
 
 // signal sends a drain's checkpoint signal and starts its grace (on a

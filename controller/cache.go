@@ -259,6 +259,7 @@ func (c *clusterCache) applyOne(e *api.Event) bool {
 			s.stale = true
 		}
 		oa := toObservedAlloc(stubOf(a))
+		oa.StopRequested = a.DesiredTransition.Migrate != nil && *a.DesiredTransition.Migrate
 		if !keepAlloc(a.ClientStatus, a.DesiredStatus) || len(oa.GPUIDs) == 0 {
 			_, had := c.allocs[a.ID]
 			delete(c.allocs, a.ID)

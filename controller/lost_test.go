@@ -78,6 +78,31 @@ func TestNothingLost(t *testing.T) {
 				t.Fatalf("the preemption is kept for ever: %+v", st.Draining)
 			}
 		}},
+		{"a victim Nomad was asked to stop, or whose group Nomad shows at 0, is left to Nomad", func(t *testing.T, f *fakeNomad, c *Controller) {
+			// Under load Nomad evaluates late: stopping again would only
+			// queue another evaluation behind the rest.
+			d := &Drain{Group: "work", Allocs: []string{"a1", "a2"}, Kind: "preempt", Requeue: true, Finished: true, FinishedAt: t0}
+			c.states[k] = &JobState{Namespace: "ml", ID: "train", Draining: []*Drain{d}}
+			asked := alloc("a1", "train")
+			asked.StopRequested = true
+			for _, tc := range []struct {
+				job    *ObservedJob
+				allocs []ObservedAlloc
+				want   []string
+			}{
+				{train(1), []ObservedAlloc{asked, alloc("a2", "train")}, []string{"stop ml a2"}},
+				{train(0), []ObservedAlloc{alloc("a1", "train"), alloc("a2", "train")}, nil},
+			} {
+				f.calls = nil
+				d.stoppedAgain = time.Time{}
+				r := roundWith([]*ObservedJob{tc.job}, tc.allocs)
+				r.now = t0.Add(victimStopRetry)
+				c.finishDrains(ctx, r)
+				if got := f.callsMatching("stop"); !slices.Equal(got, tc.want) {
+					t.Errorf("group at %d: stop calls %q, want %q", tc.job.Groups["work"].Count, got, tc.want)
+				}
+			}
+		}},
 		{"a signal recorded but never sent is sent by the next leader", func(t *testing.T, f *fakeNomad, c *Controller) {
 			d := &Drain{Group: "work", Allocs: []string{"a1"}, Kind: "preempt", Requeue: true, Signal: "SIGUSR1", Grace: time.Minute,
 				Decided: t0, Signaled: t0.Add(time.Second), Deadline: t0.Add(time.Minute + time.Second)}

@@ -86,6 +86,10 @@ type ObservedAlloc struct {
 	CheckpointDone map[string]time.Time
 	RunningTasks   []string
 	DesiredStatus  string
+	// StopRequested: Nomad was asked to stop it (its desired transition
+	// is to migrate) and will when it evaluates the job. Known from
+	// events only (the list does not say).
+	StopRequested bool
 }
 
 // QueuedGroup is a group Nomad has allocations queued for.

@@ -16,6 +16,7 @@ type round struct {
 	// by the short form states keep (shortID).
 	alive map[string]bool
 	short map[string][]string
+	byID  map[string]*ObservedAlloc
 	live  map[jobKey]map[string]int // running allocations per job and group
 	// forDraining marks jobs that victims are being checkpointed for
 	// (until their grace is over).
@@ -45,10 +46,11 @@ type round struct {
 }
 
 func newRound(now time.Time, obs *Observation, states map[jobKey]*JobState) *round {
-	r := &round{now: now, obs: obs, alive: map[string]bool{}, short: map[string][]string{}, live: map[jobKey]map[string]int{}, forDraining: map[string]bool{},
+	r := &round{now: now, obs: obs, alive: map[string]bool{}, short: map[string][]string{}, byID: map[string]*ObservedAlloc{}, live: map[jobKey]map[string]int{}, forDraining: map[string]bool{},
 		inflight: inflightResumes(obs, states), resumed: map[jobKey]map[string]bool{}}
-	for _, a := range obs.Allocs {
+	for i, a := range obs.Allocs {
 		r.alive[a.ID] = true
+		r.byID[a.ID] = &obs.Allocs[i]
 		r.short[shortID(a.ID)] = append(r.short[shortID(a.ID)], a.ID)
 		k := jobKey{a.Namespace, a.JobID}
 		if r.live[k] == nil {
@@ -103,6 +105,9 @@ func (r *round) setJobIndex(k jobKey, i uint64) {
 }
 
 func (r *round) allocAlive(id string) bool { return r.alive[id] }
+
+// alloc is the observed allocation with the ID, nil when none is.
+func (r *round) alloc(id string) *ObservedAlloc { return r.byID[id] }
 
 // aliveOf returns the full IDs of the observed allocations a state names
 // (short or full IDs, as states saved by earlier versions hold).

@@ -318,7 +318,9 @@ func (d *driver) tick() {
 	for _, g := range d.outstanding {
 		have += g
 	}
-	for n := 0; have < want && n < 200; n++ {
+	// At most 50 a tick: a burst of thousands would queue evaluations for
+	// minutes on the server, which a real cluster is not.
+	for n := 0; have < want && n < 50; n++ {
 		job := d.w.next()
 		if _, _, err := d.c.Jobs().Register(job, &api.WriteOptions{Namespace: *job.Namespace}); err != nil {
 			d.t.Logf("register %s: %v", *job.ID, err)
