@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"sort"
@@ -123,4 +124,30 @@ func (c *clusterCache) describe() string {
 		sort.Strings(l)
 	}
 	return fmt.Sprintf("allocs%v jobs%v nodes%v blocked%v", allocs, jobs, nodes, blocked)
+}
+
+// Events apply while rounds read the cluster and build from the cache
+// (run with -race).
+func TestCacheConcurrentEvents(t *testing.T) {
+	f := newFakeNomad()
+	preemptionCluster(f)
+	o := newObserver(f, "steward")
+	ctx := context.Background()
+	if _, err := o.observe(ctx, t0, true); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := range 200 {
+			o.cache.apply(event(t, 1000+2*i, "Job", "JobRegistered", "Job", fmt.Sprintf(jobJSON, 1000+2*i, i%3)))
+			o.cache.apply(event(t, 1001+2*i, "Allocation", "AllocationUpdated", "Allocation", fmt.Sprintf(allocJSON, "running", "run")))
+		}
+	}()
+	for i := range 50 {
+		if _, err := o.observe(ctx, t0, i%2 == 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	<-done
 }

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"maps"
 	"sort"
 	"time"
 
@@ -18,9 +19,6 @@ type observer struct {
 	// lastFull is when it last was.
 	resync   time.Duration
 	lastFull time.Time
-	// jobs are full job specs by the modify index the list showed, so
-	// that a full read fetches only jobs that changed.
-	jobs map[jobKey]*ObservedJob
 	// blocked evaluations seen in an earlier observation (NewPressure).
 	blocked map[string]bool
 	// stats counts the reads, for the scale harness and metrics.
@@ -34,7 +32,7 @@ type readStats struct {
 }
 
 func newObserver(n Nomad, placeholders string) *observer {
-	return &observer{n: n, cache: newClusterCache(placeholders), jobs: map[jobKey]*ObservedJob{}, blocked: map[string]bool{},
+	return &observer{n: n, cache: newClusterCache(placeholders), blocked: map[string]bool{},
 		stats: &readStats{}}
 }
 
@@ -86,13 +84,19 @@ func (o *observer) readAll(ctx context.Context, fresh bool) (*clusterRead, error
 		return nil, err
 	}
 	index(i)
+	// Specs the cache holds, by the modify index the list shows: a full
+	// read fetches only jobs that changed. (A copy: events write the
+	// cache's map meanwhile; the specs themselves are never changed.)
+	o.cache.mu.Lock()
+	known := maps.Clone(o.cache.jobs)
+	o.cache.mu.Unlock()
 	for _, s := range stubs {
 		if skipJobType(s.Type, s.ParentID, s.Periodic) {
 			continue
 		}
 		k := jobKey{s.Namespace, s.ID}
 		rd.seen["j/"+k.String()] = s.ModifyIndex
-		j := o.jobs[k]
+		j := known[k]
 		if j == nil || j.ModifyIndex != s.JobModifyIndex || j.Stopped != s.Stop {
 			if o.cache.isPlaceholder(s.Namespace, s.ID) {
 				// Its spec does not matter: whether it is stopped does.
@@ -111,7 +115,6 @@ func (o *observer) readAll(ctx context.Context, fresh bool) (*clusterRead, error
 		}
 		rd.jobs[k] = j
 	}
-	o.jobs = rd.jobs
 
 	allocs, i, err := o.n.ListAllocs(ctx, fresh)
 	if err != nil {
