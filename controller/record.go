@@ -21,7 +21,7 @@ import (
 const recordKeyPrefix = "steward_"
 
 // recordItems is the job's record as shown to people.
-func recordItems(pol *policy.Policy, st *JobState, job *ObservedJob, idleMinutes int, now time.Time) map[string]string {
+func recordItems(pol *policy.Policy, st *JobState, job *ObservedJob, idleSince time.Time, now time.Time) map[string]string {
 	set := pol.ResolveJob(job.Namespace, job.Meta)
 	tier := set.Tier
 	if set.Requested == "" {
@@ -41,7 +41,11 @@ func recordItems(pol *policy.Policy, st *JobState, job *ObservedJob, idleMinutes
 		"steward_state":        status,
 		"steward_priority":     strconv.Itoa(job.Priority),
 		"steward_preemptions":  strconv.Itoa(len(st.Preemptions)),
-		"steward_idle_minutes": strconv.Itoa(idleMinutes),
+	}
+	if !idleSince.IsZero() {
+		// A time, not minutes: minutes would rewrite the record every
+		// minute the job idles.
+		items["steward_idle_since"] = idleSince.UTC().Format(time.RFC3339)
 	}
 	if st.Reason != "" {
 		items["steward_reason"] = st.Reason
@@ -96,23 +100,24 @@ func tenantOf(pol *policy.Policy, ns string) string {
 	return ns
 }
 
-// idleMinutes is how long the job's GPUs have been under its idle rule's
-// threshold (the longest-idle allocation), 0 when busy or not covered.
-func (c *Controller) idleMinutes(pol *policy.Policy, r *round, job *ObservedJob, usage map[string][]engine.Sample) int {
+// idleSince is since when the job's GPUs have been under its idle rule's
+// threshold (the longest-idle allocation, to the second), zero when busy
+// or not covered.
+func (c *Controller) idleSince(pol *policy.Policy, r *round, job *ObservedJob, usage map[string][]engine.Sample) time.Time {
 	rule := pol.IdleRuleFor(tierOf(pol, job), tenantOf(pol, job.Namespace))
 	if rule == nil {
-		return 0
+		return time.Time{}
 	}
-	best := 0
+	var first time.Time
 	for _, a := range r.obs.Allocs {
 		if a.Namespace != job.Namespace || a.JobID != job.ID {
 			continue
 		}
-		if since, ok := engine.IdleSince(usage[a.ID], rule.Threshold); ok {
-			best = max(best, int(r.now.Sub(since)/time.Minute))
+		if since, ok := engine.IdleSince(usage[a.ID], rule.Threshold); ok && (first.IsZero() || since.Before(first)) {
+			first = since
 		}
 	}
-	return best
+	return first.Truncate(time.Second)
 }
 
 // writeRecords updates the record of every job Steward has state for, and
@@ -148,7 +153,7 @@ func (c *Controller) writeRecordWith(ctx context.Context, r *round, pol *policy.
 		// refused any of its meta.
 		return
 	}
-	items := recordItems(pol, st, job, c.idleMinutes(pol, r, job, usage), r.now)
+	items := recordItems(pol, st, job, c.idleSince(pol, r, job, usage), r.now)
 	b, _ := json.Marshal(items)
 	if c.records[k] == string(b) {
 		return

@@ -304,7 +304,13 @@ func (s *JobState) empty(now time.Time) bool {
 	// restarted controller must still keep them aside.
 	s.pruneMarks(now)
 	return len(s.Held) == 0 && !s.Paused && !s.Promoted && len(s.Preemptions) == 0 && len(s.Draining) == 0 && len(s.Idle) == 0 && len(s.Usage) == 0 &&
-		len(s.Waiting) == 0 && len(s.Interrupted) == 0 && len(s.Marks) == 0
+		len(s.Interrupted) == 0 && len(s.Marks) == 0
+}
+
+// waits reports whether a group of the job waits for GPUs (kept in
+// memory, for its place in line, though not saved on its own).
+func (s *JobState) waits() bool {
+	return len(s.Waiting) > 0
 }
 
 func (s *JobState) trimPreemptions(now time.Time) {

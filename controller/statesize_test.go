@@ -198,3 +198,38 @@ func TestStatusWriteRate(t *testing.T) {
 		}
 	}
 }
+
+// States are written when something is decided: a group that only waits
+// in Nomad's queue, and then runs, costs no write; a hold's index
+// following Steward's own writes costs none either.
+func TestWritesOnlyOnDecisions(t *testing.T) {
+	f := newFakeNomad()
+	c := testController(t, f)
+	k := jobKey{"ml", "train"}
+	queued := roundWith([]*ObservedJob{job("ml", "train", "training", 40, 1, 1)}, nil)
+	queued.obs.Queued[k] = map[string]QueuedGroup{"work": {Count: 1, Since: t0.Add(-time.Minute)}}
+	c.trackWaiting(queued)
+	c.flush(context.Background(), queued)
+	if st := c.states[k]; st == nil || !st.waits() {
+		t.Fatalf("the queued group's place in line is not kept in memory: %+v", st)
+	}
+	running := roundWith([]*ObservedJob{job("ml", "train", "training", 40, 1, 1)}, []ObservedAlloc{alloc("a1", "train")})
+	c.trackWaiting(running)
+	c.flush(context.Background(), running)
+	if _, ok := c.states[k]; ok {
+		t.Errorf("the state of a job that runs, with nothing decided, stays in memory")
+	}
+
+	// A hold is written; its index following Steward's own scale is not.
+	st := c.state(k)
+	st.hold("work", 1, 1, "capacity", t0, 10)
+	st.note(StatusHeld, engine.Reason{Rule: engine.RuleCapacity, Message: "full"}, t0)
+	if err := c.save(context.Background(), st); err != nil {
+		t.Fatal(err)
+	}
+	st.Held["work"].Index = 11
+	c.flush(context.Background(), running)
+	if got := f.callsMatching("put "); len(got) != 1 {
+		t.Errorf("writes %q: want only the hold's", got)
+	}
+}

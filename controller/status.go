@@ -151,6 +151,13 @@ func (c *Controller) writeStatus(ctx context.Context, r *round, pol *policy.Poli
 	if c.statusStable == stableStatus(s) && r.now.Sub(c.statusAt) < statusVolatileEvery {
 		return
 	}
+	// At most every statusEvery: at scale rounds follow each other, each
+	// with a decision or two, and a write per round is a Raft write a
+	// second for a view people read now and then.
+	if !c.statusAt.IsZero() && r.now.Sub(c.statusAt) < statusEvery {
+		r.wake(c.statusAt.Add(statusEvery))
+		return
+	}
 	full := fitStatus(&s, statusMaxBytes)
 	if !c.statusKnown {
 		_, index, err := c.nomad.GetVar(ctx, c.cfg.StateNamespace, StatusPath)
@@ -176,8 +183,12 @@ func (c *Controller) writeStatus(ctx context.Context, r *round, pol *policy.Poli
 const statusMaxBytes = 60 << 10
 
 // statusVolatileEvery is how often a status that changed only in idle
-// minutes and utilisation is published.
-const statusVolatileEvery = time.Minute
+// minutes and utilisation is published; statusEvery how often one that
+// changed otherwise is, at most.
+const (
+	statusVolatileEvery = time.Minute
+	statusEvery         = 5 * time.Second
+)
 
 // stableStatus is the status without its time and the idle figures that
 // change at every sample, for telling a real change from drift.

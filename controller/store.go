@@ -43,7 +43,7 @@ func (c *Controller) loadStates(ctx context.Context) error {
 		st.Namespace, st.ID = k.Namespace, k.ID
 		c.states[k] = st
 		c.index[k] = index
-		if b, err := json.Marshal(st); err == nil {
+		if b, err := json.Marshal(st.stable()); err == nil {
 			c.saved[k] = string(b)
 		}
 		for short, idle := range st.Idle {
@@ -94,9 +94,12 @@ func (c *Controller) save(ctx context.Context, st *JobState) error {
 		if _, ok := c.saved[k]; ok {
 			return c.forget(ctx, k)
 		}
+		if !st.waits() {
+			delete(c.states, k) // nothing to remember, in memory either
+		}
 		return nil
 	}
-	b, err := json.Marshal(st)
+	b, err := json.Marshal(st.stable())
 	if err != nil {
 		return fmt.Errorf("encode state of %s: %w", k, err)
 	}
@@ -111,6 +114,32 @@ func (c *Controller) save(ctx context.Context, st *JobState) error {
 	}
 	c.saved[k], c.index[k] = string(b), index
 	return nil
+}
+
+// States are written when something is decided, not as the cluster goes
+// on: what changes without a decision is kept in memory and saved with
+// the next write that has a reason of its own.
+//   - A group that only waits in Nomad's queue (Waiting, nothing held) is
+//     not saved: Nomad's blocked evaluation says since when it waits, and
+//     keeping each queued job's place across a restart cost two writes per
+//     queued job (one as it queued, one as it ran).
+//   - A hold's Index following Steward's own writes (syncHolds) changes
+//     nothing a restarted controller needs: its count agrees with Nomad's.
+
+// stable is the state as compared for a write: without the hold indexes
+// that follow Steward's own writes.
+func (s *JobState) stable() *JobState {
+	if len(s.Held) == 0 {
+		return s
+	}
+	cp := *s
+	cp.Held = make(map[string]*Held, len(s.Held))
+	for g, h := range s.Held {
+		hc := *h
+		hc.Index = 0
+		cp.Held[g] = &hc
+	}
+	return &cp
 }
 
 // forget deletes a job's state (check-and-set).

@@ -36,21 +36,27 @@ func readClass(path string) int {
 	return len(readClasses) - 1
 }
 
-// writeClasses name what a write is to, by its path: state and records
-// (variables), jobs (scale, register), allocations (stop, signal),
-// anything else.
-var writeClasses = [...]string{"variable", "job", "allocation", "other"}
+// writeClasses name what a write is to, by its path: job states, job
+// records, the status and the leader lock (variables), jobs (scale,
+// register), allocations (stop, signal), anything else.
+var writeClasses = [...]string{"state", "record", "status", "lock", "job", "allocation", "other"}
 
 func writeClass(path string) int {
 	switch {
-	case strings.HasPrefix(path, "/v1/var/") || strings.HasPrefix(path, "/v1/vars"):
+	case strings.HasPrefix(path, "/v1/var/"+statePrefix):
 		return 0
-	case strings.HasPrefix(path, "/v1/job/") || strings.HasPrefix(path, "/v1/jobs"):
+	case strings.HasPrefix(path, "/v1/var/nomad/jobs/"):
 		return 1
-	case strings.HasPrefix(path, "/v1/allocation/") || strings.HasPrefix(path, "/v1/client/allocation/"):
+	case strings.HasPrefix(path, "/v1/var/"+StatusPath):
 		return 2
+	case strings.HasPrefix(path, "/v1/var/"):
+		return 3 // the leader lock (its path is configurable)
+	case strings.HasPrefix(path, "/v1/job/") || strings.HasPrefix(path, "/v1/jobs"):
+		return 4
+	case strings.HasPrefix(path, "/v1/allocation/") || strings.HasPrefix(path, "/v1/client/allocation/"):
+		return 5
 	}
-	return 3
+	return 6
 }
 
 // Wrap returns a transport that counts on t what rt carries.

@@ -52,8 +52,11 @@ steward_nomad_http_reads_total{endpoint="variable"} 0
 # TYPE steward_nomad_http_writes_total counter
 steward_nomad_http_writes_total{endpoint="allocation"} 0
 steward_nomad_http_writes_total{endpoint="job"} 0
+steward_nomad_http_writes_total{endpoint="lock"} 0
 steward_nomad_http_writes_total{endpoint="other"} 1
-steward_nomad_http_writes_total{endpoint="variable"} 0
+steward_nomad_http_writes_total{endpoint="record"} 0
+steward_nomad_http_writes_total{endpoint="state"} 0
+steward_nomad_http_writes_total{endpoint="status"} 0
 `
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want)); err != nil {
 		t.Error(err)

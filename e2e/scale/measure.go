@@ -101,10 +101,13 @@ func quantileBetween(before, after map[float64]uint64, q float64) float64 {
 	return math.Inf(1)
 }
 
-// procSample is a process's CPU time and resident memory.
+// procSample is a process's CPU time, resident memory, and bytes it read
+// with read calls (rchar: its sockets to Nomad, counted by the kernel,
+// whatever the process's own metrics say).
 type procSample struct {
-	cpu time.Duration
-	rss int64 // bytes
+	cpu   time.Duration
+	rss   int64 // bytes
+	rchar int64
 }
 
 // readProc reads /proc/<pid>/stat (utime, stime) and /proc/<pid>/status
@@ -133,6 +136,13 @@ func readProc(pid int) (procSample, error) {
 		if v, ok := strings.CutPrefix(sc.Text(), "VmRSS:"); ok {
 			kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
 			s.rss = kb << 10
+		}
+	}
+	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/io", pid)); err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(line, "rchar: "); ok {
+				s.rchar, _ = strconv.ParseInt(v, 10, 64)
+			}
 		}
 	}
 	return s, nil

@@ -227,7 +227,7 @@ func TestScale(t *testing.T) {
 	})
 
 	var writes []string
-	for _, class := range []string{"variable", "job", "allocation", "other"} {
+	for _, class := range []string{"state", "record", "status", "lock", "job", "allocation", "other"} {
 		n := counterWith(after, "steward_nomad_http_writes_total", "endpoint", class) - counterWith(before, "steward_nomad_http_writes_total", "endpoint", class)
 		writes = append(writes, fmt.Sprintf("%s %.1f", class, n/minutes))
 	}
@@ -237,7 +237,8 @@ func TestScale(t *testing.T) {
 		n := counterWith(after, "steward_nomad_http_reads_total", "endpoint", class) - counterWith(before, "steward_nomad_http_reads_total", "endpoint", class)
 		reads = append(reads, fmt.Sprintf("%s %.1f", class, n/minutes))
 	}
-	t.Logf("reads per minute: %s", strings.Join(reads, ", "))
+	t.Logf("reads per minute: %s; the kernel counted %.2f MB/min read by the leader (rchar)", strings.Join(reads, ", "),
+		float64(p1.rchar-p0.rchar)/1e6/minutes)
 	if dir := os.Getenv("STEWARD_SCALE_LOGDIR"); dir != "" {
 		_ = os.WriteFile(filepath.Join(dir, "controller-a.log"), []byte(a.log.tail(1<<30)), 0o644)
 	}
