@@ -36,11 +36,11 @@ func recordItems(pol *policy.Policy, st *JobState, job *ObservedJob, idleSince t
 	}
 	st.trimPreemptions(now)
 	items := map[string]string{
-		"steward_tier":         tier,
-		"steward_tenant":       tenantOf(pol, job.Namespace),
-		"steward_state":        status,
-		"steward_priority":     strconv.Itoa(job.Priority),
-		"steward_preemptions":  strconv.Itoa(len(st.Preemptions)),
+		"steward_tier":        tier,
+		"steward_tenant":      tenantOf(pol, job.Namespace),
+		"steward_state":       status,
+		"steward_priority":    strconv.Itoa(job.Priority),
+		"steward_preemptions": strconv.Itoa(len(st.Preemptions)),
 	}
 	if !idleSince.IsZero() {
 		// A time, not minutes: minutes would rewrite the record every
