@@ -301,7 +301,10 @@ func (c *Controller) trackWaiting(r *round) {
 	}
 	for k, st := range c.states {
 		for g := range st.Waiting {
-			if q := r.obs.Queued[k][g]; q.Count == 0 && !st.holds(g) {
+			// Resumed and not yet seen by Nomad: it waits still, in its
+			// place (unseenResumed).
+			inFlight := st.resumed != nil && r.now.Sub(st.resumed[g]) <= resumeInFlight
+			if q := r.obs.Queued[k][g]; q.Count == 0 && !st.holds(g) && !inFlight {
 				delete(st.Waiting, g)
 			}
 		}

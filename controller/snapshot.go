@@ -94,11 +94,9 @@ func buildSnapshot(p *policy.Policy, obs *Observation, states map[jobKey]*JobSta
 			if n := unseenResumed(obs, st, k, g, spec.Count); n > 0 && count == 0 {
 				// Resumed, and Nomad shows them neither placed nor
 				// blocked yet: still waiting, for the GPUs they were
-				// resumed for.
+				// resumed for, since the hold began.
 				count += n
-				if since.IsZero() && st != nil {
-					since = st.Waiting[g]
-				}
+				since = resumedSince(st, g, obs.At)
 			}
 			if q, ok := obs.Queued[k][g]; ok && q.Count > 0 {
 				if held {
@@ -176,6 +174,19 @@ func inflightResumes(obs *Observation, states map[jobKey]*JobState) map[jobKey]m
 // resumeInFlight, and no longer holds any of, that Nomad shows neither
 // placed (obs.Allocs) nor blocked (obs.Queued): the group's count less
 // what runs and is queued.
+// resumedSince is since when a resumed group waits: its place in line, or
+// when it was held, or (neither known) now; never the zero time, which
+// would read as a wait of centuries.
+func resumedSince(st *JobState, g string, now time.Time) time.Time {
+	if w, ok := st.Waiting[g]; ok && !w.IsZero() {
+		return w
+	}
+	if h := st.Held[g]; h != nil && !h.Since.IsZero() {
+		return h.Since
+	}
+	return now
+}
+
 func unseenResumed(obs *Observation, st *JobState, k jobKey, g string, count int) int {
 	if st == nil || st.resumed == nil {
 		return 0

@@ -161,10 +161,40 @@ func TestResumedInFlight(t *testing.T) {
 				if d.Held {
 					t.Errorf("demand %s held; want queued", d)
 				}
+				if d.Since.IsZero() || d.Since.After(tt.obs.At) {
+					t.Errorf("demand %s waits since %s: want a time, not after now", d, d.Since)
+				}
 			}
 			if got != tt.want {
 				t.Fatalf("waiting GPUs %d, want %d (%v)", got, tt.want, s.Waiting)
 			}
 		})
+	}
+}
+
+// A group resumed in full, not seen by Nomad yet, waits since its hold
+// began, and keeps its place in line while in flight.
+func TestResumedKeepsItsPlace(t *testing.T) {
+	nb := job("ml", "nb", "interactive", 60, 1, 4)
+	k := jobKey{"ml", "nb"}
+	st := &JobState{Namespace: "ml", ID: "nb", resumed: map[string]time.Time{"work": t0},
+		Held: map[string]*Held{"work": {Count: 0, Original: 1, Since: t0.Add(-time.Hour)}}}
+	st.setWaiting("work", t0.Add(-time.Hour))
+	f := newFakeNomad()
+	c := testController(t, f)
+	c.states[k] = st
+	r := roundWith([]*ObservedJob{nb}, nil)
+	r.now, r.obs.At = t0.Add(time.Second), t0.Add(time.Second)
+	c.trackWaiting(r)
+	if w, ok := st.Waiting["work"]; !ok || !w.Equal(t0.Add(-time.Hour)) {
+		t.Fatalf("in flight: waiting %v (%v), want its place since an hour ago", w, ok)
+	}
+	s := buildSnapshot(c.pol, r.obs, c.states, nil)
+	if len(s.Waiting) != 1 || !s.Waiting[0].Since.Equal(t0.Add(-time.Hour)) {
+		t.Fatalf("waiting %+v: want one demand since an hour ago", s.Waiting)
+	}
+	delete(st.Waiting, "work")
+	if s := buildSnapshot(c.pol, r.obs, c.states, nil); len(s.Waiting) != 1 || !s.Waiting[0].Since.Equal(t0.Add(-time.Hour)) {
+		t.Fatalf("without a place in line: waiting %+v, want since the hold began", s.Waiting)
 	}
 }

@@ -53,7 +53,9 @@ func (st *state) promote(d *Demand, tier int) int {
 	case pr.AfterPreemptions > 0 && len(d.Job.Preemptions) >= pr.AfterPreemptions:
 		why = st.text.start("preempted ").n(len(d.Job.Preemptions)).s(" times (promote after ").n(pr.AfterPreemptions).
 			s("): priority ").n(prio).s(" → ").n(target).reason(RulePromoteRun)
-	case pr.AfterWait > 0 && waited >= pr.AfterWait:
+	case pr.AfterWait > 0 && !d.Since.IsZero() && waited >= pr.AfterWait:
+		// (A demand that does not say since when it waits has not waited
+		// long: the zero time is not a wait of 292 years.)
 		why = st.text.start("waiting ").dur(waited).s(" for ").gpus(d.GPUs()).s(" (promote after ").dur(pr.AfterWait).
 			s("): priority ").n(prio).s(" → ").n(target).reason(RulePromoteAge)
 	default:

@@ -71,3 +71,35 @@ func TestCapacityReasonCounts(t *testing.T) {
 		})
 	}
 }
+
+// A demand that does not say since when it waits (the zero time) is not
+// promoted for waiting: zero is not a wait of 292 years. (Seen at scale: a
+// resumed job Nomad had not evaluated yet came without its place in line,
+// and was promoted at once.)
+func TestNoPromotionWithoutSince(t *testing.T) {
+	p := testPolicy(nil)
+	for _, tc := range []struct {
+		name  string
+		since time.Time
+		want  bool
+	}{
+		{"waited 2h", t0.Add(-2 * time.Hour), true},
+		{"waited 10m", t0.Add(-10 * time.Minute), false},
+		{"since unknown", time.Time{}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			snap := &Snapshot{Nodes: []Node{{ID: "n1", GPUs: 1}},
+				Allocs: []Alloc{{ID: "a", Job: Job{Ref: JobRef{"ml", "runner"}, Tier: "training", Priority: 40}, Group: "main", NodeID: "n1",
+					GPUIDs: []string{"g0"}, StartedAt: t0.Add(-3 * time.Hour)}},
+				Waiting: []Demand{{Job: Job{Ref: JobRef{"ml", "starved"}, Tier: "training", Priority: 40}, Group: "main",
+					GPUsPerAlloc: 1, Count: 1, Since: tc.since, Held: true}}}
+			promoted := false
+			for _, a := range New(p).Plan(snap, t0).Actions {
+				promoted = promoted || a.Kind == Promote
+			}
+			if promoted != tc.want {
+				t.Errorf("promoted %v, want %v", promoted, tc.want)
+			}
+		})
+	}
+}
