@@ -59,6 +59,9 @@ type clusterCache struct {
 	// is subscribed and feeding the cache.
 	applied   uint64
 	following bool
+	// followed: the stream fed the cache at some point (so that its
+	// absence now means a gap, not a test without events).
+	followed  bool
 	nodes     map[string]cachedNode
 	jobs      map[jobKey]*ObservedJob
 	allocs    map[string]ObservedAlloc
@@ -344,14 +347,6 @@ func stubOf(a *api.Allocation) *api.AllocationListStub {
 		AllocatedResources: a.AllocatedResources, TaskStates: a.TaskStates}
 }
 
-// invalidate makes the next observation read the cluster in full, and the
-// event stream wait for it.
-func (c *clusterCache) invalidate() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.ready, c.following = false, false
-}
-
 // at is the newest Nomad index the cache reflects.
 func (c *clusterCache) at() uint64 {
 	c.mu.Lock()
@@ -363,6 +358,7 @@ func (c *clusterCache) setFollowing(on bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.following = on
+	c.followed = c.followed || on
 }
 
 // follows reports whether events keep the cache current, and how many
@@ -371,6 +367,13 @@ func (c *clusterCache) follows() (bool, uint64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.following, c.applied
+}
+
+// wasFollowed reports whether the event stream ever fed the cache.
+func (c *clusterCache) wasFollowed() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.followed
 }
 
 // settle waits, after the controller's own writes, until the cache holds

@@ -19,6 +19,10 @@ import (
 // Run acts while this controller holds the leader lock, and waits for it
 // otherwise, until ctx ends.
 func (c *Controller) Run(ctx context.Context) error {
+	// Every copy follows the cluster, leader or not, so that a new leader
+	// plans on a warm cache at once: a cold start reads every job's spec
+	// one by one.
+	go c.follow(ctx)
 	if c.cfg.DryRun {
 		c.log.Info("dry run: planning and logging only; nothing in Nomad is changed")
 		c.setHealth(func(h *Health) { h.Leader = false })
@@ -31,6 +35,22 @@ func (c *Controller) Run(ctx context.Context) error {
 		return c.electConsul(ctx, c.lead)
 	}
 	return c.elect(ctx, c.lead)
+}
+
+// follow reads the cluster once into the cache, then keeps it current from
+// the event stream (watch), until ctx ends.
+func (c *Controller) follow(ctx context.Context) {
+	for attempt := 0; ; attempt++ {
+		if _, err := c.obs.observe(ctx, c.now(), false); err == nil {
+			break
+		} else if ctx.Err() == nil {
+			c.log.Warn("read the cluster", "error", err)
+		}
+		if !sleepCtx(ctx, backoff(attempt, c.cfg.MaxBackoff)) {
+			return
+		}
+	}
+	c.watch(ctx)
 }
 
 // checkStateNamespace fails when the state namespace does not exist: the
@@ -70,12 +90,8 @@ func (c *Controller) lead(ctx context.Context) error {
 		}
 	}
 
-	// A new term starts from a full read: the cache may have missed what
-	// happened while another copy led.
-	c.obs.cache.invalidate()
 	streamCtx, stop := context.WithCancel(ctx)
 	defer stop()
-	go c.watch(streamCtx)
 	go c.pollStats(streamCtx)
 
 	resync := time.NewTicker(c.cfg.Resync)

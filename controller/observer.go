@@ -4,6 +4,7 @@ import (
 	"context"
 	"maps"
 	"sort"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/nomad/api"
@@ -13,6 +14,7 @@ import (
 // cache (cache.go), which a full read fills at the start and at every
 // resync, and Nomad's event stream keeps current in between.
 type observer struct {
+	mu    sync.Mutex
 	n     Nomad
 	cache *clusterCache
 	// resync is how often the cluster is read in full (Config.Resync);
@@ -40,7 +42,11 @@ func newObserver(n Nomad, placeholders string) *observer {
 // the cache is not following events yet, when a resync is due, or when
 // full is set; the drift a resync finds is returned in the stats.
 func (o *observer) observe(ctx context.Context, now time.Time, full bool) (*Observation, error) {
-	if full || !o.cache.isReady() || o.resync > 0 && now.Sub(o.lastFull) >= o.resync {
+	// The loop and follow (at the start) observe: one at a time.
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	following, _ := o.cache.follows()
+	if full || !o.cache.isReady() || !following && o.cache.wasFollowed() || o.resync > 0 && now.Sub(o.lastFull) >= o.resync {
 		rd, err := o.readAll(ctx, full)
 		if err != nil {
 			return nil, err
