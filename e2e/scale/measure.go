@@ -172,14 +172,18 @@ func (l *logLines) tail(n int) string {
 	return strings.Join(l.lines[from:], "\n")
 }
 
-var latencyRE = regexp.MustCompile(`^(\S+) .*decision_latency=(\S+)`)
+var latencyRE = regexp.MustCompile(`^(\S+) .*reason="(\w+): .*decision_latency=(\S+)`)
 
 // latencies are the decision latencies the controller logged between two
-// times (hclog's timestamp starts each line).
-func (l *logLines) latencies(from, to time.Time) []time.Duration {
+// times (hclog's timestamp starts each line), by the rule of the action.
+// Only preemptions made for waiting work as soon as it waits (rules
+// priority, reclaim, backfill) measure how fast the controller reacts: an
+// idle rule acts only once its "after" has passed, and a limit when work
+// goes over it, whatever the pressure.
+func (l *logLines) latencies(from, to time.Time) map[string][]time.Duration {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	var out []time.Duration
+	out := map[string][]time.Duration{}
 	for _, line := range l.lines {
 		m := latencyRE.FindStringSubmatch(line)
 		if m == nil {
@@ -189,8 +193,8 @@ func (l *logLines) latencies(from, to time.Time) []time.Duration {
 		if err != nil || at.Before(from) || at.After(to) {
 			continue
 		}
-		if d, err := time.ParseDuration(m[2]); err == nil {
-			out = append(out, d)
+		if d, err := time.ParseDuration(strings.Trim(m[3], `"`)); err == nil {
+			out[m[2]] = append(out[m[2]], d)
 		}
 	}
 	return out
@@ -205,4 +209,18 @@ func percentile(ds []time.Duration, p float64) float64 {
 	sort.Slice(s, func(i, k int) bool { return s[i] < s[k] })
 	i := int(math.Ceil(p/100*float64(len(s)))) - 1
 	return float64(s[max(0, i)]) / float64(time.Millisecond)
+}
+
+// latencyByRule describes the latencies per rule: "idle 103: 303/29633".
+func latencyByRule(by map[string][]time.Duration) string {
+	rules := make([]string, 0, len(by))
+	for r := range by {
+		rules = append(rules, r)
+	}
+	sort.Strings(rules)
+	var parts []string
+	for _, r := range rules {
+		parts = append(parts, fmt.Sprintf("%s %d: %.0f/%.0f", r, len(by[r]), percentile(by[r], 50), percentile(by[r], 99)))
+	}
+	return strings.Join(parts, ", ")
 }

@@ -198,7 +198,8 @@ func TestScale(t *testing.T) {
 		t.Fatal(err)
 	}
 	minutes := to.Sub(from).Minutes()
-	lat := a.log.latencies(from, to)
+	byRule := a.log.latencies(from, to)
+	lat := append(append(byRule["priority"], byRule["reclaim"]...), byRule["backfill"]...)
 	s := summary{Nodes: nodes, GPUs: gpus, Allocs: drv.runningAllocs, Decisions: len(lat),
 		DecisionP50: percentile(lat, 50), DecisionP99: percentile(lat, 99),
 		ReadMBPerMin:     (counter(after, "steward_nomad_http_read_bytes_total", "") - counter(before, "steward_nomad_http_read_bytes_total", "")) / 1e6 / minutes,
@@ -242,7 +243,8 @@ func TestScale(t *testing.T) {
 	if dir := os.Getenv("STEWARD_SCALE_LOGDIR"); dir != "" {
 		_ = os.WriteFile(filepath.Join(dir, "controller-a.log"), []byte(a.log.tail(1<<30)), 0o644)
 	}
-	t.Logf("window %.0fs: %d decisions; %.0f full reads, %.0f summary reads, %.0f entities of drift, %.0f reads/min; workload: %d jobs submitted, %d allocations finished",
+	t.Logf("decision latency (ms) p50/p99 by rule: %s", latencyByRule(byRule))
+	t.Logf("window %.0fs: %d decisions (priority, reclaim, backfill); %.0f full reads, %.0f summary reads, %.0f entities of drift, %.0f reads/min; workload: %d jobs submitted, %d allocations finished",
 		s.WindowSeconds, s.Decisions, s.FullReads, s.SummaryReads, s.Drift, s.ReadsPerMin, drv.submitted, drv.finished)
 	fmt.Println(s.line())
 	t.Log(s.line())
