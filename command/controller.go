@@ -51,6 +51,8 @@ Options:
   -policy FILE|DIR     Policy file or directory (repeatable). Required.
   -dry-run             Plan and log, change nothing in Nomad.
   -listen ADDR         /metrics, /healthz and /v1/job/check address (default 127.0.0.1:9646; "" off).
+  -pprof               Also serve Go's profiler at /debug/pprof/ on -listen (for
+                       measuring; keep -listen on loopback).
   -advertise URL       Where people's 'steward job check' reaches this controller,
                        published in the status (default: the listen address).
   -resync DUR          Full read of the cluster at least this often (default 30s).
@@ -90,6 +92,7 @@ func (c *ControllerCommand) Run(args []string) int {
 	fs.Var(&policies, "policy", "")
 	fs.BoolVar(&cfg.DryRun, "dry-run", false, "")
 	fs.StringVar(&cfg.Listen, "listen", cfg.Listen, "")
+	fs.BoolVar(&cfg.Pprof, "pprof", false, "")
 	fs.StringVar(&cfg.Advertise, "advertise", "", "")
 	fs.DurationVar(&cfg.Resync, "resync", cfg.Resync, "")
 	fs.DurationVar(&cfg.StatsInterval, "stats-interval", cfg.StatsInterval, "")

@@ -33,6 +33,8 @@ type Config struct {
 	// its tasks can read. Merging into that variable needs read access to
 	// it, where jobs may keep secrets: turning records off drops that need.
 	JobRecords bool
+	// Pprof also serves Go's profiler at /debug/pprof/ on Listen.
+	Pprof bool
 	// Listen is the address of /metrics, /healthz and /v1/job/check (""
 	// turns them off).
 	Listen string

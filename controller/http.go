@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"time"
 
 	"github.com/hashicorp/nomad/api"
@@ -30,6 +31,10 @@ func (c *Controller) Handler() http.Handler {
 		_ = json.NewEncoder(w).Encode(h)
 	})
 	mux.HandleFunc("POST /v1/job/check", c.serveCheck)
+	if c.cfg.Pprof {
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	}
 	return mux
 }
 

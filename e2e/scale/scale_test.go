@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
 	"math"
 	"net"
 	"net/http"
@@ -86,7 +87,7 @@ func startController(t *testing.T, name, nomadAddr, policy string) *controllerPr
 	l.Close()
 	p := &controllerProc{name: name, addr: addr, log: &logLines{}, done: make(chan struct{})}
 	p.cmd = exec.Command(testnomad.StewardBin(t), "controller", "-policy", policy, "-id", name, "-listen", addr,
-		"-lock-ttl", "10s", "-lock-delay", "0s", "-log-level", "info")
+		"-lock-ttl", "10s", "-lock-delay", "0s", "-log-level", "info", "-pprof")
 	p.cmd.Env = append(os.Environ(), "NOMAD_ADDR="+nomadAddr)
 	p.cmd.Stdout, p.cmd.Stderr = p.log, p.log
 	if err := p.cmd.Start(); err != nil {
@@ -180,6 +181,21 @@ func TestScale(t *testing.T) {
 		t.Fatal(err)
 	}
 	from := time.Now()
+	if dir := os.Getenv("STEWARD_SCALE_LOGDIR"); dir != "" {
+		// A CPU profile of the leader over most of the window.
+		go func() {
+			secs := int(windowFlag.Seconds() * 3 / 4)
+			resp, err := http.Get(fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", a.addr, secs))
+			if err != nil {
+				return
+			}
+			defer resp.Body.Close()
+			if f, err := os.Create(filepath.Join(dir, "controller-a.pprof")); err == nil {
+				_, _ = io.Copy(f, resp.Body)
+				f.Close()
+			}
+		}()
+	}
 	var rss int64
 	for time.Since(from) < *windowFlag {
 		drv.tick()
@@ -244,6 +260,8 @@ func TestScale(t *testing.T) {
 		_ = os.WriteFile(filepath.Join(dir, "controller-a.log"), []byte(a.log.tail(1<<30)), 0o644)
 	}
 	t.Logf("decision latency (ms) p50/p99 by rule: %s", latencyByRule(byRule))
+	t.Logf("stats sweep p50/p99 (s, bucket bounds): %.2f/%.2f", quantileBetween(histogram(before, "steward_gpu_stats_sweep_seconds"), histogram(after, "steward_gpu_stats_sweep_seconds"), 0.5),
+		quantileBetween(histogram(before, "steward_gpu_stats_sweep_seconds"), histogram(after, "steward_gpu_stats_sweep_seconds"), 0.99))
 	t.Logf("window %.0fs: %d decisions (priority, reclaim, backfill); %.0f full reads, %.0f summary reads, %.0f entities of drift, %.0f reads/min; workload: %d jobs submitted, %d allocations finished",
 		s.WindowSeconds, s.Decisions, s.FullReads, s.SummaryReads, s.Drift, s.ReadsPerMin, drv.submitted, drv.finished)
 	fmt.Println(s.line())
