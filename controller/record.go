@@ -92,12 +92,7 @@ func tierOf(pol *policy.Policy, job *ObservedJob) string {
 // tenantOf names the tenant of a namespace: the policy tenant that is it,
 // or the namespace itself.
 func tenantOf(pol *policy.Policy, ns string) string {
-	for _, name := range pol.TenantNames() {
-		if pol.Tenants[name].Namespace == ns {
-			return name
-		}
-	}
-	return ns
+	return pol.TenantOf(ns).Name
 }
 
 // idleSince is since when the job's GPUs have been under its idle rule's

@@ -69,6 +69,22 @@ func buildSnapshot(p *policy.Policy, obs *Observation, states map[jobKey]*JobSta
 		}
 		return keys[i].ID < keys[k].ID
 	})
+	// Allocations per job and group, counted once, on first need (a
+	// count per resumed group walked every allocation of the cluster).
+	var placed map[jobKey]map[string]int
+	placedIn := func(k jobKey, g string) int {
+		if placed == nil {
+			placed = map[jobKey]map[string]int{}
+			for _, a := range obs.Allocs {
+				ak := jobKey{a.Namespace, a.JobID}
+				if placed[ak] == nil {
+					placed[ak] = map[string]int{}
+				}
+				placed[ak][a.Group]++
+			}
+		}
+		return placed[k][g]
+	}
 	for _, k := range keys {
 		j := obs.Jobs[k]
 		if j.Stopped {
@@ -91,7 +107,7 @@ func buildSnapshot(p *policy.Policy, obs *Observation, states map[jobKey]*JobSta
 					count, since, held, requeued = h.Count, h.Since, true, h.Rule == string(engine.RuleIdle)
 				}
 			}
-			if n := unseenResumed(obs, st, k, g, spec.Count); n > 0 && count == 0 {
+			if n := unseenResumed(obs, st, k, g, spec.Count, placedIn); n > 0 && count == 0 {
 				// Resumed, and Nomad shows them neither placed nor
 				// blocked yet: still waiting, for the GPUs they were
 				// resumed for, since the hold began.
@@ -187,7 +203,7 @@ func resumedSince(st *JobState, g string, now time.Time) time.Time {
 	return now
 }
 
-func unseenResumed(obs *Observation, st *JobState, k jobKey, g string, count int) int {
+func unseenResumed(obs *Observation, st *JobState, k jobKey, g string, count int, placed func(jobKey, string) int) int {
 	if st == nil || st.resumed == nil {
 		return 0
 	}
@@ -195,11 +211,6 @@ func unseenResumed(obs *Observation, st *JobState, k jobKey, g string, count int
 	if !ok || obs.At.Sub(at) > resumeInFlight {
 		return 0
 	}
-	seen := obs.Queued[k][g].Count
-	for _, a := range obs.Allocs {
-		if a.Namespace == k.Namespace && a.JobID == k.ID && a.Group == g {
-			seen++
-		}
-	}
+	seen := obs.Queued[k][g].Count + placed(k, g)
 	return max(0, count-seen)
 }

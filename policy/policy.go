@@ -195,11 +195,21 @@ func (p *Policy) TierOf(metaValue string) (*Tier, bool) {
 
 // TenantOf returns the tenant that a Nomad namespace belongs to. A namespace
 // no tenant names is a tenant of its own with no reservation and no limit.
+//
+// It is called per job and allocation on every control round: it walks
+// the tenants without sorting them (a sorted copy per call was a tenth of
+// the controller's time at 500 nodes), and the first name in order wins
+// should two tenants claim the namespace (Validate refuses that).
 func (p *Policy) TenantOf(namespace string) *Tenant {
-	for _, name := range p.TenantNames() {
-		if t := p.Tenants[name]; t.Namespace == namespace {
-			return t
+	var found *Tenant
+	var foundName string
+	for name, t := range p.Tenants {
+		if t.Namespace == namespace && (found == nil || name < foundName) {
+			found, foundName = t, name
 		}
+	}
+	if found != nil {
+		return found
 	}
 	return &Tenant{Name: namespace, Namespace: namespace, Limit: Unlimited, Weight: DefaultTenantWeight}
 }
