@@ -62,4 +62,3 @@ func BenchmarkRound(b *testing.B) {
 		})
 	}
 }
-
