@@ -56,6 +56,12 @@ type Controller struct {
 	// statusIndex is the status variable's modify index (check-and-set),
 	// once statusKnown.
 	statusIndex uint64
+	// wrote is the newest job modify index Steward's own writes returned:
+	// a round plans on the cache only once it holds them (reconcile).
+	wrote uint64
+	// actedAt is when a round last acted: rounds within actedFresh of it
+	// read the cluster in full (reconcile).
+	actedAt time.Time
 	statusKnown bool
 	// statusStable and statusAt are the last published status without
 	// its drifting figures (stableStatus), and when it was published.

@@ -158,7 +158,20 @@ func (c *Controller) reconcile(ctx context.Context) (time.Time, error) {
 	pressureSince := c.takePressure()
 	pol, eng := c.engineNow()
 	following, applied := c.obs.cache.follows()
-	obs, err := c.obs.observe(ctx, c.now(), false)
+	// Read your own writes: the last round's scales may not be back from
+	// the event stream yet (a round can follow the last within
+	// milliseconds); planning on the cache without them would decide the
+	// same again. Wait for them, or read in full.
+	stale := following && c.wrote > 0 && !c.obs.cache.settle(ctx, c.wrote, applied, settleTimeout)
+	// Right after rounds that acted, Nomad is still carrying out what
+	// they did (stops, replacements, unblocked evaluations), and the
+	// events of it arrive over the next moments: a round planned on the
+	// cache then could preempt again for work already being served (seen
+	// on a loaded machine in TestDeterminedPartialPreemption). Those
+	// rounds read the cluster in full, from the leader, as every round
+	// did before the cache; quiet rounds plan on the cache.
+	stale = stale || !c.actedAt.IsZero() && c.now().Sub(c.actedAt) < actedFresh
+	obs, err := c.obs.observe(ctx, c.now(), stale)
 	c.metrics.observed(c.obs.stats)
 	if err != nil {
 		c.metrics.nomadErrors.Inc()
@@ -166,6 +179,12 @@ func (c *Controller) reconcile(ctx context.Context) (time.Time, error) {
 	}
 	c.usage.setObservation(obs, statsTargets(pol, obs))
 	r := newRound(obs.At, obs, c.states)
+	defer func() { // r as it ends
+		c.wrote = max(c.wrote, r.newestIndex())
+		if r.acted > 0 {
+			c.actedAt = r.now
+		}
+	}()
 	r.pressureSince = pressureSince
 	if !obs.NewPressure.IsZero() && (r.pressureSince.IsZero() || obs.NewPressure.Before(r.pressureSince)) {
 		r.pressureSince = obs.NewPressure
@@ -191,6 +210,7 @@ func (c *Controller) reconcile(ctx context.Context) (time.Time, error) {
 			}
 			c.usage.setObservation(obs, statsTargets(pol, obs))
 			prev := r
+			c.wrote = max(c.wrote, prev.newestIndex())
 			r = newRound(obs.At, obs, c.states)
 			r.pressureSince, r.failed, r.wakeAt, r.acted = prev.pressureSince, prev.failed, prev.wakeAt, prev.acted
 			if !obs.NewPressure.IsZero() && (r.pressureSince.IsZero() || obs.NewPressure.Before(r.pressureSince)) {

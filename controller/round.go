@@ -93,6 +93,10 @@ func (r *round) newestIndex() uint64 {
 	return n
 }
 
+// actedFresh is how long after a round that acted the next rounds read
+// the cluster in full.
+const actedFresh = 2 * time.Second
+
 // settleTimeout bounds the wait for the event stream to bring a round's own
 // writes back before the cluster is read in full instead.
 const settleTimeout = 2 * time.Second
