@@ -61,7 +61,7 @@ type Controller struct {
 	wrote uint64
 	// actedAt is when a round last acted: rounds within actedFresh of it
 	// read the cluster in full (reconcile).
-	actedAt time.Time
+	actedAt     time.Time
 	statusKnown bool
 	// statusStable and statusAt are the last published status without
 	// its drifting figures (stableStatus), and when it was published.
