@@ -31,7 +31,8 @@ defaults {
 # says whether the tier's jobs may lose their GPUs; false means never a victim
 # while within its tenant's reserve, and runs only within that reserve.
 # preempt_grace (default: preemption.grace) caps the checkpoint grace of the
-# work preempted for this tier's jobs.
+# work preempted for this tier's jobs. preempts_reserved (default []) lists
+# lower tiers this tier may preempt within other tenants' reserves.
 tier "inference" {
   priority    = 90
   preemptible = false
@@ -51,6 +52,13 @@ tier "build" {
 tier "interactive" {
   priority    = 60
   preemptible = true
+
+  # Interactive work beats batch training across teams too: it may preempt
+  # these lower tiers even within another tenant's reserve. That tenant's
+  # training then does not reclaim its reserve from interactive work (it
+  # would only be preempted again); its own interactive work still does.
+  # Default: [] (a reserve protects all of its tenant's work).
+  preempts_reserved = ["training"]
 }
 
 tier "training" {

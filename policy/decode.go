@@ -25,7 +25,7 @@ var (
 		{Name: "tier"}, {Name: "tier_meta_key"}, {Name: "gang_meta_key"}, {Name: "checkpoint_meta_key"},
 	}}
 	tierSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{
-		{Name: "priority", Required: true}, {Name: "preemptible"}, {Name: "preempt_grace"},
+		{Name: "priority", Required: true}, {Name: "preemptible"}, {Name: "preempt_grace"}, {Name: "preempts_reserved"},
 	}}
 	tenantSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{
 		{Name: "namespace"}, {Name: "reserve"}, {Name: "limit"}, {Name: "weight"},
@@ -215,6 +215,7 @@ func (d *decoder) tier(b *hcl.Block, name string) {
 	if a.duration("preempt_grace", &grace) {
 		t.PreemptGrace = &grace
 	}
+	a.strings("preempts_reserved", &t.PreemptsReserved)
 	d.pol.Tiers[name] = t
 }
 

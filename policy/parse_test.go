@@ -26,7 +26,7 @@ func examplePolicy() *Policy {
 		Tiers: map[string]*Tier{
 			"inference":   {Name: "inference", Priority: 90, Preemptible: false, PreemptGrace: durationPtr(0)},
 			"build":       {Name: "build", Priority: 80, Preemptible: false},
-			"interactive": {Name: "interactive", Priority: 60, Preemptible: true},
+			"interactive": {Name: "interactive", Priority: 60, Preemptible: true, PreemptsReserved: []string{"training"}},
 			"training":    {Name: "training", Priority: 40, Preemptible: true},
 		},
 		Tenants: map[string]*Tenant{
@@ -122,6 +122,20 @@ tier "batch" { priority = 10 }`,
 				p.Tiers["soon"] = &Tier{Name: "soon", Priority: 50, Preemptible: true, PreemptGrace: durationPtr(90 * time.Second)}
 				p.Tiers["batch"] = &Tier{Name: "batch", Priority: 10, Preemptible: true}
 				p.Defaults.Tier = "batch"
+			},
+		},
+		{
+			name: "preempts_reserved is kept as listed",
+			src: `
+tier "interactive" {
+  priority = 60
+  preempts_reserved = ["training"]
+}
+tier "training" { priority = 40 }`,
+			want: func(p *Policy) {
+				p.Tiers["interactive"] = &Tier{Name: "interactive", Priority: 60, Preemptible: true, PreemptsReserved: []string{"training"}}
+				p.Tiers["training"] = &Tier{Name: "training", Priority: 40, Preemptible: true}
+				p.Defaults.Tier = "training"
 			},
 		},
 		{

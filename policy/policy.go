@@ -8,6 +8,7 @@
 package policy
 
 import (
+	"slices"
 	"sort"
 	"time"
 )
@@ -119,6 +120,20 @@ type Tier struct {
 	// Preemption.Grace (or a pool's grace) applies. A pointer, so that a
 	// hand-built Tier without it keeps the policy's grace rather than 0.
 	PreemptGrace *time.Duration
+	// PreemptsReserved lists lower tiers whose work this tier's jobs may
+	// preempt even within another tenant's reserve (as Kueue's
+	// borrowWithinCohort lets a higher priority borrow from a cohort's
+	// lower work). A reserve still protects that work from every other
+	// tier, and its tenant's demands do not reclaim GPUs from this tier's
+	// work in return (that would undo the one with the other). Empty: a
+	// reserve protects all of its tenant's work from other tenants.
+	PreemptsReserved []string
+}
+
+// MayPreemptReserved reports whether this tier's work may preempt tier
+// victim's work within another tenant's reserve.
+func (t *Tier) MayPreemptReserved(victim string) bool {
+	return slices.Contains(t.PreemptsReserved, victim)
 }
 
 // CapGrace returns the grace a victim freed for this tier's work gets when

@@ -53,6 +53,9 @@ func (p *Policy) Format(w io.Writer) error {
 		if t.PreemptGrace != nil {
 			setString(b, "preempt_grace", FormatDuration(*t.PreemptGrace))
 		}
+		if len(t.PreemptsReserved) > 0 { // left out: reserves protect every tier
+			setStrings(b, "preempts_reserved", t.PreemptsReserved)
+		}
 	}
 
 	for _, name := range p.TenantNames() {

@@ -136,6 +136,29 @@ func (c *checker) tiers() {
 		if t.PreemptGrace != nil {
 			c.duration(whereAttr(blockTier, name, "preempt_grace"), *t.PreemptGrace)
 		}
+		c.preemptsReserved(name, t)
+	}
+}
+
+// preemptsReserved checks a tier's preempts_reserved: tiers that exist, of
+// a lower priority (a tier takes GPUs only from lower ones), and
+// preemptible (no reserve can be crossed to reach work that is never a
+// victim).
+func (c *checker) preemptsReserved(name string, t *Tier) {
+	at := whereAttr(blockTier, name, "preempts_reserved")
+	c.tierRefs(at, t.PreemptsReserved)
+	for i, v := range t.PreemptsReserved {
+		switch vt := c.p.Tiers[v]; {
+		case vt == nil:
+		case vt.Priority >= t.Priority:
+			c.errorf(at.at(i), "Tier not below",
+				"Tier %q (priority %d) lists %q (priority %d) in preempts_reserved, but a tier preempts only lower tiers; "+
+					"list tiers of a priority below %d.", name, t.Priority, v, vt.Priority, t.Priority)
+		case !vt.Preemptible:
+			c.errorf(at.at(i), "Tier not preemptible",
+				"Tier %q lists %q in preempts_reserved, but %q is not preemptible: its work is never a victim, within a reserve or not.",
+				name, v, v)
+		}
 	}
 }
 

@@ -234,6 +234,23 @@ func TestValidationErrors(t *testing.T) {
 			want: []wantDiag{{"a.hcl:4,14", "Unknown tenant", `There is no tenant "reserch". Did you mean "research"?`}},
 		},
 		{
+			name: "unknown tier in preempts_reserved",
+			src:  "tier \"training\" { priority = 5 }\ntier \"i\" {\n  priority = 60\n  preempts_reserved = [\"traning\"]\n}\n",
+			want: []wantDiag{{"a.hcl:4,24", "Unknown tier", `There is no tier "traning". Did you mean "training"?`}},
+		},
+		{
+			name: "preempts_reserved names a tier not below",
+			src:  "tier \"a\" { priority = 60 }\ntier \"b\" {\n  priority = 60\n  preempts_reserved = [\"a\"]\n}\n",
+			want: []wantDiag{{"a.hcl:4,24", "Tier not below",
+				`Tier "b" (priority 60) lists "a" (priority 60) in preempts_reserved, but a tier preempts only lower tiers; list tiers of a priority below 60.`}},
+		},
+		{
+			name: "preempts_reserved names a tier that is not preemptible",
+			src:  "tier \"a\" {\n  priority = 10\n  preemptible = false\n}\ntier \"b\" {\n  priority = 60\n  preempts_reserved = [\"a\"]\n}\n",
+			want: []wantDiag{{"a.hcl:7,24", "Tier not preemptible",
+				`Tier "b" lists "a" in preempts_reserved, but "a" is not preemptible: its work is never a victim, within a reserve or not.`}},
+		},
+		{
 			name: "unknown tenant tier with a suggestion",
 			src:  "tier \"inference\" { priority = 5 }\ntenant \"r\" {\n  reserve = 1\n  tiers = [\"infrence\"]\n}\n",
 			want: []wantDiag{{"a.hcl:4,12", "Unknown tier", `There is no tier "infrence". Did you mean "inference"?`}},

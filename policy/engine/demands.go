@@ -374,11 +374,16 @@ type failKey struct {
 	pool     int32
 	entitled bool
 	within   bool // a swap within the tenant's limit (swapWithin)
+	// tier: the beneficiary's tier where the policy lets some tier preempt
+	// within reserves (preempts_reserved), since then who may be taken
+	// depends on the tier and not on the priority alone; else -1.
+	tier int
 }
 
 type failure struct {
 	pool             int32
 	entitled, within bool
+	tier             int
 	prio, g          int
 	why              Reason
 }
@@ -390,7 +395,7 @@ func (f failures) find(k failKey, prio, g int) (Reason, bool) {
 		return Reason{}, false
 	}
 	for _, x := range f[k.tenant] {
-		if x.pool == k.pool && x.entitled == k.entitled && x.within == k.within && x.prio >= prio && x.g <= g {
+		if x.pool == k.pool && x.entitled == k.entitled && x.within == k.within && x.tier == k.tier && x.prio >= prio && x.g <= g {
 			return x.why, true
 		}
 	}
@@ -402,7 +407,7 @@ func (f *failures) add(k failKey, prio, g int, why Reason) {
 	if k.tenant >= len(*f) {
 		*f = append(*f, make([][]failure, k.tenant+1-len(*f))...)
 	}
-	(*f)[k.tenant] = append((*f)[k.tenant], failure{pool: k.pool, entitled: k.entitled, within: k.within,
+	(*f)[k.tenant] = append((*f)[k.tenant], failure{pool: k.pool, entitled: k.entitled, within: k.within, tier: k.tier,
 		prio: prio, g: g, why: why})
 }
 
@@ -548,7 +553,7 @@ func (st *state) placeOne(b *bene, need int, failed *failures) (int32, []victim,
 		return 0, nil, Reason{RuleCapacity, "requeued after an idle release: it takes only free GPUs, and none are free" +
 			" (needs " + itoa(b.g) + " on one node)"}, false
 	}
-	key := failKey{tenant: b.tenant, pool: b.pool, entitled: b.entitled}
+	key := failKey{tenant: b.tenant, pool: b.pool, entitled: b.entitled, tier: st.e.failTier(b.tier)}
 	r, known := failed.find(key, b.prio, b.g)
 	if !known {
 		for _, young := range []bool{false, true} {

@@ -47,6 +47,8 @@ type Engine struct {
 
 	// preemptedFirst: resume_order "preempted-first" (orderDemands).
 	preemptedFirst bool
+	// overReserves: some tier may preempt within reserves (tierInfo.overReserve).
+	overReserves bool
 }
 
 type tierInfo struct {
@@ -60,6 +62,10 @@ type tierInfo struct {
 	// t is the policy's tier: its CapGrace caps the grace of victims
 	// freed for the tier's work (grace.go).
 	t *policy.Tier
+	// overReserve[v]: the tier's work may preempt tier v's within another
+	// tenant's reserve (preempts_reserved), and so tier v's demands do
+	// not reclaim GPUs from it.
+	overReserve []bool
 }
 
 // New compiles a policy for planning.
@@ -71,6 +77,15 @@ func New(p *policy.Policy) *Engine {
 		e.tierIdx[name] = len(e.tiers)
 		e.tiers = append(e.tiers, tierInfo{name: name, priority: t.Priority, preemptible: t.Preemptible, t: t,
 			urgent: t.CapGrace(p.Preemption.Grace) < p.Preemption.Grace})
+	}
+	for i := range e.tiers {
+		e.tiers[i].overReserve = make([]bool, len(e.tiers))
+		for _, v := range e.tiers[i].t.PreemptsReserved {
+			if vi, ok := e.tierIdx[v]; ok {
+				e.tiers[i].overReserve[vi] = true
+				e.overReserves = true
+			}
+		}
 	}
 	e.defaultTier = e.tierIdx[p.Defaults.Tier]
 	for _, name := range p.TenantNames() {
@@ -116,6 +131,22 @@ func New(p *policy.Policy) *Engine {
 		e.idle[ti][len(e.tenants)] = p.IdleRuleFor(t.name, "\x00other")
 	}
 	return e
+}
+
+// overReserve reports whether work of tier a at priority pa may preempt
+// work of tier v at priority pv within another tenant's reserve: a's tier
+// lists v's in preempts_reserved, and a promotion has not lifted the
+// victim to a's priority or above.
+func (e *Engine) overReserve(a, pa, v, pv int) bool {
+	return e.tiers[a].overReserve[v] && pa > pv
+}
+
+// failTier is the tier part of a failure's key (failKey.tier).
+func (e *Engine) failTier(tier int) int {
+	if e.overReserves {
+		return tier
+	}
+	return -1
 }
 
 // Policy returns the policy the engine plans against.

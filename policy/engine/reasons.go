@@ -73,8 +73,13 @@ func (st *state) victimReason(m *msg, b *bene, v victim, gpus int) Reason {
 		vtier, btier := st.e.tiers[u.tier], st.e.tiers[b.tier]
 		m.start("tier ", vtier.name, " (priority ").n(u.prio).s(") yields ").gpus(gpus).s(" to ").demand(b.d).
 			s(", tier ", btier.name, " (priority ").n(b.prio).s(")")
-		if u.tenant != b.tenant {
+		switch {
+		case u.tenant == b.tenant:
+		case v.holdsPrev > vt.Reserve:
 			m.s("; tenant ", vt.Name, " holds ").gpus(v.holdsPrev).s(", above its reserve of ").n(vt.Reserve)
+		default:
+			m.s("; tenant ", vt.Name, " holds ").gpus(v.holdsPrev).s(", within its reserve of ").n(vt.Reserve).
+				s(", but tier ", btier.name, " may preempt ", vtier.name, " within reserves (preempts_reserved)")
 		}
 		st.exposedNote(m, u)
 		return m.reason(RulePriority)

@@ -38,6 +38,8 @@ func TestStories(t *testing.T) {
 		{"Urgent tiers: inference preempts at once with preempt_grace 0s", urgentInferencePreemptsAtOnce},
 		{"Urgent tiers: preempt_grace shortens a pool's grace, never lengthens one", urgentShortensPoolGrace},
 		{"Urgent tiers: limits keep preemption.grace; a job that opts out gets none", urgentLimitsAndOptOut},
+		{"Tiers over reserves: interactive takes another team's reserved training only with preempts_reserved", tiersOverReserves},
+		{"Tiers over reserves: the owner's training does not reclaim it, the owner's interactive does", tiersOverReservesNoLoop},
 		{"Checkpoints: victim with the freshest checkpoint is taken first", freshestCheckpointFirst},
 		{"Checkpoints: a checkpoint from before the start counts for nothing", staleCheckpointIgnored},
 	}
@@ -668,4 +670,96 @@ func staleCheckpointIgnored(t *testing.T) {
 	h.submit("ml", "notebook", "interactive", 4, 1)
 	plan := h.step()
 	h.expect("the newest goes, as without checkpoints", kinds(plan), []string{"preempt ml/new", "hold ml/notebook"})
+}
+
+// overReservePolicy: research reserves the whole 4-GPU node; platform has
+// no reserve. With cross set, interactive work may preempt training within
+// a reserve (preempts_reserved = ["training"]).
+func overReservePolicy(cross bool) *policy.Policy {
+	return testPolicy(func(p *policy.Policy) {
+		p.Tenants["research"] = tenant("research", 4, 8)
+		p.Tenants["platform"] = tenant("platform", 0, 4)
+		if cross {
+			p.Tiers["interactive"].PreemptsReserved = []string{"training"}
+		}
+	})
+}
+
+// Interactive work beats training across teams (the mission's order) only
+// where the policy says so: by default research's reserve protects its
+// training from platform's notebook; with preempts_reserved it does not,
+// and the reason says which rule crossed the reserve.
+func tiersOverReserves(t *testing.T) {
+	tests := []struct {
+		name        string
+		cross       bool
+		wantActions []string
+		wantRunning []string
+		wantReason  string
+	}{
+		{"reserves protect training by default", false, []string{"hold platform/nb"},
+			[]string{"research/train×1"}, "none free, and nothing may be preempted for tier interactive (priority 60) of tenant platform (holds 0, reserve 0)"},
+		{"preempts_reserved crosses the reserve", true, []string{"preempt research/train", "hold platform/nb"},
+			[]string{"platform/nb×1"}, "tier training (priority 40) yields 4 GPUs to platform/nb/main, tier interactive (priority 60); " +
+				"tenant research holds 4 GPUs, within its reserve of 4, but tier interactive may preempt training within reserves (preempts_reserved)"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHarness(t, overReservePolicy(tt.cross))
+			h.node("n1", "default", 4)
+			h.submit("research", "train", "training", 4, 1)
+			h.step()
+			h.advance(time.Hour)
+			h.submit("platform", "nb", "interactive", 1, 1)
+			plan := h.step()
+			h.expect("actions", kinds(plan), tt.wantActions)
+			h.expect("running", h.running(), tt.wantRunning)
+			if tt.cross {
+				a := plan.Actions[0]
+				if a.Reason.Rule != RulePriority || a.Signal != "SIGUSR1" || a.Grace != 2*time.Minute {
+					t.Errorf("preemption %s: want rule priority with the usual checkpoint grace", a)
+				}
+				mustContain(t, a.Reason.Message, tt.wantReason)
+				return
+			}
+			if len(plan.Waiting) != 1 || plan.Waiting[0].Reason.Rule != RuleCapacity {
+				t.Fatalf("waiting %v: want platform/nb held for capacity", plan.Waiting)
+			}
+			mustContain(t, plan.Waiting[0].Reason.Message, tt.wantReason)
+		})
+	}
+}
+
+// The training preempted across its reserve waits: its tenant is under
+// its reserve, but reclaiming from the notebook would only start the loop
+// over (the notebook would preempt it again). Research's own interactive
+// work, which platform's may not preempt within the reserve, does reclaim
+// the notebook's GPU.
+func tiersOverReservesNoLoop(t *testing.T) {
+	h := newHarness(t, overReservePolicy(true))
+	h.node("n1", "default", 4)
+	h.submit("research", "train", "training", 4, 1)
+	h.step()
+	h.advance(time.Hour)
+	h.submit("platform", "nb", "interactive", 1, 1)
+	h.step()
+	h.expect("running", h.running(), []string{"platform/nb×1"})
+	for range 4 { // past its promotion for waiting (1h): still below interactive
+		h.advance(20 * time.Minute)
+		for _, a := range h.step().Actions {
+			if a.Kind != Promote {
+				t.Fatalf("research/train should wait, not reclaim the notebook: %s", a)
+			}
+		}
+	}
+	h.expect("held", h.heldJobs(), []string{"research/train×1"})
+
+	h.submit("research", "explore", "interactive", 4, 1)
+	plan := h.step()
+	a := actionOf(t, plan, Preempt, "platform/nb")
+	if a.Reason.Rule != RuleReclaim || a.For == nil || a.For.String() != "research/explore" {
+		t.Fatalf("preemption %s: want a reclaim for research/explore", a)
+	}
+	mustContain(t, a.Reason.Message, "tenant platform holds 1 GPU, reserve 0: reclaiming 1 for research/explore/main (tenant research holds 0, reserve 4)")
+	h.expect("running", h.running(), []string{"research/explore×1"})
 }

@@ -330,7 +330,9 @@ func (st *state) ruleFor(u *unit, b *bene, n int32, allowYoung bool) (rule Rule,
 	switch {
 	case u.tenant == b.tenant:
 		return RulePriority, false, u.prio < b.prio
-	case b.entitled:
+	case b.entitled && !st.e.overReserve(u.tier, u.prio, b.tier, b.prio):
+		// Not from work whose tier may preempt b's within a reserve: it
+		// would take the GPUs straight back.
 		return RuleReclaim, true, true
 	case u.prio < b.prio:
 		return RulePriority, true, true
@@ -474,7 +476,10 @@ func (st *state) addVictim(ui int32, b *bene, n int32, allowYoung bool) bool {
 	w.touch(n)
 	t := &st.tenants[u.tenant]
 	if needOver && t.use-w.picked(n, u.tenant) <= t.t.Reserve {
-		return false
+		if !st.e.overReserve(b.tier, b.prio, u.tier, u.prio) {
+			return false
+		}
+		rule = RulePriority // within its reserve, which b's tier may cross (preempts_reserved)
 	}
 	w.list[n] = append(w.list[n], victim{ui: ui, rule: rule, holdsPrev: t.use})
 	w.pick(n, u.tenant, u.gpus)

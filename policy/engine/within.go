@@ -15,7 +15,7 @@ func (st *state) swapWithin(b *bene, need int, failed *failures) (int32, []victi
 	if b.d.Requeued {
 		return 0, nil, why, false // it takes only free GPUs (see placeOne)
 	}
-	key := failKey{tenant: b.tenant, pool: b.pool, within: true}
+	key := failKey{tenant: b.tenant, pool: b.pool, within: true, tier: -1} // its own work: reserves play no part
 	if _, ok := failed.find(key, b.prio, b.g); ok {
 		return 0, nil, why, false
 	}
