@@ -113,7 +113,12 @@ func TestSwapWithinLimit(t *testing.T) {
 			"a/train", ""},
 		{"its own work of the same tier stays", []Alloc{run("a", "nb0", "interactive", "n1", 2)},
 			"", "tenant a holds 2 GPUs, limit 2: 2 more would exceed it"},
-		{"its training split over two nodes frees no whole allocation", []Alloc{run("a", "t1", "training", "n1", 1), run("a", "t2", "training", "n2", 1)},
+		// No node has room for nb beside a's training, but GPUs are free:
+		// a's training on any node makes room under its limit.
+		{"its training on other nodes makes room under its limit", []Alloc{run("a", "t1", "training", "n1", 1), run("a", "t2", "training", "n2", 1)},
+			"a/t1,a/t2", ""},
+		{"no GPUs free beside the room its training would make", []Alloc{run("a", "t1", "training", "n1", 1), run("b", "o1", "training", "n1", 3),
+			run("a", "t2", "training", "n2", 1), run("b", "o2", "training", "n2", 3)},
 			"", "tenant a holds 2 GPUs, limit 2: 2 more would exceed it"},
 	}
 	for _, tc := range tests {
@@ -132,6 +137,12 @@ func TestSwapWithinLimit(t *testing.T) {
 			}
 			if strings.Join(got, ",") != tc.want || resumed != (tc.want != "") {
 				t.Errorf("preempted %v (resumed %v), want %q", got, resumed, tc.want)
+			}
+			for _, a := range plan.Actions {
+				if a.Kind == Preempt && a.Job.ID == "t1" {
+					mustContain(t, a.Reason.Message, "tier training (priority 40) yields 1 GPU to a/nb/main, tier interactive (priority 60); "+
+						"tenant a holds 2 GPUs, limit 2: they make room under it for a/nb/main, which goes on free GPUs")
+				}
 			}
 			for _, w := range plan.Waiting {
 				if w.Reason.Message != tc.why {

@@ -81,6 +81,10 @@ func (st *state) victimReason(m *msg, b *bene, v victim, gpus int) Reason {
 			m.s("; tenant ", vt.Name, " holds ").gpus(v.holdsPrev).s(", within its reserve of ").n(vt.Reserve).
 				s(", but tier ", btier.name, " may preempt ", vtier.name, " within reserves (preempts_reserved)")
 		}
+		if v.room {
+			m.s("; tenant ", vt.Name, " holds ").gpus(v.holdsPrev).s(", limit ").n(vt.Limit).
+				s(": they make room under it for ").demand(b.d).s(", which goes on free GPUs")
+		}
 		st.exposedNote(m, u)
 		return m.reason(RulePriority)
 	case RuleBackfill:

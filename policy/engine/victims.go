@@ -268,6 +268,9 @@ type victim struct {
 	ui        int32
 	rule      Rule
 	holdsPrev int
+	// room: it makes room under its tenant's limit for b, which runs on
+	// another node (swapElsewhere).
+	room bool
 }
 
 // capped reports whether a job has reached the eviction cap, counting a

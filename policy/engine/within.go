@@ -1,5 +1,7 @@
 package engine
 
+import "slices"
+
 // A tenant at its limit still runs its urgent work first: interactive work
 // beats its own batch training. Its higher-tier demand may then take GPUs
 // only from the tenant's own lower work (priority, or idle under pressure),
@@ -31,6 +33,64 @@ func (st *state) swapWithin(b *bene, need int, failed *failures) (int32, []victi
 			return n, vs, Reason{}, true
 		}
 	}
+	room := st.tenants[b.tenant].use + st.tenants[b.tenant].marked + b.g - st.tenants[b.tenant].limit()
+	for _, young := range []bool{false, true} {
+		if n, vs, ok := st.swapElsewhere(b, room, young); ok {
+			for _, v := range vs {
+				st.take(v.ui)
+			}
+			st.place(b, n)
+			return n, vs, Reason{}, true
+		}
+	}
 	failed.add(key, b.prio, b.g, why)
 	return 0, nil, why, false
+}
+
+// swapElsewhere is swapWithin when no node holds both: b goes on GPUs free
+// now, and the tenant's own lower work on other nodes, best victims first,
+// makes room under its limit for them (room GPUs). The GPUs it frees go
+// to whoever Nomad places there once b runs; b waits held until its
+// victims stop (draining), so that the tenant never holds more than its
+// limit, and the free GPUs are set aside for it meanwhile (markBeside).
+func (st *state) swapElsewhere(b *bene, room int, allowYoung bool) (int32, []victim, bool) {
+	n, ok := st.cap.bestFit(b.pool, b.g)
+	if !ok || room <= 0 {
+		return 0, nil, false
+	}
+	t := &st.tenants[b.tenant]
+	c := &st.cands[0] // limit room counts on every node
+	var vs []victim
+	freed := 0
+	for seg := 0; seg < segments && freed < room; seg++ {
+		from, to := st.walkRange(c, seg, b, allowYoung)
+		for _, ui := range c.units[from:to] {
+			u := &st.units[ui]
+			if u.tenant != b.tenant || u.taken {
+				continue
+			}
+			rule, _, ok := st.victimRule(u, b, st.firstNode(u), allowYoung)
+			if !ok {
+				continue
+			}
+			vs = append(vs, victim{ui: ui, rule: rule, holdsPrev: t.use, room: true})
+			if freed += u.gpus; freed >= room {
+				break
+			}
+		}
+	}
+	if freed < room {
+		return 0, nil, false
+	}
+	// Drop, worst first, victims the room does not need.
+	out := vs[:0:0]
+	for i := len(vs) - 1; i >= 0; i-- {
+		if g := st.units[vs[i].ui].gpus; freed-g >= room {
+			freed -= g
+			continue
+		}
+		out = append(out, vs[i])
+	}
+	slices.Reverse(out)
+	return n, out, true
 }
