@@ -139,6 +139,9 @@ func TestSwapWithinLimit(t *testing.T) {
 				t.Errorf("preempted %v (resumed %v), want %q", got, resumed, tc.want)
 			}
 			for _, a := range plan.Actions {
+				if a.Kind == Preempt && a.MoveTo != "" {
+					t.Errorf("%s moves to %s: running again would take its tenant back over its limit", a.Job, a.MoveTo)
+				}
 				if a.Kind == Preempt && a.Job.ID == "t1" {
 					mustContain(t, a.Reason.Message, "tier training (priority 40) yields 1 GPU to a/nb/main, tier interactive (priority 60); "+
 						"tenant a holds 2 GPUs, limit 2: they make room under it for a/nb/main, which goes on free GPUs")

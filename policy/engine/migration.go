@@ -18,16 +18,24 @@ type move struct {
 
 // planMoves finds, for each Preempt whose victim may move, a node in the
 // pool of the node it runs on where its GPUs are free after the plan, sets
-// them aside, and names the node in the action (Action.MoveTo).
+// them aside, and names the node in the action (Action.MoveTo). A victim
+// whose tenant that would take over its limit stays held.
 func (st *state) planMoves() {
 	for _, m := range st.moves {
 		u := &st.units[m.ui]
+		if t := &st.tenants[u.tenant]; t.use+t.marked+u.gpus > t.limit() {
+			// Running again at once would take its tenant over its
+			// limit: it was taken to make room under it (swapElsewhere),
+			// or the plan gave the room to the tenant's other work.
+			continue
+		}
 		to, ok := st.cap.bestFit(st.poolOf[u.node], u.gpus)
 		if !ok || to == u.node {
 			continue
 		}
 		st.cap.add(to, -int32(u.gpus))
 		st.touched(to)
+		st.tenants[u.tenant].use += u.gpus
 		a := &st.out.Actions[m.action]
 		a.MoveTo = st.nodes[to].ID
 		a.Reason.Message += moveNote(a.MoveTo, u.gpus)
