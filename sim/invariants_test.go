@@ -19,8 +19,9 @@ import (
 //   - hardly a tug of war: few jobs are preempted for a job that was
 //     preempted for them in the last hour. Some are legitimate (a tenant's
 //     standing changed since: Nomad placed its other work, a promotion),
-//     so their share is bounded, not zero: maxTugShare (0.8 % now; 1.1 %, 44 of 4,108, before a
-//     tier's preempts_reserved stopped its victims' reclaims of it).
+//     so their share is bounded, not zero: maxTugShare (0.8 % now;
+//     1.1 %, 44 of 4,108, before a tier's preempts_reserved stopped its
+//     victims' reclaims of it).
 //
 // Preemptions whose beneficiary did not run within grace + one plan
 // (wasted_preemptions) are logged per seed and, over all seeds, must stay
