@@ -19,7 +19,7 @@ type move struct {
 // planMoves finds, for each Preempt whose victim may move, a node in the
 // pool of the node it runs on where its GPUs are free after the plan, sets
 // them aside, and names the node in the action (Action.MoveTo). A victim
-// whose tenant that would take over its limit stays held.
+// that would take its tenant over its limit stays held.
 func (st *state) planMoves() {
 	for _, m := range st.moves {
 		u := &st.units[m.ui]
