@@ -28,6 +28,10 @@ type Result struct {
 
 	// Queueing delay: first start minus submission, of jobs that started.
 	HighPriorityDelay Delay   `json:"high_priority_delay"`
+	// HighPriorityLongWaits counts high-priority jobs that waited longer
+	// than LongWait for their first start, by the rule of the last hold
+	// before it (engine.Rule; "queued" for work Nomad's queue held alone).
+	HighPriorityLongWaits map[string]int `json:"high_priority_long_waits,omitempty"`
 	DelayByTier       []Delay `json:"delay_by_tier"`
 	// UnknownTierDelay: jobs whose tier the policy lacks, by that name
 	// (they are in DelayByTier too, under the tier they ran as).
@@ -139,6 +143,7 @@ type metrics struct {
 	delays                  map[string][]float64
 	tierPrio                map[string]int
 	high                    []float64
+	longWaits               map[string]int
 	lostSec, reclaimSec     float64
 	wastedN, wastedBack     int
 	migrations              int
@@ -238,8 +243,22 @@ func (m *metrics) started(j *simJob, now time.Duration) {
 	m.delays[j.tier] = append(m.delays[j.tier], d)
 	if j.high {
 		m.high = append(m.high, d)
+		if now-j.spec.Submit > LongWait {
+			rule := j.holdRule
+			if rule == "" {
+				rule = "queued"
+			}
+			if m.longWaits == nil {
+				m.longWaits = map[string]int{}
+			}
+			m.longWaits[rule]++
+		}
 	}
 }
+
+// LongWait is the wait for a first start past which a high-priority job
+// is counted in HighPriorityLongWaits, with the rule that held it.
+const LongWait = 30 * time.Minute
 
 func (m *metrics) completed(*simJob, time.Duration)      { m.nCompleted++ }
 func (m *metrics) stoppedForGood(*simJob, time.Duration) { m.stoppedJobs++ }
@@ -308,6 +327,7 @@ func (m *metrics) result(s *simulator) *Result {
 		r.IdleUnreclaimedGPUHours[why] = sec / 3600
 	}
 	r.HighPriorityDelay = summarise(m.high)
+	r.HighPriorityLongWaits = m.longWaits
 	tiers := make([]string, 0, len(m.tierPrio))
 	for name := range m.tierPrio {
 		tiers = append(tiers, name)

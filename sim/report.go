@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -111,6 +112,7 @@ func (rep *Report) rows() []row {
 		{"high-priority delay p50 (min)", func(r *Result) string { return minutes(r.HighPriorityDelay.P50) }},
 		{"high-priority delay p95 (min)", func(r *Result) string { return minutes(r.HighPriorityDelay.P95) }},
 		{"high-priority delay p99 (min)", func(r *Result) string { return minutes(r.HighPriorityDelay.P99) }},
+		{"high-priority waits over 30 min, by rule", func(r *Result) string { return countsByKey(r.HighPriorityLongWaits) }},
 	}
 	if len(rep.Results) > 0 {
 		for i, d := range rep.Results[0].DelayByTier {
@@ -290,4 +292,27 @@ func WriteCSV(w io.Writer, reps []*Report) error {
 	}
 	cw.Flush()
 	return cw.Error()
+}
+
+// countsByKey prints counts as "limit 157, capacity 4", the largest first
+// (then by name), or "0" when there are none.
+func countsByKey(m map[string]int) string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, func(a, b string) int {
+		if m[a] != m[b] {
+			return m[b] - m[a]
+		}
+		return strings.Compare(a, b)
+	})
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = k + " " + strconv.Itoa(m[k])
+	}
+	if len(parts) == 0 {
+		return "0"
+	}
+	return strings.Join(parts, ", ")
 }

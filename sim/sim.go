@@ -135,6 +135,9 @@ type simJob struct {
 	tier     string // the tier it runs in: its spec's, resolved in its tenant
 	tierPrio int    // the tier's priority (Nomad job priority at submission)
 	high     bool
+	// holdRule is the rule of the last hold (engine.Rule): why it
+	// waited, for Result.HighPriorityLongWaits.
+	holdRule string
 	// preemptible: the job's tier may lose its GPUs (Steward's policy).
 	preemptible bool
 	tenant      int

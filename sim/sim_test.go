@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"maps"
 	"math"
 	"strconv"
 	"strings"
@@ -288,6 +289,28 @@ I1,1800,8,1,3600,ml,interactive,never`,
 				// 12m of work (20m to 32m) and the 3m load, on 16 GPUs.
 				if lost := 16 * 15.0 / 60; !near(r.LostGPUHours, lost) {
 					t.Errorf("lost %.4f GPU-hours, want %.4f", r.LostGPUHours, lost)
+				}
+			},
+		},
+		{
+			// Tenant a may hold 8 GPUs; its notebook I0 holds them for 2h
+			// when a second notebook comes at 1m. Only Steward has limits:
+			// I1 waits for I0, held by the rule limit, which the long
+			// waits say.
+			name: "a long wait is counted with the rule that held it", nodes: 2,
+			policy: tinyPolicy + `
+tenant "a" { limit = 8 }`,
+			trace: `
+job,submit,gpus,allocs,run_time,tenant,tier,idle_after
+I0,0,8,1,7200,a,interactive,never
+I1,60,8,1,3600,a,interactive,never`,
+			check: func(t *testing.T, kind PolicyKind, r *Result) {
+				want := map[string]int(nil)
+				if kind == Steward {
+					want = map[string]int{"limit": 1}
+				}
+				if !maps.Equal(r.HighPriorityLongWaits, want) {
+					t.Errorf("long waits %v, want %v", r.HighPriorityLongWaits, want)
 				}
 			},
 		},

@@ -163,6 +163,7 @@ func (s *simulator) apply(a engine.Action) error {
 			s.m.promotion()
 		}
 	case engine.Hold:
+		j.holdRule = string(a.Reason.Rule)
 		if j.state == queued {
 			s.dequeue(ji)
 			s.setState(ji, held)
