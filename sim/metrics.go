@@ -27,12 +27,12 @@ type Result struct {
 	UtilBusy      float64 `json:"util_busy"`
 
 	// Queueing delay: first start minus submission, of jobs that started.
-	HighPriorityDelay Delay   `json:"high_priority_delay"`
+	HighPriorityDelay Delay `json:"high_priority_delay"`
 	// HighPriorityLongWaits counts high-priority jobs that waited longer
 	// than LongWait for their first start, by the rule of the last hold
 	// before it (engine.Rule; "queued" for work Nomad's queue held alone).
 	HighPriorityLongWaits map[string]int `json:"high_priority_long_waits,omitempty"`
-	DelayByTier       []Delay `json:"delay_by_tier"`
+	DelayByTier           []Delay        `json:"delay_by_tier"`
 	// UnknownTierDelay: jobs whose tier the policy lacks, by that name
 	// (they are in DelayByTier too, under the tier they ran as).
 	UnknownTierDelay []Delay `json:"unknown_tier_delay,omitempty"`
