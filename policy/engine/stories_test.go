@@ -40,6 +40,7 @@ func TestStories(t *testing.T) {
 		{"Urgent tiers: limits keep preemption.grace; a job that opts out gets none", urgentLimitsAndOptOut},
 		{"Tiers over reserves: interactive takes another team's reserved training only with preempts_reserved", tiersOverReserves},
 		{"Tiers over reserves: the owner's training does not reclaim it, the owner's interactive does", tiersOverReservesNoLoop},
+		{"Tiers over reserves: a tenant that may not use the tier cannot cross by naming it", tiersOverReservesSpoofed},
 		{"Checkpoints: victim with the freshest checkpoint is taken first", freshestCheckpointFirst},
 		{"Checkpoints: a checkpoint from before the start counts for nothing", staleCheckpointIgnored},
 	}
@@ -762,4 +763,26 @@ func tiersOverReservesNoLoop(t *testing.T) {
 	}
 	mustContain(t, a.Reason.Message, "tenant platform holds 1 GPU, reserve 0: reclaiming 1 for research/explore/main (tenant research holds 0, reserve 4)")
 	h.expect("running", h.running(), []string{"research/explore×1"})
+}
+
+// Jobs name their own tier, so only a tenant whose tiers allow one with
+// preempts_reserved crosses reserves with it: platform, limited to
+// training, names interactive for its job, which runs as training and so
+// leaves research's reserved training alone.
+func tiersOverReservesSpoofed(t *testing.T) {
+	pol := overReservePolicy(true)
+	pol.Tenants["platform"].Tiers = []string{"training"}
+	h := newHarness(t, pol)
+	h.node("n1", "default", 4)
+	h.submit("research", "train", "training", 4, 1)
+	h.step()
+	h.advance(time.Hour)
+	h.submit("platform", "nb", "interactive", 1, 1)
+	plan := h.step()
+	for _, a := range plan.Actions {
+		if a.Kind == Preempt {
+			t.Fatalf("platform crossed research's reserve with a tier it may not use: %s", a)
+		}
+	}
+	h.expect("running", h.running(), []string{"research/train×1"})
 }
