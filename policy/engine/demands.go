@@ -558,11 +558,7 @@ func (st *state) placeOne(b *bene, need int, failed *failures) (int32, []victim,
 	if !known {
 		for _, young := range []bool{false, true} {
 			if n, vs, ok := st.findVictims(b, young); ok {
-				for _, v := range vs {
-					st.take(v.ui)
-				}
-				st.place(b, n)
-				return n, vs, Reason{}, true
+				return st.placeWith(b, n, vs)
 			}
 		}
 		r = st.capacityReason(b)
@@ -605,6 +601,16 @@ func (st *state) onMarksAtLimit(b *bene) (int32, bool) {
 	}, func(a Action) { st.explainer.add(decision{kind: decideReady, ready: &a}) })
 	st.place(b, n)
 	return n, true
+}
+
+// placeWith takes b's victims out of the model cluster and places one
+// allocation of b on node n: placeOne's answer when it preempts.
+func (st *state) placeWith(b *bene, n int32, vs []victim) (int32, []victim, Reason, bool) {
+	for _, v := range vs {
+		st.take(v.ui)
+	}
+	st.place(b, n)
+	return n, vs, Reason{}, true
 }
 
 func (st *state) place(b *bene, n int32) {

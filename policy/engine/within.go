@@ -26,21 +26,14 @@ func (st *state) swapWithin(b *bene, need int, failed *failures) (int32, []victi
 	defer func() { b.within = false }()
 	for _, young := range []bool{false, true} {
 		if n, vs, ok := st.findVictims(b, young); ok {
-			for _, v := range vs {
-				st.take(v.ui)
-			}
-			st.place(b, n)
-			return n, vs, Reason{}, true
+			return st.placeWith(b, n, vs)
 		}
 	}
-	room := st.tenants[b.tenant].use + st.tenants[b.tenant].marked + b.g - st.tenants[b.tenant].limit()
+	t := &st.tenants[b.tenant]
+	room := t.use + t.marked + b.g - t.limit()
 	for _, young := range []bool{false, true} {
 		if n, vs, ok := st.swapElsewhere(b, room, young); ok {
-			for _, v := range vs {
-				st.take(v.ui)
-			}
-			st.place(b, n)
-			return n, vs, Reason{}, true
+			return st.placeWith(b, n, vs)
 		}
 	}
 	failed.add(key, b.prio, b.g, why)
