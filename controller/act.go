@@ -287,11 +287,14 @@ func (c *Controller) finishDrain(ctx context.Context, r *round, st *JobState, d 
 	whole := d.Group == "" || targets[d.Group] == 0
 	if !whole {
 		for _, id := range r.aliveOf(d.Allocs) {
-			if err := c.nomad.StopAlloc(ctx, k.Namespace, id); err != nil {
+			index, err := c.nomad.StopAlloc(ctx, k.Namespace, id)
+			if err != nil {
 				// finishDrains stops it again while Nomad still runs it.
 				c.log.Warn("stop victim allocation", "job", k, "alloc", id, "error", err)
 				r.failed++
+				continue
 			}
+			r.wrote(k, index)
 		}
 	}
 	names := make([]string, 0, len(targets))
@@ -441,11 +444,12 @@ func (c *Controller) stopStragglers(ctx context.Context, r *round, st *JobState,
 	}
 	d.stoppedAgain = r.now
 	for _, id := range c.stragglers(r, st, d) {
-		if err := c.nomad.StopAlloc(ctx, st.Namespace, id); err != nil {
+		if index, err := c.nomad.StopAlloc(ctx, st.Namespace, id); err != nil {
 			c.log.Warn("stop victim allocation again", "job", st.key(), "alloc", id, "error", err)
 			r.failed++
 		} else {
 			c.log.Info("stopped a victim Nomad still ran", "job", st.key(), "alloc", id)
+			r.wrote(st.key(), index)
 			r.acted++
 		}
 	}

@@ -52,20 +52,29 @@ type clusterCache struct {
 	// placeholders is Steward's namespace, where placeholder jobs live.
 	placeholders string
 	// ready: a full read filled it; index is the newest Nomad index it
-	// reflects (events at or below it change nothing new).
-	ready bool
-	index uint64
+	// reflects, readIndex that of the last full read (events at or below
+	// it are in that read: they change nothing new). Events above it are
+	// applied entity by entity (seen): Nomad sends one index's changes in
+	// several batches when they were several transactions (a job
+	// registered, then its evaluation), so an event at index is not
+	// stale for having the index the cache is at.
+	ready     bool
+	index     uint64
+	readIndex uint64
 	// applied counts event batches applied; following: the event stream
 	// is subscribed and feeding the cache.
 	applied   uint64
 	following bool
 	// followed: the stream fed the cache at some point (so that its
 	// absence now means a gap, not a test without events).
-	followed  bool
-	nodes     map[string]cachedNode
-	jobs      map[jobKey]*ObservedJob
-	allocs    map[string]ObservedAlloc
-	blocked   map[string]blockedEval
+	followed bool
+	nodes    map[string]cachedNode
+	jobs     map[jobKey]*ObservedJob
+	allocs   map[string]ObservedAlloc
+	blocked  map[string]blockedEval
+	// pending are evaluations Nomad has not processed yet, by ID: the job
+	// each is for (settle waits for those of the jobs Steward wrote to).
+	pending   map[string]jobKey
 	summaries map[jobKey]*cachedSummary
 	// seen is, per entity ("a/<alloc>", "j/<ns>/<job>", "n/<node>",
 	// "e/<eval>"), the newest Nomad index the cache reflects for it: an
@@ -78,8 +87,8 @@ type clusterCache struct {
 
 func newClusterCache(placeholders string) *clusterCache {
 	return &clusterCache{placeholders: placeholders, nodes: map[string]cachedNode{}, jobs: map[jobKey]*ObservedJob{},
-		allocs: map[string]ObservedAlloc{}, blocked: map[string]blockedEval{}, summaries: map[jobKey]*cachedSummary{},
-		seen: map[string]uint64{}, changed: make(chan struct{})}
+		allocs: map[string]ObservedAlloc{}, blocked: map[string]blockedEval{}, pending: map[string]jobKey{},
+		summaries: map[jobKey]*cachedSummary{}, seen: map[string]uint64{}, changed: make(chan struct{})}
 }
 
 func (c *clusterCache) isPlaceholder(ns, id string) bool {
@@ -93,6 +102,7 @@ type clusterRead struct {
 	jobs    map[jobKey]*ObservedJob
 	allocs  map[string]ObservedAlloc
 	blocked map[string]blockedEval
+	pending map[string]jobKey
 	seen    map[string]uint64
 }
 
@@ -107,6 +117,9 @@ func (c *clusterCache) replace(rd *clusterRead) int {
 	defer c.mu.Unlock()
 	drift := 0
 	seen := rd.seen
+	if rd.pending == nil {
+		rd.pending = map[string]jobKey{}
+	}
 	// The read holds an entity as of its modify index, or its absence as
 	// of the read's index.
 	mergeInto := func(key string, inRead bool) (readWins bool) {
@@ -130,10 +143,14 @@ func (c *clusterCache) replace(rd *clusterRead) int {
 		})
 	drift += merge(c.blocked, rd.blocked, func(id string) string { return "e/" + id }, mergeInto,
 		func(a, b blockedEval) bool { return true })
+	// Evaluations pending in one and not the other are Nomad at work
+	// between the read and the events, not drift.
+	merge(c.pending, rd.pending, func(id string) string { return "e/" + id }, mergeInto,
+		func(a, b jobKey) bool { return true })
 	if !c.ready {
 		drift = 0
 	}
-	c.nodes, c.jobs, c.allocs, c.blocked, c.seen = rd.nodes, rd.jobs, rd.allocs, rd.blocked, seen
+	c.nodes, c.jobs, c.allocs, c.blocked, c.pending, c.seen = rd.nodes, rd.jobs, rd.allocs, rd.blocked, rd.pending, seen
 	for k, s := range c.summaries {
 		if _, ok := c.jobs[k]; !ok {
 			delete(c.summaries, k)
@@ -141,9 +158,8 @@ func (c *clusterCache) replace(rd *clusterRead) int {
 			s.stale = true // a full read re-reads summaries too
 		}
 	}
-	if rd.index > c.index {
-		c.index = rd.index
-	}
+	c.index = max(c.index, rd.index)
+	c.readIndex = max(c.readIndex, rd.index)
 	c.ready = true
 	c.advanced()
 	return drift
@@ -216,7 +232,7 @@ func (c *clusterCache) newer(key string, e *api.Event) bool {
 }
 
 func (c *clusterCache) applyOne(e *api.Event) bool {
-	if e.Index != 0 && e.Index <= c.index {
+	if e.Index != 0 && e.Index <= c.readIndex {
 		return false // the last full read holds it already
 	}
 	switch e.Topic {
@@ -275,8 +291,14 @@ func (c *clusterCache) applyOne(e *api.Event) bool {
 		if err != nil || ev == nil || !c.newer("e/"+ev.ID, e) {
 			return false
 		}
-		if s := c.summaries[jobKey{ev.Namespace, ev.JobID}]; s != nil {
+		k := jobKey{ev.Namespace, ev.JobID}
+		if s := c.summaries[k]; s != nil {
 			s.stale = true
+		}
+		if waiting(ev, time.Now()) {
+			c.pending[ev.ID] = k
+		} else {
+			delete(c.pending, ev.ID)
 		}
 		if ev.Status != "blocked" {
 			_, had := c.blocked[ev.ID]
@@ -299,6 +321,13 @@ func skipJobType(typ, parentID string, periodic bool) bool {
 // what allocFilter asks the list for.
 func keepAlloc(client, desired string) bool {
 	return client != "complete" && client != "failed" && client != "lost" && desired == "run"
+}
+
+// waiting reports whether an evaluation is one Nomad is about to process:
+// pending, and not delayed (a reschedule or a rolling update's wait, due
+// later, is not part of carrying out a write now).
+func waiting(ev *api.Evaluation, now time.Time) bool {
+	return ev.Status == "pending" && !ev.WaitUntil.After(now) && ev.Wait <= 0
 }
 
 func blockedFrom(ev *api.Evaluation) blockedEval {
@@ -376,17 +405,20 @@ func (c *clusterCache) wasFollowed() bool {
 	return c.followed
 }
 
-// settle waits, after the controller's own writes, until the cache holds
-// them: until it reflects index (the newest modify index the writes
-// returned), or, when they returned none (stops, signals), until a batch
-// after the applied-th arrived; at most timeout. It reports whether it
-// got there.
-func (c *clusterCache) settle(ctx context.Context, index, applied uint64, timeout time.Duration) bool {
+// settle waits, after the controller's own writes, until Nomad has carried
+// them out as far as the cache shows: the cache reflects every write (their
+// indexes) and no evaluation of a job written to is pending. Until then
+// Nomad is mid-way: a stopped allocation's replacement placed by the
+// stop's own evaluation and not yet removed by the scale's (Nomad
+// evaluates a job's writes one at a time), a resumed group neither placed
+// nor blocked. A plan on that would preempt again for work already being
+// served. It waits at most timeout and reports whether it got there.
+func (c *clusterCache) settle(ctx context.Context, writes map[jobKey]uint64, timeout time.Duration) bool {
 	deadline := time.NewTimer(timeout)
 	defer deadline.Stop()
 	for {
 		c.mu.Lock()
-		done, ch := c.index >= index && (index > 0 || c.applied > applied), c.changed
+		done, ch := c.holds(writes), c.changed
 		c.mu.Unlock()
 		if done {
 			return true
@@ -399,4 +431,20 @@ func (c *clusterCache) settle(ctx context.Context, index, applied uint64, timeou
 			return false
 		}
 	}
+}
+
+// holds reports whether the cache reflects writes and no evaluation of a
+// job they touched is pending. c.mu is held.
+func (c *clusterCache) holds(writes map[jobKey]uint64) bool {
+	for _, i := range writes {
+		if c.index < i {
+			return false
+		}
+	}
+	for _, k := range c.pending {
+		if _, ok := writes[k]; ok {
+			return false
+		}
+	}
+	return true
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sort"
 	"testing"
+	"time"
 
 	"github.com/hashicorp/nomad/api"
 )
@@ -150,4 +151,85 @@ func TestCacheConcurrentEvents(t *testing.T) {
 		}
 	}
 	<-done
+}
+
+// Nomad sends one index's changes in several batches when they were
+// several transactions: a job registered, then its evaluation, both at
+// the job's index. The second batch is as new as the first.
+func TestCacheSameIndexBatches(t *testing.T) {
+	c := newClusterCache("steward")
+	c.replace(&clusterRead{index: 100, nodes: map[string]cachedNode{}, jobs: map[jobKey]*ObservedJob{}, allocs: map[string]ObservedAlloc{},
+		blocked: map[string]blockedEval{}, seen: map[string]uint64{}})
+	c.apply(event(t, 110, "Job", "JobRegistered", "Job", fmt.Sprintf(jobJSON, 110, 1)))
+	c.apply(event(t, 110, "Evaluation", "JobRegistered", "Evaluation", fmt.Sprintf(evalJSON, "pending")))
+	c.mu.Lock()
+	_, pending := c.pending["ev1"]
+	c.mu.Unlock()
+	if !pending {
+		t.Errorf("the evaluation registered with the job at its index was dropped")
+	}
+	// An event no newer than the last full read is in that read.
+	c.apply(event(t, 100, "Evaluation", "EvaluationUpdated", "Evaluation",
+		`{"ID":"ev9","Namespace":"ml","JobID":"train","Status":"blocked","CreateTime":1,"ModifyTime":2}`))
+	if got := c.describe(); got != "allocs[] jobs[ml/train@110x1] nodes[] blocked[]" {
+		t.Errorf("an event at the full read's index changed the cache: %s", got)
+	}
+}
+
+// settle returns once the cache holds the controller's writes and Nomad
+// has evaluated the jobs they touched; not before, whatever else pends.
+func TestCacheSettle(t *testing.T) {
+	train, nb := jobKey{"ml", "train"}, jobKey{"ml", "nb"}
+	evalOf := func(id, job, status, extra string) string {
+		return fmt.Sprintf(`{"ID":%q,"Namespace":"ml","JobID":%q,"Status":%q,"CreateTime":1,"ModifyTime":2%s}`, id, job, status, extra)
+	}
+	later := time.Now().Add(time.Hour).UTC().Format(time.RFC3339)
+	cases := []struct {
+		name   string
+		events []string // evaluation payloads, one batch each, from index 111
+		writes map[jobKey]uint64
+		want   bool
+	}{
+		{"no writes", nil, nil, true},
+		{"the write is not back from the stream", nil, map[jobKey]uint64{train: 120}, false},
+		{"the write's evaluation is pending", []string{evalOf("e1", "train", "pending", "")}, map[jobKey]uint64{train: 111}, false},
+		{"the write's evaluation is complete",
+			[]string{evalOf("e1", "train", "pending", ""), evalOf("e1", "train", "complete", "")}, map[jobKey]uint64{train: 111}, true},
+		{"evaluations Nomad cancelled for a newer one",
+			[]string{evalOf("e1", "train", "pending", ""), evalOf("e2", "train", "pending", ""), evalOf("e1", "train", "canceled", ""),
+				evalOf("e2", "train", "complete", "")}, map[jobKey]uint64{train: 112}, true},
+		{"another job's pending evaluation", []string{evalOf("e1", "nb", "pending", "")}, map[jobKey]uint64{train: 111}, true},
+		{"a blocked evaluation is Nomad done for now", []string{evalOf("e1", "train", "blocked", "")}, map[jobKey]uint64{train: 111}, true},
+		{"a delayed evaluation (a reschedule due later)", []string{evalOf("e1", "train", "pending", `,"WaitUntil":"`+later+`"`)},
+			map[jobKey]uint64{train: 111}, true},
+		{"one of two jobs still pending",
+			[]string{evalOf("e1", "train", "pending", ""), evalOf("e2", "nb", "pending", ""), evalOf("e1", "train", "complete", "")},
+			map[jobKey]uint64{train: 111, nb: 112}, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newClusterCache("steward")
+			c.replace(&clusterRead{index: 110, nodes: map[string]cachedNode{}, jobs: map[jobKey]*ObservedJob{}, allocs: map[string]ObservedAlloc{},
+				blocked: map[string]blockedEval{}, seen: map[string]uint64{}})
+			for i, e := range tc.events {
+				c.apply(event(t, 111+i, "Evaluation", "EvaluationUpdated", "Evaluation", e))
+			}
+			if got := c.settle(context.Background(), tc.writes, 20*time.Millisecond); got != tc.want {
+				t.Errorf("settle = %v, want %v", got, tc.want)
+			}
+		})
+	}
+
+	// It waits for the events that finish the evaluation.
+	c := newClusterCache("steward")
+	c.replace(&clusterRead{index: 110, nodes: map[string]cachedNode{}, jobs: map[jobKey]*ObservedJob{}, allocs: map[string]ObservedAlloc{},
+		blocked: map[string]blockedEval{}, seen: map[string]uint64{}})
+	c.apply(event(t, 111, "Evaluation", "AllocationUpdateDesiredStatus", "Evaluation", evalOf("e1", "train", "pending", "")))
+	go func() {
+		time.Sleep(20 * time.Millisecond)
+		c.apply(event(t, 112, "Evaluation", "EvaluationUpdated", "Evaluation", evalOf("e1", "train", "complete", "")))
+	}()
+	if !c.settle(context.Background(), map[jobKey]uint64{train: 111}, 10*time.Second) {
+		t.Errorf("settle did not see the evaluation complete")
+	}
 }

@@ -56,12 +56,11 @@ type Controller struct {
 	// statusIndex is the status variable's modify index (check-and-set),
 	// once statusKnown.
 	statusIndex uint64
-	// wrote is the newest job modify index Steward's own writes returned:
-	// a round plans on the cache only once it holds them (reconcile).
-	wrote uint64
-	// actedAt is when a round last acted: rounds within actedFresh of it
-	// read the cluster in full (reconcile).
-	actedAt     time.Time
+	// unsettled are the jobs Steward wrote to that Nomad may still be
+	// carrying out, with the index of the newest write: a round plans on
+	// the cache only once it holds them and Nomad has evaluated those
+	// jobs (reconcile, clusterCache.settle).
+	unsettled   map[jobKey]uint64
 	statusKnown bool
 	// statusStable and statusAt are the last published status without
 	// its drifting figures (stableStatus), and when it was published.

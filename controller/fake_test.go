@@ -79,16 +79,16 @@ func (f *fakeNomad) RegisterJob(_ context.Context, job *api.Job) error {
 func (f *fakeNomad) PurgeJob(_ context.Context, ns, job string) error {
 	return f.record(fmt.Sprintf("purge %s/%s", ns, job))
 }
-func (f *fakeNomad) StopAlloc(_ context.Context, ns, alloc string) error {
+func (f *fakeNomad) StopAlloc(_ context.Context, ns, alloc string) (uint64, error) {
 	if err := f.record(fmt.Sprintf("stop %s %s", ns, alloc)); err != nil {
-		return err
+		return 0, err
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.cluster != nil {
 		f.cluster.stopAlloc(alloc)
 	}
-	return nil
+	return 0, nil
 }
 func (f *fakeNomad) Scale(_ context.Context, ns, job, group string, count int, msg string, _ map[string]any, index uint64) (uint64, error) {
 	if err := f.record(fmt.Sprintf("scale %s/%s %s %d: %s", ns, job, group, count, msg)); err != nil {

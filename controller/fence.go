@@ -44,9 +44,9 @@ func (f fencedNomad) PurgeJob(ctx context.Context, ns, jobID string) error {
 	return f.Nomad.PurgeJob(ctx, ns, jobID)
 }
 
-func (f fencedNomad) StopAlloc(ctx context.Context, ns, allocID string) error {
+func (f fencedNomad) StopAlloc(ctx context.Context, ns, allocID string) (uint64, error) {
 	if err := f.fence("stop allocation " + allocID); err != nil {
-		return err
+		return 0, err
 	}
 	return f.Nomad.StopAlloc(ctx, ns, allocID)
 }

@@ -22,7 +22,7 @@ func TestFencedWrites(t *testing.T) {
 		call func() error
 	}{
 		{"signal", func() error { return n.Signal(ctx, "ml", "a1", "work", "SIGUSR1") }},
-		{"stop", func() error { return n.StopAlloc(ctx, "ml", "a1") }},
+		{"stop", func() error { _, err := n.StopAlloc(ctx, "ml", "a1"); return err }},
 		{"scale", func() error { _, err := n.Scale(ctx, "ml", "train", "work", 0, "m", nil, 0); return err }},
 		{"priority", func() error { _, err := n.SetPriority(ctx, "ml", "train", 40, "r", 0); return err }},
 		{"put", func() error { _, err := n.PutVar(ctx, "ml", "p", map[string]string{"k": "v"}, false, 0); return err }},

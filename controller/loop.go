@@ -157,20 +157,13 @@ func (c *Controller) reconcile(ctx context.Context) (time.Time, error) {
 	}
 	pressureSince := c.takePressure()
 	pol, eng := c.engineNow()
-	following, applied := c.obs.cache.follows()
-	// Read your own writes: the last round's scales may not be back from
-	// the event stream yet (a round can follow the last within
-	// milliseconds); planning on the cache without them would decide the
-	// same again. Wait for them, or read in full.
-	stale := following && c.wrote > 0 && !c.obs.cache.settle(ctx, c.wrote, applied, settleTimeout)
-	// Right after rounds that acted, Nomad is still carrying out what
-	// they did (stops, replacements, unblocked evaluations), and the
-	// events of it arrive over the next moments: a round planned on the
-	// cache then could preempt again for work already being served (seen
-	// on a loaded machine in TestDeterminedPartialPreemption). Those
-	// rounds read the cluster in full, from the leader, as every round
-	// did before the cache; quiet rounds plan on the cache.
-	stale = stale || !c.actedAt.IsZero() && c.now().Sub(c.actedAt) < actedFresh
+	following, _ := c.obs.cache.follows()
+	// Read your own writes, carried out: an earlier round's writes may not
+	// be back from the event stream yet, or Nomad may still be evaluating
+	// the jobs they changed (a round can follow the last within
+	// milliseconds). Planning on the cache then would decide the same
+	// again. Wait for them (settle), or read in full.
+	stale := following && !c.settled(ctx, c.unsettled)
 	obs, err := c.obs.observe(ctx, c.now(), stale)
 	c.metrics.observed(c.obs.stats)
 	if err != nil {
@@ -179,12 +172,7 @@ func (c *Controller) reconcile(ctx context.Context) (time.Time, error) {
 	}
 	c.usage.setObservation(obs, statsTargets(pol, obs))
 	r := newRound(obs.At, obs, c.states)
-	defer func() { // r as it ends
-		c.wrote = max(c.wrote, r.newestIndex())
-		if r.acted > 0 {
-			c.actedAt = r.now
-		}
-	}()
+	defer func() { c.unsettled = mergeWrites(c.unsettled, r.writes) }() // r as it ends
 	r.pressureSince = pressureSince
 	if !obs.NewPressure.IsZero() && (r.pressureSince.IsZero() || obs.NewPressure.Before(r.pressureSince)) {
 		r.pressureSince = obs.NewPressure
@@ -198,10 +186,12 @@ func (c *Controller) reconcile(ctx context.Context) (time.Time, error) {
 		}
 		if r.acted > 0 {
 			// Holds and stops just changed the cluster: plan on what
-			// Nomad shows now, not on what it showed before them. The
-			// event stream brings it within milliseconds; without it (or
-			// if it is late) the cluster is read again, from the leader.
-			full := !following || !c.obs.cache.settle(ctx, r.newestIndex(), applied, settleTimeout)
+			// Nomad shows once it has carried them out, not on what it
+			// showed before them. The event stream brings it within
+			// milliseconds; without it (or if Nomad is late) the cluster is
+			// read again, from the leader.
+			c.unsettled = mergeWrites(c.unsettled, r.writes)
+			full := !following || !c.settled(ctx, c.unsettled)
 			obs, err = c.obs.observe(ctx, c.now(), full)
 			c.metrics.observed(c.obs.stats)
 			if err != nil {
@@ -210,7 +200,6 @@ func (c *Controller) reconcile(ctx context.Context) (time.Time, error) {
 			}
 			c.usage.setObservation(obs, statsTargets(pol, obs))
 			prev := r
-			c.wrote = max(c.wrote, prev.newestIndex())
 			r = newRound(obs.At, obs, c.states)
 			r.pressureSince, r.failed, r.wakeAt, r.acted = prev.pressureSince, prev.failed, prev.wakeAt, prev.acted
 			if !obs.NewPressure.IsZero() && (r.pressureSince.IsZero() || obs.NewPressure.Before(r.pressureSince)) {
@@ -219,6 +208,9 @@ func (c *Controller) reconcile(ctx context.Context) (time.Time, error) {
 		}
 	}
 
+	if c.log.IsDebug() {
+		c.log.Debug("round observed", "full_reads", c.obs.stats.fullReads, "cache_index", c.obs.cache.at(), "gpus", obs.describe())
+	}
 	c.trackWaiting(r)
 	c.checkJobMeta(pol, obs)
 	snap := buildSnapshot(pol, obs, c.states, c.usage.samples())
@@ -293,6 +285,34 @@ func (c *Controller) reconcile(ctx context.Context) (time.Time, error) {
 		r.wake(r.now.Add(2 * time.Second))
 	}
 	return r.wakeAt, nil
+}
+
+// settled waits until Nomad has carried out the writes (clusterCache.settle)
+// and reports whether it has. Either way they are forgotten: past the
+// timeout, Nomad's queue is behind (or the stream is), the round reads the
+// cluster in full instead, and waiting again in every later round would
+// only slow them all.
+func (c *Controller) settled(ctx context.Context, writes map[jobKey]uint64) bool {
+	if len(writes) == 0 {
+		return true
+	}
+	defer clear(writes)
+	if !c.obs.cache.settle(ctx, writes, settleTimeout) {
+		c.metrics.settleTimeouts.Inc()
+		return false
+	}
+	return true
+}
+
+// mergeWrites adds a round's writes to those not settled yet.
+func mergeWrites(into, writes map[jobKey]uint64) map[jobKey]uint64 {
+	if into == nil {
+		into = map[jobKey]uint64{}
+	}
+	for k, i := range writes {
+		into[k] = max(into[k], i)
+	}
+	return into
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) bool {

@@ -28,6 +28,7 @@ type metrics struct {
 	metaRefused      *prometheus.CounterVec
 	reads            *prometheus.CounterVec
 	cacheDrift       prometheus.Counter
+	settleTimeouts   prometheus.Counter
 	lastReads        readStats
 	sampleAge        prometheus.Histogram
 	sweepSeconds     prometheus.Histogram
@@ -71,7 +72,9 @@ func newMetrics() *metrics {
 		[]string{"kind"})
 	m.cacheDrift = prometheus.NewCounter(prometheus.CounterOpts{Name: "steward_cache_drift_total",
 		Help: "Entities a full read corrected in the event-fed cache: changes the event stream missed."})
-	m.reg.MustRegister(m.sampleAge, m.sweepSeconds, m.statsFailures, m.reads, m.cacheDrift)
+	m.settleTimeouts = prometheus.NewCounter(prometheus.CounterOpts{Name: "steward_cache_settle_timeouts_total",
+		Help: "Rounds that read the cluster in full because Nomad had not carried out Steward's last writes within 2 s (evaluations pending, or the event stream behind)."})
+	m.reg.MustRegister(m.sampleAge, m.sweepSeconds, m.statsFailures, m.reads, m.cacheDrift, m.settleTimeouts)
 	m.reg.MustRegister(m.preemptions, m.actions, m.reloads, m.heldJobs, m.gpusInUse, m.gpusReserved, m.gpusWaiting,
 		m.idleGPUs, m.leader, m.nomadErrors, m.decisionLatency, m.reconcileSeconds, m.planSeconds, m.metaRefused)
 	return m

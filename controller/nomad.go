@@ -18,7 +18,9 @@ type Nomad interface {
 	Signal(ctx context.Context, namespace, allocID, task, signal string) error
 	// JobExists reports whether Nomad knows the job (false once purged).
 	JobExists(ctx context.Context, namespace, jobID string) (bool, error)
-	StopAlloc(ctx context.Context, namespace, allocID string) error
+	// StopAlloc asks Nomad to stop an allocation and returns the index of
+	// that write (its evaluation is created at it).
+	StopAlloc(ctx context.Context, namespace, allocID string) (uint64, error)
 	// Scale sets a group's count, only if the job's modify index is still
 	// index (the one the decision was made on; 0: any), and returns the
 	// job's new modify index.
@@ -66,8 +68,10 @@ type Nomad interface {
 	// ListAllocs lists the allocations that are placed or running and
 	// meant to run, with their resources, in every namespace.
 	ListAllocs(ctx context.Context, fresh bool) ([]*api.AllocationListStub, uint64, error)
-	// ListBlockedEvals lists blocked evaluations in every namespace.
-	ListBlockedEvals(ctx context.Context, fresh bool) ([]*api.Evaluation, uint64, error)
+	// ListOpenEvals lists the evaluations Nomad has not finished in every
+	// namespace: blocked ones (work waiting for resources) and pending ones
+	// (not processed yet).
+	ListOpenEvals(ctx context.Context, fresh bool) ([]*api.Evaluation, uint64, error)
 	// JobSummary reads a job's summary; nil when it is gone.
 	JobSummary(ctx context.Context, namespace, jobID string, fresh bool) (*api.JobSummary, error)
 	// NodeStats reads a client's host stats (its devices' included),
@@ -119,9 +123,12 @@ func isNotFound(err error) bool {
 		err != nil && strings.Contains(err.Error(), "job not found")
 }
 
-func (n *nomadClient) StopAlloc(ctx context.Context, ns, allocID string) error {
-	_, err := n.c.Allocations().Stop(&api.Allocation{ID: allocID, Namespace: ns}, rq(ctx, ns))
-	return needs(err, "alloc-lifecycle", "stop allocation %s", allocID)
+func (n *nomadClient) StopAlloc(ctx context.Context, ns, allocID string) (uint64, error) {
+	resp, err := n.c.Allocations().Stop(&api.Allocation{ID: allocID, Namespace: ns}, rq(ctx, ns))
+	if err != nil {
+		return 0, needs(err, "alloc-lifecycle", "stop allocation %s", allocID)
+	}
+	return resp.LastIndex, nil
 }
 
 func (n *nomadClient) Scale(ctx context.Context, ns, jobID, group string, count int, message string, meta map[string]any, index uint64) (uint64, error) {

@@ -35,6 +35,11 @@ type round struct {
 	// indexes are jobs' modify indexes after Steward's own writes in this
 	// round: the next write to the same job is conditional on them.
 	indexes map[jobKey]uint64
+	// writes are the jobs Steward changed in this round (scaled,
+	// re-registered, an allocation stopped), each with the Nomad index of
+	// its newest write: the next plan waits until Nomad has carried them
+	// out (clusterCache.settle).
+	writes map[jobKey]uint64
 
 	wakeAt time.Time // earliest time something is due
 	failed int       // Nomad calls that failed
@@ -83,22 +88,8 @@ func (r *round) jobIndex(k jobKey) uint64 {
 	return 0
 }
 
-// newestIndex is the newest job modify index Steward's writes in this
-// round returned (0: none).
-func (r *round) newestIndex() uint64 {
-	var n uint64
-	for _, i := range r.indexes {
-		n = max(n, i)
-	}
-	return n
-}
-
-// actedFresh is how long after a round that acted the next rounds read
-// the cluster in full.
-const actedFresh = 2 * time.Second
-
-// settleTimeout bounds the wait for the event stream to bring a round's own
-// writes back before the cluster is read in full instead.
+// settleTimeout bounds the wait for Nomad to carry out a round's writes
+// (clusterCache.settle) before the cluster is read in full instead.
 const settleTimeout = 2 * time.Second
 
 func (r *round) setJobIndex(k jobKey, i uint64) {
@@ -106,6 +97,15 @@ func (r *round) setJobIndex(k jobKey, i uint64) {
 		r.indexes = map[jobKey]uint64{}
 	}
 	r.indexes[k] = i
+	r.wrote(k, i)
+}
+
+// wrote notes a write to a job at a Nomad index (0: none returned).
+func (r *round) wrote(k jobKey, index uint64) {
+	if r.writes == nil {
+		r.writes = map[jobKey]uint64{}
+	}
+	r.writes[k] = max(r.writes[k], index)
 }
 
 func (r *round) allocAlive(id string) bool { return r.alive[id] }
