@@ -19,14 +19,18 @@ type Traffic struct {
 	// readsBy reads (readClasses).
 	byEndpoint [len(writeClasses)]atomic.Int64
 	readsBy    [len(readClasses)]atomic.Int64
+	// readBytesBy counts response bytes per read class: what a quiet
+	// cluster costs is the resync and GPU stats, not the event stream.
+	readBytesBy [len(readClasses)]atomic.Int64
 }
 
-// readClasses name what a read is of, by its path.
-var readClasses = [...]string{"variable", "job", "allocation", "node", "evaluation", "event", "other"}
+// readClasses name what a read is of, by its path; "stats" is GPU
+// activity (a client's host stats, forwarded by the servers).
+var readClasses = [...]string{"variable", "job", "allocation", "node", "evaluation", "event", "stats", "other"}
 
 func readClass(path string) int {
-	for i, prefix := range [][]string{{"/v1/var"}, {"/v1/job"}, {"/v1/allocation"}, {"/v1/node", "/v1/client/stats"},
-		{"/v1/evaluation"}, {"/v1/event"}} {
+	for i, prefix := range [][]string{{"/v1/var"}, {"/v1/job"}, {"/v1/allocation"}, {"/v1/node"},
+		{"/v1/evaluation"}, {"/v1/event"}, {"/v1/client/stats"}} {
 		for _, p := range prefix {
 			if strings.HasPrefix(path, p) {
 				return i
@@ -70,9 +74,11 @@ type trafficTransport struct {
 }
 
 func (tt trafficTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	class := -1
 	if req.Method == http.MethodGet || req.Method == http.MethodHead {
+		class = readClass(req.URL.Path)
 		tt.t.reads.Add(1)
-		tt.t.readsBy[readClass(req.URL.Path)].Add(1)
+		tt.t.readsBy[class].Add(1)
 	} else {
 		tt.t.writes.Add(1)
 		tt.t.byEndpoint[writeClass(req.URL.Path)].Add(1)
@@ -80,6 +86,9 @@ func (tt trafficTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 	resp, err := tt.rt.RoundTrip(req)
 	if resp != nil && resp.Body != nil {
 		resp.Body = countingBody{ReadCloser: resp.Body, n: &tt.t.readBytes}
+		if class >= 0 {
+			resp.Body = countingBody{ReadCloser: resp.Body, n: &tt.t.readBytesBy[class]}
+		}
 	}
 	return resp, err
 }
@@ -104,6 +113,11 @@ func (t *Traffic) collectors() []prometheus.Collector {
 		out = append(out, prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "steward_nomad_http_reads_total",
 			Help: "Nomad API reads the controller made, by what they are of.", ConstLabels: prometheus.Labels{"endpoint": class}},
 			func() float64 { return float64(t.readsBy[i].Load()) }))
+	}
+	for i, class := range readClasses {
+		out = append(out, prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "steward_nomad_http_read_endpoint_bytes_total",
+			Help: "Bytes of Nomad API responses to reads (GET), by what they are of.", ConstLabels: prometheus.Labels{"endpoint": class}},
+			func() float64 { return float64(t.readBytesBy[i].Load()) }))
 	}
 	for i, class := range writeClasses {
 		out = append(out, prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "steward_nomad_http_writes_total",

@@ -34,6 +34,7 @@ var (
 	gpusFlag   = flag.Int("scale.gpus", 8, "GPUs per node")
 	fillFlag   = flag.Duration("scale.fill", 90*time.Second, "longest time to fill the cluster before measuring")
 	windowFlag = flag.Duration("scale.window", 30*time.Second, "how long to measure")
+	quietFlag  = flag.Duration("scale.quiet", 20*time.Second, "how long to measure the leader's reads after the window with the workload paused (nothing submitted or finished)")
 	demandFlag = flag.Float64("scale.demand", 1.15, "GPUs wanted by outstanding work, as a share of the cluster's")
 	seedFlag   = flag.Uint64("scale.seed", 1, "seed of the workload")
 	outFlag    = flag.String("scale.out", "", "also write the summary as JSON to this file")
@@ -54,6 +55,10 @@ type summary struct {
 	FullReads, SummaryReads  float64
 	Drift                    float64
 	WindowSeconds            float64
+	// Quiet: the workload paused after the window. Cluster reads exclude
+	// GPU stats (which follow the idle rules' coverage, not changes).
+	QuietReadMBPerMin, QuietClusterReadMBPerMin, QuietWritesPerMin float64
+	QuietSeconds                                                   float64
 }
 
 func (s summary) line() string {
@@ -64,9 +69,11 @@ func (s summary) line() string {
 		return fmt.Sprintf("%.*f", prec, v)
 	}
 	return fmt.Sprintf("scale: nodes=%d gpus=%d allocs=%d decision_p50_ms=%s decision_p99_ms=%s read_mb_per_min=%s writes_per_min=%s "+
-		"controller_cpu_s_per_min=%s rss_mib=%s failover_to_first_plan_s=%s idle_sample_age_p99_s=%s",
+		"controller_cpu_s_per_min=%s rss_mib=%s failover_to_first_plan_s=%s idle_sample_age_p99_s=%s "+
+		"quiet_read_mb_per_min=%s quiet_cluster_read_mb_per_min=%s quiet_writes_per_min=%s",
 		s.Nodes, s.GPUs, s.Allocs, f(s.DecisionP50, 1), f(s.DecisionP99, 1), f(s.ReadMBPerMin, 2), f(s.WritesPerMin, 1),
-		f(s.CPUSecondsPerMin, 2), f(s.RSSMiB, 0), f(s.FailoverToFirstPlan, 1), f(s.IdleSampleAgeP99, 1))
+		f(s.CPUSecondsPerMin, 2), f(s.RSSMiB, 0), f(s.FailoverToFirstPlan, 1), f(s.IdleSampleAgeP99, 1),
+		f(s.QuietReadMBPerMin, 2), f(s.QuietClusterReadMBPerMin, 2), f(s.QuietWritesPerMin, 1))
 }
 
 // controllerProc is a copy of the controller the harness runs.
@@ -229,6 +236,36 @@ func TestScale(t *testing.T) {
 		Drift:            counter(after, "steward_cache_drift_total", "") - counter(before, "steward_cache_drift_total", ""),
 		WindowSeconds:    to.Sub(from).Seconds()}
 
+	// Quiet: nothing submitted or finished. What the leader still reads is
+	// the resync (a full read every -resync), the GPU stats of covered
+	// nodes, and whatever Steward's own actions set off.
+	if *quietFlag > 0 {
+		q0, err := scrape(a.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		qFrom := time.Now()
+		time.Sleep(*quietFlag)
+		q1, err := scrape(a.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		qMin := time.Since(qFrom).Minutes()
+		s.QuietSeconds = time.Since(qFrom).Seconds()
+		delta := func(name, label, value string) float64 {
+			return counterWith(q1, name, label, value) - counterWith(q0, name, label, value)
+		}
+		s.QuietReadMBPerMin = (counter(q1, "steward_nomad_http_read_bytes_total", "") - counter(q0, "steward_nomad_http_read_bytes_total", "")) / 1e6 / qMin
+		s.QuietClusterReadMBPerMin = s.QuietReadMBPerMin - delta("steward_nomad_http_read_endpoint_bytes_total", "endpoint", "stats")/1e6/qMin
+		s.QuietWritesPerMin = (counter(q1, "steward_nomad_http_requests_total", "write") - counter(q0, "steward_nomad_http_requests_total", "write")) / qMin
+		var by []string
+		for _, class := range []string{"variable", "job", "allocation", "node", "evaluation", "event", "stats", "other"} {
+			by = append(by, fmt.Sprintf("%s %.2f", class, delta("steward_nomad_http_read_endpoint_bytes_total", "endpoint", class)/1e6/qMin))
+		}
+		t.Logf("quiet %.0fs (workload paused): read MB/min by endpoint: %s; %.0f full reads", s.QuietSeconds, strings.Join(by, ", "),
+			delta("steward_nomad_reads_total", "kind", "full"))
+	}
+
 	// Failover: the leader dies; the time until the other copy's first
 	// round includes the lock's TTL (10 s here).
 	killed := time.Now()
@@ -250,7 +287,7 @@ func TestScale(t *testing.T) {
 	}
 	t.Logf("writes per minute: %s", strings.Join(writes, ", "))
 	var reads []string
-	for _, class := range []string{"variable", "job", "allocation", "node", "evaluation", "event", "other"} {
+	for _, class := range []string{"variable", "job", "allocation", "node", "evaluation", "event", "stats", "other"} {
 		n := counterWith(after, "steward_nomad_http_reads_total", "endpoint", class) - counterWith(before, "steward_nomad_http_reads_total", "endpoint", class)
 		reads = append(reads, fmt.Sprintf("%s %.1f", class, n/minutes))
 	}
