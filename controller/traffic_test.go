@@ -11,8 +11,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
-// The traffic counter counts response bytes and requests by kind, and its
-// metrics register together.
+// The traffic counter counts response bytes and requests by kind (read
+// bytes also by endpoint: a PUT's response counts only in the total), and
+// its metrics register together.
 func TestTrafficCounted(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.WriteString(w, strings.Repeat("x", 1000))
@@ -20,8 +21,12 @@ func TestTrafficCounted(t *testing.T) {
 	defer srv.Close()
 	var tr Traffic
 	client := &http.Client{Transport: tr.Wrap(http.DefaultTransport)}
-	for _, method := range []string{http.MethodGet, http.MethodGet, http.MethodPut} {
-		req, _ := http.NewRequest(method, srv.URL, nil)
+	for i, method := range []string{http.MethodGet, http.MethodGet, http.MethodPut} {
+		path := ""
+		if i == 0 {
+			path = "/v1/client/stats"
+		}
+		req, _ := http.NewRequest(method, srv.URL+path, nil)
 		resp, err := client.Do(req)
 		if err != nil {
 			t.Fatal(err)
@@ -35,6 +40,16 @@ func TestTrafficCounted(t *testing.T) {
 # HELP steward_nomad_http_read_bytes_total Bytes of Nomad API responses the controller read, the event stream included.
 # TYPE steward_nomad_http_read_bytes_total counter
 steward_nomad_http_read_bytes_total 3000
+# HELP steward_nomad_http_read_endpoint_bytes_total Bytes of Nomad API responses to reads (GET), by what they are of.
+# TYPE steward_nomad_http_read_endpoint_bytes_total counter
+steward_nomad_http_read_endpoint_bytes_total{endpoint="allocation"} 0
+steward_nomad_http_read_endpoint_bytes_total{endpoint="evaluation"} 0
+steward_nomad_http_read_endpoint_bytes_total{endpoint="event"} 0
+steward_nomad_http_read_endpoint_bytes_total{endpoint="job"} 0
+steward_nomad_http_read_endpoint_bytes_total{endpoint="node"} 0
+steward_nomad_http_read_endpoint_bytes_total{endpoint="other"} 1000
+steward_nomad_http_read_endpoint_bytes_total{endpoint="stats"} 1000
+steward_nomad_http_read_endpoint_bytes_total{endpoint="variable"} 0
 # HELP steward_nomad_http_requests_total ` + requestsHelp + `
 # TYPE steward_nomad_http_requests_total counter
 steward_nomad_http_requests_total{kind="read"} 2
@@ -46,7 +61,8 @@ steward_nomad_http_reads_total{endpoint="evaluation"} 0
 steward_nomad_http_reads_total{endpoint="event"} 0
 steward_nomad_http_reads_total{endpoint="job"} 0
 steward_nomad_http_reads_total{endpoint="node"} 0
-steward_nomad_http_reads_total{endpoint="other"} 2
+steward_nomad_http_reads_total{endpoint="other"} 1
+steward_nomad_http_reads_total{endpoint="stats"} 1
 steward_nomad_http_reads_total{endpoint="variable"} 0
 # HELP steward_nomad_http_writes_total Nomad API writes the controller made, by what they are to.
 # TYPE steward_nomad_http_writes_total counter
