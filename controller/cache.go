@@ -67,14 +67,11 @@ type clusterCache struct {
 	following bool
 	// followed: the stream fed the cache at some point (so that its
 	// absence now means a gap, not a test without events).
-	followed bool
-	nodes    map[string]cachedNode
-	jobs     map[jobKey]*ObservedJob
-	allocs   map[string]ObservedAlloc
-	blocked  map[string]blockedEval
-	// pending are evaluations Nomad has not processed yet, by ID: the job
-	// each is for (settle waits for those of the jobs Steward wrote to).
-	pending   map[string]jobKey
+	followed  bool
+	nodes     map[string]cachedNode
+	jobs      map[jobKey]*ObservedJob
+	allocs    map[string]ObservedAlloc
+	blocked   map[string]blockedEval
 	summaries map[jobKey]*cachedSummary
 	// seen is, per entity ("a/<alloc>", "j/<ns>/<job>", "n/<node>",
 	// "e/<eval>"), the newest Nomad index the cache reflects for it: an
@@ -87,8 +84,8 @@ type clusterCache struct {
 
 func newClusterCache(placeholders string) *clusterCache {
 	return &clusterCache{placeholders: placeholders, nodes: map[string]cachedNode{}, jobs: map[jobKey]*ObservedJob{},
-		allocs: map[string]ObservedAlloc{}, blocked: map[string]blockedEval{}, pending: map[string]jobKey{},
-		summaries: map[jobKey]*cachedSummary{}, seen: map[string]uint64{}, changed: make(chan struct{})}
+		allocs: map[string]ObservedAlloc{}, blocked: map[string]blockedEval{}, summaries: map[jobKey]*cachedSummary{},
+		seen: map[string]uint64{}, changed: make(chan struct{})}
 }
 
 func (c *clusterCache) isPlaceholder(ns, id string) bool {
@@ -102,7 +99,6 @@ type clusterRead struct {
 	jobs    map[jobKey]*ObservedJob
 	allocs  map[string]ObservedAlloc
 	blocked map[string]blockedEval
-	pending map[string]jobKey
 	seen    map[string]uint64
 }
 
@@ -117,9 +113,6 @@ func (c *clusterCache) replace(rd *clusterRead) int {
 	defer c.mu.Unlock()
 	drift := 0
 	seen := rd.seen
-	if rd.pending == nil {
-		rd.pending = map[string]jobKey{}
-	}
 	// The read holds an entity as of its modify index, or its absence as
 	// of the read's index.
 	mergeInto := func(key string, inRead bool) (readWins bool) {
@@ -143,14 +136,10 @@ func (c *clusterCache) replace(rd *clusterRead) int {
 		})
 	drift += merge(c.blocked, rd.blocked, func(id string) string { return "e/" + id }, mergeInto,
 		func(a, b blockedEval) bool { return true })
-	// Evaluations pending in one and not the other are Nomad at work
-	// between the read and the events, not drift.
-	merge(c.pending, rd.pending, func(id string) string { return "e/" + id }, mergeInto,
-		func(a, b jobKey) bool { return true })
 	if !c.ready {
 		drift = 0
 	}
-	c.nodes, c.jobs, c.allocs, c.blocked, c.pending, c.seen = rd.nodes, rd.jobs, rd.allocs, rd.blocked, rd.pending, seen
+	c.nodes, c.jobs, c.allocs, c.blocked, c.seen = rd.nodes, rd.jobs, rd.allocs, rd.blocked, seen
 	for k, s := range c.summaries {
 		if _, ok := c.jobs[k]; !ok {
 			delete(c.summaries, k)
@@ -291,14 +280,8 @@ func (c *clusterCache) applyOne(e *api.Event) bool {
 		if err != nil || ev == nil || !c.newer("e/"+ev.ID, e) {
 			return false
 		}
-		k := jobKey{ev.Namespace, ev.JobID}
-		if s := c.summaries[k]; s != nil {
+		if s := c.summaries[jobKey{ev.Namespace, ev.JobID}]; s != nil {
 			s.stale = true
-		}
-		if waiting(ev, time.Now()) {
-			c.pending[ev.ID] = k
-		} else {
-			delete(c.pending, ev.ID)
 		}
 		if ev.Status != "blocked" {
 			_, had := c.blocked[ev.ID]
@@ -321,13 +304,6 @@ func skipJobType(typ, parentID string, periodic bool) bool {
 // what allocFilter asks the list for.
 func keepAlloc(client, desired string) bool {
 	return client != "complete" && client != "failed" && client != "lost" && desired == "run"
-}
-
-// waiting reports whether an evaluation is one Nomad is about to process:
-// pending, and not delayed (a reschedule or a rolling update's wait, due
-// later, is not part of carrying out a write now).
-func waiting(ev *api.Evaluation, now time.Time) bool {
-	return ev.Status == "pending" && !ev.WaitUntil.After(now) && ev.Wait <= 0
 }
 
 func blockedFrom(ev *api.Evaluation) blockedEval {
@@ -405,14 +381,11 @@ func (c *clusterCache) wasFollowed() bool {
 	return c.followed
 }
 
-// settle waits, after the controller's own writes, until Nomad has carried
-// them out as far as the cache shows: the cache reflects every write (their
-// indexes) and no evaluation of a job written to is pending. Until then
-// Nomad is mid-way: a stopped allocation's replacement placed by the
-// stop's own evaluation and not yet removed by the scale's (Nomad
-// evaluates a job's writes one at a time), a resumed group neither placed
-// nor blocked. A plan on that would preempt again for work already being
-// served. It waits at most timeout and reports whether it got there.
+// settle waits, after the controller's own writes, until the cache holds
+// them: until it reflects the index each returned (a stop's as well as a
+// scale's); at most timeout. It reports whether it got there. What Nomad
+// does next with them (a victim's replacement, the scale's stops) arrives
+// as events later: buildSnapshot reads it for what it is (leaving).
 func (c *clusterCache) settle(ctx context.Context, writes map[jobKey]uint64, timeout time.Duration) bool {
 	deadline := time.NewTimer(timeout)
 	defer deadline.Stop()
@@ -433,16 +406,10 @@ func (c *clusterCache) settle(ctx context.Context, writes map[jobKey]uint64, tim
 	}
 }
 
-// holds reports whether the cache reflects writes and no evaluation of a
-// job they touched is pending. c.mu is held.
+// holds reports whether the cache reflects writes. c.mu is held.
 func (c *clusterCache) holds(writes map[jobKey]uint64) bool {
 	for _, i := range writes {
 		if c.index < i {
-			return false
-		}
-	}
-	for _, k := range c.pending {
-		if _, ok := writes[k]; ok {
 			return false
 		}
 	}

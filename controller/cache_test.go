@@ -161,58 +161,41 @@ func TestCacheSameIndexBatches(t *testing.T) {
 	c.replace(&clusterRead{index: 100, nodes: map[string]cachedNode{}, jobs: map[jobKey]*ObservedJob{}, allocs: map[string]ObservedAlloc{},
 		blocked: map[string]blockedEval{}, seen: map[string]uint64{}})
 	c.apply(event(t, 110, "Job", "JobRegistered", "Job", fmt.Sprintf(jobJSON, 110, 1)))
-	c.apply(event(t, 110, "Evaluation", "JobRegistered", "Evaluation", fmt.Sprintf(evalJSON, "pending")))
-	c.mu.Lock()
-	_, pending := c.pending["ev1"]
-	c.mu.Unlock()
-	if !pending {
-		t.Errorf("the evaluation registered with the job at its index was dropped")
+	c.apply(event(t, 110, "Evaluation", "JobRegistered", "Evaluation", fmt.Sprintf(evalJSON, "blocked")))
+	if got := c.describe(); got != "allocs[] jobs[ml/train@110x1] nodes[] blocked[ev1]" {
+		t.Errorf("the evaluation registered with the job at its index was dropped: %s", got)
 	}
 	// An event no newer than the last full read is in that read.
 	c.apply(event(t, 100, "Evaluation", "EvaluationUpdated", "Evaluation",
 		`{"ID":"ev9","Namespace":"ml","JobID":"train","Status":"blocked","CreateTime":1,"ModifyTime":2}`))
-	if got := c.describe(); got != "allocs[] jobs[ml/train@110x1] nodes[] blocked[]" {
+	if got := c.describe(); got != "allocs[] jobs[ml/train@110x1] nodes[] blocked[ev1]" {
 		t.Errorf("an event at the full read's index changed the cache: %s", got)
 	}
 }
 
-// settle returns once the cache holds the controller's writes and Nomad
-// has evaluated the jobs they touched; not before, whatever else pends.
+// settle returns once the cache holds the controller's writes (the index
+// each returned), and not before.
 func TestCacheSettle(t *testing.T) {
 	train, nb := jobKey{"ml", "train"}, jobKey{"ml", "nb"}
-	evalOf := func(id, job, status, extra string) string {
-		return fmt.Sprintf(`{"ID":%q,"Namespace":"ml","JobID":%q,"Status":%q,"CreateTime":1,"ModifyTime":2%s}`, id, job, status, extra)
-	}
-	later := time.Now().Add(time.Hour).UTC().Format(time.RFC3339)
 	cases := []struct {
 		name   string
-		events []string // evaluation payloads, one batch each, from index 111
+		at     int // the index events brought the cache to
 		writes map[jobKey]uint64
 		want   bool
 	}{
-		{"no writes", nil, nil, true},
-		{"the write is not back from the stream", nil, map[jobKey]uint64{train: 120}, false},
-		{"the write's evaluation is pending", []string{evalOf("e1", "train", "pending", "")}, map[jobKey]uint64{train: 111}, false},
-		{"the write's evaluation is complete",
-			[]string{evalOf("e1", "train", "pending", ""), evalOf("e1", "train", "complete", "")}, map[jobKey]uint64{train: 111}, true},
-		{"evaluations Nomad cancelled for a newer one",
-			[]string{evalOf("e1", "train", "pending", ""), evalOf("e2", "train", "pending", ""), evalOf("e1", "train", "canceled", ""),
-				evalOf("e2", "train", "complete", "")}, map[jobKey]uint64{train: 112}, true},
-		{"another job's pending evaluation", []string{evalOf("e1", "nb", "pending", "")}, map[jobKey]uint64{train: 111}, true},
-		{"a blocked evaluation is Nomad done for now", []string{evalOf("e1", "train", "blocked", "")}, map[jobKey]uint64{train: 111}, true},
-		{"a delayed evaluation (a reschedule due later)", []string{evalOf("e1", "train", "pending", `,"WaitUntil":"`+later+`"`)},
-			map[jobKey]uint64{train: 111}, true},
-		{"one of two jobs still pending",
-			[]string{evalOf("e1", "train", "pending", ""), evalOf("e2", "nb", "pending", ""), evalOf("e1", "train", "complete", "")},
-			map[jobKey]uint64{train: 111, nb: 112}, false},
+		{"no writes", 110, nil, true},
+		{"the write is back", 112, map[jobKey]uint64{train: 112}, true},
+		{"the write is not back from the stream", 111, map[jobKey]uint64{train: 112}, false},
+		{"one of two writes is not back", 115, map[jobKey]uint64{train: 112, nb: 116}, false},
+		{"a write that returned no index", 110, map[jobKey]uint64{train: 0}, true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			c := newClusterCache("steward")
 			c.replace(&clusterRead{index: 110, nodes: map[string]cachedNode{}, jobs: map[jobKey]*ObservedJob{}, allocs: map[string]ObservedAlloc{},
 				blocked: map[string]blockedEval{}, seen: map[string]uint64{}})
-			for i, e := range tc.events {
-				c.apply(event(t, 111+i, "Evaluation", "EvaluationUpdated", "Evaluation", e))
+			if tc.at > 110 {
+				c.apply(event(t, tc.at, "Job", "JobRegistered", "Job", fmt.Sprintf(jobJSON, tc.at, 1)))
 			}
 			if got := c.settle(context.Background(), tc.writes, 20*time.Millisecond); got != tc.want {
 				t.Errorf("settle = %v, want %v", got, tc.want)
@@ -220,16 +203,15 @@ func TestCacheSettle(t *testing.T) {
 		})
 	}
 
-	// It waits for the events that finish the evaluation.
+	// It waits for the event that brings the write back.
 	c := newClusterCache("steward")
 	c.replace(&clusterRead{index: 110, nodes: map[string]cachedNode{}, jobs: map[jobKey]*ObservedJob{}, allocs: map[string]ObservedAlloc{},
 		blocked: map[string]blockedEval{}, seen: map[string]uint64{}})
-	c.apply(event(t, 111, "Evaluation", "AllocationUpdateDesiredStatus", "Evaluation", evalOf("e1", "train", "pending", "")))
 	go func() {
 		time.Sleep(20 * time.Millisecond)
-		c.apply(event(t, 112, "Evaluation", "EvaluationUpdated", "Evaluation", evalOf("e1", "train", "complete", "")))
+		c.apply(event(t, 112, "Job", "JobRegistered", "Job", fmt.Sprintf(jobJSON, 112, 1)))
 	}()
-	if !c.settle(context.Background(), map[jobKey]uint64{train: 111}, 10*time.Second) {
-		t.Errorf("settle did not see the evaluation complete")
+	if !c.settle(context.Background(), map[jobKey]uint64{train: 112}, 10*time.Second) {
+		t.Errorf("settle did not see the write come back")
 	}
 }

@@ -93,7 +93,7 @@ func (f *fakeNomad) ListAllocs(context.Context, bool) ([]*api.AllocationListStub
 	return slices.Clone(f.cl().allocs), f.cl().index, nil
 }
 
-func (f *fakeNomad) ListOpenEvals(context.Context, bool) ([]*api.Evaluation, uint64, error) {
+func (f *fakeNomad) ListBlockedEvals(context.Context, bool) ([]*api.Evaluation, uint64, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.readErr("read evals"); err != nil {

@@ -68,10 +68,8 @@ type Nomad interface {
 	// ListAllocs lists the allocations that are placed or running and
 	// meant to run, with their resources, in every namespace.
 	ListAllocs(ctx context.Context, fresh bool) ([]*api.AllocationListStub, uint64, error)
-	// ListOpenEvals lists the evaluations Nomad has not finished in every
-	// namespace: blocked ones (work waiting for resources) and pending ones
-	// (not processed yet).
-	ListOpenEvals(ctx context.Context, fresh bool) ([]*api.Evaluation, uint64, error)
+	// ListBlockedEvals lists blocked evaluations in every namespace.
+	ListBlockedEvals(ctx context.Context, fresh bool) ([]*api.Evaluation, uint64, error)
 	// JobSummary reads a job's summary; nil when it is gone.
 	JobSummary(ctx context.Context, namespace, jobID string, fresh bool) (*api.JobSummary, error)
 	// NodeStats reads a client's host stats (its devices' included),

@@ -69,7 +69,7 @@ func (c *clusterCache) isReady() bool {
 // the oldest of the lists': events after it are applied on top.
 func (o *observer) readAll(ctx context.Context, fresh bool) (*clusterRead, error) {
 	rd := &clusterRead{nodes: map[string]cachedNode{}, jobs: map[jobKey]*ObservedJob{}, allocs: map[string]ObservedAlloc{},
-		blocked: map[string]blockedEval{}, pending: map[string]jobKey{}, seen: map[string]uint64{}}
+		blocked: map[string]blockedEval{}, seen: map[string]uint64{}}
 	index := func(i uint64) {
 		if rd.index == 0 || i < rd.index {
 			rd.index = i
@@ -134,20 +134,14 @@ func (o *observer) readAll(ctx context.Context, fresh bool) (*clusterRead, error
 		}
 	}
 
-	evals, i, err := o.n.ListOpenEvals(ctx, fresh)
+	evals, i, err := o.n.ListBlockedEvals(ctx, fresh)
 	if err != nil {
 		return nil, err
 	}
 	index(i)
-	now := time.Now()
 	for _, ev := range evals {
+		rd.blocked[ev.ID] = blockedFrom(ev)
 		rd.seen["e/"+ev.ID] = ev.ModifyIndex
-		switch {
-		case ev.Status == "blocked":
-			rd.blocked[ev.ID] = blockedFrom(ev)
-		case waiting(ev, now):
-			rd.pending[ev.ID] = jobKey{ev.Namespace, ev.JobID}
-		}
 	}
 	return rd, nil
 }

@@ -81,11 +81,11 @@ func (n *nomadClient) ListAllocs(ctx context.Context, fresh bool) ([]*api.Alloca
 	return allocs, index, needs(err, "read-job", "list allocations")
 }
 
-func (n *nomadClient) ListOpenEvals(ctx context.Context, fresh bool) ([]*api.Evaluation, uint64, error) {
+func (n *nomadClient) ListBlockedEvals(ctx context.Context, fresh bool) ([]*api.Evaluation, uint64, error) {
 	q := readOpts(ctx, api.AllNamespacesNamespace, fresh)
-	q.Filter = `Status == "blocked" or Status == "pending"`
+	q.Filter = `Status == "blocked"`
 	evals, index, err := paginate(q, n.c.Evaluations().List)
-	return evals, index, needs(err, "read-job", "list blocked and pending evaluations")
+	return evals, index, needs(err, "read-job", "list blocked evaluations")
 }
 
 func (n *nomadClient) JobSummary(ctx context.Context, ns, id string, fresh bool) (*api.JobSummary, error) {

@@ -2,6 +2,8 @@ package controller
 
 import (
 	"sort"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/gpu-steward/steward/policy"
@@ -41,6 +43,7 @@ func buildSnapshot(p *policy.Policy, obs *Observation, states map[jobKey]*JobSta
 		jobs[k] = ej
 		return ej
 	}
+	going := leaving(obs, states)
 	for _, a := range obs.Allocs {
 		j := obs.Jobs[jobKey{a.Namespace, a.JobID}]
 		if j == nil {
@@ -48,9 +51,15 @@ func buildSnapshot(p *policy.Policy, obs *Observation, states map[jobKey]*JobSta
 		}
 		ea := engine.Alloc{ID: a.ID, Job: jobOf(j), Group: a.Group, NodeID: a.NodeID,
 			GPUIDs: a.GPUIDs, StartedAt: a.StartedAt, CheckpointAt: a.CheckpointAt, Usage: usage[a.ID]}
+		d, gone := going[a.ID]
 		if st := states[jobKey{a.Namespace, a.JobID}]; st != nil {
-			if d := st.draining(a.ID); d != nil {
-				ea.Draining = true
+			if v := st.draining(a.ID); v != nil {
+				d, gone = v, true
+			}
+		}
+		if gone {
+			ea.Draining = true
+			if d != nil {
 				if ea.For, ea.ForGroup = drainFor(d); ea.For != nil && !live(*ea.For) {
 					ea.For, ea.ForGroup = nil, ""
 				}
@@ -138,6 +147,94 @@ func buildSnapshot(p *policy.Policy, obs *Observation, states map[jobKey]*JobSta
 		}
 	}
 	return s
+}
+
+// leaving returns the allocations Nomad is about to stop because their
+// group's count is lower than what runs, each with the preemption that
+// lowered it (nil: none known, an owner's scale), for the engine to count
+// as being freed (Alloc.Draining) rather than as work to preempt again.
+//
+// Nomad carries out a partial preemption in steps: the victims' own stop
+// evaluation places a replacement for each (the count is still the old
+// one), then the scale's evaluation stops as many allocations as the count
+// dropped by. Between the two, the group shows more allocations than its
+// count, on GPUs the preemption freed. Which ones go is Nomad's rule
+// (computeStop): those marked to stop first, then the highest name
+// indexes, which is where the victims' replacements are when the victims
+// had them. The victims themselves are counted first (JobState.draining).
+func leaving(obs *Observation, states map[jobKey]*JobState) map[string]*Drain {
+	type groupKey struct {
+		k jobKey
+		g string
+	}
+	byGroup := map[groupKey][]*ObservedAlloc{}
+	for i := range obs.Allocs {
+		a := &obs.Allocs[i]
+		gk := groupKey{jobKey{a.Namespace, a.JobID}, a.Group}
+		byGroup[gk] = append(byGroup[gk], a)
+	}
+	var out map[string]*Drain
+	for gk, allocs := range byGroup {
+		j := obs.Jobs[gk.k]
+		if j == nil || j.Stopped {
+			continue
+		}
+		spec, ok := j.Groups[gk.g]
+		if !ok || len(allocs) <= spec.Count {
+			continue
+		}
+		excess := len(allocs) - spec.Count
+		st := states[gk.k]
+		var why *Drain
+		var rest []*ObservedAlloc
+		for _, a := range allocs {
+			if st != nil && st.draining(a.ID) != nil {
+				excess-- // a victim: already counted as freeing
+				continue
+			}
+			rest = append(rest, a)
+		}
+		if excess <= 0 {
+			continue
+		}
+		if st != nil {
+			for _, d := range st.Draining {
+				if d.Finished && (d.Group == "" || d.Group == gk.g) && (why == nil || d.FinishedAt.After(why.FinishedAt)) {
+					why = d
+				}
+			}
+		}
+		sort.Slice(rest, func(i, k int) bool {
+			if rest[i].StopRequested != rest[k].StopRequested {
+				return rest[i].StopRequested
+			}
+			if ni, nk := nameIndex(rest[i].Name), nameIndex(rest[k].Name); ni != nk {
+				return ni > nk
+			}
+			return rest[i].ID < rest[k].ID
+		})
+		if out == nil {
+			out = map[string]*Drain{}
+		}
+		for _, a := range rest[:min(excess, len(rest))] {
+			out[a.ID] = why
+		}
+	}
+	return out
+}
+
+// nameIndex is the index in an allocation's name ("job.group[3]": 3), -1
+// when it has none.
+func nameIndex(name string) int {
+	open, end := strings.LastIndexByte(name, '['), len(name)-1
+	if open < 0 || end <= open || name[end] != ']' {
+		return -1
+	}
+	i, err := strconv.Atoi(name[open+1 : end])
+	if err != nil {
+		return -1
+	}
+	return i
 }
 
 // engineJob is what the engine knows of a job. A job's meta is its owner's

@@ -1,6 +1,8 @@
 package controller
 
 import (
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -196,5 +198,68 @@ func TestResumedKeepsItsPlace(t *testing.T) {
 	delete(st.Waiting, "work")
 	if s := buildSnapshot(c.pol, r.obs, c.states, nil); len(s.Waiting) != 1 || !s.Waiting[0].Since.Equal(t0.Add(-time.Hour)) {
 		t.Fatalf("without a place in line: waiting %+v, want since the hold began", s.Waiting)
+	}
+}
+
+// While Nomad carries out a partial preemption, a group can show more
+// allocations than its count: the victims' replacements, placed by their
+// stop's evaluation on the GPUs just freed, before the scale's evaluation
+// stops the excess. Those are counted as being freed for the beneficiary,
+// not as work to preempt again; which ones is Nomad's rule.
+func TestLeavingAllocations(t *testing.T) {
+	exp := func(count int) *ObservedJob { return job("ml", "exp", "training", 40, count, 1) }
+	alloc := func(id string, index int, stop bool) ObservedAlloc {
+		return ObservedAlloc{ID: id, Name: fmt.Sprintf("exp.work[%d]", index), Namespace: "ml", JobID: "exp", Group: "work",
+			NodeID: "n1", GPUIDs: []string{"g-" + id}, StartedAt: t0.Add(-time.Hour), ClientStatus: "running", StopRequested: stop}
+	}
+	preempted := func(victims ...string) map[jobKey]*JobState {
+		return map[jobKey]*JobState{{"ml", "exp"}: {Namespace: "ml", ID: "exp", Draining: []*Drain{{Group: "work", Allocs: victims,
+			Kind: string(engine.Preempt), For: "ml/urgent", ForGroup: "work", Finished: true, FinishedAt: t0}}}}
+	}
+	cases := []struct {
+		name   string
+		count  int
+		allocs []ObservedAlloc
+		states map[jobKey]*JobState
+		want   string // allocations draining, and for whom
+	}{
+		{"as many as the count: none leaves", 4, []ObservedAlloc{alloc("a0", 0, false), alloc("a1", 1, false), alloc("a2", 2, false), alloc("a3", 3, false)},
+			nil, ""},
+		{"victims' replacements on the freed GPUs: the highest names leave, for the beneficiary", 2,
+			[]ObservedAlloc{alloc("a0", 0, false), alloc("a1", 1, false), alloc("r2", 2, false), alloc("r3", 3, false)},
+			preempted("v2", "v3"), "r2:ml/urgent r3:ml/urgent"},
+		{"victims still listed count first", 2,
+			[]ObservedAlloc{alloc("a0", 0, false), alloc("a1", 1, false), alloc("v2", 2, true), alloc("v3", 3, true)},
+			preempted("v2", "v3"), "v2:ml/urgent v3:ml/urgent"},
+		{"one victim gone, its replacement placed, one still listed", 2,
+			[]ObservedAlloc{alloc("a0", 0, false), alloc("a1", 1, false), alloc("r2", 2, false), alloc("v3", 3, true)},
+			preempted("v2", "v3"), "r2:ml/urgent v3:ml/urgent"},
+		{"marked to stop goes before a higher name", 2,
+			[]ObservedAlloc{alloc("a0", 0, true), alloc("a1", 1, false), alloc("a2", 2, false)},
+			nil, "a0:-"},
+		{"an owner's scale down: leaving, for no one", 1,
+			[]ObservedAlloc{alloc("a0", 0, false), alloc("a1", 1, false)}, nil, "a1:-"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			obs := &Observation{At: t0, Nodes: []ObservedNode{{ID: "n1", GPUs: 8}},
+				Jobs:   map[jobKey]*ObservedJob{{"ml", "exp"}: exp(tc.count), {"ml", "urgent"}: job("ml", "urgent", "interactive", 60, 1, 2)},
+				Allocs: tc.allocs}
+			s := buildSnapshot(testPolicy(t), obs, tc.states, nil)
+			var got []string
+			for _, a := range s.Allocs {
+				if !a.Draining {
+					continue
+				}
+				who := "-"
+				if a.For != nil {
+					who = a.For.String()
+				}
+				got = append(got, a.ID+":"+who)
+			}
+			if g := strings.Join(got, " "); g != tc.want {
+				t.Errorf("draining %q, want %q", g, tc.want)
+			}
+		})
 	}
 }

@@ -54,6 +54,7 @@ type summary struct {
 	IdleSampleAgeP99         float64 // s, a bucket's upper bound
 	FullReads, SummaryReads  float64
 	Drift                    float64
+	SettleTimeouts           float64
 	WindowSeconds            float64
 	// Quiet: the workload paused after the window. Cluster reads exclude
 	// GPU stats (which follow the idle rules' coverage, not changes).
@@ -234,6 +235,7 @@ func TestScale(t *testing.T) {
 		FullReads:        counter(after, "steward_nomad_reads_total", "full") - counter(before, "steward_nomad_reads_total", "full"),
 		SummaryReads:     counter(after, "steward_nomad_reads_total", "summary") - counter(before, "steward_nomad_reads_total", "summary"),
 		Drift:            counter(after, "steward_cache_drift_total", "") - counter(before, "steward_cache_drift_total", ""),
+		SettleTimeouts:   counter(after, "steward_cache_settle_timeouts_total", "") - counter(before, "steward_cache_settle_timeouts_total", ""),
 		WindowSeconds:    to.Sub(from).Seconds()}
 
 	// Quiet: nothing submitted or finished. What the leader still reads is
@@ -299,8 +301,8 @@ func TestScale(t *testing.T) {
 	t.Logf("decision latency (ms) p50/p99 by rule: %s", latencyByRule(byRule))
 	t.Logf("stats sweep p50/p99 (s, bucket bounds): %.2f/%.2f", quantileBetween(histogram(before, "steward_gpu_stats_sweep_seconds"), histogram(after, "steward_gpu_stats_sweep_seconds"), 0.5),
 		quantileBetween(histogram(before, "steward_gpu_stats_sweep_seconds"), histogram(after, "steward_gpu_stats_sweep_seconds"), 0.99))
-	t.Logf("window %.0fs: %d decisions (priority, reclaim, backfill); %.0f full reads, %.0f summary reads, %.0f entities of drift, %.0f reads/min; workload: %d jobs submitted, %d allocations finished",
-		s.WindowSeconds, s.Decisions, s.FullReads, s.SummaryReads, s.Drift, s.ReadsPerMin, drv.submitted, drv.finished)
+	t.Logf("window %.0fs: %d decisions (priority, reclaim, backfill); %.0f full reads (%.0f of them after waiting 2 s for Nomad to carry out Steward's writes), %.0f summary reads, %.0f entities of drift, %.0f reads/min; workload: %d jobs submitted, %d allocations finished",
+		s.WindowSeconds, s.Decisions, s.FullReads, s.SettleTimeouts, s.SummaryReads, s.Drift, s.ReadsPerMin, drv.submitted, drv.finished)
 	fmt.Println(s.line())
 	t.Log(s.line())
 	if *outFlag != "" {
