@@ -337,9 +337,13 @@ func (c *Controller) finishDrains(ctx context.Context, r *round) {
 			alive := len(r.aliveOf(d.Allocs))
 			switch {
 			case d.Finished:
-				if alive == 0 {
+				// Forgotten once its victims are gone and Nomad has stopped
+				// what the lowered count leaves over (their replacements,
+				// when the stops' own evaluations placed some), or at the
+				// latest when stragglers would be given up.
+				if alive == 0 && (!r.overCount(st.key(), d.Group) || r.now.Sub(d.FinishedAt) >= victimStopLimit) {
 					st.Draining = slices.DeleteFunc(st.Draining, func(x *Drain) bool { return x == d })
-				} else {
+				} else if alive > 0 {
 					c.stopStragglers(ctx, r, st, d)
 				}
 				continue

@@ -56,10 +56,9 @@ type Controller struct {
 	// statusIndex is the status variable's modify index (check-and-set),
 	// once statusKnown.
 	statusIndex uint64
-	// unsettled are the jobs Steward wrote to that Nomad may still be
-	// carrying out, with the index of the newest write: a round plans on
-	// the cache only once it holds them and Nomad has evaluated those
-	// jobs (reconcile, clusterCache.settle).
+	// unsettled are the jobs Steward wrote to, with the index of the
+	// newest write: a round plans on the cache only once it holds them
+	// (reconcile, clusterCache.settle).
 	unsettled   map[jobKey]uint64
 	statusKnown bool
 	// statusStable and statusAt are the last published status without

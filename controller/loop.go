@@ -158,11 +158,12 @@ func (c *Controller) reconcile(ctx context.Context) (time.Time, error) {
 	pressureSince := c.takePressure()
 	pol, eng := c.engineNow()
 	following, _ := c.obs.cache.follows()
-	// Read your own writes, carried out: an earlier round's writes may not
-	// be back from the event stream yet, or Nomad may still be evaluating
-	// the jobs they changed (a round can follow the last within
-	// milliseconds). Planning on the cache then would decide the same
-	// again. Wait for them (settle), or read in full.
+	// Read your own writes: an earlier round's writes may not be back from
+	// the event stream yet (a round can follow the last within
+	// milliseconds). Planning on the cache without them would decide the
+	// same again. Wait for them (settle), or read in full. What Nomad then
+	// does with them arrives later, and is read for what it is
+	// (buildSnapshot: leaving, unseenResumed).
 	stale := following && !c.settled(ctx, c.unsettled)
 	obs, err := c.obs.observe(ctx, c.now(), stale)
 	c.metrics.observed(c.obs.stats)
@@ -186,10 +187,10 @@ func (c *Controller) reconcile(ctx context.Context) (time.Time, error) {
 		}
 		if r.acted > 0 {
 			// Holds and stops just changed the cluster: plan on what
-			// Nomad shows once it has carried them out, not on what it
-			// showed before them. The event stream brings it within
-			// milliseconds; without it (or if Nomad is late) the cluster is
-			// read again, from the leader.
+			// Nomad shows with them, not on what it showed before them.
+			// The event stream brings them within milliseconds; without it
+			// (or if it is late) the cluster is read again, from the
+			// leader.
 			c.unsettled = mergeWrites(c.unsettled, r.writes)
 			full := !following || !c.settled(ctx, c.unsettled)
 			obs, err = c.obs.observe(ctx, c.now(), full)
@@ -287,11 +288,9 @@ func (c *Controller) reconcile(ctx context.Context) (time.Time, error) {
 	return r.wakeAt, nil
 }
 
-// settled waits until Nomad has carried out the writes (clusterCache.settle)
-// and reports whether it has. Either way they are forgotten: past the
-// timeout, Nomad's queue is behind (or the stream is), the round reads the
-// cluster in full instead, and waiting again in every later round would
-// only slow them all.
+// settled waits until the cache holds the writes (clusterCache.settle) and
+// reports whether it does. Either way they are forgotten: past the timeout
+// the round reads the cluster in full instead, which holds them.
 func (c *Controller) settled(ctx context.Context, writes map[jobKey]uint64) bool {
 	if len(writes) == 0 {
 		return true

@@ -73,7 +73,7 @@ func newMetrics() *metrics {
 	m.cacheDrift = prometheus.NewCounter(prometheus.CounterOpts{Name: "steward_cache_drift_total",
 		Help: "Entities a full read corrected in the event-fed cache: changes the event stream missed."})
 	m.settleTimeouts = prometheus.NewCounter(prometheus.CounterOpts{Name: "steward_cache_settle_timeouts_total",
-		Help: "Rounds that read the cluster in full because Nomad had not carried out Steward's last writes within 2 s (evaluations pending, or the event stream behind)."})
+		Help: "Rounds that read the cluster in full because the event stream had not brought back Steward's last writes within 2 s."})
 	m.reg.MustRegister(m.sampleAge, m.sweepSeconds, m.statsFailures, m.reads, m.cacheDrift, m.settleTimeouts)
 	m.reg.MustRegister(m.preemptions, m.actions, m.reloads, m.heldJobs, m.gpusInUse, m.gpusReserved, m.gpusWaiting,
 		m.idleGPUs, m.leader, m.nomadErrors, m.decisionLatency, m.reconcileSeconds, m.planSeconds, m.metaRefused)

@@ -37,8 +37,8 @@ type round struct {
 	indexes map[jobKey]uint64
 	// writes are the jobs Steward changed in this round (scaled,
 	// re-registered, an allocation stopped), each with the Nomad index of
-	// its newest write: the next plan waits until Nomad has carried them
-	// out (clusterCache.settle).
+	// its newest write: the next plan waits until the cache holds them
+	// (clusterCache.settle).
 	writes map[jobKey]uint64
 
 	wakeAt time.Time // earliest time something is due
@@ -127,6 +127,23 @@ func (r *round) aliveOf(stored []string) []string {
 	return out
 }
 func (r *round) liveAllocs(k jobKey, g string) int { return r.live[k][g] }
+
+// overCount reports whether a job's group (every group: "") runs more
+// allocations than its count: Nomad has not yet stopped what a lowered
+// count leaves over (buildSnapshot: leaving), so a preemption that lowered
+// it is kept until it has.
+func (r *round) overCount(k jobKey, group string) bool {
+	j := r.obs.Jobs[k]
+	if j == nil || j.Stopped {
+		return false
+	}
+	for g, spec := range j.Groups {
+		if (group == "" || g == group) && r.live[k][g] > spec.Count {
+			return true
+		}
+	}
+	return false
+}
 func (r *round) beneficiaryDraining(j engine.JobRef) bool {
 	return r.forDraining[j.String()]
 }

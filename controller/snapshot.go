@@ -149,10 +149,10 @@ func buildSnapshot(p *policy.Policy, obs *Observation, states map[jobKey]*JobSta
 	return s
 }
 
-// leaving returns the allocations Nomad is about to stop because their
-// group's count is lower than what runs, each with the preemption that
-// lowered it (nil: none known, an owner's scale), for the engine to count
-// as being freed (Alloc.Draining) rather than as work to preempt again.
+// leaving returns the allocations Nomad is about to stop because a
+// preemption lowered their group's count below what runs, each with that
+// preemption, for the engine to count as being freed for its beneficiary
+// (Alloc.Draining) rather than as work to preempt again.
 //
 // Nomad carries out a partial preemption in steps: the victims' own stop
 // evaluation places a replacement for each (the count is still the old
@@ -194,15 +194,19 @@ func leaving(obs *Observation, states map[jobKey]*JobState) map[string]*Drain {
 			}
 			rest = append(rest, a)
 		}
-		if excess <= 0 {
+		if excess <= 0 || st == nil {
 			continue
 		}
-		if st != nil {
-			for _, d := range st.Draining {
-				if d.Finished && (d.Group == "" || d.Group == gk.g) && (why == nil || d.FinishedAt.After(why.FinishedAt)) {
-					why = d
-				}
+		for _, d := range st.Draining {
+			if d.Finished && (d.Group == "" || d.Group == gk.g) && (why == nil || d.FinishedAt.After(why.FinishedAt)) {
+				why = d
 			}
+		}
+		if why == nil {
+			// Not a count Steward lowered to preempt: an owner's scale, a
+			// hold of work Nomad placed meanwhile, a deployment's canary.
+			// Counted as running, as it is until Nomad says otherwise.
+			continue
 		}
 		sort.Slice(rest, func(i, k int) bool {
 			if rest[i].StopRequested != rest[k].StopRequested {

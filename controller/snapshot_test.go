@@ -235,10 +235,10 @@ func TestLeavingAllocations(t *testing.T) {
 			[]ObservedAlloc{alloc("a0", 0, false), alloc("a1", 1, false), alloc("r2", 2, false), alloc("v3", 3, true)},
 			preempted("v2", "v3"), "r2:ml/urgent v3:ml/urgent"},
 		{"marked to stop goes before a higher name", 2,
-			[]ObservedAlloc{alloc("a0", 0, true), alloc("a1", 1, false), alloc("a2", 2, false)},
-			nil, "a0:-"},
-		{"an owner's scale down: leaving, for no one", 1,
-			[]ObservedAlloc{alloc("a0", 0, false), alloc("a1", 1, false)}, nil, "a1:-"},
+			[]ObservedAlloc{alloc("a0", 0, true), alloc("a1", 1, false), alloc("a2", 2, false), alloc("v3", 3, true)},
+			preempted("v3", "v4"), "a0:ml/urgent v3:ml/urgent"},
+		{"an owner's scale down, no preemption: running until Nomad stops them", 1,
+			[]ObservedAlloc{alloc("a0", 0, false), alloc("a1", 1, false)}, nil, ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
