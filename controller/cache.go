@@ -61,9 +61,7 @@ type clusterCache struct {
 	ready     bool
 	index     uint64
 	readIndex uint64
-	// applied counts event batches applied; following: the event stream
-	// is subscribed and feeding the cache.
-	applied   uint64
+	// following: the event stream is subscribed and feeding the cache.
 	following bool
 	// followed: the stream fed the cache at some point (so that its
 	// absence now means a gap, not a test without events).
@@ -204,7 +202,6 @@ func (c *clusterCache) apply(es *api.Events) bool {
 	if es.Index > c.index {
 		c.index = es.Index
 	}
-	c.applied++
 	c.advanced()
 	return relevant
 }
@@ -366,12 +363,11 @@ func (c *clusterCache) setFollowing(on bool) {
 	c.followed = c.followed || on
 }
 
-// follows reports whether events keep the cache current, and how many
-// batches it has applied.
-func (c *clusterCache) follows() (bool, uint64) {
+// follows reports whether events keep the cache current.
+func (c *clusterCache) follows() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.following, c.applied
+	return c.following
 }
 
 // wasFollowed reports whether the event stream ever fed the cache.

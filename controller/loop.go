@@ -157,7 +157,7 @@ func (c *Controller) reconcile(ctx context.Context) (time.Time, error) {
 	}
 	pressureSince := c.takePressure()
 	pol, eng := c.engineNow()
-	following, _ := c.obs.cache.follows()
+	following := c.obs.cache.follows()
 	// Read your own writes: an earlier round's writes may not be back from
 	// the event stream yet (a round can follow the last within
 	// milliseconds). Planning on the cache without them would decide the

@@ -45,7 +45,7 @@ func (o *observer) observe(ctx context.Context, now time.Time, full bool) (*Obse
 	// The loop and follow (at the start) observe: one at a time.
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	following, _ := o.cache.follows()
+	following := o.cache.follows()
 	if full || !o.cache.isReady() || !following && o.cache.wasFollowed() || o.resync > 0 && now.Sub(o.lastFull) >= o.resync {
 		rd, err := o.readAll(ctx, full)
 		if err != nil {
