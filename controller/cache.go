@@ -65,11 +65,14 @@ type clusterCache struct {
 	following bool
 	// followed: the stream fed the cache at some point (so that its
 	// absence now means a gap, not a test without events).
-	followed  bool
-	nodes     map[string]cachedNode
-	jobs      map[jobKey]*ObservedJob
-	allocs    map[string]ObservedAlloc
-	blocked   map[string]blockedEval
+	followed bool
+	nodes    map[string]cachedNode
+	jobs     map[jobKey]*ObservedJob
+	allocs   map[string]ObservedAlloc
+	blocked  map[string]blockedEval
+	// blockedAt: the earliest evaluation the batch being applied newly
+	// blocked (apply).
+	blockedAt time.Time
 	summaries map[jobKey]*cachedSummary
 	// seen is, per entity ("a/<alloc>", "j/<ns>/<job>", "n/<node>",
 	// "e/<eval>"), the newest Nomad index the cache reflects for it: an
@@ -189,11 +192,14 @@ func (c *clusterCache) advanced() {
 }
 
 // apply takes a batch of events (one Nomad index) into the cache and
-// reports whether any of it can change a plan.
-func (c *clusterCache) apply(es *api.Events) bool {
+// reports whether any of it can change a plan, and when Nomad blocked the
+// earliest evaluation the batch newly blocks (zero: none). An evaluation
+// already blocked is not new pressure when an event carries it again
+// (Nomad re-sends it, with its old times, when it unblocks and places it).
+func (c *clusterCache) apply(es *api.Events) (relevant bool, blockedAt time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	relevant := false
+	c.blockedAt = time.Time{}
 	for i := range es.Events {
 		if c.applyOne(&es.Events[i]) {
 			relevant = true
@@ -203,7 +209,7 @@ func (c *clusterCache) apply(es *api.Events) bool {
 		c.index = es.Index
 	}
 	c.advanced()
-	return relevant
+	return relevant, c.blockedAt
 }
 
 // newer reports whether an event is newer than what the cache holds of
@@ -280,12 +286,16 @@ func (c *clusterCache) applyOne(e *api.Event) bool {
 		if s := c.summaries[jobKey{ev.Namespace, ev.JobID}]; s != nil {
 			s.stale = true
 		}
+		_, had := c.blocked[ev.ID]
 		if ev.Status != "blocked" {
-			_, had := c.blocked[ev.ID]
 			delete(c.blocked, ev.ID)
 			return had
 		}
-		c.blocked[ev.ID] = blockedFrom(ev)
+		b := blockedFrom(ev)
+		c.blocked[ev.ID] = b
+		if !had && !c.isPlaceholder(ev.Namespace, ev.JobID) && (c.blockedAt.IsZero() || b.modified.Before(c.blockedAt)) {
+			c.blockedAt = b.modified
+		}
 		return true
 	}
 	return false

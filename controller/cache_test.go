@@ -215,3 +215,36 @@ func TestCacheSettle(t *testing.T) {
 		t.Errorf("settle did not see the write come back")
 	}
 }
+
+// Pressure is an evaluation Nomad newly blocked: one already blocked,
+// sent again with its old times when Nomad unblocks and places it, is not
+// (counted from its old time, it read as a decision 10 s late).
+func TestCacheNewlyBlocked(t *testing.T) {
+	c := newClusterCache("steward")
+	c.replace(&clusterRead{index: 100, nodes: map[string]cachedNode{}, jobs: map[jobKey]*ObservedJob{}, allocs: map[string]ObservedAlloc{},
+		blocked: map[string]blockedEval{}, seen: map[string]uint64{}})
+	blocked := func(id, ns, job string, modified int64) string {
+		return fmt.Sprintf(`{"ID":%q,"Namespace":%q,"JobID":%q,"Status":"blocked","CreateTime":1,"ModifyTime":%d}`, id, ns, job, modified)
+	}
+	cases := []struct {
+		name    string
+		index   int
+		payload string
+		want    int64 // the batch's pressure, as ModifyTime (0: none)
+	}{
+		{"newly blocked", 110, blocked("ev1", "ml", "train", 5000), 5000},
+		{"the same evaluation sent again (Nomad placing it)", 111, blocked("ev1", "ml", "train", 5000), 0},
+		{"a placeholder's evaluation", 112, blocked("ev2", "steward", placeholderPrefix+"x", 6000), 0},
+		{"another job newly blocked", 113, blocked("ev3", "ml", "nb", 7000), 7000},
+	}
+	for _, tc := range cases {
+		_, at := c.apply(event(t, tc.index, "Evaluation", "EvaluationUpdated", "Evaluation", tc.payload))
+		var got int64
+		if !at.IsZero() {
+			got = at.UnixNano()
+		}
+		if got != tc.want {
+			t.Errorf("%s: pressure at %d, want %d", tc.name, got, tc.want)
+		}
+	}
+}

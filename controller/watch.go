@@ -47,22 +47,12 @@ func (c *Controller) watch(ctx context.Context) {
 			if es.IsHeartbeat() {
 				continue
 			}
-			relevant := cache.apply(es)
-			var pressureAt time.Time
-			for _, e := range es.Events {
-				if e.Topic != api.TopicEvaluation {
-					continue
-				}
-				if ev, err := e.Evaluation(); err == nil && ev != nil && ev.Status == "blocked" {
-					// Latency counts from when Nomad blocked the
-					// evaluation, so the event's delivery is included.
-					at := time.Unix(0, ev.ModifyTime)
-					if ev.ModifyTime == 0 || at.After(time.Now()) {
-						at = time.Now()
-					}
-					if pressureAt.IsZero() || at.Before(pressureAt) {
-						pressureAt = at
-					}
+			relevant, pressureAt := cache.apply(es)
+			if !pressureAt.IsZero() {
+				// Latency counts from when Nomad blocked the evaluation,
+				// so the event's delivery is included.
+				if pressureAt.UnixNano() <= 0 || pressureAt.After(time.Now()) {
+					pressureAt = time.Now()
 				}
 			}
 			if !pressureAt.IsZero() {
