@@ -364,8 +364,12 @@ func (c *Controller) trackWaiting(r *round) {
 			}
 		}
 		for g := range st.Interrupted {
-			// Running again (nothing of it held or queued), or gone.
-			if q := r.obs.Queued[k][g]; q.Count == 0 && !st.holds(g) {
+			// Running again (nothing of it held or queued), or gone. A
+			// group resumed and not yet shown by Nomad is neither, and
+			// keeps its place among preempted work (resume_order) until
+			// Nomad places it.
+			inFlight := st.resumed != nil && r.now.Sub(st.resumed[g]) <= resumeInFlight
+			if q := r.obs.Queued[k][g]; q.Count == 0 && !st.holds(g) && !inFlight {
 				delete(st.Interrupted, g)
 			}
 		}
