@@ -175,12 +175,14 @@ func TestResumedInFlight(t *testing.T) {
 }
 
 // A group resumed in full, not seen by Nomad yet, waits since its hold
-// began, and keeps its place in line while in flight.
+// began, and keeps its place in line while in flight: preempted mid-run
+// too (resume_order), or work that never started takes its GPUs first.
 func TestResumedKeepsItsPlace(t *testing.T) {
 	nb := job("ml", "nb", "interactive", 60, 1, 4)
 	k := jobKey{"ml", "nb"}
 	st := &JobState{Namespace: "ml", ID: "nb", resumed: map[string]time.Time{"work": t0},
-		Held: map[string]*Held{"work": {Count: 0, Original: 1, Since: t0.Add(-time.Hour)}}}
+		Held:        map[string]*Held{"work": {Count: 0, Original: 1, Since: t0.Add(-time.Hour)}},
+		Interrupted: map[string]bool{"work": true}}
 	st.setWaiting("work", t0.Add(-time.Hour))
 	f := newFakeNomad()
 	c := testController(t, f)
@@ -192,8 +194,8 @@ func TestResumedKeepsItsPlace(t *testing.T) {
 		t.Fatalf("in flight: waiting %v (%v), want its place since an hour ago", w, ok)
 	}
 	s := buildSnapshot(c.pol, r.obs, c.states, nil)
-	if len(s.Waiting) != 1 || !s.Waiting[0].Since.Equal(t0.Add(-time.Hour)) {
-		t.Fatalf("waiting %+v: want one demand since an hour ago", s.Waiting)
+	if len(s.Waiting) != 1 || !s.Waiting[0].Since.Equal(t0.Add(-time.Hour)) || !s.Waiting[0].Preempted {
+		t.Fatalf("waiting %+v: want one demand since an hour ago, preempted mid-run", s.Waiting)
 	}
 	delete(st.Waiting, "work")
 	if s := buildSnapshot(c.pol, r.obs, c.states, nil); len(s.Waiting) != 1 || !s.Waiting[0].Since.Equal(t0.Add(-time.Hour)) {
