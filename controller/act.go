@@ -294,7 +294,7 @@ func (c *Controller) finishDrain(ctx context.Context, r *round, st *JobState, d 
 				r.failed++
 				continue
 			}
-			r.wrote(k, index)
+			r.wrote(index)
 		}
 	}
 	names := make([]string, 0, len(targets))
@@ -453,7 +453,7 @@ func (c *Controller) stopStragglers(ctx context.Context, r *round, st *JobState,
 			r.failed++
 		} else {
 			c.log.Info("stopped a victim Nomad still ran", "job", st.key(), "alloc", id)
-			r.wrote(st.key(), index)
+			r.wrote(index)
 			r.acted++
 		}
 	}

@@ -388,16 +388,17 @@ func (c *clusterCache) wasFollowed() bool {
 }
 
 // settle waits, after the controller's own writes, until the cache holds
-// them: until it reflects the index each returned (a stop's as well as a
-// scale's); at most timeout. It reports whether it got there. What Nomad
-// does next with them (a victim's replacement, the scale's stops) arrives
-// as events later: buildSnapshot reads it for what it is (leaving).
-func (c *clusterCache) settle(ctx context.Context, writes map[jobKey]uint64, timeout time.Duration) bool {
+// them: until it reflects index, the newest their calls returned (a stop's
+// as well as a scale's); at most timeout. It reports whether it got there.
+// What Nomad does next with them (a victim's replacement, the scale's
+// stops) arrives as events later: buildSnapshot reads it for what it is
+// (leaving).
+func (c *clusterCache) settle(ctx context.Context, index uint64, timeout time.Duration) bool {
 	deadline := time.NewTimer(timeout)
 	defer deadline.Stop()
 	for {
 		c.mu.Lock()
-		done, ch := c.holds(writes), c.changed
+		done, ch := c.index >= index, c.changed
 		c.mu.Unlock()
 		if done {
 			return true
@@ -410,14 +411,4 @@ func (c *clusterCache) settle(ctx context.Context, writes map[jobKey]uint64, tim
 			return false
 		}
 	}
-}
-
-// holds reports whether the cache reflects writes. c.mu is held.
-func (c *clusterCache) holds(writes map[jobKey]uint64) bool {
-	for _, i := range writes {
-		if c.index < i {
-			return false
-		}
-	}
-	return true
 }

@@ -56,10 +56,10 @@ type Controller struct {
 	// statusIndex is the status variable's modify index (check-and-set),
 	// once statusKnown.
 	statusIndex uint64
-	// unsettled are the jobs Steward wrote to, with the index of the
-	// newest write: a round plans on the cache only once it holds them
-	// (reconcile, clusterCache.settle).
-	unsettled   map[jobKey]uint64
+	// unsettled is the newest index of Steward's writes not yet seen back:
+	// a round plans on the cache only once it holds it (reconcile,
+	// clusterCache.settle; 0: none).
+	unsettled   uint64
 	statusKnown bool
 	// statusStable and statusAt are the last published status without
 	// its drifting figures (stableStatus), and when it was published.

@@ -164,7 +164,7 @@ func (c *Controller) reconcile(ctx context.Context) (time.Time, error) {
 	// same again. Wait for them (settle), or read in full. What Nomad then
 	// does with them arrives later, and is read for what it is
 	// (buildSnapshot: leaving, unseenResumed).
-	stale := following && !c.settled(ctx, c.unsettled)
+	stale := following && !c.settled(ctx)
 	obs, err := c.obs.observe(ctx, c.now(), stale)
 	c.metrics.observed(c.obs.stats)
 	if err != nil {
@@ -173,7 +173,7 @@ func (c *Controller) reconcile(ctx context.Context) (time.Time, error) {
 	}
 	c.usage.setObservation(obs, statsTargets(pol, obs))
 	r := newRound(obs.At, obs, c.states)
-	defer func() { c.unsettled = mergeWrites(c.unsettled, r.writes) }() // r as it ends
+	defer func() { c.unsettled = max(c.unsettled, r.written) }() // r as it ends
 	r.pressureSince = pressureSince
 	if !obs.NewPressure.IsZero() && (r.pressureSince.IsZero() || obs.NewPressure.Before(r.pressureSince)) {
 		r.pressureSince = obs.NewPressure
@@ -191,8 +191,8 @@ func (c *Controller) reconcile(ctx context.Context) (time.Time, error) {
 			// The event stream brings them within milliseconds; without it
 			// (or if it is late) the cluster is read again, from the
 			// leader.
-			c.unsettled = mergeWrites(c.unsettled, r.writes)
-			full := !following || !c.settled(ctx, c.unsettled)
+			c.unsettled = max(c.unsettled, r.written)
+			full := !following || !c.settled(ctx)
 			obs, err = c.obs.observe(ctx, c.now(), full)
 			c.metrics.observed(c.obs.stats)
 			if err != nil {
@@ -288,30 +288,21 @@ func (c *Controller) reconcile(ctx context.Context) (time.Time, error) {
 	return r.wakeAt, nil
 }
 
-// settled waits until the cache holds the writes (clusterCache.settle) and
-// reports whether it does. Either way they are forgotten: past the timeout
-// the round reads the cluster in full instead, which holds them.
-func (c *Controller) settled(ctx context.Context, writes map[jobKey]uint64) bool {
-	if len(writes) == 0 {
+// settled waits until the cache holds Steward's last writes
+// (clusterCache.settle) and reports whether it does. Either way they are
+// forgotten: past the timeout the round reads the cluster in full instead,
+// which holds them.
+func (c *Controller) settled(ctx context.Context) bool {
+	if c.unsettled == 0 {
 		return true
 	}
-	defer clear(writes)
-	if !c.obs.cache.settle(ctx, writes, settleTimeout) {
+	index := c.unsettled
+	c.unsettled = 0
+	if !c.obs.cache.settle(ctx, index, settleTimeout) {
 		c.metrics.settleTimeouts.Inc()
 		return false
 	}
 	return true
-}
-
-// mergeWrites adds a round's writes to those not settled yet.
-func mergeWrites(into, writes map[jobKey]uint64) map[jobKey]uint64 {
-	if into == nil {
-		into = map[jobKey]uint64{}
-	}
-	for k, i := range writes {
-		into[k] = max(into[k], i)
-	}
-	return into
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) bool {

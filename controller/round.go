@@ -35,11 +35,10 @@ type round struct {
 	// indexes are jobs' modify indexes after Steward's own writes in this
 	// round: the next write to the same job is conditional on them.
 	indexes map[jobKey]uint64
-	// writes are the jobs Steward changed in this round (scaled,
-	// re-registered, an allocation stopped), each with the Nomad index of
-	// its newest write: the next plan waits until the cache holds them
-	// (clusterCache.settle).
-	writes map[jobKey]uint64
+	// written is the newest Nomad index Steward's writes to jobs in this
+	// round returned (a scale, a re-registration, an allocation stop): the
+	// next plan waits until the cache holds it (clusterCache.settle).
+	written uint64
 
 	wakeAt time.Time // earliest time something is due
 	failed int       // Nomad calls that failed
@@ -97,16 +96,11 @@ func (r *round) setJobIndex(k jobKey, i uint64) {
 		r.indexes = map[jobKey]uint64{}
 	}
 	r.indexes[k] = i
-	r.wrote(k, i)
+	r.wrote(i)
 }
 
-// wrote notes a write to a job at a Nomad index (0: none returned).
-func (r *round) wrote(k jobKey, index uint64) {
-	if r.writes == nil {
-		r.writes = map[jobKey]uint64{}
-	}
-	r.writes[k] = max(r.writes[k], index)
-}
+// wrote notes a write at a Nomad index (0: none returned).
+func (r *round) wrote(index uint64) { r.written = max(r.written, index) }
 
 func (r *round) allocAlive(id string) bool { return r.alive[id] }
 
