@@ -327,16 +327,11 @@ func nodeFromAPI(n *api.Node) cachedNode {
 
 func nodeFromStub(n *api.NodeListStub) cachedNode {
 	gpus := 0
+	var groups []GPUGroup
 	if n.NodeResources != nil {
-		for _, d := range n.NodeResources.Devices {
-			if d.Type != "gpu" {
-				continue
-			}
-			for _, inst := range d.Instances {
-				if inst.Healthy {
-					gpus++
-				}
-			}
+		groups = gpuGroups(n.NodeResources.Devices)
+		for _, g := range groups {
+			gpus += g.Healthy
 		}
 	}
 	var drivers []string
@@ -347,7 +342,7 @@ func nodeFromStub(n *api.NodeListStub) cachedNode {
 	}
 	sort.Strings(drivers)
 	return cachedNode{
-		node:   ObservedNode{ID: n.ID, Name: n.Name, NodePool: n.NodePool, GPUs: gpus, Drivers: drivers},
+		node:   ObservedNode{ID: n.ID, Name: n.Name, NodePool: n.NodePool, GPUs: gpus, Drivers: drivers, GPUGroups: groups},
 		usable: n.Status == api.NodeStatusReady && n.SchedulingEligibility == api.NodeSchedulingEligible && !n.Drain && gpus > 0,
 	}
 }

@@ -91,7 +91,7 @@ type CheckVictim struct {
 // checkJob answers a check on a snapshot: the job's own allocations and
 // waiting work leave it, and its GPU groups join it as work Nomad has just
 // queued. Pure: the tests call it with hand-made snapshots.
-func checkJob(pol *policy.Policy, eng *engine.Engine, base *engine.Snapshot, j *ObservedJob, st *JobState, now time.Time) CheckResult {
+func checkJob(pol *policy.Policy, eng *engine.Engine, base *engine.Snapshot, devices *deviceMatcher, j *ObservedJob, st *JobState, now time.Time) CheckResult {
 	set := pol.ResolveJob(j.Namespace, j.Meta)
 	res := CheckResult{Job: j.ID, Namespace: j.Namespace, Tenant: set.Tenant.Name, Tier: set.Tier, Requested: set.Requested,
 		Priority: pol.Tiers[set.Tier].Priority, SpecPriority: j.Priority, Gang: set.Gang,
@@ -121,7 +121,8 @@ func checkJob(pol *policy.Policy, eng *engine.Engine, base *engine.Snapshot, j *
 		spec := j.Groups[g]
 		if spec.GPUsPerAlloc > 0 && spec.Count > 0 {
 			snap.Waiting = append(snap.Waiting, engine.Demand{Job: ej, Group: g, GPUsPerAlloc: spec.GPUsPerAlloc,
-				Count: spec.Count, Since: now, NodePool: j.NodePool})
+				Count: spec.Count, Since: now, NodePool: j.NodePool, Devices: devices.accepts(spec.GPURequests),
+				Asks: asks(spec.GPURequests)})
 		}
 	}
 	plan := eng.Plan(snap, now)
@@ -207,7 +208,7 @@ func (c *Controller) Check(job *api.Job, token string) (*CheckResult, error) {
 		return nil, needs(err, "submit-job (for the caller's token)", "plan job %s/%s with Nomad", ns, deref(job.ID))
 	}
 	oj := toObservedJob(job)
-	res := checkJob(pol, eng, base.snap, oj, base.states[jobKey{ns, oj.ID}], c.now())
+	res := checkJob(pol, eng, base.snap, newDeviceMatcher(base.nodes), oj, base.states[jobKey{ns, oj.ID}], c.now())
 	res.At, res.Leader = base.at, c.cfg.Identity
 	for i := range res.Groups {
 		if m := planned.FailedTGAllocs[res.Groups[i].Group]; m != nil && !lacksGPUsOnly(m) {
@@ -254,6 +255,7 @@ func describeFailure(m *api.AllocationMetric) string {
 // copy of what the engine reads of each job's state.
 type checkBase struct {
 	snap   *engine.Snapshot
+	nodes  []ObservedNode // for the device classes a job's requests accept
 	at     time.Time
 	states map[jobKey]*JobState
 }
@@ -261,7 +263,7 @@ type checkBase struct {
 // keepCheckBase keeps a round's snapshot for checks. The engine never
 // mutates a snapshot, so sharing it with the HTTP goroutine is safe; job
 // states change in the loop, so the parts the engine reads are copied.
-func (c *Controller) keepCheckBase(snap *engine.Snapshot, at time.Time) {
+func (c *Controller) keepCheckBase(snap *engine.Snapshot, nodes []ObservedNode, at time.Time) {
 	states := make(map[jobKey]*JobState, len(c.states))
 	for k, st := range c.states {
 		if len(st.Preemptions) > 0 || st.Promoted {
@@ -269,6 +271,6 @@ func (c *Controller) keepCheckBase(snap *engine.Snapshot, at time.Time) {
 		}
 	}
 	c.mu.Lock()
-	c.lastCheck = &checkBase{snap: snap, at: at, states: states}
+	c.lastCheck = &checkBase{snap: snap, nodes: nodes, at: at, states: states}
 	c.mu.Unlock()
 }

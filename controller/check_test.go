@@ -78,7 +78,7 @@ func TestCheckJob(t *testing.T) {
 				ns = "ml"
 			}
 			j := job(ns, "new", tc.tier, 50, tc.count, tc.gpus)
-			res := checkJob(pol, eng, base, j, nil, t0)
+			res := checkJob(pol, eng, base, newDeviceMatcher(nil), j, nil, t0)
 			if len(res.Groups) != 1 {
 				t.Fatalf("groups %+v", res.Groups)
 			}

@@ -218,7 +218,7 @@ func (c *Controller) reconcile(ctx context.Context) (time.Time, error) {
 	planStart := time.Now()
 	plan := eng.Plan(snap, r.now)
 	c.metrics.planSeconds.Observe(time.Since(planStart).Seconds())
-	c.keepCheckBase(snap, r.now)
+	c.keepCheckBase(snap, obs.Nodes, r.now)
 	r.plan = plan
 	for _, s := range plan.Skipped {
 		c.log.Warn("engine skipped snapshot item", "item", s.Item, "reason", s.Reason)

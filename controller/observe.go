@@ -38,6 +38,10 @@ type ObservedNode struct {
 	NodePool string
 	GPUs     int
 	Drivers  []string // detected and healthy task drivers
+	// GPUGroups are its GPU device groups with healthy instances: the
+	// models and attributes device requests are matched against
+	// (devices.go).
+	GPUGroups []GPUGroup
 }
 
 // ObservedJob is the part of a Nomad job the controller needs.
@@ -64,6 +68,9 @@ type GroupSpec struct {
 	// signal's default action would kill, gets none.
 	Tasks       []string
 	SignalTasks []string
+	// GPURequests are its tasks' GPU device requests, with their
+	// constraints: which nodes' GPUs it can use (devices.go).
+	GPURequests []*api.RequestedDevice
 }
 
 // CheckpointTaskMetaKey opts a task in or out of the checkpoint signal.
@@ -138,12 +145,11 @@ func toObservedJob(j *api.Job) *ObservedJob {
 		for _, t := range tg.Tasks {
 			gs.Tasks = append(gs.Tasks, t.Name)
 			gpus := 0
-			if t.Resources != nil {
-				for _, d := range t.Resources.Devices {
-					if isGPURequest(d.Name) && d.Count != nil {
-						gpus += int(*d.Count)
-					}
+			for _, d := range gpuRequests(t) {
+				if d.Count != nil {
+					gpus += int(*d.Count)
 				}
+				gs.GPURequests = append(gs.GPURequests, d)
 			}
 			gs.GPUsPerAlloc += gpus
 			takes := t.Driver == "steward-exec" || gpus > 0

@@ -26,12 +26,14 @@ func buildSnapshot(p *policy.Policy, obs *Observation, states map[jobKey]*JobSta
 		return j != nil && !j.Stopped
 	}
 	s := &engine.Snapshot{Earmarks: snapshotMarks(states, obs.At, live, nodeResolver(obs.Nodes))}
+	devices := newDeviceMatcher(obs.Nodes)
 	for _, n := range obs.Nodes {
 		pool := n.NodePool
 		if pool == "" {
 			pool = "default"
 		}
-		s.Nodes = append(s.Nodes, engine.Node{ID: n.ID, NodePool: pool, GPUs: n.GPUs})
+		s.Nodes = append(s.Nodes, engine.Node{ID: n.ID, NodePool: pool, GPUs: n.GPUs, Device: deviceClass(n.GPUGroups),
+			Model: deviceModel(n.GPUGroups)})
 	}
 	jobs := make(map[jobKey]engine.Job, len(obs.Jobs))
 	jobOf := func(j *ObservedJob) engine.Job {
@@ -143,7 +145,8 @@ func buildSnapshot(p *policy.Policy, obs *Observation, states map[jobKey]*JobSta
 			}
 			s.Waiting = append(s.Waiting, engine.Demand{Job: jobOf(j), Group: g, GPUsPerAlloc: spec.GPUsPerAlloc,
 				Count: count, Since: since, NodePool: j.NodePool, Held: held, Requeued: requeued,
-				Preempted: st != nil && st.Interrupted[g]})
+				Preempted: st != nil && st.Interrupted[g], Devices: devices.accepts(spec.GPURequests),
+				Asks: asks(spec.GPURequests)})
 		}
 	}
 	return s

@@ -9,7 +9,10 @@ import (
 // BenchmarkPlan measures one full plan on generated clusters: nodes × 8
 // GPUs, full, with allocations and waiting demands in proportion (at the
 // top size: 10,000 nodes, 80,000 GPUs, 100,000 allocations, 10,000
-// demands). Run with: go test -run '^$' -bench Plan -benchmem ./policy/engine
+// demands), two GPU models in two node pools, some demands asking for
+// one model. The one-model case is the same cluster with models not told
+// apart, as before fleets. Run with:
+// go test -run '^$' -bench Plan -benchmem ./policy/engine
 func BenchmarkPlan(b *testing.B) {
 	for _, nodes := range []int{1000, 10000} {
 		b.Run(fmt.Sprintf("nodes=%d", nodes), func(b *testing.B) {
@@ -17,6 +20,22 @@ func BenchmarkPlan(b *testing.B) {
 			benchPlan(b, genCluster(r, nodes, 8, nodes*10, nodes, 8, t0), nodes)
 		})
 	}
+	b.Run("nodes=10000/one-model", func(b *testing.B) {
+		r := rand.New(rand.NewPCG(1, 2))
+		benchPlan(b, oneModel(genCluster(r, 10000, 8, 100000, 10000, 8, t0)), 10000)
+	})
+}
+
+// oneModel forgets a snapshot's GPU models: every node of one device
+// class, every demand content with any GPU.
+func oneModel(s *Snapshot) *Snapshot {
+	for i := range s.Nodes {
+		s.Nodes[i].Device, s.Nodes[i].Model = "", ""
+	}
+	for i := range s.Waiting {
+		s.Waiting[i].Devices, s.Waiting[i].Asks = nil, ""
+	}
+	return s
 }
 
 // benchPlan measures plans of snapshot s of a cluster of the given nodes,

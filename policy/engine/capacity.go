@@ -2,21 +2,21 @@ package engine
 
 // capacity tracks free GPUs per node and finds the best-fitting node for an
 // allocation in O(max GPUs per node): nodes sit in buckets by free count,
-// per node pool. Entries go stale when a node's free count changes; they are
+// per set of nodes a demand may use (placement.go). Entries go stale when a node's free count changes; they are
 // dropped lazily when seen, so updates are O(1).
 type capacity struct {
-	free     []int32     // per node
-	nodePool []int32     // per node: index into buckets (0 is "any pool")
-	buckets  [][][]int32 // [pool][free] → stack of node indices
-	seen     []uint32    // [node] generation of the last each() that saw it
-	gen      uint32
+	free    []int32 // per node
+	pl      *placement
+	buckets [][][]int32 // [set][free] → stack of node indices
+	seen    []uint32    // [node] generation of the last each() that saw it
+	gen     uint32
 }
 
-func newCapacity(nodePool []int32, pools int, maxGPUs int) *capacity {
+func newCapacity(pl *placement, maxGPUs int) *capacity {
 	c := &capacity{
-		free:     make([]int32, len(nodePool)),
-		nodePool: nodePool,
-		buckets:  make([][][]int32, pools),
+		free:    make([]int32, len(pl.cellOf)),
+		pl:      pl,
+		buckets: make([][][]int32, len(pl.in)),
 	}
 	for p := range c.buckets {
 		c.buckets[p] = make([][]int32, maxGPUs+1)
@@ -38,9 +38,8 @@ func (c *capacity) push(n int32) {
 	if f <= 0 {
 		return
 	}
-	c.buckets[0][f] = append(c.buckets[0][f], n)
-	if p := c.nodePool[n]; p != 0 {
-		c.buckets[p][f] = append(c.buckets[p][f], n)
+	for _, s := range c.pl.setsOf(n) {
+		c.buckets[s][f] = append(c.buckets[s][f], n)
 	}
 }
 
@@ -50,7 +49,7 @@ func (c *capacity) add(n int32, delta int32) {
 	c.push(n)
 }
 
-// bestFit returns the node in pool (0: any) with the fewest free GPUs that
+// bestFit returns the node in set pool (0: any) with the fewest free GPUs that
 // still has at least g free.
 func (c *capacity) bestFit(pool int32, g int) (int32, bool) {
 	b := c.buckets[pool]
@@ -102,7 +101,5 @@ func (c *capacity) each(pool int32, g int, fn func(n int32)) {
 	}
 }
 
-// nodeIn reports whether node n is in pool (0: any).
-func (c *capacity) nodeIn(n int32, pool int32) bool {
-	return pool == 0 || c.nodePool[n] == pool
-}
+// nodeIn reports whether node n is in set pool (0: any).
+func (c *capacity) nodeIn(n int32, pool int32) bool { return c.pl.has(pool, n) }

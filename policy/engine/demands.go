@@ -432,14 +432,7 @@ func (st *state) serve(p pending, failed *failures) {
 	d := p.d
 	b := &bene{d: d, tier: p.tier, tenant: p.tenant, prio: p.prio, g: d.GPUsPerAlloc, jobTag: p.jobTag,
 		holds: st.tenants[p.tenant].use}
-	if d.NodePool != "" && d.NodePool != "all" { // else any pool: 0
-		pool, known := st.poolIdx[d.NodePool]
-		if !known {
-			st.wait(d, d.Count, Reason{RuleCapacity, "no client node is in node pool " + quote(d.NodePool)})
-			return
-		}
-		b.pool = pool
-	}
+	b.pool = st.pl.demandSet[p.w] // may be the empty set: capacityReason says why
 	b.marks = st.takeMarks(p.w)
 
 	var victims []victim
@@ -552,6 +545,9 @@ func (st *state) placeOne(b *bene, need int, failed *failures) (int32, []victim,
 		// run idle again would only start the loop over.
 		return 0, nil, Reason{RuleCapacity, "requeued after an idle release: it takes only free GPUs, and none are free" +
 			" (needs " + itoa(b.g) + " on one node)"}, false
+	}
+	if b.pool == st.pl.empty {
+		return 0, nil, st.noNodeReason(b.d), false // no node may run it: nothing to free
 	}
 	key := failKey{tenant: b.tenant, pool: b.pool, entitled: b.entitled, tier: st.e.failTier(b.tier)}
 	r, known := failed.find(key, b.prio, b.g)

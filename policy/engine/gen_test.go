@@ -22,11 +22,19 @@ func genPolicy(tenants, reserve, limit int) *policy.Policy {
 	})
 }
 
+// The device classes generated demands ask for, shared as the controller
+// shares them among demands that ask alike.
+var (
+	genH100 = []string{"nvidia/gpu/H100"}
+	genA100 = []string{"nvidia/gpu/A100"}
+)
+
 var genTiers = []string{"inference", "build", "interactive", "training", "training", "training"}
 
 // genCluster builds a full cluster: nodes of gpusPerNode GPUs (one in ten
-// in the serving pool) filled with allocations of 1, 2, 4 or 8 GPUs, padded
-// with GPU-less allocations up to allocs, and demands waiting for GPUs.
+// in the serving pool; one in four H100s, the rest A100s) filled with allocations of 1, 2, 4 or 8 GPUs, padded
+// with GPU-less allocations up to allocs, and demands waiting for GPUs
+// (one in four asks for H100s, one in eight for A100s).
 func genCluster(r *rand.Rand, nodes, gpusPerNode, allocs, demands, tenants int, now time.Time) *Snapshot {
 	s := &Snapshot{Nodes: make([]Node, nodes)}
 	sizes := []int{1, 1, 1, 1, 2, 2, 4, 8}
@@ -36,7 +44,11 @@ func genCluster(r *rand.Rand, nodes, gpusPerNode, allocs, demands, tenants int, 
 		if n%10 == 9 {
 			pool = "serving"
 		}
-		s.Nodes[n] = Node{ID: fmt.Sprintf("node-%05d", n), NodePool: pool, GPUs: gpusPerNode}
+		model := "A100"
+		if n%4 == 1 {
+			model = "H100"
+		}
+		s.Nodes[n] = Node{ID: fmt.Sprintf("node-%05d", n), NodePool: pool, GPUs: gpusPerNode, Device: "nvidia/gpu/" + model, Model: model}
 		free := gpusPerNode - r.IntN(2)
 		gpu := 0
 		for free > 0 {
@@ -67,6 +79,12 @@ func genCluster(r *rand.Rand, nodes, gpusPerNode, allocs, demands, tenants int, 
 		d.Job.Gang = d.Count > 1 && r.IntN(2) == 0
 		if tier == "inference" {
 			d.NodePool = "serving"
+		}
+		switch r.IntN(8) {
+		case 0, 1:
+			d.Devices, d.Asks = genH100, "nvidia/gpu/H100"
+		case 2:
+			d.Devices, d.Asks = genA100, "nvidia/gpu/A100"
 		}
 		s.Waiting = append(s.Waiting, d)
 	}

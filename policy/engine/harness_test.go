@@ -65,8 +65,9 @@ type hjob struct {
 	gpus    int // per allocation
 	count   int // allocations wanted
 	pool    string
-	queued  int // Nomad could not place them
-	held    int // Steward holds them
+	devices []string // device classes it accepts (Demand.Devices); nil: any
+	queued  int      // Nomad could not place them
+	held    int      // Steward holds them
 	since   time.Time
 	done    bool
 	samples []Sample // utilisation each new allocation reports
@@ -84,10 +85,17 @@ func (h *harness) node(id, pool string, gpus int) {
 	h.nodes = append(h.nodes, Node{ID: id, NodePool: pool, GPUs: gpus})
 }
 
+// modelNode adds a node whose GPUs are of one model; the model is its
+// device class.
+func (h *harness) modelNode(id, pool, model string, gpus int) {
+	h.nodes = append(h.nodes, Node{ID: id, NodePool: pool, GPUs: gpus, Device: model, Model: model})
+}
+
 type jobOpt func(*hjob)
 
 func gang() jobOpt                     { return func(j *hjob) { j.job.Gang = true } }
 func inPool(p string) jobOpt           { return func(j *hjob) { j.pool = p } }
+func asks(models ...string) jobOpt     { return func(j *hjob) { j.devices = models } }
 func usage(s ...Sample) jobOpt         { return func(j *hjob) { j.samples = s } }
 func preempted(at ...time.Time) jobOpt { return func(j *hjob) { j.job.Preemptions = at } }
 
@@ -156,7 +164,7 @@ func (h *harness) schedule() {
 		for j.queued > 0 && !j.done {
 			placed := false
 			for _, n := range h.nodes {
-				if (j.pool == "" || j.pool == n.NodePool) && h.free(n) >= j.gpus {
+				if (j.pool == "" || j.pool == n.NodePool) && (j.devices == nil || slices.Contains(j.devices, n.Device)) && h.free(n) >= j.gpus {
 					h.seq++
 					a := Alloc{ID: fmt.Sprintf("%s-%d", j.job.Ref.ID, h.seq), Job: j.job, Group: j.group,
 						NodeID: n.ID, StartedAt: h.now}
@@ -198,7 +206,11 @@ func (h *harness) snapshot() *Snapshot {
 		if j.done {
 			continue
 		}
-		d := Demand{Job: j.job, Group: j.group, GPUsPerAlloc: j.gpus, Since: j.since, NodePool: j.pool, Preempted: j.preempted}
+		d := Demand{Job: j.job, Group: j.group, GPUsPerAlloc: j.gpus, Since: j.since, NodePool: j.pool, Preempted: j.preempted,
+			Devices: j.devices}
+		if j.devices != nil {
+			d.Asks = "nvidia/gpu/" + strings.Join(j.devices, "|")
+		}
 		if j.queued > 0 {
 			d.Count = j.queued
 			s.Waiting = append(s.Waiting, d)

@@ -29,7 +29,7 @@ func (st *state) planMoves() {
 			// or the plan gave the room to the tenant's other work.
 			continue
 		}
-		to, ok := st.cap.bestFit(st.poolOf[u.node], u.gpus)
+		to, ok := st.cap.bestFit(st.pl.homeSet(u.node), u.gpus)
 		if !ok || to == u.node {
 			continue
 		}

@@ -38,7 +38,7 @@ type nodeOrder struct {
 func (st *state) heap(pool int32, g int) *lbHeap {
 	o := &st.order
 	if o.heaps == nil {
-		o.heaps = make([][]*lbHeap, len(st.pools))
+		o.heaps = make([][]*lbHeap, len(st.pl.in))
 	}
 	if o.heaps[pool] == nil {
 		o.heaps[pool] = make([]*lbHeap, st.maxGPUs+1)
@@ -73,11 +73,8 @@ func (st *state) refile(n int32, g int, lb uint64) {
 	if st.order.heaps == nil {
 		return // no search yet
 	}
-	if hs := st.order.heaps[0]; hs != nil && hs[g] != nil {
-		hs[g].set(n, lb)
-	}
-	if p := st.poolOf[n]; p != 0 {
-		if hs := st.order.heaps[p]; hs != nil && hs[g] != nil {
+	for _, s := range st.pl.setsOf(n) {
+		if hs := st.order.heaps[s]; hs != nil && hs[g] != nil {
 			hs[g].set(n, lb)
 		}
 	}

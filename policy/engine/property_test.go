@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"reflect"
+	"slices"
 	"testing"
 	"time"
 
@@ -186,10 +187,14 @@ func checkLimits(t *testing.T, name string, e *Engine, s *Snapshot, plan *Plan) 
 func checkBeneficiariesFit(t *testing.T, name string, s *Snapshot, plan *Plan) {
 	byID := allocsByID(s)
 	free := map[string]int{}
-	pool := map[string]string{}
+	nodes := map[string]Node{}
 	for _, n := range s.Nodes {
 		free[n.ID] = n.GPUs
-		pool[n.ID] = n.NodePool
+		nodes[n.ID] = n
+	}
+	usable := func(d *Demand, id string) bool {
+		n := nodes[id]
+		return (d.NodePool == "" || d.NodePool == n.NodePool) && (d.Devices == nil || slices.Contains(d.Devices, n.Device))
 	}
 	for _, a := range s.Allocs {
 		if !a.Draining {
@@ -217,8 +222,19 @@ func checkBeneficiariesFit(t *testing.T, name string, s *Snapshot, plan *Plan) {
 		}
 		fits := false
 		for id, f := range free {
-			if f >= d.GPUsPerAlloc && (d.NodePool == "" || d.NodePool == pool[id]) {
+			if f >= d.GPUsPerAlloc && usable(d, id) {
 				fits = true
+			}
+		}
+		// A victim frees GPUs its beneficiary can use, unless it is the
+		// beneficiary's tenant's own work making room under its limit
+		// (swapElsewhere), which may run anywhere.
+		if a.Job.Namespace != a.For.Namespace {
+			for _, id := range a.Allocs {
+				if node := byID[id].NodeID; !usable(d, node) {
+					t.Errorf("%s: %s frees GPUs on node %s (%s, %q), which %s cannot use", name, a, node,
+						nodes[node].NodePool, nodes[node].Device, d)
+				}
 			}
 		}
 		if !fits {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -64,14 +65,21 @@ func (st *state) victimReason(m *msg, b *bene, v victim, gpus int) Reason {
 	vt, bt := st.tenants[u.tenant].t, st.tenants[b.tenant].t
 	switch v.rule {
 	case RuleReclaim:
-		m.start("tenant ", vt.Name, " holds ").gpus(v.holdsPrev).s(", reserve ").n(vt.Reserve).
-			s(": reclaiming ").n(gpus).s(" for ").demand(b.d).
+		m.start("tenant ", vt.Name, " holds ").gpus(v.holdsPrev).s(", reserve ").n(vt.Reserve).s(": reclaiming ")
+		if !st.where(m, u, gpus) {
+			m.n(gpus)
+		}
+		m.s(" for ").demand(b.d).
 			s(" (tenant ", bt.Name, " holds ").n(b.holds).s(", reserve ").n(bt.Reserve).s(")")
 		st.exposedNote(m, u)
 		return m.reason(RuleReclaim)
 	case RulePriority:
 		vtier, btier := st.e.tiers[u.tier], st.e.tiers[b.tier]
-		m.start("tier ", vtier.name, " (priority ").n(u.prio).s(") yields ").gpus(gpus).s(" to ").demand(b.d).
+		m.start("tier ", vtier.name, " (priority ").n(u.prio).s(") yields ")
+		if !st.where(m, u, gpus) {
+			m.gpus(gpus)
+		}
+		m.s(" to ").demand(b.d).
 			s(", tier ", btier.name, " (priority ").n(b.prio).s(")")
 		switch {
 		case u.tenant == b.tenant:
@@ -95,6 +103,26 @@ func (st *state) victimReason(m *msg, b *bene, v victim, gpus int) Reason {
 		return st.idleReason(m, u, b)
 	}
 	return m.start("preempted for ").demand(b.d).reason(v.rule)
+}
+
+// where writes, when the cluster has several GPU models, which GPUs a
+// victim frees and where: "2 H100 GPUs on node gpu-7" (a gang spread over
+// nodes: "on 3 nodes"). It reports whether it wrote anything: with one
+// model the reason says only how many.
+func (st *state) where(m *msg, u *unit, gpus int) bool {
+	n := st.firstNode(u)
+	model := st.pl.modelOf(n)
+	if model == "" {
+		return false
+	}
+	m.n(gpus).s(" ", model, " GPU")
+	if gpus != 1 {
+		m.s("s")
+	}
+	if u.gang >= 0 && len(st.gangs[u.gang].spread) > 1 {
+		return m.s(" on ").n(len(st.gangs[u.gang].spread)).s(" nodes") != nil
+	}
+	return m.s(" on node ", st.nodes[n].ID) != nil
 }
 
 func (st *state) idleReason(m *msg, u *unit, b *bene) Reason {
@@ -141,15 +169,36 @@ type limitKey struct{ tenant, use, marked, need int }
 
 func (st *state) capacityReason(b *bene) Reason {
 	t := st.tenants[b.tenant]
-	where := "any node"
-	if b.pool != 0 {
-		where = "node pool " + st.pools[b.pool]
+	where := " in any node"
+	if p := st.pl.setPool[b.pool]; p != 0 {
+		where = " in node pool " + st.pools[p]
+	}
+	if !st.pl.setAll[b.pool] && b.d.Asks != "" {
+		where = strings.TrimPrefix(where, " in any node") + " with " + b.d.Asks
 	}
 	if b.g > st.maxGPUs {
 		return Reason{RuleCapacity, fmt.Sprintf("needs %s on one node; the largest node has %d", gpuCount(b.g), st.maxGPUs)}
 	}
-	return Reason{RuleCapacity, fmt.Sprintf("needs %s on one node in %s; none free, and nothing may be preempted for tier %s (priority %d) of tenant %s (holds %d, reserve %d)",
+	return Reason{RuleCapacity, fmt.Sprintf("needs %s on one node%s; none free, and nothing may be preempted for tier %s (priority %d) of tenant %s (holds %d, reserve %d)",
 		gpuCount(b.g), where, st.e.tiers[b.tier].name, b.prio, t.t.Name, t.use, t.t.Reserve)}
+}
+
+// noNodeReason explains why a demand waits that no node may run: none is
+// in its node pool, or none there has the GPUs it asks for.
+func (st *state) noNodeReason(d *Demand) Reason {
+	pool := d.NodePool != "" && d.NodePool != "all"
+	if _, known := st.poolIdx[d.NodePool]; pool && !known {
+		return Reason{RuleCapacity, "no client node is in node pool " + quote(d.NodePool)}
+	}
+	asks := d.Asks
+	if asks == "" {
+		asks = "the GPUs its device request names"
+	}
+	where := "no client node"
+	if pool {
+		where += " in node pool " + quote(d.NodePool)
+	}
+	return Reason{RuleCapacity, where + " has " + asks + ": nothing is preempted for it"}
 }
 
 // gpuCount writes "1 GPU" or "4 GPUs".

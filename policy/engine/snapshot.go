@@ -49,6 +49,14 @@ type Node struct {
 	ID       string
 	NodePool string // Nomad node pool ("default" when unset)
 	GPUs     int    // healthy GPUs
+	// Device is the node's GPU device class: nodes of one class offer the
+	// same GPUs to every device request (same vendor, type, model and
+	// attributes). Demand.Devices lists the classes a demand may use. ""
+	// is a class like any other (snapshots that do not tell models apart).
+	Device string
+	// Model is the GPUs' model as users know it ("H100 80GB HBM3"), for
+	// reasons; "" when unknown.
+	Model string
 }
 
 // Job holds what the engine needs to know about a job, repeated on each of
@@ -121,6 +129,16 @@ type Demand struct {
 	// NodePool is the Nomad node pool the job is placed in; "" or "all"
 	// means any node.
 	NodePool string
+	// Devices are the device classes (Node.Device) whose GPUs the group's
+	// device request accepts: its device name ("nvidia/gpu/H100") and its
+	// constraints, as Nomad would match them. nil means any GPU. The
+	// engine frees GPUs for a demand only on nodes of these classes:
+	// preempting work on GPUs the demand cannot use would free nothing for
+	// it. Demands that ask alike may share one slice.
+	Devices []string
+	// Asks describes the device request for reasons ("nvidia/gpu/H100");
+	// "" when it asks for any GPU.
+	Asks string
 	// Held is true when Steward holds the group; false when Nomad has it
 	// queued.
 	Held bool

@@ -19,11 +19,12 @@ type state struct {
 	cap      *capacity
 	pools    []string // pool names: e.poolNames then node pools seen only here
 	poolIdx  map[string]int32
-	poolOf   []int32 // [node] pool index
+	poolOf   []int32   // [node] pool index
+	pl       placement // which nodes each demand may use (sets)
 	maxGPUs  int
 	units    []unit
 	gangs    []gangUnit
-	cands    []candidates // [pool]: preemptible units, best victims first
+	cands    []candidates // [set]: preemptible units, best victims first
 	tenants  []tenantState
 	tenantNS map[string]int
 
@@ -208,6 +209,7 @@ func newState(e *Engine, s *Snapshot, now time.Time) *state {
 		st.tenantNS[ns] = i
 	}
 	st.buildNodes()
+	st.buildPlacement()
 	st.buildUnits()
 	return st
 }
@@ -368,7 +370,7 @@ func (st *state) buildUnits() {
 		st.units = append(st.units, u)
 	}
 	st.earmarkFreed(free)
-	st.cap = newCapacity(st.poolOf, len(st.pools), st.maxGPUs)
+	st.cap = newCapacity(&st.pl, st.maxGPUs)
 	st.cap.fill(free)
 	st.exposeBeyondReserve()
 	for ui := range st.units {

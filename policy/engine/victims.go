@@ -82,7 +82,7 @@ func (st *state) sortCandidates() {
 		st.units[k.ui].key = k.key
 	}
 	sortKeys(keys)
-	st.cands = make([]candidates, len(st.pools))
+	st.cands = make([]candidates, len(st.pl.in))
 	st.cands[0].units = make([]int32, 0, len(keys)) // every candidate is in "any pool"
 	st.cands[0].keys = make([]uint64, 0, len(keys))
 	for _, k := range keys {
@@ -96,8 +96,8 @@ func (st *state) sortCandidates() {
 		}
 		add(0)
 		st.nodesOf(&st.units[k.ui], func(n int32, _ int) {
-			if p := st.poolOf[n]; p != 0 {
-				add(p)
+			for _, s := range st.pl.setsOf(n)[1:] {
+				add(s)
 			}
 		})
 	}
@@ -248,10 +248,10 @@ type bene struct {
 	tier     int
 	tenant   int
 	prio     int
-	pool     int32
-	g        int  // GPUs of the allocation being placed
-	holds    int  // GPUs its tenant held before this demand was served
-	entitled bool // its tenant stays within its reservation
+	pool     int32 // the set of nodes it may use (placement.go)
+	g        int   // GPUs of the allocation being placed
+	holds    int   // GPUs its tenant held before this demand was served
+	entitled bool  // its tenant stays within its reservation
 	jobTag   uint64
 	marks    []nodeGPUs // GPUs set aside for it (earmarks.go)
 	// within: its tenant is at its limit, so it may only swap with its

@@ -1,0 +1,87 @@
+package controller
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/hashicorp/nomad/api"
+)
+
+func gpuNode(id, pool, model string, memMiB int64, gpus int) ObservedNode {
+	mem, unit := memMiB, "MiB"
+	return ObservedNode{ID: id, NodePool: pool, GPUs: gpus, GPUGroups: []GPUGroup{{
+		Vendor: "nvidia", Type: "gpu", Name: model, Healthy: gpus,
+		Attributes: map[string]*api.Attribute{"memory": {IntVal: &mem, Unit: unit}},
+	}}}
+}
+
+func gpuReq(name string, count uint64, cons ...*api.Constraint) *api.RequestedDevice {
+	return &api.RequestedDevice{Name: name, Count: &count, Constraints: cons}
+}
+
+// TestDeviceMatcher: which node classes a group's device requests accept,
+// with Nomad's own rules for device names and constraints.
+func TestDeviceMatcher(t *testing.T) {
+	nodes := []ObservedNode{
+		gpuNode("h1", "default", "H100 80GB HBM3", 81920, 8),
+		gpuNode("h2", "default", "H100 80GB HBM3", 81920, 8),
+		gpuNode("a1", "default", "A100-SXM4-40GB", 40960, 8),
+	}
+	h100, a100 := deviceClass(nodes[0].GPUGroups), deviceClass(nodes[2].GPUGroups)
+	cases := []struct {
+		name string
+		reqs []*api.RequestedDevice
+		want []string
+	}{
+		{"no request: any GPU", nil, nil},
+		{"gpu", []*api.RequestedDevice{gpuReq("gpu", 1)}, []string{a100, h100}},
+		{"nvidia/gpu", []*api.RequestedDevice{gpuReq("nvidia/gpu", 2)}, []string{a100, h100}},
+		{"nvidia/gpu/<model>", []*api.RequestedDevice{gpuReq("nvidia/gpu/H100 80GB HBM3", 1)}, []string{h100}},
+		{"another vendor", []*api.RequestedDevice{gpuReq("amd/gpu", 1)}, []string{}},
+		{"memory constraint", []*api.RequestedDevice{gpuReq("nvidia/gpu", 1,
+			&api.Constraint{LTarget: "${device.attr.memory}", Operand: ">=", RTarget: "60 GiB"})}, []string{h100}},
+		{"model regexp", []*api.RequestedDevice{gpuReq("nvidia/gpu", 1,
+			&api.Constraint{LTarget: "${device.model}", Operand: "regexp", RTarget: "A100"})}, []string{a100}},
+		{"unknown attribute", []*api.RequestedDevice{gpuReq("nvidia/gpu", 1,
+			&api.Constraint{LTarget: "${device.attr.nvlink}", Operand: "=", RTarget: "true"})}, []string{}},
+	}
+	m := newDeviceMatcher(nodes)
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got := m.accepts(c.reqs)
+			if !slices.Equal(got, c.want) || (got == nil) != (c.want == nil) {
+				t.Fatalf("accepts %v, want %v", got, c.want)
+			}
+			if again := m.accepts(c.reqs); len(got) > 0 && &again[0] != &got[0] {
+				t.Errorf("requests that ask alike get different slices")
+			}
+		})
+	}
+	if got := deviceModel(nodes[0].GPUGroups); got != "H100 80GB HBM3" {
+		t.Errorf("model %q", got)
+	}
+	if got := asks([]*api.RequestedDevice{gpuReq("nvidia/gpu", 1,
+		&api.Constraint{LTarget: "${device.attr.memory}", Operand: ">=", RTarget: "60 GiB"})}); got != "nvidia/gpu (${device.attr.memory} >= 60 GiB)" {
+		t.Errorf("asks %q", got)
+	}
+}
+
+// TestSnapshotDevices: the snapshot carries each node's device class and
+// model, and each waiting group the classes its request accepts.
+func TestSnapshotDevices(t *testing.T) {
+	obs := &Observation{
+		Nodes: []ObservedNode{gpuNode("h1", "gpu", "H100", 81920, 2), gpuNode("a1", "gpu", "A100", 40960, 2)},
+		Jobs: map[jobKey]*ObservedJob{{"ml", "nb"}: {Namespace: "ml", ID: "nb", Type: "batch", NodePool: "gpu",
+			Groups: map[string]GroupSpec{"main": {Count: 1, GPUsPerAlloc: 1,
+				GPURequests: []*api.RequestedDevice{gpuReq("nvidia/gpu/H100", 1)}}}}},
+		Queued: map[jobKey]map[string]QueuedGroup{{"ml", "nb"}: {"main": {Count: 1}}},
+	}
+	s := buildSnapshot(testPolicy(t), obs, nil, nil)
+	if len(s.Nodes) != 2 || s.Nodes[0].Model != "H100" || s.Nodes[0].Device == s.Nodes[1].Device {
+		t.Fatalf("nodes %+v", s.Nodes)
+	}
+	if len(s.Waiting) != 1 || !slices.Equal(s.Waiting[0].Devices, []string{s.Nodes[0].Device}) ||
+		s.Waiting[0].Asks != "nvidia/gpu/H100" {
+		t.Fatalf("waiting %+v", s.Waiting)
+	}
+}

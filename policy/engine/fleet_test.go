@@ -1,0 +1,145 @@
+package engine
+
+import (
+	"testing"
+	"time"
+
+	"github.com/gpu-steward/steward/policy"
+)
+
+// Mixed fleets: nodes of different GPU models, and work that asks for one.
+func TestFleetStories(t *testing.T) {
+	stories := []struct {
+		name string
+		play func(t *testing.T)
+	}{
+		{"Fleets: an H100 waiter never preempts A100 work", h100WaiterSparesA100},
+		{"Fleets: an H100 waiter preempts H100 work and the reason names the model", h100WaiterTakesH100},
+		{"Fleets: an A100 8-GPU gang is never broken for a 1-GPU H100 waiter", a100GangNotBrokenForH100},
+		{"Fleets: work that asks for any GPU may take either model", anyModelTakesEither},
+		{"Fleets: a model no node has waits with a reason and preempts nothing", missingModelWaits},
+	}
+	for _, s := range stories {
+		t.Run(s.name, s.play)
+	}
+}
+
+func fleetPolicy() *policy.Policy {
+	return testPolicy(func(p *policy.Policy) {
+		p.Tenants["research"] = tenant("research", 2, policy.Unlimited)
+		p.Tenants["product"] = tenant("product", 2, policy.Unlimited)
+	})
+}
+
+// An A100 node full of research's training (lower tier, above its
+// reserve) and an H100 node full of non-preemptible inference: product's
+// interactive asks for an H100. Preempting the training would free A100s
+// it cannot use, so nothing is preempted and it waits, saying why.
+func h100WaiterSparesA100(t *testing.T) {
+	h := newHarness(t, fleetPolicy())
+	h.modelNode("a100-1", "default", "A100", 8)
+	h.modelNode("h100-1", "default", "H100", 2)
+	h.submit("research", "train", "training", 8, 1, asks("A100"))
+	h.submit("product", "serve", "inference", 2, 1, asks("H100"))
+	h.advance(time.Hour)
+	h.submit("product", "notebook", "interactive", 1, 1, asks("H100"))
+	plan := h.step()
+	for _, a := range plan.Actions {
+		if a.Kind == Preempt || a.Kind == IdleStop {
+			t.Fatalf("preempted for an H100 waiter: %s (%s)", a, a.Reason)
+		}
+	}
+	h.expect("running", h.running(), []string{"product/serve×1", "research/train×1"})
+	if len(plan.Waiting) != 1 || plan.Waiting[0].Reason.Rule != RuleCapacity {
+		t.Fatalf("waiting: %+v, want product/notebook for capacity", plan.Waiting)
+	}
+	mustContain(t, plan.Waiting[0].Reason.Message, "needs 1 GPU on one node with nvidia/gpu/H100; none free")
+}
+
+// The same cluster with the H100s held by training: the notebook takes an
+// H100 from it, and the reason says which GPUs and where.
+func h100WaiterTakesH100(t *testing.T) {
+	h := newHarness(t, fleetPolicy())
+	h.modelNode("a100-1", "default", "A100", 8)
+	h.modelNode("h100-1", "default", "H100", 2)
+	h.submit("research", "train", "training", 8, 1, asks("A100"))
+	h.submit("research", "h-train", "training", 2, 1, asks("H100"))
+	h.advance(time.Hour)
+	h.submit("product", "notebook", "interactive", 1, 1, asks("H100"))
+	plan := h.step()
+	h.expect("actions", kinds(plan), []string{"preempt research/h-train", "hold product/notebook"})
+	a := plan.Actions[0]
+	mustContain(t, a.Reason.Message, "tenant research holds 10 GPUs, reserve 2: reclaiming 2 H100 GPUs on node h100-1 for product/notebook/main")
+	h.expect("running", h.running(), []string{"product/notebook×1", "research/train×1"})
+}
+
+// An 8-GPU A100 gang (two allocations of 4) and a single H100 held by
+// training: a 1-GPU H100 interactive waiter takes the H100, never the
+// gang, even though the gang is the newer work and the cheaper victim by
+// the usual order.
+func a100GangNotBrokenForH100(t *testing.T) {
+	h := newHarness(t, fleetPolicy())
+	h.modelNode("h100-1", "default", "H100", 1)
+	h.modelNode("a100-1", "default", "A100", 4)
+	h.modelNode("a100-2", "default", "A100", 4)
+	h.submit("research", "h-train", "training", 1, 1, asks("H100"))
+	h.advance(time.Hour)
+	h.submit("research", "gang", "training", 4, 2, gang(), asks("A100"))
+	h.advance(30 * time.Minute)
+	h.submit("product", "notebook", "interactive", 1, 1, asks("H100"))
+	plan := h.step()
+	h.expect("actions", kinds(plan), []string{"preempt research/h-train", "hold product/notebook"})
+	mustContain(t, plan.Actions[0].Reason.Message, "1 H100 GPU on node h100-1")
+	h.expect("running", h.running(), []string{"product/notebook×1", "research/gang×2"})
+
+	// With the H100 held by inference, the waiter waits: the gang runs on.
+	h = newHarness(t, fleetPolicy())
+	h.modelNode("h100-1", "default", "H100", 1)
+	h.modelNode("a100-1", "default", "A100", 4)
+	h.modelNode("a100-2", "default", "A100", 4)
+	h.submit("product", "serve", "inference", 1, 1, asks("H100"))
+	h.submit("research", "gang", "training", 4, 2, gang(), asks("A100"))
+	h.advance(time.Hour)
+	h.submit("product", "notebook", "interactive", 1, 1, asks("H100"))
+	plan = h.step()
+	h.expect("actions", kinds(plan), []string{"hold product/notebook"})
+	mustContain(t, plan.Actions[0].Reason.Message, "needs 1 GPU on one node with nvidia/gpu/H100; none free")
+	h.expect("running", h.running(), []string{"product/serve×1", "research/gang×2"})
+}
+
+// A waiter with no device constraint may use either model: it takes the
+// cheapest victim wherever it runs, and the reason names that model.
+func anyModelTakesEither(t *testing.T) {
+	h := newHarness(t, fleetPolicy())
+	h.modelNode("h100-1", "default", "H100", 2)
+	h.modelNode("a100-1", "default", "A100", 4)
+	h.submit("product", "serve", "inference", 2, 1, asks("H100"))
+	h.submit("research", "old", "training", 2, 1, asks("A100"))
+	h.advance(time.Hour)
+	h.submit("research", "train", "training", 2, 1, asks("A100"))
+	h.advance(time.Hour)
+	h.submit("product", "notebook", "interactive", 2, 1)
+	plan := h.step()
+	h.expect("actions", kinds(plan), []string{"preempt research/train", "hold product/notebook"})
+	mustContain(t, plan.Actions[0].Reason.Message, "tier training (priority 40) yields 2 A100 GPUs on node a100-1 to product/notebook/main")
+}
+
+// Work asking for a model no node has is held (as any work that finds no
+// GPUs) with a reason that says so, and frees nothing.
+func missingModelWaits(t *testing.T) {
+	h := newHarness(t, fleetPolicy())
+	h.modelNode("a100-1", "default", "A100", 2)
+	h.modelNode("h100-1", "gpu", "H100", 2)
+	h.submit("research", "train", "training", 2, 1, asks("A100"))
+	h.advance(time.Hour)
+	h.submit("product", "b200", "interactive", 1, 1, asks("B200"))
+	h.submit("product", "wrong-pool", "interactive", 1, 1, asks("A100"), inPool("gpu"))
+	plan := h.step()
+	h.expect("actions", kinds(plan), []string{"hold product/b200", "hold product/wrong-pool"})
+	got := map[string]string{}
+	for _, a := range plan.Actions {
+		got[a.Job.ID] = a.Reason.Message
+	}
+	mustContain(t, got["b200"], "no client node has nvidia/gpu/B200: nothing is preempted for it")
+	mustContain(t, got["wrong-pool"], `no client node in node pool "gpu" has nvidia/gpu/A100`)
+}
