@@ -2,6 +2,8 @@ package controller
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"sort"
 	"strings"
 	"sync"
@@ -229,7 +231,7 @@ func (c *clusterCache) applyOne(e *api.Event) bool {
 	}
 	switch e.Topic {
 	case api.TopicNode:
-		n, err := e.Node()
+		n, err := nodeOfEvent(e)
 		if err != nil || n == nil || !c.newer("n/"+n.ID, e) {
 			return false
 		}
@@ -316,6 +318,27 @@ func keepAlloc(client, desired string) bool {
 func blockedFrom(ev *api.Evaluation) blockedEval {
 	return blockedEval{ns: ev.Namespace, job: ev.JobID, created: time.Unix(0, ev.CreateTime), modified: time.Unix(0, ev.ModifyTime),
 		failed: ev.FailedTGAllocs}
+}
+
+// nodeOfEvent decodes a node event's node through JSON, as the HTTP API
+// reads it. The api package's own decoder (mapstructure) ignores JSON
+// field names, and so drops every device attribute's value (JSON "Int",
+// field IntVal): a node updated by an event would lose the memory and
+// other attributes that device constraints are matched against.
+func nodeOfEvent(e *api.Event) (*api.Node, error) {
+	raw, ok := e.Payload["Node"]
+	if !ok {
+		return e.Node()
+	}
+	b, err := json.Marshal(raw)
+	if err != nil {
+		return nil, fmt.Errorf("encode node event payload: %w", err)
+	}
+	var n api.Node
+	if err := json.Unmarshal(b, &n); err != nil {
+		return nil, fmt.Errorf("decode node event payload: %w", err)
+	}
+	return &n, nil
 }
 
 // nodeFromAPI is a node from an event (the list's stub, in full).

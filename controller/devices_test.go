@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"encoding/json"
 	"slices"
 	"testing"
 
@@ -83,5 +84,43 @@ func TestSnapshotDevices(t *testing.T) {
 	if len(s.Waiting) != 1 || !slices.Equal(s.Waiting[0].Devices, []string{s.Nodes[0].Device}) ||
 		s.Waiting[0].Asks != "nvidia/gpu/H100" {
 		t.Fatalf("waiting %+v", s.Waiting)
+	}
+}
+
+// TestNodeEventAttributes: a node event's device attributes keep their
+// values. The api package's own event decoder drops them (it ignores the
+// JSON names: "Int" for IntVal), and a node updated by an event then met
+// no memory constraint: an H100 waiter asking for 60 GiB found "no node".
+func TestNodeEventAttributes(t *testing.T) {
+	const stream = `{"Events":[{"Topic":"Node","Type":"NodeRegistration","Key":"n1","Index":8,"Payload":{"Node":{
+	  "ID":"n1","Name":"gpu-1","NodePool":"h100","Status":"ready","SchedulingEligibility":"eligible",
+	  "NodeResources":{"Devices":[{"Vendor":"nvidia","Type":"gpu","Name":"H100",
+	    "Attributes":{"memory":{"Int":81920,"Unit":"MiB"},"mig":{"Bool":false}},
+	    "Instances":[{"ID":"GPU-0","Healthy":true},{"ID":"GPU-1","Healthy":true}]}]}}}}]}`
+	var evs api.Events
+	if err := json.Unmarshal([]byte(stream), &evs); err != nil {
+		t.Fatal(err)
+	}
+	e := &evs.Events[0]
+	if n, err := e.Node(); err == nil && n.NodeResources.Devices[0].Attributes["memory"].IntVal != nil {
+		t.Log("the api package's decoder keeps attribute values now: nodeOfEvent may go")
+	}
+	n, err := nodeOfEvent(e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cn := nodeFromAPI(n)
+	if len(cn.node.GPUGroups) != 1 || cn.node.GPUs != 2 {
+		t.Fatalf("node %+v", cn.node)
+	}
+	mem := cn.node.GPUGroups[0].Attributes["memory"]
+	if mem == nil || mem.IntVal == nil || *mem.IntVal != 81920 || mem.Unit != "MiB" {
+		t.Fatalf("memory attribute %v", mem)
+	}
+	m := newDeviceMatcher([]ObservedNode{cn.node})
+	got := m.accepts([]*api.RequestedDevice{gpuReq("nvidia/gpu", 1,
+		&api.Constraint{LTarget: "${device.attr.memory}", Operand: ">=", RTarget: "60 GiB"})})
+	if len(got) != 1 {
+		t.Fatalf("a 60 GiB request accepts %v", got)
 	}
 }

@@ -32,7 +32,7 @@ func buildSnapshot(p *policy.Policy, obs *Observation, states map[jobKey]*JobSta
 		if pool == "" {
 			pool = "default"
 		}
-		s.Nodes = append(s.Nodes, engine.Node{ID: n.ID, NodePool: pool, GPUs: n.GPUs, Device: deviceClass(n.GPUGroups),
+		s.Nodes = append(s.Nodes, engine.Node{ID: n.ID, Name: n.Name, NodePool: pool, GPUs: n.GPUs, Device: deviceClass(n.GPUGroups),
 			Model: deviceModel(n.GPUGroups)})
 	}
 	jobs := make(map[jobKey]engine.Job, len(obs.Jobs))

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -37,11 +38,49 @@ func startCluster(t testing.TB, gpus int, namespaces ...string) *cluster {
 
 func startClusterWith(t testing.TB, gpus int, opts testnomad.Options, namespaces ...string) *cluster {
 	t.Helper()
-	stateDir := t.TempDir()
-	opts.Plugins = append(opts.Plugins, testnomad.Plugin{Name: "steward-gpu", Config: fmt.Sprintf(`    backend        = "sim"
+	return startClusterSim(t, simGPUs{count: gpus}, opts, namespaces...)
+}
+
+// simGPUs are the simulated GPUs of a test node: how many, and optionally
+// their model and memory (the steward-gpu plugin's sim_model and
+// sim_memory_mib) and the node's node pool.
+type simGPUs struct {
+	count    int
+	model    string
+	memory   int // MiB
+	nodePool string
+}
+
+// plugin is the steward-gpu plugin block for these GPUs.
+func (g simGPUs) plugin(stateDir string) testnomad.Plugin {
+	cfg := fmt.Sprintf(`    backend        = "sim"
     sim_count      = %d
     sim_state_dir  = %q
-    stats_period   = "1s"`, gpus, stateDir)})
+    stats_period   = "1s"`, g.count, stateDir)
+	if g.model != "" {
+		cfg += fmt.Sprintf("\n    sim_model      = %q", g.model)
+	}
+	if g.memory != 0 {
+		cfg += fmt.Sprintf("\n    sim_memory_mib = %d", g.memory)
+	}
+	return testnomad.Plugin{Name: "steward-gpu", Config: cfg}
+}
+
+// options adds the node's plugin and node pool to opts.
+func (g simGPUs) options(opts testnomad.Options, stateDir string) testnomad.Options {
+	opts.Plugins = append(slices.Clone(opts.Plugins), g.plugin(stateDir))
+	if g.nodePool != "" {
+		opts.ClientConfig += fmt.Sprintf("\n  node_pool = %q", g.nodePool)
+	}
+	return opts
+}
+
+// startClusterSim starts a dev agent whose client node has the GPUs g.
+func startClusterSim(t testing.TB, g simGPUs, opts testnomad.Options, namespaces ...string) *cluster {
+	t.Helper()
+	gpus := g.count
+	stateDir := t.TempDir()
+	opts = g.options(opts, stateDir)
 	if opts.LogLevel == "" {
 		opts.LogLevel = "INFO"
 	}

@@ -127,13 +127,15 @@ func TestMigrationResumesFromCheckpoint(t *testing.T) {
 // joins the cluster.
 func (c *cluster) addClient(name string, gpus int, plugins ...testnomad.Plugin) *testnomad.Agent {
 	c.t.Helper()
-	stateDir := c.t.TempDir()
-	a := testnomad.StartClient(c.t, c.Agent, name, testnomad.Options{LogLevel: "INFO", Plugins: append([]testnomad.Plugin{{Name: "steward-gpu",
-		Config: fmt.Sprintf(`    backend        = "sim"
-    sim_count      = %d
-    sim_state_dir  = %q
-    stats_period   = "1s"`, gpus, stateDir)}}, plugins...)})
-	c.waitGPUs(a.NodeID, gpus)
+	return c.addClientSim(name, simGPUs{count: gpus}, plugins...)
+}
+
+// addClientSim starts a second client node with the GPUs g.
+func (c *cluster) addClientSim(name string, g simGPUs, plugins ...testnomad.Plugin) *testnomad.Agent {
+	c.t.Helper()
+	opts := g.options(testnomad.Options{LogLevel: "INFO", Plugins: plugins}, c.t.TempDir())
+	a := testnomad.StartClient(c.t, c.Agent, name, opts)
+	c.waitGPUs(a.NodeID, g.count)
 	return a
 }
 

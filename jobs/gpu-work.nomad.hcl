@@ -64,6 +64,24 @@ variable "gang" {
   default     = "false"
 }
 
+variable "device" {
+  description = "The device request: \"nvidia/gpu\" for any GPU, \"nvidia/gpu/<model>\" for one model."
+  type        = string
+  default     = "nvidia/gpu"
+}
+
+variable "min_memory" {
+  description = "Only GPUs with at least this much memory (\"60 GiB\"): a constraint on the device's memory attribute. \"\" for none."
+  type        = string
+  default     = ""
+}
+
+variable "node_pool" {
+  description = "The Nomad node pool to run in (\"all\": any)."
+  type        = string
+  default     = "default"
+}
+
 variable "checkpoint_signal" {
   description = "steward.checkpoint_signal: overrides the policy's checkpoint signal (\"\" keeps it)."
   type        = string
@@ -76,6 +94,7 @@ job "gpu-work" {
   namespace = var.namespace
   type      = "service"
   priority  = var.priority
+  node_pool = var.node_pool
 
   meta = {
     "steward.tier"              = var.tier
@@ -133,8 +152,23 @@ job "gpu-work" {
         cpu    = 20
         memory = 16
 
-        device "nvidia/gpu" {
-          count = var.gpus
+        # A device block's name is its label: a dynamic block sets it from
+        # a variable.
+        dynamic "device" {
+          for_each = [var.device]
+          labels   = [device.value]
+          content {
+            count = var.gpus
+
+            dynamic "constraint" {
+              for_each = var.min_memory == "" ? [] : [var.min_memory]
+              content {
+                attribute = "$${device.attr.memory}"
+                operator  = ">="
+                value     = constraint.value
+              }
+            }
+          }
         }
       }
     }

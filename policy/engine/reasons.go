@@ -122,7 +122,15 @@ func (st *state) where(m *msg, u *unit, gpus int) bool {
 	if u.gang >= 0 && len(st.gangs[u.gang].spread) > 1 {
 		return m.s(" on ").n(len(st.gangs[u.gang].spread)).s(" nodes") != nil
 	}
-	return m.s(" on node ", st.nodes[n].ID) != nil
+	return m.s(" on node ", st.nodeName(n)) != nil
+}
+
+// nodeName is how reasons name node n: its name, else its ID.
+func (st *state) nodeName(n int32) string {
+	if name := st.nodes[n].Name; name != "" {
+		return name
+	}
+	return st.nodes[n].ID
 }
 
 func (st *state) idleReason(m *msg, u *unit, b *bene) Reason {

@@ -47,6 +47,7 @@ type Earmark struct {
 // Node is a Nomad client node with GPUs.
 type Node struct {
 	ID       string
+	Name     string // for reasons; "" shows the ID
 	NodePool string // Nomad node pool ("default" when unset)
 	GPUs     int    // healthy GPUs
 	// Device is the node's GPU device class: nodes of one class offer the
