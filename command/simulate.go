@@ -186,7 +186,7 @@ func (c *SimulateCommand) Run(args []string) int {
 	if err := window.Check(); err != nil {
 		return usage(fmt.Sprintf("-from/-to: %v.", err))
 	}
-	nodeGPUs, nodeList, err := sim.ParseNodes(nodesArg, gpusPerNode)
+	nodeGPUs, nodeModels, nodeList, err := sim.ParseNodes(nodesArg, gpusPerNode)
 	if err != nil {
 		return usage(err.Error() + ".")
 	}
@@ -232,7 +232,7 @@ func (c *SimulateCommand) Run(args []string) int {
 			return 1
 		}
 		rep, err := sim.Compare(tr, sim.Options{
-			Config: sim.Config{Policy: pol, NodeGPUs: nodeGPUs, CheckpointEvery: checkpointEvery,
+			Config: sim.Config{Policy: pol, NodeGPUs: nodeGPUs, NodeModels: nodeModels, CheckpointEvery: checkpointEvery,
 				CheckpointCost: checkpointCost, CheckpointDone: checkpointDone, PlanInterval: planInterval, NoEarmarks: !earmarks},
 			Seed: seed, Limit: limit, Window: window, Policies: kinds, TenantScale: scale,
 		})

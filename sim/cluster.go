@@ -18,10 +18,23 @@ type cluster struct {
 	gpuIDs    [][]string // [node][gpu] IDs for the engine's snapshot
 	nodeIDs   []string
 	nodeIdx   map[string]int // node ID → index
+	// nodeModel is each node's GPU model (an index into models); nil
+	// when the cluster has no models (every job runs anywhere).
+	nodeModel []int32
+	models    []string
+	byFreeM   [][]int // [model][f] as byFree, per model
 }
 
-// newCluster makes one node per entry of gpus, with that many GPUs.
-func newCluster(gpus []int) *cluster {
+// anyModel is the model of a job that asks for none; noModel that of one
+// asking for a model no node has.
+const (
+	anyModel int32 = -1
+	noModel  int32 = -2
+)
+
+// newCluster makes one node per entry of gpus, with that many GPUs, and of
+// the GPU model given in models (nil: none).
+func newCluster(gpus []int, models []string) *cluster {
 	nodes := len(gpus)
 	c := &cluster{
 		maxGPUs: slices.Max(gpus),
@@ -45,23 +58,86 @@ func newCluster(gpus []int) *cluster {
 			c.gpuIDs[n][g] = fmt.Sprintf("%s-gpu%d", c.nodeIDs[n], g)
 		}
 	}
+	if len(models) == nodes {
+		c.nodeModel = make([]int32, nodes)
+		for n, m := range models {
+			i := c.modelOf(m)
+			if i == noModel {
+				i = int32(len(c.models))
+				c.models = append(c.models, m)
+				c.byFreeM = append(c.byFreeM, make([]int, c.maxGPUs+1))
+			}
+			c.nodeModel[n] = i
+			c.byFreeM[i][gpus[n]]++
+		}
+	}
 	return c
+}
+
+// modelOf is the model index of a job asking for model ("": any).
+func (c *cluster) modelOf(model string) int32 {
+	if model == "" {
+		return anyModel
+	}
+	if i := slices.Index(c.models, model); i >= 0 {
+		return int32(i)
+	}
+	return noModel
+}
+
+// usable reports whether node n has GPUs of model m.
+func (c *cluster) usable(n int, m int32) bool {
+	return m == anyModel || m >= 0 && c.nodeModel[n] == m
+}
+
+// mask zeroes, in free, the nodes without GPUs of model m: bestFit then
+// finds only nodes the job can use.
+func (c *cluster) mask(free []int, m int32) {
+	if m == anyModel {
+		return
+	}
+	for n := range free {
+		if !c.usable(n, m) {
+			free[n] = 0
+		}
+	}
 }
 
 // fits reports whether count allocations of g GPUs each fit now: each node
 // holds floor(free/g) of them.
-func (c *cluster) fits(g, count int) bool {
-	if g <= 0 || g > c.maxGPUs || g*count > c.totalFree {
+func (c *cluster) fits(g, count int, m int32) bool {
+	if g <= 0 || g > c.maxGPUs || g*count > c.totalFree || m == noModel {
 		return false
+	}
+	byFree := c.byFree
+	if m >= 0 {
+		byFree = c.byFreeM[m]
 	}
 	room := 0
 	for f := c.maxGPUs; f >= g; f-- {
-		room += c.byFree[f] * (f / g)
+		room += byFree[f] * (f / g)
 		if room >= count {
 			return true
 		}
 	}
 	return false
+}
+
+// bestFitOf is bestFit among the nodes with GPUs of model m.
+func (c *cluster) bestFitOf(free []int, g int, m int32) int {
+	if m == anyModel {
+		return bestFit(free, g)
+	}
+	best := -1
+	for n, f := range free {
+		if f >= g && c.usable(n, m) && (best < 0 || f < free[best]) {
+			best = n
+			if f == g {
+				break
+			}
+		}
+	}
+	return best
 }
 
 // bestFit returns the node with the fewest free GPUs, at least g, in free
@@ -79,13 +155,14 @@ func bestFit(free []int, g int) int {
 	return best
 }
 
-// plan places count allocations of g GPUs by best fit, all or nothing, and
+// plan places count allocations of g GPUs of model m by best fit, all or nothing, and
 // returns their nodes (one per allocation) without changing the cluster.
-func (c *cluster) plan(g, count int, scratch []int) ([]int, bool) {
-	if !c.fits(g, count) {
+func (c *cluster) plan(g, count int, m int32, scratch []int) ([]int, bool) {
+	if !c.fits(g, count, m) {
 		return nil, false
 	}
 	copy(scratch, c.free)
+	c.mask(scratch, m)
 	nodes := make([]int, 0, count)
 	for range count {
 		n := bestFit(scratch, g)
@@ -126,6 +203,11 @@ func (c *cluster) give(n int, gpus []int8) {
 }
 
 func (c *cluster) setFree(n, f int) {
+	if c.nodeModel != nil {
+		m := c.byFreeM[c.nodeModel[n]]
+		m[c.free[n]]--
+		m[f]++
+	}
 	c.byFree[c.free[n]]--
 	c.totalFree += f - c.free[n]
 	c.free[n] = f

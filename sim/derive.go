@@ -89,7 +89,10 @@ type DeriveOptions struct {
 	// NodeGPUs, when set, is every node's GPU count and overrides Nodes
 	// and GPUsPerNode (as in Config).
 	NodeGPUs []int
-	Limit    int // at most this many jobs (0: all)
+	// NodeModels, when set, is every node's GPU model (as in Config): a
+	// job asking for a model is kept only if that model's nodes can hold it.
+	NodeModels []string
+	Limit      int // at most this many jobs (0: all)
 }
 
 // Derive completes a trace's jobs in place for a cluster and policy:
@@ -133,7 +136,7 @@ func Derive(tr *Trace, o DeriveOptions) (*Derivation, error) {
 			j.GPUs = (total + j.Allocs - 1) / j.Allocs
 			d.Reshaped++
 		}
-		if j.TotalGPUs() > capacity || j.Allocs > slotsFor(nodeGPUs, j.GPUs) {
+		if j.TotalGPUs() > capacity || j.Allocs > slotsFor(nodeGPUs, o.NodeModels, j.Model, j.GPUs) {
 			d.Dropped++
 			continue
 		}

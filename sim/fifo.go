@@ -17,10 +17,10 @@ func (s *simulator) placeQueued() {
 			kept = append(kept, s.queue[i:]...)
 			break
 		}
-		spec := s.jobs[ji].spec
-		nodes, ok := s.cl.plan(spec.GPUs, spec.Allocs, s.scratch)
+		spec, m := s.jobs[ji].spec, s.jobs[ji].model
+		nodes, ok := s.cl.plan(spec.GPUs, spec.Allocs, m, s.scratch)
 		if ok && room != nil {
-			nodes, ok = planOn(room, spec.GPUs, spec.Allocs)
+			nodes, ok = s.cl.planOn(room, spec.GPUs, spec.Allocs, m)
 		}
 		if ok {
 			s.start(ji, nodes)
@@ -36,12 +36,12 @@ func (s *simulator) placeQueued() {
 	s.queue = kept
 }
 
-// planOn places count allocations of g GPUs by best fit on the free GPUs
-// in room, all or nothing, without changing room.
-func planOn(room []int, g, count int) ([]int, bool) {
+// planOn places count allocations of g GPUs of model m by best fit on the
+// free GPUs in room, all or nothing, without changing room.
+func (c *cluster) planOn(room []int, g, count int, m int32) ([]int, bool) {
 	nodes := make([]int, 0, count)
 	for range count {
-		n := bestFit(room, g)
+		n := c.bestFitOf(room, g, m)
 		if n < 0 {
 			for _, m := range nodes {
 				room[m] += g

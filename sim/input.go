@@ -38,14 +38,14 @@ func prepare(tr *Trace, o Options) (*Derivation, Input, error) {
 	}
 	window := o.Window.apply(tr) // before Derive: -limit counts from the window's start
 	d, err := Derive(tr, DeriveOptions{Seed: o.Seed, Policy: o.Policy, Nodes: o.Nodes,
-		GPUsPerNode: o.GPUsPerNode, NodeGPUs: o.NodeGPUs, Limit: o.Limit})
+		GPUsPerNode: o.GPUsPerNode, NodeGPUs: o.NodeGPUs, NodeModels: o.NodeModels, Limit: o.Limit})
 	if err != nil {
 		return nil, Input{}, fmt.Errorf("trace %s: %w", tr.Name, err)
 	}
 	if len(tr.Jobs) == 0 {
 		return nil, Input{}, &NothingToSimulate{Trace: tr.Name, Reason: nothingReason(rows, tr.Dropped, window, d)}
 	}
-	in := Input{NodeShapes: Shapes(nodeGPUs), GPUs: d.Capacity, DroppedTooLarge: d.Dropped, FractionalGPUJobs: d.Fractional,
+	in := Input{NodeShapes: Shapes(nodeGPUs, o.NodeModels), GPUs: d.Capacity, DroppedTooLarge: d.Dropped, FractionalGPUJobs: d.Fractional,
 		Window: window, UnknownTierJobs: unknownTierJobs(d.Unknown), unknown: d.Unknown}
 	return d, in, nil
 }

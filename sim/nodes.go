@@ -11,42 +11,61 @@ import (
 // in an int8.
 const MaxGPUsPerNode = 127
 
-// NodeShape is Count nodes of GPUs each: one term of -nodes 4x8,8x4.
+// NodeShape is Count nodes of GPUs each, of one GPU model ("" when the
+// cluster has none): one term of -nodes 4x8:H100,8x4:A100.
 type NodeShape struct {
-	Count int `json:"count"`
-	GPUs  int `json:"gpus"`
+	Count int    `json:"count"`
+	GPUs  int    `json:"gpus"`
+	Model string `json:"model,omitempty"`
 }
 
 // ParseNodes reads -nodes: a plain number N is N nodes of gpusPerNode
-// GPUs; a list COUNTxGPUS[,COUNTxGPUS...] gives the nodes of each size. It
-// returns every node's GPU count, in the order given (nodes are numbered
-// in that order, which breaks best-fit ties), and whether s was a list.
-func ParseNodes(s string, gpusPerNode int) (gpus []int, list bool, err error) {
+// GPUs; a list COUNTxGPUS[:MODEL][,COUNTxGPUS[:MODEL]...] gives the nodes
+// of each size, and of each GPU model. It returns every node's GPU count
+// and model, in the order given (nodes are numbered in that order, which
+// breaks best-fit ties), and whether s was a list. models is nil when no
+// term names a model; when some do, every term must.
+func ParseNodes(s string, gpusPerNode int) (gpus []int, models []string, list bool, err error) {
 	s = strings.TrimSpace(s)
 	if n, err := strconv.Atoi(s); err == nil {
 		if n <= 0 || gpusPerNode <= 0 || gpusPerNode > MaxGPUsPerNode {
-			return nil, false, fmt.Errorf("-nodes must be at least 1 and -gpus-per-node between 1 and %d; got %d and %d",
+			return nil, nil, false, fmt.Errorf("-nodes must be at least 1 and -gpus-per-node between 1 and %d; got %d and %d",
 				MaxGPUsPerNode, n, gpusPerNode)
 		}
-		return slices.Repeat([]int{gpusPerNode}, n), false, nil
+		return slices.Repeat([]int{gpusPerNode}, n), nil, false, nil
 	}
 	if s == "" {
-		return nil, false, fmt.Errorf("-nodes is empty: give a number of nodes, or sizes like 4x8,8x4")
+		return nil, nil, false, fmt.Errorf("-nodes is empty: give a number of nodes, or sizes like 4x8,8x4 (or 4x8:H100,8x4:A100)")
 	}
-	for _, term := range strings.Split(s, ",") {
+	named := 0
+	terms := strings.Split(s, ",")
+	for _, term := range terms {
 		term = strings.TrimSpace(term)
-		count, size, ok := strings.Cut(strings.ToLower(term), "x")
+		shape, model, hasModel := strings.Cut(term, ":")
+		model = strings.TrimSpace(model)
+		count, size, ok := strings.Cut(strings.ToLower(shape), "x")
 		c, errC := strconv.Atoi(strings.TrimSpace(count))
 		g, errG := strconv.Atoi(strings.TrimSpace(size))
-		if !ok || errC != nil || errG != nil {
-			return nil, true, fmt.Errorf("-nodes %q: %q is not COUNTxGPUS (e.g. 4x8: four nodes of 8 GPUs)", s, term)
+		if !ok || errC != nil || errG != nil || hasModel && model == "" {
+			return nil, nil, true, fmt.Errorf("-nodes %q: %q is not COUNTxGPUS[:MODEL] (e.g. 4x8: four nodes of 8 GPUs; 4x8:H100: of H100s)", s, term)
 		}
 		if c <= 0 || g <= 0 || g > MaxGPUsPerNode {
-			return nil, true, fmt.Errorf("-nodes %q: %q needs at least 1 node of 1 to %d GPUs", s, term, MaxGPUsPerNode)
+			return nil, nil, true, fmt.Errorf("-nodes %q: %q needs at least 1 node of 1 to %d GPUs", s, term, MaxGPUsPerNode)
 		}
 		gpus = append(gpus, slices.Repeat([]int{g}, c)...)
+		models = append(models, slices.Repeat([]string{model}, c)...)
+		if hasModel {
+			named++
+		}
 	}
-	return gpus, true, nil
+	switch named {
+	case 0:
+		models = nil
+	case len(terms):
+	default:
+		return nil, nil, true, fmt.Errorf("-nodes %q: some terms name a GPU model and some do not: name one for every term", s)
+	}
+	return gpus, models, true, nil
 }
 
 // nodeGPUs is every node's GPU count: NodeGPUs when set, else Nodes nodes
@@ -79,15 +98,19 @@ func (c *Config) totalGPUs() int {
 	return total
 }
 
-// Shapes groups nodes by size, in the order sizes first appear: 4 nodes
-// of 8 then 8 of 4 for -nodes 4x8,8x4.
-func Shapes(gpus []int) []NodeShape {
+// Shapes groups nodes by size and model (models: nil, or one per node), in
+// the order they first appear: 4 nodes of 8 then 8 of 4 for -nodes 4x8,8x4.
+func Shapes(gpus []int, models []string) []NodeShape {
 	var shapes []NodeShape
-	for _, g := range gpus {
-		if i := slices.IndexFunc(shapes, func(s NodeShape) bool { return s.GPUs == g }); i >= 0 {
+	for n, g := range gpus {
+		model := ""
+		if n < len(models) {
+			model = models[n]
+		}
+		if i := slices.IndexFunc(shapes, func(s NodeShape) bool { return s.GPUs == g && s.Model == model }); i >= 0 {
 			shapes[i].Count++
 		} else {
-			shapes = append(shapes, NodeShape{Count: 1, GPUs: g})
+			shapes = append(shapes, NodeShape{Count: 1, GPUs: g, Model: model})
 		}
 	}
 	return shapes
@@ -104,6 +127,9 @@ func describeShapes(shapes []NodeShape) string {
 			noun = "node"
 		}
 		parts[i] = fmt.Sprintf("%d %s × %d GPUs", s.Count, noun, s.GPUs)
+		if s.Model != "" {
+			parts[i] = fmt.Sprintf("%d %s × %d %s GPUs", s.Count, noun, s.GPUs, s.Model)
+		}
 		total += s.Count * s.GPUs
 	}
 	out := strings.Join(parts, " + ")
@@ -113,11 +139,14 @@ func describeShapes(shapes []NodeShape) string {
 	return out
 }
 
-// slotsFor is how many allocations of g GPUs the empty cluster holds.
-func slotsFor(gpus []int, g int) int {
+// slotsFor is how many allocations of g GPUs of model ("": any) the empty
+// cluster holds (models: nil, or one per node).
+func slotsFor(gpus []int, models []string, model string, g int) int {
 	n := 0
-	for _, size := range gpus {
-		n += size / g
+	for i, size := range gpus {
+		if model == "" || i < len(models) && models[i] == model {
+			n += size / g
+		}
 	}
 	return n
 }

@@ -9,37 +9,41 @@ import (
 
 func TestParseNodes(t *testing.T) {
 	tests := []struct {
-		in       string
-		perNode  int
-		want     []int
-		wantList bool
-		err      string
+		in         string
+		perNode    int
+		want       []int
+		wantList   bool
+		err        string
+		wantModels []string
 	}{
-		{"3", 8, []int{8, 8, 8}, false, ""},
-		{" 2 ", 4, []int{4, 4}, false, ""},
-		{"2x8,3x4", 8, []int{8, 8, 4, 4, 4}, true, ""},
-		{"1X2, 1x1", 8, []int{2, 1}, true, ""},
-		{"4x8", 8, []int{8, 8, 8, 8}, true, ""},
-		{"0", 8, nil, false, "-nodes must be at least 1"},
-		{"2", 128, nil, false, "-gpus-per-node between 1 and 127"},
-		{"", 8, nil, false, "-nodes is empty"},
-		{"4x", 8, nil, true, `"4x" is not COUNTxGPUS`},
-		{"4*8", 8, nil, true, `"4*8" is not COUNTxGPUS`},
-		{"2x8,,1x4", 8, nil, true, `"" is not COUNTxGPUS`},
-		{"0x8", 8, nil, true, `"0x8" needs at least 1 node`},
-		{"1x128", 8, nil, true, `"1x128" needs at least 1 node of 1 to 127 GPUs`},
+		{"3", 8, []int{8, 8, 8}, false, "", nil},
+		{" 2 ", 4, []int{4, 4}, false, "", nil},
+		{"2x8,3x4", 8, []int{8, 8, 4, 4, 4}, true, "", nil},
+		{"1X2, 1x1", 8, []int{2, 1}, true, "", nil},
+		{"4x8", 8, []int{8, 8, 8, 8}, true, "", nil},
+		{"0", 8, nil, false, "-nodes must be at least 1", nil},
+		{"2", 128, nil, false, "-gpus-per-node between 1 and 127", nil},
+		{"", 8, nil, false, "-nodes is empty", nil},
+		{"4x", 8, nil, true, `"4x" is not COUNTxGPUS`, nil},
+		{"4*8", 8, nil, true, `"4*8" is not COUNTxGPUS`, nil},
+		{"2x8,,1x4", 8, nil, true, `"" is not COUNTxGPUS`, nil},
+		{"0x8", 8, nil, true, `"0x8" needs at least 1 node`, nil},
+		{"1x128", 8, nil, true, `"1x128" needs at least 1 node of 1 to 127 GPUs`, nil},
+		{"2x8:H100,1x4:A100 40GB", 8, []int{8, 8, 4}, true, "", []string{"H100", "H100", "A100 40GB"}},
+		{"2x8:H100,1x4", 8, nil, true, "some terms name a GPU model and some do not", nil},
+		{"2x8:", 8, nil, true, `"2x8:" is not COUNTxGPUS[:MODEL]`, nil},
 	}
 	for _, tc := range tests {
 		t.Run(tc.in, func(t *testing.T) {
-			got, list, err := ParseNodes(tc.in, tc.perNode)
+			got, models, list, err := ParseNodes(tc.in, tc.perNode)
 			if tc.err != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.err) {
 					t.Fatalf("error %v, want one containing %q", err, tc.err)
 				}
 				return
 			}
-			if err != nil || !slices.Equal(got, tc.want) || list != tc.wantList {
-				t.Fatalf("got %v, list %v, %v; want %v, list %v", got, list, err, tc.want, tc.wantList)
+			if err != nil || !slices.Equal(got, tc.want) || list != tc.wantList || !slices.Equal(models, tc.wantModels) {
+				t.Fatalf("got %v %q, list %v, %v; want %v %q, list %v", got, models, list, err, tc.want, tc.wantModels, tc.wantList)
 			}
 		})
 	}
@@ -55,9 +59,13 @@ func TestShapes(t *testing.T) {
 		{[]int{4, 8, 4}, "2 nodes × 4 GPUs + 1 node × 8 GPUs (16 GPUs)"},
 	}
 	for _, tc := range tests {
-		if got := describeShapes(Shapes(tc.gpus)); got != tc.want {
+		if got := describeShapes(Shapes(tc.gpus, nil)); got != tc.want {
 			t.Errorf("%v: %q, want %q", tc.gpus, got, tc.want)
 		}
+	}
+	if got, want := describeShapes(Shapes([]int{8, 8, 8}, []string{"H100", "A100", "H100"})),
+		"2 nodes × 8 H100 GPUs + 1 node × 8 A100 GPUs (24 GPUs)"; got != want {
+		t.Errorf("models: %q, want %q", got, want)
 	}
 }
 
@@ -81,11 +89,11 @@ func TestClusterMixedSizes(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			c := newCluster(tc.nodes)
+			c := newCluster(tc.nodes, nil)
 			for n, g := range tc.taken {
 				c.take(n, g, 99)
 			}
-			got, ok := c.plan(tc.g, tc.count, make([]int, len(tc.nodes)))
+			got, ok := c.plan(tc.g, tc.count, anyModel, make([]int, len(tc.nodes)))
 			if ok != tc.wantPlaced || !slices.Equal(got, tc.want) {
 				t.Fatalf("plan %d × %d: %v, %v; want %v, %v", tc.count, tc.g, got, ok, tc.want, tc.wantPlaced)
 			}
@@ -183,7 +191,7 @@ last,3600,4,1,60,ml,training,never`)
 	if err := json.Unmarshal([]byte(js.String()), &back); err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(back[0].Shapes, []NodeShape{{1, 8}, {1, 4}}) || back[0].PerNode != nil {
+	if !slices.Equal(back[0].Shapes, []NodeShape{{Count: 1, GPUs: 8}, {Count: 1, GPUs: 4}}) || back[0].PerNode != nil {
 		t.Errorf("results.json node_shapes %v, gpus_per_node %v", back[0].Shapes, back[0].PerNode)
 	}
 	// Config without NodeGPUs still means Nodes × GPUsPerNode.

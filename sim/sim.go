@@ -77,6 +77,10 @@ type Config struct {
 	// NodeGPUs, when set, is every node's GPU count (nodes of mixed
 	// sizes) and overrides Nodes and GPUsPerNode.
 	NodeGPUs []int
+	// NodeModels, when set, is every node's GPU model (as NodeGPUs): jobs
+	// that ask for a model (Job.Model) run only on its nodes, and the
+	// engine sees each model as a device class. nil: no models.
+	NodeModels []string
 	// CheckpointEvery is how often every job checkpoints on its own, in
 	// run time since it last started; a job stopped without a checkpoint
 	// signal loses the work since its last one. 0: jobs never checkpoint
@@ -130,6 +134,7 @@ func (st jobState) waiting() bool { return st == queued || st == held }
 type simJob struct {
 	spec     *Job
 	idx      int32
+	model    int32 // of its GPUs: anyModel, an index into cluster.models, or noModel
 	ref      engine.JobRef
 	name     string // ref as namespace/ID: the wait order's tie-break (waitorder.go)
 	tier     string // the tier it runs in: its spec's, resolved in its tenant
@@ -198,10 +203,12 @@ func (j *simJob) gpus() int { return j.spec.TotalGPUs() }
 
 // simulator is one policy's run over one workload.
 type simulator struct {
-	cfg  Config
-	kind PolicyKind
-	pol  *policy.Policy
-	eng  *engine.Engine
+	// modelDevices[m] is the Demand.Devices of jobs asking for model m.
+	modelDevices [][]string
+	cfg          Config
+	kind         PolicyKind
+	pol          *policy.Policy
+	eng          *engine.Engine
 	// watch, when set (by tests), sees each of the engine's actions just
 	// before it is applied.
 	watch func(engine.Action)
@@ -290,7 +297,7 @@ func newSimulator(jobs []Job, cfg Config, kind PolicyKind) (*simulator, error) {
 	}
 	s := &simulator{
 		cfg: cfg, kind: kind, pol: cfg.Policy,
-		cl:        newCluster(nodeGPUs),
+		cl:        newCluster(nodeGPUs, cfg.NodeModels),
 		jobs:      make([]simJob, len(jobs)),
 		scratch:   make([]int, len(nodeGPUs)),
 		room:      make([]int, len(nodeGPUs)),
@@ -308,6 +315,15 @@ func newSimulator(jobs []Job, cfg Config, kind PolicyKind) (*simulator, error) {
 		s.snap.Nodes = make([]engine.Node, len(nodeGPUs))
 		for n := range s.snap.Nodes {
 			s.snap.Nodes[n] = engine.Node{ID: s.cl.nodeIDs[n], NodePool: "default", GPUs: nodeGPUs[n]}
+			if s.cl.nodeModel != nil {
+				model := s.cl.models[s.cl.nodeModel[n]]
+				s.snap.Nodes[n].Device, s.snap.Nodes[n].Model = model, model
+			}
+		}
+		// One Devices slice per model, shared by the demands that ask
+		// for it (the engine interns them).
+		for _, m := range s.cl.models {
+			s.modelDevices = append(s.modelDevices, []string{m})
 		}
 	}
 	s.m = newMetrics(cfg, jobs)
@@ -333,6 +349,7 @@ func newSimulator(jobs []Job, cfg Config, kind PolicyKind) (*simulator, error) {
 			name: spec.Tenant + "/" + spec.ID, tier: tierName,
 			tierPrio: tier.Priority, priority: tier.Priority, high: tier.Priority > lowest, preemptible: tier.Preemptible,
 			tenant:     s.m.tenantIndex(spec.Tenant),
+			model:      s.cl.modelOf(spec.Model),
 			idleRule:   cfg.Policy.IdleRuleFor(tier.Name, tenant.Name),
 			firstStart: -1, idleFrom: -1, idleStoppedAt: -1, lastStart: -1, drainFor: -1,
 		}

@@ -84,7 +84,7 @@ func (s *simulator) arrivalsJustFit() bool {
 	for _, ji := range s.queue {
 		j := &s.jobs[ji]
 		for range j.spec.Allocs {
-			n := bestFit(room, j.spec.GPUs)
+			n := s.cl.bestFitOf(room, j.spec.GPUs, j.model)
 			if n < 0 {
 				return false
 			}
@@ -123,11 +123,24 @@ func (s *simulator) snapshot() *engine.Snapshot {
 				// It ran before and was not released by an idle rule: it
 				// was preempted mid-run, as the controller records it.
 				Preempted: j.runs > 0 && j.idleStoppedAt < 0,
+				Devices:   s.devicesOf(j),
+				Asks:      j.spec.Model,
 			})
 		}
 	}
 	snap.WaitingOrder = s.waitingOrder(waiting)
 	return snap
+}
+
+// devicesOf is the device classes job j may use: nil for any.
+func (s *simulator) devicesOf(j *simJob) []string {
+	switch {
+	case j.model >= 0:
+		return s.modelDevices[j.model]
+	case j.model == noModel:
+		return []string{j.spec.Model}
+	}
+	return nil
 }
 
 func (s *simulator) engineJob(j *simJob) engine.Job {

@@ -21,7 +21,7 @@ func (s *simulator) settleStrict() {
 		kept := s.queue[:0]
 		for _, ji := range s.queue {
 			spec := s.jobs[ji].spec
-			if nodes, ok := s.cl.plan(spec.GPUs, spec.Allocs, s.scratch); ok {
+			if nodes, ok := s.cl.plan(spec.GPUs, spec.Allocs, s.jobs[ji].model, s.scratch); ok {
 				s.start(ji, nodes)
 				continue
 			}
@@ -79,13 +79,16 @@ func (s *simulator) strictVictims(ji int32) (victims []int32, nodes []int, ok bo
 	}
 	var cands, pick, best []cand
 	for range j.spec.Allocs {
-		if n := bestFit(free, g); n >= 0 {
+		if n := s.cl.bestFitOf(free, g, j.model); n >= 0 {
 			free[n] -= g
 			nodes = append(nodes, n)
 			continue
 		}
 		bestNode, bestPrio, bestGPUs := -1, 0, 0
 		for n, owners := range s.cl.owner {
+			if !s.cl.usable(n, j.model) {
+				continue // GPUs it cannot use: nothing to free there
+			}
 			cands = cands[:0]
 			room := free[n]
 			for _, o := range owners {

@@ -52,6 +52,10 @@ type Job struct {
 	// FractionalGPU: the trace asked for a fraction of a GPU, counted as
 	// one whole GPU (the model places whole GPUs).
 	FractionalGPU bool
+	// Model is the GPU model the job asks for (a jobspec's device
+	// "nvidia/gpu/<model>"): it runs only on nodes of that model. "" runs
+	// on any.
+	Model string
 }
 
 // TotalGPUs is what the job holds while it runs.
@@ -200,7 +204,7 @@ func csvError(err error) error {
 // the header or left empty in a row.
 var (
 	stewardRequired = []string{"job", "submit", "gpus", "run_time"}
-	stewardOptional = []string{"allocs", "user", "tenant", "tier", "idle_after"}
+	stewardOptional = []string{"allocs", "user", "tenant", "tier", "idle_after", "model"}
 	genParallelCols = []string{"u_id", "user", "gpu_num", "node_num", "interval", "run_time"}
 )
 
@@ -373,6 +377,7 @@ func (p *rowParser) parseSteward(rec []string, line int) (Job, bool, *RowError) 
 	j.User = p.field(rec, "user")
 	j.Tenant = p.field(rec, "tenant")
 	j.Tier = p.field(rec, "tier")
+	j.Model = p.field(rec, "model")
 	switch s := p.field(rec, "idle_after"); s {
 	case "":
 	case "never":

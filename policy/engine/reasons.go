@@ -112,6 +112,13 @@ func (st *state) victimReason(m *msg, b *bene, v victim, gpus int) Reason {
 func (st *state) where(m *msg, u *unit, gpus int) bool {
 	n := st.firstNode(u)
 	model := st.pl.modelOf(n)
+	if u.gang >= 0 {
+		for _, ng := range st.gangs[u.gang].spread {
+			if st.pl.modelOf(ng.node) != model {
+				model = "" // a gang across models: how many GPUs is all there is to say
+			}
+		}
+	}
 	if model == "" {
 		return false
 	}
