@@ -50,7 +50,9 @@ Options:
   -nodes N|LIST        Nodes in the simulated cluster: a number of nodes of
                        -gpus-per-node GPUs, or sizes COUNTxGPUS, comma-
                        separated, for nodes of mixed sizes (4x8,8x4: four
-                       8-GPU and eight 4-GPU nodes). Default: 100.
+                       8-GPU and eight 4-GPU nodes), each optionally of
+                       a GPU model (2x8:H100,4x8:A100) that a trace's
+                       model column asks for. Default: 100.
   -gpus-per-node N     GPUs on each node when -nodes is a number (not with
                        a list). Default: 8.
   -scale F             Multiply every tenant's reserve and limit by F, to
