@@ -101,5 +101,17 @@ func (c *capacity) each(pool int32, g int, fn func(n int32)) {
 	}
 }
 
+// addSet files the nodes of set s, a set made after fill, by their free
+// GPUs now, as fill does.
+func (c *capacity) addSet(s int32) {
+	b := make([][]int32, len(c.buckets[0]))
+	for n := len(c.free) - 1; n >= 0; n-- {
+		if f := c.free[n]; f > 0 && c.pl.has(s, int32(n)) {
+			b[f] = append(b[f], int32(n))
+		}
+	}
+	c.buckets = append(c.buckets, b)
+}
+
 // nodeIn reports whether node n is in set pool (0: any).
 func (c *capacity) nodeIn(n int32, pool int32) bool { return c.pl.has(pool, n) }

@@ -4,26 +4,30 @@ import "unsafe"
 
 // placement says which nodes each waiting demand may use. A node sits in
 // one cell: its node pool and its GPU device class (Node.Device). A set is
-// a union of cells:
+// a union of cells, named by its mask (a byte per cell, 1 where it holds
+// the cell):
 //
 //   - set 0 is every node;
 //   - sets 1..len(st.pools)-1 are the nodes of one node pool, numbered as
 //     st.pools numbers the pools (so a pool index is its set index);
 //   - when the cluster has several device classes, one set per cell (a
 //     victim migrates within its own: migration.go);
-//   - then one set per node pool and device request that waiting demands
-//     ask for (Demand.Devices), unless the request accepts every class.
+//   - then the sets waiting demands need: a node pool's (or every) nodes
+//     whose device class the demand's request accepts (Demand.Devices),
+//     and, as the plan goes, those sets less the policy pools where the
+//     demand's tenant is at its pool limit, or within the one pool where
+//     it reclaims its pool reserve (quota.go). Sets made during the plan
+//     join the searches then (addSet).
 //
 // The searches (capacity, candidates, node order, potentials) keep their
 // lists per set, so a demand only ever looks at nodes whose GPUs it can use:
 // it never preempts work on GPUs it could not run on. With one device class
-// (every snapshot that does not tell models apart) there are no sets beyond
-// the pools, and planning is what it was before device classes.
+// and no pool quotas (every snapshot that does not tell models apart) there
+// are no sets beyond the pools, and planning is what it was before.
 type placement struct {
 	cellOf   []int32   // [node] its cell
 	cellSets [][]int32 // [cell] the sets that hold it, 0 first
 	in       [][]bool  // [set][cell]
-	setPool  []int32   // [set] its node pool (0: any)
 	// setAll[set]: the set accepts every device class, so reasons need
 	// not name one.
 	setAll []bool
@@ -36,7 +40,7 @@ type placement struct {
 	classes  []string // device classes, in order of first node
 	models   []string // [class] the model of its first node, for reasons
 	classIdx map[string]int32
-	setIdx   map[setKey]int32
+	setIdx   map[string]int32 // mask → set
 
 	// demandSet[w] is the set of Snapshot.Waiting[w]: the empty set when
 	// no node may run it (none in its node pool, or none there with a
@@ -51,11 +55,6 @@ type placement struct {
 	interned map[internKey]int32
 }
 
-type setKey struct {
-	pool int32
-	mask string // a byte per class, 1 where accepted; "" for all
-}
-
 type internKey struct {
 	first *string
 	n     int
@@ -68,7 +67,7 @@ func (st *state) buildPlacement() {
 	pl := &st.pl
 	pl.classIdx = map[string]int32{}
 	pl.cellIdx = map[[2]int32]int32{}
-	pl.setIdx = map[setKey]int32{}
+	pl.setIdx = map[string]int32{}
 	pl.cellOf = make([]int32, len(st.nodes))
 	for n, node := range st.nodes {
 		c, ok := pl.classIdx[node.Device]
@@ -88,22 +87,30 @@ func (st *state) buildPlacement() {
 		}
 		pl.cellOf[n] = cell
 	}
-	for p := range st.pools {
-		pl.set(setKey{pool: int32(p)})
+	cells := len(pl.cellPool)
+	all := make([]byte, cells)
+	for cell := range all {
+		all[cell] = 1
 	}
-	pl.cellHome = make([]int32, len(pl.cellPool))
+	pl.set(string(all)) // 0
+	for p := 1; p < len(st.pools); p++ {
+		// Every pool gets its index, even one with no node (a policy
+		// pool's): it is then a copy of the empty set.
+		pl.add(pl.mask(func(cell int) bool { return pl.cellPool[cell] == int32(p) }))
+	}
+	pl.cellHome = make([]int32, cells)
 	for cell := range pl.cellPool {
 		pl.cellHome[cell] = pl.cellPool[cell]
 		if len(pl.classes) > 1 {
-			pl.cellHome[cell] = pl.set(setKey{pool: pl.cellPool[cell], mask: pl.oneClass(pl.cellClass[cell])})
+			pl.cellHome[cell] = pl.set(pl.mask(func(c int) bool { return c == cell }))
 		}
 	}
-	pl.empty = pl.set(setKey{pool: -1})
+	pl.empty = pl.set(string(make([]byte, cells)))
 	pl.demandSet = make([]int32, len(st.s.Waiting))
 	for w := range st.s.Waiting {
 		pl.demandSet[w] = st.resolveSet(&st.s.Waiting[w])
 	}
-	pl.cellSets = make([][]int32, len(pl.cellPool))
+	pl.cellSets = make([][]int32, cells)
 	for s := range pl.in {
 		for cell, in := range pl.in[s] {
 			if in {
@@ -134,11 +141,11 @@ func (st *state) resolveSet(d *Demand) int32 {
 			return s
 		}
 	}
-	mask := make([]byte, len(pl.classes))
+	accept := make([]bool, len(pl.classes))
 	accepted := 0
 	for _, dev := range d.Devices {
-		if c, ok := pl.classIdx[dev]; ok && mask[c] == 0 {
-			mask[c] = 1
+		if c, ok := pl.classIdx[dev]; ok && !accept[c] {
+			accept[c] = true
 			accepted++
 		}
 	}
@@ -147,10 +154,9 @@ func (st *state) resolveSet(d *Demand) int32 {
 	case accepted == len(pl.classes):
 		s = pool
 	case accepted > 0:
-		s = pl.set(setKey{pool: pool, mask: string(mask)})
-	}
-	if !pl.any(s) {
-		s = pl.empty
+		s = pl.set(pl.mask(func(cell int) bool {
+			return (pool == 0 || pl.cellPool[cell] == pool) && accept[pl.cellClass[cell]]
+		}))
 	}
 	if ik.first != nil {
 		if pl.interned == nil {
@@ -161,21 +167,60 @@ func (st *state) resolveSet(d *Demand) int32 {
 	return s
 }
 
-// set returns the index of the set key names, adding it.
-func (pl *placement) set(k setKey) int32 {
-	if s, ok := pl.setIdx[k]; ok {
+// mask is the mask of the cells for which in is true.
+func (pl *placement) mask(in func(cell int) bool) string {
+	m := make([]byte, len(pl.cellPool))
+	for cell := range m {
+		if in(cell) {
+			m[cell] = 1
+		}
+	}
+	return string(m)
+}
+
+// set returns the set of the cells in mask, adding it. Sets added after
+// buildPlacement must join the searches: see state.setOf.
+func (pl *placement) set(mask string) int32 {
+	if s, ok := pl.setIdx[mask]; ok {
 		return s
 	}
-	s := int32(len(pl.in))
-	pl.setIdx[k] = s
-	in := make([]bool, len(pl.cellPool))
+	s := pl.add(mask)
+	pl.setIdx[mask] = s
+	return s
+}
+
+// add adds the set of the cells in mask, whether or not one exists (a
+// node pool's set keeps its index even when another set holds the same
+// cells).
+func (pl *placement) add(mask string) int32 {
+	if _, ok := pl.setIdx[mask]; !ok {
+		defer func() { pl.setIdx[mask] = int32(len(pl.in) - 1) }()
+	}
+	in := make([]bool, len(mask))
+	all, classes := true, make([]bool, len(pl.classes))
 	for cell := range in {
-		in[cell] = (k.pool == 0 || pl.cellPool[cell] == k.pool) && (k.mask == "" || k.mask[pl.cellClass[cell]] == 1)
+		in[cell] = mask[cell] == 1
+		if in[cell] {
+			classes[pl.cellClass[cell]] = true
+		}
+	}
+	for _, c := range classes {
+		all = all && c
 	}
 	pl.in = append(pl.in, in)
-	pl.setPool = append(pl.setPool, k.pool)
-	pl.setAll = append(pl.setAll, k.mask == "")
-	return s
+	pl.setAll = append(pl.setAll, all)
+	return int32(len(pl.in) - 1)
+}
+
+// maskOf is set s's mask.
+func (pl *placement) maskOf(s int32) []byte {
+	m := make([]byte, len(pl.in[s]))
+	for cell, in := range pl.in[s] {
+		if in {
+			m[cell] = 1
+		}
+	}
+	return m
 }
 
 // any reports whether set s holds some cell.
@@ -186,12 +231,6 @@ func (pl *placement) any(s int32) bool {
 		}
 	}
 	return false
-}
-
-func (pl *placement) oneClass(c int32) string {
-	mask := make([]byte, len(pl.classes))
-	mask[c] = 1
-	return string(mask)
 }
 
 // has reports whether node n is in set s.
@@ -211,4 +250,29 @@ func (pl *placement) modelOf(n int32) string {
 		return ""
 	}
 	return pl.models[pl.cellClass[pl.cellOf[n]]]
+}
+
+// setOf returns the set of the cells in mask, adding it and filing it in
+// the searches when the plan has not seen it yet: its free-GPU buckets,
+// candidates and potentials, as buildUnits built them for the others.
+func (st *state) setOf(mask string) int32 {
+	pl := &st.pl
+	if s, ok := pl.setIdx[mask]; ok {
+		return s
+	}
+	s := pl.set(mask)
+	for cell, in := range pl.in[s] {
+		if in {
+			pl.cellSets[cell] = append(pl.cellSets[cell], s)
+		}
+	}
+	st.cap.addSet(s)
+	for _, p := range st.pot {
+		p.addSet(s)
+	}
+	if st.order.heaps != nil {
+		st.order.heaps = append(st.order.heaps, nil)
+	}
+	st.cands = append(st.cands, st.candidatesIn(s))
+	return s
 }

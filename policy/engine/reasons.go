@@ -185,8 +185,8 @@ type limitKey struct{ tenant, use, marked, need int }
 func (st *state) capacityReason(b *bene) Reason {
 	t := st.tenants[b.tenant]
 	where := " in any node"
-	if p := st.pl.setPool[b.pool]; p != 0 {
-		where = " in node pool " + st.pools[p]
+	if p := b.d.NodePool; p != "" && p != "all" {
+		where = " in node pool " + p
 	}
 	if !st.pl.setAll[b.pool] && b.d.Asks != "" {
 		where = strings.TrimPrefix(where, " in any node") + " with " + b.d.Asks

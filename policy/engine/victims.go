@@ -102,15 +102,38 @@ func (st *state) sortCandidates() {
 		})
 	}
 	for p := range st.cands {
-		c := &st.cands[p]
-		for s := range c.segs {
-			lo := segKey(s, 0)
-			hi := segKey(s+1, 0)
-			c.segs[s].start, _ = slices.BinarySearch(c.keys, lo)
-			c.segs[s].end, _ = slices.BinarySearch(c.keys, hi)
-			c.segs[s].next = c.segs[s].start
+		st.cands[p].segment()
+	}
+}
+
+// segment cuts c's units into its segments by key.
+func (c *candidates) segment() {
+	for s := range c.segs {
+		lo := segKey(s, 0)
+		hi := segKey(s+1, 0)
+		c.segs[s].start, _ = slices.BinarySearch(c.keys, lo)
+		c.segs[s].end, _ = slices.BinarySearch(c.keys, hi)
+		c.segs[s].next = c.segs[s].start
+	}
+}
+
+// candidatesIn is the candidates with a node in set s, for a set made
+// during the plan: every set's candidates, best victims first, as
+// sortCandidates built them. Units taken since are kept: the walk skips
+// them.
+func (st *state) candidatesIn(s int32) candidates {
+	all := &st.cands[0]
+	var c candidates
+	for i, ui := range all.units {
+		in := false
+		st.nodesOf(&st.units[ui], func(n int32, _ int) { in = in || st.pl.has(s, n) })
+		if in {
+			c.units = append(c.units, ui)
+			c.keys = append(c.keys, all.keys[i])
 		}
 	}
+	c.segment()
+	return c
 }
 
 // maxRisk caps the seconds a key holds (34 bits: over 500 years); more
