@@ -93,6 +93,14 @@ tenant "research" {
   # tiers. Default: defaults.tier if the tenant may use it, else the
   # lowest-priority tier it may use.
   default_tier = "training"
+
+  # Its reserve and limit within a pool (defined below), beside the ones
+  # above: here, 2 of the H100s are research's whenever it has work
+  # waiting that can run on them, and it never holds more than 4 of them.
+  pool "h100" {
+    reserve = 2 # Default: 0.
+    limit   = 4 # Default: no limit.
+  }
 }
 
 tenant "platform" {
@@ -103,12 +111,19 @@ tenant "platform" {
   tiers     = ["interactive", "training"] # No reserve, so no non-preemptible tiers.
 }
 
-# Pools keep a Nomad node pool's GPUs for some tiers. Other tiers may borrow
-# (backfill) them, and lose them at once when an owner needs them.
+# A pool is a set of nodes: a Nomad node pool, the nodes of some GPU models,
+# or both. With owners, it keeps its GPUs for some tiers: other tiers may
+# borrow (backfill) them, and lose them at once when an owner needs them.
 pool "serving" {
-  node_pool = "serving"     # Nomad node pool. Default: the pool's name.
-  owners    = ["inference"] # Tiers the capacity is kept for. Required, at least one.
+  node_pool = "serving"     # Nomad node pool. Default: the pool's name, unless models is set (then: every node pool).
+  owners    = ["inference"] # Tiers the capacity is kept for. Default: [] = none: a pool for tenants' reserves and limits only.
   grace     = "0s"          # Grace given to backfill taken back here, instead of preemption.grace. Default: "0s".
+}
+
+# Nodes of one GPU model, whatever their node pool: the models as the device
+# plugin names them (the device's name in `nomad node status -verbose`).
+pool "h100" {
+  models = ["H100 80GB HBM3"] # Default: [] = every model.
 }
 
 # Idle rules release GPUs held by jobs that do not use them. For each job the

@@ -2,6 +2,7 @@ package policy
 
 import (
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/hashicorp/hcl/v2"
@@ -27,12 +28,18 @@ var (
 	tierSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{
 		{Name: "priority", Required: true}, {Name: "preemptible"}, {Name: "preempt_grace"}, {Name: "preempts_reserved"},
 	}}
-	tenantSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{
-		{Name: "namespace"}, {Name: "reserve"}, {Name: "limit"}, {Name: "weight"},
-		{Name: "tiers"}, {Name: "default_tier"},
+	tenantSchema = &hcl.BodySchema{
+		Attributes: []hcl.AttributeSchema{
+			{Name: "namespace"}, {Name: "reserve"}, {Name: "limit"}, {Name: "weight"},
+			{Name: "tiers"}, {Name: "default_tier"},
+		},
+		Blocks: []hcl.BlockHeaderSchema{{Type: blockPool, LabelNames: labelName}},
+	}
+	quotaSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{
+		{Name: "reserve"}, {Name: "limit"},
 	}}
 	poolSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{
-		{Name: "node_pool"}, {Name: "owners", Required: true}, {Name: "grace"},
+		{Name: "node_pool"}, {Name: "models"}, {Name: "owners"}, {Name: "grace"},
 	}}
 	idleSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{
 		{Name: "tiers"}, {Name: "tenants"}, {Name: "threshold"}, {Name: "after"}, {Name: "mode"}, {Name: "action"},
@@ -220,7 +227,7 @@ func (d *decoder) tier(b *hcl.Block, name string) {
 }
 
 func (d *decoder) tenant(b *hcl.Block, name string) {
-	a, _ := d.attrs(b, name, tenantSchema)
+	a, content := d.attrs(b, name, tenantSchema)
 	defer d.done(a)
 	t := &Tenant{Name: name, Namespace: name, Limit: Unlimited, Weight: DefaultTenantWeight}
 	a.str("namespace", &t.Namespace)
@@ -235,14 +242,65 @@ func (d *decoder) tenant(b *hcl.Block, name string) {
 	a.number("weight", &t.Weight)
 	a.strings("tiers", &t.Tiers)
 	a.str("default_tier", &t.DefaultTier)
+	for _, qb := range content.Blocks {
+		d.quota(qb, t)
+	}
 	d.pol.Tenants[name] = t
+}
+
+// quota decodes a pool block inside a tenant block: the tenant's reserve
+// and limit in that pool. Its places are the tenant's, prefixed
+// `pool "NAME"` (QuotaAttr).
+func (d *decoder) quota(b *hcl.Block, t *Tenant) {
+	pool := b.Labels[0]
+	if pool == "" {
+		d.diags = append(d.diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Empty pool name",
+			Detail: "A pool block inside a tenant names a pool: it needs a non-empty name.", Subject: b.LabelRanges[0].Ptr()})
+		return
+	}
+	at := whereAttr(blockTenant, t.Name, QuotaAttr(pool, ""))
+	if _, dup := t.Quotas[pool]; dup {
+		d.diags = append(d.diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Duplicate pool",
+			Detail:  fmt.Sprintf("Tenant %q already has a pool %q block; give each pool's reserve and limit once.", t.Name, pool),
+			Subject: b.DefRange.Ptr()})
+		return
+	}
+	d.src.subject[at] = b.DefRange
+	content, diags := b.Body.Content(quotaSchema)
+	d.diags = append(d.diags, diags...)
+	a := &attrs{block: blockTenant, name: t.Name, prefix: QuotaAttr(pool, ""), attrs: content.Attributes, src: d.src}
+	defer d.done(a)
+	q := &Quota{Limit: Unlimited}
+	a.integer("reserve", &q.Reserve)
+	if a.integer("limit", &q.Limit) && q.Limit < 0 {
+		w := a.where("limit")
+		p := negativeProblem(w, q.Limit, " Leave limit out for no limit.")
+		a.fail(w, a.attrs["limit"].Expr.Range(), p.summary, p.detail)
+	}
+	if t.Quotas == nil {
+		t.Quotas = map[string]*Quota{}
+	}
+	t.Quotas[pool] = q
+}
+
+// QuotaAttr names an attribute of a tenant's pool block where diagnostics
+// and Validate name places: `pool "h100" limit`.
+func QuotaAttr(pool, attr string) string {
+	s := blockPool + " " + strconv.Quote(pool)
+	if attr != "" {
+		s += " " + attr
+	}
+	return s
 }
 
 func (d *decoder) pool(b *hcl.Block, name string) {
 	a, _ := d.attrs(b, name, poolSchema)
 	defer d.done(a)
-	p := &Pool{Name: name, NodePool: name}
-	a.str("node_pool", &p.NodePool)
+	p := &Pool{Name: name}
+	a.strings("models", &p.Models)
+	if !a.str("node_pool", &p.NodePool) && len(p.Models) == 0 {
+		p.NodePool = name
+	}
 	a.strings("owners", &p.Owners)
 	a.duration("grace", &p.Grace)
 	d.pol.Pools[name] = p

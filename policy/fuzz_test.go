@@ -4,6 +4,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/hashicorp/hcl/v2"
@@ -98,12 +99,16 @@ func checkInvariants(t *testing.T, p *Policy) {
 			fail("tenant %q: weight %v", name, tn.Weight)
 		}
 	}
-	nodePools := map[string]bool{}
 	for name, pl := range p.Pools {
-		if pl == nil || pl.Name != name || pl.NodePool == "" || nodePools[pl.NodePool] || len(pl.Owners) == 0 || pl.Grace < 0 {
+		if pl == nil || pl.Name != name || pl.NodePool == "" && len(pl.Models) == 0 || pl.Grace < 0 {
 			fail("bad pool %q: %+v", name, pl)
 		}
-		nodePools[pl.NodePool] = true
+		for other, q := range p.Pools {
+			if other != name && len(pl.Owners) > 0 && len(q.Owners) > 0 && (pl.NodePool == q.NodePool || pl.NodePool == "" || q.NodePool == "") &&
+				(len(pl.Models) == 0 || len(q.Models) == 0 || slices.ContainsFunc(pl.Models, func(m string) bool { return slices.Contains(q.Models, m) })) {
+				fail("pools %q and %q with owners overlap", name, other)
+			}
+		}
 		for _, o := range pl.Owners {
 			if p.Tiers[o] == nil {
 				fail("pool %q: unknown owner %q", name, o)

@@ -32,12 +32,14 @@ func examplePolicy() *Policy {
 		Tenants: map[string]*Tenant{
 			"product": {Name: "product", Namespace: "product", Reserve: 4, Limit: 8, Weight: 1},
 			"research": {Name: "research", Namespace: "research", Reserve: 4, Limit: 6, Weight: 1,
-				Tiers: []string{"interactive", "training"}, DefaultTier: "training"},
+				Tiers: []string{"interactive", "training"}, DefaultTier: "training",
+				Quotas: map[string]*Quota{"h100": {Reserve: 2, Limit: 4}}},
 			"platform": {Name: "platform", Namespace: "platform", Reserve: 0, Limit: 2, Weight: 0.5,
 				Tiers: []string{"interactive", "training"}},
 		},
 		Pools: map[string]*Pool{
 			"serving": {Name: "serving", NodePool: "serving", Owners: []string{"inference"}, Grace: 0},
+			"h100":    {Name: "h100", Models: []string{"H100 80GB HBM3"}},
 		},
 		Idle: []*IdleRule{
 			{Name: "notebooks", Tiers: []string{"interactive"}, Threshold: 10, After: 15 * time.Minute,

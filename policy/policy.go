@@ -159,16 +159,39 @@ type Tenant struct {
 	// DefaultTier is the tier of the tenant's jobs that name none, or one
 	// they may not use; "" resolves as TenantDefaultTier says.
 	DefaultTier string
+	// Quotas are its reserves and limits within pools, by pool name (a
+	// pool block inside the tenant block): each holds in that pool's
+	// nodes, beside the tenant-wide Reserve and Limit.
+	Quotas map[string]*Quota
 }
 
-// Pool is a Nomad node pool whose capacity is kept for some tiers. Other
-// tiers may backfill it and lose those GPUs at once when an owner needs them.
+// Quota is a tenant's reserve and limit within one pool.
+type Quota struct {
+	Reserve int // GPUs of the pool guaranteed while it has demand there
+	Limit   int // most GPUs of the pool it may hold; Unlimited if unset
+}
+
+// Pool is a set of nodes: a Nomad node pool, the nodes of some GPU models,
+// or both. Its capacity may be kept for some tiers (owners): other tiers
+// may backfill it and lose those GPUs at once when an owner needs them.
+// Tenants may have a reserve and a limit in it (Tenant.Quotas).
 type Pool struct {
-	Name     string
-	NodePool string   // Nomad node pool; defaults to Name
-	Owners   []string // tier names the capacity is kept for
+	Name string
+	// NodePool is the Nomad node pool; "" means every node pool. It
+	// defaults to Name when Models is empty.
+	NodePool string
+	// Models are the GPU models of its nodes, as the device plugin names
+	// them ("H100 80GB HBM3"); empty: every model.
+	Models []string
+	Owners []string // tier names the capacity is kept for; may be empty
 	// Grace replaces the preemption grace for backfill taken back here.
 	Grace time.Duration
+}
+
+// Holds reports whether a node of nodePool with GPUs of model is in the
+// pool.
+func (p *Pool) Holds(nodePool, model string) bool {
+	return (p.NodePool == "" || p.NodePool == nodePool) && (len(p.Models) == 0 || slices.Contains(p.Models, model))
 }
 
 // IdleRule releases GPUs held by work that does not use them.

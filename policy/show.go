@@ -3,6 +3,7 @@ package policy
 import (
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"time"
 
@@ -93,13 +94,31 @@ func (p *Policy) Format(w io.Writer) error {
 		if t.DefaultTier != "" {
 			setString(b, "default_tier", t.DefaultTier)
 		}
+		pools := make([]string, 0, len(t.Quotas))
+		for p := range t.Quotas {
+			pools = append(pools, p)
+		}
+		slices.Sort(pools)
+		for _, p := range pools {
+			q := t.Quotas[p]
+			qb := b.AppendNewBlock(blockPool, []string{p}).Body()
+			qb.SetAttributeValue("reserve", cty.NumberIntVal(int64(q.Reserve)))
+			if q.Limit != Unlimited {
+				qb.SetAttributeValue("limit", cty.NumberIntVal(int64(q.Limit)))
+			}
+		}
 	}
 
 	for _, name := range p.PoolNames() {
 		pl := p.Pools[name]
 		root.AppendNewline()
 		b := root.AppendNewBlock(blockPool, []string{name}).Body()
-		setString(b, "node_pool", pl.NodePool)
+		if pl.NodePool == "" {
+			comment(b, "node_pool is left out: every node pool.")
+		} else {
+			setString(b, "node_pool", pl.NodePool)
+		}
+		setStrings(b, "models", pl.Models)
 		setStrings(b, "owners", pl.Owners)
 		setString(b, "grace", FormatDuration(pl.Grace))
 	}

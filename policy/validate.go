@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math"
 	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -197,6 +199,7 @@ func (c *checker) tenants() {
 				"The weight of tenant %q must be a number greater than 0; got %g.", name, t.Weight)
 		}
 		c.tenantTiers(name, t)
+		c.quotas(name, t)
 	}
 }
 
@@ -246,30 +249,93 @@ func (c *checker) tenantTiers(name string, t *Tenant) {
 }
 
 func (c *checker) pools() {
-	claimed := map[string]string{} // node pool -> pool
+	var owned []string // pools with owners, in order: they may not overlap
 	for _, name := range declared(c, blockPool, c.p.Pools) {
 		p := c.p.Pools[name]
 		if !c.entry(blockPool, name, p == nil, p != nil && p.Name != name) {
 			continue
 		}
 		at := func(attr string) where { return whereAttr(blockPool, name, attr) }
-		switch prev, dup := claimed[p.NodePool]; {
-		case !validNodePool.MatchString(p.NodePool):
+		switch {
+		case p.NodePool == "" && len(p.Models) == 0:
+			c.errorf(at("node_pool"), "Empty pool",
+				"Pool %q names neither a node pool nor GPU models: give node_pool, models, or both.", name)
+		case p.NodePool != "" && !validNodePool.MatchString(p.NodePool):
 			c.errorf(at("node_pool"), "Invalid node pool",
 				"Node pool %q of pool %q is not a valid Nomad node pool name: use 1 to 128 letters, digits, dashes and underscores.",
 				p.NodePool, name)
-		case dup:
-			c.errorf(at("node_pool"), "Duplicate node pool",
-				"Pool %q already keeps node pool %q; a node pool belongs to one pool.", prev, p.NodePool)
-		default:
-			claimed[p.NodePool] = name
 		}
-		if len(p.Owners) == 0 {
-			c.errorf(at("owners"), "No pool owners",
-				"Pool %q must name at least one owner: the tiers its capacity is kept for.", name)
+		for i, m := range p.Models {
+			if strings.TrimSpace(m) == "" {
+				c.errorf(at("models").at(i), "Empty model", "Pool %q lists an empty GPU model.", name)
+			}
 		}
 		c.tierRefs(at("owners"), p.Owners)
 		c.duration(at("grace"), p.Grace)
+		if len(p.Owners) == 0 {
+			continue
+		}
+		for _, prev := range owned {
+			if q := c.p.Pools[prev]; overlap(p, q) {
+				what, place := "node pool "+strconv.Quote(p.NodePool), at("node_pool")
+				if p.NodePool == "" || q.NodePool == "" || len(p.Models) > 0 || len(q.Models) > 0 {
+					what, place = "nodes", at("owners")
+				}
+				c.errorf(place, "Overlapping pools",
+					"Pools %q and %q both keep %s for their owners; a node belongs to one pool with owners. "+
+						"Leave owners out of one of them, or make their node_pool or models disjoint.", prev, name, what)
+			}
+		}
+		owned = append(owned, name)
+	}
+}
+
+// overlap reports whether two pools may hold the same node.
+func overlap(p, q *Pool) bool {
+	if p.NodePool != "" && q.NodePool != "" && p.NodePool != q.NodePool {
+		return false
+	}
+	if len(p.Models) == 0 || len(q.Models) == 0 {
+		return true
+	}
+	for _, m := range p.Models {
+		if slices.Contains(q.Models, m) {
+			return true
+		}
+	}
+	return false
+}
+
+// quotas checks a tenant's pool blocks: each names a defined pool, with a
+// reserve of 0 or more and a limit of at least the reserve.
+func (c *checker) quotas(name string, t *Tenant) {
+	pools := make([]string, 0, len(t.Quotas))
+	for p := range t.Quotas {
+		pools = append(pools, p)
+	}
+	slices.Sort(pools)
+	for _, pool := range pools {
+		q := t.Quotas[pool]
+		at := func(attr string) where { return whereAttr(blockTenant, name, QuotaAttr(pool, attr)) }
+		if q == nil {
+			c.errorf(at(""), "Nil pool quota", "Tenant %q has a nil quota for pool %q.", name, pool)
+			continue
+		}
+		if _, ok := c.p.Pools[pool]; !ok {
+			c.errorf(at(""), "Unknown pool",
+				"Tenant %q has a pool %q block, but no pool %q is defined.%s", name, pool, pool, didYouMean(pool, c.p.PoolNames()))
+		}
+		if q.Reserve < 0 {
+			c.out = append(c.out, negativeProblem(at("reserve"), q.Reserve, ""))
+		}
+		switch {
+		case q.Limit < 0 && q.Limit != Unlimited:
+			c.out = append(c.out, negativeProblem(at("limit"), q.Limit, " Leave limit out for no limit."))
+		case q.Limit != Unlimited && q.Reserve >= 0 && q.Limit < q.Reserve:
+			c.errorf(at("limit"), "Limit below reserve",
+				"Tenant %q has limit %d but reserve %d in pool %q; the limit counts reserved GPUs too, so it must be at least the reserve.",
+				name, q.Limit, q.Reserve, pool)
+		}
 	}
 }
 

@@ -147,7 +147,37 @@ func TestValidationErrors(t *testing.T) {
 		{
 			name: "node pool claimed twice",
 			src:  "tier \"t\" { priority = 5 }\npool \"a\" { owners = [\"t\"] }\npool \"b\" {\n  owners = [\"t\"]\n  node_pool = \"a\"\n}\n",
-			want: []wantDiag{{"a.hcl:5,15", "Duplicate node pool", `Pool "a" already keeps node pool "a";`}},
+			want: []wantDiag{{"a.hcl:5,15", "Overlapping pools", `Pools "a" and "b" both keep node pool "a" for their owners`}},
+		},
+		{
+			name: "owned pools of shared models",
+			src: "tier \"t\" { priority = 5 }\npool \"a\" {\n  owners = [\"t\"]\n  models = [\"H100\"]\n}\n" +
+				"pool \"b\" {\n  owners = [\"t\"]\n  models = [\"A100\", \"H100\"]\n}\n",
+			want: []wantDiag{{"a.hcl:7,12", "Overlapping pools", `Pools "a" and "b" both keep nodes for their owners`}},
+		},
+		{
+			name: "pools without owners may overlap",
+			src:  "tier \"t\" { priority = 5 }\npool \"a\" { models = [\"H100\"] }\npool \"b\" { node_pool = \"gpu\" }\n",
+		},
+		{
+			name: "tenant pool unknown",
+			src:  "tier \"t\" { priority = 5 }\npool \"h100\" { models = [\"H100\"] }\ntenant \"r\" {\n  pool \"h10\" {\n    reserve = 1\n  }\n}\n",
+			want: []wantDiag{{"a.hcl:4,3", "Unknown pool", `Tenant "r" has a pool "h10" block, but no pool "h10" is defined. Did you mean "h100"?`}},
+		},
+		{
+			name: "tenant pool limit below reserve",
+			src:  "tier \"t\" { priority = 5 }\npool \"h100\" { models = [\"H100\"] }\ntenant \"r\" {\n  pool \"h100\" {\n    reserve = 2\n    limit = 1\n  }\n}\n",
+			want: []wantDiag{{"a.hcl:6,13", "Limit below reserve", `has limit 1 but reserve 2 in pool "h100"`}},
+		},
+		{
+			name: "tenant pool negative limit",
+			src:  "tier \"t\" { priority = 5 }\npool \"h100\" { models = [\"H100\"] }\ntenant \"r\" {\n  pool \"h100\" {\n    limit = -1\n  }\n}\n",
+			want: []wantDiag{{"a.hcl:5,13", `Invalid pool "h100" limit`, `pool "h100" limit must be 0 or more; got -1`}},
+		},
+		{
+			name: "tenant pool twice",
+			src:  "tier \"t\" { priority = 5 }\npool \"h100\" { models = [\"H100\"] }\ntenant \"r\" {\n  pool \"h100\" {}\n  pool \"h100\" {}\n}\n",
+			want: []wantDiag{{"a.hcl:5,3", "Duplicate pool", `Tenant "r" already has a pool "h100" block`}},
 		},
 		{
 			name: "invalid namespace name",
@@ -317,9 +347,9 @@ tenant "platform" {
 			want: []wantDiag{{"a.hcl:2,27", "Repeated tier", `Tier "t" is listed more than once.`}},
 		},
 		{
-			name: "no owners",
-			src:  "tier \"t\" { priority = 5 }\npool \"p\" {\n  owners = []\n}\n",
-			want: []wantDiag{{"a.hcl:3,12", "No pool owners", `Pool "p" must name at least one owner`}},
+			name: "empty pool",
+			src:  "tier \"t\" { priority = 5 }\npool \"p\" {\n  node_pool = \"\"\n}\n",
+			want: []wantDiag{{"a.hcl:3,15", "Empty pool", `Pool "p" names neither a node pool nor GPU models`}},
 		},
 
 		// Durations and signals.

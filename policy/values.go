@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/big"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/hcl/v2"
@@ -18,18 +19,26 @@ import (
 // preset the default) and reports whether it set dst.
 type attrs struct {
 	block, name string
-	attrs       hcl.Attributes
-	src         *sourceMap
-	diags       hcl.Diagnostics
+	// prefix goes before attribute names in places: `pool "h100" ` for
+	// a tenant's pool block.
+	prefix string
+	attrs  hcl.Attributes
+	src    *sourceMap
+	diags  hcl.Diagnostics
 }
 
-func (a *attrs) where(attr string) where { return whereAttr(a.block, a.name, attr) }
+func (a *attrs) where(attr string) where {
+	if a.prefix != "" {
+		attr = a.prefix + " " + attr
+	}
+	return whereAttr(a.block, a.name, attr)
+}
 
 // fail reports a value that cannot be decoded and marks its place broken.
 func (a *attrs) fail(w where, subject hcl.Range, summary, detail string) {
 	a.src.broken[w] = true
 	d := &hcl.Diagnostic{Severity: hcl.DiagError, Summary: summary, Detail: detail, Subject: subject.Ptr()}
-	if attr, ok := a.attrs[w.attr]; ok {
+	if attr, ok := a.attrs[strings.TrimPrefix(w.attr, a.prefix+" ")]; ok {
 		d.Context = attr.Range.Ptr()
 	}
 	a.diags = append(a.diags, d)

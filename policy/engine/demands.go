@@ -432,7 +432,8 @@ func (st *state) serve(p pending, failed *failures) {
 	d := p.d
 	b := &bene{d: d, tier: p.tier, tenant: p.tenant, prio: p.prio, g: d.GPUsPerAlloc, jobTag: p.jobTag,
 		holds: st.tenants[p.tenant].use}
-	b.pool = st.pl.demandSet[p.w] // may be the empty set: capacityReason says why
+	b.base = st.pl.demandSet[p.w] // may be the empty set: noNodeReason says why
+	b.pool = b.base
 	b.marks = st.takeMarks(p.w)
 
 	var victims []victim
@@ -532,6 +533,13 @@ func (st *state) placeOne(b *bene, need int, failed *failures) (int32, []victim,
 		return st.swapWithin(b, need, failed)
 	}
 	b.entitled = t.use+need <= t.t.Reserve
+	if t.quotas != nil {
+		set, full := st.limitedSet(b)
+		if full >= 0 {
+			return 0, nil, st.quotaLimitReason(b, full), false
+		}
+		b.pool = set
+	}
 	if n, ok := st.markedFit(b); ok {
 		st.place(b, n)
 		return n, nil, Reason{}, true
@@ -548,6 +556,11 @@ func (st *state) placeOne(b *bene, need int, failed *failures) (int32, []victim,
 	}
 	if b.pool == st.pl.empty {
 		return 0, nil, st.noNodeReason(b.d), false // no node may run it: nothing to free
+	}
+	if t.quotas != nil {
+		if n, vs, ok := st.reclaimInPool(b, need); ok {
+			return st.placeWith(b, n, vs)
+		}
 	}
 	key := failKey{tenant: b.tenant, pool: b.pool, entitled: b.entitled, tier: st.e.failTier(b.tier)}
 	r, known := failed.find(key, b.prio, b.g)
@@ -591,7 +604,7 @@ func (st *state) onMarksAtLimit(b *bene) (int32, bool) {
 		}
 		return 0, false
 	}
-	st.emitGiveBack(b.tenant, taken, func(m *msg) {
+	st.emitGiveBack(b.tenant, taken, t.t.Limit, func(m *msg) {
 		m.start("tenant ", t.t.Name, " would hold ").n(holds).s(" GPUs with ").s(b.d.Job.Ref.String()).s("/").s(b.d.Group).
 			s(" on the GPUs set aside for it")
 	}, func(a Action) { st.explainer.add(decision{kind: decideReady, ready: &a}) })
@@ -613,6 +626,9 @@ func (st *state) place(b *bene, n int32) {
 	st.cap.add(n, -int32(b.g))
 	st.touched(n)
 	st.tenants[b.tenant].use += b.g
+	if st.tenants[b.tenant].quotas != nil {
+		st.addUse(b.tenant, n, b.g)
+	}
 	if !st.e.tiers[b.tier].preemptible {
 		st.tenants[b.tenant].fixed += b.g
 	}
@@ -622,6 +638,9 @@ func (st *state) unplace(b *bene, n int32) {
 	st.cap.add(n, int32(b.g))
 	st.touched(n)
 	st.tenants[b.tenant].use -= b.g
+	if st.tenants[b.tenant].quotas != nil {
+		st.addUse(b.tenant, n, -b.g)
+	}
 	if !st.e.tiers[b.tier].preemptible {
 		st.tenants[b.tenant].fixed -= b.g
 	}

@@ -49,6 +49,11 @@ type Engine struct {
 	preemptedFirst bool
 	// overReserves: some tier may preempt within reserves (tierInfo.overReserve).
 	overReserves bool
+
+	// quotaPools are the pools tenants have quotas in; quotas[tenant]
+	// each policy tenant's (quota.go).
+	quotaPools []quotaPool
+	quotas     [][]tenantQuota
 }
 
 type tierInfo struct {
@@ -122,6 +127,7 @@ func New(p *policy.Policy) *Engine {
 		e.poolOwner = append(e.poolOwner, owners)
 		e.poolGrace = append(e.poolGrace, pl.Grace)
 	}
+	e.compileQuotas()
 	e.idle = make([][]*policy.IdleRule, len(e.tiers))
 	for ti, t := range e.tiers {
 		e.idle[ti] = make([]*policy.IdleRule, len(e.tenants)+1)

@@ -18,6 +18,9 @@ func TestFleetStories(t *testing.T) {
 		{"Fleets: an A100 8-GPU gang is never broken for a 1-GPU H100 waiter", a100GangNotBrokenForH100},
 		{"Fleets: work that asks for any GPU may take either model", anyModelTakesEither},
 		{"Fleets: a model no node has waits with a reason and preempts nothing", missingModelWaits},
+		{"Pool quotas: per-pool reserve reclaim while the tenant is under its cluster-wide reserve elsewhere", poolReserveReclaim},
+		{"Pool quotas: a pool reserve reclaims only in the pool, never the borrower's work elsewhere", poolReserveStaysInPool},
+		{"Pool quotas: a pool limit sends work to other nodes, then holds it with the pool named", poolLimit},
 	}
 	for _, s := range stories {
 		t.Run(s.name, s.play)
@@ -142,4 +145,112 @@ func missingModelWaits(t *testing.T) {
 	}
 	mustContain(t, got["b200"], "no client node has nvidia/gpu/B200: nothing is preempted for it")
 	mustContain(t, got["wrong-pool"], `no client node in node pool "gpu" has nvidia/gpu/A100`)
+}
+
+// quotaPolicy: an h100 pool of H100 nodes; research reserves 2 of them
+// (and 4 GPUs cluster-wide), product borrows.
+func quotaPolicy(mod func(p *policy.Policy)) *policy.Policy {
+	return testPolicy(func(p *policy.Policy) {
+		p.Pools["h100"] = &policy.Pool{Name: "h100", Models: []string{"H100"}}
+		r := tenant("research", 4, policy.Unlimited)
+		r.Quotas = map[string]*policy.Quota{"h100": {Reserve: 2, Limit: policy.Unlimited}}
+		p.Tenants["research"] = r
+		p.Tenants["product"] = tenant("product", 4, policy.Unlimited)
+		if mod != nil {
+			mod(p)
+		}
+	})
+}
+
+// Research holds 4 A100s, its whole cluster-wide reserve, and product holds
+// both H100s (within product's own reserve of 4). Research's H100 job
+// reclaims one H100 by its pool reserve: tenant-wide it is entitled to
+// nothing more, and product is within its reserve.
+func poolReserveReclaim(t *testing.T) {
+	h := newHarness(t, quotaPolicy(nil))
+	h.modelNode("h100-1", "default", "H100", 2)
+	h.modelNode("a100-1", "default", "A100", 4)
+	h.submit("research", "a-train", "training", 4, 1, asks("A100"))
+	h.submit("product", "h-train", "training", 1, 2, asks("H100"))
+	h.advance(time.Hour)
+	h.submit("research", "h-nb", "training", 1, 1, asks("H100"))
+	plan := h.step()
+	h.expect("actions", kinds(plan), []string{"preempt product/h-train", "hold research/h-nb"})
+	mustContain(t, plan.Actions[0].Reason.Message, "tenant product holds 2 GPUs in pool h100, reserve 0 there: "+
+		"reclaiming 1 H100 GPU on node h100-1 for research/h-nb/main (tenant research holds 0 in pool h100, reserve 2 there)")
+	h.expect("running", h.running(), []string{"product/h-train×1", "research/a-train×1", "research/h-nb×1"})
+
+	// Its second H100 job reclaims the second H100; product's held
+	// job, though product is under its own reserve of 4, takes nothing
+	// back: research holds the H100s within its pool reserve.
+	h.submit("research", "h-nb2", "training", 1, 1, asks("H100"))
+	plan = h.step()
+	h.expect("actions", kinds(plan), []string{"preempt product/h-train", "hold research/h-nb2"})
+	plan = h.step()
+	h.expect("actions", kinds(plan), nil)
+	h.expect("running", h.running(), []string{"research/a-train×1", "research/h-nb2×1", "research/h-nb×1"})
+
+	// At its pool reserve (2 H100s), it reclaims no more there.
+	h.submit("research", "h-nb3", "training", 1, 1, asks("H100"))
+	plan = h.step()
+	for _, a := range plan.Actions {
+		if a.Kind == Preempt {
+			t.Fatalf("preempted beyond research's pool reserve: %s (%s)", a, a.Reason)
+		}
+	}
+}
+
+// A job that can run anywhere reclaims its pool reserve only on the pool's
+// nodes: product's A100 work is not touched, though it is the newer.
+func poolReserveStaysInPool(t *testing.T) {
+	h := newHarness(t, quotaPolicy(func(p *policy.Policy) {
+		p.Tenants["research"].Reserve = 0
+		p.Tenants["product"].Reserve = 0
+	}))
+	h.modelNode("h100-1", "default", "H100", 1)
+	h.modelNode("a100-1", "default", "A100", 1)
+	h.submit("product", "h-train", "training", 1, 1, asks("H100"))
+	h.advance(time.Hour)
+	h.submit("product", "a-train", "training", 1, 1, asks("A100"))
+	h.advance(time.Hour)
+	h.submit("research", "any", "training", 1, 1)
+	plan := h.step()
+	h.expect("actions", kinds(plan), []string{"preempt product/h-train", "hold research/any"})
+	mustContain(t, plan.Actions[0].Reason.Message, "in pool h100")
+	h.expect("running", h.running(), []string{"product/a-train×1", "research/any×1"})
+}
+
+// Research may hold at most 1 H100. Nomad, which knows no pool limits,
+// places its second H100 job: the engine gives the newer back, and holds it
+// for the pool limit while research is at it. Work that can run anywhere
+// is not held: it may go to the A100s.
+func poolLimit(t *testing.T) {
+	h := newHarness(t, quotaPolicy(func(p *policy.Policy) {
+		p.Tenants["research"].Quotas["h100"] = &policy.Quota{Reserve: 0, Limit: 1}
+	}))
+	h.modelNode("h100-1", "default", "H100", 4)
+	h.modelNode("a100-1", "default", "A100", 4)
+	h.submit("research", "h1", "training", 1, 1, asks("H100"))
+	h.advance(time.Minute)
+	h.submit("research", "h2", "training", 1, 1, asks("H100"))
+	plan := h.step()
+	h.expect("actions", kinds(plan), []string{"preempt research/h2"})
+	mustContain(t, plan.Actions[0].Reason.Message, "tenant research holds 2 GPUs in pool h100, limit 1: giving back 1")
+	h.expect("held", h.heldJobs(), []string{"research/h2×1"})
+
+	plan = h.step()
+	h.expect("actions", kinds(plan), nil)
+	if len(plan.Waiting) != 1 || plan.Waiting[0].Reason.Rule != RuleLimit {
+		t.Fatalf("waiting %+v, want h2 for the limit", plan.Waiting)
+	}
+	mustContain(t, plan.Waiting[0].Reason.Message, "tenant research holds 1 GPUs in pool h100, limit 1 there: 1 more would exceed it")
+
+	// Work that can run anywhere is not held for the limit: the A100s
+	// are free. (Nomad, which knows no pool limits, may still place it on
+	// an H100; the limit then gives it back, as above.)
+	s := h.snapshot()
+	s.Waiting = append(s.Waiting, Demand{Job: Job{Ref: JobRef{"research", "any"}, Tier: "training", Priority: 40},
+		Group: "main", GPUsPerAlloc: 1, Count: 1, Since: h.now, Held: true})
+	plan = h.e.Plan(s, h.now)
+	h.expect("actions", kinds(plan), []string{"resume research/any"})
 }

@@ -17,6 +17,13 @@ func genPolicy(tenants, reserve, limit int) *policy.Policy {
 			p.Tenants[name] = &policy.Tenant{Name: name, Namespace: name, Reserve: reserve, Limit: limit, Weight: float64(1 + i%3)}
 		}
 		p.Pools["serving"] = &policy.Pool{Name: "serving", NodePool: "serving", Owners: []string{"inference"}}
+		// The H100s (a quarter of the nodes): the first three teams have
+		// a reserve and a limit there.
+		p.Pools["h100"] = &policy.Pool{Name: "h100", Models: []string{"H100"}}
+		for i := 0; i < min(3, tenants); i++ {
+			p.Tenants[fmt.Sprintf("team%d", i)].Quotas = map[string]*policy.Quota{
+				"h100": {Reserve: reserve / 4, Limit: max(reserve/4, limit/3)}}
+		}
 		p.Idle = []*policy.IdleRule{{Name: "notebooks", Tiers: []string{"interactive"}, Threshold: 10,
 			After: 15 * time.Minute, Mode: policy.IdleModePressure, Action: policy.IdleActionRequeue}}
 	})

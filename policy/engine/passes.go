@@ -103,7 +103,10 @@ func (st *state) enforceLimits() {
 				" for now: work holding " + itoa(capped) + " GPUs is at the eviction cap (" +
 				itoa(st.e.p.Preemption.MaxPerJobPerHour) + " preemptions an hour)"
 		}
-		st.emitGiveBack(ti, taken, func(m *msg) { m.start("tenant ", t.t.Name, " holds ").n(holds).s(" GPUs") }, st.emit)
+		st.emitGiveBack(ti, taken, t.t.Limit, func(m *msg) { m.start("tenant ", t.t.Name, " holds ").n(holds).s(" GPUs") }, st.emit)
+	}
+	for ti := range st.tenants {
+		st.enforcePoolLimits(ti)
 	}
 }
 
@@ -148,13 +151,12 @@ func (st *state) giveBack(ti int, over func(extra int) bool, skip func(u *unit) 
 
 // emitGiveBack preempts the units giveBack took from tenant ti, each with
 // the reason head (who holds how much) followed by the limit, through emit.
-func (st *state) emitGiveBack(ti int, taken []int32, head func(m *msg), emit func(Action)) {
-	t := &st.tenants[ti]
+func (st *state) emitGiveBack(ti int, taken []int32, limit int, head func(m *msg), emit func(Action)) {
 	for _, ui := range taken {
 		u := &st.units[ui]
 		job := st.jobOf(u)
 		head(&st.text)
-		st.text.s(", limit ").n(t.t.Limit).s(": giving back ").n(u.gpus)
+		st.text.s(", limit ").n(limit).s(": giving back ").n(u.gpus)
 		st.exposedNote(&st.text, u)
 		a := Action{Kind: Preempt, Job: job.Ref, Group: st.groupOf(u), GPUs: u.gpus, Requeue: true,
 			Allocs: st.allocIDs(u, nil), Reason: st.text.reason(RuleLimit)}

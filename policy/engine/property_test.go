@@ -31,6 +31,7 @@ func TestProperties(t *testing.T) {
 		checkNonPreemptibleAdmittedWithinReserve(t, name, e, s, plan)
 		checkVictimsExistOnce(t, name, s, plan)
 		checkLimits(t, name, e, s, plan)
+		checkPoolLimits(t, name, e, s, plan)
 		checkBeneficiariesFit(t, name, s, plan)
 		if again := e.Plan(s, t0); !reflect.DeepEqual(plan, again) {
 			t.Fatalf("%s: two plans of the same snapshot differ", name)
@@ -177,6 +178,39 @@ func checkLimits(t *testing.T, name string, e *Engine, s *Snapshot, plan *Plan) 
 	for _, tu := range plan.Tenants {
 		if tu.Limit >= 0 && tu.InUse > tu.Limit && fixed[tu.Tenant] <= tu.Limit {
 			t.Errorf("%s: tenant %s ends with %d GPUs, limit %d", name, tu.Tenant, tu.InUse, tu.Limit)
+		}
+	}
+}
+
+// checkPoolLimits: once the plan's victims are gone, no tenant holds more
+// than its limit in a pool while it still runs work there that could have
+// been given back (preemptible, below the eviction cap).
+func checkPoolLimits(t *testing.T, name string, e *Engine, s *Snapshot, plan *Plan) {
+	gone := map[string]bool{}
+	for _, a := range victimActions(plan) {
+		for _, id := range a.Allocs {
+			gone[id] = true
+		}
+	}
+	nodes := map[string]Node{}
+	for _, n := range s.Nodes {
+		nodes[n.ID] = n
+	}
+	for _, ten := range e.p.Tenants {
+		for pool, q := range ten.Quotas {
+			p := e.p.Pools[pool]
+			use, movable := 0, false
+			for _, a := range s.Allocs {
+				n := nodes[a.NodeID]
+				if a.Draining || gone[a.ID] || a.Job.Ref.Namespace != ten.Namespace || !p.Holds(n.NodePool, n.Model) {
+					continue
+				}
+				use += len(a.GPUIDs)
+				movable = movable || tierOf(e.p, &a.Job).Preemptible && len(a.Job.Preemptions) < e.p.Preemption.MaxPerJobPerHour
+			}
+			if q.Limit != policy.Unlimited && use > q.Limit && movable {
+				t.Errorf("%s: tenant %s ends with %d GPUs in pool %s, limit %d", name, ten.Name, use, pool, q.Limit)
+			}
 		}
 	}
 }

@@ -65,6 +65,9 @@ func (st *state) victimReason(m *msg, b *bene, v victim, gpus int) Reason {
 	vt, bt := st.tenants[u.tenant].t, st.tenants[b.tenant].t
 	switch v.rule {
 	case RuleReclaim:
+		if v.pool > 0 {
+			return st.poolReclaimReason(m, b, v, gpus)
+		}
 		m.start("tenant ", vt.Name, " holds ").gpus(v.holdsPrev).s(", reserve ").n(vt.Reserve).s(": reclaiming ")
 		if !st.where(m, u, gpus) {
 			m.n(gpus)
@@ -103,6 +106,26 @@ func (st *state) victimReason(m *msg, b *bene, v victim, gpus int) Reason {
 		return st.idleReason(m, u, b)
 	}
 	return m.start("preempted for ").demand(b.d).reason(v.rule)
+}
+
+// poolReclaimReason explains a reclaim within a quota pool: "tenant
+// research holds 3 GPUs in pool h100, reserve 0 there: reclaiming 2 H100
+// GPUs on node gpu-7 for product/nb/main (tenant product holds 0 in pool
+// h100, reserve 2 there)".
+func (st *state) poolReclaimReason(m *msg, b *bene, v victim, gpus int) Reason {
+	u := &st.units[v.ui]
+	qi := int(v.pool - 1)
+	pool := st.e.quotaPools[qi].name
+	reserve, bReserve := st.e.poolReserve(u.tenant, qi), st.e.poolReserve(b.tenant, qi)
+	m.start("tenant ", st.tenants[u.tenant].t.Name, " holds ").gpus(v.holdsPrev).s(" in pool ", pool, ", reserve ").n(reserve).
+		s(" there: reclaiming ")
+	if !st.where(m, u, gpus) {
+		m.n(gpus)
+	}
+	m.s(" for ").demand(b.d).s(" (tenant ", st.tenants[b.tenant].t.Name, " holds ").n(int(v.beneHolds)).
+		s(" in pool ", pool, ", reserve ").n(bReserve).s(" there)")
+	st.exposedNote(m, u)
+	return m.reason(RuleReclaim)
 }
 
 // where writes, when the cluster has several GPU models, which GPUs a

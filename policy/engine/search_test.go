@@ -40,7 +40,7 @@ func TestSearchMatchesBruteForce(t *testing.T) {
 		st.explainer = st.startExplainer(false)
 		for _, pd := range st.orderDemands() {
 			b := &bene{d: pd.d, tier: pd.tier, tenant: pd.tenant, prio: pd.prio, g: pd.d.GPUsPerAlloc,
-				jobTag: jobTag(pd.d.Job.Ref), pool: st.poolIdx[pd.d.NodePool]}
+				jobTag: jobTag(pd.d.Job.Ref), pool: st.pl.demandSet[pd.w], base: st.pl.demandSet[pd.w]}
 			for _, entitled := range []bool{false, true} {
 				for _, young := range []bool{false, true} {
 					b.entitled = entitled

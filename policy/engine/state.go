@@ -14,19 +14,24 @@ type state struct {
 	s   *Snapshot
 	now time.Time
 
-	nodeIDs  map[string]int32
-	nodes    []*Node
-	cap      *capacity
-	pools    []string // pool names: e.poolNames then node pools seen only here
-	poolIdx  map[string]int32
-	poolOf   []int32   // [node] pool index
-	pl       placement // which nodes each demand may use (sets)
-	maxGPUs  int
-	units    []unit
-	gangs    []gangUnit
-	cands    []candidates // [set]: preemptible units, best victims first
-	tenants  []tenantState
-	tenantNS map[string]int
+	nodeIDs map[string]int32
+	nodes   []*Node
+	cap     *capacity
+	pools   []string // pool names: e.poolNames then node pools seen only here
+	poolIdx map[string]int32
+	poolOf  []int32   // [node] pool index
+	pl      placement // which nodes each demand may use (sets)
+	// poolCells[q][cell]: quota pool q holds the cell (quota.go);
+	// poolHeld[q][tenant] what tenants without a quota there hold in it,
+	// counted on first need.
+	poolCells [][]bool
+	poolHeld  [][]int
+	maxGPUs   int
+	units     []unit
+	gangs     []gangUnit
+	cands     []candidates // [set]: preemptible units, best victims first
+	tenants   []tenantState
+	tenantNS  map[string]int
 
 	levels    []int        // distinct priorities of preemptible work
 	pot       []*capacity  // [level] node potentials (potential.go)
@@ -133,6 +138,9 @@ type tenantState struct {
 	// fixed is the GPUs its non-preemptible work holds, draining excluded,
 	// as the plan goes; fixed0 the same at the plan's start (for reasons).
 	fixed, fixed0 int
+	// quotas are its reserves and limits in pools, and what it holds in
+	// each (quota.go).
+	quotas []tenantQuota
 }
 
 func (t *tenantState) limit() int {
@@ -210,6 +218,7 @@ func newState(e *Engine, s *Snapshot, now time.Time) *state {
 	}
 	st.buildNodes()
 	st.buildPlacement()
+	st.buildQuotas()
 	st.buildUnits()
 	return st
 }
@@ -335,6 +344,9 @@ func (st *state) buildUnits() {
 			continue
 		}
 		st.tenants[tenant].use += g
+		if st.tenants[tenant].quotas != nil {
+			st.addUse(tenant, n, g)
+		}
 		if !st.e.tiers[tier].preemptible {
 			st.tenants[tenant].fixed += g
 		}

@@ -258,7 +258,7 @@ func (st *state) walkRange(c *candidates, seg int, b *bene, allowYoung bool) (in
 	case seg == segBackfill && st.e.ownsPool[b.tier]:
 	case seg >= segYoungOver && !allowYoung:
 		end = sg.next
-	case seg == segNotOver || seg == segYoungNotOver || !b.entitled:
+	case (seg == segNotOver || seg == segYoungNotOver) && b.inPool == 0 || !b.entitled:
 		end, _ = slices.BinarySearch(c.keys[sg.start:sg.end], segKey(seg, b.prio))
 		end = max(end+sg.start, sg.next)
 	}
@@ -283,6 +283,13 @@ type bene struct {
 	// took: an allocation went on GPUs set aside for work of a lower
 	// tier (takeMarksBelow).
 	took bool
+	// base is the set of its demand; pool is base less pools at their
+	// limit for its tenant (quota.go), or a pool it reclaims in.
+	base int32
+	// inPool, while it reclaims its reserve in a quota pool, is that
+	// pool's index + 1: victims are judged by their tenants' use there.
+	// 0 otherwise.
+	inPool int
 }
 
 // victim is a unit chosen for a beneficiary, with the rule that allows it
@@ -294,6 +301,10 @@ type victim struct {
 	// room: it makes room under its tenant's limit for b, which runs on
 	// another node (swapElsewhere).
 	room bool
+	// pool, for a reclaim in a quota pool, is that pool's index + 1 (0
+	// otherwise): holdsPrev is then the victim's tenant's use there, and
+	// beneHolds the beneficiary's.
+	pool, beneHolds int32
 }
 
 // capped reports whether a job has reached the eviction cap, counting a
@@ -501,13 +512,21 @@ func (st *state) addVictim(ui int32, b *bene, n int32, allowYoung bool) bool {
 	w := &st.walk
 	w.touch(n)
 	t := &st.tenants[u.tenant]
-	if needOver && t.use-w.picked(n, u.tenant) <= t.t.Reserve {
+	holds, reserve := t.use, t.t.Reserve
+	if b.inPool > 0 {
+		holds, reserve, _ = st.poolUse(u.tenant, b.inPool-1)
+	}
+	if needOver && holds-w.picked(n, u.tenant) <= reserve {
 		if !st.e.overReserve(b.tier, b.prio, u.tier, u.prio) {
 			return false
 		}
 		rule = RulePriority // within its reserve, which b's tier may cross (preempts_reserved)
 	}
-	w.list[n] = append(w.list[n], victim{ui: ui, rule: rule, holdsPrev: t.use})
+	if needOver && b.inPool == 0 && t.quotas != nil && st.protectedInPool(u, n, w.picked(n, u.tenant)) &&
+		!st.e.overReserve(b.tier, b.prio, u.tier, u.prio) {
+		return false // within its reserve in the node's pool
+	}
+	w.list[n] = append(w.list[n], victim{ui: ui, rule: rule, holdsPrev: holds})
 	w.pick(n, u.tenant, u.gpus)
 	w.freed[n] += st.gpusOn(u, n)
 	return st.usableFree(b, n)+w.freed[n] >= b.g
@@ -563,7 +582,11 @@ func (st *state) take(ui int32) {
 		st.setTaken(n, ui, true)
 		st.cap.add(n, int32(g))
 		st.touched(n)
+		if st.tenants[u.tenant].quotas != nil {
+			st.addUse(u.tenant, n, -g)
+		}
 	})
+	st.heldChange(u, -1)
 	st.tenants[u.tenant].use -= u.gpus
 	if !st.e.tiers[u.tier].preemptible {
 		st.tenants[u.tenant].fixed -= u.gpus
@@ -578,7 +601,11 @@ func (st *state) untake(ui int32) {
 		st.setTaken(n, ui, false)
 		st.cap.add(n, -int32(g))
 		st.touched(n)
+		if st.tenants[u.tenant].quotas != nil {
+			st.addUse(u.tenant, n, g)
+		}
 	})
+	st.heldChange(u, 1)
 	st.tenants[u.tenant].use += u.gpus
 	if !st.e.tiers[u.tier].preemptible {
 		st.tenants[u.tenant].fixed += u.gpus
