@@ -124,6 +124,10 @@ pool "serving" {
 # plugin names them (the device's name in `nomad node status -verbose`).
 pool "h100" {
   models = ["H100 80GB HBM3"] # Default: [] = every model.
+  # Among waiting work that can run only here and that tiers, reserves and
+  # priorities rank equal: "largest-first", "smallest-first" or "fifo".
+  # Default: the usual order (fair shares, preempted work, longest waiting).
+  order = "largest-first"
 }
 
 # Idle rules release GPUs held by jobs that do not use them. For each job the

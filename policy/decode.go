@@ -39,7 +39,7 @@ var (
 		{Name: "reserve"}, {Name: "limit"},
 	}}
 	poolSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{
-		{Name: "node_pool"}, {Name: "models"}, {Name: "owners"}, {Name: "grace"},
+		{Name: "node_pool"}, {Name: "models"}, {Name: "owners"}, {Name: "grace"}, {Name: "order"},
 	}}
 	idleSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{
 		{Name: "tiers"}, {Name: "tenants"}, {Name: "threshold"}, {Name: "after"}, {Name: "mode"}, {Name: "action"},
@@ -302,6 +302,10 @@ func (d *decoder) pool(b *hcl.Block, name string) {
 		p.NodePool = name
 	}
 	a.strings("owners", &p.Owners)
+	var order string
+	if a.str("order", &order) {
+		p.Order = PoolOrder(order)
+	}
 	a.duration("grace", &p.Grace)
 	d.pol.Pools[name] = p
 }

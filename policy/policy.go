@@ -186,7 +186,22 @@ type Pool struct {
 	Owners []string // tier names the capacity is kept for; may be empty
 	// Grace replaces the preemption grace for backfill taken back here.
 	Grace time.Duration
+	// Order is how the pool's waiting work is ordered among work the
+	// tiers, reservations and priorities rank equal: "" (the default
+	// order), or one of the PoolOrder values.
+	Order PoolOrder
 }
+
+// PoolOrder orders a pool's waiting work by size, or by time alone.
+type PoolOrder string
+
+// Pool orders.
+const (
+	PoolOrderDefault       PoolOrder = ""
+	PoolOrderLargestFirst  PoolOrder = "largest-first"
+	PoolOrderSmallestFirst PoolOrder = "smallest-first"
+	PoolOrderFIFO          PoolOrder = "fifo"
+)
 
 // Holds reports whether a node of nodePool with GPUs of model is in the
 // pool.

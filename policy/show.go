@@ -120,6 +120,9 @@ func (p *Policy) Format(w io.Writer) error {
 		}
 		setStrings(b, "models", pl.Models)
 		setStrings(b, "owners", pl.Owners)
+		if pl.Order != PoolOrderDefault {
+			setString(b, "order", string(pl.Order))
+		}
 		setString(b, "grace", FormatDuration(pl.Grace))
 	}
 

@@ -272,6 +272,14 @@ func (c *checker) pools() {
 		}
 		c.tierRefs(at("owners"), p.Owners)
 		c.duration(at("grace"), p.Grace)
+		switch p.Order {
+		case PoolOrderDefault, PoolOrderLargestFirst, PoolOrderSmallestFirst, PoolOrderFIFO:
+		default:
+			orders := []string{string(PoolOrderLargestFirst), string(PoolOrderSmallestFirst), string(PoolOrderFIFO)}
+			c.errorf(at("order"), "Invalid pool order",
+				"Pool %q has order %q; use %s, or leave it out.%s", name, p.Order, strings.Join(orders, ", "),
+				didYouMean(string(p.Order), orders))
+		}
 		if len(p.Owners) == 0 {
 			continue
 		}

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"cmp"
+	"github.com/gpu-steward/steward/policy"
 	"math"
 	"math/bits"
 	"slices"
@@ -265,14 +266,70 @@ func (st *state) classCodes(out []pending) []uint64 {
 			c |= 1 << 8
 		}
 		c |= 0xff - clampByte(p.prio)
-		c = c<<shareBits | shares[p.tenant]
+		order := policy.PoolOrderDefault
+		if st.e.orderPools != nil {
+			order = st.orderOf(st.pl.demandSet[p.w])
+			c = c<<sizeBits | sizeKey(order, p.d.GPUs())
+		}
+		c <<= shareBits
+		if order != policy.PoolOrderFIFO {
+			c |= shares[p.tenant]
+		}
 		c <<= 1
-		if st.e.preemptedFirst && !p.d.Preempted {
+		if st.e.preemptedFirst && !p.d.Preempted && order != policy.PoolOrderFIFO {
 			c |= 1
 		}
 		codes[i] = c
 	}
 	return codes
+}
+
+// sizeBits is the width of a demand's size in its class code: sizes
+// beyond are ranked as the largest.
+const sizeBits = 16
+
+// sizeKey ranks a demand of gpus GPUs by its pool's order: larger first
+// (a smaller key), smaller first, or all alike.
+func sizeKey(order policy.PoolOrder, gpus int) uint64 {
+	size := uint64(min(max(gpus, 0), 1<<sizeBits-1))
+	switch order {
+	case policy.PoolOrderLargestFirst:
+		return 1<<sizeBits - 1 - size
+	case policy.PoolOrderSmallestFirst:
+		return size
+	}
+	return 0
+}
+
+// orderOf is the order of the waiting work that can run only on the
+// nodes of set s: that of the first pool (by name) with an order that
+// holds all of s's nodes; the default order otherwise (work that may
+// also run outside any ordered pool, or no node at all).
+func (st *state) orderOf(s int32) policy.PoolOrder {
+	if st.setOrder == nil {
+		st.setOrder = map[int32]policy.PoolOrder{}
+	}
+	if o, ok := st.setOrder[s]; ok {
+		return o
+	}
+	order := policy.PoolOrderDefault
+	if st.pl.any(s) {
+		for _, p := range st.e.orderPools {
+			holds := true
+			for cell, in := range st.pl.in[s] {
+				if in && !p.Holds(st.pools[st.pl.cellPool[cell]], st.pl.models[st.pl.cellClass[cell]]) {
+					holds = false
+					break
+				}
+			}
+			if holds {
+				order = p.Order
+				break
+			}
+		}
+	}
+	st.setOrder[s] = order
+	return order
 }
 
 // shareRanks ranks the weighted shares of borrowed GPUs of the tenants

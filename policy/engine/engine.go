@@ -54,6 +54,9 @@ type Engine struct {
 	// each policy tenant's (quota.go).
 	quotaPools []quotaPool
 	quotas     [][]tenantQuota
+	// orderPools are the pools with an order for their waiting work, by
+	// name (orderOf).
+	orderPools []*policy.Pool
 }
 
 type tierInfo struct {
@@ -128,6 +131,11 @@ func New(p *policy.Policy) *Engine {
 		e.poolGrace = append(e.poolGrace, pl.Grace)
 	}
 	e.compileQuotas()
+	for _, name := range p.PoolNames() {
+		if pl := p.Pools[name]; pl.Order != policy.PoolOrderDefault {
+			e.orderPools = append(e.orderPools, pl)
+		}
+	}
 	e.idle = make([][]*policy.IdleRule, len(e.tiers))
 	for ti, t := range e.tiers {
 		e.idle[ti] = make([]*policy.IdleRule, len(e.tenants)+1)

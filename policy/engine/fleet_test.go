@@ -21,6 +21,7 @@ func TestFleetStories(t *testing.T) {
 		{"Pool quotas: per-pool reserve reclaim while the tenant is under its cluster-wide reserve elsewhere", poolReserveReclaim},
 		{"Pool quotas: a pool reserve reclaims only in the pool, never the borrower's work elsewhere", poolReserveStaysInPool},
 		{"Pool quotas: a pool limit sends work to other nodes, then holds it with the pool named", poolLimit},
+		{"ClearML: a pool takes its larger pending job first (order largest-first), or the smaller, or the oldest", poolOrder},
 	}
 	for _, s := range stories {
 		t.Run(s.name, s.play)
@@ -253,4 +254,42 @@ func poolLimit(t *testing.T) {
 		Group: "main", GPUsPerAlloc: 1, Count: 1, Since: h.now, Held: true})
 	plan = h.e.Plan(s, h.now)
 	h.expect("actions", kinds(plan), []string{"resume research/any"})
+}
+
+// ClearML's priority between profiles within a pool: "if a 4-GPU and an
+// 8-GPU job are pending, take the larger first, or vice versa". Eight
+// H100s come free; a 4-GPU job has waited longer than an 8-GPU one, both
+// held, of one tenant and tier. The pool's order decides which resumes;
+// work that may run outside the pool keeps the default order.
+func poolOrder(t *testing.T) {
+	for _, tc := range []struct {
+		order policy.PoolOrder
+		want  string
+	}{
+		{policy.PoolOrderLargestFirst, "resume research/eight"},
+		{policy.PoolOrderSmallestFirst, "resume research/four"},
+		{policy.PoolOrderFIFO, "resume research/four"},
+		{policy.PoolOrderDefault, "resume research/four"},
+	} {
+		t.Run(string(tc.order), func(t *testing.T) {
+			h := newHarness(t, quotaPolicy(func(p *policy.Policy) {
+				p.Pools["h100"].Order = tc.order
+				p.Tenants["research"].Reserve = 8 // both within it: the reservation ranks them equal
+			}))
+			h.modelNode("h100-1", "default", "H100", 8)
+			s := h.snapshot()
+			s.Nodes = h.nodes
+			for _, w := range []struct {
+				id   string
+				gpus int
+				ago  time.Duration
+			}{{"four", 4, 10 * time.Minute}, {"eight", 8, 5 * time.Minute}} {
+				s.Waiting = append(s.Waiting, Demand{Job: Job{Ref: JobRef{"research", w.id}, Tier: "training", Priority: 40},
+					Group: "main", GPUsPerAlloc: w.gpus, Count: 1, Since: h.now.Add(-w.ago), Held: true,
+					Devices: []string{"H100"}, Asks: "nvidia/gpu/H100"})
+			}
+			plan := h.e.Plan(s, h.now)
+			h.expect("actions", kinds(plan), []string{tc.want})
+		})
+	}
 }

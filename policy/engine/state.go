@@ -26,6 +26,7 @@ type state struct {
 	// counted on first need.
 	poolCells [][]bool
 	poolHeld  [][]int
+	setOrder  map[int32]policy.PoolOrder // orderOf's answers
 	maxGPUs   int
 	units     []unit
 	gangs     []gangUnit
