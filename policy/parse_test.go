@@ -39,7 +39,7 @@ func examplePolicy() *Policy {
 		},
 		Pools: map[string]*Pool{
 			"serving": {Name: "serving", NodePool: "serving", Owners: []string{"inference"}, Grace: 0},
-			"h100":    {Name: "h100", Models: []string{"H100 80GB HBM3"}},
+			"h100":    {Name: "h100", Models: []string{"H100 80GB HBM3"}, Order: PoolOrderLargestFirst},
 		},
 		Idle: []*IdleRule{
 			{Name: "notebooks", Tiers: []string{"interactive"}, Threshold: 10, After: 15 * time.Minute,
