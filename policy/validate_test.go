@@ -156,6 +156,11 @@ func TestValidationErrors(t *testing.T) {
 			want: []wantDiag{{"a.hcl:7,12", "Overlapping pools", `Pools "a" and "b" both keep nodes for their owners`}},
 		},
 		{
+			name: "invalid pool order",
+			src:  "tier \"t\" { priority = 5 }\npool \"a\" {\n  models = [\"H100\"]\n  order = \"largest\"\n}\n",
+			want: []wantDiag{{"a.hcl:4,11", "Invalid pool order", `Pool "a" has order "largest"; use largest-first, smallest-first, fifo, or leave it out.`}},
+		},
+		{
 			name: "pools without owners may overlap",
 			src:  "tier \"t\" { priority = 5 }\npool \"a\" { models = [\"H100\"] }\npool \"b\" { node_pool = \"gpu\" }\n",
 		},
