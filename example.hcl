@@ -64,6 +64,11 @@ tier "interactive" {
 tier "training" {
   priority    = 40
   preemptible = true
+  # A precedence of pools (each with a node_pool): training submitted to
+  # one of these node pools goes, while it waits, to the first with room
+  # for it now; Steward re-registers the job there, and moves it back when
+  # room frees in an earlier one. Default: [] (work stays where it is).
+  pools = ["onprem", "cloud"]
 }
 
 # Tenants are teams, one Nomad namespace each. reserve GPUs are guaranteed to
@@ -109,6 +114,7 @@ tenant "platform" {
   limit     = 2
   weight    = 0.5                         # Gets half the spare GPUs product or research would.
   tiers     = ["interactive", "training"] # No reserve, so no non-preemptible tiers.
+  pools     = ["cloud", "onprem"]          # Its own pool precedence, instead of its tiers'. Default: [] (the tiers').
 }
 
 # A pool is a set of nodes: a Nomad node pool, the nodes of some GPU models,
@@ -118,6 +124,16 @@ pool "serving" {
   node_pool = "serving"     # Nomad node pool. Default: the pool's name, unless models is set (then: every node pool).
   owners    = ["inference"] # Tiers the capacity is kept for. Default: [] = none: a pool for tenants' reserves and limits only.
   grace     = "0s"          # Grace given to backfill taken back here, instead of preemption.grace. Default: "0s".
+}
+
+# Node pools for the training tier's precedence (above). Without owners
+# or models, a pool is just its node pool's nodes.
+pool "onprem" {
+  node_pool = "default"
+}
+
+pool "cloud" {
+  node_pool = "cloud"
 }
 
 # Nodes of one GPU model, whatever their node pool: the models as the device

@@ -35,7 +35,7 @@ Usage: steward policy validate FILE|DIR...
 Example:
 
   $ steward policy validate example.hcl
-  example.hcl: valid — 4 tiers, 3 tenants, 2 pools, 2 idle rules
+  example.hcl: valid — 4 tiers, 3 tenants, 4 pools, 2 idle rules
 `)
 }
 

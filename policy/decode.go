@@ -27,11 +27,12 @@ var (
 	}}
 	tierSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{
 		{Name: "priority", Required: true}, {Name: "preemptible"}, {Name: "preempt_grace"}, {Name: "preempts_reserved"},
+		{Name: "pools"},
 	}}
 	tenantSchema = &hcl.BodySchema{
 		Attributes: []hcl.AttributeSchema{
 			{Name: "namespace"}, {Name: "reserve"}, {Name: "limit"}, {Name: "weight"},
-			{Name: "tiers"}, {Name: "default_tier"},
+			{Name: "tiers"}, {Name: "default_tier"}, {Name: "pools"},
 		},
 		Blocks: []hcl.BlockHeaderSchema{{Type: blockPool, LabelNames: labelName}},
 	}
@@ -223,6 +224,7 @@ func (d *decoder) tier(b *hcl.Block, name string) {
 		t.PreemptGrace = &grace
 	}
 	a.strings("preempts_reserved", &t.PreemptsReserved)
+	a.strings("pools", &t.Pools)
 	d.pol.Tiers[name] = t
 }
 
@@ -242,6 +244,7 @@ func (d *decoder) tenant(b *hcl.Block, name string) {
 	a.number("weight", &t.Weight)
 	a.strings("tiers", &t.Tiers)
 	a.str("default_tier", &t.DefaultTier)
+	a.strings("pools", &t.Pools)
 	for _, qb := range content.Blocks {
 		d.quota(qb, t)
 	}

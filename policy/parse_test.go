@@ -27,7 +27,7 @@ func examplePolicy() *Policy {
 			"inference":   {Name: "inference", Priority: 90, Preemptible: false, PreemptGrace: durationPtr(0)},
 			"build":       {Name: "build", Priority: 80, Preemptible: false},
 			"interactive": {Name: "interactive", Priority: 60, Preemptible: true, PreemptsReserved: []string{"training"}},
-			"training":    {Name: "training", Priority: 40, Preemptible: true},
+			"training":    {Name: "training", Priority: 40, Preemptible: true, Pools: []string{"onprem", "cloud"}},
 		},
 		Tenants: map[string]*Tenant{
 			"product": {Name: "product", Namespace: "product", Reserve: 4, Limit: 8, Weight: 1},
@@ -35,10 +35,12 @@ func examplePolicy() *Policy {
 				Tiers: []string{"interactive", "training"}, DefaultTier: "training",
 				Quotas: map[string]*Quota{"h100": {Reserve: 2, Limit: 4}}},
 			"platform": {Name: "platform", Namespace: "platform", Reserve: 0, Limit: 2, Weight: 0.5,
-				Tiers: []string{"interactive", "training"}},
+				Tiers: []string{"interactive", "training"}, Pools: []string{"cloud", "onprem"}},
 		},
 		Pools: map[string]*Pool{
 			"serving": {Name: "serving", NodePool: "serving", Owners: []string{"inference"}, Grace: 0},
+			"onprem":  {Name: "onprem", NodePool: "default"},
+			"cloud":   {Name: "cloud", NodePool: "cloud"},
 			"h100":    {Name: "h100", Models: []string{"H100 80GB HBM3"}, Order: PoolOrderLargestFirst},
 		},
 		Idle: []*IdleRule{

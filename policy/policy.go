@@ -128,6 +128,12 @@ type Tier struct {
 	// work in return (that would undo the one with the other). Empty: a
 	// reserve protects all of its tenant's work from other tenants.
 	PreemptsReserved []string
+	// Pools is a precedence of pools (names of pools with a node pool):
+	// waiting work of the tier that runs in one of them goes to the first
+	// with room for it now (Steward re-registers the job in that pool's
+	// node pool), and back to an earlier one when room frees there. A
+	// tenant's Pools, when set, replace it for the tenant's work.
+	Pools []string
 }
 
 // MayPreemptReserved reports whether this tier's work may preempt tier
@@ -159,6 +165,9 @@ type Tenant struct {
 	// DefaultTier is the tier of the tenant's jobs that name none, or one
 	// they may not use; "" resolves as TenantDefaultTier says.
 	DefaultTier string
+	// Pools is a precedence of pools for the tenant's work, replacing its
+	// tiers' (Tier.Pools); empty: the tiers'.
+	Pools []string
 	// Quotas are its reserves and limits within pools, by pool name (a
 	// pool block inside the tenant block): each holds in that pool's
 	// nodes, beside the tenant-wide Reserve and Limit.
@@ -202,6 +211,18 @@ const (
 	PoolOrderSmallestFirst PoolOrder = "smallest-first"
 	PoolOrderFIFO          PoolOrder = "fifo"
 )
+
+// PrecedenceOf is the pool precedence of a tenant's work in a tier: the
+// tenant's when it has one, else the tier's; nil when neither has.
+func (p *Policy) PrecedenceOf(t *Tenant, tier string) []string {
+	if t != nil && len(t.Pools) > 0 {
+		return t.Pools
+	}
+	if tr := p.Tiers[tier]; tr != nil {
+		return tr.Pools
+	}
+	return nil
+}
 
 // Holds reports whether a node of nodePool with GPUs of model is in the
 // pool.

@@ -57,6 +57,9 @@ func (p *Policy) Format(w io.Writer) error {
 		if len(t.PreemptsReserved) > 0 { // left out: reserves protect every tier
 			setStrings(b, "preempts_reserved", t.PreemptsReserved)
 		}
+		if len(t.Pools) > 0 {
+			setStrings(b, "pools", t.Pools)
+		}
 	}
 
 	for _, name := range p.TenantNames() {
@@ -93,6 +96,9 @@ func (p *Policy) Format(w io.Writer) error {
 		setStrings(b, "tiers", t.Tiers)
 		if t.DefaultTier != "" {
 			setString(b, "default_tier", t.DefaultTier)
+		}
+		if len(t.Pools) > 0 {
+			setStrings(b, "pools", t.Pools)
 		}
 		pools := make([]string, 0, len(t.Quotas))
 		for p := range t.Quotas {

@@ -139,6 +139,7 @@ func (c *checker) tiers() {
 			c.duration(whereAttr(blockTier, name, "preempt_grace"), *t.PreemptGrace)
 		}
 		c.preemptsReserved(name, t)
+		c.precedence(whereAttr(blockTier, name, "pools"), t.Pools)
 	}
 }
 
@@ -200,6 +201,7 @@ func (c *checker) tenants() {
 		}
 		c.tenantTiers(name, t)
 		c.quotas(name, t)
+		c.precedence(whereAttr(blockTenant, name, "pools"), t.Pools)
 	}
 }
 
@@ -312,6 +314,28 @@ func overlap(p, q *Pool) bool {
 		}
 	}
 	return false
+}
+
+// precedence checks a pool precedence: defined pools, each with a node
+// pool (Steward moves work by its node pool), no node pool twice.
+func (c *checker) precedence(at where, pools []string) {
+	seen := map[string]bool{}
+	for i, name := range pools {
+		p, ok := c.p.Pools[name]
+		switch {
+		case !ok:
+			c.errorf(at.at(i), "Unknown pool", "Pool %q is not defined.%s", name, didYouMean(name, c.p.PoolNames()))
+		case p == nil:
+		case p.NodePool == "":
+			c.errorf(at.at(i), "Pool without a node pool",
+				"Pool %q names no node_pool: a pool precedence moves waiting work from node pool to node pool, "+
+					"so each of its pools needs one.", name)
+		case seen[p.NodePool]:
+			c.errorf(at.at(i), "Node pool listed twice", "Node pool %q comes twice in this pool precedence.", p.NodePool)
+		default:
+			seen[p.NodePool] = true
+		}
+	}
 }
 
 // quotas checks a tenant's pool blocks: each names a defined pool, with a

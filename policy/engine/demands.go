@@ -492,6 +492,9 @@ func (st *state) serve(p pending, failed *failures) {
 	b.base = st.pl.demandSet[p.w] // may be the empty set: noNodeReason says why
 	b.pool = b.base
 	b.marks = st.takeMarks(p.w)
+	if len(b.marks) == 0 && st.e.precedence != nil && st.precede(p, b) {
+		return
+	}
 
 	var victims []victim
 	placed := 0

@@ -57,6 +57,9 @@ type Engine struct {
 	// orderPools are the pools with an order for their waiting work, by
 	// name (orderOf).
 	orderPools []*policy.Pool
+	// precedence[tenant][tier] is the node pools its waiting work moves
+	// between (precedence.go); nil when no tier or tenant has one.
+	precedence [][][]string
 }
 
 type tierInfo struct {
@@ -131,6 +134,7 @@ func New(p *policy.Policy) *Engine {
 		e.poolGrace = append(e.poolGrace, pl.Grace)
 	}
 	e.compileQuotas()
+	e.compilePrecedence()
 	for _, name := range p.PoolNames() {
 		if pl := p.Pools[name]; pl.Order != policy.PoolOrderDefault {
 			e.orderPools = append(e.orderPools, pl)

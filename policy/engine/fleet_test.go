@@ -22,6 +22,7 @@ func TestFleetStories(t *testing.T) {
 		{"Pool quotas: a pool reserve reclaims only in the pool, never the borrower's work elsewhere", poolReserveStaysInPool},
 		{"Pool quotas: a pool limit sends work to other nodes, then holds it with the pool named", poolLimit},
 		{"ClearML: a pool takes its larger pending job first (order largest-first), or the smaller, or the oldest", poolOrder},
+		{"ClearML: only run in the cloud pool if the local H100 pool cannot take it; back when room frees (pool precedence)", poolPrecedence},
 	}
 	for _, s := range stories {
 		t.Run(s.name, s.play)
@@ -291,5 +292,49 @@ func poolOrder(t *testing.T) {
 			plan := h.e.Plan(s, h.now)
 			h.expect("actions", kinds(plan), []string{tc.want})
 		})
+	}
+}
+
+// ClearML's precedence of pools: "only run on the cloud autoscaler if the
+// local H100 pool cannot satisfy the profile". Training lists the onprem
+// pool, then the cloud. With onprem full, a held training job moves to the
+// cloud; a later one, with room back in onprem, goes back there.
+func poolPrecedence(t *testing.T) {
+	h := newHarness(t, testPolicy(func(p *policy.Policy) {
+		p.Pools["onprem"] = &policy.Pool{Name: "onprem", NodePool: "onprem"}
+		p.Pools["cloud"] = &policy.Pool{Name: "cloud", NodePool: "cloud"}
+		p.Tiers["training"].Pools = []string{"onprem", "cloud"}
+		p.Tenants["research"] = tenant("research", 0, policy.Unlimited)
+	}))
+	h.modelNode("onprem-1", "onprem", "H100", 4)
+	h.modelNode("cloud-1", "cloud", "H100", 8)
+	h.submit("research", "big", "training", 4, 1, inPool("onprem"))
+	h.advance(time.Minute)
+	h.submit("research", "next", "training", 2, 1, inPool("onprem"))
+	plan := h.step()
+	h.expect("actions", kinds(plan), []string{"move research/next"})
+	a := plan.Actions[0]
+	if a.NodePool != "cloud" || a.Reason.Rule != RulePrecedence {
+		t.Fatalf("%s (%s): want a move to cloud for precedence", a, a.Reason)
+	}
+	mustContain(t, a.Reason.Message, "no room in node pool onprem for 2 GPUs on one node; node pool cloud, next in its pool precedence (onprem, cloud), has room: moving there")
+	h.expect("running", h.running(), []string{"research/big×1", "research/next×1"})
+
+	// Held work in the cloud pool goes back to onprem once room frees.
+	h.finish("research", "big")
+	s := h.snapshot()
+	s.Waiting = append(s.Waiting, Demand{Job: Job{Ref: JobRef{"research", "later"}, Tier: "training", Priority: 40},
+		Group: "main", GPUsPerAlloc: 2, Count: 1, Since: h.now, NodePool: "cloud", Held: true})
+	plan = h.e.Plan(s, h.now)
+	h.expect("actions", kinds(plan), []string{"move research/later", "resume research/later"})
+	mustContain(t, plan.Actions[0].Reason.Message, "room again in node pool onprem, before cloud in its pool precedence (onprem, cloud): moving back there for 2 GPUs")
+
+	// Work outside its precedence's node pools stays where it is.
+	s.Waiting[len(s.Waiting)-1].NodePool = "default"
+	plan = h.e.Plan(s, h.now)
+	for _, a := range plan.Actions {
+		if a.Kind == Move {
+			t.Fatalf("moved work outside its precedence: %s", a)
+		}
 	}
 }

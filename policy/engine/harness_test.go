@@ -272,6 +272,8 @@ func (h *harness) apply(a Action) {
 	case Resume:
 		j.held -= a.Count
 		j.queued += a.Count
+	case Move:
+		j.pool = a.NodePool
 	case Promote, SetPriority:
 		j.job.Priority = a.Priority
 		j.job.Promoted = a.Kind == Promote

@@ -141,11 +141,10 @@ func (st *state) resolveSet(d *Demand) int32 {
 			return s
 		}
 	}
-	accept := make([]bool, len(pl.classes))
+	accept := pl.accepts(d)
 	accepted := 0
-	for _, dev := range d.Devices {
-		if c, ok := pl.classIdx[dev]; ok && !accept[c] {
-			accept[c] = true
+	for _, ok := range accept {
+		if ok {
 			accepted++
 		}
 	}
@@ -165,6 +164,21 @@ func (st *state) resolveSet(d *Demand) int32 {
 		pl.interned[ik] = s
 	}
 	return s
+}
+
+// accepts says, per device class, whether d's device request accepts it;
+// nil when it accepts any GPU.
+func (pl *placement) accepts(d *Demand) []bool {
+	if d.Devices == nil {
+		return nil
+	}
+	accept := make([]bool, len(pl.classes))
+	for _, dev := range d.Devices {
+		if c, ok := pl.classIdx[dev]; ok {
+			accept[c] = true
+		}
+	}
+	return accept
 }
 
 // mask is the mask of the cells for which in is true.

@@ -24,6 +24,9 @@ const (
 	Promote Kind = "promote"
 	// SetPriority brings a job's Nomad priority back to its tier's.
 	SetPriority Kind = "set-priority"
+	// Move re-registers waiting work's job in another node pool
+	// (NodePool), by its pool precedence (precedence.go).
+	Move Kind = "move"
 )
 
 // Rule names the policy rule behind an action: machine-readable, for
@@ -43,6 +46,7 @@ const (
 	RulePromoteRun Rule = "promote-preemptions"
 	RulePromoteAge Rule = "promote-wait"
 	RuleTier       Rule = "tier"
+	RulePrecedence Rule = "precedence" // waiting work goes to the first pool of its precedence with room
 )
 
 // Reason explains an action to the people who read it in the Nomad UI.
@@ -73,6 +77,8 @@ type Action struct {
 	// For is the work the GPUs are freed for (Preempt, pressure IdleStop).
 	For      *JobRef
 	ForGroup string
+	// NodePool is the node pool a Move sends the job to.
+	NodePool string
 	// MoveTo names the node where a Preempt's victims fit at once in GPUs
 	// no one waits for (migration.go): they are checkpointed, stopped and
 	// resumed there as soon as the beneficiary is placed. "": a hold.
@@ -115,6 +121,9 @@ func (a Action) String() string {
 	}
 	if a.MoveTo != "" {
 		fmt.Fprintf(&b, " move-to=%s", a.MoveTo)
+	}
+	if a.NodePool != "" {
+		fmt.Fprintf(&b, " node-pool=%s", a.NodePool)
 	}
 	if a.AfterVictims {
 		b.WriteString(" after-victims")

@@ -27,6 +27,7 @@ type state struct {
 	poolCells [][]bool
 	poolHeld  [][]int
 	setOrder  map[int32]policy.PoolOrder // orderOf's answers
+	moved     []int32                    // placeIn's nodes
 	maxGPUs   int
 	units     []unit
 	gangs     []gangUnit
