@@ -85,6 +85,23 @@ func (c *Controller) execute(ctx context.Context, r *round, a engine.Action) err
 		}
 		return c.finishDrain(ctx, r, st, d)
 
+	case engine.Move:
+		// The job goes to another node pool: Nomad places its waiting
+		// allocations there. A held group's resume follows in the plan.
+		st.note(StatusMoved, a.Reason, r.now)
+		if err := c.save(ctx, st); err != nil {
+			return err
+		}
+		index, err := c.nomad.MoveJob(ctx, k.Namespace, k.ID, a.NodePool, a.Reason.Message, r.jobIndex(k))
+		if err != nil {
+			return err
+		}
+		r.setJobIndex(k, index)
+		for _, h := range st.Held {
+			h.Index = index // Steward's own change: the hold stands (syncHolds)
+		}
+		return nil
+
 	case engine.Hold:
 		if _, ok := job.Groups[a.Group]; !ok {
 			return fmt.Errorf("hold %s group %s: no such group", k, a.Group)

@@ -242,10 +242,11 @@ func (c *clusterCache) applyOne(e *api.Event) bool {
 		c.nodes[n.ID] = nodeFromAPI(n)
 		return true
 	case api.TopicJob:
-		j, deleted, err := e.DeregisteredJob()
-		if err != nil || j == nil {
+		body, err := decodeEvent(e)
+		if err != nil || body.Job == nil {
 			return false
 		}
+		j, deleted := body.Job, body.Deleted
 		k := jobKey{deref(j.Namespace), deref(j.ID)}
 		if !c.newer("j/"+k.String(), e) {
 			return false
@@ -264,10 +265,11 @@ func (c *clusterCache) applyOne(e *api.Event) bool {
 		c.jobs[k] = toObservedJob(j)
 		return true
 	case api.TopicAllocation:
-		a, err := e.Allocation()
-		if err != nil || a == nil || !c.newer("a/"+a.ID, e) {
+		body, err := decodeEvent(e)
+		if err != nil || body.Allocation == nil || !c.newer("a/"+body.Allocation.ID, e) {
 			return false
 		}
+		a := body.Allocation
 		if s := c.summaries[jobKey{a.Namespace, a.JobID}]; s != nil {
 			s.stale = true
 		}
@@ -281,10 +283,11 @@ func (c *clusterCache) applyOne(e *api.Event) bool {
 		c.allocs[a.ID] = oa
 		return true
 	case api.TopicEvaluation:
-		ev, err := e.Evaluation()
-		if err != nil || ev == nil || !c.newer("e/"+ev.ID, e) {
+		body, err := decodeEvent(e)
+		if err != nil || body.Evaluation == nil || !c.newer("e/"+body.Evaluation.ID, e) {
 			return false
 		}
+		ev := body.Evaluation
 		if s := c.summaries[jobKey{ev.Namespace, ev.JobID}]; s != nil {
 			s.stale = true
 		}
@@ -320,25 +323,41 @@ func blockedFrom(ev *api.Evaluation) blockedEval {
 		failed: ev.FailedTGAllocs}
 }
 
-// nodeOfEvent decodes a node event's node through JSON, as the HTTP API
-// reads it. The api package's own decoder (mapstructure) ignores JSON
-// field names, and so drops every device attribute's value (JSON "Int",
-// field IntVal): a node updated by an event would lose the memory and
-// other attributes that device constraints are matched against.
-func nodeOfEvent(e *api.Event) (*api.Node, error) {
-	raw, ok := e.Payload["Node"]
-	if !ok {
-		return e.Node()
-	}
-	b, err := json.Marshal(raw)
+// eventBody is an event's payload, as decodeEvent reads it.
+type eventBody struct {
+	Allocation *api.Allocation
+	Evaluation *api.Evaluation
+	Job        *api.Job
+	Deleted    bool
+	Node       *api.Node
+}
+
+// decodeEvent decodes an event's payload through JSON, as the HTTP API
+// reads the same objects. The api package's own decoder (mapstructure)
+// goes by field names and mapstructure tags, not JSON names, and so drops
+// every field whose tag differs from its JSON name: a job's NodePool and
+// ParentID ("node_pool", "parent_id"), every device attribute's value
+// (JSON "Int", field IntVal). Jobs and nodes updated by events lost them:
+// the pool precedence saw no node pool, device constraints no memory.
+func decodeEvent(e *api.Event) (*eventBody, error) {
+	b, err := json.Marshal(e.Payload)
 	if err != nil {
-		return nil, fmt.Errorf("encode node event payload: %w", err)
+		return nil, fmt.Errorf("encode %s event payload: %w", e.Topic, err)
 	}
-	var n api.Node
-	if err := json.Unmarshal(b, &n); err != nil {
-		return nil, fmt.Errorf("decode node event payload: %w", err)
+	var out eventBody
+	if err := json.Unmarshal(b, &out); err != nil {
+		return nil, fmt.Errorf("decode %s event payload: %w", e.Topic, err)
 	}
-	return &n, nil
+	return &out, nil
+}
+
+// nodeOfEvent is a node event's node (decodeEvent).
+func nodeOfEvent(e *api.Event) (*api.Node, error) {
+	body, err := decodeEvent(e)
+	if err != nil {
+		return nil, err
+	}
+	return body.Node, nil
 }
 
 // nodeFromAPI is a node from an event (the list's stub, in full).

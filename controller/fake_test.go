@@ -123,6 +123,17 @@ func (f *fakeNomad) SetPriority(_ context.Context, ns, job string, prio int, _ s
 	}
 	return index + 1, nil
 }
+func (f *fakeNomad) MoveJob(_ context.Context, ns, job, nodePool, _ string, index uint64) (uint64, error) {
+	if err := f.record(fmt.Sprintf("move %s/%s %s", ns, job, nodePool)); err != nil {
+		return 0, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.cluster != nil {
+		return f.cluster.move(ns, job, nodePool, index)
+	}
+	return index + 1, nil
+}
 func (f *fakeNomad) GetVar(_ context.Context, ns, path string) (map[string]string, uint64, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()

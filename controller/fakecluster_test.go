@@ -199,6 +199,19 @@ func (c *fakeCluster) setPriority(ns, id string, prio int, index uint64) (uint64
 	return next, nil
 }
 
+func (c *fakeCluster) move(ns, id, nodePool string, index uint64) (uint64, error) {
+	j := c.jobs[ns+"/"+id]
+	if j == nil {
+		return 0, fmt.Errorf("move %s/%s: job not found", ns, id)
+	}
+	next, err := c.change(j, index)
+	if err != nil {
+		return 0, err
+	}
+	j.NodePool = &nodePool
+	return next, nil
+}
+
 // schedule plays Nomad's scheduler after a round's writes: each group
 // with fewer allocations than its count gets them on the first node with
 // enough free GPUs, or a blocked evaluation (and queued allocations in its

@@ -72,6 +72,13 @@ func (f fencedNomad) SetPriority(ctx context.Context, ns, jobID string, priority
 	return f.Nomad.SetPriority(ctx, ns, jobID, priority, reason, index)
 }
 
+func (f fencedNomad) MoveJob(ctx context.Context, ns, jobID, nodePool, reason string, index uint64) (uint64, error) {
+	if err := f.fence(fmt.Sprintf("move %s/%s", ns, jobID)); err != nil {
+		return 0, err
+	}
+	return f.Nomad.MoveJob(ctx, ns, jobID, nodePool, reason, index)
+}
+
 func (f fencedNomad) PutVar(ctx context.Context, ns, path string, items map[string]string, cas bool, index uint64) (uint64, error) {
 	if err := f.fence(fmt.Sprintf("write variable %s@%s", path, ns)); err != nil {
 		return 0, err

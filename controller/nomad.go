@@ -35,6 +35,10 @@ type Nomad interface {
 	// SetPriority re-registers the job with a priority, only if its modify
 	// index is still index (0: any), and returns its new modify index.
 	SetPriority(ctx context.Context, namespace, jobID string, priority int, reason string, index uint64) (uint64, error)
+	// MoveJob re-registers the job in another node pool, only if its
+	// modify index is still index (0: any), keeping its groups' counts;
+	// it returns the new index.
+	MoveJob(ctx context.Context, namespace, jobID, nodePool, reason string, index uint64) (uint64, error)
 	// GetVar returns the items and modify index of a variable (nil when
 	// it does not exist).
 	GetVar(ctx context.Context, namespace, path string) (map[string]string, uint64, error)
@@ -226,6 +230,24 @@ func (n *nomadClient) SetPriority(ctx context.Context, ns, jobID string, priorit
 	}, wq(ctx, ns))
 	if err != nil {
 		return 0, needs(err, "submit-job", "set priority of %s/%s to %d (%s)", ns, jobID, priority, reason)
+	}
+	return resp.JobModifyIndex, nil
+}
+
+func (n *nomadClient) MoveJob(ctx context.Context, ns, jobID, nodePool, reason string, index uint64) (uint64, error) {
+	job, _, err := n.c.Jobs().Info(jobID, rq(ctx, ns))
+	if err != nil {
+		return 0, needs(err, "read-job", "read job %s/%s", ns, jobID)
+	}
+	if index != 0 && derefU64(job.JobModifyIndex) != index {
+		return 0, fmt.Errorf("move %s/%s: %w", ns, jobID, errJobChanged)
+	}
+	job.NodePool = &nodePool
+	resp, _, err := n.c.Jobs().RegisterOpts(job, &api.RegisterOptions{
+		EnforceIndex: true, ModifyIndex: derefU64(job.JobModifyIndex), PreserveCounts: true,
+	}, wq(ctx, ns))
+	if err != nil {
+		return 0, needs(err, "submit-job", "move %s/%s to node pool %s (%s)", ns, jobID, nodePool, reason)
 	}
 	return resp.JobModifyIndex, nil
 }

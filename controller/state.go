@@ -179,6 +179,7 @@ const (
 	StatusPaused    = "paused"
 	StatusIdleStop  = "idle-stopped"
 	StatusPromoted  = "promoted"
+	StatusMoved     = "moved" // to another node pool, by its pool precedence
 )
 
 const preemptionMemory = 24 * time.Hour

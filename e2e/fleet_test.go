@@ -4,6 +4,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/nomad/api"
+
 	"github.com/gpu-steward/steward/internal/testnomad"
 )
 
@@ -80,4 +82,78 @@ func nodeName(t *testing.T, c *cluster, id string) string {
 		t.Fatalf("read node %s: %v", id, err)
 	}
 	return n.Name
+}
+
+const precedencePolicy = `
+tier "interactive" {
+  priority    = 60
+  preemptible = true
+}
+tier "training" {
+  priority    = 40
+  preemptible = true
+  pools       = ["onprem", "cloud"]
+}
+pool "onprem" {
+  node_pool = "onprem"
+}
+pool "cloud" {
+  node_pool = "cloud"
+}
+preemption {
+  min_runtime = "0s"
+  grace       = "2s"
+}
+`
+
+// TestFleetPoolPrecedence: two client nodes in node pools onprem and cloud;
+// training lists onprem, then cloud. With onprem full, a training job
+// submitted to onprem is moved to the cloud (Steward re-registers it there)
+// and runs there. A second one, submitted to the cloud when the cloud has
+// no room for it, waits; when onprem frees, it is moved back there, its
+// first choice, and runs there. Each record says where the job went and
+// why.
+func TestFleetPoolPrecedence(t *testing.T) {
+	t.Parallel()
+	c := startClusterSim(t, simGPUs{count: 2, nodePool: "onprem"}, testnomad.Options{}, "ml")
+	cloud := c.addClientSim("steward-cloud", simGPUs{count: 2, nodePool: "cloud"})
+	c.startController("ctl", writePolicy(t, precedencePolicy))
+
+	c.work("filler", "ml", "training", 2, 1, "node_pool", "onprem", "priority", "40")
+	c.waitRunning(60*time.Second, map[string]int{"ml/filler": 1})
+
+	c.work("next", "ml", "training", 1, 1, "node_pool", "onprem", "priority", "40")
+	c.waitRunning(60*time.Second, map[string]int{"ml/next": 1})
+	if n := c.alloc(c.allocIDs("ml", "next")[0]).NodeID; n != cloud.NodeID {
+		t.Fatalf("next runs on %s, want the cloud node %s", n, cloud.NodeID)
+	}
+	rec := c.waitRecord(30*time.Second, "ml", "next", "steward_reason",
+		"no room in node pool onprem for 1 GPU on one node; node pool cloud, next in its pool precedence (onprem, cloud), has room: moving there")
+	t.Logf("next: %s: %s", rec["steward_state"], rec["steward_reason"])
+	if job := c.job("ml", "next"); job.NodePool == nil || *job.NodePool != "cloud" {
+		t.Errorf("next's node pool %v, want cloud", job.NodePool)
+	}
+
+	c.work("back", "ml", "training", 2, 1, "node_pool", "cloud", "priority", "40")
+	time.Sleep(3 * time.Second) // no room in either pool: it waits in the cloud
+	if got := c.running("ml", "back"); got != 0 {
+		t.Fatalf("back runs %d allocations with no room for it", got)
+	}
+	c.deregister("ml", "filler")
+	c.waitRunning(60*time.Second, map[string]int{"ml/back": 1, "ml/filler": 0, "ml/next": 1})
+	if n := c.alloc(c.allocIDs("ml", "back")[0]).NodeID; n != c.NodeID {
+		t.Fatalf("back runs on %s, want the onprem node %s", n, c.NodeID)
+	}
+	c.waitRecord(30*time.Second, "ml", "back", "steward_reason",
+		"room again in node pool onprem, before cloud in its pool precedence (onprem, cloud): moving back there for 2 GPUs")
+}
+
+// job reads a job's spec.
+func (c *cluster) job(ns, id string) *api.Job {
+	c.t.Helper()
+	j, _, err := c.Client.Jobs().Info(id, &api.QueryOptions{Namespace: ns})
+	if err != nil {
+		c.t.Fatalf("read job %s/%s: %v", ns, id, err)
+	}
+	return j
 }

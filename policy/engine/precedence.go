@@ -160,10 +160,10 @@ func (st *state) emitMove(p pending, b *bene, list []string, cur, to, count int)
 	order := strings.Join(list, ", ")
 	if to < cur {
 		m.start("room again in node pool ", list[to], ", before ", d.NodePool, " in its pool precedence (", order,
-			"): moving back there for ").gpus(count*d.GPUsPerAlloc)
+			"): moving back there for ").gpus(count * d.GPUsPerAlloc)
 	} else {
 		m.start("no room in node pool ", d.NodePool, " for ").gpus(d.GPUsPerAlloc).s(" on one node")
-		if d.Asks != "" {
+		if d.Asks != "" && !st.pl.setAll[b.base] {
 			m.s(" of ", d.Asks)
 		}
 		m.s("; node pool ", list[to], ", next in its pool precedence (", order, "), has room: moving there")
