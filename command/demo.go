@@ -44,6 +44,11 @@ Options:
   -dir DIR     Where the demo writes (default <root>/.demo).
   -port N      The agent's HTTP port (default 4646; a free one if taken).
   -exit        End after the scenario (also: DEMO_EXIT=1).
+  -scenario S  "fleet" (also: DEMO=fleet): two GPU models in two node
+               pools, with jobs/demo-fleet-policy.hcl: a pool precedence
+               moves training to the cloud and a reserve within the H100
+               pool takes H100s back, never A100s. Default: the story on
+               one node.
   -nomad PATH, -plugin-dir DIR, -trainer PATH
                The agent, its plugins and the example trainer (default
                <root>/bin/nomad, <root>/bin/plugins, <root>/bin/trainer).
@@ -57,6 +62,7 @@ func (c *DemoCommand) Synopsis() string {
 func (c *DemoCommand) Run(args []string) int {
 	var cfg demo.Config
 	cfg.Exit = os.Getenv("DEMO_EXIT") != "" && os.Getenv("DEMO_EXIT") != "0"
+	cfg.Scenario = os.Getenv("DEMO")
 	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	fs.StringVar(&cfg.Root, "root", "", "")
@@ -65,6 +71,7 @@ func (c *DemoCommand) Run(args []string) int {
 	fs.StringVar(&cfg.NomadBin, "nomad", "", "")
 	fs.StringVar(&cfg.PluginDir, "plugin-dir", "", "")
 	fs.StringVar(&cfg.TrainerBin, "trainer", "", "")
+	fs.StringVar(&cfg.Scenario, "scenario", cfg.Scenario, "")
 	exit := fs.Bool("exit", false, "")
 	if err := fs.Parse(args); err != nil {
 		c.UI.Error(fmt.Sprintf("%v\n\n%s", err, c.Help()))

@@ -140,7 +140,11 @@ func (c *Controller) execute(ctx context.Context, r *round, a engine.Action) err
 			return nil
 		}
 		st.release(a.Group, n)
-		st.note(StatusRunning, a.Reason, r.now)
+		status := StatusRunning
+		if a.Reason.Rule == engine.RulePrecedence {
+			status = StatusMoved // resumed where its pool precedence moved it
+		}
+		st.note(status, a.Reason, r.now)
 		if g := st.Held[a.Group]; g != nil {
 			g.Index = job.ModifyIndex
 		}

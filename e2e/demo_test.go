@@ -22,6 +22,50 @@ import (
 // whole story, and that nothing it started outlives it.
 func TestDemo(t *testing.T) {
 	t.Parallel()
+	text, line := runDemo(t, "")
+	line("product/inference", "submitted", "tier inference")
+	line("platform/eval", "held", "limit 2")
+	line("research/train", "checkpointing", "reclaiming 1 for product/notebook-a")
+	line("research/train", "preempted", "tenant research holds 6 GPUs, reserve 4")
+	line("research/train", "task event", "checkpoint requested (SIGUSR1)")
+	line("research/train", "task event", "Checkpoint written at")
+	line("product/notebook-a", "idle reclaim", "idle rule notebooks")
+	line("research/train", "resumed", "resuming")
+	line("research/train", "task event", "resuming after preemption 1")
+	line("research/train", "preempted", "for product/inference-b")
+	line("research/train", "task event", "resuming after preemption 2")
+	for _, want := range []string{"==> bin/steward status", "Recent Decisions", "DEMO_EXIT set: stopping after"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("the demo's output lacks %q", want)
+		}
+	}
+}
+
+// TestDemoFleet runs `DEMO=fleet DEMO_EXIT=1 steward demo`: two client
+// nodes, two GPU models in two node pools. The timeline shows a pool
+// precedence moving training to the cloud, a reserve within the H100 pool
+// taking H100s back (naming the model), and the preempted job moving on.
+func TestDemoFleet(t *testing.T) {
+	t.Parallel()
+	text, line := runDemo(t, "fleet")
+	line("research/tune", "moved", "no room in node pool onprem for 2 GPUs on one node; node pool cloud")
+	line("product/batch-b", "checkpointing", "tenant product holds 4 GPUs in pool h100, reserve 0 there: reclaiming 2 Simulated H100 GPUs on node")
+	line("product/batch-b", "preempted", "for research/finetune/work (tenant research holds 0 in pool h100, reserve 2 there)")
+	line("research/finetune", "running", "1 allocation running, 1 GPU")
+	line("product/batch-b", "moved", "node pool cloud, next in its pool precedence (onprem, cloud), has room: moving there")
+	if regexp.MustCompile(`research/(a-train|tune) +(checkpointing|preempted)`).MatchString(text) {
+		t.Errorf("research's A100 work was preempted for an H100 waiter:\n%s", text)
+	}
+	if !strings.Contains(text, "DEMO_EXIT set: stopping after") {
+		t.Errorf("the demo's output lacks its end")
+	}
+}
+
+// runDemo runs `steward demo` (scenario "" or "fleet") to its end, checks
+// that nothing it started outlives it, and returns its output and a check
+// of its timeline lines.
+func runDemo(t *testing.T, scenario string) (string, func(job, label, contains string)) {
+	t.Helper()
 	root := testnomad.RepoRoot(t)
 	dir := filepath.Join(t.TempDir(), "demo")
 	// The demo's tasks run as nobody (steward-exec's default), who must
@@ -38,7 +82,8 @@ func TestDemo(t *testing.T) {
 
 	started := time.Now()
 	cmd := exec.Command(testnomad.StewardBin(t), "demo", "-exit", "-root", root, "-dir", dir, "-port", strconv.Itoa(port),
-		"-nomad", testnomad.NomadBin(t), "-plugin-dir", testnomad.PluginDir(t), "-trainer", testnomad.TrainerBin(t))
+		"-nomad", testnomad.NomadBin(t), "-plugin-dir", testnomad.PluginDir(t), "-trainer", testnomad.TrainerBin(t),
+		"-scenario", scenario)
 	var out demoOutput
 	cmd.Stdout, cmd.Stderr = &out, &out
 	cmd.Env = append(os.Environ(), "DEMO_EXIT=1")
@@ -83,7 +128,7 @@ func TestDemo(t *testing.T) {
 	err = waitErr
 	text := out.String()
 	if dir := os.Getenv("STEWARD_ARTIFACTS"); dir != "" {
-		_ = os.WriteFile(filepath.Join(dir, "demo-timeline.txt"), []byte(text), 0o644)
+		_ = os.WriteFile(filepath.Join(dir, "demo-timeline"+map[bool]string{true: "-" + scenario}[scenario != ""]+".txt"), []byte(text), 0o644)
 	}
 	if err != nil {
 		t.Fatalf("steward demo: %v\n%s", err, text)
@@ -99,25 +144,8 @@ func TestDemo(t *testing.T) {
 			t.Errorf("no %q line for %s mentioning %q in the timeline:\n%s", label, job, contains, text)
 		}
 	}
-	line("product/inference", "submitted", "tier inference")
-	line("platform/eval", "held", "limit 2")
-	line("research/train", "checkpointing", "reclaiming 1 for product/notebook-a")
-	line("research/train", "preempted", "tenant research holds 6 GPUs, reserve 4")
-	line("research/train", "task event", "checkpoint requested (SIGUSR1)")
-	line("research/train", "task event", "Checkpoint written at")
-	line("product/notebook-a", "idle reclaim", "idle rule notebooks")
-	line("research/train", "resumed", "resuming")
-	line("research/train", "task event", "resuming after preemption 1")
-	line("research/train", "preempted", "for product/inference-b")
-	line("research/train", "task event", "resuming after preemption 2")
-	for _, want := range []string{"==> bin/steward status", "Recent Decisions", "DEMO_EXIT set: stopping after"} {
-		if !strings.Contains(text, want) {
-			t.Errorf("the demo's output lacks %q", want)
-		}
-	}
-
 	// Clean-up: no process of its own left, no runtime bits in its dir.
-	for _, bit := range []string{"data", "agent.pid", "controller.pid", "checkpoints"} {
+	for _, bit := range []string{"data", "data-cloud", "agent.pid", "cloud.pid", "controller.pid", "checkpoints"} {
 		if _, err := os.Stat(filepath.Join(dir, bit)); err == nil {
 			t.Errorf("%s left in the demo dir", bit)
 		}
@@ -129,6 +157,7 @@ func TestDemo(t *testing.T) {
 			t.Errorf("process %s outlived the demo: %s", e.Name(), bytes.ReplaceAll(cmdline, []byte{0}, []byte{' '}))
 		}
 	}
+	return text, line
 }
 
 // demoOutput is a bytes.Buffer safe for the process's two writers.

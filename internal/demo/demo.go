@@ -52,6 +52,9 @@ type Config struct {
 	// Exit ends the demo after the scenario (DEMO_EXIT=1); otherwise it
 	// stays up until ctx is cancelled (Ctrl-C).
 	Exit bool
+	// Scenario is "" for the story on one node, or "fleet" (DEMO=fleet):
+	// two GPU models in two node pools (fleet.go).
+	Scenario string
 	// Out receives the timeline (default os.Stdout).
 	Out io.Writer
 }
@@ -82,7 +85,7 @@ func (c *Config) defaults() error {
 		{&c.PluginDir, filepath.Join(c.Root, "bin", "plugins")},
 		{&c.StewardBin, filepath.Join(c.Root, "bin", "steward")},
 		{&c.TrainerBin, filepath.Join(c.Root, "bin", "trainer")},
-		{&c.Policy, filepath.Join(c.Root, "jobs", "demo-policy.hcl")},
+		{&c.Policy, filepath.Join(c.Root, "jobs", c.policyFile())},
 		{&c.JobsDir, filepath.Join(c.Root, "jobs")},
 	} {
 		if err := abs(f.p, f.def); err != nil {
@@ -92,8 +95,16 @@ func (c *Config) defaults() error {
 	if c.Port == 0 {
 		c.Port = 4646
 	}
+	switch c.Scenario {
+	case "", ScenarioFleet:
+	default:
+		return fmt.Errorf("unknown demo scenario %q: use %q, or none for the story on one node", c.Scenario, ScenarioFleet)
+	}
 	if c.GPUs == 0 {
 		c.GPUs = 8
+		if c.Scenario == ScenarioFleet {
+			c.GPUs = fleetGPUs
+		}
 	}
 	if c.Out == nil {
 		c.Out = os.Stdout
@@ -138,6 +149,11 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	if err := d.startAgent(ctx); err != nil {
 		return err
 	}
+	if cfg.Scenario == ScenarioFleet {
+		if err := d.startCloud(ctx); err != nil {
+			return err
+		}
+	}
 	if err := d.setup(ctx); err != nil {
 		return err
 	}
@@ -151,7 +167,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	go func() { defer close(watchDone); w.run(watchCtx) }()
 	d.w = w
 
-	scenarioErr := d.scenario(ctx)
+	scenarioErr := d.play(ctx)
 	if ctx.Err() != nil {
 		stopWatch()
 		<-watchDone
@@ -189,9 +205,12 @@ type demo struct {
 
 	agent, controller *exec.Cmd
 	agentDone         chan struct{}
-	ctlDone           chan struct{}
-	w                 *watcher
-	grace             string // the policy's grace, for the timeline
+	// cloud is the fleet scenario's second client agent (fleet.go).
+	cloud     *exec.Cmd
+	cloudDone chan struct{}
+	ctlDone   chan struct{}
+	w         *watcher
+	grace     string // the policy's grace, for the timeline
 }
 
 func (d *demo) printf(format string, args ...any) { fmt.Fprintf(d.out, format, args...) }
@@ -199,13 +218,14 @@ func (d *demo) printf(format string, args ...any) { fmt.Fprintf(d.out, format, a
 func (d *demo) path(name string) string { return filepath.Join(d.cfg.Dir, name) }
 
 // Runtime bits under the demo dir, removed at the start and at the end.
-var runtimeBits = []string{"data", "alloc_mounts", "sim", "checkpoints", "agent.pid", "controller.pid"}
+var runtimeBits = []string{"data", "data-cloud", "alloc_mounts", "sim", "sim-cloud", "checkpoints", "agent.pid",
+	"cloud.pid", "controller.pid"}
 
 // stopStale stops what an earlier run left behind (killed without its
 // clean-up): the processes named by its pid files, if they are still the
 // demo's, and the tasks still running from its data dir.
 func (d *demo) stopStale() {
-	for _, name := range []string{"controller.pid", "agent.pid"} {
+	for _, name := range []string{"controller.pid", "cloud.pid", "agent.pid"} {
 		b, err := os.ReadFile(d.path(name))
 		if err != nil {
 			continue
@@ -230,7 +250,6 @@ func (d *demo) stopStale() {
 // killTasks kills processes still running from the demo's data dir (the
 // demo's own tasks, which a killed agent does not stop).
 func (d *demo) killTasks() {
-	data := d.path("data") + string(filepath.Separator)
 	entries, _ := os.ReadDir("/proc")
 	self := os.Getpid()
 	for _, e := range entries {
@@ -240,14 +259,19 @@ func (d *demo) killTasks() {
 		}
 		cwd, _ := os.Readlink(fmt.Sprintf("/proc/%d/cwd", pid))
 		cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
-		if strings.HasPrefix(cwd+"/", data) || strings.Contains(string(cmdline), data) {
-			_ = syscall.Kill(pid, syscall.SIGKILL)
+		for _, dir := range []string{"data", "data-cloud"} {
+			data := d.path(dir) + string(filepath.Separator)
+			if strings.HasPrefix(cwd+"/", data) || strings.Contains(string(cmdline), data) {
+				_ = syscall.Kill(pid, syscall.SIGKILL)
+				break
+			}
 		}
 	}
 }
 
 func (d *demo) removeRuntime() {
 	devagent.UnmountUnder(d.path("data"))
+	devagent.UnmountUnder(d.path("data-cloud"))
 	for _, name := range runtimeBits {
 		_ = os.RemoveAll(d.path(name))
 	}
@@ -319,7 +343,7 @@ client {
     # Without it the agent probes cloud metadata addresses and fails to
     # start on machines without network access.
     "fingerprint.denylist" = "env_aws,env_gce,env_azure,env_digitalocean"
-  }
+  }%s
 }
 
 plugin "steward-gpu" {
@@ -327,7 +351,7 @@ plugin "steward-gpu" {
     backend       = "sim"
     sim_count     = %d
     sim_state_dir = %q
-    stats_period  = "1s"
+    stats_period  = "1s"%s
   }
 }
 
@@ -340,7 +364,7 @@ plugin "steward-exec" {
     busy_after        = "3s"
   }
 }
-`, d.ports[0], d.ports[1], d.ports[2], d.cfg.GPUs, d.path("sim"), d.path("checkpoints"))
+`, d.ports[0], d.ports[1], d.ports[2], d.nodeExtra(), d.cfg.GPUs, d.path("sim"), d.simExtra(), d.path("checkpoints"))
 }
 
 func (d *demo) startAgent(ctx context.Context) error {
@@ -505,6 +529,7 @@ func (d *demo) cleanup() {
 		case <-d.agentDone:
 		default:
 			d.stopJobs()
+			d.stopCloud()
 			_ = d.agent.Process.Signal(os.Interrupt)
 			select {
 			case <-d.agentDone:

@@ -39,42 +39,8 @@ const demoGrace = "10s"
 // happen as scripted (the timeline shows what did).
 func (d *demo) scenario(ctx context.Context) error {
 	d.grace = demoGrace
-	var missed []string
-	wait := func(timeout time.Duration, what string, cond func() bool) {
-		if ctx.Err() != nil {
-			return
-		}
-		deadline := time.Now().Add(timeout)
-		for !cond() {
-			if time.Now().After(deadline) {
-				d.printf("          (still waiting after %v for %s: going on)\n", timeout, what)
-				missed = append(missed, what)
-				return
-			}
-			select {
-			case <-ctx.Done():
-				return
-			case <-time.After(500 * time.Millisecond):
-			}
-		}
-	}
-	pause := func(dur time.Duration) {
-		select {
-		case <-ctx.Done():
-		case <-time.After(dur):
-		}
-	}
-	step := func(text string) {
-		if ctx.Err() == nil {
-			d.printf("\n%s  ── %s\n", time.Now().Format("15:04:05"), text)
-		}
-	}
-	var err error
-	submit := func(f func() error) {
-		if ctx.Err() == nil && err == nil {
-			err = f()
-		}
-	}
+	sc := &script{d: d, ctx: ctx}
+	wait, pause, step, submit := sc.wait, sc.pause, sc.step, sc.submit
 
 	d.printf("\n==> scenario (about 2 minutes): 8 GPUs; tenants product (reserve 4, limit 8), research (reserve 4, limit 6), platform (reserve 0, limit 2)\n")
 
@@ -126,19 +92,76 @@ func (d *demo) scenario(ctx context.Context) error {
 	wait(60*time.Second, "research/train resumed again", func() bool { return d.w.count("resumed") > resumed && d.running(train) == 1 })
 	pause(3 * time.Second)
 
-	if err != nil {
-		return err
+	return sc.end("preempted", "held", "resumed", "idle reclaim")
+}
+
+// script is what a scenario's steps share: the demo, its context, what did
+// not happen as scripted, and the first submission that failed.
+type script struct {
+	d      *demo
+	ctx    context.Context
+	missed []string
+	err    error
+}
+
+// wait waits until cond holds, at most timeout; past it, it says so, notes
+// what is missing and goes on.
+func (sc *script) wait(timeout time.Duration, what string, cond func() bool) {
+	if sc.ctx.Err() != nil {
+		return
 	}
-	if ctx.Err() != nil {
-		return ctx.Err()
-	}
-	for _, label := range []string{"preempted", "held", "resumed", "idle reclaim"} {
-		if d.w.count(label) == 0 {
-			missed = append(missed, "a "+label+" line")
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			sc.d.printf("          (still waiting after %v for %s: going on)\n", timeout, what)
+			sc.missed = append(sc.missed, what)
+			return
+		}
+		select {
+		case <-sc.ctx.Done():
+			return
+		case <-time.After(500 * time.Millisecond):
 		}
 	}
-	if len(missed) > 0 {
-		return errors.New("did not see: " + strings.Join(missed, "; "))
+}
+
+func (sc *script) pause(dur time.Duration) {
+	select {
+	case <-sc.ctx.Done():
+	case <-time.After(dur):
+	}
+}
+
+// step prints a step's heading.
+func (sc *script) step(text string) {
+	if sc.ctx.Err() == nil {
+		sc.d.printf("\n%s  ── %s\n", time.Now().Format("15:04:05"), text)
+	}
+}
+
+// submit runs f unless the demo is over or a submission failed.
+func (sc *script) submit(f func() error) {
+	if sc.ctx.Err() == nil && sc.err == nil {
+		sc.err = f()
+	}
+}
+
+// end says how the scenario went: its first failed submission, or what it
+// did not see, each of labels at least once in the timeline included.
+func (sc *script) end(labels ...string) error {
+	if sc.err != nil {
+		return sc.err
+	}
+	if sc.ctx.Err() != nil {
+		return sc.ctx.Err()
+	}
+	for _, label := range labels {
+		if sc.d.w.count(label) == 0 {
+			sc.missed = append(sc.missed, "a "+label+" line")
+		}
+	}
+	if len(sc.missed) > 0 {
+		return errors.New("did not see: " + strings.Join(sc.missed, "; "))
 	}
 	return nil
 }

@@ -181,6 +181,17 @@ func (pl *placement) accepts(d *Demand) []bool {
 	return accept
 }
 
+// acceptsAll reports whether d's device request accepts every device
+// class of the cluster: reasons need not say what it asks for.
+func (pl *placement) acceptsAll(d *Demand) bool {
+	for _, ok := range pl.accepts(d) {
+		if !ok {
+			return false
+		}
+	}
+	return true
+}
+
 // mask is the mask of the cells for which in is true.
 func (pl *placement) mask(in func(cell int) bool) string {
 	m := make([]byte, len(pl.cellPool))

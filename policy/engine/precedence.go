@@ -163,7 +163,7 @@ func (st *state) emitMove(p pending, b *bene, list []string, cur, to, count int)
 			"): moving back there for ").gpus(count * d.GPUsPerAlloc)
 	} else {
 		m.start("no room in node pool ", d.NodePool, " for ").gpus(d.GPUsPerAlloc).s(" on one node")
-		if d.Asks != "" && !st.pl.setAll[b.base] {
+		if d.Asks != "" && !st.pl.acceptsAll(d) {
 			m.s(" of ", d.Asks)
 		}
 		m.s("; node pool ", list[to], ", next in its pool precedence (", order, "), has room: moving there")
