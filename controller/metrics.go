@@ -88,7 +88,8 @@ func (m *metrics) preempted(d *Drain, job *ObservedJob, pol *policy.Policy) {
 	if d.Kind == "pause" {
 		return
 	}
-	m.preemptions.WithLabelValues(d.Rule, tierOf(pol, job), tenantOf(pol, job.Namespace)).Inc()
+	set := pol.ResolveJob(job.Namespace, job.Meta)
+	m.preemptions.WithLabelValues(d.Rule, set.Tier, set.Tenant.Name).Inc()
 }
 
 func (m *metrics) observePlan(r *round, pol *policy.Policy, states map[jobKey]*JobState) {

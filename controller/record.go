@@ -37,7 +37,7 @@ func recordItems(pol *policy.Policy, st *JobState, job *ObservedJob, idleSince t
 	st.trimPreemptions(now)
 	items := map[string]string{
 		"steward_tier":        tier,
-		"steward_tenant":      tenantOf(pol, job.Namespace),
+		"steward_tenant":      set.Tenant.Name,
 		"steward_state":       status,
 		"steward_priority":    strconv.Itoa(job.Priority),
 		"steward_preemptions": strconv.Itoa(len(st.Preemptions)),
@@ -82,24 +82,11 @@ func shortDuration(d time.Duration) string {
 	return s
 }
 
-// tierOf names the tier the job runs as: its meta value when the policy
-// has that tier and the job's tenant may use it, else the tenant's default.
-func tierOf(pol *policy.Policy, job *ObservedJob) string {
-	tier, _ := pol.TenantTier(pol.TenantOf(job.Namespace), job.Meta[pol.Defaults.TierMetaKey])
-	return tier
-}
-
-// tenantOf names the tenant of a namespace: the policy tenant that is it,
-// or the namespace itself.
-func tenantOf(pol *policy.Policy, ns string) string {
-	return pol.TenantOf(ns).Name
-}
-
 // idleSince is since when the job's GPUs have been under its idle rule's
 // threshold (the longest-idle allocation, to the second), zero when busy
 // or not covered.
 func (c *Controller) idleSince(pol *policy.Policy, r *round, job *ObservedJob, usage map[string][]engine.Sample) time.Time {
-	rule := pol.IdleRuleFor(tierOf(pol, job), tenantOf(pol, job.Namespace))
+	rule := pol.ResolveJob(job.Namespace, job.Meta).IdleRule
 	if rule == nil {
 		return time.Time{}
 	}

@@ -116,7 +116,7 @@ func buildStatus(pol *policy.Policy, r *round, states []*JobState, usage map[str
 			continue
 		}
 		threshold := 10.0
-		if rule := pol.IdleRuleFor(tierOf(pol, job), tenantOf(pol, a.Namespace)); rule != nil {
+		if rule := pol.ResolveJob(job.Namespace, job.Meta).IdleRule; rule != nil {
 			threshold = rule.Threshold
 		}
 		samples := usage[a.ID]

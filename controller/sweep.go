@@ -48,7 +48,7 @@ func statsTargets(pol *policy.Policy, obs *Observation) []statsTarget {
 		c, seen := covered[k]
 		if !seen {
 			if job := obs.Jobs[k]; job != nil {
-				c = pol.IdleRuleFor(tierOf(pol, job), tenantOf(pol, job.Namespace)) != nil
+				c = pol.ResolveJob(job.Namespace, job.Meta).IdleRule != nil
 			}
 			covered[k] = c
 		}

@@ -187,7 +187,7 @@ func (c *Controller) idleTimers(pol *policy.Policy, r *round) map[jobKey]map[str
 		rule, seen := rules[k]
 		if !seen {
 			if job := r.obs.Jobs[k]; job != nil {
-				rule = pol.IdleRuleFor(tierOf(pol, job), tenantOf(pol, job.Namespace))
+				rule = pol.ResolveJob(job.Namespace, job.Meta).IdleRule
 			}
 			rules[k] = rule
 		}

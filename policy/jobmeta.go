@@ -22,6 +22,9 @@ type JobSettings struct {
 	// CheckpointSignal is the job's checkpoint signal ("" for none): its
 	// own meta override when valid, else the policy's.
 	CheckpointSignal string
+	// IdleRule is the idle rule that covers the job (IdleRuleFor its tier
+	// and tenant); nil when none does.
+	IdleRule *IdleRule
 	// Problems are the meta values Steward refused, one sentence each:
 	// `tier "infrence" is not defined (did you mean inference?): runs as training`.
 	Problems []string
@@ -41,6 +44,7 @@ func (p *Policy) ResolveJob(namespace string, meta map[string]string) JobSetting
 	s.addProblem(p.Defaults.GangMetaKey, problem)
 	s.CheckpointSignal, problem = p.checkpointOf(meta)
 	s.addProblem(p.Defaults.CheckpointMetaKey, problem)
+	s.IdleRule = p.IdleRuleFor(s.Tier, s.Tenant.Name)
 	return s
 }
 
