@@ -8,40 +8,40 @@ import (
 	"github.com/gpu-steward/steward/policy"
 )
 
-// state is one Plan call's private, mutable model of the cluster.
+// state is one Plan call's private, mutable model of the cluster. It has
+// three parts, each a struct of its own: the model (what the cluster holds
+// and who waits, as the plan changes it), the node index (the search
+// structures over the model's nodes, kept in step with it), and the output
+// (the plan being written and its reasons' scratch). The passes (passes.go,
+// demands.go) work on all three through state's methods.
 type state struct {
 	e   *Engine
 	s   *Snapshot
 	now time.Time
 
+	model
+	nodeIndex
+	output
+}
+
+// model is the cluster as the plan goes: nodes, the units that hold their
+// GPUs, the tenants' standing, and the GPUs set aside for waiting work.
+type model struct {
 	nodeIDs map[string]int32
 	nodes   []*Node
-	cap     *capacity
 	pools   []string // pool names: e.poolNames then node pools seen only here
 	poolIdx map[string]int32
-	poolOf  []int32   // [node] pool index
-	pl      placement // which nodes each demand may use (sets)
-	// poolCells[q][cell]: quota pool q holds the cell (quota.go);
-	// poolHeld[q][tenant] what tenants without a quota there hold in it,
-	// counted on first need.
-	poolCells [][]bool
-	poolHeld  [][]int
-	setOrder  map[int32]policy.PoolOrder // orderOf's answers
-	moved     []int32                    // placeIn's nodes
-	maxGPUs   int
-	units     []unit
-	gangs     []gangUnit
-	cands     []candidates // [set]: preemptible units, best victims first
-	tenants   []tenantState
-	tenantNS  map[string]int
-
-	levels    []int        // distinct priorities of preemptible work
-	pot       []*capacity  // [level] node potentials (potential.go)
-	nodeUnits [][]nodeUnit // [node] preemptible units, best victims first
-	lb        []uint64     // [node*(maxGPUs+1)+g] lower bound on the worst victim for g GPUs
-	order     nodeOrder    // nodes by lower bound (nodeorder.go)
-	dirty     dirtyNodes   // nodes whose pot and lb lag behind (potential.go)
-	pick      nodePick     // searchNodes' scratch
+	poolOf  []int32 // [node] pool index
+	maxGPUs int
+	units   []unit
+	gangs   []gangUnit
+	tenants []tenantState
+	// tenantNS maps namespaces to tenants (policy tenants, then others
+	// as they appear).
+	tenantNS map[string]int
+	// poolHeld[q][tenant] is what tenants without a quota in quota pool
+	// q hold there, counted on first need (quota.go).
+	poolHeld [][]int
 
 	// marks are GPUs set aside per beneficiary (Snapshot.Waiting index):
 	// not free to anyone else until it is served (earmarks.go).
@@ -50,7 +50,6 @@ type state struct {
 	// drain for it (Alloc.For): a placement there waits for them
 	// (AfterVictims); the rest of its marks there are free now.
 	draining   map[int32][]nodeGPUs
-	moves      []move // Preempts whose victim may move elsewhere (migration.go)
 	waitingIdx map[demandRef]int32
 	// placedJobs: jobs with allocations holding GPUs (inFlight), built
 	// on first use.
@@ -60,11 +59,38 @@ type state struct {
 	overLimit    map[int]string // [tenant] why it stays over its limit
 	planned      map[JobRef]int // preemptions decided in this plan, per job
 	trackPlanned bool           // some job is one preemption short of the cap
-	out          Plan
-	walk         walkScratch
-	text         msg        // reasons' text being assembled (reasons.go)
-	group        []victim   // emitVictims' scratch
-	explainer    *explainer // writes the serve pass's actions (explain.go)
+}
+
+// nodeIndex is what finds nodes and victims fast: free GPUs per set of
+// nodes, candidates per set, potentials and lower bounds per node, and the
+// searches' scratch. Every change to the model's GPUs goes through
+// place, take and their inverses, which keep it in step.
+type nodeIndex struct {
+	cap *capacity
+	pl  placement // which nodes each demand may use (sets)
+	// poolCells[q][cell]: quota pool q holds the cell (quota.go).
+	poolCells [][]bool
+	setOrder  map[int32]policy.PoolOrder // orderOf's answers
+	cands     []candidates               // [set]: preemptible units, best victims first
+
+	levels    []int        // distinct priorities of preemptible work
+	pot       []*capacity  // [level] node potentials (potential.go)
+	nodeUnits [][]nodeUnit // [node] preemptible units, best victims first
+	lb        []uint64     // [node*(maxGPUs+1)+g] lower bound on the worst victim for g GPUs
+	order     nodeOrder    // nodes by lower bound (nodeorder.go)
+	dirty     dirtyNodes   // nodes whose pot and lb lag behind (potential.go)
+	pick      nodePick     // searchNodes' scratch
+	walk      walkScratch  // findVictims' scratch
+	moved     []int32      // placeIn's nodes
+}
+
+// output is the plan being written.
+type output struct {
+	out       Plan
+	moves     []move     // Preempts whose victim may move elsewhere (migration.go)
+	text      msg        // reasons' text being assembled (reasons.go)
+	group     []victim   // emitVictims' scratch
+	explainer *explainer // writes the serve pass's actions (explain.go)
 
 	// lastLimit is the last limit reason written (limitReason).
 	lastLimit struct {
@@ -198,14 +224,13 @@ func (st *state) isGangOfMany(u *unit) bool {
 }
 
 func newState(e *Engine, s *Snapshot, now time.Time) *state {
-	st := &state{
-		e: e, s: s, now: now,
+	st := &state{e: e, s: s, now: now, model: model{
 		nodeIDs:   make(map[string]int32, len(s.Nodes)),
 		poolIdx:   map[string]int32{},
 		tenantNS:  make(map[string]int, len(e.tenants)),
 		planned:   map[JobRef]int{},
 		overLimit: map[int]string{},
-	}
+	}}
 	st.pools = append(st.pools, e.poolNames...)
 	for i, name := range e.poolNames {
 		if i > 0 {
