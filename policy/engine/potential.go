@@ -61,7 +61,7 @@ func (st *state) buildPotential() {
 	maxPot := st.maxGPUs
 	st.pot = make([]*capacity, len(pot))
 	for k := range pot {
-		st.pot[k] = newCapacity(&st.pl, maxPot)
+		st.pot[k] = newLazyCapacity(&st.pl, maxPot)
 		st.pot[k].fill(pot[k])
 	}
 	st.dirty.marked = make([]bool, len(st.nodes))
