@@ -1,6 +1,8 @@
 package devices
 
 import (
+	"strings"
+	"strconv"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -70,6 +72,14 @@ var configSpec = hclspec.NewObject(map[string]*hclspec.Spec{
 		hclspec.NewAttr("sim_state_dir", "string", false),
 		hclspec.NewLiteral(`""`),
 	),
+	"sim_mig_profile": hclspec.NewDefault(
+		hclspec.NewAttr("sim_mig_profile", "string", false),
+		hclspec.NewLiteral(`""`),
+	),
+	"sim_mig_count": hclspec.NewDefault(
+		hclspec.NewAttr("sim_mig_count", "number", false),
+		hclspec.NewLiteral("0"),
+	),
 })
 
 // rawConfig is the msgpack form of the plugin block.
@@ -83,6 +93,8 @@ type rawConfig struct {
 	SimModel          string   `codec:"sim_model"`
 	SimMemoryMiB      int64    `codec:"sim_memory_mib"`
 	SimStateDir       string   `codec:"sim_state_dir"`
+	SimMIGProfile     string   `codec:"sim_mig_profile"`
+	SimMIGCount       int      `codec:"sim_mig_count"`
 }
 
 // Config is the validated plugin configuration.
@@ -98,6 +110,12 @@ type Config struct {
 	SimModel     string
 	SimMemoryMiB uint64
 	SimStateDir  string
+	// SimMIGProfile, when set, splits every simulated GPU into
+	// SimMIGCount MIG instances of that profile ("1g.10gb"), as a GPU in
+	// MIG mode shows only its instances: devices named
+	// "<sim_model> MIG <profile>" with attribute mig = true.
+	SimMIGProfile string
+	SimMIGCount   int
 }
 
 // DefaultConfig is the configuration of an empty plugin block.
@@ -125,6 +143,22 @@ func parseConfig(c *base.Config) (Config, error) {
 		return cfg, fmt.Errorf("decoding plugin config: %w", err)
 	}
 	return raw.validate()
+}
+
+// parseMIGProfile reads a MIG profile name, "<slices>g.<memory>gb"
+// ("1g.10gb", "3g.40gb"): the compute slices of a GPU's 7 it takes, and its
+// memory in GiB.
+func parseMIGProfile(p string) (slices, memGiB int, err error) {
+	g, mem, ok := strings.Cut(p, "g.")
+	if !ok || !strings.HasSuffix(mem, "gb") {
+		return 0, 0, fmt.Errorf("not a MIG profile like 1g.10gb")
+	}
+	slices, err1 := strconv.Atoi(g)
+	memGiB, err2 := strconv.Atoi(strings.TrimSuffix(mem, "gb"))
+	if err1 != nil || err2 != nil || slices < 1 || slices > 7 || memGiB < 1 {
+		return 0, 0, fmt.Errorf("not a MIG profile like 1g.10gb")
+	}
+	return slices, memGiB, nil
 }
 
 func (r rawConfig) validate() (Config, error) {
@@ -173,6 +207,18 @@ func (r rawConfig) validate() (Config, error) {
 	}
 	if r.SimMemoryMiB > 0 {
 		cfg.SimMemoryMiB = uint64(r.SimMemoryMiB)
+	}
+	switch {
+	case r.SimMIGProfile == "" && r.SimMIGCount != 0:
+		return cfg, fmt.Errorf("sim_mig_count %d: give sim_mig_profile too (e.g. \"1g.10gb\")", r.SimMIGCount)
+	case r.SimMIGProfile != "":
+		if _, _, err := parseMIGProfile(r.SimMIGProfile); err != nil {
+			return cfg, fmt.Errorf("sim_mig_profile %q: %w", r.SimMIGProfile, err)
+		}
+		if r.SimMIGCount < 1 || r.SimMIGCount > 7 {
+			return cfg, fmt.Errorf("sim_mig_count %d: a GPU holds 1 to 7 MIG instances", r.SimMIGCount)
+		}
+		cfg.SimMIGProfile, cfg.SimMIGCount = r.SimMIGProfile, r.SimMIGCount
 	}
 	if r.SimStateDir != "" {
 		dir, err := filepath.Abs(r.SimStateDir)

@@ -56,6 +56,9 @@ func TestConfigInvalid(t *testing.T) {
 		{map[string]interface{}{"stats_period": "-1s"}, "must not be negative"},
 		{map[string]interface{}{"sim_count": 1000}, "sim_count 1000: must be between 0 and 64"},
 		{map[string]interface{}{"sim_memory_mib": -1}, "sim_memory_mib -1"},
+		{map[string]interface{}{"sim_mig_profile": "small"}, `sim_mig_profile "small": not a MIG profile like 1g.10gb`},
+		{map[string]interface{}{"sim_mig_profile": "1g.10gb", "sim_mig_count": 8}, "sim_mig_count 8: a GPU holds 1 to 7 MIG instances"},
+		{map[string]interface{}{"sim_mig_count": 2}, "sim_mig_count 2: give sim_mig_profile too"},
 	} {
 		p := newPlugin(nil, nil)
 		err := p.SetConfig(pluginConfig(t, tc.values))

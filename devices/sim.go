@@ -115,7 +115,7 @@ func newSimBackend(cfg Config, logger hclog.Logger) (*simBackend, error) {
 			b.close()
 			return nil, err
 		}
-		b.gpus = append(b.gpus, gpu{
+		g := gpu{
 			UUID:              id,
 			Model:             cfg.SimModel,
 			PCIBusID:          fmt.Sprintf("0000:%02x:00.0", 0x10+i),
@@ -123,8 +123,28 @@ func newSimBackend(cfg Config, logger hclog.Logger) (*simBackend, error) {
 			ComputeCapability: "8.0",
 			PowerLimitW:       simPowerLimitW,
 			Simulated:         true,
-		})
-		b.known[id] = struct{}{}
+		}
+		if cfg.SimMIGProfile == "" {
+			b.gpus = append(b.gpus, g)
+			b.known[id] = struct{}{}
+			continue
+		}
+		// In MIG mode a GPU shows only its instances, each a device with
+		// its own ID, as NVML's MIG device handles are (nvml.go).
+		_, memGiB, _ := parseMIGProfile(cfg.SimMIGProfile)
+		for k := 0; k < cfg.SimMIGCount; k++ {
+			mig := g
+			mig.UUID = fmt.Sprintf("MIG-%s-%d", strings.TrimPrefix(id, "SIM-GPU-"), k)
+			mig.Model = cfg.SimModel + " MIG " + cfg.SimMIGProfile
+			mig.MemoryMiB = uint64(memGiB) * 1024
+			mig.MIG, mig.ParentUUID = true, id
+			if err := b.openGPUDir(mig.UUID); err != nil {
+				b.close()
+				return nil, err
+			}
+			b.gpus = append(b.gpus, mig)
+			b.known[mig.UUID] = struct{}{}
+		}
 	}
 	return b, nil
 }

@@ -275,3 +275,37 @@ func TestParseActivity(t *testing.T) {
 		}
 	}
 }
+
+// TestSimMIG: sim_mig_profile splits each simulated GPU into MIG-shaped
+// devices, as a GPU in MIG mode shows only its instances: one group
+// "<model> MIG <profile>" with mig = true and the profile's memory, each
+// instance with its own activity dir (the simulator reports utilisation
+// per instance, which NVML does not for real MIG devices).
+func TestSimMIG(t *testing.T) {
+	p, dir := simPlugin(t, map[string]interface{}{"sim_count": 2, "sim_mig_profile": "1g.10gb", "sim_mig_count": 7})
+	ch, err := p.Fingerprint(testContext(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, _ := nextFingerprint(t, ch)
+	if len(f.Devices) != 1 {
+		t.Fatalf("want 1 group (the MIG instances), got %d", len(f.Devices))
+	}
+	g := f.Devices[0]
+	if g.Name != "Simulated A100 MIG 1g.10gb" || len(g.Devices) != 14 {
+		t.Fatalf("group %q with %d devices, want Simulated A100 MIG 1g.10gb with 14", g.Name, len(g.Devices))
+	}
+	for k, want := range map[string]string{AttrMIG: "true", AttrMemory: "10240MiB", AttrSimulated: "true"} {
+		if got := g.Attributes[k].GoString(); got != want {
+			t.Errorf("attribute %s = %s, want %s", k, got, want)
+		}
+	}
+	for _, d := range g.Devices {
+		if !strings.HasPrefix(d.ID, "MIG-") {
+			t.Errorf("instance ID %q, want MIG-…", d.ID)
+		}
+		if info, err := os.Lstat(filepath.Join(dir, d.ID)); err != nil || !info.IsDir() {
+			t.Errorf("no activity dir for %s: %v", d.ID, err)
+		}
+	}
+}

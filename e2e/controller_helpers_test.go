@@ -49,6 +49,19 @@ type simGPUs struct {
 	model    string
 	memory   int // MiB
 	nodePool string
+	// migProfile and migCount split each GPU into MIG-shaped devices
+	// (sim_mig_profile, sim_mig_count): count is then the whole GPUs.
+	migProfile string
+	migCount   int
+}
+
+// devices is how many GPU devices the node shows: its GPUs, or their MIG
+// instances.
+func (g simGPUs) devices() int {
+	if g.migProfile != "" {
+		return g.count * g.migCount
+	}
+	return g.count
 }
 
 // plugin is the steward-gpu plugin block for these GPUs.
@@ -62,6 +75,9 @@ func (g simGPUs) plugin(stateDir string) testnomad.Plugin {
 	}
 	if g.memory != 0 {
 		cfg += fmt.Sprintf("\n    sim_memory_mib = %d", g.memory)
+	}
+	if g.migProfile != "" {
+		cfg += fmt.Sprintf("\n    sim_mig_profile = %q\n    sim_mig_count = %d", g.migProfile, g.migCount)
 	}
 	return testnomad.Plugin{Name: "steward-gpu", Config: cfg}
 }
@@ -78,7 +94,7 @@ func (g simGPUs) options(opts testnomad.Options, stateDir string) testnomad.Opti
 // startClusterSim starts a dev agent whose client node has the GPUs g.
 func startClusterSim(t testing.TB, g simGPUs, opts testnomad.Options, namespaces ...string) *cluster {
 	t.Helper()
-	gpus := g.count
+	gpus := g.devices()
 	stateDir := t.TempDir()
 	opts = g.options(opts, stateDir)
 	if opts.LogLevel == "" {

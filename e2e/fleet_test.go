@@ -157,3 +157,48 @@ func (c *cluster) job(ns, id string) *api.Job {
 	}
 	return j
 }
+
+// TestFleetMIG: one node's GPU is split into 7 MIG-shaped devices of the
+// simulated A100 (sim_mig_profile "1g.10gb"), another node has 2 whole
+// A100s. Training holds the 7 slices (the older job) and the 2 whole GPUs
+// (the newer). An interactive job asks for one slice by its device name:
+// Steward preempts the slices' job, never the whole GPUs' one, though that
+// is the newer and, by the usual order, the first victim. The reason names
+// the MIG device.
+func TestFleetMIG(t *testing.T) {
+	t.Parallel()
+	c := startClusterSim(t, simGPUs{count: 1, migProfile: "1g.10gb", migCount: 7}, testnomad.Options{}, "ml")
+	whole := c.addClientSim("steward-whole", simGPUs{count: 2})
+	ctl := c.startController("ctl", writePolicy(t, fleetPolicy))
+	const mig = "nvidia/gpu/Simulated A100 MIG 1g.10gb"
+
+	n, _, err := c.Client.Nodes().Info(c.NodeID, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := n.NodeResources.Devices; len(d) != 1 || d[0].Name != "Simulated A100 MIG 1g.10gb" || len(d[0].Instances) != 7 ||
+		d[0].Attributes["mig"] == nil || d[0].Attributes["mig"].BoolVal == nil || !*d[0].Attributes["mig"].BoolVal {
+		t.Fatalf("MIG node's devices: %+v", d)
+	}
+
+	c.work("slices", "ml", "training", 7, 1, "device", mig, "priority", "40")
+	c.waitRunning(60*time.Second, map[string]int{"ml/slices": 1})
+	time.Sleep(time.Second)
+	c.work("whole", "ml", "training", 2, 1, "device", "nvidia/gpu/Simulated A100", "priority", "40")
+	c.waitRunning(60*time.Second, map[string]int{"ml/whole": 1})
+	if got := c.alloc(c.allocIDs("ml", "whole")[0]).NodeID; got != whole.NodeID {
+		t.Fatalf("whole runs on %s, want %s", got, whole.NodeID)
+	}
+	wholeAllocs := c.allocIDs("ml", "whole")
+
+	c.work("nb", "ml", "interactive", 1, 1, "device", mig, "priority", "60")
+	c.waitRunning(90*time.Second, map[string]int{"ml/nb": 1, "ml/slices": 0, "ml/whole": 1})
+	if got := c.allocIDs("ml", "whole"); len(got) != 1 || got[0] != wholeAllocs[0] {
+		t.Errorf("whole's allocations changed from %v to %v: whole-GPU work was touched for a MIG waiter", wholeAllocs, got)
+	}
+	rec := c.waitRecord(30*time.Second, "ml", "slices", "steward_reason", "Simulated A100 MIG 1g.10gb GPUs on node")
+	t.Logf("slices: %s", rec["steward_reason"])
+	if ctl.Contains("preempt: job=ml/whole") {
+		t.Errorf("whole was preempted:\n%s", tail(ctl.Log(), 40))
+	}
+}

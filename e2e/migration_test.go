@@ -135,7 +135,7 @@ func (c *cluster) addClientSim(name string, g simGPUs, plugins ...testnomad.Plug
 	c.t.Helper()
 	opts := g.options(testnomad.Options{LogLevel: "INFO", Plugins: plugins}, c.t.TempDir())
 	a := testnomad.StartClient(c.t, c.Agent, name, opts)
-	c.waitGPUs(a.NodeID, g.count)
+	c.waitGPUs(a.NodeID, g.devices())
 	return a
 }
 
