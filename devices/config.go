@@ -1,11 +1,11 @@
 package devices
 
 import (
-	"strings"
-	"strconv"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/nomad/plugins/base"
