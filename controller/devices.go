@@ -8,6 +8,8 @@ import (
 
 	log "github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/nomad/api"
+
+	"github.com/gpu-steward/steward/policy/engine"
 	"github.com/hashicorp/nomad/nomad/structs"
 	psstructs "github.com/hashicorp/nomad/plugins/shared/structs"
 	"github.com/hashicorp/nomad/scheduler/feasible"
@@ -74,6 +76,17 @@ func deviceClass(groups []GPUGroup) string {
 		}
 	}
 	return b.String()
+}
+
+// deviceShare is the part of a whole GPU each of a node's devices is (the
+// engine's Node.Share, engine.ShareOf). A node with several groups counts
+// as whole GPUs: the engine gives a node one share, and whole is the one
+// that never lets a limit be passed.
+func deviceShare(groups []GPUGroup) float64 {
+	if len(groups) != 1 {
+		return 0
+	}
+	return engine.ShareOf(groups[0].Name)
 }
 
 // deviceModel is a node's GPU model for reasons: the groups' names.

@@ -61,6 +61,15 @@ func TestDeviceMatcher(t *testing.T) {
 	if got := deviceModel(nodes[0].GPUGroups); got != "H100 80GB HBM3" {
 		t.Errorf("model %q", got)
 	}
+	for name, want := range map[string]float64{
+		"NVIDIA A100-SXM4-40GB MIG 1g.5gb": 1.0 / 7, "NVIDIA H100 80GB HBM3 MIG 3g.40gb": 3.0 / 7,
+		"NVIDIA A30 MIG 2g.12gb": 0.5, "NVIDIA A100-SXM4-40GB MIG 7g.40gb": 0, "NVIDIA A100-SXM4-40GB": 0,
+		"Simulated A100 MIG 1g.10gb": 1.0 / 7,
+	} {
+		if got := deviceShare([]GPUGroup{{Name: name}}); got != want {
+			t.Errorf("share of %q: %v, want %v", name, got, want)
+		}
+	}
 	if got := asks([]*api.RequestedDevice{gpuReq("nvidia/gpu", 1,
 		&api.Constraint{LTarget: "${device.attr.memory}", Operand: ">=", RTarget: "60 GiB"})}); got != "nvidia/gpu (${device.attr.memory} >= 60 GiB)" {
 		t.Errorf("asks %q", got)

@@ -33,7 +33,7 @@ func buildSnapshot(p *policy.Policy, obs *Observation, states map[jobKey]*JobSta
 			pool = "default"
 		}
 		s.Nodes = append(s.Nodes, engine.Node{ID: n.ID, Name: n.Name, NodePool: pool, GPUs: n.GPUs, Device: deviceClass(n.GPUGroups),
-			Model: deviceModel(n.GPUGroups)})
+			Model: deviceModel(n.GPUGroups), Share: deviceShare(n.GPUGroups)})
 	}
 	jobs := make(map[jobKey]engine.Job, len(obs.Jobs))
 	jobOf := func(j *ObservedJob) engine.Job {

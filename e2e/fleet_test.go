@@ -164,7 +164,7 @@ func (c *cluster) job(ns, id string) *api.Job {
 // (the newer). An interactive job asks for one slice by its device name:
 // Steward preempts the slices' job, never the whole GPUs' one, though that
 // is the newer and, by the usual order, the first victim. The reason names
-// the MIG device.
+// the MIG device and counts its seven instances as the one GPU they are.
 func TestFleetMIG(t *testing.T) {
 	t.Parallel()
 	c := startClusterSim(t, simGPUs{count: 1, migProfile: "1g.10gb", migCount: 7}, testnomad.Options{}, "ml")
@@ -196,7 +196,7 @@ func TestFleetMIG(t *testing.T) {
 	if got := c.allocIDs("ml", "whole"); len(got) != 1 || got[0] != wholeAllocs[0] {
 		t.Errorf("whole's allocations changed from %v to %v: whole-GPU work was touched for a MIG waiter", wholeAllocs, got)
 	}
-	rec := c.waitRecord(30*time.Second, "ml", "slices", "steward_reason", "Simulated A100 MIG 1g.10gb GPUs on node")
+	rec := c.waitRecord(30*time.Second, "ml", "slices", "steward_reason", "yields 7 Simulated A100 MIG 1g.10gb instances (1 GPU) on node")
 	t.Logf("slices: %s", rec["steward_reason"])
 	if ctl.Contains("preempt: job=ml/whole") {
 		t.Errorf("whole was preempted:\n%s", tail(ctl.Log(), 40))

@@ -318,6 +318,7 @@ func newSimulator(jobs []Job, cfg Config, kind PolicyKind) (*simulator, error) {
 			if s.cl.nodeModel != nil {
 				model := s.cl.models[s.cl.nodeModel[n]]
 				s.snap.Nodes[n].Device, s.snap.Nodes[n].Model = model, model
+				s.snap.Nodes[n].Share = engine.ShareOf(model) // a MIG profile's slices count as their part of a GPU
 			}
 		}
 		// One Devices slice per model, shared by the demands that ask

@@ -49,7 +49,8 @@ func (st *state) orderDemands() []pending {
 		}
 		tenant, tier := int(resolved[i].tenant), int(resolved[i].tier)
 		t := &st.tenants[tenant]
-		t.waiting += d.GPUs()
+		du := st.setUnits(st.pl.demandSet[i])
+		t.waiting += d.GPUs() * du
 		prio := st.promote(d, tier)
 		// A gang is placed all or nothing: it keeps its tenant within its
 		// reservation only if all of it does. (Counted per allocation, a
@@ -62,7 +63,7 @@ func (st *state) orderDemands() []pending {
 		}
 		out = append(out, pending{
 			d: d, tier: tier, tenant: tenant, prio: prio, w: int32(i),
-			under:  t.use+first <= t.t.Reserve,
+			under:  t.use+first*du <= t.reserve,
 			back:   d.Requeued,
 			jobTag: jobTag(d.Job.Ref),
 		})
@@ -360,7 +361,7 @@ func (st *state) shareRanks(out []pending) ([]uint64, int) {
 // share is a tenant's GPUs beyond its reservation per unit of weight.
 func (st *state) share(ti int) float64 {
 	t := &st.tenants[ti]
-	return float64(t.use-t.t.Reserve) / t.t.Weight
+	return float64(t.use-t.reserve) / t.t.Weight
 }
 
 // radixByCode sorts order (indices into codes) stably by code: a
@@ -491,6 +492,7 @@ func (st *state) serve(p pending, failed *failures) {
 		holds: st.tenants[p.tenant].use}
 	b.base = st.pl.demandSet[p.w] // may be the empty set: noNodeReason says why
 	b.pool = b.base
+	b.unitsPer = st.setUnits(b.base)
 	b.marks = st.takeMarks(p.w)
 	if len(b.marks) == 0 && st.e.precedence != nil && st.precede(p, b) {
 		return
@@ -583,7 +585,11 @@ func (st *state) serve(p pending, failed *failures) {
 // the reservation.
 func (st *state) placeOne(b *bene, need int, failed *failures) (int32, []victim, Reason, bool) {
 	t := &st.tenants[b.tenant]
-	if !st.e.tiers[b.tier].preemptible && t.fixed+need > t.t.Reserve {
+	if b.unitsPer == 0 {
+		b.unitsPer = gpuUnit
+	}
+	need *= b.unitsPer // GPUs to units (units.go)
+	if !st.e.tiers[b.tier].preemptible && t.fixed+need > t.reserve {
 		return 0, nil, st.reserveReason(b, need), false
 	}
 	if t.use+t.marked+need > t.limit() {
@@ -592,7 +598,7 @@ func (st *state) placeOne(b *bene, need int, failed *failures) (int32, []victim,
 		}
 		return st.swapWithin(b, need, failed)
 	}
-	b.entitled = t.use+need <= t.t.Reserve
+	b.entitled = t.use+need <= t.reserve
 	if t.quotas != nil {
 		set, full := st.limitedSet(b)
 		if full >= 0 {
@@ -655,8 +661,8 @@ func (st *state) onMarksAtLimit(b *bene) (int32, bool) {
 		return 0, false
 	}
 	t := &st.tenants[b.tenant]
-	over := func(extra int) bool { return t.use+t.marked+b.g+extra > t.limit() }
-	holds := t.use + t.marked + b.g
+	over := func(extra int) bool { return t.use+t.marked+b.g*st.unitsOn(n)+extra > t.limit() }
+	holds := t.use + t.marked + b.g*st.unitsOn(n)
 	taken, _ := st.giveBack(b.tenant, over, func(u *unit) bool { return st.sameJob(u, b) })
 	if over(0) {
 		for _, ui := range taken {
@@ -665,7 +671,7 @@ func (st *state) onMarksAtLimit(b *bene) (int32, bool) {
 		return 0, false
 	}
 	st.emitGiveBack(b.tenant, taken, t.t.Limit, func(m *msg) {
-		m.start("tenant ", t.t.Name, " would hold ").n(holds).s(" GPUs with ").s(b.d.Job.Ref.String()).s("/").s(b.d.Group).
+		m.start("tenant ", t.t.Name, " would hold ").u(holds).s(" GPUs with ").s(b.d.Job.Ref.String()).s("/").s(b.d.Group).
 			s(" on the GPUs set aside for it")
 	}, func(a Action) { st.explainer.add(decision{kind: decideReady, ready: &a}) })
 	st.place(b, n)
@@ -685,24 +691,26 @@ func (st *state) placeWith(b *bene, n int32, vs []victim) (int32, []victim, Reas
 func (st *state) place(b *bene, n int32) {
 	st.cap.add(n, -int32(b.g))
 	st.touched(n)
-	st.tenants[b.tenant].use += b.g
+	gu := b.g * st.unitsOn(n)
+	st.tenants[b.tenant].use += gu
 	if st.tenants[b.tenant].quotas != nil {
 		st.addUse(b.tenant, n, b.g)
 	}
 	if !st.e.tiers[b.tier].preemptible {
-		st.tenants[b.tenant].fixed += b.g
+		st.tenants[b.tenant].fixed += gu
 	}
 }
 
 func (st *state) unplace(b *bene, n int32) {
 	st.cap.add(n, int32(b.g))
 	st.touched(n)
-	st.tenants[b.tenant].use -= b.g
+	gu := b.g * st.unitsOn(n)
+	st.tenants[b.tenant].use -= gu
 	if st.tenants[b.tenant].quotas != nil {
 		st.addUse(b.tenant, n, -b.g)
 	}
 	if !st.e.tiers[b.tier].preemptible {
-		st.tenants[b.tenant].fixed -= b.g
+		st.tenants[b.tenant].fixed -= gu
 	}
 }
 

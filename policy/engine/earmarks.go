@@ -46,7 +46,7 @@ func (st *state) earmark(job *JobRef, group string, n int32, g int) bool {
 		st.marks = map[int32][]nodeGPUs{}
 	}
 	st.marks[w] = addNode(st.marks[w], n, g)
-	st.tenants[st.tenantOf(st.s.Waiting[w].Job.Ref.Namespace)].marked += g
+	st.tenants[st.tenantOf(st.s.Waiting[w].Job.Ref.Namespace)].marked += g * st.unitsOn(n)
 	return true
 }
 
@@ -174,7 +174,7 @@ func (st *state) takeMarks(w int32) []nodeGPUs {
 	for _, m := range marks {
 		st.cap.add(m.node, int32(m.gpus))
 		st.touched(m.node)
-		t.marked -= m.gpus
+		t.marked -= m.gpus * st.unitsOn(m.node)
 	}
 	return marks
 }
@@ -258,7 +258,7 @@ func (st *state) takeMarksBelow(b *bene) (int32, bool) {
 		}
 	}
 	st.marks[w] = slices.DeleteFunc(st.marks[w], func(m nodeGPUs) bool { return m.gpus <= 0 })
-	st.tenants[st.waitingOf[w].tenant].marked -= b.g
+	st.tenants[st.waitingOf[w].tenant].marked -= b.g * st.unitsOn(n)
 	st.cap.add(n, int32(b.g))
 	st.place(b, n)
 	b.took = true

@@ -23,6 +23,7 @@ func TestFleetStories(t *testing.T) {
 		{"Pool quotas: a pool limit sends work to other nodes, then holds it with the pool named", poolLimit},
 		{"ClearML: a pool takes its larger pending job first (order largest-first), or the smaller, or the oldest", poolOrder},
 		{"ClearML: only run in the cloud pool if the local H100 pool cannot take it; back when room frees (pool precedence)", poolPrecedence},
+		{"MIG: instances count toward limits and reserves as the fraction of a GPU they are", migFractions},
 	}
 	for _, s := range stories {
 		t.Run(s.name, s.play)
@@ -337,4 +338,44 @@ func poolPrecedence(t *testing.T) {
 			t.Fatalf("moved work outside its precedence: %s", a)
 		}
 	}
+}
+
+// MIG: a node's A100 is split into seven 1g.10gb instances (each 1/7 of a
+// GPU), another node has two whole A100s. Research (reserve 1, limit 2)
+// holds the seven slices and one whole GPU: 2 GPUs, its limit, not 8. One
+// more slice would take it to 2 1/7: it waits, and the reason says so.
+// Product (reserve 1) asks for 3 slices: research is over its reserve,
+// so product reclaims, on the MIG node, the slices' job, which the reason
+// counts as the 1 GPU it is.
+func migFractions(t *testing.T) {
+	h := newHarness(t, testPolicy(func(p *policy.Policy) {
+		p.Tenants["research"] = tenant("research", 1, 2)
+		p.Tenants["product"] = tenant("product", 1, policy.Unlimited)
+	}))
+	const mig = "A100 MIG 1g.10gb"
+	h.nodes = append(h.nodes, Node{ID: "mig-1", NodePool: "default", GPUs: 7, Device: mig, Model: mig, Share: 1.0 / 7})
+	h.modelNode("a100-1", "default", "A100", 2)
+	h.submit("research", "slices", "training", 7, 1, asks(mig))
+	h.advance(time.Minute)
+	h.submit("research", "whole", "training", 1, 1, asks("A100"))
+	h.advance(time.Hour)
+	h.expect("running", h.running(), []string{"research/slices×1", "research/whole×1"})
+
+	h.submit("research", "one-more", "training", 1, 1, asks(mig))
+	plan := h.step()
+	h.expect("actions", kinds(plan), []string{"hold research/one-more"})
+	mustContain(t, plan.Actions[0].Reason.Message, "tenant research holds 2 GPUs, limit 2: 1/7 more would exceed it")
+	for _, tu := range plan.Tenants {
+		if tu.Tenant == "research" && tu.InUse != 2 {
+			t.Errorf("research in use %d, want 2", tu.InUse)
+		}
+	}
+
+	h.submit("product", "nb", "training", 3, 1, asks(mig))
+	plan = h.step()
+	// The slice research was waiting for fits again: 1 1/7 GPUs with it.
+	h.expect("actions", kinds(plan), []string{"preempt research/slices", "hold product/nb", "resume research/one-more"})
+	mustContain(t, plan.Actions[0].Reason.Message,
+		"tenant research holds 2 GPUs, reserve 1: reclaiming 7 A100 MIG 1g.10gb instances (1 GPU) on node mig-1 for product/nb/main (tenant product holds 0, reserve 1)")
+	mustContain(t, plan.Actions[2].Reason.Message, "tenant research stays within its limit of 2 (1 1/7 GPUs with these 1/7)")
 }

@@ -23,7 +23,7 @@ type move struct {
 func (st *state) planMoves() {
 	for _, m := range st.moves {
 		u := &st.units[m.ui]
-		if t := &st.tenants[u.tenant]; t.use+t.marked+u.gpus > t.limit() {
+		if t := &st.tenants[u.tenant]; t.use+t.marked+int(u.units) > t.limit() {
 			// Running again at once would take its tenant over its
 			// limit: it was taken to make room under it (swapElsewhere),
 			// or the plan gave the room to the tenant's other work.
@@ -35,7 +35,7 @@ func (st *state) planMoves() {
 		}
 		st.cap.add(to, -int32(u.gpus))
 		st.touched(to)
-		st.tenants[u.tenant].use += u.gpus
+		st.tenants[u.tenant].use += u.gpus * st.unitsOn(to)
 		a := &st.out.Actions[m.action]
 		a.MoveTo = st.nodes[to].ID
 		a.Reason.Message += moveNote(a.MoveTo, u.gpus)

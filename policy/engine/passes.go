@@ -99,11 +99,11 @@ func (st *state) enforceLimits() {
 		holds := t.use
 		taken, capped := st.giveBack(ti, func(extra int) bool { return t.use+extra > t.limit() }, nil)
 		if t.use > t.limit() && capped > 0 {
-			st.overLimit[ti] = "over its limit of " + itoa(t.t.Limit) + " by " + itoa(t.use-t.t.Limit) +
-				" for now: work holding " + itoa(capped) + " GPUs is at the eviction cap (" +
+			st.overLimit[ti] = "over its limit of " + itoa(t.t.Limit) + " by " + unitsString(t.use-t.lim) +
+				" for now: work holding " + unitsString(capped) + " GPUs is at the eviction cap (" +
 				itoa(st.e.p.Preemption.MaxPerJobPerHour) + " preemptions an hour)"
 		}
-		st.emitGiveBack(ti, taken, t.t.Limit, func(m *msg) { m.start("tenant ", t.t.Name, " holds ").n(holds).s(" GPUs") }, st.emit)
+		st.emitGiveBack(ti, taken, t.t.Limit, func(m *msg) { m.start("tenant ", t.t.Name, " holds ").u(holds).s(" GPUs") }, st.emit)
 	}
 	for ti := range st.tenants {
 		st.enforcePoolLimits(ti)
@@ -120,7 +120,7 @@ func (st *state) giveBack(ti int, over func(extra int) bool, skip func(u *unit) 
 	for ui := range st.units {
 		if u := &st.units[ui]; u.tenant == ti && !u.taken && st.preemptible(u) && (skip == nil || !skip(u)) {
 			if st.capped(st.jobOf(u), int(u.recent)) {
-				capped += u.gpus
+				capped += int(u.units)
 				continue
 			}
 			mine = append(mine, int32(ui))
@@ -141,7 +141,7 @@ func (st *state) giveBack(ti int, over func(extra int) bool, skip func(u *unit) 
 		taken = append(taken, ui)
 	}
 	for i := len(taken) - 1; i >= 0; i-- {
-		if u := &st.units[taken[i]]; !over(u.gpus) {
+		if u := &st.units[taken[i]]; !over(int(u.units)) {
 			st.untake(taken[i])
 			taken = slices.Delete(taken, i, i+1)
 		}
@@ -156,7 +156,7 @@ func (st *state) emitGiveBack(ti int, taken []int32, limit int, head func(m *msg
 		u := &st.units[ui]
 		job := st.jobOf(u)
 		head(&st.text)
-		st.text.s(", limit ").n(limit).s(": giving back ").n(u.gpus)
+		st.text.s(", limit ").n(limit).s(": giving back ").u(int(u.units))
 		st.exposedNote(&st.text, u)
 		a := Action{Kind: Preempt, Job: job.Ref, Group: st.groupOf(u), GPUs: u.gpus, Requeue: true,
 			Allocs: st.allocIDs(u, nil), Reason: st.text.reason(RuleLimit)}
@@ -173,7 +173,7 @@ func (st *state) finish() *Plan {
 			continue
 		}
 		st.out.Tenants = append(st.out.Tenants, TenantUsage{Tenant: t.t.Name, Reserve: t.t.Reserve,
-			Limit: t.t.Limit, InUse: t.use, Waiting: t.waiting, Note: st.overLimit[ti]})
+			Limit: t.t.Limit, InUse: gpusOfUnits(t.use), Waiting: gpusOfUnits(t.waiting), Note: st.overLimit[ti]})
 	}
 	slices.SortFunc(st.out.Tenants, func(a, b TenantUsage) int { return cmp.Compare(a.Tenant, b.Tenant) })
 	return &st.out

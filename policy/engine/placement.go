@@ -39,6 +39,10 @@ type placement struct {
 
 	classes  []string // device classes, in order of first node
 	models   []string // [class] the model of its first node, for reasons
+	// classUnits is the units of one device of each class (units.go);
+	// whole: every class's devices are whole GPUs.
+	classUnits []int
+	whole      bool
 	classIdx map[string]int32
 	setIdx   map[string]int32 // mask → set
 
@@ -76,6 +80,7 @@ func (st *state) buildPlacement() {
 			pl.classIdx[node.Device] = c
 			pl.classes = append(pl.classes, node.Device)
 			pl.models = append(pl.models, node.Model)
+			pl.classUnits = append(pl.classUnits, unitsOf(node.Share))
 		}
 		key := [2]int32{st.poolOf[n], c}
 		cell, ok := pl.cellIdx[key]
@@ -86,6 +91,10 @@ func (st *state) buildPlacement() {
 			pl.cellClass = append(pl.cellClass, key[1])
 		}
 		pl.cellOf[n] = cell
+	}
+	pl.whole = true
+	for _, u := range pl.classUnits {
+		pl.whole = pl.whole && u == gpuUnit
 	}
 	cells := len(pl.cellPool)
 	all := make([]byte, cells)

@@ -74,9 +74,9 @@ func (st *state) precede(p pending, b *bene) bool {
 		return false
 	}
 	t := &st.tenants[b.tenant]
-	need := b.g
+	need := b.g * st.setUnits(b.base)
 	if d.Job.Gang {
-		need = d.GPUs()
+		need = d.GPUs() * st.setUnits(b.base)
 	}
 	if t.use+t.marked+need > t.limit() {
 		return false // over its limit wherever it goes: the limit decides

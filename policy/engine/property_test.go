@@ -24,6 +24,12 @@ func TestProperties(t *testing.T) {
 		for i := range s.Allocs {
 			s.Allocs[i].Draining = r.IntN(20) == 0
 		}
+		if r.IntN(3) == 0 {
+			// A node of MIG-like devices, each half a GPU: reserves and
+			// limits count them so (units.go).
+			n := &s.Nodes[r.IntN(len(s.Nodes))]
+			n.Share, n.Device, n.Model = 0.5, "nvidia/gpu/A100 MIG 3g.40gb", "A100 MIG 3g.40gb"
+		}
 		e := New(p)
 		plan := e.Plan(s, t0)
 		name := fmt.Sprintf("seed %d", seed)
@@ -67,6 +73,32 @@ func tierOf(p *policy.Policy, job *Job) *policy.Tier {
 	return p.Tiers[name]
 }
 
+// allocUnits is what an allocation's GPUs count for in its tenant's
+// figures: a device of a node with Share s is s of a GPU (units.go).
+func allocUnits(s *Snapshot, a *Alloc) int {
+	for _, n := range s.Nodes {
+		if n.ID == a.NodeID {
+			return len(a.GPUIDs) * unitsOf(n.Share)
+		}
+	}
+	return len(a.GPUIDs) * gpuUnit
+}
+
+// demandUnits is what one of a demand's GPUs counts for before its node is
+// known: the most of any node it may use.
+func demandUnits(s *Snapshot, d *Demand) int {
+	most := 0
+	for _, n := range s.Nodes {
+		if (d.NodePool == "" || d.NodePool == "all" || d.NodePool == n.NodePool) && (d.Devices == nil || slices.Contains(d.Devices, n.Device)) {
+			most = max(most, unitsOf(n.Share))
+		}
+	}
+	if most == 0 {
+		return gpuUnit
+	}
+	return most
+}
+
 // checkNonPreemptibleVictimsBeyondReserve: non-preemptible work within its
 // tenant's reserve is never a victim. A non-preemptible allocation may be
 // one only when it does not fit in the reserve even alongside just its
@@ -90,10 +122,10 @@ func checkNonPreemptibleVictimsBeyondReserve(t *testing.T, name string, e *Engin
 				o := &s.Allocs[i]
 				if o.ID != v.ID && !o.Draining && o.Job.Ref.Namespace == v.Job.Ref.Namespace &&
 					!tierOf(e.p, &o.Job).Preemptible && !o.StartedAt.After(v.StartedAt) {
-					older += len(o.GPUIDs)
+					older += allocUnits(s, o)
 				}
 			}
-			if older+len(v.GPUIDs) <= ten.Reserve {
+			if older+allocUnits(s, v) <= ten.Reserve*gpuUnit {
 				t.Errorf("%s: %s stops %s of non-preemptible tier %s within tenant %s's reserve of %d (%d GPUs of its non-preemptible work started no later)",
 					name, a.Kind, id, tier.Name, ten.Name, ten.Reserve, older)
 			}
@@ -115,7 +147,7 @@ func checkNonPreemptibleAdmittedWithinReserve(t *testing.T, name string, e *Engi
 	fixed, admitted := map[string]int{}, map[string]int{}
 	for _, a := range s.Allocs {
 		if !a.Draining && !gone[a.ID] && !tierOf(e.p, &a.Job).Preemptible {
-			fixed[a.Job.Ref.Namespace] += len(a.GPUIDs)
+			fixed[a.Job.Ref.Namespace] += allocUnits(s, &a)
 		}
 	}
 	type group struct {
@@ -136,10 +168,10 @@ func checkNonPreemptibleAdmittedWithinReserve(t *testing.T, name string, e *Engi
 		if !d.Held {
 			n = d.Count - n // queued: not held
 		}
-		admitted[d.Job.Ref.Namespace] += n * d.GPUsPerAlloc
+		admitted[d.Job.Ref.Namespace] += n * d.GPUsPerAlloc * demandUnits(s, &d)
 	}
 	for ns, gpus := range admitted {
-		if ten := e.p.TenantOf(ns); gpus > 0 && fixed[ns]+gpus > ten.Reserve {
+		if ten := e.p.TenantOf(ns); gpus > 0 && fixed[ns]+gpus > ten.Reserve*gpuUnit {
 			t.Errorf("%s: tenant %s is admitted %d GPUs of non-preemptible work and then holds %d of it, reserve %d",
 				name, ns, gpus, fixed[ns]+gpus, ten.Reserve)
 		}
@@ -172,11 +204,11 @@ func checkLimits(t *testing.T, name string, e *Engine, s *Snapshot, plan *Plan) 
 	fixed := map[string]int{}
 	for _, a := range s.Allocs {
 		if !a.Draining && !tierOf(e.p, &a.Job).Preemptible {
-			fixed[a.Job.Ref.Namespace] += len(a.GPUIDs)
+			fixed[a.Job.Ref.Namespace] += allocUnits(s, &a)
 		}
 	}
 	for _, tu := range plan.Tenants {
-		if tu.Limit >= 0 && tu.InUse > tu.Limit && fixed[tu.Tenant] <= tu.Limit {
+		if tu.Limit >= 0 && tu.InUse > tu.Limit && fixed[tu.Tenant] <= tu.Limit*gpuUnit {
 			t.Errorf("%s: tenant %s ends with %d GPUs, limit %d", name, tu.Tenant, tu.InUse, tu.Limit)
 		}
 	}
@@ -205,11 +237,11 @@ func checkPoolLimits(t *testing.T, name string, e *Engine, s *Snapshot, plan *Pl
 				if a.Draining || gone[a.ID] || a.Job.Ref.Namespace != ten.Namespace || !p.Holds(n.NodePool, n.Model) {
 					continue
 				}
-				use += len(a.GPUIDs)
+				use += allocUnits(s, &a)
 				movable = movable || tierOf(e.p, &a.Job).Preemptible && len(a.Job.Preemptions) < e.p.Preemption.MaxPerJobPerHour
 			}
-			if q.Limit != policy.Unlimited && use > q.Limit && movable {
-				t.Errorf("%s: tenant %s ends with %d GPUs in pool %s, limit %d", name, ten.Name, use, pool, q.Limit)
+			if q.Limit != policy.Unlimited && use > q.Limit*gpuUnit && movable {
+				t.Errorf("%s: tenant %s ends with %s GPUs in pool %s, limit %d", name, ten.Name, unitsString(use), pool, q.Limit)
 			}
 		}
 	}

@@ -27,7 +27,8 @@ type quotaPool struct {
 	p    *policy.Pool
 }
 
-// tenantQuota is a tenant's quota in one pool, and what it holds there.
+// tenantQuota is a tenant's quota in one pool, and what it holds there, in
+// units (units.go).
 type tenantQuota struct {
 	pool           int // index into Engine.quotaPools
 	reserve, limit int
@@ -50,11 +51,11 @@ func (e *Engine) compileQuotas() {
 				idx[name] = i
 				e.quotaPools = append(e.quotaPools, quotaPool{name: name, p: p})
 			}
-			limit := q.Limit
-			if limit == policy.Unlimited {
-				limit = int(^uint(0) >> 1)
+			limit := int(^uint(0) >> 1)
+			if q.Limit != policy.Unlimited {
+				limit = q.Limit * gpuUnit
 			}
-			e.quotas[ti] = append(e.quotas[ti], tenantQuota{pool: i, reserve: q.Reserve, limit: limit})
+			e.quotas[ti] = append(e.quotas[ti], tenantQuota{pool: i, reserve: q.Reserve * gpuUnit, limit: limit})
 		}
 	}
 }
@@ -85,9 +86,10 @@ func (st *state) inQuotaPool(qi int, n int32) bool { return st.poolCells[qi][st.
 // on node n, in the pools it has quotas in.
 func (st *state) addUse(ti int, n int32, g int) {
 	qs := st.tenants[ti].quotas
+	gu := g * st.unitsOn(n)
 	for i := range qs {
 		if st.inQuotaPool(qs[i].pool, n) {
-			qs[i].use += g
+			qs[i].use += gu
 		}
 	}
 }
@@ -136,7 +138,7 @@ func (st *state) countPoolHeld() {
 		st.nodesOf(u, func(n int32, g int) {
 			for qi := range st.poolHeld {
 				if st.inQuotaPool(qi, n) {
-					st.poolHeld[qi][u.tenant] += g
+					st.poolHeld[qi][u.tenant] += g * st.unitsOn(n)
 				}
 			}
 		})
@@ -152,7 +154,7 @@ func (st *state) heldChange(u *unit, sign int) {
 	st.nodesOf(u, func(n int32, g int) {
 		for qi := range st.poolHeld {
 			if st.inQuotaPool(qi, n) {
-				st.poolHeld[qi][u.tenant] += sign * g
+				st.poolHeld[qi][u.tenant] += sign * g * st.unitsOn(n)
 			}
 		}
 	})
@@ -166,7 +168,7 @@ func (st *state) limitedSet(b *bene) (set int32, full int) {
 	qs := st.tenants[b.tenant].quotas
 	var out []bool
 	for _, q := range qs {
-		if q.use+b.g <= q.limit {
+		if q.use+b.g*b.unitsPer <= q.limit {
 			continue
 		}
 		if out == nil {
@@ -208,8 +210,8 @@ func (st *state) enforcePoolLimits(ti int) {
 		}
 		taken, _ := st.giveBack(ti, func(extra int) bool { return q.use+extra > q.limit }, outside)
 		pool := st.e.quotaPools[q.pool].name
-		st.emitGiveBack(ti, taken, q.limit, func(m *msg) {
-			m.start("tenant ", t.t.Name, " holds ").n(holds).s(" GPUs in pool ", pool)
+		st.emitGiveBack(ti, taken, q.limit/gpuUnit, func(m *msg) {
+			m.start("tenant ", t.t.Name, " holds ").u(holds).s(" GPUs in pool ", pool)
 		}, st.emit)
 	}
 }
@@ -233,8 +235,8 @@ func (st *state) quotaLimitReason(b *bene, qi int) Reason {
 	t := &st.tenants[b.tenant]
 	for _, q := range t.quotas {
 		if q.pool == qi {
-			return st.text.start("tenant ", t.t.Name, " holds ").n(q.use).s(" GPUs in pool ", st.e.quotaPools[qi].name,
-				", limit ").n(q.limit).s(" there: ").n(b.g).s(" more would exceed it").reason(RuleLimit)
+			return st.text.start("tenant ", t.t.Name, " holds ").u(q.use).s(" GPUs in pool ", st.e.quotaPools[qi].name,
+				", limit ").u(q.limit).s(" there: ").u(b.g*b.unitsPer).s(" more would exceed it").reason(RuleLimit)
 		}
 	}
 	return Reason{RuleLimit, "pool " + st.e.quotaPools[qi].name + " limit"}

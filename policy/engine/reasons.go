@@ -68,12 +68,12 @@ func (st *state) victimReason(m *msg, b *bene, v victim, gpus int) Reason {
 		if v.pool > 0 {
 			return st.poolReclaimReason(m, b, v, gpus)
 		}
-		m.start("tenant ", vt.Name, " holds ").gpus(v.holdsPrev).s(", reserve ").n(vt.Reserve).s(": reclaiming ")
+		m.start("tenant ", vt.Name, " holds ").gpusU(v.holdsPrev).s(", reserve ").n(vt.Reserve).s(": reclaiming ")
 		if !st.where(m, u, gpus) {
 			m.n(gpus)
 		}
 		m.s(" for ").demand(b.d).
-			s(" (tenant ", bt.Name, " holds ").n(b.holds).s(", reserve ").n(bt.Reserve).s(")")
+			s(" (tenant ", bt.Name, " holds ").u(b.holds).s(", reserve ").n(bt.Reserve).s(")")
 		st.exposedNote(m, u)
 		return m.reason(RuleReclaim)
 	case RulePriority:
@@ -86,14 +86,14 @@ func (st *state) victimReason(m *msg, b *bene, v victim, gpus int) Reason {
 			s(", tier ", btier.name, " (priority ").n(b.prio).s(")")
 		switch {
 		case u.tenant == b.tenant:
-		case v.holdsPrev > vt.Reserve:
-			m.s("; tenant ", vt.Name, " holds ").gpus(v.holdsPrev).s(", above its reserve of ").n(vt.Reserve)
+		case v.holdsPrev > st.tenants[u.tenant].reserve:
+			m.s("; tenant ", vt.Name, " holds ").gpusU(v.holdsPrev).s(", above its reserve of ").n(vt.Reserve)
 		default:
-			m.s("; tenant ", vt.Name, " holds ").gpus(v.holdsPrev).s(", within its reserve of ").n(vt.Reserve).
+			m.s("; tenant ", vt.Name, " holds ").gpusU(v.holdsPrev).s(", within its reserve of ").n(vt.Reserve).
 				s(", but tier ", btier.name, " may preempt ", vtier.name, " within reserves (preempts_reserved)")
 		}
 		if v.room {
-			m.s("; tenant ", vt.Name, " holds ").gpus(v.holdsPrev).s(", limit ").n(vt.Limit).
+			m.s("; tenant ", vt.Name, " holds ").gpusU(v.holdsPrev).s(", limit ").n(vt.Limit).
 				s(": they make room under it for ").demand(b.d).s(", which goes on free GPUs")
 		}
 		st.exposedNote(m, u)
@@ -117,13 +117,13 @@ func (st *state) poolReclaimReason(m *msg, b *bene, v victim, gpus int) Reason {
 	qi := int(v.pool - 1)
 	pool := st.e.quotaPools[qi].name
 	reserve, bReserve := st.e.poolReserve(u.tenant, qi), st.e.poolReserve(b.tenant, qi)
-	m.start("tenant ", st.tenants[u.tenant].t.Name, " holds ").gpus(v.holdsPrev).s(" in pool ", pool, ", reserve ").n(reserve).
+	m.start("tenant ", st.tenants[u.tenant].t.Name, " holds ").gpusU(v.holdsPrev).s(" in pool ", pool, ", reserve ").u(reserve).
 		s(" there: reclaiming ")
 	if !st.where(m, u, gpus) {
 		m.n(gpus)
 	}
-	m.s(" for ").demand(b.d).s(" (tenant ", st.tenants[b.tenant].t.Name, " holds ").n(int(v.beneHolds)).
-		s(" in pool ", pool, ", reserve ").n(bReserve).s(" there)")
+	m.s(" for ").demand(b.d).s(" (tenant ", st.tenants[b.tenant].t.Name, " holds ").u(int(v.beneHolds)).
+		s(" in pool ", pool, ", reserve ").u(bReserve).s(" there)")
 	st.exposedNote(m, u)
 	return m.reason(RuleReclaim)
 }
@@ -145,9 +145,18 @@ func (st *state) where(m *msg, u *unit, gpus int) bool {
 	if model == "" {
 		return false
 	}
-	m.n(gpus).s(" ", model, " GPU")
-	if gpus != 1 {
-		m.s("s")
+	if per := st.unitsOn(n); per != gpuUnit {
+		// MIG instances: how many, and the GPUs they make.
+		m.n(gpus).s(" ", model, " instance")
+		if gpus != 1 {
+			m.s("s")
+		}
+		m.s(" (").gpusU(gpus * per).s(")")
+	} else {
+		m.n(gpus).s(" ", model, " GPU")
+		if gpus != 1 {
+			m.s("s")
+		}
 	}
 	if u.gang >= 0 && len(st.gangs[u.gang].spread) > 1 {
 		return m.s(" on ").n(len(st.gangs[u.gang].spread)).s(" nodes") != nil
@@ -193,11 +202,11 @@ func (st *state) limitReason(b *bene, need int) Reason {
 	key := limitKey{tenant: b.tenant, use: t.use, marked: t.marked, need: need}
 	if st.lastLimit.key != key || st.lastLimit.why.Rule == "" {
 		st.lastLimit.key = key
-		m := st.text.start("tenant ", t.t.Name, " holds ").n(t.use).s(" GPUs")
+		m := st.text.start("tenant ", t.t.Name, " holds ").u(t.use).s(" GPUs")
 		if t.marked > 0 {
-			m.s(" and ").n(t.marked).s(" being freed for its waiting work")
+			m.s(" and ").u(t.marked).s(" being freed for its waiting work")
 		}
-		st.lastLimit.why = m.s(", limit ").n(t.t.Limit).s(": ").n(need).s(" more would exceed it").reason(RuleLimit)
+		st.lastLimit.why = m.s(", limit ").n(t.t.Limit).s(": ").u(need).s(" more would exceed it").reason(RuleLimit)
 	}
 	return st.lastLimit.why
 }
@@ -217,8 +226,8 @@ func (st *state) capacityReason(b *bene) Reason {
 	if b.g > st.maxGPUs {
 		return Reason{RuleCapacity, fmt.Sprintf("needs %s on one node; the largest node has %d", gpuCount(b.g), st.maxGPUs)}
 	}
-	return Reason{RuleCapacity, fmt.Sprintf("needs %s on one node%s; none free, and nothing may be preempted for tier %s (priority %d) of tenant %s (holds %d, reserve %d)",
-		gpuCount(b.g), where, st.e.tiers[b.tier].name, b.prio, t.t.Name, t.use, t.t.Reserve)}
+	return Reason{RuleCapacity, fmt.Sprintf("needs %s on one node%s; none free, and nothing may be preempted for tier %s (priority %d) of tenant %s (holds %s, reserve %d)",
+		gpuCount(b.g), where, st.e.tiers[b.tier].name, b.prio, t.t.Name, unitsString(t.use), t.t.Reserve)}
 }
 
 // noNodeReason explains why a demand waits that no node may run: none is
@@ -298,7 +307,11 @@ func (st *state) admitReason(m *msg, b *bene, placed, use int, preempted bool) R
 	} else {
 		m.s(" has no limit")
 	}
-	m.s(" (").gpus(use).s(" with these ").n(placed * b.g).s("): resuming ").n(placed).s(" allocation")
+	per := b.unitsPer
+	if per == 0 {
+		per = gpuUnit
+	}
+	m.s(" (").gpusU(use).s(" with these ").u(placed * b.g * per).s("): resuming ").n(placed).s(" allocation")
 	if placed != 1 {
 		m.s("s")
 	}

@@ -33,7 +33,7 @@ func (st *state) exposeBeyondReserve() {
 	for ti := range st.tenants {
 		t := &st.tenants[ti]
 		t.fixed0 = t.fixed
-		over = over || t.fixed > t.t.Reserve
+		over = over || t.fixed > t.reserve
 	}
 	if !over {
 		return // the usual case: one pass over the tenants
@@ -41,7 +41,7 @@ func (st *state) exposeBeyondReserve() {
 	var fixed []int32
 	for ui := range st.units {
 		u := &st.units[ui]
-		if t := &st.tenants[u.tenant]; !st.e.tiers[u.tier].preemptible && t.fixed > t.t.Reserve {
+		if t := &st.tenants[u.tenant]; !st.e.tiers[u.tier].preemptible && t.fixed > t.reserve {
 			fixed = append(fixed, int32(ui))
 		}
 	}
@@ -55,8 +55,8 @@ func (st *state) exposeBeyondReserve() {
 	kept := make([]int, len(st.tenants))
 	for _, ui := range fixed {
 		u := &st.units[ui]
-		if kept[u.tenant]+u.gpus <= st.tenants[u.tenant].t.Reserve {
-			kept[u.tenant] += u.gpus
+		if kept[u.tenant]+int(u.units) <= st.tenants[u.tenant].reserve {
+			kept[u.tenant] += int(u.units)
 			continue
 		}
 		u.exposed = true
@@ -68,7 +68,7 @@ func (st *state) exposeBeyondReserve() {
 func (st *state) reserveReason(b *bene, need int) Reason {
 	t := &st.tenants[b.tenant]
 	return st.text.start("tier ", st.e.tiers[b.tier].name, " is not preemptible: it runs only within tenant ", t.t.Name,
-		"'s reserve of ").n(t.t.Reserve).s(" (its non-preemptible work holds ").gpus(t.fixed).s(", ").n(need).
+		"'s reserve of ").n(t.t.Reserve).s(" (its non-preemptible work holds ").gpusU(t.fixed).s(", ").u(need).
 		s(" more would exceed it)").reason(RuleReserve)
 }
 
@@ -81,5 +81,5 @@ func (st *state) exposedNote(m *msg, u *unit) {
 	}
 	t := &st.tenants[u.tenant]
 	m.s("; tier ", st.e.tiers[u.tier].name, " is safe from preemption only within tenant ", t.t.Name, "'s reserve of ").
-		n(t.t.Reserve).s(", and its non-preemptible work holds ").gpus(t.fixed0)
+		n(t.t.Reserve).s(", and its non-preemptible work holds ").gpusU(t.fixed0)
 }

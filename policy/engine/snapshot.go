@@ -58,6 +58,11 @@ type Node struct {
 	// Model is the GPUs' model as users know it ("H100 80GB HBM3"), for
 	// reasons; "" when unknown.
 	Model string
+	// Share is the part of a whole GPU each of its devices is: 1/7 for a
+	// 1g MIG instance of an A100 or H100 (1 of its 7 compute slices). 0
+	// means 1, a whole GPU. Reserves and limits count devices by it
+	// (units.go). Nodes of one device class must have the same.
+	Share float64
 }
 
 // Job holds what the engine needs to know about a job, repeated on each of

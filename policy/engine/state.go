@@ -109,6 +109,7 @@ type unit struct {
 	gang   int32 // index into state.gangs; -1 for a single allocation
 	node   int32 // the node of a single allocation
 	recent int32 // preemptions of its job in the last hour
+	units  int32 // what its GPUs count for in its tenant's figures (units.go)
 	tier   int
 	tenant int
 	prio   int // effective priority
@@ -153,9 +154,14 @@ type idleState struct {
 	mean  float64
 }
 
+// tenantState is a tenant's standing as the plan goes. Its GPU figures
+// (use, marked, waiting, fixed, reserve, lim) are in units of 1/gpuUnit
+// GPU (units.go): MIG instances count as the fraction of a GPU they are.
 type tenantState struct {
 	t   *policy.Tenant
 	use int // GPUs held, draining excluded
+	// reserve and lim are the policy's reserve and limit, in units.
+	reserve, lim int
 	// marked is the GPUs set aside for its waiting work and not yet
 	// taken (earmarks.go): promised to the tenant, so within its limit
 	// as much as what it holds; else another of its jobs would take the
@@ -171,11 +177,15 @@ type tenantState struct {
 	quotas []tenantQuota
 }
 
-func (t *tenantState) limit() int {
-	if t.t.Limit == policy.Unlimited {
-		return int(^uint(0) >> 1)
+func (t *tenantState) limit() int { return t.lim }
+
+// newTenantState is a tenant's standing before the plan acts.
+func newTenantState(t *policy.Tenant) tenantState {
+	ts := tenantState{t: t, reserve: t.Reserve * gpuUnit, lim: int(^uint(0) >> 1)}
+	if t.Limit != policy.Unlimited {
+		ts.lim = t.Limit * gpuUnit
 	}
-	return t.t.Limit
+	return ts
 }
 
 // nodesOf calls fn for each node a unit holds GPUs on.
@@ -238,7 +248,7 @@ func newState(e *Engine, s *Snapshot, now time.Time) *state {
 		}
 	}
 	for _, t := range e.tenants {
-		st.tenants = append(st.tenants, tenantState{t: t})
+		st.tenants = append(st.tenants, newTenantState(t))
 	}
 	for ns, i := range e.tenantByNS {
 		st.tenantNS[ns] = i
@@ -259,9 +269,9 @@ func (st *state) tenantOf(namespace string) int {
 		return i
 	}
 	i := len(st.tenants)
-	st.tenants = append(st.tenants, tenantState{t: &policy.Tenant{
+	st.tenants = append(st.tenants, newTenantState(&policy.Tenant{
 		Name: namespace, Namespace: namespace, Limit: policy.Unlimited, Weight: policy.DefaultTenantWeight,
-	}})
+	}))
 	st.tenantNS[namespace] = i
 	return i
 }
@@ -370,12 +380,13 @@ func (st *state) buildUnits() {
 			}
 			continue
 		}
-		st.tenants[tenant].use += g
+		gu := g * st.unitsOn(n)
+		st.tenants[tenant].use += gu
 		if st.tenants[tenant].quotas != nil {
 			st.addUse(tenant, n, g)
 		}
 		if !st.e.tiers[tier].preemptible {
-			st.tenants[tenant].fixed += g
+			st.tenants[tenant].fixed += gu
 		}
 		age := st.now.Sub(a.StartedAt)
 		if a.Job.Gang {
@@ -385,6 +396,7 @@ func (st *state) buildUnits() {
 				gg.allocs = append(gg.allocs, int32(i))
 				gg.spread = addNode(gg.spread, n, g)
 				u.gpus += g
+				u.units += int32(gu)
 				u.age = min(u.age, age) // the newest member's
 				continue
 			}
@@ -399,6 +411,7 @@ func (st *state) buildUnits() {
 			tenant: tenant,
 			prio:   st.e.effectivePriority(tier, &a.Job),
 			gpus:   g,
+			units:  int32(gu),
 			age:    age,
 		}
 		u.misranked = a.Job.Priority != u.prio

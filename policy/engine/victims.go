@@ -68,7 +68,7 @@ func (st *state) sortCandidates() {
 			class = classYoung
 		}
 		var notOver uint64
-		if t := &st.tenants[u.tenant]; class >= classOther && t.use <= t.t.Reserve {
+		if t := &st.tenants[u.tenant]; class >= classOther && t.use <= t.reserve {
 			notOver = 1
 		}
 		var gang uint64
@@ -273,6 +273,7 @@ type bene struct {
 	prio     int
 	pool     int32 // the set of nodes it may use (placement.go)
 	g        int   // GPUs of the allocation being placed
+	unitsPer int   // what one of its GPUs counts for before a node is chosen (units.go)
 	holds    int   // GPUs its tenant held before this demand was served
 	entitled bool  // its tenant stays within its reservation
 	jobTag   uint64
@@ -512,7 +513,7 @@ func (st *state) addVictim(ui int32, b *bene, n int32, allowYoung bool) bool {
 	w := &st.walk
 	w.touch(n)
 	t := &st.tenants[u.tenant]
-	holds, reserve := t.use, t.t.Reserve
+	holds, reserve := t.use, t.reserve
 	if b.inPool > 0 {
 		holds, reserve, _ = st.poolUse(u.tenant, b.inPool-1)
 	}
@@ -527,7 +528,7 @@ func (st *state) addVictim(ui int32, b *bene, n int32, allowYoung bool) bool {
 		return false // within its reserve in the node's pool
 	}
 	w.list[n] = append(w.list[n], victim{ui: ui, rule: rule, holdsPrev: holds})
-	w.pick(n, u.tenant, u.gpus)
+	w.pick(n, u.tenant, int(u.units))
 	w.freed[n] += st.gpusOn(u, n)
 	return st.usableFree(b, n)+w.freed[n] >= b.g
 }
@@ -587,9 +588,9 @@ func (st *state) take(ui int32) {
 		}
 	})
 	st.heldChange(u, -1)
-	st.tenants[u.tenant].use -= u.gpus
+	st.tenants[u.tenant].use -= int(u.units)
 	if !st.e.tiers[u.tier].preemptible {
-		st.tenants[u.tenant].fixed -= u.gpus
+		st.tenants[u.tenant].fixed -= int(u.units)
 	}
 }
 
@@ -606,8 +607,8 @@ func (st *state) untake(ui int32) {
 		}
 	})
 	st.heldChange(u, 1)
-	st.tenants[u.tenant].use += u.gpus
+	st.tenants[u.tenant].use += int(u.units)
 	if !st.e.tiers[u.tier].preemptible {
-		st.tenants[u.tenant].fixed += u.gpus
+		st.tenants[u.tenant].fixed += int(u.units)
 	}
 }

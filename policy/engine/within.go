@@ -30,7 +30,7 @@ func (st *state) swapWithin(b *bene, need int, failed *failures) (int32, []victi
 		}
 	}
 	t := &st.tenants[b.tenant]
-	room := t.use + t.marked + b.g - t.limit()
+	room := t.use + t.marked + b.g*b.unitsPer - t.limit()
 	for _, young := range []bool{false, true} {
 		if n, vs, ok := st.swapElsewhere(b, room, young); ok {
 			return st.placeWith(b, n, vs)
@@ -67,7 +67,7 @@ func (st *state) swapElsewhere(b *bene, room int, allowYoung bool) (int32, []vic
 				continue
 			}
 			vs = append(vs, victim{ui: ui, rule: rule, holdsPrev: t.use, room: true})
-			if freed += u.gpus; freed >= room {
+			if freed += int(u.units); freed >= room {
 				break
 			}
 		}
@@ -78,7 +78,7 @@ func (st *state) swapElsewhere(b *bene, room int, allowYoung bool) (int32, []vic
 	// Drop, worst first, victims the room does not need.
 	out := vs[:0:0]
 	for i := len(vs) - 1; i >= 0; i-- {
-		if g := st.units[vs[i].ui].gpus; freed-g >= room {
+		if g := int(st.units[vs[i].ui].units); freed-g >= room {
 			freed -= g
 			continue
 		}
