@@ -183,6 +183,19 @@ func poolReserveReclaim(t *testing.T) {
 		"reclaiming 1 H100 GPU on node h100-1 for research/h-nb/main (tenant research holds 0 in pool h100, reserve 2 there)")
 	h.expect("running", h.running(), []string{"product/h-train×1", "research/a-train×1", "research/h-nb×1"})
 
+	// Under its tenant-wide reserve too (reserve 6, holding 5), research
+	// still reclaims within the pool first: the reason names the pool.
+	h2 := newHarness(t, quotaPolicy(func(p *policy.Policy) { p.Tenants["research"].Reserve = 6 }))
+	h2.modelNode("h100-1", "default", "H100", 2)
+	h2.modelNode("a100-1", "default", "A100", 4)
+	h2.submit("research", "a-train", "training", 4, 1, asks("A100"))
+	h2.submit("product", "h-train", "training", 1, 2, asks("H100"))
+	h2.advance(time.Hour)
+	h2.submit("research", "h-nb", "training", 1, 1, asks("H100"))
+	plan2 := h2.step()
+	h2.expect("actions", kinds(plan2), []string{"preempt product/h-train", "hold research/h-nb"})
+	mustContain(t, plan2.Actions[0].Reason.Message, "in pool h100, reserve 0 there: reclaiming 1 H100 GPU on node h100-1")
+
 	// Its second H100 job reclaims the second H100; product's held
 	// job, though product is under its own reserve of 4, takes nothing
 	// back: research holds the H100s within its pool reserve.
