@@ -28,9 +28,6 @@ type placement struct {
 	cellOf   []int32   // [node] its cell
 	cellSets [][]int32 // [cell] the sets that hold it, 0 first
 	in       [][]bool  // [set][cell]
-	// setAll[set]: the set accepts every device class, so reasons need
-	// not name one.
-	setAll []bool
 
 	cellPool  []int32 // [cell] its node pool
 	cellClass []int32 // [cell] its device class
@@ -227,34 +224,16 @@ func (pl *placement) set(mask string) int32 {
 // node pool's set keeps its index even when another set holds the same
 // cells).
 func (pl *placement) add(mask string) int32 {
-	if _, ok := pl.setIdx[mask]; !ok {
-		defer func() { pl.setIdx[mask] = int32(len(pl.in) - 1) }()
-	}
 	in := make([]bool, len(mask))
-	all, classes := true, make([]bool, len(pl.classes))
 	for cell := range in {
 		in[cell] = mask[cell] == 1
-		if in[cell] {
-			classes[pl.cellClass[cell]] = true
-		}
-	}
-	for _, c := range classes {
-		all = all && c
 	}
 	pl.in = append(pl.in, in)
-	pl.setAll = append(pl.setAll, all)
-	return int32(len(pl.in) - 1)
-}
-
-// maskOf is set s's mask.
-func (pl *placement) maskOf(s int32) []byte {
-	m := make([]byte, len(pl.in[s]))
-	for cell, in := range pl.in[s] {
-		if in {
-			m[cell] = 1
-		}
+	s := int32(len(pl.in) - 1)
+	if _, ok := pl.setIdx[mask]; !ok {
+		pl.setIdx[mask] = s
 	}
-	return m
+	return s
 }
 
 // any reports whether set s holds some cell.

@@ -220,7 +220,7 @@ func (st *state) capacityReason(b *bene) Reason {
 	if p := b.d.NodePool; p != "" && p != "all" {
 		where = " in node pool " + p
 	}
-	if !st.pl.setAll[b.pool] && b.d.Asks != "" {
+	if b.d.Asks != "" && !st.pl.acceptsAll(b.d) {
 		where = strings.TrimPrefix(where, " in any node") + " with " + b.d.Asks
 	}
 	if b.g > st.maxGPUs {
