@@ -34,14 +34,14 @@ type placement struct {
 	cellHome  []int32 // [cell] the set of its pool's nodes of its class
 	cellIdx   map[[2]int32]int32
 
-	classes  []string // device classes, in order of first node
-	models   []string // [class] the model of its first node, for reasons
+	classes []string // device classes, in order of first node
+	models  []string // [class] the model of its first node, for reasons
 	// classUnits is the units of one device of each class (units.go);
 	// whole: every class's devices are whole GPUs.
 	classUnits []int
 	whole      bool
-	classIdx map[string]int32
-	setIdx   map[string]int32 // mask → set
+	classIdx   map[string]int32
+	setIdx     map[string]int32 // mask → set
 
 	// demandSet[w] is the set of Snapshot.Waiting[w]: the empty set when
 	// no node may run it (none in its node pool, or none there with a

@@ -236,7 +236,7 @@ func (st *state) quotaLimitReason(b *bene, qi int) Reason {
 	for _, q := range t.quotas {
 		if q.pool == qi {
 			return st.text.start("tenant ", t.t.Name, " holds ").u(q.use).s(" GPUs in pool ", st.e.quotaPools[qi].name,
-				", limit ").u(q.limit).s(" there: ").u(b.g*b.unitsPer).s(" more would exceed it").reason(RuleLimit)
+				", limit ").u(q.limit).s(" there: ").u(b.g * b.unitsPer).s(" more would exceed it").reason(RuleLimit)
 		}
 	}
 	return Reason{RuleLimit, "pool " + st.e.quotaPools[qi].name + " limit"}
