@@ -184,17 +184,7 @@ func (c *checker) tenants() {
 		default:
 			claimed[t.Namespace] = name
 		}
-		if t.Reserve < 0 {
-			c.out = append(c.out, negativeProblem(at("reserve"), t.Reserve, ""))
-		}
-		switch {
-		case t.Limit < 0 && t.Limit != Unlimited:
-			c.out = append(c.out, negativeProblem(at("limit"), t.Limit, " Leave limit out for no limit."))
-		case t.Limit != Unlimited && t.Reserve >= 0 && t.Limit < t.Reserve:
-			c.errorf(at("limit"), "Limit below reserve",
-				"Tenant %q has limit %d but reserve %d; the limit counts reserved GPUs too, so it must be at least the reserve.",
-				name, t.Limit, t.Reserve)
-		}
+		c.reserveAndLimit(at, t.Reserve, t.Limit, fmt.Sprintf("Tenant %q has limit %d but reserve %d", name, t.Limit, t.Reserve))
 		if !(t.Weight > 0) || math.IsInf(t.Weight, 0) {
 			c.errorf(at("weight"), "Invalid weight",
 				"The weight of tenant %q must be a number greater than 0; got %g.", name, t.Weight)
@@ -357,17 +347,23 @@ func (c *checker) quotas(name string, t *Tenant) {
 			c.errorf(at(""), "Unknown pool",
 				"Tenant %q has a pool %q block, but no pool %q is defined.%s", name, pool, pool, didYouMean(pool, c.p.PoolNames()))
 		}
-		if q.Reserve < 0 {
-			c.out = append(c.out, negativeProblem(at("reserve"), q.Reserve, ""))
-		}
-		switch {
-		case q.Limit < 0 && q.Limit != Unlimited:
-			c.out = append(c.out, negativeProblem(at("limit"), q.Limit, " Leave limit out for no limit."))
-		case q.Limit != Unlimited && q.Reserve >= 0 && q.Limit < q.Reserve:
-			c.errorf(at("limit"), "Limit below reserve",
-				"Tenant %q has limit %d but reserve %d in pool %q; the limit counts reserved GPUs too, so it must be at least the reserve.",
-				name, q.Limit, q.Reserve, pool)
-		}
+		c.reserveAndLimit(at, q.Reserve, q.Limit,
+			fmt.Sprintf("Tenant %q has limit %d but reserve %d in pool %q", name, q.Limit, q.Reserve, pool))
+	}
+}
+
+// reserveAndLimit checks a reserve (0 or more) and a limit (none, or at
+// least the reserve); below says who has which when the limit is lower.
+func (c *checker) reserveAndLimit(at func(string) where, reserve, limit int, below string) {
+	if reserve < 0 {
+		c.out = append(c.out, negativeProblem(at("reserve"), reserve, ""))
+	}
+	switch {
+	case limit < 0 && limit != Unlimited:
+		c.out = append(c.out, negativeProblem(at("limit"), limit, " Leave limit out for no limit."))
+	case limit != Unlimited && reserve >= 0 && limit < reserve:
+		c.errorf(at("limit"), "Limit below reserve",
+			"%s; the limit counts reserved GPUs too, so it must be at least the reserve.", below)
 	}
 }
 
