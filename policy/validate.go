@@ -264,6 +264,11 @@ func (c *checker) pools() {
 		}
 		c.tierRefs(at("owners"), p.Owners)
 		c.duration(at("grace"), p.Grace)
+		if len(p.Owners) > 0 && len(p.Models) > 0 {
+			c.errorf(at("owners"), "Owners of GPU models",
+				"Pool %q has owners and models: capacity is kept for owners by node pool, so a pool with owners names a node_pool "+
+					"and no models. Put the models' nodes in a node pool of their own, or leave owners out.", name)
+		}
 		switch p.Order {
 		case PoolOrderDefault, PoolOrderLargestFirst, PoolOrderSmallestFirst, PoolOrderFIFO:
 		default:

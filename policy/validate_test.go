@@ -150,10 +150,9 @@ func TestValidationErrors(t *testing.T) {
 			want: []wantDiag{{"a.hcl:5,15", "Overlapping pools", `Pools "a" and "b" both keep node pool "a" for their owners`}},
 		},
 		{
-			name: "owned pools of shared models",
-			src: "tier \"t\" { priority = 5 }\npool \"a\" {\n  owners = [\"t\"]\n  models = [\"H100\"]\n}\n" +
-				"pool \"b\" {\n  owners = [\"t\"]\n  models = [\"A100\", \"H100\"]\n}\n",
-			want: []wantDiag{{"a.hcl:7,12", "Overlapping pools", `Pools "a" and "b" both keep nodes for their owners`}},
+			name: "owners of models",
+			src:  "tier \"t\" { priority = 5 }\npool \"a\" {\n  owners = [\"t\"]\n  models = [\"H100\"]\n}\n",
+			want: []wantDiag{{"a.hcl:3,12", "Owners of GPU models", `Pool "a" has owners and models`}},
 		},
 		{
 			name: "invalid pool order",

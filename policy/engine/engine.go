@@ -122,6 +122,12 @@ func New(p *policy.Policy) *Engine {
 	e.ownsPool = make([]bool, len(e.tiers))
 	for _, name := range p.PoolNames() {
 		pl := p.Pools[name]
+		if len(pl.Owners) == 0 || pl.NodePool == "" {
+			// Ownership (backfill) is by node pool: pools without owners
+			// are for quotas, precedence and order, which read the
+			// policy's pools themselves (and may share a node pool).
+			continue
+		}
 		owners := make([]bool, len(e.tiers))
 		for _, o := range pl.Owners {
 			if i, ok := e.tierIdx[o]; ok {
