@@ -24,6 +24,7 @@ func TestFleetStories(t *testing.T) {
 		{"ClearML: a pool takes its larger pending job first (order largest-first), or the smaller, or the oldest", poolOrder},
 		{"ClearML: only run in the cloud pool if the local H100 pool cannot take it; back when room frees (pool precedence)", poolPrecedence},
 		{"MIG: instances count toward limits and reserves as the fraction of a GPU they are", migFractions},
+		{"Pools: a pool without owners sharing a node pool leaves its owners' backfill rule alone", sharedNodePool},
 	}
 	for _, s := range stories {
 		t.Run(s.name, s.play)
@@ -391,4 +392,25 @@ func migFractions(t *testing.T) {
 	mustContain(t, plan.Actions[0].Reason.Message,
 		"tenant research holds 2 GPUs, reserve 1: reclaiming 7 A100 MIG 1g.10gb instances (1 GPU) on node mig-1 for product/nb/main (tenant product holds 0, reserve 1)")
 	mustContain(t, plan.Actions[2].Reason.Message, "tenant research stays within its limit of 2 (1 1/7 GPUs with these 1/7)")
+}
+
+// A pool with owners (serving, for inference) and one without (zz-serving,
+// for a pool precedence) name the same node pool: the second does not hide
+// the first's owners, and backfill is still taken back at once.
+func sharedNodePool(t *testing.T) {
+	h := newHarness(t, qosPolicy())
+	h.e = New(func() *policy.Policy {
+		p := qosPolicy()
+		p.Pools["zz-serving"] = &policy.Pool{Name: "zz-serving", NodePool: "serving"}
+		return p
+	}())
+	h.node("s1", "serving", 8)
+	h.submit("ml", "best-effort", "training", 2, 4)
+	h.advance(time.Minute)
+	h.submit("prod", "serve", "inference", 4, 1, inPool("serving"))
+	plan := h.step()
+	h.expect("actions", kinds(plan), []string{"preempt ml/best-effort"})
+	if plan.Actions[0].Reason.Rule != RuleBackfill {
+		t.Fatalf("%s: want backfill taken back", plan.Actions[0].Reason)
+	}
 }
