@@ -34,14 +34,9 @@ func TestFleetOverTime(t *testing.T) {
 		at := time.Duration(0)
 		for i := range 300 {
 			at += time.Duration(rng.IntN(600)) * time.Second
-			tenant := tenants[rng.IntN(len(tenants))]
-			tier := tiers[rng.IntN(len(tiers))]
-			if tenant != "product" && (tier == "inference" || tier == "build") {
-				tier = "interactive"
-			}
-			jobs = append(jobs, Job{ID: "j" + itoa(i), Line: i + 2, User: tenant, Submit: at, GPUs: 1 << rng.IntN(4),
-				Allocs: 1 + rng.IntN(3)/2, RunTime: time.Duration(300+rng.IntN(4*3600)) * time.Second,
-				Tenant: tenant, Tier: tier, IdleAfter: NeverIdle, Model: models[rng.IntN(len(models))]})
+			j := randomJob(rng, i, at, tenants, tiers)
+			j.Model = models[rng.IntN(len(models))]
+			jobs = append(jobs, j)
 		}
 		s, err := newSimulator(jobs, Config{Policy: pol, NodeGPUs: []int{8, 8, 8, 8},
 			NodeModels: []string{"H100", "H100", "A100", "A100"}, CheckpointEvery: DefaultCheckpointEvery,

@@ -42,15 +42,8 @@ func TestInvariantsOverTime(t *testing.T) {
 		at := time.Duration(0)
 		for i := range 400 {
 			at += time.Duration(rng.IntN(600)) * time.Second
-			tenant := tenants[rng.IntN(len(tenants))]
-			tier := tiers[rng.IntN(len(tiers))]
-			if tenant != "product" && (tier == "inference" || tier == "build") {
-				tier = "interactive" // their only tiers: interactive and training
-			}
-			j := Job{ID: "j" + itoa(i), Line: i + 2, User: tenant, Submit: at, GPUs: 1 << rng.IntN(4),
-				Allocs: 1 + rng.IntN(3)/2, RunTime: time.Duration(300+rng.IntN(4*3600)) * time.Second,
-				Tenant: tenant, Tier: tier, IdleAfter: NeverIdle}
-			if tier == "interactive" && rng.IntN(2) == 0 {
+			j := randomJob(rng, i, at, tenants, tiers)
+			if j.Tier == "interactive" && rng.IntN(2) == 0 {
 				j.IdleAfter = j.RunTime / 3
 			}
 			jobs = append(jobs, j)
@@ -110,6 +103,21 @@ func TestInvariantsOverTime(t *testing.T) {
 	if share := float64(wasted) / float64(max(1, preemptions)); share > maxWastedShare {
 		t.Errorf("%d of %d preemptions wasted (%.1f %%), want at most %.0f %%", wasted, preemptions, 100*share, 100*maxWastedShare)
 	}
+}
+
+// randomJob is job i of a random workload for example.hcl's tenants and
+// tiers, submitted at at: 1 to 8 GPUs, a gang of two one time in three, 5
+// minutes to 4 hours of work, never idle. Only product runs inference and
+// build; the other tenants' such jobs run as interactive.
+func randomJob(rng *rand.Rand, i int, at time.Duration, tenants, tiers []string) Job {
+	tenant := tenants[rng.IntN(len(tenants))]
+	tier := tiers[rng.IntN(len(tiers))]
+	if tenant != "product" && (tier == "inference" || tier == "build") {
+		tier = "interactive" // their only tiers: interactive and training
+	}
+	return Job{ID: "j" + itoa(i), Line: i + 2, User: tenant, Submit: at, GPUs: 1 << rng.IntN(4),
+		Allocs: 1 + rng.IntN(3)/2, RunTime: time.Duration(300+rng.IntN(4*3600)) * time.Second,
+		Tenant: tenant, Tier: tier, IdleAfter: NeverIdle}
 }
 
 // nonPreemptibleGPUs is what a tenant's running non-preemptible work holds.
