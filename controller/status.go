@@ -34,9 +34,47 @@ type Status struct {
 	HeldOmitted int        `json:"held_omitted,omitempty"`
 	IdleOmitted int        `json:"idle_omitted,omitempty"`
 	Decisions   []Decision `json:"decisions"`
+	// Queue is every job waiting for GPUs, in the order the engine
+	// would start them (cluster position 1 first), with its forecast.
+	Queue []QueueEntry `json:"queue,omitempty"`
 	// Warnings are job meta values Steward refused, and what it uses
 	// instead.
 	Warnings []JobWarning `json:"warnings,omitempty"`
+}
+
+// QueueEntry is one waiting job: where it stands, what blocks it, what
+// would unblock it and when it is forecast to start. The controller fills
+// it each round; `steward queue` and `steward status JOB` print it, and the
+// job's record (nomad/jobs/<job>) carries the same figures as steward_*
+// keys (steward_position, steward_forecast_p50, ...).
+type QueueEntry struct {
+	Job       string `json:"job"` // namespace/job
+	Namespace string `json:"namespace"`
+	ID        string `json:"id"`
+	Tenant    string `json:"tenant"`
+	Tier      string `json:"tier"`
+	Priority  int    `json:"priority"`
+	// GPUs the job waits for (all its waiting allocations together).
+	GPUs int `json:"gpus"`
+	// Position counts from 1: the next job the engine would start is 1.
+	// TenantPosition is the same among its tenant's waiting jobs.
+	Position       int       `json:"position"`
+	TenantPosition int       `json:"tenant_position"`
+	WaitingSince   time.Time `json:"waiting_since"`
+	// Rule and Reason: what blocks it, with the numbers.
+	Rule   string `json:"rule,omitempty"`
+	Reason string `json:"reason,omitempty"`
+	// Unblock says what would let it start ("starts now if it asks for 2
+	// GPUs instead of 4", "starts when research/train ends, or at 14:30
+	// when its min_runtime passes"), one line each.
+	Unblock []string `json:"unblock,omitempty"`
+	// ForecastP50 and ForecastP90 are the forecast start times (zero: no
+	// forecast, e.g. a GPU model no node has). ForecastNote says what the
+	// forecast rests on ("run times from steward.expected_runtime of 3 of
+	// 5 running jobs; similar jobs for the rest").
+	ForecastP50  time.Time `json:"forecast_p50,omitempty"`
+	ForecastP90  time.Time `json:"forecast_p90,omitempty"`
+	ForecastNote string    `json:"forecast_note,omitempty"`
 }
 
 // JobWarning is one refused meta value of a job.
