@@ -36,6 +36,9 @@ func run(name string, args []string) int {
 		Version:  version,
 		Args:     args,
 		Commands: command.Commands(ui),
+		// steward -autocomplete-install adds completion to the shell's
+		// rc file (bash, zsh, fish), as nomad -autocomplete-install does.
+		Autocomplete: true,
 	}
 	code, err := c.Run()
 	if err != nil {

@@ -2,9 +2,7 @@ package command
 
 import (
 	"context"
-	"flag"
 	"fmt"
-	"io"
 	"os"
 	"os/signal"
 	"strings"
@@ -13,17 +11,18 @@ import (
 
 	"github.com/hashicorp/cli"
 	"github.com/hashicorp/go-hclog"
+	"github.com/posener/complete"
 
 	"github.com/gpu-steward/steward/controller"
 )
 
 func init() {
-	register("controller", func(ui cli.Ui) cli.Command { return &ControllerCommand{UI: ui} })
+	register("controller", func(ui cli.Ui) cli.Command { return &ControllerCommand{Meta: Meta{UI: ui}} })
 }
 
 // ControllerCommand is "steward controller": the control loop.
 type ControllerCommand struct {
-	UI cli.Ui
+	Meta
 	// Stop, when set, ends the controller (tests); otherwise SIGINT and
 	// SIGTERM do.
 	Stop <-chan struct{}
@@ -40,8 +39,7 @@ Usage: steward controller -policy FILE|DIR [options]
   nomad/jobs/<job> (the job's Variables tab in the Nomad UI) and to the
   scaling events on the job's page.
 
-  Connects like the nomad CLI: NOMAD_ADDR, NOMAD_TOKEN, NOMAD_REGION,
-  NOMAD_CACERT, NOMAD_CLIENT_CERT, NOMAD_CLIENT_KEY. Several copies may run:
+  Connects like the nomad CLI (general options below). Several copies may run:
   one leads (a Nomad variable lock on steward/leader), the others wait.
   SIGHUP reloads the policy; a bad one is logged and the last good one
   kept.
@@ -68,27 +66,41 @@ Options:
   -id NAME             This controller's name (default host:pid).
   -log-level LEVEL     trace, debug, info, warn, error (default info).
   -log-json            Log JSON lines.
-  -address ADDR        Nomad address (default $NOMAD_ADDR).
-  -token-file PATH     Read the Nomad ACL token from this file instead of
-                       NOMAD_TOKEN (as a Nomad job: the workload identity,
-                       ${NOMAD_SECRETS_DIR}/nomad_token); SIGHUP re-reads it.
   -consul-address ADDR Elect the leader with a Consul session lock on this
                        Consul agent instead of a Nomad variable lock
                        (token: CONSUL_HTTP_TOKEN).
   -consul-lock-key KEY Consul KV key of the lock (default steward/leader).
-`)
+
+` + generalOptionsUsage(flagTokenFile))
 }
+
+// controllerFlags are the general options the controller takes: no
+// -namespace (it watches every namespace), and -token-file.
+const controllerFlags = flagTokenFile
+
+func (c *ControllerCommand) AutocompleteFlags() complete.Flags {
+	return c.Meta.AutocompleteFlags(controllerFlags, complete.Flags{
+		"-policy": complete.PredictFiles("*.hcl"), "-dry-run": complete.PredictNothing,
+		"-listen": complete.PredictAnything, "-pprof": complete.PredictNothing, "-advertise": complete.PredictAnything,
+		"-resync": complete.PredictAnything, "-stats-interval": complete.PredictAnything,
+		"-state-namespace": complete.PredictAnything, "-job-records": complete.PredictSet("true", "false"),
+		"-lock-ttl": complete.PredictAnything, "-lock-delay": complete.PredictAnything, "-id": complete.PredictAnything,
+		"-log-level": complete.PredictSet("trace", "debug", "info", "warn", "error"), "-log-json": complete.PredictNothing,
+		"-consul-address": complete.PredictAnything, "-consul-lock-key": complete.PredictAnything,
+	})
+}
+
+func (c *ControllerCommand) AutocompleteArgs() complete.Predictor { return complete.PredictNothing }
 
 func (c *ControllerCommand) Synopsis() string { return "Run the controller that enforces a policy" }
 
 func (c *ControllerCommand) Run(args []string) int {
 	cfg := controller.DefaultConfig()
 	var policies stringList
-	var address, level, consulAddr, consulKey, tokenFile string
+	var level, consulAddr, consulKey string
 	var logJSON bool
 	host, _ := os.Hostname()
-	fs := flag.NewFlagSet("controller", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
+	fs := c.FlagSet("controller", controllerFlags)
 	fs.Var(&policies, "policy", "")
 	fs.BoolVar(&cfg.DryRun, "dry-run", false, "")
 	fs.StringVar(&cfg.Listen, "listen", cfg.Listen, "")
@@ -105,9 +117,7 @@ func (c *ControllerCommand) Run(args []string) int {
 	fs.BoolVar(&logJSON, "log-json", false, "")
 	fs.StringVar(&consulAddr, "consul-address", "", "")
 	fs.StringVar(&consulKey, "consul-lock-key", "steward/leader", "")
-	fs.StringVar(&tokenFile, "token-file", "", "")
-	addressFlag(fs, &address)
-	if err := fs.Parse(args); err != nil {
+	if err := c.Parse(fs, args); err != nil {
 		c.UI.Error(fmt.Sprintf("%v\n\n%s", err, c.Help()))
 		return 1
 	}
@@ -119,27 +129,24 @@ func (c *ControllerCommand) Run(args []string) int {
 		Output: os.Stderr})
 
 	cfg.Traffic = &controller.Traffic{}
-	client, err := nomadClientCounted(address, cfg.Traffic)
+	client, err := c.ClientCounted(cfg.Traffic)
 	if err != nil {
 		c.UI.Error(err.Error())
 		return 1
 	}
-	// loadToken sets the client's token from -token-file; every request
-	// after that carries the new one (api.Client guards it with a lock).
+	// loadToken sets the client's token from -token-file again (the
+	// client starts with it); every request after that carries the new
+	// one (api.Client guards it with a lock).
 	loadToken := func() error {
-		if tokenFile == "" {
+		if c.tokenFile == "" {
 			return nil
 		}
-		tok, err := readTokenFile(tokenFile)
+		tok, err := readTokenFile(c.tokenFile)
 		if err != nil {
 			return err
 		}
 		client.SetSecretID(tok)
 		return nil
-	}
-	if err := loadToken(); err != nil {
-		c.UI.Error(err.Error())
-		return 1
 	}
 	ctl, err := controller.New(cfg, client, log)
 	if err != nil {

@@ -4,9 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"strconv"
@@ -15,6 +13,7 @@ import (
 
 	"github.com/hashicorp/cli"
 	"github.com/hashicorp/nomad/api"
+	"github.com/posener/complete"
 	"github.com/ryanuber/columnize"
 
 	"github.com/gpu-steward/steward/controller"
@@ -25,7 +24,7 @@ func init() {
 		return &groupCommand{synopsis: "Check jobs against the policy before submitting them",
 			help: "Usage: steward job check [options] JOBSPEC\n\n  Subcommands: check"}
 	})
-	register("job check", func(ui cli.Ui) cli.Command { return &JobCheckCommand{UI: ui} })
+	register("job check", func(ui cli.Ui) cli.Command { return &JobCheckCommand{Meta: Meta{UI: ui}} })
 }
 
 // Exit codes of `steward job check`, as documented in its help.
@@ -37,7 +36,7 @@ const (
 
 // JobCheckCommand is "steward job check JOBSPEC".
 type JobCheckCommand struct {
-	UI cli.Ui
+	Meta
 	// HTTP is the client used to reach the controller (tests); nil uses a
 	// client with a 30 s timeout.
 	HTTP *http.Client
@@ -66,21 +65,34 @@ Usage: steward job check [options] JOBSPEC
   some of its meta, or a group can never run as asked; 255 when the check
   could not be made (parse error, permission, no controller).
 
-  Connects like the nomad CLI (NOMAD_ADDR, NOMAD_TOKEN, ...).
+  -namespace is the namespace to parse the jobspec in (as for 'nomad job
+  validate'); the job's own namespace decides where it is checked.
 
-Options:
+Check Options:
 
   -controller URL      The controller to ask (default: $STEWARD_CONTROLLER_ADDR,
-                       else the address the leader publishes in its status).
-  -state-namespace NS  Namespace of the leader's status (default "steward").
-  -namespace NS        Namespace to parse the jobspec in (default $NOMAD_NAMESPACE;
-                       the job's own namespace decides where it is checked).
+                       else the address the leader publishes in
+                       steward/controller of Steward's namespace).
+  -state-namespace NS  Steward's namespace (default "steward").
   -var KEY=VALUE       A value for a variable of the jobspec (repeatable), as
                        for 'nomad job plan'.
   -var-file FILE       A file of variable values (repeatable).
-  -address ADDR        Nomad address (default $NOMAD_ADDR).
   -json                Print the answer as JSON.
-`)
+  -t <template>        Format and print the answer using a Go template.
+
+` + generalOptionsUsage(flagNamespace))
+}
+
+func (c *JobCheckCommand) AutocompleteFlags() complete.Flags {
+	return c.Meta.AutocompleteFlags(flagNamespace, complete.Flags{
+		"-controller": complete.PredictAnything, "-state-namespace": complete.PredictAnything,
+		"-var": complete.PredictAnything, "-var-file": complete.PredictFiles("*"),
+		"-json": complete.PredictNothing, "-t": complete.PredictAnything,
+	})
+}
+
+func (c *JobCheckCommand) AutocompleteArgs() complete.Predictor {
+	return complete.PredictOr(complete.PredictFiles("*.nomad"), complete.PredictFiles("*.hcl"))
 }
 
 func (c *JobCheckCommand) Synopsis() string {
@@ -88,20 +100,18 @@ func (c *JobCheckCommand) Synopsis() string {
 }
 
 func (c *JobCheckCommand) Run(args []string) int {
-	var address, ctlAddr, parseNS string
-	var asJSON bool
+	var ctlAddr string
+	var out outputFlags
 	var vars, varFiles stringList
 	ns := controller.DefaultConfig().StateNamespace
-	fs := flag.NewFlagSet("job check", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
+	fs := c.FlagSet("job check", flagNamespace)
 	fs.StringVar(&ctlAddr, "controller", os.Getenv("STEWARD_CONTROLLER_ADDR"), "")
 	fs.StringVar(&ns, "state-namespace", ns, "")
-	fs.BoolVar(&asJSON, "json", false, "")
-	fs.StringVar(&parseNS, "namespace", "", "")
+	fs.BoolVar(&out.json, "json", false, "")
+	fs.StringVar(&out.template, "t", "", "")
 	fs.Var(&vars, "var", "")
 	fs.Var(&varFiles, "var-file", "")
-	addressFlag(fs, &address)
-	if err := fs.Parse(args); err != nil || fs.NArg() != 1 {
+	if err := c.Parse(fs, args); err != nil || fs.NArg() != 1 {
 		if err == nil {
 			err = fmt.Errorf("want one jobspec file")
 		}
@@ -114,7 +124,13 @@ func (c *JobCheckCommand) Run(args []string) int {
 		c.UI.Error(fmt.Sprintf("read jobspec: %v", err))
 		return checkNotAsked
 	}
-	client, err := nomadClient(address)
+	cfg, err := c.Config()
+	if err != nil {
+		c.UI.Error(err.Error())
+		return checkNotAsked
+	}
+	token := cfg.SecretID
+	client, err := nomadClientCounted(cfg, nil)
 	if err != nil {
 		c.UI.Error(err.Error())
 		return checkNotAsked
@@ -127,38 +143,36 @@ func (c *JobCheckCommand) Run(args []string) int {
 	// Nomad parses in the namespace the client names (-namespace,
 	// NOMAD_NAMESPACE), where the caller's token needs parse-job, as for
 	// `nomad job validate`.
-	if parseNS != "" {
-		client.SetNamespace(parseNS)
-	}
 	job, err := client.Jobs().ParseHCLOpts(&api.JobsParseRequest{JobHCL: string(src), Variables: values, Canonicalize: true})
 	if err != nil {
 		hint := ""
-		if strings.Contains(err.Error(), "403") && parseNS == "" && os.Getenv("NOMAD_NAMESPACE") == "" {
+		if strings.Contains(err.Error(), "403") && c.Namespace() == "" {
 			hint = " (give -namespace or set NOMAD_NAMESPACE to a namespace your token may submit jobs in)"
 		}
 		c.UI.Error(fmt.Sprintf("%s: Nomad cannot parse the jobspec: %v%s", path, err, hint))
 		return checkNotAsked
 	}
 	if ctlAddr == "" {
-		s, err := controller.ReadStatus(context.Background(), controller.NewNomad(client), ns)
+		addr, err := controller.ReadCheckAddress(context.Background(), controller.NewNomad(client), ns)
 		switch {
 		case err != nil:
 			c.UI.Error(fmt.Sprintf("find the controller: %v (or give -controller URL)", err))
 			return checkNotAsked
-		case s.CheckAddress == "":
-			c.UI.Error("find the controller: its status names no address (it runs with -listen \"\"); give -controller URL")
+		case addr == "":
+			c.UI.Error("find the controller: the leader publishes no address (it runs with -listen \"\"); give -controller URL")
 			return checkNotAsked
 		}
-		ctlAddr = s.CheckAddress
+		ctlAddr = addr
 	}
-	res, err := c.ask(ctlAddr, api.DefaultConfig().SecretID, job) // NOMAD_TOKEN, as the client uses
+	res, err := c.ask(ctlAddr, token, job)
 	if err != nil {
 		c.UI.Error(err.Error())
 		return checkNotAsked
 	}
-	if asJSON {
-		b, _ := json.MarshalIndent(res, "", "  ")
-		c.UI.Output(string(b))
+	if out.formatted() {
+		if c.print(out.format(res)) != 0 {
+			return checkNotAsked
+		}
 	} else {
 		c.UI.Output(FormatCheck(res))
 	}

@@ -2,7 +2,6 @@ package command
 
 import (
 	"crypto/tls"
-	"flag"
 	"fmt"
 	"net/http"
 	"strings"
@@ -20,21 +19,10 @@ type stringList []string
 func (s *stringList) String() string     { return strings.Join(*s, ",") }
 func (s *stringList) Set(v string) error { *s = append(*s, v); return nil }
 
-// nomadClient connects the way the nomad CLI does: NOMAD_ADDR,
-// NOMAD_TOKEN, NOMAD_CACERT, NOMAD_CLIENT_CERT, NOMAD_CLIENT_KEY,
-// NOMAD_REGION and friends, with -address overriding NOMAD_ADDR.
-func nomadClient(address string) (*api.Client, error) {
-	return nomadClientCounted(address, nil)
-}
-
-// nomadClientCounted is nomadClient with its traffic counted on t (nil:
-// not counted; nor over a unix socket, whose client the api package
-// builds itself).
-func nomadClientCounted(address string, t *controller.Traffic) (*api.Client, error) {
-	cfg := api.DefaultConfig()
-	if address != "" {
-		cfg.Address = address
-	}
+// nomadClientCounted connects with cfg (Meta.Config), its traffic counted
+// on t (nil: not counted; nor over a unix socket, whose client the api
+// package builds itself).
+func nomadClientCounted(cfg *api.Config, t *controller.Traffic) (*api.Client, error) {
 	if t != nil && !strings.HasPrefix(cfg.Address, "unix:") {
 		// As the api package's own client (defaultHttpClient), with the
 		// transport wrapped.
@@ -52,10 +40,6 @@ func nomadClientCounted(address string, t *controller.Traffic) (*api.Client, err
 		return nil, fmt.Errorf("connect to Nomad at %s: %w", cfg.Address, err)
 	}
 	return c, nil
-}
-
-func addressFlag(fs *flag.FlagSet, p *string) {
-	fs.StringVar(p, "address", "", "Nomad HTTP address (default: $NOMAD_ADDR or http://127.0.0.1:4646)")
 }
 
 type apiQuery struct{ namespace string }

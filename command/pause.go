@@ -3,49 +3,53 @@ package command
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
-	"io"
 	"net/http"
-	"os"
 	"os/user"
 	"strings"
 	"time"
 
 	"github.com/hashicorp/cli"
 	"github.com/hashicorp/nomad/api"
+	"github.com/posener/complete"
 
 	"github.com/gpu-steward/steward/controller"
 )
 
 func init() {
-	register("pause", func(ui cli.Ui) cli.Command { return &PauseCommand{UI: ui, action: "pause"} })
-	register("resume", func(ui cli.Ui) cli.Command { return &PauseCommand{UI: ui, action: "resume"} })
+	register("pause", func(ui cli.Ui) cli.Command { return &PauseCommand{Meta: Meta{UI: ui}, action: "pause"} })
+	register("resume", func(ui cli.Ui) cli.Command { return &PauseCommand{Meta: Meta{UI: ui}, action: "resume"} })
 }
 
 // PauseCommand is "steward pause JOB" and "steward resume JOB".
 type PauseCommand struct {
-	UI     cli.Ui
+	Meta
 	action string
 }
 
 func (c *PauseCommand) Help() string {
 	if c.action == "resume" {
 		return strings.TrimSpace(`
-Usage: steward resume [-namespace NS] JOB
+Usage: steward resume [options] JOB
 
   Lets a paused job run again: the controller resumes it when capacity
-  and its tenant's limit allow, like any held job.
-`)
+  and its tenant's limit allow, like any held job. JOB may be a prefix of
+  the job's ID, as for 'nomad job status'.
+
+` + generalOptionsUsage(flagNamespace))
 	}
 	return strings.TrimSpace(`
-Usage: steward pause [-namespace NS] JOB
+Usage: steward pause [options] JOB
 
   Pauses a job: the controller sends its checkpoint signal, waits the
   grace, and holds the job (scaled to 0) until "steward resume JOB".
   The request is left for the leading controller in the variable
-  steward/requests/JOB of the job's namespace.
-`)
+  steward/requests/JOB of the job's namespace (-namespace, else
+  NOMAD_NAMESPACE, else "default"). JOB may be a prefix of the job's ID,
+  as for 'nomad job status'; a token that may not list jobs must name it
+  in full.
+
+` + generalOptionsUsage(flagNamespace))
 }
 
 func (c *PauseCommand) Synopsis() string {
@@ -55,34 +59,38 @@ func (c *PauseCommand) Synopsis() string {
 	return "Checkpoint and hold a job until it is resumed"
 }
 
+func (c *PauseCommand) AutocompleteFlags() complete.Flags {
+	return c.Meta.AutocompleteFlags(flagNamespace, nil)
+}
+
+func (c *PauseCommand) AutocompleteArgs() complete.Predictor { return predictJobs{meta: &c.Meta} }
+
 func (c *PauseCommand) Run(args []string) int {
-	var address string
-	ns := os.Getenv("NOMAD_NAMESPACE")
-	if ns == "" {
-		ns = "default"
-	}
-	fs := flag.NewFlagSet(c.action, flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	fs.StringVar(&ns, "namespace", ns, "")
-	addressFlag(fs, &address)
-	if err := fs.Parse(args); err != nil || fs.NArg() != 1 {
+	fs := c.FlagSet(c.action, flagNamespace)
+	if err := c.Parse(fs, args); err != nil || fs.NArg() != 1 {
 		c.UI.Error(c.Help())
 		return 1
 	}
-	job := fs.Arg(0)
-	client, err := nomadClient(address)
+	ns := c.Namespace()
+	if ns == "" {
+		ns = "default"
+	}
+	client, err := c.Client()
 	if err != nil {
 		c.UI.Error(err.Error())
 		return 1
 	}
-	// Name a missing job at once. A token that may not read jobs (one
-	// with only acl/steward-user.policy.hcl) still leaves its request: the
-	// controller acts only on a job of that name in that namespace, and
-	// logs and drops a request for none.
-	if _, _, err := client.Jobs().Info(job, (&apiQuery{ns}).opts()); err != nil && !isForbidden(err) {
-		c.UI.Error(fmt.Sprintf("job %s in namespace %s: %v", job, ns, err))
+	// The job a prefix names, or a missing job, at once. A token that may
+	// not list jobs (one with only acl/steward-user.policy.hcl) still
+	// leaves its request for the ID as given: the controller acts only on
+	// a job of that name in that namespace, and logs and drops a request
+	// for none.
+	ref, err := resolveJob(client, ns, fs.Arg(0), nil)
+	if err != nil {
+		c.UI.Error(err.Error())
 		return 1
 	}
+	ns, job := ref.Namespace, ref.ID
 	by := "steward " + c.action
 	if u, err := user.Current(); err == nil {
 		by = u.Username

@@ -2,99 +2,246 @@ package command
 
 import (
 	"context"
-	"flag"
 	"fmt"
-	"io"
 	"os"
 	"strings"
 
 	"github.com/hashicorp/cli"
 	"github.com/hashicorp/go-hclog"
+	"github.com/posener/complete"
 	"github.com/ryanuber/columnize"
 
 	"github.com/gpu-steward/steward/controller"
 	"github.com/gpu-steward/steward/policy"
+	"github.com/gpu-steward/steward/policy/engine"
 )
 
 func init() {
-	register("plan", func(ui cli.Ui) cli.Command { return &PlanCommand{UI: ui} })
+	register("plan", func(ui cli.Ui) cli.Command { return &PlanCommand{Meta: Meta{UI: ui}} })
 }
 
+// Exit codes of `steward plan`, as `nomad job plan`'s.
+const (
+	planNothing = 0
+	planError   = 1
+	planPending = 2
+)
+
 // PlanCommand is "steward plan": what the controller would do now.
-type PlanCommand struct{ UI cli.Ui }
+type PlanCommand struct{ Meta }
 
 func (c *PlanCommand) Help() string {
 	return strings.TrimSpace(`
-Usage: steward plan -policy FILE|DIR [-address ADDR]
+Usage: steward plan -policy FILE|DIR [options]
 
   Reads the cluster and the controller's saved state and prints what the
   controller would do now, each action with its reason, then the work that
-  keeps waiting and why, and each tenant's GPUs. Changes nothing.
+  keeps waiting and why, and each tenant's GPUs. Changes nothing. It needs
+  an operator's token: it reads every namespace and Steward's state.
 
-  Connects like the nomad CLI (NOMAD_ADDR, NOMAD_TOKEN, ...).
-`)
+  With -namespace (or NOMAD_NAMESPACE) it shows only that namespace's
+  actions and waiting work, and its tenant's GPUs; the plan is still the
+  whole cluster's.
+
+  Exit status, as 'nomad job plan': 0 when there is nothing to do, 2 when
+  actions are pending, 1 on an error.
+
+Plan Options:
+
+  -policy FILE|DIR
+    Policy file or directory (repeatable). Required.
+
+  -json
+    Print the plan as JSON.
+
+  -t <template>
+    Format and print the plan using a Go template.
+
+` + generalOptionsUsage(flagNamespace))
 }
 
 func (c *PlanCommand) Synopsis() string {
 	return "Print what the controller would do now, with reasons"
 }
 
+func (c *PlanCommand) AutocompleteFlags() complete.Flags {
+	return c.Meta.AutocompleteFlags(flagNamespace, complete.Flags{
+		"-policy": complete.PredictFiles("*.hcl"), "-json": complete.PredictNothing, "-t": complete.PredictAnything,
+	})
+}
+
+func (c *PlanCommand) AutocompleteArgs() complete.Predictor { return complete.PredictNothing }
+
 func (c *PlanCommand) Run(args []string) int {
 	var policies stringList
-	var address string
-	fs := flag.NewFlagSet("plan", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
+	var out outputFlags
+	fs := c.FlagSet("plan", flagNamespace)
 	fs.Var(&policies, "policy", "")
-	addressFlag(fs, &address)
-	if err := fs.Parse(args); err != nil {
+	fs.BoolVar(&out.json, "json", false, "")
+	fs.StringVar(&out.template, "t", "", "")
+	if err := c.Parse(fs, args); err != nil {
 		c.UI.Error(fmt.Sprintf("%v\n\n%s", err, c.Help()))
-		return 1
+		return planError
 	}
-	client, err := nomadClient(address)
+	client, err := c.Client()
 	if err != nil {
 		c.UI.Error(err.Error())
-		return 1
+		return planError
 	}
 	cfg := controller.DefaultConfig()
 	cfg.PolicyFiles, cfg.DryRun, cfg.Listen = policies, true, ""
 	ctl, err := controller.New(cfg, client, hclog.New(&hclog.LoggerOptions{Level: hclog.Warn, Output: os.Stderr}))
 	if err != nil {
 		c.UI.Error(err.Error())
-		return 1
+		return planError
 	}
 	plan, _, err := ctl.PlanOnce(context.Background())
 	if err != nil {
 		c.UI.Error(err.Error())
-		return 1
+		return planError
 	}
-	if len(plan.Actions) == 0 {
-		c.UI.Output("Nothing to do.")
+	ns := c.Namespace()
+	if ns == "*" {
+		ns = ""
+	}
+	var pol *policy.Policy
+	if ns != "" {
+		// Parsed again for its tenants (controller.New checked it).
+		if pol, err = controller.LoadPolicy(policies); err != nil {
+			c.UI.Error(err.Error())
+			return planError
+		}
+	}
+	po := planOutput(plan, ns, pol)
+	if out.formatted() {
+		if code := c.print(out.format(po)); code != 0 {
+			return planError
+		}
+	} else {
+		c.UI.Output(FormatPlan(po))
+	}
+	return planExit(po)
+}
+
+// planExit is the exit status for a plan: 2 when actions are pending.
+func planExit(p *PlanOutput) int {
+	if len(p.Actions) > 0 {
+		return planPending
+	}
+	return planNothing
+}
+
+// PlanOutput is what `steward plan` prints (its -json form).
+type PlanOutput struct {
+	Actions []PlanAction  `json:"actions"`
+	Waiting []PlanWaiting `json:"waiting"`
+	Tenants []PlanTenant  `json:"tenants"`
+}
+
+// PlanAction is one action the controller would take now.
+type PlanAction struct {
+	Kind   string `json:"kind"`
+	Job    string `json:"job"` // namespace/id
+	Group  string `json:"group,omitempty"`
+	GPUs   int    `json:"gpus,omitempty"`
+	Rule   string `json:"rule"`
+	Reason string `json:"reason"`
+	// For is the work GPUs are freed for (preempt, idle-stop).
+	For string `json:"for,omitempty"`
+}
+
+// PlanWaiting is work that keeps waiting after the plan, with why.
+type PlanWaiting struct {
+	Job    string `json:"job"`
+	Group  string `json:"group"`
+	GPUs   int    `json:"gpus"`
+	Held   bool   `json:"held"`
+	Rule   string `json:"rule"`
+	Reason string `json:"reason"`
+}
+
+// PlanTenant is a tenant's GPUs after the plan.
+type PlanTenant struct {
+	Tenant   string `json:"tenant"`
+	Reserve  int    `json:"reserve"`
+	Limit    int    `json:"limit"` // -1: none
+	InUse    int    `json:"in_use"`
+	Borrowed int    `json:"borrowed"`
+	Waiting  int    `json:"waiting"`
+}
+
+// planOutput turns the engine's plan into what the command prints,
+// keeping only namespace ns's jobs and its tenant when ns is set (pol
+// says which tenant that is).
+func planOutput(plan *engine.Plan, ns string, pol *policy.Policy) *PlanOutput {
+	po := &PlanOutput{Actions: []PlanAction{}, Waiting: []PlanWaiting{}, Tenants: []PlanTenant{}}
+	keep := func(j engine.JobRef) bool { return ns == "" || j.Namespace == ns }
+	for _, a := range plan.Actions {
+		if !keep(a.Job) {
+			continue
+		}
+		pa := PlanAction{Kind: string(a.Kind), Job: a.Job.String(), Group: a.Group, GPUs: a.GPUs,
+			Rule: string(a.Reason.Rule), Reason: a.Reason.Message}
+		if a.For != nil {
+			pa.For = a.For.String()
+		}
+		po.Actions = append(po.Actions, pa)
+	}
+	for _, w := range plan.Waiting {
+		if !keep(w.Job) {
+			continue
+		}
+		po.Waiting = append(po.Waiting, PlanWaiting{Job: w.Job.String(), Group: w.Group, GPUs: w.GPUs, Held: w.Held,
+			Rule: string(w.Reason.Rule), Reason: w.Reason.Message})
+	}
+	tenant := ""
+	if ns != "" && pol != nil {
+		tenant = pol.TenantOf(ns).Name
+	}
+	for _, t := range plan.Tenants {
+		if tenant != "" && t.Tenant != tenant {
+			continue
+		}
+		limit := t.Limit
+		if limit == policy.Unlimited {
+			limit = -1
+		}
+		po.Tenants = append(po.Tenants, PlanTenant{Tenant: t.Tenant, Reserve: t.Reserve, Limit: limit, InUse: t.InUse,
+			Borrowed: t.Borrowed(), Waiting: t.Waiting})
+	}
+	return po
+}
+
+// FormatPlan renders a plan as the nomad CLI renders its tables.
+func FormatPlan(p *PlanOutput) string {
+	var b strings.Builder
+	if len(p.Actions) == 0 {
+		b.WriteString("Nothing to do.\n")
 	} else {
 		rows := []string{"Action|Job|Group|GPUs|Rule|Reason"}
-		for _, a := range plan.Actions {
+		for _, a := range p.Actions {
 			gpus := ""
 			if a.GPUs > 0 {
 				gpus = fmt.Sprint(a.GPUs)
 			}
-			rows = append(rows, fmt.Sprintf("%s|%s|%s|%s|%s|%s", a.Kind, a.Job, a.Group, gpus, a.Reason.Rule, a.Reason.Message))
+			rows = append(rows, fmt.Sprintf("%s|%s|%s|%s|%s|%s", a.Kind, a.Job, a.Group, gpus, a.Rule, a.Reason))
 		}
-		c.UI.Output(columnize.SimpleFormat(rows))
+		b.WriteString(columnize.SimpleFormat(rows) + "\n")
 	}
-	if len(plan.Waiting) > 0 {
+	if len(p.Waiting) > 0 {
 		rows := []string{"Job|Group|GPUs|Held|Reason"}
-		for _, w := range plan.Waiting {
-			rows = append(rows, fmt.Sprintf("%s|%s|%d|%t|%s", w.Job, w.Group, w.GPUs, w.Held, w.Reason.Message))
+		for _, w := range p.Waiting {
+			rows = append(rows, fmt.Sprintf("%s|%s|%d|%t|%s", w.Job, w.Group, w.GPUs, w.Held, w.Reason))
 		}
-		c.UI.Output("\nWaiting")
-		c.UI.Output(columnize.SimpleFormat(rows))
+		b.WriteString("\nWaiting\n" + columnize.SimpleFormat(rows) + "\n")
 	}
-	c.UI.Output("\nTenants")
+	b.WriteString("\nTenants\n")
 	rows := []string{"Tenant|Reserve|Limit|In Use|Borrowed|Waiting"}
-	for _, t := range plan.Tenants {
-		rows = append(rows, fmt.Sprintf("%s|%d|%s|%d|%d|%d", t.Tenant, t.Reserve, limitString(t.Limit), t.InUse, t.Borrowed(), t.Waiting))
+	for _, t := range p.Tenants {
+		rows = append(rows, fmt.Sprintf("%s|%d|%s|%d|%d|%d", t.Tenant, t.Reserve, limitString(t.Limit), t.InUse, t.Borrowed, t.Waiting))
 	}
-	c.UI.Output(columnize.SimpleFormat(rows))
-	return 0
+	b.WriteString(columnize.SimpleFormat(rows))
+	return b.String()
 }
 
 func limitString(l int) string {

@@ -22,7 +22,7 @@ func TestFormatStatus(t *testing.T) {
 		Warnings: []controller.JobWarning{{Job: "research/nb", Problem: `tier "infrence" is not defined (did you mean inference?): runs as training`}},
 	}
 	s.Tenants = append(s.Tenants, controller.TenantStatus{Tenant: "product", Reserve: 2, Limit: 4, InUse: 6})
-	out := FormatStatus(s, now)
+	out := FormatStatus(s, now, false)
 	for _, want := range []string{
 		"Leader    = ctl", "Idle GPUs = 4", "Updated   = 2s ago",
 		"research  4        6      6       2         0",

@@ -65,8 +65,11 @@ type Controller struct {
 	// its drifting figures (stableStatus), and when it was published.
 	statusStable string
 	statusAt     time.Time
-	usage        *usageStore
-	metrics      *metrics
+	// views are the namespaces' views of the status last published
+	// (status_views.go).
+	views   statusViews
+	usage   *usageStore
+	metrics *metrics
 
 	pressureMu    sync.Mutex
 	pressureSince time.Time

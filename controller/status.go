@@ -13,7 +13,9 @@ import (
 )
 
 // StatusPath is the variable (in the state namespace) where the leader
-// publishes what `steward status` prints.
+// publishes what `steward status` prints for the whole cluster, and (in
+// each tenant namespace with work) that namespace's view of it
+// (status_views.go).
 const StatusPath = "steward/status"
 
 // Status is the cluster as Steward sees it after its latest round.
@@ -196,6 +198,10 @@ func (c *Controller) writeStatus(ctx context.Context, r *round, pol *policy.Poli
 		r.wake(c.statusAt.Add(statusEvery))
 		return
 	}
+	// Each namespace's view, cut before the cluster's status is trimmed
+	// to fit (status_views.go).
+	views := c.buildViews(r, &s, func(ns string) string { return pol.TenantOf(ns).Name })
+	c.publishViews(ctx, views, s.Leader, s.CheckAddress)
 	full := fitStatus(&s, statusMaxBytes)
 	if !c.statusKnown {
 		_, index, err := c.nomad.GetVar(ctx, c.cfg.StateNamespace, StatusPath)
