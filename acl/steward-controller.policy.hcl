@@ -35,7 +35,9 @@ namespace "steward" {
   variables {
     # steward/jobs/<ns>/<job>: every job's state (held groups, preemptions,
     # drains, pause); steward/leader: the leader lock (lock acquire, renew,
-    # release are writes); steward/status: what `steward status` shows.
+    # release are writes); steward/status: the whole cluster's status
+    # (`steward status` with an operator's token); steward/controller:
+    # where the leader answers `steward job check`.
     # list: load the state at start; destroy: forget a job with nothing left
     # to remember.
     path "steward/*" {
@@ -78,6 +80,14 @@ namespace "*" {
     # out. Never written: a request acts only on a job of its own namespace.
     path "steward/requests/*" {
       capabilities = ["read", "list", "destroy"]
+    }
+    # steward/status: the namespace's own view of the status (its jobs
+    # and its tenant's figures only), which its team reads with
+    # `steward status -namespace NS` and `steward queue -namespace NS`.
+    # Written check-and-set only when it changed, which needs read for the
+    # index; its content is never trusted.
+    path "steward/status" {
+      capabilities = ["read", "write"]
     }
   }
 }

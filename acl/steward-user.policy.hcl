@@ -15,13 +15,20 @@
 #     in its own namespace. The controller acts on the job of that name in
 #     the namespace the request is in, and no other, so this right reaches
 #     no other team's work;
-#   - `steward status` (steward/status in Steward's namespace), read only.
+#   - `steward status -namespace research` and `steward queue -namespace
+#     research`: the view of the status the leader publishes in the team's
+#     namespace (steward/status there: its own jobs, its tenant's figures,
+#     its queue), read only. Not the whole cluster's status in Steward's
+#     namespace, which names every team's jobs and reasons: operators only.
 #
 # `steward job check` also needs what submitting the job needs: the team's
 # usual submit-job (and parse-job) in its namespace, which its own policy
 # (team-ml above) grants, not this one. The controller answers only if
 # Nomad's plan endpoint accepts the caller's token; from this policy it
-# needs only steward/status, where the leader publishes its address.
+# needs only steward/controller in Steward's namespace, where the leader
+# publishes its address (there, and not in the team's namespace, where
+# whoever may write variables could point teammates' checks, and their
+# tokens, at an address of their own).
 #
 # Combining it with the team's own policy (Nomad merges policies per rule
 # name, then picks the closest rule):
@@ -49,18 +56,23 @@ namespace "research" {
     path "steward/requests/*" {
       capabilities = ["write"]
     }
+    # The team's view of Steward's status: `steward status` and
+    # `steward queue` with -namespace research.
+    path "steward/status" {
+      capabilities = ["read"]
+    }
   }
 }
 
 namespace "steward" {
   variables {
-    # What the leading controller published: `steward status`, and the
-    # address `steward job check` asks.
-    path "steward/status" {
+    # Where the leading controller answers `steward job check`.
+    path "steward/controller" {
       capabilities = ["read"]
     }
-    # Nothing else of Steward's: its state, leader lock and anything a
-    # broader policy of the team's might otherwise reach here.
+    # Nothing else of Steward's: its state, leader lock, the whole
+    # cluster's status and anything a broader policy of the team's might
+    # otherwise reach here.
     path "*" {
       capabilities = ["deny"]
     }

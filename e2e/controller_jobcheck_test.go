@@ -31,14 +31,14 @@ preemption {
 `
 
 // tenantRules is what a team's token may do in its own namespace: run and
-// plan jobs there, and read the controller's published status.
+// plan jobs there, and read where the leader answers checks.
 const tenantRules = `
 namespace "%s" {
   policy = "write"
 }
 namespace "steward" {
   variables {
-    path "steward/status" {
+    path "steward/controller" {
       capabilities = ["read"]
     }
   }

@@ -26,11 +26,13 @@ import (
 // management token (the operator), and controllers get the shipped policy.
 func secureCluster(t *testing.T, gpus int, namespaces ...string) *cluster {
 	t.Helper()
-	const mgmt = "3d5e1c2a-8b7f-4e6d-9c0a-1f2e3d4c5b6a"
-	c := startClusterWith(t, gpus, testnomad.Options{ACLBootstrapToken: mgmt}, namespaces...)
+	c := startClusterWith(t, gpus, testnomad.Options{ACLBootstrapToken: secureMgmtToken}, namespaces...)
 	c.controllerToken = c.aclToken("steward-controller", shippedACL(t, "steward-controller.policy.hcl"))
 	return c
 }
+
+// secureMgmtToken is secureCluster's management token (the operator's).
+const secureMgmtToken = "3d5e1c2a-8b7f-4e6d-9c0a-1f2e3d4c5b6a"
 
 // shippedACL is the text of a policy in acl/.
 func shippedACL(t testing.TB, name string) string {

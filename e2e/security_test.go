@@ -253,7 +253,7 @@ func TestCrossTenantPause(t *testing.T) {
 	if who := currentUser(); who != "" && strings.Contains(rec["steward_reason"], who) {
 		t.Errorf("the record names the person the request claims (%s): %q", who, rec["steward_reason"])
 	}
-	if out, err := cli(mlTok, "status"); err != nil || !strings.Contains(out, "ml/victim") {
+	if out, err := cli(mlTok, "status", "-namespace", "ml"); err != nil || !strings.Contains(out, "ml/victim") {
 		t.Errorf("steward status with ml's token: %v\n%s", err, out)
 	}
 	if _, _, err := ml.Variables().Read("steward/jobs/ml/victim", &api.QueryOptions{Namespace: "steward"}); !forbidden(err) {
