@@ -16,7 +16,7 @@ func clusterStatus() *Status {
 		Tenants: []TenantStatus{{Tenant: "research", Reserve: 4, Limit: 8, InUse: 6}, {Tenant: "ml", Reserve: 2, Limit: -1, InUse: 2}},
 		Held: []HeldStatus{{Job: "research/train", Group: "work", Count: 1, GPUs: 4, State: "preempted", Since: t0,
 			Reason: "tier training yields 4 GPUs to ml/nb/work"}},
-		Idle: []IdleStatus{{Job: "ml/nb", Alloc: "a1", GPUs: 2, Minutes: 20}, {Job: "research/old", Alloc: "a2", GPUs: 1, Minutes: 30}},
+		Idle:      []IdleStatus{{Job: "ml/nb", Alloc: "a1", GPUs: 2, Minutes: 20}, {Job: "research/old", Alloc: "a2", GPUs: 1, Minutes: 30}},
 		IdleGPUs:  3,
 		Decisions: []Decision{{At: t0, Kind: "preempt", Job: "research/train", GPUs: 4, Reason: "for ml/nb"}, {At: t0, Kind: "set-priority", Job: "ml/nb"}},
 		Queue: []QueueEntry{{Job: "ml/big", Namespace: "ml", ID: "big", Tenant: "ml", Position: 1, TenantPosition: 1},
