@@ -1,6 +1,8 @@
 package e2e
 
 import (
+	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -40,10 +42,24 @@ func TestOperatorCLIAndMetrics(t *testing.T) {
 	// steward plan shows what the controller would do, changing nothing.
 	ctl.Stop()
 	c.work("nb", "ml", "interactive", 4, 1, "priority", "60")
-	testnomad.WaitFor(t, 30*time.Second, "steward plan proposes the preemption", func() (bool, string) {
-		out, _ := c.steward("plan", "-policy", policy)
-		return strings.Contains(out, "preempt") && strings.Contains(out, "yields 4 GPUs to ml/nb/work"), out
+	// It exits 2 when actions are pending, as `nomad job plan` does.
+	testnomad.WaitFor(t, 30*time.Second, "steward plan proposes the preemption, exit 2", func() (bool, string) {
+		out, err := c.steward("plan", "-policy", policy)
+		var exit *exec.ExitError
+		code := 0
+		if errors.As(err, &exit) {
+			code = exit.ExitCode()
+		}
+		return code == 2 && strings.Contains(out, "preempt") && strings.Contains(out, "yields 4 GPUs to ml/nb/work"),
+			fmt.Sprintf("exit %d (%v): %s", code, err, out)
 	})
+	var plan struct {
+		Actions []struct{ Kind, Job, Reason string } `json:"actions"`
+	}
+	out, _ := c.steward("plan", "-policy", policy, "-json")
+	if err := json.Unmarshal([]byte(out), &plan); err != nil || len(plan.Actions) == 0 || plan.Actions[0].Job == "" {
+		t.Errorf("steward plan -json: %v\n%s", err, out)
+	}
 	if n := c.running("ml", "train"); n != 1 {
 		t.Fatalf("steward plan changed the cluster")
 	}
