@@ -40,7 +40,7 @@ func TestFormatQueue(t *testing.T) {
 			"research/odd    research  training     40        3 (2)              1     3h ago         -                    no node has a GPU",
 		}},
 		{name: "verbose", queue: testQueue()[1:2], verbose: true, want: []string{
-			queueNow.Add(-12*time.Minute).Local().Format(time.RFC3339),
+			queueNow.Add(-12 * time.Minute).Local().Format(time.RFC3339),
 			queueNow.Add(25*time.Minute).Local().Format(time.RFC3339) + " / " + queueNow.Add(70*time.Minute).Local().Format(time.RFC3339),
 		}},
 		{name: "empty", want: []string{"No jobs waiting for GPUs"}},
