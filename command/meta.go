@@ -17,8 +17,11 @@ import (
 
 // Meta holds the general options every command that talks to Nomad takes,
 // the same as the nomad CLI's (its command.Meta): the flags override the
-// environment, which overrides the defaults. A command embeds it, calls
-// FlagSet to get a flag set with the options on it, then Client.
+// environment, which overrides the defaults. A command embeds it
+// (type XCommand struct{ Meta }, registered as &XCommand{Meta: Meta{UI:
+// ui}}), adds its own flags to FlagSet's flag set, calls Parse, then
+// Client and Namespace; its Help ends with generalOptionsUsage and its
+// AutocompleteFlags come from Meta.AutocompleteFlags.
 type Meta struct {
 	UI cli.Ui
 
