@@ -136,3 +136,40 @@ func TestStatusViewsWrittenWhenChanged(t *testing.T) {
 		t.Errorf("a restarted leader rewrote unchanged views: %v", after)
 	}
 }
+
+// `steward job check` finds the leader at steward/controller, or, from a
+// leader that does not publish it, in the cluster's status.
+func TestReadCheckAddress(t *testing.T) {
+	ctx := context.Background()
+	cases := []struct {
+		name    string
+		vars    map[string]map[string]string
+		want    string
+		wantErr string
+	}{
+		{name: "published", vars: map[string]map[string]string{
+			"steward:" + ControllerPath: {"check_address": "http://ctl:9646", "leader": "a"},
+			"steward:" + StatusPath:     {"status": `{"check_address":"http://old:9646"}`}}, want: "http://ctl:9646"},
+		{name: "an older leader's status", vars: map[string]map[string]string{
+			"steward:" + StatusPath: {"status": `{"check_address":"http://old:9646"}`}}, want: "http://old:9646"},
+		{name: "nothing published", wantErr: "no steward/controller@steward"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFakeNomad()
+			for k, v := range tc.vars {
+				f.vars[k] = v
+			}
+			got, err := ReadCheckAddress(ctx, f, "steward")
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("err = %v, want %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil || got != tc.want {
+				t.Fatalf("got %q, %v; want %q", got, err, tc.want)
+			}
+		})
+	}
+}
