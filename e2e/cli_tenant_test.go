@@ -39,7 +39,8 @@ func (c *cluster) stewardAs(token string, args ...string) (string, int) {
 // `steward queue`: research's jobs, research's figures, nothing of ml's;
 // the whole cluster's status and ml's view are forbidden to it. It finds
 // its job by prefix (`steward status tr`), and with only the shipped user
-// policy, which may not list jobs, by its full ID. The operator's token
+// policy, which may not list jobs, by its full ID; an ambiguous prefix
+// lists the matches. The operator's token
 // reads the whole cluster. -json output decodes into the controller's
 // types.
 func TestTenantCLISeesItsNamespaceOnly(t *testing.T) {
@@ -130,6 +131,17 @@ func TestTenantCLISeesItsNamespaceOnly(t *testing.T) {
 	}
 	if out, code = c.stewardAs(research, "status", "-namespace", "research", "nb"); code != 1 {
 		t.Errorf("research found ml's job nb in its namespace (exit %d):\n%s", code, out)
+	}
+
+	// An ambiguous prefix lists the matches and exits 1, for status and
+	// pause alike (the jobs wait: every GPU is taken).
+	c.work("sweep-a", "research", "training", 1, 1, "priority", "40")
+	c.work("sweep-b", "research", "training", 1, 1, "priority", "40")
+	for _, args := range [][]string{{"status", "-namespace", "research", "sweep"}, {"pause", "-namespace", "research", "sw"}} {
+		out, code := c.stewardAs(research, args...)
+		if code != 1 || !strings.Contains(out, "matched multiple jobs") || !strings.Contains(out, "sweep-a") || !strings.Contains(out, "sweep-b") {
+			t.Errorf("steward %v (exit %d), want 1 and the matches:\n%s", args, code, out)
+		}
 	}
 
 	// ml's view: nothing of research's.
