@@ -125,17 +125,29 @@ func (m *metrics) waited(tier string, d time.Duration) {
 
 // observeWaitEnd observes the wait of group g of job k, waiting since
 // since, when the round finds it running: trackWaiting calls it once, as it
-// forgets the wait.
+// forgets the wait. The wait ends when the group's newest allocation
+// started, not at the round: trackWaiting forgets a resumed group's wait
+// only once its resume is no longer in flight (resumeInFlight).
 func (c *Controller) observeWaitEnd(r *round, k jobKey, g string, since time.Time) {
 	if since.IsZero() || r.live[k][g] == 0 {
 		return // stopped, purged or scaled to zero: it did not get to run
+	}
+	var end time.Time
+	for i := range r.obs.Allocs {
+		a := &r.obs.Allocs[i]
+		if a.JobID == k.ID && a.Namespace == k.Namespace && a.Group == g && a.StartedAt.After(end) {
+			end = a.StartedAt
+		}
+	}
+	if end.Before(since) {
+		return // nothing started since it began to wait (its count was lowered)
 	}
 	pol, _ := c.engineNow()
 	var meta map[string]string
 	if j := r.obs.Jobs[k]; j != nil {
 		meta = j.Meta
 	}
-	c.metrics.waited(pol.ResolveJob(k.Namespace, meta).Tier, r.now.Sub(since))
+	c.metrics.waited(pol.ResolveJob(k.Namespace, meta).Tier, end.Sub(since))
 }
 
 // tenantTier labels a series of one tenant and tier.
