@@ -38,8 +38,15 @@ type decisions struct {
 	rounds            *prometheus.CounterVec   // result
 
 	// accruedAt is when idle GPU-hours were last added up (zero: not
-	// since this process began to lead).
+	// since this process began to lead), and idleHeld the groups held
+	// after an idle release then.
 	accruedAt time.Time
+	idleHeld  map[heldGroup]bool
+}
+
+type heldGroup struct {
+	job   jobKey
+	group string
 }
 
 // Round results (steward_rounds_total's result label).
@@ -99,11 +106,12 @@ func (m *metrics) newDecisions() {
 func (m *metrics) stepDown() {
 	m.leader.Set(0)
 	m.heldJobs.Set(0)
+	m.idleGPUs.Set(0)
 	for _, v := range []*prometheus.GaugeVec{m.gpusInUse, m.gpusReserved, m.gpusWaiting, m.gpusLimit, m.gpusBorrowed,
 		m.reserveShortfall, m.waitingGroups, m.oldestWait, m.tierPreemptible, m.tierPriority, m.evictionCap, m.jobStopsMax, m.jobsAtCap} {
 		v.Reset()
 	}
-	m.accruedAt = time.Time{}
+	m.accruedAt, m.idleHeld = time.Time{}, nil
 }
 
 // roundEnded counts a round by its result.
@@ -253,33 +261,31 @@ func (m *metrics) observeStops(r *round, pol *policy.Policy, states map[jobKey]*
 	}
 }
 
-// accrueIdle adds the GPU-hours of work held after an idle release since
-// the last round (or since it was held, when later).
+// accrueIdle adds the GPU-hours of work held after an idle release from
+// the last round to this one, for each group held so at both. (A hold's
+// Since is when its group began to wait, which may be before the release,
+// and its rule may change: the rounds themselves say when it was held
+// for idleness.)
 func (m *metrics) accrueIdle(r *round, pol *policy.Policy, states map[jobKey]*JobState) {
-	from := m.accruedAt
-	m.accruedAt = r.now
-	if from.IsZero() || !r.now.After(from) {
-		return
+	from, before := m.accruedAt, m.idleHeld
+	m.accruedAt, m.idleHeld = r.now, map[heldGroup]bool{}
+	hours := 0.0
+	if !from.IsZero() && r.now.After(from) {
+		hours = r.now.Sub(from).Hours()
 	}
 	for k, st := range states {
-		j := r.obs.Jobs[k]
-		if j == nil {
-			continue
-		}
 		for g, h := range st.Held {
 			if h.Rule != string(engine.RuleIdle) || h.Count <= 0 {
 				continue
 			}
-			start := from
-			if h.Since.After(start) {
-				start = h.Since
-			}
-			if !r.now.After(start) {
+			key := heldGroup{k, g}
+			m.idleHeld[key] = true
+			j := r.obs.Jobs[k]
+			if !before[key] || j == nil || hours == 0 {
 				continue
 			}
-			gpus := h.Count * j.Groups[g].GPUsPerAlloc
-			if gpus > 0 {
-				m.idleGPUHours.WithLabelValues(pol.TenantOf(k.Namespace).Name).Add(float64(gpus) * r.now.Sub(start).Hours())
+			if gpus := h.Count * j.Groups[g].GPUsPerAlloc; gpus > 0 {
+				m.idleGPUHours.WithLabelValues(pol.TenantOf(k.Namespace).Name).Add(float64(gpus) * hours)
 			}
 		}
 	}

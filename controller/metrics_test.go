@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"context"
 	"io"
 	"math"
 	"net/http/httptest"
@@ -9,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/nomad/api"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
@@ -239,15 +241,15 @@ func TestPreemptionCounter(t *testing.T) {
 }
 
 // TestIdleGPUHours: GPU-hours accrue from round to round for work held
-// after an idle release, from when it was held; holds for other rules add
-// none; a new leader starts counting at its first round.
+// after an idle release, from the first round that finds it so; holds for
+// other rules add none; a new leader starts counting at its first round.
 func TestIdleGPUHours(t *testing.T) {
 	pol := metricsPolicy(t)
 	m := newMetrics()
 	nb, train := jobKey{"ml", "nb"}, jobKey{"ml", "train"}
 	obs := &Observation{Jobs: map[jobKey]*ObservedJob{nb: job("ml", "nb", "training", 40, 2, 3), train: job("ml", "train", "training", 40, 1, 4)}}
 	states := map[jobKey]*JobState{
-		nb:    {Namespace: "ml", ID: "nb", Held: map[string]*Held{"work": {Count: 2, Original: 2, Since: t0.Add(10 * time.Minute), Rule: "idle"}}},
+		nb:    {Namespace: "ml", ID: "nb", Held: map[string]*Held{"work": {Count: 2, Original: 2, Since: t0.Add(-time.Hour), Rule: "idle"}}},
 		train: {Namespace: "ml", ID: "train", Held: map[string]*Held{"work": {Count: 1, Original: 1, Since: t0, Rule: "priority"}}},
 	}
 	steps := []struct {
@@ -255,8 +257,8 @@ func TestIdleGPUHours(t *testing.T) {
 		want float64 // GPU-hours in all, after the round
 	}{
 		{0, 0},                // the first round since leading: nothing to add up yet
-		{30 * time.Minute, 2}, // 2 allocations of 3 GPUs held since 10m: 6 GPUs × 20 minutes
-		{90 * time.Minute, 8}, // and 6 × 60 minutes more
+		{20 * time.Minute, 2}, // 2 allocations of 3 GPUs held: 6 GPUs × 20 minutes
+		{80 * time.Minute, 8}, // and 6 × 60 minutes more
 	}
 	for _, s := range steps {
 		m.accrueIdle(&round{now: t0.Add(s.at), obs: obs}, pol, states)
@@ -421,4 +423,50 @@ func family(t *testing.T, reg *prometheus.Registry, name string) []*dto.Metric {
 		}
 	}
 	return nil
+}
+
+// TestIdleReclaimMetrics: in TestWholeRoundIdle's story the notebook's
+// GPUs count as idle, its requeue as an idle preemption of 2 GPUs, and
+// while Steward holds it its GPUs accrue GPU-hours reclaimed.
+func TestIdleReclaimMetrics(t *testing.T) {
+	f := newFakeNomad()
+	cl := f.cl()
+	cl.nodes = []*api.NodeListStub{apiNode("n1", 2)}
+	nb := apiJob("ml", "nb", "interactive", 60, 1, 2)
+	train := apiJob("ml", "train", "training", 40, 1, 2)
+	cl.jobs["ml/nb"], cl.jobs["ml/train"] = nb, train
+	gpus := []string{"n1-gpu0", "n1-gpu1"}
+	cl.allocs = []*api.AllocationListStub{apiAlloc("a-nb", nb, "n1", gpus, t0.Add(-time.Hour))}
+	cl.stats["n1"] = gpuStats(gpus, 1)
+	ev, sum := apiBlockedEval(train, 1, t0.Add(-time.Second))
+	cl.evals, cl.summary["ml/train"] = []*api.Evaluation{ev}, sum
+	r := newRoundRunner(t, f)
+	if _, err := r.round(-20 * time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	r.c.sweepStats(context.Background(), r.c.usage.targetsNow())
+	r.clock = t0
+	r.c.sweepStats(context.Background(), r.c.usage.targetsNow())
+	if _, err := r.round(0); err != nil { // the requeue
+		t.Fatal(err)
+	}
+	m := r.c.metrics
+	if got := testutil.ToFloat64(m.idleGPUs); got != 2 {
+		t.Errorf("idle GPUs = %v, want the notebook's 2 (the round's status is of what it observed)", got)
+	}
+	if got := testutil.ToFloat64(m.preemptions.WithLabelValues("idle", "interactive", "ml")); got != 1 {
+		t.Errorf("preemptions{idle, interactive, ml} = %v, want 1", got)
+	}
+	if got := testutil.ToFloat64(m.idleGPUsReclaimed.WithLabelValues("ml")); got != 2 {
+		t.Errorf("idle GPUs reclaimed = %v, want 2", got)
+	}
+	for _, after := range []time.Duration{time.Second, 30 * time.Minute} {
+		if _, err := r.round(after); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Held from the requeue at t0 to the round at 30m: 2 GPUs × 0.5 h.
+	if got := testutil.ToFloat64(m.idleGPUHours.WithLabelValues("ml")); math.Abs(got-1) > 1e-9 {
+		t.Errorf("idle GPU-hours reclaimed = %v, want 1", got)
+	}
 }
