@@ -34,9 +34,10 @@ type metrics struct {
 	sweepSeconds     prometheus.Histogram
 	statsFailures    prometheus.Counter
 
-	// all are the collectors registered (MetricNames lists their names).
+	// all are the collectors registered with register: MetricNames lists
+	// their names (register every collector so).
 	all []prometheus.Collector
-	decisions
+	decisionSeries
 }
 
 // register registers collectors and keeps them for MetricNames.

@@ -12,7 +12,7 @@ import (
 	"github.com/gpu-steward/steward/policy/engine"
 )
 
-// decisions are the series the dashboard and the alert rules read beside
+// decisionSeries are the series the dashboard and the alert rules read beside
 // the older per-tenant gauges: what the leader decided and what waits. Only
 // the leader sets the gauges; it drops them when it steps down (stepDown),
 // so that a follower never shows a stale picture next to the leader's.
@@ -20,7 +20,7 @@ import (
 //
 // Label values come from the policy (tenants, tiers, the engine's rule
 // names) or, for namespaces no tenant claims, the namespace: never job IDs.
-type decisions struct {
+type decisionSeries struct {
 	gpusLimit        *prometheus.GaugeVec // tenant
 	gpusBorrowed     *prometheus.GaugeVec // tenant
 	reserveShortfall *prometheus.GaugeVec // tenant
@@ -70,7 +70,7 @@ func (m *metrics) newDecisions() {
 		m.register(v)
 		return v
 	}
-	d := &m.decisions
+	d := &m.decisionSeries
 	d.gpusLimit = gauge("steward_gpus_limit", "Most GPUs a tenant may hold, borrowing included (no series for a tenant without a limit).", "tenant")
 	d.gpusBorrowed = gauge("steward_gpus_borrowed", "GPUs a tenant holds beyond its reserve.", "tenant")
 	d.reserveShortfall = gauge("steward_reserve_shortfall_gpus",
