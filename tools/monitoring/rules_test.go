@@ -215,7 +215,7 @@ func TestAlertsFire(t *testing.T) {
 			steward_preemptions_total{instance="a",reason="priority",tenant="ml",tier="training"} 0+1x20
 			steward_preemptions_total{instance="a",reason="idle",tenant="ml",tier="training"} 0x20`,
 		want: map[string]string{`{tenant="ml", tier="training"}`: "2"},
-		says: []string{"stopped (preempted or\nidle-released) 2 times", "the cap is\n3", "by rule: priority=15 idle=0"},
+		says: []string{"stopped (preempted or\nidle-released) 2 times", "the cap is\n3", "by rule: idle=0 priority=15"},
 	}, {
 		name:  "at a cap of 2, one stop is no thrashing",
 		alert: "StewardPreemptionThrashing",
