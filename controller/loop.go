@@ -76,7 +76,7 @@ func (c *Controller) checkStateNamespace(ctx context.Context) error {
 func (c *Controller) lead(ctx context.Context) error {
 	c.setHealth(func(h *Health) { h.Leader = !c.cfg.DryRun })
 	c.metrics.leader.Set(1)
-	defer c.metrics.leader.Set(0)
+	defer c.metrics.stepDown()
 	defer c.setHealth(func(h *Health) { h.Leader = false })
 
 	for attempt := 0; ; attempt++ {
@@ -117,6 +117,7 @@ func (c *Controller) lead(ctx context.Context) error {
 		}
 		next := c.cfg.Resync
 		if err != nil {
+			c.metrics.roundEnded(err, 0)
 			failures++
 			next = backoff(failures-1, c.cfg.MaxBackoff)
 			c.log.Error("control round failed; retrying", "error", err, "retry_in", next)
@@ -268,8 +269,9 @@ func (c *Controller) reconcile(ctx context.Context) (time.Time, error) {
 	if !c.cfg.DryRun {
 		c.writeStatus(ctx, r, pol)
 	}
-	c.metrics.observePlan(r, pol, c.states)
+	c.metrics.observePlan(r, snap, pol, c.states)
 	c.metrics.reconcileSeconds.Observe(time.Since(start).Seconds())
+	c.metrics.roundEnded(nil, r.failed)
 	if r.failed == 0 {
 		c.setHealth(func(h *Health) { h.LastReconcile = r.now; h.LastError = "" })
 	}
@@ -351,6 +353,7 @@ func (c *Controller) trackWaiting(r *round) {
 			// place (unseenResumed).
 			inFlight := st.resumed != nil && r.now.Sub(st.resumed[g]) <= resumeInFlight
 			if q := r.obs.Queued[k][g]; q.Count == 0 && !st.holds(g) && !inFlight {
+				c.observeWaitEnd(r, k, g, st.Waiting[g])
 				delete(st.Waiting, g)
 			}
 		}

@@ -33,6 +33,17 @@ type metrics struct {
 	sampleAge        prometheus.Histogram
 	sweepSeconds     prometheus.Histogram
 	statsFailures    prometheus.Counter
+
+	// all are the collectors registered with register: MetricNames lists
+	// their names (register every collector so).
+	all []prometheus.Collector
+	decisionSeries
+}
+
+// register registers collectors and keeps them for MetricNames.
+func (m *metrics) register(cs ...prometheus.Collector) {
+	m.reg.MustRegister(cs...)
+	m.all = append(m.all, cs...)
 }
 
 func newMetrics() *metrics {
@@ -74,9 +85,10 @@ func newMetrics() *metrics {
 		Help: "Entities a full read corrected in the event-fed cache: changes the event stream missed."})
 	m.settleTimeouts = prometheus.NewCounter(prometheus.CounterOpts{Name: "steward_cache_settle_timeouts_total",
 		Help: "Rounds that read the cluster in full because the event stream had not brought back Steward's last writes within 2 s."})
-	m.reg.MustRegister(m.sampleAge, m.sweepSeconds, m.statsFailures, m.reads, m.cacheDrift, m.settleTimeouts)
-	m.reg.MustRegister(m.preemptions, m.actions, m.reloads, m.heldJobs, m.gpusInUse, m.gpusReserved, m.gpusWaiting,
+	m.register(m.sampleAge, m.sweepSeconds, m.statsFailures, m.reads, m.cacheDrift, m.settleTimeouts)
+	m.register(m.preemptions, m.actions, m.reloads, m.heldJobs, m.gpusInUse, m.gpusReserved, m.gpusWaiting,
 		m.idleGPUs, m.leader, m.nomadErrors, m.decisionLatency, m.reconcileSeconds, m.planSeconds, m.metaRefused)
+	m.newDecisions()
 	return m
 }
 
@@ -90,9 +102,12 @@ func (m *metrics) preempted(d *Drain, job *ObservedJob, pol *policy.Policy) {
 	}
 	set := pol.ResolveJob(job.Namespace, job.Meta)
 	m.preemptions.WithLabelValues(d.Rule, set.Tier, set.Tenant.Name).Inc()
+	if d.Kind == string(engine.IdleStop) {
+		m.idleGPUsReclaimed.WithLabelValues(set.Tenant.Name).Add(float64(drainGPUs(d, job)))
+	}
 }
 
-func (m *metrics) observePlan(r *round, pol *policy.Policy, states map[jobKey]*JobState) {
+func (m *metrics) observePlan(r *round, snap *engine.Snapshot, pol *policy.Policy, states map[jobKey]*JobState) {
 	held := 0
 	for _, st := range states {
 		if len(st.Held) > 0 {
@@ -111,6 +126,7 @@ func (m *metrics) observePlan(r *round, pol *policy.Policy, states map[jobKey]*J
 		m.gpusReserved.WithLabelValues(t.Tenant).Set(float64(t.Reserve))
 		m.gpusWaiting.WithLabelValues(t.Tenant).Set(float64(t.Waiting))
 	}
+	m.observeDecisions(r, snap, pol, states)
 }
 
 // observed counts the observer's reads since the last call.

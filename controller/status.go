@@ -175,6 +175,7 @@ func buildStatus(pol *policy.Policy, r *round, states []*JobState, usage map[str
 func (c *Controller) writeStatus(ctx context.Context, r *round, pol *policy.Policy) {
 	s := buildStatus(pol, r, c.sortedStates(), c.usage.samples(), c.decisions)
 	s.Leader, s.DryRun = c.cfg.Identity, c.cfg.DryRun
+	c.metrics.idleGPUs.Set(float64(s.IdleGPUs))
 	s.Warnings = c.warnings()
 	c.mu.Lock()
 	s.CheckAddress = c.checkAddr
