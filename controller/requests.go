@@ -45,8 +45,8 @@ type Request struct {
 	Job    string `json:"job"`
 	// Duration is a snooze's ("2h"; "0s" ends one).
 	Duration time.Duration `json:"duration,omitempty"`
-	By     string    `json:"by"` // shown in the CLI's own output only; not believed
-	At     time.Time `json:"at"`
+	By       string        `json:"by"` // shown in the CLI's own output only; not believed
+	At       time.Time     `json:"at"`
 }
 
 // RequestItems encodes a request as variable items.
