@@ -90,7 +90,7 @@ func (c *SnoozeCommand) Run(args []string) int {
 		c.UI.Error(err.Error())
 		return 1
 	}
-	c.UI.Output(fmt.Sprintf("snooze of %s/%s for %s requested; the controller carries it out (see its record, nomad/jobs/%s)", ns, job, d, job))
+	c.UI.Output(fmt.Sprintf("snooze of %s/%s for %s requested; the controller carries it out (see its record, nomad/jobs/%s)", ns, job, fs.Arg(1), job))
 	for end := time.Now().Add(*wait); time.Now().Before(end); time.Sleep(500 * time.Millisecond) {
 		if now := snoozeRecord(client, ns, job); now != before {
 			if now == "" {
