@@ -141,3 +141,63 @@ func TestSnoozeRequest(t *testing.T) {
 		})
 	}
 }
+
+// TestControlGroupNeverHeld: the example jobspecs' actions run in a group
+// of their own without GPUs ("steward"). Steward neither counts it as GPU
+// work nor holds it: a pause holds the GPU group alone, a resume brings
+// that back, and the control group's allocation runs throughout, so that
+// "resume" has somewhere to run.
+func TestControlGroupNeverHeld(t *testing.T) {
+	f := newFakeNomad()
+	cl := f.cl()
+	cl.nodes = []*api.NodeListStub{apiNode("n1", 1)}
+	nb := apiJob("ml", "nb", "interactive", 60, 1, 1)
+	control := &api.Task{Name: "actions", Driver: "raw_exec", Resources: &api.Resources{}}
+	nb.TaskGroups = append(nb.TaskGroups, &api.TaskGroup{Name: ptr("steward"), Count: ptr(1), Tasks: []*api.Task{control}})
+	cl.jobs["ml/nb"] = nb
+	ctlAlloc := &api.AllocationListStub{ID: "a-control", Name: "nb.steward[0]", Namespace: "ml", JobID: "nb", TaskGroup: "steward", NodeID: "n1",
+		ClientStatus: "running", DesiredStatus: "run", CreateTime: t0.Add(-time.Hour).UnixNano(),
+		AllocatedResources: &api.AllocatedResources{Tasks: map[string]*api.AllocatedTaskResources{"actions": {}}},
+		TaskStates:         map[string]*api.TaskState{"actions": {State: "running", StartedAt: t0.Add(-time.Hour)}}}
+	cl.allocs = []*api.AllocationListStub{apiAlloc("a-nb", nb, "n1", []string{"n1-gpu0"}, t0.Add(-time.Hour)), ctlAlloc}
+	r := newRoundRunner(t, f)
+	var writes []string
+	run := func(at time.Duration) {
+		t.Helper()
+		w, err := r.round(at)
+		if err != nil {
+			t.Fatalf("round at %v: %v", at, err)
+		}
+		writes = append(writes, w...)
+	}
+	groupCount := func(g string) int {
+		for _, tg := range cl.jobs["ml/nb"].TaskGroups {
+			if *tg.Name == g {
+				return *tg.Count
+			}
+		}
+		return -1
+	}
+	for _, step := range []struct {
+		action string
+		work   int // the GPU group's count after it
+	}{{"pause", 0}, {"resume", 1}} {
+		if err := SubmitRequest(context.Background(), f, "ml", "nb", Request{Action: step.action, At: t0}); err != nil {
+			t.Fatal(err)
+		}
+		for _, at := range []time.Duration{0, signalDelay, signalDelay + 2*time.Minute, 3 * time.Minute} {
+			run(at)
+		}
+		if got := groupCount("work"); got != step.work {
+			t.Errorf("after %s the GPU group's count is %d, want %d; writes %q", step.action, got, step.work, writes)
+		}
+		if got := groupCount("steward"); got != 1 || !slices.Contains(cl.allocs, ctlAlloc) {
+			t.Errorf("after %s the control group's count is %d (want 1), its allocation running: %v", step.action, got, slices.Contains(cl.allocs, ctlAlloc))
+		}
+	}
+	for _, w := range writes {
+		if strings.Contains(w, "nb steward") || strings.Contains(w, "a-control") {
+			t.Errorf("Steward acted on the control group: %q", w)
+		}
+	}
+}
