@@ -105,7 +105,7 @@ func TestNomadUIActions(t *testing.T) {
 	// Keep my notebook: the record says until when; the command waits for
 	// it and prints it in the action's output.
 	b.runAction(c.Address+"/ui/jobs/nb@ml", "keep-my-notebook", "idle reclaim snoozed until", "")
-	b.screenshot("ui-action-keep-my-notebook.png")
+	b.viewShot("ui-action-keep-my-notebook.png")
 	rec := c.waitRecord(30*time.Second, "ml", "nb", "steward_snooze", "idle reclaim snoozed until")
 	if want := "by a request in namespace ml (asked for 30m; idle rule notebooks allows up to 1h)"; !strings.Contains(rec["steward_snooze"], want) {
 		t.Errorf("steward_snooze %q, want it to say %q", rec["steward_snooze"], want)
@@ -235,6 +235,26 @@ func (b *uiBrowser) signIn(address, secret string) {
 	b.screenshot("ui-signed-in.png")
 }
 
+// viewShot saves what the window shows (not the whole page, as
+// screenshot does) as a PNG in the artifacts dir: menus and the actions'
+// output beside the page, for the README.
+func (b *uiBrowser) viewShot(name string) {
+	b.t.Helper()
+	var buf []byte
+	ctx, cancel := context.WithTimeout(b.ctx, 30*time.Second)
+	defer cancel()
+	if err := chromedp.Run(ctx, chromedp.Sleep(300*time.Millisecond), chromedp.CaptureScreenshot(&buf)); err != nil {
+		b.t.Logf("screenshot %s: %v", name, err)
+		return
+	}
+	path := filepath.Join(b.artifacts, name)
+	if err := os.WriteFile(path, buf, 0o644); err != nil {
+		b.t.Errorf("saving %s: %v", path, err)
+		return
+	}
+	b.t.Logf("screenshot %s (%d bytes)", path, len(buf))
+}
+
 // exists reports whether the XPath sel matches a node now.
 func (b *uiBrowser) exists(sel string) bool {
 	var ok bool
@@ -255,7 +275,7 @@ func (b *uiBrowser) runAction(jobURL, action, want, menuShot string) {
 	item := `//div[contains(@class,"actions-dropdown")]//*[(self::button or self::a) and normalize-space()="` + action + `"]`
 	b.waitVisible(item, 30*time.Second)
 	if menuShot != "" {
-		b.screenshot(menuShot)
+		b.viewShot(menuShot)
 	}
 	b.click(item)
 	b.waitText(want, 60*time.Second)
