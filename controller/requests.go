@@ -65,6 +65,13 @@ func SubmitRequest(ctx context.Context, n Nomad, namespace, jobID string, r Requ
 	}
 	r.Job = jobID
 	_, err := n.PutVar(ctx, namespace, requestPath(jobID), RequestItems(r), false, 0)
+	if isForbidden(err) {
+		// The CLI's caller, not the controller, lacks the right: say
+		// which (PutVar's own hint is the controller's).
+		return fmt.Errorf("%s of %s/%s: Nomad refused the request (403 Permission denied): the token, a person's or a job's "+
+			"workload identity, needs write on variables steward/requests/* in namespace %s (acl/steward-user.policy.hcl; "+
+			"for a job's actions in the Nomad UI, bound to the job)", r.Action, namespace, jobID, namespace)
+	}
 	return err
 }
 

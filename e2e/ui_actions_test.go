@@ -68,17 +68,12 @@ func TestNomadUIActions(t *testing.T) {
 		`namespace "ml" { capabilities = ["alloc-node-exec"] }`)
 	team := c.as(teamTok)
 
-	// The team submits its notebook with the actions; the operator binds
-	// the shipped user policy to the job, as the README says.
+	// The team submits its notebook with the actions.
 	job := c.parseJobFile(filepath.Join(testnomad.RepoRoot(t), "jobs", "gpu-work.nomad.hcl"), map[string]string{
 		"name": "nb", "namespace": "ml", "tier": "interactive", "gpus": "1", "busy_seconds": "0",
 		"steward_bin": testnomad.StewardBin(t), "snooze": "30m"})
 	if _, _, err := team.Jobs().Register(job, &api.WriteOptions{Namespace: "ml"}); err != nil {
 		t.Fatalf("team ml registers its notebook: %v", err)
-	}
-	if _, err := c.Client.ACLPolicies().Upsert(&api.ACLPolicy{Name: "steward-user-ml-nb", Rules: userACL(t, "ml"),
-		JobACL: &api.JobACL{Namespace: "ml", JobID: "nb"}}, nil); err != nil {
-		t.Fatalf("binding the user policy to ml/nb: %v", err)
 	}
 	c.waitGroups(60*time.Second, "ml", "nb", map[string]int{"work": 1, "steward": 1})
 	ctl := c.startController("ctl", writePolicy(t, uiActionsPolicy), "-listen", "127.0.0.1:0")
@@ -86,6 +81,20 @@ func TestNomadUIActions(t *testing.T) {
 
 	b := newBrowser(t, browser, artifacts)
 	b.signIn(c.Address, teamTok)
+
+	// Until the operator binds the user policy to the job, the action has
+	// only the workload identity's implicit rights: the user's own token,
+	// which could leave the request, is not what acts.
+	b.runAction(c.Address+"/ui/jobs/nb@ml", "pause", "needs write on variables steward/requests/* in namespace ml", "")
+	b.screenshot("ui-action-unbound.png")
+	c.rounds(ctl, 2)
+	if rec := c.record("ml", "nb"); rec["steward_state"] == "paused" {
+		t.Fatalf("paused without the policy bound to the job: %v", rec)
+	}
+	if _, err := c.Client.ACLPolicies().Upsert(&api.ACLPolicy{Name: "steward-user-ml-nb", Rules: userACL(t, "ml"),
+		JobACL: &api.JobACL{Namespace: "ml", JobID: "nb"}}, nil); err != nil {
+		t.Fatalf("binding the user policy to ml/nb: %v", err)
+	}
 
 	// Pause: the controller holds the notebook's GPU group; the control
 	// group runs on.
