@@ -155,6 +155,7 @@ idle "notebooks" {
   after     = "15m"           # ...for this long. Default: "15m".
   mode      = "pressure"      # "pressure": only when other work waits for GPUs; "always": as soon as it matches. Default: "pressure".
   action    = "requeue"       # "requeue": hold the job and resume it when GPUs are free; "stop": stop it. Default: "requeue".
+  max_snooze = "4h"           # Longest a job's owner may snooze the rule for it (steward snooze, the "keep-my-notebook" action); "0s": no snoozing. Default: "8h".
 }
 
 idle "abandoned" {

@@ -7,11 +7,18 @@
 #   nomad acl policy apply -description "Steward for team ml" steward-user-ml steward-user-ml.hcl
 #   nomad acl token create -name alice -policy team-ml -policy steward-user-ml -type client
 #
+# The same file, bound to a job, is what the jobspecs' actions in the Nomad
+# UI (pause, resume, keep-my-notebook; README, "Actions in the Nomad UI")
+# act with, through the job's workload identity. Once per job:
+#
+#   nomad acl policy apply -namespace ml -job nb steward-user-ml-nb steward-user-ml.hcl
+#
 # It gives:
 #   - the team's job records (nomad/jobs/<job>: steward_state, steward_reason
 #     ...) in its namespace, read only;
-#   - pause and resume of the team's own jobs (`steward pause|resume
-#     -namespace research JOB`): the request variable steward/requests/<job>
+#   - pause, resume and snooze of the team's own jobs (`steward pause|resume
+#     -namespace research JOB`, `steward snooze ... JOB 2h`): the request
+#     variable steward/requests/<job>
 #     in its own namespace. The controller acts on the job of that name in
 #     the namespace the request is in, and no other, so this right reaches
 #     no other team's work;
@@ -52,7 +59,7 @@ namespace "research" {
     path "nomad/jobs/*" {
       capabilities = ["read"]
     }
-    # Pause and resume requests for the team's own jobs.
+    # Pause, resume and snooze requests for the team's own jobs.
     path "steward/requests/*" {
       capabilities = ["write"]
     }

@@ -219,7 +219,11 @@ func (c *fakeCluster) move(ns, id, nodePool string, index uint64) (uint64, error
 func (c *fakeCluster) schedule(now time.Time) {
 	used := map[string]bool{}
 	for _, a := range c.allocs {
-		for _, d := range a.AllocatedResources.Tasks["work"].Devices {
+		work := a.AllocatedResources.Tasks["work"]
+		if work == nil {
+			continue // a group without GPUs
+		}
+		for _, d := range work.Devices {
 			for _, id := range d.DeviceIDs {
 				used[id] = true
 			}
@@ -237,6 +241,9 @@ func (c *fakeCluster) schedule(now time.Time) {
 				if a.Namespace == *j.Namespace && a.JobID == *j.ID && a.TaskGroup == *tg.Name {
 					have++
 				}
+			}
+			if len(tg.Tasks[0].Resources.Devices) == 0 {
+				continue // no GPUs (a control group): the test places it
 			}
 			gpus := int(*tg.Tasks[0].Resources.Devices[0].Count)
 			queued := 0

@@ -47,6 +47,9 @@ func recordItems(pol *policy.Policy, st *JobState, job *ObservedJob, idleSince t
 		// minute the job idles.
 		items["steward_idle_since"] = idleSince.UTC().Format(time.RFC3339)
 	}
+	if s := snoozeRecord(pol, st, job, now); s != "" {
+		items[snoozeItem] = s
+	}
 	if st.Reason != "" {
 		items["steward_reason"] = st.Reason
 		items["steward_rule"] = st.Rule
@@ -130,9 +133,10 @@ func (c *Controller) writeRecordWith(ctx context.Context, r *round, pol *policy.
 	k := st.key()
 	job := r.obs.Jobs[k]
 	path := recordPath(k.ID)
-	if job == nil || path == "" || (st.Reason == "" && !st.Paused && c.refused[k] == nil) {
-		// Nothing to say: Steward neither decided about the job nor
-		// refused any of its meta.
+	if job == nil || path == "" || (st.Reason == "" && !st.Paused && c.refused[k] == nil && st.Snooze == nil && c.records[k] == "") {
+		// Nothing to say: Steward neither decided about the job, nor
+		// refused any of its meta, nor snoozed its idle rule (and wrote
+		// no record that a snooze's end must update).
 		return
 	}
 	items := recordItems(pol, st, job, c.idleSince(pol, r, job, usage), r.now)

@@ -264,6 +264,7 @@ func engineJob(p *policy.Policy, j *ObservedJob, st *JobState) engine.Job {
 	if st != nil {
 		ej.Preemptions = st.Preemptions
 		ej.Promoted = st.Promoted
+		ej.Snooze = engineSnooze(st)
 	}
 	return ej
 }

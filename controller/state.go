@@ -29,6 +29,8 @@ type JobState struct {
 	// Paused: a person paused the job (steward pause); it is not resumed
 	// until they resume it.
 	Paused bool `json:"paused,omitempty"`
+	// Snooze: the job's owner snoozed its idle rule (snooze.go).
+	Snooze *SnoozeState `json:"snooze,omitempty"`
 	// Promoted: Steward raised the job's priority above its tier's.
 	Promoted bool `json:"promoted,omitempty"`
 	// Preemptions are the times Steward preempted the job, oldest first,
@@ -304,7 +306,7 @@ func (s *JobState) empty(now time.Time) bool {
 	// hold nothing else (stopped for good by an idle rule), and a
 	// restarted controller must still keep them aside.
 	s.pruneMarks(now)
-	return len(s.Held) == 0 && !s.Paused && !s.Promoted && len(s.Preemptions) == 0 && len(s.Draining) == 0 && len(s.Idle) == 0 && len(s.Usage) == 0 &&
+	return len(s.Held) == 0 && !s.Paused && !s.Promoted && s.Snooze == nil && len(s.Preemptions) == 0 && len(s.Draining) == 0 && len(s.Idle) == 0 && len(s.Usage) == 0 &&
 		len(s.Interrupted) == 0 && len(s.Marks) == 0
 }
 

@@ -115,6 +115,10 @@ type IdleStatus struct {
 	GPUs    int     `json:"gpus"`
 	Minutes int     `json:"minutes"`
 	Util    float64 `json:"util"`
+	// Snoozed says when a snooze of the job's idle rule keeps it from
+	// reclaiming the allocation: "idle reclaim snoozed until 15:30 UTC by
+	// request ...".
+	Snoozed string `json:"snoozed,omitempty"`
 }
 
 // buildStatus summarises a round.
@@ -150,6 +154,12 @@ func buildStatus(pol *policy.Policy, r *round, states []*JobState, usage map[str
 		}
 		return s.Held[i].Group < s.Held[k].Group
 	})
+	snoozed := map[jobKey]*JobState{}
+	for _, st := range states {
+		if st.Snooze != nil {
+			snoozed[st.key()] = st
+		}
+	}
 	for _, a := range r.obs.Allocs {
 		job := r.obs.Jobs[jobKey{a.Namespace, a.JobID}]
 		if job == nil {
@@ -165,8 +175,12 @@ func buildStatus(pol *policy.Policy, r *round, states []*JobState, usage map[str
 			continue
 		}
 		s.IdleGPUs += len(a.GPUIDs)
-		s.Idle = append(s.Idle, IdleStatus{Job: jobKey{a.Namespace, a.JobID}.String(), Alloc: a.ID, GPUs: len(a.GPUIDs),
-			Minutes: int(r.now.Sub(since) / time.Minute), Util: samples[len(samples)-1].Util})
+		is := IdleStatus{Job: jobKey{a.Namespace, a.JobID}.String(), Alloc: a.ID, GPUs: len(a.GPUIDs),
+			Minutes: int(r.now.Sub(since) / time.Minute), Util: samples[len(samples)-1].Util}
+		if st := snoozed[jobKey{a.Namespace, a.JobID}]; st != nil {
+			is.Snoozed = snoozeRecord(pol, st, job, r.now)
+		}
+		s.Idle = append(s.Idle, is)
 	}
 	return s
 }

@@ -9,6 +9,10 @@
 # It reports busy_percent on its GPUs for busy_seconds, then idle_percent,
 # and on its checkpoint signal (SIGUSR1 by default, as example.hcl says)
 # prints "checkpoint" — the way a real trainer would save its state.
+#
+# With -var steward_bin=/usr/local/bin/steward it also carries Steward's
+# actions for the Nomad UI (pause, resume, keep-my-notebook) in a control
+# group of their own.
 
 variable "name" {
   type    = string
@@ -86,6 +90,24 @@ variable "checkpoint_signal" {
   description = "steward.checkpoint_signal: overrides the policy's checkpoint signal (\"\" keeps it)."
   type        = string
   default     = ""
+}
+
+variable "steward_bin" {
+  description = "Absolute path of the steward binary on the client. Set, the job gets a control group, \"steward\", whose actions (pause, resume, keep-my-notebook) a user runs from the job's page in the Nomad UI; \"\" (the default): no control group."
+  type        = string
+  default     = ""
+}
+
+variable "snooze" {
+  description = "How long the keep-my-notebook action keeps the job's idle rule off it (at most the rule's max_snooze)."
+  type        = string
+  default     = "2h"
+}
+
+variable "control_driver" {
+  description = "The control group's task driver: one with exec support that runs the steward binary on the client (raw_exec on a dev agent; exec, isolated, on production clients)."
+  type        = string
+  default     = "raw_exec"
 }
 
 job "gpu-work" {
@@ -169,6 +191,61 @@ job "gpu-work" {
               }
             }
           }
+        }
+      }
+    }
+  }
+
+  # Actions in the Nomad UI (the job's page, "Actions"): pause, resume and
+  # keep-my-notebook, each the steward CLI run in this small control
+  # group's task. Not in the GPU group: while Steward holds the job that
+  # group runs no allocation to run "resume" in, and the steward-exec
+  # driver runs no commands in its tasks. Steward never holds, preempts or
+  # counts this group: it asks for no GPUs. The actions act with the task's
+  # workload identity (NOMAD_TOKEN, through the task API socket) and what
+  # the operator binds to the job: acl/steward-user.policy.hcl, adapted to
+  # the namespace (README, "Actions in the Nomad UI").
+  dynamic "group" {
+    for_each = var.steward_bin == "" ? [] : [var.steward_bin]
+    labels   = ["steward"]
+    content {
+      count = 1
+
+      task "actions" {
+        driver = var.control_driver
+
+        config {
+          command = "/bin/sh"
+          args    = ["-c", "trap 'kill $! 2>/dev/null; exit 0' TERM INT; while true; do sleep 3600 & wait $!; done"]
+        }
+
+        identity {
+          env = true
+        }
+
+        env {
+          STEWARD_BIN    = group.value
+          STEWARD_SNOOZE = var.snooze
+        }
+
+        action "pause" {
+          command = "/bin/sh"
+          args    = ["-c", "exec \"$STEWARD_BIN\" pause -address \"$NOMAD_UNIX_ADDR\" -namespace \"$NOMAD_NAMESPACE\" \"$NOMAD_JOB_ID\""]
+        }
+
+        action "resume" {
+          command = "/bin/sh"
+          args    = ["-c", "exec \"$STEWARD_BIN\" resume -address \"$NOMAD_UNIX_ADDR\" -namespace \"$NOMAD_NAMESPACE\" \"$NOMAD_JOB_ID\""]
+        }
+
+        action "keep-my-notebook" {
+          command = "/bin/sh"
+          args    = ["-c", "exec \"$STEWARD_BIN\" snooze -address \"$NOMAD_UNIX_ADDR\" -namespace \"$NOMAD_NAMESPACE\" \"$NOMAD_JOB_ID\" \"$STEWARD_SNOOZE\""]
+        }
+
+        resources {
+          cpu    = 20
+          memory = 32
         }
       }
     }

@@ -44,6 +44,7 @@ var (
 	}}
 	idleSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{
 		{Name: "tiers"}, {Name: "tenants"}, {Name: "threshold"}, {Name: "after"}, {Name: "mode"}, {Name: "action"},
+		{Name: "max_snooze"},
 	}}
 	preemptionSchema = &hcl.BodySchema{
 		Attributes: []hcl.AttributeSchema{
@@ -322,11 +323,13 @@ func (d *decoder) idle(b *hcl.Block, name string) {
 		After:     DefaultIdleAfter,
 		Mode:      DefaultIdleMode,
 		Action:    DefaultIdleAction,
+		MaxSnooze: DefaultIdleMaxSnooze,
 	}
 	a.strings("tiers", &r.Tiers)
 	a.strings("tenants", &r.Tenants)
 	a.number("threshold", &r.Threshold)
 	a.duration("after", &r.After)
+	a.duration("max_snooze", &r.MaxSnooze)
 	var mode, action string
 	if a.str("mode", &mode) {
 		r.Mode = IdleMode(mode)

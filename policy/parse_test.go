@@ -45,9 +45,9 @@ func examplePolicy() *Policy {
 		},
 		Idle: []*IdleRule{
 			{Name: "notebooks", Tiers: []string{"interactive"}, Threshold: 10, After: 15 * time.Minute,
-				Mode: IdleModePressure, Action: IdleActionRequeue},
+				Mode: IdleModePressure, Action: IdleActionRequeue, MaxSnooze: 4 * time.Hour},
 			{Name: "abandoned", Tiers: []string{"training"}, Tenants: []string{"research", "platform"},
-				Threshold: 2, After: time.Hour, Mode: IdleModeAlways, Action: IdleActionStop},
+				Threshold: 2, After: time.Hour, Mode: IdleModeAlways, Action: IdleActionStop, MaxSnooze: DefaultIdleMaxSnooze},
 		},
 		Preemption: Preemption{
 			MinRuntime:       10 * time.Minute,
@@ -169,7 +169,7 @@ preemption {}`,
 				p.Tenants["team"] = &Tenant{Name: "team", Namespace: "team", Limit: Unlimited, Weight: DefaultTenantWeight}
 				p.Pools["gpu"] = &Pool{Name: "gpu", NodePool: "gpu", Owners: []string{"t"}}
 				p.Idle = []*IdleRule{{Name: "all", Threshold: DefaultIdleThreshold, After: DefaultIdleAfter,
-					Mode: DefaultIdleMode, Action: DefaultIdleAction}}
+					Mode: DefaultIdleMode, Action: DefaultIdleAction, MaxSnooze: DefaultIdleMaxSnooze}}
 			},
 		},
 		{
@@ -218,7 +218,7 @@ idle "all" {
 				p.Tiers["t"] = &Tier{Name: "t", Priority: 1, Preemptible: true}
 				p.Defaults.Tier = "t"
 				p.Idle = []*IdleRule{{Name: "all", Threshold: DefaultIdleThreshold, After: DefaultIdleAfter,
-					Mode: DefaultIdleMode, Action: DefaultIdleAction}}
+					Mode: DefaultIdleMode, Action: DefaultIdleAction, MaxSnooze: DefaultIdleMaxSnooze}}
 			},
 		},
 		{

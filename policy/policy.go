@@ -26,6 +26,10 @@ const (
 	DefaultIdleAfter     = 15 * time.Minute
 	DefaultIdleMode      = IdleModePressure
 	DefaultIdleAction    = IdleActionRequeue
+	// DefaultIdleMaxSnooze is the longest a person may snooze an idle
+	// rule for one job (steward snooze, the "keep my notebook" action): a
+	// working day.
+	DefaultIdleMaxSnooze = 8 * time.Hour
 
 	DefaultMinRuntime        = 10 * time.Minute
 	DefaultGrace             = 2 * time.Minute
@@ -239,6 +243,10 @@ type IdleRule struct {
 	After     time.Duration
 	Mode      IdleMode
 	Action    IdleAction
+	// MaxSnooze caps a snooze of the rule for one job (`steward snooze
+	// JOB 2h`): the rule does not reclaim the job's GPUs until the snooze
+	// ends, at most this long after it was asked for. 0 allows no snooze.
+	MaxSnooze time.Duration
 }
 
 // Preemption holds the guards against pointless and repeated preemption.

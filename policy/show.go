@@ -147,6 +147,7 @@ func (p *Policy) Format(w io.Writer) error {
 		setString(b, "after", FormatDuration(r.After))
 		setString(b, "mode", string(r.Mode))
 		setString(b, "action", string(r.Action))
+		setString(b, "max_snooze", FormatDuration(r.MaxSnooze))
 	}
 
 	root.AppendNewline()

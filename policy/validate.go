@@ -402,6 +402,7 @@ func (c *checker) idle() {
 				r.Name, r.Threshold)
 		}
 		c.duration(at("after"), r.After)
+		c.duration(at("max_snooze"), r.MaxSnooze)
 		if r.Mode != IdleModePressure && r.Mode != IdleModeAlways {
 			c.errorf(at("mode"), "Invalid idle mode", "The mode of idle rule %q must be %q or %q; got %q.%s",
 				r.Name, IdleModePressure, IdleModeAlways, r.Mode,

@@ -378,6 +378,16 @@ tenant "platform" {
 			want: []wantDiag{{"a.hcl:3,19", "Negative duration", `preempt_grace must not be negative; got "-30s".`}},
 		},
 		{
+			name: "negative max_snooze",
+			src:  "tier \"t\" { priority = 5 }\nidle \"nb\" {\n  max_snooze = \"-2h\"\n}\n",
+			want: []wantDiag{{"a.hcl:3,16", "Negative duration", `max_snooze must not be negative; got "-2h".`}},
+		},
+		{
+			name: "max_snooze without a unit",
+			src:  "tier \"t\" { priority = 5 }\nidle \"nb\" {\n  max_snooze = 2\n}\n",
+			want: []wantDiag{{"a.hcl:3,16", "Invalid duration", `not "2"`}},
+		},
+		{
 			name: "preempt_grace without a unit",
 			src:  "tier \"t\" {\n  priority = 5\n  preempt_grace = 30\n}\n",
 			want: []wantDiag{{"a.hcl:3,19", "Invalid duration", `The value of "preempt_grace" must be a duration such as "90s", "15m" or "1h30m", not "30".`}},

@@ -113,6 +113,18 @@ func (h *harness) submit(ns, id, tier string, gpus, count int, opts ...jobOpt) *
 	return j
 }
 
+// snooze records a person's snooze of a job's idle rule, asked for at at,
+// for d, as the controller passes it on (Job.Snooze).
+func (h *harness) snooze(ns, id string, at time.Time, d time.Duration) {
+	j := h.find(ns, id)
+	j.job.Snooze = Snooze{At: at, Until: at.Add(d)}
+	for i := range h.allocs {
+		if h.allocs[i].Job.Ref == j.job.Ref {
+			h.allocs[i].Job.Snooze = j.job.Snooze
+		}
+	}
+}
+
 func (h *harness) find(ns, id string) *hjob {
 	for _, j := range h.jobs {
 		if j.job.Ref == (JobRef{ns, id}) && !j.done {

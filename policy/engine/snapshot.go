@@ -3,6 +3,8 @@ package engine
 import (
 	"fmt"
 	"time"
+
+	"github.com/gpu-steward/steward/policy"
 )
 
 // JobRef names a Nomad job: tenants are namespaces, so the namespace is part
@@ -86,6 +88,30 @@ type Job struct {
 	// Preemptions are the times Steward preempted this job (oldest first),
 	// as recorded by the controller: the eviction cap and promotion read it.
 	Preemptions []time.Time
+	// Snooze is a person's snooze of the job's idle rule (steward snooze,
+	// the "keep-my-notebook" action), as the controller recorded it; zero
+	// when none. The rule does not take the job's GPUs until it ends
+	// (SnoozeEnd).
+	Snooze Snooze
+}
+
+// Snooze holds a job's idle rule off: asked for At, until Until.
+type Snooze struct {
+	At    time.Time
+	Until time.Time
+}
+
+// SnoozeEnd is when a snooze of rule ends: its Until, cut to the rule's
+// max_snooze after it was asked for (a policy lowered since applies to
+// snoozes already granted). Zero when there is no snooze or rule.
+func SnoozeEnd(s Snooze, rule *policy.IdleRule) time.Time {
+	if rule == nil || s.Until.IsZero() {
+		return time.Time{}
+	}
+	if longest := s.At.Add(rule.MaxSnooze); s.Until.After(longest) {
+		return longest
+	}
+	return s.Until
 }
 
 // Alloc is a running (or starting) allocation that holds GPUs.

@@ -505,7 +505,7 @@ func addNode(spread []nodeGPUs, n int32, g int) []nodeGPUs {
 // classify works out a unit's idle state and whether it is backfill.
 func (st *state) classify(ui int32) {
 	u := &st.units[ui]
-	if rule := st.idleRule(u); rule != nil && st.idleFor(u, rule) {
+	if rule := st.idleRule(u); rule != nil && !st.snoozed(u, rule) && st.idleFor(u, rule) {
 		u.idle = idlePressure
 		if rule.Mode == policy.IdleModeAlways {
 			u.idle = idleAlways
@@ -528,6 +528,13 @@ func (st *state) idleFor(u *unit, rule *policy.IdleRule) bool {
 		idle = idle && ok && st.now.Sub(since) >= rule.After
 	})
 	return idle
+}
+
+// snoozed reports whether a person snoozed the unit's idle rule for its
+// job and the snooze has not ended: however idle, its GPUs stay its own.
+// (A gang's allocations all carry their job's snooze.)
+func (st *state) snoozed(u *unit, rule *policy.IdleRule) bool {
+	return st.now.Before(SnoozeEnd(st.jobOf(u).Snooze, rule))
 }
 
 // idleRule is the idle rule that covers a unit, nil when none does (or

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -26,6 +27,8 @@ func TestStories(t *testing.T) {
 		{"AMD idle, always mode: regardless of demand", amdIdleAlways},
 		{"AMD idle: not before 15 minutes", amdIdleNotBefore},
 		{"AMD idle: a busy sample restarts the timer", amdIdleTimerRestart},
+		{"Snooze: a snoozed notebook is not reclaimed until the snooze ends", snoozedNotebookKept},
+		{"Snooze: a snooze beyond max_snooze is cut to it", snoozeCutToMax},
 		{"QoS: serving spike takes back backfill at once", qosServingSpike},
 		{"QoS: min_runtime spares young jobs unless nothing else frees enough", qosMinRuntime},
 		{"QoS: eviction cap per job per hour", qosEvictionCap},
@@ -270,6 +273,57 @@ func amdIdleTimerRestart(t *testing.T) {
 	if plan := h.step(); len(plan.Actions) != 1 {
 		t.Fatalf("idle for 15m since the busy sample: want the idle stop at 26m, got %q", kinds(plan))
 	}
+}
+
+// snoozePolicy is the notebooks rule in mode, with max_snooze 4h.
+func snoozePolicy(mode policy.IdleMode) *policy.Policy {
+	p := idlePolicy(mode)
+	p.Idle[0].MaxSnooze = 4 * time.Hour
+	return p
+}
+
+// A notebook idle for 20 minutes while training waits for its GPUs: its
+// owner snoozed the idle rule for 2 hours at minute 10, so it keeps them
+// until minute 130, and gives them up at the first plan after.
+func snoozedNotebookKept(t *testing.T) {
+	for _, mode := range []policy.IdleMode{policy.IdleModePressure, policy.IdleModeAlways} {
+		t.Run(string(mode), func(t *testing.T) {
+			h := newHarness(t, snoozePolicy(mode))
+			h.node("n1", "default", 4)
+			h.submit("product", "notebook", "interactive", 4, 1, usage(minutesAt(0, 200, 2)...))
+			h.snooze("product", "notebook", t0.Add(10*time.Minute), 2*time.Hour)
+			h.submit("research", "train", "training", 4, 1)
+			for _, m := range []time.Duration{20 * time.Minute, 90 * time.Minute, 129 * time.Minute} {
+				h.now = t0.Add(m)
+				if plan := h.step(); slices.Contains(kinds(plan), "idle-stop product/notebook") {
+					t.Fatalf("snoozed until 2h10m, at %v: want no idle stop, got %q", m, kinds(plan))
+				}
+			}
+			h.expect("running while snoozed", h.running(), []string{"product/notebook×1"})
+			h.now = t0.Add(130 * time.Minute)
+			plan := h.step()
+			h.expect("actions once the snooze ended", kinds(plan), []string{"idle-stop product/notebook", "resume research/train"})
+			mustContain(t, plan.Actions[0].Reason.Message, "GPU utilisation 2% (under 10%) for 2h10m (idle rule notebooks")
+		})
+	}
+}
+
+// Asked for 10 hours under a rule that allows 4: the snooze ends 4 hours
+// after it was asked for.
+func snoozeCutToMax(t *testing.T) {
+	h := newHarness(t, snoozePolicy(policy.IdleModeAlways))
+	h.node("n1", "default", 4)
+	h.submit("product", "notebook", "interactive", 4, 1, usage(minutesAt(0, 600, 2)...))
+	h.snooze("product", "notebook", t0, 10*time.Hour)
+	if end := SnoozeEnd(h.find("product", "notebook").job.Snooze, h.e.p.Idle[0]); !end.Equal(t0.Add(4 * time.Hour)) {
+		t.Fatalf("snooze end %v, want %v (max_snooze 4h)", end, t0.Add(4*time.Hour))
+	}
+	h.now = t0.Add(4*time.Hour - time.Minute)
+	if plan := h.step(); len(plan.Actions) != 0 {
+		t.Fatalf("within max_snooze: want no action, got %q", kinds(plan))
+	}
+	h.now = t0.Add(4 * time.Hour)
+	h.expect("actions at max_snooze", kinds(h.step()), []string{"idle-stop product/notebook"})
 }
 
 func qosPolicy() *policy.Policy {

@@ -1,0 +1,203 @@
+package controller
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/nomad/api"
+
+	"github.com/gpu-steward/steward/policy"
+)
+
+// TestSnoozeDecision: what a snooze request does, for each duration and
+// rule: the snooze's end (cut to max_snooze), and the reason or refusal.
+func TestSnoozeDecision(t *testing.T) {
+	notebooks := &policy.IdleRule{Name: "notebooks", Threshold: 10, After: 15 * time.Minute, MaxSnooze: 4 * time.Hour}
+	noSnooze := &policy.IdleRule{Name: "strict", Threshold: 10, After: 15 * time.Minute}
+	now := time.Date(2026, 11, 22, 13, 30, 0, 0, time.UTC)
+	by := "a request in namespace ml"
+	for _, tc := range []struct {
+		name     string
+		rule     *policy.IdleRule
+		duration string
+		until    time.Time // zero: no snooze
+		reason   string
+		refused  string
+	}{
+		{name: "within max_snooze", rule: notebooks, duration: "2h", until: now.Add(2 * time.Hour),
+			reason: "idle reclaim snoozed until 15:30 UTC by a request in namespace ml (asked for 2h; idle rule notebooks allows up to 4h)"},
+		{name: "beyond max_snooze is cut to it", rule: notebooks, duration: "10h", until: now.Add(4 * time.Hour),
+			reason: "idle reclaim snoozed until 17:30 UTC by a request in namespace ml (asked for 10h, cut to; idle rule notebooks allows up to 4h)"},
+		{name: "ending on another day names it", rule: &policy.IdleRule{Name: "nb", MaxSnooze: 24 * time.Hour}, duration: "12h",
+			until: now.Add(12 * time.Hour), reason: "idle reclaim snoozed until Nov 23 01:30 UTC by"},
+		{name: "0s ends a snooze", rule: notebooks, duration: "0s",
+			reason: "idle reclaim snooze ended by a request in namespace ml: idle rule notebooks applies again"},
+		{name: "no idle rule covers the job", rule: nil, duration: "2h", refused: "no idle rule covers ml/nb: there is nothing to snooze"},
+		{name: "the rule allows no snooze", rule: noSnooze, duration: "2h", refused: "idle rule strict allows no snooze (max_snooze 0s)"},
+		{name: "no duration", rule: notebooks, duration: "soon", refused: `duration "soon" is no duration`},
+		{name: "negative duration", rule: notebooks, duration: "-1h", refused: "duration -1h is negative"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, why, err := snoozeDecision(tc.rule, jobKey{"ml", "nb"}, tc.duration, by, now)
+			if tc.refused != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.refused) || s != nil {
+					t.Fatalf("got %+v, %v; want refused with %q", s, err, tc.refused)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.until.IsZero() != (s == nil) || s != nil && !s.Until.Equal(tc.until) {
+				t.Errorf("snooze %+v, want until %v", s, tc.until)
+			}
+			if !strings.HasPrefix(why.Message, tc.reason) {
+				t.Errorf("reason %q, want %q", why.Message, tc.reason)
+			}
+		})
+	}
+}
+
+// TestSnoozeRequest: a notebook idle since 20 minutes ago holds the only 2
+// GPUs while training waits (as in TestWholeRoundIdle). Its owner asked to
+// snooze its idle rule just before: rounds at 0, 40m, 1h and 1h41m requeue it
+// only once the snooze has ended, after a controller restart too; a
+// request left in another namespace names no job there and snoozes
+// nothing.
+func TestSnoozeRequest(t *testing.T) {
+	const requeue = "scale ml/nb work 0: Steward requeues (idle) 1 allocation"
+	for _, tc := range []struct {
+		name      string
+		namespace string // where the request is left
+		duration  time.Duration
+		restart   bool
+		record    string // the notebook's steward_snooze after the round at 0
+		// requeued is the first round (0, 40m, 1h or 1h41m) that requeues
+		// the notebook; -1: none.
+		requeued time.Duration
+	}{
+		{name: "2h keeps it until 1h40m", namespace: "ml", duration: 2 * time.Hour, requeued: 101 * time.Minute,
+			record: "idle reclaim snoozed until 13:40 UTC by a request in namespace ml (asked for 2h; idle rule notebooks allows up to 8h)"},
+		{name: "2h, controller restarted", namespace: "ml", duration: 2 * time.Hour, restart: true, requeued: 101 * time.Minute,
+			record: "idle reclaim snoozed until 13:40 UTC"},
+		{name: "30m ends before the round at 40m", namespace: "ml", duration: 30 * time.Minute, requeued: 40 * time.Minute,
+			record: "idle reclaim snoozed until 12:10 UTC"},
+		{name: "a request in another namespace snoozes nothing", namespace: "other", duration: 2 * time.Hour, requeued: 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFakeNomad()
+			cl := f.cl()
+			cl.nodes = []*api.NodeListStub{apiNode("n1", 2)}
+			nb := apiJob("ml", "nb", "interactive", 60, 1, 2)
+			train := apiJob("ml", "train", "training", 40, 1, 2)
+			cl.jobs["ml/nb"], cl.jobs["ml/train"] = nb, train
+			gpus := []string{"n1-gpu0", "n1-gpu1"}
+			cl.allocs = []*api.AllocationListStub{apiAlloc("a-nb", nb, "n1", gpus, t0.Add(-time.Hour))}
+			cl.stats["n1"] = gpuStats(gpus, 1)
+			ev, sum := apiBlockedEval(train, 1, t0.Add(-time.Second))
+			cl.evals, cl.summary["ml/train"] = []*api.Evaluation{ev}, sum
+			if err := SubmitRequest(context.Background(), f, tc.namespace, "nb", Request{Action: "snooze", Duration: tc.duration, At: t0}); err != nil {
+				t.Fatal(err)
+			}
+			r := newRoundRunner(t, f)
+			sweep := func(at time.Duration) {
+				r.clock = t0.Add(at)
+				r.c.sweepStats(context.Background(), r.c.usage.targetsNow())
+			}
+			requeued := time.Duration(-1)
+			run := func(at time.Duration) {
+				t.Helper()
+				w, err := r.round(at)
+				if err != nil {
+					t.Fatalf("round at %v: %v", at, err)
+				}
+				if requeued < 0 && slices.ContainsFunc(w, func(c string) bool { return strings.HasPrefix(c, requeue) }) {
+					requeued = at
+				}
+			}
+			run(-20 * time.Minute) // holds training; carries the request out
+			sweep(-20 * time.Minute)
+			sweep(0)
+			run(0)
+			if got := f.vars["ml:nomad/jobs/nb"]["steward_snooze"]; !strings.HasPrefix(got, tc.record) || (tc.record == "") != (got == "") {
+				t.Errorf("the notebook's record says steward_snooze %q, want %q", got, tc.record)
+			}
+			if tc.restart {
+				r.restart()
+			}
+			run(40 * time.Minute) // (a restarted controller learns what to sweep)
+			for _, at := range []time.Duration{50 * time.Minute, time.Hour} {
+				sweep(at)
+			}
+			run(time.Hour)
+			sweep(101 * time.Minute)
+			run(101 * time.Minute)
+			if requeued != tc.requeued {
+				t.Errorf("the notebook was first requeued at %v, want %v (-1: never)", requeued, tc.requeued)
+			}
+		})
+	}
+}
+
+// TestControlGroupNeverHeld: the example jobspecs' actions run in a group
+// of their own without GPUs ("steward"). Steward neither counts it as GPU
+// work nor holds it: a pause holds the GPU group alone, a resume brings
+// that back, and the control group's allocation runs throughout, so that
+// "resume" has somewhere to run.
+func TestControlGroupNeverHeld(t *testing.T) {
+	f := newFakeNomad()
+	cl := f.cl()
+	cl.nodes = []*api.NodeListStub{apiNode("n1", 1)}
+	nb := apiJob("ml", "nb", "interactive", 60, 1, 1)
+	control := &api.Task{Name: "actions", Driver: "raw_exec", Resources: &api.Resources{}}
+	nb.TaskGroups = append(nb.TaskGroups, &api.TaskGroup{Name: ptr("steward"), Count: ptr(1), Tasks: []*api.Task{control}})
+	cl.jobs["ml/nb"] = nb
+	ctlAlloc := &api.AllocationListStub{ID: "a-control", Name: "nb.steward[0]", Namespace: "ml", JobID: "nb", TaskGroup: "steward", NodeID: "n1",
+		ClientStatus: "running", DesiredStatus: "run", CreateTime: t0.Add(-time.Hour).UnixNano(),
+		AllocatedResources: &api.AllocatedResources{Tasks: map[string]*api.AllocatedTaskResources{"actions": {}}},
+		TaskStates:         map[string]*api.TaskState{"actions": {State: "running", StartedAt: t0.Add(-time.Hour)}}}
+	cl.allocs = []*api.AllocationListStub{apiAlloc("a-nb", nb, "n1", []string{"n1-gpu0"}, t0.Add(-time.Hour)), ctlAlloc}
+	r := newRoundRunner(t, f)
+	var writes []string
+	run := func(at time.Duration) {
+		t.Helper()
+		w, err := r.round(at)
+		if err != nil {
+			t.Fatalf("round at %v: %v", at, err)
+		}
+		writes = append(writes, w...)
+	}
+	groupCount := func(g string) int {
+		for _, tg := range cl.jobs["ml/nb"].TaskGroups {
+			if *tg.Name == g {
+				return *tg.Count
+			}
+		}
+		return -1
+	}
+	for _, step := range []struct {
+		action string
+		work   int // the GPU group's count after it
+	}{{"pause", 0}, {"resume", 1}} {
+		if err := SubmitRequest(context.Background(), f, "ml", "nb", Request{Action: step.action, At: t0}); err != nil {
+			t.Fatal(err)
+		}
+		for _, at := range []time.Duration{0, signalDelay, signalDelay + 2*time.Minute, 3 * time.Minute} {
+			run(at)
+		}
+		if got := groupCount("work"); got != step.work {
+			t.Errorf("after %s the GPU group's count is %d, want %d; writes %q", step.action, got, step.work, writes)
+		}
+		if got := groupCount("steward"); got != 1 || !slices.Contains(cl.allocs, ctlAlloc) {
+			t.Errorf("after %s the control group's count is %d (want 1), its allocation running: %v", step.action, got, slices.Contains(cl.allocs, ctlAlloc))
+		}
+	}
+	for _, w := range writes {
+		if strings.Contains(w, "nb steward") || strings.Contains(w, "a-control") {
+			t.Errorf("Steward acted on the control group: %q", w)
+		}
+	}
+}
