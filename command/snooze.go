@@ -2,34 +2,32 @@ package command
 
 import (
 	"context"
-	"flag"
 	"fmt"
-	"io"
-	"os"
 	"os/user"
 	"strings"
 	"time"
 
 	"github.com/hashicorp/cli"
 	"github.com/hashicorp/nomad/api"
+	"github.com/posener/complete"
 
 	"github.com/gpu-steward/steward/controller"
 )
 
 func init() {
-	register("snooze", func(ui cli.Ui) cli.Command { return &SnoozeCommand{UI: ui} })
+	register("snooze", func(ui cli.Ui) cli.Command { return &SnoozeCommand{Meta: Meta{UI: ui}} })
 }
 
 // SnoozeCommand is "steward snooze JOB DURATION": the job's idle rule
 // leaves it alone for a while (the "keep-my-notebook" action of the
 // example jobspecs runs it).
 type SnoozeCommand struct {
-	UI cli.Ui
+	Meta
 }
 
 func (c *SnoozeCommand) Help() string {
 	return strings.TrimSpace(`
-Usage: steward snooze [-namespace NS] [-wait 10s] JOB DURATION
+Usage: steward snooze [options] [-wait 10s] JOB DURATION
 
   Snoozes the idle rule that covers a job: however idle its GPUs, the rule
   does not reclaim them until DURATION ("2h", "90m") has passed, at most
@@ -39,47 +37,52 @@ Usage: steward snooze [-namespace NS] [-wait 10s] JOB DURATION
   then says until when.
 
   -wait waits up to that long for the record to say so, and prints it
-  (0: do not wait).
-`)
+  (0: do not wait). JOB may be a prefix of the job's ID, as for
+  'nomad job status'; a token that may not list jobs must name it in full.
+
+` + generalOptionsUsage(flagNamespace))
 }
+
+func (c *SnoozeCommand) AutocompleteFlags() complete.Flags {
+	return c.Meta.AutocompleteFlags(flagNamespace, complete.Flags{"-wait": complete.PredictAnything})
+}
+
+func (c *SnoozeCommand) AutocompleteArgs() complete.Predictor { return predictJobs{meta: &c.Meta} }
 
 func (c *SnoozeCommand) Synopsis() string {
 	return "Keep a job's idle rule from reclaiming its GPUs for a while"
 }
 
 func (c *SnoozeCommand) Run(args []string) int {
-	var address string
-	ns := os.Getenv("NOMAD_NAMESPACE")
-	if ns == "" {
-		ns = "default"
-	}
-	fs := flag.NewFlagSet("snooze", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	fs.StringVar(&ns, "namespace", ns, "")
+	fs := c.FlagSet("snooze", flagNamespace)
 	wait := fs.Duration("wait", 10*time.Second, "")
-	addressFlag(fs, &address)
-	if err := fs.Parse(args); err != nil || fs.NArg() != 2 {
+	if err := c.Parse(fs, args); err != nil || fs.NArg() != 2 {
 		c.UI.Error(c.Help())
 		return 1
 	}
-	job := fs.Arg(0)
 	d, err := time.ParseDuration(fs.Arg(1))
 	if err != nil || d < 0 {
 		c.UI.Error(fmt.Sprintf("snooze: %q is no duration such as \"2h\" or \"90m\"", fs.Arg(1)))
 		return 1
 	}
-	client, err := nomadClient(address)
+	ns := c.Namespace()
+	if ns == "" {
+		ns = "default"
+	}
+	client, err := c.Client()
 	if err != nil {
 		c.UI.Error(err.Error())
 		return 1
 	}
-	// As pause does: name a missing job at once, and go on with a token
-	// that may not read jobs (a workload identity with only
-	// acl/steward-user.policy.hcl).
-	if _, _, err := client.Jobs().Info(job, (&apiQuery{ns}).opts()); err != nil && !isForbidden(err) {
-		c.UI.Error(fmt.Sprintf("job %s in namespace %s: %v", job, ns, err))
+	// As pause does: the job a prefix names, or a missing job, at once;
+	// a token that may not list jobs (a workload identity with only
+	// acl/steward-user.policy.hcl) goes on with the ID as given.
+	ref, err := resolveJob(client, ns, fs.Arg(0), nil)
+	if err != nil {
+		c.UI.Error(err.Error())
 		return 1
 	}
+	ns, job := ref.Namespace, ref.ID
 	before := snoozeRecord(client, ns, job)
 	by := "steward snooze"
 	if u, err := user.Current(); err == nil {

@@ -27,7 +27,7 @@ func TestSnoozeCommandArgs(t *testing.T) {
 			// An address nothing answers on: a test that got past the
 			// arguments would fail on it, not hang.
 			args := append([]string{"-address", "http://127.0.0.1:1"}, tc.args...)
-			if code := (&SnoozeCommand{UI: ui}).Run(args); code != 1 {
+			if code := (&SnoozeCommand{Meta: Meta{UI: ui}}).Run(args); code != 1 {
 				t.Errorf("exit %d, want 1", code)
 			}
 			if got := ui.ErrorWriter.String(); !strings.Contains(got, tc.want) {
