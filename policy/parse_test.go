@@ -45,7 +45,7 @@ func examplePolicy() *Policy {
 		},
 		Idle: []*IdleRule{
 			{Name: "notebooks", Tiers: []string{"interactive"}, Threshold: 10, After: 15 * time.Minute,
-				Mode: IdleModePressure, Action: IdleActionRequeue},
+				Mode: IdleModePressure, Action: IdleActionRequeue, WarnBefore: 5 * time.Minute},
 			{Name: "abandoned", Tiers: []string{"training"}, Tenants: []string{"research", "platform"},
 				Threshold: 2, After: time.Hour, Mode: IdleModeAlways, Action: IdleActionStop},
 		},
@@ -56,6 +56,14 @@ func examplePolicy() *Policy {
 			MaxPerJobPerHour: 2,
 			ResumeOrder:      ResumeOrderPreemptedFirst,
 			Promote:          Promote{AfterPreemptions: 3, AfterWait: time.Hour, Boost: 10},
+		},
+		Notify: []*Notify{
+			{Name: "ops", URLEnv: "STEWARD_OPS_WEBHOOK", Timeout: DefaultNotifyTimeout, Attempts: DefaultNotifyAttempts},
+			{Name: "research", URL: "https://hooks.example.com/steward/research",
+				Events:  []string{NotifyPreempt, NotifyMigrate, NotifyIdleWarning, NotifyIdleReclaim, NotifyResume},
+				Tenants: []string{"research"}, UIURL: "https://nomad.example.com",
+				HeadersFromEnv: map[string]string{"Authorization": "STEWARD_RESEARCH_WEBHOOK_AUTH"},
+				Timeout:        10 * time.Second, Attempts: 8},
 		},
 	}
 }

@@ -147,7 +147,10 @@ func (p *Policy) Format(w io.Writer) error {
 		setString(b, "after", FormatDuration(r.After))
 		setString(b, "mode", string(r.Mode))
 		setString(b, "action", string(r.Action))
+		setString(b, "warn_before", FormatDuration(r.WarnBefore))
 	}
+
+	formatNotify(root, p)
 
 	root.AppendNewline()
 	pb := root.AppendNewBlock(blockPreemption, nil).Body()
