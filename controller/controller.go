@@ -67,6 +67,8 @@ type Controller struct {
 	statusAt     time.Time
 	usage        *usageStore
 	metrics      *metrics
+	// notifier sends webhook messages (notify.go); nil in a dry run.
+	notifier *notifier
 
 	pressureMu    sync.Mutex
 	pressureSince time.Time
@@ -118,6 +120,15 @@ func New(cfg Config, client *api.Client, log hclog.Logger) (*Controller, error) 
 	if cfg.Traffic != nil {
 		c.metrics.reg.MustRegister(cfg.Traffic.collectors()...)
 	}
+	if err := checkNotifyEnv(p); err != nil {
+		return nil, err
+	}
+	if !cfg.DryRun {
+		nm := newNotifyMetrics()
+		c.metrics.reg.MustRegister(nm.collectors()...)
+		c.notifier = newNotifier(log.Named("notify"), ls.valid, nm)
+		c.notifier.delivered = c.poke
+	}
 	c.health.Identity, c.health.PolicyFiles, c.health.DryRun = cfg.Identity, cfg.PolicyFiles, cfg.DryRun
 	c.checkAddr = cfg.Advertise
 	c.resetState()
@@ -156,6 +167,9 @@ func LoadPolicy(paths []string) (*policy.Policy, error) {
 // good one stays in force.
 func (c *Controller) Reload() error {
 	p, err := LoadPolicy(c.cfg.PolicyFiles)
+	if err == nil {
+		err = checkNotifyEnv(p)
+	}
 	if err != nil {
 		c.log.Error("policy reload failed: keeping the last good policy", "error", err)
 		c.metrics.reloads.WithLabelValues("error").Inc()

@@ -55,6 +55,7 @@ func recordItems(pol *policy.Policy, st *JobState, job *ObservedJob, idleSince t
 	if n := st.heldCount(); n > 0 {
 		items["steward_held"] = plural(n, "allocation")
 	}
+	idleWarningItems(st, items)
 	if len(set.Problems) > 0 {
 		// What the job's meta asked for and Steward refused, and what it
 		// uses instead.
@@ -130,7 +131,7 @@ func (c *Controller) writeRecordWith(ctx context.Context, r *round, pol *policy.
 	k := st.key()
 	job := r.obs.Jobs[k]
 	path := recordPath(k.ID)
-	if job == nil || path == "" || (st.Reason == "" && !st.Paused && c.refused[k] == nil) {
+	if job == nil || path == "" || (st.Reason == "" && !st.Paused && c.refused[k] == nil && st.IdleWarning == nil && len(st.Warned) == 0) {
 		// Nothing to say: Steward neither decided about the job nor
 		// refused any of its meta.
 		return
