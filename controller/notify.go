@@ -8,6 +8,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
+	"net/url"
 	"sync"
 	"time"
 
@@ -123,13 +124,8 @@ func (n *notifier) run(ctx context.Context) (stop func(wait time.Duration)) {
 		}
 		n.timers = map[*time.Timer]bool{}
 		n.inflight = map[noticeKey]bool{}
-		for {
-			select {
-			case <-n.queue:
-				continue
-			default:
-			}
-			break
+		for len(n.queue) > 0 {
+			<-n.queue // left in the outbox, for the next term or leader
 		}
 	}
 }
@@ -291,13 +287,11 @@ func (n *notifier) post(d *delivery) error {
 }
 
 // redactURLError keeps a webhook's URL, which may be a secret (url_env),
-// out of logs.
+// out of logs: the client's error names it, the error inside does not.
 func redactURLError(err error) error {
-	var ue interface{ Unwrap() error }
-	if errors.As(err, &ue) {
-		if inner := ue.Unwrap(); inner != nil {
-			return inner
-		}
+	var ue *url.Error
+	if errors.As(err, &ue) && ue.Err != nil {
+		return ue.Err
 	}
 	return err
 }

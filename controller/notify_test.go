@@ -3,10 +3,12 @@ package controller
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -206,34 +208,43 @@ func TestNotifierQueueFullNeverBlocks(t *testing.T) {
 	n.workers = 1
 	stop := n.run(context.Background())
 	defer stop(0)
-	finished := make(chan int)
+	type result struct {
+		taken   int
+		dropped []noticeKey
+	}
+	finished := make(chan result)
 	go func() {
-		taken := 0
+		var res result
 		for i := range 10 {
-			if n.enqueue(testDelivery(rc.srv.URL, "d-"+string(rune('a'+i)), 1)) {
-				taken++
+			d := testDelivery(rc.srv.URL, fmt.Sprintf("d-%d", i), 1)
+			if n.enqueue(d) {
+				res.taken++
+			} else {
+				res.dropped = append(res.dropped, d.key)
 			}
 		}
-		finished <- taken
+		finished <- res
 	}()
-	var taken int
+	var res result
 	select {
-	case taken = <-finished:
+	case res = <-finished:
 	case <-time.After(30 * time.Second):
 		t.Fatal("enqueue blocked on a receiver that does not answer")
 	}
 	// One is being sent (the worker waits on the receiver), two are
 	// queued; at most one more may have slipped in before the worker took
 	// the first.
-	if taken < 2 || taken > 3 {
-		t.Errorf("queue of 2 with one worker took %d of 10", taken)
+	if res.taken < 2 || res.taken > 3 {
+		t.Errorf("queue of 2 with one worker took %d of 10", res.taken)
 	}
-	if dropped := testutil.ToFloat64(n.metrics.dropped); int(dropped) != 10-taken {
-		t.Errorf("dropped %v, want %d", dropped, 10-taken)
+	if dropped := testutil.ToFloat64(n.metrics.dropped); int(dropped) != 10-res.taken {
+		t.Errorf("dropped %v, want %d", dropped, 10-res.taken)
 	}
 	// A dropped message is not on its way: a later round queues it again.
-	if n.busy(noticeKey{job: jobKey{"ml", "train"}, id: "d-j", to: "ops"}) {
-		t.Error("a dropped message counts as on its way")
+	for _, k := range res.dropped {
+		if n.busy(k) {
+			t.Errorf("dropped message %s counts as on its way", k.id)
+		}
 	}
 }
 
@@ -308,4 +319,20 @@ func mapKeys(m map[string]any) []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// A webhook's URL may be a secret (url_env): a failed attempt's error,
+// which is logged, does not name it.
+func TestNotifierKeepsURLOutOfErrors(t *testing.T) {
+	rc := newReceiver(t, 200)
+	secret := rc.srv.URL + "/hooks/T000/B000/s3cretT0ken"
+	rc.srv.Close() // nothing answers there any more
+	n := newNotifier(hclog.NewNullLogger(), func() bool { return true }, newNotifyMetrics())
+	err := n.post(testDelivery(secret, "d-1", 1))
+	if err == nil {
+		t.Fatal("a post to a closed server succeeded")
+	}
+	if strings.Contains(err.Error(), "s3cretT0ken") {
+		t.Errorf("error %q names the webhook's URL", err)
+	}
 }

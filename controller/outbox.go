@@ -155,7 +155,7 @@ func (c *Controller) sendOutbox(pol *policy.Policy) {
 		return
 	}
 	c.markSent(c.notifier.takeFinished())
-	for _, st := range c.sortedStates() {
+	for _, st := range c.states {
 		for _, n := range st.Outbox {
 			for _, to := range slices.Clone(n.To) {
 				k := noticeKey{job: st.key(), id: n.ID, to: to}
