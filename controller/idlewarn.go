@@ -45,7 +45,7 @@ func (c *Controller) warnIdle(ctx context.Context, r *round, pol *policy.Policy,
 	n := noticeFor(pol, job, policy.NotifyIdleWarning, idleWarningAction, w.Group, w.GPUs, w.Reason, r.now)
 	if n != nil {
 		n.ReclaimAt = w.ReclaimAt
-		st.Outbox = append(st.Outbox, n)
+		c.addNotice(st, n)
 	}
 	c.log.Info(idleWarningAction, "job", k, "group", w.Group, "gpus", w.GPUs, "reclaim_at", w.ReclaimAt, "reason", w.Reason.Message)
 	d := Decision{At: r.now, Kind: idleWarningAction, Job: w.Job.String(), Group: w.Group, GPUs: w.GPUs,

@@ -130,12 +130,36 @@ func noticeFor(pol *policy.Policy, job *ObservedJob, event, action, group string
 // out) into the job's state, to be saved with the decision. Each branch of
 // execute calls it just before the save that records its decision, so
 // that an action that turns out to do nothing sends nothing.
-func (r *round) attachNotice(st *JobState) {
+func (c *Controller) attachNotice(r *round, st *JobState) {
 	if r.pending == nil {
 		return
 	}
-	st.Outbox = append(st.Outbox, r.pending)
+	c.addNotice(st, r.pending)
 	r.attached, r.pending = r.pending, nil
+}
+
+// maxOutbox bounds the messages one job's state keeps unsent: a receiver
+// that is down for long while the job's decisions go on must not grow the
+// state towards Nomad's variable size limit, where the state could no
+// longer be written and decisions would stop.
+const maxOutbox = 16
+
+// addNotice puts a message in the job's outbox, giving up the oldest when
+// it is full.
+func (c *Controller) addNotice(st *JobState, n *Notice) {
+	st.Outbox = append(st.Outbox, n)
+	if over := len(st.Outbox) - maxOutbox; over > 0 {
+		for _, old := range st.Outbox[:over] {
+			c.log.Error("webhook messages of this job pile up unsent: the oldest is given up", "job", st.key(),
+				"decision", old.ID, "event", old.Event, "notify", strings.Join(old.To, ","))
+			if c.notifier != nil {
+				for _, to := range old.To {
+					c.notifier.metrics.failed.WithLabelValues(to).Inc()
+				}
+			}
+		}
+		st.Outbox = slices.Delete(st.Outbox, 0, over)
+	}
 }
 
 // dropUnsaved takes the round's attached message out of the state again

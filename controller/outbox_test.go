@@ -304,3 +304,17 @@ func TestIdleWarningRounds(t *testing.T) {
 		t.Errorf("busy again: %d warnings, %d messages; want none more", len(warnings()), rc.requests()-1)
 	}
 }
+
+// A job's outbox keeps at most maxOutbox messages: a receiver down for
+// long must not grow the job's state until it can no longer be written.
+func TestOutboxBounded(t *testing.T) {
+	f := newFakeNomad()
+	c := testController(t, f)
+	st := c.state(jobKey{"ml", "nb"})
+	for i := range maxOutbox + 5 {
+		c.addNotice(st, &Notice{ID: fmt.Sprintf("d-%02d", i), To: []string{"ops"}, Event: "hold"})
+	}
+	if len(st.Outbox) != maxOutbox || st.Outbox[0].ID != "d-05" || st.Outbox[maxOutbox-1].ID != fmt.Sprintf("d-%02d", maxOutbox+4) {
+		t.Errorf("outbox holds %d, from %s: want the newest %d", len(st.Outbox), st.Outbox[0].ID, maxOutbox)
+	}
+}
