@@ -318,3 +318,55 @@ func TestOutboxBounded(t *testing.T) {
 		t.Errorf("outbox holds %d, from %s: want the newest %d", len(st.Outbox), st.Outbox[0].ID, maxOutbox)
 	}
 }
+
+// Allocations of one job warned in turn join the warning that stands, under
+// its first time (the driver's name for it: an allocation told already is
+// not told again); each leaves it when it is busy again or gone, and the
+// warning goes with the last.
+func TestIdleWarningJoinsAndLeaves(t *testing.T) {
+	c := testController(t, newFakeNomad())
+	nb := job("ml", "nb", "interactive", 60, 2, 1)
+	a1, a2 := alloc("a1aaaaaaaa", "nb"), alloc("a2aaaaaaaa", "nb")
+	r := roundWith([]*ObservedJob{nb}, []ObservedAlloc{a1, a2})
+	idleFrom := func(id string, since time.Time, busy bool) {
+		var s []engine.Sample
+		for at := since; !at.After(r.now); at = at.Add(time.Minute) {
+			s = append(s, engine.Sample{At: at, Util: 1})
+		}
+		if busy {
+			s = append(s, engine.Sample{At: r.now, Util: 90})
+		}
+		c.usage.mu.Lock()
+		c.usage.byAlloc[id] = s
+		c.usage.mu.Unlock()
+	}
+	warn := func(id string) {
+		c.warnIdle(context.Background(), r, c.pol, engine.IdleWarning{Job: engine.JobRef{Namespace: "ml", ID: "nb"}, Group: "work",
+			Allocs: []string{id}, GPUs: 1, Reason: engine.Reason{Rule: engine.RuleIdle, Message: "idle " + id}})
+	}
+	st := c.state(jobKey{"ml", "nb"})
+	idleFrom(a1.ID, t0.Add(-20*time.Minute), false)
+	idleFrom(a2.ID, t0.Add(-20*time.Minute), false)
+	warn(a1.ID)
+	first := r.now
+	r.now = r.now.Add(time.Minute)
+	warn(a2.ID)
+	c.pruneIdleWarnings(r, c.pol)
+	items := map[string]string{}
+	idleWarningItems(st, items)
+	if items["steward_idle_warning_allocs"] != "a1aaaaaa,a2aaaaaa" || items["steward_idle_warning_at"] != first.Format(time.RFC3339Nano) ||
+		items["steward_idle_warning"] != "idle a2aaaaaaaa" {
+		t.Fatalf("record items %v: want both allocations under the first warning's time", items)
+	}
+	idleFrom(a1.ID, t0.Add(-20*time.Minute), true) // a1 busy again
+	c.pruneIdleWarnings(r, c.pol)
+	if st.IdleWarning == nil || !slices.Equal(st.IdleWarning.Allocs, []string{"a2aaaaaa"}) {
+		t.Fatalf("a1 busy: warning %+v, want a2 alone", st.IdleWarning)
+	}
+	gone := roundWith([]*ObservedJob{nb}, []ObservedAlloc{a1})
+	gone.now = r.now
+	c.pruneIdleWarnings(gone, c.pol)
+	if st.IdleWarning != nil || len(st.Warned) != 1 {
+		t.Fatalf("a2 gone: warning %+v, warned %v; want no warning and a1's time alone", st.IdleWarning, st.Warned)
+	}
+}

@@ -67,7 +67,7 @@ type JobState struct {
 	// warning about it was last given (engine.Alloc.IdleWarned), so that
 	// it is given once per idle stretch; IdleWarning is the warning that
 	// stands (idlewarn.go).
-	Warned      map[string]time.Time `json:"warned,omitempty"`
+	Warned      map[string]warnedAt `json:"warned,omitempty"`
 	IdleWarning *IdleWarning         `json:"idle_warning,omitempty"`
 	// Outbox holds the messages about decisions not yet sent to the
 	// policy's webhooks, saved with the decisions (outbox.go).
