@@ -68,7 +68,7 @@ type JobState struct {
 	// it is given once per idle stretch; IdleWarning is the warning that
 	// stands (idlewarn.go).
 	Warned      map[string]warnedAt `json:"warned,omitempty"`
-	IdleWarning *IdleWarning         `json:"idle_warning,omitempty"`
+	IdleWarning *IdleWarning        `json:"idle_warning,omitempty"`
 	// Outbox holds the messages about decisions not yet sent to the
 	// policy's webhooks, saved with the decisions (outbox.go).
 	Outbox []*Notice `json:"outbox,omitempty"`
