@@ -164,6 +164,36 @@ tier "alpha" { priority = 10 }`,
 			},
 		},
 		{
+			name: "a notify block with only a URL takes every default; notify blocks keep file order",
+			src: `
+tier "t" { priority = 1 }
+notify "z" { url = "https://z.example.com/hook" }
+notify "a" { url_env = "A_HOOK" }`,
+			want: func(p *Policy) {
+				p.Tiers["t"] = &Tier{Name: "t", Priority: 1, Preemptible: true}
+				p.Defaults.Tier = "t"
+				p.Notify = []*Notify{
+					{Name: "z", URL: "https://z.example.com/hook", Timeout: DefaultNotifyTimeout, Attempts: DefaultNotifyAttempts},
+					{Name: "a", URLEnv: "A_HOOK", Timeout: DefaultNotifyTimeout, Attempts: DefaultNotifyAttempts},
+				}
+			},
+		},
+		{
+			name: "an idle rule's warn_before",
+			src: `
+tier "t" { priority = 1 }
+idle "nb" {
+  after       = "1h"
+  warn_before = "10m"
+}`,
+			want: func(p *Policy) {
+				p.Tiers["t"] = &Tier{Name: "t", Priority: 1, Preemptible: true}
+				p.Defaults.Tier = "t"
+				p.Idle = []*IdleRule{{Name: "nb", Threshold: DefaultIdleThreshold, After: time.Hour, WarnBefore: 10 * time.Minute,
+					Mode: DefaultIdleMode, Action: DefaultIdleAction}}
+			},
+		},
+		{
 			name: "empty blocks take every default",
 			src: `
 tier "t" { priority = 1 }
