@@ -91,9 +91,9 @@ func newNotifier(log hclog.Logger, leading func() bool, m *notifyMetrics) *notif
 }
 
 // run starts the workers for one lead term and returns a function that
-// ends it: no new attempt starts after, attempts under way are given up
-// to wait to finish (so that what a receiver took is marked sent), and
-// everything not done stays in the outbox for the next leader.
+// ends it: no new attempt starts after, attempts under way get up to wait
+// to finish (so that what a receiver took is marked sent), and everything
+// not done stays in the outbox for the next leader.
 func (n *notifier) run(ctx context.Context) (stop func(wait time.Duration)) {
 	term, cancel := context.WithCancel(ctx)
 	n.mu.Lock()
