@@ -156,6 +156,9 @@ idle "notebooks" {
   mode      = "pressure"      # "pressure": only when other work waits for GPUs; "always": as soon as it matches. Default: "pressure".
   action    = "requeue"       # "requeue": hold the job and resume it when GPUs are free; "stop": stop it. Default: "requeue".
   max_snooze = "4h"           # Longest a job's owner may snooze the rule for it (steward snooze, the "keep-my-notebook" action); "0s": no snoozing. Default: "8h".
+  # This long before the release, warn the job's owners once (a task event on
+  # its allocation, a webhook): shorter than after. Default: "0s" = no warning.
+  warn_before = "5m"
 }
 
 idle "abandoned" {
@@ -165,6 +168,28 @@ idle "abandoned" {
   after     = "1h"
   mode      = "always"
   action    = "stop"
+}
+
+# Webhooks: each decision about a job (the events listed, for the tenants
+# listed) is POSTed as JSON, once, with an Idempotency-Key header. Only the
+# operator writes this file: a block without tenants gets every team's
+# decisions, so point it at a receiver the operators control; a team's own
+# receiver gets a block naming that team alone.
+notify "ops" {
+  url_env = "STEWARD_OPS_WEBHOOK" # The URL, read from the controller's environment (URLs of chat webhooks are secrets). Or url.
+}
+
+notify "research" {
+  url     = "https://hooks.example.com/steward/research" # Where to POST. Or url_env.
+  events  = ["preempt", "migrate", "idle_warning", "idle_reclaim", "resume"] # Default: [] = every event.
+  tenants = ["research"] # Only these tenants' jobs. Default: [] = every tenant.
+  ui_url  = "https://nomad.example.com" # The Nomad UI in links. Default: the controller's -ui-url, else its Nomad address.
+  # Headers whose values come from the controller's environment. Default: none.
+  headers_from_env = {
+    Authorization = "STEWARD_RESEARCH_WEBHOOK_AUTH"
+  }
+  timeout  = "10s" # Per attempt. Default: "10s".
+  attempts = 8     # Tries, with exponential backoff and jitter, before a message is given up. Default: 8.
 }
 
 # Guards against pointless and repeated preemption. The block is optional;

@@ -61,6 +61,9 @@ Options:
                        tenant's token may write there).
   -job-records=false   Write no record into each job's nomad/jobs/<job> variable
                        (the token then needs no access to jobs' own variables).
+  -ui-url URL          The Nomad UI's address for the links in webhook messages
+                       (notify blocks), unless a block sets ui_url (default:
+                       the Nomad address).
   -lock-ttl DUR        Leader lock TTL (default 15s, at least 10s).
   -lock-delay DUR      Wait after a lost leader before another takes over (default 15s).
   -id NAME             This controller's name (default host:pid).
@@ -106,6 +109,7 @@ func (c *ControllerCommand) Run(args []string) int {
 	fs.StringVar(&cfg.Listen, "listen", cfg.Listen, "")
 	fs.BoolVar(&cfg.Pprof, "pprof", false, "")
 	fs.StringVar(&cfg.Advertise, "advertise", "", "")
+	fs.StringVar(&cfg.UIURL, "ui-url", "", "")
 	fs.DurationVar(&cfg.Resync, "resync", cfg.Resync, "")
 	fs.DurationVar(&cfg.StatsInterval, "stats-interval", cfg.StatsInterval, "")
 	fs.StringVar(&cfg.StateNamespace, "state-namespace", cfg.StateNamespace, "")

@@ -29,6 +29,7 @@ func (c *Controller) execute(ctx context.Context, r *round, a engine.Action) err
 	case engine.SetPriority, engine.Promote:
 		st.Promoted = a.Kind == engine.Promote
 		st.note(statusFor(a.Kind, st), a.Reason, r.now)
+		c.attachNotice(r, st)
 		if err := c.save(ctx, st); err != nil {
 			return err
 		}
@@ -70,6 +71,7 @@ func (c *Controller) execute(ctx context.Context, r *round, a engine.Action) err
 			c.extendMarks(ctx, st, d.For, r.now, r.now.Add(signalDelay+d.Grace))
 		}
 		st.note(StatusDraining, a.Reason, r.now)
+		c.attachNotice(r, st)
 		if err := c.save(ctx, st); err != nil {
 			return err
 		}
@@ -89,6 +91,7 @@ func (c *Controller) execute(ctx context.Context, r *round, a engine.Action) err
 		// The job goes to another node pool: Nomad places its waiting
 		// allocations there. A held group's resume follows in the plan.
 		st.note(StatusMoved, a.Reason, r.now)
+		c.attachNotice(r, st)
 		if err := c.save(ctx, st); err != nil {
 			return err
 		}
@@ -148,6 +151,7 @@ func (c *Controller) execute(ctx context.Context, r *round, a engine.Action) err
 		if g := st.Held[a.Group]; g != nil {
 			g.Index = job.ModifyIndex
 		}
+		c.attachNotice(r, st)
 		if err := c.save(ctx, st); err != nil {
 			return err
 		}
@@ -223,6 +227,7 @@ func (c *Controller) holdBack(ctx context.Context, r *round, st *JobState, job *
 	}
 	st.hold(group, n, spec.Count, string(why.Rule), r.now, job.ModifyIndex)
 	st.note(StatusHeld, why, r.now)
+	c.attachNotice(r, st)
 	if err := c.save(ctx, st); err != nil {
 		return err
 	}

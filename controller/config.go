@@ -3,6 +3,8 @@ package controller
 import (
 	"fmt"
 	"time"
+
+	"github.com/gpu-steward/steward/policy"
 )
 
 // Config is how the controller runs. Connection settings (address, token,
@@ -38,6 +40,9 @@ type Config struct {
 	// Listen is the address of /metrics, /healthz and /v1/job/check (""
 	// turns them off).
 	Listen string
+	// UIURL is the Nomad UI's address for links in webhook messages,
+	// unless a notify block sets its own; "" uses the Nomad address.
+	UIURL string
 	// Advertise is the URL at which people's `steward job check` reaches
 	// this controller, published in the status; "" publishes the listen
 	// address.
@@ -93,6 +98,11 @@ func (c Config) Validate() error {
 		return fmt.Errorf("lock TTL %s: Nomad accepts 10s at least", c.LockTTL)
 	case c.LockDelay < 0:
 		return fmt.Errorf("lock delay %s: must not be negative", c.LockDelay)
+	}
+	if c.UIURL != "" {
+		if err := policy.CheckWebhookURL(c.UIURL); err != nil {
+			return fmt.Errorf("ui url: %w", err)
+		}
 	}
 	return nil
 }

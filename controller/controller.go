@@ -70,6 +70,8 @@ type Controller struct {
 	views   statusViews
 	usage   *usageStore
 	metrics *metrics
+	// notifier sends webhook messages (notify.go); nil in a dry run.
+	notifier *notifier
 
 	pressureMu    sync.Mutex
 	pressureSince time.Time
@@ -121,6 +123,16 @@ func New(cfg Config, client *api.Client, log hclog.Logger) (*Controller, error) 
 	if cfg.Traffic != nil {
 		c.metrics.reg.MustRegister(cfg.Traffic.collectors()...)
 	}
+	if !cfg.DryRun {
+		// A dry run (steward plan) sends nothing: it needs no secrets.
+		if err := checkNotifyEnv(p); err != nil {
+			return nil, err
+		}
+		nm := newNotifyMetrics()
+		c.metrics.reg.MustRegister(nm.collectors()...)
+		c.notifier = newNotifier(log.Named("notify"), ls.valid, nm)
+		c.notifier.delivered = c.poke
+	}
 	c.health.Identity, c.health.PolicyFiles, c.health.DryRun = cfg.Identity, cfg.PolicyFiles, cfg.DryRun
 	c.checkAddr = cfg.Advertise
 	c.resetState()
@@ -159,6 +171,9 @@ func LoadPolicy(paths []string) (*policy.Policy, error) {
 // good one stays in force.
 func (c *Controller) Reload() error {
 	p, err := LoadPolicy(c.cfg.PolicyFiles)
+	if err == nil && !c.cfg.DryRun {
+		err = checkNotifyEnv(p)
+	}
 	if err != nil {
 		c.log.Error("policy reload failed: keeping the last good policy", "error", err)
 		c.metrics.reloads.WithLabelValues("error").Inc()

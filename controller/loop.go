@@ -72,6 +72,10 @@ func (c *Controller) checkStateNamespace(ctx context.Context) error {
 	return nil
 }
 
+// notifyShutdownWait bounds how long the end of a lead term waits for
+// webhook messages being sent, and then for marking them sent.
+const notifyShutdownWait = 3 * time.Second
+
 // lead is the control loop of the leader.
 func (c *Controller) lead(ctx context.Context) error {
 	c.setHealth(func(h *Health) { h.Leader = !c.cfg.DryRun })
@@ -93,6 +97,17 @@ func (c *Controller) lead(ctx context.Context) error {
 	streamCtx, stop := context.WithCancel(ctx)
 	defer stop()
 	go c.pollStats(streamCtx)
+	if c.notifier != nil {
+		// Messages go out only in a lead term; those not sent by its end
+		// stay in the states for the next leader.
+		stopNotify := c.notifier.run(ctx)
+		defer func() {
+			stopNotify(notifyShutdownWait)
+			fctx, cancel := context.WithTimeout(context.Background(), notifyShutdownWait)
+			defer cancel()
+			c.flushOutbox(fctx)
+		}()
+	}
 
 	resync := time.NewTicker(c.cfg.Resync)
 	defer resync.Stop()
@@ -249,7 +264,15 @@ func (c *Controller) reconcile(ctx context.Context) (time.Time, error) {
 			fields = append(fields, "decision_latency", latency)
 		}
 		c.log.Info(string(a.Kind), fields...)
-		if err := c.execute(ctx, r, a); err != nil {
+		k := jobKey{a.Job.Namespace, a.Job.ID}
+		r.pending = noticeFor(pol, r.obs.Jobs[k], eventOf(a), string(a.Kind), a.Group, a.GPUs, a.Reason, r.now)
+		r.attached = nil
+		err := c.execute(ctx, r, a)
+		r.pending = nil
+		if err != nil {
+			if st := c.states[k]; st != nil {
+				c.dropUnsaved(st, r.attached)
+			}
 			r.failed++
 			c.metrics.nomadErrors.Inc()
 			d.Error = err.Error()
@@ -261,8 +284,13 @@ func (c *Controller) reconcile(ctx context.Context) (time.Time, error) {
 		c.remember(d)
 	}
 	if !c.cfg.DryRun {
+		for _, w := range plan.Warnings {
+			c.warnIdle(ctx, r, pol, w)
+		}
 		c.holdUnadmitted(ctx, r)
 		c.syncPlaceholders(ctx, r)
+		c.pruneIdleWarnings(r, pol)
+		c.sendOutbox(pol)
 		c.flush(ctx, r)
 		c.writeRecords(ctx, r, pol)
 	}

@@ -316,7 +316,7 @@ func b2f(b bool) float64 {
 // them against monitoring/).
 func MetricNames() []string {
 	m := newMetrics()
-	collectors := append(append([]prometheus.Collector{}, m.all...), (&Traffic{}).collectors()...)
+	collectors := append(append(append([]prometheus.Collector{}, m.all...), (&Traffic{}).collectors()...), newNotifyMetrics().collectors()...)
 	seen := map[string]bool{}
 	for _, c := range collectors {
 		ch := make(chan *prometheus.Desc, 64)

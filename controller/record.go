@@ -58,6 +58,7 @@ func recordItems(pol *policy.Policy, st *JobState, job *ObservedJob, idleSince t
 	if n := st.heldCount(); n > 0 {
 		items["steward_held"] = plural(n, "allocation")
 	}
+	idleWarningItems(st, items)
 	if len(set.Problems) > 0 {
 		// What the job's meta asked for and Steward refused, and what it
 		// uses instead.
@@ -133,10 +134,11 @@ func (c *Controller) writeRecordWith(ctx context.Context, r *round, pol *policy.
 	k := st.key()
 	job := r.obs.Jobs[k]
 	path := recordPath(k.ID)
-	if job == nil || path == "" || (st.Reason == "" && !st.Paused && c.refused[k] == nil && st.Snooze == nil && c.records[k] == "") {
+	if job == nil || path == "" || (st.Reason == "" && !st.Paused && c.refused[k] == nil && st.Snooze == nil && st.IdleWarning == nil && len(st.Warned) == 0 && c.records[k] == "") {
 		// Nothing to say: Steward neither decided about the job, nor
-		// refused any of its meta, nor snoozed its idle rule (and wrote
-		// no record that a snooze's end must update).
+		// refused any of its meta, nor snoozed its idle rule, nor warned
+		// of an idle release (and wrote no record that a snooze's end
+		// must update).
 		return
 	}
 	items := recordItems(pol, st, job, c.idleSince(pol, r, job, usage), r.now)

@@ -40,6 +40,11 @@ type round struct {
 	// next plan waits until the cache holds it (clusterCache.settle).
 	written uint64
 
+	// pending is the message about the action being carried out, put
+	// into its job's state with the save that records it (attachNotice);
+	// attached is where it went.
+	pending, attached *Notice
+
 	wakeAt time.Time // earliest time something is due
 	failed int       // Nomad calls that failed
 	acted  int       // actions carried out

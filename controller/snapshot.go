@@ -58,6 +58,7 @@ func buildSnapshot(p *policy.Policy, obs *Observation, states map[jobKey]*JobSta
 			if v := st.draining(a.ID); v != nil {
 				d, gone = v, true
 			}
+			ea.IdleWarned = st.Warned[shortID(a.ID)].time()
 		}
 		if gone {
 			ea.Draining = true

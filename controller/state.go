@@ -65,6 +65,15 @@ type JobState struct {
 	// Usage is the per-minute GPU history earlier versions saved: read
 	// once, to resume their idle timers, and never written again.
 	Usage map[string][]engine.Sample `json:"usage,omitempty"`
+	// Warned keeps, per allocation (short ID), when an idle rule's
+	// warning about it was last given (engine.Alloc.IdleWarned), so that
+	// it is given once per idle stretch; IdleWarning is the warning that
+	// stands (idlewarn.go).
+	Warned      map[string]warnedAt `json:"warned,omitempty"`
+	IdleWarning *IdleWarning        `json:"idle_warning,omitempty"`
+	// Outbox holds the messages about decisions not yet sent to the
+	// policy's webhooks, saved with the decisions (outbox.go).
+	Outbox []*Notice `json:"outbox,omitempty"`
 	// resumed is when Steward last scaled each group up (this process
 	// only): until Nomad shows the new allocations, placed or blocked,
 	// they are in no list it answers, and the engine would give their
@@ -307,7 +316,7 @@ func (s *JobState) empty(now time.Time) bool {
 	// restarted controller must still keep them aside.
 	s.pruneMarks(now)
 	return len(s.Held) == 0 && !s.Paused && !s.Promoted && s.Snooze == nil && len(s.Preemptions) == 0 && len(s.Draining) == 0 && len(s.Idle) == 0 && len(s.Usage) == 0 &&
-		len(s.Interrupted) == 0 && len(s.Marks) == 0
+		len(s.Interrupted) == 0 && len(s.Marks) == 0 && len(s.Warned) == 0 && s.IdleWarning == nil && len(s.Outbox) == 0
 }
 
 // waits reports whether a group of the job waits for GPUs (kept in

@@ -344,6 +344,7 @@ func (d *Driver) startTask(h *taskHandle) {
 	go h.run(d.taskEnded)
 	go d.monitorGPUs(ctx, h)
 	go d.watchCheckpoints(ctx, h)
+	go d.watchIdleWarnings(ctx, h)
 }
 
 // taskEnded runs when a task's main process has ended.
@@ -389,6 +390,7 @@ func (d *Driver) RecoverTask(handle *drivers.TaskHandle) error {
 	h := d.newHandle(st.TaskConfig, st.DriverConfig, st.Pid, st.StartTicks, st.StartedAt,
 		ckpt, st.CheckpointPersistent, st.CheckpointSignal)
 	d.tasks.set(h.cfg.ID, h)
+	h.primeIdleWarning(readPreemptionInfo(h.cfg.TaskDir().Dir, preemptionFileRel(&h.tc)))
 	d.startTask(h)
 	d.logger.Info("task recovered", "task_id", h.cfg.ID, "pid", h.pid)
 	return nil

@@ -26,6 +26,11 @@ type preemptionInfo struct {
 	Reason      string
 	Grace       string
 	Preemptions string
+	// IdleWarning, IdleWarningAt and IdleWarningAllocs are an idle rule's
+	// warning before a release (idle_warning.go).
+	IdleWarning       string
+	IdleWarningAt     string
+	IdleWarningAllocs string
 }
 
 // preemptionFileLimit bounds what is read of a preemption file.
@@ -49,6 +54,9 @@ func readPreemptionInfo(taskDir, rel string) preemptionInfo {
 			continue
 		}
 		v = strings.Trim(strings.TrimSpace(v), `"`)
+		if v == "<no value>" {
+			v = "" // a key the record lacks, as a template renders it
+		}
 		switch strings.TrimSpace(k) {
 		case "reason":
 			info.Reason = v
@@ -56,6 +64,12 @@ func readPreemptionInfo(taskDir, rel string) preemptionInfo {
 			info.Grace = v
 		case "preemptions":
 			info.Preemptions = v
+		case "idle_warning":
+			info.IdleWarning = v
+		case "idle_warning_at":
+			info.IdleWarningAt = v
+		case "idle_warning_allocs":
+			info.IdleWarningAllocs = v
 		}
 	}
 	return info

@@ -52,6 +52,9 @@ type taskHandle struct {
 	// without a done file answering it yet (ckptDoneReported).
 	ckptRequestedAt  time.Time
 	ckptDoneReported bool
+	// idleWarnedAt is the time of the last idle warning emitted
+	// (idle_warning.go).
+	idleWarnedAt string
 }
 
 func (h *taskHandle) persistentState() taskState {

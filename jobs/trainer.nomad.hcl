@@ -115,6 +115,9 @@ job "trainer" {
           reason={{ .steward_reason }}
           grace={{ .steward_grace }}
           preemptions={{ .steward_preemptions }}
+          idle_warning={{ .steward_idle_warning }}
+          idle_warning_at={{ .steward_idle_warning_at }}
+          idle_warning_allocs={{ .steward_idle_warning_allocs }}
           {{ end }}{{ end -}}
         EOT
       }

@@ -21,6 +21,7 @@ var (
 		{Type: blockPool, LabelNames: labelName},
 		{Type: blockIdle, LabelNames: labelName},
 		{Type: blockPreemption},
+		{Type: blockNotify, LabelNames: labelName},
 	}}
 	defaultsSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{
 		{Name: "tier"}, {Name: "tier_meta_key"}, {Name: "gang_meta_key"}, {Name: "checkpoint_meta_key"},
@@ -45,6 +46,7 @@ var (
 	idleSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{
 		{Name: "tiers"}, {Name: "tenants"}, {Name: "threshold"}, {Name: "after"}, {Name: "mode"}, {Name: "action"},
 		{Name: "max_snooze"},
+		{Name: "warn_before"},
 	}}
 	preemptionSchema = &hcl.BodySchema{
 		Attributes: []hcl.AttributeSchema{
@@ -183,6 +185,8 @@ func (d *decoder) block(b *hcl.Block) {
 		target.idle(b, name)
 	case blockPreemption:
 		target.preemption(b)
+	case blockNotify:
+		target.notify(b, name)
 	}
 	if target != d {
 		d.diags = append(d.diags, target.diags...)
@@ -337,6 +341,7 @@ func (d *decoder) idle(b *hcl.Block, name string) {
 	if a.str("action", &action) {
 		r.Action = IdleAction(action)
 	}
+	a.duration("warn_before", &r.WarnBefore)
 	d.pol.Idle = append(d.pol.Idle, r)
 }
 

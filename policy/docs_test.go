@@ -20,6 +20,7 @@ var schemas = map[string]*hcl.BodySchema{
 	blockPreemption: preemptionSchema,
 	blockPromote:    promoteSchema,
 	quotaBlock:      quotaSchema,
+	blockNotify:     notifySchema,
 }
 
 // quotaBlock is a tenant's pool block, as the walk below names it.

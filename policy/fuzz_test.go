@@ -2,9 +2,11 @@ package policy
 
 import (
 	"math"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/hashicorp/hcl/v2"
@@ -33,6 +35,9 @@ func FuzzParse(f *testing.F) {
 		`{"tier": {"t": {"priority": "${x}"}}}`,
 		"tier \"t\" { priority = 1 }\ntier \"t\" { priority = 2 }\n",
 		"tier \"t\" { priority = 1 }\nidle \"i\" { after = \"-1s\" threshold = 1e400 }\n",
+		"tier \"t\" { priority = 1 }\nidle \"i\" {\n after = \"2m\"\n warn_before = \"1m\"\n}\n",
+		"tier \"t\" { priority = 1 }\nnotify \"n\" {\n url = \"http://127.0.0.1:1/x\"\n headers_from_env = { \"A.b\" = \"E\" }\n events = [\"hold\"]\n}\n",
+		`{"tier": {"t": {"priority": 1}}, "notify": {"n": {"url_env": "H", "attempts": 2, "timeout": "1s"}}}`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -131,6 +136,36 @@ func checkInvariants(t *testing.T, p *Policy) {
 		}
 		if (r.Mode != IdleModePressure && r.Mode != IdleModeAlways) || (r.Action != IdleActionStop && r.Action != IdleActionRequeue) {
 			fail("idle %q: mode %q action %q", r.Name, r.Mode, r.Action)
+		}
+		if r.WarnBefore < 0 || r.WarnBefore > 0 && r.WarnBefore >= r.After {
+			fail("idle %q: warn_before %v after %v", r.Name, r.WarnBefore, r.After)
+		}
+	}
+	notifies := map[string]bool{}
+	for _, n := range p.Notify {
+		if n == nil || n.Name == "" || notifies[n.Name] || (n.URL == "") == (n.URLEnv == "") || n.Timeout <= 0 || n.Attempts < 1 {
+			fail("bad notify %+v", n)
+		}
+		notifies[n.Name] = true
+		for _, raw := range []string{n.URL, n.UIURL} {
+			if u, err := url.Parse(raw); raw != "" && (err != nil || u.Host == "" || u.User != nil || u.Scheme != "http" && u.Scheme != "https") {
+				fail("notify %q: bad address %q", n.Name, raw)
+			}
+		}
+		for _, e := range n.Events {
+			if !slices.Contains(NotifyEvents(), e) {
+				fail("notify %q: unknown event %q", n.Name, e)
+			}
+		}
+		for _, tn := range n.Tenants {
+			if p.Tenants[tn] == nil {
+				fail("notify %q: unknown tenant %q", n.Name, tn)
+			}
+		}
+		for h, env := range n.HeadersFromEnv {
+			if h == "" || env == "" || strings.EqualFold(h, "Idempotency-Key") || strings.ContainsAny(h, " :\n") {
+				fail("notify %q: bad header %q from %q", n.Name, h, env)
+			}
 		}
 	}
 	pr := p.Preemption

@@ -45,7 +45,7 @@ func examplePolicy() *Policy {
 		},
 		Idle: []*IdleRule{
 			{Name: "notebooks", Tiers: []string{"interactive"}, Threshold: 10, After: 15 * time.Minute,
-				Mode: IdleModePressure, Action: IdleActionRequeue, MaxSnooze: 4 * time.Hour},
+				Mode: IdleModePressure, Action: IdleActionRequeue, MaxSnooze: 4 * time.Hour, WarnBefore: 5 * time.Minute},
 			{Name: "abandoned", Tiers: []string{"training"}, Tenants: []string{"research", "platform"},
 				Threshold: 2, After: time.Hour, Mode: IdleModeAlways, Action: IdleActionStop, MaxSnooze: DefaultIdleMaxSnooze},
 		},
@@ -56,6 +56,14 @@ func examplePolicy() *Policy {
 			MaxPerJobPerHour: 2,
 			ResumeOrder:      ResumeOrderPreemptedFirst,
 			Promote:          Promote{AfterPreemptions: 3, AfterWait: time.Hour, Boost: 10},
+		},
+		Notify: []*Notify{
+			{Name: "ops", URLEnv: "STEWARD_OPS_WEBHOOK", Timeout: DefaultNotifyTimeout, Attempts: DefaultNotifyAttempts},
+			{Name: "research", URL: "https://hooks.example.com/steward/research",
+				Events:  []string{NotifyPreempt, NotifyMigrate, NotifyIdleWarning, NotifyIdleReclaim, NotifyResume},
+				Tenants: []string{"research"}, UIURL: "https://nomad.example.com",
+				HeadersFromEnv: map[string]string{"Authorization": "STEWARD_RESEARCH_WEBHOOK_AUTH"},
+				Timeout:        10 * time.Second, Attempts: 8},
 		},
 	}
 }
@@ -153,6 +161,36 @@ tier "alpha" { priority = 10 }`,
 				p.Tiers["zeta"] = &Tier{Name: "zeta", Priority: 10, Preemptible: true}
 				p.Tiers["alpha"] = &Tier{Name: "alpha", Priority: 10, Preemptible: true}
 				p.Defaults.Tier = "alpha"
+			},
+		},
+		{
+			name: "a notify block with only a URL takes every default; notify blocks keep file order",
+			src: `
+tier "t" { priority = 1 }
+notify "z" { url = "https://z.example.com/hook" }
+notify "a" { url_env = "A_HOOK" }`,
+			want: func(p *Policy) {
+				p.Tiers["t"] = &Tier{Name: "t", Priority: 1, Preemptible: true}
+				p.Defaults.Tier = "t"
+				p.Notify = []*Notify{
+					{Name: "z", URL: "https://z.example.com/hook", Timeout: DefaultNotifyTimeout, Attempts: DefaultNotifyAttempts},
+					{Name: "a", URLEnv: "A_HOOK", Timeout: DefaultNotifyTimeout, Attempts: DefaultNotifyAttempts},
+				}
+			},
+		},
+		{
+			name: "an idle rule's warn_before",
+			src: `
+tier "t" { priority = 1 }
+idle "nb" {
+  after       = "1h"
+  warn_before = "10m"
+}`,
+			want: func(p *Policy) {
+				p.Tiers["t"] = &Tier{Name: "t", Priority: 1, Preemptible: true}
+				p.Defaults.Tier = "t"
+				p.Idle = []*IdleRule{{Name: "nb", Threshold: DefaultIdleThreshold, After: time.Hour, WarnBefore: 10 * time.Minute,
+					Mode: DefaultIdleMode, Action: DefaultIdleAction}}
 			},
 		},
 		{

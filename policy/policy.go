@@ -31,6 +31,9 @@ const (
 	// working day.
 	DefaultIdleMaxSnooze = 8 * time.Hour
 
+	DefaultNotifyTimeout  = 10 * time.Second
+	DefaultNotifyAttempts = 8
+
 	DefaultMinRuntime        = 10 * time.Minute
 	DefaultGrace             = 2 * time.Minute
 	DefaultCheckpointSignal  = "SIGUSR1"
@@ -93,6 +96,9 @@ type Policy struct {
 	Pools      map[string]*Pool
 	Idle       []*IdleRule // in file order; the first matching rule applies
 	Preemption Preemption
+	// Notify are the webhooks decisions are sent to, in file order
+	// (notify.go).
+	Notify []*Notify
 
 	// Files lists the files the policy was read from, in order.
 	Files []string
@@ -247,6 +253,11 @@ type IdleRule struct {
 	// JOB 2h`): the rule does not reclaim the job's GPUs until the snooze
 	// ends, at most this long after it was asked for. 0 allows no snooze.
 	MaxSnooze time.Duration
+	// WarnBefore: this long before the rule would release a job's GPUs
+	// (After - WarnBefore into an idle stretch), Steward warns the job's
+	// owners once per idle stretch (a task event, a webhook). 0: no
+	// warning. Less than After.
+	WarnBefore time.Duration
 }
 
 // Preemption holds the guards against pointless and repeated preemption.

@@ -148,7 +148,10 @@ func (p *Policy) Format(w io.Writer) error {
 		setString(b, "mode", string(r.Mode))
 		setString(b, "action", string(r.Action))
 		setString(b, "max_snooze", FormatDuration(r.MaxSnooze))
+		setString(b, "warn_before", FormatDuration(r.WarnBefore))
 	}
+
+	formatNotify(root, p)
 
 	root.AppendNewline()
 	pb := root.AppendNewBlock(blockPreemption, nil).Body()

@@ -48,6 +48,23 @@ idle "i" {
   after = "90m"
 }
 tenant "x" { weight = 1e9 }`},
+		{"notify blocks and an idle warning", `
+tier "t" { priority = 10 }
+tenant "research" {}
+idle "i" {
+  after       = "15m"
+  warn_before = "5m"
+}
+notify "everything" { url_env = "OPS_HOOK" }
+notify "research" {
+  url              = "https://hooks.example.com/research?x=1"
+  events           = ["preempt", "idle_warning"]
+  tenants          = ["research"]
+  ui_url           = "https://nomad.example.com"
+  headers_from_env = { Authorization = "RESEARCH_AUTH", "X.Odd" = "ODD", "X-Team" = "TEAM" }
+  timeout          = "2500ms"
+  attempts         = 1
+}`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -15,6 +15,7 @@ const (
 	blockIdle       = "idle"
 	blockPreemption = "preemption"
 	blockPromote    = "promote"
+	blockNotify     = "notify"
 )
 
 // where names a part of a policy: a block, one of its attributes, or one

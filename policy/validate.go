@@ -58,6 +58,7 @@ func check(p *Policy, order map[string][]string) []problem {
 	c.pools()
 	c.idle()
 	c.preemption()
+	c.notifies()
 	return c.out
 }
 
@@ -403,6 +404,12 @@ func (c *checker) idle() {
 		}
 		c.duration(at("after"), r.After)
 		c.duration(at("max_snooze"), r.MaxSnooze)
+		c.duration(at("warn_before"), r.WarnBefore)
+		if r.WarnBefore > 0 && r.After >= 0 && r.WarnBefore >= r.After {
+			c.errorf(at("warn_before"), "Warning not before the release",
+				"warn_before of idle rule %q is %s, but its GPUs go back after %s idle: warn_before must be shorter than after.",
+				r.Name, FormatDuration(r.WarnBefore), FormatDuration(r.After))
+		}
 		if r.Mode != IdleModePressure && r.Mode != IdleModeAlways {
 			c.errorf(at("mode"), "Invalid idle mode", "The mode of idle rule %q must be %q or %q; got %q.%s",
 				r.Name, IdleModePressure, IdleModeAlways, r.Mode,

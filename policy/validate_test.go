@@ -457,6 +457,82 @@ tenant "platform" {
 			want: []wantDiag{{"a.hcl:3,21", "Invalid boost", "must be between 0 and 99; got 100."}},
 		},
 
+		// Idle warnings and notify blocks.
+		{
+			name: "warn_before not shorter than after",
+			src:  "tier \"t\" { priority = 5 }\nidle \"i\" {\n  after = \"10m\"\n  warn_before = \"10m\"\n}\n",
+			want: []wantDiag{{"a.hcl:4,17", "Warning not before the release", "warn_before must be shorter than after"}},
+		},
+		{
+			name: "negative warn_before",
+			src:  "tier \"t\" { priority = 5 }\nidle \"i\" { warn_before = \"-1m\" }\n",
+			want: []wantDiag{{"a.hcl:2,26", "Negative duration", `warn_before must not be negative; got "-1m".`}},
+		},
+		{
+			name: "notify without a URL",
+			src:  "tier \"t\" { priority = 5 }\nnotify \"ops\" {\n  events = [\"preempt\"]\n}\n",
+			want: []wantDiag{{"a.hcl:2,1", "No webhook URL", "needs url, or url_env"}},
+		},
+		{
+			name: "notify with url and url_env",
+			src:  "tier \"t\" { priority = 5 }\nnotify \"ops\" {\n  url = \"https://h.example.com/\"\n  url_env = \"HOOK\"\n}\n",
+			want: []wantDiag{{"a.hcl:4,13", "Two webhook URLs", "give one"}},
+		},
+		{
+			name: "notify URL that is not http",
+			src:  "tier \"t\" { priority = 5 }\nnotify \"ops\" { url = \"ftp://h.example.com/\" }\n",
+			want: []wantDiag{{"a.hcl:2,22", "Invalid webhook URL", "must start with http:// or https://"}},
+		},
+		{
+			name: "notify URL with credentials",
+			src:  "tier \"t\" { priority = 5 }\nnotify \"ops\" { url = \"https://me:secret@h.example.com/\" }\n",
+			want: []wantDiag{{"a.hcl:2,22", "Invalid webhook URL", "holds credentials"}},
+		},
+		{
+			name: "notify ui_url without a host",
+			src:  "tier \"t\" { priority = 5 }\nnotify \"ops\" {\n  url = \"https://h.example.com/\"\n  ui_url = \"https://\"\n}\n",
+			want: []wantDiag{{"a.hcl:4,12", "Invalid UI address", "names no host"}},
+		},
+		{
+			name: "notify unknown event with a suggestion, and a repeat",
+			src:  "tier \"t\" { priority = 5 }\nnotify \"ops\" {\n  url = \"https://h.example.com/\"\n  events = [\"idle_warning\", \"premept\", \"idle_warning\"]\n}\n",
+			want: []wantDiag{
+				{"a.hcl:4,29", "Unknown event", `There is no event "premept"; events are preempt, migrate, hold, resume, move, idle_reclaim, idle_warning, promote. Did you mean "preempt"?`},
+				{"a.hcl:4,40", "Repeated event", `Event "idle_warning" is listed more than once.`},
+			},
+		},
+		{
+			name: "notify unknown tenant",
+			src:  "tier \"t\" { priority = 5 }\ntenant \"research\" {}\nnotify \"ops\" {\n  url = \"https://h.example.com/\"\n  tenants = [\"reserch\"]\n}\n",
+			want: []wantDiag{{"a.hcl:5,14", "Unknown tenant", `There is no tenant "reserch". Did you mean "research"?`}},
+		},
+		{
+			name: "notify headers: reserved name, bad env name",
+			src:  "tier \"t\" { priority = 5 }\nnotify \"ops\" {\n  url = \"https://h.example.com/\"\n  headers_from_env = { \"idempotency-key\" = \"K\", Authorization = \"1TOKEN\" }\n}\n",
+			want: []wantDiag{
+				{"a.hcl:4,22", "Invalid environment variable name", `reads header Authorization from "1TOKEN"`},
+				{"a.hcl:4,22", "Reserved header", "sets idempotency-key, which Steward sets itself"},
+			},
+		},
+		{
+			name: "notify headers not a map",
+			src:  "tier \"t\" { priority = 5 }\nnotify \"ops\" {\n  url = \"https://h.example.com/\"\n  headers_from_env = [\"A\"]\n}\n",
+			want: []wantDiag{{"a.hcl:4,22", "Incorrect attribute value type", `"headers_from_env": a map of strings is required.`}},
+		},
+		{
+			name: "notify timeout and attempts",
+			src:  "tier \"t\" { priority = 5 }\nnotify \"ops\" {\n  url = \"https://h.example.com/\"\n  timeout = \"0s\"\n  attempts = 0\n}\n",
+			want: []wantDiag{
+				{"a.hcl:4,13", "Invalid timeout", `must be more than 0; got "0s".`},
+				{"a.hcl:5,14", "Invalid attempts", "must be 1 or more; got 0."},
+			},
+		},
+		{
+			name: "notify defined twice",
+			src:  "tier \"t\" { priority = 5 }\nnotify \"ops\" { url = \"https://a.example.com/\" }\nnotify \"ops\" { url = \"https://b.example.com/\" }\n",
+			want: []wantDiag{{"a.hcl:3,1", "Duplicate notify", `Notify "ops" already defined at a.hcl:2,1-13`}},
+		},
+
 		// All problems are reported, in file order.
 		{
 			name: "several mistakes",

@@ -194,3 +194,26 @@ func (a *attrs) strings(name string, dst *[]string) bool {
 	*dst = out
 	return true
 }
+
+// stringMap decodes a map of strings (an HCL object such as
+// { Authorization = "ENV" }). An empty map decodes to nil.
+func (a *attrs) stringMap(name string, dst *map[string]string) bool {
+	v, ok := a.value(name, cty.Map(cty.String), "a map of strings")
+	if !ok {
+		return false
+	}
+	out := map[string]string{}
+	for k, ev := range v.AsValueMap() {
+		if ev.IsNull() {
+			a.fail(a.where(name), a.attrs[name].Expr.Range(), "Invalid null value",
+				fmt.Sprintf("The values of %q must be strings, not null.", name))
+			return false
+		}
+		out[k] = ev.AsString()
+	}
+	if len(out) == 0 {
+		out = nil
+	}
+	*dst = out
+	return true
+}

@@ -225,5 +225,6 @@ func (e *Engine) Plan(s *Snapshot, now time.Time) *Plan {
 	st.enforceLimits()
 	st.serveDemands()
 	st.planMoves()
+	st.idleWarnings()
 	return st.finish()
 }

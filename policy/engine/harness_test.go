@@ -245,6 +245,14 @@ func (h *harness) step() *Plan {
 	for _, a := range plan.Actions {
 		h.apply(a)
 	}
+	for _, w := range plan.Warnings {
+		// As the controller records a warning, so that it is given once.
+		for i := range h.allocs {
+			if slices.Contains(w.Allocs, h.allocs[i].ID) {
+				h.allocs[i].IdleWarned = h.now
+			}
+		}
+	}
 	h.history = append(h.history, plan.Actions...)
 	h.schedule()
 	return plan

@@ -141,6 +141,9 @@ type Plan struct {
 	Actions []Action
 	// Waiting explains each demand that stays waiting after this plan.
 	Waiting []Waiting
+	// Warnings are idle rules' warnings before a release (warn_before):
+	// not actions, nothing in the cluster changes.
+	Warnings []IdleWarning
 	// Skipped lists inconsistent snapshot items the engine ignored.
 	Skipped []Skipped
 	// Tenants summarises GPU use per tenant after the plan.

@@ -130,6 +130,10 @@ type Alloc struct {
 	// Usage holds recent GPU utilisation samples, oldest first: the mean
 	// over the allocation's GPUs, in percent.
 	Usage []Sample
+	// IdleWarned is when its owners were last warned that an idle rule
+	// would release its GPUs (Plan.Warnings); zero: never. A warning given
+	// since its current idle stretch began is not given again.
+	IdleWarned time.Time
 	// Draining is set while a preemption decided earlier is in progress
 	// (checkpoint grace): it is no victim again, and its GPUs count as
 	// free: for the beneficiary named in For while that still waits

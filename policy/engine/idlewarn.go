@@ -1,0 +1,93 @@
+package engine
+
+import (
+	"time"
+
+	"github.com/gpu-steward/steward/policy"
+)
+
+// IdleWarning tells a job's owners that an idle rule will release its GPUs
+// soon: its rule's warn_before before the release, once per idle stretch.
+// It changes nothing in the cluster; the caller records it (Alloc.
+// IdleWarned), so that the next plans do not warn again.
+type IdleWarning struct {
+	Job    JobRef
+	Group  string   // "" for a gang (the whole job)
+	Allocs []string // the allocations whose GPUs would go back, sorted
+	GPUs   int
+	// Since is when the idle stretch began; ReclaimAt when the rule's
+	// after is up (in mode pressure the GPUs go back then only if other
+	// work waits for them).
+	Since     time.Time
+	ReclaimAt time.Time
+	Reason    Reason
+}
+
+// idleWarnings warns of idle work whose rule releases its GPUs within its
+// warn_before, unless the plan takes it already (the release itself then
+// tells) or it was warned in this idle stretch: a warning given at or
+// after the stretch began (Alloc.IdleWarned) on every member.
+func (st *state) idleWarnings() {
+	for ui := range st.units {
+		u := &st.units[ui]
+		rule := st.idleRule(u)
+		if u.taken || rule == nil || rule.WarnBefore <= 0 {
+			continue
+		}
+		idle, warned := true, true
+		var since time.Time
+		st.allocsOf(u, func(ai int32) {
+			a := &st.s.Allocs[ai]
+			s, ok := IdleSince(a.Usage, rule.Threshold)
+			idle = idle && ok
+			if s.After(since) {
+				since = s
+			}
+			warned = warned && !a.IdleWarned.IsZero()
+		})
+		if !idle || st.now.Sub(since) < rule.After-rule.WarnBefore {
+			continue
+		}
+		if warned {
+			// Warned in this stretch only if every member was warned
+			// since it began (the latest member's idleness).
+			st.allocsOf(u, func(ai int32) { warned = warned && !st.s.Allocs[ai].IdleWarned.Before(since) })
+			if warned {
+				continue
+			}
+		}
+		job := st.jobOf(u)
+		st.out.Warnings = append(st.out.Warnings, IdleWarning{Job: job.Ref, Group: st.groupOf(u), Allocs: st.allocIDs(u, nil),
+			GPUs: u.gpus, Since: since, ReclaimAt: since.Add(rule.After), Reason: st.idleWarningReason(u, rule, since)})
+	}
+}
+
+// idleWarningReason: "GPU utilisation 2% (under 10%) for 10m (idle rule
+// notebooks: after 15m, mode always): its 1 GPU goes back in 5m unless it
+// gets busy; the job is then requeued".
+func (st *state) idleWarningReason(u *unit, rule *policy.IdleRule, since time.Time) Reason {
+	m := &st.text
+	is := st.idleOf(u, rule)
+	m.start("GPU utilisation ", percent(is.mean), "% (under ", percent(rule.Threshold), "%) for ").dur(st.now.Sub(since)).
+		s(" (idle rule ", rule.Name, ": after ").dur(rule.After).s(", mode ", string(rule.Mode), "): its ").gpus(u.gpus)
+	verb, it := " go back", "them"
+	if u.gpus == 1 {
+		verb, it = " goes back", "it"
+	}
+	m.s(verb)
+	left := since.Add(rule.After).Sub(st.now)
+	switch {
+	case left > 0 && rule.Mode == policy.IdleModeAlways:
+		m.s(" in ").dur(left).s(" unless it gets busy")
+	case left > 0:
+		m.s(" in ").dur(left).s(" if other work waits for ", it, ", unless it gets busy")
+	default:
+		m.s(" as soon as other work waits for ", it, ", unless it gets busy")
+	}
+	if rule.Action == policy.IdleActionStop {
+		m.s("; the job is then stopped")
+	} else {
+		m.s("; the job is then requeued")
+	}
+	return m.reason(RuleIdle)
+}
