@@ -190,7 +190,7 @@ idle "nb" {
 				p.Tiers["t"] = &Tier{Name: "t", Priority: 1, Preemptible: true}
 				p.Defaults.Tier = "t"
 				p.Idle = []*IdleRule{{Name: "nb", Threshold: DefaultIdleThreshold, After: time.Hour, WarnBefore: 10 * time.Minute,
-					Mode: DefaultIdleMode, Action: DefaultIdleAction}}
+					Mode: DefaultIdleMode, Action: DefaultIdleAction, MaxSnooze: DefaultIdleMaxSnooze}}
 			},
 		},
 		{

@@ -45,7 +45,13 @@ func (st *state) idleWarnings() {
 			}
 			warned = warned && !a.IdleWarned.IsZero()
 		})
-		if !idle || st.now.Sub(since) < rule.After-rule.WarnBefore {
+		// A snooze puts the release off to its end: warn that long
+		// before it instead, not while the snooze holds.
+		reclaimAt := since.Add(rule.After)
+		if end := SnoozeEnd(st.jobOf(u).Snooze, rule); end.After(reclaimAt) {
+			reclaimAt = end
+		}
+		if !idle || st.now.Before(reclaimAt.Add(-rule.WarnBefore)) {
 			continue
 		}
 		if warned {
@@ -58,14 +64,14 @@ func (st *state) idleWarnings() {
 		}
 		job := st.jobOf(u)
 		st.out.Warnings = append(st.out.Warnings, IdleWarning{Job: job.Ref, Group: st.groupOf(u), Allocs: st.allocIDs(u, nil),
-			GPUs: u.gpus, Since: since, ReclaimAt: since.Add(rule.After), Reason: st.idleWarningReason(u, rule, since)})
+			GPUs: u.gpus, Since: since, ReclaimAt: reclaimAt, Reason: st.idleWarningReason(u, rule, since, reclaimAt)})
 	}
 }
 
 // idleWarningReason: "GPU utilisation 2% (under 10%) for 10m (idle rule
 // notebooks: after 15m, mode always): its 1 GPU goes back in 5m unless it
 // gets busy; the job is then requeued".
-func (st *state) idleWarningReason(u *unit, rule *policy.IdleRule, since time.Time) Reason {
+func (st *state) idleWarningReason(u *unit, rule *policy.IdleRule, since, reclaimAt time.Time) Reason {
 	m := &st.text
 	is := st.idleOf(u, rule)
 	m.start("GPU utilisation ", percent(is.mean), "% (under ", percent(rule.Threshold), "%) for ").dur(st.now.Sub(since)).
@@ -75,7 +81,10 @@ func (st *state) idleWarningReason(u *unit, rule *policy.IdleRule, since time.Ti
 		verb, it = " goes back", "it"
 	}
 	m.s(verb)
-	left := since.Add(rule.After).Sub(st.now)
+	if reclaimAt.After(since.Add(rule.After)) {
+		m.s(" when its snooze ends")
+	}
+	left := reclaimAt.Sub(st.now)
 	switch {
 	case left > 0 && rule.Mode == policy.IdleModeAlways:
 		m.s(" in ").dur(left).s(" unless it gets busy")

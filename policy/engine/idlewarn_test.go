@@ -21,6 +21,7 @@ func TestIdleWarningStories(t *testing.T) {
 		{"pressure mode: the warning says the GPUs go back only if work waits", idleWarningPressure},
 		{"no warn_before: no warning", idleWarningOff},
 		{"a gang is warned once, when all its members are idle", idleWarningGang},
+		{"snoozed: warned warn_before before the snooze ends, not while it holds", idleWarningSnoozed},
 	}
 	for _, s := range stories {
 		t.Run(s.name, s.play)
@@ -160,4 +161,26 @@ func idleWarningGang(t *testing.T) {
 	if plan := h.stepAt(12, "notebook", idle); len(plan.Warnings) != 0 {
 		t.Fatalf("gang warned once: got %q", warnings(plan))
 	}
+}
+
+func idleWarningSnoozed(t *testing.T) {
+	p := warnPolicy(policy.IdleModeAlways, 5*time.Minute)
+	p.Idle[0].MaxSnooze = 4 * time.Hour
+	h := newHarness(t, p)
+	h.node("n1", "default", 4)
+	h.submit("product", "notebook", "interactive", 4, 1)
+	h.step()
+	h.snooze("product", "notebook", t0, time.Hour)
+	for _, m := range []int{10, 15, 30, 54} {
+		if plan := h.stepAt(m, "notebook", idle); len(plan.Warnings)+len(plan.Actions) != 0 {
+			t.Fatalf("minute %d: snoozed until 60m: want no warning and no release, got %q %q", m, warnings(plan), kinds(plan))
+		}
+	}
+	plan := h.stepAt(55, "notebook", idle)
+	h.expect("warnings at 55m", warnings(plan), []string{"product/notebook/main"})
+	if w := plan.Warnings[0]; !w.ReclaimAt.Equal(t0.Add(time.Hour)) {
+		t.Fatalf("reclaim at %s, want the snooze's end (60m)", w.ReclaimAt.Sub(t0))
+	}
+	mustContain(t, plan.Warnings[0].Reason.Message, "its 4 GPUs go back when its snooze ends in 5m unless it gets busy")
+	h.expect("actions at 60m", kinds(h.stepAt(60, "notebook", idle)), []string{"idle-stop product/notebook"})
 }
