@@ -55,6 +55,10 @@ func recordItems(pol *policy.Policy, st *JobState, job *ObservedJob, idleSince t
 	if n := st.heldCount(); n > 0 {
 		items["steward_held"] = plural(n, "allocation")
 	}
+	if notes := st.scalingNotes(); notes != "" {
+		// What Steward did to the group's Autoscaler policy (scaling.go).
+		items["steward_scaling"] = notes
+	}
 	if len(set.Problems) > 0 {
 		// What the job's meta asked for and Steward refused, and what it
 		// uses instead.
