@@ -12,8 +12,8 @@ import (
 // This binary was built without cgo (CGO_ENABLED=0, as `make dist` builds
 // for a platform it has no C cross compiler for): go-nvml, which loads
 // libnvidia-ml.so.1 through C, is not in it. The simulated backend works;
-// backend = "nvml" (the default) reports no GPUs and says why, in the
-// plugin's log and in every fingerprint's error.
+// backend = "nvml" (the default) reports no GPUs and says why: an error in
+// the plugin's log at start, and the error of any reservation.
 
 // nvmlLib stands for go-nvml's library, which this build lacks.
 type nvmlLib interface{}
