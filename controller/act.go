@@ -641,6 +641,7 @@ func (c *Controller) syncHolds(ctx context.Context, r *round) {
 			default:
 				c.log.Info("job changed by its owner while held: the owner's count wins", "job", k, "group", g,
 					"count", spec.Count, "held_to", want)
+				c.unpinScaling(ctx, r, k, job, g, h)
 				delete(st.Held, g)
 			}
 		}

@@ -125,6 +125,24 @@ func (c *Controller) writeScaling(ctx context.Context, r *round, k jobKey, group
 	return nil
 }
 
+// unpinScaling gives a group whose owner took it back from a hold (its
+// count changed through the scaling API, which the pinned policy allows
+// downwards) its owner's policy back, when it still has the one Steward
+// pinned. A re-registration brings its own policy, which stays.
+func (c *Controller) unpinScaling(ctx context.Context, r *round, k jobKey, job *ObservedJob, group string, h *Held) {
+	spec := job.Groups[group]
+	if h.Scaling == nil || spec.Scaling == nil || spec.Scaling.Enabled || spec.Scaling.Max != int64(h.Original-h.Count) {
+		return
+	}
+	msg := fmt.Sprintf("Steward gives group %s its scaling policy back (%s): its owner changed its count while held", group, *h.Scaling)
+	if err := c.writeScaling(ctx, r, k, group, spec.Count, *h.Scaling, msg, map[string]any{"steward.rule": h.Rule}, 0); err != nil {
+		c.log.Error("restore the scaling policy of a group its owner took back", "job", k, "group", group, "error", err)
+		r.failed++
+		return
+	}
+	r.acted++
+}
+
 // syncScaling keeps a held group's scaling policy pinned, and restores it
 // once the group is resumed in full; want is the group's count as Steward
 // holds it, which Nomad shows. It reports whether the hold entry may go

@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
@@ -155,5 +156,37 @@ func TestScalingFor(t *testing.T) {
 				t.Errorf("scalingFor(count %d) = %s, %v; want %s, %v", c.count, got, write, c.want, c.write)
 			}
 		})
+	}
+}
+
+// TestScalingPolicyOwnerTakesBack: ml/train is held in part (2 of 4) with
+// its policy pinned (min 1, max 2); its owner scales it to 1 through the
+// scaling API, which the pin allows downwards: the owner's count wins, as
+// for any job, and their policy comes back with it.
+func TestScalingPolicyOwnerTakesBack(t *testing.T) {
+	f := newFakeNomad()
+	cl := f.cl()
+	cl.nodes = []*api.NodeListStub{apiNode("n1", 4)}
+	train := withScaling(apiJob("ml", "train", "training", 40, 1, 1), 1, 4) // the owner's scale: 1
+	enabled, lo, hi := false, int64(1), int64(2)
+	train.TaskGroups[0].Scaling = &api.ScalingPolicy{Enabled: &enabled, Min: &lo, Max: &hi}
+	cl.jobs["ml/train"] = train
+	r := newRoundRunner(t, f)
+	owner := ScalingPolicy{Enabled: true, Min: 1, Max: 4}
+	st := r.c.state(jobKey{"ml", "train"})
+	st.hold("work", 2, 4, "capacity", t0, 10)
+	st.keepScaling("work", &owner)
+	st.Held["work"].Index = 9 // the owner's scale moved the job on since
+	if err := r.c.save(context.Background(), st); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.round(time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if got := scalingOf(t, f, "ml/train"); got != owner {
+		t.Errorf("scaling policy %s after the owner took the group back, want theirs: %s (writes %q)", got, owner, f.calls)
+	}
+	if st := r.c.states[jobKey{"ml", "train"}]; st != nil && st.Held["work"] != nil {
+		t.Errorf("hold kept after the owner changed the count")
 	}
 }
