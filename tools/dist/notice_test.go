@@ -87,20 +87,23 @@ const (
 	tableEnd   = "<!-- modules: end -->"
 )
 
-// noticeTable reads NOTICE's module table: module path -> licence.
-func noticeTable(t *testing.T, notice string) map[string]string {
+// noticeEntry is one row of NOTICE's module table.
+type noticeEntry struct{ version, licence string }
+
+// noticeTable reads NOTICE's module table: module path -> its row.
+func noticeTable(t *testing.T, notice string) map[string]noticeEntry {
 	t.Helper()
 	begin, end := strings.Index(notice, tableBegin), strings.Index(notice, tableEnd)
 	if begin < 0 || end < begin {
 		t.Fatalf("NOTICE has no module table (%q ... %q)", tableBegin, tableEnd)
 	}
-	out := map[string]string{}
+	out := map[string]noticeEntry{}
 	sc := bufio.NewScanner(strings.NewReader(notice[begin+len(tableBegin) : end]))
 	for sc.Scan() {
 		f := strings.Fields(sc.Text())
 		// "module version licence [licence ...]"
 		if len(f) >= 3 && !strings.HasPrefix(f[0], "#") && f[0] != "module" && !strings.HasPrefix(f[0], "---") {
-			out[f[0]] = strings.Join(f[2:], " ")
+			out[f[0]] = noticeEntry{version: f[1], licence: strings.Join(f[2:], " ")}
 		}
 	}
 	return out
@@ -126,10 +129,14 @@ func TestNotice(t *testing.T) {
 	linked := map[string]bool{}
 	for _, m := range mods {
 		linked[m.Path] = true
-		listed, ok := table[m.Path]
+		entry, ok := table[m.Path]
 		if !ok {
 			t.Errorf("NOTICE does not name %s %s, which the binaries link (go test ./tools/dist -run TestNotice -update)", m.Path, m.Version)
 			continue
+		}
+		listed := entry.licence
+		if entry.version != m.Version {
+			t.Errorf("NOTICE names %s %s; the binaries link %s (go test ./tools/dist -run TestNotice -update)", m.Path, entry.version, m.Version)
 		}
 		if found := ModuleLicence(m.Dir); found != "" && found != listed {
 			t.Errorf("NOTICE says %s is %s; its licence file says %s", m.Path, listed, found)
@@ -148,8 +155,8 @@ func TestNotice(t *testing.T) {
 			t.Errorf("NOTICE's text before the table must explain %s", must)
 		}
 	}
-	if table["github.com/hashicorp/nomad"] != "BUSL-1.1" {
-		t.Errorf("NOTICE lists github.com/hashicorp/nomad as %q, want BUSL-1.1", table["github.com/hashicorp/nomad"])
+	if lic := table["github.com/hashicorp/nomad"].licence; lic != "BUSL-1.1" {
+		t.Errorf("NOTICE lists github.com/hashicorp/nomad as %q, want BUSL-1.1", lic)
 	}
 }
 
@@ -175,7 +182,7 @@ func writeTable(t *testing.T, path, notice string, mods []Module) {
 	for _, m := range mods {
 		lic := ModuleLicence(m.Dir)
 		if lic == "" {
-			lic = old[m.Path] // recognised by hand before
+			lic = old[m.Path].licence // recognised by hand before
 		}
 		if lic == "" {
 			lic = "UNKNOWN"
