@@ -18,9 +18,6 @@ import (
 	"github.com/gpu-steward/steward/command"
 )
 
-// version is set at build time with -ldflags "-X main.version=...".
-var version = "0.1.0-dev"
-
 func main() {
 	os.Exit(run(filepath.Base(os.Args[0]), os.Args[1:]))
 }
@@ -33,7 +30,7 @@ func run(name string, args []string) int {
 	ui := &cli.BasicUi{Reader: os.Stdin, Writer: os.Stdout, ErrorWriter: os.Stderr}
 	c := &cli.CLI{
 		Name:     "steward",
-		Version:  version,
+		Version:  command.VersionText(), // -version; internal/version says where it comes from
 		Args:     args,
 		Commands: command.Commands(ui),
 		// steward -autocomplete-install adds completion to the shell's

@@ -61,7 +61,9 @@ namespace "*" {
   #                      EnforceIndex), register a held service job with
   #                      its new count while its deployment is active, and
   #                      resume work GPUs were freed for with an evaluation
-  #                      ahead of Nomad's queue (EvalPriority)
+  #                      ahead of Nomad's queue (EvalPriority), and hold a
+  #                      group with a scaling policy (count and the policy's
+  #                      enabled, min and max in one registration)
   # alloc-lifecycle      send the checkpoint signal and stop the chosen
   #                      victim allocations
   capabilities = ["list-jobs", "read-job", "scale-job", "submit-job", "alloc-lifecycle"]

@@ -176,6 +176,14 @@ func (c *Controller) execute(ctx context.Context, r *round, a engine.Action) err
 // blocks need a token the controller does not have): then it is a plain
 // scale, as for any other resume, rather than no resume at all.
 func (c *Controller) resumeScale(ctx context.Context, r *round, k jobKey, a engine.Action, count, n int) error {
+	msg := "Steward resumes " + plural(n, "allocation") + ": " + a.Reason.Message
+	if job := r.obs.Jobs[k]; a.Ahead && job != nil {
+		if p, write := scalingFor(job, c.state(k), a.Group, count); write {
+			// One re-registration sets the count, the scaling policy
+			// and the evaluation's priority.
+			return c.writeScaling(ctx, r, k, a.Group, count, p, msg, scaleMeta(a.Reason), evalPriorityAhead)
+		}
+	}
 	if a.Ahead {
 		index, err := c.nomad.ScaleAhead(ctx, k.Namespace, k.ID, a.Group, count, r.jobIndex(k))
 		if err == nil {
@@ -187,7 +195,7 @@ func (c *Controller) resumeScale(ctx context.Context, r *round, k jobKey, a engi
 		}
 		c.log.Warn("resume ahead of Nomad's queue refused; resuming with a plain scale", "job", k, "group", a.Group, "error", err)
 	}
-	return c.scale(ctx, r, k, a.Group, count, "Steward resumes "+plural(n, "allocation")+": "+a.Reason.Message, scaleMeta(a.Reason))
+	return c.scale(ctx, r, k, a.Group, count, msg, scaleMeta(a.Reason))
 }
 
 // holdUnadmitted holds back again the allocations resumed earlier but not
@@ -226,6 +234,7 @@ func (c *Controller) holdBack(ctx context.Context, r *round, st *JobState, job *
 		return nil
 	}
 	st.hold(group, n, spec.Count, string(why.Rule), r.now, job.ModifyIndex)
+	st.keepScaling(group, spec.Scaling)
 	st.note(StatusHeld, why, r.now)
 	c.attachNotice(r, st)
 	if err := c.save(ctx, st); err != nil {
@@ -239,7 +248,19 @@ func (c *Controller) holdBack(ctx context.Context, r *round, st *JobState, job *
 // scale sets a group's count, only if the job is still the version the
 // decision was made on (its modify index as observed, or as Steward's own
 // scale of it earlier in this round left it).
+//
+// A group with a scaling policy is set together with its policy
+// (scaling.go): pinned while Steward holds part of it, its owner's once
+// resumed in full.
 func (c *Controller) scale(ctx context.Context, r *round, k jobKey, group string, count int, msg string, meta map[string]any) error {
+	if job := r.obs.Jobs[k]; job != nil {
+		if p, write := scalingFor(job, c.state(k), group, count); write {
+			if !p.Enabled {
+				msg += " (its scaling policy is disabled while held)"
+			}
+			return c.writeScaling(ctx, r, k, group, count, p, msg, meta, 0)
+		}
+	}
 	index, err := c.nomad.Scale(ctx, k.Namespace, k.ID, group, count, msg, meta, r.jobIndex(k))
 	if err != nil {
 		return err
@@ -294,6 +315,7 @@ func (c *Controller) finishDrain(ctx context.Context, r *round, st *JobState, d 
 		targets[g] = count - n
 		if d.Requeue {
 			st.hold(g, n, count, d.Rule, r.now, job.ModifyIndex)
+			st.keepScaling(g, job.Groups[g].Scaling)
 		}
 		if d.Kind == string(engine.Preempt) {
 			if st.Interrupted == nil {
@@ -600,9 +622,14 @@ func (c *Controller) syncHolds(ctx context.Context, r *round) {
 			want := h.Original - h.Count
 			switch {
 			case spec.Count == want && h.Count == 0:
-				delete(st.Held, g) // resumed in full, and Nomad shows it
+				// Resumed in full, and Nomad shows it: forgotten once
+				// its scaling policy is its owner's again.
+				if c.syncScaling(ctx, r, st, job, g, h, want) {
+					delete(st.Held, g)
+				}
 			case spec.Count == want:
 				h.Index = job.ModifyIndex // in step; saved with the round
+				c.syncScaling(ctx, r, st, job, g, h, want)
 			case job.ModifyIndex == h.Index:
 				what := "a hold"
 				if spec.Count < want {
@@ -619,6 +646,7 @@ func (c *Controller) syncHolds(ctx context.Context, r *round) {
 			default:
 				c.log.Info("job changed by its owner while held: the owner's count wins", "job", k, "group", g,
 					"count", spec.Count, "held_to", want)
+				c.unpinScaling(ctx, r, k, job, g, h)
 				delete(st.Held, g)
 			}
 		}

@@ -103,6 +103,18 @@ func (f *fakeNomad) ScaleAhead(_ context.Context, ns, job, group string, count i
 	return f.scaled(ns, job, group, count, index)
 }
 
+func (f *fakeNomad) ScaleWithPolicy(_ context.Context, ns, job, group string, count int, p ScalingPolicy, msg string, _ map[string]any, index uint64, evalPriority int) (uint64, error) {
+	if err := f.record(fmt.Sprintf("scale-policy %s/%s %s %d (%s) eval-priority=%d: %s", ns, job, group, count, p, evalPriority, msg)); err != nil {
+		return 0, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.cluster == nil {
+		return index + 1, nil
+	}
+	return f.cluster.scaleWithPolicy(ns, job, group, count, p, index)
+}
+
 // scaled applies a scale to the fake cluster, when the test has one.
 func (f *fakeNomad) scaled(ns, job, group string, count int, index uint64) (uint64, error) {
 	f.mu.Lock()

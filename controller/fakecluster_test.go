@@ -164,6 +164,50 @@ func (c *fakeCluster) scale(ns, id, group string, count int, index uint64) (uint
 	if j == nil {
 		return 0, fmt.Errorf("scale %s/%s: job not found", ns, id)
 	}
+	// As Nomad's Job.Scale: a count outside the group's scaling policy
+	// is refused, enabled or not.
+	for _, tg := range j.TaskGroups {
+		if s := tg.Scaling; *tg.Name == group && s != nil {
+			if int64(count) < *s.Min {
+				return 0, fmt.Errorf("group count was less than scaling policy minimum: %d < %d", count, *s.Min)
+			}
+			if int64(count) > *s.Max {
+				return 0, fmt.Errorf("group count was greater than scaling policy maximum: %d > %d", count, *s.Max)
+			}
+		}
+	}
+	return c.setCount(j, ns, id, group, count, index)
+}
+
+// scaleWithPolicy sets a group's count and scaling policy (a job
+// registration: the job's validation checks the count against it).
+func (c *fakeCluster) scaleWithPolicy(ns, id, group string, count int, p ScalingPolicy, index uint64) (uint64, error) {
+	j := c.jobs[ns+"/"+id]
+	if j == nil {
+		return 0, fmt.Errorf("scale %s/%s: job not found", ns, id)
+	}
+	if int64(count) < p.Min || int64(count) > p.Max {
+		return 0, fmt.Errorf("Scaling policy invalid: count %d outside min %d, max %d", count, p.Min, p.Max)
+	}
+	var tg *api.TaskGroup
+	for _, g := range j.TaskGroups {
+		if *g.Name == group {
+			tg = g
+		}
+	}
+	if tg == nil || tg.Scaling == nil {
+		return 0, fmt.Errorf("group %s has no scaling policy", group)
+	}
+	next, err := c.setCount(j, ns, id, group, count, index)
+	if err != nil {
+		return 0, err
+	}
+	enabled, lo, hi := p.Enabled, p.Min, p.Max
+	tg.Scaling = &api.ScalingPolicy{Enabled: &enabled, Min: &lo, Max: &hi}
+	return next, nil
+}
+
+func (c *fakeCluster) setCount(j *api.Job, ns, id, group string, count int, index uint64) (uint64, error) {
 	next, err := c.change(j, index)
 	if err != nil {
 		return 0, err

@@ -65,6 +65,13 @@ func (f fencedNomad) ScaleAhead(ctx context.Context, ns, jobID, group string, co
 	return f.Nomad.ScaleAhead(ctx, ns, jobID, group, count, index)
 }
 
+func (f fencedNomad) ScaleWithPolicy(ctx context.Context, ns, jobID, group string, count int, p ScalingPolicy, message string, meta map[string]any, index uint64, evalPriority int) (uint64, error) {
+	if err := f.fence(fmt.Sprintf("scale %s/%s", ns, jobID)); err != nil {
+		return 0, err
+	}
+	return f.Nomad.ScaleWithPolicy(ctx, ns, jobID, group, count, p, message, meta, index, evalPriority)
+}
+
 func (f fencedNomad) SetPriority(ctx context.Context, ns, jobID string, priority int, reason string, index uint64) (uint64, error) {
 	if err := f.fence(fmt.Sprintf("set priority of %s/%s", ns, jobID)); err != nil {
 		return 0, err

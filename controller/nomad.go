@@ -32,6 +32,13 @@ type Nomad interface {
 	// (engine.Action.Ahead): Nomad places by priority, so queued work of a
 	// higher priority would otherwise take them first.
 	ScaleAhead(ctx context.Context, namespace, jobID, group string, count int, index uint64) (uint64, error)
+	// ScaleWithPolicy sets a group's count and its scaling policy's
+	// enabled, min and max in one re-registration of the job (Nomad
+	// refuses a scale outside the policy's min and max), only if the
+	// job's modify index is still index (0: any), then records message as
+	// a scaling event; evalPriority, when not 0, is the priority of the
+	// evaluation (as ScaleAhead's). It returns the job's new modify index.
+	ScaleWithPolicy(ctx context.Context, namespace, jobID, group string, count int, p ScalingPolicy, message string, meta map[string]any, index uint64, evalPriority int) (uint64, error)
 	// SetPriority re-registers the job with a priority, only if its modify
 	// index is still index (0: any), and returns its new modify index.
 	SetPriority(ctx context.Context, namespace, jobID string, priority int, reason string, index uint64) (uint64, error)
@@ -171,6 +178,43 @@ func (n *nomadClient) ScaleAhead(ctx context.Context, ns, jobID, group string, c
 		err = fmt.Errorf("%w: %v", errJobChanged, err)
 	}
 	return newIndex, needs(err, "submit-job", "scale %s/%s group %s to %d ahead of the queue", ns, jobID, group, count)
+}
+
+func (n *nomadClient) ScaleWithPolicy(ctx context.Context, ns, jobID, group string, count int, p ScalingPolicy, message string, meta map[string]any, index uint64, evalPriority int) (uint64, error) {
+	job, _, err := n.c.Jobs().Info(jobID, rq(ctx, ns))
+	if err != nil {
+		return 0, needs(err, "read-job", "read job %s/%s", ns, jobID)
+	}
+	if index != 0 && derefU64(job.JobModifyIndex) != index {
+		return 0, fmt.Errorf("scale %s/%s group %s to %d: %w (modify index %d, decided on %d)", ns, jobID, group, count, errJobChanged, derefU64(job.JobModifyIndex), index)
+	}
+	var tg *api.TaskGroup
+	for _, g := range job.TaskGroups {
+		if g.Name != nil && *g.Name == group {
+			tg = g
+		}
+	}
+	if tg == nil || tg.Scaling == nil {
+		return 0, fmt.Errorf("scale %s/%s group %s: the group has no scaling policy", ns, jobID, group)
+	}
+	tg.Count = &count
+	tg.Scaling.Enabled, tg.Scaling.Min, tg.Scaling.Max = &p.Enabled, &p.Min, &p.Max
+	resp, _, err := n.c.Jobs().RegisterOpts(job, &api.RegisterOptions{EnforceIndex: true, ModifyIndex: derefU64(job.JobModifyIndex),
+		EvalPriority: evalPriority}, wq(ctx, ns))
+	if err != nil {
+		if strings.Contains(err.Error(), "Enforcing job modify index") {
+			err = fmt.Errorf("%w: %v", errJobChanged, err)
+		}
+		return 0, needs(err, "submit-job", "scale %s/%s group %s to %d with scaling policy %s", ns, jobID, group, count, p)
+	}
+	// The message as a scaling event (a scale request without a count
+	// changes nothing), shown on the job's page as Steward's other
+	// scales are. Steward's record has it too: a failure only loses the
+	// event.
+	_, _, _ = n.c.Jobs().ScaleWithRequest(jobID, &api.ScalingRequest{
+		Target: map[string]string{"Job": jobID, "Group": group}, Message: message, Meta: meta,
+	}, wq(ctx, ns))
+	return resp.JobModifyIndex, nil
 }
 
 // registerCount registers the job as it is with one group's count changed;

@@ -71,6 +71,10 @@ type GroupSpec struct {
 	// GPURequests are its tasks' GPU device requests, with their
 	// constraints: which nodes' GPUs it can use (devices.go).
 	GPURequests []*api.RequestedDevice
+	// Scaling is the group's scaling block (a Nomad Autoscaler policy),
+	// nil when it has none: Steward pins it while it holds the group
+	// (scaling.go).
+	Scaling *ScalingPolicy
 }
 
 // CheckpointTaskMetaKey opts a task in or out of the checkpoint signal.
@@ -141,7 +145,7 @@ func toObservedJob(j *api.Job) *ObservedJob {
 		oj.Meta[k] = v
 	}
 	for _, tg := range j.TaskGroups {
-		gs := GroupSpec{Count: derefInt(tg.Count)}
+		gs := GroupSpec{Count: derefInt(tg.Count), Scaling: toScalingPolicy(tg.Scaling)}
 		for _, t := range tg.Tasks {
 			gs.Tasks = append(gs.Tasks, t.Name)
 			gpus := 0
@@ -167,6 +171,23 @@ func toObservedJob(j *api.Job) *ObservedJob {
 		oj.Groups[deref(tg.Name)] = gs
 	}
 	return oj
+}
+
+// toScalingPolicy is a group's scaling block as Steward sees it; Nomad
+// fills in enabled (true) and min (the group's count) when a jobspec
+// leaves them out.
+func toScalingPolicy(p *api.ScalingPolicy) *ScalingPolicy {
+	if p == nil {
+		return nil
+	}
+	out := &ScalingPolicy{Enabled: p.Enabled == nil || *p.Enabled}
+	if p.Min != nil {
+		out.Min = *p.Min
+	}
+	if p.Max != nil {
+		out.Max = *p.Max
+	}
+	return out
 }
 
 // isGPURequest reports whether a device request ("gpu", "nvidia/gpu",

@@ -59,6 +59,10 @@ func recordItems(pol *policy.Policy, st *JobState, job *ObservedJob, idleSince t
 		items["steward_held"] = plural(n, "allocation")
 	}
 	idleWarningItems(st, items)
+	if notes := st.scalingNotes(); notes != "" {
+		// What Steward did to the group's Autoscaler policy (scaling.go).
+		items["steward_scaling"] = notes
+	}
 	if len(set.Problems) > 0 {
 		// What the job's meta asked for and Steward refused, and what it
 		// uses instead.

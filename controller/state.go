@@ -98,6 +98,11 @@ type Held struct {
 	// a job whose count disagrees and whose index moved was changed by its
 	// owner, who then overrides the hold.
 	Index uint64 `json:"index"`
+	// Scaling is the group's scaling policy (the Nomad Autoscaler's) as
+	// its owner set it, recorded before Steward first pinned it (disabled,
+	// max at the held count: scaling.go); restored when the group is
+	// resumed in full. Nil for a group without a scaling block.
+	Scaling *ScalingPolicy `json:"scaling,omitempty"`
 }
 
 // Drain is a preemption in progress, in three steps: decided (the job's

@@ -106,6 +106,9 @@ type HeldStatus struct {
 	State  string    `json:"state"`
 	Since  time.Time `json:"since"`
 	Reason string    `json:"reason"`
+	// Scaling says what Steward did to the group's scaling policy (the
+	// Nomad Autoscaler's) while it holds the group; empty when it has none.
+	Scaling string `json:"scaling,omitempty"`
 }
 
 // IdleStatus is an allocation whose GPUs are under its idle threshold.
@@ -145,7 +148,7 @@ func buildStatus(pol *policy.Policy, r *round, states []*JobState, usage map[str
 				state = StatusPaused
 			}
 			s.Held = append(s.Held, HeldStatus{Job: st.key().String(), Group: g, Count: h.Count, GPUs: gpus,
-				State: state, Since: h.Since, Reason: st.Reason})
+				State: state, Since: h.Since, Reason: st.Reason, Scaling: h.scalingNote()})
 		}
 	}
 	sort.Slice(s.Held, func(i, k int) bool {

@@ -1,7 +1,11 @@
 package devices
 
 import (
+	"strings"
+
 	"github.com/hashicorp/nomad/plugins/device"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 // backend is where GPUs come from: NVML (real hardware) or the simulator.
@@ -70,4 +74,32 @@ type sample struct {
 	// Err is set when a query failed for a reason other than "not
 	// supported"; the GPU is then marked unhealthy until a round succeeds.
 	Err string
+}
+
+// checkKnown fails with InvalidArgument when an ID is not a current device.
+func checkKnown(ids []string, known map[string]struct{}) error {
+	var unknown []string
+	for _, id := range ids {
+		if _, ok := known[id]; !ok {
+			unknown = append(unknown, id)
+		}
+	}
+	if len(unknown) > 0 {
+		return status.Errorf(codes.InvalidArgument, "unknown GPU IDs: %s", strings.Join(unknown, ", "))
+	}
+	return nil
+}
+
+// Environment variables Reserve sets.
+const (
+	EnvNvidiaVisibleDevices = "NVIDIA_VISIBLE_DEVICES"
+	EnvCUDAVisibleDevices   = "CUDA_VISIBLE_DEVICES"
+)
+
+func visibleDevicesEnv(ids []string) map[string]string {
+	list := strings.Join(ids, ",")
+	return map[string]string{
+		EnvNvidiaVisibleDevices: list,
+		EnvCUDAVisibleDevices:   list,
+	}
 }

@@ -15,27 +15,30 @@ import (
 	"sync"
 	"time"
 
-	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	hclog "github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/nomad/plugins/base"
 	"github.com/hashicorp/nomad/plugins/device"
 	"github.com/hashicorp/nomad/plugins/shared/hclspec"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/gpu-steward/steward/internal/version"
 )
 
 const (
 	// PluginName is the plugin's name and the file name the steward binary
 	// serves it under in the client's plugin_dir.
 	PluginName = "steward-gpu"
-	// PluginVersion is reported to Nomad.
-	PluginVersion = "v0.1.0"
 
 	// Vendor and DeviceType match hashicorp/nomad-device-nvidia, so jobs
 	// ask for device "nvidia/gpu".
 	Vendor     = "nvidia"
 	DeviceType = device.DeviceTypeGPU
 )
+
+// PluginVersion is reported to Nomad: Steward's version (the one
+// `steward version` prints), in a form Nomad's plugin loader parses.
+var PluginVersion = version.Plugin()
 
 var pluginInfo = &base.PluginInfoResponse{
 	Type:              base.PluginTypeDevice,
@@ -63,7 +66,7 @@ var _ device.DevicePlugin = (*Plugin)(nil)
 
 // New returns an unconfigured plugin; Nomad configures it with SetConfig.
 func New(logger hclog.Logger) *Plugin {
-	return newPlugin(logger, func() nvmlLib { return nvml.New() })
+	return newPlugin(logger, openNVML)
 }
 
 // Factory is the plugins.PluginFactory that serves the plugin.

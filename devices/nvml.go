@@ -1,3 +1,9 @@
+//go:build cgo
+
+// The NVML backend needs cgo: go-nvml loads libnvidia-ml.so.1 with dlopen
+// through C. A build without cgo gets nvml_nocgo.go instead, whose backend
+// refuses to start and says why.
+
 package devices
 
 import (
@@ -10,8 +16,6 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	hclog "github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/nomad/plugins/device"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 )
 
 // nvmlLib is the part of go-nvml's nvml.Interface the plugin uses. The real
@@ -28,6 +32,13 @@ type nvmlLib interface {
 }
 
 var _ nvmlLib = nvml.Interface(nil)
+
+// openNVML is the real library (it is loaded at Init).
+func openNVML() nvmlLib { return nvml.New() }
+
+// NVMLBuiltIn reports whether this binary has the NVML backend (built
+// with cgo).
+const NVMLBuiltIn = true
 
 // errNVMLUnavailable is returned when NVML cannot be initialised, typically
 // because no NVIDIA driver (libnvidia-ml.so.1) is installed.
@@ -387,34 +398,6 @@ func (b *nvmlBackend) reserve(ids []string) (*device.ContainerReservation, error
 		return nil, err
 	}
 	return &device.ContainerReservation{Envs: visibleDevicesEnv(ids)}, nil
-}
-
-// checkKnown fails with InvalidArgument when an ID is not a current device.
-func checkKnown(ids []string, known map[string]struct{}) error {
-	var unknown []string
-	for _, id := range ids {
-		if _, ok := known[id]; !ok {
-			unknown = append(unknown, id)
-		}
-	}
-	if len(unknown) > 0 {
-		return status.Errorf(codes.InvalidArgument, "unknown GPU IDs: %s", strings.Join(unknown, ", "))
-	}
-	return nil
-}
-
-// Environment variables Reserve sets.
-const (
-	EnvNvidiaVisibleDevices = "NVIDIA_VISIBLE_DEVICES"
-	EnvCUDAVisibleDevices   = "CUDA_VISIBLE_DEVICES"
-)
-
-func visibleDevicesEnv(ids []string) map[string]string {
-	list := strings.Join(ids, ",")
-	return map[string]string{
-		EnvNvidiaVisibleDevices: list,
-		EnvCUDAVisibleDevices:   list,
-	}
 }
 
 // registerXid subscribes a device to critical Xid events (once per UUID).

@@ -18,7 +18,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	hclog "github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/nomad/client/lib/cpustats"
 	"github.com/hashicorp/nomad/drivers/shared/eventer"
@@ -29,14 +28,13 @@ import (
 	pstructs "github.com/hashicorp/nomad/plugins/shared/structs"
 
 	"github.com/gpu-steward/steward/internal/safefs"
+	"github.com/gpu-steward/steward/internal/version"
 )
 
 const (
 	// PluginName is the driver's name (driver = "steward-exec" in a job)
 	// and the file name the steward binary serves it under.
 	PluginName = "steward-exec"
-	// PluginVersion is reported to Nomad.
-	PluginVersion = "v0.1.0"
 
 	fingerprintPeriod = 30 * time.Second
 	// defaultKillSignal is what Nomad's own exec drivers send when the
@@ -51,6 +49,10 @@ const (
 	metaCheckpointSignal      = "NOMAD_META_steward.checkpoint_signal"
 	metaCheckpointSignalClean = "NOMAD_META_steward_checkpoint_signal"
 )
+
+// PluginVersion is reported to Nomad: Steward's version (the one
+// `steward version` prints), in a form Nomad's plugin loader parses.
+var PluginVersion = version.Plugin()
 
 var pluginInfo = &base.PluginInfoResponse{
 	Type:              base.PluginTypeDriver,
@@ -88,7 +90,7 @@ var _ drivers.DriverPlugin = (*Driver)(nil)
 
 // New returns an unconfigured driver; Nomad configures it with SetConfig.
 func New(logger hclog.Logger) *Driver {
-	return newDriver(logger, func() nvmlLib { return nvml.New() })
+	return newDriver(logger, openNVMLLib)
 }
 
 // Factory is the plugins.PluginFactory that serves the driver.

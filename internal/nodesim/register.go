@@ -12,7 +12,13 @@ import (
 
 	"github.com/hashicorp/nomad/nomad/structs"
 	psstructs "github.com/hashicorp/nomad/plugins/shared/structs"
+
+	"github.com/gpu-steward/steward/internal/version"
 )
+
+// stewardDriverVersion is the steward-exec version a simulated node
+// reports: the one the real driver of this build reports.
+var stewardDriverVersion = version.Plugin()
 
 // What a node reports: a Linux host running Steward's device plugin with
 // its simulated backend and the steward-exec and raw_exec drivers. The
@@ -31,8 +37,7 @@ const (
 	gpuComputeCapability = "8.0"
 	gpuDriverVersion     = "simulated"
 
-	stewardDriver        = "steward-exec"
-	stewardDriverVersion = "v0.1.0"
+	stewardDriver = "steward-exec"
 
 	nodeCores    = 64
 	nodeCoreMHz  = 2000
