@@ -67,6 +67,8 @@ type Controller struct {
 	statusAt     time.Time
 	usage        *usageStore
 	metrics      *metrics
+	// fc forecasts the waiting jobs' starts (forecast.go).
+	fc *queueForecaster
 
 	pressureMu    sync.Mutex
 	pressureSince time.Time

@@ -55,7 +55,7 @@ func Hints(in Input, queue []Entry, plan *engine.Plan, fc *Result, maxPlans int)
 			lines = append(lines, h.limitLine(e, demands))
 		}
 		if f := fc.job(e.Job); f != nil && f.Cause != "" && len(lines) < 3 {
-			lines = append(lines, "starts "+f.Cause+" (forecast: "+Clock(f.P50, in.Now)+")")
+			lines = append(lines, "starts "+f.Cause)
 		}
 		if len(lines) > 0 {
 			out[e.Job] = lines
