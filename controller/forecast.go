@@ -134,10 +134,12 @@ func (c *Controller) forecastRound(r *round, pol *policy.Policy, eng *engine.Eng
 		ctx, cancel := context.WithTimeout(context.Background(), forecastBudget)
 		defer cancel()
 		start := time.Now()
-		// One seed for every forecast: an unchanged cluster draws the
-		// same run times each time, so its forecast does not wander.
-		res := forecast.Run(ctx, in, forecast.Options{Seed: 1})
-		hints := forecast.Hints(in, queue, plan, res, forecast.DefaultHintPlans)
+		// What the budget affords: one plan of this snapshot, timed.
+		t := time.Now()
+		eng.Plan(in.Snapshot, in.Now)
+		opt, hintPlans := forecastOptions(time.Since(t))
+		res := forecast.Run(ctx, in, opt)
+		hints := forecast.Hints(in, queue, plan, res, hintPlans)
 		c.log.Debug("forecast", "waiting", len(queue), "replays", res.Replays, "plans", res.Plans, "took", time.Since(start))
 		fc.mu.Lock()
 		fc.result, fc.hints, fc.basis, fc.running = res, hints, basis, false
@@ -151,6 +153,32 @@ func resultFor(res *forecast.Result, ref engine.JobRef) *forecast.JobForecast {
 		return nil
 	}
 	return res.Jobs[ref]
+}
+
+// forecastOptions fits a forecast to forecastBudget given how long one
+// plan takes: four fifths of the plans it affords for the replays (10 of
+// up to 150 plans each; on a large cluster fewer and shorter, at least 2
+// of 8), a fifth for unblock hints (at most 32). Plans per replay are
+// rounded down to a power of two so that a cluster whose plans take a
+// little more or less time keeps its forecast. One seed for every
+// forecast: an unchanged cluster draws the same run times each time, so
+// its forecast does not wander.
+func forecastOptions(plan time.Duration) (forecast.Options, int) {
+	plans := int(forecastBudget / max(plan, time.Millisecond))
+	opt := forecast.Options{Seed: 1, Replays: forecast.DefaultReplays}
+	per := plans * 4 / 5 / opt.Replays
+	if per < 8 {
+		opt.Replays = max(2, plans*4/5/8)
+		per = 8
+	}
+	opt.MaxPlans = forecast.DefaultMaxPlans
+	if per < opt.MaxPlans {
+		opt.MaxPlans = 8
+		for opt.MaxPlans*2 <= per {
+			opt.MaxPlans *= 2
+		}
+	}
+	return opt, min(forecast.DefaultHintPlans, plans/5)
 }
 
 // waitSet names the waiting jobs, for telling when the queue changed.

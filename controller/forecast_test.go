@@ -105,3 +105,28 @@ func TestQueueInRecordAndStatus(t *testing.T) {
 	}
 
 }
+
+// TestForecastOptions: the forecast fits its budget whatever a plan costs.
+func TestForecastOptions(t *testing.T) {
+	tests := []struct {
+		name                      string
+		plan                      time.Duration
+		replays, maxPlans, hints int
+	}{
+		{"small cluster: the defaults", time.Millisecond, 10, 150, 32},
+		{"1,000 nodes (10 ms a plan)", 10 * time.Millisecond, 10, 64, 32},
+		{"10,000 nodes (100 ms a plan)", 100 * time.Millisecond, 10, 8, 20},
+		{"slower still: fewer replays", 400 * time.Millisecond, 2, 8, 5},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			opt, hints := forecastOptions(tc.plan)
+			if opt.Replays != tc.replays || opt.MaxPlans != tc.maxPlans || hints != tc.hints {
+				t.Errorf("replays %d, plans %d, hints %d; want %d, %d, %d", opt.Replays, opt.MaxPlans, hints, tc.replays, tc.maxPlans, tc.hints)
+			}
+			if total := time.Duration(opt.Replays*opt.MaxPlans+hints) * tc.plan; total > forecastBudget*11/10 && opt.Replays > 2 {
+				t.Errorf("%s of plans, over the budget of %s", total, forecastBudget)
+			}
+		})
+	}
+}

@@ -2,6 +2,7 @@ package forecast
 
 import (
 	"context"
+	"math"
 	"slices"
 	"time"
 
@@ -36,9 +37,13 @@ type Options struct {
 	// MaxPlans bounds the engine's plans per replay (default 150).
 	MaxPlans int
 	// MinStep is the least virtual time between two plans of a replay
-	// (default 30s, the simulator's plan interval); steps grow to a tenth
-	// of how far ahead the replay is.
+	// (default 30s, the simulator's plan interval). Steps grow with how
+	// far ahead the replay is, by the least share of that (at least a
+	// tenth) with which half of MaxPlans reach the horizon: a start days
+	// away needs no 30-second resolution, and the plans stay bounded.
 	MinStep time.Duration
+
+	stepGrowth float64
 }
 
 // Defaults for Options.
@@ -62,7 +67,23 @@ func (o Options) withDefaults() Options {
 	if o.MinStep <= 0 {
 		o.MinStep = DefaultMinStep
 	}
+	o.stepGrowth = stepGrowth(o.Horizon, o.MinStep, max(o.MaxPlans/2, 1))
 	return o
+}
+
+// stepGrowth is the least share f (0.1, then ×1.5) of the time ahead such
+// that steps of max(minStep, f × time ahead) reach the horizon within
+// plans steps: minStep steps until minStep/f ahead, then f more each.
+func stepGrowth(horizon, minStep time.Duration, plans int) float64 {
+	f := 0.1
+	for ; f < 1000; f *= 1.5 {
+		linear := 1 / f
+		geometric := math.Log(float64(horizon)*f/float64(minStep)) / math.Log1p(f)
+		if linear+geometric <= float64(plans) {
+			break
+		}
+	}
+	return f
 }
 
 // Result is a forecast for every job waiting in the snapshot.

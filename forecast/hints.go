@@ -3,6 +3,7 @@ package forecast
 import (
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/gpu-steward/steward/policy/engine"
@@ -29,7 +30,12 @@ const DefaultHintPlans = 32
 //
 // Only the first two kinds cost plans, at most maxPlans in all.
 func Hints(in Input, queue []Entry, plan *engine.Plan, fc *Result, maxPlans int) map[engine.JobRef][]string {
-	h := &hinter{in: in, budget: maxPlans, plan: plan}
+	h := &hinter{in: in, budget: maxPlans, plan: plan, byJob: map[engine.JobRef][]int{}, most: map[string]int{}}
+	for i, d := range in.Snapshot.Waiting {
+		if d.GPUsPerAlloc > 0 && d.Count > 0 {
+			h.byJob[d.Job.Ref] = append(h.byJob[d.Job.Ref], i)
+		}
+	}
 	out := map[engine.JobRef][]string{}
 	for _, e := range queue {
 		var lines []string
@@ -75,30 +81,31 @@ type hinter struct {
 	in     Input
 	plan   *engine.Plan
 	budget int
+	byJob  map[engine.JobRef][]int // waiting demands' indices by job
+	most   map[string]int          // the most GPUs a node has, by node pool and devices asked
 }
 
 // demandsOf is the job's waiting demands: their indices in the snapshot.
-func (h *hinter) demandsOf(ref engine.JobRef) []int {
-	var out []int
-	for i, d := range h.in.Snapshot.Waiting {
-		if d.Job.Ref == ref && d.GPUsPerAlloc > 0 && d.Count > 0 {
-			out = append(out, i)
-		}
-	}
-	return out
-}
+func (h *hinter) demandsOf(ref engine.JobRef) []int { return h.byJob[ref] }
 
 // noNode reports a demand no node can ever run: none of its node pool has
 // GPUs its request accepts, or as many as it asks on one node.
 func (h *hinter) noNode(demands []int) (string, bool) {
 	for _, i := range demands {
 		d := &h.in.Snapshot.Waiting[i]
-		most := 0
-		for k := range h.in.Snapshot.Nodes {
-			n := &h.in.Snapshot.Nodes[k]
-			if (d.NodePool == "" || d.NodePool == "all" || d.NodePool == n.NodePool) && (d.Devices == nil || slices.Contains(d.Devices, n.Device)) {
-				most = max(most, n.GPUs)
+		key := d.NodePool + "\x00" + strings.Join(d.Devices, "\x00")
+		if d.Devices == nil {
+			key += "\x00any"
+		}
+		most, ok := h.most[key]
+		if !ok {
+			for k := range h.in.Snapshot.Nodes {
+				n := &h.in.Snapshot.Nodes[k]
+				if (d.NodePool == "" || d.NodePool == "all" || d.NodePool == n.NodePool) && (d.Devices == nil || slices.Contains(d.Devices, n.Device)) {
+					most = max(most, n.GPUs)
+				}
 			}
+			h.most[key] = most
 		}
 		switch {
 		case most == 0:

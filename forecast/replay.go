@@ -28,6 +28,11 @@ type replay struct {
 
 	plans  int
 	nextID int
+	// byJob indexes demands by job, and drainFor counts the allocations
+	// draining for each job (both rebuilt by index, kept by apply): a
+	// plan has an action for most of a long queue.
+	byJob    map[engine.JobRef][]int
+	drainFor map[engine.JobRef]int
 	// freedBy: per node, the job whose run ended there in this step.
 	freedBy map[int]string
 }
@@ -173,7 +178,7 @@ func (r *replay) run() {
 		}
 		// Steps grow with the distance ahead: a start 10 hours away
 		// needs no 30-second resolution (and the plans stay bounded).
-		step := max(r.opt.MinStep, r.now.Sub(r.start)/stepDivisor)
+		step := max(r.opt.MinStep, time.Duration(float64(r.now.Sub(r.start))*r.opt.stepGrowth))
 		next = maxTime(next, r.now.Add(step))
 		if next.After(horizon) {
 			return
@@ -182,9 +187,6 @@ func (r *replay) run() {
 		r.settle(false)
 	}
 }
-
-// stepDivisor: a replay's step is at least a tenth of how far ahead it is.
-const stepDivisor = 10
 
 func maxTime(a, b time.Time) time.Time {
 	if a.After(b) {
@@ -197,14 +199,17 @@ func maxTime(a, b time.Time) time.Time {
 // engine plan, and Nomad place again, as one controller round.
 func (r *replay) settle(first bool) {
 	r.freedBy = map[int]string{}
+	r.index()
 	if !first {
 		r.endRuns()
 	}
+	r.index()
 	r.unpark()
 	r.dropMarks()
 	r.placeQueued()
 	plan := r.in.Engine.Plan(r.snapshot(), r.now)
 	r.plans++
+	r.index()
 	for _, a := range plan.Actions {
 		r.apply(a)
 	}
@@ -218,9 +223,25 @@ func (r *replay) settle(first bool) {
 			}
 		}
 	}
+	r.index()
 	r.unpark()
 	r.placeQueued()
 	r.noteStarts()
+}
+
+// index rebuilds byJob and drainFor.
+func (r *replay) index() {
+	r.byJob = make(map[engine.JobRef][]int, len(r.demands))
+	for i := range r.demands {
+		ref := r.demands[i].d.Job.Ref
+		r.byJob[ref] = append(r.byJob[ref], i)
+	}
+	r.drainFor = map[engine.JobRef]int{}
+	for i := range r.allocs {
+		if a := &r.allocs[i]; !a.drainEnd.IsZero() && a.a.For != nil {
+			r.drainFor[*a.a.For]++
+		}
+	}
 }
 
 // endRuns ends the runs and graces due by now.
@@ -254,9 +275,9 @@ func (r *replay) free(a ralloc) {
 
 // requeue holds a stopped allocation's work as a demand of its group.
 func (r *replay) requeue(a ralloc, left time.Duration, idle bool) {
-	for i := range r.demands {
+	for _, i := range r.byJob[a.a.Job.Ref] {
 		d := &r.demands[i]
-		if d.d.Job.Ref == a.a.Job.Ref && d.d.Group == a.a.Group && d.d.GPUsPerAlloc == len(a.a.GPUIDs) {
+		if d.d.Group == a.a.Group && d.d.GPUsPerAlloc == len(a.a.GPUIDs) {
 			d.d.Count++
 			d.d.Held = true
 			d.run = max(d.run, left)
@@ -267,6 +288,9 @@ func (r *replay) requeue(a ralloc, left time.Duration, idle bool) {
 	job := a.a.Job
 	j := r.jobs[job.Ref]
 	job.Priority, job.Promoted, job.Preemptions = j.prio, j.promoted, j.preemptions
+	if r.byJob != nil {
+		r.byJob[job.Ref] = append(r.byJob[job.Ref], len(r.demands))
+	}
 	r.demands = append(r.demands, rdemand{run: max(left, minRemaining), d: engine.Demand{
 		Job: job, Group: a.a.Group, GPUsPerAlloc: len(a.a.GPUIDs), Count: 1, Since: r.now,
 		// What it asked for is not in the snapshot: the node pool and
@@ -277,8 +301,8 @@ func (r *replay) requeue(a ralloc, left time.Duration, idle bool) {
 }
 
 func (r *replay) waits(ref engine.JobRef) bool {
-	for i := range r.demands {
-		if r.demands[i].d.Job.Ref == ref && r.demands[i].d.Count > 0 {
+	for _, i := range r.byJob[ref] {
+		if r.demands[i].d.Count > 0 {
 			return true
 		}
 	}
@@ -304,14 +328,7 @@ func (r *replay) unpark() {
 	}
 }
 
-func (r *replay) drainingFor(ref engine.JobRef) bool {
-	for i := range r.allocs {
-		if a := &r.allocs[i]; !a.drainEnd.IsZero() && a.a.For != nil && *a.a.For == ref {
-			return true
-		}
-	}
-	return false
-}
+func (r *replay) drainingFor(ref engine.JobRef) bool { return r.drainFor[ref] > 0 }
 
 func (r *replay) dropMarks() {
 	r.marks = slices.DeleteFunc(r.marks, func(m rmark) bool {
@@ -349,8 +366,8 @@ func (r *replay) apply(a engine.Action) {
 		return
 	}
 	forGroup := func(fn func(d *rdemand)) {
-		for i := range r.demands {
-			if d := &r.demands[i]; d.d.Job.Ref == a.Job && (a.Group == "" || d.d.Group == a.Group) {
+		for _, i := range r.byJob[a.Job] {
+			if d := &r.demands[i]; a.Group == "" || d.d.Group == a.Group {
 				fn(d)
 			}
 		}
@@ -386,6 +403,9 @@ func (r *replay) apply(a engine.Action) {
 			if a.Kind == engine.Preempt && a.Grace > 0 {
 				ra.a.Draining, ra.a.For, ra.a.ForGroup = true, a.For, a.ForGroup
 				ra.drainEnd = r.now.Add(a.Grace)
+				if a.For != nil {
+					r.drainFor[*a.For]++
+				}
 				kept = append(kept, ra)
 				continue
 			}
@@ -432,23 +452,54 @@ func (r *replay) placeQueued() {
 		}
 		return cmp.Compare(a.d.Job.Ref.String()+"/"+a.d.Group, b.d.Job.Ref.String()+"/"+b.d.Group)
 	})
+	// Room per node for work no GPUs there are set aside for; a demand
+	// adds back its own marks.
+	room := make([]int, len(r.nodes))
+	most := 0
+	for i := range r.nodes {
+		room[i] = len(r.nodes[i].free)
+	}
+	for _, m := range r.marks {
+		if n, ok := r.nodeIx[m.NodeID]; ok {
+			room[n] = max(0, room[n]-m.GPUs)
+		}
+	}
+	for _, v := range room {
+		most = max(most, v)
+	}
+	marked := len(r.marks) > 0
 	for _, i := range order {
-		r.place(&r.demands[i])
+		d := &r.demands[i]
+		if d.d.GPUsPerAlloc > most && !marked {
+			continue // fits nowhere (the usual case in a full cluster)
+		}
+		r.place(d, room)
+		most = 0
+		for _, v := range room {
+			most = max(most, v)
+		}
 	}
 	r.demands = slices.DeleteFunc(r.demands, func(d rdemand) bool { return d.d.Count <= 0 })
 }
 
 // place puts as much of one demand on nodes as fits (a gang: all or
 // nothing).
-func (r *replay) place(d *rdemand) {
-	room := make([]int, len(r.nodes))
-	for i := range r.nodes {
-		room[i] = len(r.nodes[i].free)
-	}
+func (r *replay) place(d *rdemand, shared []int) {
+	room := shared
+	own := false
 	for _, m := range r.marks {
-		if m.For != d.d.Job.Ref {
-			if n, ok := r.nodeIx[m.NodeID]; ok {
-				room[n] = max(0, room[n]-m.GPUs)
+		if m.For == d.d.Job.Ref {
+			own = true
+		}
+	}
+	if own {
+		// Its own marks are room for it alone.
+		room = slices.Clone(shared)
+		for _, m := range r.marks {
+			if m.For == d.d.Job.Ref {
+				if n, ok := r.nodeIx[m.NodeID]; ok {
+					room[n] = min(room[n]+m.GPUs, len(r.nodes[n].free))
+				}
 			}
 		}
 	}
@@ -467,7 +518,18 @@ func (r *replay) place(d *rdemand) {
 		nodes = append(nodes, best)
 	}
 	if d.d.Job.Gang && len(nodes) < d.d.Count {
+		if !own {
+			for _, n := range nodes {
+				room[n] += d.d.GPUsPerAlloc // all or nothing: give back
+			}
+		}
 		return
+	}
+	if own {
+		// The shared room loses what it placed beyond its own marks.
+		for _, n := range nodes {
+			shared[n] = min(shared[n], len(r.nodes[n].free)-d.d.GPUsPerAlloc)
+		}
 	}
 	j := r.jobs[d.d.Job.Ref]
 	for _, n := range nodes {
