@@ -109,8 +109,8 @@ func TestQueueInRecordAndStatus(t *testing.T) {
 // TestForecastOptions: the forecast fits its budget whatever a plan costs.
 func TestForecastOptions(t *testing.T) {
 	tests := []struct {
-		name                      string
-		plan                      time.Duration
+		name                     string
+		plan                     time.Duration
 		replays, maxPlans, hints int
 	}{
 		{"small cluster: the defaults", time.Millisecond, 10, 150, 32},
