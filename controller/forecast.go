@@ -256,12 +256,12 @@ func runEstimate(pol *policy.Policy, job *ObservedJob, gpus int, h *forecast.His
 	return h.Estimate(forecast.ClassOf(set.Tenant.Name, set.Tier, gpus))
 }
 
-// basisNote says what the run times rest on: "run times: 3 jobs'
-// steward.expected_runtime, 5 from similar jobs, 1 default".
+// basisNote says what the run times rest on: "run times:
+// steward.expected_runtime of 3 jobs, 5 from similar jobs, 1 the default".
 func basisNote(counts map[forecast.Source]int) string {
 	var parts []string
 	if n := counts[forecast.FromExpected]; n > 0 {
-		parts = append(parts, plural(n, "job")+"' steward.expected_runtime")
+		parts = append(parts, "steward.expected_runtime of "+plural(n, "job"))
 	}
 	if n := counts[forecast.FromSimilar]; n > 0 {
 		parts = append(parts, strconv.Itoa(n)+" from similar jobs")

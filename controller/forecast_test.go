@@ -99,7 +99,7 @@ func TestQueueInRecordAndStatus(t *testing.T) {
 	}
 	if len(st.Queue) != 1 || st.Queue[0].Job != "ml/wait" || st.Queue[0].Position != 1 || st.Queue[0].TenantPosition != 1 ||
 		st.Queue[0].Rule != "capacity" || st.Queue[0].GPUs != 2 || st.Queue[0].ForecastP50.IsZero() ||
-		!strings.Contains(st.Queue[0].ForecastNote, "1 job' steward.expected_runtime") {
+		!strings.Contains(st.Queue[0].ForecastNote, "steward.expected_runtime of 1 job") {
 		b, _ := json.Marshal(st.Queue)
 		t.Errorf("status queue %s", b)
 	}
