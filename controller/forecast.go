@@ -156,7 +156,7 @@ func resultFor(res *forecast.Result, ref engine.JobRef) *forecast.JobForecast {
 }
 
 // forecastOptions fits a forecast to forecastBudget given how long one
-// plan takes: four fifths of the plans it affords for the replays (10 of
+// plan takes (a replay's step, three): four fifths of the plans it affords for the replays (10 of
 // up to 150 plans each; on a large cluster fewer and shorter, at least 2
 // of 8), a fifth for unblock hints (at most 32). Plans per replay are
 // rounded down to a power of two so that a cluster whose plans take a
@@ -164,7 +164,9 @@ func resultFor(res *forecast.Result, ref engine.JobRef) *forecast.JobForecast {
 // forecast: an unchanged cluster draws the same run times each time, so
 // its forecast does not wander.
 func forecastOptions(plan time.Duration) (forecast.Options, int) {
-	plans := int(forecastBudget / max(plan, time.Millisecond))
+	// A replay's step costs about three plans (its snapshot, Nomad's
+	// placement and the actions around the engine's plan).
+	plans := int(forecastBudget / max(3*plan, time.Millisecond))
 	opt := forecast.Options{Seed: 1, Replays: forecast.DefaultReplays}
 	per := plans * 4 / 5 / opt.Replays
 	if per < 8 {

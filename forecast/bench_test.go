@@ -80,10 +80,11 @@ func benchCluster(b *testing.B, n int) (*engine.Engine, *engine.Snapshot, map[en
 	return engine.New(p), s, est
 }
 
-// BenchmarkForecast is one forecast as the controller makes it (default
-// options: 10 replays of at most 150 plans, 32 hint plans) on the engine
-// benchmark's clusters, and, at 10,000 nodes, with the plan budget the
-// controller gives it there (ForecastOptions).
+// BenchmarkForecast is one forecast (the plan, the queue, the replays
+// and the hints) on clusters of the engine benchmark's shape: with the
+// default options (10 replays of at most 150 plans, 32 hint plans), and
+// at 1,000 and 10,000 nodes with what the controller's 10 s budget gives
+// there (controller.forecastOptions at 10 and 100 ms a plan).
 func BenchmarkForecast(b *testing.B) {
 	for _, tc := range []struct {
 		nodes int
@@ -93,7 +94,8 @@ func BenchmarkForecast(b *testing.B) {
 		{100, Options{}, DefaultHintPlans},
 		{300, Options{}, DefaultHintPlans},
 		{1000, Options{}, DefaultHintPlans},
-		{10000, Options{Replays: 4, MaxPlans: 20}, 8},
+		{1000, Options{Replays: 10, MaxPlans: 16}, DefaultHintPlans},
+		{10000, Options{Replays: 3, MaxPlans: 8}, 6},
 	} {
 		b.Run(fmt.Sprintf("nodes=%d/replays=%d/plans=%d", tc.nodes, tc.opt.withDefaults().Replays, tc.opt.withDefaults().MaxPlans), func(b *testing.B) {
 			e, snap, est := benchCluster(b, tc.nodes)

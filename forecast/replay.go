@@ -467,16 +467,20 @@ func (r *replay) placeQueued() {
 	for _, v := range room {
 		most = max(most, v)
 	}
-	marked := len(r.marks) > 0
+	marked := map[engine.JobRef]bool{}
+	for _, m := range r.marks {
+		marked[m.For] = true
+	}
 	for _, i := range order {
 		d := &r.demands[i]
-		if d.d.GPUsPerAlloc > most && !marked {
+		if d.d.GPUsPerAlloc > most && !marked[d.d.Job.Ref] {
 			continue // fits nowhere (the usual case in a full cluster)
 		}
-		r.place(d, room)
-		most = 0
-		for _, v := range room {
-			most = max(most, v)
+		if r.place(d, room) {
+			most = 0
+			for _, v := range room {
+				most = max(most, v)
+			}
 		}
 	}
 	r.demands = slices.DeleteFunc(r.demands, func(d rdemand) bool { return d.d.Count <= 0 })
@@ -484,7 +488,7 @@ func (r *replay) placeQueued() {
 
 // place puts as much of one demand on nodes as fits (a gang: all or
 // nothing).
-func (r *replay) place(d *rdemand, shared []int) {
+func (r *replay) place(d *rdemand, shared []int) bool {
 	room := shared
 	own := false
 	for _, m := range r.marks {
@@ -523,7 +527,7 @@ func (r *replay) place(d *rdemand, shared []int) {
 				room[n] += d.d.GPUsPerAlloc // all or nothing: give back
 			}
 		}
-		return
+		return false
 	}
 	if own {
 		// The shared room loses what it placed beyond its own marks.
@@ -561,6 +565,7 @@ func (r *replay) place(d *rdemand, shared []int) {
 		}
 	}
 	d.d.Count -= len(nodes)
+	return len(nodes) > 0
 }
 
 // fits reports whether a demand may run on a node: its node pool, and a
