@@ -123,6 +123,28 @@ func TestStories(t *testing.T) {
 			},
 		},
 		{
+			// min_runtime is a preference among victims, not a guard:
+			// young work is preempted when nothing older frees enough, so
+			// no job waits for a victim's min_runtime (and no hint says
+			// so). The guard that makes work wait is the eviction cap
+			// (the story above).
+			name: "min_runtime of a victim: no wait",
+			snap: engine.Snapshot{Nodes: []engine.Node{node("n1", 8)},
+				Allocs:  []engine.Alloc{running("a", "young", "training", "n1", 8, 2*time.Minute, 0)},
+				Waiting: []engine.Demand{waiting("b", "nb", "interactive", 1, 4, time.Minute)}},
+			est: map[engine.JobRef]Estimate{ref("a", "young"): {Expected: 10 * time.Hour}},
+			check: func(t *testing.T, q []Entry, hints map[engine.JobRef][]string, res *Result) {
+				for _, e := range q {
+					if e.Job == ref("b", "nb") && e.Rule != engine.RuleDraining {
+						t.Fatalf("b/nb waits with rule %s (%s): want it to preempt a/young at once", e.Rule, e.Reason)
+					}
+				}
+				if f := res.Jobs[ref("b", "nb")]; f == nil || f.P50.After(t0.Add(5*time.Minute)) {
+					t.Fatalf("forecast %+v: want a start within the 2m grace", f)
+				}
+			},
+		},
+		{
 			name: "model no node has: no forecast",
 			snap: engine.Snapshot{Nodes: []engine.Node{node("n1", 8)},
 				Waiting: []engine.Demand{func() engine.Demand {
