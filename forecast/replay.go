@@ -33,6 +33,7 @@ type replay struct {
 	// plan has an action for most of a long queue.
 	byJob    map[engine.JobRef][]int
 	drainFor map[engine.JobRef]int
+	allocIx  map[string]int // allocations by ID
 	// freedBy: per node, the job whose run ended there in this step.
 	freedBy map[int]string
 }
@@ -47,6 +48,7 @@ type ralloc struct {
 	node     int
 	end      time.Time // when its run ends (its job's draw)
 	drainEnd time.Time // while draining: when its grace ends
+	gone     bool      // stopped by this plan's actions
 }
 
 type rdemand struct {
@@ -213,6 +215,7 @@ func (r *replay) settle(first bool) {
 	for _, a := range plan.Actions {
 		r.apply(a)
 	}
+	r.dropGone()
 	for _, m := range plan.Earmarks {
 		r.marks = append(r.marks, rmark{Earmark: m, until: r.now.Add(r.in.policyGrace() + markKeep)})
 	}
@@ -237,7 +240,9 @@ func (r *replay) index() {
 		r.byJob[ref] = append(r.byJob[ref], i)
 	}
 	r.drainFor = map[engine.JobRef]int{}
+	r.allocIx = make(map[string]int, len(r.allocs))
 	for i := range r.allocs {
+		r.allocIx[r.allocs[i].a.ID] = i
 		if a := &r.allocs[i]; !a.drainEnd.IsZero() && a.a.For != nil {
 			r.drainFor[*a.a.For]++
 		}
@@ -393,36 +398,38 @@ func (r *replay) apply(a engine.Action) {
 				b.preemptedBy = append(b.preemptedBy, a.Job.String())
 			}
 		}
-		kept := r.allocs[:0]
-		var stopped []ralloc
-		for _, ra := range r.allocs {
-			if !slices.Contains(a.Allocs, ra.a.ID) {
-				kept = append(kept, ra)
+		for _, id := range a.Allocs {
+			ix, ok := r.allocIx[id]
+			if !ok || r.allocs[ix].gone {
 				continue
 			}
+			ra := &r.allocs[ix]
 			if a.Kind == engine.Preempt && a.Grace > 0 {
 				ra.a.Draining, ra.a.For, ra.a.ForGroup = true, a.For, a.ForGroup
 				ra.drainEnd = r.now.Add(a.Grace)
 				if a.For != nil {
 					r.drainFor[*a.For]++
 				}
-				kept = append(kept, ra)
 				continue
 			}
-			stopped = append(stopped, ra)
-		}
-		r.allocs = kept
-		for _, ra := range stopped {
-			r.free(ra)
+			// Stopped now; taken out of the list after the plan's actions
+			// (dropGone), so that indices hold meanwhile.
+			ra.gone = true
+			r.free(*ra)
 			if a.For != nil {
 				r.marks = append(r.marks, rmark{Earmark: engine.Earmark{NodeID: ra.a.NodeID, GPUs: len(ra.a.GPUIDs),
 					For: *a.For, ForGroup: a.ForGroup}, until: r.now.Add(markKeep)})
 			}
 			if a.Kind == engine.Preempt || a.Requeue {
-				r.requeue(ra, ra.end.Sub(r.now), a.Kind == engine.IdleStop)
+				r.requeue(*ra, ra.end.Sub(r.now), a.Kind == engine.IdleStop)
 			}
 		}
 	}
+}
+
+// dropGone takes the allocations the plan stopped out of the list.
+func (r *replay) dropGone() {
+	r.allocs = slices.DeleteFunc(r.allocs, func(a ralloc) bool { return a.gone })
 }
 
 // placeQueued is Nomad placing its queue without preemption: work asked
