@@ -155,6 +155,9 @@ func waitsIn(p *engine.Plan, d *engine.Demand) bool {
 // admits it now: 1 first (if even that waits, nothing smaller helps),
 // then a binary search.
 func (h *hinter) smallerAsk(e Entry, demands []int) (string, bool) {
+	if h.budget <= 0 {
+		return "", false
+	}
 	for _, i := range demands {
 		d := &h.in.Snapshot.Waiting[i]
 		if d.GPUsPerAlloc <= 1 {
@@ -199,7 +202,7 @@ func (h *hinter) smallerAsk(e Entry, demands []int) (string, bool) {
 // older frees enough, so no job waits for it.)
 func (h *hinter) protectedVictim(e Entry, demands []int) (string, bool) {
 	pre := h.in.Engine.Policy().Preemption
-	if pre.MaxPerJobPerHour <= 0 || e.Rule == engine.RuleLimit || e.Rule == engine.RuleReserve {
+	if h.budget <= 0 || pre.MaxPerJobPerHour <= 0 || e.Rule == engine.RuleLimit || e.Rule == engine.RuleReserve {
 		return "", false
 	}
 	d := &h.in.Snapshot.Waiting[demands[0]]

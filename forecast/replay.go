@@ -474,16 +474,17 @@ func (r *replay) placeQueued() {
 	for _, v := range room {
 		most = max(most, v)
 	}
-	marked := map[engine.JobRef]bool{}
-	for _, m := range r.marks {
-		marked[m.For] = true
+	marked := map[engine.JobRef][]int{}
+	for i, m := range r.marks {
+		marked[m.For] = append(marked[m.For], i)
 	}
 	for _, i := range order {
 		d := &r.demands[i]
-		if d.d.GPUsPerAlloc > most && !marked[d.d.Job.Ref] {
+		own := marked[d.d.Job.Ref]
+		if d.d.GPUsPerAlloc > most && own == nil {
 			continue // fits nowhere (the usual case in a full cluster)
 		}
-		if r.place(d, room) {
+		if r.place(d, room, own, most) {
 			most = 0
 			for _, v := range room {
 				most = max(most, v)
@@ -495,52 +496,56 @@ func (r *replay) placeQueued() {
 
 // place puts as much of one demand on nodes as fits (a gang: all or
 // nothing).
-func (r *replay) place(d *rdemand, shared []int) bool {
-	room := shared
-	own := false
-	for _, m := range r.marks {
-		if m.For == d.d.Job.Ref {
-			own = true
-		}
-	}
-	if own {
-		// Its own marks are room for it alone.
-		room = slices.Clone(shared)
-		for _, m := range r.marks {
-			if m.For == d.d.Job.Ref {
-				if n, ok := r.nodeIx[m.NodeID]; ok {
-					room[n] = min(room[n]+m.GPUs, len(r.nodes[n].free))
-				}
+func (r *replay) place(d *rdemand, shared []int, marks []int, most int) bool {
+	// Its own marks are room for it alone, beside the shared room: the
+	// nodes they are on are tried first, and the rest only when some node
+	// has shared room enough (a full scan of a large cluster per
+	// beneficiary would cost more than the plan).
+	extra := map[int]int{}
+	var marked []int
+	for _, i := range marks {
+		m := &r.marks[i]
+		if n, ok := r.nodeIx[m.NodeID]; ok && m.GPUs > 0 {
+			if _, seen := extra[n]; !seen {
+				marked = append(marked, n)
 			}
+			extra[n] += m.GPUs
 		}
 	}
+	g := d.d.GPUsPerAlloc
+	roomOf := func(n int) int { return min(shared[n]+extra[n], len(r.nodes[n].free)) }
+	taken := map[int][2]int{} // node: from extra, from shared
 	var nodes []int
 	for range d.d.Count {
 		best := -1
-		for n := range r.nodes {
-			if room[n] >= d.d.GPUsPerAlloc && r.fits(&d.d, &r.nodes[n].n) && (best < 0 || room[n] < room[best]) {
+		consider := func(n int) {
+			if roomOf(n) >= g && r.fits(&d.d, &r.nodes[n].n) && (best < 0 || roomOf(n) < roomOf(best)) {
 				best = n
+			}
+		}
+		for _, n := range marked {
+			consider(n)
+		}
+		if most >= g {
+			for n := range r.nodes {
+				consider(n)
 			}
 		}
 		if best < 0 {
 			break
 		}
-		room[best] -= d.d.GPUsPerAlloc
+		fromExtra := min(extra[best], g)
+		extra[best] -= fromExtra
+		shared[best] -= g - fromExtra
+		t := taken[best]
+		taken[best] = [2]int{t[0] + fromExtra, t[1] + g - fromExtra}
 		nodes = append(nodes, best)
 	}
 	if d.d.Job.Gang && len(nodes) < d.d.Count {
-		if !own {
-			for _, n := range nodes {
-				room[n] += d.d.GPUsPerAlloc // all or nothing: give back
-			}
+		for n, t := range taken {
+			shared[n] += t[1] // all or nothing: give back
 		}
 		return false
-	}
-	if own {
-		// The shared room loses what it placed beyond its own marks.
-		for _, n := range nodes {
-			shared[n] = min(shared[n], len(r.nodes[n].free)-d.d.GPUsPerAlloc)
-		}
 	}
 	j := r.jobs[d.d.Job.Ref]
 	for _, n := range nodes {
@@ -558,8 +563,8 @@ func (r *replay) place(d *rdemand, shared []int) bool {
 			ID: "forecast-alloc-" + strconv.Itoa(r.nextID), Job: job, Group: d.d.Group, NodeID: rn.n.ID,
 			GPUIDs: ids, StartedAt: r.now,
 		}})
-		for i := range r.marks {
-			if m := &r.marks[i]; m.For == job.Ref && m.NodeID == rn.n.ID {
+		for _, i := range marks {
+			if m := &r.marks[i]; m.NodeID == rn.n.ID {
 				m.GPUs = max(0, m.GPUs-d.d.GPUsPerAlloc)
 			}
 		}
