@@ -192,6 +192,8 @@ func (c *SimulateCommand) Run(args []string) int {
 		return usage(fmt.Sprintf("-scale must be more than 0; got %g.", scale))
 	case limit < 0:
 		return usage(fmt.Sprintf("-limit must not be negative; got %d.", limit))
+	case forecasts < 0:
+		return usage(fmt.Sprintf("-forecast must not be negative; got %d.", forecasts))
 	case checkpointEvery < 0 || planInterval < 0 || checkpointCost < 0:
 		return usage(fmt.Sprintf("-checkpoint-every, -checkpoint-cost and -plan-interval must not be negative; got %s, %s and %s.",
 			checkpointEvery, checkpointCost, planInterval))
