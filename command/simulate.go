@@ -84,6 +84,14 @@ Options:
                        were freed for whom (the real controller does), so that
                        freed GPUs are free to all at the next plan: for
                        comparison. Default: true.
+  -forecast N          Under steward, measure the start-time forecast: at about
+                       N job arrivals spread over the trace, forecast the start
+                       of every waiting job that never ran, and compare with
+                       the start the simulation gives it (median error, share
+                       started by the P50 and the P90). Default: 0 (off).
+  -forecast-expected   With -forecast, every job says its run time exactly
+                       (steward.expected_runtime); else run times come from
+                       the jobs finished so far, as in the controller.
   -plan-interval D     Least virtual time between two Steward plans: events in
                        between are planned for together, as a controller that
                        batches them. A new job Nomad cannot place is planned
@@ -140,6 +148,8 @@ func (c *SimulateCommand) Run(args []string) int {
 		checkpointEvery, planInterval, checkpointCost   time.Duration
 		from, to                                        time.Duration
 		earmarks, checkpointDone                        bool
+		forecasts                                       int
+		forecastExpected                                bool
 	)
 	fs := flag.NewFlagSet("simulate", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
@@ -158,6 +168,8 @@ func (c *SimulateCommand) Run(args []string) int {
 	fs.DurationVar(&checkpointCost, "checkpoint-cost", sim.DefaultCheckpointCost, "")
 	fs.BoolVar(&earmarks, "earmarks", true, "")
 	fs.BoolVar(&checkpointDone, "checkpoint-done", false, "")
+	fs.IntVar(&forecasts, "forecast", 0, "")
+	fs.BoolVar(&forecastExpected, "forecast-expected", false, "")
 	fs.StringVar(&policies, "policies", "fifo,strict,steward", "")
 	fs.StringVar(&format, "format", "table", "")
 	fs.StringVar(&outDir, "out", "", "")
@@ -180,6 +192,8 @@ func (c *SimulateCommand) Run(args []string) int {
 		return usage(fmt.Sprintf("-scale must be more than 0; got %g.", scale))
 	case limit < 0:
 		return usage(fmt.Sprintf("-limit must not be negative; got %d.", limit))
+	case forecasts < 0:
+		return usage(fmt.Sprintf("-forecast must not be negative; got %d.", forecasts))
 	case checkpointEvery < 0 || planInterval < 0 || checkpointCost < 0:
 		return usage(fmt.Sprintf("-checkpoint-every, -checkpoint-cost and -plan-interval must not be negative; got %s, %s and %s.",
 			checkpointEvery, checkpointCost, planInterval))
@@ -235,7 +249,8 @@ func (c *SimulateCommand) Run(args []string) int {
 		}
 		rep, err := sim.Compare(tr, sim.Options{
 			Config: sim.Config{Policy: pol, NodeGPUs: nodeGPUs, NodeModels: nodeModels, CheckpointEvery: checkpointEvery,
-				CheckpointCost: checkpointCost, CheckpointDone: checkpointDone, PlanInterval: planInterval, NoEarmarks: !earmarks},
+				CheckpointCost: checkpointCost, CheckpointDone: checkpointDone, PlanInterval: planInterval, NoEarmarks: !earmarks,
+				Forecasts: forecasts, ForecastExpected: forecastExpected},
 			Seed: seed, Limit: limit, Window: window, Policies: kinds, TenantScale: scale,
 		})
 		var nothing *sim.NothingToSimulate
@@ -281,6 +296,13 @@ func (c *SimulateCommand) Run(args []string) int {
 	if err != nil {
 		c.UI.Error(err.Error())
 		return 1
+	}
+	if format == "table" || format == "markdown" {
+		buf.WriteString("\n")
+		if err := sim.WriteForecast(&buf, reports); err != nil {
+			c.UI.Error(err.Error())
+			return 1
+		}
 	}
 	c.UI.Output(strings.TrimRight(buf.String(), "\n"))
 

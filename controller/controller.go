@@ -72,6 +72,8 @@ type Controller struct {
 	metrics *metrics
 	// notifier sends webhook messages (notify.go); nil in a dry run.
 	notifier *notifier
+	// fc forecasts the waiting jobs' starts (forecast.go).
+	fc *queueForecaster
 
 	pressureMu    sync.Mutex
 	pressureSince time.Time

@@ -236,6 +236,7 @@ func (c *Controller) reconcile(ctx context.Context) (time.Time, error) {
 	c.metrics.planSeconds.Observe(time.Since(planStart).Seconds())
 	c.keepCheckBase(snap, obs.Nodes, r.now)
 	r.plan = plan
+	c.forecastRound(r, pol, eng, snap)
 	for _, s := range plan.Skipped {
 		c.log.Warn("engine skipped snapshot item", "item", s.Item, "reason", s.Reason)
 	}

@@ -146,6 +146,7 @@ func (c *Controller) writeRecordWith(ctx context.Context, r *round, pol *policy.
 		return
 	}
 	items := recordItems(pol, st, job, c.idleSince(pol, r, job, usage), r.now)
+	c.addQueueItems(k, items, r.now)
 	b, _ := json.Marshal(items)
 	if c.records[k] == string(b) {
 		return

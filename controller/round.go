@@ -11,6 +11,9 @@ type round struct {
 	now  time.Time
 	obs  *Observation
 	plan *engine.Plan
+	// queue is the waiting jobs in the plan's order, with the latest
+	// forecast (forecast.go).
+	queue []QueueEntry
 
 	// alive holds the observed allocations' IDs, and short their IDs
 	// by the short form states keep (shortID).

@@ -129,7 +129,8 @@ func TestStateReadsEarlierFormat(t *testing.T) {
 }
 
 // The status stays within a variable however many jobs are held or idle:
-// the longest held and idle are kept, the rest counted.
+// the longest held and idle, and the queue's head, are kept, the rest
+// counted.
 func TestStatusFits(t *testing.T) {
 	for _, n := range []int{10, 300, 3000, 30000} {
 		t.Run(fmt.Sprint(n), func(t *testing.T) {
@@ -140,6 +141,12 @@ func TestStatusFits(t *testing.T) {
 					Reason: "tier training (priority 40) yields 8 GPUs to product/serve/work, tier inference (priority 90)"})
 				s.Idle = append(s.Idle, IdleStatus{Job: fmt.Sprintf("product/nb-%05d", i), Alloc: fmt.Sprintf("%08x-1111-2222-3333-444455556666", i),
 					GPUs: 1, Minutes: i % 120, Util: 2})
+				s.Queue = append(s.Queue, QueueEntry{Job: fmt.Sprintf("research/train-%05d", i), Namespace: "research",
+					ID: fmt.Sprintf("train-%05d", i), Tenant: "research", Tier: "training", Priority: 40, GPUs: 8, Position: i + 1,
+					TenantPosition: i + 1, QueueLength: n, TenantQueueLength: n, WaitingSince: t0, Rule: "capacity",
+					Reason:      "nothing may be preempted for tier training of tenant research (holds 9, reserve 4)",
+					Unblock:     []string{"starts now if it asks for 2 GPUs instead of 8", "starts when product/serve ends (forecast: 14:30 UTC)"},
+					ForecastP50: t0.Add(time.Hour), ForecastP90: t0.Add(2 * time.Hour), ForecastNote: "run times: 3 from similar jobs (as of 12:00 UTC)"})
 			}
 			for i := range 40 {
 				s.Decisions = append(s.Decisions, Decision{At: t0, Kind: "preempt", Job: fmt.Sprintf("research/train-%05d", i), Reason: "r"})
@@ -148,10 +155,14 @@ func TestStatusFits(t *testing.T) {
 			if len(full) > statusMaxBytes {
 				t.Fatalf("%d bytes, more than %d", len(full), statusMaxBytes)
 			}
-			if len(s.Held)+s.HeldOmitted != n || len(s.Idle)+s.IdleOmitted != n {
-				t.Errorf("held %d + %d omitted, idle %d + %d omitted: want %d each", len(s.Held), s.HeldOmitted, len(s.Idle), s.IdleOmitted, n)
+			if len(s.Held)+s.HeldOmitted != n || len(s.Idle)+s.IdleOmitted != n || len(s.Queue)+s.QueueOmitted != n {
+				t.Errorf("held %d + %d omitted, idle %d + %d omitted, queue %d + %d omitted: want %d each",
+					len(s.Held), s.HeldOmitted, len(s.Idle), s.IdleOmitted, len(s.Queue), s.QueueOmitted, n)
 			}
-			if n <= 10 && (s.HeldOmitted > 0 || s.IdleOmitted > 0 || len(s.Decisions) != 40) {
+			if len(s.Queue) > 0 && s.Queue[0].Position != 1 {
+				t.Errorf("the queue's head was left out")
+			}
+			if n <= 10 && (s.HeldOmitted > 0 || s.IdleOmitted > 0 || s.QueueOmitted > 0 || len(s.Decisions) != 40) {
 				t.Errorf("a small status lost entries")
 			}
 			if s.HeldOmitted > 0 {
@@ -160,7 +171,7 @@ func TestStatusFits(t *testing.T) {
 					t.Errorf("the longest-held job was left out")
 				}
 			}
-			t.Logf("%d jobs: %d bytes, %d held and %d idle shown, %d decisions", n, len(full), len(s.Held), len(s.Idle), len(s.Decisions))
+			t.Logf("%d jobs: %d bytes, %d held, %d idle and %d queued shown, %d decisions", n, len(full), len(s.Held), len(s.Idle), len(s.Queue), len(s.Decisions))
 		})
 	}
 }

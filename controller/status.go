@@ -39,6 +39,9 @@ type Status struct {
 	// Queue is every job waiting for GPUs, in the order the engine
 	// would start them (cluster position 1 first), with its forecast.
 	Queue []QueueEntry `json:"queue,omitempty"`
+	// QueueOmitted counts the waiting jobs left out of Queue (its tail)
+	// to keep the status within a variable's size.
+	QueueOmitted int `json:"queue_omitted,omitempty"`
 	// Warnings are job meta values Steward refused, and what it uses
 	// instead.
 	Warnings []JobWarning `json:"warnings,omitempty"`
@@ -77,6 +80,10 @@ type QueueEntry struct {
 	ForecastP50  time.Time `json:"forecast_p50,omitempty"`
 	ForecastP90  time.Time `json:"forecast_p90,omitempty"`
 	ForecastNote string    `json:"forecast_note,omitempty"`
+	// QueueLength and TenantQueueLength are how many jobs wait in the
+	// cluster and in its tenant ("3 of 12").
+	QueueLength       int `json:"queue_length,omitempty"`
+	TenantQueueLength int `json:"tenant_queue_length,omitempty"`
 }
 
 // JobWarning is one refused meta value of a job.
@@ -126,7 +133,7 @@ type IdleStatus struct {
 
 // buildStatus summarises a round.
 func buildStatus(pol *policy.Policy, r *round, states []*JobState, usage map[string][]engine.Sample, decisions []Decision) Status {
-	s := Status{Updated: r.now, Policy: policySummary(pol), Decisions: append([]Decision(nil), decisions...)}
+	s := Status{Updated: r.now, Policy: policySummary(pol), Decisions: append([]Decision(nil), decisions...), Queue: r.queue}
 	if r.plan != nil {
 		for _, t := range r.plan.Tenants {
 			s.Tenants = append(s.Tenants, TenantStatus{Tenant: t.Tenant, Reserve: t.Reserve, Limit: t.Limit,
@@ -266,9 +273,10 @@ func stableStatus(s Status) string {
 
 // fitStatus encodes the status within limit bytes. When it is over, each
 // list is cut to its share of the limit: the newest decisions (a quarter),
-// the groups held longest (three eighths), the allocations idle longest (a
-// quarter), the rest counted in HeldOmitted and IdleOmitted; then, if
-// still over, older decisions go.
+// the groups held longest (a quarter), the allocations idle longest (three
+// sixteenths), the head of the queue (a quarter), the rest counted in
+// HeldOmitted, IdleOmitted and QueueOmitted; then, if still over, older
+// decisions go.
 func fitStatus(s *Status, limit int) []byte {
 	full, _ := json.Marshal(s)
 	if len(full) <= limit {
@@ -279,11 +287,14 @@ func fitStatus(s *Status, limit int) []byte {
 	slices.Reverse(s.Decisions) // newest first, to keep a prefix
 	s.Decisions = s.Decisions[:fitting(s.Decisions, limit/4)]
 	slices.Reverse(s.Decisions)
-	if n := fitting(s.Held, limit*3/8); n < len(s.Held) {
+	if n := fitting(s.Held, limit/4); n < len(s.Held) {
 		s.HeldOmitted, s.Held = len(s.Held)-n, s.Held[:n]
 	}
-	if n := fitting(s.Idle, limit/4); n < len(s.Idle) {
+	if n := fitting(s.Idle, limit*3/16); n < len(s.Idle) {
 		s.IdleOmitted, s.Idle = len(s.Idle)-n, s.Idle[:n]
+	}
+	if n := fitting(s.Queue, limit/4); n < len(s.Queue) {
+		s.QueueOmitted, s.Queue = len(s.Queue)-n, s.Queue[:n] // its head: the next to start
 	}
 	sort.SliceStable(s.Held, func(i, k int) bool {
 		if s.Held[i].Job != s.Held[k].Job {

@@ -12,6 +12,8 @@ import (
 // defines each; times are in minutes or hours as the names say.
 type Result struct {
 	Policy string `json:"policy"`
+	// Forecast is the start-time forecast's error (Config.Forecasts).
+	Forecast *ForecastError `json:"forecast,omitempty"`
 
 	Jobs              int `json:"jobs"`
 	Completed         int `json:"completed"`

@@ -111,6 +111,11 @@ type Config struct {
 	PlanInterval time.Duration
 	// SeriesPoints is the resolution of the utilisation-over-time series.
 	SeriesPoints int
+	// Forecasts, under Steward, is about how many start-time forecasts to
+	// measure over the trace (forecast.go; 0: none), and
+	// ForecastExpected makes every job say its run time exactly.
+	Forecasts        int
+	ForecastExpected bool
 }
 
 // epoch is virtual time zero, as the engine sees it.
@@ -265,6 +270,8 @@ type simulator struct {
 	marks []simMark
 
 	m *metrics
+	// fc measures forecasts (Config.Forecasts); nil: none.
+	fc *forecaster
 }
 
 // Simulate runs one policy over a derived workload (Derive first).
@@ -278,6 +285,9 @@ func Simulate(jobs []Job, cfg Config, kind PolicyKind) (*Result, error) {
 		return nil, fmt.Errorf("simulate %s: %w", kind, err)
 	}
 	r := s.m.result(s)
+	if s.fc != nil {
+		r.Forecast = s.fc.result(s)
+	}
 	r.UnknownTierDelay = unknownTierDelays(s)
 	r.WallSeconds = time.Since(start).Seconds()
 	return r, nil
@@ -328,6 +338,9 @@ func newSimulator(jobs []Job, cfg Config, kind PolicyKind) (*simulator, error) {
 		}
 	}
 	s.m = newMetrics(cfg, jobs)
+	if kind == Steward && cfg.Forecasts > 0 {
+		defer func() { s.fc = newForecaster(s) }()
+	}
 	lowest := lowestPriority(cfg.Policy)
 	for i := range jobs {
 		spec := &jobs[i]
@@ -382,6 +395,7 @@ func (s *simulator) run() error {
 		}
 		s.m.advance(s.now, next)
 		s.now = next
+		arrivedFrom := s.nextArrival
 		for s.nextArrival < len(s.jobs) && s.jobs[s.nextArrival].spec.Submit == next {
 			s.arrive(int32(s.nextArrival))
 			s.nextArrival++
@@ -395,6 +409,9 @@ func (s *simulator) run() error {
 		}
 		if err := s.settle(); err != nil {
 			return err
+		}
+		if s.fc != nil && s.nextArrival > arrivedFrom {
+			s.fc.afterSettle(s, arrivedFrom, s.nextArrival)
 		}
 		s.checkBeneficiaries()
 	}

@@ -1,0 +1,397 @@
+package controller
+
+import (
+	"context"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gpu-steward/steward/forecast"
+	"github.com/gpu-steward/steward/policy"
+	"github.com/gpu-steward/steward/policy/engine"
+)
+
+// The queue and its forecast (package forecast). Every round fills the
+// queue from its own plan: positions, the blocking rule and its reason are
+// always the round's. The start-time forecast and the unblock hints cost
+// many plans, so they are computed on a goroutine of their own, at most
+// every forecastEvery (sooner, but not within forecastMinGap of the last,
+// when the set of waiting jobs changed), within forecastBudget of wall
+// time: rounds never wait for them, and show the latest.
+
+const (
+	forecastEvery  = time.Minute
+	forecastMinGap = 5 * time.Second
+	// forecastBudget bounds one forecast's wall time: replays not done by
+	// then are left out (the forecast rests on fewer draws).
+	forecastBudget = 10 * time.Second
+	// queueRecordEvery is how often, at most, a waiting job's record is
+	// rewritten because its position moved; forecasts are written when
+	// they move by more than forecastMoves.
+	queueRecordEvery = time.Minute
+	// queueRecordsPerRound bounds the record writes the queue's figures
+	// cause in one round (the head of the queue first; the rest follow in
+	// later rounds).
+	queueRecordsPerRound = 32
+)
+
+// horizonText is forecast.DefaultHorizon for people.
+const horizonText = "7 days"
+
+// forecastMoves reports whether a forecast start moved enough to rewrite
+// a record: by more than 5 minutes and a tenth of the time until it.
+func forecastMoves(old, new, now time.Time) bool {
+	if old.IsZero() != new.IsZero() {
+		return true
+	}
+	d := new.Sub(old)
+	if d < 0 {
+		d = -d
+	}
+	return d > max(5*time.Minute, new.Sub(now)/10)
+}
+
+// queueForecaster keeps the latest forecast, the run-time history and
+// what waiting jobs' records show.
+type queueForecaster struct {
+	mu      sync.Mutex // guards running, result, hints (the goroutine writes them)
+	running bool
+	result  *forecast.Result
+	hints   map[engine.JobRef][]string
+	basis   string // what the latest forecast's run times rest on
+
+	// Owned by the control loop.
+	startedAt time.Time
+	waitSet   string
+	history   *forecast.History
+	runs      map[string]seenRun // running allocations at the last round
+	shown     map[jobKey]*shownQueue
+}
+
+type seenRun struct {
+	job     jobKey
+	group   string
+	class   forecast.Class
+	started time.Time
+}
+
+// shownQueue is what a job's record shows of the queue, and when its
+// position was last written.
+type shownQueue struct {
+	position, unblock string
+	since, p50, p90   time.Time
+	known             bool // a forecast has been made for it
+	positionAt        time.Time
+}
+
+func newQueueForecaster() *queueForecaster {
+	return &queueForecaster{history: forecast.NewHistory(), runs: map[string]seenRun{}, shown: map[jobKey]*shownQueue{}}
+}
+
+// forecastRound is the round's hook: learn run times from the runs that
+// ended, fill the round's queue, and start a forecast when one is due.
+func (c *Controller) forecastRound(r *round, pol *policy.Policy, eng *engine.Engine, snap *engine.Snapshot) {
+	if c.fc == nil {
+		c.fc = newQueueForecaster()
+	}
+	fc := c.fc
+	c.learnRunTimes(r, pol)
+	queue := forecast.Queue(pol, snap, r.plan)
+	fc.mu.Lock()
+	res, hints, basis, running := fc.result, fc.hints, fc.basis, fc.running
+	fc.mu.Unlock()
+	r.queue = make([]QueueEntry, 0, len(queue))
+	for _, e := range queue {
+		q := QueueEntry{Job: e.Job.String(), Namespace: e.Job.Namespace, ID: e.Job.ID, Tenant: e.Tenant, Tier: e.Tier,
+			Priority: e.Priority, GPUs: e.GPUs, Position: e.Position, TenantPosition: e.TenantPosition,
+			WaitingSince: e.Since, Rule: string(e.Rule), Reason: e.Reason, Unblock: hints[e.Job],
+			QueueLength: e.Of, TenantQueueLength: e.TenantOf}
+		if f := resultFor(res, e.Job); f != nil {
+			q.ForecastP50, q.ForecastP90 = f.P50, f.P90
+			q.ForecastNote = basis + " (as of " + forecast.Clock(res.At, r.now) + ")"
+			if f.P50.IsZero() {
+				q.ForecastNote = "no start within " + horizonText + " in most replays; " + q.ForecastNote
+			}
+		}
+		r.queue = append(r.queue, q)
+	}
+	c.stabiliseQueue(r)
+	set := waitSet(queue)
+	due := fc.startedAt.IsZero() || r.now.Sub(fc.startedAt) >= forecastEvery ||
+		(set != fc.waitSet && r.now.Sub(fc.startedAt) >= forecastMinGap)
+	if len(queue) == 0 || running || !due {
+		return
+	}
+	fc.startedAt, fc.waitSet = r.now, set
+	in, basis := c.forecastInput(r, pol, eng, snap)
+	fc.mu.Lock()
+	fc.running = true
+	fc.mu.Unlock()
+	plan := r.plan
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), forecastBudget)
+		defer cancel()
+		start := time.Now()
+		// What the budget affords: one plan of this snapshot, timed.
+		t := time.Now()
+		eng.Plan(in.Snapshot, in.Now)
+		opt, hintPlans := forecastOptions(time.Since(t))
+		res := forecast.Run(ctx, in, opt)
+		hints := forecast.Hints(in, queue, plan, res, hintPlans)
+		c.log.Debug("forecast", "waiting", len(queue), "replays", res.Replays, "plans", res.Plans, "took", time.Since(start))
+		fc.mu.Lock()
+		fc.result, fc.hints, fc.basis, fc.running = res, hints, basis, false
+		fc.mu.Unlock()
+		c.poke() // show it
+	}()
+}
+
+func resultFor(res *forecast.Result, ref engine.JobRef) *forecast.JobForecast {
+	if res == nil {
+		return nil
+	}
+	return res.Jobs[ref]
+}
+
+// forecastOptions fits a forecast to forecastBudget given how long one
+// plan takes (a replay's step, three): four fifths of the plans it affords for the replays (10 of
+// up to 150 plans each; on a large cluster fewer and shorter, at least 2
+// of 8), a fifth for unblock hints (at most 32). Plans per replay are
+// rounded down to a power of two so that a cluster whose plans take a
+// little more or less time keeps its forecast. One seed for every
+// forecast: an unchanged cluster draws the same run times each time, so
+// its forecast does not wander.
+func forecastOptions(plan time.Duration) (forecast.Options, int) {
+	// A replay's step costs about three plans (its snapshot, Nomad's
+	// placement and the actions around the engine's plan).
+	plans := int(forecastBudget / max(3*plan, time.Millisecond))
+	opt := forecast.Options{Seed: 1, Replays: forecast.DefaultReplays}
+	per := plans * 4 / 5 / opt.Replays
+	if per < 8 {
+		opt.Replays = max(2, plans*4/5/8)
+		per = 8
+	}
+	opt.MaxPlans = forecast.DefaultMaxPlans
+	if per < opt.MaxPlans {
+		opt.MaxPlans = 8
+		for opt.MaxPlans*2 <= per {
+			opt.MaxPlans *= 2
+		}
+	}
+	return opt, min(forecast.DefaultHintPlans, plans/5)
+}
+
+// waitSet names the waiting jobs, for telling when the queue changed.
+func waitSet(q []forecast.Entry) string {
+	var b strings.Builder
+	for _, e := range q {
+		b.WriteString(e.Job.String())
+		b.WriteByte(0)
+	}
+	return b.String()
+}
+
+// forecastInput is what a forecast needs from the round: a copy of the
+// snapshot the loop will not touch (job states change in the loop, and
+// the snapshot shares their preemption times), run-time estimates, and
+// the grace ends of victims being drained.
+func (c *Controller) forecastInput(r *round, pol *policy.Policy, eng *engine.Engine, snap *engine.Snapshot) (forecast.Input, string) {
+	s := *snap
+	s.Allocs = slices.Clone(snap.Allocs)
+	s.Waiting = slices.Clone(snap.Waiting)
+	s.Earmarks = slices.Clone(snap.Earmarks)
+	s.WaitingOrder = nil
+	for i := range s.Allocs {
+		s.Allocs[i].Job.Preemptions = slices.Clone(s.Allocs[i].Job.Preemptions)
+	}
+	for i := range s.Waiting {
+		s.Waiting[i].Job.Preemptions = slices.Clone(s.Waiting[i].Job.Preemptions)
+	}
+	in := forecast.Input{Engine: eng, Snapshot: &s, Now: r.now, Estimates: map[engine.JobRef]forecast.Estimate{},
+		DrainEnds: map[string]time.Time{}}
+	counts := map[forecast.Source]int{}
+	add := func(ref engine.JobRef, gpus int) {
+		if _, ok := in.Estimates[ref]; ok {
+			return
+		}
+		job := r.obs.Jobs[jobKey{ref.Namespace, ref.ID}]
+		if job == nil {
+			return
+		}
+		est := runEstimate(pol, job, gpus, c.fc.history)
+		in.Estimates[ref] = est
+		counts[est.Source]++
+	}
+	for _, a := range s.Allocs {
+		add(a.Job.Ref, len(a.GPUIDs))
+	}
+	for _, d := range s.Waiting {
+		add(d.Job.Ref, d.GPUsPerAlloc)
+	}
+	for _, st := range c.states {
+		for _, d := range st.Draining {
+			if d.Finished || d.Deadline.IsZero() {
+				continue
+			}
+			for _, id := range r.aliveOf(d.Allocs) {
+				in.DrainEnds[id] = d.Deadline
+			}
+		}
+	}
+	return in, basisNote(counts)
+}
+
+// runEstimate is how long a job runs in all, as far as a forecast can
+// tell: its own steward.expected_runtime (a tenant's word about its own
+// job, used for forecasts only, never for a decision), else what similar
+// jobs took; a service that says nothing runs until it is stopped.
+func runEstimate(pol *policy.Policy, job *ObservedJob, gpus int, h *forecast.History) forecast.Estimate {
+	if d, ok := forecast.ParseExpectedRuntime(job.Meta[forecast.ExpectedRuntimeMetaKey]); ok {
+		return forecast.Estimate{Expected: d, Source: forecast.FromExpected}
+	}
+	if job.Type == "service" || job.Type == "system" {
+		return forecast.Estimate{Forever: true, Source: "service"}
+	}
+	set := pol.ResolveJob(job.Namespace, job.Meta)
+	return h.Estimate(forecast.ClassOf(set.Tenant.Name, set.Tier, gpus))
+}
+
+// basisNote says what the run times rest on: "run times:
+// steward.expected_runtime of 3 jobs, 5 from similar jobs, 1 the default".
+func basisNote(counts map[forecast.Source]int) string {
+	var parts []string
+	if n := counts[forecast.FromExpected]; n > 0 {
+		parts = append(parts, "steward.expected_runtime of "+plural(n, "job"))
+	}
+	if n := counts[forecast.FromSimilar]; n > 0 {
+		parts = append(parts, strconv.Itoa(n)+" from similar jobs")
+	}
+	if n := counts["service"]; n > 0 {
+		parts = append(parts, plural(n, "service")+" run until stopped")
+	}
+	if n := counts[forecast.FromDefault]; n > 0 {
+		parts = append(parts, strconv.Itoa(n)+" the default ("+shortDuration(forecast.DefaultRuntime)+", no history yet)")
+	}
+	if len(parts) == 0 {
+		return "run times: none running"
+	}
+	return "run times: " + strings.Join(parts, ", ")
+}
+
+// learnRunTimes records how long each allocation that ended since the
+// last round ran, by the class of its job, unless Steward stopped it
+// (preempted, idle-stopped: that is no run time).
+func (c *Controller) learnRunTimes(r *round, pol *policy.Policy) {
+	fc := c.fc
+	for id, run := range fc.runs {
+		if r.alive[id] {
+			continue
+		}
+		delete(fc.runs, id)
+		if st := c.states[run.job]; st != nil && (st.draining(id) != nil || st.holds(run.group)) {
+			continue
+		}
+		if j := r.obs.Jobs[run.job]; j != nil && j.Stopped {
+			// Stopped by a person (or gone): its time says little.
+			continue
+		}
+		fc.history.Add(run.class, r.now.Sub(run.started))
+	}
+	for _, a := range r.obs.Allocs {
+		if _, ok := fc.runs[a.ID]; ok || a.StartedAt.IsZero() || len(a.GPUIDs) == 0 {
+			continue
+		}
+		k := jobKey{a.Namespace, a.JobID}
+		job := r.obs.Jobs[k]
+		if job == nil {
+			continue
+		}
+		set := pol.ResolveJob(job.Namespace, job.Meta)
+		fc.runs[a.ID] = seenRun{job: k, group: a.Group, class: forecast.ClassOf(set.Tenant.Name, set.Tier, len(a.GPUIDs)),
+			started: a.StartedAt}
+	}
+}
+
+// stabiliseQueue decides what waiting jobs' records show: a record is
+// rewritten when its hints change, when its forecast moves by more than
+// forecastMoves, or (at most every queueRecordEvery) when its position
+// moves; and by no more than queueRecordsPerRound jobs a round, from the
+// head of the queue. Records are check-and-set variables: a forecast that
+// drifts by seconds must not rewrite every waiting job's at every round.
+func (c *Controller) stabiliseQueue(r *round) {
+	fc := c.fc
+	inQueue := map[jobKey]bool{}
+	writes := 0
+	for i := range r.queue {
+		q := &r.queue[i]
+		k := jobKey{q.Namespace, q.ID}
+		inQueue[k] = true
+		pos := strconv.Itoa(q.Position) + " of " + strconv.Itoa(q.QueueLength) + " in the cluster, " +
+			strconv.Itoa(q.TenantPosition) + " of " + strconv.Itoa(q.TenantQueueLength) + " in tenant " + q.Tenant
+		known := q.ForecastNote != ""
+		unblock := strings.Join(q.Unblock, "; ")
+		p50, p90 := q.ForecastP50.Truncate(time.Minute), q.ForecastP90.Truncate(time.Minute)
+		since := q.WaitingSince.Truncate(time.Second)
+		sh := fc.shown[k]
+		if sh == nil {
+			if writes >= queueRecordsPerRound {
+				continue
+			}
+			writes++
+			fc.shown[k] = &shownQueue{position: pos, unblock: unblock, since: since, p50: p50, p90: p90, known: known, positionAt: r.now}
+			continue
+		}
+		change := false
+		if sh.unblock != unblock || !sh.since.Equal(since) || sh.known != known || forecastMoves(sh.p50, p50, r.now) || forecastMoves(sh.p90, p90, r.now) {
+			change = true
+		}
+		if sh.position != pos && r.now.Sub(sh.positionAt) >= queueRecordEvery {
+			change = true
+		}
+		if !change || writes >= queueRecordsPerRound {
+			continue
+		}
+		writes++
+		*sh = shownQueue{position: pos, unblock: unblock, since: since, p50: p50, p90: p90, known: known, positionAt: r.now}
+	}
+	for k := range fc.shown {
+		if !inQueue[k] {
+			delete(fc.shown, k)
+		}
+	}
+}
+
+// addQueueItems adds a waiting job's place in the queue and its forecast
+// to its record's items, as stabiliseQueue settled them.
+func (c *Controller) addQueueItems(k jobKey, items map[string]string, now time.Time) {
+	if c.fc == nil {
+		return
+	}
+	sh := c.fc.shown[k]
+	if sh == nil {
+		return
+	}
+	items["steward_position"] = sh.position
+	items["steward_waiting_since"] = sh.since.UTC().Format(time.RFC3339)
+	if sh.unblock != "" {
+		items["steward_unblock"] = sh.unblock
+	}
+	switch {
+	case !sh.known:
+		return // none made yet
+	case sh.p50.IsZero():
+		items["steward_forecast"] = "no forecast: it did not start within " + horizonText + " in most replays (see steward_unblock)"
+		return
+	}
+	items["steward_forecast_p50"] = sh.p50.UTC().Format(time.RFC3339)
+	line := "about " + forecast.Clock(sh.p50, now) + " (P50)"
+	if !sh.p90.IsZero() {
+		items["steward_forecast_p90"] = sh.p90.UTC().Format(time.RFC3339)
+		line += ", by " + forecast.Clock(sh.p90, now) + " (P90)"
+	} else {
+		line += ", maybe not within " + horizonText + " (P90)"
+	}
+	items["steward_forecast"] = line
+}

@@ -1,0 +1,132 @@
+package controller
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/nomad/api"
+)
+
+// awaitForecast waits for the forecast goroutine to finish.
+func (c *Controller) awaitForecast(t *testing.T) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		c.fc.mu.Lock()
+		done := !c.fc.running && c.fc.result != nil
+		c.fc.mu.Unlock()
+		if done {
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Fatal("no forecast within 30s")
+}
+
+// queueCluster: one node of 4 GPUs that ml/train (training, 4 GPUs,
+// steward.expected_runtime 3h, running for 2h) holds, and ml/wait
+// (training, 2 GPUs) blocked.
+func queueCluster(f *fakeNomad) {
+	cl := f.cl()
+	cl.nodes = []*api.NodeListStub{apiNode("n1", 4)}
+	train := apiJob("ml", "train", "training", 40, 1, 4)
+	train.Type = ptr("batch")
+	train.Meta["steward.expected_runtime"] = "3h"
+	wait := apiJob("ml", "wait", "training", 40, 1, 2)
+	wait.Type = ptr("batch")
+	cl.jobs["ml/train"], cl.jobs["ml/wait"] = train, wait
+	cl.allocs = []*api.AllocationListStub{apiAlloc("a-train", train, "n1", []string{"n1-gpu0", "n1-gpu1", "n1-gpu2", "n1-gpu3"}, t0.Add(-2*time.Hour))}
+	ev, sum := apiBlockedEval(wait, 1, t0.Add(-time.Second))
+	cl.evals, cl.summary["ml/wait"] = []*api.Evaluation{ev}, sum
+}
+
+// TestQueueInRecordAndStatus: a held job's record carries its position,
+// since when it waits, its forecast and what would unblock it, and the
+// status lists it in the queue; later rounds whose forecast moves by
+// seconds do not rewrite the record.
+func TestQueueInRecordAndStatus(t *testing.T) {
+	f := newFakeNomad()
+	queueCluster(f)
+	r := newRoundRunner(t, f)
+	if _, err := r.round(0); err != nil {
+		t.Fatal(err)
+	}
+	r.c.awaitForecast(t)
+	if _, err := r.round(time.Second); err != nil {
+		t.Fatal(err)
+	}
+	rec, _, _ := f.GetVar(context.Background(), "ml", "nomad/jobs/wait")
+	if rec["steward_position"] != "1 of 1 in the cluster, 1 of 1 in tenant ml" {
+		t.Errorf("steward_position %q", rec["steward_position"])
+	}
+	if rec["steward_waiting_since"] != t0.Add(-time.Second).Format(time.RFC3339) {
+		t.Errorf("steward_waiting_since %q, want %s", rec["steward_waiting_since"], t0.Add(-time.Second).Format(time.RFC3339))
+	}
+	p50, err := time.Parse(time.RFC3339, rec["steward_forecast_p50"])
+	// ml/train said 3h and ran 2h: about an hour left.
+	if err != nil || p50.Before(t0.Add(20*time.Minute)) || p50.After(t0.Add(2*time.Hour)) {
+		t.Errorf("steward_forecast_p50 %q (%v), want about an hour after %s", rec["steward_forecast_p50"], err, t0)
+	}
+	if _, err := time.Parse(time.RFC3339, rec["steward_forecast_p90"]); err != nil {
+		t.Errorf("steward_forecast_p90 %q: %v", rec["steward_forecast_p90"], err)
+	}
+	if !strings.HasPrefix(rec["steward_forecast"], "about ") || !strings.Contains(rec["steward_forecast"], "(P90)") {
+		t.Errorf("steward_forecast %q", rec["steward_forecast"])
+	}
+	if !strings.HasPrefix(rec["steward_unblock"], "starts when ml/train ") {
+		t.Errorf("steward_unblock %q", rec["steward_unblock"])
+	}
+	// Rounds for three more minutes: forecasts every minute, each with
+	// other draws; the record is not rewritten for that.
+	// (r.round forgets each round's calls before the next.)
+	writes := 0
+	for s := 10 * time.Second; s <= 3*time.Minute; s += 10 * time.Second {
+		if _, err := r.round(s); err != nil {
+			t.Fatal(err)
+		}
+		writes += len(f.callsMatching("put ml nomad/jobs/wait"))
+		r.c.awaitForecast(t)
+	}
+	if writes != 0 {
+		t.Errorf("%d record writes in 3 minutes of rounds with nothing new", writes)
+	}
+	st, err := ReadStatus(context.Background(), f, r.c.cfg.StateNamespace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Queue) != 1 || st.Queue[0].Job != "ml/wait" || st.Queue[0].Position != 1 || st.Queue[0].TenantPosition != 1 ||
+		st.Queue[0].Rule != "capacity" || st.Queue[0].GPUs != 2 || st.Queue[0].ForecastP50.IsZero() ||
+		!strings.Contains(st.Queue[0].ForecastNote, "steward.expected_runtime of 1 job") {
+		b, _ := json.Marshal(st.Queue)
+		t.Errorf("status queue %s", b)
+	}
+
+}
+
+// TestForecastOptions: the forecast fits its budget whatever a plan costs.
+func TestForecastOptions(t *testing.T) {
+	tests := []struct {
+		name                     string
+		plan                     time.Duration
+		replays, maxPlans, hints int
+	}{
+		{"small cluster: the defaults", time.Millisecond, 10, 150, 32},
+		{"1,000 nodes (10 ms a plan)", 10 * time.Millisecond, 10, 16, 32},
+		{"10,000 nodes (100 ms a plan)", 100 * time.Millisecond, 3, 8, 6},
+		{"slower still: fewer replays", 400 * time.Millisecond, 2, 8, 1},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			opt, hints := forecastOptions(tc.plan)
+			if opt.Replays != tc.replays || opt.MaxPlans != tc.maxPlans || hints != tc.hints {
+				t.Errorf("replays %d, plans %d, hints %d; want %d, %d, %d", opt.Replays, opt.MaxPlans, hints, tc.replays, tc.maxPlans, tc.hints)
+			}
+			if total := time.Duration(3*opt.Replays*opt.MaxPlans+hints) * tc.plan; total > forecastBudget*11/10 && opt.Replays > 2 {
+				t.Errorf("%s of plans, over the budget of %s", total, forecastBudget)
+			}
+		})
+	}
+}

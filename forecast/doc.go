@@ -1,0 +1,20 @@
+// Package forecast says where each waiting job stands and when it is
+// likely to start: its position in the order the engine serves waiting
+// work (in the cluster and in its tenant), the rule that blocks it, what
+// would unblock it, and a start-time forecast (P50, P90).
+//
+// The forecast replays the live snapshot forward in virtual time through
+// the very engine the controller runs (policy/engine), its actions applied
+// as the controller applies them and Nomad's placement modelled as the
+// simulator models it (binpack, gangs all or nothing): running work ends
+// after a run time drawn from its job's steward.expected_runtime, or from
+// what similar jobs took (History), and nothing new arrives. Several
+// replays with different draws give the spread. It is pure (no I/O, no
+// clock) and deterministic given its seed.
+//
+// It works on engine.Snapshot rather than on the simulator's own model
+// (package sim), because the live snapshot has what the simulator's traces
+// lack: node pools, device classes and their requests, groups, quotas,
+// earmarks and work already draining. The simulator measures the forecast
+// (sim.MeasureForecast) by calling it on the snapshots it builds.
+package forecast

@@ -1,0 +1,661 @@
+package forecast
+
+import (
+	"cmp"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/gpu-steward/steward/policy/engine"
+)
+
+// replay is one run of the snapshot forward in virtual time.
+type replay struct {
+	in    *Input
+	opt   Options
+	rng   *rand.Rand
+	now   time.Time
+	start time.Time
+
+	nodes  []rnode
+	nodeIx map[string]int
+	allocs []ralloc
+	// demands is waiting work, in no particular order.
+	demands []rdemand
+	marks   []rmark
+	jobs    map[engine.JobRef]*rjob
+
+	plans  int
+	nextID int
+	// byJob indexes demands by job, and drainFor counts the allocations
+	// draining for each job (both rebuilt by index, kept by apply): a
+	// plan has an action for most of a long queue.
+	byJob    map[engine.JobRef][]int
+	drainFor map[engine.JobRef]int
+	allocIx  map[string]int // allocations by ID
+	// freedBy: per node, the job whose run ended there in this step.
+	freedBy map[int]string
+}
+
+type rnode struct {
+	n    engine.Node
+	free []string // free GPU IDs
+}
+
+type ralloc struct {
+	a        engine.Alloc
+	node     int
+	end      time.Time // when its run ends (its job's draw)
+	drainEnd time.Time // while draining: when its grace ends
+	gone     bool      // stopped by this plan's actions
+}
+
+type rdemand struct {
+	d      engine.Demand
+	ahead  bool
+	parked bool          // resumed while victims still drain for it
+	run    time.Duration // what it still has to run once placed; 0: draw
+}
+
+type rmark struct {
+	engine.Earmark
+	until time.Time
+}
+
+// rjob is what a replay knows of a job across its allocations and demands.
+type rjob struct {
+	est         Estimate
+	target      bool
+	started     time.Time // targets: when nothing of it waits any more
+	cause       string
+	preemptedBy []string // victims preempted for it in this replay
+	preemptions []time.Time
+	prio        int
+	promoted    bool
+}
+
+func newReplay(in *Input, opt Options, seed uint64) *replay {
+	r := &replay{in: in, opt: opt, rng: rand.New(rand.NewPCG(opt.Seed, seed)), now: in.Now, start: in.Now,
+		nodeIx: map[string]int{}, jobs: map[engine.JobRef]*rjob{}}
+	s := in.Snapshot
+	used := map[string]map[string]bool{}
+	for _, a := range s.Allocs {
+		if used[a.NodeID] == nil {
+			used[a.NodeID] = map[string]bool{}
+		}
+		for _, g := range a.GPUIDs {
+			used[a.NodeID][g] = true
+		}
+	}
+	for i, n := range s.Nodes {
+		r.nodeIx[n.ID] = i
+		rn := rnode{n: n}
+		// The free GPUs' IDs are not in the snapshot: name them, apart
+		// from those allocations hold.
+		held := len(used[n.ID])
+		for k := 0; len(rn.free) < n.GPUs-held; k++ {
+			id := "forecast-" + strconv.Itoa(k)
+			if !used[n.ID][id] {
+				rn.free = append(rn.free, id)
+			}
+		}
+		r.nodes = append(r.nodes, rn)
+	}
+	for _, a := range s.Allocs {
+		n, ok := r.nodeIx[a.NodeID]
+		if !ok || len(a.GPUIDs) == 0 {
+			continue
+		}
+		j := r.job(a.Job.Ref, a.Job)
+		ran := in.Now.Sub(a.StartedAt)
+		ra := ralloc{a: a, node: n, end: in.Now.Add(j.remaining(r.rng, ran))}
+		if a.Draining {
+			ra.drainEnd = in.Now.Add(in.policyGrace())
+			if t, ok := in.DrainEnds[a.ID]; ok {
+				ra.drainEnd = t
+			}
+		}
+		r.allocs = append(r.allocs, ra)
+	}
+	for _, d := range s.Waiting {
+		if d.GPUsPerAlloc <= 0 || d.Count <= 0 {
+			continue
+		}
+		j := r.job(d.Job.Ref, d.Job)
+		j.target = true
+		r.demands = append(r.demands, rdemand{d: d})
+	}
+	for _, m := range s.Earmarks {
+		r.marks = append(r.marks, rmark{Earmark: m, until: in.Now.Add(markKeep + in.policyGrace())})
+	}
+	return r
+}
+
+// markKeep is how long GPUs given back for a beneficiary stay its own
+// once its victims are gone, as the controller keeps them (about a minute
+// after the last victim's grace).
+const markKeep = time.Minute
+
+func (r *replay) job(ref engine.JobRef, j engine.Job) *rjob {
+	if rj := r.jobs[ref]; rj != nil {
+		return rj
+	}
+	est, ok := r.in.Estimates[ref]
+	if !ok {
+		est = Estimate{Source: FromDefault}
+	}
+	rj := &rjob{est: est, preemptions: j.Preemptions, prio: j.Priority, promoted: j.Promoted}
+	r.jobs[ref] = rj
+	return rj
+}
+
+func (j *rjob) remaining(rng *rand.Rand, ran time.Duration) time.Duration {
+	if j.est.Forever {
+		return forever
+	}
+	return j.est.remaining(rng, ran)
+}
+
+func (j *rjob) runTime(rng *rand.Rand) time.Duration {
+	if j.est.Forever {
+		return forever
+	}
+	return max(j.est.draw(rng), minRemaining)
+}
+
+// forever is the run time of work that does not end by itself (services
+// that say nothing of their run time).
+const forever = 100 * 365 * 24 * time.Hour
+
+// run replays until every target started, the horizon or the plan
+// budget.
+func (r *replay) run() {
+	horizon := r.start.Add(r.opt.Horizon)
+	r.settle(true)
+	for r.waitingTargets() {
+		next, ok := r.nextEvent()
+		if !ok || r.plans >= r.opt.MaxPlans {
+			return
+		}
+		// Steps grow with the distance ahead: a start 10 hours away
+		// needs no 30-second resolution (and the plans stay bounded).
+		step := max(r.opt.MinStep, time.Duration(float64(r.now.Sub(r.start))*r.opt.stepGrowth))
+		next = maxTime(next, r.now.Add(step))
+		if next.After(horizon) {
+			return
+		}
+		r.now = next
+		r.settle(false)
+	}
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+// settle applies what happened up to now, then lets Nomad place, the
+// engine plan, and Nomad place again, as one controller round.
+func (r *replay) settle(first bool) {
+	r.freedBy = map[int]string{}
+	r.index()
+	if !first {
+		r.endRuns()
+	}
+	r.index()
+	r.unpark()
+	r.dropMarks()
+	r.placeQueued()
+	plan := r.in.Engine.Plan(r.snapshot(), r.now)
+	r.plans++
+	r.index()
+	for _, a := range plan.Actions {
+		r.apply(a)
+	}
+	r.dropGone()
+	for _, m := range plan.Earmarks {
+		r.marks = append(r.marks, rmark{Earmark: m, until: r.now.Add(r.in.policyGrace() + markKeep)})
+	}
+	for _, u := range plan.Unmarked {
+		for i := range r.marks {
+			if m := &r.marks[i]; m.NodeID == u.NodeID && m.For == u.For {
+				m.GPUs = max(0, m.GPUs-u.GPUs)
+			}
+		}
+	}
+	r.index()
+	r.unpark()
+	r.placeQueued()
+	r.noteStarts()
+}
+
+// index rebuilds byJob and drainFor.
+func (r *replay) index() {
+	r.byJob = make(map[engine.JobRef][]int, len(r.demands))
+	for i := range r.demands {
+		ref := r.demands[i].d.Job.Ref
+		r.byJob[ref] = append(r.byJob[ref], i)
+	}
+	r.drainFor = map[engine.JobRef]int{}
+	r.allocIx = make(map[string]int, len(r.allocs))
+	for i := range r.allocs {
+		r.allocIx[r.allocs[i].a.ID] = i
+		if a := &r.allocs[i]; !a.drainEnd.IsZero() && a.a.For != nil {
+			r.drainFor[*a.a.For]++
+		}
+	}
+}
+
+// endRuns ends the runs and graces due by now.
+func (r *replay) endRuns() {
+	kept := r.allocs[:0]
+	for _, a := range r.allocs {
+		switch {
+		case !a.drainEnd.IsZero() && !a.drainEnd.After(r.now) && a.end.After(a.drainEnd):
+			// Its grace is over: stopped, held, to resume later with
+			// what it still had to run (its checkpoint keeps the rest).
+			r.free(a)
+			if a.a.For != nil && r.waits(*a.a.For) {
+				r.marks = append(r.marks, rmark{Earmark: engine.Earmark{NodeID: a.a.NodeID, GPUs: len(a.a.GPUIDs),
+					For: *a.a.For, ForGroup: a.a.ForGroup}, until: r.now.Add(markKeep)})
+			}
+			r.requeue(a, a.end.Sub(a.drainEnd), false)
+		case !a.end.After(r.now):
+			r.free(a)
+			r.freedBy[a.node] = a.a.Job.Ref.String()
+		default:
+			kept = append(kept, a)
+		}
+	}
+	r.allocs = kept
+}
+
+func (r *replay) free(a ralloc) {
+	n := &r.nodes[a.node]
+	n.free = append(n.free, a.a.GPUIDs...)
+}
+
+// requeue holds a stopped allocation's work as a demand of its group.
+func (r *replay) requeue(a ralloc, left time.Duration, idle bool) {
+	for _, i := range r.byJob[a.a.Job.Ref] {
+		d := &r.demands[i]
+		if d.d.Group == a.a.Group && d.d.GPUsPerAlloc == len(a.a.GPUIDs) {
+			d.d.Count++
+			d.d.Held = true
+			d.run = max(d.run, left)
+			return
+		}
+	}
+	n := &r.nodes[a.node].n
+	job := a.a.Job
+	j := r.jobs[job.Ref]
+	job.Priority, job.Promoted, job.Preemptions = j.prio, j.promoted, j.preemptions
+	if r.byJob != nil {
+		r.byJob[job.Ref] = append(r.byJob[job.Ref], len(r.demands))
+	}
+	r.demands = append(r.demands, rdemand{run: max(left, minRemaining), d: engine.Demand{
+		Job: job, Group: a.a.Group, GPUsPerAlloc: len(a.a.GPUIDs), Count: 1, Since: r.now,
+		// What it asked for is not in the snapshot: the node pool and
+		// GPU class it ran on.
+		NodePool: n.NodePool, Devices: []string{n.Device}, Asks: n.Model,
+		Held: true, Requeued: idle, Preempted: !idle,
+	}})
+}
+
+func (r *replay) waits(ref engine.JobRef) bool {
+	for _, i := range r.byJob[ref] {
+		if r.demands[i].d.Count > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+func (r *replay) waitingTargets() bool {
+	for i := range r.demands {
+		if d := &r.demands[i]; d.d.Count > 0 && r.jobs[d.d.Job.Ref].target {
+			return true
+		}
+	}
+	return false
+}
+
+// unpark releases resumed work once no victim drains for it any more.
+func (r *replay) unpark() {
+	for i := range r.demands {
+		d := &r.demands[i]
+		if d.parked && !r.drainingFor(d.d.Job.Ref) {
+			d.parked = false
+		}
+	}
+}
+
+func (r *replay) drainingFor(ref engine.JobRef) bool { return r.drainFor[ref] > 0 }
+
+func (r *replay) dropMarks() {
+	r.marks = slices.DeleteFunc(r.marks, func(m rmark) bool {
+		return m.GPUs <= 0 || r.now.After(m.until) || !r.waits(m.For)
+	})
+}
+
+// snapshot is the replay's cluster as the controller would read it.
+func (r *replay) snapshot() *engine.Snapshot {
+	s := &engine.Snapshot{Nodes: r.in.Snapshot.Nodes}
+	s.Allocs = make([]engine.Alloc, 0, len(r.allocs))
+	for i := range r.allocs {
+		a := r.allocs[i].a
+		j := r.jobs[a.Job.Ref]
+		a.Job.Priority, a.Job.Promoted, a.Job.Preemptions = j.prio, j.promoted, j.preemptions
+		s.Allocs = append(s.Allocs, a)
+	}
+	for i := range r.demands {
+		if d := r.demands[i].d; d.Count > 0 {
+			j := r.jobs[d.Job.Ref]
+			d.Job.Priority, d.Job.Promoted, d.Job.Preemptions = j.prio, j.promoted, j.preemptions
+			s.Waiting = append(s.Waiting, d)
+		}
+	}
+	for _, m := range r.marks {
+		s.Earmarks = append(s.Earmarks, m.Earmark)
+	}
+	return s
+}
+
+// apply carries out one action as the controller would.
+func (r *replay) apply(a engine.Action) {
+	j := r.jobs[a.Job]
+	if j == nil {
+		return
+	}
+	forGroup := func(fn func(d *rdemand)) {
+		for _, i := range r.byJob[a.Job] {
+			if d := &r.demands[i]; a.Group == "" || d.d.Group == a.Group {
+				fn(d)
+			}
+		}
+	}
+	switch a.Kind {
+	case engine.SetPriority, engine.Promote:
+		j.prio = a.Priority
+		j.promoted = j.promoted || a.Kind == engine.Promote
+	case engine.Hold:
+		forGroup(func(d *rdemand) { d.d.Held = true })
+	case engine.Resume:
+		forGroup(func(d *rdemand) {
+			d.d.Held = false
+			d.ahead = a.Ahead
+			d.parked = a.AfterVictims && r.drainingFor(a.Job)
+		})
+	case engine.Move:
+		forGroup(func(d *rdemand) { d.d.NodePool = a.NodePool })
+	case engine.Preempt, engine.IdleStop:
+		j.preemptions = append(slices.Clip(j.preemptions), r.now)
+		if a.For != nil {
+			if b := r.jobs[*a.For]; b != nil {
+				b.preemptedBy = append(b.preemptedBy, a.Job.String())
+			}
+		}
+		for _, id := range a.Allocs {
+			ix, ok := r.allocIx[id]
+			if !ok || r.allocs[ix].gone {
+				continue
+			}
+			ra := &r.allocs[ix]
+			if a.Kind == engine.Preempt && a.Grace > 0 {
+				ra.a.Draining, ra.a.For, ra.a.ForGroup = true, a.For, a.ForGroup
+				ra.drainEnd = r.now.Add(a.Grace)
+				if a.For != nil {
+					r.drainFor[*a.For]++
+				}
+				continue
+			}
+			// Stopped now; taken out of the list after the plan's actions
+			// (dropGone), so that indices hold meanwhile.
+			ra.gone = true
+			r.free(*ra)
+			if a.For != nil {
+				r.marks = append(r.marks, rmark{Earmark: engine.Earmark{NodeID: ra.a.NodeID, GPUs: len(ra.a.GPUIDs),
+					For: *a.For, ForGroup: a.ForGroup}, until: r.now.Add(markKeep)})
+			}
+			if a.Kind == engine.Preempt || a.Requeue {
+				r.requeue(*ra, ra.end.Sub(r.now), a.Kind == engine.IdleStop)
+			}
+		}
+	}
+}
+
+// dropGone takes the allocations the plan stopped out of the list.
+func (r *replay) dropGone() {
+	r.allocs = slices.DeleteFunc(r.allocs, func(a ralloc) bool { return a.gone })
+}
+
+// placeQueued is Nomad placing its queue without preemption: work asked
+// ahead first, then by priority and time waiting; each allocation on the
+// fullest node that fits it (binpack), in its node pool and on GPUs its
+// request accepts; a gang all or nothing.
+func (r *replay) placeQueued() {
+	order := make([]int, 0, len(r.demands))
+	for i := range r.demands {
+		if d := &r.demands[i]; d.d.Count > 0 && !d.d.Held && !d.parked {
+			order = append(order, i)
+		}
+	}
+	slices.SortStableFunc(order, func(x, y int) int {
+		a, b := &r.demands[x], &r.demands[y]
+		if a.ahead != b.ahead {
+			if a.ahead {
+				return -1
+			}
+			return 1
+		}
+		if c := cmp.Compare(r.jobs[b.d.Job.Ref].prio, r.jobs[a.d.Job.Ref].prio); c != 0 {
+			return c
+		}
+		if c := a.d.Since.Compare(b.d.Since); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.d.Job.Ref.String()+"/"+a.d.Group, b.d.Job.Ref.String()+"/"+b.d.Group)
+	})
+	// Room per node for work no GPUs there are set aside for; a demand
+	// adds back its own marks.
+	room := make([]int, len(r.nodes))
+	most := 0
+	for i := range r.nodes {
+		room[i] = len(r.nodes[i].free)
+	}
+	for _, m := range r.marks {
+		if n, ok := r.nodeIx[m.NodeID]; ok {
+			room[n] = max(0, room[n]-m.GPUs)
+		}
+	}
+	for _, v := range room {
+		most = max(most, v)
+	}
+	marked := map[engine.JobRef][]int{}
+	for i, m := range r.marks {
+		marked[m.For] = append(marked[m.For], i)
+	}
+	for _, i := range order {
+		d := &r.demands[i]
+		own := marked[d.d.Job.Ref]
+		if d.d.GPUsPerAlloc > most && own == nil {
+			continue // fits nowhere (the usual case in a full cluster)
+		}
+		if r.place(d, room, own, most) {
+			most = 0
+			for _, v := range room {
+				most = max(most, v)
+			}
+		}
+	}
+	r.demands = slices.DeleteFunc(r.demands, func(d rdemand) bool { return d.d.Count <= 0 })
+}
+
+// place puts as much of one demand on nodes as fits (a gang: all or
+// nothing).
+func (r *replay) place(d *rdemand, shared []int, marks []int, most int) bool {
+	// Its own marks are room for it alone, beside the shared room: the
+	// nodes they are on are tried first, and the rest only when some node
+	// has shared room enough (a full scan of a large cluster per
+	// beneficiary would cost more than the plan).
+	extra := map[int]int{}
+	var marked []int
+	for _, i := range marks {
+		m := &r.marks[i]
+		if n, ok := r.nodeIx[m.NodeID]; ok && m.GPUs > 0 {
+			if _, seen := extra[n]; !seen {
+				marked = append(marked, n)
+			}
+			extra[n] += m.GPUs
+		}
+	}
+	g := d.d.GPUsPerAlloc
+	roomOf := func(n int) int { return min(shared[n]+extra[n], len(r.nodes[n].free)) }
+	taken := map[int][2]int{} // node: from extra, from shared
+	var nodes []int
+	for range d.d.Count {
+		best := -1
+		consider := func(n int) {
+			if roomOf(n) >= g && r.fits(&d.d, &r.nodes[n].n) && (best < 0 || roomOf(n) < roomOf(best)) {
+				best = n
+			}
+		}
+		for _, n := range marked {
+			consider(n)
+		}
+		if most >= g {
+			for n := range r.nodes {
+				consider(n)
+			}
+		}
+		if best < 0 {
+			break
+		}
+		fromExtra := min(extra[best], g)
+		extra[best] -= fromExtra
+		shared[best] -= g - fromExtra
+		t := taken[best]
+		taken[best] = [2]int{t[0] + fromExtra, t[1] + g - fromExtra}
+		nodes = append(nodes, best)
+	}
+	if d.d.Job.Gang && len(nodes) < d.d.Count {
+		for n, t := range taken {
+			shared[n] += t[1] // all or nothing: give back
+		}
+		return false
+	}
+	j := r.jobs[d.d.Job.Ref]
+	for _, n := range nodes {
+		run := d.run
+		if run == 0 {
+			run = j.runTime(r.rng)
+		}
+		rn := &r.nodes[n]
+		k := len(rn.free) - d.d.GPUsPerAlloc
+		ids := slices.Clone(rn.free[k:])
+		rn.free = rn.free[:k]
+		r.nextID++
+		job := d.d.Job
+		r.allocs = append(r.allocs, ralloc{node: n, end: r.now.Add(run), a: engine.Alloc{
+			ID: "forecast-alloc-" + strconv.Itoa(r.nextID), Job: job, Group: d.d.Group, NodeID: rn.n.ID,
+			GPUIDs: ids, StartedAt: r.now,
+		}})
+		for _, i := range marks {
+			if m := &r.marks[i]; m.NodeID == rn.n.ID {
+				m.GPUs = max(0, m.GPUs-d.d.GPUsPerAlloc)
+			}
+		}
+		if j.target && j.cause == "" {
+			if by, ok := r.freedBy[n]; ok {
+				j.cause = "when " + by + " ends"
+			} else if len(j.preemptedBy) > 0 {
+				j.cause = "when " + joinShort(j.preemptedBy) + " is preempted for it"
+			}
+		}
+	}
+	d.d.Count -= len(nodes)
+	return len(nodes) > 0
+}
+
+// fits reports whether a demand may run on a node: its node pool, and a
+// device class its request accepts.
+func (r *replay) fits(d *engine.Demand, n *engine.Node) bool {
+	if d.NodePool != "" && d.NodePool != "all" && d.NodePool != n.NodePool {
+		return false
+	}
+	return d.Devices == nil || slices.Contains(d.Devices, n.Device)
+}
+
+// noteStarts records when each target has nothing waiting any more.
+func (r *replay) noteStarts() {
+	waiting := map[engine.JobRef]bool{}
+	for i := range r.demands {
+		if r.demands[i].d.Count > 0 {
+			waiting[r.demands[i].d.Job.Ref] = true
+		}
+	}
+	for ref, j := range r.jobs {
+		if j.target && j.started.IsZero() && !waiting[ref] {
+			j.started = r.now
+		}
+	}
+}
+
+// nextEvent is the next moment something happens or a time-based rule
+// can change a plan: a run or a grace ends, a run passes min_runtime, an
+// idle stretch reaches its rule's after, waiting work reaches
+// promote.after_wait, a preemption leaves the eviction cap's hour.
+func (r *replay) nextEvent() (time.Time, bool) {
+	var next time.Time
+	consider := func(t time.Time) {
+		if t.After(r.now) && (next.IsZero() || t.Before(next)) {
+			next = t
+		}
+	}
+	p := r.in.Engine.Policy()
+	for i := range r.allocs {
+		a := &r.allocs[i]
+		consider(a.end)
+		if !a.drainEnd.IsZero() {
+			consider(a.drainEnd)
+			continue
+		}
+		if p.Preemption.MinRuntime > 0 {
+			consider(a.a.StartedAt.Add(p.Preemption.MinRuntime))
+		}
+		for _, rule := range p.Idle {
+			if since, ok := engine.IdleSince(a.a.Usage, rule.Threshold); ok {
+				consider(since.Add(rule.After))
+			}
+		}
+		if p.Preemption.MaxPerJobPerHour > 0 {
+			for _, t := range r.jobs[a.a.Job.Ref].preemptions {
+				consider(t.Add(time.Hour + time.Second))
+			}
+		}
+	}
+	if pr := p.Preemption.Promote; pr.Boost > 0 && pr.AfterWait > 0 {
+		for i := range r.demands {
+			consider(r.demands[i].d.Since.Add(pr.AfterWait))
+		}
+	}
+	for _, m := range r.marks {
+		consider(m.until.Add(time.Second))
+	}
+	return next, !next.IsZero()
+}
+
+// joinShort names up to two jobs: "a/x", "a/x and b/y", "a/x and 2 more".
+func joinShort(names []string) string {
+	names = slices.Compact(slices.Clone(names))
+	switch len(names) {
+	case 1:
+		return names[0]
+	case 2:
+		return names[0] + " and " + names[1]
+	}
+	return names[0] + " and " + strconv.Itoa(len(names)-1) + " more"
+}

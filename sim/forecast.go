@@ -1,0 +1,193 @@
+package sim
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"slices"
+	"time"
+
+	"github.com/gpu-steward/steward/forecast"
+	"github.com/gpu-steward/steward/policy/engine"
+)
+
+// The forecast's error, measured in the simulation (Config.Forecasts): at
+// some job arrivals, spread evenly over the trace, the simulated
+// controller forecasts the start of every job then waiting that never ran
+// (package forecast, on the very snapshot the engine plans on, with run
+// times from the jobs the simulation finished so far, as the controller
+// learns them), and each forecast is compared with the start the
+// simulation then gives the job.
+
+// ForecastOptions are the replays each measured forecast makes: fewer than
+// the controller's, so that a trace's measurement takes minutes.
+var ForecastOptions = forecast.Options{Seed: 1, Replays: 8, MaxPlans: 64}
+
+// ForecastError is how well the forecasts of one trace did.
+type ForecastError struct {
+	// Forecasts is how many forecasts were made, Jobs how many waiting
+	// jobs' starts they forecast and the simulation then started.
+	Forecasts int `json:"forecasts"`
+	Jobs      int `json:"jobs"`
+	// NoForecast: of those, the ones with no P50 (not started within the
+	// horizon in most replays); NeverStarted: forecast, never started.
+	NoForecast   int `json:"no_forecast"`
+	NeverStarted int `json:"never_started"`
+	// MedianAbsErrorMin is the median of |P50 − actual start| in minutes
+	// (over the jobs with a P50); MedianWaitMin the median of actual start
+	// − forecast time, for scale.
+	MedianAbsErrorMin float64 `json:"median_abs_error_min"`
+	MedianWaitMin     float64 `json:"median_wait_min"`
+	// CoverageP50 and CoverageP90: the share of actual starts at or before
+	// the P50, and the P90, among the jobs that have one.
+	CoverageP50 float64 `json:"coverage_p50"`
+	CoverageP90 float64 `json:"coverage_p90"`
+	// ExpectedRuntime: the jobs said their run time exactly
+	// (steward.expected_runtime); else run times came from history.
+	ExpectedRuntime bool    `json:"expected_runtime,omitempty"`
+	WallSeconds     float64 `json:"wall_seconds"`
+}
+
+type forecastSample struct {
+	job      int32
+	at       time.Duration
+	p50, p90 time.Time
+}
+
+// forecaster measures forecasts during one Steward simulation.
+type forecaster struct {
+	every    int // forecast at every every-th arrival
+	expected bool
+	history  *forecast.History
+	fed      []bool // finished jobs already in the history
+	samples  []forecastSample
+	made     int
+	started  time.Time
+}
+
+func newForecaster(s *simulator) *forecaster {
+	return &forecaster{every: max(1, len(s.jobs)/s.cfg.Forecasts), expected: s.cfg.ForecastExpected,
+		history: forecast.NewHistory(), fed: make([]bool, len(s.jobs)), started: time.Now()}
+}
+
+// afterSettle forecasts at the instants whose arrivals include a sampled
+// one.
+func (f *forecaster) afterSettle(s *simulator, arrivedFrom, arrivedTo int) {
+	due := false
+	for i := arrivedFrom; i < arrivedTo; i++ {
+		if i%f.every == 0 {
+			due = true
+		}
+	}
+	if !due || len(s.queue)+len(s.heldList) == 0 {
+		return
+	}
+	for i := range s.jobs {
+		if j := &s.jobs[i]; j.state == done && !f.fed[i] {
+			f.fed[i] = true
+			f.history.Add(forecast.ClassOf(j.spec.Tenant, j.tier, j.spec.GPUs), j.spec.RunTime)
+		}
+	}
+	snap := s.snapshot()
+	in := forecast.Input{Engine: s.eng, Snapshot: snap, Now: epoch.Add(s.now), Estimates: map[engine.JobRef]forecast.Estimate{}}
+	estimate := func(ji int32) {
+		j := &s.jobs[ji]
+		if _, ok := in.Estimates[j.ref]; ok {
+			return
+		}
+		if f.expected {
+			in.Estimates[j.ref] = forecast.Estimate{Expected: j.spec.RunTime, Source: forecast.FromExpected}
+			return
+		}
+		in.Estimates[j.ref] = f.history.Estimate(forecast.ClassOf(j.spec.Tenant, j.tier, j.spec.GPUs))
+	}
+	for _, ji := range s.active {
+		estimate(ji)
+	}
+	for _, list := range [][]int32{s.queue, s.heldList} {
+		for _, ji := range list {
+			estimate(ji)
+		}
+	}
+	res := forecast.Run(context.Background(), in, ForecastOptions)
+	f.made++
+	for ref, fc := range res.Jobs {
+		ji := s.byRef[ref]
+		if s.jobs[ji].firstStart >= 0 {
+			continue // ran before: its start is not what waiting users ask about
+		}
+		f.samples = append(f.samples, forecastSample{job: ji, at: s.now, p50: fc.P50, p90: fc.P90})
+	}
+}
+
+// result compares the forecasts with the starts the simulation gave.
+func (f *forecaster) result(s *simulator) *ForecastError {
+	r := &ForecastError{Forecasts: f.made, ExpectedRuntime: f.expected}
+	var errs, waits []float64
+	in50, in90, with90 := 0, 0, 0
+	for _, x := range f.samples {
+		j := &s.jobs[x.job]
+		if j.firstStart < 0 {
+			r.NeverStarted++
+			continue
+		}
+		r.Jobs++
+		actual := epoch.Add(j.firstStart)
+		waits = append(waits, (j.firstStart - x.at).Minutes())
+		if x.p50.IsZero() {
+			r.NoForecast++
+		} else {
+			errs = append(errs, actual.Sub(x.p50).Abs().Minutes())
+			if !actual.After(x.p50) {
+				in50++
+			}
+		}
+		if !x.p90.IsZero() {
+			with90++
+			if !actual.After(x.p90) {
+				in90++
+			}
+		}
+	}
+	r.MedianAbsErrorMin, r.MedianWaitMin = median(errs), median(waits)
+	if n := r.Jobs - r.NoForecast; n > 0 {
+		r.CoverageP50 = float64(in50) / float64(n)
+	}
+	if with90 > 0 {
+		r.CoverageP90 = float64(in90) / float64(with90)
+	}
+	r.WallSeconds = time.Since(f.started).Seconds()
+	return r
+}
+
+func median(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	slices.Sort(v)
+	return v[len(v)/2]
+}
+
+// WriteForecast prints the forecast's error of each report that measured
+// it, one line a trace.
+func WriteForecast(w io.Writer, reps []*Report) error {
+	for _, rep := range reps {
+		for _, r := range rep.Results {
+			fe := r.Forecast
+			if fe == nil {
+				continue
+			}
+			basis := "run times from finished similar jobs"
+			if fe.ExpectedRuntime {
+				basis = "run times as the jobs said (steward.expected_runtime = their run time)"
+			}
+			if _, err := fmt.Fprintf(w, "Forecast, %s: %d forecasts of %d waiting jobs' starts (%s): median |P50 − start| %.1f min "+
+				"(median wait %.1f min); of those with one, started by the P50 %.0f%%, by the P90 %.0f%%; %d with no P50 (not within the horizon), %d never started\n",
+				rep.Trace, fe.Forecasts, fe.Jobs, basis, fe.MedianAbsErrorMin, fe.MedianWaitMin, fe.CoverageP50*100, fe.CoverageP90*100,
+				fe.NoForecast, fe.NeverStarted); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}

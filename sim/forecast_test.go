@@ -1,0 +1,40 @@
+package sim
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+)
+
+// TestForecastError measures the start-time forecast on both shared
+// traces under pressure (10 nodes, the first 1,500 jobs, 20 forecasts
+// each) and checks only that the figures are sane: forecasts were made
+// and compared, coverage is a share, errors are not negative. The figures themselves are logged,
+// not asserted: they depend on the trace.
+func TestForecastError(t *testing.T) {
+	for _, name := range []string{"philly", "helios"} {
+		t.Run(name, func(t *testing.T) {
+			tr := loadShared(t, name)
+			p := examplePolicy(t)
+			ScaleTenants(p, 0.1)
+			rep, err := Compare(tr, Options{Config: Config{Policy: p, Nodes: 10, GPUsPerNode: 8,
+				CheckpointEvery: DefaultCheckpointEvery, CheckpointCost: DefaultCheckpointCost, PlanInterval: DefaultPlanInterval,
+				Forecasts: 20}, Seed: 1, Limit: 1500, Policies: []PolicyKind{Steward}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			fe := rep.Results[0].Forecast
+			if fe == nil || fe.Forecasts == 0 || fe.Jobs == 0 {
+				t.Fatalf("forecast %+v: want forecasts compared with starts", fe)
+			}
+			if fe.CoverageP50 < 0 || fe.CoverageP50 > 1 || fe.CoverageP90 < 0 || fe.CoverageP90 > 1 || fe.MedianAbsErrorMin < 0 || fe.NoForecast > fe.Jobs {
+				t.Errorf("forecast %+v: coverage must be a share, errors not negative", fe)
+			}
+			var b bytes.Buffer
+			if err := WriteForecast(&b, []*Report{rep}); err != nil || !strings.HasPrefix(b.String(), "Forecast, "+rep.Trace+": ") {
+				t.Errorf("WriteForecast: %q, %v", b.String(), err)
+			}
+			t.Log(strings.TrimSpace(b.String()))
+		})
+	}
+}
