@@ -39,6 +39,17 @@ func TestDemo(t *testing.T) {
 			t.Errorf("the demo's output lacks %q", want)
 		}
 	}
+	// platform/eval is still held for its limit at the end: the queue
+	// lists it, first in the cluster and in its tenant.
+	if _, queue, ok := strings.Cut(text, "==> bin/steward queue\n"); !ok {
+		t.Errorf("the demo's output lacks steward queue")
+	} else if !regexp.MustCompile(`(?m)^platform/eval +platform +training +\d+ +1 \(1\) +3 `).MatchString(queue) {
+		t.Errorf("steward queue lacks platform/eval first in the cluster, waiting for 3 GPUs:\n%s", queue)
+	}
+	// and steward status shows it in full, with what would unblock it.
+	if _, job, ok := strings.Cut(text, "==> bin/steward status -namespace platform eval\n"); !ok || !strings.Contains(job, "Would Unblock It") {
+		t.Errorf("the demo's output lacks platform/eval's status with what would unblock it")
+	}
 }
 
 // TestDemoFleet runs `DEMO=fleet DEMO_EXIT=1 steward demo`: two client

@@ -89,6 +89,22 @@ func TestQueueForecast(t *testing.T) {
 	}
 	c.waitRecord(30*time.Second, "product", "wait2", "steward_position", "1 of 2 in the cluster, 1 of 1 in tenant product")
 
+	// In the Nomad UI: the waiting job's record, its position, forecast
+	// and what would unblock it revealed (values are masked until the eye
+	// next to each is clicked).
+	b := newBrowser(t, chromiumPath(t), artifactsDir(t))
+	b.open(c.Address + "/ui/variables/var/nomad/jobs/wait@research")
+	b.waitVisible(varRow("steward_forecast"), 60*time.Second)
+	for _, key := range []string{"steward_position", "steward_forecast", "steward_unblock", "steward_reason"} {
+		b.click("(" + varRow(key) + "//button)[last()]") // the eye; the first is "copy"
+	}
+	now := c.record("research", "wait")
+	b.waitText(now["steward_forecast"], 30*time.Second)
+	if got := b.text(varRow("steward_position") + "//code"); got != now["steward_position"] {
+		t.Errorf("steward_position shows %q, want %q", got, now["steward_position"])
+	}
+	b.screenshot("ui-forecast-record.png")
+
 	var st *controller.Status
 	testnomad.WaitFor(t, 30*time.Second, "the queue with its forecast in the leader's status", func() (bool, string) {
 		st, err = controller.ReadStatus(context.Background(), controller.NewNomad(c.Client), "steward")

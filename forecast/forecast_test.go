@@ -161,6 +161,18 @@ func TestStories(t *testing.T) {
 			},
 		},
 		{
+			name: "an ask over its tenant's limit never starts as it is",
+			snap: engine.Snapshot{Nodes: []engine.Node{node("n1", 16)},
+				Waiting: []engine.Demand{waiting("a", "huge", "training", 1, 10, time.Minute)}},
+			check: func(t *testing.T, q []Entry, hints map[engine.JobRef][]string, res *Result) {
+				wantEntry(t, q, ref("a", "huge"), 1, 1, engine.RuleLimit)
+				wantHint(t, hints[ref("a", "huge")], "never starts as it is: an allocation asks for 10 GPUs, more than tenant a's limit of 8; it could start if it asked for at most 8 GPUs")
+				if f := res.Jobs[ref("a", "huge")]; f == nil || !f.P50.IsZero() {
+					t.Fatalf("forecast %+v, want none", f)
+				}
+			},
+		},
+		{
 			name: "gang waits for all",
 			snap: engine.Snapshot{Nodes: []engine.Node{node("n1", 4), node("n2", 4)},
 				Allocs: []engine.Alloc{running("a", "short", "training", "n1", 4, time.Hour, 0),

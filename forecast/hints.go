@@ -263,6 +263,16 @@ func (h *hinter) limitLine(e Entry, demands []int) string {
 		need = d.GPUs()
 	}
 	for _, t := range h.plan.Tenants {
+		if t.Tenant == e.Tenant && t.Limit >= 0 && need > t.Limit {
+			// No running work ending makes room: the ask itself is
+			// over the limit.
+			what := "an allocation"
+			if d.Job.Gang {
+				what = "its gang"
+			}
+			return "never starts as it is: " + what + " asks for " + gpus(need) + ", more than tenant " + e.Tenant +
+				"'s limit of " + strconv.Itoa(t.Limit) + "; it could start if it asked for at most " + gpus(t.Limit)
+		}
 		if t.Tenant == e.Tenant && t.Limit >= 0 {
 			return "starts when tenant " + e.Tenant + " holds at most " + gpus(max(t.Limit-need, 0)) +
 				" (it holds " + strconv.Itoa(t.InUse) + ", limit " + strconv.Itoa(t.Limit) + "), " +

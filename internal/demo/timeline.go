@@ -233,6 +233,23 @@ func (d *demo) summary(w *watcher) {
 		d.printf("(steward status: %v)\n", err)
 	}
 	d.printf("%s\n", strings.TrimRight(out, "\n"))
+	d.printf("\n==> bin/steward queue\n")
+	out, err = runCmd(d.cfg.StewardBin, "queue", "-address", d.addr)
+	if err != nil {
+		d.printf("(steward queue: %v)\n", err)
+	}
+	d.printf("%s\n", strings.TrimRight(out, "\n"))
+	// The first waiting job in full: its place, what blocks it, what
+	// would unblock it and its forecast.
+	first, _ := runCmd(d.cfg.StewardBin, "queue", "-address", d.addr, "-t", `{{range .}}{{.Namespace}} {{.ID}}{{"\n"}}{{end}}`)
+	if ns, id, ok := strings.Cut(strings.SplitN(strings.TrimSpace(first), "\n", 2)[0], " "); ok {
+		d.printf("\n==> bin/steward status -namespace %s %s\n", ns, id)
+		out, err = runCmd(d.cfg.StewardBin, "status", "-address", d.addr, "-namespace", ns, id)
+		if err != nil {
+			d.printf("(steward status: %v)\n", err)
+		}
+		d.printf("%s\n", strings.TrimRight(out, "\n"))
+	}
 	counts := []string{}
 	for _, l := range []string{"submitted", "checkpointing", "preempted", "held", "idle reclaim", "resumed", "task event"} {
 		counts = append(counts, fmt.Sprintf("%s %d", l, w.count(l)))
