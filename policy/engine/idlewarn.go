@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"slices"
 	"time"
 
 	"github.com/gpu-steward/steward/policy"
@@ -28,6 +29,9 @@ type IdleWarning struct {
 // tells) or it was warned in this idle stretch: a warning given at or
 // after the stretch began (Alloc.IdleWarned) on every member.
 func (st *state) idleWarnings() {
+	if !slices.ContainsFunc(st.e.p.Idle, func(r *policy.IdleRule) bool { return r.WarnBefore > 0 }) {
+		return // no rule warns: no pass over the units
+	}
 	for ui := range st.units {
 		u := &st.units[ui]
 		rule := st.idleRule(u)
