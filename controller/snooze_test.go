@@ -22,6 +22,7 @@ func TestSnoozeDecision(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
 		rule     *policy.IdleRule
+		prev     *SnoozeState // the job's snooze before the request
 		duration string
 		until    time.Time // zero: no snooze
 		reason   string
@@ -39,9 +40,23 @@ func TestSnoozeDecision(t *testing.T) {
 		{name: "the rule allows no snooze", rule: noSnooze, duration: "2h", refused: "idle rule strict allows no snooze (max_snooze 0s)"},
 		{name: "no duration", rule: notebooks, duration: "soon", refused: `duration "soon" is no duration`},
 		{name: "negative duration", rule: notebooks, duration: "-1h", refused: "duration -1h is negative"},
+		// Asking again does not stretch max_snooze: a run of snoozes
+		// (one asked while another lasts, or within after of its end)
+		// ends at most max_snooze after the run began.
+		{name: "asked again while snoozed: the run's cap", rule: notebooks, duration: "4h",
+			prev:  &SnoozeState{At: now.Add(-3 * time.Hour), Until: now.Add(time.Hour), Asked: 4 * time.Hour},
+			until: now.Add(time.Hour),
+			reason: "idle reclaim snoozed until 14:30 UTC by a request in namespace ml (asked for 4h, cut to; idle rule notebooks allows up to 4h in a row, snoozed since 10:30 UTC)"},
+		{name: "asked again just after the run's end: refused", rule: notebooks, duration: "2h",
+			prev:    &SnoozeState{At: now.Add(-4*time.Hour - 5*time.Minute), Until: now.Add(-5 * time.Minute), Asked: 4 * time.Hour, Ended: true},
+			refused: "idle rule notebooks allows snoozes of at most 4h in a row, and ml/nb has been snoozed since 09:25 UTC"},
+		{name: "asked again once after has passed since the end: a new run", rule: notebooks, duration: "2h",
+			prev:  &SnoozeState{At: now.Add(-5 * time.Hour), Until: now.Add(-time.Hour), Asked: 4 * time.Hour, Ended: true},
+			until: now.Add(2 * time.Hour),
+			reason: "idle reclaim snoozed until 15:30 UTC by a request in namespace ml (asked for 2h; idle rule notebooks allows up to 4h)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s, why, err := snoozeDecision(tc.rule, jobKey{"ml", "nb"}, tc.duration, by, now)
+			s, why, err := snoozeDecision(tc.rule, tc.prev, jobKey{"ml", "nb"}, tc.duration, by, now)
 			if tc.refused != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.refused) || s != nil {
 					t.Fatalf("got %+v, %v; want refused with %q", s, err, tc.refused)
