@@ -44,15 +44,15 @@ func TestSnoozeDecision(t *testing.T) {
 		// (one asked while another lasts, or within after of its end)
 		// ends at most max_snooze after the run began.
 		{name: "asked again while snoozed: the run's cap", rule: notebooks, duration: "4h",
-			prev:  &SnoozeState{At: now.Add(-3 * time.Hour), Until: now.Add(time.Hour), Asked: 4 * time.Hour},
-			until: now.Add(time.Hour),
+			prev:   &SnoozeState{At: now.Add(-3 * time.Hour), Until: now.Add(time.Hour), Asked: 4 * time.Hour},
+			until:  now.Add(time.Hour),
 			reason: "idle reclaim snoozed until 14:30 UTC by a request in namespace ml (asked for 4h, cut to; idle rule notebooks allows up to 4h in a row, snoozed since 10:30 UTC)"},
 		{name: "asked again just after the run's end: refused", rule: notebooks, duration: "2h",
 			prev:    &SnoozeState{At: now.Add(-4*time.Hour - 5*time.Minute), Until: now.Add(-5 * time.Minute), Asked: 4 * time.Hour, Ended: true},
 			refused: "idle rule notebooks allows snoozes of at most 4h in a row, and ml/nb has been snoozed since 09:25 UTC"},
 		{name: "asked again once after has passed since the end: a new run", rule: notebooks, duration: "2h",
-			prev:  &SnoozeState{At: now.Add(-5 * time.Hour), Until: now.Add(-time.Hour), Asked: 4 * time.Hour, Ended: true},
-			until: now.Add(2 * time.Hour),
+			prev:   &SnoozeState{At: now.Add(-5 * time.Hour), Until: now.Add(-time.Hour), Asked: 4 * time.Hour, Ended: true},
+			until:  now.Add(2 * time.Hour),
 			reason: "idle reclaim snoozed until 15:30 UTC by a request in namespace ml (asked for 2h; idle rule notebooks allows up to 4h)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
