@@ -71,30 +71,13 @@ func (c *PauseCommand) Run(args []string) int {
 		c.UI.Error(c.Help())
 		return 1
 	}
-	ns := c.Namespace()
-	if ns == "" {
-		ns = "default"
-	}
-	client, err := c.Client()
-	if err != nil {
-		c.UI.Error(err.Error())
-		return 1
-	}
-	// The job a prefix names, or a missing job, at once. A token that may
-	// not list jobs (one with only acl/steward-user.policy.hcl) still
-	// leaves its request for the ID as given: the controller acts only on
-	// a job of that name in that namespace, and logs and drops a request
-	// for none.
-	ref, err := resolveJob(client, ns, fs.Arg(0), nil)
+	client, ref, err := c.requestTarget(fs.Arg(0))
 	if err != nil {
 		c.UI.Error(err.Error())
 		return 1
 	}
 	ns, job := ref.Namespace, ref.ID
-	by := "steward " + c.action
-	if u, err := user.Current(); err == nil {
-		by = u.Username
-	}
+	by := requester("steward " + c.action)
 	req := controller.Request{Action: c.action, By: by, At: time.Now()}
 	if err := controller.SubmitRequest(context.Background(), controller.NewNomad(client), ns, job, req); err != nil {
 		c.UI.Error(err.Error())
@@ -102,6 +85,34 @@ func (c *PauseCommand) Run(args []string) int {
 	}
 	c.UI.Output(fmt.Sprintf("%s of %s/%s requested; the controller carries it out (see steward status)", c.action, ns, job))
 	return 0
+}
+
+// requestTarget is the client and the job a request (pause, resume,
+// snooze) names: the job a prefix names, or a missing job, at once. A
+// token that may not list jobs (one with only acl/steward-user.policy.hcl,
+// or a workload identity bound to it) still leaves its request for the ID
+// as given: the controller acts only on a job of that name in that
+// namespace, and logs and drops a request for none.
+func (m *Meta) requestTarget(arg string) (*api.Client, jobRef, error) {
+	ns := m.Namespace()
+	if ns == "" {
+		ns = "default"
+	}
+	client, err := m.Client()
+	if err != nil {
+		return nil, jobRef{}, err
+	}
+	ref, err := resolveJob(client, ns, arg, nil)
+	return client, ref, err
+}
+
+// requester is who a request says it is from (shown in the CLI's output
+// only; the controller does not believe it).
+func requester(fallback string) string {
+	if u, err := user.Current(); err == nil {
+		return u.Username
+	}
+	return fallback
 }
 
 // isForbidden reports a 403 from Nomad: the token lacks the capability.

@@ -3,7 +3,6 @@ package command
 import (
 	"context"
 	"fmt"
-	"os/user"
 	"strings"
 	"time"
 
@@ -65,29 +64,14 @@ func (c *SnoozeCommand) Run(args []string) int {
 		c.UI.Error(fmt.Sprintf("snooze: %q is no duration such as \"2h\" or \"90m\"", fs.Arg(1)))
 		return 1
 	}
-	ns := c.Namespace()
-	if ns == "" {
-		ns = "default"
-	}
-	client, err := c.Client()
-	if err != nil {
-		c.UI.Error(err.Error())
-		return 1
-	}
-	// As pause does: the job a prefix names, or a missing job, at once;
-	// a token that may not list jobs (a workload identity with only
-	// acl/steward-user.policy.hcl) goes on with the ID as given.
-	ref, err := resolveJob(client, ns, fs.Arg(0), nil)
+	client, ref, err := c.requestTarget(fs.Arg(0))
 	if err != nil {
 		c.UI.Error(err.Error())
 		return 1
 	}
 	ns, job := ref.Namespace, ref.ID
 	before := snoozeRecord(client, ns, job)
-	by := "steward snooze"
-	if u, err := user.Current(); err == nil {
-		by = u.Username
-	}
+	by := requester("steward snooze")
 	req := controller.Request{Action: "snooze", Duration: d, By: by, At: time.Now()}
 	if err := controller.SubmitRequest(context.Background(), controller.NewNomad(client), ns, job, req); err != nil {
 		c.UI.Error(err.Error())
