@@ -99,16 +99,19 @@ func (s *SnoozeState) runStart() time.Time {
 
 // snoozeText is how the record and the decision say a snooze: "idle
 // reclaim snoozed until 15:30 UTC by request in namespace ml (asked for
-// 2h; idle rule notebooks allows up to 4h)".
+// 2h; idle rule notebooks allows up to 4h)", or when cut "(asked for 10h,
+// cut to 4h; idle rule notebooks allows up to 4h)".
 func snoozeText(s *SnoozeState, rule *policy.IdleRule, now time.Time) string {
 	end := engine.SnoozeEnd(engine.Snooze{At: s.runStart(), Until: s.Until}, rule)
 	layout := "15:04 UTC"
 	if y, m, d := end.UTC().Date(); y != now.UTC().Year() || m != now.UTC().Month() || d != now.UTC().Day() {
 		layout = "Jan 2 15:04 UTC"
 	}
+	// The snooze granted, when shorter than asked: cut to max_snooze,
+	// to what is left of the run, or by a max_snooze lowered since.
 	cut := ""
-	if s.Until.Before(s.At.Add(s.Asked)) {
-		cut = ", cut to"
+	if end.Before(s.At.Add(s.Asked)) {
+		cut = ", cut to " + shortDuration(end.Sub(s.At).Round(time.Second))
 	}
 	run := ""
 	if start := s.runStart(); start.Before(s.At) {

@@ -31,7 +31,7 @@ func TestSnoozeDecision(t *testing.T) {
 		{name: "within max_snooze", rule: notebooks, duration: "2h", until: now.Add(2 * time.Hour),
 			reason: "idle reclaim snoozed until 15:30 UTC by a request in namespace ml (asked for 2h; idle rule notebooks allows up to 4h)"},
 		{name: "beyond max_snooze is cut to it", rule: notebooks, duration: "10h", until: now.Add(4 * time.Hour),
-			reason: "idle reclaim snoozed until 17:30 UTC by a request in namespace ml (asked for 10h, cut to; idle rule notebooks allows up to 4h)"},
+			reason: "idle reclaim snoozed until 17:30 UTC by a request in namespace ml (asked for 10h, cut to 4h; idle rule notebooks allows up to 4h)"},
 		{name: "ending on another day names it", rule: &policy.IdleRule{Name: "nb", MaxSnooze: 24 * time.Hour}, duration: "12h",
 			until: now.Add(12 * time.Hour), reason: "idle reclaim snoozed until Nov 23 01:30 UTC by"},
 		{name: "0s ends a snooze", rule: notebooks, duration: "0s",
@@ -46,7 +46,7 @@ func TestSnoozeDecision(t *testing.T) {
 		{name: "asked again while snoozed: the run's cap", rule: notebooks, duration: "4h",
 			prev:   &SnoozeState{At: now.Add(-3 * time.Hour), Until: now.Add(time.Hour), Asked: 4 * time.Hour},
 			until:  now.Add(time.Hour),
-			reason: "idle reclaim snoozed until 14:30 UTC by a request in namespace ml (asked for 4h, cut to; idle rule notebooks allows up to 4h in a row, snoozed since 10:30 UTC)"},
+			reason: "idle reclaim snoozed until 14:30 UTC by a request in namespace ml (asked for 4h, cut to 1h; idle rule notebooks allows up to 4h in a row, snoozed since 10:30 UTC)"},
 		{name: "asked again just after the run's end: refused", rule: notebooks, duration: "2h",
 			prev:    &SnoozeState{At: now.Add(-4*time.Hour - 5*time.Minute), Until: now.Add(-5 * time.Minute), Asked: 4 * time.Hour, Ended: true},
 			refused: "idle rule notebooks allows snoozes of at most 4h in a row, and ml/nb has been snoozed since 09:25 UTC"},
@@ -71,6 +71,41 @@ func TestSnoozeDecision(t *testing.T) {
 			}
 			if !strings.HasPrefix(why.Message, tc.reason) {
 				t.Errorf("reason %q, want %q", why.Message, tc.reason)
+			}
+		})
+	}
+}
+
+// TestSnoozeText: the record's words for a snooze in force, exactly; a
+// snooze shorter than asked says what it was cut to.
+func TestSnoozeText(t *testing.T) {
+	now := time.Date(2026, 11, 22, 13, 30, 0, 0, time.UTC)
+	by := "a request in namespace ml"
+	rule := func(max time.Duration) *policy.IdleRule {
+		return &policy.IdleRule{Name: "notebooks", Threshold: 10, After: 15 * time.Minute, MaxSnooze: max}
+	}
+	for _, tc := range []struct {
+		name string
+		rule *policy.IdleRule
+		s    SnoozeState
+		want string
+	}{
+		{name: "as asked", rule: rule(4 * time.Hour), s: SnoozeState{At: now, Until: now.Add(2 * time.Hour), Asked: 2 * time.Hour, By: by},
+			want: "idle reclaim snoozed until 15:30 UTC by a request in namespace ml (asked for 2h; idle rule notebooks allows up to 4h)"},
+		{name: "cut to max_snooze of a minute", rule: rule(time.Minute), s: SnoozeState{At: now, Until: now.Add(time.Minute), Asked: 2 * time.Hour, By: by},
+			want: "idle reclaim snoozed until 13:31 UTC by a request in namespace ml (asked for 2h, cut to 1m; idle rule notebooks allows up to 1m)"},
+		{name: "cut to what is left of the run", rule: rule(4 * time.Hour),
+			s:    SnoozeState{At: now, Since: now.Add(-150 * time.Minute), Until: now.Add(90 * time.Minute), Asked: 2 * time.Hour, By: by},
+			want: "idle reclaim snoozed until 15:00 UTC by a request in namespace ml (asked for 2h, cut to 1h30m; idle rule notebooks allows up to 4h in a row, snoozed since 11:00 UTC)"},
+		{name: "cut by a max_snooze lowered since", rule: rule(30 * time.Minute), s: SnoozeState{At: now, Until: now.Add(2 * time.Hour), Asked: 2 * time.Hour, By: by},
+			want: "idle reclaim snoozed until 14:00 UTC by a request in namespace ml (asked for 2h, cut to 30m; idle rule notebooks allows up to 30m)"},
+		{name: "an odd remainder is said to the second", rule: rule(4 * time.Hour),
+			s:    SnoozeState{At: now, Since: now.Add(-3*time.Hour - 20*time.Minute - 10500*time.Millisecond), Until: now.Add(39*time.Minute + 49500*time.Millisecond), Asked: time.Hour, By: by},
+			want: "idle reclaim snoozed until 14:09 UTC by a request in namespace ml (asked for 1h, cut to 39m50s; idle rule notebooks allows up to 4h in a row, snoozed since 10:09 UTC)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := snoozeText(&tc.s, tc.rule, now); got != tc.want {
+				t.Errorf("got  %q\nwant %q", got, tc.want)
 			}
 		})
 	}
