@@ -92,3 +92,39 @@ func TestFormatJobStatus(t *testing.T) {
 		t.Errorf("a job not waiting:\n%s", out)
 	}
 }
+
+// TestQueueJSON: steward queue -json gives each entry's forecast as RFC
+// 3339 times, and leaves the fields out of an entry with no forecast
+// (never "0001-01-01T00:00:00Z").
+func TestQueueJSON(t *testing.T) {
+	out := outputFlags{json: true}
+	for _, tc := range []struct {
+		name    string
+		entry   controller.QueueEntry
+		want    []string
+		notWant []string
+	}{
+		{name: "a forecast", entry: testQueue()[0],
+			want: []string{`"forecast_p50": "2026-11-22T12:04:00Z"`, `"forecast_p90": "2026-11-22T12:09:00Z"`}},
+		{name: "no forecast", entry: testQueue()[2],
+			want:    []string{`"job": "research/odd"`, `"waiting_since": "2026-11-22T09:00:00Z"`},
+			notWant: []string{"forecast_p50", "forecast_p90", "0001-01-01"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := out.format([]controller.QueueEntry{tc.entry})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(got, w) {
+					t.Errorf("JSON lacks %s:\n%s", w, got)
+				}
+			}
+			for _, w := range tc.notWant {
+				if strings.Contains(got, w) {
+					t.Errorf("JSON has %s:\n%s", w, got)
+				}
+			}
+		})
+	}
+}

@@ -33,7 +33,7 @@ type SnoozeState struct {
 	// every few hours would keep idle GPUs for good: the cap is the
 	// operator's, not the tenant's. Zero in states written before it:
 	// At.
-	Since time.Time `json:"since,omitempty"`
+	Since time.Time `json:"since,omitzero"`
 	// Ended: the snooze has ended and its record says so; it is kept
 	// only to continue its run.
 	Ended bool `json:"ended,omitempty"`

@@ -76,9 +76,11 @@ type QueueEntry struct {
 	// ForecastP50 and ForecastP90 are the forecast start times (zero: no
 	// forecast, e.g. a GPU model no node has). ForecastNote says what the
 	// forecast rests on ("run times from steward.expected_runtime of 3 of
-	// 5 running jobs; similar jobs for the rest").
-	ForecastP50  time.Time `json:"forecast_p50,omitempty"`
-	ForecastP90  time.Time `json:"forecast_p90,omitempty"`
+	// 5 running jobs; similar jobs for the rest"). omitzero: with no
+	// forecast, JSON (steward queue -json) leaves them out rather than
+	// saying "0001-01-01T00:00:00Z" (omitempty never omits a struct).
+	ForecastP50  time.Time `json:"forecast_p50,omitzero"`
+	ForecastP90  time.Time `json:"forecast_p90,omitzero"`
 	ForecastNote string    `json:"forecast_note,omitempty"`
 	// QueueLength and TenantQueueLength are how many jobs wait in the
 	// cluster and in its tenant ("3 of 12").
