@@ -29,6 +29,7 @@ import (
 
 	"github.com/gpu-steward/steward/internal/safefs"
 	"github.com/gpu-steward/steward/internal/version"
+	"github.com/gpu-steward/steward/policy"
 )
 
 const (
@@ -528,6 +529,12 @@ func checkpointSignalFor(tc *TaskConfig, env map[string]string, def string) (str
 	for _, key := range []string{metaCheckpointSignal, metaCheckpointSignalClean} {
 		if v := env[key]; strings.TrimSpace(v) != "" {
 			sig, err := normaliseSignal(v)
+			if err == nil {
+				// The controller sends the job's signal through Nomad,
+				// and refuses (sending the policy's) one Nomad cannot
+				// send: the task must not wait for it either.
+				_, err = policy.CheckpointSignal(v)
+			}
 			if err != nil {
 				return "", fmt.Errorf("job meta steward.checkpoint_signal: %w; fix the job's meta (or set the task's checkpoint_signal)", err)
 			}

@@ -28,6 +28,8 @@ func TestCheckpointSignalFor(t *testing.T) {
 		{name: "task config beats job meta", config: "SIGTERM", env: map[string]string{"NOMAD_META_steward.checkpoint_signal": "SIGUSR2"}, want: "SIGTERM"},
 		{name: "bad job meta", env: map[string]string{"NOMAD_META_steward.checkpoint_signal": "SIGFOO"},
 			wantErr: `job meta steward.checkpoint_signal: "SIGFOO" is not a signal name (like "SIGUSR1", or "none"); fix the job's meta`},
+		{name: "job meta Nomad cannot send", env: map[string]string{"NOMAD_META_steward.checkpoint_signal": "SIGPWR"},
+			wantErr: `job meta steward.checkpoint_signal: "SIGPWR" is a signal Nomad cannot send: its raw_exec and exec drivers would send SIGINT instead; fix the job's meta`},
 		{name: "bad cleaned job meta", env: map[string]string{"NOMAD_META_steward_checkpoint_signal": "sometimes"}, wantErr: `"sometimes" is not a signal name`},
 		{name: "bad task config", config: "SIGFOO", wantErr: `"SIGFOO" is not a signal name`},
 	} {

@@ -116,25 +116,32 @@ func (p *Policy) gangOf(meta map[string]string) (bool, string) {
 	return b, ""
 }
 
-// checkpointOf reads the checkpoint meta key: a Linux signal name or
-// "none"; anything else keeps the policy's signal, and is a problem.
+// checkpointOf reads the checkpoint meta key: a signal name Nomad can
+// send (CheckpointSignal) or "none"; anything else keeps the policy's
+// signal, and is a problem. So does a Linux signal Nomad cannot send: the
+// controller would send it, and raw_exec and exec would interrupt the task
+// with SIGINT instead, with no checkpoint.
 func (p *Policy) checkpointOf(meta map[string]string) (string, string) {
 	def := p.Preemption.CheckpointSignal
 	v, ok := meta[p.Defaults.CheckpointMetaKey]
 	if !ok || strings.TrimSpace(v) == "" {
 		return def, ""
 	}
-	sig, err := NormalizeSignal(v)
-	if err != nil {
+	uses := def
+	if uses == "" {
+		uses = "none"
+	}
+	if _, err := NormalizeSignal(v); err != nil {
 		hint := ""
 		if c := closestSignal(v); c != "" {
 			hint = " (did you mean " + c + "?)"
 		}
-		uses := def
-		if uses == "" {
-			uses = "none"
-		}
 		return def, fmt.Sprintf("%s %q is not a signal name%s: uses %s", p.Defaults.CheckpointMetaKey, v, hint, uses)
+	}
+	sig, err := CheckpointSignal(v)
+	if err != nil {
+		return def, fmt.Sprintf("%s %q is a signal Nomad cannot send (raw_exec and exec would send SIGINT): uses %s",
+			p.Defaults.CheckpointMetaKey, v, uses)
 	}
 	return sig, ""
 }

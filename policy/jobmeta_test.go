@@ -121,6 +121,23 @@ func TestResolveJob(t *testing.T) {
 			problems: []string{`steward.checkpoint_signal "SIGUSR3" is not a signal name (did you mean SIGUSR1?): uses SIGUSR1`},
 		},
 		{
+			name: `checkpoint "SIGPWR": a Linux signal Nomad cannot send`, namespace: "product",
+			meta:   map[string]string{"steward.checkpoint_signal": "SIGPWR"},
+			tenant: "product", tier: "training", checkpoint: "SIGUSR1",
+			problems: []string{`steward.checkpoint_signal "SIGPWR" is a signal Nomad cannot send (raw_exec and exec would send SIGINT): uses SIGUSR1`},
+		},
+		{
+			name: `checkpoint "poll" (SIGPOLL, which Nomad lacks)`, namespace: "product",
+			meta:   map[string]string{"steward.checkpoint_signal": "poll"},
+			tenant: "product", tier: "training", checkpoint: "SIGUSR1",
+			problems: []string{`steward.checkpoint_signal "poll" is a signal Nomad cannot send (raw_exec and exec would send SIGINT): uses SIGUSR1`},
+		},
+		{
+			name: `checkpoint "usr2" is honoured`, namespace: "product",
+			meta:   map[string]string{"steward.checkpoint_signal": "usr2"},
+			tenant: "product", tier: "training", checkpoint: "SIGUSR2",
+		},
+		{
 			name: `checkpoint "none" opts out`, namespace: "product",
 			meta:   map[string]string{"steward.checkpoint_signal": "none"},
 			tenant: "product", tier: "training", checkpoint: "",

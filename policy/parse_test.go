@@ -2,6 +2,7 @@ package policy
 
 import (
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -9,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/consul-template/signals"
 	"github.com/hashicorp/hcl/v2"
 )
 
@@ -300,7 +302,8 @@ func TestParseSignals(t *testing.T) {
 		{"none", "none", ""},
 		{"NONE", "NONE", ""},
 		{"empty", "", ""},
-		{"power failure", "SIGPWR", "SIGPWR"},
+		{"hang up", "hup", "SIGHUP"},
+		{"an alias", "SIGIOT", "SIGIOT"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -513,5 +516,37 @@ func TestTierCapGrace(t *testing.T) {
 				t.Errorf("CapGrace(%v) = %v, want %v", tt.grace, got, tt.want)
 			}
 		})
+	}
+}
+
+// TestNomadSignalsAreNomads: the names CheckpointSignal accepts are those
+// Nomad's raw_exec and exec drivers send as named (consul-template's
+// signals.SignalLookup, less SIGNULL); every other Linux name would reach
+// the task as SIGINT.
+func TestNomadSignalsAreNomads(t *testing.T) {
+	want := map[string]bool{}
+	for name := range signals.SignalLookup {
+		if name != "SIGNULL" {
+			want[name] = true
+		}
+	}
+	if !maps.Equal(nomadSignals, want) {
+		t.Errorf("nomadSignals %v, Nomad's %v", keys(nomadSignals), keys(want))
+	}
+	for name := range nomadSignals {
+		if !linuxSignals[name] {
+			t.Errorf("%s is no Linux signal name", name)
+		}
+	}
+	for _, tc := range []struct{ in, want, err string }{
+		{in: "usr1", want: "SIGUSR1"},
+		{in: "none", want: ""},
+		{in: "SIGPWR", err: `"SIGPWR" is a signal Nomad cannot send: its raw_exec and exec drivers would send SIGINT instead`},
+		{in: "SIGFOO", err: `"SIGFOO" is not a Linux signal name`},
+	} {
+		got, err := CheckpointSignal(tc.in)
+		if got != tc.want || (err == nil) != (tc.err == "") || err != nil && err.Error() != tc.err {
+			t.Errorf("CheckpointSignal(%q) = %q, %v; want %q, %q", tc.in, got, err, tc.want, tc.err)
+		}
 	}
 }

@@ -20,6 +20,33 @@ var linuxSignals = map[string]bool{
 	"SIGSYS": true,
 }
 
+// nomadSignals are the names Nomad can send to a task: its raw_exec and
+// exec drivers look a signal up by name (consul-template's
+// signals.SignalLookup) and send SIGINT for a name they lack, interrupting
+// the task instead of asking it to checkpoint. A checkpoint signal must be
+// one of these, whatever the job's driver: the controller sends it through
+// Nomad. TestNomadSignalsAreNomads keeps the list Nomad's.
+var nomadSignals = map[string]bool{
+	"SIGABRT": true, "SIGALRM": true, "SIGBUS": true, "SIGCONT": true,
+	"SIGFPE": true, "SIGHUP": true, "SIGILL": true, "SIGINT": true,
+	"SIGIO": true, "SIGIOT": true, "SIGKILL": true, "SIGPIPE": true,
+	"SIGPROF": true, "SIGQUIT": true, "SIGSEGV": true, "SIGSTOP": true,
+	"SIGSYS": true, "SIGTERM": true, "SIGTRAP": true, "SIGTSTP": true,
+	"SIGTTIN": true, "SIGTTOU": true, "SIGUSR1": true, "SIGUSR2": true,
+	"SIGWINCH": true, "SIGXCPU": true, "SIGXFSZ": true,
+}
+
+// CheckpointSignal is NormalizeSignal for a checkpoint signal, which the
+// controller sends through Nomad: a Linux signal name Nomad cannot send
+// (SIGPWR, say: raw_exec and exec would send SIGINT) is refused too.
+func CheckpointSignal(s string) (string, error) {
+	name, err := NormalizeSignal(s)
+	if err != nil || name == "" || nomadSignals[name] {
+		return name, err
+	}
+	return "", fmt.Errorf("%q is a signal Nomad cannot send: its raw_exec and exec drivers would send SIGINT instead", s)
+}
+
 // uncatchableSignals cannot be handled by a process, so a job sent one as its
 // checkpoint signal gets no chance to checkpoint.
 var uncatchableSignals = map[string]bool{"SIGKILL": true, "SIGSTOP": true}

@@ -438,6 +438,9 @@ func (c *checker) preemption() {
 		c.errorf(at("checkpoint_signal"), "Invalid signal",
 			"%q is not a Linux signal name; use a name such as \"SIGUSR1\" or \"SIGTERM\", or \"none\" for no checkpoint signal.%s",
 			sig, suggest)
+	case !nomadSignals[sig]:
+		c.errorf(at("checkpoint_signal"), "Signal Nomad cannot send",
+			"Nomad cannot send %s: its raw_exec and exec drivers would interrupt victims with SIGINT instead, with no checkpoint. Use a signal such as \"SIGUSR1\" or \"SIGTERM\".", sig)
 	case uncatchableSignals[sig]:
 		c.warnf(at("checkpoint_signal"), "Signal cannot be caught",
 			"A job cannot handle %s, so it gets no chance to checkpoint; use \"none\" to stop preempted jobs without a grace period.", sig)

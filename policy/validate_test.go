@@ -398,6 +398,11 @@ tenant "platform" {
 			want: []wantDiag{{"a.hcl:3,23", "Invalid signal", `"SIGUSR3" is not a Linux signal name; use a name such as "SIGUSR1" or "SIGTERM", or "none" for no checkpoint signal. Did you mean "SIGUSR1"?`}},
 		},
 		{
+			name: "a Linux signal Nomad cannot send",
+			src:  "tier \"t\" { priority = 5 }\npreemption { checkpoint_signal = \"pwr\" }\n",
+			want: []wantDiag{{"a.hcl:2,34", "Signal Nomad cannot send", "Nomad cannot send SIGPWR: its raw_exec and exec drivers would interrupt victims with SIGINT instead"}},
+		},
+		{
 			name: "uncatchable signal is a warning",
 			src:  "tier \"t\" { priority = 5 }\npreemption { checkpoint_signal = \"kill\" }\n",
 			want: []wantDiag{{"a.hcl:2,34", "Signal cannot be caught", "A job cannot handle SIGKILL"}},
