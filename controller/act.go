@@ -57,6 +57,7 @@ func (c *Controller) execute(ctx context.Context, r *round, a engine.Action) err
 			d.On = r.gpusOf(a.Allocs)
 		}
 		d.MoveTo = a.MoveTo
+		d.Unadmitted = a.Kind == engine.Preempt && a.Reason.Rule == engine.RuleLimit && c.neverAdmitted(a.Allocs)
 		if d.For != "" && d.Signal != "" {
 			// The beneficiary waits for this drain: a resume of it later
 			// in this plan waits too (beneficiaryDraining).
@@ -292,13 +293,16 @@ func (c *Controller) finishDrain(ctx context.Context, r *round, st *JobState, d 
 	} else {
 		groups[d.Group] = len(d.Allocs)
 	}
-	if d.Kind != "pause" {
+	if d.Kind != "pause" && !d.Unadmitted {
 		// Idle releases count too: the eviction cap is about how often a
-		// job is stopped, whatever the reason.
+		// job is stopped, whatever the reason. Work stopped before it was
+		// ever admitted was not evicted.
 		st.Preemptions = append(st.Preemptions, r.now)
 	}
 	status := StatusPreempted
 	switch {
+	case d.Unadmitted:
+		status = StatusHeld
 	case d.MoveTo != "":
 		status = StatusMigrating
 	case d.Kind == "pause":
@@ -317,7 +321,7 @@ func (c *Controller) finishDrain(ctx context.Context, r *round, st *JobState, d 
 			st.hold(g, n, count, d.Rule, r.now, job.ModifyIndex)
 			st.keepScaling(g, job.Groups[g].Scaling)
 		}
-		if d.Kind == string(engine.Preempt) {
+		if d.Kind == string(engine.Preempt) && !d.Unadmitted {
 			if st.Interrupted == nil {
 				st.Interrupted = map[string]bool{}
 			}
@@ -351,7 +355,9 @@ func (c *Controller) finishDrain(ctx context.Context, r *round, st *JobState, d 
 	}
 	sort.Strings(names)
 	verb := "Steward preempts"
-	if d.Kind == "pause" {
+	if d.Unadmitted {
+		verb = "Steward holds (over its tenant's limit)"
+	} else if d.Kind == "pause" {
 		verb = "Steward pauses"
 	} else if !d.Requeue {
 		verb = "Steward stops (idle)"
@@ -369,6 +375,22 @@ func (c *Controller) finishDrain(ctx context.Context, r *round, st *JobState, d 
 	c.metrics.preempted(d, job, pol)
 	r.acted++
 	return firstErr
+}
+
+// neverAdmitted reports whether allocations were placed by Nomad since
+// the last plan of this lead term (none of them in it): the plan that stops
+// them for a tenant's limit is the first to see them, so they were never
+// admitted. Before a first plan nothing is known: admitted.
+func (c *Controller) neverAdmitted(allocs []string) bool {
+	if c.planned == nil || len(allocs) == 0 {
+		return false
+	}
+	for _, id := range allocs {
+		if c.planned[id] {
+			return false
+		}
+	}
+	return true
 }
 
 // signalDelay is how long after recording a preemption its checkpoint

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -117,6 +118,67 @@ func TestPreemption(t *testing.T) {
 			c2.finishDrains(context.Background(), r3)
 			if st := c2.states[jobKey{"ml", "train"}]; len(st.Draining) != 0 {
 				t.Fatalf("finished drain kept after its victims stopped: %+v", st.Draining)
+			}
+		})
+	}
+}
+
+// TestLimitStopOfUnadmittedWork: work the limit stops before any plan saw
+// it (Nomad placed it over its tenant's limit between two rounds) was never
+// admitted: its job is held by the limit, with the limit's reason, and the
+// stop is no preemption (not counted toward the eviction cap). Work an
+// earlier plan saw run (a limit lowered since) is preempted, as is new work
+// stopped for another rule, and any before the term's first plan.
+func TestLimitStopOfUnadmittedWork(t *testing.T) {
+	limit := engine.Reason{Rule: engine.RuleLimit, Message: "tenant ml holds 3 GPUs, limit 2: giving back 1"}
+	priority := engine.Reason{Rule: engine.RulePriority, Message: "tier training (priority 40) yields 1 GPU to ml/nb/work"}
+	for _, tc := range []struct {
+		name        string
+		planned     map[string]bool // allocations the last plan saw (nil: no plan yet)
+		reason      engine.Reason
+		status      string
+		preemptions int
+		scale       string
+	}{
+		{name: "placed since the last plan: held by the limit", planned: map[string]bool{"a1": true}, reason: limit,
+			status: StatusHeld,
+			scale:  "scale ml/train work 1: Steward holds (over its tenant's limit) 1 allocation: " + limit.Message},
+		{name: "seen by an earlier plan (limit lowered): preempted", planned: map[string]bool{"a1": true, "a2": true}, reason: limit,
+			status: StatusPreempted, preemptions: 1,
+			scale: "scale ml/train work 1: Steward preempts 1 allocation: " + limit.Message},
+		{name: "before the term's first plan: preempted", reason: limit,
+			status: StatusPreempted, preemptions: 1,
+			scale: "scale ml/train work 1: Steward preempts 1 allocation: " + limit.Message},
+		{name: "new work stopped for another rule: preempted", planned: map[string]bool{"a1": true}, reason: priority,
+			status: StatusPreempted, preemptions: 1,
+			scale: "scale ml/train work 1: Steward preempts 1 allocation: " + priority.Message},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFakeNomad()
+			c := testController(t, f)
+			c.planned = tc.planned
+			train := job("ml", "train", "training", 40, 2, 1)
+			r := roundWith([]*ObservedJob{train}, []ObservedAlloc{alloc("a1", "train"), alloc("a2", "train")})
+			a := engine.Action{Kind: engine.Preempt, Job: engine.JobRef{Namespace: "ml", ID: "train"}, Group: "work",
+				Allocs: []string{"a2"}, GPUs: 1, Requeue: true, Reason: tc.reason}
+			if err := c.execute(context.Background(), r, a); err != nil {
+				t.Fatal(err)
+			}
+			st := c.states[jobKey{"ml", "train"}]
+			if st.Status != tc.status || len(st.Preemptions) != tc.preemptions || st.heldCount() != 1 ||
+				st.Reason != tc.reason.Message || st.Rule != string(tc.reason.Rule) {
+				t.Errorf("state: status %q, %d preemptions, %d held, reason %q (%s); want %q, %d, 1, %q (%s)", st.Status,
+					len(st.Preemptions), st.heldCount(), st.Reason, st.Rule, tc.status, tc.preemptions, tc.reason.Message, tc.reason.Rule)
+			}
+			if st.Interrupted["work"] != (tc.preemptions > 0) {
+				t.Errorf("interrupted %v: want %v", st.Interrupted, tc.preemptions > 0)
+			}
+			if got := f.callsMatching("scale "); len(got) != 1 || got[0] != tc.scale {
+				t.Errorf("scale calls %q, want %q", got, tc.scale)
+			}
+			if items := recordItems(testPolicy(t), st, train, time.Time{}, t0); items["steward_state"] != tc.status ||
+				items["steward_preemptions"] != strconv.Itoa(tc.preemptions) || items["steward_reason"] != tc.reason.Message {
+				t.Errorf("record %v", items)
 			}
 		})
 	}

@@ -74,6 +74,11 @@ type Controller struct {
 	notifier *notifier
 	// fc forecasts the waiting jobs' starts (forecast.go).
 	fc *queueForecaster
+	// planned holds the allocations the last round of this lead term
+	// planned with (nil: none yet): one the limit stops before any plan
+	// saw it was placed by Nomad over its tenant's limit, never admitted
+	// (neverAdmitted).
+	planned map[string]bool
 
 	pressureMu    sync.Mutex
 	pressureSince time.Time

@@ -80,6 +80,7 @@ const notifyShutdownWait = 3 * time.Second
 func (c *Controller) lead(ctx context.Context) error {
 	c.setHealth(func(h *Health) { h.Leader = !c.cfg.DryRun })
 	c.metrics.leader.Set(1)
+	c.planned = nil // what another leader saw meanwhile is not known
 	defer c.metrics.stepDown()
 	defer c.setHealth(func(h *Health) { h.Leader = false })
 
@@ -248,6 +249,9 @@ func (c *Controller) reconcile(ctx context.Context) (time.Time, error) {
 	for _, a := range plan.Actions {
 		d := Decision{At: r.now, Kind: string(a.Kind), Job: a.Job.String(), Group: a.Group, GPUs: a.GPUs,
 			Rule: string(a.Reason.Rule), Reason: a.Reason.Message, DryRun: c.cfg.DryRun}
+		if a.Kind == engine.Preempt && a.Reason.Rule == engine.RuleLimit && c.neverAdmitted(a.Allocs) {
+			d.Kind = string(engine.Hold) // placed over the limit, never admitted (execute)
+		}
 		if c.cfg.DryRun {
 			c.log.Info("would "+string(a.Kind), "job", a.Job.String(), "group", a.Group, "gpus", a.GPUs, "reason", a.Reason.String())
 			c.remember(d)
@@ -284,6 +288,7 @@ func (c *Controller) reconcile(ctx context.Context) (time.Time, error) {
 		}
 		c.remember(d)
 	}
+	c.planned = r.alive
 	if !c.cfg.DryRun {
 		for _, w := range plan.Warnings {
 			c.warnIdle(ctx, r, pol, w)

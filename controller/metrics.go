@@ -97,8 +97,8 @@ func (m *metrics) action(a engine.Action, _ *policy.Policy) {
 }
 
 func (m *metrics) preempted(d *Drain, job *ObservedJob, pol *policy.Policy) {
-	if d.Kind == "pause" {
-		return
+	if d.Kind == "pause" || d.Unadmitted {
+		return // a hold, not a preemption
 	}
 	set := pol.ResolveJob(job.Namespace, job.Meta)
 	m.preemptions.WithLabelValues(d.Rule, set.Tier, set.Tenant.Name).Inc()

@@ -146,6 +146,11 @@ type Drain struct {
 	MoveTo string `json:"move_to,omitempty"`
 	Rule   string `json:"rule"`
 	Reason string `json:"reason"`
+	// Unadmitted: the limit stops work Nomad placed over its tenant's
+	// limit before any plan saw it run (neverAdmitted). Its job is held
+	// by the limit, not preempted: the stop is no eviction (it is not in
+	// Preemptions, so it does not count toward the eviction cap).
+	Unadmitted bool `json:"unadmitted,omitempty"`
 	// stoppedAgain is when victims Nomad still ran were last stopped
 	// again (this process only): each stop makes Nomad evaluate the job,
 	// so they are retried every victimStopRetry, not at every round.
