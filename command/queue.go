@@ -31,7 +31,9 @@ Usage: steward queue [options]
   forecast start (P50 / P90) and the reason it waits.
 
   With -namespace (or NOMAD_NAMESPACE) it lists that namespace's jobs only,
-  from the view a tenant's token may read; positions stay the cluster's.
+  from the view a tenant's token may read; positions stay the cluster's,
+  and a line under the table says how many jobs wait in the cluster (the
+  "of N" of each waiting job's record, which counts jobs, not groups).
   Without, the whole cluster's queue (an operator's token).
 
   'steward status JOB' shows one job's entry in full: the blocking rule,
@@ -107,5 +109,18 @@ func FormatQueue(queue []controller.QueueEntry, now time.Time, verbose bool) str
 		rows = append(rows, fmt.Sprintf("%s|%s|%s|%d|%d (%d)|%d|%s|%s|%s", q.Job, q.Tenant, q.Tier, q.Priority,
 			q.Position, q.TenantPosition, q.GPUs, when(q.WaitingSince, now, verbose), fc, orDash(q.Reason)))
 	}
-	return columnize.SimpleFormat(rows)
+	out := columnize.SimpleFormat(rows)
+	if n := queue[0].QueueLength; n > len(queue) {
+		// A namespace's view (or a status cut to fit): positions, and
+		// each record's "of N", count every job waiting in the cluster.
+		out += fmt.Sprintf("\n\n%d of the %s waiting in the cluster listed; positions count them all.", len(queue), pluralJobs(n))
+	}
+	return out
+}
+
+func pluralJobs(n int) string {
+	if n == 1 {
+		return "1 job"
+	}
+	return fmt.Sprintf("%d jobs", n)
 }

@@ -26,12 +26,21 @@ func testQueue() []controller.QueueEntry {
 	}
 }
 
+// withLength sets the cluster's queue length on each entry.
+func withLength(q []controller.QueueEntry, n int) []controller.QueueEntry {
+	for i := range q {
+		q[i].QueueLength = n
+	}
+	return q
+}
+
 func TestFormatQueue(t *testing.T) {
 	cases := []struct {
 		name    string
 		queue   []controller.QueueEntry
 		verbose bool
 		want    []string
+		notWant []string
 	}{
 		{name: "relative times", queue: testQueue(), want: []string{
 			"Job             Tenant    Tier         Priority  Position (Tenant)  GPUs  Waiting Since  Forecast P50 / P90   Reason",
@@ -44,6 +53,9 @@ func TestFormatQueue(t *testing.T) {
 			queueNow.Add(25*time.Minute).Local().Format(time.RFC3339) + " / " + queueNow.Add(70*time.Minute).Local().Format(time.RFC3339),
 		}},
 		{name: "empty", want: []string{"No jobs waiting for GPUs"}},
+		{name: "a namespace's view says what positions count", queue: withLength(testQueue()[1:2], 3),
+			want: []string{"research/train", "2 (1)", "\n\n1 of the 3 jobs waiting in the cluster listed; positions count them all."}},
+		{name: "the whole queue: no such line", queue: withLength(testQueue(), 3), notWant: []string{"listed"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -51,6 +63,11 @@ func TestFormatQueue(t *testing.T) {
 			for _, w := range tc.want {
 				if !strings.Contains(out, w) {
 					t.Errorf("queue lacks %q:\n%s", w, out)
+				}
+			}
+			for _, w := range tc.notWant {
+				if strings.Contains(out, w) {
+					t.Errorf("queue has %q:\n%s", w, out)
 				}
 			}
 		})

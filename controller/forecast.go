@@ -27,9 +27,10 @@ const (
 	// forecastBudget bounds one forecast's wall time: replays not done by
 	// then are left out (the forecast rests on fewer draws).
 	forecastBudget = 10 * time.Second
-	// queueRecordEvery is how often, at most, a waiting job's record is
-	// rewritten because its position moved; forecasts are written when
-	// they move by more than forecastMoves.
+	// queueRecordEvery is how often, at most, the record of a waiting job
+	// behind the first queueRecordsPerRound is rewritten because its
+	// position moved; forecasts are written when they move by more than
+	// forecastMoves.
 	queueRecordEvery = time.Minute
 	// queueRecordsPerRound bounds the record writes the queue's figures
 	// cause in one round (the head of the queue first; the rest follow in
@@ -316,9 +317,11 @@ func (c *Controller) learnRunTimes(r *round, pol *policy.Policy) {
 
 // stabiliseQueue decides what waiting jobs' records show: a record is
 // rewritten when its hints change, when its forecast moves by more than
-// forecastMoves, or (at most every queueRecordEvery) when its position
-// moves; and by no more than queueRecordsPerRound jobs a round, from the
-// head of the queue. Records are check-and-set variables: a forecast that
+// forecastMoves, or when its position or the queue's length moves (at once
+// in the first queueRecordsPerRound positions, so that a record there says
+// what steward queue lists; further back at most every queueRecordEvery);
+// and by no more than queueRecordsPerRound jobs a round, from the head of
+// the queue. Records are check-and-set variables: a forecast that
 // drifts by seconds must not rewrite every waiting job's at every round.
 func (c *Controller) stabiliseQueue(r *round) {
 	fc := c.fc
@@ -347,7 +350,11 @@ func (c *Controller) stabiliseQueue(r *round) {
 		if sh.unblock != unblock || !sh.since.Equal(since) || sh.known != known || forecastMoves(sh.p50, p50, r.now) || forecastMoves(sh.p90, p90, r.now) {
 			change = true
 		}
-		if sh.position != pos && r.now.Sub(sh.positionAt) >= queueRecordEvery {
+		// The head of the queue, whose owners watch it, says what
+		// steward queue lists at once: its position and the queue's
+		// lengths. Further back a move is written at most every
+		// queueRecordEvery: one job starting moves every job behind it.
+		if sh.position != pos && (q.Position <= queueRecordsPerRound || r.now.Sub(sh.positionAt) >= queueRecordEvery) {
 			change = true
 		}
 		if !change || writes >= queueRecordsPerRound {

@@ -106,6 +106,82 @@ func TestQueueInRecordAndStatus(t *testing.T) {
 
 }
 
+// TestQueueRecordAgreesWithStatus: a waiting job's record says the
+// position and the queue's length that the status (steward queue) lists,
+// in the same round, as jobs leave the queue and join it; "of N" counts
+// the jobs waiting in the cluster, one entry each.
+func TestQueueRecordAgreesWithStatus(t *testing.T) {
+	f := newFakeNomad()
+	queueCluster(f)
+	cl := f.cl()
+	wait2 := apiJob("ml", "wait2", "training", 40, 1, 2)
+	wait2.Type = ptr("batch")
+	ev2, sum2 := apiBlockedEval(wait2, 1, t0)
+	cl.jobs["ml/wait2"], cl.summary["ml/wait2"] = wait2, sum2
+	cl.evals = append(cl.evals, ev2)
+	r := newRoundRunner(t, f)
+	if _, err := r.round(0); err != nil {
+		t.Fatal(err)
+	}
+	r.c.awaitForecast(t)
+	steps := []struct {
+		name   string
+		after  time.Duration
+		change func()
+		queue  []string // the status's queue
+		record map[string]string
+	}{
+		{name: "two waiting", after: time.Second, queue: []string{"ml/wait", "ml/wait2"}, record: map[string]string{
+			"wait": "1 of 2 in the cluster, 1 of 2 in tenant ml", "wait2": "2 of 2 in the cluster, 2 of 2 in tenant ml"}},
+		{name: "the second stops: of 1 at once", after: 6 * time.Second, change: func() {
+			stopped := *cl.jobs["ml/wait2"]
+			stopped.Stop = ptr(true)
+			cl.jobs["ml/wait2"] = &stopped
+			cl.evals = cl.evals[:1]
+			delete(cl.summary, "ml/wait2")
+		}, queue: []string{"ml/wait"}, record: map[string]string{"wait": "1 of 1 in the cluster, 1 of 1 in tenant ml"}},
+		{name: "a third joins: of 2 at once", after: 12 * time.Second, change: func() {
+			wait3 := apiJob("ml", "wait3", "training", 40, 1, 2)
+			wait3.Type = ptr("batch")
+			ev3, sum3 := apiBlockedEval(wait3, 1, t0.Add(9*time.Second))
+			cl.jobs["ml/wait3"], cl.summary["ml/wait3"] = wait3, sum3
+			cl.evals = append(cl.evals, ev3)
+		}, queue: []string{"ml/wait", "ml/wait3"}, record: map[string]string{"wait": "1 of 2 in the cluster, 1 of 2 in tenant ml"}},
+	}
+	for _, step := range steps {
+		t.Run(step.name, func(t *testing.T) {
+			if step.change != nil {
+				f.mu.Lock()
+				step.change()
+				f.mu.Unlock()
+			}
+			if _, err := r.round(step.after); err != nil {
+				t.Fatal(err)
+			}
+			st, err := ReadStatus(context.Background(), f, r.c.cfg.StateNamespace)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var queue []string
+			for _, q := range st.Queue {
+				queue = append(queue, q.Job)
+				if q.QueueLength != len(st.Queue) {
+					t.Errorf("%s: queue_length %d, status lists %d", q.Job, q.QueueLength, len(st.Queue))
+				}
+			}
+			if strings.Join(queue, " ") != strings.Join(step.queue, " ") {
+				t.Errorf("status queue %v, want %v", queue, step.queue)
+			}
+			for job, want := range step.record {
+				rec, _, _ := f.GetVar(context.Background(), "ml", "nomad/jobs/"+job)
+				if rec["steward_position"] != want {
+					t.Errorf("%s: steward_position %q, want %q", job, rec["steward_position"], want)
+				}
+			}
+		})
+	}
+}
+
 // TestForecastOptions: the forecast fits its budget whatever a plan costs.
 func TestForecastOptions(t *testing.T) {
 	tests := []struct {
