@@ -10,6 +10,7 @@ import (
 
 	"github.com/hashicorp/nomad/api"
 
+	"github.com/gpu-steward/steward/policy"
 	"github.com/gpu-steward/steward/policy/engine"
 )
 
@@ -247,11 +248,14 @@ func (c *Controller) reconcile(ctx context.Context) (time.Time, error) {
 		}
 	}
 	for _, a := range plan.Actions {
-		d := Decision{At: r.now, Kind: string(a.Kind), Job: a.Job.String(), Group: a.Group, GPUs: a.GPUs,
-			Rule: string(a.Reason.Rule), Reason: a.Reason.Message, DryRun: c.cfg.DryRun}
+		kind, event := string(a.Kind), eventOf(a)
 		if a.Kind == engine.Preempt && a.Reason.Rule == engine.RuleLimit && c.neverAdmitted(a.Allocs) {
-			d.Kind = string(engine.Hold) // placed over the limit, never admitted (execute)
+			// Placed by Nomad over its tenant's limit, never admitted:
+			// a hold (execute).
+			kind, event = string(engine.Hold), policy.NotifyHold
 		}
+		d := Decision{At: r.now, Kind: kind, Job: a.Job.String(), Group: a.Group, GPUs: a.GPUs,
+			Rule: string(a.Reason.Rule), Reason: a.Reason.Message, DryRun: c.cfg.DryRun}
 		if c.cfg.DryRun {
 			c.log.Info("would "+string(a.Kind), "job", a.Job.String(), "group", a.Group, "gpus", a.GPUs, "reason", a.Reason.String())
 			c.remember(d)
@@ -270,7 +274,7 @@ func (c *Controller) reconcile(ctx context.Context) (time.Time, error) {
 		}
 		c.log.Info(string(a.Kind), fields...)
 		k := jobKey{a.Job.Namespace, a.Job.ID}
-		r.pending = noticeFor(pol, r.obs.Jobs[k], eventOf(a), string(a.Kind), a.Group, a.GPUs, a.Reason, r.now)
+		r.pending = noticeFor(pol, r.obs.Jobs[k], event, kind, a.Group, a.GPUs, a.Reason, r.now)
 		r.attached = nil
 		err := c.execute(ctx, r, a)
 		r.pending = nil
