@@ -72,11 +72,12 @@ func NormalizeSignal(s string) (string, error) {
 	return name, nil
 }
 
-// closestSignal suggests a known signal for a misspelt one, or "".
+// closestSignal suggests a signal for a misspelt one, or "": one Nomad
+// can send, the only ones a checkpoint signal may be.
 func closestSignal(s string) string {
 	name := strings.ToUpper(strings.TrimSpace(s))
 	if !strings.HasPrefix(name, "SIG") {
 		name = "SIG" + name
 	}
-	return closest(name, SignalNames())
+	return closest(name, keys(nomadSignals))
 }
