@@ -113,10 +113,11 @@ func buildSnapshot(p *policy.Policy, obs *Observation, states map[jobKey]*JobSta
 			if spec.GPUsPerAlloc == 0 {
 				continue
 			}
-			count, since, held, requeued := 0, time.Time{}, false, false
+			count, since, held, requeued, owner := 0, time.Time{}, false, false, false
 			if st != nil && !st.Paused {
 				if h := st.Held[g]; h != nil && h.Count > 0 {
 					count, since, held, requeued = h.Count, h.Since, true, h.Rule == string(engine.RuleIdle)
+					owner = requeued && h.OwnerResumed
 				}
 			}
 			if n := unseenResumed(obs, st, k, g, spec.Count, placedIn); n > 0 && count == 0 {
@@ -146,7 +147,7 @@ func buildSnapshot(p *policy.Policy, obs *Observation, states map[jobKey]*JobSta
 			}
 			s.Waiting = append(s.Waiting, engine.Demand{Job: jobOf(j), Group: g, GPUsPerAlloc: spec.GPUsPerAlloc,
 				Count: count, Since: since, NodePool: j.NodePool, Held: held, Requeued: requeued,
-				Preempted: st != nil && st.Interrupted[g], Devices: devices.accepts(spec.GPURequests),
+				OwnerResumed: owner, Preempted: st != nil && st.Interrupted[g], Devices: devices.accepts(spec.GPURequests),
 				Asks: asks(spec.GPURequests)})
 		}
 	}

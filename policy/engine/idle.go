@@ -62,11 +62,18 @@ func (st *state) waitsForOwner(p pending) (Reason, bool) {
 		return Reason{}, false
 	}
 	m := &st.text
-	m.start("requeued by idle rule ", rule.Name, " (after ").dur(rule.After).
-		s(", mode always): waits held for its owner to resume it (steward resume")
+	ownerResumes(m.start("requeued by idle rule ", rule.Name, " (after ").dur(rule.After).s(", mode always): "), rule).
+		s(" before it takes ").gpus(d.GPUs()).s(" again; resumed by itself it would idle and be stopped again")
+	return m.reason(RuleIdle), true
+}
+
+// ownerResumes appends what brings back work an idle rule in mode always
+// requeued: "waits held for its owner to resume it (steward resume) or
+// snooze the rule (steward snooze, up to 8h)".
+func ownerResumes(m *msg, rule *policy.IdleRule) *msg {
+	m.s("waits held for its owner to resume it (steward resume")
 	if rule.MaxSnooze > 0 {
 		m.s(") or snooze the rule (steward snooze, up to ").dur(rule.MaxSnooze)
 	}
-	m.s(") before it takes ").gpus(d.GPUs()).s(" again; resumed by itself it would idle and be stopped again")
-	return m.reason(RuleIdle), true
+	return m.s(")")
 }

@@ -272,6 +272,11 @@ func amdIdleAlwaysRequeueNoLoop(t *testing.T) {
 	if n := stops(); n != 1 {
 		t.Fatalf("in two hours the notebook was stopped %d times, want once", n)
 	}
+	for _, a := range h.history {
+		if a.Kind == IdleStop {
+			mustContain(t, a.Reason.Message, "(idle rule notebooks: after 15m, mode always); job requeued: it waits held for its owner to resume it (steward resume)")
+		}
+	}
 	h.expect("running", h.running(), nil)
 	h.expect("held", h.heldJobs(), []string{"product/notebook×1"})
 	plan := h.step()
