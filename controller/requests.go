@@ -161,6 +161,9 @@ func (c *Controller) pause(ctx context.Context, r *round, st *JobState, job *Obs
 	}
 	pol, _ := c.engineNow()
 	st.Paused = true
+	// A paused job waits for nothing: GPUs set aside for it while its
+	// victims drained (a preemption it won) are free to waiting work.
+	c.forgetMarks(ctx, st, st.key().String())
 	reason := engine.Reason{Rule: "pause", Message: fmt.Sprintf("paused by %s: resumes only with steward resume", by)}
 	var allocs []string
 	for _, a := range r.obs.Allocs {

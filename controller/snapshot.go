@@ -17,13 +17,16 @@ import (
 // evaluations, job summary) and allocations Steward holds (scaled down).
 // Paused jobs are not waiting: only a person brings them back.
 func buildSnapshot(p *policy.Policy, obs *Observation, states map[jobKey]*JobState, usage map[string][]engine.Sample) *engine.Snapshot {
-	// GPUs set aside for a job count only while it is not stopped: the
-	// engine keeps them from other work even while the job is in no list
-	// (Nomad placing it), so a job stopped or purged must not hold them.
-	// (Nomad's status "dead" also means held by Steward: not a test.)
+	// GPUs set aside for a job count only while it is not stopped, nor
+	// paused: the engine keeps them from other work even while the job is
+	// in no list (Nomad placing it), so a job stopped or purged must not
+	// hold them, and a paused one waits for nothing (only a person brings
+	// it back). (Nomad's status "dead" also means held by Steward: not a
+	// test.)
 	live := func(ref engine.JobRef) bool {
-		j := obs.Jobs[jobKey{ref.Namespace, ref.ID}]
-		return j != nil && !j.Stopped
+		k := jobKey{ref.Namespace, ref.ID}
+		j := obs.Jobs[k]
+		return j != nil && !j.Stopped && (states[k] == nil || !states[k].Paused)
 	}
 	s := &engine.Snapshot{Earmarks: snapshotMarks(states, obs.At, live, nodeResolver(obs.Nodes))}
 	devices := newDeviceMatcher(obs.Nodes)
