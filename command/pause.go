@@ -33,8 +33,10 @@ func (c *PauseCommand) Help() string {
 Usage: steward resume [options] JOB
 
   Lets a paused job run again: the controller resumes it when capacity
-  and its tenant's limit allow, like any held job. JOB may be a prefix of
-  the job's ID, as for 'nomad job status'.
+  and its tenant's limit allow, like any held job. It also asks back a
+  job an idle rule in mode "always" requeued, which otherwise waits held
+  for its owner: it resumes on free GPUs. JOB may be a prefix of the
+  job's ID, as for 'nomad job status'.
 
 ` + generalOptionsUsage(flagNamespace))
 	}
@@ -54,7 +56,7 @@ Usage: steward pause [options] JOB
 
 func (c *PauseCommand) Synopsis() string {
 	if c.action == "resume" {
-		return "Let a paused job run again"
+		return "Let a paused (or idle-requeued) job run again"
 	}
 	return "Checkpoint and hold a job until it is resumed"
 }

@@ -176,6 +176,27 @@ func (c *Controller) extendMarks(ctx context.Context, st *JobState, bene string,
 	}
 }
 
+// forgetMarks stops setting aside GPUs for a beneficiary that no longer
+// waits for them: a person paused it (only a person brings it back). The
+// marks for it in every state are dropped, and those states saved (st,
+// the caller's, by the caller), so that the GPUs its victims gave back go
+// to the work that does wait; syncPlaceholders then purges what held
+// them.
+func (c *Controller) forgetMarks(ctx context.Context, st *JobState, bene string) {
+	for _, o := range c.sortedStates() {
+		n := len(o.Marks)
+		o.Marks = slices.DeleteFunc(o.Marks, func(m Mark) bool { return m.For == bene })
+		if len(o.Marks) == n || o == st {
+			continue
+		}
+		if err := c.save(ctx, o); err != nil {
+			// The marks stay saved; the snapshot and the placeholders
+			// leave out a paused beneficiary's all the same.
+			c.log.Warn("give up GPUs set aside for a paused job", "for", bene, "job", o.key(), "error", err)
+		}
+	}
+}
+
 // unmark stops setting aside the GPUs a plan gave to urgent work for
 // which nothing else was free or could be preempted (Plan.Unmarked): the
 // marks for the beneficiary on that node shrink by as many GPUs, and

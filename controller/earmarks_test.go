@@ -4,9 +4,13 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/hashicorp/nomad/api"
+
+	"github.com/gpu-steward/steward/policy"
 	"github.com/gpu-steward/steward/policy/engine"
 )
 
@@ -233,5 +237,93 @@ func TestMarksLastUntilTheLastVictim(t *testing.T) {
 	want := t0.Add(signalDelay + 2*time.Minute + markTTL)
 	if len(marks) != 1 || !marks[0].Until.Equal(want) {
 		t.Fatalf("idle stop's marks %+v: want 1 until %s", marks, want)
+	}
+}
+
+// TestPauseFreesSetAsideGPUs: b/b1 preempts a/a1 for the node's 2 GPUs;
+// what a1 gave back is set aside for b1 for a minute after. When b pauses
+// b1, b1 waits for nothing: the GPUs set aside for it are given up (its
+// marks dropped, left out of the snapshot, no placeholder for it), and a1,
+// waiting for exactly those GPUs, resumes in the round after b1 stops,
+// not when the set-aside would have lapsed.
+func TestPauseFreesSetAsideGPUs(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		pause bool // b pauses b1 once it runs
+		// resumed: a1 resumes within 10s of the pause (else: stays held
+		// while b1 runs)
+		resumed bool
+	}{
+		{name: "b1 runs: a1 stays held", pause: false, resumed: false},
+		{name: "b pauses b1: a1 resumes at once", pause: true, resumed: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFakeNomad()
+			cl := f.cl()
+			cl.nodes = []*api.NodeListStub{apiNode("n1", 2)}
+			a1 := apiJob("a", "a1", "training", 40, 1, 2)
+			b1 := apiJob("b", "b1", "interactive", 60, 1, 2)
+			cl.jobs["a/a1"], cl.jobs["b/b1"] = a1, b1
+			cl.allocs = []*api.AllocationListStub{apiAlloc("a-a1", a1, "n1", []string{"n1-gpu0", "n1-gpu1"}, t0.Add(-time.Hour))}
+			ev, sum := apiBlockedEval(b1, 1, t0.Add(-time.Second))
+			cl.evals, cl.summary["b/b1"] = []*api.Evaluation{ev}, sum
+			r := newRoundRunner(t, f)
+			p, diags := policy.ParseBytes("test.hcl", []byte(strings.Replace(testPolicyText, `grace             = "2m"`, `grace             = "0s"`, 1)))
+			if diags.HasErrors() {
+				t.Fatal(diags.Error())
+			}
+			r.c.pol, r.c.eng = p, engine.New(p)
+			at := time.Duration(0)
+			resumedAt := time.Duration(-1)
+			step := func() []string {
+				t.Helper()
+				w, err := r.round(at)
+				if err != nil {
+					t.Fatalf("round at %v: %v", at, err)
+				}
+				for _, c := range w {
+					if resumedAt < 0 && (strings.HasPrefix(c, "scale a/a1 work 1") || strings.HasPrefix(c, "scale-ahead a/a1 work 1")) {
+						resumedAt = at
+					}
+					if strings.HasPrefix(c, "register steward/"+placeholderPrefix) {
+						t.Errorf("round at %v: %s", at, c)
+					}
+				}
+				at += time.Second
+				return w
+			}
+			for r.running("b", "b1") == 0 && at < 10*time.Second {
+				step()
+			}
+			if r.running("b", "b1") != 1 || r.count("a", "a1") != 0 || resumedAt >= 0 {
+				t.Fatalf("b1 running %d, a1 count %d: want b1 to have preempted a1", r.running("b", "b1"), r.count("a", "a1"))
+			}
+			if marks := r.c.states[jobKey{"a", "a1"}].Marks; len(marks) == 0 || marks[0].For != "b/b1" {
+				t.Fatalf("a1's state sets aside %v, want its GPUs for b/b1", marks)
+			}
+			paused := at
+			if tc.pause {
+				if err := SubmitRequest(context.Background(), f, "b", "b1", Request{Action: "pause", By: "bob"}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for at < paused+10*time.Second {
+				step()
+			}
+			if got := resumedAt >= 0; got != tc.resumed {
+				t.Fatalf("a1 resumed at %v (-1: not) after b1 ran from %v, want resumed %v", resumedAt, paused, tc.resumed)
+			}
+			if !tc.pause {
+				return
+			}
+			if n := r.running("a", "a1"); n != 1 || r.running("b", "b1") != 0 {
+				t.Errorf("a1 running %d, b1 running %d; want a1 back, b1 paused", n, r.running("b", "b1"))
+			}
+			for k, st := range r.c.states {
+				if slices.ContainsFunc(st.Marks, func(m Mark) bool { return m.For == "b/b1" }) {
+					t.Errorf("%s still sets GPUs aside for the paused b/b1: %v", k, st.Marks)
+				}
+			}
+		})
 	}
 }

@@ -263,7 +263,7 @@ func TestIdleWarningRounds(t *testing.T) {
 	if _, err := r.round(0); err != nil {
 		t.Fatal(err)
 	}
-	want := "GPU utilisation 1% (under 10%) for 11m (idle rule notebooks: after 15m, mode always): its 2 GPUs go back in 4m unless it gets busy; the job is then requeued"
+	want := "GPU utilisation 1% (under 10%) for 11m (idle rule notebooks: after 15m, mode always): its 2 GPUs go back in 4m unless it gets busy; the job is then requeued, held until its owner resumes it"
 	if w := warnings(); len(w) != 1 || w[0].Reason != want || w[0].Job != "ml/nb" {
 		t.Fatalf("warnings %+v, want one for ml/nb: %s", w, want)
 	}

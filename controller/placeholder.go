@@ -93,7 +93,8 @@ func (c *Controller) wantedPlaceholders(r *round) map[string]placeholderWant {
 				continue
 			}
 			k := jobKey{ref.Namespace, ref.ID}
-			if !c.stillHeld(k, m.Group) || r.resumed[k][m.Group] || (m.Group == "" && len(r.resumed[k]) > 0) {
+			if !c.stillHeld(k, m.Group) || c.states[k].Paused || r.resumed[k][m.Group] || (m.Group == "" && len(r.resumed[k]) > 0) {
+				// (A paused job is held, but waits for nothing.)
 				continue
 			}
 			id := placeholderID(ref, m.Group, node.ID)

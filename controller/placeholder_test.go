@@ -156,3 +156,51 @@ func TestUnmarkFreesPlaceholder(t *testing.T) {
 		t.Fatalf("next round: calls %q, want %q", f.calls, want)
 	}
 }
+
+// TestPausedBeneficiaryGetsNoSetAside: GPUs set aside for a job that a
+// person paused (a victim's drain for it ended after the pause) are free to
+// all: the snapshot leaves them out and no placeholder holds them; a held
+// job that waits keeps them.
+func TestPausedBeneficiaryGetsNoSetAside(t *testing.T) {
+	nb := engine.JobRef{Namespace: "ml", ID: "nb"}
+	id := placeholderID(nb, "work", "n1")
+	for _, tt := range []struct {
+		name      string
+		paused    bool
+		existing  bool     // the placeholder is registered already
+		earmarks  int      // GPUs the snapshot sets aside for ml/nb
+		wantCalls []string // on the fake
+	}{
+		{name: "held, waiting: set aside, placeholder registered", earmarks: 3, wantCalls: []string{"register steward/" + id + " gpus=3"}},
+		{name: "paused: nothing set aside, no placeholder", paused: true},
+		{name: "paused with a placeholder from before: purged", paused: true, existing: true, wantCalls: []string{"purge steward/" + id}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFakeNomad()
+			c := testController(t, f)
+			c.state(jobKey{"ml", "train"}).Marks = []Mark{{Node: "n1", GPUs: 3, For: "ml/nb", Group: "work", Until: t0.Add(time.Minute)}}
+			st := c.state(jobKey{"ml", "nb"})
+			st.hold("work", 1, 1, string(engine.RuleDraining), t0, 10)
+			st.Paused = tt.paused
+			r := roundWith([]*ObservedJob{job("ml", "nb", "interactive", 60, 0, 3)}, []ObservedAlloc{alloc("a0", "train")})
+			r.obs.Nodes = []ObservedNode{{ID: "n1", Name: "gpu-1", GPUs: 4, Drivers: []string{"raw_exec"}}}
+			r.obs.Placeholders = map[string]Placeholder{}
+			if tt.existing {
+				r.obs.Placeholders[id] = Placeholder{ID: id, Node: "n1", GPUs: 3}
+			}
+			got := 0
+			for _, m := range buildSnapshot(c.pol, r.obs, c.states, nil).Earmarks {
+				if m.For == nb {
+					got += m.GPUs
+				}
+			}
+			if got != tt.earmarks {
+				t.Errorf("the snapshot sets aside %d GPUs for ml/nb, want %d", got, tt.earmarks)
+			}
+			c.syncPlaceholders(context.Background(), r)
+			if !slices.Equal(f.calls, tt.wantCalls) {
+				t.Fatalf("calls %q, want %q", f.calls, tt.wantCalls)
+			}
+		})
+	}
+}

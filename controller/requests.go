@@ -104,21 +104,7 @@ func (c *Controller) applyRequests(ctx context.Context, r *round) {
 			case "pause":
 				c.pause(ctx, r, st, job, by)
 			case "resume":
-				if st.Paused {
-					st.Paused = false
-					why := engine.Reason{Rule: "resume", Message: fmt.Sprintf("resumed by %s: waits for capacity", by)}
-					st.note(StatusHeld, why, r.now)
-					gpus := 0
-					for g, h := range st.Held {
-						gpus += h.Count * job.Groups[g].GPUsPerAlloc
-					}
-					d := Decision{At: r.now, Kind: "resume", Job: k.String(), GPUs: gpus, Rule: string(why.Rule), Reason: why.Message}
-					if err := c.save(ctx, st); err != nil {
-						c.log.Error("save resumed job", "job", k, "error", err)
-						d.Error = err.Error()
-					}
-					c.remember(d)
-				}
+				c.resume(ctx, st, job, by, r.now)
 			case "snooze":
 				c.snooze(ctx, r, st, job, items["duration"], by)
 			default:
@@ -132,6 +118,41 @@ func (c *Controller) applyRequests(ctx context.Context, r *round) {
 	}
 }
 
+// resume lets a paused job, or one an idle rule requeued, run again: a
+// paused job waits for capacity like any held job; a requeued one
+// (Held.OwnerResumed) takes free GPUs, which in mode always it would not
+// without its owner (engine.Demand.OwnerResumed). A request for a job
+// that is neither changes nothing.
+func (c *Controller) resume(ctx context.Context, st *JobState, job *ObservedJob, by string, now time.Time) {
+	msg := ""
+	for _, h := range st.Held {
+		// (Paused while requeued, it still holds the idle groups.)
+		if h.Count > 0 && h.Rule == string(engine.RuleIdle) && !h.OwnerResumed {
+			h.OwnerResumed = true
+			msg = fmt.Sprintf("resumed by %s after an idle requeue: runs again as soon as GPUs are free", by)
+		}
+	}
+	if st.Paused {
+		st.Paused = false
+		msg = fmt.Sprintf("resumed by %s: waits for capacity", by)
+	}
+	if msg == "" {
+		return
+	}
+	why := engine.Reason{Rule: "resume", Message: msg}
+	st.note(StatusHeld, why, now)
+	gpus := 0
+	for g, h := range st.Held {
+		gpus += h.Count * job.Groups[g].GPUsPerAlloc
+	}
+	d := Decision{At: now, Kind: "resume", Job: st.key().String(), GPUs: gpus, Rule: string(why.Rule), Reason: why.Message}
+	if err := c.save(ctx, st); err != nil {
+		c.log.Error("save resumed job", "job", st.key(), "error", err)
+		d.Error = err.Error()
+	}
+	c.remember(d)
+}
+
 // pause holds every GPU group of the job until a person resumes it. Work
 // gets its checkpoint signal and grace, as in a preemption.
 func (c *Controller) pause(ctx context.Context, r *round, st *JobState, job *ObservedJob, by string) {
@@ -140,6 +161,9 @@ func (c *Controller) pause(ctx context.Context, r *round, st *JobState, job *Obs
 	}
 	pol, _ := c.engineNow()
 	st.Paused = true
+	// A paused job waits for nothing: GPUs set aside for it while its
+	// victims drained (a preemption it won) are free to waiting work.
+	c.forgetMarks(ctx, st, st.key().String())
 	reason := engine.Reason{Rule: "pause", Message: fmt.Sprintf("paused by %s: resumes only with steward resume", by)}
 	var allocs []string
 	for _, a := range r.obs.Allocs {

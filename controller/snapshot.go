@@ -17,13 +17,16 @@ import (
 // evaluations, job summary) and allocations Steward holds (scaled down).
 // Paused jobs are not waiting: only a person brings them back.
 func buildSnapshot(p *policy.Policy, obs *Observation, states map[jobKey]*JobState, usage map[string][]engine.Sample) *engine.Snapshot {
-	// GPUs set aside for a job count only while it is not stopped: the
-	// engine keeps them from other work even while the job is in no list
-	// (Nomad placing it), so a job stopped or purged must not hold them.
-	// (Nomad's status "dead" also means held by Steward: not a test.)
+	// GPUs set aside for a job count only while it is not stopped, nor
+	// paused: the engine keeps them from other work even while the job is
+	// in no list (Nomad placing it), so a job stopped or purged must not
+	// hold them, and a paused one waits for nothing (only a person brings
+	// it back). (Nomad's status "dead" also means held by Steward: not a
+	// test.)
 	live := func(ref engine.JobRef) bool {
-		j := obs.Jobs[jobKey{ref.Namespace, ref.ID}]
-		return j != nil && !j.Stopped
+		k := jobKey{ref.Namespace, ref.ID}
+		j := obs.Jobs[k]
+		return j != nil && !j.Stopped && (states[k] == nil || !states[k].Paused)
 	}
 	s := &engine.Snapshot{Earmarks: snapshotMarks(states, obs.At, live, nodeResolver(obs.Nodes))}
 	devices := newDeviceMatcher(obs.Nodes)
@@ -113,10 +116,11 @@ func buildSnapshot(p *policy.Policy, obs *Observation, states map[jobKey]*JobSta
 			if spec.GPUsPerAlloc == 0 {
 				continue
 			}
-			count, since, held, requeued := 0, time.Time{}, false, false
+			count, since, held, requeued, owner := 0, time.Time{}, false, false, false
 			if st != nil && !st.Paused {
 				if h := st.Held[g]; h != nil && h.Count > 0 {
 					count, since, held, requeued = h.Count, h.Since, true, h.Rule == string(engine.RuleIdle)
+					owner = requeued && h.OwnerResumed
 				}
 			}
 			if n := unseenResumed(obs, st, k, g, spec.Count, placedIn); n > 0 && count == 0 {
@@ -146,7 +150,7 @@ func buildSnapshot(p *policy.Policy, obs *Observation, states map[jobKey]*JobSta
 			}
 			s.Waiting = append(s.Waiting, engine.Demand{Job: jobOf(j), Group: g, GPUsPerAlloc: spec.GPUsPerAlloc,
 				Count: count, Since: since, NodePool: j.NodePool, Held: held, Requeued: requeued,
-				Preempted: st != nil && st.Interrupted[g], Devices: devices.accepts(spec.GPURequests),
+				OwnerResumed: owner, Preempted: st != nil && st.Interrupted[g], Devices: devices.accepts(spec.GPURequests),
 				Asks: asks(spec.GPURequests)})
 		}
 	}

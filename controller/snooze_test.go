@@ -10,6 +10,7 @@ import (
 	"github.com/hashicorp/nomad/api"
 
 	"github.com/gpu-steward/steward/policy"
+	"github.com/gpu-steward/steward/policy/engine"
 )
 
 // TestSnoozeDecision: what a snooze request does, for each duration and
@@ -249,5 +250,94 @@ func TestControlGroupNeverHeld(t *testing.T) {
 		if strings.Contains(w, "nb steward") || strings.Contains(w, "a-control") {
 			t.Errorf("Steward acted on the control group: %q", w)
 		}
+	}
+}
+
+// TestIdleRequeueAlwaysRound: an idle rule in mode always with action
+// requeue stops an idle notebook though nothing else waits. Its GPUs are
+// free, but it is not resumed onto them (it would idle and be stopped
+// again, in a loop): its record says it waits for its owner, and it runs
+// again once its owner resumes it or snoozes the rule.
+func TestIdleRequeueAlwaysRound(t *testing.T) {
+	const requeue = "scale ml/nb work 0: Steward requeues (idle) 1 allocation"
+	for _, tc := range []struct {
+		name    string
+		request *Request // the owner's request after the stop; nil: none
+		then    *Request // a second request, a round later
+		resumed bool     // the notebook is resumed in the round that reads it
+		reason  string   // the notebook's steward_reason after that round
+	}{
+		{name: "nobody asks: it stays held", reason: "job requeued: it waits held for its owner to resume it (steward resume) or snooze the rule (steward snooze, up to 8h)"},
+		{name: "its owner resumes it", request: &Request{Action: "resume", By: "ann"}, resumed: true,
+			reason: "GPUs are free and tenant ml has no limit (2 GPUs with these 2): resuming 1 allocation"},
+		{name: "its owner snoozes the rule", request: &Request{Action: "snooze", Duration: time.Hour}, resumed: true},
+		{name: "a pause request leaves it held", request: &Request{Action: "pause"}, reason: "paused by"},
+		{name: "paused, then resumed: runs again", request: &Request{Action: "pause"}, then: &Request{Action: "resume"}, resumed: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFakeNomad()
+			cl := f.cl()
+			cl.nodes = []*api.NodeListStub{apiNode("n1", 2)}
+			nb := apiJob("ml", "nb", "interactive", 60, 1, 2)
+			cl.jobs["ml/nb"] = nb
+			gpus := []string{"n1-gpu0", "n1-gpu1"}
+			cl.allocs = []*api.AllocationListStub{apiAlloc("a-nb", nb, "n1", gpus, t0.Add(-time.Hour))}
+			cl.stats["n1"] = gpuStats(gpus, 1)
+			r := newRoundRunner(t, f)
+			p, diags := policy.ParseBytes("test.hcl", []byte(strings.Replace(testPolicyText, `after     = "15m"`,
+				`after     = "15m"`+"\n  mode = \"always\"\n  action = \"requeue\"\n  max_snooze = \"8h\"", 1)))
+			if diags.HasErrors() {
+				t.Fatal(diags.Error())
+			}
+			r.c.pol, r.c.eng = p, engine.New(p)
+			sweep := func(at time.Duration) {
+				r.clock = t0.Add(at)
+				r.c.sweepStats(context.Background(), r.c.usage.targetsNow())
+			}
+			resumes := 0
+			run := func(at time.Duration) []string {
+				t.Helper()
+				w, err := r.round(at)
+				if err != nil {
+					t.Fatalf("round at %v: %v", at, err)
+				}
+				for _, c := range w {
+					if strings.HasPrefix(c, "scale ml/nb work 1") || strings.HasPrefix(c, "scale-ahead ml/nb work 1") {
+						resumes++
+					}
+				}
+				return w
+			}
+			run(-20 * time.Minute)
+			sweep(-20 * time.Minute)
+			sweep(0)
+			if w := run(0); !slices.ContainsFunc(w, func(c string) bool { return strings.HasPrefix(c, requeue) }) {
+				t.Fatalf("the idle notebook was not requeued: %q", w)
+			}
+			for _, at := range []time.Duration{time.Minute, 2 * time.Minute, 10 * time.Minute} {
+				run(at)
+			}
+			if resumes != 0 || r.count("ml", "nb") != 0 {
+				t.Fatalf("resumed %d times onto the GPUs it gave back (count %d), want it held", resumes, r.count("ml", "nb"))
+			}
+			if tc.request != nil {
+				if err := SubmitRequest(context.Background(), f, "ml", "nb", *tc.request); err != nil {
+					t.Fatal(err)
+				}
+			}
+			run(11 * time.Minute)
+			if tc.then != nil {
+				if err := SubmitRequest(context.Background(), f, "ml", "nb", *tc.then); err != nil {
+					t.Fatal(err)
+				}
+				run(12 * time.Minute)
+			}
+			if got := resumes > 0; got != tc.resumed {
+				t.Errorf("resumed %v after the request, want %v", got, tc.resumed)
+			}
+			if got := f.vars["ml:nomad/jobs/nb"]["steward_reason"]; !strings.Contains(got, tc.reason) {
+				t.Errorf("the notebook's record says %q, want it to contain %q", got, tc.reason)
+			}
+		})
 	}
 }

@@ -103,6 +103,11 @@ type Held struct {
 	// max at the held count: scaling.go); restored when the group is
 	// resumed in full. Nil for a group without a scaling block.
 	Scaling *ScalingPolicy `json:"scaling,omitempty"`
+	// OwnerResumed: held after an idle release (Rule "idle"), and its
+	// owner asked for it back since (steward resume). Work an idle rule in
+	// mode always requeued waits until then (engine.Demand.OwnerResumed);
+	// a new hold clears it.
+	OwnerResumed bool `json:"owner_resumed,omitempty"`
 }
 
 // Drain is a preemption in progress, in three steps: decided (the job's
@@ -372,6 +377,7 @@ func (s *JobState) hold(group string, n, count int, rule string, now time.Time, 
 	}
 	h.Rule = rule
 	h.Index = index
+	h.OwnerResumed = false
 	return h
 }
 

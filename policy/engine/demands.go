@@ -488,6 +488,10 @@ func (st *state) serveDemands() {
 // allow, and emits what that takes.
 func (st *state) serve(p pending, failed *failures) {
 	d := p.d
+	if why, ok := st.waitsForOwner(p); ok {
+		st.wait(d, d.Count, why)
+		return
+	}
 	b := &bene{d: d, tier: p.tier, tenant: p.tenant, prio: p.prio, g: d.GPUsPerAlloc, jobTag: p.jobTag,
 		holds: st.tenants[p.tenant].use}
 	b.base = st.pl.demandSet[p.w] // may be the empty set: noNodeReason says why

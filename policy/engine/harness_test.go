@@ -74,6 +74,9 @@ type hjob struct {
 	// preempted: preempted mid-run and not all placed again since, as the
 	// controller records it (Demand.Preempted).
 	preempted bool
+	// requeued: held after an idle release (Demand.Requeued);
+	// ownerResumed: its owner asked for it back since (Demand.OwnerResumed).
+	requeued, ownerResumed bool
 }
 
 func newHarness(t *testing.T, p *policy.Policy) *harness {
@@ -229,6 +232,7 @@ func (h *harness) snapshot() *Snapshot {
 		}
 		if j.held > 0 {
 			d.Count, d.Held = j.held, true
+			d.Requeued, d.OwnerResumed = j.requeued, j.requeued && j.ownerResumed
 			s.Waiting = append(s.Waiting, d)
 		}
 	}
@@ -278,6 +282,7 @@ func (h *harness) apply(a Action) {
 			j.held += n
 			j.since = h.now
 			j.preempted = a.Kind == Preempt
+			j.requeued, j.ownerResumed = a.Kind == IdleStop, false
 		} else {
 			j.done = true
 		}
@@ -292,6 +297,9 @@ func (h *harness) apply(a Action) {
 	case Resume:
 		j.held -= a.Count
 		j.queued += a.Count
+		if j.held == 0 {
+			j.requeued, j.ownerResumed = false, false
+		}
 	case Move:
 		j.pool = a.NodePool
 	case Promote, SetPriority:

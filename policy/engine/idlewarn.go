@@ -74,7 +74,7 @@ func (st *state) idleWarnings() {
 
 // idleWarningReason: "GPU utilisation 2% (under 10%) for 10m (idle rule
 // notebooks: after 15m, mode always): its 1 GPU goes back in 5m unless it
-// gets busy; the job is then requeued".
+// gets busy; the job is then requeued, held until its owner resumes it".
 func (st *state) idleWarningReason(u *unit, rule *policy.IdleRule, since, reclaimAt time.Time) Reason {
 	m := &st.text
 	is := st.idleOf(u, rule)
@@ -97,9 +97,12 @@ func (st *state) idleWarningReason(u *unit, rule *policy.IdleRule, since, reclai
 	default:
 		m.s(" as soon as other work waits for ", it, ", unless it gets busy")
 	}
-	if rule.Action == policy.IdleActionStop {
+	switch {
+	case rule.Action == policy.IdleActionStop:
 		m.s("; the job is then stopped")
-	} else {
+	case rule.Mode == policy.IdleModeAlways:
+		m.s("; the job is then requeued, held until its owner resumes it") // waitsForOwner
+	default:
 		m.s("; the job is then requeued")
 	}
 	return m.reason(RuleIdle)

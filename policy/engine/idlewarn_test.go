@@ -84,7 +84,7 @@ func idleWarningBeforeReclaim(t *testing.T) {
 		t.Fatalf("warning %+v: want rule idle, 4 GPUs, idle since t0, reclaim at 15m, one allocation", w)
 	}
 	if want := "GPU utilisation 2% (under 10%) for 10m (idle rule notebooks: after 15m, mode always): " +
-		"its 4 GPUs go back in 5m unless it gets busy; the job is then requeued"; w.Reason.Message != want {
+		"its 4 GPUs go back in 5m unless it gets busy; the job is then requeued, held until its owner resumes it"; w.Reason.Message != want {
 		t.Fatalf("reason\n got  %s\n want %s", w.Reason.Message, want)
 	}
 	for _, m := range []int{11, 14} {

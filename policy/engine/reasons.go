@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/gpu-steward/steward/policy"
 )
 
 // Reasons are what users read in the Nomad UI, so each one carries the
@@ -184,9 +186,14 @@ func (st *state) idleReason(m *msg, u *unit, b *bene) Reason {
 		}
 		m.s("; ").gpus(u.gpus).s(verb).demand(b.d).s(", which waits for ").n(b.g)
 	}
-	if r.Action == "stop" {
+	switch {
+	case r.Action == "stop":
 		m.s("; job stopped")
-	} else {
+	case r.Mode == policy.IdleModeAlways:
+		// Nothing may need its GPUs: it does not come back by itself
+		// (waitsForOwner).
+		ownerResumes(m.s("; job requeued: it "), r)
+	default:
 		m.s("; job requeued")
 	}
 	return m.reason(RuleIdle)

@@ -183,6 +183,13 @@ type Demand struct {
 	// GPUs (it preempts nobody), so that the GPUs it gave back go to the
 	// work that needed them, not back to it.
 	Requeued bool
+	// OwnerResumed is true for requeued work whose owner asked for it back
+	// (steward resume) since the idle release. Work requeued by a rule in
+	// mode "always" otherwise waits, held, until its owner resumes it or
+	// snoozes the rule (Job.Snooze): resumed by itself onto the GPUs it
+	// just gave back, it would idle, be stopped again, and loop
+	// (waitsForOwner).
+	OwnerResumed bool
 	// Preempted is true for work Steward preempted mid-run (a Preempt
 	// action: for other work or for its tenant's limit; not an idle
 	// release, which is Requeued) that has not run since: held after the

@@ -25,6 +25,7 @@ func TestStories(t *testing.T) {
 		{"Determined partial preemption and resume", determinedPartialPreemption},
 		{"AMD idle, pressure mode: only when others wait", amdIdlePressure},
 		{"AMD idle, always mode: regardless of demand", amdIdleAlways},
+		{"AMD idle, always mode with requeue: stopped once, then waits for its owner (no loop)", amdIdleAlwaysRequeueNoLoop},
 		{"AMD idle: not before 15 minutes", amdIdleNotBefore},
 		{"AMD idle: a busy sample restarts the timer", amdIdleTimerRestart},
 		{"Snooze: a snoozed notebook is not reclaimed until the snooze ends", snoozedNotebookKept},
@@ -243,6 +244,60 @@ func amdIdleAlways(t *testing.T) {
 		t.Fatalf("idle stop %s: want one for nobody in particular", a)
 	}
 	mustContain(t, plan.Actions[0].Reason.Message, "for 16m (idle rule notebooks: after 15m, mode always)")
+}
+
+// amdIdleAlwaysRequeueNoLoop: an idle notebook under a rule in mode
+// always with action requeue, and nothing else waiting. Resumed on the
+// free GPUs it gave back, it would idle, be stopped again 15 minutes
+// later, and loop until the eviction cap. It is stopped once and waits
+// held for two hours; its owner resumes it, it runs, idles again, and is
+// stopped once more: one stop per owner's resume, never a loop.
+func amdIdleAlwaysRequeueNoLoop(t *testing.T) {
+	h := newHarness(t, idlePolicy(policy.IdleModeAlways))
+	h.node("n1", "default", 4)
+	nb := h.submit("product", "notebook", "interactive", 4, 1, usage(minutesAt(0, 300, 2)...))
+	stops := func() int {
+		n := 0
+		for _, a := range h.history {
+			if a.Kind == IdleStop && a.Job == nb.job.Ref {
+				n++
+			}
+		}
+		return n
+	}
+	for range 120 {
+		h.advance(time.Minute)
+		h.step()
+	}
+	if n := stops(); n != 1 {
+		t.Fatalf("in two hours the notebook was stopped %d times, want once", n)
+	}
+	for _, a := range h.history {
+		if a.Kind == IdleStop {
+			mustContain(t, a.Reason.Message, "(idle rule notebooks: after 15m, mode always); job requeued: it waits held for its owner to resume it (steward resume)")
+		}
+	}
+	h.expect("running", h.running(), nil)
+	h.expect("held", h.heldJobs(), []string{"product/notebook×1"})
+	plan := h.step()
+	if len(plan.Waiting) != 1 || !strings.Contains(plan.Waiting[0].Reason.Message, "waits held for its owner to resume it (steward resume)") {
+		t.Fatalf("waiting %+v", plan.Waiting)
+	}
+
+	// Its owner resumes it (steward resume): it runs on the free GPUs,
+	// idles, and is stopped once more; then it waits again.
+	nb.ownerResumed = true
+	plan = h.step()
+	h.expect("actions", kinds(plan), []string{"resume product/notebook"})
+	h.expect("running", h.running(), []string{"product/notebook×1"})
+	for range 60 {
+		h.advance(time.Minute)
+		h.step()
+	}
+	if n := stops(); n != 2 {
+		t.Fatalf("stopped %d times in all, want twice: once more after its owner resumed it", n)
+	}
+	h.expect("held", h.heldJobs(), []string{"product/notebook×1"})
 }
 
 func amdIdleNotBefore(t *testing.T) {
