@@ -56,6 +56,12 @@ variable "idle_percent" {
   default = 2
 }
 
+variable "type" {
+  description = "The job's type: \"service\" (the default) works on after busy_seconds, idle; \"batch\" finishes then (exit 0)."
+  type        = string
+  default     = "service"
+}
+
 variable "priority" {
   description = "Nomad job priority. Steward sets it to the tier's anyway."
   type        = number
@@ -114,7 +120,7 @@ job "gpu-work" {
   name      = var.name
   id        = var.name
   namespace = var.namespace
-  type      = "service"
+  type      = var.type
   priority  = var.priority
   node_pool = var.node_pool
 
@@ -166,6 +172,7 @@ job "gpu-work" {
           end=$(( $(date +%s) + ${var.busy_seconds} ))
           while [ "$(date +%s)" -lt "$end" ]; do nap; done
           report ${var.idle_percent}
+          if [ "${var.type}" = "batch" ]; then echo "$(date -u +%FT%TZ) done"; exit 0; fi
           while true; do nap; done
         EOT
       }
