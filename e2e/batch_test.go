@@ -111,6 +111,9 @@ func TestFinishedBatchJobNotRerun(t *testing.T) {
 		}
 		time.Sleep(time.Second)
 	}
+	if !ctl.Contains("hold: job=") || !ctl.Contains("resume: job=") {
+		t.Errorf("Steward neither held nor resumed: the story did not happen\ncontroller log:\n%s", tail(ctl.Log(), 60))
+	}
 }
 
 // ranToEnd reports whether an allocation's work task exited by itself
@@ -130,4 +133,58 @@ func ranToEnd(a *api.AllocationListStub) bool {
 		}
 	}
 	return ended
+}
+
+// TestResumedBatchGroupRunsOnlyTheRest (issue 28, item 1): a one-GPU
+// batch job of count 6 on a 4-GPU node. Nomad places four; Steward holds
+// the other two (capacity), which makes a new job version. When the four
+// complete, Steward resumes the two: the count it writes leaves the four
+// completed allocations out, since Nomad ignores a batch job's terminal
+// allocations of an older version and would place them all again. The
+// job's work runs six times, not ten.
+func TestResumedBatchGroupRunsOnlyTheRest(t *testing.T) {
+	t.Parallel()
+	loadMachine(t, 2)
+	c := startCluster(t, 4, "ta", "tb")
+	ctl := c.startController("ctl", writePolicy(t, batchTenantsPolicy))
+	c.work("sweep", "ta", "training", 1, 6, "type", "batch", "busy_seconds", "10", "priority", "40")
+
+	runs := func() (done, live int) {
+		allocs, _, err := c.Client.Jobs().Allocations("sweep", true, &api.QueryOptions{Namespace: "ta"})
+		if err != nil {
+			return -1, -1
+		}
+		for _, a := range allocs {
+			switch {
+			case ranToEnd(a):
+				done++
+			case (a.ClientStatus == "pending" || a.ClientStatus == "running") && a.DesiredStatus == "run":
+				live++
+			}
+		}
+		return done, live
+	}
+	c.waitRecord(60*time.Second, "ta", "sweep", "steward_state", "held")
+	deadline := time.Now().Add(120 * time.Second)
+	var allAt time.Time
+	for {
+		done, live := runs()
+		if done+live > 6 {
+			t.Fatalf("completed work placed again: %d allocations ran to their end, %d run or wait to run (count 6)\ncontroller log:\n%s",
+				done, live, tail(ctl.Log(), 60))
+		}
+		if done == 6 && allAt.IsZero() {
+			allAt = time.Now()
+		}
+		if !allAt.IsZero() && time.Since(allAt) > 15*time.Second {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after 120 s %d of 6 allocations had run to their end (%d run)\ncontroller log:\n%s", done, live, tail(ctl.Log(), 60))
+		}
+		time.Sleep(time.Second)
+	}
+	if !ctl.Contains("resume: job=ta/sweep") {
+		t.Errorf("the held allocations were never resumed: the story did not happen\ncontroller log:\n%s", tail(ctl.Log(), 60))
+	}
 }
