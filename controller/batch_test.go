@@ -73,6 +73,10 @@ func TestBatchWritesLeaveCompletedOut(t *testing.T) {
 		return engine.Action{Kind: engine.Resume, Job: engine.JobRef{Namespace: "ml", ID: "sweep"}, Group: "work", Count: n,
 			Reason: engine.Reason{Rule: engine.RuleAdmit, Message: "go"}}
 	}
+	preempt := engine.Action{Kind: engine.Preempt, Job: engine.JobRef{Namespace: "ml", ID: "sweep"}, Group: "work", Allocs: []string{"a0"},
+		Reason: engine.Reason{Rule: engine.RulePriority, Message: "yields 1 GPU"}}
+	priority := engine.Action{Kind: engine.SetPriority, Job: engine.JobRef{Namespace: "ml", ID: "sweep"}, Priority: 40,
+		Reason: engine.Reason{Rule: engine.RuleTier, Message: "tier training runs at priority 40"}}
 	for _, tc := range []struct {
 		name     string
 		count    int   // the group's count as observed
@@ -101,6 +105,12 @@ func TestBatchWritesLeaveCompletedOut(t *testing.T) {
 		{name: "another group's completed work: the resume is refused, the hold stays", count: 2, prepDone: 1, running: 2,
 			held: &Held{Count: 2, Original: 4, Index: 10}, action: resume(2), refused: true,
 			wantHeld: &Held{Count: 2, Original: 4}},
+		{name: "a preemption of a batch group leaves its completed allocations out", count: 4, done: 2, running: 2, action: preempt,
+			want:     []string{"scale ml/sweep work 1: Steward preempts 1 allocation: yields 1 GPU"},
+			wantHeld: &Held{Count: 1, Original: 2, Taken: 2}},
+		{name: "another group's completed work: the preemption is refused", count: 2, prepDone: 1, running: 2, action: preempt, refused: true},
+		{name: "a re-registration for a priority would run completed work again: refused", count: 2, prepDone: 1, running: 1,
+			action: priority, refused: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFakeNomad()
@@ -132,6 +142,14 @@ func TestBatchWritesLeaveCompletedOut(t *testing.T) {
 			}
 			if got := f.callsMatching("scale"); strings.Join(got, "\n") != strings.Join(tc.want, "\n") {
 				t.Fatalf("calls %q, want %q", got, tc.want)
+			}
+			if tc.refused {
+				if calls := f.callsMatching(""); len(calls) > 0 {
+					t.Fatalf("refused, yet called Nomad: %q", calls)
+				}
+				if st := c.states[k]; st != nil && (len(st.Draining) > 0 || st.Promoted) {
+					t.Fatalf("refused, yet recorded: %+v", st)
+				}
 			}
 			var h *Held
 			if st := c.states[k]; st != nil {
