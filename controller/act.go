@@ -28,7 +28,7 @@ func (c *Controller) execute(ctx context.Context, r *round, a engine.Action) err
 	switch a.Kind {
 	case engine.SetPriority, engine.Promote:
 		if err := r.rerun(k); err != nil {
-			return err
+			return c.refuseRerun(ctx, r, st, err)
 		}
 		st.Promoted = a.Kind == engine.Promote
 		st.note(statusFor(a.Kind, st), a.Reason, r.now)
@@ -51,7 +51,7 @@ func (c *Controller) execute(ctx context.Context, r *round, a engine.Action) err
 
 	case engine.Preempt, engine.IdleStop:
 		if err := r.rerun(k, a.Group); err != nil {
-			return err
+			return c.refuseRerun(ctx, r, st, err)
 		}
 		d := &Drain{Group: a.Group, Allocs: shortIDs(a.Allocs), Decided: r.now, Requeue: a.Requeue || a.Kind == engine.Preempt,
 			Kind: string(a.Kind), Rule: string(a.Reason.Rule), Reason: a.Reason.Message}
@@ -97,7 +97,7 @@ func (c *Controller) execute(ctx context.Context, r *round, a engine.Action) err
 		// The job goes to another node pool: Nomad places its waiting
 		// allocations there. A held group's resume follows in the plan.
 		if err := r.rerun(k); err != nil {
-			return err
+			return c.refuseRerun(ctx, r, st, err)
 		}
 		st.note(StatusMoved, a.Reason, r.now)
 		c.attachNotice(r, st)
@@ -152,7 +152,7 @@ func (c *Controller) execute(ctx context.Context, r *round, a engine.Action) err
 			return nil
 		}
 		if err := r.rerun(k, a.Group); err != nil {
-			return err
+			return c.refuseRerun(ctx, r, st, err)
 		}
 		st.release(a.Group, n)
 		done := r.takeDone(st, a.Group)
@@ -230,12 +230,35 @@ func (c *Controller) holdUnadmitted(ctx context.Context, r *round) {
 					why = w.Reason
 				}
 			}
-			if err := c.holdBack(ctx, r, c.state(k), job, g, q, why); err != nil {
+			if err := c.holdBack(ctx, r, c.state(k), job, g, q, why); err != nil && !errors.Is(err, errRerun) {
 				c.log.Error("hold back", "job", k, "group", g, "error", err)
 				r.failed++
 			}
 		}
 	}
+}
+
+// ruleCompleted is the rule of a write refused because it would run
+// completed batch work again (round.rerun).
+const ruleCompleted = "completed"
+
+// refuseRerun records, in the job's record, why Steward leaves a batch job
+// as it is (round.rerun), once: the engine decides the same every round.
+// It returns err, which the round takes for a refusal, not a failure.
+func (c *Controller) refuseRerun(ctx context.Context, r *round, st *JobState, err error) error {
+	if st.Reason == err.Error() {
+		return err
+	}
+	c.log.Info("write refused: it would run completed batch work again", "job", st.key(), "reason", err)
+	status := st.Status
+	if status == "" {
+		status = StatusRunning
+	}
+	st.note(status, engine.Reason{Rule: ruleCompleted, Message: err.Error()}, r.now)
+	if serr := c.save(ctx, st); serr != nil {
+		c.log.Error("save job state", "job", st.key(), "error", serr)
+	}
+	return err
 }
 
 // holdBack scales a group down by n allocations that are not running yet,
@@ -250,7 +273,7 @@ func (c *Controller) holdBack(ctx context.Context, r *round, st *JobState, job *
 		return nil
 	}
 	if err := r.rerun(st.key(), group); err != nil {
-		return err
+		return c.refuseRerun(ctx, r, st, err)
 	}
 	done := r.takeDone(st, group)
 	st.hold(group, n, count, string(why.Rule), r.now, job.ModifyIndex).Taken = done

@@ -144,11 +144,19 @@ func TestBatchWritesLeaveCompletedOut(t *testing.T) {
 				t.Fatalf("calls %q, want %q", got, tc.want)
 			}
 			if tc.refused {
-				if calls := f.callsMatching(""); len(calls) > 0 {
+				// Only the job's state, for its record's reason, once.
+				if calls := f.callsMatching(""); len(calls) != 1 || calls[0] != "put steward steward/jobs/ml/sweep" {
 					t.Fatalf("refused, yet called Nomad: %q", calls)
 				}
-				if st := c.states[k]; st != nil && (len(st.Draining) > 0 || st.Promoted) {
-					t.Fatalf("refused, yet recorded: %+v", st)
+				st := c.states[k]
+				if st == nil || len(st.Draining) > 0 || st.Promoted || st.Rule != ruleCompleted || !strings.Contains(st.Reason, "Steward leaves the job as it is") {
+					t.Fatalf("refused: state %+v", st)
+				}
+				if err := c.execute(context.Background(), r, tc.action); !errors.Is(err, errRerun) {
+					t.Fatalf("again: %v", err)
+				}
+				if calls := f.callsMatching(""); len(calls) != 1 {
+					t.Fatalf("refused again, and wrote again: %q", calls)
 				}
 			}
 			var h *Held

@@ -270,6 +270,11 @@ func (c *Controller) reconcile(ctx context.Context) (time.Time, error) {
 		r.attached = nil
 		err := c.execute(ctx, r, a)
 		r.pending = nil
+		if errors.Is(err, errRerun) {
+			// Refused, its reason in the job's record (refuseRerun): not
+			// a failure to retry, nor an action taken.
+			continue
+		}
 		if err != nil {
 			if st := c.states[k]; st != nil {
 				c.dropUnsaved(st, r.attached)

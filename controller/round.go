@@ -231,9 +231,9 @@ func (r *round) rerun(k jobKey, groups ...string) error {
 	for _, g := range names {
 		parts = append(parts, fmt.Sprintf("%s of group %s", plural(r.obs.Done[k][g], "completed allocation"), g))
 	}
-	return fmt.Errorf("%w: %s, and Nomad would run the %s again", errRerun, what, strings.Join(parts, " and "))
+	return fmt.Errorf("%w: %s, and Nomad would run the %s again: Steward leaves the job as it is", errRerun, what, strings.Join(parts, " and "))
 }
 
 // errRerun: a write refused because it would run completed batch work
 // again (round.rerun).
-var errRerun = errors.New("Steward leaves this batch job as it is")
+var errRerun = errors.New("refused")
