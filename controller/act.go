@@ -356,7 +356,7 @@ func (c *Controller) finishDrain(ctx context.Context, r *round, st *JobState, d 
 		done := r.takeDone(st, g) // completed batch work: not part of the count written
 		count := job.Groups[g].Count - done
 		n = min(n, count)
-		targets[g] = count - n
+		groups[g], targets[g] = n, count-n
 		if d.Requeue {
 			st.hold(g, n, count, d.Rule, r.now, job.ModifyIndex).Taken = done
 			st.keepScaling(g, job.Groups[g].Scaling)

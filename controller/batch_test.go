@@ -257,3 +257,46 @@ func TestCacheCompletedBatchWork(t *testing.T) {
 		t.Fatalf("a stopped allocation kept: %s", s)
 	}
 }
+
+// A pause scales every GPU group of the job: of a multi-group batch job
+// with completed work in another group, it would run that work again, and
+// is refused; of a single-group one, the hold leaves the completed
+// allocations out.
+func TestBatchPause(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		prepDone  int
+		wantCalls []string
+		paused    bool
+	}{
+		{"single group: held without its completed allocations", 0,
+			[]string{"scale ml/sweep work 0: Steward pauses 1 allocation: paused by a test: resumes only with steward resume"}, true},
+		{"another group's completed work: refused", 1, nil, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFakeNomad()
+			c := testController(t, f)
+			k := jobKey{"ml", "sweep"}
+			j := batchJob("sweep", 3)
+			j.Meta["steward.checkpoint_signal"] = "none"
+			if tc.prepDone > 0 {
+				j.Groups["prep"] = GroupSpec{Count: 1, Tasks: []string{"prep"}}
+			}
+			r := roundWith([]*ObservedJob{j}, []ObservedAlloc{alloc("a0", "sweep")})
+			r.obs.Done = map[jobKey]map[string]int{k: {"work": 2, "prep": tc.prepDone}}
+			c.pause(context.Background(), r, c.state(k), j, "a test")
+			if got := f.callsMatching("scale"); strings.Join(got, "\n") != strings.Join(tc.wantCalls, "\n") {
+				t.Fatalf("calls %q, want %q", got, tc.wantCalls)
+			}
+			st := c.states[k]
+			if paused := st != nil && st.Paused; paused != tc.paused {
+				t.Fatalf("paused %v, want %v", paused, tc.paused)
+			}
+			if tc.paused {
+				if h := st.Held["work"]; h == nil || h.Count != 1 || h.Original != 1 || h.Taken != 2 {
+					t.Fatalf("held %+v, want 1 of 1, 2 completed taken out", h)
+				}
+			}
+		})
+	}
+}
