@@ -50,7 +50,7 @@ func (c *Controller) execute(ctx context.Context, r *round, a engine.Action) err
 		return nil
 
 	case engine.Preempt, engine.IdleStop:
-		if err := r.rerun(k, a.Group); err != nil {
+		if err := r.rerun(k, drainGroups(job, a.Group)...); err != nil {
 			return c.refuseRerun(ctx, r, st, err)
 		}
 		d := &Drain{Group: a.Group, Allocs: shortIDs(a.Allocs), Decided: r.now, Requeue: a.Requeue || a.Kind == engine.Preempt,

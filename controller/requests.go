@@ -138,15 +138,7 @@ func (c *Controller) pause(ctx context.Context, r *round, st *JobState, job *Obs
 	if st.Paused {
 		return
 	}
-	// Every GPU group is scaled, one write each: of a batch job, only one
-	// group's completed work can be left out of them (round.rerun).
-	var groups []string
-	for g, spec := range job.Groups {
-		if spec.GPUsPerAlloc > 0 && spec.Count > 0 {
-			groups = append(groups, g)
-		}
-	}
-	if err := r.rerun(st.key(), groups...); err != nil {
+	if err := r.rerun(st.key(), drainGroups(job, "")...); err != nil {
 		c.log.Warn("pause refused", "job", st.key(), "by", by, "error", err)
 		c.remember(Decision{At: r.now, Kind: "pause", Job: st.key().String(), Rule: ruleCompleted, Reason: err.Error(), Error: err.Error()})
 		return

@@ -237,3 +237,19 @@ func (r *round) rerun(k jobKey, groups ...string) error {
 // errRerun: a write refused because it would run completed batch work
 // again (round.rerun).
 var errRerun = errors.New("refused")
+
+// drainGroups are the groups a drain of group ("": the whole job, every
+// GPU group) scales, one write each (finishDrain).
+func drainGroups(job *ObservedJob, group string) []string {
+	if group != "" {
+		return []string{group}
+	}
+	var out []string
+	for g, spec := range job.Groups {
+		if spec.GPUsPerAlloc > 0 && spec.Count > 0 {
+			out = append(out, g)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
