@@ -692,6 +692,7 @@ func (c *Controller) syncHolds(ctx context.Context, r *round) {
 					want = h.Original - h.Count
 					_ = c.save(ctx, st)
 				}
+				r.tookDone(k, g)
 				what := "a hold"
 				if spec.Count < want {
 					what = "a resume"

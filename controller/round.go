@@ -185,6 +185,17 @@ func (r *round) takeDone(st *JobState, g string) int {
 	if d == 0 || r.taken[k][g] {
 		return d
 	}
+	r.tookDone(k, g)
+	if h := st.Held[g]; h != nil {
+		h.Original = max(h.Original-d, 0)
+		h.Count = min(h.Count, h.Original)
+	}
+	return d
+}
+
+// tookDone notes that a batch group's completed allocations are out of its
+// held original count for this round (takeDone).
+func (r *round) tookDone(k jobKey, g string) {
 	if r.taken == nil {
 		r.taken = map[jobKey]map[string]bool{}
 	}
@@ -192,11 +203,6 @@ func (r *round) takeDone(st *JobState, g string) int {
 		r.taken[k] = map[string]bool{}
 	}
 	r.taken[k][g] = true
-	if h := st.Held[g]; h != nil {
-		h.Original = max(h.Original-d, 0)
-		h.Count = min(h.Count, h.Original)
-	}
-	return d
 }
 
 // done is how many completed allocations of a batch group Nomad counts in
