@@ -276,7 +276,7 @@ func (c *clusterCache) applyOne(e *api.Event) bool {
 		oa := toObservedAlloc(stubOf(a))
 		oa.StopRequested = a.DesiredTransition.Migrate != nil && *a.DesiredTransition.Migrate
 		oa.JobVersion = c.allocVersion(a)
-		if !cacheAlloc(oa) {
+		if !cacheAlloc(oa, c.jobs[jobKey{a.Namespace, a.JobID}]) {
 			_, had := c.allocs[a.ID]
 			delete(c.allocs, a.ID)
 			return had
@@ -347,14 +347,15 @@ func finished(client, desired string) bool {
 	return client == "complete" && desired == "run"
 }
 
-// cacheAlloc reports whether the cache keeps an allocation: one that holds
-// or will hold GPUs, or one that finished (of any group: a scale of one
-// group makes a new version of the whole job, Observation.Done). What
-// allocFilter asks the list for, less the allocations of groups without
-// GPUs that have not finished.
-func cacheAlloc(a ObservedAlloc) bool {
+// cacheAlloc reports whether the cache keeps an allocation of job (nil:
+// one it does not know): one that holds or will hold GPUs, or one of a
+// batch job that finished (of any group: a scale of one group makes a new
+// version of the whole job, Observation.Done). What allocFilter asks the
+// list for, less the live allocations of groups without GPUs and the
+// finished ones of other jobs (services, periodic children, system jobs).
+func cacheAlloc(a ObservedAlloc, job *ObservedJob) bool {
 	if finished(a.ClientStatus, a.DesiredStatus) {
-		return true
+		return job != nil && job.Type == api.JobTypeBatch
 	}
 	return keepAlloc(a.ClientStatus, a.DesiredStatus) && len(a.GPUIDs) > 0
 }

@@ -129,7 +129,7 @@ func (o *observer) readAll(ctx context.Context, fresh bool) (*clusterRead, error
 	index(i)
 	for _, a := range allocs {
 		rd.seen["a/"+a.ID] = a.ModifyIndex
-		if oa := toObservedAlloc(a); cacheAlloc(oa) {
+		if oa := toObservedAlloc(a); cacheAlloc(oa, rd.jobs[jobKey{a.Namespace, a.JobID}]) {
 			rd.allocs[a.ID] = oa
 		}
 	}

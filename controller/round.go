@@ -229,9 +229,12 @@ func (r *round) rerun(k jobKey, groups ...string) error {
 		return nil
 	}
 	sort.Strings(names)
-	what := "a new version of the job"
-	if len(groups) == 1 {
+	what := "re-registering the job makes a new version of it"
+	switch {
+	case len(groups) == 1:
 		what = "scaling group " + groups[0] + " makes a new version of the job"
+	case len(groups) > 1:
+		what = "scaling groups " + strings.Join(groups, ", ") + " one at a time makes new versions of the job"
 	}
 	var parts []string
 	for _, g := range names {
