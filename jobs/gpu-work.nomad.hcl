@@ -6,7 +6,8 @@
 #   nomad job run -var name=train-a -var namespace=research -var tier=training \
 #     -var gpus=3 jobs/gpu-work.nomad.hcl
 #
-# It reports busy_percent on its GPUs for busy_seconds, then idle_percent,
+# It reports busy_percent on its GPUs for busy_seconds, then idle_percent
+# (with -var type=batch it finishes then instead: a batch job's work),
 # and on its checkpoint signal (SIGUSR1 by default, as example.hcl says)
 # prints "checkpoint" — the way a real trainer would save its state.
 #
