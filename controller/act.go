@@ -27,6 +27,9 @@ func (c *Controller) execute(ctx context.Context, r *round, a engine.Action) err
 	st := c.state(k)
 	switch a.Kind {
 	case engine.SetPriority, engine.Promote:
+		if err := r.rerun(k); err != nil {
+			return c.refuseRerun(ctx, r, st, err)
+		}
 		st.Promoted = a.Kind == engine.Promote
 		st.note(statusFor(a.Kind, st), a.Reason, r.now)
 		c.attachNotice(r, st)
@@ -47,6 +50,9 @@ func (c *Controller) execute(ctx context.Context, r *round, a engine.Action) err
 		return nil
 
 	case engine.Preempt, engine.IdleStop:
+		if err := r.rerun(k, drainGroups(job, a.Group)...); err != nil {
+			return c.refuseRerun(ctx, r, st, err)
+		}
 		d := &Drain{Group: a.Group, Allocs: shortIDs(a.Allocs), Decided: r.now, Requeue: a.Requeue || a.Kind == engine.Preempt,
 			Kind: string(a.Kind), Rule: string(a.Reason.Rule), Reason: a.Reason.Message}
 		if a.Signal != "" && a.Grace > 0 {
@@ -91,6 +97,9 @@ func (c *Controller) execute(ctx context.Context, r *round, a engine.Action) err
 	case engine.Move:
 		// The job goes to another node pool: Nomad places its waiting
 		// allocations there. A held group's resume follows in the plan.
+		if err := r.rerun(k); err != nil {
+			return c.refuseRerun(ctx, r, st, err)
+		}
 		st.note(StatusMoved, a.Reason, r.now)
 		c.attachNotice(r, st)
 		if err := c.save(ctx, st); err != nil {
@@ -143,7 +152,11 @@ func (c *Controller) execute(ctx context.Context, r *round, a engine.Action) err
 		if n == 0 {
 			return nil
 		}
+		if err := r.rerun(k, a.Group); err != nil {
+			return c.refuseRerun(ctx, r, st, err)
+		}
 		st.release(a.Group, n)
+		done := r.takeDone(st, a.Group)
 		status := StatusRunning
 		if a.Reason.Rule == engine.RulePrecedence {
 			status = StatusMoved // resumed where its pool precedence moved it
@@ -157,7 +170,7 @@ func (c *Controller) execute(ctx context.Context, r *round, a engine.Action) err
 			return err
 		}
 		c.crashPoint(stepResumeRecorded)
-		if err := c.resumeScale(ctx, r, k, a, spec.Count+n, n); err != nil {
+		if err := c.resumeScale(ctx, r, k, a, spec.Count-done+n, n); err != nil {
 			return err
 		}
 		if st.resumed == nil {
@@ -218,7 +231,7 @@ func (c *Controller) holdUnadmitted(ctx context.Context, r *round) {
 					why = w.Reason
 				}
 			}
-			if err := c.holdBack(ctx, r, c.state(k), job, g, q, why); err != nil {
+			if err := c.holdBack(ctx, r, c.state(k), job, g, q, why); err != nil && !errors.Is(err, errRerun) {
 				c.log.Error("hold back", "job", k, "group", g, "error", err)
 				r.failed++
 			}
@@ -226,15 +239,45 @@ func (c *Controller) holdUnadmitted(ctx context.Context, r *round) {
 	}
 }
 
+// ruleCompleted is the rule of a write refused because it would run
+// completed batch work again (round.rerun).
+const ruleCompleted = "completed"
+
+// refuseRerun records, in the job's record, why Steward leaves a batch job
+// as it is (round.rerun), once: the engine decides the same every round.
+// It returns err, which the round takes for a refusal, not a failure.
+func (c *Controller) refuseRerun(ctx context.Context, r *round, st *JobState, err error) error {
+	if st.Reason == err.Error() {
+		return err
+	}
+	c.log.Info("write refused: it would run completed batch work again", "job", st.key(), "reason", err)
+	status := st.Status
+	if status == "" {
+		status = StatusRunning
+	}
+	st.note(status, engine.Reason{Rule: ruleCompleted, Message: err.Error()}, r.now)
+	if serr := c.save(ctx, st); serr != nil {
+		c.log.Error("save job state", "job", st.key(), "error", serr)
+	}
+	return err
+}
+
 // holdBack scales a group down by n allocations that are not running yet,
 // and records them as held.
 func (c *Controller) holdBack(ctx context.Context, r *round, st *JobState, job *ObservedJob, group string, n int, why engine.Reason) error {
 	spec := job.Groups[group]
-	target := max(spec.Count-n, r.liveAllocs(st.key(), group))
-	if n = spec.Count - target; n <= 0 {
+	// A batch group's completed allocations are no part of the count
+	// written (round.takeDone).
+	count := spec.Count - r.done(st.key(), group)
+	target := max(count-n, r.liveAllocs(st.key(), group))
+	if n = count - target; n <= 0 {
 		return nil
 	}
-	st.hold(group, n, spec.Count, string(why.Rule), r.now, job.ModifyIndex)
+	if err := r.rerun(st.key(), group); err != nil {
+		return c.refuseRerun(ctx, r, st, err)
+	}
+	done := r.takeDone(st, group)
+	st.hold(group, n, count, string(why.Rule), r.now, job.ModifyIndex).Taken = done
 	st.keepScaling(group, spec.Scaling)
 	st.note(StatusHeld, why, r.now)
 	c.attachNotice(r, st)
@@ -314,11 +357,12 @@ func (c *Controller) finishDrain(ctx context.Context, r *round, st *JobState, d 
 	}
 	targets := map[string]int{}
 	for g, n := range groups {
-		count := job.Groups[g].Count
+		done := r.takeDone(st, g) // completed batch work: not part of the count written
+		count := job.Groups[g].Count - done
 		n = min(n, count)
-		targets[g] = count - n
+		groups[g], targets[g] = n, count-n
 		if d.Requeue {
-			st.hold(g, n, count, d.Rule, r.now, job.ModifyIndex)
+			st.hold(g, n, count, d.Rule, r.now, job.ModifyIndex).Taken = done
 			st.keepScaling(g, job.Groups[g].Scaling)
 		}
 		if d.Kind == string(engine.Preempt) && !d.Unadmitted {
@@ -642,6 +686,11 @@ func (c *Controller) syncHolds(ctx context.Context, r *round) {
 				continue
 			}
 			want := h.Original - h.Count
+			if spec.Count == want {
+				// Applied: the completed allocations its write left out
+				// are an older version's now, which Nomad ignores.
+				h.Taken = 0
+			}
 			switch {
 			case spec.Count == want && h.Count == 0:
 				// Resumed in full, and Nomad shows it: forgotten once
@@ -653,6 +702,19 @@ func (c *Controller) syncHolds(ctx context.Context, r *round) {
 				h.Index = job.ModifyIndex // in step; saved with the round
 				c.syncScaling(ctx, r, st, job, g, h, want)
 			case job.ModifyIndex == h.Index:
+				if err := r.rerun(k, g); err != nil {
+					c.log.Warn("hold recorded but not applied: not finished", "job", k, "group", g, "error", err)
+					continue
+				}
+				// Batch work completed since the write was recorded
+				// leaves the count too (round.takeDone).
+				if extra := r.done(k, g) - h.Taken; extra > 0 {
+					h.Original, h.Taken = max(h.Original-extra, 0), h.Taken+extra
+					h.Count = min(h.Count, h.Original)
+					want = h.Original - h.Count
+					_ = c.save(ctx, st)
+				}
+				r.tookDone(k, g)
 				what := "a hold"
 				if spec.Count < want {
 					what = "a resume"

@@ -275,7 +275,8 @@ func (c *clusterCache) applyOne(e *api.Event) bool {
 		}
 		oa := toObservedAlloc(stubOf(a))
 		oa.StopRequested = a.DesiredTransition.Migrate != nil && *a.DesiredTransition.Migrate
-		if !keepAlloc(a.ClientStatus, a.DesiredStatus) || len(oa.GPUIDs) == 0 {
+		oa.JobVersion = c.allocVersion(a)
+		if !cacheAlloc(oa, c.jobs[jobKey{a.Namespace, a.JobID}]) {
 			_, had := c.allocs[a.ID]
 			delete(c.allocs, a.ID)
 			return had
@@ -306,16 +307,57 @@ func (c *clusterCache) applyOne(e *api.Event) bool {
 	return false
 }
 
+// allocVersion is the version of its job an allocation event's allocation
+// is at. Nomad leaves the job out of allocation events: an allocation the
+// server wrote (placed, or updated in place to the job's latest version,
+// as Nomad does with every live allocation when a scale makes a new
+// version) since the job last changed is at the job's current version;
+// otherwise it is where the cache had it, or, new to the cache, older.
+func (c *clusterCache) allocVersion(a *api.Allocation) uint64 {
+	prev, had := c.allocs[a.ID]
+	j := c.jobs[jobKey{a.Namespace, a.JobID}]
+	switch {
+	case j != nil && a.AllocModifyIndex >= j.ModifyIndex:
+		return j.Version
+	case had:
+		return prev.JobVersion
+	case j != nil && j.Version > 0:
+		return j.Version - 1
+	}
+	return 0
+}
+
 // skipJobType reports whether the controller leaves a job out: system and
 // sysbatch jobs (not Steward's to schedule), and periodic children.
 func skipJobType(typ, parentID string, periodic bool) bool {
 	return typ == api.JobTypeSystem || typ == api.JobTypeSysbatch || parentID != "" && periodic
 }
 
-// keepAlloc reports whether an allocation holds or will hold resources:
-// what allocFilter asks the list for.
+// keepAlloc reports whether an allocation holds or will hold resources.
 func keepAlloc(client, desired string) bool {
 	return client != "complete" && client != "failed" && client != "lost" && desired == "run"
+}
+
+// finished reports whether an allocation finished by itself: its tasks
+// completed, and nobody (Steward's preemption, a scale down, its owner)
+// stopped it. A batch job's finished allocation is completed work
+// (Observation.Done). A failed one is not: Nomad's reschedule policy
+// decides whether it runs again, as it would without Steward.
+func finished(client, desired string) bool {
+	return client == "complete" && desired == "run"
+}
+
+// cacheAlloc reports whether the cache keeps an allocation of job (nil:
+// one it does not know): one that holds or will hold GPUs, or one of a
+// batch job that finished (of any group: a scale of one group makes a new
+// version of the whole job, Observation.Done). What allocFilter asks the
+// list for, less the live allocations of groups without GPUs and the
+// finished ones of other jobs (services, periodic children, system jobs).
+func cacheAlloc(a ObservedAlloc, job *ObservedJob) bool {
+	if finished(a.ClientStatus, a.DesiredStatus) {
+		return job != nil && job.Type == api.JobTypeBatch
+	}
+	return keepAlloc(a.ClientStatus, a.DesiredStatus) && len(a.GPUIDs) > 0
 }
 
 func blockedFrom(ev *api.Evaluation) blockedEval {

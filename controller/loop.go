@@ -278,6 +278,11 @@ func (c *Controller) reconcile(ctx context.Context) (time.Time, error) {
 		r.attached = nil
 		err := c.execute(ctx, r, a)
 		r.pending = nil
+		if errors.Is(err, errRerun) {
+			// Refused, its reason in the job's record (refuseRerun): not
+			// a failure to retry, nor an action taken.
+			continue
+		}
 		if err != nil {
 			if st := c.states[k]; st != nil {
 				c.dropUnsaved(st, r.attached)
@@ -386,10 +391,21 @@ func (c *Controller) trackWaiting(r *round) {
 		}
 	}
 	for k, st := range c.states {
+		// Resumed and not yet seen by Nomad: it waits still, in its
+		// place (unseenResumed). A batch group whose resumed work all
+		// completed meanwhile waits no more.
+		inFlightFor := func(g string) bool {
+			if st.resumed == nil || r.now.Sub(st.resumed[g]) > resumeInFlight {
+				return false
+			}
+			j := r.obs.Jobs[k]
+			if j == nil || r.obs.Done[k][g] == 0 || r.live[k][g] > 0 {
+				return true
+			}
+			return unseenResumed(r.obs, st, k, g, j.Groups[g].Count, func(k jobKey, g string) int { return r.live[k][g] }) > 0
+		}
 		for g := range st.Waiting {
-			// Resumed and not yet seen by Nomad: it waits still, in its
-			// place (unseenResumed).
-			inFlight := st.resumed != nil && r.now.Sub(st.resumed[g]) <= resumeInFlight
+			inFlight := inFlightFor(g)
 			if q := r.obs.Queued[k][g]; q.Count == 0 && !st.holds(g) && !inFlight {
 				c.observeWaitEnd(r, k, g, st.Waiting[g])
 				delete(st.Waiting, g)
@@ -400,7 +416,7 @@ func (c *Controller) trackWaiting(r *round) {
 			// group resumed and not yet shown by Nomad is neither, and
 			// keeps its place among preempted work (resume_order) until
 			// Nomad places it.
-			inFlight := st.resumed != nil && r.now.Sub(st.resumed[g]) <= resumeInFlight
+			inFlight := inFlightFor(g)
 			if q := r.obs.Queued[k][g]; q.Count == 0 && !st.holds(g) && !inFlight {
 				delete(st.Interrupted, g)
 			}

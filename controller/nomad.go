@@ -77,7 +77,9 @@ type Nomad interface {
 	// ReadJob reads a job's spec; nil when it is gone.
 	ReadJob(ctx context.Context, namespace, jobID string, fresh bool) (*api.Job, error)
 	// ListAllocs lists the allocations that are placed or running and
-	// meant to run, with their resources, in every namespace.
+	// meant to run, and those that finished by themselves (a batch job's
+	// completed work: Observation.Done), with their resources, in every
+	// namespace.
 	ListAllocs(ctx context.Context, fresh bool) ([]*api.AllocationListStub, uint64, error)
 	// ListBlockedEvals lists blocked evaluations in every namespace.
 	ListBlockedEvals(ctx context.Context, fresh bool) ([]*api.Evaluation, uint64, error)

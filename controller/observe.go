@@ -17,6 +17,15 @@ type Observation struct {
 	Nodes  []ObservedNode
 	Jobs   map[jobKey]*ObservedJob
 	Allocs []ObservedAlloc
+	// Done is, per batch job and group, the allocations that finished by
+	// themselves (client status complete, desired status run) in the
+	// job's current version: completed work, never waiting work. Nomad
+	// counts them in the group's count until the job's next version; from
+	// then on it ignores them (a batch job's terminal allocations of an
+	// older version, scheduler/reconciler filterOldTerminalAllocs, nomad
+	// v1.11.3) and places the count anew. Every count Steward writes for
+	// a batch group therefore leaves them out (round.takeDone).
+	Done map[jobKey]map[string]int
 	// Queued is, per job and group, the allocations Nomad could not place
 	// (job summary), for jobs with a blocked evaluation.
 	Queued map[jobKey]map[string]QueuedGroup
@@ -53,6 +62,9 @@ type ObservedJob struct {
 	Meta          map[string]string
 	Stopped       bool
 	ModifyIndex   uint64
+	// Version is the job's version: each scale or registration makes a
+	// new one.
+	Version uint64
 	// Groups maps each task group to its count and GPUs per allocation.
 	Groups map[string]GroupSpec
 }
@@ -80,11 +92,14 @@ type GroupSpec struct {
 // CheckpointTaskMetaKey opts a task in or out of the checkpoint signal.
 const CheckpointTaskMetaKey = "steward.checkpoint"
 
-// ObservedAlloc is a non-terminal allocation that holds GPUs.
+// ObservedAlloc is a non-terminal allocation that holds GPUs (or, in the
+// cache only, one that finished: finished).
 type ObservedAlloc struct {
 	ID, Name     string
 	Namespace    string
 	JobID, Group string
+	// JobVersion is the version of its job it was placed for.
+	JobVersion   uint64
 	NodeID       string
 	GPUIDs       []string
 	ClientStatus string
@@ -139,7 +154,8 @@ func toObservedJob(j *api.Job) *ObservedJob {
 	oj := &ObservedJob{
 		Namespace: deref(j.Namespace), ID: deref(j.ID), Type: deref(j.Type),
 		Priority: derefInt(j.Priority), NodePool: deref(j.NodePool), Meta: map[string]string{},
-		Stopped: j.Stop != nil && *j.Stop, ModifyIndex: derefU64(j.JobModifyIndex), Groups: map[string]GroupSpec{},
+		Stopped: j.Stop != nil && *j.Stop, ModifyIndex: derefU64(j.JobModifyIndex), Version: derefU64(j.Version),
+		Groups: map[string]GroupSpec{},
 	}
 	for k, v := range j.Meta {
 		oj.Meta[k] = v
@@ -204,7 +220,7 @@ func isGPURequest(name string) bool {
 
 func toObservedAlloc(a *api.AllocationListStub) ObservedAlloc {
 	oa := ObservedAlloc{ID: a.ID, Name: a.Name, Namespace: a.Namespace, JobID: a.JobID, Group: a.TaskGroup,
-		NodeID: a.NodeID, ClientStatus: a.ClientStatus, DesiredStatus: a.DesiredStatus,
+		JobVersion: a.JobVersion, NodeID: a.NodeID, ClientStatus: a.ClientStatus, DesiredStatus: a.DesiredStatus,
 		StartedAt: time.Unix(0, a.CreateTime)}
 	if a.AllocatedResources != nil {
 		names := make([]string, 0, len(a.AllocatedResources.Tasks))

@@ -129,7 +129,7 @@ func (o *observer) readAll(ctx context.Context, fresh bool) (*clusterRead, error
 	index(i)
 	for _, a := range allocs {
 		rd.seen["a/"+a.ID] = a.ModifyIndex
-		if oa := toObservedAlloc(a); len(oa.GPUIDs) > 0 {
+		if oa := toObservedAlloc(a); cacheAlloc(oa, rd.jobs[jobKey{a.Namespace, a.JobID}]) {
 			rd.allocs[a.ID] = oa
 		}
 	}
@@ -151,7 +151,7 @@ func (o *observer) readAll(ctx context.Context, fresh bool) (*clusterRead, error
 func (o *observer) build(ctx context.Context, now time.Time) (*Observation, error) {
 	c := o.cache
 	obs := &Observation{At: now, Jobs: map[jobKey]*ObservedJob{}, Queued: map[jobKey]map[string]QueuedGroup{},
-		Placeholders: map[string]Placeholder{}}
+		Placeholders: map[string]Placeholder{}, Done: map[jobKey]map[string]int{}}
 	c.mu.Lock()
 	for _, n := range c.nodes {
 		if n.usable {
@@ -169,6 +169,18 @@ func (o *observer) build(ctx context.Context, now time.Time) (*Observation, erro
 	}
 	obs.Allocs = make([]ObservedAlloc, 0, len(c.allocs))
 	for _, a := range c.allocs {
+		if !keepAlloc(a.ClientStatus, a.DesiredStatus) {
+			// Finished: completed work of a batch job's current version
+			// counts (Observation.Done); the rest is history.
+			k := jobKey{a.Namespace, a.JobID}
+			if j := obs.Jobs[k]; j != nil && j.Type == api.JobTypeBatch && a.JobVersion == j.Version {
+				if obs.Done[k] == nil {
+					obs.Done[k] = map[string]int{}
+				}
+				obs.Done[k][a.Group]++
+			}
+			continue
+		}
 		if c.isPlaceholder(a.Namespace, a.JobID) {
 			if p, ok := obs.Placeholders[a.JobID]; ok {
 				p.Node, p.GPUs = a.NodeID, len(a.GPUIDs)

@@ -70,8 +70,10 @@ func (n *nomadClient) ReadJob(ctx context.Context, ns, id string, fresh bool) (*
 	return job, needs(err, "read-job", "read job %s/%s", ns, id)
 }
 
-// allocFilter keeps the allocations that hold or will hold resources.
-const allocFilter = `ClientStatus != "complete" and ClientStatus != "failed" and ClientStatus != "lost" and DesiredStatus == "run"`
+// allocFilter keeps the allocations that hold or will hold resources, and
+// those that finished by themselves (cacheAlloc): a batch job's completed
+// work, which Steward's scales must leave out of its counts.
+const allocFilter = `ClientStatus != "failed" and ClientStatus != "lost" and DesiredStatus == "run"`
 
 func (n *nomadClient) ListAllocs(ctx context.Context, fresh bool) ([]*api.AllocationListStub, uint64, error) {
 	q := readOpts(ctx, api.AllNamespacesNamespace, fresh)

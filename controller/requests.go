@@ -159,6 +159,11 @@ func (c *Controller) pause(ctx context.Context, r *round, st *JobState, job *Obs
 	if st.Paused {
 		return
 	}
+	if err := r.rerun(st.key(), drainGroups(job, "")...); err != nil {
+		c.log.Warn("pause refused", "job", st.key(), "by", by, "error", err)
+		c.remember(Decision{At: r.now, Kind: "pause", Job: st.key().String(), Rule: ruleCompleted, Reason: err.Error(), Error: err.Error()})
+		return
+	}
 	pol, _ := c.engineNow()
 	st.Paused = true
 	// A paused job waits for nothing: GPUs set aside for it while its

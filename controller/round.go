@@ -1,6 +1,10 @@
 package controller
 
 import (
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
 	"time"
 
 	"github.com/gpu-steward/steward/policy/engine"
@@ -34,6 +38,9 @@ type round struct {
 	// (counted in the engine's held demand for the group).
 	inflight map[jobKey]map[string]int
 	resumed  map[jobKey]map[string]bool // groups the plan resumed
+	// taken: batch groups whose completed allocations a write of this
+	// round already took out of their held original count (takeDone).
+	taken map[jobKey]map[string]bool
 
 	// indexes are jobs' modify indexes after Steward's own writes in this
 	// round: the next write to the same job is conditional on them.
@@ -140,7 +147,7 @@ func (r *round) overCount(k jobKey, group string) bool {
 		return false
 	}
 	for g, spec := range j.Groups {
-		if (group == "" || g == group) && r.live[k][g] > spec.Count {
+		if (group == "" || g == group) && r.live[k][g] > spec.Count-r.obs.Done[k][g] {
 			return true
 		}
 	}
@@ -155,4 +162,103 @@ func (r *round) wake(t time.Time) {
 	if r.wakeAt.IsZero() || t.Before(r.wakeAt) {
 		r.wakeAt = t
 	}
+}
+
+// takeDone is how many completed allocations of a batch group a count
+// Steward is about to write must leave out (Observation.Done): Nomad
+// counts them in the group's count as observed, and ignores them once the
+// write makes a new job version, placing the count anew; written with
+// them, the completed work would run again. They leave the group's held
+// original count too, once per round (every count written in a round
+// derives from the count observed, which has them), and the hold notes
+// how many it took (Held.Taken) for syncHolds to finish the write.
+//
+// Call it once the write is certain, before the hold it adds to is
+// recorded (a new hold's original is the count less them) and the state
+// saved; a new hold then notes them (Held.Taken) as its caller sets it.
+func (r *round) takeDone(st *JobState, g string) int {
+	k := st.key()
+	d := r.obs.Done[k][g]
+	if h := st.Held[g]; h != nil && !r.taken[k][g] {
+		h.Taken = d
+	}
+	if d == 0 || r.taken[k][g] {
+		return d
+	}
+	r.tookDone(k, g)
+	if h := st.Held[g]; h != nil {
+		h.Original = max(h.Original-d, 0)
+		h.Count = min(h.Count, h.Original)
+	}
+	return d
+}
+
+// tookDone notes that a batch group's completed allocations are out of its
+// held original count for this round (takeDone).
+func (r *round) tookDone(k jobKey, g string) {
+	if r.taken == nil {
+		r.taken = map[jobKey]map[string]bool{}
+	}
+	if r.taken[k] == nil {
+		r.taken[k] = map[string]bool{}
+	}
+	r.taken[k][g] = true
+}
+
+// done is how many completed allocations of a batch group Nomad counts in
+// its count as observed (Observation.Done).
+func (r *round) done(k jobKey, g string) int { return r.obs.Done[k][g] }
+
+// rerun refuses a write that would make Nomad run a batch job's completed
+// work again: any write to a job makes a new version, and Nomad then
+// ignores the completed allocations of every group (Observation.Done).
+// Only the group whose count the write sets (groups: one) can leave its
+// own out (takeDone); completed allocations of another group would be
+// placed again. Such a write (a multi-group batch job, part of it
+// completed; a re-registration for a priority or a node pool, which keeps
+// the counts) is not made: the job stays as it is, its completed work
+// done.
+func (r *round) rerun(k jobKey, groups ...string) error {
+	names := make([]string, 0, len(r.obs.Done[k]))
+	for g, d := range r.obs.Done[k] {
+		if d > 0 && (len(groups) != 1 || groups[0] != g) {
+			names = append(names, g)
+		}
+	}
+	if len(names) == 0 {
+		return nil
+	}
+	sort.Strings(names)
+	what := "re-registering the job makes a new version of it"
+	switch {
+	case len(groups) == 1:
+		what = "scaling group " + groups[0] + " makes a new version of the job"
+	case len(groups) > 1:
+		what = "scaling groups " + strings.Join(groups, ", ") + " one at a time makes new versions of the job"
+	}
+	var parts []string
+	for _, g := range names {
+		parts = append(parts, fmt.Sprintf("%s of group %s", plural(r.obs.Done[k][g], "completed allocation"), g))
+	}
+	return fmt.Errorf("%w: %s, and Nomad would run the %s again: Steward leaves the job as it is", errRerun, what, strings.Join(parts, " and "))
+}
+
+// errRerun: a write refused because it would run completed batch work
+// again (round.rerun).
+var errRerun = errors.New("refused")
+
+// drainGroups are the groups a drain of group ("": the whole job, every
+// GPU group) scales, one write each (finishDrain).
+func drainGroups(job *ObservedJob, group string) []string {
+	if group != "" {
+		return []string{group}
+	}
+	var out []string
+	for g, spec := range job.Groups {
+		if spec.GPUsPerAlloc > 0 && spec.Count > 0 {
+			out = append(out, g)
+		}
+	}
+	sort.Strings(out)
+	return out
 }

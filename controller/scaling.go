@@ -134,8 +134,14 @@ func (c *Controller) unpinScaling(ctx context.Context, r *round, k jobKey, job *
 	if h.Scaling == nil || spec.Scaling == nil || spec.Scaling.Enabled || spec.Scaling.Max != int64(h.Original-h.Count) {
 		return
 	}
+	if err := r.rerun(k, group); err != nil {
+		c.log.Warn("scaling policy of a group its owner took back not restored", "job", k, "group", group, "error", err)
+		return
+	}
 	msg := fmt.Sprintf("Steward gives group %s its scaling policy back (%s): its owner changed its count while held", group, *h.Scaling)
-	if err := c.writeScaling(ctx, r, k, group, spec.Count, *h.Scaling, msg, map[string]any{"steward.rule": h.Rule}, 0); err != nil {
+	// Completed batch work is no part of the count written (round.takeDone).
+	count := spec.Count - r.done(k, group)
+	if err := c.writeScaling(ctx, r, k, group, count, *h.Scaling, msg, map[string]any{"steward.rule": h.Rule}, 0); err != nil {
 		c.log.Error("restore the scaling policy of a group its owner took back", "job", k, "group", group, "error", err)
 		r.failed++
 		return
@@ -170,6 +176,17 @@ func (c *Controller) syncScaling(ctx context.Context, r *round, st *JobState, jo
 		owner := *spec.Scaling
 		h.Scaling = &owner
 		p = pinnedScaling(owner, want)
+	}
+	if err := r.rerun(k, group); err != nil {
+		c.log.Warn("scaling policy of a held group not set", "job", k, "group", group, "error", err)
+		return false
+	}
+	// Completed batch work is no part of the count written (round.takeDone).
+	if d := r.takeDone(st, group); d > 0 {
+		want -= d
+		if h.Count > 0 {
+			p = pinnedScaling(*h.Scaling, want)
+		}
 	}
 	msg := fmt.Sprintf("Steward sets group %s's scaling policy to %s", group, p)
 	if err := c.writeScaling(ctx, r, k, group, want, p, msg, map[string]any{"steward.rule": h.Rule}, 0); err != nil {

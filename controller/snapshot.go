@@ -188,10 +188,12 @@ func leaving(obs *Observation, states map[jobKey]*JobState) map[string]*Drain {
 			continue
 		}
 		spec, ok := j.Groups[gk.g]
-		if !ok || len(allocs) <= spec.Count {
+		// A batch group's completed allocations count in its count too.
+		count := spec.Count - obs.Done[gk.k][gk.g]
+		if !ok || len(allocs) <= count {
 			continue
 		}
-		excess := len(allocs) - spec.Count
+		excess := len(allocs) - count
 		st := states[gk.k]
 		var why *Drain
 		var rest []*ObservedAlloc
@@ -296,10 +298,6 @@ func inflightResumes(obs *Observation, states map[jobKey]*JobState) map[jobKey]m
 	return out
 }
 
-// unseenResumed is how many allocations of a group Steward resumed within
-// resumeInFlight, and no longer holds any of, that Nomad shows neither
-// placed (obs.Allocs) nor blocked (obs.Queued): the group's count less
-// what runs and is queued.
 // resumedSince is since when a resumed group waits: its place in line, or
 // when it was held, or (neither known) now; never the zero time, which
 // would read as a wait of centuries.
@@ -313,6 +311,13 @@ func resumedSince(st *JobState, g string, now time.Time) time.Time {
 	return now
 }
 
+// unseenResumed is how many allocations of a group Steward resumed within
+// resumeInFlight, and no longer holds any of, that Nomad shows neither
+// placed (obs.Allocs) nor blocked (obs.Queued) nor completed (obs.Done):
+// the group's count less what runs, is queued and has finished. A resumed
+// batch allocation that already completed is done, not waiting: counted
+// as waiting, it was held again at its completion, then resumed, and
+// Nomad ran the finished work anew.
 func unseenResumed(obs *Observation, st *JobState, k jobKey, g string, count int, placed func(jobKey, string) int) int {
 	if st == nil || st.resumed == nil {
 		return 0
@@ -321,6 +326,6 @@ func unseenResumed(obs *Observation, st *JobState, k jobKey, g string, count int
 	if !ok || obs.At.Sub(at) > resumeInFlight {
 		return 0
 	}
-	seen := obs.Queued[k][g].Count + placed(k, g)
+	seen := obs.Queued[k][g].Count + placed(k, g) + obs.Done[k][g]
 	return max(0, count-seen)
 }

@@ -98,6 +98,11 @@ type Held struct {
 	// a job whose count disagrees and whose index moved was changed by its
 	// owner, who then overrides the hold.
 	Index uint64 `json:"index"`
+	// Taken is how many completed allocations of a batch group Steward's
+	// last write took out of Original (round.takeDone): allocations Nomad
+	// still counts while that write is not applied. syncHolds, finishing
+	// it, leaves out only those completed since.
+	Taken int `json:"taken,omitempty"`
 	// Scaling is the group's scaling policy (the Nomad Autoscaler's) as
 	// its owner set it, recorded before Steward first pinned it (disabled,
 	// max at the held count: scaling.go); restored when the group is

@@ -6,7 +6,8 @@
 #   nomad job run -var name=train-a -var namespace=research -var tier=training \
 #     -var gpus=3 jobs/gpu-work.nomad.hcl
 #
-# It reports busy_percent on its GPUs for busy_seconds, then idle_percent,
+# It reports busy_percent on its GPUs for busy_seconds, then idle_percent
+# (with -var type=batch it finishes then instead: a batch job's work),
 # and on its checkpoint signal (SIGUSR1 by default, as example.hcl says)
 # prints "checkpoint" — the way a real trainer would save its state.
 #
@@ -54,6 +55,12 @@ variable "busy_seconds" {
 variable "idle_percent" {
   type    = number
   default = 2
+}
+
+variable "type" {
+  description = "The job's type: \"service\" (the default) works on after busy_seconds, idle; \"batch\" finishes then (exit 0)."
+  type        = string
+  default     = "service"
 }
 
 variable "priority" {
@@ -114,7 +121,7 @@ job "gpu-work" {
   name      = var.name
   id        = var.name
   namespace = var.namespace
-  type      = "service"
+  type      = var.type
   priority  = var.priority
   node_pool = var.node_pool
 
@@ -166,6 +173,7 @@ job "gpu-work" {
           end=$(( $(date +%s) + ${var.busy_seconds} ))
           while [ "$(date +%s)" -lt "$end" ]; do nap; done
           report ${var.idle_percent}
+          if [ "${var.type}" = "batch" ]; then echo "$(date -u +%FT%TZ) done"; exit 0; fi
           while true; do nap; done
         EOT
       }
