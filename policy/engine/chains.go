@@ -1,0 +1,202 @@
+package engine
+
+import (
+	"cmp"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// Steward preempts part of a group (some of its allocations, not all) by
+// lowering the group's count: Nomad then stops the allocations whose names
+// carry the highest indexes ("job.group[3]" before "job.group[2]"), and
+// places no replacement. Any other way (stopping the chosen allocations
+// one by one, then lowering the count) leaves the choice to the order in
+// which Nomad runs the evaluations: the stops' own evaluations place
+// replacements under the victims' names, and the count's evaluation then
+// stops the highest names, which may be allocations that never had their
+// checkpoint signal. So the victims of a group must be its allocations
+// with the highest name indexes: the only ones Nomad stops for a lower
+// count, whatever the order of its evaluations.
+//
+// A chain is a group's live allocations (each a unit of its own, not a
+// gang) in that order, highest index first. Its first next units are taken
+// (taken units always form a prefix of the chain); a victim search that
+// reaches any unit of the chain on node n takes instead the chain's next
+// unit not yet listed, if that one runs on n (chainPick): the units of a
+// group on a node free the same GPUs there, so the search frees what it
+// planned, and the chain stays a prefix. take and untake keep to the
+// prefix the same way for the passes that take units by other orders
+// (limits, idle releases).
+type chain struct {
+	units []int32 // the group's units, highest name index first
+	next  int32   // units[:next] are taken
+	// gen and listed: the units a victim walk (walkScratch.cur) has
+	// listed from the chain, units[next:next+listed], all on one node.
+	gen    uint32
+	listed int32
+}
+
+// noChain is unit.chain for a unit in no chain: a gang, an allocation
+// alone in its group, or one whose name says no index.
+const noChain = -1
+
+// buildChains puts the units of each group with several allocations (that
+// say their name index) into a chain. It costs nothing for snapshots that
+// name no allocation.
+func (st *state) buildChains() {
+	type member struct {
+		ui    int32
+		index int
+	}
+	var groups map[demandRef][]member
+	for ui := range st.units {
+		u := &st.units[ui]
+		u.chain = noChain
+		if u.gang >= 0 {
+			continue
+		}
+		a := &st.s.Allocs[u.first]
+		if a.Name == "" {
+			continue
+		}
+		i := nameIndex(a.Name)
+		if i < 0 {
+			continue
+		}
+		if groups == nil {
+			groups = map[demandRef][]member{}
+		}
+		k := demandRef{a.Job.Ref, a.Group}
+		groups[k] = append(groups[k], member{int32(ui), i})
+	}
+	for _, ms := range groups {
+		if len(ms) < 2 {
+			continue
+		}
+		slices.SortFunc(ms, func(a, b member) int {
+			if c := cmp.Compare(b.index, a.index); c != 0 {
+				return c // the highest index first
+			}
+			// The same index twice (Nomad may give a name twice): Nomad
+			// stops either; the order is at least the same every plan.
+			return strings.Compare(st.s.Allocs[st.units[a.ui].first].ID, st.s.Allocs[st.units[b.ui].first].ID)
+		})
+		c := chain{units: make([]int32, len(ms))}
+		for i, m := range ms {
+			c.units[i] = m.ui
+			st.units[m.ui].chain = int32(len(st.chains))
+		}
+		st.chains = append(st.chains, c)
+	}
+}
+
+// nameIndex is the index in an allocation's name ("job.group[3]": 3); -1
+// when it has none.
+func nameIndex(name string) int {
+	open, end := strings.LastIndexByte(name, '['), len(name)-1
+	if open < 0 || end <= open || name[end] != ']' {
+		return -1
+	}
+	i, err := strconv.Atoi(name[open+1 : end])
+	if err != nil || i < 0 {
+		return -1
+	}
+	return i
+}
+
+// chainPick is the unit a victim walk lists when it reaches unit ui on
+// node n: ui itself outside a chain; in a chain, the chain's next unit not
+// yet listed by this walk, if that runs on n (and, when the walk listed
+// some already, they are on n too); -1 when the chain has none to give
+// on n.
+func (st *state) chainPick(ui int32, n int32) int32 {
+	c := st.units[ui].chain
+	if c < 0 {
+		return ui
+	}
+	ch := &st.chains[c]
+	listed := int32(0)
+	if ch.gen == st.walk.cur {
+		listed = ch.listed
+	}
+	i := ch.next + listed
+	if int(i) >= len(ch.units) {
+		return -1
+	}
+	if listed > 0 && st.units[ch.units[ch.next]].node != n {
+		return -1 // the walk lists this chain on another node
+	}
+	pick := ch.units[i]
+	if st.units[pick].node != n {
+		return -1
+	}
+	return pick
+}
+
+// chainPickAny is chainPick for a search that frees GPUs on any node
+// (swapElsewhere): the chain's next unit not in vs yet, wherever it runs.
+func (st *state) chainPickAny(ui int32, vs []victim) int32 {
+	c := st.units[ui].chain
+	if c < 0 {
+		return ui
+	}
+	ch := &st.chains[c]
+	i := ch.next
+	for _, v := range vs {
+		if st.units[v.ui].chain == c {
+			i++
+		}
+	}
+	if int(i) >= len(ch.units) {
+		return -1
+	}
+	return ch.units[i]
+}
+
+// chainListed records that the walk listed unit ui (chainPick's answer).
+func (st *state) chainListed(ui int32) {
+	c := st.units[ui].chain
+	if c < 0 {
+		return
+	}
+	ch := &st.chains[c]
+	if ch.gen != st.walk.cur {
+		ch.gen, ch.listed = st.walk.cur, 0
+	}
+	ch.listed++
+}
+
+// chainTake is the unit take takes for ui: the chain's next.
+func (st *state) chainTake(ui int32) int32 {
+	c := st.units[ui].chain
+	if c < 0 {
+		return ui
+	}
+	ch := &st.chains[c]
+	ui = ch.units[ch.next]
+	ch.next++
+	return ui
+}
+
+// chainUntake is the unit untake puts back for ui: the chain's last taken.
+func (st *state) chainUntake(ui int32) int32 {
+	c := st.units[ui].chain
+	if c < 0 {
+		return ui
+	}
+	ch := &st.chains[c]
+	ch.next--
+	return ch.units[ch.next]
+}
+
+// chainNext reports whether unit ui may be taken as itself: it is in no
+// chain, or it is its chain's next.
+func (st *state) chainNext(ui int32) bool {
+	c := st.units[ui].chain
+	if c < 0 {
+		return true
+	}
+	ch := &st.chains[c]
+	return int(ch.next) < len(ch.units) && ch.units[ch.next] == ui
+}
