@@ -56,6 +56,12 @@ variable "idle_percent" {
   default = 2
 }
 
+variable "type" {
+  description = "The job's type: \"service\" or \"batch\"."
+  type        = string
+  default     = "service"
+}
+
 variable "priority" {
   description = "Nomad job priority. Steward sets it to the tier's anyway."
   type        = number
@@ -114,7 +120,7 @@ job "gpu-work" {
   name      = var.name
   id        = var.name
   namespace = var.namespace
-  type      = "service"
+  type      = var.type
   priority  = var.priority
   node_pool = var.node_pool
 
