@@ -28,6 +28,15 @@ import (
 // planned, and the chain stays a prefix. take and untake keep to the
 // prefix the same way for the passes that take units by other orders
 // (limits, idle releases).
+//
+// Only a chain's top run, its units from the first down to the first on
+// another node, may be victims in a plan: the rest are buried, left out
+// of the candidates (and so of the node potentials and bounds), as if not
+// preemptible. Within the run chainPick always has a unit to give on the
+// run's node, so the potentials the node searches go by stay exact: a
+// search never tries a node that its chains then cannot free. (Buried
+// units may be victims in a later plan, once the run above them has
+// gone.)
 type chain struct {
 	units []int32 // the group's units, highest name index first
 	next  int32   // units[:next] are taken
@@ -83,12 +92,53 @@ func (st *state) buildChains() {
 			return strings.Compare(st.s.Allocs[st.units[a.ui].first].ID, st.s.Allocs[st.units[b.ui].first].ID)
 		})
 		c := chain{units: make([]int32, len(ms))}
+		top := st.units[ms[0].ui].node
+		buried := false
 		for i, m := range ms {
 			c.units[i] = m.ui
-			st.units[m.ui].chain = int32(len(st.chains))
+			u := &st.units[m.ui]
+			u.chain = int32(len(st.chains))
+			buried = buried || u.node != top
+			u.buried = buried
 		}
 		st.chains = append(st.chains, c)
 	}
+}
+
+// chainKeys orders each chain's top run for the victim walks: a unit of
+// the run can go only after those above it, so its key becomes the worst
+// (highest) of its own and theirs, and the walks reach the run's units in
+// its order, each with its own class (idle, young) where the run's order
+// allows. (Units with equal keys may still be reached out of order:
+// chainPick gives the run's next in their place, of the same class.) A
+// unit of the run that is no candidate (capped, or not preemptible: an
+// exposed allocation above one that is not) buries the rest.
+func (st *state) chainKeys(keys []candKey) []candKey {
+	cand := make([]bool, len(st.units))
+	for _, k := range keys {
+		cand[k.ui] = true
+	}
+	for ci := range st.chains {
+		var worst uint64
+		buried := false
+		for _, ui := range st.chains[ci].units {
+			u := &st.units[ui]
+			buried = buried || u.buried || !cand[ui]
+			if buried {
+				u.buried = true
+				continue
+			}
+			worst = max(worst, u.key)
+			u.key = worst
+		}
+	}
+	out := keys[:0]
+	for _, k := range keys {
+		if u := &st.units[k.ui]; !u.buried {
+			out = append(out, candKey{key: u.key, ui: k.ui})
+		}
+	}
+	return out
 }
 
 // nameIndex is the index in an allocation's name ("job.group[3]": 3); -1

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"testing"
 	"time"
@@ -153,6 +154,29 @@ func TestChainOrderInOtherPasses(t *testing.T) {
 			if got := victims(e.Plan(s, t0), IdleStop); !slices.Equal(got, tt.want) {
 				t.Fatalf("releases %v, want %v", got, tt.want)
 			}
+		})
+	}
+}
+
+// BenchmarkPlanGroups measures plans of the generated cluster with its
+// allocations in groups of four (a job each), with and without their names:
+// the cost of keeping victims to the top of each group's name order
+// (chains.go) against a plan that does not know the order.
+func BenchmarkPlanGroups(b *testing.B) {
+	for _, named := range []bool{false, true} {
+		b.Run(fmt.Sprintf("names=%v", named), func(b *testing.B) {
+			r := rand.New(rand.NewPCG(1, 2))
+			nodes := 10000
+			s := genCluster(r, nodes, 8, nodes*10, nodes, 8, t0)
+			for i := range s.Allocs {
+				first := &s.Allocs[i-i%4]
+				a := &s.Allocs[i]
+				a.Job = first.Job
+				if named {
+					a.Name = fmt.Sprintf("%s.%s[%d]", a.Job.Ref.ID, a.Group, i%4)
+				}
+			}
+			benchPlan(b, s, nodes)
 		})
 	}
 }

@@ -132,7 +132,7 @@ func (st *state) enforceLimits() {
 func (st *state) giveBack(ti int, over func(extra int) bool, skip func(u *unit) bool) (taken []int32, capped int) {
 	var mine []int32
 	for ui := range st.units {
-		if u := &st.units[ui]; u.tenant == ti && !u.taken && st.preemptible(u) && (skip == nil || !skip(u)) {
+		if u := &st.units[ui]; u.tenant == ti && !u.taken && st.preemptible(u) && !u.buried && (skip == nil || !skip(u)) {
 			if st.capped(st.jobOf(u), int(u.recent)) {
 				capped += int(u.units)
 				continue

@@ -121,6 +121,7 @@ type unit struct {
 	key    uint64        // victim preference: lower is taken first
 
 	taken     bool
+	buried    bool     // in a chain below its top run on one node: no victim (chains.go)
 	idle      idleMode // idle for at least its rule's After, and the rule's mode
 	backfill  bool     // runs in a pool kept for tiers other than its own
 	misranked bool     // its job's Nomad priority is not prio (checkPriorities)

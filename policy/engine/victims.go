@@ -52,7 +52,7 @@ func (st *state) sortCandidates() {
 	keys := make([]candKey, 0, len(st.units))
 	for ui := range st.units {
 		u := &st.units[ui]
-		if !st.preemptible(u) {
+		if !st.preemptible(u) || u.buried {
 			continue // never a victim, whatever else holds
 		}
 		if st.capped(st.jobOf(u), int(u.recent)) {
@@ -80,6 +80,9 @@ func (st *state) sortCandidates() {
 	}
 	for _, k := range keys {
 		st.units[k.ui].key = k.key
+	}
+	if len(st.chains) > 0 {
+		keys = st.chainKeys(keys)
 	}
 	sortKeys(keys)
 	st.cands = make([]candidates, len(st.pl.in))
