@@ -393,7 +393,7 @@ func (r *round) victimsOnTop(st *JobState, d *Drain) bool {
 		if a.Namespace != k.Namespace || a.JobID != k.ID || a.Group != d.Group {
 			continue
 		}
-		i := nameIndex(a.Name)
+		i := engine.NameIndex(a.Name)
 		if i < 0 {
 			return false // no name to go by
 		}

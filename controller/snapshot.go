@@ -2,8 +2,6 @@ package controller
 
 import (
 	"sort"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/gpu-steward/steward/policy"
@@ -217,7 +215,7 @@ func leaving(obs *Observation, states map[jobKey]*JobState) map[string]*Drain {
 			if rest[i].StopRequested != rest[k].StopRequested {
 				return rest[i].StopRequested
 			}
-			if ni, nk := nameIndex(rest[i].Name), nameIndex(rest[k].Name); ni != nk {
+			if ni, nk := engine.NameIndex(rest[i].Name), engine.NameIndex(rest[k].Name); ni != nk {
 				return ni > nk
 			}
 			return rest[i].ID < rest[k].ID
@@ -230,20 +228,6 @@ func leaving(obs *Observation, states map[jobKey]*JobState) map[string]*Drain {
 		}
 	}
 	return out
-}
-
-// nameIndex is the index in an allocation's name ("job.group[3]": 3), -1
-// when it has none.
-func nameIndex(name string) int {
-	open, end := strings.LastIndexByte(name, '['), len(name)-1
-	if open < 0 || end <= open || name[end] != ']' {
-		return -1
-	}
-	i, err := strconv.Atoi(name[open+1 : end])
-	if err != nil {
-		return -1
-	}
-	return i
 }
 
 // engineJob is what the engine knows of a job. A job's meta is its owner's

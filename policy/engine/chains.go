@@ -69,7 +69,7 @@ func (st *state) buildChains() {
 		if a.Name == "" {
 			continue
 		}
-		i := nameIndex(a.Name)
+		i := NameIndex(a.Name)
 		if i < 0 {
 			continue
 		}
@@ -141,9 +141,9 @@ func (st *state) chainKeys(keys []candKey) []candKey {
 	return out
 }
 
-// nameIndex is the index in an allocation's name ("job.group[3]": 3); -1
+// NameIndex is the index in an allocation's name ("job.group[3]": 3); -1
 // when it has none.
-func nameIndex(name string) int {
+func NameIndex(name string) int {
 	open, end := strings.LastIndexByte(name, '['), len(name)-1
 	if open < 0 || end <= open || name[end] != ']' {
 		return -1
