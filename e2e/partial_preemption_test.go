@@ -34,7 +34,7 @@ preemption {
 // by one before the count was lowered (as before), the victims' own
 // evaluations placed replacements under their names, and the count's
 // evaluation then stopped the highest indexes: allocations that never had
-// the signal. The loaded case runs beside busy CPUs, where Nomad's
+// the signal. The loaded cases run beside busy CPUs, where Nomad's
 // evaluations run in another order.
 func TestPartialPreemptionStopsOnlySignalled(t *testing.T) {
 	cases := []struct {
@@ -44,6 +44,7 @@ func TestPartialPreemptionStopsOnlySignalled(t *testing.T) {
 	}{
 		{"group-of-4", 4, 2, false},
 		{"group-of-8", 8, 3, false},
+		{"group-of-4-loaded", 4, 2, true},
 		{"group-of-8-loaded", 8, 3, true},
 	}
 	for _, tc := range cases {
