@@ -217,6 +217,25 @@ func (st *state) chainListed(ui int32) {
 	ch.listed++
 }
 
+// chainPeek is the unit take would take for ui (untaken), taking nothing.
+func (st *state) chainPeek(ui int32) int32 {
+	c := st.units[ui].chain
+	if c < 0 {
+		return ui
+	}
+	return st.chains[c].units[st.chains[c].next]
+}
+
+// chainLast is the unit untake would put back for ui (taken), changing
+// nothing.
+func (st *state) chainLast(ui int32) int32 {
+	c := st.units[ui].chain
+	if c < 0 {
+		return ui
+	}
+	return st.chains[c].units[st.chains[c].next-1]
+}
+
 // chainTake is the unit take takes for ui: the chain's next.
 func (st *state) chainTake(ui int32) int32 {
 	c := st.units[ui].chain

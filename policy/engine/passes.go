@@ -132,7 +132,7 @@ func (st *state) enforceLimits() {
 func (st *state) giveBack(ti int, over func(extra int) bool, skip func(u *unit) bool) (taken []int32, capped int) {
 	var mine []int32
 	for ui := range st.units {
-		if u := &st.units[ui]; u.tenant == ti && !u.taken && st.preemptible(u) && !u.buried && (skip == nil || !skip(u)) {
+		if u := &st.units[ui]; u.tenant == ti && !u.taken && st.preemptible(u) && (skip == nil || !skip(u)) {
 			if st.capped(st.jobOf(u), int(u.recent)) {
 				capped += int(u.units)
 				continue
@@ -147,20 +147,35 @@ func (st *state) giveBack(ti int, over func(extra int) bool, skip func(u *unit) 
 		}
 		return cmp.Compare(ua.prio, ub.prio)
 	})
-	for _, ui := range mine {
-		if !over(0) {
-			break
-		}
+	for i := 0; i < len(mine) && over(0); {
+		ui := mine[i]
 		if st.units[ui].taken {
-			continue // taken in the place of another of its chain (chains.go)
+			i++ // taken in the place of another of its chain (chains.go)
+			continue
 		}
-		taken = append(taken, st.take(ui))
+		if next := st.chainPeek(ui); !st.preemptible(&st.units[next]) {
+			i++ // below work of its group that may not be preempted
+			continue
+		}
+		// A chain gives its units in its order (chains.go), wherever
+		// they run: for a limit in a pool, down to one in the pool, the
+		// ones above it first. A unit another took the place of is
+		// looked at again.
+		for {
+			got := st.take(ui)
+			taken = append(taken, got)
+			if got == ui || skip == nil || !skip(&st.units[got]) || !over(0) ||
+				!st.preemptible(&st.units[st.chainPeek(ui)]) {
+				break
+			}
+		}
 	}
 	for i := len(taken) - 1; i >= 0; i-- {
-		if u := &st.units[taken[i]]; !over(int(u.units)) {
-			// In a chain, the chain's last taken goes back: it takes the
-			// place of this one in the list.
-			if back := st.untake(taken[i]); back != taken[i] {
+		// In a chain, the chain's last taken goes back: it takes the
+		// place of this one in the list.
+		if back := st.chainLast(taken[i]); !over(int(st.units[back].units)) {
+			st.untake(taken[i])
+			if back != taken[i] {
 				taken[slices.Index(taken, back)] = taken[i]
 			}
 			taken = slices.Delete(taken, i, i+1)
