@@ -37,6 +37,7 @@ preemption {
 // the signal. The loaded cases run beside busy CPUs, where Nomad's
 // evaluations run in another order.
 func TestPartialPreemptionStopsOnlySignalled(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name        string
 		count, need int
