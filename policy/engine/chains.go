@@ -52,13 +52,20 @@ const noChain = -1
 
 // buildChains puts the units of each group with several allocations (that
 // say their name index) into a chain. It costs nothing for snapshots that
-// name no allocation.
+// name no allocation; for the others, a map keyed by an integer tag of the
+// job and group (strings are compared only where two tags meet), and one
+// array for all chains.
 func (st *state) buildChains() {
 	type member struct {
-		ui    int32
-		index int
+		ui, index, group int32
 	}
-	var groups map[demandRef][]member
+	var (
+		ms     []member
+		byTag  map[uint64]int32 // tag of job and group -> group
+		other  map[demandRef]int32
+		groups []demandRef
+		size   []int32
+	)
 	for ui := range st.units {
 		u := &st.units[ui]
 		u.chain = noChain
@@ -73,35 +80,75 @@ func (st *state) buildChains() {
 		if i < 0 {
 			continue
 		}
-		if groups == nil {
-			groups = map[demandRef][]member{}
+		if byTag == nil {
+			byTag = map[uint64]int32{}
+			ms = make([]member, 0, len(st.units)-ui)
 		}
-		k := demandRef{a.Job.Ref, a.Group}
-		groups[k] = append(groups[k], member{int32(ui), i})
+		tag := u.jobTag ^ strTag(a.Group)*0x9e3779b97f4a7c15
+		key := demandRef{a.Job.Ref, a.Group}
+		g, ok := byTag[tag]
+		if ok && groups[g] != key {
+			g, ok = other[key] // two groups, one tag
+		}
+		if !ok {
+			g = int32(len(groups))
+			groups, size = append(groups, key), append(size, 0)
+			if _, taken := byTag[tag]; taken {
+				if other == nil {
+					other = map[demandRef]int32{}
+				}
+				other[key] = g
+			} else {
+				byTag[tag] = g
+			}
+		}
+		size[g]++
+		ms = append(ms, member{int32(ui), int32(min(i, 1<<31-1)), g})
 	}
-	for _, ms := range groups {
-		if len(ms) < 2 {
+	if len(ms) == 0 {
+		return
+	}
+	// Each group of two or more gets a segment of one array, then a chain.
+	first := make([]int32, len(size))
+	n := int32(0)
+	for g, c := range size {
+		first[g] = n
+		if c >= 2 {
+			n += c
+		}
+	}
+	all := make([]int32, n)
+	fill := slices.Clone(first)
+	index := make([]int32, len(st.units)) // only members' are read
+	for _, m := range ms {
+		if size[m.group] >= 2 {
+			all[fill[m.group]] = m.ui
+			fill[m.group]++
+			index[m.ui] = m.index
+		}
+	}
+	for g, c := range size {
+		if c < 2 {
 			continue
 		}
-		slices.SortFunc(ms, func(a, b member) int {
-			if c := cmp.Compare(b.index, a.index); c != 0 {
+		units := all[first[g] : first[g]+c : first[g]+c]
+		slices.SortFunc(units, func(a, b int32) int {
+			if c := cmp.Compare(index[b], index[a]); c != 0 {
 				return c // the highest index first
 			}
 			// The same index twice (Nomad may give a name twice): Nomad
 			// stops either; the order is at least the same every plan.
-			return strings.Compare(st.s.Allocs[st.units[a.ui].first].ID, st.s.Allocs[st.units[b.ui].first].ID)
+			return strings.Compare(st.s.Allocs[st.units[a].first].ID, st.s.Allocs[st.units[b].first].ID)
 		})
-		c := chain{units: make([]int32, len(ms))}
-		top := st.units[ms[0].ui].node
+		top := st.units[units[0]].node
 		buried := false
-		for i, m := range ms {
-			c.units[i] = m.ui
-			u := &st.units[m.ui]
+		for _, ui := range units {
+			u := &st.units[ui]
 			u.chain = int32(len(st.chains))
 			buried = buried || u.node != top
 			u.buried = buried
 		}
-		st.chains = append(st.chains, c)
+		st.chains = append(st.chains, chain{units: units})
 	}
 }
 
