@@ -64,8 +64,9 @@ namespace "*" {
   #                      ahead of Nomad's queue (EvalPriority), and hold a
   #                      group with a scaling policy (count and the policy's
   #                      enabled, min and max in one registration)
-  # alloc-lifecycle      send the checkpoint signal and stop the chosen
-  #                      victim allocations
+  # alloc-lifecycle      send the checkpoint signal, and stop victims one
+  #                      by one where lowering their group's count alone
+  #                      would not (not its top; stragglers)
   capabilities = ["list-jobs", "read-job", "scale-job", "submit-job", "alloc-lifecycle"]
 
   variables {

@@ -377,11 +377,21 @@ func (c *Controller) finishDrain(ctx context.Context, r *round, st *JobState, d 
 		return err
 	}
 	c.crashPoint(stepHoldRecorded)
-	// Mark the chosen victims first: when the group's count drops,
-	// Nomad's reconciler stops allocations marked for migration before any
-	// other, so the GPUs the engine planned with are the ones freed.
+	// Part of a group: the lower count alone stops the victims. When a
+	// group's count drops, Nomad stops the allocations with the highest
+	// indexes in their names (its reconciler's computeStop), and the
+	// engine chose those (policy/engine/chains.go). Stopping the victims
+	// first (Alloc.Stop) is not safe: each stop queues an evaluation of
+	// its own, at once, which, run before the count's, places
+	// replacements under the victims' names, and the count's evaluation
+	// then stops the highest names: allocations that never had their
+	// checkpoint signal. Only victims that are not the top of their
+	// group (Nomad named them otherwise, or placed one above them since
+	// the plan) are stopped one by one first, as the next best.
 	whole := d.Group == "" || targets[d.Group] == 0
-	if !whole {
+	if !whole && !r.victimsOnTop(st, d) {
+		c.log.Warn("victims are not their group's highest name indexes: stopping them one by one before lowering the count",
+			"job", k, "group", d.Group, "allocs", d.Allocs)
 		for _, id := range r.aliveOf(d.Allocs) {
 			index, err := c.nomad.StopAlloc(ctx, k.Namespace, id)
 			if err != nil {
@@ -435,6 +445,34 @@ func (c *Controller) neverAdmitted(allocs []string) bool {
 		}
 	}
 	return true
+}
+
+// victimsOnTop reports whether a partial preemption's victims that still
+// run are the allocations of their group with the highest name indexes,
+// above every other that runs but the victims of other preemptions not
+// yet finished (signalled too, and stopped by their own lower count):
+// then lowering the count stops exactly them.
+func (r *round) victimsOnTop(st *JobState, d *Drain) bool {
+	k := st.key()
+	lowest, highest := -1, -1
+	for _, a := range r.obs.Allocs {
+		if a.Namespace != k.Namespace || a.JobID != k.ID || a.Group != d.Group {
+			continue
+		}
+		i := engine.NameIndex(a.Name)
+		if i < 0 {
+			return false // no name to go by
+		}
+		switch {
+		case d.has(a.ID):
+			if lowest < 0 || i < lowest {
+				lowest = i
+			}
+		case st.draining(a.ID) == nil:
+			highest = max(highest, i)
+		}
+	}
+	return lowest < 0 || lowest > highest
 }
 
 // signalDelay is how long after recording a preemption its checkpoint

@@ -27,7 +27,9 @@ func alloc(id, jobID string) ObservedAlloc {
 // TestPreemption: the victim's state is written before any call on it;
 // with grace the record is written first, the victim signalled a moment
 // later and held at the deadline (by a restarted controller here); a
-// partial preemption marks the chosen allocations before scaling down.
+// partial preemption of a group's highest name indexes lowers its count
+// alone (Nomad stops exactly those); victims that are not the top of
+// their group (or whose names are unknown) are stopped one by one first.
 func TestPreemption(t *testing.T) {
 	reason := engine.Reason{Rule: engine.RulePriority, Message: "tier training (priority 40) yields 2 GPUs to ml/nb/work"}
 	cases := []struct {
@@ -38,15 +40,24 @@ func TestPreemption(t *testing.T) {
 		now   []string // calls made at once (after the state write)
 		sig   []string // calls made a moment later (the checkpoint signal)
 		later []string // calls made when the grace is over
+		named bool     // the allocations have names: a1 is train.work[0]
 	}{
 		{"whole group, no grace: held at once", 0, 2, []string{"a1", "a2"},
-			[]string{"scale ml/train work 0: Steward preempts 2 allocations: " + reason.Message}, nil, nil},
-		{"part of a group, no grace: the chosen allocations go", 0, 4, []string{"a2", "a3"},
-			[]string{"stop ml a2", "stop ml a3", "scale ml/train work 2: Steward preempts 2 allocations: " + reason.Message}, nil, nil},
+			[]string{"scale ml/train work 0: Steward preempts 2 allocations: " + reason.Message}, nil, nil, false},
+		{"part of a group, names unknown: the chosen allocations are stopped, then the count lowered", 0, 4, []string{"a2", "a3"},
+			[]string{"stop ml a2", "stop ml a3", "scale ml/train work 2: Steward preempts 2 allocations: " + reason.Message}, nil, nil, false},
+		{"part of a group, its highest names: the lower count alone stops them", 0, 4, []string{"a3", "a4"},
+			[]string{"scale ml/train work 2: Steward preempts 2 allocations: " + reason.Message}, nil, nil, true},
+		{"part of a group, not its highest names: stopped one by one first", 0, 4, []string{"a2", "a4"},
+			[]string{"stop ml a2", "stop ml a4", "scale ml/train work 2: Steward preempts 2 allocations: " + reason.Message}, nil, nil, true},
 		{"with grace: record, signal, hold at the deadline", 2 * time.Minute, 2, []string{"a1", "a2"},
 			nil,
 			[]string{"signal ml a1 SIGUSR1", "signal ml a2 SIGUSR1"},
-			[]string{"scale ml/train work 0: Steward preempts 2 allocations: " + reason.Message}},
+			[]string{"scale ml/train work 0: Steward preempts 2 allocations: " + reason.Message}, false},
+		{"part of a group with grace: record, signal, the lower count alone at the deadline", 2 * time.Minute, 4, []string{"a3", "a4"},
+			nil,
+			[]string{"signal ml a3 SIGUSR1", "signal ml a4 SIGUSR1"},
+			[]string{"scale ml/train work 2: Steward preempts 2 allocations: " + reason.Message}, true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -55,7 +66,11 @@ func TestPreemption(t *testing.T) {
 			train := job("ml", "train", "training", 40, tc.count, 1)
 			var allocs []ObservedAlloc
 			for i := 1; i <= tc.count; i++ {
-				allocs = append(allocs, alloc("a"+string(rune('0'+i)), "train"))
+				a := alloc("a"+string(rune('0'+i)), "train")
+				if tc.named {
+					a.Name = "train.work[" + string(rune('0'+i-1)) + "]"
+				}
+				allocs = append(allocs, a)
 			}
 			r := roundWith([]*ObservedJob{train}, allocs)
 			a := engine.Action{Kind: engine.Preempt, Job: engine.JobRef{Namespace: "ml", ID: "train"}, Group: "work",

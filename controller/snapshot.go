@@ -2,8 +2,6 @@ package controller
 
 import (
 	"sort"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/gpu-steward/steward/policy"
@@ -54,7 +52,7 @@ func buildSnapshot(p *policy.Policy, obs *Observation, states map[jobKey]*JobSta
 		if j == nil {
 			continue
 		}
-		ea := engine.Alloc{ID: a.ID, Job: jobOf(j), Group: a.Group, NodeID: a.NodeID,
+		ea := engine.Alloc{ID: a.ID, Job: jobOf(j), Group: a.Group, Name: a.Name, NodeID: a.NodeID,
 			GPUIDs: a.GPUIDs, StartedAt: a.StartedAt, CheckpointAt: a.CheckpointAt, Usage: usage[a.ID]}
 		d, gone := going[a.ID]
 		if st := states[jobKey{a.Namespace, a.JobID}]; st != nil {
@@ -162,14 +160,15 @@ func buildSnapshot(p *policy.Policy, obs *Observation, states map[jobKey]*JobSta
 // preemption, for the engine to count as being freed for its beneficiary
 // (Alloc.Draining) rather than as work to preempt again.
 //
-// Nomad carries out a partial preemption in steps: the victims' own stop
-// evaluation places a replacement for each (the count is still the old
-// one), then the scale's evaluation stops as many allocations as the count
-// dropped by. Between the two, the group shows more allocations than its
-// count, on GPUs the preemption freed. Which ones go is Nomad's rule
-// (computeStop): those marked to stop first, then the highest name
-// indexes, which is where the victims' replacements are when the victims
-// had them. The victims themselves are counted first (JobState.draining).
+// A partial preemption lowers the group's count, and the victims are the
+// group's highest name indexes (finishDrain): until Nomad's evaluation of
+// the count stops them, the group shows more allocations than its count,
+// and those are the victims themselves, counted first
+// (JobState.draining). Anything more is left over from the fallback for
+// victims that were not the top of their group: stopped one by one first,
+// their stops' own evaluations may have placed replacements, which the
+// count's evaluation then stops by Nomad's rule (computeStop): those
+// marked to stop first, then the highest name indexes.
 func leaving(obs *Observation, states map[jobKey]*JobState) map[string]*Drain {
 	type groupKey struct {
 		k jobKey
@@ -222,7 +221,7 @@ func leaving(obs *Observation, states map[jobKey]*JobState) map[string]*Drain {
 			if rest[i].StopRequested != rest[k].StopRequested {
 				return rest[i].StopRequested
 			}
-			if ni, nk := nameIndex(rest[i].Name), nameIndex(rest[k].Name); ni != nk {
+			if ni, nk := engine.NameIndex(rest[i].Name), engine.NameIndex(rest[k].Name); ni != nk {
 				return ni > nk
 			}
 			return rest[i].ID < rest[k].ID
@@ -235,20 +234,6 @@ func leaving(obs *Observation, states map[jobKey]*JobState) map[string]*Drain {
 		}
 	}
 	return out
-}
-
-// nameIndex is the index in an allocation's name ("job.group[3]": 3), -1
-// when it has none.
-func nameIndex(name string) int {
-	open, end := strings.LastIndexByte(name, '['), len(name)-1
-	if open < 0 || end <= open || name[end] != ']' {
-		return -1
-	}
-	i, err := strconv.Atoi(name[open+1 : end])
-	if err != nil {
-		return -1
-	}
-	return i
 }
 
 // engineJob is what the engine knows of a job. A job's meta is its owner's

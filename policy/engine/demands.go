@@ -685,8 +685,8 @@ func (st *state) onMarksAtLimit(b *bene) (int32, bool) {
 // placeWith takes b's victims out of the model cluster and places one
 // allocation of b on node n: placeOne's answer when it preempts.
 func (st *state) placeWith(b *bene, n int32, vs []victim) (int32, []victim, Reason, bool) {
-	for _, v := range vs {
-		st.take(v.ui)
+	for i, v := range vs {
+		vs[i].ui = st.take(v.ui) // the same unless a chain's order says otherwise
 	}
 	st.place(b, n)
 	return n, vs, Reason{}, true

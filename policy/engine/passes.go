@@ -66,18 +66,32 @@ func (st *state) promote(d *Demand, tier int) int {
 }
 
 // releaseIdleAlways releases the GPUs of work idle past an "always" rule.
+// In a group of several allocations, only from the top of its chain down
+// (chains.go): an idle allocation below one that is busy keeps its GPUs,
+// as lowering the count would stop the busy one.
 func (st *state) releaseIdleAlways() {
-	for ui := range st.units {
+	release := func(ui int32) bool {
 		u := &st.units[ui]
-		if u.idle != idleAlways || u.taken || st.capped(st.jobOf(u), int(u.recent)) {
-			continue
+		if u.idle != idleAlways || u.taken || !st.chainNext(ui) || st.capped(st.jobOf(u), int(u.recent)) {
+			return false
 		}
-		st.take(int32(ui))
+		st.take(ui)
 		job := st.jobOf(u)
 		a := Action{Kind: IdleStop, Job: job.Ref, Group: st.groupOf(u), GPUs: u.gpus, Allocs: st.allocIDs(u, nil),
 			Requeue: st.idleRule(u).Action == policy.IdleActionRequeue, Reason: st.idleReason(&st.text, u, nil)}
 		st.markPlanned(job)
 		st.emit(a)
+		return true
+	}
+	for ui := range st.units {
+		if !release(int32(ui)) || st.units[ui].chain < 0 {
+			continue
+		}
+		// Down its chain while the next is idle too (it may come
+		// before this one in the units' order).
+		ch := &st.chains[st.units[ui].chain]
+		for int(ch.next) < len(ch.units) && release(ch.units[ch.next]) {
+		}
 	}
 }
 
@@ -133,16 +147,37 @@ func (st *state) giveBack(ti int, over func(extra int) bool, skip func(u *unit) 
 		}
 		return cmp.Compare(ua.prio, ub.prio)
 	})
-	for _, ui := range mine {
-		if !over(0) {
-			break
+	for i := 0; i < len(mine) && over(0); {
+		ui := mine[i]
+		if st.units[ui].taken {
+			i++ // taken in the place of another of its chain (chains.go)
+			continue
 		}
-		st.take(ui)
-		taken = append(taken, ui)
+		if next := st.chainPeek(ui); !st.preemptible(&st.units[next]) {
+			i++ // below work of its group that may not be preempted
+			continue
+		}
+		// A chain gives its units in its order (chains.go), wherever
+		// they run: for a limit in a pool, down to one in the pool, the
+		// ones above it first. A unit another took the place of is
+		// looked at again.
+		for {
+			got := st.take(ui)
+			taken = append(taken, got)
+			if got == ui || skip == nil || !skip(&st.units[got]) || !over(0) ||
+				!st.preemptible(&st.units[st.chainPeek(ui)]) {
+				break
+			}
+		}
 	}
 	for i := len(taken) - 1; i >= 0; i-- {
-		if u := &st.units[taken[i]]; !over(int(u.units)) {
+		// In a chain, the chain's last taken goes back: it takes the
+		// place of this one in the list.
+		if back := st.chainLast(taken[i]); !over(int(st.units[back].units)) {
 			st.untake(taken[i])
+			if back != taken[i] {
+				taken[slices.Index(taken, back)] = taken[i]
+			}
 			taken = slices.Delete(taken, i, i+1)
 		}
 	}

@@ -24,6 +24,9 @@ func TestProperties(t *testing.T) {
 		for i := range s.Allocs {
 			s.Allocs[i].Draining = r.IntN(20) == 0
 		}
+		if r.IntN(2) == 0 {
+			nameGroups(r, s)
+		}
 		if r.IntN(3) == 0 {
 			// A node of MIG-like devices, each half a GPU: reserves and
 			// limits count them so (units.go).
@@ -39,11 +42,68 @@ func TestProperties(t *testing.T) {
 		checkLimits(t, name, e, s, plan)
 		checkPoolLimits(t, name, e, s, plan)
 		checkBeneficiariesFit(t, name, s, plan)
+		checkGroupTops(t, name, s, plan)
 		if again := e.Plan(s, t0); !reflect.DeepEqual(plan, again) {
 			t.Fatalf("%s: two plans of the same snapshot differ", name)
 		}
 		if t.Failed() {
 			t.Fatalf("%s failed; plan:\n%v", name, plan.Actions)
+		}
+	}
+}
+
+// nameGroups makes groups of up to four allocations in a row of as many
+// GPUs each (one job, on one node or two) and names them in a shuffled
+// order, as Nomad would after replacements.
+func nameGroups(r *rand.Rand, s *Snapshot) {
+	for i := 0; i < len(s.Allocs); {
+		n := 1
+		for n < 1+r.IntN(4) && i+n < len(s.Allocs) && len(s.Allocs[i+n].GPUIDs) == len(s.Allocs[i].GPUIDs) {
+			n++
+		}
+		idx := r.Perm(n + r.IntN(2)) // an index may be missing (stopped)
+		for k := range n {
+			a := &s.Allocs[i+k]
+			a.Job = s.Allocs[i].Job
+			a.Name = fmt.Sprintf("%s.%s[%d]", a.Job.Ref.ID, a.Group, idx[k])
+		}
+		i += n
+	}
+}
+
+// checkGroupTops: the victims of a group are its allocations with the
+// highest name indexes among those not draining: what Nomad stops when
+// the group's count drops.
+func checkGroupTops(t *testing.T, name string, s *Snapshot, plan *Plan) {
+	t.Helper()
+	victim := map[string]bool{}
+	for _, a := range victimActions(plan) {
+		for _, id := range a.Allocs {
+			victim[id] = true
+		}
+	}
+	type group struct {
+		job   JobRef
+		group string
+	}
+	lowest, highest := map[group]int{}, map[group]int{}
+	for _, a := range s.Allocs {
+		i := NameIndex(a.Name)
+		if i < 0 || a.Draining || a.Job.Gang {
+			continue
+		}
+		g := group{a.Job.Ref, a.Group}
+		if victim[a.ID] {
+			if l, ok := lowest[g]; !ok || i < l {
+				lowest[g] = i
+			}
+		} else if h, ok := highest[g]; !ok || i > h {
+			highest[g] = i
+		}
+	}
+	for g, l := range lowest {
+		if h, ok := highest[g]; ok && h > l {
+			t.Errorf("%s: %s/%s loses index %d but keeps %d: Nomad would stop the highest", name, g.job, g.group, l, h)
 		}
 	}
 }

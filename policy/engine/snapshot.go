@@ -116,9 +116,15 @@ func SnoozeEnd(s Snooze, rule *policy.IdleRule) time.Time {
 
 // Alloc is a running (or starting) allocation that holds GPUs.
 type Alloc struct {
-	ID        string
-	Job       Job
-	Group     string
+	ID    string
+	Job   Job
+	Group string
+	// Name is its Nomad name, "job.group[3]"; "" when unknown. Nomad
+	// stops a group's allocations with the highest indexes in their names
+	// first when its count drops, and Steward preempts part of a group by
+	// lowering its count: the engine takes a group's allocations as
+	// victims from the top of that order only (chains.go).
+	Name      string
 	NodeID    string
 	GPUIDs    []string
 	StartedAt time.Time

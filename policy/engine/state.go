@@ -35,6 +35,7 @@ type model struct {
 	maxGPUs int
 	units   []unit
 	gangs   []gangUnit
+	chains  []chain // groups' units in the order Nomad stops them (chains.go)
 	tenants []tenantState
 	// tenantNS maps namespaces to tenants (policy tenants, then others
 	// as they appear).
@@ -108,6 +109,7 @@ type unit struct {
 	first  int32 // index into Snapshot.Allocs of its first allocation: the job and group
 	gang   int32 // index into state.gangs; -1 for a single allocation
 	node   int32 // the node of a single allocation
+	chain  int32 // index into state.chains; noChain for none (chains.go)
 	recent int32 // preemptions of its job in the last hour
 	units  int32 // what its GPUs count for in its tenant's figures (units.go)
 	tier   int
@@ -119,6 +121,7 @@ type unit struct {
 	key    uint64        // victim preference: lower is taken first
 
 	taken     bool
+	buried    bool     // in a chain below its top run on one node: no victim (chains.go)
 	idle      idleMode // idle for at least its rule's After, and the rule's mode
 	backfill  bool     // runs in a pool kept for tiers other than its own
 	misranked bool     // its job's Nomad priority is not prio (checkPriorities)
@@ -421,6 +424,7 @@ func (st *state) buildUnits() {
 		}
 		st.units = append(st.units, u)
 	}
+	st.buildChains()
 	st.earmarkFreed(free)
 	st.cap = newCapacity(&st.pl, st.maxGPUs)
 	st.cap.fill(free)

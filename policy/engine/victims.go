@@ -52,7 +52,7 @@ func (st *state) sortCandidates() {
 	keys := make([]candKey, 0, len(st.units))
 	for ui := range st.units {
 		u := &st.units[ui]
-		if !st.preemptible(u) {
+		if !st.preemptible(u) || u.buried {
 			continue // never a victim, whatever else holds
 		}
 		if st.capped(st.jobOf(u), int(u.recent)) {
@@ -80,6 +80,9 @@ func (st *state) sortCandidates() {
 	}
 	for _, k := range keys {
 		st.units[k.ui].key = k.key
+	}
+	if len(st.chains) > 0 {
+		keys = st.chainKeys(keys)
 	}
 	sortKeys(keys)
 	st.cands = make([]candidates, len(st.pl.in))
@@ -504,7 +507,12 @@ func (st *state) walkIsFutile(b *bene, allowYoung bool) bool {
 
 // addVictim adds unit ui's GPUs on node n to the walk if b may take them,
 // and reports whether the node then frees enough for one allocation of b.
+// For a unit of a chain it adds the chain's next on n instead, if any
+// (chainPick).
 func (st *state) addVictim(ui int32, b *bene, n int32, allowYoung bool) bool {
+	if ui = st.chainPick(ui, n); ui < 0 {
+		return false
+	}
 	u := &st.units[ui]
 	rule, needOver, ok := st.victimRule(u, b, n, allowYoung)
 	if !ok {
@@ -528,6 +536,7 @@ func (st *state) addVictim(ui int32, b *bene, n int32, allowYoung bool) bool {
 		return false // within its reserve in the node's pool
 	}
 	w.list[n] = append(w.list[n], victim{ui: ui, rule: rule, holdsPrev: holds})
+	st.chainListed(ui)
 	w.pick(n, u.tenant, int(u.units))
 	w.freed[n] += st.gpusOn(u, n)
 	return st.usableFree(b, n)+w.freed[n] >= b.g
@@ -575,8 +584,11 @@ func (st *state) gpusOn(u *unit, n int32) int {
 	return on
 }
 
-// take removes a unit from the model cluster: its GPUs become free.
-func (st *state) take(ui int32) {
+// take removes a unit from the model cluster: its GPUs become free. A unit
+// of a chain is taken in the order Nomad stops them: the chain's next
+// (chains.go). It returns the unit taken.
+func (st *state) take(ui int32) int32 {
+	ui = st.chainTake(ui)
 	u := &st.units[ui]
 	u.taken = true
 	st.nodesOf(u, func(n int32, g int) {
@@ -592,10 +604,13 @@ func (st *state) take(ui int32) {
 	if !st.e.tiers[u.tier].preemptible {
 		st.tenants[u.tenant].fixed -= int(u.units)
 	}
+	return ui
 }
 
-// untake puts a unit back (a gang placement that failed half way).
-func (st *state) untake(ui int32) {
+// untake puts a unit back (a gang placement that failed half way); in a
+// chain, the chain's last taken. It returns the unit put back.
+func (st *state) untake(ui int32) int32 {
+	ui = st.chainUntake(ui)
 	u := &st.units[ui]
 	u.taken = false
 	st.nodesOf(u, func(n int32, g int) {
@@ -611,4 +626,5 @@ func (st *state) untake(ui int32) {
 	if !st.e.tiers[u.tier].preemptible {
 		st.tenants[u.tenant].fixed += int(u.units)
 	}
+	return ui
 }

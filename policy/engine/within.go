@@ -62,6 +62,10 @@ func (st *state) swapElsewhere(b *bene, room int, allowYoung bool) (int32, []vic
 			if u.tenant != b.tenant || u.taken {
 				continue
 			}
+			if ui = st.chainPickAny(ui, vs); ui < 0 {
+				continue
+			}
+			u = &st.units[ui]
 			rule, _, ok := st.victimRule(u, b, st.firstNode(u), allowYoung)
 			if !ok {
 				continue
