@@ -240,13 +240,20 @@ func (st *state) promotedOnly(b *bene) string {
 	if b.prio <= base {
 		return ""
 	}
-	for _, ui := range st.cands[b.pool].units {
-		u := &st.units[ui]
-		if u.taken || u.prio >= b.prio || st.e.tiers[u.tier].priority <= base || st.sameJob(u, b) {
-			continue
+	// Candidates are sorted by priority within each segment: only those
+	// of a priority from base+1 to below b's may be in its way.
+	c := &st.cands[b.pool]
+	for seg := segOver; seg < segments; seg++ {
+		from, _ := slices.BinarySearch(c.keys, segKey(seg, base+1))
+		to, _ := slices.BinarySearch(c.keys, segKey(seg, b.prio))
+		for _, ui := range c.units[from:to] {
+			u := &st.units[ui]
+			if u.taken || st.e.tiers[u.tier].priority <= base || st.sameJob(u, b) {
+				continue
+			}
+			return fmt.Sprintf("; %s (tier %s, priority %d) is not preempted for it: its priority %d comes from promotion only (tier %s runs at %d), and a promotion outranks only work of its own tier or below",
+				st.jobOf(u).Ref, st.e.tiers[u.tier].name, u.prio, b.prio, st.e.tiers[b.tier].name, base)
 		}
-		return fmt.Sprintf("; %s (tier %s, priority %d) is not preempted for it: its priority %d comes from promotion only (tier %s runs at %d), and a promotion outranks only work of its own tier or below",
-			st.jobOf(u).Ref, st.e.tiers[u.tier].name, u.prio, b.prio, st.e.tiers[b.tier].name, base)
 	}
 	return ""
 }
