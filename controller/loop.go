@@ -380,6 +380,26 @@ func (c *Controller) PlanOnce(ctx context.Context) (*engine.Plan, *Observation, 
 	return eng.Plan(buildSnapshot(pol, obs, c.states, c.usage.samples()), obs.At), obs, nil
 }
 
+// resumeInFlight reports whether a group Steward resumed lately (within
+// resumeInFlight) is not placed in full yet: Nomad shows fewer of its
+// allocations than its count. Once placed, its wait is over at once: kept
+// for resumeInFlight, a preemption in that time held it again as waiting
+// since before it ran (issue 28: b1, running 17 s, was preempted and
+// promoted at once for "waiting 17s", and took its GPU back 240 ms later).
+func (r *round) resumeInFlight(k jobKey, st *JobState, g string) bool {
+	if st.resumed == nil || r.now.Sub(st.resumed[g]) > resumeInFlight {
+		return false
+	}
+	job := r.obs.Jobs[k]
+	if job == nil {
+		return true // as before: Nomad's word once resumeInFlight passes
+	}
+	// Placed in full, or (a batch group) partly completed meanwhile:
+	// Nomad shows it all, and it waits no more.
+	spec, ok := job.Groups[g]
+	return !ok || r.live[k][g]+r.obs.Done[k][g] < spec.Count
+}
+
 // trackWaiting remembers since when each group has waited for GPUs, and
 // forgets groups that wait no more.
 func (c *Controller) trackWaiting(r *round) {
@@ -391,22 +411,10 @@ func (c *Controller) trackWaiting(r *round) {
 		}
 	}
 	for k, st := range c.states {
-		// Resumed and not yet seen by Nomad: it waits still, in its
-		// place (unseenResumed). A batch group whose resumed work all
-		// completed meanwhile waits no more.
-		inFlightFor := func(g string) bool {
-			if st.resumed == nil || r.now.Sub(st.resumed[g]) > resumeInFlight {
-				return false
-			}
-			j := r.obs.Jobs[k]
-			if j == nil || r.obs.Done[k][g] == 0 || r.live[k][g] > 0 {
-				return true
-			}
-			return unseenResumed(r.obs, st, k, g, j.Groups[g].Count, func(k jobKey, g string) int { return r.live[k][g] }) > 0
-		}
 		for g := range st.Waiting {
-			inFlight := inFlightFor(g)
-			if q := r.obs.Queued[k][g]; q.Count == 0 && !st.holds(g) && !inFlight {
+			// Resumed and not yet seen by Nomad: it waits still, in its
+			// place (unseenResumed).
+			if q := r.obs.Queued[k][g]; q.Count == 0 && !st.holds(g) && !r.resumeInFlight(k, st, g) {
 				c.observeWaitEnd(r, k, g, st.Waiting[g])
 				delete(st.Waiting, g)
 			}
@@ -416,8 +424,7 @@ func (c *Controller) trackWaiting(r *round) {
 			// group resumed and not yet shown by Nomad is neither, and
 			// keeps its place among preempted work (resume_order) until
 			// Nomad places it.
-			inFlight := inFlightFor(g)
-			if q := r.obs.Queued[k][g]; q.Count == 0 && !st.holds(g) && !inFlight {
+			if q := r.obs.Queued[k][g]; q.Count == 0 && !st.holds(g) && !r.resumeInFlight(k, st, g) {
 				delete(st.Interrupted, g)
 			}
 		}

@@ -203,6 +203,42 @@ func TestResumedKeepsItsPlace(t *testing.T) {
 	}
 }
 
+// A group resumed and placed in full waits no more, even within
+// resumeInFlight of its resume: preempted again, it waits since then, not
+// since before it ran (issue 28: b1, running 17 s, was preempted and at
+// once promoted for "waiting 17s", and took its GPU back 240 ms later).
+func TestResumedAndPlacedWaitsNoMore(t *testing.T) {
+	b1 := job("ml", "b1", "training", 45, 1, 1)
+	k := jobKey{"ml", "b1"}
+	st := &JobState{Namespace: "ml", ID: "b1", resumed: map[string]time.Time{"work": t0},
+		Held: map[string]*Held{"work": {Count: 0, Original: 1, Since: t0.Add(-17 * time.Second)}}}
+	st.setWaiting("work", t0.Add(-17*time.Second))
+	f := newFakeNomad()
+	c := testController(t, f)
+	c.states[k] = st
+	r := roundWith([]*ObservedJob{b1}, []ObservedAlloc{alloc("a1", "b1")})
+	r.now, r.obs.At = t0.Add(time.Second), t0.Add(time.Second)
+	c.trackWaiting(r)
+	if w, ok := st.Waiting["work"]; ok {
+		t.Fatalf("placed in full 1s after its resume: still waiting since %v", w)
+	}
+	preempted := t0.Add(17 * time.Second)
+	if h := st.hold("work", 1, 1, "priority", preempted, 11); !h.Since.Equal(preempted) {
+		t.Fatalf("held again at %v: waits since %v, want since then", preempted, h.Since)
+	}
+	// Not placed yet (in flight): it keeps its place since before.
+	st = &JobState{Namespace: "ml", ID: "b1", resumed: map[string]time.Time{"work": t0},
+		Held: map[string]*Held{"work": {Count: 0, Original: 1, Since: t0.Add(-17 * time.Second)}}}
+	st.setWaiting("work", t0.Add(-17*time.Second))
+	c.states[k] = st
+	r = roundWith([]*ObservedJob{b1}, nil)
+	r.now, r.obs.At = t0.Add(time.Second), t0.Add(time.Second)
+	c.trackWaiting(r)
+	if h := st.hold("work", 1, 1, "capacity", t0.Add(2*time.Second), 11); !h.Since.Equal(t0.Add(-17 * time.Second)) {
+		t.Fatalf("held back in flight: waits since %v, want its place since 17s before the resume", h.Since)
+	}
+}
+
 // While Nomad carries out a partial preemption, a group can show more
 // allocations than its count: the victims' replacements, placed by their
 // stop's evaluation on the GPUs just freed, before the scale's evaluation

@@ -368,13 +368,19 @@ func (s *JobState) hold(group string, n, count int, rule string, now time.Time, 
 		s.Held = map[string]*Held{}
 	}
 	h := s.Held[group]
-	if h == nil {
+	if h == nil || h.Count == 0 {
+		// A new hold, or one released in full (kept at Count 0 until
+		// Nomad shows the resume): it waits since it began to wait for
+		// GPUs, which a group Nomad placed since is not (trackWaiting).
 		since := now
 		if w, ok := s.Waiting[group]; ok && w.Before(now) {
 			since = w
 		}
-		h = &Held{Original: count, Since: since}
-		s.Held[group] = h
+		if h == nil {
+			h = &Held{Original: count}
+			s.Held[group] = h
+		}
+		h.Since = since
 	}
 	h.Count += n
 	if h.Count > h.Original {

@@ -442,18 +442,24 @@ type failure struct {
 	pool             int32
 	entitled, within bool
 	tier             int
-	prio, g          int
+	prio, base, g    int
 	why              Reason
 }
 
 // find returns the reason of the first failure under key k that a
-// beneficiary of priority prio needing g GPUs an allocation cannot beat.
-func (f failures) find(k failKey, prio, g int) (Reason, bool) {
+// beneficiary of priority prio, of a tier of priority base, needing g GPUs
+// an allocation cannot beat. (A promotion outranks only work of its own
+// tier or below, Engine.outranks: a beneficiary of a higher tier may take
+// what a promoted one of a lower tier may not.)
+func (f failures) find(k failKey, prio, base, g int) (Reason, bool) {
 	if k.tenant >= len(f) {
 		return Reason{}, false
 	}
 	for _, x := range f[k.tenant] {
-		if x.pool == k.pool && x.entitled == k.entitled && x.within == k.within && x.tier == k.tier && x.prio >= prio && x.g <= g {
+		// A promoted one's reason says so: it is shared only with the
+		// same promotion.
+		beats := x.prio >= prio && x.base >= base && (x.prio == x.base || x.prio == prio && x.base == base)
+		if x.pool == k.pool && x.entitled == k.entitled && x.within == k.within && x.tier == k.tier && beats && x.g <= g {
 			return x.why, true
 		}
 	}
@@ -461,12 +467,12 @@ func (f failures) find(k failKey, prio, g int) (Reason, bool) {
 }
 
 // add remembers a failure under key k.
-func (f *failures) add(k failKey, prio, g int, why Reason) {
+func (f *failures) add(k failKey, prio, base, g int, why Reason) {
 	if k.tenant >= len(*f) {
 		*f = append(*f, make([][]failure, k.tenant+1-len(*f))...)
 	}
 	(*f)[k.tenant] = append((*f)[k.tenant], failure{pool: k.pool, entitled: k.entitled, within: k.within, tier: k.tier,
-		prio: prio, g: g, why: why})
+		prio: prio, base: base, g: g, why: why})
 }
 
 // serveDemands serves waiting work in order. Its actions are written by an
@@ -633,7 +639,7 @@ func (st *state) placeOne(b *bene, need int, failed *failures) (int32, []victim,
 		}
 	}
 	key := failKey{tenant: b.tenant, pool: b.pool, entitled: b.entitled, tier: st.e.failTier(b.tier)}
-	r, known := failed.find(key, b.prio, b.g)
+	r, known := failed.find(key, b.prio, st.e.tiers[b.tier].priority, b.g)
 	if !known {
 		for _, young := range []bool{false, true} {
 			if n, vs, ok := st.findVictims(b, young); ok {
@@ -641,7 +647,7 @@ func (st *state) placeOne(b *bene, need int, failed *failures) (int32, []victim,
 			}
 		}
 		r = st.capacityReason(b)
-		failed.add(key, b.prio, b.g, r)
+		failed.add(key, b.prio, st.e.tiers[b.tier].priority, b.g, r)
 	}
 	if n, ok := st.takeMarksBelow(b); ok {
 		return n, nil, Reason{}, true

@@ -159,10 +159,24 @@ func New(p *policy.Policy) *Engine {
 
 // overReserve reports whether work of tier a at priority pa may preempt
 // work of tier v at priority pv within another tenant's reserve: a's tier
-// lists v's in preempts_reserved, and a promotion has not lifted the
-// victim to a's priority or above.
+// lists v's in preempts_reserved, and a outranks v (outranks: a promotion
+// has not lifted the victim to a's priority or above).
 func (e *Engine) overReserve(a, pa, v, pv int) bool {
-	return e.tiers[a].overReserve[v] && pa > pv
+	return e.tiers[a].overReserve[v] && e.outranks(a, pa, v, pv)
+}
+
+// outranks reports whether work of tier a at effective priority pa may
+// preempt work of tier v at pv by priority: pa is higher, and a's tier
+// runs at no lower a priority than v's. A promotion lifts a job above its
+// own tier's work and below (and orders waiting work), never above work of
+// a higher tier: otherwise two jobs of tiers within a boost of each other
+// preempt each other in turn (issue 28: training 40 promoted to 50 takes
+// the GPU of batch 45, which, waiting, is promoted to 55 and takes it
+// back, and so on). With this rule, once A was preempted for B by
+// priority, B is never preempted for A while both live: A's tier runs at
+// B's, B was promoted and A not, and a promotion is never undone.
+func (e *Engine) outranks(a, pa, v, pv int) bool {
+	return pa > pv && e.tiers[a].priority >= e.tiers[v].priority
 }
 
 // failTier is the tier part of a failure's key (failKey.tier).

@@ -41,29 +41,113 @@ func (st *state) checkPriorities() {
 // promote raises a starved demand's priority when the policy says so and
 // returns its effective priority.
 func (st *state) promote(d *Demand, tier int) int {
-	prio := st.e.effectivePriority(tier, &d.Job)
-	pr := st.e.p.Preemption.Promote
-	base := st.e.tiers[tier].priority
-	target := promotedPriority(base, pr.Boost)
-	if pr.Boost <= 0 || prio >= target {
+	prio, target, rule := st.promotion(d, tier)
+	if rule == "" {
 		return prio
 	}
+	pr := st.e.p.Preemption.Promote
 	var why Reason
-	switch waited := st.now.Sub(d.Since); {
-	case pr.AfterPreemptions > 0 && len(d.Job.Preemptions) >= pr.AfterPreemptions:
+	if rule == RulePromoteRun {
 		why = st.text.start("preempted ").n(len(d.Job.Preemptions)).s(" times (promote after ").n(pr.AfterPreemptions).
 			s("): priority ").n(prio).s(" → ").n(target).reason(RulePromoteRun)
-	case pr.AfterWait > 0 && !d.Since.IsZero() && waited >= pr.AfterWait:
-		// (A demand that does not say since when it waits has not waited
-		// long: the zero time is not a wait of 292 years.)
-		why = st.text.start("waiting ").dur(waited).s(" for ").gpus(d.GPUs()).s(" (promote after ").dur(pr.AfterWait).
+	} else {
+		why = st.text.start("waiting ").dur(st.now.Sub(d.Since)).s(" for ").gpus(d.GPUs()).s(" (promote after ").dur(pr.AfterWait).
 			s("): priority ").n(prio).s(" → ").n(target).reason(RulePromoteAge)
-	default:
-		return prio
 	}
 	st.emit(Action{Kind: Promote, Job: d.Job.Ref, Priority: target, Reason: why})
 	return target
 }
+
+// promotion is a demand's effective priority and, when the policy
+// promotes it now, the priority it is promoted to and the rule that does
+// (else "").
+func (st *state) promotion(d *Demand, tier int) (prio, target int, rule Rule) {
+	prio = st.e.effectivePriority(tier, &d.Job)
+	pr := st.e.p.Preemption.Promote
+	target = promotedPriority(st.e.tiers[tier].priority, pr.Boost)
+	if pr.Boost <= 0 || prio >= target {
+		return prio, prio, ""
+	}
+	switch {
+	case pr.AfterPreemptions > 0 && len(d.Job.Preemptions) >= pr.AfterPreemptions:
+		return prio, target, RulePromoteRun
+	case pr.AfterWait > 0 && !d.Since.IsZero() && st.now.Sub(d.Since) >= pr.AfterWait:
+		// (A demand that does not say since when it waits has not waited
+		// long: the zero time is not a wait of 292 years.)
+		return prio, target, RulePromoteAge
+	}
+	return prio, prio, ""
+}
+
+// liftPromoted ranks the running work of jobs this plan promotes (part of
+// a job waits, part runs) at their promoted priority from the start of
+// the plan, as the next plan will see it. Ranked at their old one, two
+// such jobs of one tier each took the other's running allocations for
+// their waiting ones in the same plan, and again in the next.
+//
+// Usually no promoted job runs: the units are tested against a bit set of
+// the promoted jobs' tags, and only those that pass are looked up among
+// the promoted, sorted by tag (no map per plan; nothing sorted when no
+// unit passes).
+func (st *state) liftPromoted() {
+	if st.e.p.Preemption.Promote.Boost <= 0 || len(st.s.Waiting) == 0 || len(st.units) == 0 {
+		return
+	}
+	type promoted struct {
+		tag    uint64
+		w      int32 // its index in Snapshot.Waiting
+		target int32
+	}
+	var ps []promoted
+	var seen *[liftBits / 64]uint64
+	for i, r := range st.resolveWaiting() {
+		d := &st.s.Waiting[i]
+		if d.GPUsPerAlloc <= 0 || d.Count <= 0 || d.Job.Ref.ID == "" {
+			continue // skipped by orderDemands
+		}
+		if _, target, rule := st.promotion(d, int(r.tier)); rule != "" {
+			if seen == nil {
+				seen = new([liftBits / 64]uint64)
+			}
+			tag := jobTag(d.Job.Ref)
+			ps = append(ps, promoted{tag, int32(i), int32(target)})
+			b := liftBit(tag)
+			seen[b/64] |= 1 << (b % 64)
+		}
+	}
+	if ps == nil {
+		return
+	}
+	var hits []int32 // units that may be of a promoted job
+	for ui := range st.units {
+		if b := liftBit(st.units[ui].jobTag); seen[b/64]&(1<<(b%64)) != 0 {
+			hits = append(hits, int32(ui))
+		}
+	}
+	if hits == nil {
+		return
+	}
+	slices.SortFunc(ps, func(a, b promoted) int { return cmp.Compare(a.tag, b.tag) })
+	for _, ui := range hits {
+		u := &st.units[ui]
+		i, _ := slices.BinarySearchFunc(ps, u.jobTag, func(p promoted, tag uint64) int { return cmp.Compare(p.tag, tag) })
+		for ; i < len(ps) && ps[i].tag == u.jobTag; i++ {
+			if st.s.Waiting[ps[i].w].Job.Ref == st.jobOf(u).Ref {
+				u.prio = max(u.prio, int(ps[i].target))
+				break
+			}
+		}
+	}
+}
+
+// liftBits is the size of liftPromoted's bit set (8 KiB).
+const (
+	liftLog  = 16
+	liftBits = 1 << liftLog
+)
+
+// liftBit is a job tag's bit in liftPromoted's set.
+func liftBit(tag uint64) uint64 { return (tag * 0x9e3779b97f4a7c15) >> (64 - liftLog) }
 
 // releaseIdleAlways releases the GPUs of work idle past an "always" rule.
 // In a group of several allocations, only from the top of its chain down

@@ -234,7 +234,35 @@ func (st *state) capacityReason(b *bene) Reason {
 		return Reason{RuleCapacity, fmt.Sprintf("needs %s on one node; the largest node has %d", gpuCount(b.g), st.maxGPUs)}
 	}
 	return Reason{RuleCapacity, fmt.Sprintf("needs %s on one node%s; none free, and nothing may be preempted for tier %s (priority %d) of tenant %s (holds %s, reserve %d)",
-		gpuCount(b.g), where, st.e.tiers[b.tier].name, b.prio, t.t.Name, unitsString(t.use), t.t.Reserve)}
+		gpuCount(b.g), where, st.e.tiers[b.tier].name, b.prio, t.t.Name, unitsString(t.use), t.t.Reserve) + st.promotedOnly(b)}
+}
+
+// promotedOnly says, for a promoted beneficiary, which work of a higher
+// tier its promotion does not let it take (Engine.outranks): "; ml/b1
+// (tier batch, priority 45) is not preempted for it: its priority 50 comes
+// from promotion only (tier training runs at 40), and a promotion outranks
+// only work of its own tier or below". "" when none is in its way.
+func (st *state) promotedOnly(b *bene) string {
+	base := st.e.tiers[b.tier].priority
+	if b.prio <= base {
+		return ""
+	}
+	// Candidates are sorted by priority within each segment: only those
+	// of a priority from base+1 to below b's may be in its way.
+	c := &st.cands[b.pool]
+	for seg := segOver; seg < segments; seg++ {
+		from, _ := slices.BinarySearch(c.keys, segKey(seg, base+1))
+		to, _ := slices.BinarySearch(c.keys, segKey(seg, b.prio))
+		for _, ui := range c.units[from:to] {
+			u := &st.units[ui]
+			if u.taken || st.e.tiers[u.tier].priority <= base || st.sameJob(u, b) {
+				continue
+			}
+			return fmt.Sprintf("; %s (tier %s, priority %d) is not preempted for it: its priority %d comes from promotion only (tier %s runs at %d), and a promotion outranks only work of its own tier or below",
+				st.jobOf(u).Ref, st.e.tiers[u.tier].name, u.prio, b.prio, st.e.tiers[b.tier].name, base)
+		}
+	}
+	return ""
 }
 
 // noNodeReason explains why a demand waits that no node may run: none is

@@ -437,6 +437,7 @@ func (st *state) buildUnits() {
 			st.trackPlanned = true
 		}
 	}
+	st.liftPromoted()
 	st.sortCandidates()
 	st.buildPotential()
 }

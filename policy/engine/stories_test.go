@@ -35,6 +35,7 @@ func TestStories(t *testing.T) {
 		{"QoS: eviction cap per job per hour", qosEvictionCap},
 		{"QoS: promotion after N preemptions", qosPromoteAfterPreemptions},
 		{"QoS: promotion after waiting longer than D", qosPromoteAfterWait},
+		{"QoS: two promoted jobs never preempt each other in turn (issue 28)", qosPromotedNeverPreemptEachOther},
 		{"QoS: gangs are preempted whole and not broken by choice", qosGangs},
 		{"Tenants: tier spoofing runs as the tenant's default tier, preemptible, at its priority", tierSpoofing},
 		{"Tenants: non-preemptible work beyond its tenant's reserve waits", nonPreemptibleBeyondReserveWaits},
@@ -476,6 +477,75 @@ func qosPromoteAfterWait(t *testing.T) {
 	plan := h.step()
 	a := actionOf(t, plan, Promote, "ml/starved")
 	mustContain(t, a.Reason.Message, "waiting 1h1m for 1 GPU (promote after 1h): priority 40 → 50")
+}
+
+// Issue 28: training t1 (40) and batch b1 (45) wait behind an
+// interactive job on the one GPU; promotion after 15s, boost 10, no
+// min_runtime, no eviction cap. When the GPU frees, b1, of the higher
+// tier, is resumed before it has waited 15s; t1 is then promoted (50).
+// Before, t1 took b1's GPU (50 > 45), and b1, promoted in its turn (55),
+// took it back (55 > 50), and so on. A promotion outranks only work of
+// its own tier or below: t1 waits, saying why with the numbers; b1,
+// promoted later, is never preempted for t1.
+func qosPromotedNeverPreemptEachOther(t *testing.T) {
+	h := newHarness(t, testPolicy(func(p *policy.Policy) {
+		p.Tiers["batch"] = &policy.Tier{Name: "batch", Priority: 45, Preemptible: true}
+		p.Preemption.MinRuntime, p.Preemption.Grace, p.Preemption.MaxPerJobPerHour = 0, 0, 0
+		p.Preemption.Promote = policy.Promote{AfterWait: 15 * time.Second, Boost: 10}
+	}))
+	h.node("n1", "default", 1)
+	h.submit("ml", "i1", "interactive", 1, 1)
+	h.submit("ml", "t1", "training", 1, 1)
+	h.step() // t1 held
+	h.advance(10 * time.Second)
+	h.submit("ml", "b1", "batch", 1, 1)
+	h.step() // b1 held
+	h.finish("ml", "i1")
+	plan := h.step()
+	h.expect("b1 first, of the higher tier", kinds(plan), []string{"resume ml/b1"})
+	h.expect("running", h.running(), []string{"ml/b1×1"})
+	for range 12 {
+		h.advance(5 * time.Second)
+		plan = h.step()
+		for _, a := range plan.Actions {
+			if a.Kind == Preempt {
+				t.Fatalf("at %s: %s (%s)", h.now.Sub(t0), a, a.Reason)
+			}
+		}
+		if h.now.Sub(t0) == 15*time.Second {
+			a := actionOf(t, plan, Promote, "ml/t1")
+			mustContain(t, a.Reason.Message, "priority 40 → 50")
+			if len(plan.Waiting) != 1 || plan.Waiting[0].Job.String() != "ml/t1" {
+				t.Fatalf("waiting %+v, want ml/t1", plan.Waiting)
+			}
+			mustContain(t, plan.Waiting[0].Reason.Message, "nothing may be preempted for tier training (priority 50)",
+				"ml/b1 (tier batch, priority 45) is not preempted for it: its priority 50 comes from promotion only (tier training runs at 40), and a promotion outranks only work of its own tier or below")
+		}
+	}
+	h.expect("running", h.running(), []string{"ml/b1×1"})
+	h.expect("held", h.heldJobs(), []string{"ml/t1×1"})
+
+	// b1 preempted by other work and promoted in its turn (55) may take
+	// promoted t1's GPU (its tier runs above training's); t1, promoted
+	// too, never takes it back.
+	h.finish("ml", "b1")
+	h.step()
+	h.expect("running", h.running(), []string{"ml/t1×1"})
+	h.submit("ml", "b2", "batch", 1, 1)
+	h.step()
+	h.advance(16 * time.Second)
+	plan = h.step()
+	h.expect("promoted b2 takes promoted t1's GPU", kinds(plan), []string{"promote ml/b2", "preempt ml/t1", "resume ml/b2"})
+	mustContain(t, plan.Actions[1].Reason.Message, "tier training (priority 50) yields 1 GPU to ml/b2/main, tier batch (priority 55)")
+	for range 12 {
+		h.advance(5 * time.Second)
+		for _, a := range h.step().Actions {
+			if a.Kind == Preempt {
+				t.Fatalf("at %s: %s (%s)", h.now.Sub(t0), a, a.Reason)
+			}
+		}
+	}
+	h.expect("running", h.running(), []string{"ml/b2×1"})
 }
 
 func qosGangs(t *testing.T) {

@@ -370,12 +370,12 @@ func (st *state) ruleFor(u *unit, b *bene, n int32, allowYoung bool) (rule Rule,
 	}
 	switch {
 	case u.tenant == b.tenant:
-		return RulePriority, false, u.prio < b.prio
+		return RulePriority, false, st.e.outranks(b.tier, b.prio, u.tier, u.prio)
 	case b.entitled && !st.e.overReserve(u.tier, u.prio, b.tier, b.prio):
 		// Not from work whose tier may preempt b's within a reserve: it
 		// would take the GPUs straight back.
 		return RuleReclaim, true, true
-	case u.prio < b.prio:
+	case st.e.outranks(b.tier, b.prio, u.tier, u.prio):
 		return RulePriority, true, true
 	}
 	return "", false, false

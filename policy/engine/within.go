@@ -18,7 +18,7 @@ func (st *state) swapWithin(b *bene, need int, failed *failures) (int32, []victi
 		return 0, nil, why, false // it takes only free GPUs (see placeOne)
 	}
 	key := failKey{tenant: b.tenant, pool: b.pool, within: true, tier: -1} // its own work: reserves play no part
-	if _, ok := failed.find(key, b.prio, b.g); ok {
+	if _, ok := failed.find(key, b.prio, st.e.tiers[b.tier].priority, b.g); ok {
 		return 0, nil, why, false
 	}
 	// Over its limit, and so its reserve: no reclaim for it.
@@ -36,7 +36,7 @@ func (st *state) swapWithin(b *bene, need int, failed *failures) (int32, []victi
 			return st.placeWith(b, n, vs)
 		}
 	}
-	failed.add(key, b.prio, b.g, why)
+	failed.add(key, b.prio, st.e.tiers[b.tier].priority, b.g, why)
 	return 0, nil, why, false
 }
 
