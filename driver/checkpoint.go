@@ -1,6 +1,9 @@
 package driver
 
 import (
+	"crypto/sha256"
+	"encoding/base32"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -109,13 +112,48 @@ func checkpointLocation(root string, cfg *drivers.TaskConfig) (ckptLoc, bool) {
 	}, true
 }
 
-// pathPart makes a Nomad name safe as one path element.
+// pathPart makes a Nomad name one path element, and distinct names
+// distinct elements: a job named "a/b" and one named "a_b", or a name
+// of "..", must never share a checkpoint dir, and a name too long for a
+// file name must still get one. A name of letters, digits, '.', '_' and
+// '-' that starts with a letter or digit, up to plainNameMax bytes, is
+// kept as it is (the dirs of most jobs read as their names); any other
+// is "~" and its bytes in base32 (lower case, unpadded), or, when that
+// would be too long for a file name, "~~" and the SHA-256 of the name.
+// A kept name never starts with "~", and base32 never with "~", so no
+// two forms meet.
 func pathPart(s string) string {
-	s = strings.NewReplacer("/", "_", "\\", "_", "\x00", "_").Replace(s)
-	if s == "" || s == "." || s == ".." {
-		return "_" + s
+	if plainName(s) {
+		return s
 	}
-	return s
+	if len(s) <= encodedNameMax {
+		return "~" + strings.ToLower(base32.HexEncoding.WithPadding(base32.NoPadding).EncodeToString([]byte(s)))
+	}
+	sum := sha256.Sum256([]byte(s))
+	return "~~" + hex.EncodeToString(sum[:])
+}
+
+const (
+	// plainNameMax is the longest name kept as it is.
+	plainNameMax = 128
+	// encodedNameMax is the longest name encoded in base32: 1+240 bytes,
+	// under the 255 of a file name.
+	encodedNameMax = 150
+)
+
+func plainName(s string) bool {
+	if s == "" || len(s) > plainNameMax {
+		return false
+	}
+	for i, c := range []byte(s) {
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
+		case i > 0 && (c == '.' || c == '_' || c == '-'):
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 // prepare creates the checkpoint dir, owned by the task's user (uid -1:

@@ -3,6 +3,7 @@ package driver
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -15,12 +16,50 @@ func TestCheckpointDir(t *testing.T) {
 	// Names that are not safe path elements stay inside the root.
 	cfg := &drivers.TaskConfig{Namespace: "research", JobID: "team/job", TaskGroupName: "g", Name: "..", AllocDir: "/alloc"}
 	loc, persistent := checkpointLocation("/ckpt", cfg)
-	if want := filepath.Join("/ckpt", "research", "team_job", "g", "_.."); loc.path() != want || !persistent {
+	if want := filepath.Join("/ckpt", "research", pathPart("team/job"), "g", pathPart("..")); loc.path() != want || !persistent {
 		t.Errorf("checkpointDir = %s %v, want %s true", loc.path(), persistent, want)
 	}
 	loc, persistent = checkpointLocation("", cfg)
-	if dir, want := loc.path(), filepath.Join("/alloc", "alloc", "data", "steward-checkpoint", "_.."); dir != want || persistent {
+	if dir, want := loc.path(), filepath.Join("/alloc", "alloc", "data", "steward-checkpoint", pathPart("..")); dir != want || persistent {
 		t.Errorf("checkpointDir without root = %s %v, want %s false", dir, persistent, want)
+	}
+}
+
+// Nomad names become path elements that cannot collide: names that
+// differ get different elements, none is "." or "..", none holds a "/",
+// and none is longer than a file name may be.
+func TestPathPartNoCollision(t *testing.T) {
+	long := strings.Repeat("j", 300)
+	for _, tc := range []struct {
+		name string
+		a, b string // two names that must not share a dir ("" b: a alone)
+		want string // a's element, when it is kept as it is
+	}{
+		{name: "plain name kept", a: "train-llm_v2.1", want: "train-llm_v2.1"},
+		{name: "slash and underscore", a: "team/job", b: "team_job"},
+		{name: "dot-dot", a: "..", b: "_.."},
+		{name: "dot", a: ".", b: "_."},
+		{name: "hidden name", a: ".uids", b: "_.uids"},
+		{name: "encoded form of another name", a: "a/b", b: pathPart("a/b")},
+		{name: "long names differing at the end", a: long + "1", b: long + "2"},
+		{name: "long plain name and its prefix", a: strings.Repeat("x", 129), b: strings.Repeat("x", 128)},
+		{name: "backslash and NUL", a: "a\\b", b: "a\x00b"},
+		{name: "empty", a: "", b: "_"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pa := pathPart(tc.a)
+			for _, p := range []string{pa, pathPart(tc.b)} {
+				if p == "" || p == "." || p == ".." || strings.ContainsAny(p, "/\x00") || len(p) > 255 {
+					t.Errorf("element %q is not a safe file name", p)
+				}
+			}
+			if tc.want != "" && pa != tc.want {
+				t.Errorf("pathPart(%q) = %q, want it kept", tc.a, pa)
+			}
+			if tc.b != "" && pa == pathPart(tc.b) {
+				t.Errorf("%q and %q share the element %q", tc.a, tc.b, pa)
+			}
+		})
 	}
 }
 

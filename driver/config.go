@@ -32,9 +32,14 @@ const (
 	// defaultDeniedIDs denies root's uid and gid (denied_host_uids/gids).
 	defaultDeniedIDs = "0"
 	// DefaultTaskUser runs tasks that name no user (default_user).
-	DefaultTaskUser          = "nobody"
-	signalNone               = "none"
-	checkpointFallbackSubdir = "steward-checkpoint"
+	DefaultTaskUser = "nobody"
+	// defaultStateDir holds the job uid registry when there is no
+	// checkpoint_root (state_dir).
+	defaultStateDir = "/var/lib/steward-exec"
+	// defaultJobUserReclaimAfter is job_user_reclaim_after's default.
+	defaultJobUserReclaimAfter = time.Hour
+	signalNone                 = "none"
+	checkpointFallbackSubdir   = "steward-checkpoint"
 )
 
 // configSpec is the schema of the agent's plugin "steward-exec" block.
@@ -94,6 +99,14 @@ var configSpec = hclspec.NewObject(map[string]*hclspec.Spec{
 		hclspec.NewLiteral(fmt.Sprintf("%q", jobUIDsAuto)),
 	),
 	"allowed_task_users": hclspec.NewAttr("allowed_task_users", "list(string)", false),
+	"state_dir": hclspec.NewDefault(
+		hclspec.NewAttr("state_dir", "string", false),
+		hclspec.NewLiteral(fmt.Sprintf("%q", defaultStateDir)),
+	),
+	"job_user_reclaim_after": hclspec.NewDefault(
+		hclspec.NewAttr("job_user_reclaim_after", "string", false),
+		hclspec.NewLiteral(`"1h"`),
+	),
 })
 
 // taskConfigSpec is the schema of a task's config block.
@@ -122,6 +135,8 @@ type rawConfig struct {
 	DefaultUser      *string  `codec:"default_user"`
 	JobUserIDs       *string  `codec:"job_user_ids"`
 	AllowedTaskUsers []string `codec:"allowed_task_users"`
+	StateDir         string   `codec:"state_dir"`
+	JobUserReclaim   string   `codec:"job_user_reclaim_after"`
 }
 
 // Config is the validated plugin configuration.
@@ -147,13 +162,22 @@ type Config struct {
 	// DefaultUser runs tasks that set no user when JobUserIDs is off;
 	// "" is the agent's user.
 	DefaultUser string
-	// JobUserIDs ("80000-89999") gives every job whose tasks set no user
-	// a uid of its own from the range; "" is off. The registry needs a
-	// checkpoint_root, so "auto" (the default) is on with one, else off.
+	// JobUserIDs ("80000-89999", the default) gives every job whose tasks
+	// set no user a uid of its own from the range; "" is off. Its registry
+	// is in CheckpointRoot when there is one (shared by the clients that
+	// share the root), else in StateDir.
 	JobUserIDs string
-	// AllowedTaskUsers, when not empty, are the only users a task may
-	// name (user = "..."); empty: any user the denied ids allow.
+	// AllowedTaskUsers are the only users a task may name (user = "...");
+	// empty (the default): none. A listed user must still have a uid of
+	// at least minTaskUserUID, and not a denied one.
 	AllowedTaskUsers []string
+	// StateDir holds the job uid registry when there is no
+	// CheckpointRoot.
+	StateDir string
+	// JobUserReclaimAfter is how long a job uid stays its job's after its
+	// last task there started or stopped, once nothing runs as it and no
+	// checkpoint dir is its; then another job may get it.
+	JobUserReclaimAfter time.Duration
 }
 
 // DefaultConfig is the configuration of an empty plugin block.
@@ -171,6 +195,11 @@ func DefaultConfig() Config {
 		DeniedHostGIDs:   defaultDeniedIDs,
 		DefaultUser:      DefaultTaskUser,
 		JobUserIDs:       jobUIDsAuto,
+		StateDir:         defaultStateDir,
+		// Enough for a task's restarts and a held job's resumes to find
+		// their uid again; files a gone job left outside its dirs (in /tmp)
+		// are not looked for.
+		JobUserReclaimAfter: defaultJobUserReclaimAfter,
 	}
 }
 
@@ -244,6 +273,15 @@ func (r rawConfig) validate() (Config, error) {
 	if r.JobUserIDs != nil {
 		cfg.JobUserIDs = strings.TrimSpace(*r.JobUserIDs)
 	}
+	if r.StateDir != "" {
+		if !filepath.IsAbs(r.StateDir) {
+			return cfg, fmt.Errorf("state_dir %q: must be an absolute path", r.StateDir)
+		}
+		cfg.StateDir = filepath.Clean(r.StateDir)
+	}
+	if cfg.JobUserReclaimAfter, err = positiveDuration("job_user_reclaim_after", r.JobUserReclaim, cfg.JobUserReclaimAfter); err != nil {
+		return cfg, err
+	}
 	if err := cfg.resolveJobUserIDs(); err != nil {
 		return cfg, err
 	}
@@ -256,21 +294,17 @@ func (r rawConfig) validate() (Config, error) {
 	return cfg, nil
 }
 
-// resolveJobUserIDs turns "auto" into the default range or off, and
-// checks a range: its syntax, that its registry has a home, and that it
-// hands out no denied id.
+// resolveJobUserIDs turns "auto" into the default range, and checks a
+// range: its syntax, and that it hands out no denied id. Job uids do not
+// depend on a checkpoint_root: without one, tenants that all ran as
+// default_user could read each other's /proc/<pid>/environ and signal
+// each other's tasks.
 func (c *Config) resolveJobUserIDs() error {
 	if c.JobUserIDs == jobUIDsAuto {
-		c.JobUserIDs = ""
-		if c.CheckpointRoot != "" {
-			c.JobUserIDs = defaultJobUIDs
-		}
+		c.JobUserIDs = defaultJobUIDs
 	}
 	if c.JobUserIDs == "" {
 		return nil
-	}
-	if c.CheckpointRoot == "" {
-		return fmt.Errorf("job_user_ids %q: needs a checkpoint_root (the registry of job uids lives there); set one, or job_user_ids = \"\"", c.JobUserIDs)
 	}
 	r, err := parseIDRange(c.JobUserIDs)
 	if err != nil {

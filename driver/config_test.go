@@ -61,9 +61,22 @@ func TestPluginConfig(t *testing.T) {
 				t.Errorf("job_user_ids %q allowed_task_users %q", c.JobUserIDs, c.AllowedTaskUsers)
 			}
 		}},
-		{name: "job uids off by default without a checkpoint root", mutate: func(*rawConfig) {}, check: func(t *testing.T, c Config) {
-			if c.JobUserIDs != "" || c.jobUIDs() != nil {
-				t.Errorf("job_user_ids %q", c.JobUserIDs)
+		{name: "job uids on by default without a checkpoint root, registry in state_dir", mutate: func(*rawConfig) {}, check: func(t *testing.T, c Config) {
+			j := c.jobUIDs()
+			if c.JobUserIDs != "80000-89999" || j == nil || j.base != "/var/lib/steward-exec" || j.reclaimAfter != time.Hour {
+				t.Errorf("job_user_ids %q registry %+v", c.JobUserIDs, j)
+			}
+		}},
+		{name: "state_dir and reclaim delay set", mutate: func(r *rawConfig) { r.StateDir, r.JobUserReclaim = "/srv/steward/", "10m" }, check: func(t *testing.T, c Config) {
+			if j := c.jobUIDs(); j == nil || j.base != "/srv/steward" || j.reclaimAfter != 10*time.Minute {
+				t.Errorf("registry %+v", j)
+			}
+		}},
+		{name: "relative state_dir", mutate: func(r *rawConfig) { r.StateDir = "state" }, want: `state_dir "state": must be an absolute path`},
+		{name: "bad reclaim delay", mutate: func(r *rawConfig) { r.JobUserReclaim = "-1h" }, want: `job_user_reclaim_after "-1h": must be positive`},
+		{name: "allowed_task_users empty by default", mutate: func(*rawConfig) {}, check: func(t *testing.T, c Config) {
+			if len(c.AllowedTaskUsers) != 0 {
+				t.Errorf("allowed_task_users %q", c.AllowedTaskUsers)
 			}
 		}},
 		{name: "job uids turned off", mutate: func(r *rawConfig) { r.CheckpointRoot, r.JobUserIDs = "/srv/ckpt", ptr("") }, check: func(t *testing.T, c Config) {
@@ -78,8 +91,11 @@ func TestPluginConfig(t *testing.T) {
 				t.Errorf("job_user_ids %q allowed_task_users %q", c.JobUserIDs, c.AllowedTaskUsers)
 			}
 		}},
-		{name: "job uids need a checkpoint root", mutate: func(r *rawConfig) { r.JobUserIDs = ptr("80000-80999") },
-			want: `job_user_ids "80000-80999": needs a checkpoint_root`},
+		{name: "job uids without a checkpoint root", mutate: func(r *rawConfig) { r.JobUserIDs = ptr("80000-80999") }, check: func(t *testing.T, c Config) {
+			if j := c.jobUIDs(); j == nil || j.r != (idRange{80000, 80999}) || j.base != defaultStateDir {
+				t.Errorf("registry %+v", j)
+			}
+		}},
 		{name: "bad job uid range", mutate: func(r *rawConfig) { r.CheckpointRoot, r.JobUserIDs = "/srv/ckpt", ptr("80000") },
 			want: `job_user_ids "80000": must be a range`},
 		{name: "job uids overlap denied uids", mutate: func(r *rawConfig) {

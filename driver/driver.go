@@ -12,6 +12,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"runtime"
 	"strconv"
 	"strings"
@@ -160,6 +161,15 @@ func (d *Driver) SetConfig(c *base.Config) error {
 	if err != nil {
 		return fmt.Errorf("%s: invalid plugin config: %w", PluginName, err)
 	}
+	if cfg.CheckpointRoot == "" && cfg.JobUserIDs != "" && os.Geteuid() == 0 {
+		// Job uids' registry, without a checkpoint_root to hold it. Only
+		// root switches users: an unprivileged agent needs none.
+		dir, err := prepareCheckpointRoot(cfg.StateDir)
+		if err != nil {
+			return fmt.Errorf("%s: state_dir: %w", PluginName, err)
+		}
+		cfg.StateDir = dir
+	}
 	if cfg.CheckpointRoot != "" {
 		root, err := prepareCheckpointRoot(cfg.CheckpointRoot)
 		if err != nil {
@@ -170,7 +180,7 @@ func (d *Driver) SetConfig(c *base.Config) error {
 			cfg.CheckpointRoot = root
 		}
 	}
-	if j := cfg.jobUIDs(); j != nil {
+	if j := cfg.jobUIDs(); j != nil && os.Geteuid() == 0 {
 		// The registry is checked now, so that a bad one (a symlink,
 		// another user's dir) stops the agent rather than every task.
 		dir, err := j.open()
@@ -301,6 +311,9 @@ func (d *Driver) StartTask(cfg *drivers.TaskConfig) (*drivers.TaskHandle, *drive
 
 	h := d.newHandle(cfg, tc, cmd.Process.Pid, st.startTicks, time.Now().Round(time.Millisecond), ckpt, persistent, ckptSignal)
 	h.proc = cmd.Process
+	if tu.jobUID {
+		h.jobUID = uint32(tu.uid)
+	}
 	handle := drivers.NewTaskHandle(taskHandleVersion)
 	handle.Config = cfg
 	if err := handle.SetDriverState(h.persistentState()); err != nil {
@@ -356,6 +369,12 @@ func (d *Driver) taskEnded(h *taskHandle) {
 	res, stopped := h.exit, h.stopRequested
 	h.mu.Unlock()
 	h.logger.Info("task ended", "exit_code", res.ExitCode, "signal", res.Signal, "stopped", stopped, "error", res.Err)
+	// The job uid's reclaim delay counts from its tasks' last end.
+	if j := d.config().jobUIDs(); j != nil && h.jobUID != 0 {
+		if err := j.used(h.jobUID, jobKey(h.cfg)); err != nil {
+			h.logger.Warn("cannot mark the job's uid used", "uid", h.jobUID, "error", err)
+		}
+	}
 	// A task that was asked to checkpoint and then finished its work by
 	// itself was not preempted.
 	if !stopped && res.Successful() {
@@ -392,6 +411,7 @@ func (d *Driver) RecoverTask(handle *drivers.TaskHandle) error {
 	}
 	h := d.newHandle(st.TaskConfig, st.DriverConfig, st.Pid, st.StartTicks, st.StartedAt,
 		ckpt, st.CheckpointPersistent, st.CheckpointSignal)
+	h.jobUID = st.JobUID
 	d.tasks.set(h.cfg.ID, h)
 	h.primeIdleWarning(readPreemptionInfo(h.cfg.TaskDir().Dir, preemptionFileRel(&h.tc)))
 	d.startTask(h)

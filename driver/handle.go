@@ -37,6 +37,8 @@ type taskHandle struct {
 	ckptPersistent bool
 	ckptSignal     string // canonical name, or "none"
 	gpus           []string
+	// jobUID is the job's own uid the task runs as; 0: none.
+	jobUID uint32
 
 	// cancel stops the GPU monitor.
 	cancel context.CancelFunc
@@ -68,6 +70,7 @@ func (h *taskHandle) persistentState() taskState {
 		Checkpoint:           h.ckpt,
 		CheckpointPersistent: h.ckptPersistent,
 		CheckpointSignal:     h.ckptSignal,
+		JobUID:               h.jobUID,
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/hashicorp/nomad/plugins/drivers"
 
@@ -55,8 +56,12 @@ func TestJobKey(t *testing.T) {
 	}{
 		{name: "namespace and job", cfg: drivers.TaskConfig{Namespace: "research", JobID: "train"}, want: "research/train"},
 		{name: "no namespace", cfg: drivers.TaskConfig{JobID: "train"}, want: "default/train"},
-		{name: "dispatched: its parent", cfg: drivers.TaskConfig{Namespace: "ml", JobID: "batch/dispatch-1-abc",
-			Env: map[string]string{"NOMAD_JOB_PARENT_ID": "batch"}}, want: "ml/batch"},
+		{name: "dispatched: its parent, from Nomad's task identity", cfg: drivers.TaskConfig{Namespace: "ml", JobID: "batch/dispatch-1-abc",
+			ParentJobID: "batch", Env: map[string]string{"NOMAD_JOB_PARENT_ID": "batch"}}, want: "ml/batch"},
+		{name: "env override of NOMAD_JOB_PARENT_ID ignored", cfg: drivers.TaskConfig{Namespace: "ml", JobID: "thief",
+			Env: map[string]string{"NOMAD_JOB_PARENT_ID": "victim"}}, want: "ml/thief"},
+		{name: "child's env naming another parent ignored", cfg: drivers.TaskConfig{Namespace: "ml", JobID: "batch/dispatch-1-abc",
+			ParentJobID: "batch", Env: map[string]string{"NOMAD_JOB_PARENT_ID": "victim"}}, want: "ml/batch"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := jobKey(&tc.cfg); got != tc.want {
@@ -230,4 +235,93 @@ func mustUID(t *testing.T, j *jobUIDs, key string) uint32 {
 		t.Fatalf("uidFor(%q): %v", key, err)
 	}
 	return uid
+}
+
+// Job uids are reclaimed once their job is gone: nothing runs as the
+// uid, no checkpoint dir of its namespace is its, and its entry was last
+// used job_user_reclaim_after ago. Each case fills a one-uid range with
+// job a, then asks for job b's uid.
+func TestJobUIDReclaim(t *testing.T) {
+	const uid = 70000
+	day := 24 * time.Hour
+	for _, tc := range []struct {
+		name string
+		// age is how long ago job a's entry was last used.
+		age     time.Duration
+		running bool
+		// ckptDir: a dir of a's namespace owned by the uid.
+		ckptDir bool
+		want    string // "reclaimed" or an error substring
+	}{
+		{name: "gone job's uid reclaimed", age: 2 * time.Hour, want: "reclaimed"},
+		{name: "not while a process runs as it", age: day, running: true, want: "is used up"},
+		{name: "not while a checkpoint dir is its", age: day, ckptDir: true, want: "is used up"},
+		{name: "not before job_user_reclaim_after", age: 30 * time.Minute, want: "job_user_reclaim_after 1h0m0s"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			root := t.TempDir()
+			j := testJobUIDs(t, root, idRange{uid, uid})
+			j.inUse = func() (map[uint32]bool, error) { return map[uint32]bool{uid: tc.running}, nil }
+			if got := mustUID(t, j, "ns/a"); got != uid {
+				t.Fatalf("job a got %d", got)
+			}
+			entry := filepath.Join(root, ".uids", strconv.Itoa(uid))
+			if err := os.Chtimes(entry, time.Now(), time.Now().Add(-tc.age)); err != nil {
+				t.Fatal(err)
+			}
+			if tc.ckptDir {
+				dir := filepath.Join(root, "ns", "a")
+				if err := os.MkdirAll(dir, 0o700); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.Chown(dir, uid, uid); err != nil {
+					t.Fatal(err)
+				}
+			}
+			got, err := j.uidFor("ns/b")
+			if tc.want != "reclaimed" {
+				if err == nil || !strings.Contains(err.Error(), tc.want) {
+					t.Fatalf("uidFor(ns/b) = %d, %v; want %q", got, err, tc.want)
+				}
+				return
+			}
+			if err != nil || got != uid {
+				t.Fatalf("uidFor(ns/b) = %d, %v; want the reclaimed %d", got, err, uid)
+			}
+			if raw, _ := os.ReadFile(entry); string(raw) != "ns/b\n" {
+				t.Errorf("entry %q, want job b's", raw)
+			}
+			if _, err := os.Stat(entry + ".lock"); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("lock left behind: %v", err)
+			}
+			// Job a, back, gets no uid: the range holds b's.
+			if _, err := j.uidFor("ns/a"); err == nil {
+				t.Errorf("job a got b's uid back")
+			}
+		})
+	}
+}
+
+// A job's use (a task start or end) restarts its reclaim delay, and a
+// lookup still finds a job whose probe passes a reclaimed entry.
+func TestJobUIDUseKeepsIt(t *testing.T) {
+	root := t.TempDir()
+	r := idRange{70000, 70009}
+	j := testJobUIDs(t, root, r)
+	j.inUse = func() (map[uint32]bool, error) { return map[uint32]bool{}, nil }
+	a := mustUID(t, j, "ns/a")
+	entry := filepath.Join(root, ".uids", strconv.Itoa(int(a)))
+	old := time.Now().Add(-48 * time.Hour)
+	if err := os.Chtimes(entry, old, old); err != nil {
+		t.Fatal(err)
+	}
+	if err := j.used(a, "ns/a"); err != nil {
+		t.Fatal(err)
+	}
+	if info, err := os.Stat(entry); err != nil || time.Since(info.ModTime()) > time.Minute {
+		t.Fatalf("entry not marked used: %v %v", info.ModTime(), err)
+	}
+	if got := mustUID(t, j, "ns/a"); got != a {
+		t.Errorf("job a got %d, then %d", a, got)
+	}
 }

@@ -54,13 +54,15 @@ func TestStartTaskUsers(t *testing.T) {
 	td := newTestDriver(t, func(c *Config) {
 		d := DefaultConfig()
 		c.DefaultUser, c.DeniedHostUIDs, c.DeniedHostGIDs = d.DefaultUser, d.DeniedHostUIDs, d.DeniedHostGIDs
+		c.AllowedTaskUsers = []string{"nobody", "daemon"}
 	})
 	for _, tc := range []struct {
 		name, user, wantErr, wantID string
 	}{
-		{name: "root refused", user: "root", wantErr: `denied_host_uids (now "0")`},
-		{name: "no user: nobody", wantID: "65534:65534"},
-		{name: "daemon", user: "daemon", wantID: "1:1"},
+		{name: "root refused", user: "root", wantErr: `task user "root" is not allowed on this client`},
+		{name: "no user, job uids off: nobody", wantID: "65534:65534"},
+		{name: "listed user", user: "nobody", wantID: "65534:65534"},
+		{name: "listed system user refused", user: "daemon", wantErr: `has uid 1, under 1000`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := td.taskLogs("t", sh(`echo "$(id -u):$(id -g)" > "$STEWARD_CHECKPOINT_DIR/id"`), tc.wantErr == "")

@@ -27,6 +27,9 @@ type taskState struct {
 	Checkpoint           ckptLoc
 	CheckpointPersistent bool
 	CheckpointSignal     string
+	// JobUID is the job's own uid the task runs as (0: none), marked used
+	// when the task ends.
+	JobUID uint32
 }
 
 // taskStore holds the handles of the tasks this plugin process runs.

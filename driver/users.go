@@ -18,8 +18,16 @@ import (
 // Who a task runs as. steward-exec has raw_exec-level isolation: a task
 // running as root owns the client. So, unlike raw_exec, root is denied by
 // default (denied_host_uids/gids = "0"), and a task that names no user
-// runs with its job's own uid (job_user_ids, jobuids.go) or else as
-// default_user ("nobody"), not as the agent's user.
+// runs with its job's own uid (job_user_ids, jobuids.go), or, only where
+// the operator turned those off, as default_user ("nobody"), not as the
+// agent's user. A task may name a user only if allowed_task_users lists
+// it (empty by default) and its uid is at least minTaskUserUID: the
+// system's users (daemon, bin, ...) own host files and services, and on
+// cloud GPU images the first regular user (ubuntu, 1000) has passwordless
+// sudo, which the list, not the floor, must keep out.
+
+// minTaskUserUID is the lowest uid a task may name.
+const minTaskUserUID = 1000
 
 // idPolicy holds the denied uid and gid sets.
 type idPolicy struct {
@@ -102,10 +110,14 @@ func (u taskUser) env(cfg *drivers.TaskConfig) map[string]string {
 // that allows them.
 func resolveTaskUser(taskUserName string, cfg Config, policy *idPolicy) (taskUser, error) {
 	name, source := taskUserName, "the task's user"
-	if name != "" && len(cfg.AllowedTaskUsers) > 0 && !slices.Contains(cfg.AllowedTaskUsers, name) {
-		return taskUser{}, fmt.Errorf("task user %q is not allowed on this client: the client's plugin %q config option allowed_task_users (now %q) lists the users a task may name; "+
-			"run the task as one of them, or set no user (it then runs as its job's own uid, or default_user)",
-			name, PluginName, cfg.AllowedTaskUsers)
+	if name != "" && !slices.Contains(cfg.AllowedTaskUsers, name) {
+		allowed := cfg.AllowedTaskUsers
+		if allowed == nil {
+			allowed = []string{}
+		}
+		return taskUser{}, fmt.Errorf("task user %q is not allowed on this client: the client's plugin %q config option allowed_task_users (now %q, %d users; empty by default) lists the users a task may name; "+
+			"set no user (the task then runs as its job's own uid), or ask the operator to list it",
+			name, PluginName, allowed, len(allowed))
 	}
 	if name == "" && cfg.DefaultUser != "" {
 		name, source = cfg.DefaultUser, "default_user"
@@ -130,6 +142,10 @@ func resolveTaskUser(taskUserName string, cfg Config, policy *idPolicy) (taskUse
 	gid, err2 := strconv.ParseUint(u.Gid, 10, 32)
 	if err1 != nil || err2 != nil {
 		return taskUser{}, fmt.Errorf("task user %q: non-numeric uid %q or gid %q", name, u.Uid, u.Gid)
+	}
+	if taskUserName != "" && uid < minTaskUserUID {
+		return taskUser{}, fmt.Errorf("task user %q (%s) has uid %d, under %d: %s never runs a task as a system user, whatever allowed_task_users says; "+
+			"set no user (the task then runs as its job's own uid)", name, source, uid, minTaskUserUID, PluginName)
 	}
 	if policy.uids.Contains(validators.UserID(uid)) {
 		return taskUser{}, fmt.Errorf("task user %q (%s) has uid %d, which %s denies on this client: "+

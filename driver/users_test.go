@@ -22,25 +22,29 @@ func TestResolveTaskUser(t *testing.T) {
 		taskUser    string
 		defaultUser string
 		uids, gids  string
+		allowed     []string
 		wantUID     int
 		wantErr     string
 	}{
 		{name: "no user: default_user nobody", wantUID: 65534, defaultUser: "nobody", uids: "0", gids: "0"},
-		{name: "task's own user", taskUser: "daemon", defaultUser: "nobody", uids: "0", gids: "0", wantUID: 1},
-		{name: "root refused by default", taskUser: "root", defaultUser: "nobody", uids: "0", gids: "0",
-			wantErr: `task user "root" (the task's user) has uid 0, which steward-exec denies on this client: run the task as another user, or allow uid 0 in the client's plugin "steward-exec" config option denied_host_uids (now "0")`},
+		{name: "task's own user, listed", taskUser: "nobody", allowed: []string{"nobody"}, uids: "0", gids: "0", wantUID: 65534},
+		{name: "root refused by default: no list", taskUser: "root", defaultUser: "nobody", uids: "0", gids: "0",
+			wantErr: `task user "root" is not allowed on this client: the client's plugin "steward-exec" config option allowed_task_users (now [], 0 users; empty by default)`},
+		{name: "root listed and denied ids allow it: still refused, under 1000", taskUser: "root", allowed: []string{"root"}, uids: "", gids: "",
+			wantErr: `task user "root" (the task's user) has uid 0, under 1000: steward-exec never runs a task as a system user`},
+		{name: "system user listed: refused, under 1000", taskUser: "daemon", allowed: []string{"daemon"}, uids: "0", gids: "0",
+			wantErr: `task user "daemon" (the task's user) has uid 1, under 1000`},
 		{name: "no user and no default_user: the agent's (root), refused", uids: "0", gids: "0",
 			wantErr: `(the agent's user (no user and no default_user)) has uid 0`},
-		{name: "uid in a denied range", taskUser: "daemon", uids: "0,1-10", gids: "",
-			wantErr: `has uid 1, which steward-exec denies`},
-		{name: "group denied", taskUser: "daemon", uids: "", gids: "1",
-			wantErr: `is in group 1, which steward-exec denies on this client: run the task as another user, or allow gid 1 in the client's plugin "steward-exec" config option denied_host_gids (now "1")`},
-		{name: "root allowed by the operator", taskUser: "root", uids: "", gids: "", wantUID: 0},
-		{name: "unknown user", taskUser: "no-such-user-xyz", uids: "0", gids: "0", wantErr: `task user "no-such-user-xyz"`},
+		{name: "uid in a denied range", taskUser: "nobody", allowed: []string{"nobody"}, uids: "0,60000-65534", gids: "",
+			wantErr: `has uid 65534, which steward-exec denies`},
+		{name: "group denied", taskUser: "nobody", allowed: []string{"nobody"}, uids: "", gids: "65534",
+			wantErr: `is in group 65534, which steward-exec denies on this client: run the task as another user, or allow gid 65534 in the client's plugin "steward-exec" config option denied_host_gids (now "65534")`},
+		{name: "unknown user", taskUser: "no-such-user-xyz", allowed: []string{"no-such-user-xyz"}, uids: "0", gids: "0", wantErr: `task user "no-such-user-xyz"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := DefaultConfig()
-			cfg.DefaultUser, cfg.DeniedHostUIDs, cfg.DeniedHostGIDs = tc.defaultUser, tc.uids, tc.gids
+			cfg.DefaultUser, cfg.DeniedHostUIDs, cfg.DeniedHostGIDs, cfg.AllowedTaskUsers = tc.defaultUser, tc.uids, tc.gids, tc.allowed
 			u, err := resolveTaskUser(tc.taskUser, cfg, mustIDPolicy(cfg))
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
@@ -58,8 +62,8 @@ func TestResolveTaskUser(t *testing.T) {
 	}
 }
 
-// allowed_task_users limits the users a task may name; default_user and
-// job uids are not subject to it.
+// allowed_task_users, empty by default, lists the only users a task may
+// name; default_user and job uids are not subject to it.
 func TestAllowedTaskUsers(t *testing.T) {
 	for _, tc := range []struct {
 		name, taskUser string
@@ -67,16 +71,20 @@ func TestAllowedTaskUsers(t *testing.T) {
 		wantUID        int
 		wantErr        string
 	}{
-		{name: "empty list: any allowed user", taskUser: "daemon", wantUID: 1},
-		{name: "listed", taskUser: "daemon", allowed: []string{"bin", "daemon"}, wantUID: 1},
-		{name: "not listed", taskUser: "bin", allowed: []string{"daemon"},
-			wantErr: `task user "bin" is not allowed on this client: the client's plugin "steward-exec" config option allowed_task_users (now ["daemon"]) lists the users a task may name`},
-		{name: "no user: default_user, whatever the list", allowed: []string{"daemon"}, wantUID: 65534},
-		{name: "listed but denied", taskUser: "root", allowed: []string{"root"}, wantErr: "has uid 0, which steward-exec denies"},
+		{name: "empty list (the default): no named user", taskUser: "nobody",
+			wantErr: `task user "nobody" is not allowed on this client: the client's plugin "steward-exec" config option allowed_task_users (now [], 0 users; empty by default) lists the users a task may name; set no user (the task then runs as its job's own uid)`},
+		{name: "listed", taskUser: "nobody", allowed: []string{"svc", "nobody"}, wantUID: 65534},
+		{name: "not listed", taskUser: "bin", allowed: []string{"nobody"},
+			wantErr: `task user "bin" is not allowed on this client: the client's plugin "steward-exec" config option allowed_task_users (now ["nobody"], 1 users; empty by default)`},
+		{name: "no user: default_user, whatever the list", allowed: []string{"svc"}, wantUID: 65534},
+		{name: "listed but denied", taskUser: "nobody", allowed: []string{"nobody"}, wantErr: "has uid 65534, which steward-exec denies"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := DefaultConfig()
 			cfg.AllowedTaskUsers = tc.allowed
+			if tc.name == "listed but denied" {
+				cfg.DeniedHostUIDs = "0,65534"
+			}
 			u, err := resolveTaskUser(tc.taskUser, cfg, mustIDPolicy(cfg))
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
@@ -104,7 +112,7 @@ func TestStartTaskJobUIDs(t *testing.T) {
 	td := newTestDriver(t, func(c *Config) {
 		d := DefaultConfig()
 		c.DefaultUser, c.DeniedHostUIDs, c.DeniedHostGIDs = d.DefaultUser, d.DeniedHostUIDs, d.DeniedHostGIDs
-		c.CheckpointRoot, c.JobUserIDs = root, "70000-70009"
+		c.CheckpointRoot, c.JobUserIDs, c.AllowedTaskUsers = root, "70000-70009", []string{"nobody"}
 	})
 	run := func(job, user, script string) (*drivers.TaskConfig, string) {
 		t.Helper()
@@ -126,7 +134,7 @@ func TestStartTaskJobUIDs(t *testing.T) {
 	aDir, _ := checkpointLocation(root, aCfg)
 	_, b := run("job-b", "", fmt.Sprintf(`cat %q/ckpt > "$STEWARD_CHECKPOINT_DIR/read" 2>&1 || true`, aDir.path()))
 	_, a2 := run("job-a", "", "true")
-	_, d := run("job-d", "daemon", "true")
+	_, d := run("job-d", "nobody", "true")
 	var aUID, bUID int
 	if _, err := fmt.Sscanf(a, "%d:", &aUID); err != nil || aUID < 70000 || aUID > 70009 {
 		t.Fatalf("job a ran as %q, want a uid in 70000-70009", a)
@@ -141,8 +149,8 @@ func TestStartTaskJobUIDs(t *testing.T) {
 	if strings.Fields(a2)[0] != strings.Fields(a)[0] {
 		t.Errorf("job a ran as %q, then as %q", a, a2)
 	}
-	if !strings.HasPrefix(d, "1:1 ") {
-		t.Errorf("a task naming daemon ran as %q", d)
+	if !strings.HasPrefix(d, "65534:65534 ") {
+		t.Errorf("a task naming nobody (listed) ran as %q", d)
 	}
 	bLoc, _ := checkpointLocation(root, &drivers.TaskConfig{Namespace: "default", JobID: "job-b", TaskGroupName: "train", Name: "t"})
 	read := waitFile(t, filepath.Join(bLoc.path(), "read"), 5*time.Second)
