@@ -161,3 +161,66 @@ func TestStartTaskJobUIDs(t *testing.T) {
 		t.Errorf("job a's dir: uid %d mode %v, want %d 0700", uid, mode, aUID)
 	}
 }
+
+// Without a checkpoint_root, every task that names no user still runs as
+// its job's own uid (the registry is in state_dir): two tenants' jobs get
+// two uids, a job keeps its uid, and a task whose env block names another
+// job as NOMAD_JOB_PARENT_ID does not get that job's uid.
+func TestStartTaskJobUIDsWithoutCheckpointRoot(t *testing.T) {
+	state := t.TempDir()
+	td := newTestDriver(t, func(c *Config) {
+		d := DefaultConfig()
+		c.DefaultUser, c.DeniedHostUIDs, c.DeniedHostGIDs = d.DefaultUser, d.DeniedHostUIDs, d.DeniedHostGIDs
+		c.JobUserIDs, c.StateDir = "70020-70029", state
+	})
+	run := func(ns, job string, env map[string]string) string {
+		t.Helper()
+		cfg := td.taskLogs("t", sh(`echo "$(id -u):$(id -g)" > "$STEWARD_CHECKPOINT_DIR/id"`), true)
+		cfg.Namespace, cfg.JobID = ns, job
+		for k, v := range env {
+			cfg.Env[k] = v
+		}
+		if err := os.Chmod(filepath.Dir(cfg.AllocDir), 0o711); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := td.h.StartTask(cfg); err != nil {
+			t.Fatal(err)
+		}
+		if res := td.wait(cfg.ID, 10*time.Second); !res.Successful() {
+			t.Fatalf("exit %+v", res)
+		}
+		loc, _ := checkpointLocation("", cfg)
+		return strings.TrimSpace(waitFile(t, filepath.Join(loc.path(), "id"), 5*time.Second))
+	}
+	ids := map[string]string{}
+	for _, tc := range []struct {
+		name, ns, job string
+		env           map[string]string
+		sameAs        string // the case whose uid it must have; "" a new one
+	}{
+		{name: "tenant a's job", ns: "team-a", job: "train"},
+		{name: "tenant b's job of the same name", ns: "team-b", job: "train"},
+		{name: "tenant a's job again", ns: "team-a", job: "train", sameAs: "tenant a's job"},
+		{name: "env naming a's job as parent", ns: "team-a", job: "thief", env: map[string]string{"NOMAD_JOB_PARENT_ID": "train"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := run(tc.ns, tc.job, tc.env)
+			var uid int
+			if _, err := fmt.Sscanf(got, "%d:", &uid); err != nil || uid < 70020 || uid > 70029 {
+				t.Fatalf("ran as %q, want a uid of 70020-70029", got)
+			}
+			if tc.sameAs != "" && got != ids[tc.sameAs] {
+				t.Errorf("ran as %q, want %q (%s)", got, ids[tc.sameAs], tc.sameAs)
+			}
+			for other, id := range ids {
+				if tc.sameAs == "" && id == got {
+					t.Errorf("ran as %q, as %s did", got, other)
+				}
+			}
+			ids[tc.name] = got
+		})
+	}
+	if names, err := os.ReadDir(filepath.Join(state, ".uids")); err != nil || len(names) != 3 {
+		t.Errorf("registry in state_dir: %v (%v), want 3 entries", names, err)
+	}
+}
