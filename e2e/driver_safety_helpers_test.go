@@ -26,14 +26,24 @@ type safetyAgent struct {
 // config (HCL lines).
 func startSafetyAgent(t *testing.T, extra ...string) *safetyAgent {
 	t.Helper()
-	s := &safetyAgent{t: t, ckptRoot: t.TempDir(), simDir: t.TempDir(), namespacesCreated: map[string]bool{}}
+	return startSafetyAgentRoot(t, t.TempDir(), extra...)
+}
+
+// startSafetyAgentRoot starts the agent with the checkpoint_root given;
+// "": none, steward-exec's defaults.
+func startSafetyAgentRoot(t *testing.T, ckptRoot string, extra ...string) *safetyAgent {
+	t.Helper()
+	s := &safetyAgent{t: t, ckptRoot: ckptRoot, simDir: t.TempDir(), namespacesCreated: map[string]bool{}}
+	if ckptRoot != "" {
+		extra = append([]string{fmt.Sprintf("    checkpoint_root = %q", ckptRoot)}, extra...)
+	}
 	s.Agent = testnomad.Start(t, testnomad.Options{
 		Plugins: []testnomad.Plugin{
 			{Name: "steward-gpu", Config: fmt.Sprintf(`    backend       = "sim"
     sim_count     = 2
     sim_state_dir = %q
     stats_period  = "1s"`, s.simDir)},
-			{Name: "steward-exec", Config: fmt.Sprintf("    checkpoint_root = %q\n", s.ckptRoot) + strings.Join(extra, "\n")},
+			{Name: "steward-exec", Config: strings.Join(extra, "\n")},
 		},
 	})
 	testnomad.WaitFor(t, 60*time.Second, "steward-exec healthy and 2 simulated GPUs on the node", func() (bool, string) {
@@ -58,6 +68,7 @@ type shJob struct {
 	restarts                     int
 	killSignal                   string
 	config                       map[string]any // more task config
+	env                          map[string]string
 }
 
 func (s *safetyAgent) register(j shJob) {
@@ -83,6 +94,7 @@ func (s *safetyAgent) register(j shJob) {
 	tg.ReschedulePolicy = &api.ReschedulePolicy{Attempts: &zero, Unlimited: new(bool)}
 	task := api.NewTask("t", j.driver)
 	task.User = j.user
+	task.Env = j.env
 	task.Config = map[string]any{"command": "/bin/sh", "args": []string{"-c", j.script}}
 	for k, v := range j.config {
 		task.Config[k] = v

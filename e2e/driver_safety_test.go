@@ -26,9 +26,9 @@ func TestDriverRefusesRoot(t *testing.T) {
 	s.register(shJob{id: "no-user", driver: "steward-exec", script: `echo "uid=$(id -u) gid=$(id -g) user=$USER"`})
 
 	failed := s.waitAlloc("default", "as-root", nil, api.AllocClientStatusFailed)
-	msg := s.waitEvent(failed, "Driver Failure", `task user "root" (the task's user) has uid 0, which steward-exec denies on this client`)
-	if !strings.Contains(msg, `allow uid 0 in the client's plugin "steward-exec" config option denied_host_uids (now "0")`) {
-		t.Errorf("the failure does not say which option allows root: %s", msg)
+	msg := s.waitEvent(failed, "Driver Failure", `task user "root" is not allowed on this client`)
+	if !strings.Contains(msg, `config option allowed_task_users (now [], 0 users; empty by default)`) {
+		t.Errorf("the failure does not name the option: %s", msg)
 	}
 	t.Logf("root refused: %s", msg)
 
@@ -50,7 +50,7 @@ func TestDriverRefusesRoot(t *testing.T) {
 // list fails to start.
 func TestDriverCheckpointDirPrivate(t *testing.T) {
 	t.Parallel()
-	s := startSafetyAgent(t, `    allowed_task_users = ["daemon"]`)
+	s := startSafetyAgent(t, `    allowed_task_users = ["nobody", "daemon"]`)
 	aDir := filepath.Join(s.ckptRoot, "team-a", "a", "g", "t")
 	s.register(shJob{ns: "team-a", id: "a", driver: "steward-exec", script: `set -e
 echo secret-a > "$STEWARD_CHECKPOINT_DIR/ckpt"
@@ -112,18 +112,23 @@ echo done`, aDir, filepath.Join(s.ckptRoot, "team-a", "a"), filepath.Join(s.ckpt
 		t.Errorf("registry entry of uid %d: %q (%v), want job a's key", aUID, raw, err)
 	}
 
-	// A named user: allowed if listed, refused otherwise.
-	s.register(shJob{ns: "team-b", id: "svc-ok", driver: "steward-exec", user: "daemon", script: `echo "uid=$(id -u)"`})
+	// A named user: allowed if listed (and not a system user), refused
+	// otherwise.
+	s.register(shJob{ns: "team-b", id: "svc-ok", driver: "steward-exec", user: "nobody", script: `echo "uid=$(id -u)"`})
 	s.register(shJob{ns: "team-b", id: "svc-borrow", driver: "steward-exec", user: "bin", script: "id -u"})
-	if out := s.waitStdout(s.waitAlloc("team-b", "svc-ok", nil, api.AllocClientStatusComplete), "uid="); !strings.Contains(out, "uid=1") {
-		t.Errorf("a task naming daemon (allowed) ran as %q", out)
+	s.register(shJob{ns: "team-b", id: "svc-system", driver: "steward-exec", user: "daemon", script: "id -u"})
+	if out := s.waitStdout(s.waitAlloc("team-b", "svc-ok", nil, api.AllocClientStatusComplete), "uid="); !strings.Contains(out, "uid=65534") {
+		t.Errorf("a task naming nobody (allowed) ran as %q", out)
 	}
 	failed := s.waitAlloc("team-b", "svc-borrow", nil, api.AllocClientStatusFailed)
 	msg := s.waitEvent(failed, "Driver Failure", `task user "bin" is not allowed on this client`)
-	if !strings.Contains(msg, `allowed_task_users (now ["daemon"])`) {
+	if !strings.Contains(msg, `allowed_task_users (now ["nobody" "daemon"], 2 users;`) {
 		t.Errorf("the failure does not name allowed_task_users: %s", msg)
 	}
 	t.Logf("user outside allowed_task_users: %s", msg)
+	failed = s.waitAlloc("team-b", "svc-system", nil, api.AllocClientStatusFailed)
+	msg = s.waitEvent(failed, "Driver Failure", `task user "daemon" (the task's user) has uid 1, under 1000`)
+	t.Logf("listed system user: %s", msg)
 }
 
 // TestDriverSymlinkPlanted: symlinks a task plants where the driver (root)
@@ -132,7 +137,7 @@ echo done`, aDir, filepath.Join(s.ckptRoot, "team-a", "a"), filepath.Join(s.ckpt
 // by the device plugin, where tasks cannot plant one at all.
 func TestDriverSymlinkPlanted(t *testing.T) {
 	t.Parallel()
-	s := startSafetyAgent(t)
+	s := startSafetyAgent(t, `    allowed_task_users = ["nobody"]`)
 	files := t.TempDir()
 	secret := filepath.Join(files, "secret.env") // root only
 	if err := os.WriteFile(secret, []byte("reason=TOPSECRET\ngrace=1h\n"), 0o600); err != nil {
@@ -173,7 +178,7 @@ while :; do sleep 0.2; done`, secret, victim)})
 
 	// 2. The checkpoint dir itself replaced by a symlink to another job's:
 	// the next start refuses it and chowns nothing.
-	s.register(shJob{id: "victim", driver: "steward-exec", user: "daemon", script: `echo v > "$STEWARD_CHECKPOINT_DIR/ckpt"; echo ok; exec sleep 600`})
+	s.register(shJob{id: "victim", driver: "steward-exec", user: "nobody", script: `echo v > "$STEWARD_CHECKPOINT_DIR/ckpt"; echo ok; exec sleep 600`})
 	victimAlloc := s.waitAlloc("default", "victim", nil, api.AllocClientStatusRunning)
 	s.waitStdout(victimAlloc, "ok")
 	victimDir := filepath.Join(s.ckptRoot, "default", "victim", "g", "t")
@@ -185,8 +190,8 @@ exit 1`, victimDir)})
 	msg = s.waitEvent(hijack, "Driver Failure", "is a symbolic link, not followed")
 	t.Logf("restart after planting a symlink as the checkpoint dir: %s", msg)
 	for _, p := range []string{victimDir, filepath.Dir(filepath.Dir(victimDir))} {
-		if uid, mode := ownerAndMode(t, p); uid != 1 || mode.Perm() != 0o700 {
-			t.Errorf("%s: uid %d mode %v after the hijack, want daemon's (1) and 0700", p, uid, mode)
+		if uid, mode := ownerAndMode(t, p); uid != 65534 || mode.Perm() != 0o700 {
+			t.Errorf("%s: uid %d mode %v after the hijack, want nobody's (65534) and 0700", p, uid, mode)
 		}
 	}
 
@@ -294,5 +299,108 @@ func TestDriverRejectsBadCheckpointSignal(t *testing.T) {
 	} {
 		failed := s.waitAlloc("default", c.job, nil, api.AllocClientStatusFailed)
 		t.Logf("%s: %s", c.job, s.waitEvent(failed, "Driver Failure", c.want))
+	}
+}
+
+// TestDriverTenantsOwnUIDsWithoutCheckpointRoot: with steward-exec's
+// defaults (no checkpoint_root), two tenants' tasks that set no user run
+// as two uids of job_user_ids, so tenant b's task can neither read
+// tenant a's environment through /proc nor signal its task. Before, both
+// ran as nobody: b read a's secret and could kill it.
+func TestDriverTenantsOwnUIDsWithoutCheckpointRoot(t *testing.T) {
+	t.Parallel()
+	s := startSafetyAgentRoot(t, "")
+	s.register(shJob{ns: "team-a", id: "train", driver: "steward-exec", env: map[string]string{"TEAM_A_TOKEN": "secret-a-123"},
+		script: `echo "pid=$$ uid=$(id -u)"; exec sleep 600`})
+	aAlloc := s.waitAlloc("team-a", "train", nil, api.AllocClientStatusRunning)
+	aOut := s.waitStdout(aAlloc, "pid=")
+	var aPid, aUID int
+	if _, err := fmt.Sscanf(strings.TrimSpace(aOut), "pid=%d uid=%d", &aPid, &aUID); err != nil {
+		t.Fatalf("tenant a's task printed %q: %v", aOut, err)
+	}
+	s.register(shJob{ns: "team-b", id: "train", driver: "steward-exec", script: fmt.Sprintf(`
+echo "uid=$(id -u)"
+if tr '\0' '\n' < /proc/%[1]d/environ 2>/dev/null | grep TEAM_A_TOKEN; then echo "environ: read"; else echo "environ: refused"; fi
+if kill -0 %[1]d 2>/dev/null; then echo "signal: sent"; else echo "signal: refused"; fi
+echo done`, aPid)})
+	bOut := s.waitStdout(s.waitAlloc("team-b", "train", nil, api.AllocClientStatusComplete), "done")
+	t.Logf("tenant a: %s; tenant b: %s", strings.TrimSpace(aOut), strings.ReplaceAll(strings.TrimSpace(bOut), "\n", "; "))
+	var bUID int
+	if _, err := fmt.Sscanf(bOut, "uid=%d", &bUID); err != nil {
+		t.Fatalf("tenant b's task printed %q: %v", bOut, err)
+	}
+	for name, uid := range map[string]int{"a": aUID, "b": bUID} {
+		if uid < 80000 || uid > 89999 {
+			t.Errorf("tenant %s's task ran as uid %d, want one of job_user_ids' default 80000-89999 without a checkpoint_root", name, uid)
+		}
+	}
+	if aUID == bUID {
+		t.Errorf("both tenants' tasks ran as uid %d", aUID)
+	}
+	if strings.Contains(bOut, "secret-a-123") || !strings.Contains(bOut, "environ: refused") {
+		t.Errorf("tenant b read tenant a's environment: %q", bOut)
+	}
+	if !strings.Contains(bOut, "signal: refused") {
+		t.Errorf("tenant b could signal tenant a's task: %q", bOut)
+	}
+}
+
+// TestDriverNamedUserNotAllowedRefused: with steward-exec's defaults
+// (allowed_task_users empty), a task naming a host user, even an
+// unprivileged one, fails to start with a Driver Failure event naming the
+// option and its count; before, any user but root ran.
+func TestDriverNamedUserNotAllowedRefused(t *testing.T) {
+	t.Parallel()
+	s := startSafetyAgentRoot(t, "")
+	s.register(shJob{ns: "team-a", id: "as-nobody", driver: "steward-exec", user: "nobody", script: `echo "uid=$(id -u)"`})
+	failed := s.waitAlloc("team-a", "as-nobody", nil, api.AllocClientStatusFailed, api.AllocClientStatusComplete)
+	if failed.ClientStatus == api.AllocClientStatusComplete {
+		t.Fatalf("a task naming nobody, which allowed_task_users does not list, ran: %q", s.waitStdout(failed, "uid="))
+	}
+	msg := s.waitEvent(failed, "Driver Failure", `task user "nobody" is not allowed on this client`)
+	if !strings.Contains(msg, `config option allowed_task_users (now [], 0 users; empty by default)`) {
+		t.Errorf("the failure does not name allowed_task_users and its count: %s", msg)
+	}
+	t.Logf("named user refused: %s", msg)
+}
+
+// TestDriverParentIDEnvDoesNotChangeJobKey: a task whose env block sets
+// NOMAD_JOB_PARENT_ID to another job of its namespace keeps its own job
+// key: it runs as a uid of its own and cannot read that job's
+// checkpoints. Before, it ran as the other job's uid and read them.
+func TestDriverParentIDEnvDoesNotChangeJobKey(t *testing.T) {
+	t.Parallel()
+	s := startSafetyAgent(t)
+	s.register(shJob{ns: "team-a", id: "victim", driver: "steward-exec", script: `set -e
+echo secret-v > "$STEWARD_CHECKPOINT_DIR/ckpt"
+echo "uid=$(id -u)"
+exec sleep 600`})
+	vOut := s.waitStdout(s.waitAlloc("team-a", "victim", nil, api.AllocClientStatusRunning), "uid=")
+	victimCkpt := filepath.Join(s.ckptRoot, "team-a", "victim", "g", "t", "ckpt")
+	s.register(shJob{ns: "team-a", id: "thief", driver: "steward-exec", env: map[string]string{"NOMAD_JOB_PARENT_ID": "victim"},
+		script: fmt.Sprintf(`
+echo "uid=$(id -u) parent=$NOMAD_JOB_PARENT_ID"
+cat %q 2>&1 || true
+echo done`, victimCkpt)})
+	tOut := s.waitStdout(s.waitAlloc("team-a", "thief", nil, api.AllocClientStatusComplete), "done")
+	t.Logf("victim: %s; thief: %s", strings.TrimSpace(vOut), strings.ReplaceAll(strings.TrimSpace(tOut), "\n", "; "))
+	var vUID, tUID int
+	if _, err := fmt.Sscanf(vOut, "uid=%d", &vUID); err != nil {
+		t.Fatalf("victim printed %q: %v", vOut, err)
+	}
+	if _, err := fmt.Sscanf(tOut, "uid=%d", &tUID); err != nil {
+		t.Fatalf("thief printed %q: %v", tOut, err)
+	}
+	if !strings.Contains(tOut, "parent=victim") {
+		t.Errorf("the env override did not reach the task (%q): the test proves nothing", tOut)
+	}
+	if tUID == vUID {
+		t.Errorf("the task with NOMAD_JOB_PARENT_ID=victim in its env ran as the victim's uid %d", vUID)
+	}
+	if strings.Contains(tOut, "secret-v") || !strings.Contains(tOut, "Permission denied") {
+		t.Errorf("the thief read the victim's checkpoint: %q", tOut)
+	}
+	if raw, err := os.ReadFile(filepath.Join(s.ckptRoot, ".uids", fmt.Sprint(tUID))); err != nil || string(raw) != "team-a/thief\n" {
+		t.Errorf("registry entry of the thief's uid %d: %q (%v), want its own key team-a/thief", tUID, raw, err)
 	}
 }
