@@ -227,9 +227,10 @@ func (c *Controller) placeholderJob(w placeholderWant, now time.Time) *api.Job {
 		KillTimeout: ptr(time.Second),
 	}
 	if driver == "steward-exec" {
-		// A user of its own rather than a uid of the job's: each
-		// placeholder is a new job, and would use up job_user_ids.
-		task.User = "nobody"
+		// No user: steward-exec refuses a named user its operator did
+		// not list (allowed_task_users, empty by default). The sleep runs
+		// with a uid of the placeholder's own, which the driver takes
+		// back once the placeholder is gone (job_user_reclaim_after).
 		task.Config["checkpoint_signal"] = "none"
 	}
 	pool := w.node.NodePool

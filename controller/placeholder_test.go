@@ -94,7 +94,7 @@ func TestPlaceholderJob(t *testing.T) {
 		t.Errorf("job %s/%s in pool %s, type %s", *j.Namespace, *j.ID, *j.NodePool, *j.Type)
 	case len(j.Constraints) != 1 || j.Constraints[0].LTarget != "${node.unique.id}" || j.Constraints[0].RTarget != "n1":
 		t.Errorf("constraints %v: want pinned to n1", j.Constraints)
-	case task.Driver != "steward-exec" || task.User != "nobody" || task.Config["checkpoint_signal"] != "none":
+	case task.Driver != "steward-exec" || task.User != "" || task.Config["checkpoint_signal"] != "none":
 		t.Errorf("task driver %s, user %q, config %v", task.Driver, task.User, task.Config)
 	case !slices.Equal(task.Config["args"].([]string), []string{"131"}):
 		t.Errorf("sleeps %v, want 131 s", task.Config["args"])

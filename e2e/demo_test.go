@@ -79,7 +79,7 @@ func runDemo(t *testing.T, scenario string) (string, func(job, label, contains s
 	t.Helper()
 	root := testnomad.RepoRoot(t)
 	dir := filepath.Join(t.TempDir(), "demo")
-	// The demo's tasks run as nobody (steward-exec's default), who must
+	// The demo's tasks run with uids of their jobs' own (steward-exec's default), which must
 	// pass through t.TempDir's 0700 parent.
 	if err := os.Chmod(filepath.Dir(filepath.Dir(dir)), 0o711); err != nil {
 		t.Fatal(err)
