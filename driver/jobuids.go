@@ -341,10 +341,25 @@ func (j *jobUIDs) used(uid uint32, key string) error {
 	return err
 }
 
-// reclaimOne gives key the first of the candidates whose job is gone.
+// reclaimLock serializes reclaims in the registry: another start of the
+// same job may have reclaimed one of the candidates since they were read.
+const reclaimLock = "reclaim"
+
+// reclaimOne gives key the first of the candidates whose job is gone, or
+// the one another start of the same job reclaimed meanwhile.
 func (j *jobUIDs) reclaimOne(dir *safefs.Dir, candidates []uint32, key string) (uint32, bool, error) {
 	if len(candidates) == 0 {
 		return 0, false, nil
+	}
+	unlockAll, _, err := j.lockSlot(dir, reclaimLock, true)
+	if err != nil {
+		return 0, false, err
+	}
+	defer unlockAll()
+	for _, uid := range candidates {
+		if raw, err := dir.ReadFile(strconv.FormatUint(uint64(uid), 10), jobKeyLimit); err == nil && string(raw) == key+"\n" {
+			return uid, true, nil
+		}
 	}
 	running, err := j.inUse()
 	if err != nil {
@@ -355,12 +370,9 @@ func (j *jobUIDs) reclaimOne(dir *safefs.Dir, candidates []uint32, key string) (
 			continue
 		}
 		name := strconv.FormatUint(uint64(uid), 10)
-		unlock, ok, err := j.lockSlot(dir, name, false)
+		unlock, _, err := j.lockSlot(dir, name, true)
 		if err != nil {
 			return 0, false, err
-		}
-		if !ok {
-			continue // being touched or reclaimed
 		}
 		done, err := j.reclaimLocked(dir, uid, name, key)
 		unlock()
@@ -379,6 +391,10 @@ func (j *jobUIDs) reclaimLocked(dir *safefs.Dir, uid uint32, name, key string) (
 		return false, nil
 	}
 	old := strings.TrimSuffix(string(raw), "\n")
+	if old == key {
+		// Another start of the same job reclaimed it meanwhile.
+		return true, nil
+	}
 	st, err := dir.Lstat(name)
 	if err != nil {
 		return false, nil

@@ -325,3 +325,54 @@ func TestJobUIDUseKeepsIt(t *testing.T) {
 		t.Errorf("job a got %d, then %d", a, got)
 	}
 }
+
+// Concurrent starts of new jobs while a gone job's uid is there to take:
+// each job ends with one uid, and no uid goes to two jobs.
+func TestJobUIDReclaimConcurrent(t *testing.T) {
+	root := t.TempDir()
+	r := idRange{70000, 70003}
+	j := testJobUIDs(t, root, r)
+	j.inUse = func() (map[uint32]bool, error) { return map[uint32]bool{}, nil }
+	for _, k := range []string{"old/a", "old/b", "old/c", "old/d"} {
+		mustUID(t, j, k)
+	}
+	old := time.Now().Add(-2 * time.Hour)
+	for uid := r.lo; uid <= r.hi; uid++ {
+		if err := os.Chtimes(filepath.Join(root, ".uids", strconv.Itoa(int(uid))), old, old); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var mu sync.Mutex
+	got := map[string]map[uint32]bool{}
+	var wg sync.WaitGroup
+	for _, k := range []string{"new/a", "new/b"} {
+		for range 4 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				uid, err := j.uidFor(k)
+				mu.Lock()
+				defer mu.Unlock()
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if got[k] == nil {
+					got[k] = map[uint32]bool{}
+				}
+				got[k][uid] = true
+			}()
+		}
+	}
+	wg.Wait()
+	for k, uids := range got {
+		if len(uids) != 1 {
+			t.Errorf("job %s got %d uids: %v", k, len(uids), uids)
+		}
+	}
+	for uid := range got["new/a"] {
+		if got["new/b"][uid] {
+			t.Errorf("uid %d given to both new jobs", uid)
+		}
+	}
+}
