@@ -36,6 +36,10 @@ func startSafetyAgentRoot(t *testing.T, ckptRoot string, extra ...string) *safet
 	s := &safetyAgent{t: t, ckptRoot: ckptRoot, simDir: t.TempDir(), namespacesCreated: map[string]bool{}}
 	if ckptRoot != "" {
 		extra = append([]string{fmt.Sprintf("    checkpoint_root = %q", ckptRoot)}, extra...)
+	} else {
+		// The job uid registry: in the test's own dir, not the host's
+		// default (/var/lib/steward-exec), which other runs share.
+		extra = append([]string{fmt.Sprintf("    state_dir = %q", t.TempDir())}, extra...)
 	}
 	s.Agent = testnomad.Start(t, testnomad.Options{
 		Plugins: []testnomad.Plugin{
