@@ -152,7 +152,7 @@ func (c *Controller) writeRefused(r *round, k jobKey, write string, err error) e
 		rw.text += "; the controller's ACL token lacks " + missing
 	}
 	rw.text += fmt.Sprintf("; tried again after %s (%s)", shortDuration(wait), rw.until.UTC().Format(time.RFC3339))
-	fields := []any{"job", k, "write", write, "nomad_error", nomadErr, "times", rw.times, "retry_in", wait}
+	fields := []any{"job", k, "write", write, "refusal", rw.text}
 	if missing != "" {
 		fields = append(fields, "missing", missing)
 	}
