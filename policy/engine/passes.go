@@ -280,8 +280,9 @@ func (st *state) emitGiveBack(ti int, taken []int32, limit int, head func(m *msg
 		head(&st.text)
 		st.text.s(", limit ").n(limit).s(": giving back ").u(int(u.units))
 		st.exposedNote(&st.text, u)
-		if r := int(u.recent); st.capped(job, r) {
-			st.text.s(" (at the eviction cap of ").n(st.e.p.Preemption.MaxPerJobPerHour).
+		if r, limit := int(u.recent), st.e.p.Preemption.MaxPerJobPerHour; limit > 0 && r >= limit {
+			// Taken past the cap (enforceLimits): its reason says why.
+			st.text.s(" (at the eviction cap of ").n(limit).
 				s(" preemptions an hour, preempted ").n(r).s(" times in the last hour: a limit is kept whatever the cap)")
 		}
 		a := Action{Kind: Preempt, Job: job.Ref, Group: st.groupOf(u), GPUs: u.gpus, Requeue: true,
