@@ -67,7 +67,13 @@ namespace "*" {
   # alloc-lifecycle      send the checkpoint signal, and stop victims one
   #                      by one where lowering their group's count alone
   #                      would not (not its top; stragglers)
-  capabilities = ["list-jobs", "read-job", "scale-job", "submit-job", "alloc-lifecycle"]
+  # csi-mount-volume     re-register (the submit-job writes above) a job
+  #                      that mounts a CSI volume: Nomad checks the
+  #                      submitter's right to mount each of the job's
+  #                      volumes on every registration (Job.Register),
+  #                      with plugin read below; see host_volume for host
+  #                      volumes
+  capabilities = ["list-jobs", "read-job", "scale-job", "submit-job", "alloc-lifecycle", "csi-mount-volume"]
 
   variables {
     # nomad/jobs/<job>: the job's record, shown in its Variables tab and
@@ -93,6 +99,24 @@ namespace "*" {
       capabilities = ["read", "write"]
     }
   }
+}
+
+# Host volumes: re-registering a job (its priority reset to its tier's, a
+# pool move, a count with its scaling policy, a resume ahead of Nomad's
+# queue; a scale while a deployment runs) needs the right to mount each
+# host volume the job mounts, read-write unless the job's volume is
+# read-only: without it Nomad refuses with a 403, and a tenant keeps a
+# priority Steward would reset by adding any volume to its job. Steward
+# mounts nothing itself: it registers tenants' jobs as their owners wrote
+# them. (A plain scale needs no volume right.)
+host_volume "*" {
+  policy = "write"
+}
+
+# CSI volumes: with csi-mount-volume above, Nomad also wants plugin read
+# to register a job that mounts one.
+plugin {
+  policy = "read"
 }
 
 # Client nodes, their GPUs and GPU activity (node stats).

@@ -30,15 +30,18 @@ func (c *Controller) execute(ctx context.Context, r *round, a engine.Action) err
 		if err := r.rerun(k); err != nil {
 			return c.refuseRerun(ctx, r, st, err)
 		}
+		before := st.noted()
 		st.Promoted = a.Kind == engine.Promote
 		st.note(statusFor(a.Kind, st), a.Reason, r.now)
 		c.attachNotice(r, st)
 		if err := c.save(ctx, st); err != nil {
 			return err
 		}
-		index, err := c.nomad.SetPriority(ctx, k.Namespace, k.ID, a.Priority, a.Reason.Message, r.jobIndex(k))
+		index, err := c.nomadWrite(r, k, writeOf(a), func() (uint64, error) {
+			return c.nomad.SetPriority(ctx, k.Namespace, k.ID, a.Priority, a.Reason.Message, r.jobIndex(k))
+		})
 		if err != nil {
-			return err
+			return c.undoNote(ctx, r, st, before, err)
 		}
 		// Steward's own change: a later write in this round is
 		// conditional on it, and a held group is not the owner's to take
@@ -100,14 +103,17 @@ func (c *Controller) execute(ctx context.Context, r *round, a engine.Action) err
 		if err := r.rerun(k); err != nil {
 			return c.refuseRerun(ctx, r, st, err)
 		}
+		before := st.noted()
 		st.note(StatusMoved, a.Reason, r.now)
 		c.attachNotice(r, st)
 		if err := c.save(ctx, st); err != nil {
 			return err
 		}
-		index, err := c.nomad.MoveJob(ctx, k.Namespace, k.ID, a.NodePool, a.Reason.Message, r.jobIndex(k))
+		index, err := c.nomadWrite(r, k, writeOf(a), func() (uint64, error) {
+			return c.nomad.MoveJob(ctx, k.Namespace, k.ID, a.NodePool, a.Reason.Message, r.jobIndex(k))
+		})
 		if err != nil {
-			return err
+			return c.undoNote(ctx, r, st, before, err)
 		}
 		r.setJobIndex(k, index)
 		for _, h := range st.Held {
@@ -231,7 +237,7 @@ func (c *Controller) holdUnadmitted(ctx context.Context, r *round) {
 					why = w.Reason
 				}
 			}
-			if err := c.holdBack(ctx, r, c.state(k), job, g, q, why); err != nil && !errors.Is(err, errRerun) {
+			if err := c.holdBack(ctx, r, c.state(k), job, g, q, why); err != nil && !errors.Is(err, errRerun) && !refusedOrBackedOff(err) {
 				c.log.Error("hold back", "job", k, "group", g, "error", err)
 				r.failed++
 			}
@@ -273,6 +279,11 @@ func (c *Controller) holdBack(ctx context.Context, r *round, st *JobState, job *
 	if n = count - target; n <= 0 {
 		return nil
 	}
+	if c.backedOff(r.now, st.key(), "scale "+group) {
+		// Nomad refused this group's scale recently: nothing is recorded
+		// as held that Nomad did not take (backoff.go).
+		return fmt.Errorf("hold %s group %s: %w", st.key(), group, errBackedOff)
+	}
 	if err := r.rerun(st.key(), group); err != nil {
 		return c.refuseRerun(ctx, r, st, err)
 	}
@@ -305,7 +316,9 @@ func (c *Controller) scale(ctx context.Context, r *round, k jobKey, group string
 			return c.writeScaling(ctx, r, k, group, count, p, msg, meta, 0)
 		}
 	}
-	index, err := c.nomad.Scale(ctx, k.Namespace, k.ID, group, count, msg, meta, r.jobIndex(k))
+	index, err := c.nomadWrite(r, k, "scale "+group, func() (uint64, error) {
+		return c.nomad.Scale(ctx, k.Namespace, k.ID, group, count, msg, meta, r.jobIndex(k))
+	})
 	if err != nil {
 		return err
 	}
@@ -336,12 +349,14 @@ func (c *Controller) finishDrain(ctx context.Context, r *round, st *JobState, d 
 	} else {
 		groups[d.Group] = len(d.Allocs)
 	}
-	if d.Kind != "pause" && !d.Unadmitted {
-		// Idle releases count too: the eviction cap is about how often a
-		// job is stopped, whatever the reason. Work stopped before it was
-		// ever admitted was not evicted.
-		st.Preemptions = append(st.Preemptions, r.now)
-	}
+	// Idle releases count toward the eviction cap too: it is about how
+	// often a job is stopped, whatever the reason. Work stopped before it
+	// was ever admitted was not evicted. Only a stop that took effect
+	// counts (issue 29): one whose scale Nomad refused or failed waits in
+	// its hold (Held.Evicts) until Nomad shows the count (syncHolds); counted
+	// at once, a job whose scale kept failing reached the cap and was
+	// exempt from its tenant's limit for the hour.
+	evicts := d.Kind != "pause" && !d.Unadmitted
 	status := StatusPreempted
 	switch {
 	case d.Unadmitted:
@@ -362,7 +377,11 @@ func (c *Controller) finishDrain(ctx context.Context, r *round, st *JobState, d 
 		n = min(n, count)
 		groups[g], targets[g] = n, count-n
 		if d.Requeue {
-			st.hold(g, n, count, d.Rule, r.now, job.ModifyIndex).Taken = done
+			h := st.hold(g, n, count, d.Rule, r.now, job.ModifyIndex)
+			h.Taken = done
+			if evicts {
+				h.Evicts = r.now
+			}
 			st.keepScaling(g, job.Groups[g].Scaling)
 		}
 		if d.Kind == string(engine.Preempt) && !d.Unadmitted {
@@ -393,11 +412,13 @@ func (c *Controller) finishDrain(ctx context.Context, r *round, st *JobState, d 
 		c.log.Warn("victims are not their group's highest name indexes: stopping them one by one before lowering the count",
 			"job", k, "group", d.Group, "allocs", d.Allocs)
 		for _, id := range r.aliveOf(d.Allocs) {
-			index, err := c.nomad.StopAlloc(ctx, k.Namespace, id)
+			index, err := c.nomadWrite(r, k, "stop", func() (uint64, error) { return c.nomad.StopAlloc(ctx, k.Namespace, id) })
 			if err != nil {
 				// finishDrains stops it again while Nomad still runs it.
-				c.log.Warn("stop victim allocation", "job", k, "alloc", id, "error", err)
-				r.failed++
+				if !refusedOrBackedOff(err) {
+					c.log.Warn("stop victim allocation", "job", k, "alloc", id, "error", err)
+					r.failed++
+				}
 				continue
 			}
 			r.wrote(index)
@@ -423,6 +444,18 @@ func (c *Controller) finishDrain(ctx context.Context, r *round, st *JobState, d 
 		msg := fmt.Sprintf("%s %s: %s", verb, plural(groups[g], "allocation"), d.Reason)
 		if err := c.scale(ctx, r, k, g, targets[g], msg, scaleMeta(reason)); err != nil && firstErr == nil {
 			firstErr = err
+		}
+	}
+	if evicts && firstErr == nil {
+		st.Preemptions = append(st.Preemptions, r.now)
+		for g := range targets {
+			if h := st.Held[g]; h != nil {
+				h.Evicts = time.Time{}
+			}
+		}
+		if err := c.save(ctx, st); err != nil {
+			c.log.Error("save job state", "job", k, "error", err)
+			r.failed++
 		}
 	}
 	pol, _ := c.engineNow()
@@ -519,7 +552,7 @@ func (c *Controller) finishDrains(ctx context.Context, r *round) {
 				c.log.Info("checkpoint written: preemption finished before its grace ends", "job", st.key(),
 					"for", d.For, "grace_left", d.Deadline.Sub(r.now).Round(time.Second))
 			}
-			if err := c.finishDrain(ctx, r, st, d); err != nil {
+			if err := c.finishDrain(ctx, r, st, d); err != nil && !refusedOrBackedOff(err) {
 				c.log.Error("finish preemption", "job", st.key(), "error", err)
 				r.failed++
 			}
@@ -600,9 +633,11 @@ func (c *Controller) stopStragglers(ctx context.Context, r *round, st *JobState,
 	}
 	d.stoppedAgain = r.now
 	for _, id := range c.stragglers(r, st, d) {
-		if index, err := c.nomad.StopAlloc(ctx, st.Namespace, id); err != nil {
-			c.log.Warn("stop victim allocation again", "job", st.key(), "alloc", id, "error", err)
-			r.failed++
+		if index, err := c.nomadWrite(r, st.key(), "stop", func() (uint64, error) { return c.nomad.StopAlloc(ctx, st.Namespace, id) }); err != nil {
+			if !refusedOrBackedOff(err) {
+				c.log.Warn("stop victim allocation again", "job", st.key(), "alloc", id, "error", err)
+				r.failed++
+			}
 		} else {
 			c.log.Info("stopped a victim Nomad still ran", "job", st.key(), "alloc", id)
 			r.wrote(index)
@@ -645,7 +680,7 @@ func (c *Controller) signal(ctx context.Context, r *round, st *JobState, d *Drai
 		c.crashPoint(stepSignalRecorded)
 	}
 	job := r.obs.Jobs[st.key()]
-	failed := 0
+	failed, refused := 0, 0
 	for _, a := range r.obs.Allocs {
 		if !d.has(a.ID) || job == nil {
 			continue
@@ -654,16 +689,24 @@ func (c *Controller) signal(ctx context.Context, r *round, st *JobState, d *Drai
 			if !slices.Contains(a.RunningTasks, task) {
 				continue
 			}
-			if err := c.nomad.Signal(ctx, st.Namespace, a.ID, task, d.Signal); err != nil {
+			_, err := c.nomadWrite(r, st.key(), "signal", func() (uint64, error) {
+				return 0, c.nomad.Signal(ctx, st.Namespace, a.ID, task, d.Signal)
+			})
+			switch {
+			case refusedOrBackedOff(err):
+				refused++ // in the job's record; the grace runs on
+			case err != nil:
 				c.log.Warn("checkpoint signal failed", "job", st.key(), "alloc", a.ID, "task", task, "error", err)
 				failed++
 			}
 		}
 	}
-	if failed > 0 {
+	if failed > 0 || refused > 0 {
 		// Sent stays false: the next round sends it again, within the
 		// grace that already runs.
-		r.failed++
+		if failed > 0 {
+			r.failed++
+		}
 		r.wake(r.now.Add(2 * time.Second))
 		return
 	}
@@ -728,6 +771,14 @@ func (c *Controller) syncHolds(ctx context.Context, r *round) {
 				// Applied: the completed allocations its write left out
 				// are an older version's now, which Nomad ignores.
 				h.Taken = 0
+				if !h.Evicts.IsZero() {
+					// A preemption whose scale was not taken when
+					// decided (finishDrain) took effect: it counts now.
+					st.Preemptions = append(st.Preemptions, h.Evicts)
+					slices.SortFunc(st.Preemptions, func(a, b time.Time) int { return a.Compare(b) })
+					h.Evicts = time.Time{}
+					_ = c.save(ctx, st)
+				}
 			}
 			switch {
 			case spec.Count == want && h.Count == 0:
@@ -759,7 +810,9 @@ func (c *Controller) syncHolds(ctx context.Context, r *round) {
 				}
 				c.log.Info("finishing "+what+" that was recorded but not applied", "job", k, "group", g, "count", want)
 				if err := c.scale(ctx, r, k, g, want, fmt.Sprintf("Steward sets group %s to %s (decided earlier, not applied then: a failed call or a restart)", g, plural(want, "allocation")),
-					map[string]any{"steward.rule": h.Rule}); err != nil {
+					map[string]any{"steward.rule": h.Rule}); refusedOrBackedOff(err) {
+					continue // in the job's record; tried again after its backoff
+				} else if err != nil {
 					c.log.Error("reapply hold", "job", k, "group", g, "error", err)
 					r.failed++
 				} else {
@@ -794,6 +847,38 @@ func statusFor(k engine.Kind, st *JobState) string {
 		return st.Status
 	}
 	return StatusRunning
+}
+
+// noted is a job's latest decision as its record shows it.
+type noted struct {
+	status, rule, reason string
+	updated              time.Time
+	promoted             bool
+	outbox               int
+}
+
+func (s *JobState) noted() noted {
+	return noted{s.Status, s.Rule, s.Reason, s.Updated, s.Promoted, len(s.Outbox)}
+}
+
+// undoNote takes back the decision noted for a write Nomad refused (or
+// that waits out a refusal's backoff), and its webhook message: the
+// record keeps the decision that stands, and the refusal goes into
+// steward_write_error (backoff.go). Any other error is a failure, retried
+// as before.
+func (c *Controller) undoNote(ctx context.Context, r *round, st *JobState, before noted, err error) error {
+	if !refusedOrBackedOff(err) {
+		return err
+	}
+	st.Status, st.Rule, st.Reason, st.Updated, st.Promoted = before.status, before.rule, before.reason, before.updated, before.promoted
+	if len(st.Outbox) > before.outbox {
+		st.Outbox = st.Outbox[:before.outbox]
+	}
+	r.attached = nil
+	if serr := c.save(ctx, st); serr != nil {
+		c.log.Error("save job state", "job", st.key(), "error", serr)
+	}
+	return err
 }
 
 // note records the latest decision about a job.

@@ -50,9 +50,12 @@ type Controller struct {
 	reload    bool
 	records   map[jobKey]string
 	recordErr map[jobKey]string // last error writing each job's record, logged once
-	decisions []Decision
-	refused   map[jobKey]*refusal // jobs whose meta Steward refused in part
-	statusOut string
+	// refusedWrites are writes Nomad refused with a 4xx, backed off
+	// (backoff.go).
+	refusedWrites map[writeKey]*refusedWrite
+	decisions     []Decision
+	refused       map[jobKey]*refusal // jobs whose meta Steward refused in part
+	statusOut     string
 	// statusIndex is the status variable's modify index (check-and-set),
 	// once statusKnown.
 	statusIndex uint64
@@ -152,6 +155,7 @@ func (c *Controller) resetState() {
 	c.index = map[jobKey]uint64{}
 	c.recordErr = map[jobKey]string{}
 	c.records = map[jobKey]string{}
+	c.refusedWrites = map[writeKey]*refusedWrite{}
 }
 
 // LoadPolicy parses and validates policy files; the error carries every

@@ -264,6 +264,11 @@ func (c *Controller) reconcile(ctx context.Context) (time.Time, error) {
 		if a.Kind == engine.Resume && a.AfterVictims && r.beneficiaryDraining(a.Job) {
 			continue
 		}
+		if c.backedOff(r.now, jobKey{a.Job.Namespace, a.Job.ID}, writeOf(a)) {
+			// Nomad refused this write to the job recently: it waits out
+			// its backoff, in the job's record (backoff.go).
+			continue
+		}
 		fields := []any{"job", a.Job.String(), "group", a.Group, "gpus", a.GPUs, "reason", a.Reason.String()}
 		if (a.Kind == engine.Preempt || a.Kind == engine.IdleStop) && !r.latencyTaken && !r.pressureSince.IsZero() {
 			// The first call on a victim follows right after this line.
@@ -278,9 +283,10 @@ func (c *Controller) reconcile(ctx context.Context) (time.Time, error) {
 		r.attached = nil
 		err := c.execute(ctx, r, a)
 		r.pending = nil
-		if errors.Is(err, errRerun) {
-			// Refused, its reason in the job's record (refuseRerun): not
-			// a failure to retry, nor an action taken.
+		if errors.Is(err, errRerun) || refusedOrBackedOff(err) {
+			// Refused, its reason in the job's record (refuseRerun,
+			// backoff.go): not a failure to retry at once, nor an action
+			// taken, nor a decision for the status to quote.
 			continue
 		}
 		if err != nil {
@@ -307,6 +313,7 @@ func (c *Controller) reconcile(ctx context.Context) (time.Time, error) {
 		c.pruneIdleWarnings(r, pol)
 		c.sendOutbox(pol)
 		c.flush(ctx, r)
+		c.pruneRefusedWrites(r)
 		c.writeRecords(ctx, r, pol)
 	}
 	if !c.cfg.DryRun {

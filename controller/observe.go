@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -87,6 +88,15 @@ type GroupSpec struct {
 	// nil when it has none: Steward pins it while it holds the group
 	// (scaling.go).
 	Scaling *ScalingPolicy
+	// Volumes are the group's host and CSI volumes: re-registering the
+	// job needs rights on them (backoff.go, missingRight).
+	Volumes []VolumeUse
+}
+
+// VolumeUse is one volume a group mounts.
+type VolumeUse struct {
+	Type, Source string
+	ReadOnly     bool
 }
 
 // CheckpointTaskMetaKey opts a task in or out of the checkpoint signal.
@@ -162,6 +172,12 @@ func toObservedJob(j *api.Job) *ObservedJob {
 	}
 	for _, tg := range j.TaskGroups {
 		gs := GroupSpec{Count: derefInt(tg.Count), Scaling: toScalingPolicy(tg.Scaling)}
+		for _, v := range tg.Volumes {
+			if v != nil {
+				gs.Volumes = append(gs.Volumes, VolumeUse{Type: v.Type, Source: v.Source, ReadOnly: v.ReadOnly})
+			}
+		}
+		slices.SortFunc(gs.Volumes, func(a, b VolumeUse) int { return strings.Compare(a.Type+"/"+a.Source, b.Type+"/"+b.Source) })
 		for _, t := range tg.Tasks {
 			gs.Tasks = append(gs.Tasks, t.Name)
 			gpus := 0

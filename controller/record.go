@@ -123,6 +123,11 @@ func (c *Controller) writeRecords(ctx context.Context, r *round, pol *policy.Pol
 			c.writeRecordWith(ctx, r, pol, &JobState{Namespace: k.Namespace, ID: k.ID}, usage)
 		}
 	}
+	for _, k := range c.refusedJobs() {
+		if c.states[k] == nil && c.refused[k] == nil {
+			c.writeRecordWith(ctx, r, pol, &JobState{Namespace: k.Namespace, ID: k.ID}, usage)
+		}
+	}
 }
 
 // writeRecord updates one job's record now (before an action that the
@@ -138,7 +143,7 @@ func (c *Controller) writeRecordWith(ctx context.Context, r *round, pol *policy.
 	k := st.key()
 	job := r.obs.Jobs[k]
 	path := recordPath(k.ID)
-	if job == nil || path == "" || (st.Reason == "" && !st.Paused && c.refused[k] == nil && st.Snooze == nil && st.IdleWarning == nil && len(st.Warned) == 0 && c.records[k] == "") {
+	if job == nil || path == "" || (st.Reason == "" && !st.Paused && c.refused[k] == nil && st.Snooze == nil && st.IdleWarning == nil && len(st.Warned) == 0 && c.records[k] == "" && c.writeError(k) == "") {
 		// Nothing to say: Steward neither decided about the job, nor
 		// refused any of its meta, nor snoozed its idle rule, nor warned
 		// of an idle release (and wrote no record that a snooze's end
@@ -147,6 +152,7 @@ func (c *Controller) writeRecordWith(ctx context.Context, r *round, pol *policy.
 	}
 	items := recordItems(pol, st, job, c.idleSince(pol, r, job, usage), r.now)
 	c.addQueueItems(k, items, r.now)
+	c.writeErrorItem(k, items)
 	b, _ := json.Marshal(items)
 	if c.records[k] == string(b) {
 		return

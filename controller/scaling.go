@@ -112,7 +112,9 @@ func (s *JobState) keepScaling(group string, p *ScalingPolicy) {
 // policy's min and max), with msg as a scaling event, only if the job is
 // still the version the decision was made on.
 func (c *Controller) writeScaling(ctx context.Context, r *round, k jobKey, group string, count int, p ScalingPolicy, msg string, meta map[string]any, evalPriority int) error {
-	index, err := c.nomad.ScaleWithPolicy(ctx, k.Namespace, k.ID, group, count, p, msg, meta, r.jobIndex(k), evalPriority)
+	index, err := c.nomadWrite(r, k, "scale "+group, func() (uint64, error) {
+		return c.nomad.ScaleWithPolicy(ctx, k.Namespace, k.ID, group, count, p, msg, meta, r.jobIndex(k), evalPriority)
+	})
 	if err != nil {
 		return err
 	}
@@ -142,8 +144,10 @@ func (c *Controller) unpinScaling(ctx context.Context, r *round, k jobKey, job *
 	// Completed batch work is no part of the count written (round.takeDone).
 	count := spec.Count - r.done(k, group)
 	if err := c.writeScaling(ctx, r, k, group, count, *h.Scaling, msg, map[string]any{"steward.rule": h.Rule}, 0); err != nil {
-		c.log.Error("restore the scaling policy of a group its owner took back", "job", k, "group", group, "error", err)
-		r.failed++
+		if !refusedOrBackedOff(err) {
+			c.log.Error("restore the scaling policy of a group its owner took back", "job", k, "group", group, "error", err)
+			r.failed++
+		}
 		return
 	}
 	r.acted++
@@ -190,8 +194,10 @@ func (c *Controller) syncScaling(ctx context.Context, r *round, st *JobState, jo
 	}
 	msg := fmt.Sprintf("Steward sets group %s's scaling policy to %s", group, p)
 	if err := c.writeScaling(ctx, r, k, group, want, p, msg, map[string]any{"steward.rule": h.Rule}, 0); err != nil {
-		c.log.Error("set scaling policy of a held group", "job", k, "group", group, "error", err)
-		r.failed++
+		if !refusedOrBackedOff(err) {
+			c.log.Error("set scaling policy of a held group", "job", k, "group", group, "error", err)
+			r.failed++
+		}
 		return false
 	}
 	r.acted++

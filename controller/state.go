@@ -113,6 +113,10 @@ type Held struct {
 	// mode always requeued waits until then (engine.Demand.OwnerResumed);
 	// a new hold clears it.
 	OwnerResumed bool `json:"owner_resumed,omitempty"`
+	// Evicts is when a preemption or idle release that holds this group
+	// was decided, while Nomad has not taken its lower count: it counts
+	// toward the eviction cap once Nomad shows the count (syncHolds).
+	Evicts time.Time `json:"evicts,omitzero"`
 }
 
 // Drain is a preemption in progress, in three steps: decided (the job's

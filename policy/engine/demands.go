@@ -673,7 +673,7 @@ func (st *state) onMarksAtLimit(b *bene) (int32, bool) {
 	t := &st.tenants[b.tenant]
 	over := func(extra int) bool { return t.use+t.marked+b.g*st.unitsOn(n)+extra > t.limit() }
 	holds := t.use + t.marked + b.g*st.unitsOn(n)
-	taken, _ := st.giveBack(b.tenant, over, func(u *unit) bool { return st.sameJob(u, b) })
+	taken, _ := st.giveBack(b.tenant, over, func(u *unit) bool { return st.sameJob(u, b) }, false)
 	if over(0) {
 		for _, ui := range taken {
 			st.untake(ui)

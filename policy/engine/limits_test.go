@@ -9,8 +9,9 @@ import (
 )
 
 // Work Nomad placed over a tenant's limit (between two plans) is taken
-// back from what was placed last; the eviction cap holds for it like for
-// any preemption, and a tenant left over its limit is told why.
+// back from what was placed last; the eviction cap spares a job while
+// other work can bring the tenant under its limit, and never lets it stay
+// over (issue 29).
 func TestLimitsWithoutThrash(t *testing.T) {
 	pol := testPolicy(func(p *policy.Policy) {
 		p.Tenants["a"] = tenant("a", 0, 2)
@@ -29,6 +30,7 @@ func TestLimitsWithoutThrash(t *testing.T) {
 		want      []string // jobs preempted, in order
 		grace     map[string]time.Duration
 		tenantHas string
+		reason    string // in every preemption's reason
 	}{
 		{
 			name: "the work placed last goes first, whatever its tier",
@@ -44,12 +46,12 @@ func TestLimitsWithoutThrash(t *testing.T) {
 			want: []string{"a/old-nb"},
 		},
 		{
-			name: "all at the eviction cap: the tenant stays over its limit and is told why",
+			name: "all at the eviction cap: the limit wins, the work placed last goes and its reason says so",
 			allocs: []Alloc{alloc("old-train", "training", 3*time.Hour, 5*time.Minute, 6*time.Minute),
 				alloc("old-nb", "interactive", 2*time.Hour, 5*time.Minute, 6*time.Minute),
 				alloc("new-nb", "interactive", 5*time.Second, 10*time.Minute, 20*time.Minute)},
-			want:      nil,
-			tenantHas: "over its limit of 2 by 1 for now: work holding 3 GPUs is at the eviction cap (2 preemptions an hour)",
+			want:   []string{"a/new-nb"},
+			reason: "(at the eviction cap of 2 preemptions an hour, preempted 2 times in the last hour: a limit is kept whatever the cap)",
 		},
 	}
 	for _, tc := range tests {
@@ -64,6 +66,9 @@ func TestLimitsWithoutThrash(t *testing.T) {
 				got = append(got, a.Job.String())
 				if a.Reason.Rule != RuleLimit {
 					t.Errorf("%s: rule %s, want limit", a, a.Reason.Rule)
+				}
+				if !strings.Contains(a.Reason.Message, tc.reason) {
+					t.Errorf("%s: reason %q lacks %q", a, a.Reason.Message, tc.reason)
 				}
 				if g, ok := tc.grace[a.Job.String()]; ok && a.Grace != g {
 					t.Errorf("%s: grace %s, want %s", a.Job, a.Grace, g)

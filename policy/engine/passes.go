@@ -184,10 +184,12 @@ func (st *state) releaseIdleAlways() {
 // placed work between two plans (the controller always sees work after
 // Nomad placed it), or the limit was lowered. What was placed last goes
 // first: it made the tenant go over, and it has made the least progress.
-// min_runtime does not apply, but the eviction cap does, like
-// for any preemption: a job at the cap is not taken, and if that leaves
-// the tenant over its limit, it stays over for the moment and its usage
-// line says why (Plan.Tenants).
+// min_runtime does not apply. The eviction cap spares a job while work
+// below the cap can bring the tenant back under its limit; where only
+// capped work can, the limit wins over the cap (issue 29): a tenant that
+// re-registers or re-scales its held work after each hold would otherwise
+// run over its limit, exempt, for the rest of the hour. The cap protects
+// work from other tenants' demands, never a tenant from its own limit.
 func (st *state) enforceLimits() {
 	for ti := range st.tenants {
 		t := &st.tenants[ti]
@@ -195,11 +197,11 @@ func (st *state) enforceLimits() {
 			continue
 		}
 		holds := t.use
-		taken, capped := st.giveBack(ti, func(extra int) bool { return t.use+extra > t.limit() }, nil)
-		if t.use > t.limit() && capped > 0 {
-			st.overLimit[ti] = "over its limit of " + itoa(t.t.Limit) + " by " + unitsString(t.use-t.lim) +
-				" for now: work holding " + unitsString(capped) + " GPUs is at the eviction cap (" +
-				itoa(st.e.p.Preemption.MaxPerJobPerHour) + " preemptions an hour)"
+		over := func(extra int) bool { return t.use+extra > t.limit() }
+		taken, capped := st.giveBack(ti, over, nil, false)
+		if over(0) && capped > 0 {
+			more, _ := st.giveBack(ti, over, nil, true)
+			taken = append(taken, more...)
 		}
 		st.emitGiveBack(ti, taken, t.t.Limit, func(m *msg) { m.start("tenant ", t.t.Name, " holds ").u(holds).s(" GPUs") }, st.emit)
 	}
@@ -213,11 +215,12 @@ func (st *state) enforceLimits() {
 // reports it over its limit, then gives back what was not needed, newest
 // choice first (over(x): still over were x more GPUs held). It returns the
 // units taken, and the GPUs of work it could not take for the eviction cap.
-func (st *state) giveBack(ti int, over func(extra int) bool, skip func(u *unit) bool) (taken []int32, capped int) {
+// pastCap takes work at the eviction cap too (a limit over the cap).
+func (st *state) giveBack(ti int, over func(extra int) bool, skip func(u *unit) bool, pastCap bool) (taken []int32, capped int) {
 	var mine []int32
 	for ui := range st.units {
 		if u := &st.units[ui]; u.tenant == ti && !u.taken && st.preemptible(u) && (skip == nil || !skip(u)) {
-			if st.capped(st.jobOf(u), int(u.recent)) {
+			if !pastCap && st.capped(st.jobOf(u), int(u.recent)) {
 				capped += int(u.units)
 				continue
 			}
@@ -277,6 +280,11 @@ func (st *state) emitGiveBack(ti int, taken []int32, limit int, head func(m *msg
 		head(&st.text)
 		st.text.s(", limit ").n(limit).s(": giving back ").u(int(u.units))
 		st.exposedNote(&st.text, u)
+		if r, limit := int(u.recent), st.e.p.Preemption.MaxPerJobPerHour; limit > 0 && r >= limit {
+			// Taken past the cap (enforceLimits): its reason says why.
+			st.text.s(" (at the eviction cap of ").n(limit).
+				s(" preemptions an hour, preempted ").n(r).s(" times in the last hour: a limit is kept whatever the cap)")
+		}
 		a := Action{Kind: Preempt, Job: job.Ref, Group: st.groupOf(u), GPUs: u.gpus, Requeue: true,
 			Allocs: st.allocIDs(u, nil), Reason: st.text.reason(RuleLimit)}
 		a.Signal, a.Grace = st.checkpoint(job, st.e.p.Preemption.Grace)
@@ -287,12 +295,12 @@ func (st *state) emitGiveBack(ti int, taken []int32, limit int, head func(m *msg
 
 // finish completes the plan with the tenants' accounting.
 func (st *state) finish() *Plan {
-	for ti, t := range st.tenants {
+	for _, t := range st.tenants {
 		if t.use == 0 && t.waiting == 0 && t.t.Reserve == 0 && !st.isPolicyTenant(t.t) {
 			continue
 		}
 		st.out.Tenants = append(st.out.Tenants, TenantUsage{Tenant: t.t.Name, Reserve: t.t.Reserve,
-			Limit: t.t.Limit, InUse: gpusOfUnits(t.use), Waiting: gpusOfUnits(t.waiting), Note: st.overLimit[ti]})
+			Limit: t.t.Limit, InUse: gpusOfUnits(t.use), Waiting: gpusOfUnits(t.waiting)})
 	}
 	slices.SortFunc(st.out.Tenants, func(a, b TenantUsage) int { return cmp.Compare(a.Tenant, b.Tenant) })
 	return &st.out

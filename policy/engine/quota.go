@@ -208,7 +208,14 @@ func (st *state) enforcePoolLimits(ti int) {
 			st.nodesOf(u, func(n int32, _ int) { in = in || st.inQuotaPool(q.pool, n) })
 			return !in
 		}
-		taken, _ := st.giveBack(ti, func(extra int) bool { return q.use+extra > q.limit }, outside)
+		over := func(extra int) bool { return q.use+extra > q.limit }
+		taken, capped := st.giveBack(ti, over, outside, false)
+		if over(0) && capped > 0 {
+			// The pool's limit wins over the cap, as a tenant's does
+			// (enforceLimits).
+			more, _ := st.giveBack(ti, over, outside, true)
+			taken = append(taken, more...)
+		}
 		pool := st.e.quotaPools[q.pool].name
 		st.emitGiveBack(ti, taken, q.limit/gpuUnit, func(m *msg) {
 			m.start("tenant ", t.t.Name, " holds ").u(holds).s(" GPUs in pool ", pool)

@@ -57,7 +57,6 @@ type model struct {
 	placedJobs map[JobRef]bool
 	waitingOf  []resolved // [Snapshot.Waiting index] tenant and tier (resolveWaiting)
 
-	overLimit    map[int]string // [tenant] why it stays over its limit
 	planned      map[JobRef]int // preemptions decided in this plan, per job
 	trackPlanned bool           // some job is one preemption short of the cap
 }
@@ -238,11 +237,10 @@ func (st *state) isGangOfMany(u *unit) bool {
 
 func newState(e *Engine, s *Snapshot, now time.Time) *state {
 	st := &state{e: e, s: s, now: now, model: model{
-		nodeIDs:   make(map[string]int32, len(s.Nodes)),
-		poolIdx:   map[string]int32{},
-		tenantNS:  make(map[string]int, len(e.tenants)),
-		planned:   map[JobRef]int{},
-		overLimit: map[int]string{},
+		nodeIDs:  make(map[string]int32, len(s.Nodes)),
+		poolIdx:  map[string]int32{},
+		tenantNS: make(map[string]int, len(e.tenants)),
+		planned:  map[JobRef]int{},
 	}}
 	st.pools = append(st.pools, e.poolNames...)
 	for i, name := range e.poolNames {

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -33,6 +34,7 @@ func TestStories(t *testing.T) {
 		{"QoS: serving spike takes back backfill at once", qosServingSpike},
 		{"QoS: min_runtime spares young jobs unless nothing else frees enough", qosMinRuntime},
 		{"QoS: eviction cap per job per hour", qosEvictionCap},
+		{"QoS: a tenant over its limit is brought back under it whatever the eviction cap (issue 29)", limitWhateverTheCap},
 		{"QoS: promotion after N preemptions", qosPromoteAfterPreemptions},
 		{"QoS: promotion after waiting longer than D", qosPromoteAfterWait},
 		{"QoS: two promoted jobs never preempt each other in turn (issue 28)", qosPromotedNeverPreemptEachOther},
@@ -443,6 +445,34 @@ func qosEvictionCap(t *testing.T) {
 	h.advance(6 * time.Minute) // the older preemption leaves the hour
 	plan = h.step()
 	h.expect("under the cap again", kinds(plan), []string{"preempt ml/bounced", "resume ml/notebook2"})
+}
+
+// Issue 29: a tenant over its limit asks for its held work again after
+// each hold (re-registers it, or scales it up) and Nomad places it at once.
+// Twice preempted in the hour, the job is at the eviction cap; the third
+// time its tenant is brought back under its limit all the same, and the
+// reason says why the cap did not spare it. Before, the job ran over its
+// tenant's limit, exempt, for the rest of the hour.
+func limitWhateverTheCap(t *testing.T) {
+	h := newHarness(t, testPolicy(func(p *policy.Policy) { p.Tenants["ml"] = tenant("ml", 0, 1) }))
+	h.node("n1", "default", 4)
+	grabby := h.submit("ml", "grabby", "training", 1, 1)
+	h.expect("within its limit", kinds(h.step()), nil)
+	var plan *Plan
+	for i := 1; i <= 3; i++ {
+		h.advance(5 * time.Minute)
+		if grabby.held > 0 {
+			grabby.held-- // its owner takes back what Steward held
+		}
+		grabby.queued++
+		h.schedule()
+		h.expect("placed over its limit", h.running(), []string{"ml/grabby×2"})
+		plan = h.step()
+		h.expect(fmt.Sprintf("over its limit, time %d", i), kinds(plan), []string{"preempt ml/grabby"})
+		h.expect("back under its limit", h.running(), []string{"ml/grabby×1"})
+	}
+	mustContain(t, plan.Actions[0].Reason.Message, "tenant ml holds 2 GPUs, limit 1: giving back 1",
+		"at the eviction cap of 2 preemptions an hour, preempted 2 times in the last hour: a limit is kept whatever the cap")
 }
 
 func qosPromoteAfterPreemptions(t *testing.T) {
