@@ -50,9 +50,13 @@ type Controller struct {
 	reload    bool
 	records   map[jobKey]string
 	recordErr map[jobKey]string // last error writing each job's record, logged once
-	decisions []Decision
-	refused   map[jobKey]*refusal // jobs whose meta Steward refused in part
-	statusOut string
+	// stateErr is why a job's state was too large to save (bounds.go);
+	// unresolved are states saved under a hashed job ID, by path.
+	stateErr   map[jobKey]string
+	unresolved map[string]unresolvedState
+	decisions  []Decision
+	refused    map[jobKey]*refusal // jobs whose meta Steward refused in part
+	statusOut  string
 	// statusIndex is the status variable's modify index (check-and-set),
 	// once statusKnown.
 	statusIndex uint64
@@ -152,6 +156,8 @@ func (c *Controller) resetState() {
 	c.index = map[jobKey]uint64{}
 	c.recordErr = map[jobKey]string{}
 	c.records = map[jobKey]string{}
+	c.stateErr = map[jobKey]string{}
+	c.unresolved = map[string]unresolvedState{}
 }
 
 // LoadPolicy parses and validates policy files; the error carries every

@@ -190,6 +190,7 @@ func (c *Controller) reconcile(ctx context.Context) (time.Time, error) {
 		return time.Time{}, err
 	}
 	c.usage.setObservation(obs, statsTargets(pol, obs))
+	c.resolveStates(obs)
 	r := newRound(obs.At, obs, c.states)
 	defer func() { c.unsettled = max(c.unsettled, r.written) }() // r as it ends
 	r.pressureSince = pressureSince
@@ -287,8 +288,10 @@ func (c *Controller) reconcile(ctx context.Context) (time.Time, error) {
 			if st := c.states[k]; st != nil {
 				c.dropUnsaved(st, r.attached)
 			}
-			r.failed++
-			c.metrics.nomadErrors.Inc()
+			if !errors.Is(err, errStateTooBig) { // the job's own, in its record: no retry writes it
+				r.failed++
+				c.metrics.nomadErrors.Inc()
+			}
 			d.Error = err.Error()
 			c.log.Error("action failed", "kind", a.Kind, "job", a.Job.String(), "error", err)
 		} else {
