@@ -321,4 +321,3 @@ func TestTenantFloodsDoNotStarveRound(t *testing.T) {
 		t.Errorf("the status does not say that it cut the flood's values")
 	}
 }
-
