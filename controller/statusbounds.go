@@ -1,6 +1,9 @@
 package controller
 
-import "fmt"
+import (
+	"fmt"
+	"slices"
+)
 
 // The status quotes what tenants chose (job IDs, meta values in warnings,
 // reasons naming both): each is cut to quoteMax, and what still does not
@@ -11,6 +14,10 @@ import "fmt"
 
 // clipQuoted cuts every tenant-chosen value the status quotes to quoteMax.
 func clipQuoted(s *Status) {
+	// The lists may share their arrays with the round's (the queue):
+	// cut copies.
+	s.Held, s.Idle, s.Decisions = slices.Clone(s.Held), slices.Clone(s.Idle), slices.Clone(s.Decisions)
+	s.Queue, s.Warnings, s.Tenants = slices.Clone(s.Queue), slices.Clone(s.Warnings), slices.Clone(s.Tenants)
 	q := func(v *string) { *v = clip(*v, quoteMax) }
 	// Reasons quote several such values with their numbers: four quotes' worth.
 	reason := func(v *string) { *v = clip(*v, 4*quoteMax) }
@@ -39,6 +46,7 @@ func clipQuoted(s *Status) {
 		q(&e.Tier)
 		reason(&e.Reason)
 		reason(&e.ForecastNote)
+		e.Unblock = slices.Clone(e.Unblock)
 		for u := range e.Unblock {
 			reason(&e.Unblock[u])
 		}

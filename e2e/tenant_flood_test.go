@@ -143,6 +143,7 @@ func TestTenantFloodsDoNotStarveLeader(t *testing.T) {
 		}
 		return false, fmt.Sprintf("%d bytes", len(status))
 	})
+	t.Logf("status: %d bytes", len(status))
 	if len(status) > 64<<10 {
 		t.Errorf("the status is %d bytes", len(status))
 	}
