@@ -109,20 +109,6 @@ func TestTenantFloodsDoNotStarveLeader(t *testing.T) {
 		fatN, longN := c.groupCount("flood", "fat", "work"), c.groupCount("flood", longID, "work")
 		return fatN+longN == 2, fmt.Sprintf("counts: fat %d, long %d", fatN, longN)
 	})
-	testnomad.WaitFor(t, 30*time.Second, "the long-ID job's hold saved, under a hash of its ID", func() (bool, string) {
-		refs, _, err := c.Client.Variables().PrefixList("steward/jobs/~~", &api.QueryOptions{Namespace: "steward"})
-		if err != nil {
-			return false, err.Error()
-		}
-		for _, r := range refs {
-			v, _, err := c.Client.Variables().Read(r.Path, &api.QueryOptions{Namespace: "steward"})
-			if err == nil && strings.Contains(v.Items["state"], `"id_hash"`) && strings.Contains(v.Items["state"], `"held"`) {
-				return true, ""
-			}
-		}
-		return false, fmt.Sprintf("%d hashed states", len(refs))
-	})
-
 	// The status keeps being published, within a variable, with ml/over
 	// held and the flood's values cut.
 	var status string
@@ -150,6 +136,20 @@ func TestTenantFloodsDoNotStarveLeader(t *testing.T) {
 	if !strings.Contains(status, "bytes cut)") {
 		t.Errorf("the status does not say it cut the flood's values: %s", clipped(status))
 	}
+	testnomad.WaitFor(t, 30*time.Second, "the long-ID job's hold saved, under a hash of its ID", func() (bool, string) {
+		refs, _, err := c.Client.Variables().PrefixList("steward/jobs/~~", &api.QueryOptions{Namespace: "steward"})
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, r := range refs {
+			v, _, err := c.Client.Variables().Read(r.Path, &api.QueryOptions{Namespace: "steward"})
+			if err == nil && strings.Contains(v.Items["state"], `"id_hash"`) && strings.Contains(v.Items["state"], `"held"`) {
+				return true, ""
+			}
+		}
+		return false, fmt.Sprintf("%d hashed states", len(refs))
+	})
+
 	// The requests wait their turn: the controller never read them all in
 	// one round.
 	if !ctl.Contains("requests wait for later rounds") {
