@@ -139,6 +139,9 @@ func TestRecordsPrunedWhenJobsGo(t *testing.T) {
 	if len(c.records) > 1 {
 		t.Errorf("%d records of gone jobs kept", len(c.records)-1)
 	}
+	if c.records[keep] == "" {
+		t.Errorf("the record of a job that runs was forgotten")
+	}
 }
 
 // A 70 KB job ID: its hold is saved (the ID as its hash), every other
