@@ -67,6 +67,33 @@ func TestRequestFloodWaitsItsTurn(t *testing.T) {
 	}
 }
 
+// Requests in 40 namespaces, on a Nomad that answers each read in 20 ms:
+// the round spends about requestBudget on them, and reads no more than
+// requestsPerRound, whatever is left.
+func TestRequestsWithinRoundBudget(t *testing.T) {
+	f := newFakeNomad()
+	c := testController(t, f)
+	for i := range 40 {
+		floodRequests(f, fmt.Sprintf("ns-%02d", i), 0, 40)
+	}
+	f.getDelay = 20 * time.Millisecond
+	r := roundWith(nil, nil)
+	start := time.Now()
+	c.applyRequests(context.Background(), r)
+	took := time.Since(start)
+	reads := 0
+	for _, n := range f.gets {
+		reads += n
+	}
+	t.Logf("%d reads in %s", reads, took.Round(time.Millisecond))
+	if took > requestBudget+200*time.Millisecond {
+		t.Errorf("requests took %s of the round, more than %s", took, requestBudget)
+	}
+	if reads > requestsPerRound || reads == 0 {
+		t.Errorf("%d reads: want between 1 and %d", reads, requestsPerRound)
+	}
+}
+
 // requestTurns takes each namespace's first requests in turn, so that a
 // namespace sorting first cannot use up the round's share.
 func TestRequestTurnsRoundRobin(t *testing.T) {

@@ -33,8 +33,10 @@ type fakeNomad struct {
 	purged map[string]bool
 	// cluster answers the reads (fakecluster_test.go).
 	cluster *fakeCluster
-	// gets counts variable reads per namespace (reads are not calls).
-	gets map[string]int
+	// gets counts variable reads per namespace (reads are not calls);
+	// getDelay slows each (a Nomad under load).
+	gets     map[string]int
+	getDelay time.Duration
 }
 
 func newFakeNomad() *fakeNomad {
@@ -155,6 +157,7 @@ func (f *fakeNomad) GetVar(_ context.Context, ns, path string) (map[string]strin
 		f.gets = map[string]int{}
 	}
 	f.gets[ns]++
+	time.Sleep(f.getDelay)
 	v, ok := f.vars[ns+":"+path]
 	if !ok {
 		return nil, 0, nil

@@ -265,7 +265,7 @@ func (c *Controller) reconcile(ctx context.Context) (time.Time, error) {
 		if a.Kind == engine.Resume && a.AfterVictims && r.beneficiaryDraining(a.Job) {
 			continue
 		}
-		fields := []any{"job", a.Job.String(), "group", a.Group, "gpus", a.GPUs, "reason", a.Reason.String()}
+		fields := []any{"job", clip(a.Job.String(), quoteMax), "group", a.Group, "gpus", a.GPUs, "reason", clip(a.Reason.String(), reasonMax)}
 		if (a.Kind == engine.Preempt || a.Kind == engine.IdleStop) && !r.latencyTaken && !r.pressureSince.IsZero() {
 			// The first call on a victim follows right after this line.
 			r.latencyTaken = true
