@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/nomad/api"
+
 	"github.com/gpu-steward/steward/policy/engine"
 )
 
@@ -350,4 +352,65 @@ func TestTenantFloodsDoNotStarveRound(t *testing.T) {
 	if !strings.Contains(f.vars["steward:"+StatusPath]["status"], "bytes cut)") {
 		t.Errorf("the status does not say that it cut the flood's values")
 	}
+}
+
+// A waiting job whose ID is 70 KB, which a preemption is for: the
+// victim's state names it by a hash (compactRef), so the preemption goes
+// exactly as for any job (TestWholeRound's writes), across a restart of the
+// controller between the signal and the stop too, and the round never
+// fails for it.
+func TestHugeBeneficiaryIDPreemptsAsAnyJob(t *testing.T) {
+	for _, restart := range []bool{false, true} {
+		t.Run(fmt.Sprintf("restart=%v", restart), func(t *testing.T) {
+			f := newFakeNomad()
+			preemptionCluster(f)
+			huge := strings.Repeat("n", 70<<10)
+			cl := f.cl()
+			nb := cl.jobs["ml/nb"]
+			nb.ID = &huge
+			delete(cl.jobs, "ml/nb")
+			delete(cl.summary, "ml/nb")
+			cl.jobs["ml/"+huge] = nb
+			ev, sum := apiBlockedEval(nb, 1, t0.Add(-time.Second))
+			cl.evals, cl.summary["ml/"+huge] = []*api.Evaluation{ev}, sum
+			r := newRoundRunner(t, f)
+			for i, step := range preemptionSteps {
+				if restart && i == 2 {
+					r.restart()
+				}
+				got, err := r.round(step.after)
+				if err != nil {
+					t.Fatalf("round at %s: %v", step.after, err)
+				}
+				var want []string
+				for _, w := range step.want {
+					want = append(want, strings.ReplaceAll(w, "ml/nb", "ml/"+huge))
+				}
+				// (Reasons read back are cut to reasonMax: the
+				// restarted controller's messages are, after 2 KiB.)
+				if !slices.Equal(prefixes(got), prefixes(want)) {
+					t.Fatalf("round at %s: writes\n%q\nwant\n%q", step.after, prefixes(got), prefixes(want))
+				}
+				if h := r.c.health; h.LastError != "" {
+					t.Errorf("round at %s failed: %q", step.after, h.LastError)
+				}
+				for k, items := range f.vars {
+					if strings.HasPrefix(k, "steward:"+statePrefix) && len(items["state"]) > 8<<10 {
+						t.Errorf("round at %s: %s is %d bytes", step.after, clip(k, 80), len(items["state"]))
+					}
+				}
+			}
+			if r.running("ml", huge) != 1 || r.running("ml", "train") != 0 {
+				t.Errorf("end: the long-ID job runs %d, the victim %d", r.running("ml", huge), r.running("ml", "train"))
+			}
+		})
+	}
+}
+
+func prefixes(in []string) []string {
+	out := make([]string, len(in))
+	for i, s := range in {
+		out[i] = s[:min(len(s), 1024)]
+	}
+	return out
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"strings"
 )
 
 // Job states are bounded before they are written (bounds.go): a tenant
@@ -30,10 +31,13 @@ func (s *JobState) bounded() *JobState {
 	long := len(s.ID) > stateIDMax
 	over := len(s.Reason) > reasonMax
 	for _, d := range s.Draining {
-		over = over || len(d.Reason) > reasonMax
+		over = over || len(d.Reason) > reasonMax || len(d.For) > stateRefMax
 	}
 	for _, n := range s.Outbox {
 		over = over || len(n.Reason) > reasonMax
+	}
+	for _, m := range s.Marks {
+		over = over || len(m.For) > stateRefMax
 	}
 	if !long && !over {
 		return s
@@ -47,7 +51,15 @@ func (s *JobState) bounded() *JobState {
 	for i, d := range s.Draining {
 		dc := *d
 		dc.Reason = clip(d.Reason, reasonMax)
+		dc.For = compactRef(d.For)
 		cp.Draining[i] = &dc
+	}
+	if len(s.Marks) > 0 {
+		cp.Marks = make(Marks, len(s.Marks))
+		for i, m := range s.Marks {
+			m.For = compactRef(m.For)
+			cp.Marks[i] = m
+		}
 	}
 	cp.Outbox = make([]*Notice, len(s.Outbox))
 	for i, n := range s.Outbox {
@@ -56,6 +68,41 @@ func (s *JobState) bounded() *JobState {
 		cp.Outbox[i] = &nc
 	}
 	return &cp
+}
+
+// stateRefMax is the longest reference to another job ("namespace/job",
+// the work a preemption is for) a state carries as it is; a longer one is
+// saved as "namespace/~~" and the job's hash (compactRef), and made whole
+// again when Nomad shows that job (resolveRefs).
+const stateRefMax = stateIDMax
+
+func compactRef(ref string) string {
+	if len(ref) <= stateRefMax {
+		return ref
+	}
+	ns, id, _ := strings.Cut(ref, "/")
+	return ns + "/~~" + idHash(jobKey{ns, id})
+}
+
+// resolveRefs makes whole the references to long-ID jobs that states read
+// back carry (compactRef): until then they name no job, as for a job that
+// is gone.
+func (c *Controller) resolveRefs(long map[string]string) {
+	if len(long) == 0 {
+		return
+	}
+	for _, st := range c.states {
+		for _, d := range st.Draining {
+			if full, ok := long[d.For]; ok {
+				d.For = full
+			}
+		}
+		for i := range st.Marks {
+			if full, ok := long[st.Marks[i].For]; ok {
+				st.Marks[i].For = full
+			}
+		}
+	}
 }
 
 // unresolvedState is a saved state whose job ID was too long to save,
@@ -68,13 +115,13 @@ type unresolvedState struct {
 // resolveStates gives each state saved under a hashed ID to the job Nomad
 // shows with that ID.
 func (c *Controller) resolveStates(obs *Observation) {
-	if len(c.unresolved) == 0 {
-		return
-	}
+	long := map[string]string{} // compact reference -> the job's
+	defer func() { c.resolveRefs(long) }()
 	for k := range obs.Jobs {
 		if len(k.ID) <= stateIDMax {
 			continue
 		}
+		long[compactRef(k.String())] = k.String()
 		p := statePath(k)
 		u, ok := c.unresolved[p]
 		if !ok || u.st.IDHash != idHash(k) || u.st.Namespace != k.Namespace {
