@@ -43,10 +43,12 @@ const (
 // enforcing for everyone: tenant ml's over-limit job is held within 60 s,
 // flood's own GPUs are brought back to its limit with the long-ID job's
 // state saved (under a hash of the ID), and the status keeps being
-// published, within a variable, saying what it cut.
+// published, within a variable, saying what it cut; tenant lab's pause
+// request is carried out beside the flood.
 func TestTenantFloodsDoNotStarveLeader(t *testing.T) {
 	t.Parallel()
-	c := startCluster(t, 8, "ml", "flood")
+	c := startCluster(t, 8, "ml", "flood", "lab")
+	c.work("nb", "lab", "interactive", 1, 1, "priority", "60")
 
 	// The request flood, written on loopback by 8 writers, bounded in time.
 	start := time.Now()
@@ -84,7 +86,7 @@ func TestTenantFloodsDoNotStarveLeader(t *testing.T) {
 	if _, _, err := c.Client.Jobs().Register(fat, nil); err != nil {
 		t.Fatalf("register flood/fat: %v", err)
 	}
-	c.waitRunning(120*time.Second, map[string]int{"flood/fat": 1})
+	c.waitRunning(120*time.Second, map[string]int{"flood/fat": 1, "lab/nb": 1})
 	// The long-ID job starts last: it is the one over flood's limit.
 	long := c.parseWork("long", "flood", "training", 1, 2)
 	longID := strings.Repeat("j", floodIDSize)
@@ -149,6 +151,20 @@ func TestTenantFloodsDoNotStarveLeader(t *testing.T) {
 		}
 		return false, fmt.Sprintf("%d hashed states", len(refs))
 	})
+
+	// Another namespace's pause is carried out while the flood waits its
+	// turn.
+	paused := time.Now()
+	if _, _, err := c.Client.Variables().Create(&api.Variable{Namespace: "lab", Path: "steward/requests/nb",
+		Items: api.VariableItems{"action": "pause", "job": "nb", "by": "lab"}}, &api.WriteOptions{Namespace: "lab"}); err != nil {
+		t.Fatalf("request lab/nb's pause: %v", err)
+	}
+	c.waitRecord(30*time.Second, "lab", "nb", "steward_state", "paused")
+	c.waitRunning(30*time.Second, map[string]int{"lab/nb": 0})
+	t.Logf("lab/nb paused %s after its request, beside the flood", time.Since(paused).Round(time.Second))
+	if refs, _, err := c.Client.Variables().PrefixList("steward/requests/", &api.QueryOptions{Namespace: "flood"}); err == nil {
+		t.Logf("%d of the flood's %d requests still wait their turn", len(refs), floodRequests)
+	}
 
 	// The requests wait their turn: the controller never read them all in
 	// one round.
