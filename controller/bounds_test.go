@@ -403,6 +403,11 @@ func TestHugeBeneficiaryIDPreemptsAsAnyJob(t *testing.T) {
 			if r.running("ml", huge) != 1 || r.running("ml", "train") != 0 {
 				t.Errorf("end: the long-ID job runs %d, the victim %d", r.running("ml", huge), r.running("ml", "train"))
 			}
+			// The victim's record is written, its reason cut.
+			rec := f.vars["ml:nomad/jobs/train"]
+			if rec == nil || rec["steward_state"] != StatusPreempted || len(rec["steward_reason"]) > reasonMax {
+				t.Errorf("the victim's record: state %q, reason of %d bytes", rec["steward_state"], len(rec["steward_reason"]))
+			}
 		})
 	}
 }

@@ -168,8 +168,8 @@ func (c *Controller) writeRecordWith(ctx context.Context, r *round, pol *policy.
 		return
 	}
 	items := recordItems(pol, st, job, c.idleSince(pol, r, job, usage), r.now)
-	c.stateErrorItem(k, items)
 	c.addQueueItems(k, items, r.now)
+	c.boundRecord(k, items)
 	b, _ := json.Marshal(items)
 	if c.records[k] == string(b) {
 		return

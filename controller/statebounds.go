@@ -156,9 +156,15 @@ func (c *Controller) stateTooBig(k jobKey, err error) bool {
 	return true
 }
 
-// stateErrorItem adds to a job's record why its state could not be saved.
-func (c *Controller) stateErrorItem(k jobKey, items map[string]string) {
+// boundRecord adds to a job's record why its state could not be saved,
+// and cuts each of Steward's values to reasonMax: reasons quote other
+// jobs' IDs, which their tenants choose, and a record over Nomad's 64 KiB
+// would never be written.
+func (c *Controller) boundRecord(k jobKey, items map[string]string) {
 	if e := c.stateErr[k]; e != "" {
 		items["steward_state_error"] = e
+	}
+	for key, v := range items {
+		items[key] = clip(v, reasonMax)
 	}
 }
