@@ -215,6 +215,9 @@ func FormatStatus(s *controller.Status, now time.Time, verbose bool) string {
 		}
 		b.WriteString(columnize.SimpleFormat(rows) + "\n")
 	}
+	if s.Trimmed != "" {
+		b.WriteString("\nTrimmed: " + s.Trimmed + "\n")
+	}
 	return strings.TrimRight(b.String(), "\n")
 }
 

@@ -53,9 +53,13 @@ type Controller struct {
 	// refusedWrites are writes Nomad refused with a 4xx, backed off
 	// (backoff.go).
 	refusedWrites map[writeKey]*refusedWrite
-	decisions     []Decision
-	refused       map[jobKey]*refusal // jobs whose meta Steward refused in part
-	statusOut     string
+	// stateErr is why a job's state was too large to save (bounds.go);
+	// unresolved are states saved under a hashed job ID, by path.
+	stateErr   map[jobKey]string
+	unresolved map[string]unresolvedState
+	decisions  []Decision
+	refused    map[jobKey]*refusal // jobs whose meta Steward refused in part
+	statusOut  string
 	// statusIndex is the status variable's modify index (check-and-set),
 	// once statusKnown.
 	statusIndex uint64
@@ -156,6 +160,8 @@ func (c *Controller) resetState() {
 	c.recordErr = map[jobKey]string{}
 	c.records = map[jobKey]string{}
 	c.refusedWrites = map[writeKey]*refusedWrite{}
+	c.stateErr = map[jobKey]string{}
+	c.unresolved = map[string]unresolvedState{}
 }
 
 // LoadPolicy parses and validates policy files; the error carries every

@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"errors"
 	"strings"
 	"testing"
 )
@@ -61,6 +62,9 @@ func FuzzDecodeState(f *testing.F) {
 		// What decodes encodes again, and decodes to the same job.
 		if decodeErr == nil {
 			items, err := st.encode()
+			if errors.Is(err, errStateTooBig) {
+				return // refused before writing, by design (bounds.go)
+			}
 			if err != nil {
 				t.Fatalf("encode a decoded state: %v", err)
 			}

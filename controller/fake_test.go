@@ -33,6 +33,10 @@ type fakeNomad struct {
 	purged map[string]bool
 	// cluster answers the reads (fakecluster_test.go).
 	cluster *fakeCluster
+	// gets counts variable reads per namespace (reads are not calls);
+	// getDelay slows each (a Nomad under load).
+	gets     map[string]int
+	getDelay time.Duration
 }
 
 func newFakeNomad() *fakeNomad {
@@ -149,6 +153,11 @@ func (f *fakeNomad) MoveJob(_ context.Context, ns, job, nodePool, _ string, inde
 func (f *fakeNomad) GetVar(_ context.Context, ns, path string) (map[string]string, uint64, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.gets == nil {
+		f.gets = map[string]int{}
+	}
+	f.gets[ns]++
+	time.Sleep(f.getDelay)
 	v, ok := f.vars[ns+":"+path]
 	if !ok {
 		return nil, 0, nil

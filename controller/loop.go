@@ -190,6 +190,7 @@ func (c *Controller) reconcile(ctx context.Context) (time.Time, error) {
 		return time.Time{}, err
 	}
 	c.usage.setObservation(obs, statsTargets(pol, obs))
+	c.resolveStates(obs)
 	r := newRound(obs.At, obs, c.states)
 	defer func() { c.unsettled = max(c.unsettled, r.written) }() // r as it ends
 	r.pressureSince = pressureSince
@@ -269,7 +270,7 @@ func (c *Controller) reconcile(ctx context.Context) (time.Time, error) {
 			// its backoff, in the job's record (backoff.go).
 			continue
 		}
-		fields := []any{"job", a.Job.String(), "group", a.Group, "gpus", a.GPUs, "reason", a.Reason.String()}
+		fields := []any{"job", clip(a.Job.String(), quoteMax), "group", a.Group, "gpus", a.GPUs, "reason", clip(a.Reason.String(), reasonMax)}
 		if (a.Kind == engine.Preempt || a.Kind == engine.IdleStop) && !r.latencyTaken && !r.pressureSince.IsZero() {
 			// The first call on a victim follows right after this line.
 			r.latencyTaken = true
@@ -293,8 +294,10 @@ func (c *Controller) reconcile(ctx context.Context) (time.Time, error) {
 			if st := c.states[k]; st != nil {
 				c.dropUnsaved(st, r.attached)
 			}
-			r.failed++
-			c.metrics.nomadErrors.Inc()
+			if !errors.Is(err, errStateTooBig) { // the job's own, in its record: no retry writes it
+				r.failed++
+				c.metrics.nomadErrors.Inc()
+			}
 			d.Error = err.Error()
 			c.log.Error("action failed", "kind", a.Kind, "job", a.Job.String(), "error", err)
 		} else {

@@ -163,12 +163,9 @@ func lacksGPUs(m *api.AllocationMetric) bool {
 func toObservedJob(j *api.Job) *ObservedJob {
 	oj := &ObservedJob{
 		Namespace: deref(j.Namespace), ID: deref(j.ID), Type: deref(j.Type),
-		Priority: derefInt(j.Priority), NodePool: deref(j.NodePool), Meta: map[string]string{},
+		Priority: derefInt(j.Priority), NodePool: deref(j.NodePool), Meta: keptMeta(j.Meta),
 		Stopped: j.Stop != nil && *j.Stop, ModifyIndex: derefU64(j.JobModifyIndex), Version: derefU64(j.Version),
 		Groups: map[string]GroupSpec{},
-	}
-	for k, v := range j.Meta {
-		oj.Meta[k] = v
 	}
 	for _, tg := range j.TaskGroups {
 		gs := GroupSpec{Count: derefInt(tg.Count), Scaling: toScalingPolicy(tg.Scaling)}

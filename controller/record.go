@@ -114,6 +114,7 @@ func (c *Controller) idleSince(pol *policy.Policy, r *round, job *ObservedJob, u
 // of every job whose meta Steward refused in part (its owner must learn
 // why the job does not run as it asked).
 func (c *Controller) writeRecords(ctx context.Context, r *round, pol *policy.Policy) {
+	c.pruneRecords(r)
 	usage := c.usage.samples()
 	for _, st := range c.sortedStates() {
 		c.writeRecordWith(ctx, r, pol, st, usage)
@@ -126,6 +127,27 @@ func (c *Controller) writeRecords(ctx context.Context, r *round, pol *policy.Pol
 	for _, k := range c.refusedJobs() {
 		if c.states[k] == nil && c.refused[k] == nil {
 			c.writeRecordWith(ctx, r, pol, &JobState{Namespace: k.Namespace, ID: k.ID}, usage)
+		}
+	}
+}
+
+// pruneRecords forgets what was written to, or failed for, the records of
+// jobs Nomad no longer shows: job IDs come and go with tenants' work, and
+// each entry is as large as its job's record.
+func (c *Controller) pruneRecords(r *round) {
+	for k := range c.records {
+		if r.obs.Jobs[k] == nil {
+			delete(c.records, k)
+		}
+	}
+	for k := range c.recordErr {
+		if r.obs.Jobs[k] == nil {
+			delete(c.recordErr, k)
+		}
+	}
+	for k := range c.stateErr {
+		if r.obs.Jobs[k] == nil {
+			delete(c.stateErr, k)
 		}
 	}
 }
@@ -143,7 +165,7 @@ func (c *Controller) writeRecordWith(ctx context.Context, r *round, pol *policy.
 	k := st.key()
 	job := r.obs.Jobs[k]
 	path := recordPath(k.ID)
-	if job == nil || path == "" || (st.Reason == "" && !st.Paused && c.refused[k] == nil && st.Snooze == nil && st.IdleWarning == nil && len(st.Warned) == 0 && c.records[k] == "" && c.writeError(k) == "") {
+	if job == nil || path == "" || (st.Reason == "" && !st.Paused && c.refused[k] == nil && st.Snooze == nil && st.IdleWarning == nil && len(st.Warned) == 0 && c.records[k] == "" && c.writeError(k) == "" && c.stateErr[k] == "") {
 		// Nothing to say: Steward neither decided about the job, nor
 		// refused any of its meta, nor snoozed its idle rule, nor warned
 		// of an idle release (and wrote no record that a snooze's end
@@ -153,6 +175,7 @@ func (c *Controller) writeRecordWith(ctx context.Context, r *round, pol *policy.
 	items := recordItems(pol, st, job, c.idleSince(pol, r, job, usage), r.now)
 	c.addQueueItems(k, items, r.now)
 	c.writeErrorItem(k, items)
+	c.boundRecord(k, items)
 	b, _ := json.Marshal(items)
 	if c.records[k] == string(b) {
 		return

@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"sort"
 	"strings"
 	"time"
 
@@ -75,7 +76,12 @@ func SubmitRequest(ctx context.Context, n Nomad, namespace, jobID string, r Requ
 	return err
 }
 
-// applyRequests carries out pending pause, resume and snooze requests.
+// applyRequests carries out pending pause, resume and snooze requests: at
+// most requestsPerNamespace of each namespace, requestsPerRound in all,
+// within requestBudget (bounds.go). Anyone who may write a namespace's
+// requests may write thousands of them: they then wait their turn in that
+// namespace, while each other namespace's requests, and the round's plan,
+// go on.
 func (c *Controller) applyRequests(ctx context.Context, r *round) {
 	c.endSnoozes(ctx, r)
 	refs, err := c.nomad.ListVars(ctx, "*", requestPrefix)
@@ -84,37 +90,90 @@ func (c *Controller) applyRequests(ctx context.Context, r *round) {
 		r.failed++
 		return
 	}
-	for _, ref := range refs {
-		items, index, err := c.nomad.GetVar(ctx, ref.Namespace, ref.Path)
-		if err != nil || items == nil {
+	deadline := time.Now().Add(requestBudget)
+	taken, left := 0, 0
+	for _, ref := range requestTurns(refs, requestsPerNamespace, &left) {
+		if taken >= requestsPerRound || time.Now().After(deadline) {
+			left++
 			continue
 		}
-		id, ok := requestJob(ref.Path, items)
-		k := jobKey{ref.Namespace, id}
-		job := r.obs.Jobs[k]
-		switch {
-		case !ok:
-			c.log.Warn("ignoring a request whose path names no job", "namespace", ref.Namespace, "path", ref.Path)
-		case job == nil || job.Stopped:
-			c.log.Warn("ignoring a request for a job that does not run in its namespace", "job", k, "action", items["action"])
-		default:
-			st := c.state(k)
-			by := "a request in namespace " + ref.Namespace
-			switch items["action"] {
-			case "pause":
-				c.pause(ctx, r, st, job, by)
-			case "resume":
-				c.resume(ctx, st, job, by, r.now)
-			case "snooze":
-				c.snooze(ctx, r, st, job, items["duration"], by)
-			default:
-				c.log.Warn("ignoring unknown request", "job", k, "action", items["action"])
+		taken++
+		c.applyRequest(ctx, r, ref)
+	}
+	if left > 0 {
+		c.log.Warn("requests wait for later rounds", "read", taken, "waiting", left,
+			"per_namespace", requestsPerNamespace, "per_round", requestsPerRound)
+		r.wake(r.now.Add(time.Second))
+	}
+}
+
+// requestTurns orders the requests so that each namespace's first few come
+// first, round-robin, and counts in left those past the namespace's cap.
+func requestTurns(refs []VarRef, perNamespace int, left *int) []VarRef {
+	byNS := map[string][]VarRef{}
+	var names []string
+	for _, ref := range refs {
+		if _, ok := byNS[ref.Namespace]; !ok {
+			names = append(names, ref.Namespace)
+		}
+		byNS[ref.Namespace] = append(byNS[ref.Namespace], ref)
+	}
+	sort.Strings(names)
+	var out []VarRef
+	for i := 0; i < perNamespace; i++ {
+		for _, ns := range names {
+			if i < len(byNS[ns]) {
+				out = append(out, byNS[ns][i])
 			}
 		}
-		// Only the request read: one written since stays for the next round.
-		if err := c.nomad.DeleteVar(ctx, ref.Namespace, ref.Path, index); err != nil && !isConflict(err) {
-			c.log.Error("delete request", "path", ref.Path, "error", err)
+	}
+	for _, ns := range names {
+		*left += max(len(byNS[ns])-perNamespace, 0)
+	}
+	return out
+}
+
+// applyRequest carries out one request and deletes it.
+func (c *Controller) applyRequest(ctx context.Context, r *round, ref VarRef) {
+	if rest, ok := strings.CutPrefix(ref.Path, requestPrefix); ok && !strings.HasPrefix(rest, "~~") {
+		// The path names the job: one that does not run costs no read.
+		if job := r.obs.Jobs[jobKey{ref.Namespace, unescapePath(rest)}]; job == nil || job.Stopped {
+			c.log.Warn("ignoring a request for a job that does not run in its namespace", "namespace", ref.Namespace, "path", clip(ref.Path, quoteMax))
+			if err := c.nomad.DeleteVar(ctx, ref.Namespace, ref.Path, 0); err != nil {
+				c.log.Error("delete request", "path", clip(ref.Path, quoteMax), "error", err)
+			}
+			return
 		}
+	}
+	items, index, err := c.nomad.GetVar(ctx, ref.Namespace, ref.Path)
+	if err != nil || items == nil {
+		return
+	}
+	id, ok := requestJob(ref.Path, items)
+	k := jobKey{ref.Namespace, id}
+	job := r.obs.Jobs[k]
+	switch {
+	case !ok:
+		c.log.Warn("ignoring a request whose path names no job", "namespace", ref.Namespace, "path", ref.Path)
+	case job == nil || job.Stopped:
+		c.log.Warn("ignoring a request for a job that does not run in its namespace", "job", clip(k.String(), quoteMax), "action", clip(items["action"], quoteMax))
+	default:
+		st := c.state(k)
+		by := "a request in namespace " + ref.Namespace
+		switch items["action"] {
+		case "pause":
+			c.pause(ctx, r, st, job, by)
+		case "resume":
+			c.resume(ctx, st, job, by, r.now)
+		case "snooze":
+			c.snooze(ctx, r, st, job, items["duration"], by)
+		default:
+			c.log.Warn("ignoring unknown request", "job", clip(k.String(), quoteMax), "action", clip(items["action"], quoteMax))
+		}
+	}
+	// Only the request read: one written since stays for the next round.
+	if err := c.nomad.DeleteVar(ctx, ref.Namespace, ref.Path, index); err != nil && !isConflict(err) {
+		c.log.Error("delete request", "path", ref.Path, "error", err)
 	}
 }
 

@@ -23,6 +23,10 @@ import (
 type JobState struct {
 	Namespace string `json:"namespace"`
 	ID        string `json:"id"`
+	// IDHash stands for an ID longer than stateIDMax, which is then not
+	// saved (a 70 KB ID would pass Nomad's variable limit): the state is
+	// matched to its job when Nomad shows it (resolveStates).
+	IDHash string `json:"id_hash,omitempty"`
 	// Held maps a task group to the allocations Steward holds back (the
 	// group is scaled down by Count).
 	Held map[string]*Held `json:"held,omitempty"`
@@ -311,11 +315,17 @@ func unescapePath(s string) string {
 
 func (s *JobState) key() jobKey { return jobKey{s.Namespace, s.ID} }
 
-// encode returns the variable items for the state.
+// encode returns the variable items for the state: its ID as a hash when
+// too long to carry, reasons cut to reasonMax, and an error when it is
+// still over stateMaxBytes (errStateTooBig).
 func (s *JobState) encode() (map[string]string, error) {
-	b, err := json.Marshal(s)
+	b, err := json.Marshal(s.bounded())
 	if err != nil {
 		return nil, fmt.Errorf("encode state of %s: %w", s.key(), err)
+	}
+	if n := len(b) + len(statePath(s.key())); n > stateMaxBytes {
+		return nil, fmt.Errorf("%w: the state of %s is %d bytes, over the %d Steward writes (Nomad refuses a variable over 64 KiB): "+
+			"not saved, and the action it describes not taken", errStateTooBig, clip(s.key().String(), quoteMax), n, stateMaxBytes)
 	}
 	return map[string]string{"state": string(b)}, nil
 }

@@ -45,6 +45,10 @@ type Status struct {
 	// Warnings are job meta values Steward refused, and what it uses
 	// instead.
 	Warnings []JobWarning `json:"warnings,omitempty"`
+	// Trimmed says what was left out of a status that would not fit a
+	// variable even with its lists cut (fitStatus): empty when nothing
+	// but the counted *Omitted entries was.
+	Trimmed string `json:"trimmed,omitempty"`
 }
 
 // QueueEntry is one waiting job: where it stands, what blocks it, what
@@ -280,6 +284,7 @@ func stableStatus(s Status) string {
 // HeldOmitted, IdleOmitted and QueueOmitted; then, if still over, older
 // decisions go.
 func fitStatus(s *Status, limit int) []byte {
+	clipQuoted(s)
 	full, _ := json.Marshal(s)
 	if len(full) <= limit {
 		return full
@@ -308,6 +313,27 @@ func fitStatus(s *Status, limit int) []byte {
 	for len(full) > limit && len(s.Decisions) > 0 {
 		s.Decisions = s.Decisions[len(s.Decisions)/2+1:]
 		full, _ = json.Marshal(s)
+	}
+	if len(full) > limit && len(s.Warnings) > 0 {
+		// Warnings last: one per refused meta value, as many as tenants
+		// make; each job's record says its own.
+		n := fitting(s.Warnings, limit/8)
+		s.Trimmed = trimmedMarker(limit, len(s.Warnings)-n)
+		s.Warnings = s.Warnings[:n]
+		full, _ = json.Marshal(s)
+	}
+	for len(full) > limit {
+		// Nothing left to cut but what no list holds (tenants): say so
+		// rather than publish nothing.
+		s.Held, s.Idle, s.Queue, s.Decisions, s.Warnings = nil, nil, nil, nil, nil
+		s.Trimmed = fmt.Sprintf("status over %d bytes even with its lists cut: only the tenants are shown", limit)
+		full, _ = json.Marshal(s)
+		if len(full) > limit {
+			if len(s.Tenants) == 0 {
+				break // the operator's own policy summary: theirs to shorten
+			}
+			s.Tenants = s.Tenants[:len(s.Tenants)/2]
+		}
 	}
 	return full
 }

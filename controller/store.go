@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sort"
 )
@@ -33,6 +34,12 @@ func (c *Controller) loadStates(ctx context.Context) error {
 		st, err := decodeState(items)
 		if err != nil {
 			c.log.Error("ignoring unreadable job state", "namespace", ref.Namespace, "path", ref.Path, "error", err)
+			continue
+		}
+		if st.IDHash != "" && st.ID == "" && ref.Path == statePrefix+"~~"+st.IDHash[:min(40, len(st.IDHash))] {
+			// An ID too long to save: the job it names is known when
+			// Nomad shows it (resolveStates).
+			c.unresolved[ref.Path] = unresolvedState{st: st, index: index}
 			continue
 		}
 		k, err := stateKey(ref.Path, st)
@@ -106,12 +113,17 @@ func (c *Controller) save(ctx context.Context, st *JobState) error {
 	if c.saved[k] == string(b) {
 		return nil
 	}
-	items, _ := st.encode()
+	items, err := st.encode()
+	if err != nil {
+		c.stateTooBig(k, err)
+		return err
+	}
 	index, err := c.nomad.PutVar(ctx, c.cfg.StateNamespace, statePath(k), items, true, c.index[k])
 	if err != nil {
 		c.casFailed(k, err)
 		return err
 	}
+	delete(c.stateErr, k)
 	c.saved[k], c.index[k] = string(b), index
 	return nil
 }
@@ -177,7 +189,7 @@ func (c *Controller) flush(ctx context.Context, r *round) {
 		if r.obs.Jobs[k] != nil {
 			st.Idle = mergeIdle(st.Idle, idle[k])
 		}
-		if err := c.save(ctx, st); err != nil {
+		if err := c.save(ctx, st); err != nil && !errors.Is(err, errStateTooBig) {
 			c.log.Error("save job state", "job", k, "error", err)
 			r.failed++
 		}

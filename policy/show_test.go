@@ -29,7 +29,7 @@ tier "a \"quoted\" $${tier} %%{x} \\ name" { priority = 3 }
 tier "ünïcode" { priority = 3 }
 tenant "t" { namespace = "ns-1" }
 pool "p" { owners = ["a \"quoted\" $${tier} %%{x} \\ name", "ünïcode"] }
-defaults { tier_meta_key = "tier\n$${x}" }`},
+defaults { tier_meta_key = "steward.tier\n$${x}" }`},
 		{"preempt_grace set on one tier, left out on another", `
 tier "urgent" {
   priority = 90

@@ -116,6 +116,11 @@ func (c *checker) defaults() {
 			c.errorf(at, "Empty meta key", "%s must name a job meta key.", k.attr)
 			continue
 		}
+		if !strings.HasPrefix(k.value, "steward.") {
+			// The controller keeps only steward.* meta of each job
+			// (controller/bounds.go): a key outside it would never be seen.
+			c.errorf(at, "Meta key outside steward.*", "%s is %q: Steward reads only job meta keys that begin with \"steward.\".", k.attr, k.value)
+		}
 		for _, prev := range metaKeys[:i] {
 			if prev.value == k.value {
 				c.errorf(at, "Meta key used twice", "%s is %q, the same key as %s; each meta key says something different about a job.",
