@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -48,7 +49,18 @@ Options:
 
   -policy FILE|DIR     Policy file or directory (repeatable). Required.
   -dry-run             Plan and log, change nothing in Nomad.
-  -listen ADDR         /metrics, /healthz and /v1/job/check address (default 127.0.0.1:9646; "" off).
+  -listen ADDR         /metrics, /healthz and (without -check-listen) /v1/job/check
+                       address (default 127.0.0.1:9646; "" off). /healthz names this
+                       controller and its last error: keep it on loopback unless
+                       whoever reaches it may read that.
+  -check-listen ADDR   Serve /v1/job/check ('steward job check') alone on ADDR.
+  -tls-cert FILE       PEM certificate (and -tls-key FILE, its key) for the listener
+                       that serves /v1/job/check. Every check carries its caller's
+                       Nomad token: off loopback, the controller refuses to serve
+                       checks without them.
+  -check-concurrency N Checks answered at once (default 4); others wait 2s, then 503.
+  -check-rate R        Checks a second per token (default 1), with bursts of
+                       -check-burst N (default 5); beyond: 429 and Retry-After.
   -pprof               Also serve Go's profiler at /debug/pprof/ on -listen (for
                        measuring; keep -listen on loopback).
   -advertise URL       Where people's 'steward job check' reaches this controller,
@@ -84,7 +96,10 @@ const controllerFlags = flagTokenFile
 func (c *ControllerCommand) AutocompleteFlags() complete.Flags {
 	return c.Meta.AutocompleteFlags(controllerFlags, complete.Flags{
 		"-policy": complete.PredictFiles("*.hcl"), "-dry-run": complete.PredictNothing,
-		"-listen": complete.PredictAnything, "-pprof": complete.PredictNothing, "-advertise": complete.PredictAnything,
+		"-listen": complete.PredictAnything, "-check-listen": complete.PredictAnything,
+		"-tls-cert": complete.PredictFiles("*.pem"), "-tls-key": complete.PredictFiles("*.pem"),
+		"-check-concurrency": complete.PredictAnything, "-check-rate": complete.PredictAnything,
+		"-check-burst": complete.PredictAnything, "-pprof": complete.PredictNothing, "-advertise": complete.PredictAnything,
 		"-resync": complete.PredictAnything, "-stats-interval": complete.PredictAnything,
 		"-state-namespace": complete.PredictAnything, "-job-records": complete.PredictSet("true", "false"),
 		"-lock-ttl": complete.PredictAnything, "-lock-delay": complete.PredictAnything, "-id": complete.PredictAnything,
@@ -108,6 +123,12 @@ func (c *ControllerCommand) Run(args []string) int {
 	fs.BoolVar(&cfg.DryRun, "dry-run", false, "")
 	fs.StringVar(&cfg.Listen, "listen", cfg.Listen, "")
 	fs.BoolVar(&cfg.Pprof, "pprof", false, "")
+	fs.StringVar(&cfg.CheckListen, "check-listen", "", "")
+	fs.StringVar(&cfg.TLSCert, "tls-cert", "", "")
+	fs.StringVar(&cfg.TLSKey, "tls-key", "", "")
+	fs.IntVar(&cfg.CheckConcurrency, "check-concurrency", cfg.CheckConcurrency, "")
+	fs.Float64Var(&cfg.CheckRate, "check-rate", cfg.CheckRate, "")
+	fs.IntVar(&cfg.CheckBurst, "check-burst", cfg.CheckBurst, "")
 	fs.StringVar(&cfg.Advertise, "advertise", "", "")
 	fs.StringVar(&cfg.UIURL, "ui-url", "", "")
 	fs.DurationVar(&cfg.Resync, "resync", cfg.Resync, "")
@@ -187,15 +208,24 @@ func (c *ControllerCommand) Run(args []string) int {
 			}
 		}
 	}()
+	var serveFailed atomic.Bool
 	go func() {
-		if err := ctl.Serve(ctx, func(addr string) { log.Info("serving /metrics and /healthz", "address", addr) }); err != nil {
+		if err := ctl.Serve(ctx, func(addr string) { log.Info("serving /metrics and /healthz", "address", addr) },
+			func(addr string) { log.Info("serving /v1/job/check", "address", addr) }); err != nil {
+			// Without its endpoints (a port taken, a bad certificate)
+			// the controller would enforce unseen: stop instead.
 			log.Error("http endpoints", "error", err)
+			serveFailed.Store(true)
+			cancel()
 		}
 	}()
 	log.Info("steward controller starting", "nomad", client.Address(), "policy", strings.Join(cfg.PolicyFiles, ","),
 		"dry_run", cfg.DryRun, "identity", cfg.Identity)
 	if err := ctl.Run(ctx); err != nil {
 		log.Error("controller stopped", "error", err)
+		return 1
+	}
+	if serveFailed.Load() {
 		return 1
 	}
 	// Give in-flight log lines a moment (tests read them).
