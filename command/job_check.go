@@ -170,6 +170,10 @@ func (c *JobCheckCommand) Run(args []string) int {
 			c.UI.Error("find the controller: the leader publishes no address (it runs with -listen \"\"); give -controller URL")
 			return checkNotAsked
 		}
+		if err := publishedAddrOK(addr, client.Address()); err != nil {
+			c.UI.Error(err.Error())
+			return checkNotAsked
+		}
 		ctlAddr = addr
 	}
 	res, err := c.ask(ctlAddr, ctlCA, token, job)
@@ -376,4 +380,21 @@ func checkHTTPClient(caFile string) (*http.Client, error) {
 		CheckRedirect: func(*http.Request, []*http.Request) error {
 			return fmt.Errorf("the controller answered with a redirect: not followed (it would carry your token)")
 		}}, nil
+}
+
+// publishedAddrOK refuses a loopback check address the leader published
+// when Nomad itself is not on this machine: that loopback is the
+// controller's node's, and here whatever listens on that port (any local
+// user's process) would get the token.
+func publishedAddrOK(checkAddr, nomadAddr string) error {
+	cu, err := url.Parse(checkAddr)
+	if err != nil || !controller.IsLoopback(cu.Host) {
+		return nil
+	}
+	nu, err := url.Parse(nomadAddr)
+	if err == nil && (nu.Scheme == "unix" || controller.IsLoopback(nu.Host)) {
+		return nil
+	}
+	return fmt.Errorf("the leader serves checks on its node's loopback (%s), not reachable from here: "+
+		"run the check on that node, or ask the operator for a TLS check listener (give -controller URL to override)", checkAddr)
 }

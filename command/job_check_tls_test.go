@@ -94,3 +94,27 @@ func TestJobCheckOverTLSWithControllerCA(t *testing.T) {
 		t.Errorf("a redirect: err %v, want refused", err)
 	}
 }
+
+// TestJobCheckPublishedLoopbackOnlyWhereNomadIs: a loopback check
+// address the leader published is the controller node's; from a machine
+// that reaches Nomad elsewhere the token is not sent to this machine's
+// loopback, where any local process may listen.
+func TestJobCheckPublishedLoopbackOnlyWhereNomadIs(t *testing.T) {
+	cases := []struct {
+		name, check, nomad string
+		wantErr            bool
+	}{
+		{name: "all on one machine", check: "http://127.0.0.1:9646", nomad: "http://127.0.0.1:4646"},
+		{name: "Nomad through the task API socket", check: "http://127.0.0.1:9646", nomad: "unix:///secrets/api.sock"},
+		{name: "published loopback, Nomad elsewhere: refused", check: "http://127.0.0.1:9646", nomad: "https://nomad.example:4646", wantErr: true},
+		{name: "published TLS address", check: "https://10.0.0.5:9646", nomad: "https://nomad.example:4646"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			err := publishedAddrOK(tc.check, tc.nomad)
+			if (err != nil) != tc.wantErr || err != nil && !strings.Contains(err.Error(), "its node's loopback (http://127.0.0.1:9646)") {
+				t.Errorf("err = %v, want error %t", err, tc.wantErr)
+			}
+		})
+	}
+}
