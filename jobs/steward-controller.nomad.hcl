@@ -67,6 +67,12 @@ variable "tls_key" {
   default     = ""
 }
 
+variable "node_pool" {
+  description = "Node pool of the controller's nodes: one tenants cannot use (see docs/install.md)."
+  type        = string
+  default     = "default"
+}
+
 variable "count" {
   description = "Copies (one leads)."
   type        = number
@@ -77,6 +83,7 @@ job "steward-controller" {
   namespace = "steward"
   type      = "service"
   priority  = 100
+  node_pool = var.node_pool
 
   group "controller" {
     count = var.count
