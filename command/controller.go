@@ -147,11 +147,18 @@ func (c *ControllerCommand) Run(args []string) int {
 		return 1
 	}
 	cfg.PolicyFiles = policies
+	var renamed bool
+	cfg.Identity, renamed = publicIdentity(cfg.Identity, os.Getenv("NOMAD_ALLOC_ID"), os.Getenv("NOMAD_ALLOC_NAME"))
 	if consulAddr != "" {
 		cfg.Consul = &controller.ConsulConfig{Address: consulAddr, LockKey: consulKey}
 	}
 	log := hclog.New(&hclog.LoggerOptions{Name: "steward", Level: hclog.LevelFromString(level), JSONFormat: logJSON,
 		Output: os.Stderr})
+
+	if renamed {
+		log.Warn("-id named this allocation's ID, which tenants read where the leader is published: using the allocation's name instead",
+			"id", cfg.Identity)
+	}
 
 	cfg.Traffic = &controller.Traffic{}
 	client, err := c.ClientCounted(cfg.Traffic)
@@ -231,4 +238,19 @@ func (c *ControllerCommand) Run(args []string) int {
 	// Give in-flight log lines a moment (tests read them).
 	time.Sleep(10 * time.Millisecond)
 	return 0
+}
+
+// publicIdentity keeps the controller's allocation ID out of its name,
+// which tenants read (steward/controller, their namespace's view, a
+// check's answer): with the node, the ID says where the controller's
+// token file lies. A jobspec written before (-id ${NOMAD_ALLOC_ID}) gets
+// the allocation's name instead.
+func publicIdentity(id, allocID, allocName string) (string, bool) {
+	if allocID == "" || !strings.Contains(id, allocID) {
+		return id, false
+	}
+	if allocName == "" {
+		allocName = "steward-controller"
+	}
+	return strings.ReplaceAll(id, allocID, allocName), true
 }
