@@ -171,6 +171,9 @@ func TestValidateCheckListener(t *testing.T) {
 		{name: "cert without key refused", edit: func(c *Config) { c.TLSCert = "c.pem" }, wantErr: "go together"},
 		{name: "localhost", edit: func(c *Config) { c.Listen = "localhost:9646" }},
 		{name: "IPv6 loopback", edit: func(c *Config) { c.Listen = "[::1]:9646" }},
+		{name: "advertised cleartext off loopback refused", edit: func(c *Config) { c.Advertise = "http://ctl.example:9646" },
+			wantErr: "advertise an https URL"},
+		{name: "advertised https", edit: func(c *Config) { c.Advertise = "https://ctl.example:9646" }},
 		{name: "zero concurrency refused", edit: func(c *Config) { c.CheckConcurrency = 0 }, wantErr: "at least 1"},
 	}
 	for _, tc := range cases {

@@ -3,6 +3,7 @@ package controller
 import (
 	"fmt"
 	"net"
+	"net/url"
 	"strings"
 	"time"
 
@@ -142,6 +143,15 @@ func (c Config) validateCheck() error {
 		return fmt.Errorf("check body limit %d bytes: must be positive", c.CheckMaxBody)
 	case (c.TLSCert == "") != (c.TLSKey == ""):
 		return fmt.Errorf("-tls-cert and -tls-key go together: give both or neither")
+	}
+	if c.Advertise != "" {
+		u, err := url.Parse(c.Advertise)
+		switch {
+		case err != nil || u.Host == "" || u.Scheme != "http" && u.Scheme != "https":
+			return fmt.Errorf("-advertise %q: want http(s)://HOST:PORT", c.Advertise)
+		case u.Scheme == "http" && !IsLoopback(u.Host):
+			return fmt.Errorf("-advertise %s: checks carry callers' Nomad tokens, and steward job check sends them in cleartext to loopback only: advertise an https URL", c.Advertise)
+		}
 	}
 	flag, addr := "-listen", c.Listen
 	if c.CheckListen != "" {
