@@ -64,7 +64,8 @@ Options:
   -pprof               Also serve Go's profiler at /debug/pprof/ on -listen (for
                        measuring; keep -listen on loopback).
   -advertise URL       Where people's 'steward job check' reaches this controller,
-                       published in the status (default: the listen address).
+                       published in the status (default: the listen address);
+                       http:// only for a loopback address.
   -resync DUR          Full read of the cluster at least this often (default 30s).
   -stats-interval DUR  GPU activity polling period, for nodes running work an idle
                        rule covers (default 10s).
@@ -78,7 +79,9 @@ Options:
                        the Nomad address).
   -lock-ttl DUR        Leader lock TTL (default 15s, at least 10s).
   -lock-delay DUR      Wait after a lost leader before another takes over (default 15s).
-  -id NAME             This controller's name (default host:pid).
+  -id NAME             This controller's name (default host:pid), which tenants
+                       read: never an allocation ID (one is replaced by
+                       NOMAD_ALLOC_NAME).
   -log-level LEVEL     trace, debug, info, warn, error (default info).
   -log-json            Log JSON lines.
   -consul-address ADDR Elect the leader with a Consul session lock on this
