@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -48,11 +49,23 @@ Options:
 
   -policy FILE|DIR     Policy file or directory (repeatable). Required.
   -dry-run             Plan and log, change nothing in Nomad.
-  -listen ADDR         /metrics, /healthz and /v1/job/check address (default 127.0.0.1:9646; "" off).
+  -listen ADDR         /metrics, /healthz and (without -check-listen) /v1/job/check
+                       address (default 127.0.0.1:9646; "" off). /healthz names this
+                       controller and its last error: keep it on loopback unless
+                       whoever reaches it may read that.
+  -check-listen ADDR   Serve /v1/job/check ('steward job check') alone on ADDR.
+  -tls-cert FILE       PEM certificate (and -tls-key FILE, its key) for the listener
+                       that serves /v1/job/check. Every check carries its caller's
+                       Nomad token: off loopback, the controller refuses to serve
+                       checks without them.
+  -check-concurrency N Checks answered at once (default 4); others wait 2s, then 503.
+  -check-rate R        Checks a second per token (default 1), with bursts of
+                       -check-burst N (default 5); beyond: 429 and Retry-After.
   -pprof               Also serve Go's profiler at /debug/pprof/ on -listen (for
                        measuring; keep -listen on loopback).
   -advertise URL       Where people's 'steward job check' reaches this controller,
-                       published in the status (default: the listen address).
+                       published in the status (default: the listen address);
+                       http:// only for a loopback address.
   -resync DUR          Full read of the cluster at least this often (default 30s).
   -stats-interval DUR  GPU activity polling period, for nodes running work an idle
                        rule covers (default 10s).
@@ -66,7 +79,9 @@ Options:
                        the Nomad address).
   -lock-ttl DUR        Leader lock TTL (default 15s, at least 10s).
   -lock-delay DUR      Wait after a lost leader before another takes over (default 15s).
-  -id NAME             This controller's name (default host:pid).
+  -id NAME             This controller's name (default host:pid), which tenants
+                       read: never an allocation ID (one is replaced by
+                       NOMAD_ALLOC_NAME).
   -log-level LEVEL     trace, debug, info, warn, error (default info).
   -log-json            Log JSON lines.
   -consul-address ADDR Elect the leader with a Consul session lock on this
@@ -84,7 +99,10 @@ const controllerFlags = flagTokenFile
 func (c *ControllerCommand) AutocompleteFlags() complete.Flags {
 	return c.Meta.AutocompleteFlags(controllerFlags, complete.Flags{
 		"-policy": complete.PredictFiles("*.hcl"), "-dry-run": complete.PredictNothing,
-		"-listen": complete.PredictAnything, "-pprof": complete.PredictNothing, "-advertise": complete.PredictAnything,
+		"-listen": complete.PredictAnything, "-check-listen": complete.PredictAnything,
+		"-tls-cert": complete.PredictFiles("*.pem"), "-tls-key": complete.PredictFiles("*.pem"),
+		"-check-concurrency": complete.PredictAnything, "-check-rate": complete.PredictAnything,
+		"-check-burst": complete.PredictAnything, "-pprof": complete.PredictNothing, "-advertise": complete.PredictAnything,
 		"-resync": complete.PredictAnything, "-stats-interval": complete.PredictAnything,
 		"-state-namespace": complete.PredictAnything, "-job-records": complete.PredictSet("true", "false"),
 		"-lock-ttl": complete.PredictAnything, "-lock-delay": complete.PredictAnything, "-id": complete.PredictAnything,
@@ -108,6 +126,12 @@ func (c *ControllerCommand) Run(args []string) int {
 	fs.BoolVar(&cfg.DryRun, "dry-run", false, "")
 	fs.StringVar(&cfg.Listen, "listen", cfg.Listen, "")
 	fs.BoolVar(&cfg.Pprof, "pprof", false, "")
+	fs.StringVar(&cfg.CheckListen, "check-listen", "", "")
+	fs.StringVar(&cfg.TLSCert, "tls-cert", "", "")
+	fs.StringVar(&cfg.TLSKey, "tls-key", "", "")
+	fs.IntVar(&cfg.CheckConcurrency, "check-concurrency", cfg.CheckConcurrency, "")
+	fs.Float64Var(&cfg.CheckRate, "check-rate", cfg.CheckRate, "")
+	fs.IntVar(&cfg.CheckBurst, "check-burst", cfg.CheckBurst, "")
 	fs.StringVar(&cfg.Advertise, "advertise", "", "")
 	fs.StringVar(&cfg.UIURL, "ui-url", "", "")
 	fs.DurationVar(&cfg.Resync, "resync", cfg.Resync, "")
@@ -126,11 +150,18 @@ func (c *ControllerCommand) Run(args []string) int {
 		return 1
 	}
 	cfg.PolicyFiles = policies
+	var renamed bool
+	cfg.Identity, renamed = publicIdentity(cfg.Identity, os.Getenv("NOMAD_ALLOC_ID"), os.Getenv("NOMAD_ALLOC_NAME"))
 	if consulAddr != "" {
 		cfg.Consul = &controller.ConsulConfig{Address: consulAddr, LockKey: consulKey}
 	}
 	log := hclog.New(&hclog.LoggerOptions{Name: "steward", Level: hclog.LevelFromString(level), JSONFormat: logJSON,
 		Output: os.Stderr})
+
+	if renamed {
+		log.Warn("-id named this allocation's ID, which tenants read where the leader is published: using the allocation's name instead",
+			"id", cfg.Identity)
+	}
 
 	cfg.Traffic = &controller.Traffic{}
 	client, err := c.ClientCounted(cfg.Traffic)
@@ -187,9 +218,15 @@ func (c *ControllerCommand) Run(args []string) int {
 			}
 		}
 	}()
+	var serveFailed atomic.Bool
 	go func() {
-		if err := ctl.Serve(ctx, func(addr string) { log.Info("serving /metrics and /healthz", "address", addr) }); err != nil {
+		if err := ctl.Serve(ctx, func(addr string) { log.Info("serving /metrics and /healthz", "address", addr) },
+			func(addr string) { log.Info("serving /v1/job/check", "address", addr) }); err != nil {
+			// Without its endpoints (a port taken, a bad certificate)
+			// the controller would enforce unseen: stop instead.
 			log.Error("http endpoints", "error", err)
+			serveFailed.Store(true)
+			cancel()
 		}
 	}()
 	log.Info("steward controller starting", "nomad", client.Address(), "policy", strings.Join(cfg.PolicyFiles, ","),
@@ -198,7 +235,25 @@ func (c *ControllerCommand) Run(args []string) int {
 		log.Error("controller stopped", "error", err)
 		return 1
 	}
+	if serveFailed.Load() {
+		return 1
+	}
 	// Give in-flight log lines a moment (tests read them).
 	time.Sleep(10 * time.Millisecond)
 	return 0
+}
+
+// publicIdentity keeps the controller's allocation ID out of its name,
+// which tenants read (steward/controller, their namespace's view, a
+// check's answer): with the node, the ID says where the controller's
+// token file lies. A jobspec written before (-id ${NOMAD_ALLOC_ID}) gets
+// the allocation's name instead.
+func publicIdentity(id, allocID, allocName string) (string, bool) {
+	if allocID == "" || !strings.Contains(id, allocID) {
+		return id, false
+	}
+	if allocName == "" {
+		allocName = "steward-controller"
+	}
+	return strings.ReplaceAll(id, allocID, allocName), true
 }

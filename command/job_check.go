@@ -3,9 +3,12 @@ package command
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/url"
 	"os"
 	"strconv"
 	"strings"
@@ -73,6 +76,10 @@ Check Options:
   -controller URL      The controller to ask (default: $STEWARD_CONTROLLER_ADDR,
                        else the address the leader publishes in
                        steward/controller of Steward's namespace).
+  -controller-ca FILE  PEM CA certificate that signed the controller's TLS
+                       certificate (default: $STEWARD_CONTROLLER_CACERT, else
+                       the system's roots). Your token is sent only over TLS,
+                       or in cleartext to a loopback address.
   -state-namespace NS  Steward's namespace (default "steward").
   -var KEY=VALUE       A value for a variable of the jobspec (repeatable), as
                        for 'nomad job plan'.
@@ -85,7 +92,7 @@ Check Options:
 
 func (c *JobCheckCommand) AutocompleteFlags() complete.Flags {
 	return c.Meta.AutocompleteFlags(flagNamespace, complete.Flags{
-		"-controller": complete.PredictAnything, "-state-namespace": complete.PredictAnything,
+		"-controller": complete.PredictAnything, "-controller-ca": complete.PredictFiles("*.pem"), "-state-namespace": complete.PredictAnything,
 		"-var": complete.PredictAnything, "-var-file": complete.PredictFiles("*"),
 		"-json": complete.PredictNothing, "-t": complete.PredictAnything,
 	})
@@ -100,12 +107,13 @@ func (c *JobCheckCommand) Synopsis() string {
 }
 
 func (c *JobCheckCommand) Run(args []string) int {
-	var ctlAddr string
+	var ctlAddr, ctlCA string
 	var out outputFlags
 	var vars, varFiles stringList
 	ns := controller.DefaultConfig().StateNamespace
 	fs := c.FlagSet("job check", flagNamespace)
 	fs.StringVar(&ctlAddr, "controller", os.Getenv("STEWARD_CONTROLLER_ADDR"), "")
+	fs.StringVar(&ctlCA, "controller-ca", os.Getenv("STEWARD_CONTROLLER_CACERT"), "")
 	fs.StringVar(&ns, "state-namespace", ns, "")
 	fs.BoolVar(&out.json, "json", false, "")
 	fs.StringVar(&out.template, "t", "", "")
@@ -162,9 +170,13 @@ func (c *JobCheckCommand) Run(args []string) int {
 			c.UI.Error("find the controller: the leader publishes no address (it runs with -listen \"\"); give -controller URL")
 			return checkNotAsked
 		}
+		if err := publishedAddrOK(addr, client.Address()); err != nil {
+			c.UI.Error(err.Error())
+			return checkNotAsked
+		}
 		ctlAddr = addr
 	}
-	res, err := c.ask(ctlAddr, token, job)
+	res, err := c.ask(ctlAddr, ctlCA, token, job)
 	if err != nil {
 		c.UI.Error(err.Error())
 		return checkNotAsked
@@ -204,8 +216,12 @@ func variableValues(vars, files []string) (string, error) {
 	return b.String(), nil
 }
 
-// ask sends the job to the controller with the caller's token.
-func (c *JobCheckCommand) ask(addr, token string, job *api.Job) (*controller.CheckResult, error) {
+// ask sends the job to the controller with the caller's token, which
+// goes only over TLS, or in cleartext to loopback (tokenTransportOK).
+func (c *JobCheckCommand) ask(addr, caFile, token string, job *api.Job) (*controller.CheckResult, error) {
+	if err := tokenTransportOK(addr, token); err != nil {
+		return nil, err
+	}
 	body, err := json.Marshal(controller.CheckRequest{Job: job})
 	if err != nil {
 		return nil, fmt.Errorf("encode job: %w", err)
@@ -221,7 +237,9 @@ func (c *JobCheckCommand) ask(addr, token string, job *api.Job) (*controller.Che
 	}
 	hc := c.HTTP
 	if hc == nil {
-		hc = &http.Client{Timeout: 30 * time.Second}
+		if hc, err = checkHTTPClient(caFile); err != nil {
+			return nil, err
+		}
 	}
 	resp, err := hc.Do(req)
 	if err != nil {
@@ -317,4 +335,66 @@ func FormatCheck(r *controller.CheckResult) string {
 	}
 	fmt.Fprintf(&b, "\nChecked by %s against the cluster as read at %s.", r.Leader, r.At.Local().Format(time.DateTime))
 	return b.String()
+}
+
+// tokenTransportOK refuses to send a token where others could read it: in
+// cleartext (http) to anything but a loopback address. The address comes
+// from a variable the leader publishes, so a controller that moved, or a
+// process that took its old port, must not collect tokens.
+func tokenTransportOK(addr, token string) error {
+	u, err := url.Parse(addr)
+	if err != nil || u.Host == "" {
+		return fmt.Errorf("controller address %q: want http(s)://HOST:PORT", addr)
+	}
+	switch {
+	case u.Scheme == "https":
+		return nil
+	case u.Scheme != "http":
+		return fmt.Errorf("controller address %q: want http(s)://HOST:PORT", addr)
+	case token == "" || controller.IsLoopback(u.Host):
+		return nil
+	}
+	return fmt.Errorf("refusing to send your Nomad token in cleartext to %s, which is not loopback: "+
+		"the controller must serve checks over TLS (steward controller -tls-cert/-tls-key; see docs/controller.md)", addr)
+}
+
+// checkHTTPClient is the client that asks the controller: TLS verified
+// against caFile (else the system's roots), and no redirects, which would
+// carry the token header to wherever they point.
+func checkHTTPClient(caFile string) (*http.Client, error) {
+	tc := &tls.Config{MinVersion: tls.VersionTLS12}
+	if caFile != "" {
+		pem, err := os.ReadFile(caFile)
+		if err != nil {
+			return nil, fmt.Errorf("read -controller-ca: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("-controller-ca %s: no PEM certificate in it", caFile)
+		}
+		tc.RootCAs = pool
+	}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.TLSClientConfig = tc
+	return &http.Client{Timeout: 30 * time.Second, Transport: tr,
+		CheckRedirect: func(*http.Request, []*http.Request) error {
+			return fmt.Errorf("the controller answered with a redirect: not followed (it would carry your token)")
+		}}, nil
+}
+
+// publishedAddrOK refuses a loopback check address the leader published
+// when Nomad itself is not on this machine: that loopback is the
+// controller's node's, and here whatever listens on that port (any local
+// user's process) would get the token.
+func publishedAddrOK(checkAddr, nomadAddr string) error {
+	cu, err := url.Parse(checkAddr)
+	if err != nil || !controller.IsLoopback(cu.Host) {
+		return nil
+	}
+	nu, err := url.Parse(nomadAddr)
+	if err == nil && (nu.Scheme == "unix" || controller.IsLoopback(nu.Host)) {
+		return nil
+	}
+	return fmt.Errorf("the leader serves checks on its node's loopback (%s), not reachable from here: "+
+		"run the check on that node, or ask the operator for a TLS check listener (give -controller URL to override)", checkAddr)
 }

@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"maps"
@@ -181,7 +182,7 @@ var errNoRound = errors.New("the controller has not read the cluster yet: try ag
 // must be allowed to submit the job (Nomad's own plan endpoint decides, with
 // that token), so a check never tells anyone more than Nomad would let
 // them do.
-func (c *Controller) Check(job *api.Job, token string) (*CheckResult, error) {
+func (c *Controller) Check(ctx context.Context, job *api.Job, token string) (*CheckResult, error) {
 	if job == nil || job.ID == nil || *job.ID == "" {
 		return nil, fmt.Errorf("the request carries no job")
 	}
@@ -202,7 +203,7 @@ func (c *Controller) Check(job *api.Job, token string) (*CheckResult, error) {
 		ns = "default"
 		job.Namespace = &ns
 	}
-	wo := &api.WriteOptions{Namespace: ns, AuthToken: token}
+	wo := (&api.WriteOptions{Namespace: ns, AuthToken: token}).WithContext(ctx)
 	planned, _, err := c.client.Jobs().PlanOpts(job, &api.PlanOptions{}, wo)
 	if err != nil {
 		return nil, needs(err, "submit-job (for the caller's token)", "plan job %s/%s with Nomad", ns, deref(job.ID))

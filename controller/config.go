@@ -2,6 +2,9 @@ package controller
 
 import (
 	"fmt"
+	"net"
+	"net/url"
+	"strings"
 	"time"
 
 	"github.com/gpu-steward/steward/policy"
@@ -37,9 +40,22 @@ type Config struct {
 	JobRecords bool
 	// Pprof also serves Go's profiler at /debug/pprof/ on Listen.
 	Pprof bool
-	// Listen is the address of /metrics, /healthz and /v1/job/check (""
-	// turns them off).
+	// Listen is the address of /metrics, /healthz and, unless
+	// CheckListen is set, /v1/job/check ("" turns them off).
 	Listen string
+	// CheckListen, when set, serves /v1/job/check alone, apart from
+	// Listen (which may then stay on loopback).
+	CheckListen string
+	// TLSCert and TLSKey (PEM files, the operator's) put TLS on the
+	// listener that serves /v1/job/check: checks carry callers' Nomad
+	// tokens, so one off loopback must have them (Validate).
+	TLSCert, TLSKey string
+	// CheckConcurrency, CheckRate (per token, a second), CheckBurst and
+	// CheckMaxBody (bytes) bound `steward job check` (checkguard.go).
+	CheckConcurrency int
+	CheckRate        float64
+	CheckBurst       int
+	CheckMaxBody     int64
 	// UIURL is the Nomad UI's address for links in webhook messages,
 	// unless a notify block sets its own; "" uses the Nomad address.
 	UIURL string
@@ -82,6 +98,11 @@ func DefaultConfig() Config {
 		LockDelay:      15 * time.Second,
 		Listen:         "127.0.0.1:9646",
 		MaxBackoff:     30 * time.Second,
+
+		CheckConcurrency: 4,
+		CheckRate:        1,
+		CheckBurst:       5,
+		CheckMaxBody:     1 << 20,
 	}
 }
 
@@ -99,10 +120,62 @@ func (c Config) Validate() error {
 	case c.LockDelay < 0:
 		return fmt.Errorf("lock delay %s: must not be negative", c.LockDelay)
 	}
+	if err := c.validateCheck(); err != nil {
+		return err
+	}
 	if c.UIURL != "" {
 		if err := policy.CheckWebhookURL(c.UIURL); err != nil {
 			return fmt.Errorf("ui url: %w", err)
 		}
 	}
 	return nil
+}
+
+// validateCheck refuses to serve checks, which carry callers' Nomad
+// tokens, in cleartext off loopback, and bounds that cannot bound.
+func (c Config) validateCheck() error {
+	switch {
+	case c.CheckConcurrency < 1:
+		return fmt.Errorf("check concurrency %d: must be at least 1", c.CheckConcurrency)
+	case c.CheckRate <= 0 || c.CheckBurst < 1:
+		return fmt.Errorf("check rate %g a second, burst %d: both must be positive", c.CheckRate, c.CheckBurst)
+	case c.CheckMaxBody < 1:
+		return fmt.Errorf("check body limit %d bytes: must be positive", c.CheckMaxBody)
+	case (c.TLSCert == "") != (c.TLSKey == ""):
+		return fmt.Errorf("-tls-cert and -tls-key go together: give both or neither")
+	}
+	if c.Advertise != "" {
+		u, err := url.Parse(c.Advertise)
+		switch {
+		case err != nil || u.Host == "" || u.Scheme != "http" && u.Scheme != "https":
+			return fmt.Errorf("-advertise %q: want http(s)://HOST:PORT", c.Advertise)
+		case u.Scheme == "http" && !IsLoopback(u.Host):
+			return fmt.Errorf("-advertise %s: checks carry callers' Nomad tokens, and steward job check sends them in cleartext to loopback only: advertise an https URL", c.Advertise)
+		}
+	}
+	flag, addr := "-listen", c.Listen
+	if c.CheckListen != "" {
+		flag, addr = "-check-listen", c.CheckListen
+	}
+	if addr == "" || c.TLSCert != "" || IsLoopback(addr) {
+		return nil
+	}
+	return fmt.Errorf("%s %s serves /v1/job/check off loopback without TLS, and every check carries its caller's Nomad token: "+
+		"give -tls-cert and -tls-key, or serve checks on loopback", flag, addr)
+}
+
+// IsLoopback reports whether a host:port (or a URL's host) names only
+// this machine: a loopback IP or "localhost". An empty host (":9646")
+// listens on every interface, so it is not.
+func IsLoopback(hostport string) bool {
+	host, _, err := net.SplitHostPort(hostport)
+	if err != nil {
+		host = hostport
+	}
+	host = strings.Trim(host, "[]")
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,8 +15,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
-// Handler serves /metrics (Prometheus) and /healthz (JSON; 503 while the
-// last round failed or none ran for three resync periods).
+// Handler serves /metrics (Prometheus), /healthz (JSON; 503 while the
+// last round failed or none ran for three resync periods) and, unless
+// CheckListen serves it apart, /v1/job/check.
 func (c *Controller) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(c.metrics.reg, promhttp.HandlerOpts{}))
@@ -30,11 +32,20 @@ func (c *Controller) Handler() http.Handler {
 		w.WriteHeader(code)
 		_ = json.NewEncoder(w).Encode(h)
 	})
-	mux.HandleFunc("POST /v1/job/check", c.serveCheck)
+	if c.cfg.CheckListen == "" {
+		mux.Handle("POST /v1/job/check", c.checkHandler())
+	}
 	if c.cfg.Pprof {
 		mux.HandleFunc("/debug/pprof/", pprof.Index)
 		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 	}
+	return mux
+}
+
+// checkHandler serves POST /v1/job/check within its bounds (checkguard.go).
+func (c *Controller) checkHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("POST /v1/job/check", newCheckGuard(c.cfg).wrap(http.HandlerFunc(c.serveCheck)))
 	return mux
 }
 
@@ -48,11 +59,18 @@ type CheckRequest struct {
 // serveCheck answers `steward job check` (see Check).
 func (c *Controller) serveCheck(w http.ResponseWriter, r *http.Request) {
 	var req CheckRequest
-	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 4<<20)).Decode(&req); err != nil {
-		writeJSONError(w, http.StatusBadRequest, fmt.Errorf("decode check request: %w", err))
+	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+		code := http.StatusBadRequest
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			code, err = http.StatusRequestEntityTooLarge, fmt.Errorf("the check request is larger than the %d bytes a check takes", tooBig.Limit)
+		}
+		writeJSONError(w, code, fmt.Errorf("decode check request: %w", err))
 		return
 	}
-	res, err := c.Check(req.Job, r.Header.Get("X-Nomad-Token"))
+	ctx, cancel := context.WithTimeout(r.Context(), checkTimeout)
+	defer cancel()
+	res, err := c.Check(ctx, req.Job, r.Header.Get("X-Nomad-Token"))
 	switch {
 	case err == nil:
 		w.Header().Set("Content-Type", "application/json")
@@ -72,33 +90,84 @@ func writeJSONError(w http.ResponseWriter, code int, err error) {
 	_ = json.NewEncoder(w).Encode(map[string]string{"error": err.Error()})
 }
 
-// Serve runs the HTTP endpoints on cfg.Listen until ctx ends. It returns
-// the address it listens on through ready (useful with port 0).
-func (c *Controller) Serve(ctx context.Context, ready func(addr string)) error {
-	if c.cfg.Listen == "" {
+// checkTimeout bounds the Nomad plan a check asks for, so that a check
+// holds one of the few check slots for a bounded time.
+const checkTimeout = 20 * time.Second
+
+// Serve runs the HTTP endpoints on cfg.Listen (and /v1/job/check on
+// cfg.CheckListen when set) until ctx ends. It returns the address
+// cfg.Listen listens on through ready (useful with port 0), and the check
+// listener's through checkReady.
+func (c *Controller) Serve(ctx context.Context, ready, checkReady func(addr string)) error {
+	var tlsConf *tls.Config
+	if c.cfg.TLSCert != "" {
+		cert, err := tls.LoadX509KeyPair(c.cfg.TLSCert, c.cfg.TLSKey)
+		if err != nil {
+			return fmt.Errorf("load the check listener's TLS certificate: %w", err)
+		}
+		tlsConf = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	}
+	type server struct {
+		addr    string
+		handler http.Handler
+		tls     *tls.Config
+		ready   func(string)
+		check   bool
+	}
+	var servers []server
+	if c.cfg.Listen != "" {
+		s := server{addr: c.cfg.Listen, handler: c.Handler(), ready: ready, check: c.cfg.CheckListen == ""}
+		if s.check {
+			s.tls = tlsConf
+		}
+		servers = append(servers, s)
+	}
+	if c.cfg.CheckListen != "" {
+		servers = append(servers, server{addr: c.cfg.CheckListen, handler: c.checkHandler(), tls: tlsConf, ready: checkReady, check: true})
+	}
+	if len(servers) == 0 {
 		return nil
 	}
-	ln, err := net.Listen("tcp", c.cfg.Listen)
-	if err != nil {
-		return err
+	errs := make(chan error, len(servers))
+	for _, s := range servers {
+		ln, err := net.Listen("tcp", s.addr)
+		if err != nil {
+			return err
+		}
+		scheme := "http://"
+		if s.tls != nil {
+			ln, scheme = tls.NewListener(ln, s.tls), "https://"
+		}
+		if s.ready != nil {
+			s.ready(ln.Addr().String())
+		}
+		if s.check {
+			c.mu.Lock()
+			if c.checkAddr == "" {
+				c.checkAddr = scheme + ln.Addr().String()
+			}
+			c.mu.Unlock()
+		}
+		srv := &http.Server{Handler: s.handler, ReadHeaderTimeout: 5 * time.Second}
+		go func() {
+			<-ctx.Done()
+			sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer cancel()
+			_ = srv.Shutdown(sctx)
+		}()
+		go func() {
+			if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+				errs <- err
+				return
+			}
+			errs <- nil
+		}()
 	}
-	if ready != nil {
-		ready(ln.Addr().String())
+	var first error
+	for range servers {
+		if err := <-errs; err != nil && first == nil {
+			first = err
+		}
 	}
-	c.mu.Lock()
-	if c.checkAddr == "" {
-		c.checkAddr = "http://" + ln.Addr().String()
-	}
-	c.mu.Unlock()
-	srv := &http.Server{Handler: c.Handler(), ReadHeaderTimeout: 5 * time.Second}
-	go func() {
-		<-ctx.Done()
-		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(sctx)
-	}()
-	if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
-		return err
-	}
-	return nil
+	return first
 }

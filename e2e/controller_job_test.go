@@ -38,7 +38,10 @@ func TestControllerAsNomadJob(t *testing.T) {
 	}
 	putPolicy(good)
 	c.RegisterJobFile(t, filepath.Join(testnomad.RepoRoot(t), "jobs", "steward-controller.nomad.hcl"), map[string]string{
-		"steward_bin": testnomad.StewardBin(t), "nomad_addr": c.Address, "count": "2"})
+		"steward_bin": testnomad.StewardBin(t), "nomad_addr": c.Address, "count": "2",
+		// A user of its own, as the jobspec asks ("steward" by default);
+		// the test agent's hosts have nobody.
+		"user": "nobody"})
 	c.waitRunning(60*time.Second, map[string]int{"steward/steward-controller": 2})
 
 	logs := func() string {

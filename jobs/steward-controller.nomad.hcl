@@ -22,6 +22,20 @@
 # which Nomad writes to a file in the task's secrets directory (not into
 # its environment, where every child process and `nomad alloc exec env`
 # would see it); the controller reads it with -token-file.
+#
+# The task runs as a host user of its own (var.user, "steward" by default:
+# create it on the nodes of the controller's pool, with no login and no
+# sudo). Only then does Nomad write secrets/nomad_token 0600 for that user
+# alone; without a `user` it writes it 0666 (0644 after the umask), where
+# any other task on the node could take the controller's rights, and the
+# controller refuses to start with a token file others may read.
+#
+# /metrics and /healthz listen on loopback (the node's own Prometheus and
+# Nomad's health check reach them there). `steward job check` sends the
+# caller's Nomad token, so checks are served off loopback only over TLS,
+# with the operator's certificate and key (files on the nodes, readable by
+# var.user alone): give -var tls_cert=... -var tls_key=...; without them
+# checks are served on the node's loopback only.
 
 variable "steward_bin" {
   description = "Path of the steward binary on the clients."
@@ -35,6 +49,30 @@ variable "nomad_addr" {
   default     = ""
 }
 
+variable "user" {
+  description = "Host user the controller runs as (its own: never root, never a tenant's)."
+  type        = string
+  default     = "steward"
+}
+
+variable "tls_cert" {
+  description = "PEM certificate file on the nodes for the job-check listener; empty: checks on loopback only."
+  type        = string
+  default     = ""
+}
+
+variable "tls_key" {
+  description = "PEM key file of tls_cert, readable by var.user alone."
+  type        = string
+  default     = ""
+}
+
+variable "node_pool" {
+  description = "Node pool of the controller's nodes: one tenants cannot use (see docs/install.md)."
+  type        = string
+  default     = "default"
+}
+
 variable "count" {
   description = "Copies (one leads)."
   type        = number
@@ -45,18 +83,22 @@ job "steward-controller" {
   namespace = "steward"
   type      = "service"
   priority  = 100
+  node_pool = var.node_pool
 
   group "controller" {
     count = var.count
 
     network {
       port "metrics" {}
+      port "check" {}
     }
 
     service {
       name     = "steward-controller"
       provider = "nomad"
       port     = "metrics"
+      # /healthz names the leader and its last error: loopback only.
+      address = "127.0.0.1"
 
       check {
         type     = "http"
@@ -68,6 +110,7 @@ job "steward-controller" {
 
     task "controller" {
       driver = "raw_exec"
+      user   = var.user
 
       # The workload identity as a file, ${NOMAD_SECRETS_DIR}/nomad_token,
       # read by -token-file below.
@@ -77,14 +120,19 @@ job "steward-controller" {
 
       config {
         command = var.steward_bin
-        args = [
+        # -id is published where tenants read it (the leader's name):
+        # the allocation's name, never its ID, which with the node would
+        # say where the token file lies.
+        args = concat([
           "controller",
           "-policy", "${NOMAD_TASK_DIR}/policy.hcl",
-          "-listen", "${NOMAD_ADDR_metrics}",
-          "-id", "${NOMAD_ALLOC_ID}",
+          "-listen", "127.0.0.1:${NOMAD_PORT_metrics}",
+          "-id", "${NOMAD_ALLOC_NAME}",
           "-token-file", "${NOMAD_SECRETS_DIR}/nomad_token",
           "-log-json",
-        ]
+          ], var.tls_cert == "" ? ["-check-listen", "127.0.0.1:${NOMAD_PORT_check}"] : [
+          "-check-listen", "${NOMAD_ADDR_check}", "-tls-cert", var.tls_cert, "-tls-key", var.tls_key,
+        ])
       }
 
       env {
