@@ -116,7 +116,12 @@ func (c *Controller) elect(ctx context.Context, lead func(context.Context) error
 		}
 		attempt = 0
 		c.lease.extend(sent, ttl)
-		c.holdLease(ctx, locks, lead)
+		if c.holdLease(ctx, locks, lead) {
+			// Stepped down: leave the lock to another copy for a TTL
+			// (followers poll every lockPoll) rather than take it back at
+			// once to hang again.
+			sleepCtx(ctx, ttl)
+		}
 	}
 	return nil
 }
@@ -124,10 +129,14 @@ func (c *Controller) elect(ctx context.Context, lead func(context.Context) error
 // lockPoll is how often a follower asks for the lock.
 func lockPoll(ttl time.Duration) time.Duration { return min(ttl/10, time.Second) }
 
-// holdLease runs lead while the lease can be renewed, and returns once
-// lead has stopped (after the lease was lost, or ctx ended).
-func (c *Controller) holdLease(ctx context.Context, locks *api.Locks, lead func(context.Context) error) {
+// holdLease runs lead while the lease can be renewed and its rounds
+// finish, and returns once lead has stopped (after the lease was lost, ctx
+// ended, or it stepped down: then it reports true).
+func (c *Controller) holdLease(ctx context.Context, locks *api.Locks, lead func(context.Context) error) (steppedDown bool) {
 	ttl := c.cfg.LockTTL
+	c.roundFinished()
+	watch := time.NewTicker(roundCheck(c.cfg.RoundTimeout))
+	defer watch.Stop()
 	c.log.Info("leading: this controller acts", "identity", c.cfg.Identity)
 	lctx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
@@ -153,6 +162,19 @@ loop:
 			break loop
 		case <-ctx.Done():
 			break loop
+		case <-watch.C:
+			if c.stuck() {
+				lost("no round finished within the round timeout: stepping down", "round_timeout", c.cfg.RoundTimeout,
+					"last_round", c.lastRound())
+				// Release before waiting for lead: a call that hangs
+				// still must not keep the lock (the lease is ended, so
+				// it can write nothing).
+				if err := c.lockCall(context.WithoutCancel(ctx), locks, locks.Release); err != nil && !errors.Is(err, api.ErrLockConflict) {
+					c.log.Warn("release the leader lock", "error", err)
+				}
+				steppedDown = true
+				break loop
+			}
 		case <-expiry.C:
 			if !c.lease.valid() {
 				lost("the lease expired before a renewal succeeded", "deadline", c.lease.deadline())
@@ -193,6 +215,7 @@ loop:
 			c.log.Warn("release the leader lock", "error", err)
 		}
 	}
+	return steppedDown
 }
 
 // lockCall runs one lock request with a timeout of a third of the TTL: a
