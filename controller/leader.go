@@ -88,16 +88,52 @@ func (c *Controller) elect(ctx context.Context, lead func(context.Context) error
 			LockDelay: delay.String(),
 		},
 	}
-	ttl := c.cfg.LockTTL
 	c.log.Info("waiting to lead", "lock", LeaderLockPath, "namespace", c.cfg.StateNamespace, "identity", c.cfg.Identity)
-	for attempt := 0; ctx.Err() == nil; {
-		c.lease.end()
+	return c.contend(ctx, func() (leaderLock, error) {
 		locks, err := c.client.Locks(api.WriteOptions{Namespace: c.cfg.StateNamespace}, v, api.LocksOptionWithMaxRetries(0))
 		if err != nil {
-			return fmt.Errorf("leader lock: %w", err)
+			return nil, fmt.Errorf("leader lock: %w", err)
+		}
+		return nomadLock{c: c, locks: locks}, nil
+	}, lead)
+}
+
+// leaderLock is the leader lock as elect uses it: a Nomad variable lock
+// (nomadLock), or a fake in unit tests. Each call fails with
+// api.ErrLockConflict when another controller holds the lock.
+type leaderLock interface {
+	Acquire(ctx context.Context) error
+	Renew(ctx context.Context) error
+	Release(ctx context.Context) error
+}
+
+// nomadLock is a Nomad variable lock; each request has a timeout
+// (lockCall).
+type nomadLock struct {
+	c     *Controller
+	locks *api.Locks
+}
+
+func (l nomadLock) Acquire(ctx context.Context) error {
+	return l.c.lockCall(ctx, l.locks, func(cctx context.Context) error { _, err := l.locks.Acquire(cctx); return err })
+}
+func (l nomadLock) Renew(ctx context.Context) error { return l.c.lockCall(ctx, l.locks, l.locks.Renew) }
+func (l nomadLock) Release(ctx context.Context) error {
+	return l.c.lockCall(ctx, l.locks, l.locks.Release)
+}
+
+// contend acquires the lock, runs lead while holding it (holdLease), and
+// contends again, until ctx ends.
+func (c *Controller) contend(ctx context.Context, newLock func() (leaderLock, error), lead func(context.Context) error) error {
+	ttl := c.cfg.LockTTL
+	for attempt := 0; ctx.Err() == nil; {
+		c.lease.end()
+		lk, err := newLock()
+		if err != nil {
+			return err
 		}
 		sent := time.Now()
-		err = c.lockCall(ctx, locks, func(cctx context.Context) error { _, err := locks.Acquire(cctx); return err })
+		err = lk.Acquire(ctx)
 		switch {
 		case ctx.Err() != nil:
 			return nil
@@ -116,7 +152,7 @@ func (c *Controller) elect(ctx context.Context, lead func(context.Context) error
 		}
 		attempt = 0
 		c.lease.extend(sent, ttl)
-		if c.holdLease(ctx, locks, lead) {
+		if c.holdLease(ctx, lk, lead) {
 			// Stepped down: leave the lock to another copy for a TTL
 			// (followers poll every lockPoll) rather than take it back at
 			// once to hang again.
@@ -132,7 +168,7 @@ func lockPoll(ttl time.Duration) time.Duration { return min(ttl/10, time.Second)
 // holdLease runs lead while the lease can be renewed and its rounds
 // finish, and returns once lead has stopped (after the lease was lost, ctx
 // ended, or it stepped down: then it reports true).
-func (c *Controller) holdLease(ctx context.Context, locks *api.Locks, lead func(context.Context) error) (steppedDown bool) {
+func (c *Controller) holdLease(ctx context.Context, locks leaderLock, lead func(context.Context) error) (steppedDown bool) {
 	ttl := c.cfg.LockTTL
 	c.roundFinished()
 	watch := time.NewTicker(roundCheck(c.cfg.RoundTimeout))
@@ -169,7 +205,7 @@ loop:
 				// Release before waiting for lead: a call that hangs
 				// still must not keep the lock (the lease is ended, so
 				// it can write nothing).
-				if err := c.lockCall(context.WithoutCancel(ctx), locks, locks.Release); err != nil && !errors.Is(err, api.ErrLockConflict) {
+				if err := locks.Release(context.WithoutCancel(ctx)); err != nil && !errors.Is(err, api.ErrLockConflict) {
 					c.log.Warn("release the leader lock", "error", err)
 				}
 				steppedDown = true
@@ -189,7 +225,7 @@ loop:
 				break loop
 			}
 			sent := time.Now()
-			err := c.lockCall(ctx, locks, locks.Renew)
+			err := locks.Renew(ctx)
 			switch {
 			case err == nil:
 				c.lease.extend(sent, ttl)
@@ -211,7 +247,7 @@ loop:
 		// Stopped while leading: hand the lock over at once rather than
 		// after its TTL.
 		c.lease.end()
-		if err := c.lockCall(context.WithoutCancel(ctx), locks, locks.Release); err != nil && !errors.Is(err, api.ErrLockConflict) {
+		if err := locks.Release(context.WithoutCancel(ctx)); err != nil && !errors.Is(err, api.ErrLockConflict) {
 			c.log.Warn("release the leader lock", "error", err)
 		}
 	}
