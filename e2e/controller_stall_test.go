@@ -25,7 +25,7 @@ import (
 func TestLeaderWithHungNomadCallStepsDown(t *testing.T) {
 	t.Parallel()
 	c := startCluster(t, 4, "ml")
-	p := newStallProxy(t, c.Address)
+	p := newStallProxy(t, c.Address, "/v1/var/steward/leader")
 	policy := writePolicy(t, fmt.Sprintf(faultPolicy, "0s"))
 	a := c.startControllerAt("a", policy, p.URL(), "-nomad-timeout", "3s", "-round-timeout", "15s")
 	testnomad.WaitFor(t, 30*time.Second, "controller a leads", func() (bool, string) { return a.Contains("leading: this controller acts"), "" })
@@ -58,8 +58,9 @@ func TestLeaderWithHungNomadCallStepsDown(t *testing.T) {
 	}
 }
 
-// stallProxy forwards HTTP to Nomad; once stalled, every request except
-// the leader lock's waits until its client gives up.
+// stallProxy forwards HTTP to an agent (Nomad's, Consul's); once stalled,
+// every request except those under a path prefix waits until its client
+// gives up.
 type stallProxy struct {
 	srv     *http.Server
 	url     string
@@ -68,8 +69,8 @@ type stallProxy struct {
 	closed  chan struct{}
 }
 
-func newStallProxy(t testing.TB, nomadAddr string) *stallProxy {
-	target, err := url.Parse(nomadAddr)
+func newStallProxy(t testing.TB, addr, except string) *stallProxy {
+	target, err := url.Parse(addr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,15 +78,14 @@ func newStallProxy(t testing.TB, nomadAddr string) *stallProxy {
 	rp.FlushInterval = -1 // the event stream, as it comes
 	p := &stallProxy{closed: make(chan struct{})}
 	p.srv = &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		p.mu.Lock()
-		stall := p.stalled && !strings.HasPrefix(r.URL.Path, "/v1/var/steward/leader")
-		p.mu.Unlock()
-		if stall {
-			select {
-			case <-r.Context().Done():
-			case <-p.closed:
-			}
+		excepted := except != "" && strings.HasPrefix(r.URL.Path, except)
+		if !excepted && p.wait(r) {
 			return
+		}
+		if !excepted {
+			// A request in flight when the stall begins gets no answer
+			// either (a blocking query, the event stream).
+			w = &stallWriter{ResponseWriter: w, p: p, r: r}
 		}
 		rp.ServeHTTP(w, r)
 	})}
@@ -98,7 +98,52 @@ func newStallProxy(t testing.TB, nomadAddr string) *stallProxy {
 
 func (p *stallProxy) URL() string { return p.url }
 
-// Stall makes every new request but the leader lock's hang.
+// wait holds a request while the proxy stalls, and reports whether its
+// client gave up meanwhile.
+func (p *stallProxy) wait(r *http.Request) bool {
+	p.mu.Lock()
+	stalled := p.stalled
+	p.mu.Unlock()
+	if !stalled {
+		return false
+	}
+	select {
+	case <-r.Context().Done():
+	case <-p.closed:
+	}
+	return true
+}
+
+// stallWriter holds a response while the proxy stalls, as a network that
+// drops packets does.
+type stallWriter struct {
+	http.ResponseWriter
+	p *stallProxy
+	r *http.Request
+}
+
+func (s *stallWriter) WriteHeader(code int) {
+	if s.p.wait(s.r) {
+		return
+	}
+	s.ResponseWriter.WriteHeader(code)
+}
+
+func (s *stallWriter) Write(b []byte) (int, error) {
+	if s.p.wait(s.r) {
+		return 0, http.ErrAbortHandler
+	}
+	return s.ResponseWriter.Write(b)
+}
+
+func (s *stallWriter) Flush() {
+	if f, ok := s.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// Stall makes every request but the excepted ones hang, those in flight
+// included.
 func (p *stallProxy) Stall() {
 	p.mu.Lock()
 	p.stalled = true
