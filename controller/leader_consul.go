@@ -285,7 +285,7 @@ func (c *Controller) consulClient(ctx context.Context) (*consul.Client, string, 
 	if err != nil {
 		return nil, "", fmt.Errorf("consul client: %w", err)
 	}
-	hc.Transport = &waitCanceler{base: hc.Transport, ctx: ctx}
+	hc.Transport = &waitCanceler{base: hc.Transport, ctx: ctx, timeout: c.cfg.CallTimeout}
 	cfg.HttpClient = hc
 	addr := cfg.Address
 	client, err := consul.NewClient(cfg)
@@ -304,21 +304,41 @@ func consulNeeds(err error, key string) error {
 	return fmt.Errorf("consul lock %s: %w", key, err)
 }
 
-// waitCanceler ends blocking queries (GET with an index) when ctx ends.
-// The Consul API gives Lock no context, and its wait on a held lock would
-// otherwise hold up shutdown for up to LockWaitTime. Writes, among them
-// the release of the lock on shutdown, are left alone.
+// waitCanceler gives every Consul request a deadline, and ends blocking
+// queries (GET with an index) when ctx ends. The Consul API gives Lock no
+// context: its wait on a held lock would otherwise hold up shutdown for up
+// to LockWaitTime, and a request to an agent that never answers (the
+// release of the lock, the lock's watch) would hang for ever. A request
+// has timeout; a blocking query its wait on top (Consul's default wait of
+// 5 minutes when it names none). Writes, among them the release of the
+// lock on shutdown, are not ended by ctx.
 type waitCanceler struct {
-	base http.RoundTripper
-	ctx  context.Context
+	base    http.RoundTripper
+	ctx     context.Context
+	timeout time.Duration
 }
 
 func (t *waitCanceler) RoundTrip(r *http.Request) (*http.Response, error) {
-	if r.Method != http.MethodGet || !r.URL.Query().Has("index") {
-		return t.base.RoundTrip(r)
+	blocking := r.Method == http.MethodGet && r.URL.Query().Has("index")
+	limit := t.timeout
+	if blocking {
+		wait, err := time.ParseDuration(r.URL.Query().Get("wait"))
+		if err != nil || wait <= 0 {
+			wait = 5 * time.Minute
+		}
+		limit += wait
 	}
-	ctx, cancel := context.WithCancel(r.Context())
-	stopAfter := context.AfterFunc(t.ctx, cancel)
+	var ctx context.Context
+	var cancel context.CancelFunc
+	if limit > 0 {
+		ctx, cancel = context.WithTimeout(r.Context(), limit)
+	} else {
+		ctx, cancel = context.WithCancel(r.Context())
+	}
+	stopAfter := func() bool { return false }
+	if blocking {
+		stopAfter = context.AfterFunc(t.ctx, cancel)
+	}
 	release := func() { stopAfter(); cancel() }
 	resp, err := t.base.RoundTrip(r.WithContext(ctx))
 	if err != nil {
