@@ -79,6 +79,10 @@ Options:
                        the Nomad address).
   -lock-ttl DUR        Leader lock TTL (default 15s, at least 10s).
   -lock-delay DUR      Wait after a lost leader before another takes over (default 15s).
+  -nomad-timeout DUR   Deadline of every Nomad request (default 30s).
+  -round-timeout DUR   A leader that has finished no round for this long steps
+                       down and releases its lock (default 2m; longer than
+                       -nomad-timeout).
   -id NAME             This controller's name (default host:pid), which tenants
                        read: never an allocation ID (one is replaced by
                        NOMAD_ALLOC_NAME).
@@ -106,6 +110,7 @@ func (c *ControllerCommand) AutocompleteFlags() complete.Flags {
 		"-resync": complete.PredictAnything, "-stats-interval": complete.PredictAnything,
 		"-state-namespace": complete.PredictAnything, "-job-records": complete.PredictSet("true", "false"),
 		"-lock-ttl": complete.PredictAnything, "-lock-delay": complete.PredictAnything, "-id": complete.PredictAnything,
+		"-nomad-timeout": complete.PredictAnything, "-round-timeout": complete.PredictAnything,
 		"-log-level": complete.PredictSet("trace", "debug", "info", "warn", "error"), "-log-json": complete.PredictNothing,
 		"-consul-address": complete.PredictAnything, "-consul-lock-key": complete.PredictAnything,
 	})
@@ -140,6 +145,8 @@ func (c *ControllerCommand) Run(args []string) int {
 	fs.BoolVar(&cfg.JobRecords, "job-records", cfg.JobRecords, "")
 	fs.DurationVar(&cfg.LockTTL, "lock-ttl", cfg.LockTTL, "")
 	fs.DurationVar(&cfg.LockDelay, "lock-delay", cfg.LockDelay, "")
+	fs.DurationVar(&cfg.CallTimeout, "nomad-timeout", cfg.CallTimeout, "")
+	fs.DurationVar(&cfg.RoundTimeout, "round-timeout", cfg.RoundTimeout, "")
 	fs.StringVar(&cfg.Identity, "id", fmt.Sprintf("%s:%d", host, os.Getpid()), "")
 	fs.StringVar(&level, "log-level", "info", "")
 	fs.BoolVar(&logJSON, "log-json", false, "")

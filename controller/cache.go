@@ -157,6 +157,40 @@ func (c *clusterCache) replace(rd *clusterRead) int {
 	return drift
 }
 
+// rebuild makes the cache a fresh full read (observer.rebuild): every
+// entity as the read has it, indexes included, even where they went back.
+// It returns how many entities the read changed, and how many of them it
+// shows older than the cache held them (Nomad's state went back).
+func (c *clusterCache) rebuild(rd *clusterRead) (drift, regressed int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.ready {
+		for key, cached := range c.seen {
+			if asOf, ok := rd.seen[key]; ok && asOf < cached {
+				regressed++
+			}
+		}
+		readWins := func(string, bool) bool { return true }
+		drift += merge(c.nodes, rd.nodes, func(id string) string { return "n/" + id }, readWins,
+			func(a, b cachedNode) bool { return a.usable == b.usable && a.node.GPUs == b.node.GPUs })
+		drift += merge(c.jobs, rd.jobs, func(k jobKey) string { return "j/" + k.String() }, readWins,
+			func(a, b *ObservedJob) bool { return a.ModifyIndex == b.ModifyIndex && a.Stopped == b.Stopped })
+		drift += merge(c.allocs, rd.allocs, func(id string) string { return "a/" + id }, readWins,
+			func(a, b ObservedAlloc) bool {
+				return a.ClientStatus == b.ClientStatus && a.NodeID == b.NodeID && len(a.GPUIDs) == len(b.GPUIDs)
+			})
+		drift += merge(c.blocked, rd.blocked, func(id string) string { return "e/" + id }, readWins,
+			func(a, b blockedEval) bool { return true })
+	}
+	c.nodes, c.jobs, c.allocs, c.blocked, c.seen = rd.nodes, rd.jobs, rd.allocs, rd.blocked, rd.seen
+	c.summaries = map[jobKey]*cachedSummary{}
+	// The read's index, even below the cache's: events above it apply.
+	c.index, c.readIndex = rd.index, rd.index
+	c.ready = true
+	c.advanced()
+	return drift, regressed
+}
+
 // merge folds what the cache holds (cached) into a full read (read), per
 // entity: the cache's version stays where an event newer than the read
 // brought it (readWins false), including entities the read lacks that

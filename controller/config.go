@@ -65,6 +65,14 @@ type Config struct {
 	Advertise string
 	// MaxBackoff caps the wait between retries while Nomad is unreachable.
 	MaxBackoff time.Duration
+	// CallTimeout is the deadline of every Nomad request the controller
+	// makes (the event stream's excepted): a hung request fails by then.
+	CallTimeout time.Duration
+	// RoundTimeout bounds a lead term without a finished round: a leader
+	// that has not completed one for this long (a hung or failing Nomad
+	// call every time) steps down and releases its lock, so that another
+	// copy can act.
+	RoundTimeout time.Duration
 	// Identity names this controller in the leader record and in logs.
 	Identity string
 	// Consul, when set, elects the leader with a Consul session lock
@@ -98,6 +106,8 @@ func DefaultConfig() Config {
 		LockDelay:      15 * time.Second,
 		Listen:         "127.0.0.1:9646",
 		MaxBackoff:     30 * time.Second,
+		CallTimeout:    30 * time.Second,
+		RoundTimeout:   2 * time.Minute,
 
 		CheckConcurrency: 4,
 		CheckRate:        1,
@@ -119,6 +129,10 @@ func (c Config) Validate() error {
 		return fmt.Errorf("lock TTL %s: Nomad accepts 10s at least", c.LockTTL)
 	case c.LockDelay < 0:
 		return fmt.Errorf("lock delay %s: must not be negative", c.LockDelay)
+	case c.CallTimeout <= 0:
+		return fmt.Errorf("nomad timeout %s: must be positive", c.CallTimeout)
+	case c.RoundTimeout <= c.CallTimeout:
+		return fmt.Errorf("round timeout %s: must be longer than the Nomad timeout %s (one hung call must not end a term)", c.RoundTimeout, c.CallTimeout)
 	}
 	if err := c.validateCheck(); err != nil {
 		return err

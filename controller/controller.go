@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -89,6 +90,10 @@ type Controller struct {
 
 	pressureMu    sync.Mutex
 	pressureSince time.Time
+
+	// lastRoundAt is when the last round finished, in Unix nanoseconds
+	// (stepdown.go).
+	lastRoundAt atomic.Int64
 }
 
 // Health is what /healthz reports.
@@ -125,7 +130,7 @@ func New(cfg Config, client *api.Client, log hclog.Logger) (*Controller, error) 
 		return nil, err
 	}
 	ls := newLease()
-	n := fencedNomad{Nomad: NewNomad(client), lease: ls}
+	n := fencedNomad{Nomad: withDeadline(NewNomad(client), cfg.CallTimeout), lease: ls}
 	obs := newObserver(n, cfg.StateNamespace)
 	obs.resync = cfg.Resync
 	c := &Controller{

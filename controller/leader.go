@@ -88,16 +88,52 @@ func (c *Controller) elect(ctx context.Context, lead func(context.Context) error
 			LockDelay: delay.String(),
 		},
 	}
-	ttl := c.cfg.LockTTL
 	c.log.Info("waiting to lead", "lock", LeaderLockPath, "namespace", c.cfg.StateNamespace, "identity", c.cfg.Identity)
-	for attempt := 0; ctx.Err() == nil; {
-		c.lease.end()
+	return c.contend(ctx, func() (leaderLock, error) {
 		locks, err := c.client.Locks(api.WriteOptions{Namespace: c.cfg.StateNamespace}, v, api.LocksOptionWithMaxRetries(0))
 		if err != nil {
-			return fmt.Errorf("leader lock: %w", err)
+			return nil, fmt.Errorf("leader lock: %w", err)
+		}
+		return nomadLock{c: c, locks: locks}, nil
+	}, lead)
+}
+
+// leaderLock is the leader lock as elect uses it: a Nomad variable lock
+// (nomadLock), or a fake in unit tests. Each call fails with
+// api.ErrLockConflict when another controller holds the lock.
+type leaderLock interface {
+	Acquire(ctx context.Context) error
+	Renew(ctx context.Context) error
+	Release(ctx context.Context) error
+}
+
+// nomadLock is a Nomad variable lock; each request has a timeout
+// (lockCall).
+type nomadLock struct {
+	c     *Controller
+	locks *api.Locks
+}
+
+func (l nomadLock) Acquire(ctx context.Context) error {
+	return l.c.lockCall(ctx, l.locks, func(cctx context.Context) error { _, err := l.locks.Acquire(cctx); return err })
+}
+func (l nomadLock) Renew(ctx context.Context) error { return l.c.lockCall(ctx, l.locks, l.locks.Renew) }
+func (l nomadLock) Release(ctx context.Context) error {
+	return l.c.lockCall(ctx, l.locks, l.locks.Release)
+}
+
+// contend acquires the lock, runs lead while holding it (holdLease), and
+// contends again, until ctx ends.
+func (c *Controller) contend(ctx context.Context, newLock func() (leaderLock, error), lead func(context.Context) error) error {
+	ttl := c.cfg.LockTTL
+	for attempt := 0; ctx.Err() == nil; {
+		c.lease.end()
+		lk, err := newLock()
+		if err != nil {
+			return err
 		}
 		sent := time.Now()
-		err = c.lockCall(ctx, locks, func(cctx context.Context) error { _, err := locks.Acquire(cctx); return err })
+		err = lk.Acquire(ctx)
 		switch {
 		case ctx.Err() != nil:
 			return nil
@@ -116,7 +152,12 @@ func (c *Controller) elect(ctx context.Context, lead func(context.Context) error
 		}
 		attempt = 0
 		c.lease.extend(sent, ttl)
-		c.holdLease(ctx, locks, lead)
+		if c.holdLease(ctx, lk, lead) {
+			// Stepped down: leave the lock to another copy for a TTL
+			// (followers poll every lockPoll) rather than take it back at
+			// once to hang again.
+			sleepCtx(ctx, ttl)
+		}
 	}
 	return nil
 }
@@ -124,10 +165,14 @@ func (c *Controller) elect(ctx context.Context, lead func(context.Context) error
 // lockPoll is how often a follower asks for the lock.
 func lockPoll(ttl time.Duration) time.Duration { return min(ttl/10, time.Second) }
 
-// holdLease runs lead while the lease can be renewed, and returns once
-// lead has stopped (after the lease was lost, or ctx ended).
-func (c *Controller) holdLease(ctx context.Context, locks *api.Locks, lead func(context.Context) error) {
+// holdLease runs lead while the lease can be renewed and its rounds
+// finish, and returns once lead has stopped (after the lease was lost, ctx
+// ended, or it stepped down: then it reports true).
+func (c *Controller) holdLease(ctx context.Context, locks leaderLock, lead func(context.Context) error) (steppedDown bool) {
 	ttl := c.cfg.LockTTL
+	c.roundFinished()
+	watch := time.NewTicker(roundCheck(c.cfg.RoundTimeout))
+	defer watch.Stop()
 	c.log.Info("leading: this controller acts", "identity", c.cfg.Identity)
 	lctx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
@@ -153,6 +198,19 @@ loop:
 			break loop
 		case <-ctx.Done():
 			break loop
+		case <-watch.C:
+			if c.stuck() {
+				lost("no round finished within the round timeout: stepping down", "round_timeout", c.cfg.RoundTimeout,
+					"last_round", c.lastRound())
+				// Release before waiting for lead: a call that hangs
+				// still must not keep the lock (the lease is ended, so
+				// it can write nothing).
+				if err := locks.Release(context.WithoutCancel(ctx)); err != nil && !errors.Is(err, api.ErrLockConflict) {
+					c.log.Warn("release the leader lock", "error", err)
+				}
+				steppedDown = true
+				break loop
+			}
 		case <-expiry.C:
 			if !c.lease.valid() {
 				lost("the lease expired before a renewal succeeded", "deadline", c.lease.deadline())
@@ -167,7 +225,7 @@ loop:
 				break loop
 			}
 			sent := time.Now()
-			err := c.lockCall(ctx, locks, locks.Renew)
+			err := locks.Renew(ctx)
 			switch {
 			case err == nil:
 				c.lease.extend(sent, ttl)
@@ -189,10 +247,11 @@ loop:
 		// Stopped while leading: hand the lock over at once rather than
 		// after its TTL.
 		c.lease.end()
-		if err := c.lockCall(context.WithoutCancel(ctx), locks, locks.Release); err != nil && !errors.Is(err, api.ErrLockConflict) {
+		if err := locks.Release(context.WithoutCancel(ctx)); err != nil && !errors.Is(err, api.ErrLockConflict) {
 			c.log.Warn("release the leader lock", "error", err)
 		}
 	}
+	return steppedDown
 }
 
 // lockCall runs one lock request with a timeout of a third of the TTL: a

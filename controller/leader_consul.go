@@ -7,7 +7,11 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
+
+	"github.com/hashicorp/go-hclog"
 
 	consul "github.com/hashicorp/consul/api"
 )
@@ -24,6 +28,13 @@ const consulSessionName = "steward-controller"
 // acting before a new one starts. Any doubt about the lock (the session
 // expired, Consul unreachable) ends leadership at once: lead's context is
 // canceled and lead is waited for before contending again.
+//
+// Writes are fenced as on the Nomad lock (fence.go): the controller
+// creates and renews the session itself (consulSession), so it knows when
+// its last renewal was sent, and its lease ends one TTL after that. Consul
+// invalidates a session no sooner than its TTL after the last renewal it
+// received, so a leader paused or cut off past its lease refuses every
+// write before another controller can hold the lock.
 //
 // The agent comes from c.cfg.Consul.Address, else CONSUL_HTTP_ADDR; the
 // token from CONSUL_HTTP_TOKEN (never logged); TLS from CONSUL_CACERT and
@@ -44,36 +55,60 @@ func (c *Controller) electConsul(ctx context.Context, lead func(context.Context)
 		delay = time.Millisecond
 	}
 	for attempt := 0; ctx.Err() == nil; attempt++ {
-		lock, err := client.LockOpts(&consul.LockOptions{
-			Key:         key,
-			Value:       []byte(c.cfg.Identity),
-			SessionName: consulSessionName,
-			SessionTTL:  c.cfg.LockTTL.String(),
-			LockDelay:   delay,
-		})
-		if err != nil {
-			return fmt.Errorf("consul lock %s: %w", key, err)
-		}
-		c.log.Info("waiting to lead", "lock", key, "consul", addr, "identity", c.cfg.Identity)
-		lost, err := lock.Lock(ctx.Done())
-		if ctx.Err() != nil {
-			if lost != nil {
-				c.unlockConsul(lock, key)
-			}
-			return nil
-		}
+		c.lease.end()
+		sess, err := c.newConsulSession(ctx, client, delay)
 		if err != nil {
 			wait := backoff(attempt, c.cfg.MaxBackoff)
 			c.log.Warn("leader election", "error", consulNeeds(err, key), "retry_in", wait)
 			sleepCtx(ctx, wait)
 			continue
 		}
-		if lost == nil { // Lock gave up without an error: only when stopped
+		lock, err := client.LockOpts(&consul.LockOptions{
+			Key:     key,
+			Value:   []byte(c.cfg.Identity),
+			Session: sess.id,
+		})
+		if err != nil {
+			sess.close()
+			return fmt.Errorf("consul lock %s: %w", key, err)
+		}
+		c.log.Info("waiting to lead", "lock", key, "consul", addr, "identity", c.cfg.Identity)
+		// The wait ends with ctx, or with the session (Lock would wait on
+		// a dead session until its next query fails).
+		stopWait := make(chan struct{})
+		var once sync.Once
+		endWait := func() { once.Do(func() { close(stopWait) }) }
+		stopAfter := context.AfterFunc(ctx, endWait)
+		go func() {
+			select {
+			case <-sess.gone:
+				endWait()
+			case <-stopWait:
+			}
+		}()
+		lost, err := lock.Lock(stopWait)
+		stopAfter()
+		endWait()
+		if ctx.Err() != nil {
+			if lost != nil {
+				c.unlockConsul(lock, key)
+			}
+			sess.close()
+			return nil
+		}
+		if err != nil || lost == nil {
+			sess.close()
+			if err != nil {
+				wait := backoff(attempt, c.cfg.MaxBackoff)
+				c.log.Warn("leader election", "error", consulNeeds(err, key), "retry_in", wait)
+				sleepCtx(ctx, wait)
+			}
 			continue
 		}
 
-		err = c.leadWhileHeld(ctx, lost, lead)
+		steppedDown, err := c.leadWhileHeld(ctx, lost, sess, func() { c.unlockConsul(lock, key) }, lead)
 		c.unlockConsul(lock, key)
+		sess.close()
 		if ctx.Err() != nil {
 			return nil
 		}
@@ -81,32 +116,152 @@ func (c *Controller) electConsul(ctx context.Context, lead func(context.Context)
 			c.log.Warn("leader election", "error", err)
 		}
 		// A term ended: start the backoff over, and let a moment pass
-		// before contending again.
+		// before contending again (a TTL after stepping down, so that
+		// another copy takes the lock rather than this one, to hang
+		// again).
 		attempt = -1
-		sleepCtx(ctx, backoff(0, c.cfg.MaxBackoff))
+		wait := backoff(0, c.cfg.MaxBackoff)
+		if steppedDown {
+			wait = c.cfg.LockTTL
+		}
+		sleepCtx(ctx, wait)
 	}
 	return nil
 }
 
-// leadWhileHeld runs lead until it returns, ctx ends or lost closes (the
-// lock is no longer ours), and waits for lead to return.
-func (c *Controller) leadWhileHeld(ctx context.Context, lost <-chan struct{}, lead func(context.Context) error) error {
+// leadWhileHeld runs lead until it returns, ctx ends, lost closes (the
+// lock is no longer ours), the lease cannot be proven, or no round
+// finishes within the round timeout (then it releases the lock at once and
+// reports steppedDown); it waits for lead to return.
+func (c *Controller) leadWhileHeld(ctx context.Context, lost <-chan struct{}, sess *consulSession, release func(),
+	lead func(context.Context) error) (steppedDown bool, err error) {
+	ttl := c.cfg.LockTTL
+	c.lease.extend(sess.lastRenewal(), ttl)
+	if !c.lease.valid() {
+		// The wait outlasted the last renewal by a TTL: the session's
+		// renewals fail, and the lock may not be ours for long.
+		c.lease.end()
+		return false, errors.New("acquired the Consul lock on a session not renewed within its TTL: contending again")
+	}
 	c.log.Info("leading: this controller acts", "identity", c.cfg.Identity)
 	defer c.log.Info("no longer leading", "identity", c.cfg.Identity)
+	c.roundFinished()
 	lctx, stop := context.WithCancel(ctx)
 	defer stop()
 	done := make(chan error, 1)
 	go func() { done <- lead(lctx) }()
-	select {
-	case err := <-done:
-		return err
-	case <-lost:
-		if ctx.Err() == nil {
-			c.log.Warn("lost the Consul lock: stopping", "identity", c.cfg.Identity)
-		}
+	check := time.NewTicker(min(lockPoll(ttl), roundCheck(c.cfg.RoundTimeout)))
+	defer check.Stop()
+	end := func(why string, args ...any) error {
+		c.lease.end()
 		stop()
+		if ctx.Err() == nil {
+			c.log.Warn("lost the Consul lock: stopping at once ("+why+")", append(args, "identity", c.cfg.Identity)...)
+		}
 		return <-done
 	}
+	for {
+		select {
+		case err := <-done:
+			c.lease.end()
+			return false, err
+		case <-lost:
+			return false, end("the lock is no longer held")
+		case <-sess.gone:
+			return false, end("Consul no longer knows the session")
+		case <-check.C:
+			if !c.lease.valid() {
+				// Checked before extending: a leader paused past its
+				// deadline stops, whatever a late renewal says.
+				return false, end("the lease expired before a renewal succeeded", "deadline", c.lease.deadline())
+			}
+			c.lease.extend(sess.lastRenewal(), ttl)
+			if c.stuck() {
+				c.lease.end()
+				stop()
+				c.log.Warn("lost the Consul lock: stopping at once (no round finished within the round timeout: stepping down)",
+					"round_timeout", c.cfg.RoundTimeout, "last_round", c.lastRound(), "identity", c.cfg.Identity)
+				release() // before waiting: a hung call must not keep the lock
+				return true, <-done
+			}
+		}
+	}
+}
+
+// consulSession is a Consul session this controller renews itself, so
+// that it knows when the last renewal that succeeded was sent: the basis
+// of its lease (consul.Lock renews the sessions it creates, and says
+// nothing of when).
+type consulSession struct {
+	id     string
+	client *consul.Client
+	// last is when the last successful renewal (or the creation) was
+	// sent, in Unix nanoseconds.
+	last atomic.Int64
+	// gone closes when Consul no longer knows the session.
+	gone chan struct{}
+	stop context.CancelFunc
+	done chan struct{}
+}
+
+// newConsulSession creates a session with the lock TTL and delay and
+// renews it every third of its TTL until closed.
+func (c *Controller) newConsulSession(ctx context.Context, client *consul.Client, delay time.Duration) (*consulSession, error) {
+	ttl := c.cfg.LockTTL
+	cctx, cancel := context.WithTimeout(ctx, ttl/3)
+	sent := time.Now()
+	id, _, err := client.Session().Create(&consul.SessionEntry{
+		Name: consulSessionName, TTL: ttl.String(), LockDelay: delay, Behavior: consul.SessionBehaviorRelease,
+	}, (&consul.WriteOptions{}).WithContext(cctx))
+	cancel()
+	if err != nil {
+		return nil, fmt.Errorf("create a session: %w", err)
+	}
+	sctx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	s := &consulSession{id: id, client: client, gone: make(chan struct{}), stop: stop, done: make(chan struct{})}
+	s.last.Store(sent.UnixNano())
+	go s.renew(sctx, ttl, c.log)
+	return s, nil
+}
+
+func (s *consulSession) lastRenewal() time.Time { return time.Unix(0, s.last.Load()) }
+
+func (s *consulSession) renew(ctx context.Context, ttl time.Duration, log hclog.Logger) {
+	defer close(s.done)
+	t := time.NewTicker(ttl / 3)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		cctx, cancel := context.WithTimeout(ctx, ttl/3)
+		sent := time.Now()
+		entry, _, err := s.client.Session().Renew(s.id, (&consul.WriteOptions{}).WithContext(cctx))
+		cancel()
+		switch {
+		case ctx.Err() != nil:
+			return
+		case err != nil:
+			log.Warn("renew the Consul session; retrying until the lease deadline", "error", err)
+		case entry == nil:
+			close(s.gone)
+			return
+		default:
+			s.last.Store(sent.UnixNano())
+		}
+	}
+}
+
+// close stops the renewals and destroys the session (releasing any lock
+// it holds), so that another controller can lead at once.
+func (s *consulSession) close() {
+	s.stop()
+	<-s.done
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, _ = s.client.Session().Destroy(s.id, (&consul.WriteOptions{}).WithContext(ctx))
 }
 
 // unlockConsul releases the lock (and so ends its session), so that
@@ -130,7 +285,7 @@ func (c *Controller) consulClient(ctx context.Context) (*consul.Client, string, 
 	if err != nil {
 		return nil, "", fmt.Errorf("consul client: %w", err)
 	}
-	hc.Transport = &waitCanceler{base: hc.Transport, ctx: ctx}
+	hc.Transport = &waitCanceler{base: hc.Transport, ctx: ctx, timeout: c.cfg.CallTimeout}
 	cfg.HttpClient = hc
 	addr := cfg.Address
 	client, err := consul.NewClient(cfg)
@@ -149,21 +304,41 @@ func consulNeeds(err error, key string) error {
 	return fmt.Errorf("consul lock %s: %w", key, err)
 }
 
-// waitCanceler ends blocking queries (GET with an index) when ctx ends.
-// The Consul API gives Lock no context, and its wait on a held lock would
-// otherwise hold up shutdown for up to LockWaitTime. Writes, among them
-// the release of the lock on shutdown, are left alone.
+// waitCanceler gives every Consul request a deadline, and ends blocking
+// queries (GET with an index) when ctx ends. The Consul API gives Lock no
+// context: its wait on a held lock would otherwise hold up shutdown for up
+// to LockWaitTime, and a request to an agent that never answers (the
+// release of the lock, the lock's watch) would hang for ever. A request
+// has timeout; a blocking query its wait on top (Consul's default wait of
+// 5 minutes when it names none). Writes, among them the release of the
+// lock on shutdown, are not ended by ctx.
 type waitCanceler struct {
-	base http.RoundTripper
-	ctx  context.Context
+	base    http.RoundTripper
+	ctx     context.Context
+	timeout time.Duration
 }
 
 func (t *waitCanceler) RoundTrip(r *http.Request) (*http.Response, error) {
-	if r.Method != http.MethodGet || !r.URL.Query().Has("index") {
-		return t.base.RoundTrip(r)
+	blocking := r.Method == http.MethodGet && r.URL.Query().Has("index")
+	limit := t.timeout
+	if blocking {
+		wait, err := time.ParseDuration(r.URL.Query().Get("wait"))
+		if err != nil || wait <= 0 {
+			wait = 5 * time.Minute
+		}
+		limit += wait
 	}
-	ctx, cancel := context.WithCancel(r.Context())
-	stopAfter := context.AfterFunc(t.ctx, cancel)
+	var ctx context.Context
+	var cancel context.CancelFunc
+	if limit > 0 {
+		ctx, cancel = context.WithTimeout(r.Context(), limit)
+	} else {
+		ctx, cancel = context.WithCancel(r.Context())
+	}
+	stopAfter := func() bool { return false }
+	if blocking {
+		stopAfter = context.AfterFunc(t.ctx, cancel)
+	}
 	release := func() { stopAfter(); cancel() }
 	resp, err := t.base.RoundTrip(r.WithContext(ctx))
 	if err != nil {

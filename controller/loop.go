@@ -59,6 +59,8 @@ func (c *Controller) follow(ctx context.Context) {
 // state anywhere a tenant can write would let tenants steer it.
 func (c *Controller) checkStateNamespace(ctx context.Context) error {
 	ns := c.cfg.StateNamespace
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.CallTimeout)
+	defer cancel()
 	_, _, err := c.client.Namespaces().Info(ns, (&api.QueryOptions{}).WithContext(ctx))
 	var ue api.UnexpectedResponseError
 	if errors.As(err, &ue) && ue.StatusCode() == http.StatusNotFound || err != nil && strings.Contains(err.Error(), "not found") {
@@ -128,6 +130,12 @@ func (c *Controller) lead(ctx context.Context) error {
 		case <-resync.C:
 		case <-timer.C:
 		}
+		if failures == 0 {
+			// Waiting for work is not being stuck: the round timeout
+			// counts from the start of this round, or of the first of a
+			// run of failed ones (stepdown.go).
+			c.roundFinished()
+		}
 		wake, err := c.reconcile(ctx)
 		if ctx.Err() != nil {
 			return nil
@@ -148,6 +156,7 @@ func (c *Controller) lead(ctx context.Context) error {
 			}
 		} else {
 			failures = 0
+			c.roundFinished()
 			if !wake.IsZero() {
 				if d := time.Until(wake); d < next {
 					next = max(d, 0)
