@@ -113,7 +113,9 @@ type ObservedAlloc struct {
 	NodeID       string
 	GPUIDs       []string
 	ClientStatus string
-	StartedAt    time.Time
+	// StartedAt is when the allocation was created: its age for
+	// min_runtime, whatever its tasks' restarts (toObservedAlloc).
+	StartedAt time.Time
 	// CheckpointAt is when it last saved a checkpoint (its driver's
 	// events); zero when unknown.
 	CheckpointAt time.Time
@@ -139,25 +141,42 @@ type jobKey struct{ Namespace, ID string }
 func (k jobKey) String() string { return k.Namespace + "/" + k.ID }
 
 // lacksGPUs reports whether a group's placement failed for want of
-// devices: nodes exhausted on "devices: ..." or filtered for "missing
-// devices". Work blocked on CPU or memory is not Steward's to make room for:
-// preempting GPU work would not help it. Without failure details the group
-// counts (Nomad reports them for every blocked group it tried).
+// devices on every node it could run on: some nodes exhausted on
+// "devices: ..." or filtered for "missing devices", and no node it may use
+// failed on anything else. Nodes its own constraints filtered out are not
+// its to use and do not count. A group that one node turned away for CPU,
+// memory or ports is not Steward's to make room for: preempting GPU work
+// elsewhere would not place it (issue 29). Without failure details the
+// group counts (Nomad reports them for every blocked group it tried).
 func lacksGPUs(m *api.AllocationMetric) bool {
 	if m == nil {
 		return true
 	}
-	for k := range m.DimensionExhausted {
+	devices, other := 0, 0
+	for k, n := range m.DimensionExhausted {
 		if strings.HasPrefix(k, "devices") {
-			return true
+			devices += n
+		} else {
+			other += n
 		}
 	}
-	for k := range m.ConstraintFiltered {
+	filtered := 0
+	for k, n := range m.ConstraintFiltered {
 		if strings.Contains(k, "missing devices") {
-			return true
+			devices += n
+		} else {
+			filtered += n
 		}
 	}
-	return false
+	if devices == 0 || other > 0 {
+		return false
+	}
+	// Nodes evaluated that neither a constraint filtered nor a dimension
+	// exhausted turned it away for a reason the metric does not name.
+	if m.NodesEvaluated > 0 && m.NodesEvaluated-filtered > devices {
+		return false
+	}
+	return true
 }
 
 func toObservedJob(j *api.Job) *ObservedJob {
@@ -249,19 +268,14 @@ func toObservedAlloc(a *api.AllocationListStub) ObservedAlloc {
 			}
 		}
 	}
-	// Runtime counts from the first task start (min_runtime is about
-	// work done), falling back to the allocation's creation.
-	var first time.Time
+	// Age (min_runtime, the youngest-first order) counts from the
+	// allocation's creation, never from a task's start: a task that
+	// restarts, on its own or on purpose, must not stay forever young
+	// (issue 29). StartedAt is set from CreateTime above.
 	for name, ts := range a.TaskStates {
 		if ts.State == "running" {
 			oa.RunningTasks = append(oa.RunningTasks, name)
-			if !ts.StartedAt.IsZero() && (first.IsZero() || ts.StartedAt.Before(first)) {
-				first = ts.StartedAt
-			}
 		}
-	}
-	if !first.IsZero() {
-		oa.StartedAt = first
 	}
 	oa.CheckpointAt = lastCheckpoint(a.TaskStates)
 	oa.CheckpointDone = checkpointsDone(a.TaskStates)

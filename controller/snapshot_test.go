@@ -124,6 +124,21 @@ func TestLacksGPUs(t *testing.T) {
 		{"devices exhausted", &api.AllocationMetric{DimensionExhausted: map[string]int{"devices: no devices match request": 1}}, true},
 		{"no node has the device", &api.AllocationMetric{ConstraintFiltered: map[string]int{"missing devices": 2}}, true},
 		{"memory exhausted", &api.AllocationMetric{DimensionExhausted: map[string]int{"memory": 1}}, false},
+		// Issue 29: one node short of GPUs does not make the group
+		// GPU-starved when another node it may use turned it away for
+		// something else.
+		{"one node lacks devices, another memory", &api.AllocationMetric{NodesEvaluated: 2, NodesExhausted: 2,
+			DimensionExhausted: map[string]int{"devices: no devices match request": 1, "memory": 1}}, false},
+		{"one node has no GPUs, the other lacks cpu", &api.AllocationMetric{NodesEvaluated: 2, NodesFiltered: 1, NodesExhausted: 1,
+			ConstraintFiltered: map[string]int{"missing devices": 1}, DimensionExhausted: map[string]int{"cpu": 1}}, false},
+		{"a node turned it away for an unnamed reason", &api.AllocationMetric{NodesEvaluated: 3, NodesExhausted: 1,
+			DimensionExhausted: map[string]int{"devices: no devices match request": 1}}, false},
+		{"every node lacks devices", &api.AllocationMetric{NodesEvaluated: 3, NodesFiltered: 1, NodesExhausted: 2,
+			ConstraintFiltered: map[string]int{"missing devices": 1}, DimensionExhausted: map[string]int{"devices: no devices match request": 2}}, true},
+		{"pinned: its constraint filters the others, its node lacks devices", &api.AllocationMetric{NodesEvaluated: 3, NodesFiltered: 2, NodesExhausted: 1,
+			ConstraintFiltered: map[string]int{"${node.unique.name} = n1": 2}, DimensionExhausted: map[string]int{"devices: no devices match request": 1}}, true},
+		{"pinned to a node short of memory", &api.AllocationMetric{NodesEvaluated: 3, NodesFiltered: 2, NodesExhausted: 1,
+			ConstraintFiltered: map[string]int{"${node.unique.name} = n1": 2}, DimensionExhausted: map[string]int{"memory": 1}}, false},
 	}
 	for _, tc := range cases {
 		if got := lacksGPUs(tc.m); got != tc.want {
@@ -297,6 +312,33 @@ func TestLeavingAllocations(t *testing.T) {
 			}
 			if g := strings.Join(got, " "); g != tc.want {
 				t.Errorf("draining %q, want %q", g, tc.want)
+			}
+		})
+	}
+}
+
+// TestAllocAgeFromCreation: an allocation's age (min_runtime, youngest
+// first) counts from its creation, never from its tasks' latest start, so a
+// notebook that restarts its task does not stay forever young (issue 29).
+func TestAllocAgeFromCreation(t *testing.T) {
+	created := t0.Add(-3 * time.Hour)
+	cases := []struct {
+		name   string
+		states map[string]*api.TaskState
+	}{
+		{"never restarted", map[string]*api.TaskState{"work": {State: "running", StartedAt: created.Add(time.Second)}}},
+		{"task restarted a minute ago", map[string]*api.TaskState{"work": {State: "running", StartedAt: t0.Add(-time.Minute), Restarts: 40}}},
+		{"one of two tasks restarted", map[string]*api.TaskState{
+			"work":    {State: "running", StartedAt: t0.Add(-time.Minute), Restarts: 3},
+			"sidecar": {State: "running", StartedAt: t0.Add(-2 * time.Minute), Restarts: 1}}},
+		{"not started yet", map[string]*api.TaskState{"work": {State: "pending"}}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			a := toObservedAlloc(&api.AllocationListStub{ID: "a1", Namespace: "ml", JobID: "nb", TaskGroup: "work",
+				ClientStatus: "running", DesiredStatus: "run", CreateTime: created.UnixNano(), TaskStates: tc.states})
+			if !a.StartedAt.Equal(created) {
+				t.Fatalf("StartedAt = %v, want the allocation's creation %v", a.StartedAt, created)
 			}
 		})
 	}
