@@ -123,7 +123,7 @@ func checkJob(pol *policy.Policy, eng *engine.Engine, base *engine.Snapshot, dev
 		if spec.GPUsPerAlloc > 0 && spec.Count > 0 {
 			snap.Waiting = append(snap.Waiting, engine.Demand{Job: ej, Group: g, GPUsPerAlloc: spec.GPUsPerAlloc,
 				Count: spec.Count, Since: now, NodePool: j.NodePool, Devices: devices.accepts(spec.GPURequests),
-				Asks: asks(spec.GPURequests)})
+				Nodes: pinnedNodes(spec.Pins, snap.Nodes), Asks: asks(spec.GPURequests)})
 		}
 	}
 	plan := eng.Plan(snap, now)

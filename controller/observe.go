@@ -91,6 +91,9 @@ type GroupSpec struct {
 	// Volumes are the group's host and CSI volumes: re-registering the
 	// job needs rights on them (backoff.go, missingRight).
 	Volumes []VolumeUse
+	// Pins are its constraints that pin it to nodes by name or ID: the
+	// only nodes it may use (pinning.go).
+	Pins []NodePin
 }
 
 // VolumeUse is one volume a group mounts.
@@ -187,7 +190,7 @@ func toObservedJob(j *api.Job) *ObservedJob {
 		Groups: map[string]GroupSpec{},
 	}
 	for _, tg := range j.TaskGroups {
-		gs := GroupSpec{Count: derefInt(tg.Count), Scaling: toScalingPolicy(tg.Scaling)}
+		gs := GroupSpec{Count: derefInt(tg.Count), Scaling: toScalingPolicy(tg.Scaling), Pins: groupPins(j, tg)}
 		for _, v := range tg.Volumes {
 			if v != nil {
 				gs.Volumes = append(gs.Volumes, VolumeUse{Type: v.Type, Source: v.Source, ReadOnly: v.ReadOnly})

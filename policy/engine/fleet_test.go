@@ -24,6 +24,8 @@ func TestFleetStories(t *testing.T) {
 		{"ClearML: a pool takes its larger pending job first (order largest-first), or the smaller, or the oldest", poolOrder},
 		{"ClearML: only run in the cloud pool if the local H100 pool cannot take it; back when room frees (pool precedence)", poolPrecedence},
 		{"MIG: instances count toward limits and reserves as the fraction of a GPU they are", migFractions},
+		{"Pinned: a waiter pinned to one busy node preempts there, never on another node", pinnedWaiterPreemptsOnlyOnItsNode},
+		{"Pinned: a waiter pinned to a node of another model preempts nothing", pinnedWaiterWrongModel},
 		{"Pools: a pool without owners sharing a node pool leaves its owners' backfill rule alone", sharedNodePool},
 	}
 	for _, s := range stories {
@@ -412,5 +414,42 @@ func sharedNodePool(t *testing.T) {
 	h.expect("actions", kinds(plan), []string{"preempt ml/best-effort"})
 	if plan.Actions[0].Reason.Rule != RuleBackfill {
 		t.Fatalf("%s: want backfill taken back", plan.Actions[0].Reason)
+	}
+}
+
+// Two nodes full of research's training, the newer (the cheaper victim by
+// the usual order) on n1; product's notebook is pinned to n2 by its
+// constraint. Preempting on n1 would free GPUs it cannot use (issue 29):
+// the older training on n2 goes.
+func pinnedWaiterPreemptsOnlyOnItsNode(t *testing.T) {
+	h := newHarness(t, fleetPolicy())
+	h.node("n2", "default", 2)
+	h.node("n1", "default", 2)
+	h.submit("research", "old", "training", 2, 1)
+	h.advance(time.Hour)
+	h.submit("research", "new", "training", 2, 1)
+	h.advance(time.Hour)
+	h.expect("placed", h.running(), []string{"research/new×1", "research/old×1"})
+	h.submit("product", "notebook", "interactive", 2, 1, pinnedTo("n2"))
+	plan := h.step()
+	h.expect("actions", kinds(plan), []string{"preempt research/old", "hold product/notebook"})
+	h.expect("running", h.running(), []string{"product/notebook×1", "research/new×1"})
+}
+
+// A notebook asking for an H100 but pinned to the A100 node can never run:
+// nothing is preempted anywhere for it.
+func pinnedWaiterWrongModel(t *testing.T) {
+	h := newHarness(t, fleetPolicy())
+	h.modelNode("a100-1", "default", "A100", 2)
+	h.modelNode("h100-1", "default", "H100", 2)
+	h.submit("research", "a", "training", 2, 1, asks("A100"))
+	h.submit("research", "h", "training", 2, 1, asks("H100"))
+	h.advance(time.Hour)
+	h.submit("product", "notebook", "interactive", 1, 1, asks("H100"), pinnedTo("a100-1"))
+	plan := h.step()
+	for _, a := range plan.Actions {
+		if a.Kind == Preempt || a.Kind == IdleStop {
+			t.Fatalf("preempted for a waiter no node can take: %s (%s)", a, a.Reason)
+		}
 	}
 }

@@ -66,6 +66,7 @@ type hjob struct {
 	count   int // allocations wanted
 	pool    string
 	devices []string // device classes it accepts (Demand.Devices); nil: any
+	nodes   []string // nodes it is pinned to (Demand.Nodes); nil: any
 	queued  int      // Nomad could not place them
 	held    int      // Steward holds them
 	since   time.Time
@@ -99,6 +100,7 @@ type jobOpt func(*hjob)
 func gang() jobOpt                     { return func(j *hjob) { j.job.Gang = true } }
 func inPool(p string) jobOpt           { return func(j *hjob) { j.pool = p } }
 func asks(models ...string) jobOpt     { return func(j *hjob) { j.devices = models } }
+func pinnedTo(nodes ...string) jobOpt  { return func(j *hjob) { j.nodes = nodes } }
 func usage(s ...Sample) jobOpt         { return func(j *hjob) { j.samples = s } }
 func preempted(at ...time.Time) jobOpt { return func(j *hjob) { j.job.Preemptions = at } }
 
@@ -179,7 +181,8 @@ func (h *harness) schedule() {
 		for j.queued > 0 && !j.done {
 			placed := false
 			for _, n := range h.nodes {
-				if (j.pool == "" || j.pool == n.NodePool) && (j.devices == nil || slices.Contains(j.devices, n.Device)) && h.free(n) >= j.gpus {
+				if (j.pool == "" || j.pool == n.NodePool) && (j.devices == nil || slices.Contains(j.devices, n.Device)) &&
+					(j.nodes == nil || slices.Contains(j.nodes, n.ID)) && h.free(n) >= j.gpus {
 					h.seq++
 					a := Alloc{ID: fmt.Sprintf("%s-%d", j.job.Ref.ID, h.seq), Job: j.job, Group: j.group,
 						NodeID: n.ID, StartedAt: h.now}
@@ -222,7 +225,7 @@ func (h *harness) snapshot() *Snapshot {
 			continue
 		}
 		d := Demand{Job: j.job, Group: j.group, GPUsPerAlloc: j.gpus, Since: j.since, NodePool: j.pool, Preempted: j.preempted,
-			Devices: j.devices}
+			Devices: j.devices, Nodes: j.nodes}
 		if j.devices != nil {
 			d.Asks = "nvidia/gpu/" + strings.Join(j.devices, "|")
 		}

@@ -3,7 +3,8 @@ package engine
 import "unsafe"
 
 // placement says which nodes each waiting demand may use. A node sits in
-// one cell: its node pool and its GPU device class (Node.Device). A set is
+// one cell: its node pool and its GPU device class (Node.Device), or, for a
+// node some demand is pinned to (Demand.Nodes), a cell of its own. A set is
 // a union of cells, named by its mask (a byte per cell, 1 where it holds
 // the cell):
 //
@@ -32,7 +33,7 @@ type placement struct {
 	cellPool  []int32 // [cell] its node pool
 	cellClass []int32 // [cell] its device class
 	cellHome  []int32 // [cell] the set of its pool's nodes of its class
-	cellIdx   map[[2]int32]int32
+	cellIdx   map[[3]int32]int32
 
 	classes []string // device classes, in order of first node
 	models  []string // [class] the model of its first node, for reasons
@@ -67,7 +68,13 @@ type internKey struct {
 func (st *state) buildPlacement() {
 	pl := &st.pl
 	pl.classIdx = map[string]int32{}
-	pl.cellIdx = map[[2]int32]int32{}
+	pl.cellIdx = map[[3]int32]int32{}
+	pinned := map[string]bool{}
+	for w := range st.s.Waiting {
+		for _, id := range st.s.Waiting[w].Nodes {
+			pinned[id] = true
+		}
+	}
 	pl.setIdx = map[string]int32{}
 	pl.cellOf = make([]int32, len(st.nodes))
 	for n, node := range st.nodes {
@@ -79,7 +86,10 @@ func (st *state) buildPlacement() {
 			pl.models = append(pl.models, node.Model)
 			pl.classUnits = append(pl.classUnits, unitsOf(node.Share))
 		}
-		key := [2]int32{st.poolOf[n], c}
+		key := [3]int32{st.poolOf[n], c, -1}
+		if pinned[node.ID] {
+			key[2] = int32(n)
+		}
 		cell, ok := pl.cellIdx[key]
 		if !ok {
 			cell = int32(len(pl.cellPool))
@@ -108,7 +118,9 @@ func (st *state) buildPlacement() {
 	for cell := range pl.cellPool {
 		pl.cellHome[cell] = pl.cellPool[cell]
 		if len(pl.classes) > 1 {
-			pl.cellHome[cell] = pl.set(pl.mask(func(c int) bool { return c == cell }))
+			pl.cellHome[cell] = pl.set(pl.mask(func(c int) bool {
+				return pl.cellPool[c] == pl.cellPool[cell] && pl.cellClass[c] == pl.cellClass[cell]
+			}))
 		}
 	}
 	pl.empty = pl.set(string(make([]byte, cells)))
@@ -136,6 +148,9 @@ func (st *state) resolveSet(d *Demand) int32 {
 			return pl.empty
 		}
 		pool = p
+	}
+	if d.Nodes != nil {
+		return st.pinnedSet(d, pool)
 	}
 	if d.Devices == nil {
 		return pool
@@ -170,6 +185,23 @@ func (st *state) resolveSet(d *Demand) int32 {
 		pl.interned[ik] = s
 	}
 	return s
+}
+
+// pinnedSet is the set of a demand pinned to nodes (Demand.Nodes): those
+// of its pool whose device class its request accepts. Each such node has
+// a cell of its own (buildPlacement).
+func (st *state) pinnedSet(d *Demand, pool int32) int32 {
+	pl := &st.pl
+	accept := pl.accepts(d)
+	mine := make(map[int32]bool, len(d.Nodes))
+	for _, id := range d.Nodes {
+		if n, ok := st.nodeIDs[id]; ok {
+			mine[pl.cellOf[n]] = true
+		}
+	}
+	return pl.set(pl.mask(func(cell int) bool {
+		return mine[int32(cell)] && (pool == 0 || pl.cellPool[cell] == pool) && (accept == nil || accept[pl.cellClass[cell]])
+	}))
 }
 
 // accepts says, per device class, whether d's device request accepts it;

@@ -178,6 +178,11 @@ type Demand struct {
 	// preempting work on GPUs the demand cannot use would free nothing for
 	// it. Demands that ask alike may share one slice.
 	Devices []string
+	// Nodes, when not nil, are the only nodes (Node.ID) the group may
+	// run on: its constraints pin it there (a node name or ID). The
+	// engine frees GPUs for it only on those: preempting work elsewhere
+	// would free nothing it can use. Empty but not nil: no node will do.
+	Nodes []string
 	// Asks describes the device request for reasons ("nvidia/gpu/H100");
 	// "" when it asks for any GPU.
 	Asks string
