@@ -93,6 +93,12 @@ variable "node_pool" {
   default     = "default"
 }
 
+variable "node" {
+  description = "Pin the group to this node (by $${node.unique.name}); \"\" for any node."
+  type        = string
+  default     = ""
+}
+
 variable "checkpoint_signal" {
   description = "steward.checkpoint_signal: overrides the policy's checkpoint signal (\"\" keeps it)."
   type        = string
@@ -133,6 +139,14 @@ job "gpu-work" {
 
   group "work" {
     count = var.count
+
+    dynamic "constraint" {
+      for_each = var.node == "" ? [] : [var.node]
+      content {
+        attribute = "$${node.unique.name}"
+        value     = constraint.value
+      }
+    }
 
     restart {
       attempts = 0
