@@ -79,7 +79,7 @@ func TestMessageScopedToTenants(t *testing.T) {
 }
 
 // TestRecordNamesNoOtherTenantsJob (issue 29): a job preempted for another
-// namespace's job reads, in its record, that its GPUs went to another
+// namespace's job reads, in its record and its scaling event, that its GPUs went to another
 // tenant's job, with the numbers; its state (in the state namespace, read by
 // operators) keeps the name.
 func TestRecordNamesNoOtherTenantsJob(t *testing.T) {
@@ -102,6 +102,9 @@ func TestRecordNamesNoOtherTenantsJob(t *testing.T) {
 				Allocs: []string{"a1"}, GPUs: 1, Requeue: true, For: &engine.JobRef{Namespace: tc.forNS, ID: "notebook-a"}, Reason: reason}
 			if err := c.execute(context.Background(), r, a); err != nil {
 				t.Fatal(err)
+			}
+			if calls := withoutPuts(f.callsMatching("scale")); len(calls) != 1 || !strings.HasSuffix(calls[0], tc.want) {
+				t.Errorf("scaling event %q, want it to end %q", calls, tc.want)
 			}
 			pol, _ := c.engineNow()
 			c.writeRecords(context.Background(), r, pol)
