@@ -25,14 +25,14 @@ func TestDemo(t *testing.T) {
 	text, line := runDemo(t, "")
 	line("product/inference", "submitted", "tier inference")
 	line("platform/eval", "held", "limit 2")
-	line("research/train", "checkpointing", "reclaiming 1 for product/notebook-a")
+	line("research/train", "checkpointing", "reclaiming 1 for another tenant's job")
 	line("research/train", "preempted", "tenant research holds 6 GPUs, reserve 4")
 	line("research/train", "task event", "checkpoint requested (SIGUSR1)")
 	line("research/train", "task event", "Checkpoint written at")
 	line("product/notebook-a", "idle reclaim", "idle rule notebooks")
 	line("research/train", "resumed", "resuming")
 	line("research/train", "task event", "resuming after preemption 1")
-	line("research/train", "preempted", "for product/inference-b")
+	line("research/train", "preempted", "for another tenant's job")
 	line("research/train", "task event", "resuming after preemption 2")
 	for _, want := range []string{"==> bin/steward status", "Recent Decisions", "DEMO_EXIT set: stopping after"} {
 		if !strings.Contains(text, want) {
