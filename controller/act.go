@@ -308,6 +308,10 @@ func (c *Controller) holdBack(ctx context.Context, r *round, st *JobState, job *
 // (scaling.go): pinned while Steward holds part of it, its owner's once
 // resumed in full.
 func (c *Controller) scale(ctx context.Context, r *round, k jobKey, group string, count int, msg string, meta map[string]any) error {
+	// The message is the job's scaling event, which its tenant reads: no
+	// other namespace's job is named (redact.go).
+	pol, _ := c.engineNow()
+	msg = redactJobs(msg, k.Namespace, c.roundNamespaces(r, pol))
 	if job := r.obs.Jobs[k]; job != nil {
 		if p, write := scalingFor(job, c.state(k), group, count); write {
 			if !p.Enabled {

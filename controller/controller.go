@@ -44,8 +44,12 @@ type Controller struct {
 
 	// Owned by the control loop.
 	states map[jobKey]*JobState
-	saved  map[jobKey]string // JSON last written, to skip unchanged writes
-	index  map[jobKey]uint64 // modify index of each state variable, for check-and-set
+	// nsRound and nsSet: the namespaces known in round nsRound, to
+	// redact tenants' records (redact.go).
+	nsRound *round
+	nsSet   map[string]bool
+	saved   map[jobKey]string // JSON last written, to skip unchanged writes
+	index   map[jobKey]uint64 // modify index of each state variable, for check-and-set
 	// reload: a check-and-set write failed, so what this controller holds
 	// in memory may be stale; the next round reads every state afresh.
 	reload    bool

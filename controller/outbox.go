@@ -289,9 +289,16 @@ func checkNotifyEnv(p *policy.Policy) error {
 
 // message is the JSON a receiver gets.
 func (c *Controller) message(nb *policy.Notify, k jobKey, n *Notice) Message {
+	reason := n.Reason
+	if len(nb.Tenants) > 0 {
+		// A block scoped to tenants reaches them: no other
+		// namespace's job is named (redact.go).
+		pol, _ := c.engineNow()
+		reason = redactJobs(reason, k.Namespace, c.knownNamespaces(pol))
+	}
 	m := Message{ID: n.ID, Event: n.Event, Action: n.Action, Time: n.At.UTC(),
 		Job:    MessageJob{Namespace: k.Namespace, ID: k.ID, Group: n.Group},
-		Tenant: n.Tenant, Tier: n.Tier, GPUs: n.GPUs, Rule: n.Rule, Reason: n.Reason,
+		Tenant: n.Tenant, Tier: n.Tier, GPUs: n.GPUs, Rule: n.Rule, Reason: reason,
 		UIURL: jobUIURL(c.uiBase(nb), k), Notify: nb.Name}
 	if !n.ReclaimAt.IsZero() {
 		t := n.ReclaimAt.UTC()
@@ -301,7 +308,7 @@ func (c *Controller) message(nb *policy.Notify, k jobKey, n *Notice) Message {
 	if n.Group != "" {
 		what += "/" + n.Group
 	}
-	m.Text = fmt.Sprintf("%s %s: %s %s", what, strings.ReplaceAll(n.Event, "_", " "), n.Reason, m.UIURL)
+	m.Text = fmt.Sprintf("%s %s: %s %s", what, strings.ReplaceAll(n.Event, "_", " "), reason, m.UIURL)
 	return m
 }
 

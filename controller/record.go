@@ -175,6 +175,11 @@ func (c *Controller) writeRecordWith(ctx context.Context, r *round, pol *policy.
 	items := recordItems(pol, st, job, c.idleSince(pol, r, job, usage), r.now)
 	c.addQueueItems(k, items, r.now)
 	c.writeErrorItem(k, items)
+	// The record lives in the job's namespace, read by its tenant.
+	namespaces := c.roundNamespaces(r, pol)
+	for key, v := range items {
+		items[key] = redactJobs(v, k.Namespace, namespaces)
+	}
 	c.boundRecord(k, items)
 	b, _ := json.Marshal(items)
 	if c.records[k] == string(b) {

@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/gpu-steward/steward/policy"
@@ -34,6 +35,13 @@ type SnoozeState struct {
 	// operator's, not the tenant's. Zero in states written before it:
 	// At.
 	Since time.Time `json:"since,omitzero"`
+	// Busy is the longest stretch in which the job's GPUs were busy (at
+	// or above the idle rule's threshold, every sample of the stretch)
+	// seen since the run began (busyStretch). The run ends only once it
+	// reaches the rule's after: asked for again after mere wall-clock
+	// time, with the GPUs idle all along, a snooze continues the run, so
+	// a script asking every few hours cannot keep idle GPUs for good.
+	Busy time.Duration `json:"busy,omitempty"`
 	// Ended: the snooze has ended and its record says so; it is kept
 	// only to continue its run.
 	Ended bool `json:"ended,omitempty"`
@@ -73,17 +81,46 @@ func snoozeDecision(rule *policy.IdleRule, prev *SnoozeState, job jobKey, durati
 		return nil, engine.Reason{}, fmt.Errorf("idle rule %s allows no snooze (max_snooze 0s): %s is not snoozed", rule.Name, job)
 	}
 	since := now
-	if start := prev.runStart(); !start.IsZero() && now.Before(prev.Until.Add(rule.After)) {
+	if start := prev.runStart(); !start.IsZero() && !prev.runOver(rule) {
 		since = start
 	}
 	until := now.Add(min(asked, since.Add(rule.MaxSnooze).Sub(now)))
 	if !until.After(now) {
 		return nil, engine.Reason{}, fmt.Errorf("idle rule %s allows snoozes of at most %s in a row, and %s has been snoozed since %s: "+
-			"it can be snoozed again once it has been busy, or idle for %s after the snooze ends",
-			rule.Name, shortDuration(rule.MaxSnooze), job, since.UTC().Format("15:04 UTC"), shortDuration(rule.After))
+			"it can be snoozed again once its GPUs have been busy (at or above %s%% utilisation) for %s in a row; the longest busy stretch since %s was %s",
+			rule.Name, shortDuration(rule.MaxSnooze), job, since.UTC().Format("15:04 UTC"),
+			strconv.FormatFloat(rule.Threshold, 'f', -1, 64), shortDuration(rule.After),
+			since.UTC().Format("15:04 UTC"), shortDuration(prev.Busy.Round(time.Second)))
 	}
 	s := &SnoozeState{At: now, Since: since, Until: until, Asked: asked, By: by}
 	return s, engine.Reason{Rule: "snooze", Message: snoozeText(s, rule, now)}, nil
+}
+
+// runOver reports whether the run of snoozes s belongs to has ended: its
+// GPUs were busy for the rule's after in one stretch since it began. Time
+// alone never ends a run (see Busy).
+func (s *SnoozeState) runOver(rule *policy.IdleRule) bool {
+	return s == nil || s.Busy >= rule.After
+}
+
+// busyStretch is the longest stretch of samples at or above threshold
+// from since on: from the first busy sample of a stretch to its last. A
+// single sample is a stretch of 0s: it proves nothing about "a while".
+func busyStretch(samples []engine.Sample, threshold float64, since time.Time) time.Duration {
+	var longest time.Duration
+	var start time.Time
+	for _, s := range samples {
+		switch {
+		case s.At.Before(since):
+		case s.Util < threshold:
+			start = time.Time{}
+		case start.IsZero():
+			start = s.At
+		default:
+			longest = max(longest, s.At.Sub(start))
+		}
+	}
+	return longest
 }
 
 // runStart is when the run of snoozes s belongs to began (zero: none).
@@ -162,26 +199,45 @@ func (c *Controller) snooze(ctx context.Context, r *round, st *JobState, job *Ob
 	c.writeRecord(ctx, r, pol, st)
 }
 
-// endSnoozes says in their jobs' records that snoozes have ended, and
-// forgets each once a new snooze would no longer continue its run (the
-// rule's after past its end).
+// endSnoozes measures how long each snoozed job's GPUs have been busy
+// since its run began, says in their jobs' records that snoozes have
+// ended, and forgets each run once it is over (its GPUs busy for the
+// rule's after: runOver), or its job or idle rule is gone.
 func (c *Controller) endSnoozes(ctx context.Context, r *round) {
 	pol, _ := c.engineNow()
+	var usage map[string][]engine.Sample
 	for _, st := range c.sortedStates() {
-		if st.Snooze == nil || r.now.Before(st.Snooze.Until) {
+		if st.Snooze == nil {
 			continue
 		}
-		keep := time.Duration(0)
+		var rule *policy.IdleRule
 		if job := r.obs.Jobs[st.key()]; job != nil {
-			if rule := pol.ResolveJob(job.Namespace, job.Meta).IdleRule; rule != nil {
-				keep = rule.After
+			rule = pol.ResolveJob(job.Namespace, job.Meta).IdleRule
+		}
+		busy := st.Snooze.Busy
+		if rule != nil {
+			if usage == nil {
+				usage = c.usage.samples()
+			}
+			for _, a := range r.obs.Allocs {
+				if a.Namespace == st.Namespace && a.JobID == st.ID {
+					busy = max(busy, busyStretch(usage[a.ID], rule.Threshold, st.Snooze.runStart()))
+				}
 			}
 		}
-		forget := !r.now.Before(st.Snooze.Until.Add(keep))
-		if !forget && st.Snooze.Ended {
+		changed := busy != st.Snooze.Busy
+		st.Snooze.Busy = busy
+		if r.now.Before(st.Snooze.Until) || st.Snooze.Ended && rule != nil && busy < rule.After {
+			// In force, or its end already recorded: only the busy
+			// time to keep (it outlasts the samples' window).
+			if changed {
+				if err := c.save(ctx, st); err != nil {
+					c.log.Error("save a snoozed job's busy time", "job", st.key(), "error", err)
+				}
+			}
 			continue
 		}
-		if forget {
+		if rule == nil || busy >= rule.After {
 			st.Snooze = nil
 		} else {
 			st.Snooze.Ended = true

@@ -51,8 +51,16 @@ func TestSnoozeDecision(t *testing.T) {
 		{name: "asked again just after the run's end: refused", rule: notebooks, duration: "2h",
 			prev:    &SnoozeState{At: now.Add(-4*time.Hour - 5*time.Minute), Until: now.Add(-5 * time.Minute), Asked: 4 * time.Hour, Ended: true},
 			refused: "idle rule notebooks allows snoozes of at most 4h in a row, and ml/nb has been snoozed since 09:25 UTC"},
-		{name: "asked again once after has passed since the end: a new run", rule: notebooks, duration: "2h",
-			prev:   &SnoozeState{At: now.Add(-5 * time.Hour), Until: now.Add(-time.Hour), Asked: 4 * time.Hour, Ended: true},
+		// Issue 29: wall-clock time alone never ends a run; only GPUs
+		// busy for the rule's after in one stretch do.
+		{name: "asked again hours after the end, GPUs idle all along: refused", rule: notebooks, duration: "2h",
+			prev:    &SnoozeState{At: now.Add(-5 * time.Hour), Until: now.Add(-time.Hour), Asked: 4 * time.Hour, Ended: true, Busy: 2 * time.Minute},
+			refused: "ml/nb has been snoozed since 08:30 UTC: it can be snoozed again once its GPUs have been busy (at or above 10% utilisation) for 15m in a row; the longest busy stretch since 08:30 UTC was 2m"},
+		{name: "asked again a day later, GPUs idle all along: refused", rule: notebooks, duration: "2h",
+			prev:    &SnoozeState{At: now.Add(-28 * time.Hour), Until: now.Add(-24 * time.Hour), Asked: 4 * time.Hour, Ended: true},
+			refused: "allows snoozes of at most 4h in a row"},
+		{name: "asked again after the GPUs were busy for after: a new run", rule: notebooks, duration: "2h",
+			prev:   &SnoozeState{At: now.Add(-5 * time.Hour), Until: now.Add(-time.Hour), Asked: 4 * time.Hour, Ended: true, Busy: 15 * time.Minute},
 			until:  now.Add(2 * time.Hour),
 			reason: "idle reclaim snoozed until 15:30 UTC by a request in namespace ml (asked for 2h; idle rule notebooks allows up to 4h)"},
 	} {
@@ -337,6 +345,92 @@ func TestIdleRequeueAlwaysRound(t *testing.T) {
 			}
 			if got := f.vars["ml:nomad/jobs/nb"]["steward_reason"]; !strings.Contains(got, tc.reason) {
 				t.Errorf("the notebook's record says %q, want it to contain %q", got, tc.reason)
+			}
+		})
+	}
+}
+
+// TestBusyStretch: the longest stretch of busy samples since a run began;
+// an idle sample breaks a stretch, and samples before the run do not count.
+func TestBusyStretch(t *testing.T) {
+	t0 := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
+	at := func(min int, util float64) engine.Sample {
+		return engine.Sample{At: t0.Add(time.Duration(min) * time.Minute), Util: util}
+	}
+	for _, tc := range []struct {
+		name    string
+		samples []engine.Sample
+		since   time.Time
+		want    time.Duration
+	}{
+		{name: "no samples", want: 0},
+		{name: "idle all along (keep-my-notebook scripted)", samples: []engine.Sample{at(0, 1), at(60, 2), at(120, 0), at(240, 3)}, want: 0},
+		{name: "one busy sample is no while", samples: []engine.Sample{at(0, 1), at(5, 90), at(10, 1)}, want: 0},
+		{name: "busy stretch", samples: []engine.Sample{at(0, 1), at(5, 90), at(15, 50), at(25, 10), at(30, 1)}, want: 20 * time.Minute},
+		{name: "an idle sample breaks it; the longest counts", samples: []engine.Sample{at(0, 90), at(10, 90), at(11, 9), at(12, 90), at(14, 90)}, want: 10 * time.Minute},
+		{name: "before the run began does not count", samples: []engine.Sample{at(0, 90), at(30, 90), at(40, 1)}, since: t0.Add(20 * time.Minute), want: 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := busyStretch(tc.samples, 10, tc.since); got != tc.want {
+				t.Errorf("busyStretch = %s, want %s", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestSnoozeRunEndsOnlyWhenBusy (issue 29): a run of snoozes ends once the
+// job's GPUs were busy for its idle rule's after, never by wall-clock time
+// alone. keep-my-notebook scripted to ask for 8h again an hour after each
+// snooze ends, its GPUs idle all along, is refused; the same notebook
+// busy for 20m in that hour gets a new run.
+func TestSnoozeRunEndsOnlyWhenBusy(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		util    int64 // the GPUs' utilisation between the snooze's end and the second request
+		granted bool  // the second request starts a new run
+	}{
+		{name: "idle all along: asking again an hour after the end is refused", util: 1},
+		{name: "busy for 20m after the end: a new run", util: 90, granted: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFakeNomad()
+			cl := f.cl()
+			cl.nodes = []*api.NodeListStub{apiNode("n1", 2)}
+			nb := apiJob("ml", "nb", "interactive", 60, 1, 2)
+			cl.jobs["ml/nb"] = nb
+			gpus := []string{"n1-gpu0", "n1-gpu1"}
+			cl.allocs = []*api.AllocationListStub{apiAlloc("a-nb", nb, "n1", gpus, t0.Add(-time.Hour))}
+			cl.stats["n1"] = gpuStats(gpus, 1)
+			ask := func(at time.Duration) {
+				t.Helper()
+				if err := SubmitRequest(context.Background(), f, "ml", "nb", Request{Action: "snooze", Duration: 8 * time.Hour, At: t0.Add(at)}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			r := newRoundRunner(t, f)
+			step := func(from, to time.Duration) {
+				t.Helper()
+				for at := from; at <= to; at += 5 * time.Minute {
+					r.clock = t0.Add(at)
+					r.c.sweepStats(context.Background(), r.c.usage.targetsNow())
+					if _, err := r.round(at); err != nil {
+						t.Fatalf("round at %v: %v", at, err)
+					}
+				}
+			}
+			ask(0)
+			step(0, 8*time.Hour) // the snooze, idle: it ends at 8h
+			cl.stats["n1"] = gpuStats(gpus, tc.util)
+			step(8*time.Hour+5*time.Minute, 8*time.Hour+25*time.Minute)
+			cl.stats["n1"] = gpuStats(gpus, 1)
+			step(8*time.Hour+30*time.Minute, 9*time.Hour)
+			ask(9 * time.Hour)
+			step(9*time.Hour+5*time.Minute, 9*time.Hour+5*time.Minute)
+			st := r.c.states[jobKey{"ml", "nb"}]
+			granted := st != nil && st.Snooze != nil && st.Snooze.Until.After(r.clock)
+			if granted != tc.granted {
+				t.Errorf("second snooze granted %v, want %v (state %+v; record %q)", granted, tc.granted,
+					st.Snooze, f.vars["ml:nomad/jobs/nb"]["steward_snooze"])
 			}
 		})
 	}

@@ -40,38 +40,53 @@ type statusViews struct {
 }
 
 // namespaceView is the part of the cluster's status about namespace ns,
-// whose tenant is tenant.
-func namespaceView(s *Status, ns, tenant string) Status {
+// whose tenant is tenant. Its reasons name no job of the other namespaces
+// (redactJobs; namespaces are those known).
+func namespaceView(s *Status, ns, tenant string, namespaces map[string]bool) Status {
 	v := Status{Updated: s.Updated, Leader: s.Leader, DryRun: s.DryRun, Policy: s.Policy}
 	mine := func(job string) bool { return strings.HasPrefix(job, ns+"/") }
+	redact := func(text string) string { return redactJobs(text, ns, namespaces) }
 	for _, t := range s.Tenants {
 		if t.Tenant == tenant {
+			t.Note = redact(t.Note)
 			v.Tenants = append(v.Tenants, t)
 		}
 	}
 	for _, h := range s.Held {
 		if mine(h.Job) {
+			h.Reason = redact(h.Reason)
 			v.Held = append(v.Held, h)
 		}
 	}
 	for _, i := range s.Idle {
 		if mine(i.Job) {
+			i.Snoozed = redact(i.Snoozed)
 			v.Idle = append(v.Idle, i)
 			v.IdleGPUs += i.GPUs
 		}
 	}
 	for _, d := range s.Decisions {
 		if mine(d.Job) {
+			d.Reason, d.Error = redact(d.Reason), redact(d.Error)
 			v.Decisions = append(v.Decisions, d)
 		}
 	}
 	for _, q := range s.Queue {
 		if q.Namespace == ns {
+			q.Reason, q.ForecastNote = redact(q.Reason), redact(q.ForecastNote)
+			if q.Unblock != nil {
+				unblock := make([]string, len(q.Unblock))
+				for i, u := range q.Unblock {
+					unblock[i] = redact(u)
+				}
+				q.Unblock = unblock
+			}
 			v.Queue = append(v.Queue, q)
 		}
 	}
 	for _, w := range s.Warnings {
 		if mine(w.Job) {
+			w.Problem = redact(w.Problem)
 			v.Warnings = append(v.Warnings, w)
 		}
 	}
@@ -124,8 +139,13 @@ func (c *Controller) viewNamespaces(r *round, s *Status) []string {
 // in its own variable.
 func (c *Controller) buildViews(r *round, s *Status, tenantOf func(ns string) string) map[string]Status {
 	views := map[string]Status{}
+	pol, _ := c.engineNow()
+	namespaces := c.knownNamespaces(pol)
 	for _, ns := range c.viewNamespaces(r, s) {
-		views[ns] = namespaceView(s, ns, tenantOf(ns))
+		namespaces[ns] = true
+	}
+	for _, ns := range c.viewNamespaces(r, s) {
+		views[ns] = namespaceView(s, ns, tenantOf(ns), namespaces)
 	}
 	return views
 }

@@ -37,7 +37,8 @@ func (c *cluster) stewardAs(token string, args ...string) (string, int) {
 // preempted for ml's. A research token (the shipped steward-user policy
 // and the team's own) reads research's view with `steward status` and
 // `steward queue`: research's jobs, research's figures, nothing of ml's;
-// the whole cluster's status and ml's view are forbidden to it. It finds
+// the whole cluster's status and ml's view are forbidden to it; its view
+// and its job's record name ml's job only as another tenant's. It finds
 // its job by prefix (`steward status tr`), and with only the shipped user
 // policy, which may not list jobs, by its full ID; an ambiguous prefix
 // lists the matches. The operator's token
@@ -79,8 +80,15 @@ func TestTenantCLISeesItsNamespaceOnly(t *testing.T) {
 	if view.CheckAddress != "" {
 		t.Errorf("research's view names the check address %q (a team may write its own namespace's variables)", view.CheckAddress)
 	}
-	// (Reasons are the job's record's: research/train's names the job its
-	// GPUs went to, as its record does. No entry is ml's.)
+	// Issue 29: reasons shown to research name ml's job only as another
+	// tenant's job, in its view and in its job's record.
+	if raw := string(raw); strings.Contains(raw, "ml/nb") || !strings.Contains(raw, "another tenant's job") {
+		t.Errorf("research's view names ml's job, or not as another tenant's job:\n%s", raw)
+	}
+	if rec := c.record("research", "train"); strings.Contains(rec["steward_reason"], "ml/nb") ||
+		!strings.Contains(rec["steward_reason"], "another tenant's job") {
+		t.Errorf("research/train's record names ml's job: steward_reason %q", rec["steward_reason"])
+	}
 	out, code := c.stewardAs(research, "status", "-namespace", "research")
 	if code != 0 || !strings.Contains(out, "research/train") || regexp.MustCompile(`(?m)^ml\b|\sml\s`).MatchString(out) {
 		t.Errorf("steward status -namespace research (exit %d):\n%s", code, out)

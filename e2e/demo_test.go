@@ -25,14 +25,14 @@ func TestDemo(t *testing.T) {
 	text, line := runDemo(t, "")
 	line("product/inference", "submitted", "tier inference")
 	line("platform/eval", "held", "limit 2")
-	line("research/train", "checkpointing", "reclaiming 1 for product/notebook-a")
+	line("research/train", "checkpointing", "reclaiming 1 for another tenant's job")
 	line("research/train", "preempted", "tenant research holds 6 GPUs, reserve 4")
 	line("research/train", "task event", "checkpoint requested (SIGUSR1)")
 	line("research/train", "task event", "Checkpoint written at")
 	line("product/notebook-a", "idle reclaim", "idle rule notebooks")
 	line("research/train", "resumed", "resuming")
 	line("research/train", "task event", "resuming after preemption 1")
-	line("research/train", "preempted", "for product/inference-b")
+	line("research/train", "preempted", "for another tenant's job")
 	line("research/train", "task event", "resuming after preemption 2")
 	for _, want := range []string{"==> bin/steward status", "Recent Decisions", "DEMO_EXIT set: stopping after"} {
 		if !strings.Contains(text, want) {
@@ -61,7 +61,9 @@ func TestDemoFleet(t *testing.T) {
 	text, line := runDemo(t, "fleet")
 	line("research/tune", "moved", "no room in node pool onprem for 2 GPUs on one node; node pool cloud")
 	line("product/batch-b", "checkpointing", "tenant product holds 4 GPUs in pool h100, reserve 0 there: reclaiming 2 Simulated H100 GPUs on node")
-	line("product/batch-b", "preempted", "for research/finetune/work (tenant research holds 0 in pool h100, reserve 2 there)")
+	// (The timeline reads job records, which name another namespace's
+	// job only as another tenant's.)
+	line("product/batch-b", "preempted", "for another tenant's job (tenant research holds 0 in pool h100, reserve 2 there)")
 	line("research/finetune", "running", "1 allocation running, 1 GPU")
 	line("product/batch-b", "moved", "node pool cloud, next in its pool precedence (onprem, cloud), has room: moving there")
 	if regexp.MustCompile(`research/(a-train|tune) +(checkpointing|preempted)`).MatchString(text) {
