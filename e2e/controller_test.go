@@ -221,7 +221,7 @@ func TestAMDIdleReclaim(t *testing.T) {
 				c.waitRunning(60*time.Second, map[string]int{"research/train": 1, "product/notebook": 0})
 				rec := c.waitRecord(20*time.Second, "product", "notebook", "steward_state", "held")
 				if !strings.Contains(rec["steward_reason"], "(under 10%)") || !strings.Contains(rec["steward_reason"], "mode pressure") ||
-					!strings.Contains(rec["steward_reason"], "4 GPUs go to research/train/work") {
+					!strings.Contains(rec["steward_reason"], "4 GPUs go to another tenant's job") {
 					t.Errorf("reason %q", rec["steward_reason"])
 				}
 				// The training ends: the requeued notebook runs again.
