@@ -70,6 +70,9 @@ func (p *Policy) TenantTier(t *Tenant, requested string) (string, string) {
 			hint = " (did you mean " + c + "?)"
 		}
 		return def, fmt.Sprintf("tier %q is not defined%s: runs as %s", requested, hint, def)
+	case !t.MayUse(requested) && t.Unnamed:
+		return def, fmt.Sprintf("tier %s is not allowed in namespace %s, which no tenant block names (only the default tier, %s): runs as %s",
+			requested, t.Namespace, def, def)
 	case !t.MayUse(requested):
 		return def, fmt.Sprintf("tier %s is not allowed for tenant %s: runs as %s", requested, t.Name, def)
 	}

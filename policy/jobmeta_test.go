@@ -98,9 +98,25 @@ func TestResolveJob(t *testing.T) {
 			problems: []string{"tier training is not allowed for tenant platform: runs as interactive"},
 		},
 		{
-			name: "a namespace no tenant names may use every tier", namespace: "elsewhere",
+			name: "a namespace no tenant names may not take a non-preemptible tier", namespace: "elsewhere",
 			meta:   map[string]string{"steward.tier": "build"},
-			tenant: "elsewhere", tier: "build", checkpoint: "SIGUSR1",
+			tenant: "elsewhere", tier: "training", checkpoint: "SIGUSR1",
+			problems: []string{"tier build is not allowed in namespace elsewhere, which no tenant block names (only the default tier, training): runs as training"},
+		},
+		{
+			name: "a namespace no tenant names may not take a higher preemptible tier", namespace: "elsewhere",
+			meta:   map[string]string{"steward.tier": "interactive"},
+			tenant: "elsewhere", tier: "training", checkpoint: "SIGUSR1",
+			problems: []string{"tier interactive is not allowed in namespace elsewhere, which no tenant block names (only the default tier, training): runs as training"},
+		},
+		{
+			name: "a namespace no tenant names runs in the default tier", namespace: "elsewhere",
+			meta:   map[string]string{"steward.tier": "training"},
+			tenant: "elsewhere", tier: "training", checkpoint: "SIGUSR1",
+		},
+		{
+			name: "a namespace no tenant names, no tier: the default tier", namespace: "elsewhere",
+			tenant: "elsewhere", tier: "training", checkpoint: "SIGUSR1",
 		},
 		{
 			name: `gang "maybe"`, namespace: "product",
