@@ -211,3 +211,39 @@ func TestTenantDefaultTier(t *testing.T) {
 		})
 	}
 }
+
+// TestUnnamedTiers: defaults.unnamed_tiers lets namespaces no tenant block
+// names use the tiers it lists, and no others.
+func TestUnnamedTiers(t *testing.T) {
+	p := mustParse(t, Source{Name: "p.hcl", Bytes: []byte(`
+defaults {
+  tier          = "training"
+  unnamed_tiers = ["interactive", "training"]
+}
+tier "inference" {
+  priority    = 90
+  preemptible = false
+}
+tier "interactive" { priority = 60 }
+tier "training" { priority = 40 }
+`)})
+	for _, tc := range []struct {
+		name, asks, tier, problem string
+	}{
+		{"a listed tier is honoured", "interactive", "interactive", ""},
+		{"no tier: the default tier", "", "training", ""},
+		{"a tier not listed runs as the default", "inference", "training",
+			"tier inference is not allowed in namespace elsewhere, which no tenant block names (defaults.unnamed_tiers: interactive, training): runs as training"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := p.ResolveJob("elsewhere", map[string]string{"steward.tier": tc.asks})
+			got := ""
+			if len(s.Problems) > 0 {
+				got = s.Problems[0]
+			}
+			if s.Tier != tc.tier || got != tc.problem {
+				t.Fatalf("tier %q, problem %q; want %q, %q", s.Tier, got, tc.tier, tc.problem)
+			}
+		})
+	}
+}

@@ -117,6 +117,9 @@ type Defaults struct {
 	// CheckpointMetaKey is the job meta key that overrides the checkpoint
 	// signal for one job ("none" opts out: the job is stopped without grace).
 	CheckpointMetaKey string
+	// UnnamedTiers are the tiers a namespace no tenant block names may
+	// use (TenantOf); empty: Tier alone.
+	UnnamedTiers []string
 }
 
 // Tier is a class of work with a Nomad priority.
@@ -314,10 +317,13 @@ func (p *Policy) TenantOf(namespace string) *Tenant {
 }
 
 // UnnamedTenant is the tenant of a namespace no tenant block names: reserve
-// 0, no limit, weight 1, and only the policy's default tier.
+// 0, no limit, weight 1, and only the policy's default tier unless
+// defaults.unnamed_tiers lists others (then its default tier resolves as
+// any tenant's: TenantDefaultTier).
 func (p *Policy) UnnamedTenant(namespace string) *Tenant {
-	t := &Tenant{Name: namespace, Namespace: namespace, Limit: Unlimited, Weight: DefaultTenantWeight, Unnamed: true}
-	if p.Defaults.Tier != "" {
+	t := &Tenant{Name: namespace, Namespace: namespace, Limit: Unlimited, Weight: DefaultTenantWeight, Unnamed: true,
+		Tiers: p.Defaults.UnnamedTiers}
+	if p.Defaults.Tier != "" && len(t.Tiers) == 0 {
 		t.Tiers, t.DefaultTier = []string{p.Defaults.Tier}, p.Defaults.Tier
 	}
 	return t
