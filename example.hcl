@@ -11,6 +11,10 @@ defaults {
   # define. Default: the lowest-priority tier (here that is also "training").
   tier = "training"
 
+  # Tiers a namespace no tenant block names may use. Default: tier alone,
+  # so a forgotten or new namespace gains no tier nobody granted it.
+  unnamed_tiers = ["training"]
+
   # Job meta key naming the job's tier. Keys with dots take Nomad's map
   # syntax in a jobspec:  meta = { "steward.tier" = "inference" }
   # Default: "steward.tier".

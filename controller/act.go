@@ -415,7 +415,7 @@ func (c *Controller) finishDrain(ctx context.Context, r *round, st *JobState, d 
 	if !whole && !r.victimsOnTop(st, d) {
 		c.log.Warn("victims are not their group's highest name indexes: stopping them one by one before lowering the count",
 			"job", k, "group", d.Group, "allocs", d.Allocs)
-		for _, id := range r.aliveOf(d.Allocs) {
+		for _, id := range r.aliveOf(k, d.Allocs) {
 			index, err := c.nomadWrite(r, k, "stop", func() (uint64, error) { return c.nomad.StopAlloc(ctx, k.Namespace, id) })
 			if err != nil {
 				// finishDrains stops it again while Nomad still runs it.
@@ -523,7 +523,7 @@ func (c *Controller) finishDrains(ctx context.Context, r *round) {
 	for _, st := range c.sortedStates() {
 		st.pruneMarks(r.now)
 		for _, d := range slices.Clone(st.Draining) {
-			alive := len(r.aliveOf(d.Allocs))
+			alive := len(r.aliveOf(st.key(), d.Allocs))
 			switch {
 			case d.Finished:
 				// Forgotten once its victims are gone and Nomad has stopped
@@ -586,7 +586,7 @@ func (r *round) checkpointsWritten(st *JobState, d *Drain) bool {
 	}
 	since := d.Signaled.Add(-doneSkew)
 	for _, a := range r.obs.Allocs {
-		if !d.has(a.ID) {
+		if !d.has(a.ID) || !ownedBy(&a, st.key()) {
 			continue
 		}
 		signalled := 0
@@ -659,7 +659,7 @@ func (c *Controller) stopStragglers(ctx context.Context, r *round, st *JobState,
 func (c *Controller) stragglers(r *round, st *JobState, d *Drain) []string {
 	job := r.obs.Jobs[st.key()]
 	var out []string
-	for _, id := range r.aliveOf(d.Allocs) {
+	for _, id := range r.aliveOf(st.key(), d.Allocs) {
 		a := r.alloc(id)
 		if a == nil || a.StopRequested || job != nil && job.Groups[a.Group].Count == 0 {
 			continue
@@ -686,7 +686,7 @@ func (c *Controller) signal(ctx context.Context, r *round, st *JobState, d *Drai
 	job := r.obs.Jobs[st.key()]
 	failed, refused := 0, 0
 	for _, a := range r.obs.Allocs {
-		if !d.has(a.ID) || job == nil {
+		if !d.has(a.ID) || !ownedBy(&a, st.key()) || job == nil {
 			continue
 		}
 		for _, task := range job.Groups[a.Group].SignalTasks {

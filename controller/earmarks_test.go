@@ -187,12 +187,14 @@ func TestMarksOfVictimsGoneEarly(t *testing.T) {
 			}
 			if tt.otherEnds > 0 {
 				c.state(jobKey{"ml", "other"}).Draining = []*Drain{{Kind: string(engine.Preempt), For: "ml/nb",
-					Allocs: []string{"a2"}, Deadline: t0.Add(30 * time.Second).Add(tt.otherEnds)}}
+					Allocs: []string{"o1"}, Deadline: t0.Add(30 * time.Second).Add(tt.otherEnds)}}
 			}
 			// The victim checkpointed and exited; the next round finds it gone.
 			later := t0.Add(30 * time.Second)
 			c.now = func() time.Time { return later }
-			r2 := roundWith([]*ObservedJob{train, job("ml", "nb", "interactive", 60, 1, 1)}, allocs[1:])
+			// ml/other's victim is its own allocation: victims match
+			// within their job only.
+			r2 := roundWith([]*ObservedJob{train, job("ml", "nb", "interactive", 60, 1, 1)}, []ObservedAlloc{allocs[1], alloc("o1", "other")})
 			r2.now, r2.obs.At = later, later
 			c.finishDrains(context.Background(), r2)
 			marks := c.states[jobKey{"ml", "train"}].Marks

@@ -234,6 +234,10 @@ tier "training" {
 tenant "ml" {
   reserve = 0
 }
+# Tenants a and b may use every tier (a namespace no tenant names may use
+# only the default tier).
+tenant "a" {}
+tenant "b" {}
 idle "notebooks" {
   tiers     = ["interactive"]
   threshold = 10

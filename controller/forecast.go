@@ -236,7 +236,7 @@ func (c *Controller) forecastInput(r *round, pol *policy.Policy, eng *engine.Eng
 			if d.Finished || d.Deadline.IsZero() {
 				continue
 			}
-			for _, id := range r.aliveOf(d.Allocs) {
+			for _, id := range r.aliveOf(st.key(), d.Allocs) {
 				in.DrainEnds[id] = d.Deadline
 			}
 		}

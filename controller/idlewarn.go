@@ -98,7 +98,7 @@ func (c *Controller) pruneIdleWarnings(r *round, pol *policy.Policy) {
 	usage := c.usage.samples()
 	for _, st := range c.states {
 		for id := range st.Warned {
-			if len(r.short[id]) == 0 {
+			if len(r.aliveOf(st.key(), []string{id})) == 0 {
 				delete(st.Warned, id)
 			}
 		}
@@ -111,7 +111,7 @@ func (c *Controller) pruneIdleWarnings(r *round, pol *policy.Policy) {
 			rule = pol.ResolveJob(job.Namespace, job.Meta).IdleRule
 		}
 		w.Allocs = slices.DeleteFunc(w.Allocs, func(short string) bool {
-			alive := r.aliveOf([]string{short})
+			alive := r.aliveOf(st.key(), []string{short})
 			if rule == nil || len(alive) == 0 {
 				return true
 			}

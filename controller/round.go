@@ -122,19 +122,25 @@ func (r *round) allocAlive(id string) bool { return r.alive[id] }
 // alloc is the observed allocation with the ID, nil when none is.
 func (r *round) alloc(id string) *ObservedAlloc { return r.byID[id] }
 
-// aliveOf returns the full IDs of the observed allocations a state names
-// (short or full IDs, as states saved by earlier versions hold).
-func (r *round) aliveOf(stored []string) []string {
+// aliveOf returns the full IDs of job k's observed allocations that a
+// state names (short or full IDs, as states saved by earlier versions
+// hold). Only k's own allocations match: a short ID is 8 hex digits, and
+// another tenant's allocation sharing the prefix must never be signalled
+// or stopped for this job's preemption.
+func (r *round) aliveOf(k jobKey, stored []string) []string {
 	var out []string
 	for _, s := range stored {
 		for _, id := range r.short[shortID(s)] {
-			if sameID(s, id) {
+			if a := r.byID[id]; a != nil && ownedBy(a, k) && sameID(s, id) {
 				out = append(out, id)
 			}
 		}
 	}
 	return out
 }
+
+// ownedBy reports whether the allocation belongs to job k.
+func ownedBy(a *ObservedAlloc, k jobKey) bool      { return a.Namespace == k.Namespace && a.JobID == k.ID }
 func (r *round) liveAllocs(k jobKey, g string) int { return r.live[k][g] }
 
 // overCount reports whether a job's group (every group: "") runs more

@@ -246,9 +246,15 @@ func engineJob(p *policy.Policy, j *ObservedJob, st *JobState) engine.Job {
 	if checkpoint == "" {
 		checkpoint = "none"
 	}
+	tier := set.Requested
+	if set.Tenant.Unnamed {
+		// The engine lets a namespace it knows no tenant of use every
+		// tier; the policy allows it the default tier alone (TenantOf).
+		tier = set.Tier
+	}
 	ej := engine.Job{
 		Ref:        engine.JobRef{Namespace: j.Namespace, ID: j.ID},
-		Tier:       set.Requested,
+		Tier:       tier,
 		Priority:   j.Priority,
 		Gang:       set.Gang,
 		Checkpoint: checkpoint,

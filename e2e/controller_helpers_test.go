@@ -376,6 +376,11 @@ tier "training" {
   priority    = 40
   preemptible = true
 }
+
+# These tests' namespaces have no tenant blocks: they may use every tier.
+defaults {
+  unnamed_tiers = ["interactive", "training"]
+}
 `
 
 // Exited reports whether the controller process has ended.

@@ -104,6 +104,11 @@ preemption {
   min_runtime = "0s"
   grace       = "2s"
 }
+
+# These tests' namespaces have no tenant blocks: they may use every tier.
+defaults {
+  unnamed_tiers = ["interactive", "training"]
+}
 `
 
 // TestFleetPoolPrecedence: two client nodes in node pools onprem and cloud;

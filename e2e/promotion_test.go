@@ -35,6 +35,11 @@ preemption {
     boost             = 10
   }
 }
+
+# These tests' namespaces have no tenant blocks: they may use every tier.
+defaults {
+  unnamed_tiers = ["interactive", "batch", "training"]
+}
 `
 
 // preemptLine is a preemption in the controller's log: its victim and

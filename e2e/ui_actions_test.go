@@ -45,6 +45,11 @@ preemption {
   grace             = "2s"
   checkpoint_signal = "SIGUSR1"
 }
+
+# These tests' namespaces have no tenant blocks: they may use every tier.
+defaults {
+  unnamed_tiers = ["interactive", "training"]
+}
 `
 
 // TestNomadUIActions: team ml's notebook (1 GPU, idle from the start)

@@ -34,6 +34,11 @@ preemption {
   grace             = "3s"
   checkpoint_signal = "SIGUSR1"
 }
+
+# These tests' namespaces have no tenant blocks: they may use every tier.
+defaults {
+  unnamed_tiers = ["interactive", "training"]
+}
 `
 
 // TestNomadUIShowsPreemption: the trainer (steward-exec) is preempted for a

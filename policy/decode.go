@@ -24,7 +24,7 @@ var (
 		{Type: blockNotify, LabelNames: labelName},
 	}}
 	defaultsSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{
-		{Name: "tier"}, {Name: "tier_meta_key"}, {Name: "gang_meta_key"}, {Name: "checkpoint_meta_key"},
+		{Name: "tier"}, {Name: "tier_meta_key"}, {Name: "gang_meta_key"}, {Name: "checkpoint_meta_key"}, {Name: "unnamed_tiers"},
 	}}
 	tierSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{
 		{Name: "priority", Required: true}, {Name: "preemptible"}, {Name: "preempt_grace"}, {Name: "preempts_reserved"},
@@ -216,6 +216,7 @@ func (d *decoder) defaults(b *hcl.Block) {
 	a.str("tier_meta_key", &d.pol.Defaults.TierMetaKey)
 	a.str("gang_meta_key", &d.pol.Defaults.GangMetaKey)
 	a.str("checkpoint_meta_key", &d.pol.Defaults.CheckpointMetaKey)
+	a.strings("unnamed_tiers", &d.pol.Defaults.UnnamedTiers)
 }
 
 func (d *decoder) tier(b *hcl.Block, name string) {

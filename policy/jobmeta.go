@@ -70,6 +70,13 @@ func (p *Policy) TenantTier(t *Tenant, requested string) (string, string) {
 			hint = " (did you mean " + c + "?)"
 		}
 		return def, fmt.Sprintf("tier %q is not defined%s: runs as %s", requested, hint, def)
+	case !t.MayUse(requested) && t.Unnamed:
+		allowed := "only the default tier, " + def
+		if len(p.Defaults.UnnamedTiers) > 0 {
+			allowed = "defaults.unnamed_tiers: " + strings.Join(p.Defaults.UnnamedTiers, ", ")
+		}
+		return def, fmt.Sprintf("tier %s is not allowed in namespace %s, which no tenant block names (%s): runs as %s",
+			requested, t.Namespace, allowed, def)
 	case !t.MayUse(requested):
 		return def, fmt.Sprintf("tier %s is not allowed for tenant %s: runs as %s", requested, t.Name, def)
 	}

@@ -98,9 +98,25 @@ func TestResolveJob(t *testing.T) {
 			problems: []string{"tier training is not allowed for tenant platform: runs as interactive"},
 		},
 		{
-			name: "a namespace no tenant names may use every tier", namespace: "elsewhere",
+			name: "a namespace no tenant names may not take a non-preemptible tier", namespace: "elsewhere",
 			meta:   map[string]string{"steward.tier": "build"},
-			tenant: "elsewhere", tier: "build", checkpoint: "SIGUSR1",
+			tenant: "elsewhere", tier: "training", checkpoint: "SIGUSR1",
+			problems: []string{"tier build is not allowed in namespace elsewhere, which no tenant block names (only the default tier, training): runs as training"},
+		},
+		{
+			name: "a namespace no tenant names may not take a higher preemptible tier", namespace: "elsewhere",
+			meta:   map[string]string{"steward.tier": "interactive"},
+			tenant: "elsewhere", tier: "training", checkpoint: "SIGUSR1",
+			problems: []string{"tier interactive is not allowed in namespace elsewhere, which no tenant block names (only the default tier, training): runs as training"},
+		},
+		{
+			name: "a namespace no tenant names runs in the default tier", namespace: "elsewhere",
+			meta:   map[string]string{"steward.tier": "training"},
+			tenant: "elsewhere", tier: "training", checkpoint: "SIGUSR1",
+		},
+		{
+			name: "a namespace no tenant names, no tier: the default tier", namespace: "elsewhere",
+			tenant: "elsewhere", tier: "training", checkpoint: "SIGUSR1",
 		},
 		{
 			name: `gang "maybe"`, namespace: "product",
@@ -191,6 +207,42 @@ func TestTenantDefaultTier(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			if got := p.TenantDefaultTier(p.Tenants[tt.tenant]); got != tt.want {
 				t.Errorf("TenantDefaultTier(%s) = %q, want %q", tt.tenant, got, tt.want)
+			}
+		})
+	}
+}
+
+// TestUnnamedTiers: defaults.unnamed_tiers lets namespaces no tenant block
+// names use the tiers it lists, and no others.
+func TestUnnamedTiers(t *testing.T) {
+	p := mustParse(t, Source{Name: "p.hcl", Bytes: []byte(`
+defaults {
+  tier          = "training"
+  unnamed_tiers = ["interactive", "training"]
+}
+tier "inference" {
+  priority    = 90
+  preemptible = false
+}
+tier "interactive" { priority = 60 }
+tier "training" { priority = 40 }
+`)})
+	for _, tc := range []struct {
+		name, asks, tier, problem string
+	}{
+		{"a listed tier is honoured", "interactive", "interactive", ""},
+		{"no tier: the default tier", "", "training", ""},
+		{"a tier not listed runs as the default", "inference", "training",
+			"tier inference is not allowed in namespace elsewhere, which no tenant block names (defaults.unnamed_tiers: interactive, training): runs as training"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := p.ResolveJob("elsewhere", map[string]string{"steward.tier": tc.asks})
+			got := ""
+			if len(s.Problems) > 0 {
+				got = s.Problems[0]
+			}
+			if s.Tier != tc.tier || got != tc.problem {
+				t.Fatalf("tier %q, problem %q; want %q, %q", s.Tier, got, tc.tier, tc.problem)
 			}
 		})
 	}

@@ -24,6 +24,7 @@ func examplePolicy() *Policy {
 			TierMetaKey:       "steward.tier",
 			GangMetaKey:       "steward.gang",
 			CheckpointMetaKey: "steward.checkpoint_signal",
+			UnnamedTiers:      []string{"training"},
 		},
 		Tiers: map[string]*Tier{
 			"inference":   {Name: "inference", Priority: 90, Preemptible: false, PreemptGrace: durationPtr(0)},

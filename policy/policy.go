@@ -117,6 +117,9 @@ type Defaults struct {
 	// CheckpointMetaKey is the job meta key that overrides the checkpoint
 	// signal for one job ("none" opts out: the job is stopped without grace).
 	CheckpointMetaKey string
+	// UnnamedTiers are the tiers a namespace no tenant block names may
+	// use (TenantOf); empty: Tier alone.
+	UnnamedTiers []string
 }
 
 // Tier is a class of work with a Nomad priority.
@@ -182,6 +185,9 @@ type Tenant struct {
 	// pool block inside the tenant block): each holds in that pool's
 	// nodes, beside the tenant-wide Reserve and Limit.
 	Quotas map[string]*Quota
+	// Unnamed marks the tenant of a namespace no tenant block names
+	// (TenantOf): it may use only the policy's default tier.
+	Unnamed bool
 }
 
 // Quota is a tenant's reserve and limit within one pool.
@@ -287,7 +293,10 @@ func (p *Policy) TierOf(metaValue string) (*Tier, bool) {
 }
 
 // TenantOf returns the tenant that a Nomad namespace belongs to. A namespace
-// no tenant names is a tenant of its own with no reservation and no limit.
+// no tenant names is a tenant of its own with no reservation and no limit,
+// that may use only the policy's default tier: anyone who may create a
+// namespace (or a job in one the operator forgot) would otherwise get the
+// top tier, preempts_reserved and all, by naming it in the job's meta.
 //
 // It is called per job and allocation on every control round: it walks
 // the tenants without sorting them (a sorted copy per call was a tenth of
@@ -304,7 +313,20 @@ func (p *Policy) TenantOf(namespace string) *Tenant {
 	if found != nil {
 		return found
 	}
-	return &Tenant{Name: namespace, Namespace: namespace, Limit: Unlimited, Weight: DefaultTenantWeight}
+	return p.UnnamedTenant(namespace)
+}
+
+// UnnamedTenant is the tenant of a namespace no tenant block names: reserve
+// 0, no limit, weight 1, and only the policy's default tier unless
+// defaults.unnamed_tiers lists others (then its default tier resolves as
+// any tenant's: TenantDefaultTier).
+func (p *Policy) UnnamedTenant(namespace string) *Tenant {
+	t := &Tenant{Name: namespace, Namespace: namespace, Limit: Unlimited, Weight: DefaultTenantWeight, Unnamed: true,
+		Tiers: p.Defaults.UnnamedTiers}
+	if p.Defaults.Tier != "" && len(t.Tiers) == 0 {
+		t.Tiers, t.DefaultTier = []string{p.Defaults.Tier}, p.Defaults.Tier
+	}
+	return t
 }
 
 // PoolOf returns the pool kept in a Nomad node pool, or nil.

@@ -37,6 +37,11 @@ func (p *Policy) Format(w io.Writer) error {
 	setString(d, "tier_meta_key", p.Defaults.TierMetaKey)
 	setString(d, "gang_meta_key", p.Defaults.GangMetaKey)
 	setString(d, "checkpoint_meta_key", p.Defaults.CheckpointMetaKey)
+	if len(p.Defaults.UnnamedTiers) > 0 {
+		setStrings(d, "unnamed_tiers", p.Defaults.UnnamedTiers)
+	} else {
+		comment(d, "unnamed_tiers = [] lets namespaces no tenant block names use "+p.Defaults.Tier+" alone.")
+	}
 
 	for _, name := range p.TierNames() {
 		t := p.Tiers[name]

@@ -105,6 +105,7 @@ func (c *checker) defaults() {
 	default:
 		c.tierRef(whereAttr(blockDefaults, "", "tier"), d.Tier)
 	}
+	c.tierRefs(whereAttr(blockDefaults, "", "unnamed_tiers"), d.UnnamedTiers)
 	metaKeys := []struct{ attr, value string }{
 		{"tier_meta_key", d.TierMetaKey},
 		{"gang_meta_key", d.GangMetaKey},

@@ -305,6 +305,7 @@ func newSimulator(jobs []Job, cfg Config, kind PolicyKind) (*simulator, error) {
 	if cfg.SeriesPoints <= 0 {
 		cfg.SeriesPoints = 240
 	}
+	cfg.Policy = traceTenantsNamed(cfg.Policy, jobs)
 	s := &simulator{
 		cfg: cfg, kind: kind, pol: cfg.Policy,
 		cl:        newCluster(nodeGPUs, cfg.NodeModels),
