@@ -30,6 +30,9 @@ type cluster struct {
 	// controllerEnv is added to the environment of the next controllers
 	// started (e.g. STEWARD_CRASH_AT).
 	controllerEnv []string
+	// prod is the production-shaped cluster this is (startProdCluster),
+	// nil for a dev agent.
+	prod *testnomad.Cluster
 }
 
 func startCluster(t testing.TB, gpus int, namespaces ...string) *cluster {
@@ -260,7 +263,7 @@ func (c *cluster) startControllerAt(name, policyPath, address string, extra ...s
 	args = append(args, extra...)
 	p := &controllerProc{t: c.t, done: make(chan struct{}), name: name}
 	p.cmd = exec.Command(testnomad.StewardBin(c.t), args...)
-	p.cmd.Env = append(append(os.Environ(), "NOMAD_ADDR="+address), c.controllerEnv...)
+	p.cmd.Env = append(append(append(os.Environ(), "NOMAD_ADDR="+address), c.TLS.Env()...), c.controllerEnv...)
 	if c.controllerToken != "" {
 		p.cmd.Env = append(p.cmd.Env, "NOMAD_TOKEN="+c.controllerToken)
 	}

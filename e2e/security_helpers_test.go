@@ -94,7 +94,7 @@ func (c *cluster) aclToken(name string, rules ...string) string {
 // as is an API client with another token.
 func (c *cluster) as(token string) *api.Client {
 	c.t.Helper()
-	cl, err := api.NewClient(&api.Config{Address: c.Address, SecretID: token})
+	cl, err := api.NewClient(c.APIConfig(token))
 	if err != nil {
 		c.t.Fatal(err)
 	}

@@ -1,11 +1,13 @@
 package testnomad
 
 import (
+	"crypto/tls"
 	"fmt"
 	"net/http"
 	"strings"
 	"time"
 
+	"github.com/hashicorp/go-cleanhttp"
 	"github.com/hashicorp/nomad/api"
 
 	"github.com/gpu-steward/steward/internal/devagent"
@@ -39,7 +41,7 @@ func (a *Agent) stopJobs(timeout time.Duration) {
 		return
 	}
 	// The agent and its plugins (its process group) are stopped next.
-	agentGroup := a.cmd.Process.Pid
+	agentGroup := a.Pid()
 	notAgent := func(p procs.Proc) bool { return p.Pgid == agentGroup }
 	var status string
 	var left []procs.Proc
@@ -112,15 +114,19 @@ func (a *Agent) liveAllocs(c *api.Client) ([]string, string) {
 // adminClient is a client with the agent's management token (when ACLs
 // are on), whatever token the test gave Agent.Client since.
 func (a *Agent) adminClient() *api.Client {
-	cfg := api.DefaultConfig()
-	cfg.Address, cfg.Region, cfg.Namespace = a.Address, "", ""
-	cfg.SecretID = ""
+	token := ""
 	if a.aclDone {
-		cfg.SecretID = a.aclToken
+		token = a.aclToken
 	}
-	cfg.TLSConfig = &api.TLSConfig{}
+	cfg := a.APIConfig(token)
 	// A wedged agent must not hang the test's clean-up.
-	cfg.HttpClient = &http.Client{Timeout: 10 * time.Second}
+	hc := cleanhttp.DefaultPooledClient()
+	hc.Timeout = 10 * time.Second
+	hc.Transport.(*http.Transport).TLSClientConfig = &tls.Config{MinVersion: tls.VersionTLS12}
+	if err := api.ConfigureTLS(hc, cfg.TLSConfig); err != nil {
+		return a.Client
+	}
+	cfg.HttpClient = hc
 	c, err := api.NewClient(cfg)
 	if err != nil {
 		return a.Client

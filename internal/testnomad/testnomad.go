@@ -77,10 +77,16 @@ type Options struct {
 	// ACLBootstrapToken, when set, enables ACLs and bootstraps them with
 	// this secret as the management token, which Agent.Client then uses.
 	ACLBootstrapToken string
-	// join, set by StartClient, is the dev agent whose servers a
-	// client-only agent joins; nodeName is its node's name.
+	// TLS, when set, turns on mTLS for HTTP and RPC with these files
+	// (verify_server_hostname, verify_https_client): Agent.Client then
+	// talks HTTPS with the CLI certificate.
+	TLS *TLS
+	// join, set by StartClient, is the agent whose servers a client-only
+	// agent joins; nodeName is its node's name. server, set by
+	// StartServer, makes a server-only agent (no -dev, no client).
 	join     *Agent
 	nodeName string
+	server   bool
 }
 
 // Ports are the agent's loopback ports.
@@ -108,8 +114,15 @@ type Agent struct {
 	// dir after the agent stopped, and killed.
 	Killed []procs.Proc
 
+	// TLS is the cluster's certificates (nil: plain HTTP).
+	TLS *TLS
+
 	aclToken string
 	aclDone  bool
+	// args and env start the agent again after Kill (Restart).
+	args     []string
+	env      []string
+	mu       sync.Mutex
 	cmd      *exec.Cmd
 	exited   chan struct{}
 	exitErr  error
@@ -174,10 +187,14 @@ func StartClient(t testing.TB, server *Agent, name string, opts Options) *Agent 
 	opts.ACLBootstrapToken = ""
 	// Outside -dev, Nomad will not advertise loopback on its own, and
 	// raw_exec is off.
-	opts.ExtraConfig += "\nadvertise {\n  http = \"127.0.0.1\"\n  rpc  = \"127.0.0.1\"\n  serf = \"127.0.0.1\"\n}\n" +
+	opts.ExtraConfig += advertiseLoopback +
 		"\nplugin \"raw_exec\" {\n  config {\n    enabled = true\n  }\n}\n"
 	return Start(t, opts)
 }
+
+// advertiseLoopback: outside -dev, Nomad will not advertise loopback on
+// its own.
+const advertiseLoopback = "\nadvertise {\n  http = \"127.0.0.1\"\n  rpc  = \"127.0.0.1\"\n  serf = \"127.0.0.1\"\n}\n"
 
 var errPortInUse = errors.New("address already in use")
 
@@ -187,8 +204,13 @@ func launch(t testing.TB, bin, pluginDir, dir string, attempt int, opts Options)
 	if err != nil {
 		return nil, fmt.Errorf("finding free ports: %w", err)
 	}
+	scheme := "http"
+	if opts.TLS != nil {
+		scheme = "https"
+	}
 	a := &Agent{
-		Address:    fmt.Sprintf("http://127.0.0.1:%d", ports[0]),
+		Address:    fmt.Sprintf("%s://127.0.0.1:%d", scheme, ports[0]),
+		TLS:        opts.TLS,
 		aclToken:   opts.ACLBootstrapToken,
 		Ports:      Ports{HTTP: ports[0], RPC: ports[1], Serf: ports[2]},
 		DataDir:    filepath.Join(dir, fmt.Sprintf("data-%d", attempt)),
@@ -196,7 +218,6 @@ func launch(t testing.TB, bin, pluginDir, dir string, attempt int, opts Options)
 		LogPath:    filepath.Join(dir, fmt.Sprintf("agent-%d.log", attempt)),
 		PluginDir:  pluginDir,
 		NomadBin:   bin,
-		exited:     make(chan struct{}),
 		logf:       t.Logf,
 	}
 	if err := os.MkdirAll(a.DataDir, 0o755); err != nil {
@@ -205,35 +226,23 @@ func launch(t testing.TB, bin, pluginDir, dir string, attempt int, opts Options)
 	if err := os.WriteFile(a.ConfigPath, []byte(agentConfig(a.Ports, opts)), 0o644); err != nil {
 		return nil, fmt.Errorf("writing agent config: %w", err)
 	}
-	logFile, err := os.Create(a.LogPath)
-	if err != nil {
-		return nil, fmt.Errorf("creating agent log: %w", err)
-	}
-
 	args := []string{"agent", "-dev"}
-	if opts.join != nil {
+	switch {
+	case opts.server:
+		args = []string{"agent", "-server", "-bootstrap-expect", "1", "-node", "server"}
+	case opts.join != nil:
 		args = []string{"agent", "-client", "-servers", fmt.Sprintf("127.0.0.1:%d", opts.join.Ports.RPC), "-node", opts.nodeName}
 	}
-	a.cmd = exec.Command(bin, append(args,
+	a.args = append(args,
 		"-bind", "127.0.0.1",
 		"-data-dir", a.DataDir,
 		"-config", a.ConfigPath,
 		"-plugin-dir", pluginDir,
-	)...)
-	a.cmd.Stdout, a.cmd.Stderr = logFile, logFile
-	a.cmd.Env = append(devagent.Env(), opts.Env...)
-	// Its own process group, so that plugins it leaves behind can be
-	// stopped with it.
-	a.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := a.cmd.Start(); err != nil {
-		logFile.Close()
-		return nil, fmt.Errorf("running %s: %w", bin, err)
+	)
+	a.env = append(devagent.Env(), opts.Env...)
+	if err := a.start(); err != nil {
+		return nil, err
 	}
-	go func() {
-		a.exitErr = a.cmd.Wait()
-		logFile.Close()
-		close(a.exited)
-	}()
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("nomad agent log %s (last 80 lines):\n%s", a.LogPath, a.LogTail(80))
@@ -241,20 +250,21 @@ func launch(t testing.TB, bin, pluginDir, dir string, attempt int, opts Options)
 		a.Stop()
 	})
 
-	cfg := api.DefaultConfig()
-	cfg.Address, cfg.SecretID, cfg.Region, cfg.Namespace = a.Address, "", "", ""
-	cfg.TLSConfig = &api.TLSConfig{}
-	a.Client, err = api.NewClient(cfg)
-	if err != nil {
+	var err2 error
+	a.Client, err2 = api.NewClient(a.APIConfig(""))
+	if err2 != nil {
 		a.Stop()
-		return nil, fmt.Errorf("creating API client: %w", err)
+		return nil, fmt.Errorf("creating API client: %w", err2)
 	}
-
 	if opts.join != nil && opts.join.aclToken != "" {
 		a.Client.SetSecretID(opts.join.aclToken)
 		a.aclToken, a.aclDone = opts.join.aclToken, true
 	}
-	if err := a.waitReady(opts.StartTimeout, opts.nodeName); err != nil {
+	node := opts.nodeName
+	if opts.server {
+		node = noNode
+	}
+	if err := a.waitReady(opts.StartTimeout, node); err != nil {
 		a.Stop()
 		if strings.Contains(a.LogTail(200), "address already in use") {
 			return nil, fmt.Errorf("%w: %v", errPortInUse, err)
@@ -263,6 +273,38 @@ func launch(t testing.TB, bin, pluginDir, dir string, attempt int, opts Options)
 	}
 	t.Logf("nomad agent ready at %s (node %s, log %s)", a.Address, a.NodeID, a.LogPath)
 	return a, nil
+}
+
+// start runs the agent process (again, after Kill) with its log appended
+// to LogPath.
+func (a *Agent) start() error {
+	logFile, err := os.OpenFile(a.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return fmt.Errorf("creating agent log: %w", err)
+	}
+	cmd := exec.Command(a.NomadBin, a.args...)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	cmd.Env = a.env
+	// Its own process group, so that plugins it leaves behind can be
+	// stopped with it.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		logFile.Close()
+		return fmt.Errorf("running %s: %w", a.NomadBin, err)
+	}
+	exited := make(chan struct{})
+	a.mu.Lock()
+	a.cmd, a.exited = cmd, exited
+	a.mu.Unlock()
+	go func() {
+		err := cmd.Wait()
+		logFile.Close()
+		a.mu.Lock()
+		a.exitErr = err
+		a.mu.Unlock()
+		close(exited)
+	}()
+	return nil
 }
 
 // agentConfig renders the agent configuration file.
@@ -304,8 +346,11 @@ func agentConfig(p Ports, opts Options) string {
 	for _, pl := range opts.Plugins {
 		fmt.Fprintf(&b, "\nplugin %q {\n  config {\n%s\n  }\n}\n", pl.Name, pl.Config)
 	}
-	if opts.ACLBootstrapToken != "" {
+	if opts.ACLBootstrapToken != "" || opts.join != nil && opts.join.aclToken != "" {
 		b.WriteString("\nacl {\n  enabled = true\n}\n")
+	}
+	if opts.TLS != nil {
+		b.WriteString(opts.TLS.agentBlock(opts.server))
 	}
 	if opts.ExtraConfig != "" {
 		b.WriteString("\n" + opts.ExtraConfig + "\n")
@@ -313,15 +358,19 @@ func agentConfig(p Ports, opts Options) string {
 	return b.String()
 }
 
+// noNode tells waitReady that a server-only agent has no node to wait for.
+const noNode = "\x00none"
+
 // waitReady waits for the HTTP API, a leader and a ready client node (the
-// one named node, when node is not "").
+// one named node, when node is not ""; none for noNode).
 func (a *Agent) waitReady(timeout time.Duration, node string) error {
 	deadline := time.Now().Add(timeout)
 	status := "agent starting"
 	for time.Now().Before(deadline) {
+		_, exited := a.proc()
 		select {
-		case <-a.exited:
-			return fmt.Errorf("nomad agent exited during start (%v)", a.exitErr)
+		case <-exited:
+			return fmt.Errorf("nomad agent exited during start (%v)", a.exitError())
 		case <-time.After(250 * time.Millisecond):
 		}
 		leader, err := a.Client.Status().Leader()
@@ -336,6 +385,9 @@ func (a *Agent) waitReady(timeout time.Duration, node string) error {
 			}
 			a.Client.SetSecretID(a.aclToken)
 			a.aclDone = true
+		}
+		if node == noNode {
+			return nil
 		}
 		nodes, _, err := a.Client.Nodes().List(nil)
 		if err != nil {
@@ -372,20 +424,21 @@ func (a *Agent) waitReady(timeout time.Duration, node string) error {
 // once; t.Cleanup calls it.
 func (a *Agent) Stop() {
 	a.stopOnce.Do(func() {
-		if a.cmd == nil || a.cmd.Process == nil {
+		cmd, exited := a.proc()
+		if cmd == nil || cmd.Process == nil {
 			return
 		}
-		pgid := a.cmd.Process.Pid
+		pgid := cmd.Process.Pid
 		// An agent that never had a ready node ran no task.
 		if !a.Exited() && a.Client != nil && a.NodeID != "" {
 			a.stopJobs(jobsStopTimeout)
 		}
-		_ = a.cmd.Process.Signal(os.Interrupt)
+		_ = cmd.Process.Signal(os.Interrupt)
 		select {
-		case <-a.exited:
+		case <-exited:
 		case <-time.After(30 * time.Second):
 			_ = syscall.Kill(-pgid, syscall.SIGKILL)
-			<-a.exited
+			<-exited
 		}
 		// Plugins the agent did not stop share its process group.
 		_ = syscall.Kill(-pgid, syscall.SIGKILL)
@@ -401,8 +454,9 @@ func (a *Agent) Stop() {
 
 // Exited reports whether the agent process has ended.
 func (a *Agent) Exited() bool {
+	_, exited := a.proc()
 	select {
-	case <-a.exited:
+	case <-exited:
 		return true
 	default:
 		return false
@@ -410,7 +464,24 @@ func (a *Agent) Exited() bool {
 }
 
 // Pid is the agent's process ID.
-func (a *Agent) Pid() int { return a.cmd.Process.Pid }
+func (a *Agent) Pid() int {
+	cmd, _ := a.proc()
+	return cmd.Process.Pid
+}
+
+// proc is the agent's current process and the channel closed when it
+// ends (both change on Restart).
+func (a *Agent) proc() (*exec.Cmd, chan struct{}) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.cmd, a.exited
+}
+
+func (a *Agent) exitError() error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.exitErr
+}
 
 // LogTail returns the last n lines of the agent log.
 func (a *Agent) LogTail(n int) string {
