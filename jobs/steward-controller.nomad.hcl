@@ -88,6 +88,12 @@ job "steward-controller" {
   group "controller" {
     count = var.count
 
+    # The copies on different nodes: one node lost must not take both.
+    constraint {
+      operator = "distinct_hosts"
+      value    = "true"
+    }
+
     network {
       port "metrics" {}
       port "check" {}

@@ -155,7 +155,7 @@ func StartCluster(t testing.TB, opts ClusterOptions) *Cluster {
 func (c *Cluster) StartClient(t testing.TB, spec ClientSpec) *Agent {
 	t.Helper()
 	o := spec.Options
-	o.TLS = c.TLS
+	o.TLS, o.shortDir = c.TLS, true
 	if spec.NodePool != "" {
 		o.ClientConfig += fmt.Sprintf("\n  node_pool = %q", spec.NodePool)
 	}

@@ -87,6 +87,11 @@ type Options struct {
 	join     *Agent
 	nodeName string
 	server   bool
+	// shortDir puts the agent's data dir right under /tmp: a task's API
+	// socket (<data dir>/alloc/<id>/<task>/secrets/api.sock) must fit
+	// the 108 bytes of a unix socket's path, which a test's temp dir
+	// under make test's TMPDIR does not leave room for.
+	shortDir bool
 }
 
 // Ports are the agent's loopback ports.
@@ -159,6 +164,18 @@ func Start(t testing.TB, opts Options) *Agent {
 	// dirs. 0711: they can pass, not list.
 	if err := os.Chmod(filepath.Dir(dir), 0o711); err != nil {
 		t.Fatalf("opening the test's temp dir to task users: %v", err)
+	}
+	if opts.shortDir {
+		short, err := os.MkdirTemp("/tmp", "sw-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Removed after the agent stopped (clean-ups run last first).
+		t.Cleanup(func() { _ = os.RemoveAll(short) })
+		if err := os.Chmod(short, 0o711); err != nil {
+			t.Fatal(err)
+		}
+		dir = short
 	}
 	var lastErr error
 	for attempt := 1; attempt <= 3; attempt++ {
