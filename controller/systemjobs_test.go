@@ -115,7 +115,7 @@ func TestSystemJobsGoverned(t *testing.T) {
 			},
 		},
 		{
-			name:   "idle reclaim of a sysbatch job",
+			name: "idle reclaim of a sysbatch job",
 			policy: `tenant "a" {}
 idle "daemons" {
   tiers     = ["training"]
@@ -123,7 +123,7 @@ idle "daemons" {
   after     = "15m"
   mode      = "always"
 }`,
-			typ:    api.JobTypeSysbatch, prio: 40, idle: true,
+			typ: api.JobTypeSysbatch, prio: 40, idle: true,
 			want: []string{"scale a/sys work 0: Steward"},
 			after: func(t *testing.T, r *roundRunner) {
 				if n := r.running("a", "sys"); n != 0 {
