@@ -123,3 +123,12 @@ plugin {
 node {
   policy = "read"
 }
+
+# Nomad's scheduler configuration, read only: whether Nomad's system
+# scheduler preempts allocations on its own (without a checkpoint signal),
+# which the controller reports in /healthz and its log (docs/controller.md,
+# "What Nomad does"). Without it the controller warns once and says
+# "unknown".
+operator {
+  policy = "read"
+}

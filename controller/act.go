@@ -196,6 +196,7 @@ func (c *Controller) execute(ctx context.Context, r *round, a engine.Action) err
 // blocks need a token the controller does not have): then it is a plain
 // scale, as for any other resume, rather than no resume at all.
 func (c *Controller) resumeScale(ctx context.Context, r *round, k jobKey, a engine.Action, count, n int) error {
+	count = nomadCount(r.obs.Jobs[k], a.Group, count)
 	msg := "Steward resumes " + plural(n, "allocation") + ": " + a.Reason.Message
 	if job := r.obs.Jobs[k]; a.Ahead && job != nil {
 		if p, write := scalingFor(job, c.state(k), a.Group, count); write {
@@ -312,6 +313,7 @@ func (c *Controller) scale(ctx context.Context, r *round, k jobKey, group string
 	// other namespace's job is named (redact.go).
 	pol, _ := c.engineNow()
 	msg = redactJobs(msg, k.Namespace, c.roundNamespaces(r, pol))
+	count = nomadCount(r.obs.Jobs[k], group, count)
 	if job := r.obs.Jobs[k]; job != nil {
 		if p, write := scalingFor(job, c.state(k), group, count); write {
 			if !p.Enabled {
@@ -771,7 +773,8 @@ func (c *Controller) syncHolds(ctx context.Context, r *round) {
 				continue
 			}
 			want := h.Original - h.Count
-			if spec.Count == want {
+			applied := countApplied(job, g, want)
+			if applied {
 				// Applied: the completed allocations its write left out
 				// are an older version's now, which Nomad ignores.
 				h.Taken = 0
@@ -785,13 +788,13 @@ func (c *Controller) syncHolds(ctx context.Context, r *round) {
 				}
 			}
 			switch {
-			case spec.Count == want && h.Count == 0:
+			case applied && h.Count == 0:
 				// Resumed in full, and Nomad shows it: forgotten once
 				// its scaling policy is its owner's again.
 				if c.syncScaling(ctx, r, st, job, g, h, want) {
 					delete(st.Held, g)
 				}
-			case spec.Count == want:
+			case applied:
 				h.Index = job.ModifyIndex // in step; saved with the round
 				c.syncScaling(ctx, r, st, job, g, h, want)
 			case job.ModifyIndex == h.Index:

@@ -361,10 +361,18 @@ func (c *clusterCache) allocVersion(a *api.Allocation) uint64 {
 	return 0
 }
 
-// skipJobType reports whether the controller leaves a job out: system and
-// sysbatch jobs (not Steward's to schedule), and periodic children.
+// skipJobType reports whether the controller leaves a job out: periodic
+// children. System and sysbatch jobs are governed like any job, whole
+// (systemjobs.go): left out, their GPUs counted as free and they escaped
+// every limit, preemption and idle rule (issue 29).
 func skipJobType(typ, parentID string, periodic bool) bool {
-	return typ == api.JobTypeSystem || typ == api.JobTypeSysbatch || parentID != "" && periodic
+	return parentID != "" && periodic
+}
+
+// keepsDone reports whether a job's completed allocations are completed
+// work (Observation.Done): batch and sysbatch jobs'.
+func keepsDone(typ string) bool {
+	return typ == api.JobTypeBatch || typ == api.JobTypeSysbatch
 }
 
 // keepAlloc reports whether an allocation holds or will hold resources.
@@ -389,7 +397,7 @@ func finished(client, desired string) bool {
 // finished ones of other jobs (services, periodic children, system jobs).
 func cacheAlloc(a ObservedAlloc, job *ObservedJob) bool {
 	if finished(a.ClientStatus, a.DesiredStatus) {
-		return job != nil && job.Type == api.JobTypeBatch
+		return job != nil && keepsDone(job.Type)
 	}
 	return keepAlloc(a.ClientStatus, a.DesiredStatus) && len(a.GPUIDs) > 0
 }

@@ -118,6 +118,12 @@ func checkJob(pol *policy.Policy, eng *engine.Engine, base *engine.Snapshot, dev
 		groups = append(groups, g)
 	}
 	sort.Strings(groups)
+	if allOrNothing(j.Type) {
+		// Governed whole (systemjobs.go): a gang of its per-node count on
+		// every node it fits, as Nomad would place it.
+		res.Gang = true
+		j = systemCheckCounts(j, snap.Nodes, devices)
+	}
 	for _, g := range groups {
 		spec := j.Groups[g]
 		if spec.GPUsPerAlloc > 0 && spec.Count > 0 {

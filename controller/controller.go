@@ -108,6 +108,10 @@ type Health struct {
 	LastError     string    `json:"last_error,omitempty"`
 	PolicyFiles   []string  `json:"policy_files"`
 	DryRun        bool      `json:"dry_run"`
+	// SystemPreemption is Nomad's system scheduler preemption: "on"
+	// (evictions without a checkpoint signal: turn it off), "off", or
+	// "unknown" (syspreempt.go).
+	SystemPreemption string `json:"system_preemption,omitempty"`
 }
 
 // Decision is one action as the status command shows it.

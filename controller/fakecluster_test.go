@@ -176,6 +176,10 @@ func (c *fakeCluster) scale(ns, id, group string, count int, index uint64) (uint
 			}
 		}
 	}
+	// As Nomad's Job.Scale: a system group is scaled to 0 or 1 alone.
+	if *j.Type == api.JobTypeSystem && count > 1 {
+		return 0, fmt.Errorf(`jobs of type "system" can only be scaled between 0 and 1`)
+	}
 	return c.setCount(j, ns, id, group, count, index)
 }
 
@@ -224,6 +228,15 @@ func (c *fakeCluster) setCount(j *api.Job, ns, id, group string, count int, inde
 		}
 	}
 	slices.SortFunc(mine, func(a, b *api.AllocationListStub) int { return int(b.CreateTime - a.CreateTime) })
+	if t := *j.Type; t == api.JobTypeSystem || t == api.JobTypeSysbatch {
+		// A system group's count is per node: 0 stops every one.
+		if count == 0 {
+			for _, a := range mine {
+				c.stopAlloc(a.ID)
+			}
+		}
+		return next, nil
+	}
 	for i := 0; i < len(mine)-count; i++ {
 		c.stopAlloc(mine[i].ID)
 	}
@@ -290,6 +303,10 @@ func (c *fakeCluster) schedule(now time.Time) {
 				continue // no GPUs (a control group): the test places it
 			}
 			gpus := int(*tg.Tasks[0].Resources.Devices[0].Count)
+			if t := *j.Type; t == api.JobTypeSystem || t == api.JobTypeSysbatch {
+				c.placeSystem(j, tg, gpus, used, now)
+				continue
+			}
 			queued := 0
 			for ; have < *tg.Count; have++ {
 				var ids []string
@@ -324,5 +341,35 @@ func (c *fakeCluster) schedule(now time.Time) {
 				delete(c.summary, k)
 			}
 		}
+	}
+}
+
+// placeSystem places a system or sysbatch group as Nomad does: its count
+// on every node with room that has none of it yet (a sysbatch allocation
+// that completed stays done).
+func (c *fakeCluster) placeSystem(j *api.Job, tg *api.TaskGroup, gpus int, used map[string]bool, now time.Time) {
+	if *tg.Count == 0 {
+		return
+	}
+	for _, n := range c.nodes {
+		if slices.ContainsFunc(c.allocs, func(a *api.AllocationListStub) bool {
+			return a.Namespace == *j.Namespace && a.JobID == *j.ID && a.TaskGroup == *tg.Name && a.NodeID == n.ID
+		}) {
+			continue
+		}
+		var ids []string
+		for _, inst := range n.NodeResources.Devices[0].Instances {
+			if !used[inst.ID] && len(ids) < gpus {
+				ids = append(ids, inst.ID)
+			}
+		}
+		if len(ids) < gpus {
+			continue
+		}
+		for _, id := range ids {
+			used[id] = true
+		}
+		c.seq++
+		c.allocs = append(c.allocs, apiAlloc(fmt.Sprintf("a-%s-%d", *j.ID, c.seq), j, n.ID, slices.Clone(ids), now))
 	}
 }

@@ -24,6 +24,7 @@ func (c *Controller) Run(ctx context.Context) error {
 	// plans on a warm cache at once: a cold start reads every job's spec
 	// one by one.
 	go c.follow(ctx)
+	go c.watchSystemPreemption(ctx)
 	if c.cfg.DryRun {
 		c.log.Info("dry run: planning and logging only; nothing in Nomad is changed")
 		c.setHealth(func(h *Health) { h.Leader = false })

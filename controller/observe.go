@@ -72,7 +72,11 @@ type ObservedJob struct {
 
 // GroupSpec is one task group's count and GPU ask.
 type GroupSpec struct {
+	// Count is the group's count; for a system or sysbatch job, the
+	// allocations it runs (systemCounts), and PerNode its count as
+	// written, per node (nomadCount).
 	Count        int
+	PerNode      int
 	GPUsPerAlloc int
 	// Tasks are the group's task names; SignalTasks those that take the
 	// checkpoint signal: steward-exec tasks and tasks that use the group's

@@ -173,7 +173,7 @@ func (o *observer) build(ctx context.Context, now time.Time) (*Observation, erro
 			// Finished: completed work of a batch job's current version
 			// counts (Observation.Done); the rest is history.
 			k := jobKey{a.Namespace, a.JobID}
-			if j := obs.Jobs[k]; j != nil && j.Type == api.JobTypeBatch && a.JobVersion == j.Version {
+			if j := obs.Jobs[k]; j != nil && keepsDone(j.Type) && a.JobVersion == j.Version {
 				if obs.Done[k] == nil {
 					obs.Done[k] = map[string]int{}
 				}
@@ -243,6 +243,7 @@ func (o *observer) build(ctx context.Context, now time.Time) (*Observation, erro
 		obs.Queued[k] = groups
 	}
 	o.blocked = seen
+	systemCounts(obs)
 	return obs, nil
 }
 

@@ -3,6 +3,7 @@ package controller
 import (
 	"errors"
 	"fmt"
+	"github.com/hashicorp/nomad/api"
 	"sort"
 	"strings"
 	"time"
@@ -226,8 +227,11 @@ func (r *round) done(k jobKey, g string) int { return r.obs.Done[k][g] }
 // done.
 func (r *round) rerun(k jobKey, groups ...string) error {
 	names := make([]string, 0, len(r.obs.Done[k]))
+	// A sysbatch job's completed allocations run again at any new
+	// version, those of the group scaled too (systemjobs.go).
+	sysbatch := r.obs.Jobs[k] != nil && r.obs.Jobs[k].Type == api.JobTypeSysbatch
 	for g, d := range r.obs.Done[k] {
-		if d > 0 && (len(groups) != 1 || groups[0] != g) {
+		if d > 0 && (sysbatch || len(groups) != 1 || groups[0] != g) {
 			names = append(names, g)
 		}
 	}

@@ -253,10 +253,11 @@ func engineJob(p *policy.Policy, j *ObservedJob, st *JobState) engine.Job {
 		tier = set.Tier
 	}
 	ej := engine.Job{
-		Ref:        engine.JobRef{Namespace: j.Namespace, ID: j.ID},
-		Tier:       tier,
-		Priority:   j.Priority,
-		Gang:       set.Gang,
+		Ref:      engine.JobRef{Namespace: j.Namespace, ID: j.ID},
+		Tier:     tier,
+		Priority: j.Priority,
+		// A system or sysbatch job is governed whole (systemjobs.go).
+		Gang:       set.Gang || allOrNothing(j.Type),
 		Checkpoint: checkpoint,
 	}
 	if st != nil {
