@@ -20,12 +20,10 @@ import (
 
 // sysCluster is the cluster these tests run on: two client nodes of gpus
 // GPUs each (a system job places one allocation on every eligible node).
-// The one place to switch them to a production-shaped cluster.
+// It is the production-shaped cluster (two GPU clients and a plain one).
 func sysCluster(t *testing.T, gpus int, namespaces ...string) *cluster {
 	t.Helper()
-	c := startCluster(t, gpus, namespaces...)
-	c.addClient("c2", gpus)
-	return c
+	return startProdCluster(t, prodSpec{gpus: []simGPUs{{count: gpus}, {count: gpus}}}, namespaces...)
 }
 
 // sysWork registers jobs/gpu-work.nomad.hcl as a job of type typ
