@@ -81,7 +81,7 @@ func TestControllerAsNomadJob(t *testing.T) {
 	submit := func(name, tier string, prio int) {
 		t.Helper()
 		job, err := c.Client.Jobs().ParseHCLOpts(&api.JobsParseRequest{Canonicalize: true,
-			JobHCL: mustRead(t, filepath.Join(testnomad.RepoRoot(t), "jobs", "gpu-work.nomad.hcl")),
+			JobHCL:    mustRead(t, filepath.Join(testnomad.RepoRoot(t), "jobs", "gpu-work.nomad.hcl")),
 			Variables: fmt.Sprintf("name = %q\nnamespace = \"ml\"\ntier = %q\ngpus = 4\npriority = %d\n", name, tier, prio)})
 		if err != nil {
 			t.Fatal(err)

@@ -1,7 +1,9 @@
 package e2e
 
 import (
+	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -159,5 +161,64 @@ preemption {
 	}
 	if j, _, err := c.Client.Jobs().Info("sys", &api.QueryOptions{Namespace: "a"}); err != nil || j.Stop != nil && *j.Stop {
 		t.Errorf("the preempted system job is not kept registered (resumable): %v %v", err, j.Stop)
+	}
+}
+
+// TestNomadSystemPreemptionReported: Nomad's own system-scheduler
+// preemption (on by default) evicts lower-priority work without a
+// checkpoint signal when a system job registers, before Steward can act.
+// With the shipped controller policy (operator read), the controller
+// reads the setting, warns in its log and says "on" in /healthz; once the
+// operator turns it off, a controller says "off" and does not warn.
+func TestNomadSystemPreemptionReported(t *testing.T) {
+	t.Parallel()
+	c := sysCluster(t, 1, "a")
+	policy := writePolicy(t, fmt.Sprintf(faultPolicy, "0s"))
+	state := func(ctl *controllerProc) string {
+		t.Helper()
+		var addr, got string
+		testnomad.WaitFor(t, 60*time.Second, "system_preemption in /healthz", func() (bool, string) {
+			if m := listenRE.FindStringSubmatch(ctl.Log()); m != nil {
+				addr = m[1]
+			}
+			if addr == "" {
+				return false, "no address yet"
+			}
+			resp, err := http.Get("http://" + addr + "/healthz")
+			if err != nil {
+				return false, err.Error()
+			}
+			defer resp.Body.Close()
+			var h struct {
+				SystemPreemption string `json:"system_preemption"`
+			}
+			_ = json.NewDecoder(resp.Body).Decode(&h)
+			got = h.SystemPreemption
+			return got != "", got
+		})
+		return got
+	}
+	const warning = "Nomad's system scheduler preemption is on"
+	on := c.startController("on", policy, "-listen", "127.0.0.1:0")
+	if got := state(on); got != "on" {
+		t.Errorf("Nomad's default (system preemption on): /healthz says %q, want on", got)
+	}
+	testnomad.WaitFor(t, 30*time.Second, "the warning in the log", func() (bool, string) { return on.Contains(warning), "" })
+	on.Stop()
+
+	cfg, _, err := c.Client.Operator().SchedulerGetConfiguration(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.SchedulerConfig.PreemptionConfig.SystemSchedulerEnabled = false
+	if _, _, err := c.Client.Operator().SchedulerSetConfiguration(cfg.SchedulerConfig, nil); err != nil {
+		t.Fatal(err)
+	}
+	off := c.startController("off", policy, "-listen", "127.0.0.1:0")
+	if got := state(off); got != "off" {
+		t.Errorf("system preemption turned off: /healthz says %q, want off", got)
+	}
+	if off.Contains(warning) {
+		t.Errorf("the controller warns with system preemption off")
 	}
 }
