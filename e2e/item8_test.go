@@ -108,7 +108,8 @@ preemption {
 // are past min_runtime when a 2-GPU notebook comes: restarting, created
 // last, is the youngest and the victim; steady keeps its allocation.
 // Before the fix a job's age was its task's latest start: restarting
-// looked seconds old, min_runtime shielded it, and steady was preempted.
+// looked seconds old and min_runtime shielded it; run on the code before
+// the fix (42f93f4^), no victim was taken and the notebook waited.
 func TestRestartingTaskDoesNotStayYoung(t *testing.T) {
 	t.Parallel()
 	c := startProdCluster(t, prodSpec{}, "ml")
