@@ -20,7 +20,7 @@ import (
 func (c *cluster) stewardAs(token string, args ...string) (string, int) {
 	c.t.Helper()
 	cmd := exec.Command(testnomad.StewardBin(c.t), args...)
-	cmd.Env = append(os.Environ(), "NOMAD_ADDR="+c.Address, "NOMAD_TOKEN="+token, "NOMAD_NAMESPACE=")
+	cmd.Env = append(os.Environ(), c.nomadEnv(token)...)
 	out, err := cmd.CombinedOutput()
 	var exit *exec.ExitError
 	switch {
@@ -46,7 +46,7 @@ func (c *cluster) stewardAs(token string, args ...string) (string, int) {
 // types.
 func TestTenantCLISeesItsNamespaceOnly(t *testing.T) {
 	t.Parallel()
-	c := secureCluster(t, 4, "research", "ml")
+	c := startProdCluster(t, prodSpec{}, "research", "ml")
 	research := c.aclToken("team-research", fmt.Sprintf(teamRules, "research"), userACL(t, "research"))
 	researchUser := c.aclToken("user-research", userACL(t, "research"))
 	ml := c.aclToken("team-ml", fmt.Sprintf(teamRules, "ml"), userACL(t, "ml"))
@@ -159,7 +159,7 @@ func TestTenantCLISeesItsNamespaceOnly(t *testing.T) {
 	}
 
 	// The operator reads the whole cluster.
-	out, code = c.stewardAs(secureMgmtToken, "status", "-t", "{{range .Held}}{{.Job}} {{end}}")
+	out, code = c.stewardAs(prodMgmtToken, "status", "-t", "{{range .Held}}{{.Job}} {{end}}")
 	if code != 0 || strings.TrimSpace(out) != "research/train" {
 		t.Errorf("the operator's steward status -t (exit %d): %q", code, out)
 	}

@@ -24,7 +24,7 @@ import (
 func TestConsulLeaderCutOffStopsActing(t *testing.T) {
 	t.Parallel()
 	cs := startConsul(t)
-	c := startCluster(t, 4, "ml")
+	c := startProdCluster(t, prodSpec{}, "ml")
 	policy := writePolicy(t, fmt.Sprintf(faultPolicy, "90s"))
 	const key = "steward/e2e-fence"
 	p := newStallProxy(t, "http://"+cs.Addr, "")

@@ -80,8 +80,7 @@ func (c *cluster) controllerJobEvents() string {
 // may read names the leader without the controller's allocation ID.
 func TestControllerJobTokenReadableByItAlone(t *testing.T) {
 	t.Parallel()
-	const mgmt = "5b2f8c1e-7d3a-4e9b-a6c0-d1e2f3a4b5c6"
-	c := startClusterWith(t, 2, testnomad.Options{ACLBootstrapToken: mgmt}, "ml")
+	c := startProdCluster(t, prodSpec{gpus: []simGPUs{{count: 2}}, controllerNodes: 1}, "ml")
 	if _, err := c.Client.ACLPolicies().Upsert(&api.ACLPolicy{Name: "steward-controller",
 		Rules:  shippedACL(t, "steward-controller.policy.hcl"),
 		JobACL: &api.JobACL{Namespace: "steward", JobID: "steward-controller"}}, nil); err != nil {
@@ -94,8 +93,10 @@ func TestControllerJobTokenReadableByItAlone(t *testing.T) {
 	}
 	spec := filepath.Join(testnomad.RepoRoot(t), "jobs", "steward-controller.nomad.hcl")
 	run := func(user string) {
-		c.RegisterJobFile(t, spec, map[string]string{"steward_bin": testnomad.StewardBin(t), "nomad_addr": c.Address,
-			"count": "1", "user": user})
+		// On the controller's own node pool, through the task API socket
+		// (the jobspec's default: no address, no certificates in the task).
+		c.RegisterJobFile(t, spec, map[string]string{"steward_bin": testnomad.StewardBin(t),
+			"count": "1", "user": user, "node_pool": "steward"})
 	}
 
 	run("")
@@ -184,7 +185,7 @@ func (c *cluster) jobCheck(token string, env []string, args ...string) (string, 
 	c.t.Helper()
 	spec := filepath.Join(testnomad.RepoRoot(c.t), "jobs", "gpu-work.nomad.hcl")
 	cmd := exec.Command(testnomad.StewardBin(c.t), append(append([]string{"job", "check"}, args...), spec)...)
-	cmd.Env = append(append(os.Environ(), "NOMAD_ADDR="+c.Address, "NOMAD_TOKEN="+token), env...)
+	cmd.Env = append(append(os.Environ(), c.nomadEnv(token)...), env...)
 	out, err := cmd.CombinedOutput()
 	if ee, ok := err.(*exec.ExitError); ok {
 		return string(out), ee.ExitCode()
@@ -202,9 +203,8 @@ func (c *cluster) jobCheck(token string, env []string, args ...string) (string, 
 // cleartext to an address off loopback.
 func TestJobCheckOverTLS(t *testing.T) {
 	t.Parallel()
-	const mgmt = "0d1c2b3a-4f5e-4a6b-8c7d-9e0f1a2b3c4d"
-	c := startClusterWith(t, 2, testnomad.Options{ACLBootstrapToken: mgmt}, "ml")
-	c.controllerToken = mgmt
+	c := startProdCluster(t, prodSpec{gpus: []simGPUs{{count: 2}}}, "ml")
+	c.controllerToken = prodMgmtToken
 	mlToken := c.aclToken("team-ml", fmt.Sprintf(tenantRules, "ml"))
 	policy := writePolicy(t, jobCheckPolicy)
 
@@ -258,9 +258,8 @@ func TestJobCheckOverTLS(t *testing.T) {
 // flood gets its tier's priority.
 func TestJobCheckFloodOthersStillServed(t *testing.T) {
 	t.Parallel()
-	const mgmt = "6e5d4c3b-2a19-4f8e-b7d6-c5b4a3928170"
-	c := startClusterWith(t, 2, testnomad.Options{ACLBootstrapToken: mgmt}, "ml", "rnd")
-	c.controllerToken = mgmt
+	c := startProdCluster(t, prodSpec{gpus: []simGPUs{{count: 2}}}, "ml", "rnd")
+	c.controllerToken = prodMgmtToken
 	mlToken := c.aclToken("team-ml", fmt.Sprintf(tenantRules, "ml"))
 	rndToken := c.aclToken("team-rnd", fmt.Sprintf(tenantRules, "rnd"))
 	ctl := c.startController("ctl", writePolicy(t, jobCheckPolicy), "-listen", "127.0.0.1:0",

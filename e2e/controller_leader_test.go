@@ -52,7 +52,7 @@ var signalingRE = regexp.MustCompile(`(?i)signal`)
 // keeps naming the new leader.
 func TestLeaderPausedPastTTL(t *testing.T) {
 	t.Parallel()
-	c := startShippedACLCluster(t, 4, "ml")
+	c := startProdCluster(t, prodSpec{}, "ml")
 	policy := writePolicy(t, fmt.Sprintf(faultPolicy, "90s"))
 	a, b := c.startLeaderAndFollower(policy)
 

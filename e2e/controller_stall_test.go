@@ -1,11 +1,14 @@
 package e2e
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"net"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -24,8 +27,8 @@ import (
 // renewed the lock: no enforcement, and no failover.
 func TestLeaderWithHungNomadCallStepsDown(t *testing.T) {
 	t.Parallel()
-	c := startCluster(t, 4, "ml")
-	p := newStallProxy(t, c.Address, "/v1/var/steward/leader")
+	c := startProdCluster(t, prodSpec{}, "ml")
+	p := newStallProxyTLS(t, c.Address, "/v1/var/steward/leader", c.TLS)
 	policy := writePolicy(t, fmt.Sprintf(faultPolicy, "0s"))
 	a := c.startControllerAt("a", policy, p.URL(), "-nomad-timeout", "3s", "-round-timeout", "15s")
 	testnomad.WaitFor(t, 30*time.Second, "controller a leads", func() (bool, string) { return a.Contains("leading: this controller acts"), "" })
@@ -70,12 +73,43 @@ type stallProxy struct {
 }
 
 func newStallProxy(t testing.TB, addr, except string) *stallProxy {
+	return newStallProxyTLS(t, addr, except, nil)
+}
+
+// newStallProxyTLS is a stall proxy in front of an agent that speaks mTLS
+// (a production-shaped cluster's, certs): it serves HTTPS with the
+// agent's own certificate and requires a client certificate of the
+// cluster's CA, as the agent does, and forwards over mTLS with the CLI
+// certificate. It must see each request's path to stall all but some, so
+// it ends TLS and makes its own, as a TLS-terminating load balancer would.
+// certs nil: plain HTTP on both sides.
+func newStallProxyTLS(t testing.TB, addr, except string, certs *testnomad.TLS) *stallProxy {
 	target, err := url.Parse(addr)
 	if err != nil {
 		t.Fatal(err)
 	}
 	rp := httputil.NewSingleHostReverseProxy(target)
 	rp.FlushInterval = -1 // the event stream, as it comes
+	var serverTLS *tls.Config
+	if certs != nil {
+		pool := x509.NewCertPool()
+		ca, err := os.ReadFile(certs.CA)
+		if err != nil || !pool.AppendCertsFromPEM(ca) {
+			t.Fatalf("stall proxy: the cluster's CA %s: %v", certs.CA, err)
+		}
+		cli, err := tls.LoadX509KeyPair(certs.CLICert, certs.CLIKey)
+		if err != nil {
+			t.Fatalf("stall proxy: the CLI certificate: %v", err)
+		}
+		agent, err := tls.LoadX509KeyPair(certs.ClientCert, certs.ClientKey)
+		if err != nil {
+			t.Fatalf("stall proxy: the agent's certificate: %v", err)
+		}
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		tr.TLSClientConfig = &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{cli}}
+		rp.Transport = tr
+		serverTLS = &tls.Config{Certificates: []tls.Certificate{agent}, ClientCAs: pool, ClientAuth: tls.RequireAndVerifyClientCert}
+	}
 	p := &stallProxy{closed: make(chan struct{})}
 	p.srv = &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		excepted := except != "" && strings.HasPrefix(r.URL.Path, except)
@@ -91,6 +125,10 @@ func newStallProxy(t testing.TB, addr, except string) *stallProxy {
 	})}
 	ln := listenLoopback(t)
 	p.url = "http://" + ln.Addr().String()
+	if serverTLS != nil {
+		ln = tls.NewListener(ln, serverTLS)
+		p.url = "https://" + strings.TrimPrefix(p.url, "http://")
+	}
 	go func() { _ = p.srv.Serve(ln) }()
 	t.Cleanup(func() { close(p.closed); _ = p.srv.Close() })
 	return p

@@ -18,7 +18,7 @@ import (
 // holds the right one. Neither token shows in its log.
 func TestControllerTokenFile(t *testing.T) {
 	t.Parallel()
-	c := secureCluster(t, 2, "ml")
+	c := startProdCluster(t, prodSpec{gpus: []simGPUs{{count: 2}}}, "ml")
 	good := c.controllerToken
 	c.controllerToken = "" // no NOMAD_TOKEN: the file alone
 	const wrong = "00000000-1111-2222-3333-444444444444"

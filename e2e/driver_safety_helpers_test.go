@@ -63,6 +63,25 @@ func startSafetyAgentRoot(t *testing.T, ckptRoot string, extra ...string) *safet
 	return s
 }
 
+// startSafetyProd is startSafetyAgentRoot on the production-shaped
+// cluster (issue 29): steward-exec with the checkpoint_root given ("":
+// none, its defaults) and 2 simulated GPUs on its GPU client, beside a
+// client without them, ACLs and mTLS on. The jobs registered run on the
+// GPU client, the only node with steward-exec.
+func startSafetyProd(t *testing.T, ckptRoot string, extra ...string) *safetyAgent {
+	t.Helper()
+	if ckptRoot != "" {
+		extra = append([]string{fmt.Sprintf("    checkpoint_root = %q", ckptRoot)}, extra...)
+	} else {
+		extra = append([]string{fmt.Sprintf("    state_dir = %q", t.TempDir())}, extra...)
+	}
+	c := startProdCluster(t, prodSpec{gpus: []simGPUs{{count: 2}},
+		extra: testnomad.Options{Plugins: []testnomad.Plugin{{Name: "steward-exec", Config: strings.Join(extra, "\n")}}}})
+	s := &safetyAgent{Agent: c.Agent, t: t, ckptRoot: ckptRoot, simDir: c.stateDir, namespacesCreated: map[string]bool{}}
+	c.waitDriver(c.NodeID, "steward-exec")
+	return s
+}
+
 // shJob is a batch job of one task that runs a shell script. Failed tasks
 // are neither restarted nor rescheduled unless restarts says so.
 type shJob struct {

@@ -309,7 +309,7 @@ func TestDriverRejectsBadCheckpointSignal(t *testing.T) {
 // ran as nobody: b read a's secret and could kill it.
 func TestDriverTenantsOwnUIDsWithoutCheckpointRoot(t *testing.T) {
 	t.Parallel()
-	s := startSafetyAgentRoot(t, "")
+	s := startSafetyProd(t, "")
 	s.register(shJob{ns: "team-a", id: "train", driver: "steward-exec", env: map[string]string{"TEAM_A_TOKEN": "secret-a-123"},
 		script: `echo "pid=$$ uid=$(id -u)"; exec sleep 600`})
 	aAlloc := s.waitAlloc("team-a", "train", nil, api.AllocClientStatusRunning)
@@ -351,7 +351,7 @@ echo done`, aPid)})
 // option and its count; before, any user but root ran.
 func TestDriverNamedUserNotAllowedRefused(t *testing.T) {
 	t.Parallel()
-	s := startSafetyAgentRoot(t, "")
+	s := startSafetyProd(t, "")
 	s.register(shJob{ns: "team-a", id: "as-nobody", driver: "steward-exec", user: "nobody", script: `echo "uid=$(id -u)"`})
 	failed := s.waitAlloc("team-a", "as-nobody", nil, api.AllocClientStatusFailed, api.AllocClientStatusComplete)
 	if failed.ClientStatus == api.AllocClientStatusComplete {
@@ -370,7 +370,7 @@ func TestDriverNamedUserNotAllowedRefused(t *testing.T) {
 // checkpoints. Before, it ran as the other job's uid and read them.
 func TestDriverParentIDEnvDoesNotChangeJobKey(t *testing.T) {
 	t.Parallel()
-	s := startSafetyAgent(t)
+	s := startSafetyProd(t, t.TempDir())
 	s.register(shJob{ns: "team-a", id: "victim", driver: "steward-exec", script: `set -e
 echo secret-v > "$STEWARD_CHECKPOINT_DIR/ckpt"
 echo "uid=$(id -u)"

@@ -3,8 +3,6 @@ package e2e
 import (
 	"testing"
 	"time"
-
-	"github.com/gpu-steward/steward/internal/testnomad"
 )
 
 // TestPinnedBeneficiaryPreemptsOnItsNode: two client nodes, each full of
@@ -15,8 +13,8 @@ import (
 // notebook cannot use and leave it blocked (issue 29).
 func TestPinnedBeneficiaryPreemptsOnItsNode(t *testing.T) {
 	t.Parallel()
-	c := startClusterSim(t, simGPUs{count: 2}, testnomad.Options{}, "ml")
-	second := c.addClientSim("steward-second", simGPUs{count: 2})
+	c := startProdCluster(t, prodSpec{gpus: []simGPUs{{count: 2}, {count: 2}}}, "ml")
+	second := c.gpuNode(1)
 	firstName, secondName := nodeName(t, c, c.NodeID), nodeName(t, c, second.NodeID)
 
 	c.work("old-train", "ml", "training", 2, 1, "node", secondName, "priority", "40")

@@ -47,7 +47,7 @@ const (
 // request is carried out beside the flood.
 func TestTenantFloodsDoNotStarveLeader(t *testing.T) {
 	t.Parallel()
-	c := startCluster(t, 8, "ml", "flood", "lab")
+	c := startProdCluster(t, prodSpec{gpus: []simGPUs{{count: 8}}}, "ml", "flood", "lab")
 	c.work("nb", "lab", "interactive", 1, 1, "priority", "60")
 
 	// The request flood, written on loopback by 8 writers, bounded in time.

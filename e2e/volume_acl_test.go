@@ -13,8 +13,8 @@ import (
 	"github.com/gpu-steward/steward/internal/testnomad"
 )
 
-// volumeJob registers gpu-work with priority prio and a host volume
-// "data" (read-write) in its group, as a tenant would to keep its
+// volumeJob registers gpu-work with priority prio and the clients' host
+// volume "scratch" (read-write; startProdCluster's) in its group, as a tenant would to keep its
 // priority. Its raw_exec task mounts nothing (raw_exec cannot): Nomad
 // checks the volume rights on the group's volume block alone.
 func (c *cluster) volumeJob(name string, prio int) {
@@ -23,7 +23,7 @@ func (c *cluster) volumeJob(name string, prio int) {
 	job := c.parseJobFile(src, map[string]string{"name": name, "namespace": "ml", "tier": "training", "gpus": "1", "count": "1",
 		"priority": fmt.Sprint(prio)})
 	tg := job.TaskGroups[0]
-	tg.Volumes = map[string]*api.VolumeRequest{"data": {Name: "data", Type: "host", Source: "data"}}
+	tg.Volumes = map[string]*api.VolumeRequest{"scratch": {Name: "scratch", Type: "host", Source: "scratch"}}
 	if _, _, err := c.Client.Jobs().Register(job, nil); err != nil {
 		c.t.Fatalf("register %s with a host volume: %v", name, err)
 	}
@@ -67,15 +67,12 @@ func healthz(t *testing.T, ctl *controllerProc) func() int {
 // policy without the volume rights (as shipped before), Nomad refuses the
 // reset: the refusal is backed off (a handful of tries, not one every
 // round), the job's record says Nomad's error and the right that is
-// missing (host_volume "data", not submit-job), the other tenant job's
+// missing (host_volume "scratch", not submit-job), the other tenant job's
 // priority is still reset, and /healthz stays 200 throughout.
 func TestVolumeJobUnderACLsIsGoverned(t *testing.T) {
 	t.Parallel()
-	vol := t.TempDir()
-	c := startClusterWith(t, 4, testnomad.Options{ACLBootstrapToken: uuid(t),
-		ClientConfig: fmt.Sprintf("  host_volume \"data\" {\n    path = %q\n  }", vol)}, "ml")
-	rules := shippedACL(t, "steward-controller.policy.hcl")
-	c.controllerToken = c.aclToken("steward-controller", rules)
+	c := startProdCluster(t, prodSpec{}, "ml")
+	rules := shippedACL(t, "steward-controller.policy.hcl") // c.controllerToken's
 	policy := writePolicy(t, fmt.Sprintf(faultPolicy, "0s"))
 
 	// The shipped policy: both jobs are reset.
@@ -119,7 +116,7 @@ func TestVolumeJobUnderACLsIsGoverned(t *testing.T) {
 		return p == 40, fmt.Sprintf("plain2=%d", p)
 	})
 	rec := c.waitRecord(60*time.Second, "ml", "vol2", "steward_write_error", "403")
-	for _, want := range []string{"priority reset", "Permission denied", `host_volume "data" "mount-readwrite"`} {
+	for _, want := range []string{"priority reset", "Permission denied", `host_volume "scratch" "mount-readwrite"`} {
 		if !strings.Contains(rec["steward_write_error"], want) {
 			t.Errorf("steward_write_error %q lacks %q", rec["steward_write_error"], want)
 		}
@@ -144,7 +141,7 @@ func TestVolumeJobUnderACLsIsGoverned(t *testing.T) {
 	if tries == 0 || tries > 6 {
 		t.Errorf("%d refused writes logged: want a few, backed off (10s, 20s, ...), not one a round", tries)
 	}
-	if !strings.Contains(log, `host_volume \"data\"`) && !strings.Contains(log, `host_volume "data"`) {
+	if !strings.Contains(log, `host_volume \"scratch\"`) && !strings.Contains(log, `host_volume "scratch"`) {
 		t.Errorf("the log does not name the missing host_volume right:\n%s", tail(log, 30))
 	}
 	for _, bad := range []string{"action failed", "some Nomad calls failed", "control round failed"} {

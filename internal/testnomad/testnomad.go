@@ -162,7 +162,23 @@ func Start(t testing.TB, opts Options) *Agent {
 	// that do not run as the test's user (steward-exec's default user is
 	// nobody) must pass through it to their task, checkpoint and sim
 	// dirs. 0711: they can pass, not list.
-	if err := os.Chmod(filepath.Dir(dir), 0o711); err != nil {
+	open := filepath.Dir(dir)
+	if opts.join != nil {
+		// A cluster's client: a short dir of its own, so that its tasks'
+		// Task API sockets (<data>/alloc/<id>/<task>/secrets/api.sock)
+		// stay within the 108 bytes of a unix socket's path; under
+		// t.TempDir, with a long test name, they do not, and a task
+		// that reaches Nomad through its socket (the shipped controller
+		// job) gets "connect: invalid argument". Removed after the agent
+		// stops (cleanups run last first).
+		short, err := os.MkdirTemp("", "nc")
+		if err != nil {
+			t.Fatalf("a data dir for the client agent: %v", err)
+		}
+		t.Cleanup(func() { _ = os.RemoveAll(short) })
+		dir, open = short, short
+	}
+	if err := os.Chmod(open, 0o711); err != nil {
 		t.Fatalf("opening the test's temp dir to task users: %v", err)
 	}
 	if opts.shortDir {
