@@ -155,7 +155,7 @@ func StartCluster(t testing.TB, opts ClusterOptions) *Cluster {
 func (c *Cluster) StartClient(t testing.TB, spec ClientSpec) *Agent {
 	t.Helper()
 	o := spec.Options
-	o.TLS, o.shortDir = c.TLS, true
+	o.TLS = c.TLS
 	// Tasks' ports on loopback, as everything here: without it the
 	// client fingerprints the host's first interface.
 	o.ClientConfig += "\n  network_interface = \"lo\""

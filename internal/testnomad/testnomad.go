@@ -87,11 +87,6 @@ type Options struct {
 	join     *Agent
 	nodeName string
 	server   bool
-	// shortDir puts the agent's data dir right under /tmp: a task's API
-	// socket (<data dir>/alloc/<id>/<task>/secrets/api.sock) must fit
-	// the 108 bytes of a unix socket's path, which a test's temp dir
-	// under make test's TMPDIR does not leave room for.
-	shortDir bool
 }
 
 // Ports are the agent's loopback ports.
@@ -162,26 +157,16 @@ func Start(t testing.TB, opts Options) *Agent {
 	// that do not run as the test's user (steward-exec's default user is
 	// nobody) must pass through it to their task, checkpoint and sim
 	// dirs. 0711: they can pass, not list.
-	open := filepath.Dir(dir)
-	if opts.join != nil {
-		// A cluster's client: a short dir of its own, so that its tasks'
-		// Task API sockets (<data>/alloc/<id>/<task>/secrets/api.sock)
-		// stay within the 108 bytes of a unix socket's path; under
-		// t.TempDir, with a long test name, they do not, and a task
-		// that reaches Nomad through its socket (the shipped controller
-		// job) gets "connect: invalid argument". Removed after the agent
-		// stops (cleanups run last first).
-		short, err := os.MkdirTemp("", "nc")
-		if err != nil {
-			t.Fatalf("a data dir for the client agent: %v", err)
-		}
-		t.Cleanup(func() { _ = os.RemoveAll(short) })
-		dir, open = short, short
-	}
-	if err := os.Chmod(open, 0o711); err != nil {
+	if err := os.Chmod(filepath.Dir(dir), 0o711); err != nil {
 		t.Fatalf("opening the test's temp dir to task users: %v", err)
 	}
-	if opts.shortDir {
+	// A client that joins a server keeps its data right under /tmp: a
+	// task's API socket (<data dir>/alloc/<id>/<task>/secrets/api.sock)
+	// must fit the 108 bytes of a unix socket's path, which a test's temp
+	// dir under make test's TMPDIR does not leave room for (the shipped
+	// controller job, which reaches Nomad through its socket, got
+	// "connect: invalid argument").
+	if opts.join != nil {
 		short, err := os.MkdirTemp("/tmp", "sw-")
 		if err != nil {
 			t.Fatal(err)
