@@ -72,6 +72,12 @@ Options:
   -state-namespace NS  Steward's own namespace: every job's state, the leader lock
                        and the status (default "steward"; it must exist, and no
                        tenant's token may write there).
+  -controller-pool NAME
+                       The node pool of the controller's own nodes (repeatable).
+                       Nomad CE lets any token that may submit jobs name any node
+                       pool: Steward holds every job outside its own namespace in
+                       this pool, or in "all" while this pool has a node, until its
+                       owner submits it to another pool. Never "default" or "all".
   -job-records=false   Write no record into each job's nomad/jobs/<job> variable
                        (the token then needs no access to jobs' own variables).
   -ui-url URL          The Nomad UI's address for the links in webhook messages
@@ -108,7 +114,7 @@ func (c *ControllerCommand) AutocompleteFlags() complete.Flags {
 		"-check-concurrency": complete.PredictAnything, "-check-rate": complete.PredictAnything,
 		"-check-burst": complete.PredictAnything, "-pprof": complete.PredictNothing, "-advertise": complete.PredictAnything,
 		"-resync": complete.PredictAnything, "-stats-interval": complete.PredictAnything,
-		"-state-namespace": complete.PredictAnything, "-job-records": complete.PredictSet("true", "false"),
+		"-state-namespace": complete.PredictAnything, "-controller-pool": complete.PredictAnything, "-job-records": complete.PredictSet("true", "false"),
 		"-lock-ttl": complete.PredictAnything, "-lock-delay": complete.PredictAnything, "-id": complete.PredictAnything,
 		"-nomad-timeout": complete.PredictAnything, "-round-timeout": complete.PredictAnything,
 		"-log-level": complete.PredictSet("trace", "debug", "info", "warn", "error"), "-log-json": complete.PredictNothing,
@@ -122,12 +128,13 @@ func (c *ControllerCommand) Synopsis() string { return "Run the controller that 
 
 func (c *ControllerCommand) Run(args []string) int {
 	cfg := controller.DefaultConfig()
-	var policies stringList
+	var policies, pools stringList
 	var level, consulAddr, consulKey string
 	var logJSON bool
 	host, _ := os.Hostname()
 	fs := c.FlagSet("controller", controllerFlags)
 	fs.Var(&policies, "policy", "")
+	fs.Var(&pools, "controller-pool", "")
 	fs.BoolVar(&cfg.DryRun, "dry-run", false, "")
 	fs.StringVar(&cfg.Listen, "listen", cfg.Listen, "")
 	fs.BoolVar(&cfg.Pprof, "pprof", false, "")
@@ -157,6 +164,7 @@ func (c *ControllerCommand) Run(args []string) int {
 		return 1
 	}
 	cfg.PolicyFiles = policies
+	cfg.ControllerPools = pools
 	var renamed bool
 	cfg.Identity, renamed = publicIdentity(cfg.Identity, os.Getenv("NOMAD_ALLOC_ID"), os.Getenv("NOMAD_ALLOC_NAME"))
 	if consulAddr != "" {

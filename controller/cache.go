@@ -70,8 +70,13 @@ type clusterCache struct {
 	followed bool
 	nodes    map[string]cachedNode
 	jobs     map[jobKey]*ObservedJob
-	allocs   map[string]ObservedAlloc
-	blocked  map[string]blockedEval
+	// skipped are the jobs skipJobType leaves out of jobs, kept only
+	// while the controller guards node pools (cache_skipped.go).
+	skipped map[jobKey]*ObservedJob
+	// guarded are the controller's node pools (Config.ControllerPools).
+	guarded map[string]bool
+	allocs  map[string]ObservedAlloc
+	blocked map[string]blockedEval
 	// blockedAt: the earliest evaluation the batch being applied newly
 	// blocked (apply).
 	blockedAt time.Time
@@ -87,7 +92,7 @@ type clusterCache struct {
 
 func newClusterCache(placeholders string) *clusterCache {
 	return &clusterCache{placeholders: placeholders, nodes: map[string]cachedNode{}, jobs: map[jobKey]*ObservedJob{},
-		allocs: map[string]ObservedAlloc{}, blocked: map[string]blockedEval{}, summaries: map[jobKey]*cachedSummary{},
+		skipped: map[jobKey]*ObservedJob{}, allocs: map[string]ObservedAlloc{}, blocked: map[string]blockedEval{}, summaries: map[jobKey]*cachedSummary{},
 		seen: map[string]uint64{}, changed: make(chan struct{})}
 }
 
@@ -100,6 +105,7 @@ type clusterRead struct {
 	index   uint64
 	nodes   map[string]cachedNode
 	jobs    map[jobKey]*ObservedJob
+	skipped map[jobKey]*ObservedJob
 	allocs  map[string]ObservedAlloc
 	blocked map[string]blockedEval
 	seen    map[string]uint64
@@ -133,6 +139,7 @@ func (c *clusterCache) replace(rd *clusterRead) int {
 		func(a, b cachedNode) bool { return a.usable == b.usable && a.node.GPUs == b.node.GPUs })
 	drift += merge(c.jobs, rd.jobs, func(k jobKey) string { return "j/" + k.String() }, mergeInto,
 		func(a, b *ObservedJob) bool { return a.ModifyIndex == b.ModifyIndex && a.Stopped == b.Stopped })
+	drift += c.mergeSkipped(rd, mergeInto)
 	drift += merge(c.allocs, rd.allocs, func(id string) string { return "a/" + id }, mergeInto,
 		func(a, b ObservedAlloc) bool {
 			return a.ClientStatus == b.ClientStatus && a.NodeID == b.NodeID && len(a.GPUIDs) == len(b.GPUIDs)
@@ -142,7 +149,7 @@ func (c *clusterCache) replace(rd *clusterRead) int {
 	if !c.ready {
 		drift = 0
 	}
-	c.nodes, c.jobs, c.allocs, c.blocked, c.seen = rd.nodes, rd.jobs, rd.allocs, rd.blocked, seen
+	c.nodes, c.jobs, c.skipped, c.allocs, c.blocked, c.seen = rd.nodes, rd.jobs, rd.skipped, rd.allocs, rd.blocked, seen
 	for k, s := range c.summaries {
 		if _, ok := c.jobs[k]; !ok {
 			delete(c.summaries, k)
@@ -175,6 +182,7 @@ func (c *clusterCache) rebuild(rd *clusterRead) (drift, regressed int) {
 			func(a, b cachedNode) bool { return a.usable == b.usable && a.node.GPUs == b.node.GPUs })
 		drift += merge(c.jobs, rd.jobs, func(k jobKey) string { return "j/" + k.String() }, readWins,
 			func(a, b *ObservedJob) bool { return a.ModifyIndex == b.ModifyIndex && a.Stopped == b.Stopped })
+		drift += c.mergeSkipped(rd, readWins)
 		drift += merge(c.allocs, rd.allocs, func(id string) string { return "a/" + id }, readWins,
 			func(a, b ObservedAlloc) bool {
 				return a.ClientStatus == b.ClientStatus && a.NodeID == b.NodeID && len(a.GPUIDs) == len(b.GPUIDs)
@@ -182,7 +190,10 @@ func (c *clusterCache) rebuild(rd *clusterRead) (drift, regressed int) {
 		drift += merge(c.blocked, rd.blocked, func(id string) string { return "e/" + id }, readWins,
 			func(a, b blockedEval) bool { return true })
 	}
-	c.nodes, c.jobs, c.allocs, c.blocked, c.seen = rd.nodes, rd.jobs, rd.allocs, rd.blocked, rd.seen
+	if rd.skipped == nil {
+		rd.skipped = map[jobKey]*ObservedJob{}
+	}
+	c.nodes, c.jobs, c.skipped, c.allocs, c.blocked, c.seen = rd.nodes, rd.jobs, rd.skipped, rd.allocs, rd.blocked, rd.seen
 	c.summaries = map[jobKey]*cachedSummary{}
 	// The read's index, even below the cache's: events above it apply.
 	c.index, c.readIndex = rd.index, rd.index
@@ -290,12 +301,14 @@ func (c *clusterCache) applyOne(e *api.Event) bool {
 		}
 		if deleted {
 			delete(c.jobs, k)
+			delete(c.skipped, k)
 			delete(c.summaries, k)
 			return true
 		}
 		if skipJobType(deref(j.Type), deref(j.ParentID), j.Periodic != nil && j.Periodic.Enabled != nil && *j.Periodic.Enabled) {
-			return false
+			return c.keepSkipped(k, j)
 		}
+		delete(c.skipped, k)
 		c.jobs[k] = toObservedJob(j)
 		return true
 	case api.TopicAllocation:

@@ -78,6 +78,12 @@ type Config struct {
 	// Consul, when set, elects the leader with a Consul session lock
 	// instead of a Nomad variable lock.
 	Consul *ConsulConfig
+	// ControllerPools are the node pools of the controller's own nodes.
+	// Nomad CE checks no node_pool rule when a job is registered (node
+	// pool governance is Enterprise's), so any token that may submit jobs
+	// may name them, or "all": Steward holds every such job outside its
+	// own namespace (poolguard.go). Empty: no pool is guarded.
+	ControllerPools []string
 	// Traffic, when set, counts the API client's traffic (its transport
 	// wrapped with Traffic.Wrap), exported as metrics.
 	Traffic *Traffic
@@ -137,6 +143,9 @@ func (c Config) Validate() error {
 	if err := c.validateCheck(); err != nil {
 		return err
 	}
+	if err := validateControllerPools(c.ControllerPools); err != nil {
+		return err
+	}
 	if c.UIURL != "" {
 		if err := policy.CheckWebhookURL(c.UIURL); err != nil {
 			return fmt.Errorf("ui url: %w", err)
@@ -192,4 +201,19 @@ func IsLoopback(hostport string) bool {
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
+}
+
+// validateControllerPools refuses controller pools that would hold every
+// tenant's work: "default" (where a job that names no pool goes) and
+// "all" (every node). The controller's nodes must be a pool of their own.
+func validateControllerPools(pools []string) error {
+	for _, p := range pools {
+		switch p {
+		case "":
+			return fmt.Errorf("-controller-pool: empty node pool name")
+		case "default", "all":
+			return fmt.Errorf("-controller-pool %s: Steward would hold every tenant's job there; run the controller on nodes of a node pool of their own (docs/install.md)", p)
+		}
+	}
+	return nil
 }

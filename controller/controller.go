@@ -141,6 +141,7 @@ func New(cfg Config, client *api.Client, log hclog.Logger) (*Controller, error) 
 	n := fencedNomad{Nomad: withDeadline(NewNomad(client), cfg.CallTimeout), lease: ls}
 	obs := newObserver(n, cfg.StateNamespace)
 	obs.resync = cfg.Resync
+	obs.cache.guard(cfg.ControllerPools)
 	c := &Controller{
 		cfg: cfg, log: log, client: client, nomad: n, lease: ls,
 		obs: obs, now: time.Now, crashAt: os.Getenv(CrashAtEnv),

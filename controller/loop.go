@@ -199,6 +199,7 @@ func (c *Controller) reconcile(ctx context.Context) (time.Time, error) {
 		c.metrics.nomadErrors.Inc()
 		return time.Time{}, err
 	}
+	c.admitGuarded(obs)
 	c.usage.setObservation(obs, statsTargets(pol, obs))
 	c.resolveStates(obs)
 	r := newRound(obs.At, obs, c.states)
@@ -210,6 +211,7 @@ func (c *Controller) reconcile(ctx context.Context) (time.Time, error) {
 	if !c.cfg.DryRun {
 		c.applyRequests(ctx, r)
 		c.syncHolds(ctx, r)
+		c.guardPools(ctx, r)
 		c.finishDrains(ctx, r)
 		if r.failed > 0 {
 			c.metrics.nomadErrors.Add(float64(r.failed))
@@ -228,6 +230,7 @@ func (c *Controller) reconcile(ctx context.Context) (time.Time, error) {
 				c.metrics.nomadErrors.Inc()
 				return time.Time{}, err
 			}
+			c.admitGuarded(obs)
 			c.usage.setObservation(obs, statsTargets(pol, obs))
 			prev := r
 			r = newRound(obs.At, obs, c.states)

@@ -39,6 +39,15 @@ type Observation struct {
 	// allocations are in no other field: to the engine their GPUs are
 	// free, and marked for the work they hold them for.
 	Placeholders map[string]Placeholder
+	// Skipped are the jobs left out of Jobs (skipJobType), kept only
+	// while the controller guards node pools: system jobs, periodic
+	// children, any of which can put a task on the controller's nodes
+	// (poolguard.go).
+	Skipped map[jobKey]*ObservedJob
+	// PoolNodes are, per guarded node pool (Config.ControllerPools), the
+	// names of its nodes: every node registered, GPUs or none, ready or
+	// not (a node down now may join again).
+	PoolNodes map[string][]string
 }
 
 // ObservedNode is a ready, eligible client and its healthy GPUs.

@@ -68,7 +68,7 @@ func (c *clusterCache) isReady() bool {
 // fresh asks the leader, else any server answers. The index it returns is
 // the oldest of the lists': events after it are applied on top.
 func (o *observer) readAll(ctx context.Context, fresh bool) (*clusterRead, error) {
-	rd := &clusterRead{nodes: map[string]cachedNode{}, jobs: map[jobKey]*ObservedJob{}, allocs: map[string]ObservedAlloc{},
+	rd := &clusterRead{nodes: map[string]cachedNode{}, jobs: map[jobKey]*ObservedJob{}, skipped: map[jobKey]*ObservedJob{}, allocs: map[string]ObservedAlloc{},
 		blocked: map[string]blockedEval{}, seen: map[string]uint64{}}
 	index := func(i uint64) {
 		if rd.index == 0 || i < rd.index {
@@ -95,9 +95,20 @@ func (o *observer) readAll(ctx context.Context, fresh bool) (*clusterRead, error
 	// cache's map meanwhile; the specs themselves are never changed.)
 	o.cache.mu.Lock()
 	known := maps.Clone(o.cache.jobs)
+	knownSkipped := maps.Clone(o.cache.skipped)
 	o.cache.mu.Unlock()
 	for _, s := range stubs {
 		if skipJobType(s.Type, s.ParentID, s.Periodic) {
+			// Kept apart for the pool guard (cache_skipped.go).
+			j, err := o.readSkipped(ctx, s, knownSkipped, fresh)
+			if err != nil {
+				return nil, err
+			}
+			if j != nil {
+				k := jobKey{s.Namespace, s.ID}
+				rd.skipped[k] = j
+				rd.seen["j/"+k.String()] = s.ModifyIndex
+			}
 			continue
 		}
 		k := jobKey{s.Namespace, s.ID}
@@ -150,12 +161,24 @@ func (o *observer) readAll(ctx context.Context, fresh bool) (*clusterRead, error
 // summaries of blocked jobs it does not hold yet or that changed since.
 func (o *observer) build(ctx context.Context, now time.Time) (*Observation, error) {
 	c := o.cache
-	obs := &Observation{At: now, Jobs: map[jobKey]*ObservedJob{}, Queued: map[jobKey]map[string]QueuedGroup{},
+	obs := &Observation{At: now, Jobs: map[jobKey]*ObservedJob{}, Skipped: map[jobKey]*ObservedJob{}, PoolNodes: map[string][]string{}, Queued: map[jobKey]map[string]QueuedGroup{},
 		Placeholders: map[string]Placeholder{}, Done: map[jobKey]map[string]int{}}
 	c.mu.Lock()
 	for _, n := range c.nodes {
 		if n.usable {
 			obs.Nodes = append(obs.Nodes, n.node)
+		}
+	}
+	for k, j := range c.skipped {
+		if !c.isPlaceholder(k.Namespace, k.ID) {
+			obs.Skipped[k] = j
+		}
+	}
+	if len(c.guarded) > 0 {
+		for _, n := range c.nodes {
+			if c.guarded[n.node.NodePool] {
+				obs.PoolNodes[n.node.NodePool] = append(obs.PoolNodes[n.node.NodePool], n.node.Name)
+			}
 		}
 	}
 	for k, j := range c.jobs {
@@ -200,6 +223,9 @@ func (o *observer) build(ctx context.Context, now time.Time) (*Observation, erro
 	}
 	c.mu.Unlock()
 	sort.Slice(obs.Nodes, func(i, k int) bool { return obs.Nodes[i].ID < obs.Nodes[k].ID })
+	for _, names := range obs.PoolNodes {
+		sort.Strings(names)
+	}
 	sort.Slice(obs.Allocs, func(i, k int) bool { return obs.Allocs[i].ID < obs.Allocs[k].ID })
 	sort.Strings(blocked)
 

@@ -114,6 +114,12 @@ func buildSnapshot(p *policy.Policy, obs *Observation, states map[jobKey]*JobSta
 			if spec.GPUsPerAlloc == 0 {
 				continue
 			}
+			if st != nil && st.Held[g] != nil && st.Held[g].Count > 0 && st.Held[g].Rule == ruleControllerPool {
+				// Held for running in the controller's node pool: it
+				// waits for its owner to move it, never for GPUs
+				// (poolguard.go).
+				continue
+			}
 			count, since, held, requeued, owner := 0, time.Time{}, false, false, false
 			if st != nil && !st.Paused {
 				if h := st.Held[g]; h != nil && h.Count > 0 {
