@@ -51,7 +51,7 @@ func TestTenantCannotUseControllerPool(t *testing.T) {
 
 	c.waitInPool("steward", map[string]int{"research/beside": 0, "research/everywhere": 0})
 	rec := c.waitRecord(30*time.Second, "research", "beside", "steward_reason", poolReason)
-	for _, want := range []string{"tenants' work may not run there", "2 nodes", "submit it to another node pool"} {
+	for _, want := range []string{"tenants' work may not run there", "2 nodes", "until its owner submits it to another node pool"} {
 		if !strings.Contains(rec["steward_reason"], want) {
 			t.Errorf("record of beside: reason %q lacks %q", rec["steward_reason"], want)
 		}
