@@ -78,8 +78,8 @@ func poolRefusals(obs *Observation, pools []string, own string) []poolRefusal {
 			return
 		}
 		rf := poolRefusal{Job: k, Pool: j.NodePool}
-		for g, spec := range j.Groups {
-			if spec.Count > 0 {
+		for g := range j.Groups {
+			if writtenCount(j, g) > 0 {
 				rf.Hold = append(rf.Hold, g)
 			}
 		}
@@ -134,7 +134,11 @@ func poolReason(j *ObservedJob, hold []string, reached []string, poolNodes map[s
 	if len(hold) > 0 {
 		parts := make([]string, 0, len(hold))
 		for _, g := range hold {
-			parts = append(parts, g+": "+plural(j.Groups[g].Count, "allocation"))
+			if allOrNothing(j.Type) {
+				parts = append(parts, fmt.Sprintf("%s: %d per node", g, writtenCount(j, g)))
+			} else {
+				parts = append(parts, g+": "+plural(j.Groups[g].Count, "allocation"))
+			}
 		}
 		word := "group"
 		if len(hold) > 1 {
@@ -144,6 +148,27 @@ func poolReason(j *ObservedJob, hold []string, reached []string, poolNodes map[s
 	}
 	b.WriteString(" until its owner submits it to another node pool (such as default)")
 	return engine.Reason{Rule: ruleControllerPool, Message: b.String()}
+}
+
+// writtenCount is a group's count as its job says: a system or sysbatch
+// group's per node (systemCounts), any other's in all. Above 0, the
+// group can run.
+func writtenCount(j *ObservedJob, g string) int {
+	if allOrNothing(j.Type) {
+		return j.Groups[g].PerNode
+	}
+	return j.Groups[g].Count
+}
+
+// poolHeldCount is how many allocations a pool hold of a group takes back, as
+// Steward counts a group (systemCounts): a system or sysbatch group's
+// those it runs, at least 1 (its allocations without GPUs are not
+// observed), any other's its count.
+func poolHeldCount(j *ObservedJob, g string) int {
+	if allOrNothing(j.Type) {
+		return max(j.Groups[g].Count, 1)
+	}
+	return j.Groups[g].Count
 }
 
 // namesClipped lists at most n names, then how many more.

@@ -60,9 +60,9 @@ func (c *Controller) refusePool(ctx context.Context, r *round, rf poolRefusal) e
 	}
 	st := c.state(k)
 	for _, g := range rf.Hold {
-		spec := job.Groups[g]
-		st.hold(g, spec.Count, spec.Count, ruleControllerPool, r.now, job.ModifyIndex)
-		st.keepScaling(g, spec.Scaling)
+		n := poolHeldCount(job, g)
+		st.hold(g, n, n, ruleControllerPool, r.now, job.ModifyIndex)
+		st.keepScaling(g, job.Groups[g].Scaling)
 	}
 	c.log.Warn("job in the controller's node pool: holding it", "job", k, "pool", rf.Pool, "groups", rf.Hold)
 	st.note(StatusHeld, rf.Reason, r.now)
@@ -77,7 +77,7 @@ func (c *Controller) refusePool(ctx context.Context, r *round, rf poolRefusal) e
 	for _, g := range rf.Hold {
 		// Every allocation, running or not: unlike a hold for capacity,
 		// which takes back only what Nomad has not placed yet.
-		err := c.scale(ctx, r, k, g, 0, "Steward holds "+plural(job.Groups[g].Count, "allocation")+": "+rf.Reason.Message, scaleMeta(rf.Reason))
+		err := c.scale(ctx, r, k, g, 0, "Steward holds "+plural(poolHeldCount(job, g), "allocation")+": "+rf.Reason.Message, scaleMeta(rf.Reason))
 		if err != nil {
 			errs = append(errs, fmt.Errorf("group %s: %w", g, err))
 			continue
