@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -305,5 +306,66 @@ func TestPoolGuardRounds(t *testing.T) {
 	if rec["steward_state"] != StatusRunning || rec["steward_held"] != "" ||
 		rec["steward_reason"] != "its owner submitted it to node pool default: Steward no longer holds it for the controller's node pool" {
 		t.Errorf("record of a/beside after its move: %v", rec)
+	}
+}
+
+// childJSON is a job the view leaves out (skipJobType: a periodic child
+// as the function reads one) in a node pool.
+const childJSON = `{"ID":"cron/periodic-1","ParentID":"cron","Namespace":"ml","Type":"batch","NodePool":%q,"JobModifyIndex":%d,
+	"Periodic":{"Enabled":true},"TaskGroups":[{"Name":"web","Count":1,"Tasks":[{"Name":"web","Driver":"raw_exec"}]}]}`
+
+// TestCacheKeepsSkippedForTheGuard: the jobs the view leaves out are kept
+// apart only while pools are guarded; an event about one matters to a
+// plan when it can run on the controller's nodes, or could before (moved
+// away); a deregistration drops it; a full read keeps it, its pool
+// included (the list's stub has none: the spec is read).
+func TestCacheKeepsSkippedForTheGuard(t *testing.T) {
+	k := jobKey{"ml", "cron/periodic-1"}
+	c := newClusterCache("steward")
+	if relevant, _ := c.apply(event(t, 10, "Job", "JobRegistered", "Job", fmt.Sprintf(childJSON, "steward", 10))); relevant || len(c.skipped) != 0 {
+		t.Errorf("without guarded pools: relevant %v, kept %d", relevant, len(c.skipped))
+	}
+	c.guard([]string{"steward"})
+	for i, step := range []struct {
+		pool     string
+		relevant bool
+	}{
+		{"default", false}, {"steward", true}, {"default", true}, {"all", true}, {"gpu", true}, {"gpu", false},
+	} {
+		index := 20 + i
+		relevant, _ := c.apply(event(t, index, "Job", "JobRegistered", "Job", fmt.Sprintf(childJSON, step.pool, index)))
+		if relevant != step.relevant || c.skipped[k] == nil || c.skipped[k].NodePool != step.pool {
+			t.Errorf("step %d (pool %s): relevant %v, want %v; kept %+v", i, step.pool, relevant, step.relevant, c.skipped[k])
+		}
+		if _, ok := c.jobs[k]; ok {
+			t.Errorf("step %d: a skipped job in the view's jobs", i)
+		}
+	}
+	gone := event(t, 40, "Job", "JobDeregistered", "Job", fmt.Sprintf(childJSON, "gpu", 40))
+	gone.Events[0].Payload["Deleted"] = true
+	c.apply(gone)
+	if c.skipped[k] != nil {
+		t.Error("a purged skipped job kept")
+	}
+
+	// A full read: the spec is read for the pool, and the round sees it
+	// with the controller's nodes.
+	f := newFakeNomad()
+	cl := f.cl()
+	ctl := apiNode("steward-1", 0)
+	ctl.NodePool = "steward"
+	cl.nodes = []*api.NodeListStub{ctl}
+	child := apiCPUJob("ml", "cron/periodic-1", api.JobTypeBatch, "steward", 1)
+	child.ParentID = ptr("cron")
+	child.Periodic = &api.PeriodicConfig{Enabled: ptr(true)}
+	cl.jobs["ml/cron/periodic-1"] = child
+	o := newObserver(f, "steward")
+	o.cache.guard([]string{"steward"})
+	rd, err := o.readAll(t.Context(), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j := rd.skipped[k]; j == nil || j.NodePool != "steward" {
+		t.Fatalf("full read: skipped %+v", rd.skipped)
 	}
 }
