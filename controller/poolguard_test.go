@@ -110,7 +110,7 @@ func TestPoolRefusals(t *testing.T) {
 		{
 			name: "all reaches two controller pools; many nodes named by the first three", pools: []string{"ctl", "steward"},
 			poolNodes: map[string][]string{"ctl": {"c1", "c2", "c3"}, "steward": {"steward-1", "steward-2"}},
-			jobs: []*ObservedJob{cpuJob("ml", "x", "service", "all", 1)},
+			jobs:      []*ObservedJob{cpuJob("ml", "x", "service", "all", 1)},
 			want: []want{{"ml/x", "all", []string{"web"},
 				"node pool all includes node pools ctl, steward, kept for the Steward controller (5 nodes: c1, c2, c3 and 2 more): tenants' work may not run there, " +
 					"so Steward holds the job (group web: 1 allocation) until its owner submits it to another node pool (such as default)"}},
