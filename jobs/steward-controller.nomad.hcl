@@ -68,7 +68,7 @@ variable "tls_key" {
 }
 
 variable "node_pool" {
-  description = "Node pool of the controller's nodes: one tenants cannot use (see docs/install.md)."
+  description = "Node pool of the controller's nodes, of their own (see docs/install.md); the controller holds any tenant job that can run there."
   type        = string
   default     = "default"
 }
@@ -138,7 +138,12 @@ job "steward-controller" {
           "-log-json",
           ], var.tls_cert == "" ? ["-check-listen", "127.0.0.1:${NOMAD_PORT_check}"] : [
           "-check-listen", "${NOMAD_ADDR_check}", "-tls-cert", var.tls_cert, "-tls-key", var.tls_key,
-        ])
+          ],
+          # Nomad CE lets any token that may submit jobs name this pool (or
+          # "all"): the controller holds every tenant job that can run here
+          # (docs/controller.md, "Security model").
+          var.node_pool == "default" ? [] : ["-controller-pool", var.node_pool],
+        )
       }
 
       env {
