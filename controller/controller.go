@@ -79,9 +79,11 @@ type Controller struct {
 	statusAt     time.Time
 	// views are the namespaces' views of the status last published
 	// (status_views.go).
-	views   statusViews
-	usage   *usageStore
-	metrics *metrics
+	views statusViews
+	usage *usageStore
+	// gpuRefused are the GPUs whose stats carry no utilisation.
+	gpuRefused gpuRefusals
+	metrics    *metrics
 	// notifier sends webhook messages (notify.go); nil in a dry run.
 	notifier *notifier
 	// fc forecasts the waiting jobs' starts (forecast.go).
@@ -112,6 +114,9 @@ type Health struct {
 	// (evictions without a checkpoint signal: turn it off), "off", or
 	// "unknown" (syspreempt.go).
 	SystemPreemption string `json:"system_preemption,omitempty"`
+	// Warnings are what the controller refuses to judge and the operator
+	// should fix: GPUs whose stats carry no utilisation (gpurefusals.go).
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 // Decision is one action as the status command shows it.
@@ -260,8 +265,10 @@ func (c *Controller) takePressure() time.Time {
 // Health returns the controller's health for /healthz.
 func (c *Controller) Health() Health {
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.health
+	h := c.health
+	c.mu.Unlock()
+	h.Warnings = c.gpuRefused.healthWarnings()
+	return h
 }
 
 func (c *Controller) setHealth(f func(h *Health)) {

@@ -43,7 +43,8 @@ type Status struct {
 	// to keep the status within a variable's size.
 	QueueOmitted int `json:"queue_omitted,omitempty"`
 	// Warnings are job meta values Steward refused, and what it uses
-	// instead.
+	// instead, and GPUs of jobs an idle rule covers whose stats carry no
+	// utilisation (gpurefusals.go).
 	Warnings []JobWarning `json:"warnings,omitempty"`
 	// Trimmed says what was left out of a status that would not fit a
 	// variable even with its lists cut (fitStatus): empty when nothing
@@ -206,7 +207,7 @@ func (c *Controller) writeStatus(ctx context.Context, r *round, pol *policy.Poli
 	s := buildStatus(pol, r, c.sortedStates(), c.usage.samples(), c.decisions)
 	s.Leader, s.DryRun = c.cfg.Identity, c.cfg.DryRun
 	c.metrics.idleGPUs.Set(float64(s.IdleGPUs))
-	s.Warnings = c.warnings()
+	s.Warnings = append(c.warnings(), c.gpuRefused.jobWarnings()...)
 	c.mu.Lock()
 	s.CheckAddress = c.checkAddr
 	c.mu.Unlock()

@@ -2,6 +2,8 @@ package controller
 
 import (
 	"context"
+	"maps"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -73,6 +75,7 @@ func (c *Controller) sweepStats(ctx context.Context, targets []statsTarget) int 
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	failed := 0
+	c.gpuRefused.keep(targets)
 	for _, t := range targets {
 		select {
 		case sem <- struct{}{}:
@@ -84,7 +87,7 @@ func (c *Controller) sweepStats(ctx context.Context, targets []statsTarget) int 
 		go func() {
 			defer func() { <-sem; wg.Done() }()
 			rctx, cancel := context.WithTimeout(ctx, timeout)
-			util, err := c.nodeGPUUtil(rctx, t.node)
+			readings, err := c.nodeGPUReadings(rctx, t.node)
 			cancel()
 			if err != nil {
 				c.log.Debug("read GPU stats", "node", t.node, "error", err)
@@ -93,12 +96,7 @@ func (c *Controller) sweepStats(ctx context.Context, targets []statsTarget) int 
 				mu.Unlock()
 				return
 			}
-			now := c.now()
-			for _, a := range t.allocs {
-				if u, ok := meanUtil(util, a.GPUIDs); ok {
-					c.usage.add(a.ID, engine.Sample{At: now, Util: u})
-				}
-			}
+			c.sampleNode(t, readings, c.now())
 		}()
 	}
 	wg.Wait()
@@ -106,19 +104,41 @@ func (c *Controller) sweepStats(ctx context.Context, targets []statsTarget) int 
 	return failed
 }
 
-// meanUtil is the mean utilisation of the GPUs util reports among ids.
-func meanUtil(util map[string]float64, ids []string) (float64, bool) {
-	var sum float64
-	n := 0
-	for _, id := range ids {
-		if v, ok := util[id]; ok {
-			sum, n = sum+v, n+1
+// sampleNode adds a sample at now for each target allocation on a node
+// whose GPUs all report utilisation. An allocation with a GPU that does
+// not is neither idle nor busy: its samples go, and the GPU is refused
+// (logged the first time).
+func (c *Controller) sampleNode(t statsTarget, readings map[string]gpuReading, now time.Time) {
+	for _, a := range t.allocs {
+		u, refused, ok := allocUtil(readings, a.GPUIDs)
+		for _, id := range c.gpuRefused.accept(t.node, reportingGPUs(a.GPUIDs, refused)) {
+			c.log.Info("GPU reports utilisation again: idle rules act on its allocation", "node", t.node, "gpu", id, "alloc", a.ID)
+		}
+		if len(refused) > 0 {
+			c.usage.forget(a.ID)
+			for _, id := range slices.Sorted(maps.Keys(refused)) {
+				if c.gpuRefused.refuse(t.node, id, refused[id], a) {
+					c.log.Warn("GPU refused: its stats carry no utilisation, so idle rules do not act on its allocation (docs/devices.md)",
+						"node", t.node, "gpu", id, "alloc", a.ID, "job", jobKey{a.Namespace, a.JobID}, "reason", refused[id])
+				}
+			}
+			continue
+		}
+		if ok {
+			c.usage.add(a.ID, engine.Sample{At: now, Util: u})
 		}
 	}
-	if n == 0 {
-		return 0, false
+}
+
+// reportingGPUs are the ids not refused.
+func reportingGPUs(ids []string, refused map[string]string) []string {
+	out := make([]string, 0, len(ids))
+	for _, id := range ids {
+		if _, no := refused[id]; !no {
+			out = append(out, id)
+		}
 	}
-	return sum / float64(n), true
+	return out
 }
 
 // pollStats sweeps the nodes the last round found idle rules covering,

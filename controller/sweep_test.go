@@ -16,7 +16,7 @@ import (
 func gpuStats(gpuIDs []string, util int64) *api.HostStats {
 	inst := map[string]*api.DeviceStats{}
 	for _, id := range gpuIDs {
-		inst[id] = &api.DeviceStats{Summary: &api.StatValue{IntNumeratorVal: &util}}
+		inst[id] = stewardShape(util, 0, 40960)
 	}
 	return &api.HostStats{DeviceStats: []*api.DeviceGroupStats{{Vendor: "nvidia", Type: "gpu", Name: "sim", InstanceStats: inst}}}
 }

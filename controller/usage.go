@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 
@@ -97,6 +98,14 @@ func (u *usageStore) add(allocID string, s engine.Sample) {
 	u.byAlloc[allocID] = list[cut:]
 }
 
+// forget drops an allocation's samples: its GPUs cannot be read, and
+// samples left from before would go on saying it is idle (or busy).
+func (u *usageStore) forget(allocID string) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	delete(u.byAlloc, allocID)
+}
+
 // samples returns a copy of every allocation's samples for one plan.
 func (u *usageStore) samples() map[string][]engine.Sample {
 	u.mu.Lock()
@@ -149,31 +158,14 @@ func (u *usageStore) idleSince(allocID string, threshold float64) (IdleSince, bo
 	return IdleSince{Since: since, Util: sum / float64(n)}, true
 }
 
-// nodeGPUUtil returns each GPU's utilisation (percent) on a node, from
-// the device plugin's stats (the summary value of each instance).
-func (c *Controller) nodeGPUUtil(ctx context.Context, nodeID string) (map[string]float64, error) {
+// nodeGPUReadings reads each GPU's utilisation on a node, or why it has
+// none, from the device plugin's stats (gpuutil.go).
+func (c *Controller) nodeGPUReadings(ctx context.Context, nodeID string) (map[string]gpuReading, error) {
 	stats, err := c.nomad.NodeStats(ctx, nodeID)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("read stats of node %s: %w", nodeID, err)
 	}
-	out := map[string]float64{}
-	for _, g := range stats.DeviceStats {
-		if g == nil || g.Type != "gpu" {
-			continue
-		}
-		for id, s := range g.InstanceStats {
-			if s == nil || s.Summary == nil {
-				continue
-			}
-			switch {
-			case s.Summary.FloatNumeratorVal != nil:
-				out[id] = *s.Summary.FloatNumeratorVal
-			case s.Summary.IntNumeratorVal != nil:
-				out[id] = float64(*s.Summary.IntNumeratorVal)
-			}
-		}
-	}
-	return out, nil
+	return gpuReadings(stats), nil
 }
 
 // idleTimers returns, per job, the idle timers to keep: the allocations an
