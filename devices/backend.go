@@ -50,6 +50,10 @@ type gpu struct {
 	ParentUUID string // MIG instances only
 	Simulated  bool
 
+	// Board is what nomad-device-nvidia also fingerprints; a MIG instance
+	// has its parent's.
+	Board boardAttrs
+
 	// Err is why a query about this GPU failed; the GPU is then reported
 	// unhealthy with it as the reason.
 	Err string

@@ -142,6 +142,7 @@ func groupAttributes(inv inventory, g gpu) map[string]*structs.Attribute {
 	if g.ComputeCapability != "" {
 		attrs[AttrComputeCapability] = structs.NewStringAttribute(g.ComputeCapability)
 	}
+	g.Board.add(attrs)
 	return attrs
 }
 

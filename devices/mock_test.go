@@ -50,6 +50,18 @@ func newMockGPUs() *mockGPUs {
 		d.GetSupportedEventTypesFunc = func() (uint64, nvml.Return) { return nvml.EventTypeAll, nvml.SUCCESS }
 		d.RegisterEventsFunc = func(uint64, nvml.EventSet) nvml.Return { return nvml.SUCCESS }
 		d.GetMaxMigDeviceCountFunc = func() (int, nvml.Return) { return 7, nvml.SUCCESS }
+		// What nomad-device-nvidia also fingerprints, as an A100-SXM4-40GB
+		// reports it.
+		d.GetBAR1MemoryInfoFunc = func() (nvml.BAR1Memory, nvml.Return) {
+			return nvml.BAR1Memory{Bar1Total: 65536 * mib, Bar1Used: 3 * mib}, nvml.SUCCESS
+		}
+		d.GetMaxClockInfoFunc = func(c nvml.ClockType) (uint32, nvml.Return) {
+			return map[nvml.ClockType]uint32{nvml.CLOCK_GRAPHICS: 1410, nvml.CLOCK_MEM: 1215}[c], nvml.SUCCESS
+		}
+		d.GetMaxPcieLinkGenerationFunc = func() (int, nvml.Return) { return 4, nvml.SUCCESS }
+		d.GetMaxPcieLinkWidthFunc = func() (int, nvml.Return) { return 16, nvml.SUCCESS }
+		d.GetDisplayModeFunc = func() (nvml.EnableState, nvml.Return) { return nvml.FEATURE_DISABLED, nvml.SUCCESS }
+		d.GetPersistenceModeFunc = func() (nvml.EnableState, nvml.Return) { return nvml.FEATURE_ENABLED, nvml.SUCCESS }
 		d.GetMigDeviceHandleByIndexFunc = func(n int) (nvml.Device, nvml.Return) {
 			if n < len(m.mig[i]) {
 				return m.mig[i][n], nvml.SUCCESS

@@ -266,6 +266,7 @@ func (b *nvmlBackend) describe(dev nvml.Device, uuid string) (gpu, nvmlHandle) {
 	} else if ret != nvml.ERROR_NOT_SUPPORTED {
 		errs = append(errs, nvmlErr("GetEnforcedPowerLimit", ret))
 	}
+	g.Board = readBoard(dev, b.logger, uuid)
 	g.Err = strings.Join(errs, "; ")
 	return g, nvmlHandle{uuid: uuid, model: g.Model, dev: dev, memTotalMiB: g.MemoryMiB, powerLimitW: g.PowerLimitW}
 }
@@ -316,6 +317,7 @@ func (b *nvmlBackend) migInstances(parent nvml.Device, p gpu) ([]gpu, []nvmlHand
 			ComputeCapability: p.ComputeCapability,
 			MIG:               true,
 			ParentUUID:        p.UUID,
+			Board:             p.Board, // as the stock plugin: the parent's
 		}
 		var errs []string
 		name, ret := dev.GetName()

@@ -51,6 +51,18 @@ const (
 	simMaxTempC    = 75
 )
 
+// simBoard is what an A100-SXM4 reports for the attributes
+// nomad-device-nvidia also fingerprints (boardattrs.go): 64 GiB of BAR1,
+// 1410/1215 MHz maximum clocks, PCIe 4.0 x16, no display, persistence on.
+var simBoard = boardAttrs{
+	BAR1MiB:         65536,
+	CoresClockMHz:   1410,
+	MemoryClockMHz:  1215,
+	PCIBandwidthMBs: pciBandwidthMBs(4, 16),
+	DisplayState:    enableState(0),
+	PersistenceMode: enableState(1),
+}
+
 // simBackend reports virtual GPUs whose activity the workload drives.
 //
 // Its state dir is private to the plugin's user (root on a client): mode
@@ -123,6 +135,7 @@ func newSimBackend(cfg Config, logger hclog.Logger) (*simBackend, error) {
 			ComputeCapability: "8.0",
 			PowerLimitW:       simPowerLimitW,
 			Simulated:         true,
+			Board:             simBoard,
 		}
 		if cfg.SimMIGProfile == "" {
 			b.gpus = append(b.gpus, g)

@@ -54,6 +54,8 @@ func TestSimFingerprint(t *testing.T) {
 			t.Errorf("attribute %s = %s, want %s", k, got, want)
 		}
 	}
+	// The six nomad-device-nvidia also fingerprints, as an A100 has them.
+	checkAttrs(t, g, stockAttrs)
 }
 
 func TestSimOptions(t *testing.T) {
