@@ -65,6 +65,7 @@ type gpu struct {
 type sample struct {
 	UUID  string
 	Model string
+	MIG   bool
 
 	GPUUtil, MemUtil uint32 // percent
 	MemUsedMiB       uint64

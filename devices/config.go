@@ -18,6 +18,14 @@ const (
 	BackendSim  = "sim"
 )
 
+// Stats shapes of the simulated backend (sim_stats_shape): steward-gpu's
+// own, whose Summary is the utilisation, or exactly that of HashiCorp's
+// nomad-device-nvidia, whose Summary is the memory used (stats_stock.go).
+const (
+	StatsShapeSteward = "steward-gpu"
+	StatsShapeStock   = "nomad-device-nvidia"
+)
+
 // Defaults of the plugin block's config options (documented in docs/devices.md).
 const (
 	defaultFingerprintPeriod = time.Minute
@@ -80,6 +88,10 @@ var configSpec = hclspec.NewObject(map[string]*hclspec.Spec{
 		hclspec.NewAttr("sim_mig_count", "number", false),
 		hclspec.NewLiteral("0"),
 	),
+	"sim_stats_shape": hclspec.NewDefault(
+		hclspec.NewAttr("sim_stats_shape", "string", false),
+		hclspec.NewLiteral(fmt.Sprintf("%q", StatsShapeSteward)),
+	),
 })
 
 // rawConfig is the msgpack form of the plugin block.
@@ -95,6 +107,7 @@ type rawConfig struct {
 	SimStateDir       string   `codec:"sim_state_dir"`
 	SimMIGProfile     string   `codec:"sim_mig_profile"`
 	SimMIGCount       int      `codec:"sim_mig_count"`
+	SimStatsShape     string   `codec:"sim_stats_shape"`
 }
 
 // Config is the validated plugin configuration.
@@ -116,6 +129,10 @@ type Config struct {
 	// "<sim_model> MIG <profile>" with attribute mig = true.
 	SimMIGProfile string
 	SimMIGCount   int
+	// SimStatsShape is the shape of the simulated GPUs' stats:
+	// StatsShapeSteward, or StatsShapeStock to stand in for
+	// nomad-device-nvidia in tests and demos without a GPU.
+	SimStatsShape string
 }
 
 // DefaultConfig is the configuration of an empty plugin block.
@@ -129,6 +146,7 @@ func DefaultConfig() Config {
 		SimModel:          defaultSimModel,
 		SimMemoryMiB:      defaultSimMemoryMiB,
 		SimStateDir:       DefaultSimStateDir(),
+		SimStatsShape:     StatsShapeSteward,
 	}
 }
 
@@ -219,6 +237,16 @@ func (r rawConfig) validate() (Config, error) {
 			return cfg, fmt.Errorf("sim_mig_count %d: a GPU holds 1 to 7 MIG instances", r.SimMIGCount)
 		}
 		cfg.SimMIGProfile, cfg.SimMIGCount = r.SimMIGProfile, r.SimMIGCount
+	}
+	switch r.SimStatsShape {
+	case "", StatsShapeSteward:
+	case StatsShapeStock:
+		if cfg.Backend != BackendSim {
+			return cfg, fmt.Errorf("sim_stats_shape %q: only the simulated backend (backend = %q) takes a stats shape; on real GPUs run nomad-device-nvidia itself", r.SimStatsShape, BackendSim)
+		}
+		cfg.SimStatsShape = StatsShapeStock
+	default:
+		return cfg, fmt.Errorf("sim_stats_shape %q: must be %q or %q", r.SimStatsShape, StatsShapeSteward, StatsShapeStock)
 	}
 	if r.SimStateDir != "" {
 		dir, err := filepath.Abs(r.SimStateDir)

@@ -147,7 +147,7 @@ func (p *Plugin) startBackend(cfg Config) (backend, string) {
 			p.logger.Error("cannot start simulated GPUs, reporting no GPUs", "error", err)
 			return nil, err.Error()
 		}
-		p.logger.Info("simulated GPUs started", "count", len(b.gpus), "model", cfg.SimModel, "state_dir", cfg.SimStateDir)
+		p.logger.Info("simulated GPUs started", "count", len(b.gpus), "model", cfg.SimModel, "state_dir", cfg.SimStateDir, "stats_shape", cfg.SimStatsShape)
 		return b, ""
 	}
 	b, err := newNVMLBackend(p.newLib(), p.logger.Named("nvml"), cfg, p.markUnhealthy)
@@ -229,6 +229,6 @@ func (p *Plugin) Stats(ctx context.Context, interval time.Duration) (<-chan *dev
 		interval = time.Second
 	}
 	out := make(chan *device.StatsResponse)
-	go p.statsLoop(ctx, be, interval, out)
+	go p.statsLoop(ctx, be, interval, statsBuilder(cfg), out)
 	return out, nil
 }

@@ -355,7 +355,7 @@ func (b *nvmlBackend) sample(buf []sample) []sample {
 	buf = buf[:0]
 	for i := range handles {
 		h := &handles[i]
-		s := sample{UUID: h.uuid, Model: h.model, MemTotalMiB: h.memTotalMiB, PowerLimitW: h.powerLimitW}
+		s := sample{UUID: h.uuid, Model: h.model, MIG: h.mig, MemTotalMiB: h.memTotalMiB, PowerLimitW: h.powerLimitW}
 		var failed []string
 		if u, ret := h.dev.GetUtilizationRates(); ret == nvml.SUCCESS {
 			s.GPUUtil, s.MemUtil, s.HasUtil = u.Gpu, u.Memory, true

@@ -313,6 +313,7 @@ func (b *simBackend) sample(buf []sample) []sample {
 		buf = append(buf, sample{
 			UUID:        g.UUID,
 			Model:       g.Model,
+			MIG:         g.MIG,
 			GPUUtil:     act.util,
 			MemUtil:     act.util * 6 / 10,
 			MemUsedMiB:  memUsed,

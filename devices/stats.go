@@ -10,8 +10,10 @@ import (
 
 // Statistic names, units and descriptions. The names are those of
 // hashicorp/nomad-device-nvidia, so dashboards built on it keep working.
-// The summary of every device is its GPU utilisation: the figure Steward's
-// idle-GPU reclaim reads.
+// The summary of every device is its GPU utilisation (the stock plugin's
+// is the memory used). Steward's idle-GPU reclaim reads neither summary:
+// it reads the "GPU utilization" statistic in %, which both plugins send
+// (controller/gpuutil.go).
 const (
 	StatGPUUtilization    = "GPU utilization"
 	StatMemoryUtilization = "Memory utilization"
@@ -35,7 +37,7 @@ const (
 var notAvailable = "N/A"
 
 // statsLoop collects statistics every interval and streams them.
-func (p *Plugin) statsLoop(ctx context.Context, be backend, interval time.Duration, out chan<- *device.StatsResponse) {
+func (p *Plugin) statsLoop(ctx context.Context, be backend, interval time.Duration, build statsBuild, out chan<- *device.StatsResponse) {
 	defer close(out)
 	if be == nil {
 		return
@@ -51,7 +53,7 @@ func (p *Plugin) statsLoop(ctx context.Context, be backend, interval time.Durati
 			timer.Reset(interval)
 		}
 		var resp *device.StatsResponse
-		buf, resp = p.collectStats(be, buf, time.Now())
+		buf, resp = p.collectStats(be, buf, time.Now(), build)
 		select {
 		case <-ctx.Done():
 			return
@@ -60,12 +62,24 @@ func (p *Plugin) statsLoop(ctx context.Context, be backend, interval time.Durati
 	}
 }
 
+// statsBuild converts one round of samples to Nomad's types.
+type statsBuild func(samples []sample, ts time.Time) *device.StatsResponse
+
+// statsBuilder is the conversion the configuration asks for: steward-gpu's
+// own shape, or nomad-device-nvidia's for simulated GPUs standing in for it.
+func statsBuilder(cfg Config) statsBuild {
+	if cfg.Backend == BackendSim && cfg.SimStatsShape == StatsShapeStock {
+		return buildStockStats
+	}
+	return buildStats
+}
+
 // collectStats runs one stats round: query the backend, update health,
 // build Nomad's response. buf is reused between rounds.
-func (p *Plugin) collectStats(be backend, buf []sample, now time.Time) ([]sample, *device.StatsResponse) {
+func (p *Plugin) collectStats(be backend, buf []sample, now time.Time, build statsBuild) ([]sample, *device.StatsResponse) {
 	buf = be.sample(buf)
 	p.health.updateStats(buf)
-	return buf, buildStats(buf, now)
+	return buf, build(buf, now)
 }
 
 // buildStats converts one round of samples to Nomad's types. It allocates

@@ -21,7 +21,7 @@ func statsRound(tb testing.TB) func() int {
 	now := time.Now()
 	return func() int {
 		var r *device.StatsResponse
-		buf, r = p.collectStats(be, buf, now)
+		buf, r = p.collectStats(be, buf, now, buildStats)
 		return len(r.Groups[0].InstanceStats)
 	}
 }
