@@ -56,6 +56,9 @@ type simGPUs struct {
 	// (sim_mig_profile, sim_mig_count): count is then the whole GPUs.
 	migProfile string
 	migCount   int
+	// statsShape is the plugin's sim_stats_shape: "nomad-device-nvidia"
+	// makes the node's GPU stats those of HashiCorp's stock plugin.
+	statsShape string
 }
 
 // devices is how many GPU devices the node shows: its GPUs, or their MIG
@@ -81,6 +84,9 @@ func (g simGPUs) plugin(stateDir string) testnomad.Plugin {
 	}
 	if g.migProfile != "" {
 		cfg += fmt.Sprintf("\n    sim_mig_profile = %q\n    sim_mig_count = %d", g.migProfile, g.migCount)
+	}
+	if g.statsShape != "" {
+		cfg += fmt.Sprintf("\n    sim_stats_shape = %q", g.statsShape)
 	}
 	return testnomad.Plugin{Name: "steward-gpu", Config: cfg}
 }

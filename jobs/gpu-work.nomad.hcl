@@ -8,6 +8,7 @@
 #
 # It reports busy_percent on its GPUs for busy_seconds, then idle_percent
 # (with -var type=batch it finishes then instead: a batch job's work),
+# with gpu_memory_mib of GPU memory held throughout,
 # and on its checkpoint signal (SIGUSR1 by default, as example.hcl says)
 # prints "checkpoint" — the way a real trainer would save its state.
 #
@@ -55,6 +56,12 @@ variable "busy_seconds" {
 variable "idle_percent" {
   type    = number
   default = 2
+}
+
+variable "gpu_memory_mib" {
+  description = "GPU memory the work holds on each GPU, in MiB, busy or idle (a loaded model stays loaded): reported with its utilisation. 0: none reported."
+  type        = number
+  default     = 0
 }
 
 variable "type" {
@@ -174,9 +181,12 @@ job "gpu-work" {
           #!/bin/sh
           set -eu
           : "$${STEWARD_SIM_ACTIVITY_FILES:?not set: is the steward-gpu plugin running with backend = \"sim\"?}"
+          mem=${var.gpu_memory_mib}
           report() {
-            for f in $(echo "$STEWARD_SIM_ACTIVITY_FILES" | tr ',' ' '); do echo "$1" > "$f"; done
-            echo "$(date -u +%FT%TZ) utilisation $1% on $NVIDIA_VISIBLE_DEVICES"
+            line="$1"
+            if [ "$mem" -gt 0 ]; then line="$1 $mem"; fi
+            for f in $(echo "$STEWARD_SIM_ACTIVITY_FILES" | tr ',' ' '); do echo "$line" > "$f"; done
+            echo "$(date -u +%FT%TZ) utilisation $1% and $mem MiB on $NVIDIA_VISIBLE_DEVICES"
           }
           trap 'echo "$(date -u +%FT%TZ) checkpoint requested: saving state"' USR1
           trap 'report 0; echo "$(date -u +%FT%TZ) stopping"; exit 0' TERM INT
