@@ -2,11 +2,14 @@ package e2e
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/nomad/api"
+
+	"github.com/gpu-steward/steward/internal/testnomad"
 )
 
 // TestIdleReclaimWithStockPluginStats: on a node whose GPU stats have
@@ -101,5 +104,65 @@ func TestIdleReclaimWithStockPluginStats(t *testing.T) {
 	}
 	if len(st.Warnings) != 0 {
 		t.Errorf("status warnings %+v", st.Warnings)
+	}
+}
+
+// TestStockPluginMIGRefusedOnce: the stock plugin sends no stats for MIG
+// instances, so an idle notebook on one has no utilisation to judge. The
+// controller refuses it loudly and once: one line in its log, a warning on
+// the job in `steward status` and in /healthz; it neither reclaims the
+// notebook (not idle) nor counts it busy.
+func TestStockPluginMIGRefusedOnce(t *testing.T) {
+	t.Parallel()
+	c := startProdCluster(t, prodSpec{gpus: []simGPUs{{count: 1, statsShape: "nomad-device-nvidia", migProfile: "1g.10gb", migCount: 2}}}, "product")
+	ctl := c.startController("ctl", writePolicy(t, idlePolicyText("always", "stop")), "-listen", "127.0.0.1:0")
+	c.work("nb", "product", "interactive", 1, 1, "priority", "60", "device", "nvidia/gpu/Simulated A100 MIG 1g.10gb",
+		"busy_seconds", "0", "idle_percent", "2", "gpu_memory_mib", "9000")
+	c.waitRunning(60*time.Second, map[string]int{"product/nb": 1})
+
+	var warning string
+	testnomad.WaitFor(t, 30*time.Second, "a status warning on product/nb", func() (bool, string) {
+		v, _, err := c.Client.Variables().Read("steward/status", &api.QueryOptions{Namespace: "steward"})
+		if err != nil {
+			return false, err.Error()
+		}
+		var st struct {
+			Warnings []struct{ Job, Problem string } `json:"warnings"`
+		}
+		_ = json.Unmarshal([]byte(v.Items["status"]), &st)
+		for _, w := range st.Warnings {
+			if w.Job == "product/nb" && strings.Contains(w.Problem, "has no utilisation") {
+				warning = w.Problem
+				return true, ""
+			}
+		}
+		return false, fmt.Sprint(st.Warnings)
+	})
+	t.Logf("status warning: %s", warning)
+	if !strings.Contains(warning, "absent from its node's device stats") || !strings.Contains(warning, "idle rules do not act on allocation") {
+		t.Errorf("warning %q", warning)
+	}
+	// Well past the rule's 6 s: not reclaimed, and refused only once.
+	time.Sleep(15 * time.Second)
+	if n := c.running("product", "nb"); n != 1 {
+		t.Errorf("the notebook whose GPU has no utilisation was reclaimed (running %d)", n)
+	}
+	if n := strings.Count(ctl.Log(), "GPU refused:"); n != 1 {
+		t.Errorf("the controller logged the refusal %d times, want once:\n%s", n, tail(ctl.Log(), 40))
+	}
+	var addr string
+	testnomad.WaitFor(t, 10*time.Second, "the metrics address in the log", func() (bool, string) {
+		m := listenRE.FindStringSubmatch(ctl.Log())
+		if m != nil {
+			addr = m[1]
+		}
+		return m != nil, ""
+	})
+	var h struct {
+		Warnings []string `json:"warnings"`
+	}
+	body := get(t, "http://"+addr+"/healthz")
+	if err := json.Unmarshal([]byte(body), &h); err != nil || len(h.Warnings) != 1 || !strings.Contains(h.Warnings[0], "product/nb: GPU MIG-") {
+		t.Errorf("/healthz = %s", body)
 	}
 }
