@@ -117,7 +117,7 @@ func start(root string) (*Daemon, error) {
 		return nil, errors.New("dockerd not found: run `make docker` (installs Debian's docker.io)")
 	}
 	ctx := filepath.Join(root, "bin", "image")
-	for _, f := range []string{"busybox", "trainer", "steward"} {
+	for _, f := range []string{"busybox", "trainer", "steward", "passwd", "group"} {
 		if _, err := os.Stat(filepath.Join(ctx, f)); err != nil {
 			return nil, fmt.Errorf("%s missing: run `make image-bins`", filepath.Join(ctx, f))
 		}
