@@ -66,7 +66,7 @@ func TestControllerAsDockerJob(t *testing.T) {
 	c.RegisterJobFile(t, filepath.Join(testnomad.RepoRoot(t), "jobs", "steward-controller.nomad.hcl"), map[string]string{
 		"image": testdocker.Image("controller"), "node_pool": "steward", "user": "nobody"})
 	testnomad.WaitFor(t, 90*time.Second, "two controller copies running", func() (bool, string) {
-		return c.running("steward", "steward-controller") == 2, c.controllerJobEvents()
+		return c.running("steward", "steward-controller") == 2, c.controllerJobEvents() + c.placementFailures("steward", "steward-controller")
 	})
 
 	// Two copies, on the two controller nodes, under docker.
@@ -113,9 +113,9 @@ func TestControllerAsDockerJob(t *testing.T) {
 
 	// It acts: a tenant's interactive job preempts its training job.
 	tenant := c.as(c.aclToken("team-ml", fmt.Sprintf(tenantRules, "ml"), userACL(t, "ml")))
-	submitWork(t, tenant, "train", "training", 40)
+	c.submitWork(tenant, "train", "training", 40)
 	c.waitRunning(60*time.Second, map[string]int{"ml/train": 1})
-	submitWork(t, tenant, "nb", "interactive", 60)
+	c.submitWork(tenant, "nb", "interactive", 60)
 	c.waitRunning(60*time.Second, map[string]int{"ml/nb": 1, "ml/train": 0})
 	c.waitRecord(30*time.Second, "ml", "train", "steward_state", "preempted")
 
@@ -158,11 +158,15 @@ func TestControllerAsDockerJob(t *testing.T) {
 }
 
 // submitWork registers jobs/gpu-work.nomad.hcl (4 GPUs) in namespace ml
-// with a tenant's client.
-func submitWork(t *testing.T, tenant *api.Client, name, tier string, prio int) {
+// with a tenant's client (parsed with the operator's).
+func (c *cluster) submitWork(tenant *api.Client, name, tier string, prio int) {
+	t := c.t
 	t.Helper()
-	job, err := tenant.Jobs().ParseHCLOpts(&api.JobsParseRequest{Canonicalize: true,
-		JobHCL:    mustRead(t, filepath.Join(testnomad.RepoRoot(t), "jobs", "gpu-work.nomad.hcl")),
+	spec, err := os.ReadFile(filepath.Join(testnomad.RepoRoot(t), "jobs", "gpu-work.nomad.hcl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	job, err := c.Client.Jobs().ParseHCLOpts(&api.JobsParseRequest{Canonicalize: true, JobHCL: string(spec),
 		Variables: fmt.Sprintf("name = %q\nnamespace = \"ml\"\ntier = %q\ngpus = 4\npriority = %d\n", name, tier, prio)})
 	if err != nil {
 		t.Fatal(err)
@@ -179,4 +183,20 @@ func (c *cluster) allocStderr(a *api.Allocation) string {
 		return err.Error()
 	}
 	return readAll(r)
+}
+
+// placementFailures says why Nomad placed none of a job's allocations, for
+// a failure's message.
+func (c *cluster) placementFailures(ns, job string) string {
+	evals, _, err := c.Client.Jobs().Evaluations(job, &api.QueryOptions{Namespace: ns})
+	if err != nil {
+		return err.Error()
+	}
+	var b strings.Builder
+	for _, e := range evals {
+		for tg, m := range e.FailedTGAllocs {
+			fmt.Fprintf(&b, "\n  %s: constraints %v, classes %v, dimensions %v", tg, m.ConstraintFiltered, m.ClassFiltered, m.DimensionExhausted)
+		}
+	}
+	return b.String()
 }

@@ -120,14 +120,15 @@ locals {
   docker = var.driver == "docker"
 
   # The controller's arguments under every driver (the image's entrypoint
-  # is the steward binary, which takes "controller" first under exec and
-  # raw_exec). Nomad gives ${NOMAD_TASK_DIR} and ${NOMAD_SECRETS_DIR} as
+  # is the steward binary; under exec and raw_exec, var.steward_bin). Nomad
+  # gives ${NOMAD_TASK_DIR} and ${NOMAD_SECRETS_DIR} as
   # the task sees them: /local and /secrets in a container.
   #
   # -id is published where tenants read it (the leader's name): the
   # allocation's name, never its ID, which with the node would say where
   # the token file lies.
   args = concat([
+    "controller",
     "-policy", "$${NOMAD_TASK_DIR}/policy.hcl",
     "-id", "$${NOMAD_ALLOC_NAME}",
     "-token-file", "$${NOMAD_SECRETS_DIR}/nomad_token",
@@ -223,7 +224,7 @@ job "steward-controller" {
         for_each = local.docker ? [] : [1]
         content {
           command = var.steward_bin
-          args    = concat(["controller"], local.args)
+          args    = local.args
         }
       }
 
