@@ -78,12 +78,18 @@ func Stop() {
 // PluginConfig is the agent configuration that points Nomad's docker
 // driver at the daemon: no privileged containers, no host-path volumes
 // beyond Nomad's own mounts, the image kept (never pulled: it is local).
+// A task given GPUs (NVIDIA_VISIBLE_DEVICES in its device environment)
+// runs under the driver's nvidia_runtime, which on a real GPU node is
+// NVIDIA's container runtime; the tests' GPUs are simulated (steward-gpu's
+// sim backend: an environment and a mounted activity file), so runc,
+// the daemon's own, serves.
 func (d *Daemon) PluginConfig() string {
 	return fmt.Sprintf(`
 plugin "docker" {
   config {
     endpoint         = %q
     allow_privileged = false
+    nvidia_runtime   = "runc"
     gc {
       image = false
     }
