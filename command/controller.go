@@ -78,6 +78,12 @@ Options:
                        pool: Steward holds every job outside its own namespace in
                        this pool, or in "all" while this pool has a node, until its
                        owner submits it to another pool. Never "default" or "all".
+  -placeholder-image IMAGE
+                       The image placeholders run under docker, on GPU nodes with
+                       neither steward-exec nor raw_exec (default
+                       steward/shell:local, which 'make image' builds). It must be
+                       on those nodes already, with /bin/sh and sleep: it is never
+                       pulled (so never untagged or ":latest").
   -job-records=false   Write no record into each job's nomad/jobs/<job> variable
                        (the token then needs no access to jobs' own variables).
   -ui-url URL          The Nomad UI's address for the links in webhook messages
@@ -114,7 +120,7 @@ func (c *ControllerCommand) AutocompleteFlags() complete.Flags {
 		"-check-concurrency": complete.PredictAnything, "-check-rate": complete.PredictAnything,
 		"-check-burst": complete.PredictAnything, "-pprof": complete.PredictNothing, "-advertise": complete.PredictAnything,
 		"-resync": complete.PredictAnything, "-stats-interval": complete.PredictAnything,
-		"-state-namespace": complete.PredictAnything, "-controller-pool": complete.PredictAnything, "-job-records": complete.PredictSet("true", "false"),
+		"-state-namespace": complete.PredictAnything, "-placeholder-image": complete.PredictAnything, "-controller-pool": complete.PredictAnything, "-job-records": complete.PredictSet("true", "false"),
 		"-lock-ttl": complete.PredictAnything, "-lock-delay": complete.PredictAnything, "-id": complete.PredictAnything,
 		"-nomad-timeout": complete.PredictAnything, "-round-timeout": complete.PredictAnything,
 		"-log-level": complete.PredictSet("trace", "debug", "info", "warn", "error"), "-log-json": complete.PredictNothing,
@@ -149,6 +155,7 @@ func (c *ControllerCommand) Run(args []string) int {
 	fs.DurationVar(&cfg.Resync, "resync", cfg.Resync, "")
 	fs.DurationVar(&cfg.StatsInterval, "stats-interval", cfg.StatsInterval, "")
 	fs.StringVar(&cfg.StateNamespace, "state-namespace", cfg.StateNamespace, "")
+	fs.StringVar(&cfg.PlaceholderImage, "placeholder-image", cfg.PlaceholderImage, "")
 	fs.BoolVar(&cfg.JobRecords, "job-records", cfg.JobRecords, "")
 	fs.DurationVar(&cfg.LockTTL, "lock-ttl", cfg.LockTTL, "")
 	fs.DurationVar(&cfg.LockDelay, "lock-delay", cfg.LockDelay, "")

@@ -84,6 +84,10 @@ type Config struct {
 	// may name them, or "all": Steward holds every such job outside its
 	// own namespace (poolguard.go). Empty: no pool is guarded.
 	ControllerPools []string
+	// PlaceholderImage is the image a placeholder runs under docker, on a
+	// node with neither steward-exec nor raw_exec: one the nodes have
+	// already, with a shell and sleep; it is never pulled.
+	PlaceholderImage string
 	// Traffic, when set, counts the API client's traffic (its transport
 	// wrapped with Traffic.Wrap), exported as metrics.
 	Traffic *Traffic
@@ -115,6 +119,8 @@ func DefaultConfig() Config {
 		CallTimeout:    30 * time.Second,
 		RoundTimeout:   2 * time.Minute,
 
+		PlaceholderImage: DefaultPlaceholderImage,
+
 		CheckConcurrency: 4,
 		CheckRate:        1,
 		CheckBurst:       5,
@@ -145,6 +151,11 @@ func (c Config) Validate() error {
 	}
 	if err := validateControllerPools(c.ControllerPools); err != nil {
 		return err
+	}
+	if c.PlaceholderImage != "" { // "": DefaultPlaceholderImage
+		if err := validPlaceholderImage(c.PlaceholderImage); err != nil {
+			return err
+		}
 	}
 	if c.UIURL != "" {
 		if err := policy.CheckWebhookURL(c.UIURL); err != nil {

@@ -1,12 +1,12 @@
 package controller
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
 	"slices"
-	"strconv"
 	"time"
 
 	"github.com/hashicorp/nomad/api"
@@ -201,38 +201,13 @@ func sortedIDs[V any](m map[string]V) []string {
 	return keys
 }
 
-// placeholderDriver is the task driver a placeholder runs under on a node:
-// Steward's own, else raw_exec; "" when the node has neither (no
-// placeholder there: the beneficiary takes its chances, as without them).
-func placeholderDriver(n ObservedNode) string {
-	for _, d := range []string{"steward-exec", "raw_exec"} {
-		if slices.Contains(n.Drivers, d) {
-			return d
-		}
-	}
-	return ""
-}
-
 // placeholderJob is the job that holds w's GPUs: pinned to the node, no
 // restarts or rescheduling, a sleep that ends when the marks would lapse.
 func (c *Controller) placeholderJob(w placeholderWant, now time.Time) *api.Job {
 	secs := int(w.until.Sub(now)/time.Second) + 1
-	driver := placeholderDriver(w.node)
-	task := &api.Task{
-		Name:   "hold",
-		Driver: driver,
-		Config: map[string]any{"command": "/bin/sleep", "args": []string{strconv.Itoa(secs)}},
-		Resources: &api.Resources{CPU: ptr(1), MemoryMB: ptr(10),
-			Devices: []*api.RequestedDevice{{Name: "gpu", Count: ptr(uint64(w.gpus))}}},
-		KillTimeout: ptr(time.Second),
-	}
-	if driver == "steward-exec" {
-		// No user: steward-exec refuses a named user its operator did
-		// not list (allowed_task_users, empty by default). The sleep runs
-		// with a uid of the placeholder's own, which the driver takes
-		// back once the placeholder is gone (job_user_reclaim_after).
-		task.Config["checkpoint_signal"] = "none"
-	}
+	task := placeholderTask(placeholderDriver(w.node), cmp.Or(c.cfg.PlaceholderImage, DefaultPlaceholderImage), secs)
+	task.Resources = &api.Resources{CPU: ptr(1), MemoryMB: ptr(10),
+		Devices: []*api.RequestedDevice{{Name: "gpu", Count: ptr(uint64(w.gpus))}}}
 	pool := w.node.NodePool
 	if pool == "" {
 		pool = "default"

@@ -44,7 +44,9 @@ func TestPlaceholders(t *testing.T) {
 			true, false, []string{"raw_exec"}, false, 1, "register steward/" + id + " gpus=1"},
 		{"GPUs a victim gave back, resumed in this round: none", []Mark{{Node: "n1", GPUs: 1, For: "ml/nb", Group: "work", Until: t0.Add(time.Minute)}},
 			true, true, []string{"raw_exec"}, false, 1, ""},
-		{"no driver to run it on the node: none", []Mark{beside}, true, false, []string{"docker"}, false, 1, ""},
+		{"a node that runs containers alone: registered (under docker)", []Mark{beside}, true, false, []string{"docker"}, false, 1,
+			"register steward/" + id + " gpus=3"},
+		{"no driver to run it on the node: none", []Mark{beside}, true, false, []string{"exec", "java"}, false, 1, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

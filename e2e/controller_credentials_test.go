@@ -95,7 +95,7 @@ func TestControllerJobTokenReadableByItAlone(t *testing.T) {
 	run := func(user string) {
 		// On the controller's own node pool, through the task API socket
 		// (the jobspec's default: no address, no certificates in the task).
-		c.RegisterJobFile(t, spec, map[string]string{"steward_bin": testnomad.StewardBin(t),
+		c.RegisterJobFile(t, spec, map[string]string{"driver": "raw_exec", "steward_bin": testnomad.StewardBin(t),
 			"count": "1", "user": user, "node_pool": "steward"})
 	}
 

@@ -17,7 +17,8 @@ import (
 )
 
 // TestControllerAsNomadJob runs jobs/steward-controller.nomad.hcl the way
-// docs/install.md tells an operator to, on the production-shaped cluster
+// docs/install.md tells an operator to, in its raw_exec variant (the
+// docker one: TestControllerAsDockerJob), on the production-shaped cluster
 // (a server and four clients as processes of their own, ACLs, mTLS): in
 // namespace steward, on node pool steward (two nodes no tenant uses), its
 // rights those of acl/steward-controller.policy.hcl bound to the job's
@@ -47,7 +48,7 @@ func TestControllerAsNomadJob(t *testing.T) {
 	putPolicy(good)
 	cert, key := controllerCert(t, c.TLS, "nobody")
 	c.RegisterJobFile(t, filepath.Join(testnomad.RepoRoot(t), "jobs", "steward-controller.nomad.hcl"), map[string]string{
-		"steward_bin": testnomad.StewardBin(t), "node_pool": "steward", "count": "2",
+		"driver": "raw_exec", "steward_bin": testnomad.StewardBin(t), "node_pool": "steward", "count": "2",
 		"tls_cert": cert, "tls_key": key,
 		// A user of its own, as the jobspec asks ("steward" by default);
 		// the test's hosts have nobody.

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"fmt"
+	"maps"
 	"strings"
 	"testing"
 	"time"
@@ -20,6 +21,21 @@ import (
 func dockerExtra(t testing.TB, o testnomad.Options) testnomad.Options {
 	t.Helper()
 	o.ExtraConfig += testdocker.Shared(t).PluginConfig()
+	return o
+}
+
+// dockerOnly is dockerExtra on a node that runs containers alone: no
+// raw_exec, and Nomad's other built-in drivers (exec, java, qemu) left
+// out, as on a GPU node an operator keeps to containers.
+func dockerOnly(t testing.TB, o testnomad.Options) testnomad.Options {
+	t.Helper()
+	o = dockerExtra(t, o)
+	o.NoRawExec = true
+	o.ClientOptions = maps.Clone(o.ClientOptions)
+	if o.ClientOptions == nil {
+		o.ClientOptions = map[string]string{}
+	}
+	o.ClientOptions["driver.allowlist"] = "docker"
 	return o
 }
 

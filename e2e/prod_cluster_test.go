@@ -28,8 +28,12 @@ type prodSpec struct {
 	// controllerNodes are clients in node pool "steward", the controller's,
 	// where no tenant runs.
 	controllerNodes int
-	// extra are more options for every GPU client (plugins, config).
+	// extra are more options for every GPU client (plugins, config; with
+	// dockerOnly, nodes that run containers alone).
 	extra testnomad.Options
+	// controllerExtra are more options for every controller node (say
+	// dockerExtra, for the controller's image).
+	controllerExtra testnomad.Options
 }
 
 // prodMgmtToken is the production-shaped cluster's management token: the
@@ -64,8 +68,9 @@ func startProdCluster(t testing.TB, spec prodSpec, namespaces ...string) *cluste
 			HostVolumes: map[string]string{"scratch": filepath.Join(t.TempDir(), "scratch")}})
 	}
 	for i := 0; i < spec.controllerNodes; i++ {
-		clients = append(clients, testnomad.ClientSpec{Name: fmt.Sprintf("steward-%d", i+1), NodePool: "steward",
-			Options: testnomad.Options{LogLevel: "INFO"}})
+		o := spec.controllerExtra
+		o.LogLevel = "INFO"
+		clients = append(clients, testnomad.ClientSpec{Name: fmt.Sprintf("steward-%d", i+1), NodePool: "steward", Options: o})
 	}
 	pc := testnomad.StartCluster(t, testnomad.ClusterOptions{MgmtToken: prodMgmtToken, Clients: clients,
 		Server: testnomad.Options{LogLevel: "INFO"}})

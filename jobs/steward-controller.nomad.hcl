@@ -1,16 +1,29 @@
 # steward-controller: the Steward controller as a Nomad service job, in
 # Steward's own namespace (steward), where no tenant's token may write.
 #
-# Two copies run; a Nomad variable lock (steward/leader) lets one act while
-# the other waits to take over. The policy lives in a Nomad variable the
-# job's tasks can read (nomad/jobs/steward-controller in namespace steward),
-# and is rendered to a file; changing the variable re-renders it and sends
-# SIGHUP, which reloads the policy (a bad one is logged and the last good
-# one kept) and re-reads the token file:
+# Two copies run, on different nodes; a Nomad variable lock (steward/leader)
+# lets one act while the other waits to take over. The policy lives in a
+# Nomad variable the job's tasks can read (nomad/jobs/steward-controller in
+# namespace steward), and is rendered to a file; changing the variable
+# re-renders it and sends SIGHUP, which reloads the policy (a bad one is
+# logged and the last good one kept) and re-reads the token file:
 #
 #   nomad namespace apply -description "Steward's state" steward
 #   nomad var put -namespace steward -force nomad/jobs/steward-controller policy=@example.hcl
-#   nomad job run -var steward_bin=/usr/local/bin/steward jobs/steward-controller.nomad.hcl
+#   nomad job run -var image=steward/controller:local jobs/steward-controller.nomad.hcl
+#
+# Two variants (var.driver):
+#
+#   docker (the default): the controller image (`make image`: the steward
+#     binary FROM scratch), never pulled (force_pull off; load it on the
+#     controller's nodes), with network_mode "none". Its loopback is the
+#     container's own: /healthz and /metrics are reached by nothing outside
+#     it, so there is no Nomad service or check (see docs/install.md, "The
+#     controller in a container"), and `steward job check` has no
+#     controller to ask.
+#   exec or raw_exec: the steward binary on the host (var.steward_bin),
+#     listening on the node's loopback, where the node's Prometheus and
+#     Nomad's health check reach it, and tenants' job checks over TLS.
 #
 # With ACLs on, give the job its rights through workload identity (no token
 # to distribute; see acl/steward-controller.policy.hcl for each capability):
@@ -21,24 +34,48 @@
 # The task talks to Nomad through its task API socket with that identity,
 # which Nomad writes to a file in the task's secrets directory (not into
 # its environment, where every child process and `nomad alloc exec env`
-# would see it); the controller reads it with -token-file.
+# would see it); the controller reads it with -token-file. Under docker the
+# secrets directory is mounted at /secrets, the socket with it.
 #
-# The task runs as a host user of its own (var.user, "steward" by default:
+# The task runs as a user of its own (var.user, "steward" by default:
 # create it on the nodes of the controller's pool, with no login and no
-# sudo). Only then does Nomad write secrets/nomad_token 0600 for that user
-# alone; without a `user` it writes it 0666 (0644 after the umask), where
-# any other task on the node could take the controller's rights, and the
-# controller refuses to start with a token file others may read.
+# sudo; for docker with uid 65532, the uid the image gives "steward").
+# Only then does Nomad write secrets/nomad_token 0600 for that user alone
+# (it looks the name up on the host and chowns the file to that uid);
+# without a `user`, or with one the host does not know (a bare uid such as
+# "65532"), it writes it 0666 (0644 after the umask), where any other task
+# on the node could take the controller's rights, and the controller
+# refuses to start with a token file others may read. Docker resolves the
+# same name in the image's /etc/passwd: the host's uid and the image's must
+# be the same, or the container cannot read its own token.
 #
-# /metrics and /healthz listen on loopback (the node's own Prometheus and
-# Nomad's health check reach them there). `steward job check` sends the
-# caller's Nomad token, so checks are served off loopback only over TLS,
-# with the operator's certificate and key (files on the nodes, readable by
-# var.user alone): give -var tls_cert=... -var tls_key=...; without them
-# checks are served on the node's loopback only.
+# Under exec and raw_exec, /metrics and /healthz listen on the node's
+# loopback (the node's own Prometheus and Nomad's health check reach them
+# there). `steward job check` sends the caller's Nomad token, so checks are
+# served off loopback only over TLS, with the operator's certificate and
+# key (files on the nodes, readable by var.user alone): give
+# -var tls_cert=... -var tls_key=...; without them checks are served on
+# the node's loopback only.
+
+variable "driver" {
+  description = "Task driver: \"docker\" (the controller image), or \"exec\" or \"raw_exec\" (the steward binary on the host, var.steward_bin)."
+  type        = string
+  default     = "docker"
+
+  validation {
+    condition     = contains(["docker", "exec", "raw_exec"], var.driver)
+    error_message = "The driver must be \"docker\", \"exec\" or \"raw_exec\"."
+  }
+}
+
+variable "image" {
+  description = "The controller image under docker, already on the controller's nodes (`make image` tags steward/controller:local and :<version>); never pulled. Not \":latest\", which Nomad always pulls."
+  type        = string
+  default     = "steward/controller:local"
+}
 
 variable "steward_bin" {
-  description = "Path of the steward binary on the clients."
+  description = "Path of the steward binary on the clients (exec and raw_exec)."
   type        = string
   default     = "/usr/local/bin/steward"
 }
@@ -50,13 +87,13 @@ variable "nomad_addr" {
 }
 
 variable "user" {
-  description = "Host user the controller runs as (its own: never root, never a tenant's)."
+  description = "User the controller runs as (its own: never root, never a tenant's), by a name the host knows (and, under docker, the image, with the same uid)."
   type        = string
   default     = "steward"
 }
 
 variable "tls_cert" {
-  description = "PEM certificate file on the nodes for the job-check listener; empty: checks on loopback only."
+  description = "PEM certificate file on the nodes for the job-check listener (exec and raw_exec); empty: checks on loopback only."
   type        = string
   default     = ""
 }
@@ -79,6 +116,39 @@ variable "count" {
   default     = 2
 }
 
+locals {
+  docker = var.driver == "docker"
+
+  # The controller's arguments under every driver (the image's entrypoint
+  # is the steward binary; under exec and raw_exec, var.steward_bin). Nomad
+  # gives ${NOMAD_TASK_DIR} and ${NOMAD_SECRETS_DIR} as
+  # the task sees them: /local and /secrets in a container.
+  #
+  # -id is published where tenants read it (the leader's name): the
+  # allocation's name, never its ID, which with the node would say where
+  # the token file lies.
+  args = concat([
+    "controller",
+    "-policy", "$${NOMAD_TASK_DIR}/policy.hcl",
+    "-id", "$${NOMAD_ALLOC_NAME}",
+    "-token-file", "$${NOMAD_SECRETS_DIR}/nomad_token",
+    "-log-json",
+    ],
+    # In a container of network_mode "none", loopback is the container's
+    # own: /metrics, /healthz and job checks there reach no one outside
+    # (`nomad alloc exec` does).
+    local.docker ? ["-listen", "127.0.0.1:9646"] : concat(
+      ["-listen", "127.0.0.1:$${NOMAD_PORT_metrics}"],
+      var.tls_cert == "" ? ["-check-listen", "127.0.0.1:$${NOMAD_PORT_check}"] : [
+        "-check-listen", "$${NOMAD_ADDR_check}", "-tls-cert", var.tls_cert, "-tls-key", var.tls_key,
+    ]),
+    # Nomad CE lets any token that may submit jobs name this pool (or
+    # "all"): the controller holds every tenant job that can run here
+    # (docs/controller.md, "Security model").
+    var.node_pool == "default" ? [] : ["-controller-pool", var.node_pool],
+  )
+}
+
 job "steward-controller" {
   namespace = "steward"
   type      = "service"
@@ -94,29 +164,43 @@ job "steward-controller" {
       value    = "true"
     }
 
-    network {
-      port "metrics" {}
-      port "check" {}
+    # Exec and raw_exec: ports on the node's loopback for /metrics and
+    # /healthz (the service and its check) and for job checks. Under
+    # docker (network_mode "none") nothing outside the container reaches
+    # its loopback: no ports, no service (Nomad's own checks are http or
+    # tcp from the node, never inside the task).
+    dynamic "network" {
+      for_each = local.docker ? [] : [1]
+      content {
+        port "metrics" {}
+        port "check" {}
+      }
     }
 
-    service {
-      name     = "steward-controller"
-      provider = "nomad"
-      port     = "metrics"
-      # /healthz names the leader and its last error: loopback only.
-      address = "127.0.0.1"
+    dynamic "service" {
+      for_each = local.docker ? [] : [1]
+      content {
+        name     = "steward-controller"
+        provider = "nomad"
+        port     = "metrics"
+        # /healthz names the leader and its last error: loopback only.
+        address = "127.0.0.1"
 
-      check {
-        type     = "http"
-        path     = "/healthz"
-        interval = "10s"
-        timeout  = "2s"
+        check {
+          type     = "http"
+          path     = "/healthz"
+          interval = "10s"
+          timeout  = "2s"
+        }
       }
     }
 
     task "controller" {
-      driver = "raw_exec"
-      user   = var.user
+      driver = var.driver
+      # Under docker, the name resolves twice: on the host, where Nomad
+      # chowns secrets/nomad_token to it, and in the image's /etc/passwd,
+      # where Docker finds the uid the process runs as.
+      user = var.user
 
       # The workload identity as a file, ${NOMAD_SECRETS_DIR}/nomad_token,
       # read by -token-file below.
@@ -124,26 +208,24 @@ job "steward-controller" {
         file = true
       }
 
-      config {
-        command = var.steward_bin
-        # -id is published where tenants read it (the leader's name):
-        # the allocation's name, never its ID, which with the node would
-        # say where the token file lies.
-        args = concat([
-          "controller",
-          "-policy", "${NOMAD_TASK_DIR}/policy.hcl",
-          "-listen", "127.0.0.1:${NOMAD_PORT_metrics}",
-          "-id", "${NOMAD_ALLOC_NAME}",
-          "-token-file", "${NOMAD_SECRETS_DIR}/nomad_token",
-          "-log-json",
-          ], var.tls_cert == "" ? ["-check-listen", "127.0.0.1:${NOMAD_PORT_check}"] : [
-          "-check-listen", "${NOMAD_ADDR_check}", "-tls-cert", var.tls_cert, "-tls-key", var.tls_key,
-          ],
-          # Nomad CE lets any token that may submit jobs name this pool (or
-          # "all"): the controller holds every tenant job that can run here
-          # (docs/controller.md, "Security model").
-          var.node_pool == "default" ? [] : ["-controller-pool", var.node_pool],
-        )
+      dynamic "config" {
+        for_each = local.docker ? [1] : []
+        content {
+          image = var.image
+          # Never pulled: the image is loaded on the nodes (`make image`).
+          force_pull = false
+          # No interface but the container's own loopback.
+          network_mode = "none"
+          args         = local.args
+        }
+      }
+
+      dynamic "config" {
+        for_each = local.docker ? [] : [1]
+        content {
+          command = var.steward_bin
+          args    = local.args
+        }
       }
 
       env {

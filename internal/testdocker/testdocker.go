@@ -78,12 +78,18 @@ func Stop() {
 // PluginConfig is the agent configuration that points Nomad's docker
 // driver at the daemon: no privileged containers, no host-path volumes
 // beyond Nomad's own mounts, the image kept (never pulled: it is local).
+// A task given GPUs (NVIDIA_VISIBLE_DEVICES in its device environment)
+// runs under the driver's nvidia_runtime, which on a real GPU node is
+// NVIDIA's container runtime; the tests' GPUs are simulated (steward-gpu's
+// sim backend: an environment and a mounted activity file), so runc,
+// the daemon's own, serves.
 func (d *Daemon) PluginConfig() string {
 	return fmt.Sprintf(`
 plugin "docker" {
   config {
     endpoint         = %q
     allow_privileged = false
+    nvidia_runtime   = "runc"
     gc {
       image = false
     }
@@ -117,7 +123,7 @@ func start(root string) (*Daemon, error) {
 		return nil, errors.New("dockerd not found: run `make docker` (installs Debian's docker.io)")
 	}
 	ctx := filepath.Join(root, "bin", "image")
-	for _, f := range []string{"busybox", "trainer", "steward"} {
+	for _, f := range []string{"busybox", "trainer", "steward", "passwd", "group"} {
 		if _, err := os.Stat(filepath.Join(ctx, f)); err != nil {
 			return nil, fmt.Errorf("%s missing: run `make image-bins`", filepath.Join(ctx, f))
 		}

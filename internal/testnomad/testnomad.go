@@ -81,6 +81,10 @@ type Options struct {
 	// (verify_server_hostname, verify_https_client): Agent.Client then
 	// talks HTTPS with the CLI certificate.
 	TLS *TLS
+	// NoRawExec leaves raw_exec off on a client that joins a server
+	// (StartClient turns it on otherwise): a node that runs no host
+	// binaries, say a docker-only one.
+	NoRawExec bool
 	// join, set by StartClient, is the agent whose servers a client-only
 	// agent joins; nodeName is its node's name. server, set by
 	// StartServer, makes a server-only agent (no -dev, no client).
@@ -205,8 +209,10 @@ func StartClient(t testing.TB, server *Agent, name string, opts Options) *Agent 
 	opts.ACLBootstrapToken = ""
 	// Outside -dev, Nomad will not advertise loopback on its own, and
 	// raw_exec is off.
-	opts.ExtraConfig += advertiseLoopback +
-		"\nplugin \"raw_exec\" {\n  config {\n    enabled = true\n  }\n}\n"
+	opts.ExtraConfig += advertiseLoopback
+	if !opts.NoRawExec {
+		opts.ExtraConfig += "\nplugin \"raw_exec\" {\n  config {\n    enabled = true\n  }\n}\n"
+	}
 	return Start(t, opts)
 }
 
