@@ -73,6 +73,11 @@ func (c *Controller) execute(ctx context.Context, r *round, a engine.Action) err
 			r.forDraining[d.For] = true
 		}
 		st.Draining = append(st.Draining, d)
+		if d.Signal != "" {
+			// Counted now, so that the record says it (with the reason
+			// and grace) before any replacement starts and renders it.
+			st.Resumes++
+		}
 		for _, id := range d.Allocs {
 			delete(st.Idle, id) // being stopped: its idle timer has done its work
 		}
@@ -522,6 +527,7 @@ const signalDelay = time.Second
 // finishes those whose grace is over (or whose victims are gone already),
 // and forgets finished ones once their victims have stopped.
 func (c *Controller) finishDrains(ctx context.Context, r *round) {
+	r.writtenFiles = c.written.answered()
 	for _, st := range c.sortedStates() {
 		st.pruneMarks(r.now)
 		for _, d := range slices.Clone(st.Draining) {
@@ -597,7 +603,7 @@ func (r *round) checkpointsWritten(st *JobState, d *Drain) bool {
 				continue // not signalled (not running then), or gone since
 			}
 			signalled++
-			if at, ok := a.CheckpointDone[task]; !ok || at.Before(since) {
+			if at, ok := r.doneAt(&a, task); !ok || at.Before(since) {
 				return false
 			}
 		}
@@ -606,6 +612,17 @@ func (r *round) checkpointsWritten(st *JobState, d *Drain) bool {
 		}
 	}
 	return true
+}
+
+// doneAt is when a task last said that its checkpoint is written: by its
+// checkpoint-written file (any driver) or its steward-exec driver's
+// events, the later of the two.
+func (r *round) doneAt(a *ObservedAlloc, task string) (time.Time, bool) {
+	at, ok := a.CheckpointDone[task]
+	if f, fok := r.writtenFiles[a.ID][task]; fok && (!ok || f.After(at)) {
+		at, ok = f, true
+	}
+	return at, ok
 }
 
 // victimStopRetry is how long after finishing a preemption a victim that

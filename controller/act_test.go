@@ -100,7 +100,10 @@ func TestPreemption(t *testing.T) {
 				t.Fatalf("state during grace %+v", st)
 			}
 			if items, _, _ := f.GetVar(context.Background(), "ml", "nomad/jobs/train"); items["steward_grace"] != "2m" ||
-				items["steward_reason"] != reason.Message || items["steward_state"] != StatusDraining {
+				items["steward_reason"] != reason.Message || items["steward_state"] != StatusDraining ||
+				items["steward_resumed"] != "1" || items["steward_resume_count"] != "1" {
+				// The resume keys are there before the victims stop, so
+				// that their replacements render them at start.
 				t.Fatalf("record before the signal: %v", items)
 			}
 			f.calls = nil

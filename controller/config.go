@@ -68,6 +68,10 @@ type Config struct {
 	// CallTimeout is the deadline of every Nomad request the controller
 	// makes (the event stream's excepted): a hung request fails by then.
 	CallTimeout time.Duration
+	// WrittenPoll is how often the leader reads the checkpoint-written
+	// files of victims in their grace (written_poll.go); 0: never (tasks
+	// then stop early only through steward-exec's events).
+	WrittenPoll time.Duration
 	// RoundTimeout bounds a lead term without a finished round: a leader
 	// that has not completed one for this long (a hung or failing Nomad
 	// call every time) steps down and releases its lock, so that another
@@ -117,6 +121,7 @@ func DefaultConfig() Config {
 		Listen:         "127.0.0.1:9646",
 		MaxBackoff:     30 * time.Second,
 		CallTimeout:    30 * time.Second,
+		WrittenPoll:    DefaultWrittenPoll,
 		RoundTimeout:   2 * time.Minute,
 
 		PlaceholderImage: DefaultPlaceholderImage,

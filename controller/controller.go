@@ -83,7 +83,10 @@ type Controller struct {
 	usage *usageStore
 	// gpuRefused are the GPUs whose stats carry no utilisation.
 	gpuRefused gpuRefusals
-	metrics    *metrics
+	// written passes drains' checkpoint-written files between the rounds
+	// and their poll (written_poll.go).
+	written writtenStore
+	metrics *metrics
 	// notifier sends webhook messages (notify.go); nil in a dry run.
 	notifier *notifier
 	// fc forecasts the waiting jobs' starts (forecast.go).

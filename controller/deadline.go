@@ -155,3 +155,9 @@ func (d deadlineNomad) NodeStats(ctx context.Context, nodeID string) (*api.HostS
 	defer cancel()
 	return d.Nomad.NodeStats(ctx, nodeID)
 }
+
+func (d deadlineNomad) StatAllocFile(ctx context.Context, ns, allocID, path string) (*api.AllocFileInfo, error) {
+	ctx, cancel := d.ctx(ctx)
+	defer cancel()
+	return d.Nomad.StatAllocFile(ctx, ns, allocID, path)
+}

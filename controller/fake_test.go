@@ -37,6 +37,11 @@ type fakeNomad struct {
 	// getDelay slows each (a Nomad under load).
 	gets     map[string]int
 	getDelay time.Duration
+	// files answer StatAllocFile ("allocID:path"); statHook, when set,
+	// runs before each (a slow client, a missing right).
+	files    map[string]*api.AllocFileInfo
+	stats    int
+	statHook func(ctx context.Context, allocID, path string) error
 }
 
 func newFakeNomad() *fakeNomad {

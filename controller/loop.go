@@ -102,6 +102,7 @@ func (c *Controller) lead(ctx context.Context) error {
 	streamCtx, stop := context.WithCancel(ctx)
 	defer stop()
 	go c.pollStats(streamCtx)
+	go c.pollWritten(streamCtx, c.cfg.WrittenPoll)
 	if c.notifier != nil {
 		// Messages go out only in a lead term; those not sent by its end
 		// stay in the states for the next leader.
@@ -204,6 +205,11 @@ func (c *Controller) reconcile(ctx context.Context) (time.Time, error) {
 	c.resolveStates(obs)
 	r := newRound(obs.At, obs, c.states)
 	defer func() { c.unsettled = max(c.unsettled, r.written) }() // r as it ends
+	if !c.cfg.DryRun {
+		// The drains signalled by now, as this round leaves them: their
+		// victims' checkpoint-written files are read until the next.
+		defer func() { c.written.setTargets(writtenTargets(c.sortedStates(), r.obs)) }()
+	}
 	r.pressureSince = pressureSince
 	if !obs.NewPressure.IsZero() && (r.pressureSince.IsZero() || obs.NewPressure.Before(r.pressureSince)) {
 		r.pressureSince = obs.NewPressure

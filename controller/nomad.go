@@ -90,6 +90,11 @@ type Nomad interface {
 	NodeStats(ctx context.Context, nodeID string) (*api.HostStats, error)
 	// Events follows the event stream from index (watchTopics).
 	Events(ctx context.Context, index uint64) (<-chan *api.Events, error)
+	// StatAllocFile reads a file's metadata in an allocation's dir (the
+	// allocation filesystem API, through the servers); nil when there is
+	// no such file. Only the checkpoint-written poll calls it
+	// (written_poll.go).
+	StatAllocFile(ctx context.Context, namespace, allocID, path string) (*api.AllocFileInfo, error)
 }
 
 // VarRef names a variable.
@@ -126,6 +131,22 @@ func (n *nomadClient) JobExists(ctx context.Context, ns, jobID string) (bool, er
 		return false, needs(err, "read-job", "read job %s/%s", ns, jobID)
 	}
 	return true, nil
+}
+
+func (n *nomadClient) StatAllocFile(ctx context.Context, ns, allocID, path string) (*api.AllocFileInfo, error) {
+	info, _, err := n.c.AllocFS().Stat(&api.Allocation{ID: allocID, Namespace: ns}, path, rq(ctx, ns))
+	if err != nil && isNoSuchFile(err) {
+		return nil, nil
+	}
+	return info, needs(err, "read-fs", "stat %s in allocation %s", path, allocID)
+}
+
+// isNoSuchFile is the client's answer for a missing file: its os.Stat
+// error, passed on in the message (a 500, or a 404 on some versions).
+func isNoSuchFile(err error) bool {
+	var ue api.UnexpectedResponseError
+	return errors.As(err, &ue) && ue.StatusCode() == http.StatusNotFound ||
+		strings.Contains(err.Error(), "no such file or directory")
 }
 
 func isNotFound(err error) bool {

@@ -42,6 +42,7 @@ func recordItems(pol *policy.Policy, st *JobState, job *ObservedJob, idleSince t
 		"steward_priority":    strconv.Itoa(job.Priority),
 		"steward_preemptions": strconv.Itoa(len(st.Preemptions)),
 	}
+	maps.Copy(items, resumeItems(st.Resumes))
 	if !idleSince.IsZero() {
 		// A time, not minutes: minutes would rewrite the record every
 		// minute the job idles.
@@ -76,6 +77,24 @@ func recordItems(pol *policy.Policy, st *JobState, job *ObservedJob, idleSince t
 		}
 	}
 	return items
+}
+
+// The resume contract for every driver: a job's tasks render these keys of
+// its record into their environment with a template (docs/driver.md, "The
+// checkpoint contract"), so a task restarted after a preemption learns it
+// whatever its driver: STEWARD_RESUMED, STEWARD_RESUME_COUNT.
+const (
+	resumedItem     = "steward_resumed"      // "1" once Steward asked the job to checkpoint
+	resumeCountItem = "steward_resume_count" // how many times it did
+)
+
+// resumeItems are the record's resume keys for a job asked to checkpoint n
+// times; none before the first (the template renders 0 then).
+func resumeItems(n int) map[string]string {
+	if n <= 0 {
+		return nil
+	}
+	return map[string]string{resumedItem: "1", resumeCountItem: strconv.Itoa(n)}
 }
 
 // shortDuration writes 2m rather than 2m0s.
@@ -209,19 +228,33 @@ func (c *Controller) mergeRecord(ctx context.Context, k jobKey, path string, ite
 		if err != nil {
 			return err
 		}
-		merged := map[string]string{}
-		for key, v := range old {
-			if len(key) < len(recordKeyPrefix) || key[:len(recordKeyPrefix)] != recordKeyPrefix {
-				merged[key] = v
-			}
-		}
-		maps.Copy(merged, items)
-		_, err = c.nomad.PutVar(ctx, k.Namespace, path, merged, true, index)
+		_, err = c.nomad.PutVar(ctx, k.Namespace, path, mergeRecordItems(old, items), true, index)
 		if err == nil || !isConflict(err) {
 			return err
 		}
 	}
 	return fmt.Errorf("write %s@%s: refused 3 times: the variable is locked by its owner, or keeps changing", path, k.Namespace)
+}
+
+// mergeRecordItems is the variable Steward writes: its owner's keys kept,
+// Steward's replaced by items, except that the resume count never goes
+// down: a state forgotten (or lost) since the last preemption starts
+// counting again, and a task that resumed once must not read that it
+// starts afresh.
+func mergeRecordItems(old, items map[string]string) map[string]string {
+	merged := map[string]string{}
+	for key, v := range old {
+		if !strings.HasPrefix(key, recordKeyPrefix) {
+			merged[key] = v
+		}
+	}
+	maps.Copy(merged, items)
+	was, _ := strconv.Atoi(old[resumeCountItem])
+	now, _ := strconv.Atoi(items[resumeCountItem])
+	if was > now {
+		maps.Copy(merged, resumeItems(was))
+	}
+	return merged
 }
 
 func isConflict(err error) bool {

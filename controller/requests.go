@@ -245,6 +245,9 @@ func (c *Controller) pause(ctx context.Context, r *round, st *JobState, job *Obs
 	d := &Drain{Group: "", Allocs: allocs, Signal: signal, Grace: grace, Decided: r.now,
 		Requeue: true, Kind: "pause", Rule: string(reason.Rule), Reason: reason.Message}
 	st.Draining = append(st.Draining, d)
+	if signal != "" {
+		st.Resumes++ // its start after the owner's resume resumes (record.go)
+	}
 	st.note(StatusPaused, reason, r.now)
 	gpus := 0
 	for _, a := range r.obs.Allocs {

@@ -26,6 +26,10 @@ type round struct {
 	short map[string][]string
 	byID  map[string]*ObservedAlloc
 	live  map[jobKey]map[string]int // running allocations per job and group
+	// written: per allocation ID and task, when it said through its
+	// checkpoint-written file that its checkpoint is written (the poll's
+	// answers, written_poll.go), taken by finishDrains.
+	writtenFiles map[string]map[string]time.Time
 	// forDraining marks jobs that victims are being checkpointed for
 	// (until their grace is over).
 	forDraining map[string]bool

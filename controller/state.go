@@ -42,6 +42,12 @@ type JobState struct {
 	Preemptions []time.Time `json:"preemptions,omitempty"`
 	// Draining are preemptions between the checkpoint signal and the stop.
 	Draining []*Drain `json:"draining,omitempty"`
+	// Resumes counts the drains that asked the job to checkpoint (a
+	// checkpoint signal): its next start resumes. The record carries it to
+	// the job's tasks, whatever their driver (steward_resume_count,
+	// record.go). Not a reason to keep the state: the record keeps the
+	// count once the state is forgotten (mergeRecordItems).
+	Resumes int `json:"resumes,omitempty"`
 	// Waiting maps a group to when it began to wait for GPUs (queued by
 	// Nomad or held by Steward), kept across hold and resume so that
 	// waiting work keeps its place in line: Nomad's blocked evaluations are
