@@ -5,12 +5,16 @@
 // cost: the previous run's last step, the checkpoint it resumed from, and
 // the difference, which is at most one checkpoint interval.
 //
-// It reads what steward-exec gives every task: STEWARD_CHECKPOINT_DIR,
-// STEWARD_CHECKPOINT_SIGNAL, STEWARD_CHECKPOINT_DONE (the file it touches
-// once the checkpoint a signal asked for is written), STEWARD_RESUMED,
-// STEWARD_RESUME_COUNT, and on
-// simulated GPUs STEWARD_SIM_ACTIVITY_FILES (where it reports its GPU
-// utilisation). jobs/trainer.nomad.hcl runs it.
+// It speaks Steward's checkpoint contract under any driver (docs/driver.md,
+// "The checkpoint contract"): it checkpoints on STEWARD_CHECKPOINT_SIGNAL
+// into STEWARD_CHECKPOINT_DIR, then says the checkpoint is written by
+// touching ${NOMAD_TASK_DIR}/steward-checkpoint-written (read by the
+// controller, any driver) and, under steward-exec, STEWARD_CHECKPOINT_DONE;
+// it learns that it resumes from STEWARD_RESUMED and STEWARD_RESUME_COUNT
+// (set by steward-exec, or rendered from the job's record by a template
+// under any other driver). On simulated GPUs it reports its utilisation to
+// STEWARD_SIM_ACTIVITY_FILES. jobs/trainer.nomad.hcl runs it under
+// steward-exec, jobs/train-docker.nomad.hcl in a container.
 package main
 
 import (
@@ -116,18 +120,15 @@ func run() int {
 					fmt.Fprintf(os.Stderr, "trainer: %v\n", err)
 					return 1
 				}
+				fmt.Printf("trainer: checkpoint at step %d (%s received)\n", step, ckptSig)
 				// Say it is written: Steward then stops this run now
 				// rather than at the end of its grace, whose work the
 				// checkpoint would not hold.
-				if done := os.Getenv("STEWARD_CHECKPOINT_DONE"); done != "" {
-					now := time.Now()
-					if err := os.WriteFile(done, nil, 0o644); err != nil {
-						fmt.Fprintf(os.Stderr, "trainer: %v\n", err)
-					} else if err := os.Chtimes(done, now, now); err != nil {
-						fmt.Fprintf(os.Stderr, "trainer: %v\n", err)
-					}
+				if at, err := sayWritten(writtenFiles()); err != nil {
+					fmt.Fprintf(os.Stderr, "trainer: %v\n", err)
+				} else if !at.IsZero() {
+					fmt.Printf("trainer: checkpoint written at %s\n", at.UTC().Format(time.RFC3339Nano))
 				}
-				fmt.Printf("trainer: checkpoint at step %d (%s received)\n", step, ckptSig)
 				continue
 			}
 			if *saveOnStop {
@@ -158,6 +159,41 @@ func run() int {
 	}
 	fmt.Printf("trainer: training complete at step %d\n", step)
 	return 0
+}
+
+// writtenFiles are the files that say a signalled checkpoint is written:
+// the contract's, in the task dir, for any driver
+// (STEWARD_CHECKPOINT_WRITTEN overrides its path), and steward-exec's
+// STEWARD_CHECKPOINT_DONE.
+func writtenFiles() []string {
+	var out []string
+	if f := os.Getenv("STEWARD_CHECKPOINT_WRITTEN"); f != "" {
+		out = append(out, f)
+	} else if dir := os.Getenv("NOMAD_TASK_DIR"); dir != "" {
+		out = append(out, filepath.Join(dir, "steward-checkpoint-written"))
+	}
+	if f := os.Getenv("STEWARD_CHECKPOINT_DONE"); f != "" {
+		out = append(out, f)
+	}
+	return out
+}
+
+// sayWritten touches each file (creates it, or sets its time to now) and
+// returns the time it wrote; zero without files.
+func sayWritten(files []string) (time.Time, error) {
+	if len(files) == 0 {
+		return time.Time{}, nil
+	}
+	now := time.Now()
+	for _, f := range files {
+		if err := os.WriteFile(f, nil, 0o644); err != nil {
+			return time.Time{}, fmt.Errorf("saying the checkpoint is written: %w", err)
+		}
+		if err := os.Chtimes(f, now, now); err != nil {
+			return time.Time{}, fmt.Errorf("saying the checkpoint is written: %w", err)
+		}
+	}
+	return now, nil
 }
 
 func load(dir string) (*checkpoint, error) {

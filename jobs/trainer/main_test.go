@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -105,6 +106,56 @@ func TestCheckpointKillResume(t *testing.T) {
 	}
 	waitOutput(t, out, regexp.MustCompile(`STEWARD_RESUMED=1 STEWARD_RESUME_COUNT=1`))
 	waitOutput(t, out, regexp.MustCompile(`trainer: step `+strconv.Itoa(from+1)+`\n`))
+}
+
+// Under any driver (no STEWARD_CHECKPOINT_DONE: a container), the
+// trainer says a signalled checkpoint is written in its task dir, the
+// file Steward's controller reads; not before the signal.
+func TestSaysWrittenInTaskDir(t *testing.T) {
+	taskDir := t.TempDir()
+	written := filepath.Join(taskDir, "steward-checkpoint-written")
+	cmd, out := startTrainer(t, t.TempDir(), "NOMAD_TASK_DIR="+taskDir, "STEWARD_CHECKPOINT_DONE=")
+	waitOutput(t, out, regexp.MustCompile(`trainer: step 5\n`))
+	if _, err := os.Stat(written); err == nil {
+		t.Fatal("the checkpoint-written file exists before any checkpoint signal")
+	}
+	signalled := time.Now()
+	if err := cmd.Process.Signal(syscall.SIGUSR1); err != nil {
+		t.Fatal(err)
+	}
+	m := waitOutput(t, out, regexp.MustCompile(`trainer: checkpoint written at (\S+)\n`))
+	st, err := os.Stat(written)
+	if err != nil || st.ModTime().Before(signalled.Add(-time.Second)) {
+		t.Fatalf("checkpoint-written file after the signalled checkpoint: %v, %v", st, err)
+	}
+	if at, err := time.Parse(time.RFC3339Nano, m[1]); err != nil || !at.Equal(st.ModTime()) {
+		t.Errorf("printed time %s (%v), the file's %s", m[1], err, st.ModTime())
+	}
+}
+
+// writtenFiles: the contract's file in the task dir (or where
+// STEWARD_CHECKPOINT_WRITTEN says), and steward-exec's done file.
+func TestWrittenFiles(t *testing.T) {
+	tests := []struct {
+		name                   string
+		taskDir, written, done string
+		want                   []string
+	}{
+		{"no driver at all (a shell)", "", "", "", nil},
+		{"any driver: the task dir", "/local", "", "", []string{"/local/steward-checkpoint-written"}},
+		{"the path overridden", "/local", "/alloc/w", "", []string{"/alloc/w"}},
+		{"steward-exec: both", "/t/local", "", "/ck/.steward-checkpoint-done", []string{"/t/local/steward-checkpoint-written", "/ck/.steward-checkpoint-done"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Setenv("NOMAD_TASK_DIR", tt.taskDir)
+			t.Setenv("STEWARD_CHECKPOINT_WRITTEN", tt.written)
+			t.Setenv("STEWARD_CHECKPOINT_DONE", tt.done)
+			if got := writtenFiles(); strings.Join(got, ",") != strings.Join(tt.want, ",") {
+				t.Errorf("writtenFiles() = %q, want %q", got, tt.want)
+			}
+		})
+	}
 }
 
 // Stopped with SIGTERM (save-on-stop), the trainer loses nothing.
