@@ -73,7 +73,19 @@ namespace "*" {
   #                      volumes on every registration (Job.Register),
   #                      with plugin read below; see host_volume for host
   #                      volumes
-  capabilities = ["list-jobs", "read-job", "scale-job", "submit-job", "alloc-lifecycle", "csi-mount-volume"]
+  # read-fs              the checkpoint contract for every driver: read
+  #                      (stat, never the content) one file,
+  #                      <task>/local/steward-checkpoint-written, of the
+  #                      victims of a preemption during their grace, which
+  #                      a task of any driver touches once its checkpoint
+  #                      is written, so that it is stopped then rather than
+  #                      at the end of its grace. Nomad's read-fs also
+  #                      allows reading the rest of the allocation dir
+  #                      (logs, local/, not secrets/): the controller reads
+  #                      nothing else (docs/controller.md, "Security
+  #                      model"). Without it such tasks stop at the end of
+  #                      their grace, and the controller says so once.
+  capabilities = ["list-jobs", "read-job", "scale-job", "submit-job", "alloc-lifecycle", "csi-mount-volume", "read-fs"]
 
   variables {
     # nomad/jobs/<job>: the job's record, shown in its Variables tab and

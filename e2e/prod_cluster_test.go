@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"testing"
@@ -34,6 +35,10 @@ type prodSpec struct {
 	// controllerExtra are more options for every controller node (say
 	// dockerExtra, for the controller's image).
 	controllerExtra testnomad.Options
+	// volumes are more host volumes on every GPU client, name → host
+	// dir: one dir on several clients stands in for shared storage (NFS),
+	// as a tenant's checkpoint volume is.
+	volumes map[string]string
 }
 
 // prodMgmtToken is the production-shaped cluster's management token: the
@@ -60,8 +65,9 @@ func startProdCluster(t testing.TB, spec prodSpec, namespaces ...string) *cluste
 		o.LogLevel = "INFO"
 		o = g.options(o, dir)
 		// options put the node pool in ClientConfig already.
-		clients = append(clients, testnomad.ClientSpec{Name: fmt.Sprintf("gpu-%d", i+1), Options: o,
-			HostVolumes: map[string]string{"scratch": filepath.Join(t.TempDir(), "scratch")}})
+		vols := map[string]string{"scratch": filepath.Join(t.TempDir(), "scratch")}
+		maps.Copy(vols, spec.volumes)
+		clients = append(clients, testnomad.ClientSpec{Name: fmt.Sprintf("gpu-%d", i+1), Options: o, HostVolumes: vols})
 	}
 	for i := 0; i < spec.plain; i++ {
 		clients = append(clients, testnomad.ClientSpec{Name: fmt.Sprintf("cpu-%d", i+1), Options: testnomad.Options{LogLevel: "INFO"},
