@@ -75,11 +75,18 @@ Options:
                        and the work done after the signal, count as GPU time
                        lost. Default: 60s.
   -checkpoint-done     Jobs say when the checkpoint a signal asked for is
-                       written (they touch STEWARD_CHECKPOINT_DONE, as
-                       jobs/trainer does), and are stopped then (10s later
-                       at most) rather than at the end of their grace: less
-                       work lost after the signal, GPUs free sooner.
-                       Default: false (every job runs out its grace).
+                       written (the checkpoint contract, any driver: they
+                       touch their task dir's steward-checkpoint-written,
+                       as jobs/trainer does), and are stopped then rather
+                       than at the end of their grace: less work lost after
+                       the signal, GPUs free sooner. Default: false (every
+                       job runs out its grace).
+  -checkpoint-done-notice D
+                       With -checkpoint-done, how long after a job says so
+                       it is stopped, at most. Default: 2s (the contract's
+                       bound; the controller reads the files every 250ms).
+                       10s: steward-exec's driver events alone, before the
+                       contract.
   -earmarks=false      Stop the simulated controller from reporting which GPUs
                        were freed for whom (the real controller does), so that
                        freed GPUs are free to all at the next plan: for
@@ -139,17 +146,17 @@ func (t *traceList) Set(v string) error { *t = append(*t, v); return nil }
 
 func (c *SimulateCommand) Run(args []string) int {
 	var (
-		policyPath, tracesDir, policies, format, outDir string
-		nodesArg                                        string
-		traces                                          traceList
-		gpusPerNode, limit                              int
-		seed                                            uint64
-		scale                                           float64
-		checkpointEvery, planInterval, checkpointCost   time.Duration
-		from, to                                        time.Duration
-		earmarks, checkpointDone                        bool
-		forecasts                                       int
-		forecastExpected                                bool
+		policyPath, tracesDir, policies, format, outDir           string
+		nodesArg                                                  string
+		traces                                                    traceList
+		gpusPerNode, limit                                        int
+		seed                                                      uint64
+		scale                                                     float64
+		checkpointEvery, planInterval, checkpointCost, doneNotice time.Duration
+		from, to                                                  time.Duration
+		earmarks, checkpointDone                                  bool
+		forecasts                                                 int
+		forecastExpected                                          bool
 	)
 	fs := flag.NewFlagSet("simulate", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
@@ -168,6 +175,7 @@ func (c *SimulateCommand) Run(args []string) int {
 	fs.DurationVar(&checkpointCost, "checkpoint-cost", sim.DefaultCheckpointCost, "")
 	fs.BoolVar(&earmarks, "earmarks", true, "")
 	fs.BoolVar(&checkpointDone, "checkpoint-done", false, "")
+	fs.DurationVar(&doneNotice, "checkpoint-done-notice", sim.DefaultDoneNotice, "")
 	fs.IntVar(&forecasts, "forecast", 0, "")
 	fs.BoolVar(&forecastExpected, "forecast-expected", false, "")
 	fs.StringVar(&policies, "policies", "fifo,strict,steward", "")
@@ -249,7 +257,7 @@ func (c *SimulateCommand) Run(args []string) int {
 		}
 		rep, err := sim.Compare(tr, sim.Options{
 			Config: sim.Config{Policy: pol, NodeGPUs: nodeGPUs, NodeModels: nodeModels, CheckpointEvery: checkpointEvery,
-				CheckpointCost: checkpointCost, CheckpointDone: checkpointDone, PlanInterval: planInterval, NoEarmarks: !earmarks,
+				CheckpointCost: checkpointCost, CheckpointDone: checkpointDone, DoneNotice: doneNotice, PlanInterval: planInterval, NoEarmarks: !earmarks,
 				Forecasts: forecasts, ForecastExpected: forecastExpected},
 			Seed: seed, Limit: limit, Window: window, Policies: kinds, TenantScale: scale,
 		})

@@ -26,6 +26,7 @@ type Report struct {
 	CheckpointEvery string    `json:"checkpoint_every"`
 	CheckpointCost  string    `json:"checkpoint_cost"`
 	CheckpointDone  bool      `json:"checkpoint_done,omitempty"`
+	DoneNotice      string    `json:"done_notice,omitempty"`
 	PlanInterval    string    `json:"plan_interval"`
 	TenantScale     float64   `json:"tenant_scale"`
 	PolicyFiles     []string  `json:"policy_files,omitempty"`
@@ -76,6 +77,9 @@ func Compare(tr *Trace, o Options) (*Report, error) {
 		CheckpointEvery: o.CheckpointEvery.String(), CheckpointCost: o.CheckpointCost.String(), CheckpointDone: o.CheckpointDone,
 		PlanInterval: o.PlanInterval.String(), TenantScale: o.TenantScale, PolicyFiles: o.Policy.Files, Derivation: d.Rule(),
 		Input: in}
+	if o.CheckpointDone {
+		rep.DoneNotice = o.Config.doneNotice().String()
+	}
 	kinds := o.Policies
 	if len(kinds) == 0 {
 		kinds = AllPolicies
@@ -172,7 +176,7 @@ func (rep *Report) WriteTable(w io.Writer) error {
 	}
 	fmt.Fprintf(w, " on %s; jobs checkpoint every %s on their own", rep.setting(), rep.CheckpointEvery)
 	if rep.CheckpointDone {
-		fmt.Fprint(w, " and say when a signalled checkpoint is written")
+		fmt.Fprintf(w, " and say when a signalled checkpoint is written (stopped within %s)", rep.DoneNotice)
 	}
 	if rep.TenantScale != 1 {
 		fmt.Fprintf(w, "; tenant reserves and limits × %g", rep.TenantScale)

@@ -396,13 +396,16 @@ I1,1800,8,1,3600,ml,interactive,never`
 	for _, tt := range []struct {
 		name      string
 		done      bool
+		notice    time.Duration
 		wantDelay time.Duration // I1's
 		wantLost  float64       // GPU-hours: the work after the signal, and T1's load on restart
 	}{
 		// T1 gets the signal at 30m, 2m of grace; I1 starts at 32m.
-		{"runs out its grace", false, 2 * time.Minute, 16 * (2.0 + 1.0) / 60},
-		// Its checkpoint takes 1m; it says so, noticed within 10s.
-		{"says its checkpoint is written", true, time.Minute + doneNotice, 16 * (70.0/60 + 1.0) / 60},
+		{"runs out its grace", false, 0, 2 * time.Minute, 16 * (2.0 + 1.0) / 60},
+		// Its checkpoint takes 1m; it says so, noticed within the
+		// contract's 2s (its file), or steward-exec's event's 10s.
+		{"says its checkpoint is written", true, 0, time.Minute + DefaultDoneNotice, 16 * (62.0/60 + 1.0) / 60},
+		{"says so, noticed within 10s", true, 10 * time.Second, time.Minute + 10*time.Second, 16 * (70.0/60 + 1.0) / 60},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			pol := mustPolicy(t, tinyPolicy)
@@ -411,7 +414,7 @@ I1,1800,8,1,3600,ml,interactive,never`
 				t.Fatal(err)
 			}
 			s, err := newSimulator(tr.Jobs, Config{Policy: pol, Nodes: 2, GPUsPerNode: 8, CheckpointEvery: 20 * time.Minute,
-				CheckpointCost: time.Minute, CheckpointDone: tt.done}, Steward)
+				CheckpointCost: time.Minute, CheckpointDone: tt.done, DoneNotice: tt.notice}, Steward)
 			if err != nil {
 				t.Fatal(err)
 			}

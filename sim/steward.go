@@ -228,7 +228,7 @@ func (s *simulator) apply(a engine.Action) error {
 			j.drainEnd = s.now + a.Grace
 			if s.cfg.CheckpointDone && j.drainCheckpoint {
 				// It says when the checkpoint is written: stopped then.
-				j.drainEnd = s.now + min(a.Grace, s.cfg.CheckpointCost+doneNotice)
+				j.drainEnd = s.now + min(a.Grace, s.cfg.CheckpointCost+s.cfg.doneNotice())
 			}
 			s.extendMarks(j.drainFor, j.drainEnd)
 			s.schedule(event{at: j.drainEnd, kind: evGraceEnd, job: ji, gen: j.gen})
