@@ -92,6 +92,10 @@ var configSpec = hclspec.NewObject(map[string]*hclspec.Spec{
 		hclspec.NewAttr("sim_stats_shape", "string", false),
 		hclspec.NewLiteral(fmt.Sprintf("%q", StatsShapeSteward)),
 	),
+	"sim_task_mounts": hclspec.NewDefault(
+		hclspec.NewAttr("sim_task_mounts", "bool", false),
+		hclspec.NewLiteral("true"),
+	),
 })
 
 // rawConfig is the msgpack form of the plugin block.
@@ -108,6 +112,7 @@ type rawConfig struct {
 	SimMIGProfile     string   `codec:"sim_mig_profile"`
 	SimMIGCount       int      `codec:"sim_mig_count"`
 	SimStatsShape     string   `codec:"sim_stats_shape"`
+	SimTaskMounts     bool     `codec:"sim_task_mounts"`
 }
 
 // Config is the validated plugin configuration.
@@ -133,6 +138,16 @@ type Config struct {
 	// StatsShapeSteward, or StatsShapeStock to stand in for
 	// nomad-device-nvidia in tests and demos without a GPU.
 	SimStatsShape string
+	// SimTaskMounts mounts each reserved GPU's activity dir into the task
+	// (container drivers). Off, a container cannot report simulated
+	// activity, but keeps its host volumes: Nomad v1.11.3 replaces the
+	// mounts its volume hook gave a task with those of its device hook
+	// when a device plugin returns any
+	// (client/allocrunner/taskrunner/task_runner_hooks.go), so a
+	// container asking for simulated GPUs and a host volume loses the
+	// volume. (Real GPUs, steward-gpu's NVML backend and the stock plugin
+	// return no mounts.)
+	SimTaskMounts bool
 }
 
 // DefaultConfig is the configuration of an empty plugin block.
@@ -147,6 +162,7 @@ func DefaultConfig() Config {
 		SimMemoryMiB:      defaultSimMemoryMiB,
 		SimStateDir:       DefaultSimStateDir(),
 		SimStatsShape:     StatsShapeSteward,
+		SimTaskMounts:     true,
 	}
 }
 
@@ -217,6 +233,7 @@ func (r rawConfig) validate() (Config, error) {
 		return cfg, fmt.Errorf("sim_count %d: must be between 0 and %d", r.SimCount, maxSimCount)
 	}
 	cfg.SimCount = r.SimCount
+	cfg.SimTaskMounts = r.SimTaskMounts
 	if r.SimModel != "" {
 		cfg.SimModel = r.SimModel
 	}

@@ -74,6 +74,8 @@ var simBoard = boardAttrs{
 // cannot list the dir to find it, nor replace it, nor plant a symlink the
 // plugin would follow. The previous file of the GPU is removed.
 type simBackend struct {
+	// mounts: reservations mount the activity dirs (Config.SimTaskMounts).
+	mounts bool
 	logger hclog.Logger
 	dir    string
 	root   *safefs.Dir
@@ -109,6 +111,7 @@ func newSimBackend(cfg Config, logger hclog.Logger) (*simBackend, error) {
 		return nil, fmt.Errorf("sim_state_dir: %w", err)
 	}
 	b := &simBackend{
+		mounts:  cfg.SimTaskMounts,
 		logger:  logger,
 		dir:     cfg.SimStateDir,
 		root:    root,
@@ -398,10 +401,12 @@ func (b *simBackend) reserve(ids []string) (*device.ContainerReservation, error)
 			return nil, err
 		}
 		files = append(files, file)
-		res.Mounts = append(res.Mounts, &device.Mount{
-			TaskPath: b.activityDir(id),
-			HostPath: b.activityDir(id),
-		})
+		if b.mounts {
+			res.Mounts = append(res.Mounts, &device.Mount{
+				TaskPath: b.activityDir(id),
+				HostPath: b.activityDir(id),
+			})
+		}
 	}
 	res.Envs[EnvSimActivityDir] = b.activityDir(ids[0])
 	res.Envs[EnvSimActivityFile] = files[0]

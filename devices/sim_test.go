@@ -1,6 +1,7 @@
 package devices
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -309,5 +310,29 @@ func TestSimMIG(t *testing.T) {
 		if info, err := os.Lstat(filepath.Join(dir, d.ID)); err != nil || !info.IsDir() {
 			t.Errorf("no activity dir for %s: %v", d.ID, err)
 		}
+	}
+}
+
+// sim_task_mounts = false: reservations carry the activity files'
+// variables but no mounts (a container keeping its host volumes: Nomad
+// replaces a task's volume mounts with a device plugin's mounts).
+func TestSimReserveWithoutTaskMounts(t *testing.T) {
+	for _, mounts := range []bool{true, false} {
+		t.Run(fmt.Sprint(mounts), func(t *testing.T) {
+			dir := t.TempDir()
+			p, _ := newTestPlugin(t, nil, map[string]interface{}{"backend": "sim", "sim_state_dir": dir, "sim_count": 1, "sim_task_mounts": mounts})
+			ch, _ := p.Fingerprint(testContext(t))
+			nextFingerprint(t, ch)
+			res, err := p.Reserve([]string{SimUUID(dir, 0)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := len(res.Mounts) > 0; got != mounts {
+				t.Errorf("mounts %v, want %v", res.Mounts, mounts)
+			}
+			if res.Envs[EnvSimActivityFiles] == "" {
+				t.Error("no activity files")
+			}
+		})
 	}
 }

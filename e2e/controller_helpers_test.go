@@ -59,6 +59,9 @@ type simGPUs struct {
 	// statsShape is the plugin's sim_stats_shape: "nomad-device-nvidia"
 	// makes the node's GPU stats those of HashiCorp's stock plugin.
 	statsShape string
+	// noTaskMounts: sim_task_mounts = false, for containers that mount a
+	// host volume (Nomad drops it when the device plugin mounts anything).
+	noTaskMounts bool
 }
 
 // devices is how many GPU devices the node shows: its GPUs, or their MIG
@@ -87,6 +90,9 @@ func (g simGPUs) plugin(stateDir string) testnomad.Plugin {
 	}
 	if g.statsShape != "" {
 		cfg += fmt.Sprintf("\n    sim_stats_shape = %q", g.statsShape)
+	}
+	if g.noTaskMounts {
+		cfg += "\n    sim_task_mounts = false"
 	}
 	return testnomad.Plugin{Name: "steward-gpu", Config: cfg}
 }

@@ -34,11 +34,12 @@ const earlyStopBound = 2 * time.Second
 // as soon as it does (measured: its stop minus the file's time, at most
 // earlyStopBound, not the 30 s grace), then resumes on the other client
 // from its checkpoint with STEWARD_RESUMED=1, which its template rendered
-// from the job's record.
+// from the job's record. (The simulated GPUs mount nothing into tasks:
+// Nomad would drop the host volume; see sim_task_mounts in docs/devices.md.)
 func TestDockerTrainerCheckpointContract(t *testing.T) {
 	t.Parallel()
 	shared := filepath.Join(t.TempDir(), "checkpoints-ml")
-	c := startProdCluster(t, prodSpec{gpus: []simGPUs{{count: 2}, {count: 1}}, extra: dockerExtra(t, testnomad.Options{}),
+	c := startProdCluster(t, prodSpec{gpus: []simGPUs{{count: 2, noTaskMounts: true}, {count: 1, noTaskMounts: true}}, extra: dockerExtra(t, testnomad.Options{}),
 		volumes: map[string]string{"checkpoints-ml": shared}}, "ml")
 	first, second := c.gpuNode(0), c.gpuNode(1)
 	for _, n := range []string{first.NodeID, second.NodeID} {
@@ -106,13 +107,23 @@ preemption {
 	if !ctl.Contains("checkpoint written (the task's file says so)") {
 		t.Errorf("the controller did not read the file")
 	}
+	// The checkpoint is on the tenant's volume (the host dir both clients
+	// mount), not in the container.
+	if _, err := os.Stat(filepath.Join(shared, *job.ID, "train", "train", "checkpoint.json")); err != nil {
+		var files []string
+		_ = filepath.Walk(shared, func(p string, _ os.FileInfo, _ error) error { files = append(files, p); return nil })
+		t.Errorf("no checkpoint on the tenant's volume: %v; it holds %q; the victim said:\n%s", err, files, head(out, 4))
+	}
 
 	// Resumed on the other client, from its checkpoint, and told so.
 	moved := c.waitJobAlloc("ml", *job.ID, victim.ID, 90*time.Second)
 	if moved.NodeID != second.NodeID {
 		t.Errorf("trainer resumed on %s, want the second client %s", moved.NodeID, second.NodeID)
 	}
-	out = r.waitStdout(moved, "trainer: resuming from checkpoint at step", 60*time.Second)
+	out = r.waitStdout(moved, "trainer: step ", 60*time.Second)
+	if !strings.Contains(out, "trainer: resuming from checkpoint at step") {
+		t.Errorf("resumed trainer did not find its checkpoint:\n%s", head(out, 5))
+	}
 	if !strings.Contains(out, "STEWARD_RESUMED=1 STEWARD_RESUME_COUNT=1") {
 		t.Errorf("resumed trainer not told it resumes:\n%s", head(out, 5))
 	}
