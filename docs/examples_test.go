@@ -79,7 +79,7 @@ func TestExampleFiles(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"example.hcl", "jobs/trainer.nomad.hcl", "acl/steward-controller.policy.hcl", "acl/steward-user.policy.hcl"} {
+	for _, want := range []string{"example.hcl", "jobs/trainer.nomad.hcl", "jobs/train-docker.nomad.hcl", "jobs/notebook-docker.nomad.hcl", "acl/steward-controller.policy.hcl", "acl/steward-user.policy.hcl"} {
 		found := false
 		for _, ex := range examples {
 			found = found || ex.File == want
