@@ -179,6 +179,17 @@ func (k *soakChecker) sample() {
 		}
 	}
 
+	if k.samples%30 == 0 {
+		// What the run looks like, every 30 s: the evidence that the
+		// invariants had something to bite on.
+		var free []string
+		for _, n := range k.nodes {
+			free = append(free, fmt.Sprintf("%s:%d", n[:8], soakGPUsPerNode-nodeUsed[n]))
+		}
+		k.t.Logf("soak status: running GPUs vision=%d speech=%d lab=%d rogue=%d; free %s; %d allocations seen, %d live jobs",
+			usage["vision"], usage["speech"], usage["lab"], usage["rogue"], strings.Join(free, " "), len(k.allocs), len(running))
+	}
+
 	// double_booked_gpu_s: a device held by two running allocations.
 	for dev, hs := range holders {
 		if len(hs) > 1 {
@@ -312,7 +323,10 @@ func (k *soakChecker) takeover(taker, victim string, now time.Time) {
 // ended judges an allocation that reached a terminal client status.
 func (k *soakChecker) ended(tr *allocTrack, a *api.AllocationListStub, now time.Time) {
 	j := k.w.job(tr.job)
-	natural := a.DesiredStatus == "run" && a.ClientStatus == "complete"
+	// Completed by itself: its task exited 0 without being killed. Its
+	// desired status may still be stop: a trainer that finished its last
+	// step just as Steward decided to preempt it is done, not stopped.
+	natural := a.ClientStatus == "complete" && !taskEvent(a, api.TaskKilling)
 	if natural {
 		if j != nil && j.finite {
 			k.completed[tr.job+"|"+tr.name] = tr.id
@@ -339,21 +353,26 @@ func (k *soakChecker) ended(tr *allocTrack, a *api.AllocationListStub, now time.
 	}
 	// unsignalled_stops: a checkpointing job's allocation stopped with no
 	// checkpoint signal before it was killed.
-	signalled := false
-	for _, ts := range a.TaskStates {
-		for _, e := range ts.Events {
-			if e.Type == api.TaskSignaling {
-				signalled = true
-			}
-		}
-	}
-	if !signalled {
+	if !taskEvent(a, api.TaskSignaling) {
 		cause := "Steward or other: " + a.DesiredDescription
 		if nomadPreempted {
 			cause = "Nomad's preemption by allocation " + a.PreemptedByAllocation + " (" + k.jobOfAlloc(a.PreemptedByAllocation) + ")"
 		}
 		k.violation("unsignalled_stops", "%s allocation %s stopped without a checkpoint signal: %s", tr.job, tr.id[:8], cause)
 	}
+}
+
+// taskEvent reports whether any task of the allocation has an event of
+// the type (Nomad keeps each task's last 10).
+func taskEvent(a *api.AllocationListStub, typ string) bool {
+	for _, ts := range a.TaskStates {
+		for _, e := range ts.Events {
+			if e.Type == typ {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func (k *soakChecker) jobOfAlloc(id string) string {

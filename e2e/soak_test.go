@@ -265,7 +265,7 @@ func newSoakFaults(t *testing.T, c *cluster, ctls []*soakController, j *soakJour
 	// or closer on a short run so that every kind happens once; none in
 	// the last 40 s (its effects are checked during the drain, though).
 	first := min(time.Minute, dur/5)
-	every := min(150*time.Second, (dur-first)/faultKinds)
+	every := min(150*time.Second, (dur-first-40*time.Second)/(faultKinds-1))
 	for at := first; at <= dur-40*time.Second || len(f.at) == 0; at += every {
 		f.at = append(f.at, start.Add(at))
 		if every <= 0 {

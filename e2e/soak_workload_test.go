@@ -369,6 +369,9 @@ func (w *soakWorkload) register(j *soakJob, job *api.Job) {
 	w.mu.Lock()
 	w.jobs[j.key()] = j
 	w.mu.Unlock()
+	if j.hostile {
+		w.t.Logf("soak: rogue submitted %s (%s, %d GPU(s))", j.key(), j.kind, j.gpus)
+	}
 }
 
 // stop deregisters a job as its tenant; stoppedAt is set first, so that
