@@ -70,7 +70,7 @@ type soakChecker struct {
 	// jobAllocs: a trainer job's allocations in the order first seen
 	// running.
 	jobAllocs map[string][]*allocTrack
-	completed map[string]string // job key|alloc name -> the allocation that completed it
+	completed map[string]string // job key|allocation ID -> its name: the allocations that completed by themselves
 	overSince map[string]time.Time
 	candSince map[string]time.Time // stranded candidates
 	flagged   map[string]bool
@@ -277,9 +277,13 @@ func gpuDevices(a *api.AllocationListStub) []string {
 
 // started: an allocation was seen running for the first time.
 func (k *soakChecker) started(tr *allocTrack, now time.Time) {
-	// A batch allocation that completed, running again.
-	if prev, ok := k.completed[tr.job+"|"+tr.name]; ok && prev != tr.id {
-		k.violation("batch_rerun", "%s ran again as %s after %s completed it", tr.name, tr.id[:8], prev[:8])
+	// A finite job whose work has all completed, running again. (Which
+	// name runs which unit of work is Nomad's: a group's allocations are
+	// alike, and a resumed group of a batch job is placed anew under the
+	// lowest names, so a completed name may well run again while the
+	// group still has work left.)
+	if j := k.w.job(tr.job); j != nil && j.finite && k.completedOf(tr.job) >= j.count {
+		k.violation("batch_rerun", "%s ran again (allocation %s) after its %d allocation(s) had completed", tr.job, tr.id[:8], j.count)
 	}
 	// Whose GPUs it took: a device Steward freed in the last 2 minutes.
 	for _, d := range tr.devs {
@@ -329,7 +333,7 @@ func (k *soakChecker) ended(tr *allocTrack, a *api.AllocationListStub, now time.
 	natural := a.ClientStatus == "complete" && !taskEvent(a, api.TaskKilling)
 	if natural {
 		if j != nil && j.finite {
-			k.completed[tr.job+"|"+tr.name] = tr.id
+			k.completed[tr.job+"|"+tr.id] = tr.name
 		}
 		return
 	}
@@ -467,7 +471,7 @@ func (k *soakChecker) recordState(ns, id string) string {
 	return v.Items["steward_state"]
 }
 
-// completedOf is how many of a job's allocation names completed.
+// completedOf is how many of a job's allocations completed by themselves.
 func (k *soakChecker) completedOf(key string) int {
 	n := 0
 	for name := range k.completed {
@@ -478,7 +482,8 @@ func (k *soakChecker) completedOf(key string) int {
 	return n
 }
 
-// done reports whether a finite job has completed every allocation.
+// done reports whether a finite job has completed as many allocations as
+// it was submitted with.
 func (k *soakChecker) done(j *soakJob) bool {
 	if !j.finite {
 		return false
