@@ -60,6 +60,7 @@ type soakChecker struct {
 	cl    *api.Client
 	w     *soakWorkload
 	nodes []string
+	ctls  []*soakController
 
 	mu      sync.Mutex
 	samples int
@@ -190,6 +191,14 @@ func (k *soakChecker) sample() {
 			usage["vision"], usage["speech"], usage["lab"], usage["rogue"], strings.Join(free, " "), len(k.allocs), len(running))
 	}
 
+	// controller_exits: a copy that ended by itself (the harness stops
+	// none before the end).
+	for _, sc := range k.ctls {
+		if sc.proc.Exited() {
+			k.violationOnce("controller_exits", sc.name, "controller %s exited: %v; its log ends:\n%s", sc.name, sc.proc.cmd.ProcessState, tail(sc.proc.Log(), 30))
+		}
+	}
+
 	// double_booked_gpu_s: a device held by two running allocations.
 	for dev, hs := range holders {
 		if len(hs) > 1 {
@@ -252,6 +261,9 @@ func (k *soakChecker) violationOnce(kind, key, format string, args ...any) {
 		return
 	}
 	k.flagged[kind+"|"+key] = true
+	if kind == "controller_exits" {
+		k.counts[kind]++ // counted here: it has no seconds
+	}
 	msg := fmt.Sprintf(format, args...)
 	if len(k.evidence[kind]) < 20 {
 		k.evidence[kind] = append(k.evidence[kind], time.Now().Format(time.TimeOnly)+" "+msg)
@@ -527,7 +539,7 @@ func (r soakResult) total() int {
 
 // soakCountedKinds are the invariants counted one per breach (episodes of
 // over_limit and double_booked are counted in seconds instead).
-var soakCountedKinds = []string{"lost_checkpoints", "unsignalled_stops", "dual_acting", "stranded", "over_cap", "thrash", "batch_rerun", "unfinished"}
+var soakCountedKinds = []string{"lost_checkpoints", "unsignalled_stops", "dual_acting", "controller_exits", "stranded", "over_cap", "thrash", "batch_rerun", "unfinished"}
 
 func (r soakResult) detail() string {
 	var parts []string

@@ -196,6 +196,7 @@ func TestSoak(t *testing.T) {
 	w := newSoakWorkload(t, c, mgmt, tokens, rand.New(rand.NewSource(cfg.seed)), cfg)
 	w.ctls = ctls
 	chk := newSoakChecker(t, mgmt, w, []string{c.gpuNode(0).NodeID, c.gpuNode(1).NodeID})
+	chk.ctls = ctls
 	stopSampler := chk.run()
 
 	start := time.Now()
@@ -286,7 +287,6 @@ func (f *soakFaults) step(now time.Time) {
 	}
 	kind := f.next % faultKinds
 	f.next++
-	f.count++
 	switch kind {
 	case faultLeaderStop:
 		lead := f.leader()
@@ -297,23 +297,28 @@ func (f *soakFaults) step(now time.Time) {
 		// Past the lease (TTL) and Nomad's hold on the lock (2 TTL + the
 		// delay): the other copy takes over before this one wakes.
 		_ = lead.proc.cmd.Process.Signal(syscall.SIGSTOP)
+		f.count++
 		f.stopped, f.contAt = lead, now.Add(3*soakLockTTL+5*time.Second)
 		f.t.Logf("soak fault %d: SIGSTOP leader %s until %s", f.count, lead.name, f.contAt.Format(time.TimeOnly))
 	case faultStreamCut:
 		lead := f.leader()
 		if lead == nil {
+			f.t.Logf("soak fault: no leader whose stream to cut")
 			return
 		}
 		n := lead.proxy.CutStream(20 * time.Second)
+		f.count++
 		f.t.Logf("soak fault %d: event stream of leader %s cut (%d open), refused for 20s", f.count, lead.name, n)
 	case faultClientKill:
 		a := f.c.gpuNode(1)
+		f.count++
 		a.Kill()
 		f.t.Logf("soak fault %d: client agent %s killed (its tasks run on)", f.count, a.NodeID[:8])
 		time.Sleep(8 * time.Second)
 		a.Restart(f.t, 120*time.Second)
 		f.t.Logf("soak fault %d: client agent %s restarted", f.count, a.NodeID[:8])
 	case faultServerRestart:
+		f.count++
 		f.c.prod.Server.Restart(f.t, 120*time.Second)
 		f.t.Logf("soak fault %d: Nomad server restarted", f.count)
 	}
