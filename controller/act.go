@@ -703,15 +703,26 @@ func (c *Controller) signal(ctx context.Context, r *round, st *JobState, d *Drai
 		c.crashPoint(stepSignalRecorded)
 	}
 	job := r.obs.Jobs[st.key()]
-	failed, refused := 0, 0
+	failed, refused, starting, sent := 0, 0, 0, 0
 	for _, a := range r.obs.Allocs {
 		if !d.has(a.ID) || !ownedBy(&a, st.key()) || job == nil {
 			continue
 		}
 		for _, task := range job.Groups[a.Group].SignalTasks {
 			if !slices.Contains(a.RunningTasks, task) {
+				// A victim placed moments ago whose task has not started
+				// yet, or whose start this controller has not seen yet
+				// (found by the soak: a trainer resumed and preempted
+				// within a second was killed at the end of its grace with
+				// no signal, the signal having been "sent" to nobody). It
+				// gets the signal once it runs, within the grace; past the
+				// grace, a task that never started has no work to save.
+				if (a.ClientStatus == "pending" || a.ClientStatus == "running") && r.now.Before(d.Deadline) {
+					starting++
+				}
 				continue
 			}
+			sent++
 			_, err := c.nomadWrite(r, st.key(), "signal", func() (uint64, error) {
 				return 0, c.nomad.Signal(ctx, st.Namespace, a.ID, task, d.Signal)
 			})
@@ -733,10 +744,21 @@ func (c *Controller) signal(ctx context.Context, r *round, st *JobState, d *Drai
 		r.wake(r.now.Add(2 * time.Second))
 		return
 	}
+	if starting > 0 {
+		// Sent stays false: the next round sends it again, to every
+		// victim (one that took it already checkpoints once more).
+		r.wake(r.now.Add(time.Second))
+		return
+	}
 	d.Sent = true
 	if err := c.save(ctx, st); err != nil {
 		c.log.Error("save job state", "job", st.key(), "error", err)
 		r.failed++
+	}
+	if sent == 0 {
+		c.log.Info("checkpoint signal not sent: no victim's task runs to take it", "job", st.key(), "signal", d.Signal)
+		r.wake(d.Deadline)
+		return
 	}
 	c.log.Info("checkpoint signal sent", "job", st.key(), "signal", d.Signal, "grace", d.Grace)
 	r.acted++

@@ -314,3 +314,62 @@ func TestResumeInFlight(t *testing.T) {
 		})
 	}
 }
+
+// TestSignalWaitsForVictimToStart: a victim resumed and preempted within
+// a second (found by the soak) whose task has not started when the
+// signal is due is not counted as signalled: the signal goes once the
+// task runs, within the grace, and the drain is not finished before.
+// Past the grace, a task that never started is stopped without one.
+func TestSignalWaitsForVictimToStart(t *testing.T) {
+	reason := engine.Reason{Rule: engine.RulePriority, Message: "tier training (priority 40) yields 1 GPU to ml/nb/work"}
+	f := newFakeNomad()
+	c := testController(t, f)
+	train := job("ml", "train", "training", 40, 1, 1)
+	starting := alloc("a1", "train")
+	starting.ClientStatus, starting.RunningTasks = "pending", nil
+	r := roundWith([]*ObservedJob{train}, []ObservedAlloc{starting})
+	a := engine.Action{Kind: engine.Preempt, Job: engine.JobRef{Namespace: "ml", ID: "train"}, Group: "work",
+		Allocs: []string{"a1"}, GPUs: 1, Grace: 10 * time.Second, Signal: "SIGUSR1", Requeue: true,
+		For: &engine.JobRef{Namespace: "ml", ID: "nb"}, Reason: reason}
+	if err := c.execute(context.Background(), r, a); err != nil {
+		t.Fatal(err)
+	}
+	step := func(at time.Duration, al ObservedAlloc) []string {
+		f.calls = nil
+		r := roundWith([]*ObservedJob{train}, []ObservedAlloc{al})
+		r.now = t0.Add(at)
+		c.now = func() time.Time { return r.now }
+		c.finishDrains(context.Background(), r)
+		return withoutPuts(f.callsMatching(""))
+	}
+	if got := step(signalDelay, starting); len(got) != 0 {
+		t.Fatalf("calls while the victim's task has not started: %v, want none", got)
+	}
+	if d := c.states[jobKey{"ml", "train"}].Draining[0]; d.Sent || d.Signaled.IsZero() {
+		t.Fatalf("drain after a signal to nobody: sent %t, signalled %s; want not sent, its grace running", d.Sent, d.Signaled)
+	}
+	if got := step(3*time.Second, starting); len(got) != 0 {
+		t.Fatalf("calls while the victim still starts: %v", got)
+	}
+	running := alloc("a1", "train")
+	if got := step(4*time.Second, running); strings.Join(got, "\n") != "signal ml a1 SIGUSR1" {
+		t.Fatalf("calls once the victim runs: %v, want its signal", got)
+	}
+	if got := step(signalDelay+11*time.Second, running); strings.Join(got, "\n") != "scale ml/train work 0: Steward preempts 1 allocation: "+reason.Message {
+		t.Fatalf("calls at the end of the grace: %v", got)
+	}
+
+	// One that never starts: past the grace it is stopped, signal-less.
+	f2 := newFakeNomad()
+	c = testController(t, f2)
+	f = f2
+	r = roundWith([]*ObservedJob{train}, []ObservedAlloc{starting})
+	if err := c.execute(context.Background(), r, a); err != nil {
+		t.Fatal(err)
+	}
+	step(signalDelay, starting)
+	step(signalDelay+10*time.Second, starting)
+	if got := step(signalDelay+11*time.Second, starting); strings.Join(got, "\n") != "scale ml/train work 0: Steward preempts 1 allocation: "+reason.Message {
+		t.Fatalf("calls after the grace, the victim never started: %v", got)
+	}
+}

@@ -513,8 +513,16 @@ func (r *replay) place(d *rdemand, shared []int, marks []int, most int) bool {
 		}
 	}
 	g := d.d.GPUsPerAlloc
-	roomOf := func(n int) int { return min(shared[n]+extra[n], len(r.nodes[n].free)) }
 	taken := map[int][2]int{} // node: from extra, from shared
+	// Room is bounded by the node's free GPUs less what this demand took
+	// there already: its marks may name more GPUs than are free yet (their
+	// victims still run), and a second allocation on the node must not
+	// count the free GPUs the first took (it did: slice bounds out of
+	// range, which ended both controllers in the soak).
+	roomOf := func(n int) int {
+		t := taken[n]
+		return min(shared[n]+extra[n], len(r.nodes[n].free)-t[0]-t[1])
+	}
 	var nodes []int
 	for range d.d.Count {
 		best := -1
