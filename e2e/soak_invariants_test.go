@@ -429,7 +429,7 @@ func (k *soakChecker) checkResumes() {
 			case strings.Contains(out, "no checkpoint"):
 				if ran >= 10*time.Second {
 					k.violation("lost_checkpoints", "%s allocation %s started from step 0 although %s ran %s before it: %s",
-						key, tr.id[:8], prev.id[:8], ran.Round(time.Second), firstLine(out, "trainer: "))
+						key, tr.id[:8], prev.id[:8], ran.Round(time.Second), checkpointLine(out, "trainer: "))
 				}
 			default:
 				k.t.Logf("soak: could not read the resume of %s allocation %s: %q", key, tr.id[:8], clipped(out))
@@ -439,7 +439,9 @@ func (k *soakChecker) checkResumes() {
 	}
 }
 
-func firstLine(s, prefix string) string {
+// checkpointLine is the first line of s that starts with prefix and speaks
+// of a checkpoint.
+func checkpointLine(s, prefix string) string {
 	for _, l := range strings.Split(s, "\n") {
 		if strings.Contains(l, "checkpoint") && strings.HasPrefix(l, prefix) {
 			return l
