@@ -210,6 +210,11 @@ func (c *Controller) resumeScale(ctx context.Context, r *round, k jobKey, a engi
 			return c.writeScaling(ctx, r, k, a.Group, count, p, msg, scaleMeta(a.Reason), evalPriorityAhead)
 		}
 	}
+	if a.Ahead && r.anew(k, a.Group, count) {
+		if err := c.leaveDoneOut(ctx, r, k, a.Group, nil, scaleMeta(a.Reason)); err != nil {
+			return err
+		}
+	}
 	if a.Ahead {
 		index, err := c.nomad.ScaleAhead(ctx, k.Namespace, k.ID, a.Group, count, r.jobIndex(k))
 		if err == nil {
@@ -328,6 +333,37 @@ func (c *Controller) scale(ctx context.Context, r *round, k jobKey, group string
 		}
 	}
 	index, err := c.nomadWrite(r, k, "scale "+group, func() (uint64, error) {
+		return c.nomad.Scale(ctx, k.Namespace, k.ID, group, count, msg, meta, r.jobIndex(k))
+	})
+	if err != nil {
+		return err
+	}
+	r.setJobIndex(k, index)
+	return nil
+}
+
+// leaveDoneOut scales a batch group to its count less its completed
+// allocations, before a re-registration with a count Nomad already has
+// (round.anew): that makes the new job version in which Nomad no longer
+// counts them, and the re-registration after it, whose count differs,
+// one more. With p, the group's scaling policy, it is a re-registration
+// too, with the policy's min lowered to admit the count. The count it
+// writes is never below the group's live allocations (the count observed
+// is its completed, live and unplaced ones), so nothing running is
+// stopped. Not a re-registration that changes something else for the
+// sake of a new version: a change to the job's meta (which tasks see in
+// their environment) would replace the group's running allocations.
+func (c *Controller) leaveDoneOut(ctx context.Context, r *round, k jobKey, group string, p *ScalingPolicy, meta map[string]any) error {
+	d := r.done(k, group)
+	count := r.obs.Jobs[k].Groups[group].Count - d
+	msg := fmt.Sprintf("Steward leaves %s out of group %s's count (a new job version, in which Nomad does not count them)",
+		plural(d, "completed allocation"), group)
+	index, err := c.nomadWrite(r, k, "scale "+group, func() (uint64, error) {
+		if p != nil {
+			q := *p
+			q.Min = min(q.Min, int64(count))
+			return c.nomad.ScaleWithPolicy(ctx, k.Namespace, k.ID, group, count, q, msg, meta, r.jobIndex(k), 0)
+		}
 		return c.nomad.Scale(ctx, k.Namespace, k.ID, group, count, msg, meta, r.jobIndex(k))
 	})
 	if err != nil {

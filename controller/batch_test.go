@@ -73,6 +73,13 @@ func TestBatchWritesLeaveCompletedOut(t *testing.T) {
 		return engine.Action{Kind: engine.Resume, Job: engine.JobRef{Namespace: "ml", ID: "sweep"}, Group: "work", Count: n,
 			Reason: engine.Reason{Rule: engine.RuleAdmit, Message: "go"}}
 	}
+	// ahead: a resume on GPUs set aside for it, a re-registration
+	// (Nomad.ScaleAhead).
+	ahead := func(n int) engine.Action {
+		a := resume(n)
+		a.Ahead = true
+		return a
+	}
 	preempt := engine.Action{Kind: engine.Preempt, Job: engine.JobRef{Namespace: "ml", ID: "sweep"}, Group: "work", Allocs: []string{"a0"},
 		Reason: engine.Reason{Rule: engine.RulePriority, Message: "yields 1 GPU"}}
 	priority := engine.Action{Kind: engine.SetPriority, Job: engine.JobRef{Namespace: "ml", ID: "sweep"}, Priority: 40,
@@ -97,6 +104,33 @@ func TestBatchWritesLeaveCompletedOut(t *testing.T) {
 			held: &Held{Count: 2, Original: 4, Index: 10}, action: resume(2),
 			want:     []string{"scale ml/sweep work 3: Steward resumes 2 allocations: go"},
 			wantHeld: &Held{Count: 0, Original: 3, Taken: 1}},
+		// Held 2 of 2, resumed 1, which completed: the other's resume
+		// ahead of the queue re-registers the job with the count Nomad
+		// has (1), which Nomad takes for no change (no new version), so
+		// it would go on counting the completed one and place nothing
+		// (found by the soak). A scale first makes the version.
+		{name: "resume ahead of as many as completed makes a new job version first", count: 1, done: 1,
+			held: &Held{Count: 1, Original: 2, Index: 10}, action: ahead(1),
+			want: []string{
+				"scale ml/sweep work 0: Steward leaves 1 completed allocation out of group work's count (a new job version, in which Nomad does not count them)",
+				"scale-ahead ml/sweep work 1"},
+			wantHeld: &Held{Count: 0, Original: 1, Taken: 1}},
+		{name: "resume ahead of as many as completed, others running: none of those stopped", count: 4, done: 2, running: 2,
+			held: &Held{Count: 2, Original: 6, Index: 10}, action: ahead(2),
+			want: []string{
+				"scale ml/sweep work 2: Steward leaves 2 completed allocations out of group work's count (a new job version, in which Nomad does not count them)",
+				"scale-ahead ml/sweep work 4"},
+			wantHeld: &Held{Count: 0, Original: 4, Taken: 2}},
+		// A scale always makes a new version (Nomad's state store bumps
+		// it on every write of a job).
+		{name: "plain resume of as many as completed: one scale", count: 1, done: 1,
+			held: &Held{Count: 1, Original: 2, Index: 10}, action: resume(1),
+			want:     []string{"scale ml/sweep work 1: Steward resumes 1 allocation: go"},
+			wantHeld: &Held{Count: 0, Original: 1, Taken: 1}},
+		{name: "resume ahead without completed work: one re-registration", count: 2, running: 2,
+			held: &Held{Count: 2, Original: 4, Index: 10}, action: ahead(2),
+			want:     []string{"scale-ahead ml/sweep work 4"},
+			wantHeld: &Held{Count: 0, Original: 4}},
 		{name: "resume without completed work is as before", count: 2, running: 2,
 			held: &Held{Count: 2, Original: 4, Index: 10}, action: resume(2),
 			want:     []string{"scale ml/sweep work 4: Steward resumes 2 allocations: go"},

@@ -216,6 +216,27 @@ func (r *round) tookDone(k jobKey, g string) {
 	r.taken[k][g] = true
 }
 
+// anew reports whether a count Steward writes for a batch group by
+// re-registering the job (a resume ahead of Nomad's queue, a count with
+// its scaling policy) needs a new job version made first
+// (Controller.leaveDoneOut). Every count written leaves the group's
+// completed allocations out (takeDone) because a new version makes Nomad
+// ignore them. A scale always makes one (Nomad's state store bumps the
+// version of every job it writes), but a registration whose job is
+// unchanged writes nothing (Job.Register, SpecChanged, nomad v1.11.3), so
+// Nomad would go on counting the completed allocations and place nothing.
+// That happens to a resume of as many allocations as have completed
+// since the last version (held 2, resumed 1, which completed: the other's
+// resume writes count 1 again). Found by the soak (docs/soak.md).
+func (r *round) anew(k jobKey, group string, count int) bool {
+	job := r.obs.Jobs[k]
+	if job == nil || r.done(k, group) == 0 {
+		return false
+	}
+	spec, ok := job.Groups[group]
+	return ok && spec.Count == count
+}
+
 // done is how many completed allocations of a batch group Nomad counts in
 // its count as observed (Observation.Done).
 func (r *round) done(k jobKey, g string) int { return r.obs.Done[k][g] }

@@ -112,6 +112,11 @@ func (s *JobState) keepScaling(group string, p *ScalingPolicy) {
 // policy's min and max), with msg as a scaling event, only if the job is
 // still the version the decision was made on.
 func (c *Controller) writeScaling(ctx context.Context, r *round, k jobKey, group string, count int, p ScalingPolicy, msg string, meta map[string]any, evalPriority int) error {
+	if r.anew(k, group, count) {
+		if err := c.leaveDoneOut(ctx, r, k, group, &p, meta); err != nil {
+			return err
+		}
+	}
 	index, err := c.nomadWrite(r, k, "scale "+group, func() (uint64, error) {
 		return c.nomad.ScaleWithPolicy(ctx, k.Namespace, k.ID, group, count, p, msg, meta, r.jobIndex(k), evalPriority)
 	})

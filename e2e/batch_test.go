@@ -188,3 +188,98 @@ func TestResumedBatchGroupRunsOnlyTheRest(t *testing.T) {
 		t.Errorf("the held allocations were never resumed: the story did not happen\ncontroller log:\n%s", tail(ctl.Log(), 60))
 	}
 }
+
+// TestBatchGroupResumedAsMuchAsCompleted (issue 29, found by the soak):
+// a one-GPU batch job of count 2, "pair", one allocation of which Steward
+// holds; when the other completes, Steward resumes the held one. The
+// count it writes leaves the completed allocation out (Nomad ignores a
+// batch job's terminal allocations of an older version): 1 − 1 + 1 = 1,
+// the count Nomad already has. A scale makes a new version whatever the
+// count, but a resume onto GPUs set aside for it (a preempted job's
+// earmarks) re-registers the job to go ahead of Nomad's queue, and Nomad
+// takes a registration that changes nothing for no change: no new
+// version, the completed allocation still counted, nothing placed, half
+// the job's work lost. Steward now makes the version first (a scale that
+// leaves the completed allocation out: TestBatchWritesLeaveCompletedOut).
+// Each case ends with both allocations run to their end, once each. On a
+// real agent the resume here goes through either path, as the order of
+// Nomad's and the controller's writes has it: the soak (make soak) is what
+// met the re-registration.
+func TestBatchGroupResumedAsMuchAsCompleted(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		gpus  int
+		setup func(t *testing.T, c *cluster)
+		story string // in the controller's log: the case's path was taken
+	}{
+		{name: "held whole for capacity then resumed one at a time", gpus: 1,
+			setup: func(t *testing.T, c *cluster) {
+				// Another tenant's job holds the only GPU: pair is held
+				// whole, then resumed one allocation at a time.
+				c.work("blocker", "tb", "training", 1, 1, "priority", "40")
+				c.waitRunning(60*time.Second, map[string]int{"tb/blocker": 1})
+				c.work("pair", "ta", "training", 1, 2, "type", "batch", "busy_seconds", "8", "priority", "40")
+				c.waitRecord(60*time.Second, "ta", "pair", "steward_state", "held")
+				if _, _, err := c.Client.Jobs().Deregister("blocker", true, &api.WriteOptions{Namespace: "tb"}); err != nil {
+					t.Fatal(err)
+				}
+			},
+			story: "resume: job=ta/pair"},
+		{name: "preempted then resumed ahead onto its earmarks", gpus: 2,
+			setup: func(t *testing.T, c *cluster) {
+				// Both run; an interactive job preempts one; the other
+				// completes, and the preempted one is resumed ahead.
+				c.work("pair", "ta", "training", 1, 2, "type", "batch", "busy_seconds", "15", "priority", "40")
+				c.waitRunning(60*time.Second, map[string]int{"ta/pair": 2})
+				c.work("hi", "tb", "interactive", 1, 1, "priority", "60")
+				c.waitRecord(60*time.Second, "ta", "pair", "steward_state", "preempted")
+			},
+			story: "resume: job=ta/pair"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			loadMachine(t, 2)
+			c := startCluster(t, tc.gpus, "ta", "tb")
+			ctl := c.startController("ctl", writePolicy(t, batchTenantsPolicy))
+			tc.setup(t, c)
+			runs := func() (done, live int) {
+				allocs, _, err := c.Client.Jobs().Allocations("pair", true, &api.QueryOptions{Namespace: "ta"})
+				if err != nil {
+					return -1, -1
+				}
+				for _, a := range allocs {
+					switch {
+					case ranToEnd(a):
+						done++
+					case (a.ClientStatus == "pending" || a.ClientStatus == "running") && a.DesiredStatus == "run":
+						live++
+					}
+				}
+				return done, live
+			}
+			deadline := time.Now().Add(90 * time.Second)
+			var allAt time.Time
+			for {
+				done, live := runs()
+				if done+live > 2 {
+					t.Fatalf("completed work placed again: %d allocations ran to their end, %d run or wait to run (count 2)\ncontroller log:\n%s",
+						done, live, tail(ctl.Log(), 60))
+				}
+				if done == 2 && allAt.IsZero() {
+					allAt = time.Now()
+				}
+				if !allAt.IsZero() && time.Since(allAt) > 10*time.Second {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("after 90 s %d of 2 allocations had run to their end (%d run): the held one was never placed\ncontroller log:\n%s",
+						done, live, tail(ctl.Log(), 60))
+				}
+				time.Sleep(time.Second)
+			}
+			if !ctl.Contains(tc.story) {
+				t.Errorf("the story did not happen: no %q in the controller's log\ncontroller log:\n%s", tc.story, tail(ctl.Log(), 60))
+			}
+		})
+	}
+}
