@@ -165,6 +165,18 @@ func TestSoak(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Installed as docs/install.md says (step 8): Nomad's system-scheduler
+	// preemption off. On, it evicts other tenants' work for the hostile
+	// system job the moment Nomad places it, before Steward can act, with
+	// no checkpoint signal (unsignalled_stops).
+	sched, _, err := mgmt.Operator().SchedulerGetConfiguration(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sched.SchedulerConfig.PreemptionConfig.SystemSchedulerEnabled = false
+	if _, _, err := mgmt.Operator().SchedulerSetConfiguration(sched.SchedulerConfig, nil); err != nil {
+		t.Fatal(err)
+	}
 	tokens := map[string]string{}
 	for _, ns := range tenants {
 		tokens[ns] = c.aclToken("team-"+ns, fmt.Sprintf(teamRules, ns), userACL(t, ns))
