@@ -162,20 +162,24 @@ func run() int {
 }
 
 // writtenFiles are the files that say a signalled checkpoint is written:
-// the contract's, in the task dir, for any driver
-// (STEWARD_CHECKPOINT_WRITTEN overrides its path), and steward-exec's
-// STEWARD_CHECKPOINT_DONE.
+// under steward-exec its STEWARD_CHECKPOINT_DONE alone, which the driver
+// reports as a task event the Nomad UI shows ("Checkpoint written at …")
+// and the controller stops on; under any other driver the contract's file
+// in the task dir (STEWARD_CHECKPOINT_WRITTEN overrides its path), which
+// the controller reads. Not both: the controller polls the contract's
+// file every 250 ms and would often stop the task before the driver's
+// scan had reported the event, leaving the user no word of it.
 func writtenFiles() []string {
-	var out []string
-	if f := os.Getenv("STEWARD_CHECKPOINT_WRITTEN"); f != "" {
-		out = append(out, f)
-	} else if dir := os.Getenv("NOMAD_TASK_DIR"); dir != "" {
-		out = append(out, filepath.Join(dir, "steward-checkpoint-written"))
-	}
 	if f := os.Getenv("STEWARD_CHECKPOINT_DONE"); f != "" {
-		out = append(out, f)
+		return []string{f}
 	}
-	return out
+	if f := os.Getenv("STEWARD_CHECKPOINT_WRITTEN"); f != "" {
+		return []string{f}
+	}
+	if dir := os.Getenv("NOMAD_TASK_DIR"); dir != "" {
+		return []string{filepath.Join(dir, "steward-checkpoint-written")}
+	}
+	return nil
 }
 
 // sayWritten touches each file (creates it, or sets its time to now) and

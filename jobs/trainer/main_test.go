@@ -134,7 +134,8 @@ func TestSaysWrittenInTaskDir(t *testing.T) {
 }
 
 // writtenFiles: the contract's file in the task dir (or where
-// STEWARD_CHECKPOINT_WRITTEN says), and steward-exec's done file.
+// STEWARD_CHECKPOINT_WRITTEN says); under steward-exec its done file alone,
+// which the driver reports as a task event.
 func TestWrittenFiles(t *testing.T) {
 	tests := []struct {
 		name                   string
@@ -144,7 +145,7 @@ func TestWrittenFiles(t *testing.T) {
 		{"no driver at all (a shell)", "", "", "", nil},
 		{"any driver: the task dir", "/local", "", "", []string{"/local/steward-checkpoint-written"}},
 		{"the path overridden", "/local", "/alloc/w", "", []string{"/alloc/w"}},
-		{"steward-exec: both", "/t/local", "", "/ck/.steward-checkpoint-done", []string{"/t/local/steward-checkpoint-written", "/ck/.steward-checkpoint-done"}},
+		{"steward-exec: its done file alone", "/t/local", "", "/ck/.steward-checkpoint-done", []string{"/ck/.steward-checkpoint-done"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
