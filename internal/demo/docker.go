@@ -10,7 +10,6 @@ import (
 
 	"github.com/hashicorp/nomad/api"
 
-	"github.com/gpu-steward/steward/internal/devagent"
 	"github.com/gpu-steward/steward/internal/dockerd"
 )
 
@@ -94,8 +93,8 @@ func (d *demo) stopDocker() {
 }
 
 // stopStaleDocker stops the daemon an earlier run left behind (killed
-// without its clean-up), its containerd and shims, and removes its roots:
-// dockerd.dir names its dir, which all name on their command lines.
+// without its clean-up), its containers, containerd and shims, and
+// removes its roots (dockerd.StopStale): dockerd.dir names its dir.
 func (d *demo) stopStaleDocker() {
 	b, err := os.ReadFile(d.path("dockerd.dir"))
 	if err != nil {
@@ -103,11 +102,9 @@ func (d *demo) stopStaleDocker() {
 	}
 	dir := strings.TrimSpace(string(b))
 	if filepath.IsAbs(dir) && strings.HasPrefix(filepath.Base(dir), "dockerd-") {
-		if killed := devagent.KillUnder(dir); len(killed) > 0 {
-			d.printf("==> stopped a Docker daemon (%d processes) left by an earlier demo run\n", len(killed))
+		if dockerd.StopStale(dir) {
+			d.printf("==> stopped a Docker daemon and its containers left by an earlier demo run\n")
 		}
-		devagent.UnmountUnder(dir)
-		_ = os.RemoveAll(dir)
 	}
 	_ = os.Remove(d.path("dockerd.dir"))
 }
