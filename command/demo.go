@@ -47,8 +47,14 @@ Options:
   -scenario S  "fleet" (also: DEMO=fleet): two GPU models in two node
                pools, with jobs/demo-fleet-policy.hcl: a pool precedence
                moves training to the cloud and a reserve within the H100
-               pool takes H100s back, never A100s. Default: the story on
-               one node.
+               pool takes H100s back, never A100s. "docker" (also:
+               DEMO=docker): the story on one node with the trainer and
+               the notebooks in containers (jobs/train-docker.nomad.hcl,
+               jobs/notebook-docker.nomad.hcl) in a Docker daemon of the
+               demo's own: no network, Steward's images built FROM
+               scratch from bin/image (make image-bins), nothing pulled;
+               it needs dockerd (make docker). Default: the story on one
+               node.
   -nomad PATH, -plugin-dir DIR, -trainer PATH
                The agent, its plugins and the example trainer (default
                <root>/bin/nomad, <root>/bin/plugins, <root>/bin/trainer).

@@ -74,7 +74,57 @@ func TestDemoFleet(t *testing.T) {
 	}
 }
 
-// runDemo runs `steward demo` (scenario "" or "fleet") to its end, checks
+// TestDockerDemo runs `DEMO=docker DEMO_EXIT=1 steward demo`: the main
+// story with research's trainer (jobs/train-docker.nomad.hcl) and the
+// notebooks (jobs/notebook-docker.nomad.hcl) in containers, in a Docker
+// daemon of the demo's own with Steward's images built FROM scratch. The
+// trainer keeps the checkpoint contract in its container: it checkpoints
+// on the signal, says so in its task dir, and resumes twice from its
+// checkpoint on the tenant's host volume, told so by its template; the
+// idle notebook is reclaimed, the snoozed one is not; the daemon is
+// stopped and its data root removed at the end.
+func TestDockerDemo(t *testing.T) {
+	t.Parallel()
+	text, line := runDemo(t, "docker")
+	line("research/explore", "submitted", "driver docker (steward/shell:local, no network)")
+	line("research/explore", "snoozed", "idle reclaim snoozed until")
+	line("research/train", "submitted", "driver docker (steward/trainer:local, no network)")
+	line("research/train", "task output", "STEWARD_RESUMED=0 STEWARD_RESUME_COUNT=0")
+	line("platform/eval", "held", "limit 2")
+	line("research/train", "checkpointing", "reclaiming 1 for another tenant's job")
+	line("research/train", "preempted", "tenant research holds 6 GPUs, reserve 4")
+	line("research/train", "task output", "(SIGUSR1 received)")
+	line("research/train", "task output", "trainer: checkpoint written at")
+	line("product/notebook-a", "submitted", "driver docker (steward/shell:local, no network)")
+	line("product/notebook-a", "idle reclaim", "idle rule notebooks")
+	line("research/train", "resumed", "resuming")
+	line("research/train", "task output", "STEWARD_RESUMED=1 STEWARD_RESUME_COUNT=1")
+	line("research/train", "task output", "resuming from checkpoint at step")
+	line("research/train", "preempted", "for another tenant's job")
+	line("research/train", "task output", "STEWARD_RESUMED=1 STEWARD_RESUME_COUNT=2")
+	// Each resumed run starts from the step its predecessor checkpointed
+	// at, on the tenant's volume: nothing lost beyond the checkpoint.
+	resumes := regexp.MustCompile(`trainer: resuming from checkpoint at step (\d+) .*lost (\d+) steps`).FindAllStringSubmatch(text, -1)
+	if len(resumes) != 2 {
+		t.Errorf("the trainer resumed from a checkpoint %d times, want 2:\n%s", len(resumes), text)
+	}
+	for _, m := range resumes {
+		if m[1] == "0" || m[2] != "0" {
+			t.Errorf("the trainer resumed at step %s, losing %s steps: want a later step and none lost", m[1], m[2])
+		}
+	}
+	if regexp.MustCompile(`research/explore +idle reclaim`).MatchString(text) {
+		t.Errorf("research's snoozed notebook was reclaimed:\n%s", text)
+	}
+	for _, want := range []string{"==> Docker is up at unix://", "==> stopped the Docker daemon and removed its data root",
+		"==> bin/steward status", "DEMO_EXIT set: stopping after"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("the demo's output lacks %q", want)
+		}
+	}
+}
+
+// runDemo runs `steward demo` (scenario "", "fleet" or "docker") to its end, checks
 // that nothing it started outlives it, and returns its output and a check
 // of its timeline lines.
 func runDemo(t *testing.T, scenario string) (string, func(job, label, contains string)) {
@@ -161,6 +211,22 @@ func runDemo(t *testing.T, scenario string) (string, func(job, label, contains s
 	for _, bit := range []string{"data", "data-cloud", "agent.pid", "cloud.pid", "controller.pid", "checkpoints"} {
 		if _, err := os.Stat(filepath.Join(dir, bit)); err == nil {
 			t.Errorf("%s left in the demo dir", bit)
+		}
+	}
+	// The docker scenario's daemon: its data and exec roots, and every
+	// process that names them (dockerd, containerd, the shims).
+	if _, err := os.Stat(filepath.Join(dir, "dockerd.dir")); err == nil {
+		t.Errorf("dockerd.dir left in the demo dir")
+	}
+	if m := regexp.MustCompile(`Docker is up at unix://(/\S+)/docker\.sock`).FindStringSubmatch(text); m != nil {
+		if _, err := os.Stat(m[1]); err == nil {
+			t.Errorf("the demo's Docker daemon's roots %s were not removed", m[1])
+		}
+		if left, _ := devagent.Under(m[1], nil); len(left) > 0 {
+			for _, p := range left {
+				t.Errorf("process %d of the demo's Docker daemon outlived the demo: %s", p.Pid, p.CommandLine())
+			}
+			devagent.KillUnder(m[1])
 		}
 	}
 	entries, _ := os.ReadDir("/proc")

@@ -27,6 +27,7 @@ import (
 
 	"github.com/gpu-steward/steward/controller"
 	"github.com/gpu-steward/steward/internal/devagent"
+	"github.com/gpu-steward/steward/internal/dockerd"
 )
 
 // Config says where the demo finds what it runs and what it does.
@@ -52,8 +53,11 @@ type Config struct {
 	// Exit ends the demo after the scenario (DEMO_EXIT=1); otherwise it
 	// stays up until ctx is cancelled (Ctrl-C).
 	Exit bool
-	// Scenario is "" for the story on one node, or "fleet" (DEMO=fleet):
-	// two GPU models in two node pools (fleet.go).
+	// Scenario is "" for the story on one node, "fleet" (DEMO=fleet):
+	// two GPU models in two node pools (fleet.go), or "docker"
+	// (DEMO=docker): the story on one node with the trainer and the
+	// notebooks in containers, in a Docker daemon of the demo's own
+	// (docker.go).
 	Scenario string
 	// Out receives the timeline (default os.Stdout).
 	Out io.Writer
@@ -96,9 +100,9 @@ func (c *Config) defaults() error {
 		c.Port = 4646
 	}
 	switch c.Scenario {
-	case "", ScenarioFleet:
+	case "", ScenarioFleet, ScenarioDocker:
 	default:
-		return fmt.Errorf("unknown demo scenario %q: use %q, or none for the story on one node", c.Scenario, ScenarioFleet)
+		return fmt.Errorf("unknown demo scenario %q: use %q, %q, or none for the story on one node", c.Scenario, ScenarioFleet, ScenarioDocker)
 	}
 	if c.GPUs == 0 {
 		c.GPUs = 8
@@ -109,7 +113,7 @@ func (c *Config) defaults() error {
 	if c.Out == nil {
 		c.Out = os.Stdout
 	}
-	for _, f := range []struct{ path, what, target string }{
+	files := []struct{ path, what, target string }{
 		{c.NomadBin, "the Nomad agent", "make nomad"},
 		{filepath.Join(c.PluginDir, "steward-gpu"), "the steward-gpu plugin", "make plugins"},
 		{filepath.Join(c.PluginDir, "steward-exec"), "the steward-exec plugin", "make plugins"},
@@ -118,7 +122,13 @@ func (c *Config) defaults() error {
 		{c.Policy, "the demo policy", ""},
 		{filepath.Join(c.JobsDir, "gpu-work.nomad.hcl"), "jobs/gpu-work.nomad.hcl", ""},
 		{filepath.Join(c.JobsDir, "trainer.nomad.hcl"), "jobs/trainer.nomad.hcl", ""},
-	} {
+	}
+	if c.Scenario == ScenarioDocker {
+		for _, f := range c.dockerFiles() {
+			files = append(files, struct{ path, what, target string }{f, "jobs/" + filepath.Base(f), ""})
+		}
+	}
+	for _, f := range files {
 		if _, err := os.Stat(f.path); err != nil {
 			if f.target != "" {
 				return fmt.Errorf("%s not found at %s: run `%s` (or just `make demo`)", f.what, f.path, f.target)
@@ -146,6 +156,11 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	d.stopStale()
 	defer d.cleanup()
 
+	if cfg.Scenario == ScenarioDocker {
+		if err := d.startDocker(); err != nil {
+			return err
+		}
+	}
 	if err := d.startAgent(ctx); err != nil {
 		return err
 	}
@@ -208,9 +223,11 @@ type demo struct {
 	// cloud is the fleet scenario's second client agent (fleet.go).
 	cloud     *exec.Cmd
 	cloudDone chan struct{}
-	ctlDone   chan struct{}
-	w         *watcher
-	grace     string // the policy's grace, for the timeline
+	// dockerd is the docker scenario's Docker daemon (docker.go).
+	dockerd *dockerd.Daemon
+	ctlDone chan struct{}
+	w       *watcher
+	grace   string // the policy's grace, for the timeline
 }
 
 func (d *demo) printf(format string, args ...any) { fmt.Fprintf(d.out, format, args...) }
@@ -244,6 +261,7 @@ func (d *demo) stopStale() {
 		waitGone(pid, 10*time.Second)
 	}
 	d.killTasks()
+	d.stopStaleDocker()
 	d.removeRuntime()
 }
 
@@ -364,7 +382,7 @@ plugin "steward-exec" {
     busy_after        = "3s"
   }
 }
-`, d.ports[0], d.ports[1], d.ports[2], d.nodeExtra(), d.cfg.GPUs, d.path("sim"), d.simExtra(), d.path("checkpoints"))
+%s`, d.ports[0], d.ports[1], d.ports[2], d.nodeExtra(), d.cfg.GPUs, d.path("sim"), d.simExtra(), d.path("checkpoints"), d.pluginExtra())
 }
 
 func (d *demo) startAgent(ctx context.Context) error {
@@ -440,6 +458,10 @@ func (d *demo) waitAgent(ctx context.Context) error {
 		}
 		if drv := node.Drivers["steward-exec"]; drv == nil || !drv.Healthy {
 			status = "steward-exec driver not healthy yet"
+			continue
+		}
+		if drv := node.Drivers["docker"]; d.cfg.Scenario == ScenarioDocker && (drv == nil || !drv.Healthy) {
+			status = "docker driver not healthy yet"
 			continue
 		}
 		gpus := 0
@@ -543,6 +565,7 @@ func (d *demo) cleanup() {
 		}
 	}
 	d.killTasks()
+	d.stopDocker()
 	d.removeRuntime()
 	if d.agent != nil {
 		d.printf("==> stopped the controller and the agent; their logs are in %s\n", rel(d.cfg.Root, d.cfg.Dir))

@@ -61,6 +61,9 @@ func (d *demo) play(ctx context.Context) error {
 // nodeExtra and simExtra are what the fleet scenario adds to the dev
 // agent's client block and steward-gpu config: its node pool and model.
 func (d *demo) nodeExtra() string {
+	if d.cfg.Scenario == ScenarioDocker {
+		return d.dockerNodeExtra()
+	}
 	if d.cfg.Scenario != ScenarioFleet {
 		return ""
 	}
@@ -68,10 +71,23 @@ func (d *demo) nodeExtra() string {
 }
 
 func (d *demo) simExtra() string {
+	if d.cfg.Scenario == ScenarioDocker {
+		// Device mounts would replace the trainer's host volume (docs/devices.md).
+		return "\n    sim_task_mounts = false"
+	}
 	if d.cfg.Scenario != ScenarioFleet {
 		return ""
 	}
 	return fmt.Sprintf("\n    sim_model      = %q\n    sim_memory_mib = 81920", fleetH100)
+}
+
+// pluginExtra is what the docker scenario adds to the dev agent's
+// configuration: Nomad's docker driver pointed at the demo's daemon.
+func (d *demo) pluginExtra() string {
+	if d.dockerd == nil {
+		return ""
+	}
+	return d.dockerd.PluginConfig()
 }
 
 // cloudConfig is the second client agent's configuration: client only,

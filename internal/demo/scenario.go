@@ -33,6 +33,10 @@ import (
 //  5. product scales its serving up (inference-b, 1 GPU): inference never
 //     waits; research is over its reserve again and gives the trainer back.
 //  6. inference-b ends: the trainer resumes by itself, a second time.
+//
+// DEMO=docker plays it with the trainer and the notebooks in containers
+// (docker.go): notebook-a reports no activity there, so it is idle from
+// its start, and research snoozes the idle rule for explore.
 const demoGrace = "10s"
 
 // scenario plays the story; it returns an error listing what did not
@@ -43,6 +47,10 @@ func (d *demo) scenario(ctx context.Context) error {
 	wait, pause, step, submit := sc.wait, sc.pause, sc.step, sc.submit
 
 	d.printf("\n==> scenario (about 2 minutes): 8 GPUs; tenants product (reserve 4, limit 8), research (reserve 4, limit 6), platform (reserve 0, limit 2)\n")
+	docker := d.cfg.Scenario == ScenarioDocker
+	if docker {
+		d.printf("    in containers (Nomad's docker driver, no network): research's trainer (jobs/train-docker.nomad.hcl) and the notebooks (jobs/notebook-docker.nomad.hcl)\n")
+	}
 
 	step("product serves a model; research fine-tunes, explores in a notebook and trains: 8 of 8 GPUs in use, research borrows 2")
 	inference := jobRef{"product", "inference", 2}
@@ -51,12 +59,25 @@ func (d *demo) scenario(ctx context.Context) error {
 	train := jobRef{"research", "train", 1}
 	submit(func() error { return d.work(inference, "inference", 1, "busy_percent", "70") })
 	submit(func() error { return d.work(finetune, "training", 1) })
-	submit(func() error { return d.work(explore, "interactive", 1, "busy_percent", "40") })
+	if docker {
+		submit(func() error { return d.notebookDocker(explore) })
+	} else {
+		submit(func() error { return d.work(explore, "interactive", 1, "busy_percent", "40") })
+	}
 	wait(60*time.Second, "product/inference, research/finetune and research/explore running", func() bool {
 		return d.running(inference) == 1 && d.running(finetune) == 1 && d.running(explore) == 1
 	})
+	if docker {
+		// A container reports no activity on these simulated GPUs (docker.go):
+		// research keeps its notebook from the idle rule.
+		submit(func() error { return d.snooze(explore, "1h") })
+	}
 	pause(1100 * time.Millisecond) // the trainer starts last: the first to give a borrowed GPU back
-	submit(func() error { return d.trainer(train) })
+	if docker {
+		submit(func() error { return d.trainerDocker(train) })
+	} else {
+		submit(func() error { return d.trainer(train) })
+	}
 	wait(60*time.Second, "research/train running", func() bool { return d.running(train) == 1 })
 	pause(4 * time.Second) // a few checkpoints of its own
 
@@ -67,11 +88,19 @@ func (d *demo) scenario(ctx context.Context) error {
 
 	step("product opens a notebook: product holds 2 of its reserve of 4, research borrows: research gives one back")
 	nbA := jobRef{"product", "notebook-a", 1}
-	submit(func() error { return d.work(nbA, "interactive", 1, "busy_seconds", "15", "idle_percent", "2") })
+	if docker {
+		submit(func() error { return d.notebookDocker(nbA) })
+	} else {
+		submit(func() error { return d.work(nbA, "interactive", 1, "busy_seconds", "15", "idle_percent", "2") })
+	}
 	wait(60*time.Second, "research/train preempted", func() bool { return d.w.count("preempted") > 0 })
 	wait(60*time.Second, "product/notebook-a running", func() bool { return d.running(nbA) == 1 })
 
-	step("notebook-a works for 15s, then sits at 2% GPU while the trainer waits: the idle rule takes the GPU after 30s")
+	if docker {
+		step("notebook-a sits idle (0% GPU) while the trainer waits: the idle rule takes the GPU after 30s")
+	} else {
+		step("notebook-a works for 15s, then sits at 2% GPU while the trainer waits: the idle rule takes the GPU after 30s")
+	}
 	wait(120*time.Second, "product/notebook-a stopped as idle", func() bool { return d.w.count("idle reclaim") > 0 })
 	wait(60*time.Second, "research/train resumed", func() bool { return d.running(train) == 1 })
 	pause(4 * time.Second)

@@ -43,10 +43,17 @@ type watcher struct {
 	running map[string]int    // job -> running allocations last printed
 	seen    map[string]bool   // alloc ID + event time: driver events printed
 	allocs  map[string]string // job -> latest running steward-exec alloc ID
+	// followed: job -> the task whose output lines the timeline shows
+	// (docker.go); outputLines: alloc ID -> lines of it read;
+	// outputDone: alloc ID -> its output read after it ended.
+	followed    map[string]string
+	outputLines map[string]int
+	outputDone  map[string]bool
 }
 
 func newWatcher(d *demo) *watcher {
-	return &watcher{d: d, record: map[string]string{}, running: map[string]int{}, seen: map[string]bool{}, allocs: map[string]string{}}
+	return &watcher{d: d, record: map[string]string{}, running: map[string]int{}, seen: map[string]bool{}, allocs: map[string]string{},
+		followed: map[string]string{}, outputLines: map[string]int{}, outputDone: map[string]bool{}}
 }
 
 func (w *watcher) add(j jobRef) {
@@ -170,6 +177,7 @@ func (w *watcher) pollAllocs(j jobRef) {
 		return
 	}
 	sort.Slice(stubs, func(a, b int) bool { return stubs[a].CreateIndex < stubs[b].CreateIndex })
+	w.pollOutput(j, stubs)
 	running := 0
 	var latest string
 	for _, s := range stubs {
@@ -251,7 +259,11 @@ func (d *demo) summary(w *watcher) {
 		d.printf("%s\n", strings.TrimRight(out, "\n"))
 	}
 	counts := []string{}
-	for _, l := range []string{"submitted", "checkpointing", "preempted", "held", "idle reclaim", "resumed", "task event"} {
+	labels := []string{"submitted", "checkpointing", "preempted", "held", "idle reclaim", "resumed", "task event"}
+	if d.cfg.Scenario == ScenarioDocker {
+		labels = append(labels, "task output")
+	}
+	for _, l := range labels {
 		counts = append(counts, fmt.Sprintf("%s %d", l, w.count(l)))
 	}
 	d.printf("\n==> timeline: %s\n", strings.Join(counts, ", "))

@@ -16,6 +16,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -183,4 +184,59 @@ func tailFile(path string, n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return strings.TrimSpace(string(bytes.Join(lines, []byte("\n"))))
+}
+
+// StopStale stops what a daemon Start started in dir left running when its
+// owner died without Stop (a demo killed with SIGKILL), and removes dir:
+// the daemon first with SIGTERM, so that it stops its containers, then
+// whatever names dir (dockerd, containerd, the shims), then any container
+// process left (by its cgroup, named after the container's ID). It
+// reports whether anything was running.
+func StopStale(dir string) bool {
+	found := false
+	var ids []string
+	if entries, err := os.ReadDir(filepath.Join(dir, "root", "containers")); err == nil {
+		for _, e := range entries {
+			if len(e.Name()) == 64 {
+				ids = append(ids, e.Name())
+			}
+		}
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "dockerd.pid")); err == nil {
+		var pid int
+		if _, err := fmt.Sscan(string(b), &pid); err == nil && pid > 1 {
+			cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+			if bytes.Contains(cmdline, []byte(dir)) && syscall.Kill(pid, syscall.SIGTERM) == nil {
+				found = true
+				for end := time.Now().Add(45 * time.Second); time.Now().Before(end); time.Sleep(200 * time.Millisecond) {
+					if st, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); err != nil || bytes.Contains(st, []byte(") Z ")) {
+						break
+					}
+				}
+			}
+		}
+	}
+	if len(devagent.KillUnder(dir)) > 0 {
+		found = true
+	}
+	if len(ids) > 0 {
+		procs, _ := os.ReadDir("/proc")
+		for _, p := range procs {
+			pid, err := strconv.Atoi(p.Name())
+			if err != nil {
+				continue
+			}
+			cg, _ := os.ReadFile(filepath.Join("/proc", p.Name(), "cgroup"))
+			for _, id := range ids {
+				if bytes.Contains(cg, []byte(id)) {
+					_ = syscall.Kill(pid, syscall.SIGKILL)
+					found = true
+					break
+				}
+			}
+		}
+	}
+	devagent.UnmountUnder(dir)
+	_ = os.RemoveAll(dir)
+	return found
 }
