@@ -593,27 +593,43 @@ func (k *soakChecker) checkEvictionCap() {
 			continue
 		}
 		for g, tg := range st.TaskGroups {
-			var at []time.Time
+			// Each counted event, with its rule and message: the evidence a
+			// violation needs (the controllers' logs are in SOAK_LOGDIR).
+			type eviction struct {
+				at       time.Time
+				rule     any
+				message  string
+				evaluate string
+			}
+			var evs []eviction
 			for _, e := range tg.Events {
 				if e.Meta["steward.rule"] == "limit" {
 					continue
 				}
 				for _, verb := range []string{"Steward preempts", "Steward requeues (idle)", "Steward stops (idle)"} {
 					if strings.HasPrefix(e.Message, verb) {
-						at = append(at, time.Unix(0, int64(e.Time)))
+						eval := ""
+						if e.EvalID != nil {
+							eval = *e.EvalID
+						}
+						evs = append(evs, eviction{time.Unix(0, int64(e.Time)), e.Meta["steward.rule"], e.Message, eval})
 					}
 				}
 			}
-			sort.Slice(at, func(a, b int) bool { return at[a].Before(at[b]) })
-			for i := range at {
+			sort.Slice(evs, func(a, b int) bool { return evs[a].at.Before(evs[b].at) })
+			for i := range evs {
 				n := 0
-				for _, t2 := range at[i:] {
-					if t2.Sub(at[i]) < time.Hour {
+				for _, e2 := range evs[i:] {
+					if e2.at.Sub(evs[i].at) < time.Hour {
 						n++
 					}
 				}
 				if n > soakEvictionCap {
-					k.violation("over_cap", "%s group %s evicted %d times within an hour from %s (cap %d)", j.key(), g, n, at[i].Format(time.TimeOnly), soakEvictionCap)
+					var list []string
+					for _, e2 := range evs[i : i+n] {
+						list = append(list, fmt.Sprintf("%s rule=%v eval=%.8s %q", e2.at.Format("15:04:05.000"), e2.rule, e2.evaluate, e2.message))
+					}
+					k.violation("over_cap", "%s group %s evicted %d times within an hour from %s (cap %d): %s", j.key(), g, n, evs[i].at.Format(time.TimeOnly), soakEvictionCap, strings.Join(list, "; "))
 					break
 				}
 			}
