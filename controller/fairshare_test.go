@@ -1,0 +1,110 @@
+package controller
+
+import (
+	"context"
+	"encoding/json"
+	"math"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/gpu-steward/steward/policy/engine"
+)
+
+// TestFairShareAccounting: the controller's decayed usage round by round,
+// what it saves, when, and what a new leader loads.
+func TestFairShareAccounting(t *testing.T) {
+	const halfLife = 24 * time.Hour
+	type round struct {
+		after    time.Duration                // since the last round
+		borrowed map[string]int               // tenant → GPUs held beyond its reserve after this round's plan
+		want     map[string]float64           // usage (GPU-seconds) in this round's snapshot
+		saves    int                          // writes of the variable so far
+		check    func(*testing.T, *fakeNomad) // after the round
+	}
+	accrue := func(u float64, gpus int, d time.Duration) float64 { return engine.DecayUsage(u, float64(gpus), d, halfLife) }
+	cases := []struct {
+		name   string
+		saved  *fairShareDoc // in the variable before the lead term
+		rounds []round
+	}{
+		{
+			name: "borrowed GPUs accrue from one round to the next and are saved at most every 10 minutes",
+			rounds: []round{
+				{borrowed: map[string]int{"a": 2}, want: map[string]float64{}},
+				{after: 5 * time.Minute, borrowed: map[string]int{"a": 2, "b": 1},
+					want: map[string]float64{"a": accrue(0, 2, 5*time.Minute)}},
+				{after: 6 * time.Minute, want: map[string]float64{
+					"a": accrue(accrue(0, 2, 5*time.Minute), 2, 6*time.Minute), "b": accrue(0, 1, 6*time.Minute)}, saves: 1},
+				{after: time.Minute, saves: 1},
+			},
+		},
+		{
+			name: "decay alone is never saved: nothing is written as time passes",
+			rounds: []round{
+				{borrowed: map[string]int{"a": 1}},
+				{after: 11 * time.Minute, saves: 1},
+				{after: 11 * time.Minute, saves: 1},
+				{after: 24 * time.Hour, saves: 1},
+			},
+		},
+		{
+			name:  "a new leader loads the saved usage and decays it from when it was saved",
+			saved: &fairShareDoc{At: t0.Add(-24 * time.Hour), Usage: map[string]float64{"a": 7200, "gone": 0.5}},
+			rounds: []round{
+				{want: map[string]float64{"a": 3600, "gone": 0.25}},
+			},
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFakeNomad()
+			c := testController(t, f)
+			if tc.saved != nil {
+				b, _ := json.Marshal(tc.saved)
+				f.vars[c.cfg.StateNamespace+":"+FairSharePath] = map[string]string{"usage": string(b)}
+				f.index[c.cfg.StateNamespace+":"+FairSharePath] = 3
+			}
+			pol := testPolicy(t)
+			pol.Preemption.FairShareHalfLife = halfLife
+			now := t0
+			for i, r := range tc.rounds {
+				now = now.Add(r.after)
+				snap := &engine.Snapshot{}
+				c.fairShareUsage(context.Background(), pol, snap, now)
+				if r.want != nil {
+					if len(snap.Usage) != len(r.want) {
+						t.Fatalf("round %d: usage %v, want %v", i, snap.Usage, r.want)
+					}
+					for ten, w := range r.want {
+						if math.Abs(snap.Usage[ten]-w) > 1e-6 {
+							t.Fatalf("round %d: usage %v, want %v", i, snap.Usage, r.want)
+						}
+					}
+				}
+				var tenants []engine.TenantUsage
+				for ten, g := range r.borrowed {
+					tenants = append(tenants, engine.TenantUsage{Tenant: ten, InUse: g})
+				}
+				c.fair.hold(tenants)
+				c.saveFairShare(context.Background(), now)
+				if got := len(f.callsMatching("put " + c.cfg.StateNamespace + " " + FairSharePath)); got != r.saves {
+					t.Fatalf("round %d: %d saves, want %d", i, got, r.saves)
+				}
+			}
+		})
+	}
+}
+
+// TestFairShareBounded: what is saved stays bounded, however many tenants
+// borrowed once.
+func TestFairShareBounded(t *testing.T) {
+	usage := map[string]float64{}
+	for i := range 3000 {
+		usage["t"+strconv.Itoa(i)] = float64(i)
+	}
+	got := boundedUsage(usage, fairShareMaxTenants)
+	if len(got) != fairShareMaxTenants || got["t2999"] != 2999 || got["t1999"] != 0 {
+		t.Fatalf("kept %d tenants (t2999: %v, t1999: %v), want the %d with the most usage", len(got), got["t2999"], got["t1999"], fairShareMaxTenants)
+	}
+}
