@@ -22,7 +22,9 @@ func TestFairShareAccounting(t *testing.T) {
 		saves    int                          // writes of the variable so far
 		check    func(*testing.T, *fakeNomad) // after the round
 	}
-	accrue := func(u float64, gpus int, d time.Duration) float64 { return engine.DecayUsage(u, float64(gpus), d, halfLife) }
+	accrue := func(u float64, gpus int, d time.Duration) float64 {
+		return engine.DecayUsage(u, float64(gpus), d, halfLife)
+	}
 	cases := []struct {
 		name   string
 		saved  *fairShareDoc // in the variable before the lead term
