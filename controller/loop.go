@@ -412,7 +412,10 @@ func (c *Controller) PlanOnce(ctx context.Context) (*engine.Plan, *Observation, 
 	}
 	// One fresh stats reading on top of the saved per-minute history.
 	c.sweepStats(ctx, statsTargets(pol, obs))
-	return eng.Plan(buildSnapshot(pol, obs, c.states, c.usage.samples()), obs.At), obs, nil
+	snap := buildSnapshot(pol, obs, c.states, c.usage.samples())
+	// The saved decayed usage, as of its last save (fair share over time).
+	c.fairShareUsage(ctx, pol, snap, obs.At)
+	return eng.Plan(snap, obs.At), obs, nil
 }
 
 // resumeInFlight reports whether a group Steward resumed lately (within
