@@ -168,3 +168,86 @@ func TestDecayUsage(t *testing.T) {
 		})
 	}
 }
+
+// TestFairShareReclaim: borrowing work of a tenant within its fair share
+// over time takes borrowed GPUs of its own tier from a tenant far above
+// its share (rule fair-share), under the usual guards.
+func TestFairShareReclaim(t *testing.T) {
+	const hour = 3600.0
+	cases := []struct {
+		name       string
+		halfLife   time.Duration
+		usage      map[string]float64
+		holderTier string
+		started    time.Duration // the holder's allocations' age at the plan
+		preempted  int           // times the holder was preempted in the last hour
+		want       string        // the reason of the preemption, or "" for none
+	}{
+		{
+			name: "far above its share: its borrowed work goes to a tenant within its share", halfLife: 24 * time.Hour,
+			usage: map[string]float64{"a": 30 * hour}, holderTier: "training", started: time.Hour,
+			want: "tenant a used 2.0× its fair share over time (30.0 of 30.0 decayed borrowed GPU-hours, fair share 50% at weight 1) " +
+				"and holds 2 GPUs, reserve 0: 1 GPU goes to b/w/main of tenant b, which used 0.0× its fair share over time " +
+				"(0.0 of 30.0 decayed borrowed GPU-hours, fair share 50% at weight 1)",
+		},
+		{
+			name: "off: nothing is taken", usage: map[string]float64{"a": 30 * hour}, holderTier: "training", started: time.Hour,
+		},
+		{
+			name: "not far enough above its share (1.5×): nothing is taken", halfLife: 24 * time.Hour,
+			usage: map[string]float64{"a": 30 * hour, "b": 10 * hour}, holderTier: "training", started: time.Hour,
+		},
+		{
+			name: "younger than min_runtime: kept", halfLife: 24 * time.Hour,
+			usage: map[string]float64{"a": 30 * hour}, holderTier: "training", started: time.Minute,
+		},
+		{
+			name: "work of a higher tier: kept", halfLife: 24 * time.Hour,
+			usage: map[string]float64{"a": 30 * hour}, holderTier: "interactive", started: time.Hour,
+		},
+		{
+			name: "at the eviction cap: kept", halfLife: 24 * time.Hour,
+			usage: map[string]float64{"a": 30 * hour}, holderTier: "training", started: time.Hour, preempted: 2,
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			e := New(testPolicy(func(p *policy.Policy) {
+				p.Tenants["a"] = tenant("a", 0, policy.Unlimited)
+				p.Tenants["b"] = tenant("b", 0, policy.Unlimited)
+				p.Preemption.FairShareHalfLife = tc.halfLife
+			}))
+			now := t0.Add(2 * time.Hour)
+			holder := Job{Ref: JobRef{"a", "run"}, Tier: tc.holderTier, Priority: 40}
+			if tc.holderTier == "interactive" {
+				holder.Priority = 60
+			}
+			for i := range tc.preempted {
+				holder.Preemptions = append(holder.Preemptions, now.Add(-time.Duration(10*(i+1))*time.Minute))
+			}
+			s := &Snapshot{
+				Nodes: []Node{{ID: "n0", NodePool: "default", GPUs: 2}},
+				Allocs: []Alloc{
+					{ID: "a0", Job: holder, Group: "main", Name: "run.main[0]", NodeID: "n0", GPUIDs: []string{"g0"}, StartedAt: now.Add(-tc.started)},
+					{ID: "a1", Job: holder, Group: "main", Name: "run.main[1]", NodeID: "n0", GPUIDs: []string{"g1"}, StartedAt: now.Add(-tc.started)},
+				},
+				Waiting: []Demand{{Job: Job{Ref: JobRef{"b", "w"}, Tier: "training", Priority: 40}, Group: "main",
+					GPUsPerAlloc: 1, Count: 1, Since: now.Add(-time.Minute), Held: true}},
+				Usage: tc.usage,
+			}
+			plan := e.Plan(s, now)
+			var got []string
+			for _, a := range plan.Actions {
+				if a.Kind == Preempt {
+					got = append(got, string(a.Reason.Rule)+": "+a.Reason.Message)
+				}
+			}
+			switch {
+			case tc.want == "" && len(got) > 0:
+				t.Fatalf("preempted %q, want nothing", got)
+			case tc.want != "" && (len(got) != 1 || got[0] != "fair-share: "+tc.want):
+				t.Fatalf("preempted %q, want [fair-share: %s]", got, tc.want)
+			}
+		})
+	}
+}
