@@ -629,7 +629,6 @@ func (st *state) placeOne(b *bene, need int, failed *failures) (int32, []victim,
 		return st.swapWithin(b, need, failed)
 	}
 	b.entitled = t.use+need <= t.reserve
-	b.fair = !b.entitled && st.fairReclaims(b.tenant)
 	if t.quotas != nil {
 		set, full := st.limitedSet(b)
 		if full >= 0 {

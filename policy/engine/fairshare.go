@@ -104,50 +104,6 @@ func (st *state) fairNote(b []byte, ti int) []byte {
 	if s == nil || ti >= len(s) || !s[ti].counted || s[ti].ratio() <= 1.05 {
 		return b
 	}
-	b = append(b, "; tenant "...)
-	b = append(b, st.tenants[ti].t.Name...)
-	b = st.fairFigures(append(b, " used "...), ti)
-	b = append(b[:len(b)-1], "; half-life "...)
-	b = appendDuration(b, st.e.p.Preemption.FairShareHalfLife)
-	return append(b, "): tenants that used less go first"...)
-}
-
-// Reclaim by fair share (RuleFairShare): work that borrows GPUs, of a
-// tenant that used no more than its fair share, may take borrowed GPUs
-// (beyond their reserve) from work of its own tier of tenants that used at
-// least fairReclaimAbove times theirs, past min_runtime and within the
-// eviction cap, like any preemption. The gap between the two bounds is the
-// guard against a tug of war: the victim's tenant, far above its share, is
-// never within it soon after, so it takes nothing back.
-const fairReclaimAbove = 2.0
-
-// fairReclaims says whether tenant ti's borrowing work may reclaim by fair
-// share: fair share over time is on, the tenant used no more than its
-// share, and some tenant used fairReclaimAbove times its own.
-func (st *state) fairReclaims(ti int) bool {
-	s := st.standings()
-	if s == nil || ti >= len(s) || !s[ti].counted || s[ti].ratio() > 1 {
-		return false
-	}
-	for i := range s {
-		if s[i].counted && s[i].ratio() >= fairReclaimAbove {
-			return true
-		}
-	}
-	return false
-}
-
-// fairVictim says whether tenant ti used fairReclaimAbove times its fair
-// share or more: its borrowed work may be taken by fair share.
-func (st *state) fairVictim(ti int) bool {
-	s := st.standings()
-	return ti < len(s) && s[ti].counted && s[ti].ratio() >= fairReclaimAbove
-}
-
-// fairFigures appends a tenant's standing: "3.2× its fair share over time
-// (41.3 of 129.6 decayed borrowed GPU-hours, fair share 25% at weight 1)".
-func (st *state) fairFigures(b []byte, ti int) []byte {
-	s := st.standings()
 	t := st.tenants[ti].t
 	var total float64
 	for i := range s {
@@ -155,6 +111,9 @@ func (st *state) fairFigures(b []byte, ti int) []byte {
 			total += s[i].usage
 		}
 	}
+	b = append(b, "; tenant "...)
+	b = append(b, t.Name...)
+	b = append(b, " used "...)
 	b = strconv.AppendFloat(b, s[ti].ratio(), 'f', 1, 64)
 	b = append(b, "× its fair share over time ("...)
 	b = strconv.AppendFloat(b, s[ti].usage/3600, 'f', 1, 64)
@@ -164,5 +123,7 @@ func (st *state) fairFigures(b []byte, ti int) []byte {
 	b = strconv.AppendFloat(b, 100*s[ti].fair, 'f', 0, 64)
 	b = append(b, "% at weight "...)
 	b = strconv.AppendFloat(b, t.Weight, 'g', -1, 64)
-	return append(b, ')')
+	b = append(b, "; half-life "...)
+	b = appendDuration(b, st.e.p.Preemption.FairShareHalfLife)
+	return append(b, "): tenants that used less go first"...)
 }

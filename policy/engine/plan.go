@@ -34,10 +34,7 @@ const (
 type Rule string
 
 const (
-	RuleReclaim Rule = "reclaim" // a tenant under its reservation takes back borrowed GPUs
-	// RuleFairShare: a tenant far above its fair share over time gives
-	// borrowed GPUs to work of its tier of a tenant within its share.
-	RuleFairShare  Rule = "fair-share"
+	RuleReclaim    Rule = "reclaim"  // a tenant under its reservation takes back borrowed GPUs
 	RulePriority   Rule = "priority" // a higher tier takes GPUs from a lower one
 	RuleBackfill   Rule = "backfill" // a pool's owners take back GPUs lent to other tiers
 	RuleIdle       Rule = "idle"     // idle work gives its GPUs back

@@ -100,25 +100,6 @@ func (st *state) victimReason(m *msg, b *bene, v victim, gpus int) Reason {
 		}
 		st.exposedNote(m, u)
 		return m.reason(RulePriority)
-	case RuleFairShare:
-		// "tenant a used 2.4× its fair share over time (...) and holds 6
-		// GPUs, reserve 2: 1 GPU goes to b/x/main, of tenant b, which used
-		// 0.3× its own (...)"
-		m.start("tenant ", vt.Name, " used ")
-		m.b = st.fairFigures(m.b, u.tenant)
-		m.s(" and holds ").gpusU(v.holdsPrev).s(", reserve ").n(vt.Reserve).s(": ")
-		if !st.where(m, u, gpus) {
-			m.gpus(gpus)
-		}
-		if gpus == 1 {
-			m.s(" goes to ")
-		} else {
-			m.s(" go to ")
-		}
-		m.demand(b.d).s(" of tenant ", bt.Name, ", which used ")
-		m.b = st.fairFigures(m.b, b.tenant)
-		st.exposedNote(m, u)
-		return m.reason(RuleFairShare)
 	case RuleBackfill:
 		pool := st.pools[st.poolOf[st.firstNode(u)]]
 		return m.start("node pool ", pool, " is kept for tier ", st.e.tiers[b.tier].name,

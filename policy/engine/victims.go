@@ -262,11 +262,7 @@ func (st *state) walkRange(c *candidates, seg int, b *bene, allowYoung bool) (in
 	case seg >= segYoungOver && !allowYoung:
 		end = sg.next
 	case (seg == segNotOver || seg == segYoungNotOver) && b.inPool == 0 || !b.entitled:
-		below := b.prio
-		if b.fair && seg == segOver {
-			below++ // its own tier's borrowed work too (RuleFairShare)
-		}
-		end, _ = slices.BinarySearch(c.keys[sg.start:sg.end], segKey(seg, below))
+		end, _ = slices.BinarySearch(c.keys[sg.start:sg.end], segKey(seg, b.prio))
 		end = max(end+sg.start, sg.next)
 	}
 	return sg.next, end
@@ -291,10 +287,6 @@ type bene struct {
 	// took: an allocation went on GPUs set aside for work of a lower
 	// tier (takeMarksBelow).
 	took bool
-	// fair: it borrows, its tenant is within its fair share over time,
-	// and borrowed work of its tier of tenants far above theirs may be
-	// taken for it (RuleFairShare).
-	fair bool
 	// base is the set of its demand; pool is base less pools at their
 	// limit for its tenant (quota.go), or a pool it reclaims in.
 	base int32
@@ -385,8 +377,6 @@ func (st *state) ruleFor(u *unit, b *bene, n int32, allowYoung bool) (rule Rule,
 		return RuleReclaim, true, true
 	case st.e.outranks(b.tier, b.prio, u.tier, u.prio):
 		return RulePriority, true, true
-	case b.fair && u.tier == b.tier && u.prio <= b.prio && u.age >= st.e.p.Preemption.MinRuntime && st.fairVictim(u.tenant):
-		return RuleFairShare, true, true
 	}
 	return "", false, false
 }
