@@ -211,9 +211,10 @@ preemption {
   # Fair share over time: tenants' use of borrowed GPUs (beyond their
   # reserves) is remembered, halving every half-life, and among work the
   # tiers, reserves and promotions rank equal, the tenant that used the
-  # least per unit of weight goes first. "0s" = off: the tenants' borrowed
-  # GPUs now decide. Default: "0s".
-  fair_share_half_life = "24h"
+  # least per unit of weight goes first ("24h": a day's imbalance is paid
+  # back within a day or two; "168h", a week, is Slurm's default). "0s" =
+  # off: the tenants' borrowed GPUs now decide. Default: "0s".
+  fair_share_half_life = "0s"
 
   # Starved jobs get their priority raised. Optional; every attribute has a default.
   promote {
