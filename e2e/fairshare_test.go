@@ -56,6 +56,7 @@ func TestFairShareOverTime(t *testing.T) {
 	// runs lists each tenant's work: [start, end) of every allocation
 	// whose task started (end: now while it runs).
 	type span struct{ from, to time.Time }
+	started := map[string]map[string]bool{} // tenant → jobs that started
 	runs := func() map[string][]span {
 		out := map[string][]span{}
 		for ns, names := range jobs {
@@ -74,6 +75,10 @@ func TestFairShareOverTime(t *testing.T) {
 						end = time.Now()
 					}
 					out[ns] = append(out[ns], span{ts.StartedAt, end})
+					if started[ns] == nil {
+						started[ns] = map[string]bool{}
+					}
+					started[ns][name] = true
 				}
 			}
 		}
@@ -85,7 +90,7 @@ func TestFairShareOverTime(t *testing.T) {
 	lastStart := func(r map[string][]span) time.Time {
 		var end time.Time
 		for _, ns := range []string{"ta", "tb"} {
-			if len(r[ns]) < perTenant {
+			if len(started[ns]) < perTenant {
 				return time.Time{} // not all started yet
 			}
 			var last time.Time
