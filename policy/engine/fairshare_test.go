@@ -1,7 +1,9 @@
 package engine
 
 import (
+	"fmt"
 	"math"
+	"math/rand/v2"
 	"strings"
 	"testing"
 	"time"
@@ -164,6 +166,27 @@ func TestDecayUsage(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			if math.Abs(tc.got-tc.want) > 1e-6*math.Max(1, tc.want) && math.Abs(tc.got-tc.want) > 0.01 {
 				t.Fatalf("got %v, want %v", tc.got, tc.want)
+			}
+		})
+	}
+}
+
+// TestFairShareOffKeepsPlans: with fair share over time off, usage in the
+// snapshot changes nothing: the plan of a generated cluster is the same
+// with and without it.
+func TestFairShareOffKeepsPlans(t *testing.T) {
+	for _, seed := range []uint64{1, 2, 3} {
+		t.Run("seed "+itoa(int(seed)), func(t *testing.T) {
+			gen := func() *Snapshot {
+				return genCluster(rand.New(rand.NewPCG(seed, 7)), 50, 8, 500, 200, 8, t0)
+			}
+			e := New(genPolicy(8, 20, 80))
+			without := e.Plan(gen(), t0)
+			s := gen()
+			s.Usage = map[string]float64{"team0": 1e6, "team3": 5, "team7": 3e5}
+			with := e.Plan(s, t0)
+			if a, b := fmt.Sprint(without.Actions, without.Waiting), fmt.Sprint(with.Actions, with.Waiting); a != b {
+				t.Fatalf("usage changed the plan with fair share off:\nwithout: %s\nwith:    %s", a, b)
 			}
 		})
 	}
