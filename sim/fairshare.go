@@ -27,6 +27,7 @@ type fairShare struct {
 
 	window           int // index of the window being accumulated
 	actual, entitled []float64
+	share            []float64 // [tenant] its entitled borrowed GPUs now (entitle)
 	// Summary over the windows closed so far.
 	windows, fair int     // windows with contention; those with Jain ≥ 0.9
 	jainSum       float64 // sum of their indexes
@@ -56,24 +57,25 @@ func (f *fairShare) advance(m *metrics, from, to time.Duration) {
 			f.usage[t] = f.usage[t]*keep + float64(max(use-m.tenants[t].Reserve, 0))*(1-keep)/lambda
 		}
 	}
-	// Contention: some tenant waits for GPUs it may take. The tenants
-	// contending are those waiting so and those borrowing; the GPUs
-	// they borrow are the contested ones, to be shared by weight.
+	// Contention: some tenant waits to borrow GPUs it may take. The
+	// tenants contending are those waiting so and those borrowing; the
+	// GPUs they borrow are the contested ones, shared by weight as far as
+	// each wants them (entitled).
 	waits, contending := false, 0
-	var weights, borrowed float64
+	var borrowed float64
 	for t, use := range m.tenantUse {
 		if f.contends(m, t, use) {
 			contending++
-			weights += m.tenants[t].Weight
 			borrowed += float64(max(use-m.tenants[t].Reserve, 0))
-			if m.tenantWaiting[t] > 0 {
+			if f.wantsMore(m, t, use) {
 				waits = true
 			}
 		}
 	}
-	if !waits || contending < 2 || weights <= 0 {
+	if !waits || contending < 2 || borrowed <= 0 {
 		return
 	}
+	f.entitle(m, borrowed)
 	for at := from; at < to; {
 		w := int(at / fairWindow)
 		if w != f.window {
@@ -85,7 +87,7 @@ func (f *fairShare) advance(m *metrics, from, to time.Duration) {
 		for t, use := range m.tenantUse {
 			if f.contends(m, t, use) {
 				f.actual[t] += float64(max(use-m.tenants[t].Reserve, 0)) * sec
-				f.entitled[t] += m.tenants[t].Weight / weights * borrowed * sec
+				f.entitled[t] += f.share[t] * sec
 			}
 		}
 		at = next
@@ -93,13 +95,75 @@ func (f *fairShare) advance(m *metrics, from, to time.Duration) {
 }
 
 // contends says whether tenant t takes part in the contention: it borrows
-// GPUs, or waits for GPUs its limit lets it take.
+// GPUs, or wants to borrow more.
 func (f *fairShare) contends(m *metrics, t, use int) bool {
+	return use > m.tenants[t].Reserve || f.wantsMore(m, t, use)
+}
+
+// wantsMore says whether tenant t waits to borrow GPUs its limit lets it
+// take: waiting work, at or beyond its reserve (below it, it waits for its
+// reserve, which reserve_short_gpu_hours measures) and below its limit.
+func (f *fairShare) wantsMore(m *metrics, t, use int) bool {
 	ten := m.tenants[t]
-	if use > ten.Reserve {
-		return true
+	return m.tenantWaiting[t] > 0 && use >= ten.Reserve && (ten.Limit < 0 || use < ten.Limit)
+}
+
+// entitle shares the borrowed GPUs among the contending tenants by weight,
+// max-min fair (water-filling): a tenant gets no more than it wants (what
+// it borrows, if it waits for no more; what its limit lets it borrow, if it
+// does), and what it does not take goes to the others by weight.
+func (f *fairShare) entitle(m *metrics, borrowed float64) {
+	f.share = f.share[:0]
+	var open []int
+	for t, use := range m.tenantUse {
+		f.share = append(f.share, 0)
+		if f.contends(m, t, use) {
+			open = append(open, t)
+		}
 	}
-	return m.tenantWaiting[t] > 0 && (ten.Limit < 0 || use < ten.Limit)
+	want := func(t int) float64 {
+		ten, use := m.tenants[t], m.tenantUse[t]
+		if !f.wantsMore(m, t, use) {
+			return float64(max(use-ten.Reserve, 0))
+		}
+		if ten.Limit < 0 {
+			return math.Inf(1)
+		}
+		return float64(ten.Limit - ten.Reserve)
+	}
+	left := borrowed
+	for len(open) > 0 && left > 1e-9 {
+		var weights float64
+		for _, t := range open {
+			weights += m.tenants[t].Weight
+		}
+		if weights <= 0 {
+			return
+		}
+		// Tenants that want less than their part get what they want;
+		// the rest is shared again among the others.
+		capped := false
+		keep := open[:0]
+		for _, t := range open {
+			if w := want(t) - f.share[t]; w <= left*m.tenants[t].Weight/weights {
+				f.share[t] += max(w, 0)
+				capped = true
+				continue
+			}
+			keep = append(keep, t)
+		}
+		if !capped {
+			for _, t := range keep {
+				f.share[t] += left * m.tenants[t].Weight / weights
+			}
+			return
+		}
+		left = borrowed
+		for t := range f.share {
+			left -= f.share[t]
+		}
+		open = keep
+	}
 }
 
 // close ends the window being accumulated: its Jain index over the

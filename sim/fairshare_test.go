@@ -16,10 +16,12 @@ func TestFairShareJain(t *testing.T) {
 		d            time.Duration
 	}
 	cases := []struct {
-		name    string
-		weights []float64
-		spans   []span
-		want    FairShare
+		name     string
+		weights  []float64
+		limits   []int // -1: none; nil: none for all
+		reserves []int
+		spans    []span
+		want     FairShare
 	}{
 		{
 			name: "equal weights shared evenly", weights: []float64{1, 1},
@@ -45,6 +47,24 @@ func TestFairShareJain(t *testing.T) {
 			want:  FairShare{Jain: 1, JainMin: 1, Windows: 1, FairWindows: 1, Within20: 1},
 		},
 		{
+			name: "a tenant that wants no more than it holds is entitled to just that", weights: []float64{1, 1},
+			spans: []span{{use: []int{2, 6}, waiting: []int{0, 3}, d: 10 * time.Hour}},
+			want:  FairShare{Jain: 1, JainMin: 1, Windows: 1, FairWindows: 1, Within20: 1},
+		},
+		{
+			name: "a tenant at its limit is entitled to no more", weights: []float64{1, 1}, limits: []int{2, -1},
+			spans: []span{{use: []int{2, 6}, waiting: []int{4, 3}, d: 10 * time.Hour}},
+			want:  FairShare{Jain: 1, JainMin: 1, Windows: 1, FairWindows: 1, Within20: 1},
+		},
+		{
+			name: "a tenant waiting within its reserve waits for its reserve and not the contested GPUs", weights: []float64{1, 1, 1},
+			reserves: []int{0, 0, 4},
+			// c holds 1 of its reserve of 4 and waits: not contending; a
+			// and b borrow 4 each, their share.
+			spans: []span{{use: []int{4, 4, 1}, waiting: []int{1, 1, 3}, d: 10 * time.Hour}},
+			want:  FairShare{Jain: 1, JainMin: 1, Windows: 1, FairWindows: 1, Within20: 1},
+		},
+		{
 			name: "nobody waits: no contention", weights: []float64{1, 1},
 			spans: []span{{use: []int{8, 0}, waiting: []int{0, 0}, d: 10 * time.Hour}},
 			want:  FairShare{},
@@ -56,6 +76,12 @@ func TestFairShareJain(t *testing.T) {
 			for i, w := range tc.weights {
 				ti := m.tenantIndex(string(rune('a' + i)))
 				m.tenants[ti].Weight = w
+				if tc.limits != nil {
+					m.tenants[ti].Limit = tc.limits[i]
+				}
+				if tc.reserves != nil {
+					m.tenants[ti].Reserve = tc.reserves[i]
+				}
 			}
 			at := time.Duration(0)
 			for _, sp := range tc.spans {
