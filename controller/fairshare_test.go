@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"math"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -108,5 +109,41 @@ func TestFairShareBounded(t *testing.T) {
 	got := boundedUsage(usage, fairShareMaxTenants)
 	if len(got) != fairShareMaxTenants || got["t2999"] != 2999 || got["t1999"] != 0 {
 		t.Fatalf("kept %d tenants (t2999: %v, t1999: %v), want the %d with the most usage", len(got), got["t2999"], got["t1999"], fairShareMaxTenants)
+	}
+}
+
+// TestFairShareFiguresWriteNoStatus: the tenants' fair-share figures drift
+// every round; a change of them alone publishes no status, however long,
+// and they go out with the next change of anything else.
+func TestFairShareFiguresWriteNoStatus(t *testing.T) {
+	f := newFakeNomad()
+	c := testController(t, f)
+	r := roundWith(nil, nil)
+	publish := func(at time.Duration, usage float64, inUse int) int {
+		r.now = t0.Add(at)
+		r.plan = &engine.Plan{Tenants: []engine.TenantUsage{{Tenant: "ml", Limit: -1, InUse: inUse, UsageGPUHours: usage, FairShare: 1, UsedShare: 1}}}
+		c.writeStatus(context.Background(), r, c.pol)
+		return len(f.callsMatching("put steward steward/status"))
+	}
+	steps := []struct {
+		at    time.Duration
+		usage float64
+		inUse int
+		want  int // status writes so far
+	}{
+		{0, 1, 2, 1},
+		{10 * time.Second, 1.1, 2, 1},
+		{2 * time.Minute, 1.5, 2, 1},
+		{3 * time.Hour, 9, 2, 1},
+		{3*time.Hour + time.Second, 9, 3, 2}, // a real change: the figures go with it
+	}
+	for _, s := range steps {
+		if got := publish(s.at, s.usage, s.inUse); got != s.want {
+			t.Errorf("at %s: %d status writes, want %d", s.at, got, s.want)
+		}
+	}
+	items := f.vars[c.cfg.StateNamespace+":"+StatusPath]
+	if !strings.Contains(items["status"], `"fair_share_usage_gpu_hours":9`) {
+		t.Errorf("the published status lacks the figures of its round: %s", items["status"])
 	}
 }
