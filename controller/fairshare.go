@@ -7,6 +7,7 @@ import (
 	"maps"
 	"math"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/gpu-steward/steward/policy"
@@ -26,10 +27,15 @@ const FairSharePath = "steward/fair-share"
 // saved usage carries its time, and whoever loads it decays it from there.
 const fairShareSaveEvery = 10 * time.Minute
 
-// fairShareMaxTenants bounds what is saved: the tenants with the most
-// usage. Usage is per tenant (a namespace), not per job, so it does not
-// grow with time, only with the namespaces that borrowed GPUs.
-const fairShareMaxTenants = 1000
+// fairShareMaxTenants and fairShareMaxBytes bound what is saved: the
+// tenants with the most usage, as many as fit both, well within a Nomad
+// variable (64 KiB) whatever the namespaces' names (up to 128 bytes).
+// Usage is per tenant (a namespace), not per job, so it does not grow with
+// time, only with the namespaces that borrowed GPUs.
+const (
+	fairShareMaxTenants = 1000
+	fairShareMaxBytes   = 48 << 10
+)
 
 // fairShareStore accounts each tenant's decayed borrowed GPU-seconds
 // round by round (engine.DecayUsage), as of at. Owned by the control loop.
@@ -127,7 +133,7 @@ func (c *Controller) saveFairShare(ctx context.Context, now time.Time) {
 	if !f.loaded || !f.dirty || now.Sub(f.savedAt) < fairShareSaveEvery {
 		return
 	}
-	doc := fairShareDoc{At: f.at, Usage: boundedUsage(f.usage, fairShareMaxTenants)}
+	doc := fairShareDoc{At: f.at, Usage: boundedUsage(f.usage, fairShareMaxTenants, fairShareMaxBytes)}
 	b, err := json.Marshal(doc)
 	if err != nil {
 		c.log.Error("encode fair-share usage", "error", err)
@@ -151,9 +157,10 @@ func (c *Controller) fairShareIndex(ctx context.Context) (uint64, error) {
 	return index, err
 }
 
-// boundedUsage keeps the n tenants with the most usage, and none under a
-// GPU-second (decayed away).
-func boundedUsage(usage map[string]float64, n int) map[string]float64 {
+// boundedUsage keeps the tenants with the most usage, at most n of them
+// and at most about maxBytes of JSON, and none under a GPU-second (decayed
+// away).
+func boundedUsage(usage map[string]float64, n, maxBytes int) map[string]float64 {
 	names := make([]string, 0, len(usage))
 	for t, u := range usage {
 		if u >= 1 {
@@ -167,13 +174,17 @@ func boundedUsage(usage map[string]float64, n int) map[string]float64 {
 			}
 			return 1
 		}
-		if a < b {
-			return -1
-		}
-		return 1
+		return strings.Compare(a, b)
 	})
 	out := make(map[string]float64, min(len(names), n))
-	for _, t := range names[:min(len(names), n)] {
+	size := 64 // {"at":"...","usage":{}}
+	for _, t := range names {
+		// A quoted name (escapes at most double it), a colon, a number of
+		// at most 24 bytes and a comma.
+		size += 2*len(t) + 2 + 1 + 24 + 1
+		if len(out) >= n || size > maxBytes {
+			break
+		}
 		out[t] = usage[t]
 	}
 	return out

@@ -3,8 +3,8 @@ package controller
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"math"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -100,15 +100,38 @@ func TestFairShareAccounting(t *testing.T) {
 }
 
 // TestFairShareBounded: what is saved stays bounded, however many tenants
-// borrowed once.
+// borrowed once and however long their names: the tenants with the most
+// usage are kept.
 func TestFairShareBounded(t *testing.T) {
-	usage := map[string]float64{}
-	for i := range 3000 {
-		usage["t"+strconv.Itoa(i)] = float64(i)
+	cases := []struct {
+		name     string
+		prefix   string // of each of 3,000 tenants' names
+		wantKept int
+	}{
+		{name: "short names: the 1000 with the most usage", prefix: "t", wantKept: fairShareMaxTenants},
+		{name: "names of 128 bytes: as many as fit the bytes", prefix: strings.Repeat("n", 120), wantKept: 0},
 	}
-	got := boundedUsage(usage, fairShareMaxTenants)
-	if len(got) != fairShareMaxTenants || got["t2999"] != 2999 || got["t1999"] != 0 {
-		t.Fatalf("kept %d tenants (t2999: %v, t1999: %v), want the %d with the most usage", len(got), got["t2999"], got["t1999"], fairShareMaxTenants)
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			usage := map[string]float64{}
+			for i := range 3000 {
+				usage[fmt.Sprintf("%s%04d", tc.prefix, i)] = float64(i + 1)
+			}
+			got := boundedUsage(usage, fairShareMaxTenants, fairShareMaxBytes)
+			b, _ := json.Marshal(fairShareDoc{At: t0, Usage: got})
+			if len(b) > 64<<10 {
+				t.Fatalf("saved %d bytes, more than a Nomad variable holds", len(b))
+			}
+			if tc.wantKept > 0 && len(got) != tc.wantKept {
+				t.Fatalf("kept %d tenants, want %d", len(got), tc.wantKept)
+			}
+			for name := range got {
+				if usage[name] < float64(3000-len(got)+1) {
+					t.Fatalf("kept %s (usage %v) but not all of the %d with the most", name, usage[name], len(got))
+				}
+			}
+			t.Logf("kept %d tenants in %d bytes", len(got), len(b))
+		})
 	}
 }
 
