@@ -208,6 +208,13 @@ preemption {
   # preempted mid-run before work that never started) or "longest-waiting".
   # Default: "preempted-first".
   resume_order = "preempted-first"
+  # Fair share over time: tenants' use of borrowed GPUs (beyond their
+  # reserves) is remembered, halving every half-life, and among work the
+  # tiers, reserves and promotions rank equal, the tenant that used the
+  # least per unit of weight goes first ("24h": a day's imbalance is paid
+  # back within a day or two; "168h", a week, is Slurm's default). "0s" =
+  # off: the tenants' borrowed GPUs now decide. Default: "0s".
+  fair_share_half_life = "0s"
 
   # Starved jobs get their priority raised. Optional; every attribute has a default.
   promote {

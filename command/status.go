@@ -165,7 +165,16 @@ func FormatStatus(s *controller.Status, now time.Time, verbose bool) string {
 	}, kv) + "\n")
 
 	b.WriteString("\nTenants\n")
+	fair := false
+	for _, t := range s.Tenants {
+		fair = fair || t.FairShare > 0
+	}
 	rows := []string{"Tenant|Reserve|Limit|In Use|Borrowed|Pending|Note"}
+	if fair {
+		// Fair share over time: decayed borrowed GPU-hours, the tenant's
+		// share of them, and its fair share.
+		rows[0] = "Tenant|Reserve|Limit|In Use|Borrowed|Pending|Used (decayed GPU-h)|Used Share|Fair Share|Note"
+	}
 	for _, t := range s.Tenants {
 		note := ""
 		if t.Limit >= 0 && t.InUse > t.Limit {
@@ -175,6 +184,11 @@ func FormatStatus(s *controller.Status, now time.Time, verbose bool) string {
 			if t.Note != "" {
 				note += ": " + t.Note
 			}
+		}
+		if fair {
+			rows = append(rows, fmt.Sprintf("%s|%d|%s|%d|%d|%d|%.1f|%.0f%%|%.0f%%|%s", t.Tenant, t.Reserve, limitString(t.Limit), t.InUse,
+				t.Borrowed, t.Pending, t.UsageGPUHours, 100*t.UsedShare, 100*t.FairShare, note))
+			continue
 		}
 		rows = append(rows, fmt.Sprintf("%s|%d|%s|%d|%d|%d|%s", t.Tenant, t.Reserve, limitString(t.Limit), t.InUse, t.Borrowed, t.Pending, note))
 	}

@@ -40,3 +40,23 @@ func TestFormatStatus(t *testing.T) {
 		}
 	}
 }
+
+// TestFormatStatusFairShare: with fair share over time, each tenant's
+// decayed use of borrowed GPUs, its part of it and its fair share.
+func TestFormatStatusFairShare(t *testing.T) {
+	now := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
+	s := &controller.Status{Updated: now, Leader: "ctl", Tenants: []controller.TenantStatus{
+		{Tenant: "ta", Limit: -1, InUse: 2, Borrowed: 2, UsageGPUHours: 30.04, UsedShare: 0.75, FairShare: 0.5},
+		{Tenant: "tb", Limit: -1, Pending: 3, UsageGPUHours: 10, UsedShare: 0.25, FairShare: 0.5},
+	}}
+	out := FormatStatus(s, now, false)
+	for _, want := range []string{
+		"Used (decayed GPU-h)  Used Share  Fair Share",
+		"ta      0        none   2       2         0        30.0                  75%         50%",
+		"tb      0        none   0       0         3        10.0                  25%         50%",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("status lacks %q:\n%s", want, out)
+		}
+	}
+}

@@ -101,7 +101,7 @@ func checkJob(pol *policy.Policy, eng *engine.Engine, base *engine.Snapshot, dev
 		res.Grace = pol.Preemption.Grace
 	}
 	ref := engine.JobRef{Namespace: j.Namespace, ID: j.ID}
-	snap := &engine.Snapshot{Nodes: base.Nodes}
+	snap := &engine.Snapshot{Nodes: base.Nodes, Usage: base.Usage}
 	for _, a := range base.Allocs {
 		if a.Job.Ref != ref {
 			snap.Allocs = append(snap.Allocs, a)

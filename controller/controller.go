@@ -81,6 +81,9 @@ type Controller struct {
 	// (status_views.go).
 	views statusViews
 	usage *usageStore
+	// fair accounts the tenants' decayed borrowed GPU-seconds for fair
+	// share over time (fairshare.go).
+	fair fairShareStore
 	// gpuRefused are the GPUs whose stats carry no utilisation.
 	gpuRefused gpuRefusals
 	// written passes drains' checkpoint-written files between the rounds

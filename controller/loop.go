@@ -84,7 +84,8 @@ const notifyShutdownWait = 3 * time.Second
 func (c *Controller) lead(ctx context.Context) error {
 	c.setHealth(func(h *Health) { h.Leader = !c.cfg.DryRun })
 	c.metrics.leader.Set(1)
-	c.planned = nil // what another leader saw meanwhile is not known
+	c.planned = nil       // what another leader saw meanwhile is not known
+	c.fair.loaded = false // another leader may have saved usage meanwhile
 	defer c.metrics.stepDown()
 	defer c.setHealth(func(h *Health) { h.Leader = false })
 
@@ -253,8 +254,10 @@ func (c *Controller) reconcile(ctx context.Context) (time.Time, error) {
 	c.trackWaiting(r)
 	c.checkJobMeta(pol, obs)
 	snap := buildSnapshot(pol, obs, c.states, c.usage.samples())
+	c.fairShareUsage(ctx, pol, snap, r.now)
 	planStart := time.Now()
 	plan := eng.Plan(snap, r.now)
+	c.fair.hold(plan.Tenants)
 	c.metrics.planSeconds.Observe(time.Since(planStart).Seconds())
 	c.keepCheckBase(snap, obs.Nodes, r.now)
 	r.plan = plan
@@ -337,6 +340,9 @@ func (c *Controller) reconcile(ctx context.Context) (time.Time, error) {
 		c.flush(ctx, r)
 		c.pruneRefusedWrites(r)
 		c.writeRecords(ctx, r, pol)
+		if pol.Preemption.FairShareHalfLife > 0 {
+			c.saveFairShare(ctx, r.now)
+		}
 	}
 	if !c.cfg.DryRun {
 		c.writeStatus(ctx, r, pol)
@@ -406,7 +412,10 @@ func (c *Controller) PlanOnce(ctx context.Context) (*engine.Plan, *Observation, 
 	}
 	// One fresh stats reading on top of the saved per-minute history.
 	c.sweepStats(ctx, statsTargets(pol, obs))
-	return eng.Plan(buildSnapshot(pol, obs, c.states, c.usage.samples()), obs.At), obs, nil
+	snap := buildSnapshot(pol, obs, c.states, c.usage.samples())
+	// The saved decayed usage, as of its last save (fair share over time).
+	c.fairShareUsage(ctx, pol, snap, obs.At)
+	return eng.Plan(snap, obs.At), obs, nil
 }
 
 // resumeInFlight reports whether a group Steward resumed lately (within

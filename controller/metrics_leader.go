@@ -23,6 +23,8 @@ import (
 type decisionSeries struct {
 	gpusLimit        *prometheus.GaugeVec // tenant
 	gpusBorrowed     *prometheus.GaugeVec // tenant
+	fairUsage        *prometheus.GaugeVec // tenant
+	fairShare        *prometheus.GaugeVec // tenant
 	reserveShortfall *prometheus.GaugeVec // tenant
 	waitingGroups    *prometheus.GaugeVec // tenant, tier
 	oldestWait       *prometheus.GaugeVec // tenant, tier
@@ -73,6 +75,10 @@ func (m *metrics) newDecisions() {
 	d := &m.decisionSeries
 	d.gpusLimit = gauge("steward_gpus_limit", "Most GPUs a tenant may hold, borrowing included (no series for a tenant without a limit).", "tenant")
 	d.gpusBorrowed = gauge("steward_gpus_borrowed", "GPUs a tenant holds beyond its reserve.", "tenant")
+	d.fairUsage = gauge("steward_tenant_fair_share_usage_gpu_hours",
+		"A tenant's decayed use of borrowed GPUs, in GPU-hours (fair share over time: preemption.fair_share_half_life).", "tenant")
+	d.fairShare = gauge("steward_tenant_fair_share",
+		"A tenant's fair share (0..1) of the borrowed GPUs: its weight over the weights of the tenants that used, hold or wait for GPUs.", "tenant")
 	d.reserveShortfall = gauge("steward_reserve_shortfall_gpus",
 		"GPUs of its reserve a tenant lacks while its work waits: the smaller of reserve minus in use and the GPUs its waiting work wants "+
 			"(work requeued after an idle release left out: it takes only free GPUs by design). 0: the reserve is met or nothing waits.", "tenant")
@@ -108,7 +114,7 @@ func (m *metrics) stepDown() {
 	m.heldJobs.Set(0)
 	m.idleGPUs.Set(0)
 	for _, v := range []*prometheus.GaugeVec{m.gpusInUse, m.gpusReserved, m.gpusWaiting, m.gpusLimit, m.gpusBorrowed,
-		m.reserveShortfall, m.waitingGroups, m.oldestWait, m.tierPreemptible, m.tierPriority, m.evictionCap, m.jobStopsMax, m.jobsAtCap} {
+		m.fairUsage, m.fairShare, m.reserveShortfall, m.waitingGroups, m.oldestWait, m.tierPreemptible, m.tierPriority, m.evictionCap, m.jobStopsMax, m.jobsAtCap} {
 		v.Reset()
 	}
 	m.accruedAt, m.idleHeld = time.Time{}, nil
@@ -164,7 +170,7 @@ type tenantTier struct{ tenant, tier string }
 // observeDecisions sets the leader's gauges from the round's plan and
 // states, and adds up idle GPU-hours since the last round.
 func (m *metrics) observeDecisions(r *round, snap *engine.Snapshot, pol *policy.Policy, states map[jobKey]*JobState) {
-	for _, v := range []*prometheus.GaugeVec{m.gpusLimit, m.gpusBorrowed, m.reserveShortfall, m.waitingGroups, m.oldestWait,
+	for _, v := range []*prometheus.GaugeVec{m.gpusLimit, m.gpusBorrowed, m.fairUsage, m.fairShare, m.reserveShortfall, m.waitingGroups, m.oldestWait,
 		m.tierPreemptible, m.tierPriority, m.jobStopsMax, m.jobsAtCap} {
 		v.Reset()
 	}
@@ -222,6 +228,10 @@ func (m *metrics) observeWaiting(r *round, snap *engine.Snapshot, pol *policy.Po
 			m.gpusLimit.WithLabelValues(t.Tenant).Set(float64(t.Limit))
 		}
 		m.gpusBorrowed.WithLabelValues(t.Tenant).Set(float64(t.Borrowed()))
+		if t.FairShare > 0 {
+			m.fairUsage.WithLabelValues(t.Tenant).Set(t.UsageGPUHours)
+			m.fairShare.WithLabelValues(t.Tenant).Set(t.FairShare)
+		}
 		m.reserveShortfall.WithLabelValues(t.Tenant).Set(float64(min(max(t.Reserve-t.InUse, 0), reserveWants[t.Tenant])))
 	}
 }

@@ -118,7 +118,20 @@ func TestTenantMetrics(t *testing.T) {
 		name:    "nothing waits",
 		tenants: []engine.TenantUsage{{Tenant: "prod", Reserve: 4, Limit: 8, InUse: 0}},
 		want:    []series{{"steward_reserve_shortfall_gpus", []string{"prod"}, 0}},
-		absent:  []string{"steward_waiting_groups", "steward_oldest_wait_seconds"},
+		absent: []string{"steward_waiting_groups", "steward_oldest_wait_seconds",
+			"steward_tenant_fair_share_usage_gpu_hours", "steward_tenant_fair_share"},
+	}, {
+		name: "fair share over time: each tenant's decayed use and fair share",
+		tenants: []engine.TenantUsage{
+			{Tenant: "ml", Limit: policy.Unlimited, InUse: 2, UsageGPUHours: 30, FairShare: 0.5, UsedShare: 0.75},
+			{Tenant: "prod", Limit: policy.Unlimited, Waiting: 1, UsageGPUHours: 10, FairShare: 0.5, UsedShare: 0.25},
+		},
+		want: []series{
+			{"steward_tenant_fair_share_usage_gpu_hours", []string{"ml"}, 30},
+			{"steward_tenant_fair_share", []string{"ml"}, 0.5},
+			{"steward_tenant_fair_share_usage_gpu_hours", []string{"prod"}, 10},
+			{"steward_tenant_fair_share", []string{"prod"}, 0.5},
+		},
 	}}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -318,6 +331,7 @@ func TestStepDownDropsLeaderGauges(t *testing.T) {
 	}
 	m.stepDown()
 	for _, name := range []string{"steward_gpus_in_use", "steward_gpus_reserved", "steward_gpus_waiting", "steward_gpus_borrowed",
+		"steward_tenant_fair_share_usage_gpu_hours", "steward_tenant_fair_share",
 		"steward_reserve_shortfall_gpus", "steward_waiting_groups", "steward_oldest_wait_seconds", "steward_tier_preemptible",
 		"steward_eviction_cap_per_job_per_hour"} {
 		if n := familySize(t, m.reg, name); n != 0 {

@@ -109,6 +109,14 @@ type TenantStatus struct {
 	Pending  int    `json:"pending"`
 	// Note says why the tenant stays over its limit (the eviction cap).
 	Note string `json:"note,omitempty"`
+	// With fair share over time (preemption.fair_share_half_life): the
+	// tenant's decayed use of borrowed GPUs, in GPU-hours, its fair share
+	// (its weight over the weights of the tenants that used, hold or wait
+	// for GPUs) and its part of their decayed use. These drift every
+	// round: a change of them alone publishes no status (writeStatus).
+	UsageGPUHours float64 `json:"fair_share_usage_gpu_hours,omitempty"`
+	FairShare     float64 `json:"fair_share,omitempty"`
+	UsedShare     float64 `json:"used_share,omitempty"`
 }
 
 // HeldStatus is a job group Steward holds.
@@ -144,7 +152,8 @@ func buildStatus(pol *policy.Policy, r *round, states []*JobState, usage map[str
 	if r.plan != nil {
 		for _, t := range r.plan.Tenants {
 			s.Tenants = append(s.Tenants, TenantStatus{Tenant: t.Tenant, Reserve: t.Reserve, Limit: t.Limit,
-				InUse: t.InUse, Borrowed: t.Borrowed(), Pending: t.Waiting, Note: t.Note})
+				InUse: t.InUse, Borrowed: t.Borrowed(), Pending: t.Waiting, Note: t.Note,
+				UsageGPUHours: t.UsageGPUHours, FairShare: t.FairShare, UsedShare: t.UsedShare})
 		}
 	}
 	for _, st := range states {
@@ -211,7 +220,7 @@ func (c *Controller) writeStatus(ctx context.Context, r *round, pol *policy.Poli
 	c.mu.Lock()
 	s.CheckAddress = c.checkAddr
 	c.mu.Unlock()
-	cmp := s
+	cmp := withoutFairFigures(s)
 	cmp.Updated = time.Time{}
 	b, _ := json.Marshal(cmp)
 	if c.statusOut == string(b) {
@@ -269,6 +278,7 @@ const (
 // stableStatus is the status without its time and the idle figures that
 // change at every sample, for telling a real change from drift.
 func stableStatus(s Status) string {
+	s = withoutFairFigures(s)
 	s.Updated = time.Time{}
 	s.Idle = slices.Clone(s.Idle)
 	for i := range s.Idle {
@@ -276,6 +286,18 @@ func stableStatus(s Status) string {
 	}
 	b, _ := json.Marshal(s)
 	return string(b)
+}
+
+// withoutFairFigures is the status without the tenants' fair-share
+// figures, which drift every round while tenants borrow and decay for ever
+// after: they are published with the status when something else changes,
+// never on their own, so that nothing is written as time passes.
+func withoutFairFigures(s Status) Status {
+	s.Tenants = slices.Clone(s.Tenants)
+	for i := range s.Tenants {
+		s.Tenants[i].UsageGPUHours, s.Tenants[i].FairShare, s.Tenants[i].UsedShare = 0, 0, 0
+	}
+	return s
 }
 
 // fitStatus encodes the status within limit bytes. When it is over, each

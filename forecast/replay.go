@@ -343,7 +343,10 @@ func (r *replay) dropMarks() {
 
 // snapshot is the replay's cluster as the controller would read it.
 func (r *replay) snapshot() *engine.Snapshot {
-	s := &engine.Snapshot{Nodes: r.in.Snapshot.Nodes}
+	// The tenants' decayed usage (fair share over time) stays as it was
+	// at the forecast's start: over a replay's hours it would accrue and
+	// decay, which the replay does not account.
+	s := &engine.Snapshot{Nodes: r.in.Snapshot.Nodes, Usage: r.in.Snapshot.Usage}
 	s.Allocs = make([]engine.Alloc, 0, len(r.allocs))
 	for i := range r.allocs {
 		a := r.allocs[i].a

@@ -51,7 +51,7 @@ var (
 	preemptionSchema = &hcl.BodySchema{
 		Attributes: []hcl.AttributeSchema{
 			{Name: "min_runtime"}, {Name: "grace"}, {Name: "checkpoint_signal"}, {Name: "max_per_job_per_hour"},
-			{Name: "resume_order"},
+			{Name: "resume_order"}, {Name: "fair_share_half_life"},
 		},
 		Blocks: []hcl.BlockHeaderSchema{{Type: blockPromote}},
 	}
@@ -358,6 +358,7 @@ func (d *decoder) preemption(b *hcl.Block) {
 	if a.str("resume_order", &order) {
 		p.ResumeOrder = ResumeOrder(order)
 	}
+	a.duration("fair_share_half_life", &p.FairShareHalfLife)
 	for i, pb := range content.Blocks {
 		if i > 0 {
 			d.diags = append(d.diags, &hcl.Diagnostic{

@@ -273,7 +273,14 @@ type Preemption struct {
 	CheckpointSignal string      // e.g. "SIGUSR1"; "" means no checkpoint signal
 	MaxPerJobPerHour int         // 0: no cap
 	ResumeOrder      ResumeOrder // "" (in a hand-built policy) is DefaultResumeOrder
-	Promote          Promote
+	// FairShareHalfLife, when above 0, orders waiting work of tenants the
+	// rest of the order ranks equal by their decayed use of borrowed GPUs
+	// (GPU-seconds beyond their reserve, halved every FairShareHalfLife;
+	// Snapshot.Usage) per unit of weight, instead of their borrowed GPUs
+	// now. 0: fair share over time is off (the default: a policy that does
+	// not ask for it keeps its plans, and needs no remembered usage).
+	FairShareHalfLife time.Duration
+	Promote           Promote
 }
 
 // Promote raises the priority of starved jobs.

@@ -346,6 +346,17 @@ tenant "platform" {
 				`resume_order must be "preempted-first" or "longest-waiting"; got "preempted_first". Did you mean "preempted-first"?`}},
 		},
 		{
+			name: "negative fair-share half-life",
+			src:  "tier \"t\" { priority = 5 }\npreemption {\n  fair_share_half_life = \"-24h\"\n}\n",
+			want: []wantDiag{{"a.hcl:3,26", "Negative duration", `fair_share_half_life must not be negative; got "-24h".`}},
+		},
+		{
+			name: "fair-share half-life that is no duration",
+			src:  "tier \"t\" { priority = 5 }\npreemption {\n  fair_share_half_life = \"a week\"\n}\n",
+			want: []wantDiag{{"a.hcl:3,26", "Invalid duration",
+				`The value of "fair_share_half_life" must be a duration such as "90s", "15m" or "1h30m", not "a week".`}},
+		},
+		{
 			name: "repeated owner is a warning",
 			src:  "tier \"t\" { priority = 5 }\npool \"p\" { owners = [\"t\", \"t\"] }\n",
 			want: []wantDiag{{"a.hcl:2,27", "Repeated tier", `Tier "t" is listed more than once.`}},

@@ -77,6 +77,9 @@ type Result struct {
 	ReserveShortGPUHours float64 `json:"reserve_short_gpu_hours"`
 
 	Tenants []TenantResult `json:"tenants"`
+	// FairShare: how fairly the tenants shared contested GPU-hours over
+	// 24-hour windows (fairshare.go).
+	FairShare
 
 	EnginePlans   int     `json:"engine_plans"`
 	EngineSkipped int     `json:"engine_skipped"`
@@ -136,6 +139,7 @@ type metrics struct {
 	tenantGPUSec  []float64
 	tenantResSec  []float64
 	reserveShort  float64 // GPU-seconds
+	fair          fairShare
 
 	bucket  time.Duration
 	sAlloc  []float64 // GPU-seconds per bucket
@@ -169,6 +173,7 @@ func newMetrics(cfg Config, jobs []Job) *metrics {
 	if len(jobs) > 0 {
 		m.windowStart, m.windowEnd = jobs[0].Submit, jobs[len(jobs)-1].Submit
 	}
+	m.fair.halfLife = cfg.Policy.Preemption.FairShareHalfLife
 	m.bucket = max(time.Minute, (m.windowEnd-m.windowStart)/time.Duration(cfg.SeriesPoints))
 	m.maxBins = 3 * cfg.SeriesPoints
 	for _, name := range cfg.Policy.TenantNames() {
@@ -189,7 +194,7 @@ func (m *metrics) tenantIndex(ns string) int {
 	}
 	i := len(m.tenants)
 	m.tenantNS[ns] = i
-	m.tenants = append(m.tenants, &policy.Tenant{Name: ns, Namespace: ns, Limit: policy.Unlimited})
+	m.tenants = append(m.tenants, &policy.Tenant{Name: ns, Namespace: ns, Limit: policy.Unlimited, Weight: policy.DefaultTenantWeight})
 	m.tenantUse = append(m.tenantUse, 0)
 	m.tenantWaiting = append(m.tenantWaiting, 0)
 	m.tenantGPUSec = append(m.tenantGPUSec, 0)
@@ -208,6 +213,7 @@ func (m *metrics) advance(from, to time.Duration) {
 		m.allocSec += float64(m.allocated) * w
 		m.busySec += float64(m.busy) * w
 	}
+	m.fair.advance(m, from, to)
 	for t, use := range m.tenantUse {
 		m.tenantGPUSec[t] += float64(use) * dt
 		if short := m.tenants[t].Reserve - use; short > 0 && m.tenantWaiting[t] > 0 {
@@ -301,6 +307,7 @@ func (m *metrics) result(s *simulator) *Result {
 		PreemptionsPerJob:       make([]int, 6),
 		delays:                  m.delays,
 	}
+	r.FairShare = m.fair.result()
 	if len(m.byRule) > 0 {
 		r.PreemptionsByRule = m.byRule
 	}

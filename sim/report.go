@@ -152,6 +152,12 @@ func (rep *Report) rows() []row {
 		}},
 		row{"under-reservation wait (tenant-h)", func(r *Result) string { return hours(r.ReserveWaitHours) }},
 		row{"reserved GPU-hours owed, unmet", func(r *Result) string { return hours(r.ReserveShortGPUHours) }},
+		row{"fair share: Jain index, mean/worst day", func(r *Result) string {
+			return strconv.FormatFloat(r.FairShare.Jain, 'f', 3, 64) + "/" + strconv.FormatFloat(r.FairShare.JainMin, 'f', 3, 64)
+		}},
+		row{"fair share: days ≥ 0.9 of days contested; tenant-days within ±20%", func(r *Result) string {
+			return fmt.Sprintf("%d of %d; %s", r.FairShare.FairWindows, r.FairShare.Windows, pct(r.FairShare.Within20))
+		}},
 	)
 	if len(rep.Results) > 0 {
 		for i, t := range rep.Results[0].Tenants {
@@ -288,6 +294,7 @@ func WriteCSV(w io.Writer, reps []*Report) error {
 			}
 			put("reserve_wait_hours", f(r.ReserveWaitHours))
 			put("reserve_short_gpu_hours", f(r.ReserveShortGPUHours))
+			put("fair_share_jain", strconv.FormatFloat(r.FairShare.Jain, 'f', 3, 64))
 			for _, t := range r.Tenants {
 				put("share."+t.Tenant, f(t.Share))
 			}

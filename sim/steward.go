@@ -129,6 +129,16 @@ func (s *simulator) snapshot() *engine.Snapshot {
 		}
 	}
 	snap.WaitingOrder = s.waitingOrder(waiting)
+	if s.m.fair.halfLife > 0 {
+		// The decayed usage as of now: the event loop advanced the
+		// metrics to s.now before this plan.
+		if snap.Usage == nil {
+			snap.Usage = make(map[string]float64, len(s.m.tenants))
+		}
+		for t, u := range s.m.fair.usage {
+			snap.Usage[s.m.tenants[t].Name] = u
+		}
+	}
 	return snap
 }
 

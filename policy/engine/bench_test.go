@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"testing"
+	"time"
 )
 
 // BenchmarkPlan measures one full plan on generated clusters: nodes × 8
@@ -42,6 +43,28 @@ func oneModel(s *Snapshot) *Snapshot {
 // under the generated policy the Plan benchmarks share.
 func benchPlan(b *testing.B, s *Snapshot, nodes int) {
 	e := New(genPolicy(8, nodes*8/16, nodes*8/4))
+	b.ReportAllocs()
+	b.ResetTimer()
+	var plan *Plan
+	for b.Loop() {
+		plan = e.Plan(s, t0)
+	}
+	b.ReportMetric(float64(len(plan.Actions)), "actions")
+}
+
+// BenchmarkPlanFairShare is BenchmarkPlan's largest cluster with fair
+// share over time on: every tenant with some decayed usage.
+// go test -run '^$' -bench PlanFairShare -benchtime 10x ./policy/engine
+func BenchmarkPlanFairShare(b *testing.B) {
+	r := rand.New(rand.NewPCG(1, 2))
+	s := genCluster(r, 10000, 8, 100000, 10000, 8, t0)
+	s.Usage = map[string]float64{}
+	for i := range 8 {
+		s.Usage[fmt.Sprintf("team%d", i)] = float64(1000 * (i + 1) * (i%3 + 1))
+	}
+	p := genPolicy(8, 10000*8/16, 10000*8/4)
+	p.Preemption.FairShareHalfLife = 24 * time.Hour
+	e := New(p)
 	b.ReportAllocs()
 	b.ResetTimer()
 	var plan *Plan

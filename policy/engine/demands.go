@@ -340,22 +340,42 @@ func (st *state) orderOf(s int32) policy.PoolOrder {
 func (st *state) shareRanks(out []pending) ([]uint64, int) {
 	ranks := make([]uint64, len(st.tenants))
 	seen := make([]bool, len(st.tenants))
-	var keys []uint64
+	var keys []shareKey
 	for i := range out {
 		if ti := out[i].tenant; !seen[ti] {
 			seen[ti] = true
-			keys = append(keys, floatKey(st.share(ti)))
+			keys = append(keys, st.shareKey(ti))
 		}
 	}
-	slices.Sort(keys)
+	slices.SortFunc(keys, compareShareKeys)
 	keys = slices.Compact(keys)
 	for ti := range st.tenants {
 		if seen[ti] {
-			r, _ := slices.BinarySearch(keys, floatKey(st.share(ti)))
+			r, _ := slices.BinarySearchFunc(keys, st.shareKey(ti), compareShareKeys)
 			ranks[ti] = uint64(r)
 		}
 	}
 	return ranks, bits.Len(uint(len(keys)))
+}
+
+// shareKey orders tenants in the waiting order: with fair share over time
+// by decayed usage per unit of weight, then by the share borrowed now;
+// without, by the share borrowed now alone (usage stays 0).
+type shareKey struct{ usage, now uint64 }
+
+func (st *state) shareKey(ti int) shareKey {
+	k := shareKey{now: floatKey(st.share(ti))}
+	if st.fairOn() {
+		k.usage = st.usageKey(ti)
+	}
+	return k
+}
+
+func compareShareKeys(a, b shareKey) int {
+	if c := cmp.Compare(a.usage, b.usage); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.now, b.now)
 }
 
 // share is a tenant's GPUs beyond its reservation per unit of weight.

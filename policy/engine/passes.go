@@ -295,12 +295,17 @@ func (st *state) emitGiveBack(ti int, taken []int32, limit int, head func(m *msg
 
 // finish completes the plan with the tenants' accounting.
 func (st *state) finish() *Plan {
-	for _, t := range st.tenants {
-		if t.use == 0 && t.waiting == 0 && t.t.Reserve == 0 && !st.isPolicyTenant(t.t) {
+	fair := st.standings()
+	for ti, t := range st.tenants {
+		if t.use == 0 && t.waiting == 0 && t.t.Reserve == 0 && !st.isPolicyTenant(t.t) && (ti >= len(fair) || fair[ti].usage == 0) {
 			continue
 		}
-		st.out.Tenants = append(st.out.Tenants, TenantUsage{Tenant: t.t.Name, Reserve: t.t.Reserve,
-			Limit: t.t.Limit, InUse: gpusOfUnits(t.use), Waiting: gpusOfUnits(t.waiting)})
+		tu := TenantUsage{Tenant: t.t.Name, Reserve: t.t.Reserve,
+			Limit: t.t.Limit, InUse: gpusOfUnits(t.use), Waiting: gpusOfUnits(t.waiting)}
+		if ti < len(fair) {
+			tu.UsageGPUHours, tu.FairShare, tu.UsedShare = fair[ti].usage/3600, fair[ti].fair, fair[ti].used
+		}
+		st.out.Tenants = append(st.out.Tenants, tu)
 	}
 	slices.SortFunc(st.out.Tenants, func(a, b TenantUsage) int { return cmp.Compare(a.Tenant, b.Tenant) })
 	return &st.out

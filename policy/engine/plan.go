@@ -193,6 +193,12 @@ type TenantUsage struct {
 	// Note says why a tenant stays over its limit after the plan (the
 	// eviction cap), "" otherwise.
 	Note string
+	// With fair share over time (policy.Preemption.FairShareHalfLife):
+	// UsageGPUHours is its decayed use of borrowed GPUs (Snapshot.Usage,
+	// in GPU-hours), FairShare its weight over the weights of the tenants
+	// that used, hold or wait for GPUs, and UsedShare its part of their
+	// decayed use. All 0 when off.
+	UsageGPUHours, FairShare, UsedShare float64
 }
 
 // Borrowed returns the GPUs held beyond the reservation.

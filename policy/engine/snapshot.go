@@ -35,6 +35,12 @@ type Snapshot struct {
 	// it: the engine checks the order, and sorts when it is missing or
 	// wrong.
 	WaitingOrder []int32
+	// Usage is each tenant's decayed use of borrowed GPUs as of the
+	// plan's time, by tenant name (a namespace no tenant names: the
+	// namespace): GPU-seconds held beyond its reserve, halving every
+	// policy.Preemption.FairShareHalfLife (DecayUsage). Read only when the
+	// policy sets a half-life; a tenant missing has used none.
+	Usage map[string]float64
 }
 
 // Earmark is GPUs on a node set aside for a waiting beneficiary.

@@ -56,6 +56,7 @@ type model struct {
 	// on first use.
 	placedJobs map[JobRef]bool
 	waitingOf  []resolved // [Snapshot.Waiting index] tenant and tier (resolveWaiting)
+	fair       []standing // [tenant] use against fair share over time (standings)
 
 	planned      map[JobRef]int // preemptions decided in this plan, per job
 	trackPlanned bool           // some job is one preemption short of the cap

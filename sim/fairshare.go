@@ -1,0 +1,235 @@
+package sim
+
+import (
+	"math"
+	"time"
+)
+
+// Fair share over time, in the simulator: the decayed usage the engine
+// orders tenants by (engine.Snapshot.Usage), accounted in virtual time as
+// the controller accounts it in real time, and the figure that says
+// whether the GPUs were shared fairly (Result.FairShareJain).
+
+// fairWindow is the span over which shares of contested GPU-hours are
+// compared with entitled shares.
+const fairWindow = 24 * time.Hour
+
+// fairMinContested is the least contested GPU-hours that make a window
+// count: a few minutes of contention say nothing about fairness.
+const fairMinContested = 1.0
+
+// fairShare accumulates, per tenant, the decayed borrowed GPU-seconds
+// (usage) and, per window, the contested GPU-seconds each held (actual)
+// against those it was entitled to (entitled).
+type fairShare struct {
+	halfLife time.Duration
+	usage    []float64
+
+	window           int // index of the window being accumulated
+	actual, entitled []float64
+	share            []float64 // [tenant] its entitled borrowed GPUs now (entitle)
+	// Summary over the windows closed so far.
+	windows, fair int     // windows with contention; those with Jain ≥ 0.9
+	jainSum       float64 // sum of their indexes
+	jainMin       float64
+	within, n     int // tenant-windows within ±20 % of the entitled share; all
+}
+
+// grow keeps the per-tenant slices as long as the tenants.
+func (f *fairShare) grow(n int) {
+	for len(f.usage) < n {
+		f.usage = append(f.usage, 0)
+		f.actual = append(f.actual, 0)
+		f.entitled = append(f.entitled, 0)
+	}
+}
+
+// advance accounts dt seconds, from virtual time at, during which each
+// tenant held use GPUs (reserve its reserve, weight its weight, waiting
+// GPUs waited for, atLimit whether it may take no more).
+func (f *fairShare) advance(m *metrics, from, to time.Duration) {
+	f.grow(len(m.tenants))
+	dt := (to - from).Seconds()
+	if f.halfLife > 0 {
+		lambda := math.Ln2 / f.halfLife.Seconds()
+		keep := math.Exp(-lambda * dt)
+		for t, use := range m.tenantUse {
+			f.usage[t] = f.usage[t]*keep + float64(max(use-m.tenants[t].Reserve, 0))*(1-keep)/lambda
+		}
+	}
+	// Contention: some tenant waits to borrow GPUs it may take. The
+	// tenants contending are those waiting so and those borrowing; the
+	// GPUs they borrow are the contested ones, shared by weight as far as
+	// each wants them (entitled).
+	waits, contending := false, 0
+	var borrowed float64
+	for t, use := range m.tenantUse {
+		if f.contends(m, t, use) {
+			contending++
+			borrowed += float64(max(use-m.tenants[t].Reserve, 0))
+			if f.wantsMore(m, t, use) {
+				waits = true
+			}
+		}
+	}
+	if !waits || contending < 2 || borrowed <= 0 {
+		return
+	}
+	f.entitle(m, borrowed)
+	for at := from; at < to; {
+		w := int(at / fairWindow)
+		if w != f.window {
+			f.close()
+			f.window = w
+		}
+		next := min(to, time.Duration(w+1)*fairWindow)
+		sec := (next - at).Seconds()
+		for t, use := range m.tenantUse {
+			if f.contends(m, t, use) {
+				f.actual[t] += float64(max(use-m.tenants[t].Reserve, 0)) * sec
+				f.entitled[t] += f.share[t] * sec
+			}
+		}
+		at = next
+	}
+}
+
+// contends says whether tenant t takes part in the contention: it borrows
+// GPUs, or wants to borrow more.
+func (f *fairShare) contends(m *metrics, t, use int) bool {
+	return use > m.tenants[t].Reserve || f.wantsMore(m, t, use)
+}
+
+// wantsMore says whether tenant t waits to borrow GPUs its limit lets it
+// take: waiting work, at or beyond its reserve (below it, it waits for its
+// reserve, which reserve_short_gpu_hours measures) and below its limit.
+func (f *fairShare) wantsMore(m *metrics, t, use int) bool {
+	ten := m.tenants[t]
+	return m.tenantWaiting[t] > 0 && use >= ten.Reserve && (ten.Limit < 0 || use < ten.Limit)
+}
+
+// entitle shares the borrowed GPUs among the contending tenants by weight,
+// max-min fair (water-filling): a tenant gets no more than it wants (what
+// it borrows, if it waits for no more; what its limit lets it borrow, if it
+// does), and what it does not take goes to the others by weight.
+func (f *fairShare) entitle(m *metrics, borrowed float64) {
+	f.share = f.share[:0]
+	var open []int
+	for t, use := range m.tenantUse {
+		f.share = append(f.share, 0)
+		if f.contends(m, t, use) {
+			open = append(open, t)
+		}
+	}
+	want := func(t int) float64 {
+		ten, use := m.tenants[t], m.tenantUse[t]
+		if !f.wantsMore(m, t, use) {
+			return float64(max(use-ten.Reserve, 0))
+		}
+		if ten.Limit < 0 {
+			return math.Inf(1)
+		}
+		return float64(ten.Limit - ten.Reserve)
+	}
+	left := borrowed
+	for len(open) > 0 && left > 1e-9 {
+		var weights float64
+		for _, t := range open {
+			weights += m.tenants[t].Weight
+		}
+		if weights <= 0 {
+			return
+		}
+		// Tenants that want less than their part get what they want;
+		// the rest is shared again among the others.
+		capped := false
+		keep := open[:0]
+		for _, t := range open {
+			if w := want(t) - f.share[t]; w <= left*m.tenants[t].Weight/weights {
+				f.share[t] += max(w, 0)
+				capped = true
+				continue
+			}
+			keep = append(keep, t)
+		}
+		if !capped {
+			for _, t := range keep {
+				f.share[t] += left * m.tenants[t].Weight / weights
+			}
+			return
+		}
+		left = borrowed
+		for t := range f.share {
+			left -= f.share[t]
+		}
+		open = keep
+	}
+}
+
+// close ends the window being accumulated: its Jain index over the
+// tenants' actual / entitled shares of its contested GPU-hours.
+func (f *fairShare) close() {
+	var total, sum, sq float64
+	n := 0
+	for t := range f.entitled {
+		total += f.entitled[t]
+	}
+	if total/3600 >= fairMinContested {
+		for t, e := range f.entitled {
+			if e <= 0 {
+				continue
+			}
+			x := f.actual[t] / e
+			sum += x
+			sq += x * x
+			n++
+			f.n++
+			if math.Abs(x-1) <= 0.2 {
+				f.within++
+			}
+		}
+	}
+	if n >= 2 && sq > 0 {
+		jain := sum * sum / (float64(n) * sq)
+		if f.windows == 0 || jain < f.jainMin {
+			f.jainMin = jain
+		}
+		f.windows++
+		f.jainSum += jain
+		if jain >= 0.9 {
+			f.fair++
+		}
+	}
+	clear(f.actual)
+	clear(f.entitled)
+}
+
+// FairShare is how fairly contested GPU-hours were shared (docs/simulator.md).
+type FairShare struct {
+	// Jain is the mean over the windows with contention of Jain's
+	// fairness index of the tenants' actual / entitled shares (1: each
+	// got its share; 1/n: one tenant got all). 0 with no such window.
+	Jain float64 `json:"fair_share_jain"`
+	// JainMin is the worst window's index.
+	JainMin float64 `json:"fair_share_jain_min"`
+	// Windows counts the 24-hour windows with contention; FairWindows
+	// those with an index of 0.9 or more.
+	Windows     int `json:"fair_share_windows"`
+	FairWindows int `json:"fair_share_fair_windows"`
+	// Within20 is the part of the tenants' windows in which a tenant got
+	// within ±20 % of its entitled share.
+	Within20 float64 `json:"fair_share_within_20pct"`
+}
+
+// result closes the last window and summarises.
+func (f *fairShare) result() FairShare {
+	f.close()
+	out := FairShare{JainMin: f.jainMin, Windows: f.windows, FairWindows: f.fair}
+	if f.windows > 0 {
+		out.Jain = f.jainSum / float64(f.windows)
+	}
+	if f.n > 0 {
+		out.Within20 = float64(f.within) / float64(f.n)
+	}
+	return out
+}

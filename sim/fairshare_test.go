@@ -1,0 +1,121 @@
+package sim
+
+import (
+	"math"
+	"testing"
+	"time"
+
+	"github.com/gpu-steward/steward/policy"
+)
+
+// TestFairShareJain: the fairness figure over a day of contention, for
+// tenants that shared contested GPUs evenly, by weight, or not at all.
+func TestFairShareJain(t *testing.T) {
+	type span struct {
+		use, waiting []int
+		d            time.Duration
+	}
+	cases := []struct {
+		name     string
+		weights  []float64
+		limits   []int // -1: none; nil: none for all
+		reserves []int
+		spans    []span
+		want     FairShare
+	}{
+		{
+			name: "equal weights shared evenly", weights: []float64{1, 1},
+			spans: []span{{use: []int{4, 4}, waiting: []int{2, 2}, d: 10 * time.Hour}},
+			want:  FairShare{Jain: 1, JainMin: 1, Windows: 1, FairWindows: 1, Within20: 1},
+		},
+		{
+			name: "one tenant holds all while the other waits", weights: []float64{1, 1},
+			spans: []span{{use: []int{8, 0}, waiting: []int{2, 2}, d: 10 * time.Hour}},
+			want:  FairShare{Jain: 0.5, JainMin: 0.5, Windows: 1, FairWindows: 0, Within20: 0},
+		},
+		{
+			name: "a head start paid back within the day", weights: []float64{1, 1},
+			spans: []span{
+				{use: []int{8, 0}, waiting: []int{2, 2}, d: 5 * time.Hour},
+				{use: []int{0, 8}, waiting: []int{2, 2}, d: 5 * time.Hour},
+			},
+			want: FairShare{Jain: 1, JainMin: 1, Windows: 1, FairWindows: 1, Within20: 1},
+		},
+		{
+			name: "by weight: 2 to 1 is fair", weights: []float64{2, 1},
+			spans: []span{{use: []int{6, 3}, waiting: []int{1, 1}, d: 10 * time.Hour}},
+			want:  FairShare{Jain: 1, JainMin: 1, Windows: 1, FairWindows: 1, Within20: 1},
+		},
+		{
+			name: "a tenant that wants no more than it holds is entitled to just that", weights: []float64{1, 1},
+			spans: []span{{use: []int{2, 6}, waiting: []int{0, 3}, d: 10 * time.Hour}},
+			want:  FairShare{Jain: 1, JainMin: 1, Windows: 1, FairWindows: 1, Within20: 1},
+		},
+		{
+			name: "a tenant at its limit is entitled to no more", weights: []float64{1, 1}, limits: []int{2, -1},
+			spans: []span{{use: []int{2, 6}, waiting: []int{4, 3}, d: 10 * time.Hour}},
+			want:  FairShare{Jain: 1, JainMin: 1, Windows: 1, FairWindows: 1, Within20: 1},
+		},
+		{
+			name: "a tenant waiting within its reserve waits for its reserve and not the contested GPUs", weights: []float64{1, 1, 1},
+			reserves: []int{0, 0, 4},
+			// c holds 1 of its reserve of 4 and waits: not contending; a
+			// and b borrow 4 each, their share.
+			spans: []span{{use: []int{4, 4, 1}, waiting: []int{1, 1, 3}, d: 10 * time.Hour}},
+			want:  FairShare{Jain: 1, JainMin: 1, Windows: 1, FairWindows: 1, Within20: 1},
+		},
+		{
+			name: "nobody waits: no contention", weights: []float64{1, 1},
+			spans: []span{{use: []int{8, 0}, waiting: []int{0, 0}, d: 10 * time.Hour}},
+			want:  FairShare{},
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			m := &metrics{tenantNS: map[string]int{}}
+			for i, w := range tc.weights {
+				ti := m.tenantIndex(string(rune('a' + i)))
+				m.tenants[ti].Weight = w
+				if tc.limits != nil {
+					m.tenants[ti].Limit = tc.limits[i]
+				}
+				if tc.reserves != nil {
+					m.tenants[ti].Reserve = tc.reserves[i]
+				}
+			}
+			at := time.Duration(0)
+			for _, sp := range tc.spans {
+				copy(m.tenantUse, sp.use)
+				copy(m.tenantWaiting, sp.waiting)
+				m.fair.advance(m, at, at+sp.d)
+				at += sp.d
+			}
+			got := m.fair.result()
+			if math.Abs(got.Jain-tc.want.Jain) > 1e-9 || math.Abs(got.JainMin-tc.want.JainMin) > 1e-9 ||
+				got.Windows != tc.want.Windows || got.FairWindows != tc.want.FairWindows ||
+				math.Abs(got.Within20-tc.want.Within20) > 1e-9 {
+				t.Fatalf("got %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestFairShareUsageDecays: the simulator's decayed usage, beyond the
+// reserve, halves in a half-life.
+func TestFairShareUsageDecays(t *testing.T) {
+	m := &metrics{tenantNS: map[string]int{}}
+	m.tenantIndex("a")
+	m.tenants[0] = &policy.Tenant{Name: "a", Namespace: "a", Reserve: 2, Limit: policy.Unlimited, Weight: 1}
+	m.fair.halfLife = time.Hour
+	m.tenantUse[0] = 3 // 1 borrowed
+	m.fair.advance(m, 0, 10*time.Hour)
+	full := m.fair.usage[0]
+	if want := time.Hour.Seconds() / math.Ln2; math.Abs(full-want) > 0.01*want {
+		t.Fatalf("usage after 10 half-lives at 1 borrowed GPU: %v, want about %v", full, want)
+	}
+	m.tenantUse[0] = 2 // within its reserve: not charged
+	m.fair.advance(m, 10*time.Hour, 11*time.Hour)
+	if got := m.fair.usage[0]; math.Abs(got-full/2) > 1e-6 {
+		t.Fatalf("usage a half-life later: %v, want %v", got, full/2)
+	}
+}
