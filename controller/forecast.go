@@ -68,6 +68,11 @@ type queueForecaster struct {
 	waitSet   string
 	history   *forecast.History
 	runs      map[string]seenRun // running allocations at the last round
+	// arrivals are the jobs that arrived in the last day (the forecast's
+	// replays draw arrivals from them); seen the jobs observed at the last
+	// round, so that a job counts once, when it first shows.
+	arrivals *forecast.Arrivals
+	seen     map[jobKey]bool
 	shown     map[jobKey]*shownQueue
 }
 
@@ -88,7 +93,8 @@ type shownQueue struct {
 }
 
 func newQueueForecaster() *queueForecaster {
-	return &queueForecaster{history: forecast.NewHistory(), runs: map[string]seenRun{}, shown: map[jobKey]*shownQueue{}}
+	return &queueForecaster{history: forecast.NewHistory(), runs: map[string]seenRun{}, shown: map[jobKey]*shownQueue{},
+		seen: map[jobKey]bool{}}
 }
 
 // forecastRound is the round's hook: learn run times from the runs that
@@ -99,6 +105,7 @@ func (c *Controller) forecastRound(r *round, pol *policy.Policy, eng *engine.Eng
 	}
 	fc := c.fc
 	c.learnRunTimes(r, pol)
+	c.learnArrivals(r, pol, snap)
 	queue := forecast.Queue(pol, snap, r.plan)
 	fc.mu.Lock()
 	res, hints, basis, running := fc.result, fc.hints, fc.basis, fc.running
@@ -212,6 +219,8 @@ func (c *Controller) forecastInput(r *round, pol *policy.Policy, eng *engine.Eng
 	}
 	in := forecast.Input{Engine: eng, Snapshot: &s, Now: r.now, Estimates: map[engine.JobRef]forecast.Estimate{},
 		DrainEnds: map[string]time.Time{}}
+	in.Arrivals, in.ArrivalsSince = c.fc.arrivals.Window(r.now)
+	going := c.runsGoing(r.now)
 	counts := map[forecast.Source]int{}
 	add := func(ref engine.JobRef, gpus int) {
 		if _, ok := in.Estimates[ref]; ok {
@@ -221,7 +230,7 @@ func (c *Controller) forecastInput(r *round, pol *policy.Policy, eng *engine.Eng
 		if job == nil {
 			return
 		}
-		est := runEstimate(pol, job, gpus, c.fc.history)
+		est := runEstimate(pol, job, gpus, c.fc.history, going)
 		in.Estimates[ref] = est
 		counts[est.Source]++
 	}
@@ -248,7 +257,7 @@ func (c *Controller) forecastInput(r *round, pol *policy.Policy, eng *engine.Eng
 // tell: its own steward.expected_runtime (a tenant's word about its own
 // job, used for forecasts only, never for a decision), else what similar
 // jobs took; a service that says nothing runs until it is stopped.
-func runEstimate(pol *policy.Policy, job *ObservedJob, gpus int, h *forecast.History) forecast.Estimate {
+func runEstimate(pol *policy.Policy, job *ObservedJob, gpus int, h *forecast.History, going map[forecast.Class][]time.Duration) forecast.Estimate {
 	if d, ok := forecast.ParseExpectedRuntime(job.Meta[forecast.ExpectedRuntimeMetaKey]); ok {
 		return forecast.Estimate{Expected: d, Source: forecast.FromExpected}
 	}
@@ -256,7 +265,71 @@ func runEstimate(pol *policy.Policy, job *ObservedJob, gpus int, h *forecast.His
 		return forecast.Estimate{Forever: true, Source: "service"}
 	}
 	set := pol.ResolveJob(job.Namespace, job.Meta)
-	return h.Estimate(forecast.ClassOf(set.Tenant.Name, set.Tier, gpus))
+	return h.EstimateRunning(forecast.ClassOf(set.Tenant.Name, set.Tier, gpus), going)
+}
+
+// runsGoing is how long each allocation running now has run, by class:
+// long runs the history of finished ones cannot show yet.
+func (c *Controller) runsGoing(now time.Time) map[forecast.Class][]time.Duration {
+	going := map[forecast.Class][]time.Duration{}
+	for _, run := range c.fc.runs {
+		going[run.class] = append(going[run.class], now.Sub(run.started))
+	}
+	return going
+}
+
+// learnArrivals records the jobs that show for the first time, waiting or
+// running, with what they ask for: the forecast's replays draw the work
+// that arrives while a job waits from them (forecast.Arrivals). Jobs there
+// at the first round arrived before anyone watched, and count for
+// nothing.
+func (c *Controller) learnArrivals(r *round, pol *policy.Policy, snap *engine.Snapshot) {
+	fc := c.fc
+	first := fc.arrivals == nil
+	if first {
+		fc.arrivals = forecast.NewArrivals(r.now)
+	}
+	demands := map[jobKey][]engine.Demand{}
+	for _, d := range snap.Waiting {
+		k := jobKey{d.Job.Ref.Namespace, d.Job.Ref.ID}
+		if d.GPUsPerAlloc > 0 && d.Count > 0 && !fc.seen[k] {
+			d.Job.Preemptions = nil
+			demands[k] = append(demands[k], d)
+		}
+	}
+	// A job that started at once shows running only: its allocations, by
+	// group, are what it asked for.
+	for _, a := range snap.Allocs {
+		k := jobKey{a.Job.Ref.Namespace, a.Job.Ref.ID}
+		if len(a.GPUIDs) == 0 || fc.seen[k] {
+			continue
+		}
+		ds := demands[k]
+		i := slices.IndexFunc(ds, func(d engine.Demand) bool { return d.Group == a.Group && d.GPUsPerAlloc == len(a.GPUIDs) })
+		if i < 0 {
+			job := a.Job
+			job.Preemptions = nil
+			ds = append(ds, engine.Demand{Job: job, Group: a.Group, GPUsPerAlloc: len(a.GPUIDs), Since: r.now})
+			i = len(ds) - 1
+		}
+		ds[i].Count++
+		demands[k] = ds
+	}
+	going := c.runsGoing(r.now)
+	for k, ds := range demands {
+		fc.seen[k] = true
+		job := r.obs.Jobs[k]
+		if first || job == nil {
+			continue
+		}
+		slices.SortFunc(ds, func(a, b engine.Demand) int { return strings.Compare(a.Group, b.Group) })
+		fc.arrivals.Add(forecast.Arrival{At: r.now, Demands: ds, Estimate: runEstimate(pol, job, ds[0].GPUsPerAlloc, fc.history, going)})
+	}
+	for k := range fc.seen {
+		if r.obs.Jobs[k] == nil {
+			delete(fc.seen, k)
+		}
+	}
 }
 
 // basisNote says what the run times rest on: "run times:

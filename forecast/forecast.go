@@ -21,6 +21,11 @@ type Input struct {
 	// DrainEnds are the grace ends of draining allocations, by ID; one
 	// missing ends after the policy's grace from now.
 	DrainEnds map[string]time.Time
+	// Arrivals are the jobs that arrived from ArrivalsSince until Now
+	// (arrivals.go): replays add work arriving at their rate, of their
+	// shapes. None: nothing arrives.
+	Arrivals      []Arrival
+	ArrivalsSince time.Time
 }
 
 func (in *Input) policyGrace() time.Duration { return in.Engine.Policy().Preemption.Grace }
@@ -42,6 +47,9 @@ type Options struct {
 	// tenth) with which half of MaxPlans reach the horizon: a start days
 	// away needs no 30-second resolution, and the plans stay bounded.
 	MinStep time.Duration
+	// MaxNodes bounds the nodes a replay plans on (default 256): a larger
+	// cluster is replayed a share at a time (reduce.go).
+	MaxNodes int
 
 	stepGrowth float64
 }
@@ -52,6 +60,7 @@ const (
 	DefaultHorizon  = 7 * 24 * time.Hour
 	DefaultMaxPlans = 150
 	DefaultMinStep  = 30 * time.Second
+	DefaultMaxNodes = 256
 )
 
 func (o Options) withDefaults() Options {
@@ -66,6 +75,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.MinStep <= 0 {
 		o.MinStep = DefaultMinStep
+	}
+	if o.MaxNodes <= 0 {
+		o.MaxNodes = DefaultMaxNodes
 	}
 	o.stepGrowth = stepGrowth(o.Horizon, o.MinStep, max(o.MaxPlans/2, 1))
 	return o
@@ -93,6 +105,9 @@ type Result struct {
 	// Replays is how many replays ran (fewer than asked when the context
 	// ended first), Plans the engine's plans over all of them.
 	Replays, Plans int
+	// Shares is in how many shares the cluster was replayed (reduce.go;
+	// 1: whole).
+	Shares int
 }
 
 // JobForecast is one waiting job's forecast start.
@@ -117,19 +132,52 @@ func Run(ctx context.Context, in Input, opt Options) *Result {
 	res := &Result{At: in.Now, Jobs: map[engine.JobRef]*JobForecast{}}
 	starts := map[engine.JobRef][]time.Time{}
 	causes := map[engine.JobRef][]string{}
+	res.Shares = reductionFor(len(in.Snapshot.Nodes), opt.MaxNodes)
+	var rd *reduction
+	if res.Shares > 1 {
+		rd = newReduction(&in, res.Shares)
+	}
 	for i := range opt.Replays {
 		if ctx.Err() != nil {
 			break
 		}
-		r := newReplay(&in, opt, uint64(i))
+		rin, share := &in, 0
+		if rd != nil {
+			share = shareOf(i, opt.Replays, rd.k)
+			sub := rd.input(&in, share)
+			rin = &sub
+		}
+		r := newReplay(rin, opt, uint64(i), res.Shares)
 		r.run()
 		res.Replays++
 		res.Plans += r.plans
+		if rd == nil {
+			for ref, j := range r.jobs {
+				if j.target {
+					starts[ref] = append(starts[ref], j.started)
+					causes[ref] = append(causes[ref], j.cause)
+				}
+			}
+			continue
+		}
+		own := map[engine.JobRef]time.Time{}
 		for ref, j := range r.jobs {
 			if j.target {
-				starts[ref] = append(starts[ref], j.started)
-				causes[ref] = append(causes[ref], j.cause)
+				own[ref] = j.started
 			}
+		}
+		for k := range rd.jobs {
+			t, ok := rd.start(k, share, own)
+			if !ok {
+				continue
+			}
+			ref := rd.jobs[k].ref
+			cause := ""
+			if rd.jobs[k].share == share {
+				cause = r.jobs[ref].cause
+			}
+			starts[ref] = append(starts[ref], t)
+			causes[ref] = append(causes[ref], cause)
 		}
 	}
 	for ref, ts := range starts {
