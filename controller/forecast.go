@@ -73,7 +73,7 @@ type queueForecaster struct {
 	// round, so that a job counts once, when it first shows.
 	arrivals *forecast.Arrivals
 	seen     map[jobKey]bool
-	shown     map[jobKey]*shownQueue
+	shown    map[jobKey]*shownQueue
 }
 
 type seenRun struct {
@@ -148,7 +148,8 @@ func (c *Controller) forecastRound(r *round, pol *policy.Policy, eng *engine.Eng
 		opt, hintPlans := forecastOptions(time.Since(t))
 		res := forecast.Run(ctx, in, opt)
 		hints := forecast.Hints(in, queue, plan, res, hintPlans)
-		c.log.Debug("forecast", "waiting", len(queue), "replays", res.Replays, "plans", res.Plans, "took", time.Since(start))
+		c.log.Debug("forecast", "waiting", len(queue), "replays", res.Replays, "shares", res.Shares, "plans", res.Plans,
+			"arrivals", len(in.Arrivals), "took", time.Since(start))
 		fc.mu.Lock()
 		fc.result, fc.hints, fc.basis, fc.running = res, hints, basis, false
 		fc.mu.Unlock()
@@ -163,33 +164,20 @@ func resultFor(res *forecast.Result, ref engine.JobRef) *forecast.JobForecast {
 	return res.Jobs[ref]
 }
 
-// forecastOptions fits a forecast to forecastBudget given how long one
-// plan takes (a replay's step, three): four fifths of the plans it affords for the replays (10 of
-// up to 150 plans each; on a large cluster fewer and shorter, at least 2
-// of 8), a fifth for unblock hints (at most 32). Plans per replay are
-// rounded down to a power of two so that a cluster whose plans take a
-// little more or less time keeps its forecast. One seed for every
-// forecast: an unchanged cluster draws the same run times each time, so
-// its forecast does not wander.
+// forecastOptions sizes a forecast given how long one plan of the live
+// cluster takes: every replay (10, of a cluster of at most
+// forecast.DefaultMaxNodes nodes however large the live one: a larger one
+// is replayed a share at a time), and unblock hints, which plan the whole
+// cluster, with what half a second affords (at most 32, at least 1). One
+// seed for every forecast: an unchanged cluster draws the same run times
+// each time, so its forecast does not wander.
 func forecastOptions(plan time.Duration) (forecast.Options, int) {
-	// A replay's step costs about three plans (its snapshot, Nomad's
-	// placement and the actions around the engine's plan).
-	plans := int(forecastBudget / max(3*plan, time.Millisecond))
-	opt := forecast.Options{Seed: 1, Replays: forecast.DefaultReplays}
-	per := plans * 4 / 5 / opt.Replays
-	if per < 8 {
-		opt.Replays = max(2, plans*4/5/8)
-		per = 8
-	}
-	opt.MaxPlans = forecast.DefaultMaxPlans
-	if per < opt.MaxPlans {
-		opt.MaxPlans = 8
-		for opt.MaxPlans*2 <= per {
-			opt.MaxPlans *= 2
-		}
-	}
-	return opt, min(forecast.DefaultHintPlans, plans/5)
+	hints := int(hintBudget / max(plan, time.Millisecond))
+	return forecast.Options{Seed: 1}, min(max(hints, 1), forecast.DefaultHintPlans)
 }
+
+// hintBudget is the wall time unblock hints may take in one forecast.
+const hintBudget = 500 * time.Millisecond
 
 // waitSet names the waiting jobs, for telling when the queue changed.
 func waitSet(q []forecast.Entry) string {

@@ -47,7 +47,7 @@ type Options struct {
 	// tenth) with which half of MaxPlans reach the horizon: a start days
 	// away needs no 30-second resolution, and the plans stay bounded.
 	MinStep time.Duration
-	// MaxNodes bounds the nodes a replay plans on (default 256): a larger
+	// MaxNodes bounds the nodes a replay plans on (default 128): a larger
 	// cluster is replayed a share at a time (reduce.go).
 	MaxNodes int
 
@@ -60,7 +60,7 @@ const (
 	DefaultHorizon  = 7 * 24 * time.Hour
 	DefaultMaxPlans = 150
 	DefaultMinStep  = 30 * time.Second
-	DefaultMaxNodes = 256
+	DefaultMaxNodes = 128
 )
 
 func (o Options) withDefaults() Options {

@@ -139,7 +139,9 @@ func (f *forecaster) afterSettle(s *simulator, arrivedFrom, arrivedTo int) {
 			}}})
 	}
 	slices.Reverse(in.Arrivals)
-	res := forecast.Run(context.Background(), in, ForecastOptions)
+	opt := ForecastOptions
+	opt.MaxNodes = s.cfg.ForecastMaxNodes
+	res := forecast.Run(context.Background(), in, opt)
 	f.made++
 	for ref, fc := range res.Jobs {
 		ji := s.byRef[ref]
