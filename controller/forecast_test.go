@@ -204,3 +204,36 @@ func TestForecastOptions(t *testing.T) {
 		})
 	}
 }
+
+// TestLearnArrivals: a job counts as an arrival once, when it first shows,
+// with what it asks for; the jobs there when the controller started
+// arrived before it watched and count for nothing.
+func TestLearnArrivals(t *testing.T) {
+	f := newFakeNomad()
+	queueCluster(f)
+	r := newRoundRunner(t, f)
+	if _, err := r.round(0); err != nil {
+		t.Fatal(err)
+	}
+	r.c.awaitForecast(t)
+	if got, _ := r.c.fc.arrivals.Window(t0); len(got) != 0 {
+		t.Fatalf("%d arrivals at the first round, want 0 (those jobs were there before)", len(got))
+	}
+	cl := f.cl()
+	late := apiJob("ml", "late", "training", 40, 1, 2)
+	late.Type = ptr("batch")
+	cl.jobs["ml/late"] = late
+	ev, sum := apiBlockedEval(late, 1, t0.Add(30*time.Second))
+	cl.evals, cl.summary["ml/late"] = append(cl.evals, ev), sum
+	for _, at := range []time.Duration{time.Minute, 2 * time.Minute} {
+		if _, err := r.round(at); err != nil {
+			t.Fatal(err)
+		}
+		r.c.awaitForecast(t)
+	}
+	got, since := r.c.fc.arrivals.Window(t0.Add(2 * time.Minute))
+	if len(got) != 1 || len(got[0].Demands) != 1 || got[0].Demands[0].Job.Ref.ID != "late" || got[0].Demands[0].GPUsPerAlloc != 2 ||
+		!got[0].At.Equal(t0.Add(time.Minute)) || !since.Equal(t0) {
+		t.Fatalf("arrivals %+v since %s; want ml/late (1 × 2 GPUs) at %s, since %s", got, since, t0.Add(time.Minute), t0)
+	}
+}
