@@ -182,3 +182,38 @@ func TestReducedLikeWhole(t *testing.T) {
 		t.Errorf("median |P50 reduced − P50 whole| %s; want within 30m (waits of hours)", med)
 	}
 }
+
+// TestQuantile: the q-quantile at rank q·(n+1), one named case per story.
+func TestQuantile(t *testing.T) {
+	at := func(mins ...int) []time.Time {
+		var out []time.Time
+		for _, m := range mins {
+			if m < 0 {
+				out = append(out, time.Time{})
+				continue
+			}
+			out = append(out, t0.Add(time.Duration(m)*time.Minute))
+		}
+		return out
+	}
+	tests := []struct {
+		name   string
+		starts []time.Time
+		q      float64
+		want   time.Time
+	}{
+		{"median of ten: halfway between the 5th and 6th", at(1, 2, 3, 4, 5, 7, 8, 9, 10, 11), 0.5, t0.Add(6 * time.Minute)},
+		{"P90 of ten: nine tenths of the way from the 9th to the 10th", at(1, 2, 3, 4, 5, 6, 7, 8, 10, 20), 0.9, t0.Add(19 * time.Minute)},
+		{"P90 of eight: the last", at(1, 2, 3, 4, 5, 6, 7, 8), 0.9, t0.Add(8 * time.Minute)},
+		{"P90 of ten, the 10th not started: none within the horizon", at(1, 2, 3, 4, 5, 6, 7, 8, 9, -1), 0.9, time.Time{}},
+		{"median of ten, the 6th not started: none", at(1, 2, 3, 4, 5, -1, -1, -1, -1, -1), 0.5, time.Time{}},
+		{"one replay", at(3), 0.9, t0.Add(3 * time.Minute)},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := quantile(tc.starts, tc.q); !got.Equal(tc.want) {
+				t.Errorf("quantile %.1f = %s, want %s", tc.q, got, tc.want)
+			}
+		})
+	}
+}

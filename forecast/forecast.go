@@ -202,9 +202,13 @@ func Run(ctx context.Context, in Input, opt Options) *Result {
 			}
 			return ta.Compare(tb)
 		})
+		sorted := make([]time.Time, len(idx))
+		for i, k := range idx {
+			sorted[i] = ts[k]
+		}
 		median := idx[quantileIndex(len(ts), 0.5)]
-		f.P50 = ts[median]
-		f.P90 = ts[idx[quantileIndex(len(ts), 0.9)]]
+		f.P50 = quantile(sorted, 0.5)
+		f.P90 = quantile(sorted, 0.9)
 		if !f.P50.IsZero() {
 			f.Cause = causes[ref][median]
 		}
@@ -213,8 +217,36 @@ func Run(ctx context.Context, in Input, opt Options) *Result {
 	return res
 }
 
+// quantile is the q-quantile of n replays' starts, sorted (zero, not
+// started, last: later than any start), at rank q·(n+1) between the two
+// nearest (Hyndman and Fan's type 6): a start drawn like the replays'
+// falls at or before the k-th of n with probability k/(n+1), so that rank
+// is the one a start comes at or before with probability q. Nearest rank
+// (the k = ⌈q·n⌉-th) is early for few replays: with 10, the 9th covers
+// 9/11 = 82 % of starts, not 90 %. Beyond the last rank, the last; zero
+// when the ranks it lies between are not both starts.
+func quantile(sorted []time.Time, q float64) time.Time {
+	n := len(sorted)
+	h := q * float64(n+1)
+	lo := int(math.Floor(h))
+	switch {
+	case lo < 1:
+		return sorted[0]
+	case lo >= n:
+		return sorted[n-1]
+	}
+	a, b, f := sorted[lo-1], sorted[lo], h-float64(lo)
+	switch {
+	case f == 0:
+		return a
+	case a.IsZero() || b.IsZero():
+		return time.Time{}
+	}
+	return a.Add(time.Duration(f * float64(b.Sub(a))))
+}
+
 // quantileIndex is the nearest-rank index of quantile q among n sorted
-// values.
+// values: the replay whose cause a forecast reports.
 func quantileIndex(n int, q float64) int {
 	k := int(q*float64(n)+0.999999) - 1
 	return min(max(k, 0), n-1)

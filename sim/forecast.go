@@ -21,7 +21,7 @@ import (
 
 // ForecastOptions are the replays each measured forecast makes: fewer than
 // the controller's, so that a trace's measurement takes minutes.
-var ForecastOptions = forecast.Options{Seed: 1, Replays: 8, MaxPlans: 64}
+var ForecastOptions = forecast.Options{Seed: 1, Replays: forecast.DefaultReplays, MaxPlans: 64}
 
 // ForecastError is how well the forecasts of one trace did.
 type ForecastError struct {
