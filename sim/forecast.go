@@ -19,8 +19,9 @@ import (
 // learns them), and each forecast is compared with the start the
 // simulation then gives the job.
 
-// ForecastOptions are the replays each measured forecast makes: fewer than
-// the controller's, so that a trace's measurement takes minutes.
+// ForecastOptions are the replays each measured forecast makes: the
+// controller's 10, of at most 64 plans each, so that a trace's
+// measurement takes minutes.
 var ForecastOptions = forecast.Options{Seed: 1, Replays: forecast.DefaultReplays, MaxPlans: 64}
 
 // ForecastError is how well the forecasts of one trace did.
