@@ -99,6 +99,11 @@ Options:
   -forecast-expected   With -forecast, every job says its run time exactly
                        (steward.expected_runtime); else run times come from
                        the jobs finished so far, as in the controller.
+  -forecast-max-nodes N
+                       With -forecast, replay a cluster of more than N nodes
+                       a share of N nodes at a time, as the controller
+                       replays one of more than 128 (to measure that on a
+                       small simulated cluster). Default: 128.
   -plan-interval D     Least virtual time between two Steward plans: events in
                        between are planned for together, as a controller that
                        batches them. A new job Nomad cannot place is planned
@@ -157,6 +162,7 @@ func (c *SimulateCommand) Run(args []string) int {
 		earmarks, checkpointDone                                  bool
 		forecasts                                                 int
 		forecastExpected                                          bool
+		forecastMaxNodes                                          int
 	)
 	fs := flag.NewFlagSet("simulate", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
@@ -178,6 +184,7 @@ func (c *SimulateCommand) Run(args []string) int {
 	fs.DurationVar(&doneNotice, "checkpoint-done-notice", sim.DefaultDoneNotice, "")
 	fs.IntVar(&forecasts, "forecast", 0, "")
 	fs.BoolVar(&forecastExpected, "forecast-expected", false, "")
+	fs.IntVar(&forecastMaxNodes, "forecast-max-nodes", 0, "")
 	fs.StringVar(&policies, "policies", "fifo,strict,steward", "")
 	fs.StringVar(&format, "format", "table", "")
 	fs.StringVar(&outDir, "out", "", "")
@@ -200,6 +207,8 @@ func (c *SimulateCommand) Run(args []string) int {
 		return usage(fmt.Sprintf("-scale must be more than 0; got %g.", scale))
 	case limit < 0:
 		return usage(fmt.Sprintf("-limit must not be negative; got %d.", limit))
+	case forecastMaxNodes < 0:
+		return usage(fmt.Sprintf("-forecast-max-nodes must not be negative; got %d.", forecastMaxNodes))
 	case forecasts < 0:
 		return usage(fmt.Sprintf("-forecast must not be negative; got %d.", forecasts))
 	case checkpointEvery < 0 || planInterval < 0 || checkpointCost < 0:
@@ -258,7 +267,8 @@ func (c *SimulateCommand) Run(args []string) int {
 		rep, err := sim.Compare(tr, sim.Options{
 			Config: sim.Config{Policy: pol, NodeGPUs: nodeGPUs, NodeModels: nodeModels, CheckpointEvery: checkpointEvery,
 				CheckpointCost: checkpointCost, CheckpointDone: checkpointDone, DoneNotice: doneNotice, PlanInterval: planInterval, NoEarmarks: !earmarks,
-				Forecasts: forecasts, ForecastExpected: forecastExpected},
+				Forecasts: forecasts, ForecastExpected: forecastExpected,
+				ForecastMaxNodes: forecastMaxNodes},
 			Seed: seed, Limit: limit, Window: window, Policies: kinds, TenantScale: scale,
 		})
 		var nothing *sim.NothingToSimulate

@@ -68,7 +68,12 @@ type queueForecaster struct {
 	waitSet   string
 	history   *forecast.History
 	runs      map[string]seenRun // running allocations at the last round
-	shown     map[jobKey]*shownQueue
+	// arrivals are the jobs that arrived in the last day (the forecast's
+	// replays draw arrivals from them); seen the jobs observed at the last
+	// round, so that a job counts once, when it first shows.
+	arrivals *forecast.Arrivals
+	seen     map[jobKey]bool
+	shown    map[jobKey]*shownQueue
 }
 
 type seenRun struct {
@@ -88,7 +93,8 @@ type shownQueue struct {
 }
 
 func newQueueForecaster() *queueForecaster {
-	return &queueForecaster{history: forecast.NewHistory(), runs: map[string]seenRun{}, shown: map[jobKey]*shownQueue{}}
+	return &queueForecaster{history: forecast.NewHistory(), runs: map[string]seenRun{}, shown: map[jobKey]*shownQueue{},
+		seen: map[jobKey]bool{}}
 }
 
 // forecastRound is the round's hook: learn run times from the runs that
@@ -99,6 +105,7 @@ func (c *Controller) forecastRound(r *round, pol *policy.Policy, eng *engine.Eng
 	}
 	fc := c.fc
 	c.learnRunTimes(r, pol)
+	c.learnArrivals(r, pol, snap)
 	queue := forecast.Queue(pol, snap, r.plan)
 	fc.mu.Lock()
 	res, hints, basis, running := fc.result, fc.hints, fc.basis, fc.running
@@ -141,7 +148,8 @@ func (c *Controller) forecastRound(r *round, pol *policy.Policy, eng *engine.Eng
 		opt, hintPlans := forecastOptions(time.Since(t))
 		res := forecast.Run(ctx, in, opt)
 		hints := forecast.Hints(in, queue, plan, res, hintPlans)
-		c.log.Debug("forecast", "waiting", len(queue), "replays", res.Replays, "plans", res.Plans, "took", time.Since(start))
+		c.log.Debug("forecast", "waiting", len(queue), "replays", res.Replays, "shares", res.Shares, "plans", res.Plans,
+			"arrivals", len(in.Arrivals), "took", time.Since(start))
 		fc.mu.Lock()
 		fc.result, fc.hints, fc.basis, fc.running = res, hints, basis, false
 		fc.mu.Unlock()
@@ -156,33 +164,20 @@ func resultFor(res *forecast.Result, ref engine.JobRef) *forecast.JobForecast {
 	return res.Jobs[ref]
 }
 
-// forecastOptions fits a forecast to forecastBudget given how long one
-// plan takes (a replay's step, three): four fifths of the plans it affords for the replays (10 of
-// up to 150 plans each; on a large cluster fewer and shorter, at least 2
-// of 8), a fifth for unblock hints (at most 32). Plans per replay are
-// rounded down to a power of two so that a cluster whose plans take a
-// little more or less time keeps its forecast. One seed for every
-// forecast: an unchanged cluster draws the same run times each time, so
-// its forecast does not wander.
+// forecastOptions sizes a forecast given how long one plan of the live
+// cluster takes: every replay (10, of a cluster of at most
+// forecast.DefaultMaxNodes nodes however large the live one: a larger one
+// is replayed a share at a time), and unblock hints, which plan the whole
+// cluster, with what half a second affords (at most 32, at least 1). One
+// seed for every forecast: an unchanged cluster draws the same run times
+// each time, so its forecast does not wander.
 func forecastOptions(plan time.Duration) (forecast.Options, int) {
-	// A replay's step costs about three plans (its snapshot, Nomad's
-	// placement and the actions around the engine's plan).
-	plans := int(forecastBudget / max(3*plan, time.Millisecond))
-	opt := forecast.Options{Seed: 1, Replays: forecast.DefaultReplays}
-	per := plans * 4 / 5 / opt.Replays
-	if per < 8 {
-		opt.Replays = max(2, plans*4/5/8)
-		per = 8
-	}
-	opt.MaxPlans = forecast.DefaultMaxPlans
-	if per < opt.MaxPlans {
-		opt.MaxPlans = 8
-		for opt.MaxPlans*2 <= per {
-			opt.MaxPlans *= 2
-		}
-	}
-	return opt, min(forecast.DefaultHintPlans, plans/5)
+	hints := int(hintBudget / max(plan, time.Millisecond))
+	return forecast.Options{Seed: 1}, min(max(hints, 1), forecast.DefaultHintPlans)
 }
+
+// hintBudget is the wall time unblock hints may take in one forecast.
+const hintBudget = 500 * time.Millisecond
 
 // waitSet names the waiting jobs, for telling when the queue changed.
 func waitSet(q []forecast.Entry) string {
@@ -212,6 +207,8 @@ func (c *Controller) forecastInput(r *round, pol *policy.Policy, eng *engine.Eng
 	}
 	in := forecast.Input{Engine: eng, Snapshot: &s, Now: r.now, Estimates: map[engine.JobRef]forecast.Estimate{},
 		DrainEnds: map[string]time.Time{}}
+	in.Arrivals, in.ArrivalsSince = c.fc.arrivals.Window(r.now)
+	going := c.runsGoing(r.now)
 	counts := map[forecast.Source]int{}
 	add := func(ref engine.JobRef, gpus int) {
 		if _, ok := in.Estimates[ref]; ok {
@@ -221,7 +218,7 @@ func (c *Controller) forecastInput(r *round, pol *policy.Policy, eng *engine.Eng
 		if job == nil {
 			return
 		}
-		est := runEstimate(pol, job, gpus, c.fc.history)
+		est := runEstimate(pol, job, gpus, c.fc.history, going)
 		in.Estimates[ref] = est
 		counts[est.Source]++
 	}
@@ -248,7 +245,7 @@ func (c *Controller) forecastInput(r *round, pol *policy.Policy, eng *engine.Eng
 // tell: its own steward.expected_runtime (a tenant's word about its own
 // job, used for forecasts only, never for a decision), else what similar
 // jobs took; a service that says nothing runs until it is stopped.
-func runEstimate(pol *policy.Policy, job *ObservedJob, gpus int, h *forecast.History) forecast.Estimate {
+func runEstimate(pol *policy.Policy, job *ObservedJob, gpus int, h *forecast.History, going map[forecast.Class][]time.Duration) forecast.Estimate {
 	if d, ok := forecast.ParseExpectedRuntime(job.Meta[forecast.ExpectedRuntimeMetaKey]); ok {
 		return forecast.Estimate{Expected: d, Source: forecast.FromExpected}
 	}
@@ -256,7 +253,71 @@ func runEstimate(pol *policy.Policy, job *ObservedJob, gpus int, h *forecast.His
 		return forecast.Estimate{Forever: true, Source: "service"}
 	}
 	set := pol.ResolveJob(job.Namespace, job.Meta)
-	return h.Estimate(forecast.ClassOf(set.Tenant.Name, set.Tier, gpus))
+	return h.EstimateRunning(forecast.ClassOf(set.Tenant.Name, set.Tier, gpus), going)
+}
+
+// runsGoing is how long each allocation running now has run, by class:
+// long runs the history of finished ones cannot show yet.
+func (c *Controller) runsGoing(now time.Time) map[forecast.Class][]time.Duration {
+	going := map[forecast.Class][]time.Duration{}
+	for _, run := range c.fc.runs {
+		going[run.class] = append(going[run.class], now.Sub(run.started))
+	}
+	return going
+}
+
+// learnArrivals records the jobs that show for the first time, waiting or
+// running, with what they ask for: the forecast's replays draw the work
+// that arrives while a job waits from them (forecast.Arrivals). Jobs there
+// at the first round arrived before anyone watched, and count for
+// nothing.
+func (c *Controller) learnArrivals(r *round, pol *policy.Policy, snap *engine.Snapshot) {
+	fc := c.fc
+	first := fc.arrivals == nil
+	if first {
+		fc.arrivals = forecast.NewArrivals(r.now)
+	}
+	demands := map[jobKey][]engine.Demand{}
+	for _, d := range snap.Waiting {
+		k := jobKey{d.Job.Ref.Namespace, d.Job.Ref.ID}
+		if d.GPUsPerAlloc > 0 && d.Count > 0 && !fc.seen[k] {
+			d.Job.Preemptions = nil
+			demands[k] = append(demands[k], d)
+		}
+	}
+	// A job that started at once shows running only: its allocations, by
+	// group, are what it asked for.
+	for _, a := range snap.Allocs {
+		k := jobKey{a.Job.Ref.Namespace, a.Job.Ref.ID}
+		if len(a.GPUIDs) == 0 || fc.seen[k] {
+			continue
+		}
+		ds := demands[k]
+		i := slices.IndexFunc(ds, func(d engine.Demand) bool { return d.Group == a.Group && d.GPUsPerAlloc == len(a.GPUIDs) })
+		if i < 0 {
+			job := a.Job
+			job.Preemptions = nil
+			ds = append(ds, engine.Demand{Job: job, Group: a.Group, GPUsPerAlloc: len(a.GPUIDs), Since: r.now})
+			i = len(ds) - 1
+		}
+		ds[i].Count++
+		demands[k] = ds
+	}
+	going := c.runsGoing(r.now)
+	for k, ds := range demands {
+		fc.seen[k] = true
+		job := r.obs.Jobs[k]
+		if first || job == nil {
+			continue
+		}
+		slices.SortFunc(ds, func(a, b engine.Demand) int { return strings.Compare(a.Group, b.Group) })
+		fc.arrivals.Add(forecast.Arrival{At: r.now, Demands: ds, Estimate: runEstimate(pol, job, ds[0].GPUsPerAlloc, fc.history, going)})
+	}
+	for k := range fc.seen {
+		if r.obs.Jobs[k] == nil {
+			delete(fc.seen, k)
+		}
+	}
 }
 
 // basisNote says what the run times rest on: "run times:

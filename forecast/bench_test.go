@@ -35,8 +35,9 @@ preemption {
 // benchCluster is the shape of the engine's benchmark (README
 // "Benchmarks"): n nodes of 8 GPUs, full, with 4 allocations of 2 GPUs
 // each, and n waiting demands of 1–8 GPUs across 8 tenants and 4 tiers;
-// half the jobs say their run time, the rest have a history of 20 runs.
-func benchCluster(b *testing.B, n int) (*engine.Engine, *engine.Snapshot, map[engine.JobRef]Estimate) {
+// half the jobs say their run time, the rest have a history of 20 runs;
+// n jobs of the waiting ones' shapes arrived in the last day.
+func benchCluster(b *testing.B, n int) (*engine.Engine, *engine.Snapshot, map[engine.JobRef]Estimate, []Arrival) {
 	src := benchPolicyHCL
 	for t := range 8 {
 		src += fmt.Sprintf("tenant \"t%d\" {\n  reserve = %d\n  limit = %d\n}\n", t, n/2, n*3)
@@ -77,14 +78,21 @@ func benchCluster(b *testing.B, n int) (*engine.Engine, *engine.Snapshot, map[en
 			GPUsPerAlloc: 1 + rng.IntN(8), Count: 1, Since: t0.Add(-time.Duration(rng.IntN(600)) * time.Minute), Held: true})
 		est[ref] = Estimate{History: hist}
 	}
-	return engine.New(p), s, est
+	var arr []Arrival
+	for i := range n {
+		d := s.Waiting[i]
+		d.Held, d.Since = false, t0.Add(-time.Duration(n-i)*24*time.Hour/time.Duration(n))
+		arr = append(arr, Arrival{At: d.Since, Demands: []engine.Demand{d}, Estimate: Estimate{History: hist}})
+	}
+	return engine.New(p), s, est, arr
 }
 
 // BenchmarkForecast is one forecast (the plan, the queue, the replays
-// and the hints) on clusters of the engine benchmark's shape: with the
-// default options (10 replays of at most 150 plans, 32 hint plans), and
-// at 1,000 and 10,000 nodes with what the controller's 10 s budget gives
-// there (controller.forecastOptions at 10 and 100 ms a plan).
+// and the hints) on clusters of the engine benchmark's shape, with the
+// options the controller gives (controller.forecastOptions): every replay
+// (10, of at most 150 plans, on at most DefaultMaxNodes nodes: a larger
+// cluster is replayed a share at a time), and the hint plans half a
+// second affords (32 at 1,000 nodes, 6 at 10,000 at 80 ms a plan).
 func BenchmarkForecast(b *testing.B) {
 	for _, tc := range []struct {
 		nodes int
@@ -92,24 +100,24 @@ func BenchmarkForecast(b *testing.B) {
 		hints int
 	}{
 		{100, Options{}, DefaultHintPlans},
-		{300, Options{}, DefaultHintPlans},
 		{1000, Options{}, DefaultHintPlans},
-		{1000, Options{Replays: 10, MaxPlans: 16}, DefaultHintPlans},
-		{10000, Options{Replays: 3, MaxPlans: 8}, 6},
+		{10000, Options{}, 6},
 	} {
 		b.Run(fmt.Sprintf("nodes=%d/replays=%d/plans=%d", tc.nodes, tc.opt.withDefaults().Replays, tc.opt.withDefaults().MaxPlans), func(b *testing.B) {
-			e, snap, est := benchCluster(b, tc.nodes)
-			in := Input{Engine: e, Snapshot: snap, Now: t0, Estimates: est}
+			e, snap, est, arr := benchCluster(b, tc.nodes)
+			in := Input{Engine: e, Snapshot: snap, Now: t0, Estimates: est, Arrivals: arr, ArrivalsSince: t0.Add(-ArrivalWindow)}
 			b.ResetTimer()
-			plans := 0
+			plans, replays, shares := 0, 0, 0
 			for b.Loop() {
 				plan := e.Plan(snap, t0)
 				q := Queue(e.Policy(), snap, plan)
 				res := Run(context.Background(), in, tc.opt)
 				Hints(in, q, plan, res, tc.hints)
-				plans += res.Plans
+				plans, replays, shares = plans+res.Plans, replays+res.Replays, res.Shares
 			}
 			b.ReportMetric(float64(plans)/float64(b.N), "plans/op")
+			b.ReportMetric(float64(replays)/float64(b.N), "replays/op")
+			b.ReportMetric(float64(shares), "shares")
 		})
 	}
 }

@@ -103,7 +103,7 @@ func TestHistoryEstimate(t *testing.T) {
 // run times longer than it ran already; a job that outlived them all ends
 // within half its age again.
 func TestRemainingConditioned(t *testing.T) {
-	rng := newReplay(&Input{Engine: testEngine(t), Snapshot: &engine.Snapshot{}, Now: t0}, Options{}.withDefaults(), 1).rng
+	rng := newReplay(&Input{Engine: testEngine(t), Snapshot: &engine.Snapshot{}, Now: t0}, Options{}.withDefaults(), 1, 1).rng
 	e := Estimate{History: []time.Duration{time.Hour, 2 * time.Hour, 3 * time.Hour}}
 	for range 100 {
 		if r := e.remaining(rng, 150*time.Minute); r > 50*time.Minute || r < minRemaining {

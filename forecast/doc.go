@@ -8,9 +8,12 @@
 // as the controller applies them and Nomad's placement modelled as the
 // simulator models it (binpack, gangs all or nothing): running work ends
 // after a run time drawn from its job's steward.expected_runtime, or from
-// what similar jobs took (History), and nothing new arrives. Several
-// replays with different draws give the spread. It is pure (no I/O, no
-// clock) and deterministic given its seed.
+// what similar jobs took (History, weighed by the runs of their kind still
+// going), and work arrives as it arrived over the last day, per tenant
+// and tier (Arrivals). Several replays with different draws give the
+// spread; a cluster of more than Options.MaxNodes nodes is replayed a
+// share at a time (reduce.go), so that every replay fits the controller's
+// budget. It is pure (no I/O, no clock) and deterministic given its seed.
 //
 // It works on engine.Snapshot rather than on the simulator's own model
 // (package sim), because the live snapshot has what the simulator's traces

@@ -21,6 +21,11 @@ type Input struct {
 	// DrainEnds are the grace ends of draining allocations, by ID; one
 	// missing ends after the policy's grace from now.
 	DrainEnds map[string]time.Time
+	// Arrivals are the jobs that arrived from ArrivalsSince until Now
+	// (arrivals.go): replays add work arriving at their rate, of their
+	// shapes. None: nothing arrives.
+	Arrivals      []Arrival
+	ArrivalsSince time.Time
 }
 
 func (in *Input) policyGrace() time.Duration { return in.Engine.Policy().Preemption.Grace }
@@ -42,6 +47,9 @@ type Options struct {
 	// tenth) with which half of MaxPlans reach the horizon: a start days
 	// away needs no 30-second resolution, and the plans stay bounded.
 	MinStep time.Duration
+	// MaxNodes bounds the nodes a replay plans on (default 128): a larger
+	// cluster is replayed a share at a time (reduce.go).
+	MaxNodes int
 
 	stepGrowth float64
 }
@@ -52,6 +60,7 @@ const (
 	DefaultHorizon  = 7 * 24 * time.Hour
 	DefaultMaxPlans = 150
 	DefaultMinStep  = 30 * time.Second
+	DefaultMaxNodes = 128
 )
 
 func (o Options) withDefaults() Options {
@@ -66,6 +75,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.MinStep <= 0 {
 		o.MinStep = DefaultMinStep
+	}
+	if o.MaxNodes <= 0 {
+		o.MaxNodes = DefaultMaxNodes
 	}
 	o.stepGrowth = stepGrowth(o.Horizon, o.MinStep, max(o.MaxPlans/2, 1))
 	return o
@@ -93,6 +105,9 @@ type Result struct {
 	// Replays is how many replays ran (fewer than asked when the context
 	// ended first), Plans the engine's plans over all of them.
 	Replays, Plans int
+	// Shares is in how many shares the cluster was replayed (reduce.go;
+	// 1: whole).
+	Shares int
 }
 
 // JobForecast is one waiting job's forecast start.
@@ -117,19 +132,52 @@ func Run(ctx context.Context, in Input, opt Options) *Result {
 	res := &Result{At: in.Now, Jobs: map[engine.JobRef]*JobForecast{}}
 	starts := map[engine.JobRef][]time.Time{}
 	causes := map[engine.JobRef][]string{}
+	res.Shares = reductionFor(len(in.Snapshot.Nodes), opt.MaxNodes)
+	var rd *reduction
+	if res.Shares > 1 {
+		rd = newReduction(&in, res.Shares)
+	}
 	for i := range opt.Replays {
 		if ctx.Err() != nil {
 			break
 		}
-		r := newReplay(&in, opt, uint64(i))
+		rin, share := &in, 0
+		if rd != nil {
+			share = shareOf(i, opt.Replays, rd.k)
+			sub := rd.input(&in, share)
+			rin = &sub
+		}
+		r := newReplay(rin, opt, uint64(i), res.Shares)
 		r.run()
 		res.Replays++
 		res.Plans += r.plans
+		if rd == nil {
+			for ref, j := range r.jobs {
+				if j.target {
+					starts[ref] = append(starts[ref], j.started)
+					causes[ref] = append(causes[ref], j.cause)
+				}
+			}
+			continue
+		}
+		own := map[engine.JobRef]time.Time{}
 		for ref, j := range r.jobs {
 			if j.target {
-				starts[ref] = append(starts[ref], j.started)
-				causes[ref] = append(causes[ref], j.cause)
+				own[ref] = j.started
 			}
+		}
+		for k := range rd.jobs {
+			t, ok := rd.start(k, share, own)
+			if !ok {
+				continue
+			}
+			ref := rd.jobs[k].ref
+			cause := ""
+			if rd.jobs[k].share == share {
+				cause = r.jobs[ref].cause
+			}
+			starts[ref] = append(starts[ref], t)
+			causes[ref] = append(causes[ref], cause)
 		}
 	}
 	for ref, ts := range starts {
@@ -154,9 +202,13 @@ func Run(ctx context.Context, in Input, opt Options) *Result {
 			}
 			return ta.Compare(tb)
 		})
+		sorted := make([]time.Time, len(idx))
+		for i, k := range idx {
+			sorted[i] = ts[k]
+		}
 		median := idx[quantileIndex(len(ts), 0.5)]
-		f.P50 = ts[median]
-		f.P90 = ts[idx[quantileIndex(len(ts), 0.9)]]
+		f.P50 = quantile(sorted, 0.5)
+		f.P90 = quantile(sorted, 0.9)
 		if !f.P50.IsZero() {
 			f.Cause = causes[ref][median]
 		}
@@ -165,8 +217,36 @@ func Run(ctx context.Context, in Input, opt Options) *Result {
 	return res
 }
 
+// quantile is the q-quantile of n replays' starts, sorted (zero, not
+// started, last: later than any start), at rank q·(n+1) between the two
+// nearest (Hyndman and Fan's type 6): a start drawn like the replays'
+// falls at or before the k-th of n with probability k/(n+1), so that rank
+// is the one a start comes at or before with probability q. Nearest rank
+// (the k = ⌈q·n⌉-th) is early for few replays: with 10, the 9th covers
+// 9/11 = 82 % of starts, not 90 %. Beyond the last rank, the last; zero
+// when the ranks it lies between are not both starts.
+func quantile(sorted []time.Time, q float64) time.Time {
+	n := len(sorted)
+	h := q * float64(n+1)
+	lo := int(math.Floor(h))
+	switch {
+	case lo < 1:
+		return sorted[0]
+	case lo >= n:
+		return sorted[n-1]
+	}
+	a, b, f := sorted[lo-1], sorted[lo], h-float64(lo)
+	switch {
+	case f == 0:
+		return a
+	case a.IsZero() || b.IsZero():
+		return time.Time{}
+	}
+	return a.Add(time.Duration(f * float64(b.Sub(a))))
+}
+
 // quantileIndex is the nearest-rank index of quantile q among n sorted
-// values.
+// values: the replay whose cause a forecast reports.
 func quantileIndex(n int, q float64) int {
 	k := int(q*float64(n)+0.999999) - 1
 	return min(max(k, 0), n-1)

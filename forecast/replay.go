@@ -36,6 +36,14 @@ type replay struct {
 	allocIx  map[string]int // allocations by ID
 	// freedBy: per node, the job whose run ended there in this step.
 	freedBy map[int]string
+
+	// arr draws the work that arrives meanwhile (arrivals.go), from its
+	// own stream.
+	arr    arrivalGen
+	arrRng *rand.Rand
+	// scale is how many nodes of the live cluster each of the replay's
+	// stands for (1: the whole cluster is replayed).
+	scale int
 }
 
 type rnode struct {
@@ -73,11 +81,14 @@ type rjob struct {
 	preemptions []time.Time
 	prio        int
 	promoted    bool
+	// arrived in the replay: its run time comes from the arrivals'
+	// stream, so that arrivals leave the other jobs' draws alone.
+	arrived bool
 }
 
-func newReplay(in *Input, opt Options, seed uint64) *replay {
+func newReplay(in *Input, opt Options, seed uint64, scale int) *replay {
 	r := &replay{in: in, opt: opt, rng: rand.New(rand.NewPCG(opt.Seed, seed)), now: in.Now, start: in.Now,
-		nodeIx: map[string]int{}, jobs: map[engine.JobRef]*rjob{}}
+		nodeIx: map[string]int{}, jobs: map[engine.JobRef]*rjob{}, arrRng: arrivalRNG(opt.Seed, seed), scale: scale}
 	s := in.Snapshot
 	used := map[string]map[string]bool{}
 	for _, a := range s.Allocs {
@@ -129,6 +140,7 @@ func newReplay(in *Input, opt Options, seed uint64) *replay {
 	for _, m := range s.Earmarks {
 		r.marks = append(r.marks, rmark{Earmark: m, until: in.Now.Add(markKeep + in.policyGrace())})
 	}
+	r.initArrivals()
 	return r
 }
 
@@ -204,6 +216,7 @@ func (r *replay) settle(first bool) {
 	r.index()
 	if !first {
 		r.endRuns()
+		r.arrive()
 	}
 	r.index()
 	r.unpark()
@@ -562,7 +575,11 @@ func (r *replay) place(d *rdemand, shared []int, marks []int, most int) bool {
 	for _, n := range nodes {
 		run := d.run
 		if run == 0 {
-			run = j.runTime(r.rng)
+			rng := r.rng
+			if j.arrived {
+				rng = r.arrRng
+			}
+			run = j.runTime(rng)
 		}
 		rn := &r.nodes[n]
 		k := len(rn.free) - d.d.GPUsPerAlloc

@@ -4,6 +4,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"sort"
 	"strconv"
 	"sync"
 	"time"
@@ -40,6 +41,11 @@ type Estimate struct {
 	Forever bool
 	// Source says where the figures come from, for notes.
 	Source Source
+
+	// cum, when set, weighs History's values (cumulative weights, as
+	// History.EstimateRunning derives them from the runs still going);
+	// nil: all alike.
+	cum []float64
 }
 
 // Source is where a run-time estimate comes from.
@@ -78,13 +84,21 @@ func (e Estimate) remaining(rng *rand.Rand, ran time.Duration) time.Duration {
 		// The empirical distribution conditioned exactly: among the runs
 		// that (jittered) last longer than ran.
 		var longer []time.Duration
-		for _, v := range e.History {
+		var cum []float64
+		for i, v := range e.History {
 			if float64(v)*1.1 > float64(ran) {
 				longer = append(longer, v)
+				if e.cum != nil {
+					cum = append(cum, e.weight(i)+lastOf(cum))
+				}
 			}
 		}
 		if len(longer) > 0 {
-			v := float64(longer[rng.IntN(len(longer))])
+			k := rng.IntN(len(longer))
+			if cum != nil {
+				k = pickWeighted(rng, cum)
+			}
+			v := float64(longer[k])
 			lo := max(0.9*v, float64(ran))
 			return max(time.Duration(lo+rng.Float64()*(1.1*v-lo))-ran, minRemaining)
 		}
@@ -105,10 +119,35 @@ func (e Estimate) draw(rng *rand.Rand) time.Duration {
 	case len(e.History) > 0:
 		// The empirical distribution, each value jittered by up to ±10 %
 		// so that a short history does not give the same few figures.
-		v := e.History[rng.IntN(len(e.History))]
+		k := rng.IntN(len(e.History))
+		if e.cum != nil {
+			k = pickWeighted(rng, e.cum)
+		}
+		v := e.History[k]
 		return time.Duration(float64(v) * (0.9 + 0.2*rng.Float64()))
 	}
 	return logNormal(rng, DefaultRuntime, DefaultSpread)
+}
+
+func (e Estimate) weight(i int) float64 {
+	if i == 0 {
+		return e.cum[0]
+	}
+	return e.cum[i] - e.cum[i-1]
+}
+
+func lastOf(cum []float64) float64 {
+	if len(cum) == 0 {
+		return 0
+	}
+	return cum[len(cum)-1]
+}
+
+// pickWeighted draws an index with the weights whose running sums are
+// cum.
+func pickWeighted(rng *rand.Rand, cum []float64) int {
+	u := rng.Float64() * cum[len(cum)-1]
+	return min(sort.Search(len(cum), func(i int) bool { return cum[i] > u }), len(cum)-1)
 }
 
 func (e Estimate) median() time.Duration {
@@ -217,12 +256,99 @@ func (h *History) Add(c Class, d time.Duration) {
 // run time: its class's run times, or the widest view with enough, or the
 // default.
 func (h *History) Estimate(c Class) Estimate {
+	return h.EstimateRunning(c, nil)
+}
+
+// EstimateRunning is Estimate with the runs still going (their run time
+// so far, by class) counted too. Finished runs alone are the short ones:
+// a long run is still going when a short one that started with it has
+// long ended, so a history of finished runs says jobs are shorter than
+// they are, the more so the heavier the tail (Philly's). A run still
+// going at age a says "longer than a": its weight goes, in equal shares,
+// to the runs, finished or not, longer than a (Efron's redistribution to
+// the right, the Kaplan-Meier estimate's); the longest runs still going
+// keep their weight at their age, a run time at least that long.
+func (h *History) EstimateRunning(c Class, running map[Class][]time.Duration) Estimate {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	for _, r := range []*ring{h.runs[c], h.byTierGPUs[Class{Tier: c.Tier, GPUs: c.GPUs}], h.byTier[c.Tier], &h.all} {
-		if r != nil && len(r.vals) >= minSimilar {
-			return Estimate{History: slices.Clone(r.vals), Source: FromSimilar}
+	views := []struct {
+		r    *ring
+		same func(Class) bool
+	}{
+		{h.runs[c], func(o Class) bool { return o == c }},
+		{h.byTierGPUs[Class{Tier: c.Tier, GPUs: c.GPUs}], func(o Class) bool { return o.Tier == c.Tier && o.GPUs == c.GPUs }},
+		{h.byTier[c.Tier], func(o Class) bool { return o.Tier == c.Tier }},
+		{&h.all, func(Class) bool { return true }},
+	}
+	for _, v := range views {
+		if v.r == nil || len(v.r.vals) < minSimilar {
+			continue
 		}
+		var still []time.Duration
+		for o, ages := range running {
+			if v.same(o) {
+				still = append(still, ages...)
+			}
+		}
+		if len(still) == 0 {
+			return Estimate{History: slices.Clone(v.r.vals), Source: FromSimilar}
+		}
+		vals, cum := redistribute(v.r.vals, still)
+		return Estimate{History: vals, cum: cum, Source: FromSimilar}
 	}
 	return Estimate{Source: FromDefault}
+}
+
+// redistribute weighs finished run times and the ages of runs still
+// going as EstimateRunning says: the values and their cumulative weights.
+func redistribute(finished, going []time.Duration) ([]time.Duration, []float64) {
+	type obs struct {
+		d     time.Duration
+		going bool
+	}
+	all := make([]obs, 0, len(finished)+len(going))
+	for _, d := range finished {
+		all = append(all, obs{d: d})
+	}
+	for _, d := range going {
+		all = append(all, obs{d: max(d, time.Second), going: true})
+	}
+	// Ascending; at a tie a finished run comes first: a run going at age
+	// a outlives one that ended at a.
+	slices.SortFunc(all, func(a, b obs) int {
+		if a.d != b.d {
+			return cmpDuration(a.d, b.d)
+		}
+		switch {
+		case a.going == b.going:
+			return 0
+		case b.going:
+			return -1
+		}
+		return 1
+	})
+	vals := make([]time.Duration, 0, len(all))
+	cum := make([]float64, 0, len(all))
+	share, total := 0.0, 0.0 // share: what each later value has gained
+	for i, o := range all {
+		w := 1 + share
+		if o.going && i < len(all)-1 {
+			share += w / float64(len(all)-i-1)
+			continue
+		}
+		total += w
+		vals = append(vals, o.d)
+		cum = append(cum, total)
+	}
+	return vals, cum
+}
+
+func cmpDuration(a, b time.Duration) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
 }

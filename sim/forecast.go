@@ -19,9 +19,10 @@ import (
 // learns them), and each forecast is compared with the start the
 // simulation then gives the job.
 
-// ForecastOptions are the replays each measured forecast makes: fewer than
-// the controller's, so that a trace's measurement takes minutes.
-var ForecastOptions = forecast.Options{Seed: 1, Replays: 8, MaxPlans: 64}
+// ForecastOptions are the replays each measured forecast makes: the
+// controller's 10, of at most 64 plans each, so that a trace's
+// measurement takes minutes.
+var ForecastOptions = forecast.Options{Seed: 1, Replays: forecast.DefaultReplays, MaxPlans: 64}
 
 // ForecastError is how well the forecasts of one trace did.
 type ForecastError struct {
@@ -90,16 +91,32 @@ func (f *forecaster) afterSettle(s *simulator, arrivedFrom, arrivedTo int) {
 	}
 	snap := s.snapshot()
 	in := forecast.Input{Engine: s.eng, Snapshot: snap, Now: epoch.Add(s.now), Estimates: map[engine.JobRef]forecast.Estimate{}}
+	// Runs still going, by class: what they ran so far tells of long runs
+	// the finished ones cannot (forecast.History.EstimateRunning).
+	going := map[forecast.Class][]time.Duration{}
+	for _, ji := range s.active {
+		j := &s.jobs[ji]
+		c := forecast.ClassOf(j.spec.Tenant, j.tier, j.spec.GPUs)
+		going[c] = append(going[c], s.workDone(j))
+	}
+	byClass := map[forecast.Class]forecast.Estimate{}
+	estimateOf := func(j *simJob) forecast.Estimate {
+		if f.expected {
+			return forecast.Estimate{Expected: j.spec.RunTime, Source: forecast.FromExpected}
+		}
+		c := forecast.ClassOf(j.spec.Tenant, j.tier, j.spec.GPUs)
+		e, ok := byClass[c]
+		if !ok {
+			e = f.history.EstimateRunning(c, going)
+			byClass[c] = e
+		}
+		return e
+	}
 	estimate := func(ji int32) {
 		j := &s.jobs[ji]
-		if _, ok := in.Estimates[j.ref]; ok {
-			return
+		if _, ok := in.Estimates[j.ref]; !ok {
+			in.Estimates[j.ref] = estimateOf(j)
 		}
-		if f.expected {
-			in.Estimates[j.ref] = forecast.Estimate{Expected: j.spec.RunTime, Source: forecast.FromExpected}
-			return
-		}
-		in.Estimates[j.ref] = f.history.Estimate(forecast.ClassOf(j.spec.Tenant, j.tier, j.spec.GPUs))
 	}
 	for _, ji := range s.active {
 		estimate(ji)
@@ -109,7 +126,23 @@ func (f *forecaster) afterSettle(s *simulator, arrivedFrom, arrivedTo int) {
 			estimate(ji)
 		}
 	}
-	res := forecast.Run(context.Background(), in, ForecastOptions)
+	// What arrived in the last forecast.ArrivalWindow (the trace up to
+	// now, nothing later): the replays' arrivals are drawn from it.
+	from := max(s.now-forecast.ArrivalWindow, s.jobs[0].spec.Submit)
+	in.ArrivalsSince = epoch.Add(from)
+	for i := s.nextArrival - 1; i >= 0 && s.jobs[i].spec.Submit >= from; i-- {
+		j := &s.jobs[i]
+		in.Arrivals = append(in.Arrivals, forecast.Arrival{At: epoch.Add(j.spec.Submit), Estimate: estimateOf(j),
+			Demands: []engine.Demand{{
+				Job:   engine.Job{Ref: j.ref, Tier: j.spec.Tier, Priority: j.tierPrio, Gang: j.spec.Allocs > 1},
+				Group: "main", GPUsPerAlloc: j.spec.GPUs, Count: j.spec.Allocs, Since: epoch.Add(j.spec.Submit),
+				Devices: s.devicesOf(j), Asks: j.spec.Model,
+			}}})
+	}
+	slices.Reverse(in.Arrivals)
+	opt := ForecastOptions
+	opt.MaxNodes = s.cfg.ForecastMaxNodes
+	res := forecast.Run(context.Background(), in, opt)
 	f.made++
 	for ref, fc := range res.Jobs {
 		ji := s.byRef[ref]

@@ -14,6 +14,11 @@ type Result struct {
 	Policy string `json:"policy"`
 	// Forecast is the start-time forecast's error (Config.Forecasts).
 	Forecast *ForecastError `json:"forecast,omitempty"`
+	// ForecastP50Coverage and ForecastP90Coverage are Forecast's
+	// CoverageP50 and CoverageP90 at the top level (absent without
+	// -forecast), for checks that read one key.
+	ForecastP50Coverage *float64 `json:"forecast_p50_coverage,omitempty"`
+	ForecastP90Coverage *float64 `json:"forecast_p90_coverage,omitempty"`
 
 	Jobs              int `json:"jobs"`
 	Completed         int `json:"completed"`

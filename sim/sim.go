@@ -122,6 +122,10 @@ type Config struct {
 	// ForecastExpected makes every job say its run time exactly.
 	Forecasts        int
 	ForecastExpected bool
+	// ForecastMaxNodes replays the measured forecasts of a cluster of
+	// more nodes a share at a time (forecast.Options.MaxNodes; 0: the
+	// default, as the controller does).
+	ForecastMaxNodes int
 }
 
 // epoch is virtual time zero, as the engine sees it.
@@ -293,6 +297,7 @@ func Simulate(jobs []Job, cfg Config, kind PolicyKind) (*Result, error) {
 	r := s.m.result(s)
 	if s.fc != nil {
 		r.Forecast = s.fc.result(s)
+		r.ForecastP50Coverage, r.ForecastP90Coverage = &r.Forecast.CoverageP50, &r.Forecast.CoverageP90
 	}
 	r.UnknownTierDelay = unknownTierDelays(s)
 	r.WallSeconds = time.Since(start).Seconds()
