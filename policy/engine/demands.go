@@ -568,7 +568,7 @@ func (st *state) serve(p pending, failed *failures) {
 	}
 	st.emitVictims(b, victims)
 	if placed > 0 && d.Held {
-		st.explainer.add(decision{kind: decideResume, b: *b, count: placed, use: st.tenants[b.tenant].use,
+		st.explainer.add(decision{kind: decideResume, b: *b, count: placed, use: st.tenants[b.tenant].use, fixed: st.tenants[b.tenant].fixed,
 			preempted: len(victims) > 0 || afterVictims, ahead: len(victims) > 0 || afterVictims || len(b.marks) > 0 || b.took})
 	}
 	if placed > 0 && !d.Held {
@@ -599,7 +599,7 @@ func (st *state) placeOne(b *bene, need int, failed *failures) (int32, []victim,
 		b.unitsPer = gpuUnit
 	}
 	need *= b.unitsPer // GPUs to units (units.go)
-	if !st.e.tiers[b.tier].preemptible && t.fixed+need > t.reserve {
+	if st.e.tiers[b.tier].waitsBeyond && t.fixed+need > t.reserve {
 		return 0, nil, st.reserveReason(b, need), false
 	}
 	if t.use+t.marked+need > t.limit() {
@@ -645,6 +645,9 @@ func (st *state) placeOne(b *bene, need int, failed *failures) (int32, []victim,
 			if n, vs, ok := st.findVictims(b, young); ok {
 				return st.placeWith(b, n, vs)
 			}
+		}
+		if n, vs, ok := st.reclaimProtected(b); ok {
+			return st.placeWith(b, n, vs)
 		}
 		r = st.capacityReason(b)
 		failed.add(key, b.prio, st.e.tiers[b.tier].priority, b.g, r)

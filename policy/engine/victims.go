@@ -58,6 +58,12 @@ func (st *state) sortCandidates() {
 		if st.capped(st.jobOf(u), int(u.recent)) {
 			continue // at the eviction cap for the whole plan
 		}
+		if st.protectedJob(u) {
+			// Preempted max_per_job times: only a reclaim that nothing
+			// else frees enough for takes it (reclaimProtected).
+			st.protectedUnits = append(st.protectedUnits, int32(ui))
+			continue
+		}
 		class := uint64(classOther)
 		switch {
 		case u.idle == idlePressure:
@@ -352,8 +358,11 @@ func (st *state) victimRule(u *unit, b *bene, n int32, allowYoung bool) (rule Ru
 		return "", false, false
 	}
 	rule, needOver, ok = st.ruleFor(u, b, n, allowYoung)
-	if ok && st.sameJob(u, b) {
-		return "", false, false // never preempt a job for itself
+	if ok && (st.sameJob(u, b) || !st.mayTake(u, rule)) {
+		// Never preempt a job for itself. (A reclaim that finds the
+		// victim's tenant within its reserve may still become priority,
+		// preempts_reserved: addVictim asks mayTake again then.)
+		return "", false, false
 	}
 	return rule, needOver, ok
 }
@@ -534,6 +543,9 @@ func (st *state) addVictim(ui int32, b *bene, n int32, allowYoung bool) bool {
 	if needOver && b.inPool == 0 && t.quotas != nil && st.protectedInPool(u, n, w.picked(n, u.tenant)) &&
 		!st.e.overReserve(b.tier, b.prio, u.tier, u.prio) {
 		return false // within its reserve in the node's pool
+	}
+	if !st.mayTake(u, rule) {
+		return false
 	}
 	w.list[n] = append(w.list[n], victim{ui: ui, rule: rule, holdsPrev: holds})
 	st.chainListed(ui)
