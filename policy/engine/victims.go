@@ -539,6 +539,12 @@ func (st *state) addVictim(ui int32, b *bene, n int32, allowYoung bool) bool {
 			return false
 		}
 		rule = RulePriority // within its reserve, which b's tier may cross (preempts_reserved)
+	} else if needOver && rule == RulePriority && !st.e.tiers[b.tier].preemptible && !b.entitled &&
+		holds-w.picked(n, u.tenant)-int(u.units) < reserve {
+		// b is non-preemptible work beyond its reserve, which reserve
+		// reclaims take back: a victim that left its tenant below its
+		// reserve would reclaim its GPUs from b at once.
+		return false
 	}
 	if needOver && b.inPool == 0 && t.quotas != nil && st.protectedInPool(u, n, w.picked(n, u.tenant)) &&
 		!st.e.overReserve(b.tier, b.prio, u.tier, u.prio) {
