@@ -95,8 +95,22 @@ func (p *Policy) Format(w io.Writer) error {
 			comment(b, "default_tier is left out: "+which+" run as "+p.TenantDefaultTier(t)+".")
 		}
 		if fixed := p.nonPreemptibleTiers(t); len(fixed) > 0 {
-			comment(b, fmt.Sprintf("Not preemptible, so run only within the reserve of %d GPUs: %s.",
-				t.Reserve, strings.Join(fixed, ", ")))
+			var wait, run []string
+			for _, name := range fixed {
+				if p.Tiers[name].WaitsBeyondReserve() {
+					wait = append(wait, name)
+				} else {
+					run = append(run, name)
+				}
+			}
+			if len(wait) > 0 {
+				comment(b, fmt.Sprintf("Not preemptible, so run only within the reserve of %d GPUs: %s.",
+					t.Reserve, strings.Join(wait, ", ")))
+			}
+			if len(run) > 0 {
+				comment(b, fmt.Sprintf("Not preemptible within the reserve of %d GPUs, beyond it by reserve reclaims alone: %s.",
+					t.Reserve, strings.Join(run, ", ")))
+			}
 		}
 		setString(b, "namespace", t.Namespace)
 		b.SetAttributeValue("reserve", cty.NumberIntVal(int64(t.Reserve)))
