@@ -599,8 +599,13 @@ func (st *state) placeOne(b *bene, need int, failed *failures) (int32, []victim,
 		b.unitsPer = gpuUnit
 	}
 	need *= b.unitsPer // GPUs to units (units.go)
-	if st.e.tiers[b.tier].waitsBeyond && t.fixed+need > t.reserve {
-		return 0, nil, st.reserveReason(b, need), false
+	if tier := &st.e.tiers[b.tier]; !tier.preemptible && t.fixed+need > t.reserve {
+		if tier.waitsBeyond {
+			return 0, nil, st.reserveReason(b, need), false
+		}
+		b.beyond = true // runs beyond the reserve, where reclaims take it back
+	} else {
+		b.beyond = false
 	}
 	if t.use+t.marked+need > t.limit() {
 		if n, ok := st.onMarksAtLimit(b); ok {

@@ -233,7 +233,7 @@ func (st *state) takeMarksBelow(b *bene) (int32, bool) {
 		// A gang placed in part is undone; what it took stays taken.
 		return 0, false
 	}
-	if !st.e.tiers[b.tier].preemptible && !b.entitled {
+	if b.beyond {
 		// Non-preemptible work beyond its tenant's reserve takes free
 		// GPUs and what its priority may preempt, not GPUs freed for
 		// others: a reclaim's would be reclaimed from it at once, again

@@ -293,6 +293,9 @@ type bene struct {
 	// took: an allocation went on GPUs set aside for work of a lower
 	// tier (takeMarksBelow).
 	took bool
+	// beyond: non-preemptible work that would run beyond its tenant's
+	// reserve (beyond_reserve "run"), where reserve reclaims take it back.
+	beyond bool
 	// base is the set of its demand; pool is base less pools at their
 	// limit for its tenant (quota.go), or a pool it reclaims in.
 	base int32
@@ -539,8 +542,7 @@ func (st *state) addVictim(ui int32, b *bene, n int32, allowYoung bool) bool {
 			return false
 		}
 		rule = RulePriority // within its reserve, which b's tier may cross (preempts_reserved)
-	} else if needOver && rule == RulePriority && !st.e.tiers[b.tier].preemptible && !b.entitled &&
-		holds-w.picked(n, u.tenant)-int(u.units) < reserve {
+	} else if needOver && rule == RulePriority && b.beyond && holds-w.picked(n, u.tenant)-int(u.units) < reserve {
 		// b is non-preemptible work beyond its reserve, which reserve
 		// reclaims take back: a victim that left its tenant below its
 		// reserve would reclaim its GPUs from b at once.
