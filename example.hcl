@@ -125,7 +125,7 @@ tenant "platform" {
   reserve   = 0
   limit     = 2
   weight    = 0.5                         # Gets half the spare GPUs product or research would.
-  tiers     = ["interactive", "training"] # No reserve, so no non-preemptible tiers.
+  tiers     = ["interactive", "training"] # No non-preemptible tiers: with no reserve, all of its work is borrowed.
   pools     = ["cloud", "onprem"]          # Its own pool precedence, instead of its tiers'. Default: [] (the tiers').
 }
 
