@@ -651,7 +651,7 @@ func (st *state) placeOne(b *bene, need int, failed *failures) (int32, []victim,
 				return st.placeWith(b, n, vs)
 			}
 		}
-		if n, vs, ok := st.reclaimProtected(b); ok {
+		if n, vs, ok := st.takeProtected(b); ok {
 			return st.placeWith(b, n, vs)
 		}
 		r = st.capacityReason(b)

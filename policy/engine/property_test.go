@@ -282,19 +282,29 @@ func checkRunBeyondReserve(t *testing.T, name string, e *Engine, s *Snapshot, pl
 }
 
 // checkProtectedVictims: a job preempted max_per_job times over its life
-// is a victim only of a reserve reclaim or its tenant's limit.
+// is a victim only of a reserve reclaim, its tenant's limit, or work of a
+// higher tier (by the tiers' priorities).
 func checkProtectedVictims(t *testing.T, name string, e *Engine, s *Snapshot, plan *Plan) {
 	most := e.p.Preemption.MaxPerJob
 	if most <= 0 {
 		return
 	}
 	byID := allocsByID(s)
+	waiting := map[JobRef]*Demand{}
+	for i := range s.Waiting {
+		waiting[s.Waiting[i].Job.Ref] = &s.Waiting[i]
+	}
 	for _, a := range victimActions(plan) {
 		if a.Reason.Rule == RuleReclaim || a.Reason.Rule == RuleLimit {
 			continue
 		}
 		for _, id := range a.Allocs {
-			if v := byID[id]; lifetimePreemptions(&v.Job) >= most {
+			v := byID[id]
+			if a.Reason.Rule == RulePriority && a.For != nil && waiting[*a.For] != nil &&
+				tierOf(e.p, &waiting[*a.For].Job).Priority > tierOf(e.p, &v.Job).Priority {
+				continue
+			}
+			if lifetimePreemptions(&v.Job) >= most {
 				t.Errorf("%s: %s takes %s, preempted %d times (max_per_job %d), by rule %s", name, a.Kind, id,
 					lifetimePreemptions(&v.Job), most, a.Reason.Rule)
 			}

@@ -44,7 +44,7 @@ func TestLifetimeBound(t *testing.T) {
 			mustContain(t, a.Reason.Message,
 				"; job research/train was preempted 3 times, the most over its life (preemption.max_per_job): protected until it ends")
 		}},
-		{"priority does not take a protected job; another victim is taken instead", func(t *testing.T) {
+		{"a higher tier takes other work first, a protected job only when nothing else frees enough", func(t *testing.T) {
 			h := newHarness(t, bounded(nil))
 			h.node("n1", "default", 4)
 			h.submit("research", "old", "training", 2, 1, preempted(times(3)...))
@@ -55,10 +55,22 @@ func TestLifetimeBound(t *testing.T) {
 			h.expect("victims", kinds(plan)[:1], []string{"preempt research/new"})
 			h.submit("research", "nb2", "interactive", 2, 1)
 			plan = h.step()
+			a := actionOf(t, plan, Preempt, "research/old")
+			mustContain(t, a.Reason.Message, "tier training (priority 40) yields 2 GPUs to research/nb2/main, tier interactive (priority 60)",
+				"; job research/old was preempted 3 times, the most over its life (preemption.max_per_job), but nothing else frees enough for work of a higher tier")
+		}},
+		{"its own tier, promoted, does not take a protected job", func(t *testing.T) {
+			h := newHarness(t, bounded(nil))
+			h.node("n1", "default", 4)
+			h.submit("research", "old", "training", 4, 1, preempted(times(3)...))
+			h.advance(time.Hour)
+			j := h.submit("research", "promo", "training", 4, 1)
+			j.job.Priority, j.job.Promoted = 50, true
+			plan := h.step()
 			if len(victimActions(plan)) != 0 {
 				t.Fatalf("want the protected job kept; got %q", kinds(plan))
 			}
-			h.expect("running", h.running(), []string{"research/nb×1", "research/old×1"})
+			h.expect("running", h.running(), []string{"research/old×1"})
 		}},
 		{"a reserve reclaim takes a protected job when nothing else frees the reserve", func(t *testing.T) {
 			h := newHarness(t, bounded(nil))
@@ -119,7 +131,8 @@ func TestLifetimeBound(t *testing.T) {
 			j.job.PreemptionsTotal = 3
 			h.allocs[0].Job = j.job
 			h.advance(time.Hour)
-			h.submit("research", "nb", "interactive", 4, 1)
+			promo := h.submit("research", "promo", "training", 4, 1)
+			promo.job.Priority, promo.job.Promoted = 50, true
 			plan := h.step()
 			if len(victimActions(plan)) != 0 {
 				t.Fatalf("want the protected job kept; got %q", kinds(plan))

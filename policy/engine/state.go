@@ -60,10 +60,10 @@ type model struct {
 	planned      map[JobRef]int // preemptions decided in this plan, per job
 	trackPlanned bool           // some job is one preemption short of the cap or of max_per_job
 	// protectedUnits are the units that would be candidates but for
-	// max_per_job (protect.go), in unit order; reclaiming is set while
-	// reclaimProtected searches them.
+	// max_per_job (protect.go), in unit order; lastResort is set while
+	// takeProtected searches them.
 	protectedUnits []int32
-	reclaiming     bool
+	lastResort     bool
 }
 
 // nodeIndex is what finds nodes and victims fast: free GPUs per set of

@@ -361,7 +361,7 @@ func (st *state) victimRule(u *unit, b *bene, n int32, allowYoung bool) (rule Ru
 		return "", false, false
 	}
 	rule, needOver, ok = st.ruleFor(u, b, n, allowYoung)
-	if ok && (st.sameJob(u, b) || !st.mayTake(u, rule)) {
+	if ok && (st.sameJob(u, b) || !st.mayTake(u, b, rule)) {
 		// Never preempt a job for itself. (A reclaim that finds the
 		// victim's tenant within its reserve may still become priority,
 		// preempts_reserved: addVictim asks mayTake again then.)
@@ -552,7 +552,7 @@ func (st *state) addVictim(ui int32, b *bene, n int32, allowYoung bool) bool {
 		!st.e.overReserve(b.tier, b.prio, u.tier, u.prio) {
 		return false // within its reserve in the node's pool
 	}
-	if !st.mayTake(u, rule) {
+	if !st.mayTake(u, b, rule) {
 		return false
 	}
 	w.list[n] = append(w.list[n], victim{ui: ui, rule: rule, holdsPrev: holds})
