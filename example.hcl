@@ -212,8 +212,9 @@ preemption {
   checkpoint_signal    = "SIGUSR1" # Signal telling a victim to checkpoint; "none" for none. Default: "SIGUSR1".
   max_per_job_per_hour = 2         # Most preemptions (idle releases included) of one job in an hour; 0 = no cap. Default: 2.
   # Most preemptions of one job over its life: past it the job is protected
-  # until it ends (its tenant's limit still applies, and another tenant's
-  # reserve reclaim when nothing else frees it); 0 = no bound. Default: 10.
+  # until it ends (its tenant's limit still applies, and, when nothing else
+  # frees enough, another tenant's reserve reclaim or a higher tier);
+  # 0 = no bound. Default: 10.
   max_per_job = 10
   # Which held work resumes first when GPUs free up, among work the tiers,
   # reserves, promotions and shares rank equal: "preempted-first" (work

@@ -46,7 +46,7 @@ func recordItems(pol *policy.Policy, st *JobState, job *ObservedJob, idleSince t
 		items["steward_preemptions_total"] = strconv.Itoa(total)
 		if most := pol.Preemption.MaxPerJob; most > 0 && total >= most {
 			items["steward_protected"] = fmt.Sprintf("preempted %d times, the most over its life (preemption.max_per_job = %d): "+
-				"protected until it ends (its tenant's limit, and a reserve reclaim nothing else frees, still apply)", total, most)
+				"protected until it ends (but for its tenant's limit, and a reserve reclaim or a higher tier that nothing else satisfies)", total, most)
 		}
 	}
 	maps.Copy(items, resumeItems(st.Resumes))

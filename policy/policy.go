@@ -306,7 +306,8 @@ type Preemption struct {
 	MaxPerJobPerHour int    // 0: no cap
 	// MaxPerJob is the most preemptions of one job over its life; a job
 	// preempted that often is protected until it ends (tenant limits
-	// still apply). 0: no bound (and in a hand-built policy).
+	// still apply, and it is the last resort of reserve reclaims and
+	// higher tiers). 0: no bound (and in a hand-built policy).
 	MaxPerJob   int
 	ResumeOrder ResumeOrder // "" (in a hand-built policy) is DefaultResumeOrder
 	Promote     Promote
