@@ -12,6 +12,17 @@
 # serving, build -> build, interactive -> interactive, batch -> training.
 # Everything else is left at its default (beyond_reserve "run",
 # max_per_job 10).
+#
+# Where it bites is a pressured cluster, where each team's reserve is 10
+# GPUs of 80 and serving outgrows it (at -scale 100 serving rarely does):
+#
+#   bin/steward simulate -policy docs/sim/four-teams.hcl -nodes 10 -scale 10 -limit 3000 -trace philly
+#
+# serving p99 20,583 min before issue 31 (it waited beyond its reserve on
+# free GPUs), 0.1 after (strict: 0.0); build p99 8,467 -> 7.4. Interactive
+# work pays for it: p95 627 -> 14,023 min (strict 620): serving that ran
+# beyond its reserve is reclaimed by teams under theirs and takes
+# interactive GPUs back by priority. Not fixed yet.
 
 tier "serving" {
   priority      = 90
