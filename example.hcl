@@ -33,13 +33,20 @@ defaults {
 # Tiers are classes of work. priority (required, 1..100) becomes the Nomad job
 # priority; higher tiers take GPUs from lower ones. preemptible (default true)
 # says whether the tier's jobs may lose their GPUs; false means never a victim
-# while within its tenant's reserve, and runs only within that reserve.
-# preempt_grace (default: preemption.grace) caps the checkpoint grace of the
-# work preempted for this tier's jobs. preempts_reserved (default []) lists
-# lower tiers this tier may preempt within other tenants' reserves.
+# while within its tenant's reserve. preempt_grace (default: preemption.grace)
+# caps the checkpoint grace of the work preempted for this tier's jobs.
+# preempts_reserved (default []) lists lower tiers this tier may preempt
+# within other tenants' reserves.
 tier "inference" {
   priority    = 90
   preemptible = false
+
+  # What its work does beyond its tenant's reserve: "run" (on free GPUs, or
+  # GPUs its priority may take; preemptible there, by another tenant
+  # reclaiming its own reserve, and by its tenant's limit) or "wait" (it runs
+  # only within the reserve). Non-preemptible tiers only. Default: "run", so
+  # serving never waits while GPUs are free.
+  beyond_reserve = "run"
 
   # Serving cannot wait for a training job to checkpoint: work preempted
   # for inference is stopped at once, with no checkpoint signal ("0s"; the
@@ -79,9 +86,10 @@ tier "training" {
 # the team whenever it has work waiting for them; limit caps what it may hold,
 # borrowed GPUs included. The reserves here add up to the node's 8 GPUs, so
 # every guarantee can be kept; a team that is not using its reserve lends it.
-# Non-preemptible work (inference, build) runs only within its tenant's
-# reserve: beyond it, it waits. A namespace no tenant names is a tenant of its
-# own: reserve 0 (so no non-preemptible work), no limit, every tier.
+# Non-preemptible work (inference, build) is never a victim within its
+# tenant's reserve; beyond it, it runs (beyond_reserve = "run") but another
+# tenant reclaiming its reserve may take it. A namespace no tenant names is a
+# tenant of its own: reserve 0, no limit, every tier.
 tenant "product" {
   namespace = "product" # Nomad namespace. Default: the tenant's name.
   reserve   = 4         # Default: 0.
@@ -117,7 +125,7 @@ tenant "platform" {
   reserve   = 0
   limit     = 2
   weight    = 0.5                         # Gets half the spare GPUs product or research would.
-  tiers     = ["interactive", "training"] # No reserve, so no non-preemptible tiers.
+  tiers     = ["interactive", "training"] # No non-preemptible tiers: with no reserve, all of its work is borrowed.
   pools     = ["cloud", "onprem"]          # Its own pool precedence, instead of its tiers'. Default: [] (the tiers').
 }
 
@@ -203,6 +211,11 @@ preemption {
   grace                = "2m"      # Time between the checkpoint signal and the stop. Default: "2m".
   checkpoint_signal    = "SIGUSR1" # Signal telling a victim to checkpoint; "none" for none. Default: "SIGUSR1".
   max_per_job_per_hour = 2         # Most preemptions (idle releases included) of one job in an hour; 0 = no cap. Default: 2.
+  # Most preemptions of one job over its life: past it the job is protected
+  # until it ends (its tenant's limit still applies, and, when nothing else
+  # frees enough, another tenant's reserve reclaim or a higher tier);
+  # 0 = no bound. Default: 10.
+  max_per_job = 10
   # Which held work resumes first when GPUs free up, among work the tiers,
   # reserves, promotions and shares rank equal: "preempted-first" (work
   # preempted mid-run before work that never started) or "longest-waiting".

@@ -20,7 +20,7 @@ Usage: steward policy show FILE|DIR...
   merged, every default written out, tiers by priority. The output is itself
   a valid policy file. Each tenant shows the tiers it may use, the tier its
   jobs run as when they name none or one it may not use, and which of its
-  tiers are not preemptible and so run only within its reserve. Mistakes are reported as by "steward policy validate",
+  tiers are not preemptible (safe from preemption only within its reserve). Mistakes are reported as by "steward policy validate",
   and the command then exits 1.
 `)
 }

@@ -183,14 +183,16 @@ func TestPolicyShow(t *testing.T) {
 	out := ui.OutputWriter.String()
 	for _, want := range []string{
 		"defaults {\n  tier                = \"batch\"", // resolved default tier
-		"tier \"serve\" {\n  # preempt_grace is left out: victims freed for its work get preemption.grace (2m, or a pool's grace).\n  priority    = 90\n  preemptible = false\n}",
+		"tier \"serve\" {\n  # preempt_grace is left out: victims freed for its work get preemption.grace (2m, or a pool's grace).\n" +
+			"  # beyond_reserve is left out: \"run\", its work runs beyond its tenant's reserve, preemptible there by reserve reclaims.\n" +
+			"  priority    = 90\n  preemptible = false\n}",
 		"checkpoint_signal    = \"SIGUSR1\"", // default filled in
 		"resume_order         = \"preempted-first\"",
 		"promote {",
 		// The tenant's tiers, explained.
 		"# tiers = [] allows every tier.\n",
 		"# default_tier is left out: jobs that name no tier run as batch.\n",
-		"# Not preemptible, so run only within the reserve of 2 GPUs: serve.\n",
+		"# Not preemptible within the reserve of 2 GPUs, beyond it by reserve reclaims alone: serve.\n",
 		"  tiers     = []\n",
 	} {
 		if !strings.Contains(out, want) {

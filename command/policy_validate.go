@@ -26,8 +26,9 @@ Usage: steward policy validate FILE|DIR...
   use; [] for every tier) and default_tier (the tier of its jobs that name
   none, or one they may not use) name defined tiers, with a suggestion for
   near misses, and that default_tier is one of the tenant's tiers. It warns
-  of a tenant with reserve 0 that may use a non-preemptible tier: such work
-  runs only within its tenant's reserve, so those jobs would wait for ever.
+  of a tenant with reserve 0 that may use a non-preemptible tier with
+  beyond_reserve = "wait": such work runs only within its tenant's reserve,
+  so those jobs would wait for ever.
 
   Exits 0 and prints a one-line summary when the policy is valid (warnings
   are printed but do not fail it), and exits 1 otherwise.

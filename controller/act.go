@@ -494,7 +494,7 @@ func (c *Controller) finishDrain(ctx context.Context, r *round, st *JobState, d 
 		}
 	}
 	if evicts && firstErr == nil {
-		st.Preemptions = append(st.Preemptions, r.now)
+		st.preempted(r.now)
 		for g := range targets {
 			if h := st.Held[g]; h != nil {
 				h.Evicts = time.Time{}
@@ -856,7 +856,7 @@ func (c *Controller) syncHolds(ctx context.Context, r *round) {
 				if !h.Evicts.IsZero() {
 					// A preemption whose scale was not taken when
 					// decided (finishDrain) took effect: it counts now.
-					st.Preemptions = append(st.Preemptions, h.Evicts)
+					st.preempted(h.Evicts)
 					slices.SortFunc(st.Preemptions, func(a, b time.Time) int { return a.Compare(b) })
 					h.Evicts = time.Time{}
 					_ = c.save(ctx, st)

@@ -273,8 +273,9 @@ type checkBase struct {
 func (c *Controller) keepCheckBase(snap *engine.Snapshot, nodes []ObservedNode, at time.Time) {
 	states := make(map[jobKey]*JobState, len(c.states))
 	for k, st := range c.states {
-		if len(st.Preemptions) > 0 || st.Promoted {
-			states[k] = &JobState{Namespace: k.Namespace, ID: k.ID, Preemptions: slices.Clone(st.Preemptions), Promoted: st.Promoted}
+		if len(st.Preemptions) > 0 || st.PreemptedTotal > 0 || st.Promoted {
+			states[k] = &JobState{Namespace: k.Namespace, ID: k.ID, Preemptions: slices.Clone(st.Preemptions),
+				PreemptedTotal: st.PreemptedTotal, Promoted: st.Promoted}
 		}
 	}
 	c.mu.Lock()

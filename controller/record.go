@@ -42,6 +42,13 @@ func recordItems(pol *policy.Policy, st *JobState, job *ObservedJob, idleSince t
 		"steward_priority":    strconv.Itoa(job.Priority),
 		"steward_preemptions": strconv.Itoa(len(st.Preemptions)),
 	}
+	if total := max(st.PreemptedTotal, len(st.Preemptions)); total > 0 {
+		items["steward_preemptions_total"] = strconv.Itoa(total)
+		if most := pol.Preemption.MaxPerJob; most > 0 && total >= most {
+			items["steward_protected"] = fmt.Sprintf("preempted %d times, the most over its life (preemption.max_per_job = %d): "+
+				"protected until it ends (but for its tenant's limit, and a reserve reclaim or a higher tier that nothing else satisfies)", total, most)
+		}
+	}
 	maps.Copy(items, resumeItems(st.Resumes))
 	if !idleSince.IsZero() {
 		// A time, not minutes: minutes would rewrite the record every

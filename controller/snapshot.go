@@ -268,6 +268,7 @@ func engineJob(p *policy.Policy, j *ObservedJob, st *JobState) engine.Job {
 	}
 	if st != nil {
 		ej.Preemptions = st.Preemptions
+		ej.PreemptionsTotal = st.PreemptedTotal
 		ej.Promoted = st.Promoted
 		ej.Snooze = engineSnooze(st)
 	}

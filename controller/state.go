@@ -40,6 +40,12 @@ type JobState struct {
 	// Preemptions are the times Steward preempted the job, oldest first,
 	// for the eviction cap and promotion (kept for 24 hours).
 	Preemptions []time.Time `json:"preemptions,omitempty"`
+	// PreemptedTotal counts the same preemptions over the job's life,
+	// for preemption.max_per_job (the times above are trimmed to a day).
+	// It keeps the state while the job exists; a purged job's state is
+	// forgotten, count and all. A state saved before it existed counts
+	// from its recent times (engine.Job.PreemptionsTotal).
+	PreemptedTotal int `json:"preempted_total,omitempty"`
 	// Draining are preemptions between the checkpoint signal and the stop.
 	Draining []*Drain `json:"draining,omitempty"`
 	// Resumes counts the drains that asked the job to checkpoint (a
@@ -355,7 +361,8 @@ func (s *JobState) empty(now time.Time) bool {
 	// hold nothing else (stopped for good by an idle rule), and a
 	// restarted controller must still keep them aside.
 	s.pruneMarks(now)
-	return len(s.Held) == 0 && !s.Paused && !s.Promoted && s.Snooze == nil && len(s.Preemptions) == 0 && len(s.Draining) == 0 && len(s.Idle) == 0 && len(s.Usage) == 0 &&
+	return len(s.Held) == 0 && !s.Paused && !s.Promoted && s.Snooze == nil && len(s.Preemptions) == 0 && s.PreemptedTotal == 0 &&
+		len(s.Draining) == 0 && len(s.Idle) == 0 && len(s.Usage) == 0 &&
 		len(s.Interrupted) == 0 && len(s.Marks) == 0 && len(s.Warned) == 0 && s.IdleWarning == nil && len(s.Outbox) == 0
 }
 
@@ -363,6 +370,15 @@ func (s *JobState) empty(now time.Time) bool {
 // memory, for its place in line, though not saved on its own).
 func (s *JobState) waits() bool {
 	return len(s.Waiting) > 0
+}
+
+// preempted records a preemption that took effect at t: in the recent
+// times (the eviction cap, promotion) and in the lifetime count
+// (max_per_job), which starts from the recent times for a state saved
+// before it was kept.
+func (s *JobState) preempted(t time.Time) {
+	s.PreemptedTotal = max(s.PreemptedTotal, len(s.Preemptions)) + 1
+	s.Preemptions = append(s.Preemptions, t)
 }
 
 func (s *JobState) trimPreemptions(now time.Time) {

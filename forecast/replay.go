@@ -79,6 +79,7 @@ type rjob struct {
 	cause       string
 	preemptedBy []string // victims preempted for it in this replay
 	preemptions []time.Time
+	total       int // preemptions over its life (engine.Job.PreemptionsTotal)
 	prio        int
 	promoted    bool
 	// arrived in the replay: its run time comes from the arrivals'
@@ -157,7 +158,7 @@ func (r *replay) job(ref engine.JobRef, j engine.Job) *rjob {
 	if !ok {
 		est = Estimate{Source: FromDefault}
 	}
-	rj := &rjob{est: est, preemptions: j.Preemptions, prio: j.Priority, promoted: j.Promoted}
+	rj := &rjob{est: est, preemptions: j.Preemptions, total: j.PreemptionsTotal, prio: j.Priority, promoted: j.Promoted}
 	r.jobs[ref] = rj
 	return rj
 }
@@ -305,7 +306,7 @@ func (r *replay) requeue(a ralloc, left time.Duration, idle bool) {
 	n := &r.nodes[a.node].n
 	job := a.a.Job
 	j := r.jobs[job.Ref]
-	job.Priority, job.Promoted, job.Preemptions = j.prio, j.promoted, j.preemptions
+	job.Priority, job.Promoted, job.Preemptions, job.PreemptionsTotal = j.prio, j.promoted, j.preemptions, j.total
 	if r.byJob != nil {
 		r.byJob[job.Ref] = append(r.byJob[job.Ref], len(r.demands))
 	}
@@ -364,13 +365,13 @@ func (r *replay) snapshot() *engine.Snapshot {
 	for i := range r.allocs {
 		a := r.allocs[i].a
 		j := r.jobs[a.Job.Ref]
-		a.Job.Priority, a.Job.Promoted, a.Job.Preemptions = j.prio, j.promoted, j.preemptions
+		a.Job.Priority, a.Job.Promoted, a.Job.Preemptions, a.Job.PreemptionsTotal = j.prio, j.promoted, j.preemptions, j.total
 		s.Allocs = append(s.Allocs, a)
 	}
 	for i := range r.demands {
 		if d := r.demands[i].d; d.Count > 0 {
 			j := r.jobs[d.Job.Ref]
-			d.Job.Priority, d.Job.Promoted, d.Job.Preemptions = j.prio, j.promoted, j.preemptions
+			d.Job.Priority, d.Job.Promoted, d.Job.Preemptions, d.Job.PreemptionsTotal = j.prio, j.promoted, j.preemptions, j.total
 			s.Waiting = append(s.Waiting, d)
 		}
 	}
@@ -408,6 +409,7 @@ func (r *replay) apply(a engine.Action) {
 	case engine.Move:
 		forGroup(func(d *rdemand) { d.d.NodePool = a.NodePool })
 	case engine.Preempt, engine.IdleStop:
+		j.total = max(j.total, len(j.preemptions)) + 1
 		j.preemptions = append(slices.Clip(j.preemptions), r.now)
 		if a.For != nil {
 			if b := r.jobs[*a.For]; b != nil {

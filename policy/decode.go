@@ -28,7 +28,7 @@ var (
 	}}
 	tierSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{
 		{Name: "priority", Required: true}, {Name: "preemptible"}, {Name: "preempt_grace"}, {Name: "preempts_reserved"},
-		{Name: "pools"},
+		{Name: "pools"}, {Name: "beyond_reserve"},
 	}}
 	tenantSchema = &hcl.BodySchema{
 		Attributes: []hcl.AttributeSchema{
@@ -51,7 +51,7 @@ var (
 	preemptionSchema = &hcl.BodySchema{
 		Attributes: []hcl.AttributeSchema{
 			{Name: "min_runtime"}, {Name: "grace"}, {Name: "checkpoint_signal"}, {Name: "max_per_job_per_hour"},
-			{Name: "resume_order"}, {Name: "fair_share_half_life"},
+			{Name: "max_per_job"}, {Name: "resume_order"}, {Name: "fair_share_half_life"},
 		},
 		Blocks: []hcl.BlockHeaderSchema{{Type: blockPromote}},
 	}
@@ -77,6 +77,7 @@ func defaultPolicy() *Policy {
 			Grace:            DefaultGrace,
 			CheckpointSignal: DefaultCheckpointSignal,
 			MaxPerJobPerHour: DefaultMaxPerJobPerHour,
+			MaxPerJob:        DefaultMaxPerJob,
 			ResumeOrder:      DefaultResumeOrder,
 			Promote: Promote{
 				AfterPreemptions: DefaultPromotePreemption,
@@ -231,6 +232,10 @@ func (d *decoder) tier(b *hcl.Block, name string) {
 	}
 	a.strings("preempts_reserved", &t.PreemptsReserved)
 	a.strings("pools", &t.Pools)
+	var beyond string
+	if a.str("beyond_reserve", &beyond) {
+		t.BeyondReserve = BeyondReserve(beyond)
+	}
 	d.pol.Tiers[name] = t
 }
 
@@ -354,6 +359,7 @@ func (d *decoder) preemption(b *hcl.Block) {
 	a.duration("grace", &p.Grace)
 	a.signal("checkpoint_signal", &p.CheckpointSignal)
 	a.integer("max_per_job_per_hour", &p.MaxPerJobPerHour)
+	a.integer("max_per_job", &p.MaxPerJob)
 	var order string
 	if a.str("resume_order", &order) {
 		p.ResumeOrder = ResumeOrder(order)

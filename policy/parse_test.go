@@ -27,7 +27,7 @@ func examplePolicy() *Policy {
 			UnnamedTiers:      []string{"training"},
 		},
 		Tiers: map[string]*Tier{
-			"inference":   {Name: "inference", Priority: 90, Preemptible: false, PreemptGrace: durationPtr(0)},
+			"inference":   {Name: "inference", Priority: 90, Preemptible: false, PreemptGrace: durationPtr(0), BeyondReserve: BeyondReserveRun},
 			"build":       {Name: "build", Priority: 80, Preemptible: false},
 			"interactive": {Name: "interactive", Priority: 60, Preemptible: true, PreemptsReserved: []string{"training"}},
 			"training":    {Name: "training", Priority: 40, Preemptible: true, Pools: []string{"onprem", "cloud"}},
@@ -57,6 +57,7 @@ func examplePolicy() *Policy {
 			Grace:            2 * time.Minute,
 			CheckpointSignal: "SIGUSR1",
 			MaxPerJobPerHour: 2,
+			MaxPerJob:        10,
 			ResumeOrder:      ResumeOrderPreemptedFirst,
 			Promote:          Promote{AfterPreemptions: 3, AfterWait: time.Hour, Boost: 10},
 		},

@@ -34,10 +34,15 @@ const (
 	DefaultNotifyTimeout  = 10 * time.Second
 	DefaultNotifyAttempts = 8
 
-	DefaultMinRuntime        = 10 * time.Minute
-	DefaultGrace             = 2 * time.Minute
-	DefaultCheckpointSignal  = "SIGUSR1"
-	DefaultMaxPerJobPerHour  = 2
+	DefaultMinRuntime       = 10 * time.Minute
+	DefaultGrace            = 2 * time.Minute
+	DefaultCheckpointSignal = "SIGUSR1"
+	DefaultMaxPerJobPerHour = 2
+	// DefaultMaxPerJob bounds the preemptions of one job over its life:
+	// past it the job is protected until it ends, so that every job
+	// completes (issue 31: one job was preempted 84 to 178 times over a
+	// trace, within the hourly cap).
+	DefaultMaxPerJob         = 10
 	DefaultPromoteBoost      = 10
 	DefaultPromotePreemption = 3
 	DefaultPromoteWait       = time.Hour
@@ -69,6 +74,21 @@ const (
 	IdleActionStop IdleAction = "stop"
 	// IdleActionRequeue holds the job and resumes it when GPUs are free.
 	IdleActionRequeue IdleAction = "requeue"
+)
+
+// BeyondReserve says what a non-preemptible tier's work does when it
+// would take its tenant's non-preemptible GPUs beyond its reserve.
+type BeyondReserve string
+
+const (
+	// BeyondReserveRun runs it all the same, on free GPUs or GPUs its
+	// priority may take; beyond the reserve it is preemptible by other
+	// tenants' reserve reclaims (and its tenant's limit). The default:
+	// serving never waits while GPUs are free.
+	BeyondReserveRun BeyondReserve = "run"
+	// BeyondReserveWait keeps it waiting (Run:ai's rule: non-preemptible
+	// work is scheduled in-quota only).
+	BeyondReserveWait BeyondReserve = "wait"
 )
 
 // ResumeOrder says which of a tenant's held work resumes first when GPUs
@@ -141,12 +161,24 @@ type Tier struct {
 	// work in return (that would undo the one with the other). Empty: a
 	// reserve protects all of its tenant's work from other tenants.
 	PreemptsReserved []string
+	// BeyondReserve is what work of a non-preemptible tier does beyond
+	// its tenant's reserve: run (preemptible there by reserve reclaims) or
+	// wait. "" (left out) is BeyondReserveRun. Preemptible
+	// tiers ignore it.
+	BeyondReserve BeyondReserve
 	// Pools is a precedence of pools (names of pools with a node pool):
 	// waiting work of the tier that runs in one of them goes to the first
 	// with room for it now (Steward re-registers the job in that pool's
 	// node pool), and back to an earlier one when room frees there. A
 	// tenant's Pools, when set, replace it for the tenant's work.
 	Pools []string
+}
+
+// WaitsBeyondReserve reports whether the tier's work waits rather than
+// run beyond its tenant's reserve: a non-preemptible tier with
+// beyond_reserve = "wait".
+func (t *Tier) WaitsBeyondReserve() bool {
+	return !t.Preemptible && t.BeyondReserve == BeyondReserveWait
 }
 
 // MayPreemptReserved reports whether this tier's work may preempt tier
@@ -270,9 +302,14 @@ type IdleRule struct {
 type Preemption struct {
 	MinRuntime       time.Duration
 	Grace            time.Duration
-	CheckpointSignal string      // e.g. "SIGUSR1"; "" means no checkpoint signal
-	MaxPerJobPerHour int         // 0: no cap
-	ResumeOrder      ResumeOrder // "" (in a hand-built policy) is DefaultResumeOrder
+	CheckpointSignal string // e.g. "SIGUSR1"; "" means no checkpoint signal
+	MaxPerJobPerHour int    // 0: no cap
+	// MaxPerJob is the most preemptions of one job over its life; a job
+	// preempted that often is protected until it ends (tenant limits
+	// still apply, and it is the last resort of reserve reclaims and
+	// higher tiers). 0: no bound (and in a hand-built policy).
+	MaxPerJob   int
+	ResumeOrder ResumeOrder // "" (in a hand-built policy) is DefaultResumeOrder
 	// FairShareHalfLife, when above 0, orders waiting work of tenants the
 	// rest of the order ranks equal by their decayed use of borrowed GPUs
 	// (GPU-seconds beyond their reserve, halved every FairShareHalfLife;

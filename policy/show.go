@@ -54,6 +54,9 @@ func (p *Policy) Format(w io.Writer) error {
 			comment(b, "preempt_grace is left out: victims freed for its work get preemption.grace ("+
 				FormatDuration(p.Preemption.Grace)+", or a pool's grace).")
 		}
+		if !t.Preemptible && t.BeyondReserve == "" {
+			comment(b, "beyond_reserve is left out: \"run\", its work runs beyond its tenant's reserve, preemptible there by reserve reclaims.")
+		}
 		b.SetAttributeValue("priority", cty.NumberIntVal(int64(t.Priority)))
 		b.SetAttributeValue("preemptible", cty.BoolVal(t.Preemptible))
 		if t.PreemptGrace != nil {
@@ -61,6 +64,9 @@ func (p *Policy) Format(w io.Writer) error {
 		}
 		if len(t.PreemptsReserved) > 0 { // left out: reserves protect every tier
 			setStrings(b, "preempts_reserved", t.PreemptsReserved)
+		}
+		if t.BeyondReserve != "" { // written only when set, as preempt_grace
+			setString(b, "beyond_reserve", string(t.BeyondReserve))
 		}
 		if len(t.Pools) > 0 {
 			setStrings(b, "pools", t.Pools)
@@ -89,8 +95,22 @@ func (p *Policy) Format(w io.Writer) error {
 			comment(b, "default_tier is left out: "+which+" run as "+p.TenantDefaultTier(t)+".")
 		}
 		if fixed := p.nonPreemptibleTiers(t); len(fixed) > 0 {
-			comment(b, fmt.Sprintf("Not preemptible, so run only within the reserve of %d GPUs: %s.",
-				t.Reserve, strings.Join(fixed, ", ")))
+			var wait, run []string
+			for _, name := range fixed {
+				if p.Tiers[name].WaitsBeyondReserve() {
+					wait = append(wait, name)
+				} else {
+					run = append(run, name)
+				}
+			}
+			if len(wait) > 0 {
+				comment(b, fmt.Sprintf("Not preemptible, so run only within the reserve of %d GPUs: %s.",
+					t.Reserve, strings.Join(wait, ", ")))
+			}
+			if len(run) > 0 {
+				comment(b, fmt.Sprintf("Not preemptible within the reserve of %d GPUs, beyond it by reserve reclaims alone: %s.",
+					t.Reserve, strings.Join(run, ", ")))
+			}
 		}
 		setString(b, "namespace", t.Namespace)
 		b.SetAttributeValue("reserve", cty.NumberIntVal(int64(t.Reserve)))
@@ -169,6 +189,7 @@ func (p *Policy) Format(w io.Writer) error {
 	}
 	setString(pb, "checkpoint_signal", signal)
 	pb.SetAttributeValue("max_per_job_per_hour", cty.NumberIntVal(int64(pr.MaxPerJobPerHour)))
+	pb.SetAttributeValue("max_per_job", cty.NumberIntVal(int64(pr.MaxPerJob)))
 	order := pr.ResumeOrder
 	if order == "" {
 		order = DefaultResumeOrder

@@ -146,7 +146,24 @@ func (c *checker) tiers() {
 			c.duration(whereAttr(blockTier, name, "preempt_grace"), *t.PreemptGrace)
 		}
 		c.preemptsReserved(name, t)
+		c.beyondReserve(name, t)
 		c.precedence(whereAttr(blockTier, name, "pools"), t.Pools)
+	}
+}
+
+// beyondReserve checks a tier's beyond_reserve: "run" or "wait" ("" is
+// the zero value of a hand-built policy: the default).
+func (c *checker) beyondReserve(name string, t *Tier) {
+	at := whereAttr(blockTier, name, "beyond_reserve")
+	switch b := t.BeyondReserve; {
+	case b != "" && b != BeyondReserveRun && b != BeyondReserveWait:
+		c.errorf(at, "Invalid beyond_reserve", "beyond_reserve of tier %q must be %q or %q; got %q.%s",
+			name, BeyondReserveRun, BeyondReserveWait, b,
+			didYouMean(string(b), []string{string(BeyondReserveRun), string(BeyondReserveWait)}))
+	case b == BeyondReserveWait && t.Preemptible:
+		c.warnf(at, "beyond_reserve of a preemptible tier",
+			"Tier %q is preemptible: its work is never held to its tenant's reserve, so beyond_reserve = %q does nothing.",
+			name, b)
 	}
 }
 
@@ -224,9 +241,9 @@ func (c *checker) tenantTiers(name string, t *Tenant) {
 	}
 	if len(t.Tiers) > 0 {
 		for i, tier := range t.Tiers {
-			if tr, ok := c.p.Tiers[tier]; ok && tr != nil && !tr.Preemptible {
+			if tr, ok := c.p.Tiers[tier]; ok && tr != nil && tr.WaitsBeyondReserve() {
 				c.warnf(at("tiers").at(i), "Non-preemptible tier without a reserve",
-					"Tier %q is not preemptible, and non-preemptible work runs only within its tenant's reserve; "+
+					"Tier %q is not preemptible and waits beyond its tenant's reserve (beyond_reserve = \"wait\"); "+
 						"tenant %q has reserve 0, so its %s jobs would wait for ever. Give the tenant a reserve or remove the tier.",
 					tier, name, tier)
 			}
@@ -235,14 +252,14 @@ func (c *checker) tenantTiers(name string, t *Tenant) {
 	}
 	var fixed []string
 	for _, tier := range keys(c.p.Tiers) {
-		if tr := c.p.Tiers[tier]; tr != nil && !tr.Preemptible {
+		if tr := c.p.Tiers[tier]; tr != nil && tr.WaitsBeyondReserve() {
 			fixed = append(fixed, tier)
 		}
 	}
 	if len(fixed) > 0 {
 		c.warnf(at("reserve"), "Non-preemptible tiers without a reserve",
-			"Tenant %q may use every tier (it lists no tiers) but has reserve 0, and non-preemptible work runs only "+
-				"within its tenant's reserve: its jobs in %s would wait for ever. List the tiers it may use in tiers, or give it a reserve.",
+			"Tenant %q may use every tier (it lists no tiers) but has reserve 0, and work of a tier with "+
+				"beyond_reserve = \"wait\" runs only within its tenant's reserve: its jobs in %s would wait for ever. List the tiers it may use in tiers, or give it a reserve.",
 			name, strings.Join(fixed, ", "))
 	}
 }
@@ -454,6 +471,9 @@ func (c *checker) preemption() {
 	}
 	if p.MaxPerJobPerHour < 0 {
 		c.out = append(c.out, negativeProblem(at("max_per_job_per_hour"), p.MaxPerJobPerHour, " Use 0 for no cap."))
+	}
+	if p.MaxPerJob < 0 {
+		c.out = append(c.out, negativeProblem(at("max_per_job"), p.MaxPerJob, " Use 0 for no bound."))
 	}
 	// "" is the zero value of a hand-built policy: the default.
 	if o := p.ResumeOrder; o != "" && o != ResumeOrderPreemptedFirst && o != ResumeOrderLongestWaiting {

@@ -312,7 +312,37 @@ tenant "research" {
 			want: []wantDiag{{"a.hcl:2,28", "Repeated tier", `Tier "t" is listed more than once.`}},
 		},
 		{
-			name: "non-preemptible tier listed for a tenant without a reserve is a warning",
+			name: "non-preemptible tier that waits beyond reserves listed for a tenant without a reserve is a warning",
+			src: `tier "inference" {
+  priority    = 90
+  preemptible = false
+  beyond_reserve = "wait"
+}
+tier "training" { priority = 40 }
+tenant "platform" {
+  tiers = ["training", "inference"]
+}
+`,
+			want: []wantDiag{{"a.hcl:8,24", "Non-preemptible tier without a reserve",
+				`tenant "platform" has reserve 0, so its inference jobs would wait for ever`}},
+		},
+		{
+			name: "every tier, non-preemptible ones that wait beyond reserves included, for a tenant without a reserve is a warning",
+			src: `tier "inference" {
+  priority    = 90
+  preemptible = false
+  beyond_reserve = "wait"
+}
+tier "training" { priority = 40 }
+tenant "platform" {
+  reserve = 0
+}
+`,
+			want: []wantDiag{{"a.hcl:8,13", "Non-preemptible tiers without a reserve",
+				`Tenant "platform" may use every tier (it lists no tiers) but has reserve 0`}},
+		},
+		{
+			name: "a non-preemptible tier that runs beyond reserves is fine for a tenant without a reserve",
 			src: `tier "inference" {
   priority    = 90
   preemptible = false
@@ -322,22 +352,23 @@ tenant "platform" {
   tiers = ["training", "inference"]
 }
 `,
-			want: []wantDiag{{"a.hcl:7,24", "Non-preemptible tier without a reserve",
-				`tenant "platform" has reserve 0, so its inference jobs would wait for ever`}},
 		},
 		{
-			name: "every tier, non-preemptible ones included, for a tenant without a reserve is a warning",
-			src: `tier "inference" {
-  priority    = 90
-  preemptible = false
-}
-tier "training" { priority = 40 }
-tenant "platform" {
-  reserve = 0
-}
-`,
-			want: []wantDiag{{"a.hcl:7,13", "Non-preemptible tiers without a reserve",
-				`Tenant "platform" may use every tier (it lists no tiers) but has reserve 0`}},
+			name: "invalid beyond_reserve",
+			src:  "tier \"t\" {\n  priority = 5\n  preemptible = false\n  beyond_reserve = \"wiat\"\n}\n",
+			want: []wantDiag{{"a.hcl:4,20", "Invalid beyond_reserve",
+				`beyond_reserve of tier "t" must be "run" or "wait"; got "wiat".`}},
+		},
+		{
+			name: "beyond_reserve wait on a preemptible tier is a warning",
+			src:  "tier \"t\" {\n  priority = 5\n  beyond_reserve = \"wait\"\n}\n",
+			want: []wantDiag{{"a.hcl:3,20", "beyond_reserve of a preemptible tier",
+				`Tier "t" is preemptible`}},
+		},
+		{
+			name: "negative max_per_job",
+			src:  "tier \"t\" { priority = 5 }\npreemption {\n  max_per_job = -1\n}\n",
+			want: []wantDiag{{"a.hcl:3,17", "Invalid max_per_job", "max_per_job must be 0 or more; got -1. Use 0 for no bound."}},
 		},
 		{
 			name: "invalid resume order with a suggestion",

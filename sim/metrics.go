@@ -65,10 +65,14 @@ type Result struct {
 	PreemptionsByRule           map[string]int `json:"preemptions_by_rule,omitempty"`
 	PreemptedJobs               int            `json:"preempted_jobs"`
 	MaxPreemptionsPerJob        int            `json:"max_preemptions_per_job"`
-	PreemptionsPerJob           []int          `json:"preemptions_per_job"` // jobs preempted 0, 1, 2, 3, 4, 5+ times
-	Promotions                  int            `json:"promotions"`
-	IdleStops                   int            `json:"idle_stops"`
-	IdleReclaimedGPUHours       float64        `json:"idle_reclaimed_gpu_hours"`
+	// MaxPreemptionsPerJobLife is the most stops of one job over its life
+	// (preemptions, limit give-backs and idle stops alike, as
+	// preemption.max_per_job counts them).
+	MaxPreemptionsPerJobLife int     `json:"max_preemptions_per_job_life"`
+	PreemptionsPerJob        []int   `json:"preemptions_per_job"` // jobs preempted 0, 1, 2, 3, 4, 5+ times
+	Promotions               int     `json:"promotions"`
+	IdleStops                int     `json:"idle_stops"`
+	IdleReclaimedGPUHours    float64 `json:"idle_reclaimed_gpu_hours"`
 	// IdleUnreclaimedGPUHours are GPU-hours held by runs in their idle
 	// tail, by why they were not reclaimed: "no_rule" (no idle rule covers
 	// the job, or its tier is not preemptible), "within_after" (idle for
@@ -333,6 +337,7 @@ func (m *metrics) result(s *simulator) *Result {
 			r.PreemptedJobs++
 		}
 		r.MaxPreemptionsPerJob = max(r.MaxPreemptionsPerJob, j.preemptions)
+		r.MaxPreemptionsPerJobLife = max(r.MaxPreemptionsPerJobLife, len(j.preemptTimes))
 		most, breaches := perHour(j.preemptTimes, s.pol.Preemption.MaxPerJobPerHour)
 		r.MaxPreemptionsPerJobPerHour = max(r.MaxPreemptionsPerJobPerHour, most)
 		r.CapBreaches += breaches

@@ -139,6 +139,7 @@ func (rep *Report) rows() []row {
 		}},
 		row{"most preemptions of one job", func(r *Result) string { return strconv.Itoa(r.MaxPreemptionsPerJob) }},
 		row{"most stops of one job in an hour", func(r *Result) string { return strconv.Itoa(r.MaxPreemptionsPerJobPerHour) }},
+		row{"most stops of one job over its life", func(r *Result) string { return strconv.Itoa(r.MaxPreemptionsPerJobLife) }},
 		row{"stops over the eviction cap", func(r *Result) string { return strconv.Itoa(r.CapBreaches) }},
 		row{"wasted preemptions (victim back)", func(r *Result) string {
 			return fmt.Sprintf("%d (%d)", r.WastedPreemptions, r.WastedVictimBack)
@@ -276,6 +277,7 @@ func WriteCSV(w io.Writer, reps []*Report) error {
 			put("preempted_jobs", strconv.Itoa(r.PreemptedJobs))
 			put("max_preemptions_per_job", strconv.Itoa(r.MaxPreemptionsPerJob))
 			put("max_preemptions_per_job_per_hour", strconv.Itoa(r.MaxPreemptionsPerJobPerHour))
+			put("max_preemptions_per_job_life", strconv.Itoa(r.MaxPreemptionsPerJobLife))
 			put("cap_breaches", strconv.Itoa(r.CapBreaches))
 			put("wasted_preemptions", strconv.Itoa(r.WastedPreemptions))
 			put("wasted_victim_back", strconv.Itoa(r.WastedVictimBack))

@@ -154,8 +154,10 @@ func (s *simulator) devicesOf(j *simJob) []string {
 }
 
 func (s *simulator) engineJob(j *simJob) engine.Job {
+	// The simulator keeps every stop's time, so the lifetime count is
+	// their number (the controller keeps a count beside recent times).
 	return engine.Job{Ref: j.ref, Tier: j.spec.Tier, Priority: j.priority, Promoted: j.priority != j.tierPrio, Gang: j.spec.Allocs > 1,
-		Preemptions: j.preemptTimes}
+		Preemptions: j.preemptTimes, PreemptionsTotal: len(j.preemptTimes)}
 }
 
 // usage is what the device plugin would report for a run: busy since it

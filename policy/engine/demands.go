@@ -588,7 +588,7 @@ func (st *state) serve(p pending, failed *failures) {
 	}
 	st.emitVictims(b, victims)
 	if placed > 0 && d.Held {
-		st.explainer.add(decision{kind: decideResume, b: *b, count: placed, use: st.tenants[b.tenant].use,
+		st.explainer.add(decision{kind: decideResume, b: *b, count: placed, use: st.tenants[b.tenant].use, fixed: st.tenants[b.tenant].fixed,
 			preempted: len(victims) > 0 || afterVictims, ahead: len(victims) > 0 || afterVictims || len(b.marks) > 0 || b.took})
 	}
 	if placed > 0 && !d.Held {
@@ -619,8 +619,13 @@ func (st *state) placeOne(b *bene, need int, failed *failures) (int32, []victim,
 		b.unitsPer = gpuUnit
 	}
 	need *= b.unitsPer // GPUs to units (units.go)
-	if !st.e.tiers[b.tier].preemptible && t.fixed+need > t.reserve {
-		return 0, nil, st.reserveReason(b, need), false
+	if tier := &st.e.tiers[b.tier]; !tier.preemptible && t.fixed+need > t.reserve {
+		if tier.waitsBeyond {
+			return 0, nil, st.reserveReason(b, need), false
+		}
+		b.beyond = true // runs beyond the reserve, where reclaims take it back
+	} else {
+		b.beyond = false
 	}
 	if t.use+t.marked+need > t.limit() {
 		if n, ok := st.onMarksAtLimit(b); ok {
@@ -665,6 +670,9 @@ func (st *state) placeOne(b *bene, need int, failed *failures) (int32, []victim,
 			if n, vs, ok := st.findVictims(b, young); ok {
 				return st.placeWith(b, n, vs)
 			}
+		}
+		if n, vs, ok := st.takeProtected(b); ok {
+			return st.placeWith(b, n, vs)
 		}
 		r = st.capacityReason(b)
 		failed.add(key, b.prio, st.e.tiers[b.tier].priority, b.g, r)

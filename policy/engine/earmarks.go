@@ -233,6 +233,15 @@ func (st *state) takeMarksBelow(b *bene) (int32, bool) {
 		// A gang placed in part is undone; what it took stays taken.
 		return 0, false
 	}
+	if b.beyond {
+		// Non-preemptible work beyond its tenant's reserve takes free
+		// GPUs and what its priority may preempt, not GPUs freed for
+		// others: a reclaim's would be reclaimed from it at once, again
+		// and again, and any other's preemption would be wasted. Its
+		// own victims stop at once (it is urgent), so it waits no
+		// longer than a plan for them.
+		return 0, false
+	}
 	prio := st.e.tiers[b.tier].priority
 	best, bestPrio := int32(-1), prio
 	var bestNode int32

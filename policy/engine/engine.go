@@ -66,6 +66,11 @@ type tierInfo struct {
 	name        string
 	priority    int
 	preemptible bool
+	// waitsBeyond: a non-preemptible tier whose work waits rather than
+	// run beyond its tenant's reserve (beyond_reserve = "wait"); a
+	// non-preemptible tier without it runs there, preemptible by reserve
+	// reclaims alone (reserve.go).
+	waitsBeyond bool
 	// urgent: the tier cuts its victims' grace below preemption.grace
 	// (preempt_grace): its work cannot wait, so it may take GPUs set
 	// aside for lower work when nothing else is free (takeMarksBelow).
@@ -87,7 +92,8 @@ func New(p *policy.Policy) *Engine {
 		t := p.Tiers[name]
 		e.tierIdx[name] = len(e.tiers)
 		e.tiers = append(e.tiers, tierInfo{name: name, priority: t.Priority, preemptible: t.Preemptible, t: t,
-			urgent: t.CapGrace(p.Preemption.Grace) < p.Preemption.Grace})
+			urgent:      t.CapGrace(p.Preemption.Grace) < p.Preemption.Grace,
+			waitsBeyond: t.WaitsBeyondReserve()})
 	}
 	for i := range e.tiers {
 		e.tiers[i].overReserve = make([]bool, len(e.tiers))

@@ -35,6 +35,7 @@ type decision struct {
 	vs        [2]int // victims: batch.victims[vs[0]:vs[1]], one job, group and rule
 	count     int    // allocations resumed or held
 	use       int    // the tenant's GPUs with a resume
+	fixed     int    // the tenant's non-preemptible GPUs with a resume
 	preempted bool   // a resume whose GPUs are being freed (Action.AfterVictims)
 	ahead     bool   // a resume onto GPUs set aside for it (Action.Ahead)
 	why       Reason // a hold's reason
@@ -156,7 +157,7 @@ func (x *explainer) explain(bt *batch) {
 			}
 			x.out = appendAction(x.out, a)
 		case decideResume:
-			a := countAction(Resume, dm, d.count, x.st.admitReason(&x.text, &d.b, d.count, d.use, d.preempted))
+			a := countAction(Resume, dm, d.count, x.st.admitReason(&x.text, &d.b, d.count, d.use, d.fixed, d.preempted))
 			a.AfterVictims = d.preempted
 			a.Ahead = d.ahead
 			x.out = appendAction(x.out, a)

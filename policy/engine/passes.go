@@ -156,7 +156,7 @@ func liftBit(tag uint64) uint64 { return (tag * 0x9e3779b97f4a7c15) >> (64 - lif
 func (st *state) releaseIdleAlways() {
 	release := func(ui int32) bool {
 		u := &st.units[ui]
-		if u.idle != idleAlways || u.taken || !st.chainNext(ui) || st.capped(st.jobOf(u), int(u.recent)) {
+		if u.idle != idleAlways || u.taken || !st.chainNext(ui) || st.capped(st.jobOf(u), int(u.recent)) || st.protectedJob(u) {
 			return false
 		}
 		st.take(ui)
@@ -220,7 +220,10 @@ func (st *state) giveBack(ti int, over func(extra int) bool, skip func(u *unit) 
 	var mine []int32
 	for ui := range st.units {
 		if u := &st.units[ui]; u.tenant == ti && !u.taken && st.preemptible(u) && (skip == nil || !skip(u)) {
-			if !pastCap && st.capped(st.jobOf(u), int(u.recent)) {
+			if !pastCap && (st.capped(st.jobOf(u), int(u.recent)) || st.protectedJob(u)) {
+				// At the eviction cap, or protected by max_per_job:
+				// last, and only when nothing else brings the tenant
+				// under its limit.
 				capped += int(u.units)
 				continue
 			}
@@ -280,6 +283,7 @@ func (st *state) emitGiveBack(ti int, taken []int32, limit int, head func(m *msg
 		head(&st.text)
 		st.text.s(", limit ").n(limit).s(": giving back ").u(int(u.units))
 		st.exposedNote(&st.text, u)
+		st.protectedNote(&st.text, u, RuleLimit)
 		if r, limit := int(u.recent), st.e.p.Preemption.MaxPerJobPerHour; limit > 0 && r >= limit {
 			// Taken past the cap (enforceLimits): its reason says why.
 			st.text.s(" (at the eviction cap of ").n(limit).

@@ -28,6 +28,17 @@ func TestProperties(t *testing.T) {
 		if r.IntN(2) == 0 {
 			nameGroups(r, s)
 		}
+		// Half the policies keep build waiting beyond reserves; some
+		// bound preemptions over a job's life, which some jobs reached.
+		if r.IntN(2) == 0 {
+			p.Tiers["build"].BeyondReserve = policy.BeyondReserveWait
+		}
+		p.Preemption.MaxPerJob = []int{0, 1, 3}[r.IntN(3)]
+		for i := range s.Allocs {
+			if r.IntN(8) == 0 {
+				s.Allocs[i].Job.PreemptionsTotal = r.IntN(5)
+			}
+		}
 		if r.IntN(3) == 0 {
 			// A node of MIG-like devices, each half a GPU: reserves and
 			// limits count them so (units.go).
@@ -39,6 +50,8 @@ func TestProperties(t *testing.T) {
 		name := fmt.Sprintf("seed %d", seed)
 		checkNonPreemptibleVictimsBeyondReserve(t, name, e, s, plan)
 		checkNonPreemptibleAdmittedWithinReserve(t, name, e, s, plan)
+		checkRunBeyondReserve(t, name, e, s, plan)
+		checkProtectedVictims(t, name, e, s, plan)
 		checkVictimsExistOnce(t, name, s, plan)
 		checkLimits(t, name, e, s, plan)
 		checkPoolLimits(t, name, e, s, plan)
@@ -194,10 +207,11 @@ func checkNonPreemptibleVictimsBeyondReserve(t *testing.T, name string, e *Engin
 	}
 }
 
-// checkNonPreemptibleAdmittedWithinReserve: no non-preemptible demand is
-// admitted beyond its tenant's reserve. Once the plan's victims are gone
-// and the work it admits runs, a tenant that was admitted non-preemptible
-// work holds at most its reserve in non-preemptible work.
+// checkNonPreemptibleAdmittedWithinReserve: no demand of a non-preemptible
+// tier that waits beyond reserves (beyond_reserve "wait") is admitted
+// beyond its tenant's reserve. Once the plan's victims are gone and the
+// work it admits runs, a tenant that was admitted such work holds at most
+// its reserve in non-preemptible work.
 func checkNonPreemptibleAdmittedWithinReserve(t *testing.T, name string, e *Engine, s *Snapshot, plan *Plan) {
 	gone := map[string]bool{}
 	for _, a := range victimActions(plan) {
@@ -222,7 +236,7 @@ func checkNonPreemptibleAdmittedWithinReserve(t *testing.T, name string, e *Engi
 		}
 	}
 	for _, d := range s.Waiting {
-		if tierOf(e.p, &d.Job).Preemptible || d.GPUsPerAlloc <= 0 || d.Count <= 0 {
+		if !tierOf(e.p, &d.Job).WaitsBeyondReserve() || d.GPUsPerAlloc <= 0 || d.Count <= 0 {
 			continue
 		}
 		n := moved[group{d.Job.Ref, d.Group}] // held: resumed
@@ -235,6 +249,65 @@ func checkNonPreemptibleAdmittedWithinReserve(t *testing.T, name string, e *Engi
 		if ten := e.p.TenantOf(ns); gpus > 0 && fixed[ns]+gpus > ten.Reserve*gpuUnit {
 			t.Errorf("%s: tenant %s is admitted %d GPUs of non-preemptible work and then holds %d of it, reserve %d",
 				name, ns, gpus, fixed[ns]+gpus, ten.Reserve)
+		}
+	}
+}
+
+// checkRunBeyondReserve: work of a non-preemptible tier that runs beyond
+// reserves (beyond_reserve "run", the default) never waits for its
+// reserve, and is a victim only of reserve reclaims and limits: no
+// priority, idle rule or backfill takes it.
+func checkRunBeyondReserve(t *testing.T, name string, e *Engine, s *Snapshot, plan *Plan) {
+	run := func(job *Job) bool { tier := tierOf(e.p, job); return !tier.Preemptible && !tier.WaitsBeyondReserve() }
+	for _, w := range plan.Waiting {
+		if w.Reason.Rule == RuleReserve {
+			for _, d := range s.Waiting {
+				if d.Job.Ref == w.Job && run(&d.Job) {
+					t.Errorf("%s: %s of a tier that runs beyond reserves waits for its reserve: %s", name, w.Job, w.Reason)
+				}
+			}
+		}
+	}
+	byID := allocsByID(s)
+	for _, a := range victimActions(plan) {
+		if a.Reason.Rule == RuleReclaim || a.Reason.Rule == RuleLimit {
+			continue
+		}
+		for _, id := range a.Allocs {
+			if v := byID[id]; run(&v.Job) {
+				t.Errorf("%s: %s takes %s of non-preemptible tier %s by rule %s", name, a.Kind, id, v.Job.Tier, a.Reason.Rule)
+			}
+		}
+	}
+}
+
+// checkProtectedVictims: a job preempted max_per_job times over its life
+// is a victim only of a reserve reclaim, its tenant's limit, or work of a
+// higher tier (by the tiers' priorities).
+func checkProtectedVictims(t *testing.T, name string, e *Engine, s *Snapshot, plan *Plan) {
+	most := e.p.Preemption.MaxPerJob
+	if most <= 0 {
+		return
+	}
+	byID := allocsByID(s)
+	waiting := map[JobRef]*Demand{}
+	for i := range s.Waiting {
+		waiting[s.Waiting[i].Job.Ref] = &s.Waiting[i]
+	}
+	for _, a := range victimActions(plan) {
+		if a.Reason.Rule == RuleReclaim || a.Reason.Rule == RuleLimit {
+			continue
+		}
+		for _, id := range a.Allocs {
+			v := byID[id]
+			if a.Reason.Rule == RulePriority && a.For != nil && waiting[*a.For] != nil &&
+				tierOf(e.p, &waiting[*a.For].Job).Priority > tierOf(e.p, &v.Job).Priority {
+				continue
+			}
+			if lifetimePreemptions(&v.Job) >= most {
+				t.Errorf("%s: %s takes %s, preempted %d times (max_per_job %d), by rule %s", name, a.Kind, id,
+					lifetimePreemptions(&v.Job), most, a.Reason.Rule)
+			}
 		}
 	}
 }

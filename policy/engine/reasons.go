@@ -77,6 +77,7 @@ func (st *state) victimReason(m *msg, b *bene, v victim, gpus int) Reason {
 		m.s(" for ").demand(b.d).
 			s(" (tenant ", bt.Name, " holds ").u(b.holds).s(", reserve ").n(bt.Reserve).s(")")
 		st.exposedNote(m, u)
+		st.protectedNote(m, u, RuleReclaim)
 		return m.reason(RuleReclaim)
 	case RulePriority:
 		vtier, btier := st.e.tiers[u.tier], st.e.tiers[b.tier]
@@ -99,13 +100,21 @@ func (st *state) victimReason(m *msg, b *bene, v victim, gpus int) Reason {
 				s(": they make room under it for ").demand(b.d).s(", which goes on free GPUs")
 		}
 		st.exposedNote(m, u)
+		st.protectedNote(m, u, RulePriority)
 		return m.reason(RulePriority)
 	case RuleBackfill:
 		pool := st.pools[st.poolOf[st.firstNode(u)]]
-		return m.start("node pool ", pool, " is kept for tier ", st.e.tiers[b.tier].name,
-			": backfill by tier ", st.e.tiers[u.tier].name, " gives ").gpus(gpus).s(" back to ").demand(b.d).reason(RuleBackfill)
+		m.start("node pool ", pool, " is kept for tier ", st.e.tiers[b.tier].name,
+			": backfill by tier ", st.e.tiers[u.tier].name, " gives ").gpus(gpus).s(" back to ").demand(b.d)
+		st.protectedNote(m, u, RuleBackfill)
+		return m.reason(RuleBackfill)
 	case RuleIdle:
-		return st.idleReason(m, u, b)
+		r := st.idleReason(m, u, b)
+		var note msg
+		if st.protectedNote(&note, u, RuleIdle); len(note.b) > 0 {
+			r.Message += string(note.b)
+		}
+		return r
 	}
 	return m.start("preempted for ").demand(b.d).reason(v.rule)
 }
@@ -127,6 +136,7 @@ func (st *state) poolReclaimReason(m *msg, b *bene, v victim, gpus int) Reason {
 	m.s(" for ").demand(b.d).s(" (tenant ", st.tenants[b.tenant].t.Name, " holds ").u(int(v.beneHolds)).
 		s(" in pool ", pool, ", reserve ").u(bReserve).s(" there)")
 	st.exposedNote(m, u)
+	st.protectedNote(m, u, RuleReclaim)
 	return m.reason(RuleReclaim)
 }
 
@@ -328,7 +338,7 @@ func (st *state) otherJobs(vs []victim, first JobRef) int {
 }
 
 // admitReason explains a resume; use is the tenant's GPUs with it.
-func (st *state) admitReason(m *msg, b *bene, placed, use int, preempted bool) Reason {
+func (st *state) admitReason(m *msg, b *bene, placed, use, fixed int, preempted bool) Reason {
 	t := st.tenants[b.tenant].t
 	how := "GPUs are free"
 	if b.took {
@@ -351,6 +361,7 @@ func (st *state) admitReason(m *msg, b *bene, placed, use int, preempted bool) R
 	if placed != 1 {
 		m.s("s")
 	}
+	st.beyondNote(m, b, fixed)
 	return m.reason(RuleAdmit)
 }
 

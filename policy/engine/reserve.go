@@ -5,16 +5,23 @@ import (
 	"slices"
 )
 
-// Non-preemptible work runs only within its tenant's reserve (Run:ai's
-// rule: non-preemptible workloads are scheduled in-quota only). Reserves
-// are what every tenant can always get back, so work that can never be
-// taken away must fit in one; beyond it, a tier that is never a victim
-// would let a tenant keep borrowed GPUs from their owner for good.
+// A tenant's reserve is what Steward can always hand back to it, by
+// reclaiming what others borrowed. Work of a non-preemptible tier is never
+// a victim within its tenant's reserve; beyond it, it must not let a tenant
+// keep borrowed GPUs from their owner for good. Two ways to keep that,
+// chosen per tier (beyond_reserve):
 //
-// Two halves: a waiting demand of a non-preemptible tier that would take
-// its tenant's non-preemptible GPUs beyond its reserve waits (rule
-// reserve, in placeOne); and running non-preemptible allocations beyond the
-// reserve (placed by Nomad before Steward acted, or a lowered reserve) lose
+//   - "run", the default: the work runs beyond the reserve as its priority
+//     allows (free GPUs first, then lower work it may preempt), and is
+//     preemptible there by another tenant reclaiming its reserve (and by
+//     its tenant's limit) alone: serving never waits while GPUs are free
+//     (issue 31: a team's serving beyond its reserve waited for days on
+//     free GPUs). The resume's reason says so.
+//   - "wait": the work waits (rule reserve, in placeOne), Run:ai's rule
+//     (non-preemptible workloads are scheduled in-quota only).
+//
+// Either way, running non-preemptible allocations beyond the reserve (run
+// there, placed by Nomad before Steward acted, or a lowered reserve) lose
 // their protection here.
 
 // preemptible reports whether a unit may be a victim at all: its tier is
@@ -82,4 +89,34 @@ func (st *state) exposedNote(m *msg, u *unit) {
 	t := &st.tenants[u.tenant]
 	m.s("; tier ", st.e.tiers[u.tier].name, " is safe from preemption only within tenant ", t.t.Name, "'s reserve of ").
 		n(t.t.Reserve).s(", and its non-preemptible work holds ").gpusU(t.fixed0)
+}
+
+// mayTake reports whether unit u may go to b under rule. Work of a
+// non-preemptible tier that runs beyond its tenant's reserve (exposed, its
+// tier's beyond_reserve "run") goes only to another tenant reclaiming its
+// reserve: it ran beyond the reserve on GPUs its priority allowed, and only
+// the safety rule takes them back. A job protected by max_per_job goes
+// only, and only where nothing else frees enough (takeProtected), to a
+// reserve reclaim or to work of a higher tier (by the tiers' priorities, not
+// a promotion). (Limits take both: giveBack does not ask.)
+func (st *state) mayTake(u *unit, b *bene, rule Rule) bool {
+	if u.exposed && !st.e.tiers[u.tier].waitsBeyond && rule != RuleReclaim {
+		return false
+	}
+	return !st.protectedJob(u) || st.lastResort && st.beatsProtected(u, b, rule)
+}
+
+// beyondNote appends, to the reason non-preemptible work of a tier that
+// runs beyond its reserve resumes, that it does and what follows: "; tier
+// inference of tenant product runs beyond its reserve of 4 (6 GPUs of
+// non-preemptible work): preemptible by reserve reclaims". fixed is the
+// tenant's non-preemptible GPUs with it.
+func (st *state) beyondNote(m *msg, b *bene, fixed int) {
+	tier := &st.e.tiers[b.tier]
+	t := &st.tenants[b.tenant]
+	if tier.preemptible || tier.waitsBeyond || fixed <= t.reserve {
+		return
+	}
+	m.s("; tier ", tier.name, " of tenant ", t.t.Name, " runs beyond its reserve of ").n(t.t.Reserve).s(" (").
+		gpusU(fixed).s(" of non-preemptible work): preemptible by reserve reclaims")
 }

@@ -94,6 +94,11 @@ type Job struct {
 	// Preemptions are the times Steward preempted this job (oldest first),
 	// as recorded by the controller: the eviction cap and promotion read it.
 	Preemptions []time.Time
+	// PreemptionsTotal is how often Steward preempted this job over its
+	// life, as the controller counts them (Preemptions keeps only recent
+	// times): preemption.max_per_job reads the larger of it and
+	// len(Preemptions) (protect.go).
+	PreemptionsTotal int
 	// Snooze is a person's snooze of the job's idle rule (steward snooze,
 	// the "keep-my-notebook" action), as the controller recorded it; zero
 	// when none. The rule does not take the job's GPUs until it ends

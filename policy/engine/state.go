@@ -59,7 +59,12 @@ type model struct {
 	fair       []standing // [tenant] use against fair share over time (standings)
 
 	planned      map[JobRef]int // preemptions decided in this plan, per job
-	trackPlanned bool           // some job is one preemption short of the cap
+	trackPlanned bool           // some job is one preemption short of the cap or of max_per_job
+	// protectedUnits are the units that would be candidates but for
+	// max_per_job (protect.go), in unit order; lastResort is set while
+	// takeProtected searches them.
+	protectedUnits []int32
+	lastResort     bool
 }
 
 // nodeIndex is what finds nodes and victims fast: free GPUs per set of
@@ -111,6 +116,7 @@ type unit struct {
 	node   int32 // the node of a single allocation
 	chain  int32 // index into state.chains; noChain for none (chains.go)
 	recent int32 // preemptions of its job in the last hour
+	life   int32 // preemptions of its job over its life (protect.go)
 	units  int32 // what its GPUs count for in its tenant's figures (units.go)
 	tier   int
 	tenant int
@@ -433,6 +439,10 @@ func (st *state) buildUnits() {
 		u := &st.units[ui]
 		u.recent = int32(st.recentPreemptions(st.jobOf(u)))
 		if limit := st.e.p.Preemption.MaxPerJobPerHour; limit > 0 && int(u.recent) == limit-1 {
+			st.trackPlanned = true
+		}
+		u.life = int32(min(lifetimePreemptions(st.jobOf(u)), 1<<30))
+		if most := st.e.p.Preemption.MaxPerJob; most > 0 && int(u.life) == most-1 {
 			st.trackPlanned = true
 		}
 	}

@@ -40,8 +40,8 @@ func TestStories(t *testing.T) {
 		{"QoS: two promoted jobs never preempt each other in turn (issue 28)", qosPromotedNeverPreemptEachOther},
 		{"QoS: gangs are preempted whole and not broken by choice", qosGangs},
 		{"Tenants: tier spoofing runs as the tenant's default tier, preemptible, at its priority", tierSpoofing},
-		{"Tenants: non-preemptible work beyond its tenant's reserve waits", nonPreemptibleBeyondReserveWaits},
-		{"Tenants: non-preemptible work placed beyond its reserve is preemptible, the newest first", nonPreemptiblePlacedBeyondReserve},
+		{"Tenants: non-preemptible work beyond its tenant's reserve waits (beyond_reserve wait)", nonPreemptibleBeyondReserveWaits},
+		{"Tenants: non-preemptible work placed beyond its reserve is preemptible by reclaim, the newest first; it runs again on free GPUs", nonPreemptiblePlacedBeyondReserve},
 		{"Urgent tiers: inference preempts at once with preempt_grace 0s", urgentInferencePreemptsAtOnce},
 		{"Urgent tiers: preempt_grace shortens a pool's grace, never lengthens one", urgentShortensPoolGrace},
 		{"Urgent tiers: limits keep preemption.grace; a job that opts out gets none", urgentLimitsAndOptOut},
@@ -646,11 +646,13 @@ func tierSpoofing(t *testing.T) {
 	h.expect("running", h.running(), []string{"product/notebook×1", "product/train×1"})
 }
 
-// Run:ai's rule: product's second inference job would take its
-// non-preemptible work to 6 GPUs, beyond its reserve of 4. It waits (and
-// preempts nobody, though research borrows); it runs once the first ends.
+// Run:ai's rule, with beyond_reserve "wait": product's second inference
+// job would take its non-preemptible work to 6 GPUs, beyond its reserve of
+// 4. It waits (and preempts nobody, though research borrows); it runs once
+// the first ends.
 func nonPreemptibleBeyondReserveWaits(t *testing.T) {
 	h := newHarness(t, testPolicy(func(p *policy.Policy) {
+		p.Tiers["inference"].BeyondReserve = policy.BeyondReserveWait
 		p.Tenants["product"] = tenant("product", 4, 8)
 		p.Tenants["research"] = tenant("research", 2, 8)
 	}))
@@ -675,11 +677,12 @@ func nonPreemptibleBeyondReserveWaits(t *testing.T) {
 	h.expect("running", h.running(), []string{"product/serve-b×1", "research/train×1"})
 }
 
-// Nomad placed product's second inference job on free GPUs before
-// Steward acted: 6 GPUs of non-preemptible work, reserve 4. The newest,
-// beyond the reserve, is preemptible: research reclaims its reserve from
-// it; the job within the reserve is never a victim. Held, it then waits
-// by the reserve rule.
+// Nomad placed product's second inference job on free GPUs: 6 GPUs of
+// non-preemptible work, reserve 4. The newest, beyond the reserve, is
+// preemptible by reclaim: research reclaims its reserve from it; the job
+// within the reserve is never a victim. Held, it waits for GPUs (not for
+// the reserve: beyond_reserve "run"), and resumes when research's job
+// ends, its reason saying what it may lose.
 func nonPreemptiblePlacedBeyondReserve(t *testing.T) {
 	h := newHarness(t, tenantsPolicy())
 	h.node("n1", "default", 8)
@@ -700,9 +703,16 @@ func nonPreemptiblePlacedBeyondReserve(t *testing.T) {
 	h.expect("running", h.running(), []string{"product/serve-a×1", "research/train×1"})
 
 	plan = h.step()
-	if len(plan.Actions) != 0 || len(plan.Waiting) != 1 || plan.Waiting[0].Reason.Rule != RuleReserve {
-		t.Fatalf("want serve-b waiting by the reserve rule and no actions; got %q, waiting %+v", kinds(plan), plan.Waiting)
+	if len(plan.Actions) != 0 || len(plan.Waiting) != 1 || plan.Waiting[0].Reason.Rule != RuleCapacity {
+		t.Fatalf("want serve-b waiting for capacity and no actions; got %q, waiting %+v", kinds(plan), plan.Waiting)
 	}
+	h.finish("research", "train")
+	plan = h.step()
+	h.expect("actions", kinds(plan), []string{"resume product/serve-b"})
+	mustContain(t, plan.Actions[0].Reason.Message,
+		"GPUs are free and tenant product stays within its limit of 8 (6 GPUs with these 2): resuming 1 allocation"+
+			"; tier inference of tenant product runs beyond its reserve of 4 (6 GPUs of non-preemptible work): preemptible by reserve reclaims")
+	h.expect("running", h.running(), []string{"product/serve-a×1", "product/serve-b×1"})
 }
 
 // urgentPolicy: inference may not wait for checkpoints; product reserves

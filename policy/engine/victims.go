@@ -58,6 +58,12 @@ func (st *state) sortCandidates() {
 		if st.capped(st.jobOf(u), int(u.recent)) {
 			continue // at the eviction cap for the whole plan
 		}
+		if st.protectedJob(u) {
+			// Preempted max_per_job times: only a reclaim that nothing
+			// else frees enough for takes it (reclaimProtected).
+			st.protectedUnits = append(st.protectedUnits, int32(ui))
+			continue
+		}
 		class := uint64(classOther)
 		switch {
 		case u.idle == idlePressure:
@@ -287,6 +293,9 @@ type bene struct {
 	// took: an allocation went on GPUs set aside for work of a lower
 	// tier (takeMarksBelow).
 	took bool
+	// beyond: non-preemptible work that would run beyond its tenant's
+	// reserve (beyond_reserve "run"), where reserve reclaims take it back.
+	beyond bool
 	// base is the set of its demand; pool is base less pools at their
 	// limit for its tenant (quota.go), or a pool it reclaims in.
 	base int32
@@ -352,8 +361,11 @@ func (st *state) victimRule(u *unit, b *bene, n int32, allowYoung bool) (rule Ru
 		return "", false, false
 	}
 	rule, needOver, ok = st.ruleFor(u, b, n, allowYoung)
-	if ok && st.sameJob(u, b) {
-		return "", false, false // never preempt a job for itself
+	if ok && (st.sameJob(u, b) || !st.mayTake(u, b, rule)) {
+		// Never preempt a job for itself. (A reclaim that finds the
+		// victim's tenant within its reserve may still become priority,
+		// preempts_reserved: addVictim asks mayTake again then.)
+		return "", false, false
 	}
 	return rule, needOver, ok
 }
@@ -530,10 +542,18 @@ func (st *state) addVictim(ui int32, b *bene, n int32, allowYoung bool) bool {
 			return false
 		}
 		rule = RulePriority // within its reserve, which b's tier may cross (preempts_reserved)
+	} else if needOver && rule == RulePriority && b.beyond && holds-w.picked(n, u.tenant)-int(u.units) < reserve {
+		// b is non-preemptible work beyond its reserve, which reserve
+		// reclaims take back: a victim that left its tenant below its
+		// reserve would reclaim its GPUs from b at once.
+		return false
 	}
 	if needOver && b.inPool == 0 && t.quotas != nil && st.protectedInPool(u, n, w.picked(n, u.tenant)) &&
 		!st.e.overReserve(b.tier, b.prio, u.tier, u.prio) {
 		return false // within its reserve in the node's pool
+	}
+	if !st.mayTake(u, b, rule) {
+		return false
 	}
 	w.list[n] = append(w.list[n], victim{ui: ui, rule: rule, holdsPrev: holds})
 	st.chainListed(ui)
