@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"slices"
 	"sort"
 	"time"
 
@@ -269,6 +270,16 @@ func engineJob(p *policy.Policy, j *ObservedJob, st *JobState) engine.Job {
 	if st != nil {
 		ej.Preemptions = st.Preemptions
 		ej.PreemptionsTotal = st.PreemptedTotal
+		if pending := st.pendingEvictions(); len(pending) > 0 {
+			// A preemption counts once its stop took effect (finishDrain),
+			// after the checkpoint grace; until then the engine must still
+			// see it, or it preempts the job's other allocations in the
+			// grace past the eviction cap (soak seed 31: a fourth eviction
+			// in an hour 3 s after a third that was still checkpointing).
+			ej.Preemptions = append(slices.Clone(st.Preemptions), pending...)
+			slices.SortFunc(ej.Preemptions, func(a, b time.Time) int { return a.Compare(b) })
+			ej.PreemptionsTotal = max(st.PreemptedTotal, len(st.Preemptions)) + len(pending)
+		}
 		ej.Promoted = st.Promoted
 		ej.Snooze = engineSnooze(st)
 	}

@@ -86,12 +86,12 @@ func TestBuildSnapshot(t *testing.T) {
 					t.Fatalf("since %s, want 3h ago", d.Since)
 				}
 			}},
-		{"allocations being preempted are draining; history and promotion pass through", map[jobKey]*JobState{{"ml", "train"}: {
+		{"allocations being preempted are draining; history, the preemption in progress and promotion pass through", map[jobKey]*JobState{{"ml", "train"}: {
 			Namespace: "ml", ID: "train", Promoted: true, Preemptions: []time.Time{t0.Add(-time.Minute)},
-			Draining: []*Drain{{Group: "work", Allocs: []string{"a1"}, Deadline: t0.Add(time.Minute)}}}},
+			Draining: []*Drain{{Group: "work", Allocs: []string{"a1"}, Kind: "preempt", Decided: t0, Deadline: t0.Add(time.Minute)}}}},
 			func(t *testing.T, s *engine.Snapshot) {
 				a := s.Allocs[0]
-				if !a.Draining || !a.Job.Promoted || len(a.Job.Preemptions) != 1 || len(a.GPUIDs) != 4 {
+				if !a.Draining || !a.Job.Promoted || len(a.Job.Preemptions) != 2 || len(a.GPUIDs) != 4 {
 					t.Fatalf("alloc %+v", a)
 				}
 			}},

@@ -381,6 +381,29 @@ func (s *JobState) preempted(t time.Time) {
 	s.Preemptions = append(s.Preemptions, t)
 }
 
+// pendingEvictions are the times of evictions decided but not counted yet:
+// drains between the decision and the stop (each counts when finishDrain
+// writes its scale, or through Held.Evicts when that write is not taken).
+// A pause and work held before it was admitted are no evictions (finishDrain).
+func (s *JobState) pendingEvictions() []time.Time {
+	var out []time.Time
+	for _, d := range s.Draining {
+		if d == nil || d.Finished || d.Kind == "pause" || d.Unadmitted || d.Decided.IsZero() {
+			continue
+		}
+		out = append(out, d.Decided)
+	}
+	var held []time.Time
+	for _, h := range s.Held {
+		if h != nil && !h.Evicts.IsZero() {
+			held = append(held, h.Evicts)
+		}
+	}
+	// One drain holds each of its groups with the same time: one eviction.
+	slices.SortFunc(held, func(a, b time.Time) int { return a.Compare(b) })
+	return append(out, slices.Compact(held)...)
+}
+
 func (s *JobState) trimPreemptions(now time.Time) {
 	cut := 0
 	for cut < len(s.Preemptions) && now.Sub(s.Preemptions[cut]) > preemptionMemory {
