@@ -129,6 +129,19 @@ tenant "platform" {
   pools     = ["cloud", "onprem"]          # Its own pool precedence, instead of its tiers'. Default: [] (the tiers').
 }
 
+# A department groups tenants under a reserve and a limit of their own
+# (hierarchical tenants; docs/policy.md). Each tenant's reserve lies within
+# the department's (their sum may not exceed it); the rest, and whatever a
+# member leaves unused, goes to its other tenants before anyone outside, and
+# a member reclaims it from tenants outside the department. The limit caps
+# its tenants together, each tenant's own limit still holding within it.
+department "engineering" {
+  tenants = ["product", "research"] # Each tenant in at most one department. Required.
+  reserve = 8                       # Default: 0; at least the sum of its tenants' reserves.
+  limit   = 12                      # Default: no limit.
+  weight  = 1                       # Share among departments with fair share over time. Default: 1; must be > 0.
+}
+
 # A pool is a set of nodes: a Nomad node pool, the nodes of some GPU models,
 # or both. With owners, it keeps its GPUs for some tiers: other tiers may
 # borrow (backfill) them, and lose them at once when an owner needs them.
