@@ -70,6 +70,9 @@ func (st *state) victimReason(m *msg, b *bene, v victim, gpus int) Reason {
 		if v.pool > 0 {
 			return st.poolReclaimReason(m, b, v, gpus)
 		}
+		if v.dept > 0 {
+			return st.deptReclaimReason(m, b, v, gpus)
+		}
 		m.start("tenant ", vt.Name, " holds ").gpusU(v.holdsPrev).s(", reserve ").n(vt.Reserve).s(": reclaiming ")
 		if !st.where(m, u, gpus) {
 			m.n(gpus)
