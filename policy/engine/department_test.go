@@ -36,16 +36,16 @@ func TestDepartments(t *testing.T) {
 		allocs   []Alloc
 		waiting  []Demand
 		want     []act
-		waitWhy  map[string]string // job -> part of its waiting reason
-		deptUsed int               // Plan.Departments' InUse for research
+		waitWhy  map[string]string  // job -> part of its waiting reason
+		deptUsed int                // Plan.Departments' InUse for research
 		usage    map[string]float64 // Snapshot.Usage; fair share over time on when set
 	}{
 		{
-			name:    "over the department limit: its newest work goes whichever tenant holds it",
-			tenants: map[string][2]int{"a": {0, -1}, "b": {0, -1}},
-			depts:   dept(0, 4),
-			allocs:  []Alloc{run("a", "train", "training", 4, 3*time.Hour), run("b", "nb", "interactive", 2, 20*time.Second)},
-			want: []act{{"preempt b/nb", "department research (tenants a, b) holds 6 GPUs, limit 4: giving back 2"}},
+			name:     "over the department limit: its newest work goes whichever tenant holds it",
+			tenants:  map[string][2]int{"a": {0, -1}, "b": {0, -1}},
+			depts:    dept(0, 4),
+			allocs:   []Alloc{run("a", "train", "training", 4, 3*time.Hour), run("b", "nb", "interactive", 2, 20*time.Second)},
+			want:     []act{{"preempt b/nb", "department research (tenants a, b) holds 6 GPUs, limit 4: giving back 2"}},
 			deptUsed: 4,
 		},
 		{
