@@ -41,7 +41,7 @@ func examplePolicy() *Policy {
 				Tiers: []string{"interactive", "training"}, Pools: []string{"cloud", "onprem"}},
 		},
 		Departments: map[string]*Department{
-			"engineering": {Name: "engineering", Tenants: []string{"product", "research"}, Reserve: 8, Limit: 12, Weight: 1},
+			"infra": {Name: "infra", Tenants: []string{"platform"}, Reserve: 0, Limit: 2, Weight: 0.5},
 		},
 		Pools: map[string]*Pool{
 			"serving": {Name: "serving", NodePool: "serving", Owners: []string{"inference"}, Grace: 0},

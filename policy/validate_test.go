@@ -690,12 +690,11 @@ func TestPolicyValidate(t *testing.T) {
 			name: "hand-built departments: nil, tenant in two, reserve too small",
 			edit: func(p *Policy) {
 				p.Departments["void"] = nil
-				p.Departments["ops"] = &Department{Name: "ops", Tenants: []string{"product", "platform"}, Reserve: 2, Limit: Unlimited, Weight: 1}
-				p.Departments["engineering"].Reserve = 6
+				p.Departments["ops"] = &Department{Name: "ops", Tenants: []string{"platform", "product", "research"}, Reserve: 6, Limit: Unlimited, Weight: 1}
 			},
 			want: []string{`department "void": Nil department`,
-				`department "ops" tenants[0]: Tenant in two departments: Tenant "product" is already in department "engineering"`,
-				`department "engineering" reserve: Department reserve below its tenants': Department "engineering" has reserve 6, but its tenants' reserves add up to 8 (product 4, research 4)`},
+				`department "ops" tenants[0]: Tenant in two departments: Tenant "platform" is already in department "infra"`,
+				`department "ops" reserve: Department reserve below its tenants': Department "ops" has reserve 6, but its tenants' reserves add up to 8 (platform 0, product 4, research 4)`},
 		},
 		{
 			name: "no default tier",
