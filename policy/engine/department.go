@@ -145,6 +145,19 @@ func (st *state) deptProtected(u *unit, b *bene, n int32) bool {
 	return holds <= st.e.depts[di].reserve
 }
 
+// deptNote is what a capacity reason adds for a tenant in a department:
+// "; department research (tenants a, b) holds 8 GPUs, reserve 8" ("" for
+// a tenant in none).
+func (st *state) deptNote(ti int) string {
+	di := st.dept(ti)
+	if di < 0 {
+		return ""
+	}
+	d := &st.e.depts[di]
+	return "; department " + d.d.Name + " (tenants " + d.names + ") holds " + unitsString(st.deptUse(di)) +
+		", reserve " + itoa(d.d.Reserve)
+}
+
 // enforceDeptLimits gives back a department's newest work, whichever of
 // its tenants holds it, while its tenants together hold more than its
 // limit, as enforceLimits does a tenant's (the limit wins over the

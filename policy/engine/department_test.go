@@ -78,12 +78,13 @@ func TestDepartments(t *testing.T) {
 			deptUsed: 4,
 		},
 		{
-			name:     "on the department's account: never from a sibling",
-			tenants:  map[string][2]int{"a": {0, -1}, "b": {0, -1}},
-			depts:    dept(8, -1),
-			allocs:   []Alloc{run("b", "all", "training", 6, 3*time.Hour), run("b", "rest", "training", 2, 3*time.Hour)},
-			waiting:  []Demand{wait("a", "nb", 2, time.Minute)},
-			waitWhy:  map[string]string{"a/nb": "none free, and nothing may be preempted"},
+			name:    "on the department's account: never from a sibling",
+			tenants: map[string][2]int{"a": {0, -1}, "b": {0, -1}},
+			depts:   dept(8, -1),
+			allocs:  []Alloc{run("b", "all", "training", 6, 3*time.Hour), run("b", "rest", "training", 2, 3*time.Hour)},
+			waiting: []Demand{wait("a", "nb", 2, time.Minute)},
+			waitWhy: map[string]string{"a/nb": "none free, and nothing may be preempted for tier training (priority 40) of tenant a " +
+				"(holds 0, reserve 0); department research (tenants a, b) holds 8, reserve 8"},
 			deptUsed: 8,
 		},
 		{
