@@ -650,6 +650,7 @@ func playOverTime(t *testing.T, seed uint64) {
 			p.Tenants[name] = tenant(name, r.IntN(3), []int{policy.Unlimited, 4, 6}[r.IntN(3)])
 		}
 	})
+	genDepartment(int(seed), p) // half the seeds: some tenants in a department
 	h := newHarness(t, p)
 	for n := range 1 + r.IntN(3) {
 		h.node(fmt.Sprintf("n%d", n), "default", []int{2, 4}[r.IntN(2)])
