@@ -129,6 +129,30 @@ tenant "platform" {
   pools     = ["cloud", "onprem"]          # Its own pool precedence, instead of its tiers'. Default: [] (the tiers').
 }
 
+# A department groups tenants under a reserve and a limit of their own
+# (hierarchical tenants; docs/policy.md). Each tenant's reserve lies within
+# the department's (their sum may not exceed it); the rest, and whatever a
+# member leaves unused, goes to its other tenants before anyone outside, and
+# a member below it reclaims it from tenants outside the department. The
+# limit caps its tenants together, each tenant's own limit still holding.
+# A division whose teams share one budget would read:
+#
+#   department "engineering" {
+#     tenants = ["product", "research"]
+#     reserve = 10 # product's 4 and research's 4, and 2 more for either
+#     limit   = 12 # together; each keeps its own limit too
+#   }
+#
+# Here platform's budget is kept in a department of its own, with its own
+# numbers (so this file plans as it would without it): its future teams,
+# each a namespace, join it by being added to tenants.
+department "infra" {
+  tenants = ["platform"] # Each tenant in at most one department. Required.
+  reserve = 0            # Default: 0; at least the sum of its tenants' reserves.
+  limit   = 2            # Default: no limit.
+  weight  = 0.5          # Share among departments with fair share over time. Default: 1; must be > 0.
+}
+
 # A pool is a set of nodes: a Nomad node pool, the nodes of some GPU models,
 # or both. With owners, it keeps its GPUs for some tiers: other tiers may
 # borrow (backfill) them, and lose them at once when an owner needs them.

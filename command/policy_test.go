@@ -62,7 +62,7 @@ func TestPolicyValidate(t *testing.T) {
 			name:       "example",
 			args:       []string{example},
 			code:       0,
-			stdout:     []string{example + ": valid — 4 tiers, 3 tenants, 4 pools, 2 idle rules\n"},
+			stdout:     []string{example + ": valid — 4 tiers, 3 tenants, 1 department, 4 pools, 2 idle rules\n"},
 			emptyError: true,
 		},
 		{

@@ -36,7 +36,7 @@ Usage: steward policy validate FILE|DIR...
 Example:
 
   $ steward policy validate example.hcl
-  example.hcl: valid — 4 tiers, 3 tenants, 4 pools, 2 idle rules
+  example.hcl: valid — 4 tiers, 3 tenants, 1 department, 4 pools, 2 idle rules
 `)
 }
 
@@ -51,8 +51,12 @@ func (c *PolicyValidateCommand) Run(args []string) int {
 	if pol == nil {
 		return 1
 	}
+	tenants := count(len(pol.Tenants), "tenant")
+	if len(pol.Departments) > 0 { // named only when there are some
+		tenants += ", " + count(len(pol.Departments), "department")
+	}
 	summary := fmt.Sprintf("%s: valid — %s, %s, %s, %s", strings.Join(files, ", "),
-		count(len(pol.Tiers), "tier"), count(len(pol.Tenants), "tenant"),
+		count(len(pol.Tiers), "tier"), tenants,
 		count(len(pol.Pools), "pool"), count(len(pol.Idle), "idle rule"))
 	if warnings > 0 {
 		summary += fmt.Sprintf(" (%s)", count(warnings, "warning"))

@@ -55,9 +55,10 @@ Options:
                        model column asks for. Default: 100.
   -gpus-per-node N     GPUs on each node when -nodes is a number (not with
                        a list). Default: 8.
-  -scale F             Multiply every tenant's reserve and limit by F, to
-                       size a policy written for another cluster (example.hcl
-                       is for one 8-GPU node: -scale 100 for 100 nodes).
+  -scale F             Multiply every tenant's and department's reserve and
+                       limit by F, to size a policy written for another
+                       cluster (example.hcl is for one 8-GPU node: -scale 100
+                       for 100 nodes).
                        Default: 1.
   -seed N              Seed of the workload derivation. Default: 1.
   -limit N             Simulate only the first N jobs of each trace (of the

@@ -193,6 +193,7 @@ func FormatStatus(s *controller.Status, now time.Time, verbose bool) string {
 		rows = append(rows, fmt.Sprintf("%s|%d|%s|%d|%d|%d|%s", t.Tenant, t.Reserve, limitString(t.Limit), t.InUse, t.Borrowed, t.Pending, note))
 	}
 	b.WriteString(columnize.SimpleFormat(rows) + "\n")
+	formatDepartments(&b, s.Departments)
 
 	b.WriteString("\nHeld Jobs\n")
 	if len(s.Held) == 0 {
@@ -476,4 +477,36 @@ func orDash(s string) string {
 		return "-"
 	}
 	return s
+}
+
+// formatDepartments writes the Departments table, when the policy has
+// departments: their tenants together against the department's reserve
+// and limit, and, with fair share over time, the department's decayed
+// usage and shares among departments.
+func formatDepartments(b *strings.Builder, ds []controller.DepartmentStatus) {
+	if len(ds) == 0 {
+		return
+	}
+	fair := false
+	for _, d := range ds {
+		fair = fair || d.FairShare > 0
+	}
+	rows := []string{"Department|Tenants|Reserve|Limit|In Use|Pending|Note"}
+	if fair {
+		rows[0] = "Department|Tenants|Reserve|Limit|In Use|Pending|Used (decayed GPU-h)|Used Share|Fair Share|Note"
+	}
+	for _, d := range ds {
+		note := ""
+		if d.Limit >= 0 && d.InUse > d.Limit {
+			note = fmt.Sprintf("OVER LIMIT by %d", d.InUse-d.Limit)
+		}
+		tenants := strings.Join(d.Tenants, ", ")
+		if fair {
+			rows = append(rows, fmt.Sprintf("%s|%s|%d|%s|%d|%d|%.1f|%.0f%%|%.0f%%|%s", d.Department, tenants, d.Reserve, limitString(d.Limit),
+				d.InUse, d.Pending, d.UsageGPUHours, 100*d.UsedShare, 100*d.FairShare, note))
+			continue
+		}
+		rows = append(rows, fmt.Sprintf("%s|%s|%d|%s|%d|%d|%s", d.Department, tenants, d.Reserve, limitString(d.Limit), d.InUse, d.Pending, note))
+	}
+	b.WriteString("\nDepartments\n" + columnize.SimpleFormat(rows) + "\n")
 }

@@ -60,3 +60,52 @@ func TestFormatStatusFairShare(t *testing.T) {
 		}
 	}
 }
+
+// TestFormatStatusDepartments: a Departments table after the tenants' when
+// the policy has departments (none otherwise), with fair share figures
+// when on and a department over its limit marked.
+func TestFormatStatusDepartments(t *testing.T) {
+	now := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
+	tests := []struct {
+		name    string
+		depts   []controller.DepartmentStatus
+		want    []string
+		wantNot []string
+	}{
+		{name: "no departments", wantNot: []string{"Departments"}},
+		{
+			name: "one over its limit and one unlimited",
+			depts: []controller.DepartmentStatus{
+				{Department: "research", Tenants: []string{"nlp", "vision"}, Reserve: 8, Limit: 10, InUse: 12, Pending: 2},
+				{Department: "ops", Tenants: []string{"infra"}, Limit: -1, InUse: 1},
+			},
+			want: []string{"Departments\nDepartment  Tenants      Reserve  Limit  In Use  Pending  Note",
+				"research    nlp, vision  8        10     12      2        OVER LIMIT by 2",
+				"ops         infra        0        none   1       0"},
+		},
+		{
+			name: "fair share over time",
+			depts: []controller.DepartmentStatus{{Department: "research", Tenants: []string{"nlp", "vision"}, Reserve: 8, Limit: -1,
+				InUse: 4, UsageGPUHours: 41.25, UsedShare: 0.8, FairShare: 0.5}},
+			want: []string{"Used (decayed GPU-h)  Used Share  Fair Share",
+				"research    nlp, vision  8        none   4       0        41.2                  80%         50%"},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s := &controller.Status{Updated: now, Leader: "ctl", Departments: tc.depts,
+				Tenants: []controller.TenantStatus{{Tenant: "nlp", Limit: -1}}}
+			out := FormatStatus(s, now, false)
+			for _, want := range tc.want {
+				if !strings.Contains(out, want) {
+					t.Errorf("status lacks %q:\n%s", want, out)
+				}
+			}
+			for _, no := range tc.wantNot {
+				if strings.Contains(out, no) {
+					t.Errorf("status has %q:\n%s", no, out)
+				}
+			}
+		})
+	}
+}

@@ -231,7 +231,11 @@ func (c *Controller) Reload() error {
 }
 
 func policySummary(p *policy.Policy) string {
-	return plural(len(p.Tiers), "tier") + ", " + plural(len(p.Tenants), "tenant") + ", " + plural(len(p.Pools), "pool") + ", " +
+	tenants := plural(len(p.Tenants), "tenant")
+	if len(p.Departments) > 0 { // named only when there are some: older summaries read as before
+		tenants += ", " + plural(len(p.Departments), "department")
+	}
+	return plural(len(p.Tiers), "tier") + ", " + tenants + ", " + plural(len(p.Pools), "pool") + ", " +
 		plural(len(p.Idle), "idle rule")
 }
 

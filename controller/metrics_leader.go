@@ -44,6 +44,8 @@ type decisionSeries struct {
 	// after an idle release then.
 	accruedAt time.Time
 	idleHeld  map[heldGroup]bool
+
+	departmentSeries
 }
 
 type heldGroup struct {
@@ -103,6 +105,7 @@ func (m *metrics) newDecisions() {
 	d.idleGPUHours = counter("steward_idle_gpu_hours_reclaimed_total",
 		"GPU-hours idle rules took back, counted as they accrue: the GPUs of work Steward holds after an idle release, "+
 			"for as long as it holds them. Work stopped for good adds none: how long it would have idled on is unknown.", "tenant")
+	m.newDepartments()
 	d.rounds = counter("steward_rounds_total",
 		"Control rounds the leader ran, by result: ok, calls-failed (some Nomad calls failed and are retried), error (nothing decided).", "result")
 }
@@ -115,6 +118,9 @@ func (m *metrics) stepDown() {
 	m.idleGPUs.Set(0)
 	for _, v := range []*prometheus.GaugeVec{m.gpusInUse, m.gpusReserved, m.gpusWaiting, m.gpusLimit, m.gpusBorrowed,
 		m.fairUsage, m.fairShare, m.reserveShortfall, m.waitingGroups, m.oldestWait, m.tierPreemptible, m.tierPriority, m.evictionCap, m.jobStopsMax, m.jobsAtCap} {
+		v.Reset()
+	}
+	for _, v := range m.departmentGauges() {
 		v.Reset()
 	}
 	m.accruedAt, m.idleHeld = time.Time{}, nil
@@ -179,6 +185,7 @@ func (m *metrics) observeDecisions(r *round, snap *engine.Snapshot, pol *policy.
 		m.tierPriority.WithLabelValues(name).Set(float64(t.Priority))
 	}
 	m.evictionCap.WithLabelValues().Set(float64(pol.Preemption.MaxPerJobPerHour))
+	m.observeDepartments(r.plan)
 	m.observeWaiting(r, snap, pol)
 	m.observeStops(r, pol, states)
 	m.accrueIdle(r, pol, states)

@@ -27,9 +27,12 @@ type Status struct {
 	DryRun       bool           `json:"dry_run,omitempty"`
 	Policy       string         `json:"policy"`
 	Tenants      []TenantStatus `json:"tenants"`
-	Held         []HeldStatus   `json:"held"`
-	Idle         []IdleStatus   `json:"idle"`
-	IdleGPUs     int            `json:"idle_gpus"`
+	// Departments are the policy's departments (groups of tenants with a
+	// reserve and a limit of their own); none without department blocks.
+	Departments []DepartmentStatus `json:"departments,omitempty"`
+	Held        []HeldStatus       `json:"held"`
+	Idle        []IdleStatus       `json:"idle"`
+	IdleGPUs    int                `json:"idle_gpus"`
 	// HeldOmitted and IdleOmitted count the entries left out of Held
 	// and Idle to keep the status within a variable's size (the longest
 	// held, and the longest idle, are kept).
@@ -119,6 +122,22 @@ type TenantStatus struct {
 	UsedShare     float64 `json:"used_share,omitempty"`
 }
 
+// DepartmentStatus is one department's GPUs: its tenants' together.
+type DepartmentStatus struct {
+	Department string   `json:"department"`
+	Tenants    []string `json:"tenants"`
+	Reserve    int      `json:"reserve"`
+	Limit      int      `json:"limit"` // -1: none
+	InUse      int      `json:"in_use"`
+	Pending    int      `json:"pending"`
+	// With fair share over time, as TenantStatus's: its tenants' decayed
+	// use of borrowed GPUs together, its fair share among departments
+	// (and tenants in none), and its part of their decayed use.
+	UsageGPUHours float64 `json:"fair_share_usage_gpu_hours,omitempty"`
+	FairShare     float64 `json:"fair_share,omitempty"`
+	UsedShare     float64 `json:"used_share,omitempty"`
+}
+
 // HeldStatus is a job group Steward holds.
 type HeldStatus struct {
 	Job    string    `json:"job"`
@@ -154,6 +173,11 @@ func buildStatus(pol *policy.Policy, r *round, states []*JobState, usage map[str
 			s.Tenants = append(s.Tenants, TenantStatus{Tenant: t.Tenant, Reserve: t.Reserve, Limit: t.Limit,
 				InUse: t.InUse, Borrowed: t.Borrowed(), Pending: t.Waiting, Note: t.Note,
 				UsageGPUHours: t.UsageGPUHours, FairShare: t.FairShare, UsedShare: t.UsedShare})
+		}
+		for _, d := range r.plan.Departments {
+			s.Departments = append(s.Departments, DepartmentStatus{Department: d.Department, Tenants: d.Tenants,
+				Reserve: d.Reserve, Limit: d.Limit, InUse: d.InUse, Pending: d.Waiting,
+				UsageGPUHours: d.UsageGPUHours, FairShare: d.FairShare, UsedShare: d.UsedShare})
 		}
 	}
 	for _, st := range states {
@@ -296,6 +320,10 @@ func withoutFairFigures(s Status) Status {
 	s.Tenants = slices.Clone(s.Tenants)
 	for i := range s.Tenants {
 		s.Tenants[i].UsageGPUHours, s.Tenants[i].FairShare, s.Tenants[i].UsedShare = 0, 0, 0
+	}
+	s.Departments = slices.Clone(s.Departments)
+	for i := range s.Departments {
+		s.Departments[i].UsageGPUHours, s.Departments[i].FairShare, s.Departments[i].UsedShare = 0, 0, 0
 	}
 	return s
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -50,6 +51,13 @@ func namespaceView(s *Status, ns, tenant string, namespaces map[string]bool) Sta
 		if t.Tenant == tenant {
 			t.Note = redact(t.Note)
 			v.Tenants = append(v.Tenants, t)
+		}
+	}
+	for _, d := range s.Departments {
+		// Its department binds it: the team sees its figures, and which
+		// teams share them.
+		if slices.Contains(d.Tenants, tenant) {
+			v.Departments = append(v.Departments, d)
 		}
 	}
 	for _, h := range s.Held {

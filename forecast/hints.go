@@ -262,6 +262,9 @@ func (h *hinter) limitLine(e Entry, demands []int) string {
 	if d.Job.Gang {
 		need = d.GPUs()
 	}
+	if line, ok := h.departmentLimitLine(e, d, need); ok {
+		return line
+	}
 	for _, t := range h.plan.Tenants {
 		if t.Tenant == e.Tenant && t.Limit >= 0 && need > t.Limit {
 			// No running work ending makes room: the ask itself is
@@ -280,6 +283,39 @@ func (h *hinter) limitLine(e Entry, demands []int) string {
 		}
 	}
 	return "starts when tenant " + e.Tenant + "'s running work ends and leaves room under its limit"
+}
+
+// departmentLimitLine is limitLine for a job its department's limit holds
+// (policy.Department) rather than its tenant's own: the tenant is within
+// its own limit with the job, the department is not.
+func (h *hinter) departmentLimitLine(e Entry, d *engine.Demand, need int) (string, bool) {
+	if len(h.plan.Departments) == 0 {
+		return "", false
+	}
+	for _, t := range h.plan.Tenants {
+		if t.Tenant == e.Tenant && t.Limit >= 0 && t.InUse+need > t.Limit {
+			return "", false // its own limit holds it
+		}
+	}
+	for _, dp := range h.plan.Departments {
+		if !slices.Contains(dp.Tenants, e.Tenant) || dp.Limit < 0 {
+			continue
+		}
+		if need > dp.Limit {
+			what := "an allocation"
+			if d.Job.Gang {
+				what = "its gang"
+			}
+			return "never starts as it is: " + what + " asks for " + gpus(need) + ", more than department " + dp.Department +
+				"'s limit of " + strconv.Itoa(dp.Limit) + "; it could start if it asked for at most " + gpus(dp.Limit), true
+		}
+		if dp.InUse+need > dp.Limit {
+			return "starts when department " + dp.Department + " (tenants " + strings.Join(dp.Tenants, ", ") + ") holds at most " +
+				gpus(max(dp.Limit-need, 0)) + " (it holds " + strconv.Itoa(dp.InUse) + ", limit " + strconv.Itoa(dp.Limit) + "), " +
+				"as its tenants' running work ends, or if it asks for fewer", true
+		}
+	}
+	return "", false
 }
 
 func gpus(n int) string {

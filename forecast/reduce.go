@@ -141,6 +141,16 @@ func scaledPolicy(p *policy.Policy, k int) *policy.Policy {
 		}
 		q.Tenants[name] = &u
 	}
+	if p.Departments != nil {
+		// Departments shrink with their tenants: left whole, a
+		// department's limit would never bind in a share of the cluster.
+		q.Departments = make(map[string]*policy.Department, len(p.Departments))
+		for name, d := range p.Departments {
+			u := *d
+			u.Reserve, u.Limit = scale(d.Reserve, 0), scale(d.Limit, 1)
+			q.Departments[name] = &u
+		}
+	}
 	return &q
 }
 

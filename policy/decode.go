@@ -18,6 +18,7 @@ var (
 		{Type: blockDefaults},
 		{Type: blockTier, LabelNames: labelName},
 		{Type: blockTenant, LabelNames: labelName},
+		{Type: blockDepartment, LabelNames: labelName},
 		{Type: blockPool, LabelNames: labelName},
 		{Type: blockIdle, LabelNames: labelName},
 		{Type: blockPreemption},
@@ -37,6 +38,9 @@ var (
 		},
 		Blocks: []hcl.BlockHeaderSchema{{Type: blockPool, LabelNames: labelName}},
 	}
+	departmentSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{
+		{Name: "tenants", Required: true}, {Name: "reserve"}, {Name: "limit"}, {Name: "weight"},
+	}}
 	quotaSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{
 		{Name: "reserve"}, {Name: "limit"},
 	}}
@@ -180,6 +184,8 @@ func (d *decoder) block(b *hcl.Block) {
 		target.tier(b, name)
 	case blockTenant:
 		target.tenant(b, name)
+	case blockDepartment:
+		target.department(b, name)
 	case blockPool:
 		target.pool(b, name)
 	case blockIdle:

@@ -15,6 +15,7 @@ var schemas = map[string]*hcl.BodySchema{
 	blockDefaults:   defaultsSchema,
 	blockTier:       tierSchema,
 	blockTenant:     tenantSchema,
+	blockDepartment: departmentSchema,
 	blockPool:       poolSchema,
 	blockIdle:       idleSchema,
 	blockPreemption: preemptionSchema,

@@ -37,6 +37,8 @@ func FuzzParse(f *testing.F) {
 		"tier \"t\" { priority = 1 }\nidle \"i\" { after = \"-1s\" threshold = 1e400 }\n",
 		"tier \"t\" { priority = 1 }\nidle \"i\" {\n after = \"2m\"\n warn_before = \"1m\"\n}\n",
 		"tier \"t\" { priority = 1 }\nnotify \"n\" {\n url = \"http://127.0.0.1:1/x\"\n headers_from_env = { \"A.b\" = \"E\" }\n events = [\"hold\"]\n}\n",
+		"tier \"t\" { priority = 1 }\ntenant \"a\" { reserve = 3 }\ndepartment \"d\" {\n tenants = [\"a\", \"a\", \"z\"]\n reserve = 2\n limit = -1\n weight = 0\n}\n",
+		`{"tier": {"t": {"priority": 1}}, "tenant": {"a": {}}, "department": {"d": {"tenants": ["a"], "limit": 1}, "e": {"tenants": ["a"]}}}`,
 		`{"tier": {"t": {"priority": 1}}, "notify": {"n": {"url_env": "H", "attempts": 2, "timeout": "1s"}}}`,
 	} {
 		f.Add([]byte(s))

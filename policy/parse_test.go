@@ -40,6 +40,9 @@ func examplePolicy() *Policy {
 			"platform": {Name: "platform", Namespace: "platform", Reserve: 0, Limit: 2, Weight: 0.5,
 				Tiers: []string{"interactive", "training"}, Pools: []string{"cloud", "onprem"}},
 		},
+		Departments: map[string]*Department{
+			"infra": {Name: "infra", Tenants: []string{"platform"}, Reserve: 0, Limit: 2, Weight: 0.5},
+		},
 		Pools: map[string]*Pool{
 			"serving": {Name: "serving", NodePool: "serving", Owners: []string{"inference"}, Grace: 0},
 			"onprem":  {Name: "onprem", NodePool: "default"},

@@ -110,12 +110,15 @@ const (
 // Policy is a resolved policy: every default filled in, every reference
 // checked. Build one with Parse (or by hand in tests and simulations).
 type Policy struct {
-	Defaults   Defaults
-	Tiers      map[string]*Tier
-	Tenants    map[string]*Tenant
-	Pools      map[string]*Pool
-	Idle       []*IdleRule // in file order; the first matching rule applies
-	Preemption Preemption
+	Defaults Defaults
+	Tiers    map[string]*Tier
+	Tenants  map[string]*Tenant
+	// Departments group tenants under a reserve and limit of their own
+	// (department.go); nil or empty: none.
+	Departments map[string]*Department
+	Pools       map[string]*Pool
+	Idle        []*IdleRule // in file order; the first matching rule applies
+	Preemption  Preemption
 	// Notify are the webhooks decisions are sent to, in file order
 	// (notify.go).
 	Notify []*Notify

@@ -22,7 +22,7 @@ func (p *Policy) String() string {
 // Format writes the policy as HCL native syntax with every default spelled
 // out, so a person sees what Steward will do. The output parses back into
 // an equal Policy (Files aside). Blocks come in a fixed order: defaults,
-// tiers by priority (highest first) then name, tenants, pools, idle rules in
+// tiers by priority (highest first) then name, tenants, departments, pools, idle rules in
 // their order of application, preemption. p must be valid (see Validate):
 // Format does not check it.
 func (p *Policy) Format(w io.Writer) error {
@@ -138,6 +138,21 @@ func (p *Policy) Format(w io.Writer) error {
 				qb.SetAttributeValue("limit", cty.NumberIntVal(int64(q.Limit)))
 			}
 		}
+	}
+
+	for _, name := range p.DepartmentNames() {
+		dp := p.Departments[name]
+		root.AppendNewline()
+		b := root.AppendNewBlock(blockDepartment, []string{name}).Body()
+		if dp.Limit == Unlimited {
+			comment(b, "limit is left out: no limit on its tenants together.")
+		}
+		setStrings(b, "tenants", dp.Tenants)
+		b.SetAttributeValue("reserve", cty.NumberIntVal(int64(dp.Reserve)))
+		if dp.Limit != Unlimited {
+			b.SetAttributeValue("limit", cty.NumberIntVal(int64(dp.Limit)))
+		}
+		b.SetAttributeValue("weight", cty.NumberFloatVal(dp.Weight))
 	}
 
 	for _, name := range p.PoolNames() {

@@ -24,6 +24,18 @@ tier "t" { priority = 1 }
 tenant "team" { weight = 0.1 }
 idle "all" {}
 preemption { checkpoint_signal = "none" }`},
+		{"departments, one unlimited", `
+tier "t" { priority = 1 }
+tenant "a" { reserve = 2 }
+tenant "b" {}
+tenant "c" {}
+department "research" {
+  tenants = ["b", "a"]
+  reserve = 4
+  limit   = 6
+  weight  = 2
+}
+department "ops" { tenants = ["c"] }`},
 		{"names that need escaping", `
 tier "a \"quoted\" $${tier} %%{x} \\ name" { priority = 3 }
 tier "ünïcode" { priority = 3 }

@@ -11,6 +11,7 @@ const (
 	blockDefaults   = "defaults"
 	blockTier       = "tier"
 	blockTenant     = "tenant"
+	blockDepartment = "department"
 	blockPool       = "pool"
 	blockIdle       = "idle"
 	blockPreemption = "preemption"

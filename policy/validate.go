@@ -55,6 +55,7 @@ func check(p *Policy, order map[string][]string) []problem {
 	c.defaults()
 	c.tiers()
 	c.tenants()
+	c.departments()
 	c.pools()
 	c.idle()
 	c.preemption()

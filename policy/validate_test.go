@@ -580,6 +580,61 @@ tenant "platform" {
 			want: []wantDiag{{"a.hcl:3,1", "Duplicate notify", `Notify "ops" already defined at a.hcl:2,1-13`}},
 		},
 
+		// Departments.
+		{
+			name: "department of unknown tenant",
+			src:  "tier \"t\" { priority = 5 }\ntenant \"a\" {}\ndepartment \"d\" { tenants = [\"a\", \"b\"] }\n",
+			want: []wantDiag{{"a.hcl:3,34", "Unknown tenant", `There is no tenant "b".`}},
+		},
+		{
+			name: "tenant in two departments",
+			src:  "tier \"t\" { priority = 5 }\ntenant \"a\" {}\ndepartment \"d\" { tenants = [\"a\"] }\ndepartment \"e\" { tenants = [\"a\"] }\n",
+			want: []wantDiag{{"a.hcl:4,29", "Tenant in two departments", `Tenant "a" is already in department "d"`}},
+		},
+		{
+			name: "department reserve below its tenants' reserves",
+			src: `tier "t" { priority = 5 }
+tenant "a" { reserve = 4 }
+tenant "b" { reserve = 6 }
+department "d" {
+  tenants = ["a", "b"]
+  reserve = 8
+}
+`,
+			want: []wantDiag{{"a.hcl:6,13", "Department reserve below its tenants'", "reserves add up to 10 (a 4, b 6)"}},
+		},
+		{
+			name: "department limit below reserve and bad weight",
+			src: `tier "t" { priority = 5 }
+tenant "a" {}
+department "d" {
+  tenants = ["a"]
+  reserve = 4
+  limit   = 2
+  weight  = 0
+}
+`,
+			want: []wantDiag{
+				{"a.hcl:6,13", "Limit below reserve", `Department "d" has limit 2 but reserve 4`},
+				{"a.hcl:7,13", "Invalid weight", `The weight of department "d" must be a number greater than 0; got 0.`},
+			},
+		},
+		{
+			name: "department negative limit",
+			src:  "tier \"t\" { priority = 5 }\ntenant \"a\" {}\ndepartment \"d\" {\n  tenants = [\"a\"]\n  limit = -1\n}\n",
+			want: []wantDiag{{"a.hcl:5,11", "Invalid limit", "limit must be 0 or more; got -1. Leave limit out for no limit."}},
+		},
+		{
+			name: "empty department",
+			src:  "tier \"t\" { priority = 5 }\ndepartment \"d\" { tenants = [] }\n",
+			want: []wantDiag{{"a.hcl:2,28", "Empty department", `Department "d" lists no tenants`}},
+		},
+		{
+			name: "department defined twice",
+			src:  "tier \"t\" { priority = 5 }\ntenant \"a\" {}\ndepartment \"d\" { tenants = [\"a\"] }\ndepartment \"d\" { tenants = [\"a\"] }\n",
+			want: []wantDiag{{"a.hcl:4,1", "Duplicate department", `Department "d" already defined at a.hcl:3,1-15`}},
+		},
+
 		// All problems are reported, in file order.
 		{
 			name: "several mistakes",
@@ -630,6 +685,16 @@ func TestPolicyValidate(t *testing.T) {
 				p.Pools["empty"] = nil
 			},
 			want: []string{`tier "other": Misnamed tier`, `tier "void": Nil tier`, `tenant "ghost": Nil tenant`, `pool "empty": Nil pool`},
+		},
+		{
+			name: "hand-built departments: nil, tenant in two, reserve too small",
+			edit: func(p *Policy) {
+				p.Departments["void"] = nil
+				p.Departments["ops"] = &Department{Name: "ops", Tenants: []string{"platform", "product", "research"}, Reserve: 6, Limit: Unlimited, Weight: 1}
+			},
+			want: []string{`department "void": Nil department`,
+				`department "ops" tenants[0]: Tenant in two departments: Tenant "platform" is already in department "infra"`,
+				`department "ops" reserve: Department reserve below its tenants': Department "ops" has reserve 6, but its tenants' reserves add up to 8 (platform 0, product 4, research 4)`},
 		},
 		{
 			name: "no default tier",

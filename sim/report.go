@@ -47,17 +47,25 @@ type Options struct {
 	TenantScale float64
 }
 
-// ScaleTenants multiplies every tenant's reserve and limit by f (rounded),
-// to size a policy written for another cluster.
+// ScaleTenants multiplies every tenant's and department's reserve and limit
+// by f (rounded), to size a policy written for another cluster.
+// Departments scale with their tenants: left as written, a department's
+// limit sized for the policy's cluster would cap its scaled tenants.
 func ScaleTenants(p *policy.Policy, f float64) {
 	if f == 1 {
 		return
 	}
-	for _, t := range p.Tenants {
-		t.Reserve = int(math.Round(float64(t.Reserve) * f))
-		if t.Limit != policy.Unlimited {
-			t.Limit = int(math.Round(float64(t.Limit) * f))
+	scale := func(reserve, limit *int) {
+		*reserve = int(math.Round(float64(*reserve) * f))
+		if *limit != policy.Unlimited {
+			*limit = int(math.Round(float64(*limit) * f))
 		}
+	}
+	for _, t := range p.Tenants {
+		scale(&t.Reserve, &t.Limit)
+	}
+	for _, d := range p.Departments {
+		scale(&d.Reserve, &d.Limit)
 	}
 }
 

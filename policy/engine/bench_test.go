@@ -5,6 +5,8 @@ import (
 	"math/rand/v2"
 	"testing"
 	"time"
+
+	"github.com/gpu-steward/steward/policy"
 )
 
 // BenchmarkPlan measures one full plan on generated clusters: nodes × 8
@@ -64,6 +66,38 @@ func BenchmarkPlanFairShare(b *testing.B) {
 	}
 	p := genPolicy(8, 10000*8/16, 10000*8/4)
 	p.Preemption.FairShareHalfLife = 24 * time.Hour
+	e := New(p)
+	b.ReportAllocs()
+	b.ResetTimer()
+	var plan *Plan
+	for b.Loop() {
+		plan = e.Plan(s, t0)
+	}
+	b.ReportMetric(float64(len(plan.Actions)), "actions")
+}
+
+// BenchmarkPlanDepartments is BenchmarkPlan's largest cluster with its
+// eight tenants in two departments of four: each department's reserve
+// their reserves together, its limit three eighths of their limits
+// together (30,000 GPUs of the 40,000 or so they hold), so that it binds.
+// go test -run '^$' -bench PlanDepartments -benchtime 10x ./policy/engine
+func BenchmarkPlanDepartments(b *testing.B) {
+	r := rand.New(rand.NewPCG(1, 2))
+	s := genCluster(r, 10000, 8, 100000, 10000, 8, t0)
+	p := genPolicy(8, 10000*8/16, 10000*8/4)
+	p.Departments = map[string]*policy.Department{}
+	for i, name := range p.TenantNames() {
+		dn := fmt.Sprintf("dept%d", i/4)
+		d := p.Departments[dn]
+		if d == nil {
+			d = &policy.Department{Name: dn, Weight: 1}
+			p.Departments[dn] = d
+		}
+		t := p.Tenants[name]
+		d.Tenants = append(d.Tenants, name)
+		d.Reserve += t.Reserve
+		d.Limit += t.Limit * 3 / 8
+	}
 	e := New(p)
 	b.ReportAllocs()
 	b.ResetTimer()

@@ -63,7 +63,7 @@ func (st *state) orderDemands() []pending {
 		}
 		out = append(out, pending{
 			d: d, tier: tier, tenant: tenant, prio: prio, w: int32(i),
-			under:  t.use+first*du <= t.reserve,
+			under:  t.use+first*du <= t.reserve || st.e.depts != nil && st.deptUnder(tenant, first*du),
 			back:   d.Requeued,
 			jobTag: jobTag(d.Job.Ref),
 		})
@@ -361,17 +361,25 @@ func (st *state) shareRanks(out []pending) ([]uint64, int) {
 // shareKey orders tenants in the waiting order: with fair share over time
 // by decayed usage per unit of weight, then by the share borrowed now;
 // without, by the share borrowed now alone (usage stays 0).
-type shareKey struct{ usage, now uint64 }
+// With departments, the department's decayed usage per unit of its
+// weight comes first (dept; 0 without departments).
+type shareKey struct{ dept, usage, now uint64 }
 
 func (st *state) shareKey(ti int) shareKey {
 	k := shareKey{now: floatKey(st.share(ti))}
 	if st.fairOn() {
 		k.usage = st.usageKey(ti)
+		if st.e.depts != nil {
+			k.dept = st.deptUsageKey(ti)
+		}
 	}
 	return k
 }
 
 func compareShareKeys(a, b shareKey) int {
+	if c := cmp.Compare(a.dept, b.dept); c != 0 {
+		return c
+	}
 	if c := cmp.Compare(a.usage, b.usage); c != 0 {
 		return c
 	}
@@ -452,6 +460,7 @@ type failKey struct {
 	pool     int32
 	entitled bool
 	within   bool // a swap within the tenant's limit (swapWithin)
+	deptOnly bool // entitled by its department's reserve alone (bene.deptOnly)
 	// tier: the beneficiary's tier where the policy lets some tier preempt
 	// within reserves (preempts_reserved), since then who may be taken
 	// depends on the tier and not on the priority alone; else -1.
@@ -633,7 +642,17 @@ func (st *state) placeOne(b *bene, need int, failed *failures) (int32, []victim,
 		}
 		return st.swapWithin(b, need, failed)
 	}
-	b.entitled = t.use+need <= t.reserve
+	b.entitled, b.deptOnly = t.use+need <= t.reserve, false
+	if st.e.depts != nil {
+		if st.overDeptLimit(b.tenant, need) {
+			return 0, nil, st.deptLimitReason(b, need), false
+		}
+		if !b.entitled && st.deptUnder(b.tenant, need) {
+			// Below its department's reserve: entitled against tenants
+			// outside the department only.
+			b.entitled, b.deptOnly = true, true
+		}
+	}
 	if t.quotas != nil {
 		set, full := st.limitedSet(b)
 		if full >= 0 {
@@ -663,7 +682,7 @@ func (st *state) placeOne(b *bene, need int, failed *failures) (int32, []victim,
 			return st.placeWith(b, n, vs)
 		}
 	}
-	key := failKey{tenant: b.tenant, pool: b.pool, entitled: b.entitled, tier: st.e.failTier(b.tier)}
+	key := failKey{tenant: b.tenant, pool: b.pool, entitled: b.entitled, deptOnly: b.deptOnly, tier: st.e.failTier(b.tier)}
 	r, known := failed.find(key, b.prio, st.e.tiers[b.tier].priority, b.g)
 	if !known {
 		for _, young := range []bool{false, true} {
@@ -719,6 +738,16 @@ func (st *state) onMarksAtLimit(b *bene) (int32, bool) {
 // placeWith takes b's victims out of the model cluster and places one
 // allocation of b on node n: placeOne's answer when it preempts.
 func (st *state) placeWith(b *bene, n int32, vs []victim) (int32, []victim, Reason, bool) {
+	if b.deptOnly {
+		// Reclaims on the department's account say so, with its use
+		// before this demand (its victims are outside it).
+		di := st.dept(b.tenant)
+		for i := range vs {
+			if vs[i].rule == RuleReclaim && vs[i].pool == 0 {
+				vs[i].dept, vs[i].beneHolds = int32(di+1), int32(st.deptUse(di))
+			}
+		}
+	}
 	for i, v := range vs {
 		vs[i].ui = st.take(v.ui) // the same unless a chain's order says otherwise
 	}

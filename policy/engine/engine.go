@@ -54,6 +54,11 @@ type Engine struct {
 	// each policy tenant's (quota.go).
 	quotaPools []quotaPool
 	quotas     [][]tenantQuota
+	// depts are the policy's departments, by name; deptOf[tenant] each
+	// policy tenant's index in it, or -1. Both nil without departments
+	// (department.go).
+	depts  []deptInfo
+	deptOf []int
 	// orderPools are the pools with an order for their waiting work, by
 	// name (orderOf).
 	orderPools []*policy.Pool
@@ -146,6 +151,7 @@ func New(p *policy.Policy) *Engine {
 		e.poolGrace = append(e.poolGrace, pl.Grace)
 	}
 	e.compileQuotas()
+	e.compileDepartments()
 	e.compilePrecedence()
 	for _, name := range p.PoolNames() {
 		if pl := p.Pools[name]; pl.Order != policy.PoolOrderDefault {

@@ -23,7 +23,7 @@ type move struct {
 func (st *state) planMoves() {
 	for _, m := range st.moves {
 		u := &st.units[m.ui]
-		if t := &st.tenants[u.tenant]; t.use+t.marked+int(u.units) > t.limit() {
+		if t := &st.tenants[u.tenant]; t.use+t.marked+int(u.units) > t.limit() || st.e.depts != nil && st.overDeptLimit(u.tenant, int(u.units)) {
 			// Running again at once would take its tenant over its
 			// limit: it was taken to make room under it (swapElsewhere),
 			// or the plan gave the room to the tenant's other work.

@@ -205,6 +205,9 @@ func (st *state) enforceLimits() {
 		}
 		st.emitGiveBack(ti, taken, t.t.Limit, func(m *msg) { m.start("tenant ", t.t.Name, " holds ").u(holds).s(" GPUs") }, st.emit)
 	}
+	if st.e.depts != nil {
+		st.enforceDeptLimits()
+	}
 	for ti := range st.tenants {
 		st.enforcePoolLimits(ti)
 	}
@@ -217,9 +220,15 @@ func (st *state) enforceLimits() {
 // units taken, and the GPUs of work it could not take for the eviction cap.
 // pastCap takes work at the eviction cap too (a limit over the cap).
 func (st *state) giveBack(ti int, over func(extra int) bool, skip func(u *unit) bool, pastCap bool) (taken []int32, capped int) {
+	return st.giveBackOf(ti, nil, over, skip, pastCap)
+}
+
+// giveBackOf is giveBack for the work of tenant ti, or, with ti -1, of the
+// tenants in members (a department's: enforceDeptLimits).
+func (st *state) giveBackOf(ti int, members []int, over func(extra int) bool, skip func(u *unit) bool, pastCap bool) (taken []int32, capped int) {
 	var mine []int32
 	for ui := range st.units {
-		if u := &st.units[ui]; u.tenant == ti && !u.taken && st.preemptible(u) && (skip == nil || !skip(u)) {
+		if u := &st.units[ui]; (u.tenant == ti || ti < 0 && slices.Contains(members, u.tenant)) && !u.taken && st.preemptible(u) && (skip == nil || !skip(u)) {
 			if !pastCap && (st.capped(st.jobOf(u), int(u.recent)) || st.protectedJob(u)) {
 				// At the eviction cap, or protected by max_per_job:
 				// last, and only when nothing else brings the tenant
@@ -312,6 +321,7 @@ func (st *state) finish() *Plan {
 		st.out.Tenants = append(st.out.Tenants, tu)
 	}
 	slices.SortFunc(st.out.Tenants, func(a, b TenantUsage) int { return cmp.Compare(a.Tenant, b.Tenant) })
+	st.departmentUsage(fair)
 	return &st.out
 }
 

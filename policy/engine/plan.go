@@ -148,6 +148,9 @@ type Plan struct {
 	Skipped []Skipped
 	// Tenants summarises GPU use per tenant after the plan.
 	Tenants []TenantUsage
+	// Departments is each department's accounting (policy.Department),
+	// by name; nil when the policy has none.
+	Departments []DepartmentUsage
 	// Earmarks are free GPUs a preemption in this plan counts on beside
 	// its victims' (see markBeside): the caller keeps them for the
 	// beneficiary, as Snapshot.Earmarks, until it runs or the victims'

@@ -78,7 +78,7 @@ func (st *state) precede(p pending, b *bene) bool {
 	if d.Job.Gang {
 		need = d.GPUs() * st.setUnits(b.base)
 	}
-	if t.use+t.marked+need > t.limit() {
+	if t.use+t.marked+need > t.limit() || st.e.depts != nil && st.overDeptLimit(b.tenant, need) {
 		return false // over its limit wherever it goes: the limit decides
 	}
 	accept := st.pl.accepts(d)

@@ -45,6 +45,7 @@ func TestProperties(t *testing.T) {
 			n := &s.Nodes[r.IntN(len(s.Nodes))]
 			n.Share, n.Device, n.Model = 0.5, "nvidia/gpu/A100 MIG 3g.40gb", "A100 MIG 3g.40gb"
 		}
+		genDepartment(seed, p)
 		e := New(p)
 		plan := e.Plan(s, t0)
 		name := fmt.Sprintf("seed %d", seed)
@@ -54,6 +55,7 @@ func TestProperties(t *testing.T) {
 		checkProtectedVictims(t, name, e, s, plan)
 		checkVictimsExistOnce(t, name, s, plan)
 		checkLimits(t, name, e, s, plan)
+		checkDepartmentLimits(t, name, e, s, plan)
 		checkPoolLimits(t, name, e, s, plan)
 		checkBeneficiariesFit(t, name, s, plan)
 		checkGroupTops(t, name, s, plan)
@@ -348,6 +350,48 @@ func checkLimits(t *testing.T, name string, e *Engine, s *Snapshot, plan *Plan) 
 	}
 }
 
+// genDepartment puts half the policies' tenants, some of them, in a
+// department with a reserve of at least theirs and, mostly, a limit. It
+// draws from a generator of its own, so that the other inputs of a seed
+// stay what they were.
+func genDepartment(seed int, p *policy.Policy) {
+	r := rand.New(rand.NewPCG(uint64(seed), 7))
+	if r.IntN(2) == 0 {
+		return
+	}
+	d := &policy.Department{Name: "dept", Weight: float64(1 + r.IntN(3)), Limit: []int{policy.Unlimited, 2, 4, 8}[r.IntN(4)]}
+	for _, name := range p.TenantNames() {
+		if r.IntN(2) == 0 {
+			d.Tenants = append(d.Tenants, name)
+			d.Reserve += p.Tenants[name].Reserve
+		}
+	}
+	if len(d.Tenants) == 0 {
+		return
+	}
+	d.Reserve += r.IntN(4)
+	if d.Limit != policy.Unlimited && d.Limit < d.Reserve {
+		d.Limit = d.Reserve
+	}
+	p.Departments = map[string]*policy.Department{d.Name: d}
+}
+
+// checkDepartmentLimits: after the plan, no department's tenants hold more
+// than its limit together, unless their non-preemptible work alone does.
+func checkDepartmentLimits(t *testing.T, name string, e *Engine, s *Snapshot, plan *Plan) {
+	for _, du := range plan.Departments {
+		fixed := 0
+		for _, a := range s.Allocs {
+			if !a.Draining && !tierOf(e.p, &a.Job).Preemptible && slices.Contains(du.Tenants, a.Job.Ref.Namespace) {
+				fixed += allocUnits(s, &a)
+			}
+		}
+		if du.Limit >= 0 && du.InUse > du.Limit && fixed <= du.Limit*gpuUnit {
+			t.Errorf("%s: department %s (%v) ends with %d GPUs, limit %d", name, du.Department, du.Tenants, du.InUse, du.Limit)
+		}
+	}
+}
+
 // checkPoolLimits: once the plan's victims are gone, no tenant holds more
 // than its limit in a pool while it still runs work there that could have
 // been given back (preemptible, below the eviction cap).
@@ -606,6 +650,7 @@ func playOverTime(t *testing.T, seed uint64) {
 			p.Tenants[name] = tenant(name, r.IntN(3), []int{policy.Unlimited, 4, 6}[r.IntN(3)])
 		}
 	})
+	genDepartment(int(seed), p) // half the seeds: some tenants in a department
 	h := newHarness(t, p)
 	for n := range 1 + r.IntN(3) {
 		h.node(fmt.Sprintf("n%d", n), "default", []int{2, 4}[r.IntN(2)])

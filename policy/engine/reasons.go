@@ -70,6 +70,9 @@ func (st *state) victimReason(m *msg, b *bene, v victim, gpus int) Reason {
 		if v.pool > 0 {
 			return st.poolReclaimReason(m, b, v, gpus)
 		}
+		if v.dept > 0 {
+			return st.deptReclaimReason(m, b, v, gpus)
+		}
 		m.start("tenant ", vt.Name, " holds ").gpusU(v.holdsPrev).s(", reserve ").n(vt.Reserve).s(": reclaiming ")
 		if !st.where(m, u, gpus) {
 			m.n(gpus)
@@ -244,8 +247,8 @@ func (st *state) capacityReason(b *bene) Reason {
 		return Reason{RuleCapacity, fmt.Sprintf("needs %s on one node; the largest node has %d", gpuCount(b.g), st.maxGPUs)}
 	}
 	return Reason{RuleCapacity, fmt.Sprintf("needs %s on one node%s; none free, and nothing may be preempted for tier %s (priority %d) of tenant %s (holds %s, reserve %d)",
-		gpuCount(b.g), where, st.e.tiers[b.tier].name, b.prio, t.t.Name, unitsString(t.use), t.t.Reserve) + st.promotedOnly(b) +
-		string(st.fairNote(nil, b.tenant))}
+		gpuCount(b.g), where, st.e.tiers[b.tier].name, b.prio, t.t.Name, unitsString(t.use), t.t.Reserve) + st.deptNote(b.tenant) +
+		st.promotedOnly(b) + string(st.fairNote(nil, b.tenant))}
 }
 
 // promotedOnly says, for a promoted beneficiary, which work of a higher

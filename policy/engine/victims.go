@@ -74,6 +74,8 @@ func (st *state) sortCandidates() {
 			class = classYoung
 		}
 		var notOver uint64
+		// (A department's reserve protects its work from tenants outside
+		// it only, not from its own: addVictim asks deptProtected.)
 		if t := &st.tenants[u.tenant]; class >= classOther && t.use <= t.reserve {
 			notOver = 1
 		}
@@ -296,6 +298,9 @@ type bene struct {
 	// beyond: non-preemptible work that would run beyond its tenant's
 	// reserve (beyond_reserve "run"), where reserve reclaims take it back.
 	beyond bool
+	// deptOnly: entitled by its department's reserve alone (department.go):
+	// it reclaims from tenants outside the department only.
+	deptOnly bool
 	// base is the set of its demand; pool is base less pools at their
 	// limit for its tenant (quota.go), or a pool it reclaims in.
 	base int32
@@ -318,6 +323,9 @@ type victim struct {
 	// otherwise): holdsPrev is then the victim's tenant's use there, and
 	// beneHolds the beneficiary's.
 	pool, beneHolds int32
+	// dept, for a reclaim on a department's account, is its index + 1
+	// (0 otherwise); beneHolds is then the department's use.
+	dept int32
 }
 
 // capped reports whether a job has reached the eviction cap, counting a
@@ -383,7 +391,7 @@ func (st *state) ruleFor(u *unit, b *bene, n int32, allowYoung bool) (rule Rule,
 	switch {
 	case u.tenant == b.tenant:
 		return RulePriority, false, st.e.outranks(b.tier, b.prio, u.tier, u.prio)
-	case b.entitled && !st.e.overReserve(u.tier, u.prio, b.tier, b.prio):
+	case b.entitled && !st.e.overReserve(u.tier, u.prio, b.tier, b.prio) && !(b.deptOnly && st.sameDept(u.tenant, b.tenant)):
 		// Not from work whose tier may preempt b's within a reserve: it
 		// would take the GPUs straight back.
 		return RuleReclaim, true, true
@@ -551,6 +559,9 @@ func (st *state) addVictim(ui int32, b *bene, n int32, allowYoung bool) bool {
 	if needOver && b.inPool == 0 && t.quotas != nil && st.protectedInPool(u, n, w.picked(n, u.tenant)) &&
 		!st.e.overReserve(b.tier, b.prio, u.tier, u.prio) {
 		return false // within its reserve in the node's pool
+	}
+	if needOver && st.e.depts != nil && st.deptProtected(u, b, n) && !st.e.overReserve(b.tier, b.prio, u.tier, u.prio) {
+		return false // within its department's reserve
 	}
 	if !st.mayTake(u, b, rule) {
 		return false
