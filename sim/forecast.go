@@ -103,7 +103,8 @@ func (f *forecaster) afterSettle(s *simulator, arrivedFrom, arrivedTo int) {
 		}
 	}
 	snap := s.snapshot()
-	in := forecast.Input{Engine: s.eng, Snapshot: snap, Now: epoch.Add(s.now), Estimates: map[engine.JobRef]forecast.Estimate{}}
+	in := forecast.Input{Engine: s.eng, Snapshot: snap, Now: epoch.Add(s.now), Estimates: map[engine.JobRef]forecast.Estimate{},
+		Done: map[engine.JobRef]time.Duration{}}
 	// Runs still going, by class: what they ran so far tells of long runs
 	// the finished ones cannot (forecast.History.EstimateRunning).
 	going := map[forecast.Class][]time.Duration{}
@@ -131,18 +132,28 @@ func (f *forecaster) afterSettle(s *simulator, arrivedFrom, arrivedTo int) {
 			in.Estimates[j.ref] = estimateOf(j)
 		}
 	}
+	// The work done so far, kept: a resumed run has done more than its
+	// allocation's age, and a preempted job waiting again has work done.
 	for _, ji := range s.active {
 		estimate(ji)
+		in.Done[s.jobs[ji].ref] = s.workDone(&s.jobs[ji])
 	}
 	for _, list := range [][]int32{s.queue, s.heldList} {
 		for _, ji := range list {
 			estimate(ji)
+			if p := s.jobs[ji].progress; p > 0 {
+				in.Done[s.jobs[ji].ref] = p
+			}
 		}
 	}
 	// What arrived in the last forecast.ArrivalWindow (the trace up to
 	// now, nothing later): the replays' arrivals are drawn from it.
 	from := max(s.now-forecast.ArrivalWindow, s.jobs[0].spec.Submit)
 	in.ArrivalsSince = epoch.Add(from)
+	// Nothing arrives after the trace's last job: the replays must not
+	// add work the simulated world never gets (a trace cut by -limit
+	// ends within days: Helios's first 3,000 jobs span 96 hours).
+	in.ArrivalsUntil = epoch.Add(s.jobs[len(s.jobs)-1].spec.Submit)
 	for i := s.nextArrival - 1; i >= 0 && s.jobs[i].spec.Submit >= from; i-- {
 		j := &s.jobs[i]
 		in.Arrivals = append(in.Arrivals, forecast.Arrival{At: epoch.Add(j.spec.Submit), Estimate: estimateOf(j),
