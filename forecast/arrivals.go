@@ -122,6 +122,10 @@ func (r *replay) arrive() {
 	}
 	for !r.arr.next.After(r.now) {
 		at := r.arr.next
+		if u := r.in.ArrivalsUntil; !u.IsZero() && at.After(u) {
+			r.arr.rate = 0
+			return
+		}
 		r.arr.next = at.Add(r.interArrival())
 		past := &r.in.Arrivals[r.arrRng.IntN(len(r.in.Arrivals))]
 		r.arr.n++
@@ -141,7 +145,7 @@ func (r *replay) arrive() {
 			if r.jobs[ref] == nil {
 				r.jobs[ref] = &rjob{est: past.Estimate, prio: d.Job.Priority, promoted: d.Job.Promoted, arrived: true}
 			}
-			r.demands = append(r.demands, rdemand{d: d})
+			r.demands = append(r.demands, rdemand{d: d, readyAt: at})
 		}
 	}
 }

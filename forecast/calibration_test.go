@@ -17,22 +17,31 @@ func TestRedistribute(t *testing.T) {
 	tests := []struct {
 		name            string
 		finished, going []time.Duration
+		per             float64 // the runs each finished one stands for; 0: 1
 		vals            []time.Duration
 		cum             []float64
 	}{
-		{"nothing going: all alike", []time.Duration{h, 2 * h}, nil, []time.Duration{h, 2 * h}, []float64{1, 2}},
+		{"nothing going: all alike", []time.Duration{h, 2 * h}, nil, 0, []time.Duration{h, 2 * h}, []float64{1, 2}},
 		{"one going past the shortest: its weight to the longest", []time.Duration{h, 2 * h}, []time.Duration{90 * time.Minute},
-			[]time.Duration{h, 2 * h}, []float64{1, 3}},
+			0, []time.Duration{h, 2 * h}, []float64{1, 3}},
 		{"going shortest of all: shared by the three longer", []time.Duration{h, 2 * h, 3 * h}, []time.Duration{time.Minute},
-			[]time.Duration{h, 2 * h, 3 * h}, []float64{4. / 3, 8. / 3, 4}},
+			0, []time.Duration{h, 2 * h, 3 * h}, []float64{4. / 3, 8. / 3, 4}},
 		{"going longest of all: kept at its age", []time.Duration{h}, []time.Duration{5 * h},
-			[]time.Duration{h, 5 * h}, []float64{1, 2}},
+			0, []time.Duration{h, 5 * h}, []float64{1, 2}},
 		{"a tie: the one going outlives the one that ended", []time.Duration{h, h, 4 * h}, []time.Duration{h},
-			[]time.Duration{h, h, 4 * h}, []float64{1, 2, 4}},
+			0, []time.Duration{h, h, 4 * h}, []float64{1, 2, 4}},
+		{"each finished stands for three: the runs going weigh a third as much", []time.Duration{h, 4 * h}, []time.Duration{5 * h},
+			3, []time.Duration{h, 4 * h, 5 * h}, []float64{3, 6, 7}},
+		{"going between finished that stand for two: its weight to the longer in proportion", []time.Duration{h, 4 * h}, []time.Duration{2 * h, 5 * h},
+			2, []time.Duration{h, 4 * h, 5 * h}, []float64{2, 2 + 2 + 2./3, 6}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			vals, cum := redistribute(tc.finished, tc.going)
+			per := tc.per
+			if per == 0 {
+				per = 1
+			}
+			vals, cum := redistribute(tc.finished, tc.going, per)
 			if !slices.Equal(vals, tc.vals) {
 				t.Fatalf("values %v, want %v", vals, tc.vals)
 			}
@@ -65,6 +74,34 @@ func TestEstimateRunningLonger(t *testing.T) {
 	finished, both := mean(h.Estimate(c)), mean(h.EstimateRunning(c, going))
 	if finished > 12*time.Minute || both < 2*time.Hour {
 		t.Fatalf("mean draw %s from finished runs alone, %s with the runs going; want about 10m, then hours", finished, both)
+	}
+}
+
+// TestEstimateRunningFullRing: a class with more runs finished than the
+// history keeps weighs each kept one for the runs it replaced: 1,000 runs
+// of an hour finished (256 kept) and 400 going at 10 hours draw an hour
+// most of the time (1,000 of 1,400), not the 10 hours that 256 against
+// 400 would make most of the draws.
+func TestEstimateRunningFullRing(t *testing.T) {
+	h := NewHistory()
+	c := ClassOf("a", "training", 1)
+	for range 1000 {
+		h.Add(c, time.Hour)
+	}
+	var ages []time.Duration
+	for range 400 {
+		ages = append(ages, 10*time.Hour)
+	}
+	e := h.EstimateRunning(c, map[Class][]time.Duration{c: ages})
+	rng := arrivalRNG(1, 1)
+	short := 0
+	for range 1000 {
+		if e.draw(rng) < 2*time.Hour {
+			short++
+		}
+	}
+	if short < 650 || short > 780 {
+		t.Fatalf("%d of 1000 draws of an hour, want about 714", short)
 	}
 }
 

@@ -21,11 +21,23 @@ type Input struct {
 	// DrainEnds are the grace ends of draining allocations, by ID; one
 	// missing ends after the policy's grace from now.
 	DrainEnds map[string]time.Time
+	// Done is the work each job has done so far and kept (checkpointed
+	// before a preemption, plus its current run), by job; one missing has
+	// done what its current allocations ran. A job preempted and resumed
+	// has done more than its allocation's age, and one waiting again
+	// after a preemption has work done that its run time draw must count:
+	// without it, both ran their whole run time again in the replays.
+	Done map[engine.JobRef]time.Duration
 	// Arrivals are the jobs that arrived from ArrivalsSince until Now
 	// (arrivals.go): replays add work arriving at their rate, of their
 	// shapes. None: nothing arrives.
 	Arrivals      []Arrival
 	ArrivalsSince time.Time
+	// ArrivalsUntil, when set, is the last moment work arrives: the
+	// simulator's trace ends there (-limit), and a replay that kept work
+	// arriving past it would measure the forecast against a world that
+	// has none. Zero (the controller): work keeps arriving.
+	ArrivalsUntil time.Time
 }
 
 func (in *Input) policyGrace() time.Duration { return in.Engine.Policy().Preemption.Grace }

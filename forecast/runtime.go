@@ -210,9 +210,13 @@ type History struct {
 type ring struct {
 	vals []time.Duration
 	next int
+	// added counts every run ever added, kept or not: each kept value
+	// stands for added/len(vals) of them (EstimateRunning).
+	added int
 }
 
 func (r *ring) add(d time.Duration) {
+	r.added++
 	if len(r.vals) < HistorySize {
 		r.vals = append(r.vals, d)
 		return
@@ -291,20 +295,37 @@ func (h *History) EstimateRunning(c Class, running map[Class][]time.Duration) Es
 			}
 		}
 		if len(still) == 0 {
-			return Estimate{History: slices.Clone(v.r.vals), Source: FromSimilar}
+			// Sorted, with weights, like the values with runs going:
+			// drawAt takes a quantile.
+			vals, cum := redistribute(v.r.vals, nil, 1)
+			return Estimate{History: vals, cum: cum, Source: FromSimilar}
 		}
-		vals, cum := redistribute(v.r.vals, still)
+		// The ring keeps the newest HistorySize runs of all that finished,
+		// while every run still going counts: each value kept stands for
+		// the runs it replaced too, or a class with thousands finished
+		// and hundreds going would weigh its long runs going as if a
+		// third of all its runs were that long (the forecast's run times
+		// were twice the simulation's on Philly).
+		vals, cum := redistribute(v.r.vals, still, float64(v.r.added)/float64(len(v.r.vals)))
 		return Estimate{History: vals, cum: cum, Source: FromSimilar}
 	}
 	return Estimate{Source: FromDefault}
 }
 
-// redistribute weighs finished run times and the ages of runs still
-// going as EstimateRunning says: the values and their cumulative weights.
-func redistribute(finished, going []time.Duration) ([]time.Duration, []float64) {
+// redistribute weighs finished run times, each of weight per (the runs
+// it stands for), and the ages of runs still going, each of weight 1, as
+// EstimateRunning says: the values and their cumulative weights. A run
+// going passes its weight on to the longer ones in proportion to theirs.
+func redistribute(finished, going []time.Duration, per float64) ([]time.Duration, []float64) {
 	type obs struct {
 		d     time.Duration
 		going bool
+	}
+	base := func(o obs) float64 {
+		if o.going {
+			return 1
+		}
+		return per
 	}
 	all := make([]obs, 0, len(finished)+len(going))
 	for _, d := range finished {
@@ -327,13 +348,18 @@ func redistribute(finished, going []time.Duration) ([]time.Duration, []float64) 
 		}
 		return 1
 	})
+	// after[i]: the base weights of the values after the i-th.
+	after := make([]float64, len(all)+1)
+	for i := len(all) - 1; i >= 0; i-- {
+		after[i] = after[i+1] + base(all[i])
+	}
 	vals := make([]time.Duration, 0, len(all))
 	cum := make([]float64, 0, len(all))
-	share, total := 0.0, 0.0 // share: what each later value has gained
+	gain, total := 1.0, 0.0 // gain: what each later value's weight is multiplied by
 	for i, o := range all {
-		w := 1 + share
+		w := base(o) * gain
 		if o.going && i < len(all)-1 {
-			share += w / float64(len(all)-i-1)
+			gain += w / after[i+1]
 			continue
 		}
 		total += w

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestForecastError measures the start-time forecast on both shared
@@ -35,6 +36,32 @@ func TestForecastError(t *testing.T) {
 				t.Errorf("WriteForecast: %q, %v", b.String(), err)
 			}
 			t.Log(strings.TrimSpace(b.String()))
+		})
+	}
+}
+
+// TestForecastCovered: a job with no quantile (not within the horizon) is
+// covered only when it did start beyond the horizon; one with a quantile
+// when it started at or before it.
+func TestForecastCovered(t *testing.T) {
+	at := epoch.Add(10 * time.Hour)
+	for _, tc := range []struct {
+		name   string
+		q      time.Time
+		actual time.Time
+		beyond bool
+		want   bool
+	}{
+		{"started before its quantile", at, at.Add(-time.Minute), false, true},
+		{"started at its quantile", at, at, false, true},
+		{"started after its quantile", at, at.Add(time.Minute), false, false},
+		{"no quantile and started within the horizon: a miss", time.Time{}, at, false, false},
+		{"no quantile and started beyond the horizon: covered", time.Time{}, at, true, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := covered(tc.q, tc.actual, tc.beyond); got != tc.want {
+				t.Errorf("covered(%v, %v, beyond %v) = %v, want %v", tc.q, tc.actual, tc.beyond, got, tc.want)
+			}
 		})
 	}
 }

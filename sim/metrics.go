@@ -19,6 +19,10 @@ type Result struct {
 	// -forecast), for checks that read one key.
 	ForecastP50Coverage *float64 `json:"forecast_p50_coverage,omitempty"`
 	ForecastP90Coverage *float64 `json:"forecast_p90_coverage,omitempty"`
+	// ForecastP50Given is Forecast's P50Given (the share of forecast jobs
+	// with a P50), ForecastBeyondHorizon its StartedBeyondHorizon.
+	ForecastP50Given      *float64 `json:"forecast_p50_given,omitempty"`
+	ForecastBeyondHorizon *int     `json:"forecast_started_beyond_horizon,omitempty"`
 
 	Jobs              int `json:"jobs"`
 	Completed         int `json:"completed"`

@@ -298,6 +298,7 @@ func Simulate(jobs []Job, cfg Config, kind PolicyKind) (*Result, error) {
 	if s.fc != nil {
 		r.Forecast = s.fc.result(s)
 		r.ForecastP50Coverage, r.ForecastP90Coverage = &r.Forecast.CoverageP50, &r.Forecast.CoverageP90
+		r.ForecastP50Given, r.ForecastBeyondHorizon = &r.Forecast.P50Given, &r.Forecast.StartedBeyondHorizon
 	}
 	r.UnknownTierDelay = unknownTierDelays(s)
 	r.WallSeconds = time.Since(start).Seconds()
