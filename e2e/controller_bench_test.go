@@ -20,6 +20,7 @@ preemption {
   min_runtime          = "0s"
   grace                = "0s"
   max_per_job_per_hour = 0
+  max_per_job          = 0 # each iteration preempts the same job again
   promote {
     after_preemptions = 0
     after_wait        = "0s"
