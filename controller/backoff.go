@@ -55,10 +55,18 @@ var (
 	errBackedOff    = errors.New("backed off: Nomad refused this write recently")
 )
 
+// errJobGone: Nomad answered a write with a 404, the job purged since the
+// round read it (a race with its owner's `nomad job stop -purge`). Nothing
+// is backed off: backed off, the write waited 10 s on the job its owner
+// registered again under the same ID (a preemption of it, issue 36's
+// 10-second outlier). The next round sees the job gone, or the new one.
+var errJobGone = fmt.Errorf("the job is gone (purged since it was read): %w", errRerun)
+
 // refusedOrBackedOff reports whether err is a refusal handled here (in the
-// job's record, retried after its backoff) rather than a failure.
+// job's record, retried after its backoff), or a write to a job that is
+// gone, rather than a failure.
 func refusedOrBackedOff(err error) bool {
-	return errors.Is(err, errWriteRefused) || errors.Is(err, errBackedOff)
+	return errors.Is(err, errWriteRefused) || errors.Is(err, errBackedOff) || errors.Is(err, errJobGone)
 }
 
 // statusError is an error that carries Nomad's HTTP status
@@ -123,11 +131,15 @@ func (c *Controller) writeAccepted(k jobKey, write string) {
 }
 
 // writeRefused records a 4xx answer to a write and backs the write off; any
-// other error is returned as it is.
+// other error is returned as it is. A 404 is not a refusal: the job was
+// purged since the round read it (errJobGone).
 func (c *Controller) writeRefused(r *round, k jobKey, write string, err error) error {
 	se, ok := nomadRefusal(err)
 	if !ok {
 		return err
+	}
+	if se.StatusCode() == http.StatusNotFound {
+		return fmt.Errorf("%s %s: %w: %v", write, k, errJobGone, err)
 	}
 	if c.refusedWrites == nil {
 		c.refusedWrites = map[writeKey]*refusedWrite{}

@@ -196,3 +196,44 @@ func TestOnlyEffectivePreemptionsCount(t *testing.T) {
 		})
 	}
 }
+
+// TestWriteToPurgedJobNotBackedOff (issue 36): the job Steward resumes was
+// purged by its owner in the same moment, and Nomad answers 404. That is
+// no refusal to back off: backed off, the owner's job registered again
+// under the same ID waited 10 s for its next write (a preemption, in the
+// benchmark). The round does not fail, nothing is recorded against the
+// job, and the next round writes at once.
+func TestWriteToPurgedJobNotBackedOff(t *testing.T) {
+	f := newFakeNomad()
+	preemptionCluster(f)
+	f.fail["scale ml/nb"] = nomadStatus{404, `job "nb" not found`}
+	r := newRoundRunner(t, f)
+	steps := []struct {
+		name  string
+		after time.Duration
+	}{
+		{"the write meets a purged job", 0},
+		{"the next round writes again at once", time.Second},
+	}
+	for _, s := range steps {
+		writes, err := r.round(s.after)
+		if err != nil {
+			t.Fatalf("%s: the round failed: %v", s.name, err)
+		}
+		if h := r.c.Health(); h.LastError != "" {
+			t.Errorf("%s: /healthz would be 503: %q", s.name, h.LastError)
+		}
+		if !slices.ContainsFunc(writes, func(got string) bool { return strings.HasPrefix(got, "scale ml/nb") }) {
+			t.Errorf("%s: no write to ml/nb in %q", s.name, writes)
+		}
+		if len(r.c.refusedWrites) != 0 {
+			t.Errorf("%s: backed off: %v", s.name, r.c.refusedWrites)
+		}
+		f.mu.Lock()
+		rec := f.vars["ml:nomad/jobs/nb"]
+		f.mu.Unlock()
+		if got := rec["steward_write_error"]; got != "" {
+			t.Errorf("%s: steward_write_error %q", s.name, got)
+		}
+	}
+}

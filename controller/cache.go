@@ -81,6 +81,8 @@ type clusterCache struct {
 	// blocked (apply).
 	blockedAt time.Time
 	summaries map[jobKey]*cachedSummary
+	// purged are the jobs the batch being applied purged (dropPurged).
+	purged []jobKey
 	// seen is, per entity ("a/<alloc>", "j/<ns>/<job>", "n/<node>",
 	// "e/<eval>"), the newest Nomad index the cache reflects for it: an
 	// event no newer (one the last full read already holds, arriving
@@ -252,11 +254,30 @@ func (c *clusterCache) apply(es *api.Events) (relevant bool, blockedAt time.Time
 			relevant = true
 		}
 	}
+	c.dropPurged()
 	if es.Index > c.index {
 		c.index = es.Index
 	}
 	c.advanced()
 	return relevant, c.blockedAt
+}
+
+// dropPurged drops the allocations of the jobs the batch purged: one
+// pass over the allocations, however many jobs it purged.
+func (c *clusterCache) dropPurged() {
+	if len(c.purged) == 0 {
+		return
+	}
+	purged := make(map[jobKey]bool, len(c.purged))
+	for _, k := range c.purged {
+		purged[k] = true
+	}
+	c.purged = c.purged[:0]
+	for id, a := range c.allocs {
+		if purged[jobKey{a.Namespace, a.JobID}] {
+			delete(c.allocs, id)
+		}
+	}
 }
 
 // newer reports whether an event is newer than what the cache holds of
@@ -303,6 +324,14 @@ func (c *clusterCache) applyOne(e *api.Event) bool {
 			delete(c.jobs, k)
 			delete(c.skipped, k)
 			delete(c.summaries, k)
+			// A purge deletes the job's allocations in the same
+			// transaction (Nomad's deleteAllocsForJobTxn), and a deleted
+			// allocation has no event of its own: kept, they held their
+			// GPUs in every snapshot until the next full read, and work
+			// waiting for those GPUs was held as if none were free.
+			// Dropped once the batch is applied (dropPurged): Nomad's job
+			// GC purges many jobs in one transaction.
+			c.purged = append(c.purged, k)
 			return true
 		}
 		if skipJobType(deref(j.Type), deref(j.ParentID), j.Periodic != nil && j.Periodic.Enabled != nil && *j.Periodic.Enabled) {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -56,8 +57,13 @@ func TestCacheFollowsEvents(t *testing.T) {
 	add(event(t, 114, "Node", "NodeRegistration", "Node", fmt.Sprintf(nodeJSON, "ready")), "allocs[a1-0000-0000:running] jobs[ml/train@110x1] nodes[n1 n2] blocked[]")
 	add(event(t, 115, "Node", "NodeEvent", "Node", fmt.Sprintf(nodeJSON, "down")), "allocs[a1-0000-0000:running] jobs[ml/train@110x1] nodes[n1] blocked[]")
 	add(event(t, 116, "Allocation", "AllocationUpdateDesiredStatus", "Allocation", fmt.Sprintf(allocJSON, "running", "stop")), "allocs[] jobs[ml/train@110x1] nodes[n1] blocked[]")
-	add(event(t, 117, "Job", "JobRegistered", "Job", fmt.Sprintf(jobJSON, 117, 0)), "allocs[] jobs[ml/train@117x0] nodes[n1] blocked[]")
-	purge := event(t, 118, "Job", "JobDeregistered", "Job", fmt.Sprintf(jobJSON, 117, 0))
+	add(event(t, 117, "Job", "JobRegistered", "Job", fmt.Sprintf(jobJSON, 117, 1)), "allocs[] jobs[ml/train@117x1] nodes[n1] blocked[]")
+	running := strings.Replace(fmt.Sprintf(allocJSON, "running", "run"), "a1-0000-0000", "a2-0000-0000", 1)
+	add(event(t, 118, "Allocation", "PlanResult", "Allocation", running), "allocs[a2-0000-0000:running] jobs[ml/train@117x1] nodes[n1] blocked[]")
+	// A purge (nomad job stop -purge) deletes the job's allocations with
+	// it, in one transaction: Nomad sends no event for a deleted
+	// allocation, only the job's deregistration. Its GPUs are free.
+	purge := event(t, 119, "Job", "JobDeregistered", "Job", fmt.Sprintf(jobJSON, 117, 1))
 	purge.Events[0].Payload["Deleted"] = true
 	add(purge, "allocs[] jobs[] nodes[n1] blocked[]")
 

@@ -102,6 +102,9 @@ type Controller struct {
 
 	pressureMu    sync.Mutex
 	pressureSince time.Time
+	// latencyMeasured is, per job whose preemption's latency was
+	// measured, the blocking it was measured from (latency.go).
+	latencyMeasured map[jobKey]time.Time
 
 	// lastRoundAt is when the last round finished, in Unix nanoseconds
 	// (stepdown.go).

@@ -293,10 +293,9 @@ func (c *Controller) reconcile(ctx context.Context) (time.Time, error) {
 			continue
 		}
 		fields := []any{"job", clip(a.Job.String(), quoteMax), "group", a.Group, "gpus", a.GPUs, "reason", clip(a.Reason.String(), reasonMax)}
-		if (a.Kind == engine.Preempt || a.Kind == engine.IdleStop) && !r.latencyTaken && !r.pressureSince.IsZero() {
+		if start := c.latencyStart(r, a); !start.IsZero() {
 			// The first call on a victim follows right after this line.
-			r.latencyTaken = true
-			latency := time.Since(r.pressureSince)
+			latency := max(time.Since(start), 0) // Nomad's clock may run ahead
 			c.metrics.decisionLatency.Observe(latency.Seconds())
 			fields = append(fields, "decision_latency", latency)
 		}
@@ -329,6 +328,7 @@ func (c *Controller) reconcile(ctx context.Context) (time.Time, error) {
 		c.remember(d)
 	}
 	c.planned = r.alive
+	c.pruneLatencyMeasured(r)
 	if !c.cfg.DryRun {
 		for _, w := range plan.Warnings {
 			c.warnIdle(ctx, r, pol, w)

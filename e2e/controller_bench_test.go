@@ -20,6 +20,7 @@ preemption {
   min_runtime          = "0s"
   grace                = "0s"
   max_per_job_per_hour = 0
+  max_per_job          = 0 # each iteration preempts the same job again
   promote {
     after_preemptions = 0
     after_wait        = "0s"
@@ -82,10 +83,13 @@ func BenchmarkControllerVsNomadPreemption(b *testing.B) {
 				if _, _, err := c.Client.Operator().SchedulerSetConfiguration(cfg, nil); err != nil {
 					b.Fatal(err)
 				}
-			} else if mode == "steward" {
-				c.startController("ctl", writePolicy(b, benchPolicy))
+			}
+			var ctl *controllerProc
+			if mode == "steward" {
+				ctl = c.startController("ctl", writePolicy(b, benchPolicy))
 			}
 			var took, started []time.Duration
+			var traces []preemptTrace
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
 				// Each round starts afresh: the training job fills the
@@ -115,8 +119,16 @@ func BenchmarkControllerVsNomadPreemption(b *testing.B) {
 				waitAllocRunning(b, c, "ml", "nb")
 				took = append(took, time.Since(start))
 				started = append(started, taskStarted(b, c, "ml", "nb").Sub(start))
+				b.StopTimer()
+				var log string
+				if ctl != nil {
+					log = ctl.Log()
+				}
+				traces = append(traces, tracePreemption(b, c, start, "ml", "train", "nb", log))
+				b.StartTimer()
 			}
 			b.StopTimer()
+			logTraces(b, traces)
 			reportPercentiles(b, "to-running", took)
 			reportPercentiles(b, "to-started", started)
 		})
