@@ -111,11 +111,17 @@ func TestPlaceholderOnDockerOnlyNode(t *testing.T) {
 // SIGTERM.
 func (c *cluster) dockerWork(name, tier string, gpus, prio int) {
 	c.t.Helper()
+	c.dockerWorkIn("ml", name, tier, gpus, prio)
+}
+
+// dockerWorkIn is dockerWork in namespace ns.
+func (c *cluster) dockerWorkIn(ns, name, tier string, gpus, prio int) {
+	c.t.Helper()
 	script := `trap 'echo "$(date -u +%FT%TZ) checkpoint requested"' USR1
 trap 'echo stopping; exit 0' TERM INT
 echo "running on $NVIDIA_VISIBLE_DEVICES"
 while true; do sleep 1 & wait $! || true; done`
-	job := &api.Job{ID: ptr(name), Name: ptr(name), Namespace: ptr("ml"), Type: ptr("service"), Priority: ptr(prio),
+	job := &api.Job{ID: ptr(name), Name: ptr(name), Namespace: ptr(ns), Type: ptr("service"), Priority: ptr(prio),
 		Datacenters: []string{"*"}, Meta: map[string]string{"steward.tier": tier},
 		TaskGroups: []*api.TaskGroup{{Name: ptr("work"), Count: ptr(1),
 			RestartPolicy:    &api.RestartPolicy{Attempts: ptr(0), Mode: ptr("fail")},
