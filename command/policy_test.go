@@ -74,7 +74,7 @@ func TestPolicyValidate(t *testing.T) {
 			name:   "warnings do not fail",
 			args:   []string{in("warn.hcl")},
 			stdout: []string{"valid — 1 tier, 0 tenants, 0 pools, 0 idle rules (1 warning)"},
-			stderr: []string{in("warn.hcl") + ":2,34-43: warning: Signal cannot be caught", "Warning: Signal cannot be caught"},
+			stderr: []string{in("warn.hcl") + ":2,34-43: warning: Signal cannot be caught"},
 		},
 		{
 			name:     "broken file",
@@ -83,7 +83,6 @@ func TestPolicyValidate(t *testing.T) {
 			noStdout: true,
 			stderr: []string{
 				in("broken.hcl") + ":3,14-15: error: Invalid priority",
-				"Error: Invalid priority",
 				"   3:   priority = 0", // the source snippet
 				`The priority of tier "batch" must be between 1 and 100`,
 			},
@@ -103,6 +102,20 @@ func TestPolicyValidate(t *testing.T) {
 			stderr:   []string{"Error: Failed to read file", "nope.hcl"},
 		},
 		{
+			name:       "json: valid",
+			args:       []string{"-json", example},
+			stdout:     []string{`"valid": true`, `"tenants": 3`, `"diagnostics": []`},
+			emptyError: true,
+		},
+		{
+			name: "json: every diagnostic with its place",
+			args: []string{"-json", in("broken.hcl")},
+			code: 1,
+			stdout: []string{`"valid": false`, `"errors": 1`, `"summary": "Invalid priority"`,
+				`"file": "` + in("broken.hcl") + `"`, `"line": 3`, `"column": 14`},
+			emptyError: true,
+		},
+		{
 			name:     "no files",
 			args:     nil,
 			code:     1,
@@ -120,7 +133,7 @@ func TestPolicyValidate(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			ui := cli.NewMockUi()
-			code := (&PolicyValidateCommand{UI: ui}).Run(tt.args)
+			code := (&PolicyValidateCommand{Meta{UI: ui}}).Run(tt.args)
 			stdout, stderr := ui.OutputWriter.String(), ui.ErrorWriter.String()
 			if code != tt.code {
 				t.Errorf("exit code %d, want %d\nstdout: %s\nstderr: %s", code, tt.code, stdout, stderr)
@@ -155,7 +168,7 @@ func TestPolicyValidateDirectory(t *testing.T) {
 		"README.md":      "not a policy",
 	})
 	ui := cli.NewMockUi()
-	if code := (&PolicyValidateCommand{UI: ui}).Run([]string{dir}); code != 0 {
+	if code := (&PolicyValidateCommand{Meta{UI: ui}}).Run([]string{dir}); code != 0 {
 		t.Fatalf("exit %d: %s", code, ui.ErrorWriter.String())
 	}
 	want := filepath.Join(dir, "a-tiers.hcl") + ", " + filepath.Join(dir, "b-tenants.json") + ": valid"
@@ -165,7 +178,7 @@ func TestPolicyValidateDirectory(t *testing.T) {
 
 	empty := t.TempDir()
 	ui = cli.NewMockUi()
-	if code := (&PolicyValidateCommand{UI: ui}).Run([]string{empty}); code != 1 {
+	if code := (&PolicyValidateCommand{Meta{UI: ui}}).Run([]string{empty}); code != 1 {
 		t.Errorf("empty directory: exit %d, want 1", code)
 	}
 	if !strings.Contains(ui.ErrorWriter.String(), "holds no .hcl or .json files") {

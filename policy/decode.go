@@ -111,7 +111,7 @@ func newDecoder() *decoder {
 // decodeFiles builds the policy of files, which parsed without errors and
 // are in the order given. It returns nil and the diagnostics when any error
 // was found.
-func decodeFiles(files []*hcl.File, names []string) (*Policy, hcl.Diagnostics) {
+func decodeFiles(files []*hcl.File, names []string) (*Policy, *sourceMap, hcl.Diagnostics) {
 	d := newDecoder()
 	d.pol.Files = names
 	if len(names) > 0 {
@@ -133,9 +133,9 @@ func decodeFiles(files []*hcl.File, names []string) (*Policy, hcl.Diagnostics) {
 	}
 	sortDiagnostics(d.diags, names)
 	if d.diags.HasErrors() {
-		return nil, d.diags
+		return nil, d.src, d.diags
 	}
-	return d.pol, d.diags
+	return d.pol, d.src, d.diags
 }
 
 // block decodes one top-level block into d.pol, unless it duplicates one

@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"os"
@@ -43,6 +44,8 @@ func ParseSources(srcs ...Source) (*Policy, hcl.Diagnostics) {
 // it reads a file name only once.
 type Parser struct {
 	hcl *hclparse.Parser
+	// src is where the last policy parsed came from (CheckCluster).
+	src *sourceMap
 }
 
 // NewParser returns a Parser with no files.
@@ -117,7 +120,8 @@ func (p *Parser) ParseSources(srcs ...Source) (*Policy, hcl.Diagnostics) {
 	if diags.HasErrors() {
 		return nil, diags
 	}
-	pol, d := decodeFiles(files, names)
+	pol, src, d := decodeFiles(files, names)
+	p.src = src
 	return pol, append(diags, d...)
 }
 
@@ -136,12 +140,27 @@ func (p *Parser) WriteDiagnostics(w io.Writer, diags hcl.Diagnostics) error {
 		if d.Severity == hcl.DiagWarning {
 			sev = "warning"
 		}
-		if d.Subject != nil {
-			if _, err := fmt.Fprintf(w, "%s: %s: %s\n", d.Subject, sev, d.Summary); err != nil {
+		if d.Subject == nil {
+			if err := tw.WriteDiagnostic(d); err != nil {
 				return fmt.Errorf("writing diagnostics: %w", err)
 			}
+			continue
 		}
-		if err := tw.WriteDiagnostic(d); err != nil {
+		// One header, the file:line,col one editors and CI read; hcl's
+		// writer starts with its own ("Error: summary"), which said the
+		// same a second time.
+		if _, err := fmt.Fprintf(w, "%s: %s: %s\n", d.Subject, sev, d.Summary); err != nil {
+			return fmt.Errorf("writing diagnostics: %w", err)
+		}
+		var buf bytes.Buffer
+		if err := hcl.NewDiagnosticTextWriter(&buf, p.Files(), 0, false).WriteDiagnostic(d); err != nil {
+			return fmt.Errorf("writing diagnostics: %w", err)
+		}
+		body := buf.String()
+		if i := strings.IndexByte(body, '\n'); i >= 0 && strings.HasSuffix(body[:i], d.Summary) {
+			body = body[i+1:]
+		}
+		if _, err := io.WriteString(w, body); err != nil {
 			return fmt.Errorf("writing diagnostics: %w", err)
 		}
 	}

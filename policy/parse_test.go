@@ -459,12 +459,16 @@ func TestWriteDiagnostics(t *testing.T) {
 	}
 	for _, want := range []string{
 		"w.hcl:2,14-15: error: Invalid priority\n",
-		"Error: Invalid priority",
 		"   2:   priority = 0\n", // the source line
 	} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, b.String())
 		}
+	}
+	// One header per diagnostic: hcl's own ("Error: Invalid priority")
+	// repeated the file:line,col one.
+	if n := strings.Count(b.String(), "Invalid priority"); n != 1 {
+		t.Errorf("the summary is printed %d times, want once:\n%s", n, b.String())
 	}
 	if strings.Contains(b.String(), "\x1b[") {
 		t.Errorf("output is coloured:\n%q", b.String())
