@@ -46,7 +46,7 @@ func TestLifetimeBound(t *testing.T) {
 			mustContain(t, a.Reason.Message,
 				"; job research/train was preempted 3 times, the most over its life (preemption.max_per_job): protected until it ends")
 		}},
-		{"a higher tier takes other work first, never a protected job", func(t *testing.T) {
+		{"a higher tier takes other work first and never a protected job", func(t *testing.T) {
 			h := newHarness(t, bounded(nil))
 			h.node("n1", "default", 4)
 			h.submit("research", "old", "training", 2, 1, preempted(times(3)...))
@@ -63,7 +63,7 @@ func TestLifetimeBound(t *testing.T) {
 			h.expect("running", h.running(), []string{"research/nb×1", "research/old×1"})
 			mustWait(t, plan, "research/nb2", RuleCapacity, "nothing may be preempted")
 		}},
-		{"its own tier, promoted, does not take a protected job", func(t *testing.T) {
+		{"its own tier promoted does not take a protected job", func(t *testing.T) {
 			h := newHarness(t, bounded(nil))
 			h.node("n1", "default", 4)
 			h.submit("research", "old", "training", 4, 1, preempted(times(3)...))
