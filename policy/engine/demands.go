@@ -774,6 +774,9 @@ func (st *state) place(b *bene, n int32) {
 	if !st.e.tiers[b.tier].preemptible {
 		st.tenants[b.tenant].fixed += gu
 	}
+	if b.protected {
+		st.placeProtected(n, b.g)
+	}
 }
 
 func (st *state) unplace(b *bene, n int32) {
@@ -786,6 +789,9 @@ func (st *state) unplace(b *bene, n int32) {
 	}
 	if !st.e.tiers[b.tier].preemptible {
 		st.tenants[b.tenant].fixed -= gu
+	}
+	if b.protected {
+		st.placeProtected(n, -b.g)
 	}
 }
 

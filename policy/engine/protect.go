@@ -21,6 +21,8 @@ package engine
 //     long as it runs;
 //   - only while no work of a higher tier (by the tiers' priorities) waited
 //     in this plan for want of GPUs: it would take the GPUs they wait for;
+//   - only while protected work holds at most 1/maxProtectedShare of
+//     the GPUs it may use;
 //   - on free GPUs alone, not in place of other work, and on a node that
 //     already holds work no higher tier may take (non-preemptible or
 //     protected work), unless spareNodes nodes' worth of GPUs stay free:
@@ -87,6 +89,12 @@ func (st *state) protectedWaits(b *bene, need int) (Reason, bool) {
 			s("), waits for ").gpus(w.gpus)
 		return m.reason(RuleProtected), true
 	}
+	if total, held := st.protectedIn(b.pool); (held+d.GPUs())*maxProtectedShare > total {
+		head()
+		m.s("while protected work holds at most 1/").n(maxProtectedShare).s(" of the GPUs it may use: it holds ").gpus(held).
+			s(" of ").n(total).s(", ").n(d.GPUs()).s(" more would exceed it")
+		return m.reason(RuleProtected), true
+	}
 	// Where it goes: Nomad places it by best fit on free GPUs. In place
 	// of other work it would go on the node the victims are on, whatever
 	// that node holds: it resumes on free GPUs alone.
@@ -128,21 +136,69 @@ func (st *state) freeOnlyReason(b *bene) Reason {
 // 10 nodes: interactive p95 205 minutes; with two, 147; more, no better).
 const spareNodes = 2
 
+// maxProtectedShare: protected work resumes only while it holds at most
+// 1/maxProtectedShare of the GPUs it may use. Every protected job runs to
+// its end, and long training reaches the bound most: without a share, it
+// held whole nodes that bursts of 8-GPU interactive work came for (four
+// teams, Helios' first 3,000 jobs on 10 nodes: high-tier p95 62 minutes;
+// with a quarter, 29; with a tenth, 4, but protected jobs then waited past
+// the trace's end).
+const maxProtectedShare = 4
+
 // spoiled reports whether node n holds GPUs that work of a higher tier
 // may not take: non-preemptible work (beyond its reserve too: only
 // reclaims take that) or protected work. A protected job placed there
 // costs a whole-node demand no node it could have had.
 func (st *state) spoiled(n int32) bool {
-	if st.fixedOn == nil {
-		st.fixedOn = make([]int32, len(st.nodes))
-		for ui := range st.units {
-			u := &st.units[ui]
-			if !u.taken && (!st.e.tiers[u.tier].preemptible || st.protectedJob(u)) {
-				st.nodesOf(u, func(n int32, gpus int) { st.fixedOn[n] += int32(gpus) })
-			}
+	st.countFixed()
+	return st.fixedOn[n] > 0
+}
+
+// protectedIn is the GPUs of the nodes of set s, and those protected work
+// holds there.
+func (st *state) protectedIn(s int32) (total, held int) {
+	st.countFixed()
+	for n := range st.nodes {
+		if st.pl.has(s, int32(n)) {
+			total += st.nodes[n].GPUs
+			held += int(st.protectedOn[n])
 		}
 	}
-	return st.fixedOn[n] > 0
+	return total, held
+}
+
+// countFixed counts, on first need, the GPUs per node of work no higher
+// tier may take (fixedOn) and of protected work (protectedOn); place and
+// unplace keep them in step for protected demands.
+func (st *state) countFixed() {
+	if st.fixedOn != nil {
+		return
+	}
+	st.fixedOn = make([]int32, len(st.nodes))
+	st.protectedOn = make([]int32, len(st.nodes))
+	for ui := range st.units {
+		u := &st.units[ui]
+		if u.taken {
+			continue
+		}
+		protected := st.protectedJob(u)
+		if protected || !st.e.tiers[u.tier].preemptible {
+			st.nodesOf(u, func(n int32, gpus int) {
+				st.fixedOn[n] += int32(gpus)
+				if protected {
+					st.protectedOn[n] += int32(gpus)
+				}
+			})
+		}
+	}
+}
+
+// placeProtected records delta GPUs of protected work on node n.
+func (st *state) placeProtected(n int32, delta int) {
+	if st.fixedOn != nil {
+		st.fixedOn[n] += int32(delta)
+		st.protectedOn[n] += int32(delta)
+	}
 }
 
 // freeIn is the free GPUs of the nodes of set s.

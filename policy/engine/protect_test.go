@@ -133,8 +133,10 @@ func TestLifetimeBound(t *testing.T) {
 				p.Tenants["research"] = tenant("research", 8, policy.Unlimited)
 			}))
 			h.node("n1", "default", 4)
+			h.node("n2", "default", 4)
 			h.submit("product", "serve", "inference", 2, 1)
 			h.submit("product", "train", "training", 2, 1)
+			h.submit("product", "train2", "training", 4, 1)
 			heldProtected(h, "research", "train", 2)
 			h.advance(time.Hour)
 			plan := h.step()
@@ -168,6 +170,19 @@ func TestLifetimeBound(t *testing.T) {
 			plan := h.step()
 			mustWait(t, plan, "research/train", RuleProtected,
 				"so it resumes only beside work no higher tier may take, or while 8 GPUs stay free: n1, where it would go, holds none, and 4 GPUs would stay free")
+		}},
+		{"protected work holds at most a quarter of the GPUs", func(t *testing.T) {
+			h := newHarness(t, bounded(nil))
+			for _, n := range []string{"n1", "n2", "n3", "n4"} {
+				h.node(n, "default", 4)
+			}
+			h.submit("research", "old", "training", 2, 1, preempted(times(3)...))
+			h.submit("product", "serve", "inference", 1, 1)
+			heldProtected(h, "research", "train", 4)
+			h.advance(time.Hour)
+			plan := h.step()
+			mustWait(t, plan, "research/train", RuleProtected,
+				"so it resumes only while protected work holds at most 1/4 of the GPUs it may use: it holds 2 GPUs of 16, 4 more would exceed it")
 		}},
 		{"a protected job resumes when GPUs are plenty", func(t *testing.T) {
 			h := newHarness(t, bounded(nil))

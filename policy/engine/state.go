@@ -64,8 +64,8 @@ type model struct {
 	// want of GPUs (protect.go).
 	blocked blockedDemand
 	// fixedOn is, per node, the GPUs of work no higher tier may take,
-	// counted on first need (spoiled).
-	fixedOn []int32
+	// protectedOn of protected work, counted on first need (countFixed).
+	fixedOn, protectedOn []int32
 }
 
 // nodeIndex is what finds nodes and victims fast: free GPUs per set of
