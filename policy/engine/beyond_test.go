@@ -76,25 +76,6 @@ func TestBeyondReserve(t *testing.T) {
 			mustContain(t, a.Reason.Message, "tenant product holds 4 GPUs, reserve 2: reclaiming 2 for research/serve2/main",
 				"tier build is safe from preemption only within tenant product's reserve of 2, and its non-preemptible work holds 4 GPUs")
 		}},
-		{"work beyond its reserve takes by priority no GPUs that would leave the victim's tenant below its reserve", func(t *testing.T) {
-			// The victim's tenant would reclaim them at once, and the
-			// promoted job take them again: a tug of war (issue 31).
-			h := newHarness(t, testPolicy(func(p *policy.Policy) {
-				p.Tenants["research"] = tenant("research", 2, policy.Unlimited)
-				p.Tenants["platform"] = tenant("platform", 0, policy.Unlimited)
-			}))
-			h.node("n1", "default", 3)
-			h.submit("research", "nb1", "interactive", 2, 1)
-			h.submit("research", "nb2", "interactive", 1, 1)
-			h.advance(time.Hour)
-			j := h.submit("platform", "nb", "interactive", 2, 1)
-			j.job.Priority, j.job.Promoted = 70, true
-			plan := h.step()
-			if len(victimActions(plan)) != 0 {
-				t.Fatalf("want research kept at its reserve; got %q", kinds(plan))
-			}
-			h.expect("running", h.running(), []string{"research/nb1×1", "research/nb2×1"})
-		}},
 		{"work within its reserve still reclaims", func(t *testing.T) {
 			h := newHarness(t, testPolicy(func(p *policy.Policy) {
 				p.Tenants["research"] = tenant("research", 2, policy.Unlimited)

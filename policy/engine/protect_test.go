@@ -171,7 +171,10 @@ func TestLifetimeBound(t *testing.T) {
 			mustWait(t, plan, "research/train", RuleProtected,
 				"so it resumes only beside work no higher tier may take, or while 8 GPUs stay free: n1, where it would go, holds none, and 4 GPUs would stay free")
 		}},
-		{"protected work holds at most a quarter of the GPUs", func(t *testing.T) {
+		{"protected work goes onto a node that holds none only while it is on at most a quarter of the nodes", func(t *testing.T) {
+			// Nomad's best fit spreads one- and two-GPU protected jobs
+			// over most nodes, and whole-node demands of higher tiers,
+			// which may not take them, then find no node.
 			h := newHarness(t, bounded(nil))
 			for _, n := range []string{"n1", "n2", "n3", "n4"} {
 				h.node(n, "default", 4)
@@ -182,7 +185,20 @@ func TestLifetimeBound(t *testing.T) {
 			h.advance(time.Hour)
 			plan := h.step()
 			mustWait(t, plan, "research/train", RuleProtected,
-				"so it resumes only while protected work holds at most 1/4 of the GPUs it may use: it holds 2 GPUs of 16, 4 more would exceed it")
+				"so it resumes only onto nodes that hold protected work already, or while protected work is on at most 1/4 of the nodes it may use: it is on 1 of 4, and n2, where it would go, holds none")
+		}},
+		{"a protected job resumes beside protected work whatever the share", func(t *testing.T) {
+			h := newHarness(t, bounded(nil))
+			for _, n := range []string{"n1", "n2", "n3", "n4"} {
+				h.node(n, "default", 4)
+			}
+			h.submit("research", "old", "training", 2, 1, preempted(times(3)...))
+			for _, id := range []string{"t2", "t3", "t4"} {
+				h.submit("product", id, "training", 4, 1)
+			}
+			heldProtected(h, "research", "train", 2)
+			h.advance(time.Hour)
+			actionOf(t, h.step(), Resume, "research/train")
 		}},
 		{"a protected job resumes when GPUs are plenty", func(t *testing.T) {
 			h := newHarness(t, bounded(nil))

@@ -550,13 +550,10 @@ func (st *state) addVictim(ui int32, b *bene, n int32, allowYoung bool) bool {
 			return false
 		}
 		rule = RulePriority // within its reserve, which b's tier may cross (preempts_reserved)
-	} else if needOver && rule == RulePriority && st.reclaimable(b) && holds-w.picked(n, u.tenant)-int(u.units) < reserve &&
-		!st.e.overReserve(b.tier, b.prio, u.tier, u.prio) {
-		// b would run beyond its tenant's reserve, where reserve
-		// reclaims take work back: a victim that left its tenant below
-		// its reserve would reclaim its GPUs from b at once (a tug of
-		// war: a promoted job took a tenant's work just above its
-		// reserve, and that tenant took it back, again and again).
+	} else if needOver && rule == RulePriority && b.beyond && holds-w.picked(n, u.tenant)-int(u.units) < reserve {
+		// b is non-preemptible work beyond its reserve, which reserve
+		// reclaims take back: a victim that left its tenant below its
+		// reserve would reclaim its GPUs from b at once.
 		return false
 	}
 	if needOver && b.inPool == 0 && t.quotas != nil && st.protectedInPool(u, n, w.picked(n, u.tenant)) &&
@@ -574,13 +571,6 @@ func (st *state) addVictim(ui int32, b *bene, n int32, allowYoung bool) bool {
 	w.pick(n, u.tenant, int(u.units))
 	w.freed[n] += st.gpusOn(u, n)
 	return st.usableFree(b, n)+w.freed[n] >= b.g
-}
-
-// reclaimable reports whether b, placed, would be work a reserve reclaim
-// may take: non-preemptible work beyond its reserve, or preemptible work
-// of a tenant beyond its reserve.
-func (st *state) reclaimable(b *bene) bool {
-	return b.beyond || !b.entitled && st.e.tiers[b.tier].preemptible
 }
 
 // usableFree is the free GPUs on node n that b may use beside its victims'.
