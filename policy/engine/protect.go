@@ -21,8 +21,9 @@ package engine
 //     long as it runs;
 //   - only while no work of a higher tier (by the tiers' priorities) waited
 //     in this plan for want of GPUs: it would take the GPUs they wait for;
-//   - only while protected work holds at most 1/maxProtectedShare of
-//     the GPUs it may use;
+//   - onto a node that holds no protected work only while protected
+//     work is on at most 1/maxProtectedShare of the nodes it may use (or
+//     on none);
 //   - on free GPUs alone, not in place of other work, and on a node that
 //     already holds work no higher tier may take (non-preemptible or
 //     protected work), unless spareNodes nodes' worth of GPUs stay free:
