@@ -187,6 +187,24 @@ func TestLifetimeBound(t *testing.T) {
 			mustWait(t, plan, "research/train", RuleProtected,
 				"so it resumes only onto nodes that hold protected work already, or while protected work is on at most 1/4 of the nodes it may use: it is on 1 of 4, and n2, where it would go, holds none")
 		}},
+		{"protected work of one GPU a node counts by the nodes it is on not its GPUs", func(t *testing.T) {
+			// 2 GPUs of 32 are protected, on 2 nodes of 8: a third node
+			// would leave 5 for whole-node work.
+			h := newHarness(t, bounded(nil))
+			for _, n := range []string{"n1", "n2", "n3", "n4", "n5", "n6", "n7", "n8"} {
+				h.node(n, "default", 4)
+			}
+			h.submit("research", "old1", "training", 1, 1, preempted(times(3)...), pinnedTo("n1"))
+			h.submit("research", "old2", "training", 1, 1, preempted(times(3)...), pinnedTo("n2"))
+			for i, n := range []string{"n1", "n2", "n3"} {
+				h.submit("product", "t"+itoa(i), "training", 3, 1, pinnedTo(n))
+			}
+			heldProtected(h, "research", "train", 1)
+			h.advance(time.Hour)
+			plan := h.step()
+			mustWait(t, plan, "research/train", RuleProtected,
+				"so it resumes only onto nodes that hold protected work already, or while protected work is on at most 1/4 of the nodes it may use: it is on 2 of 8, and n3, where it would go, holds none")
+		}},
 		{"a protected job resumes beside protected work whatever the share", func(t *testing.T) {
 			h := newHarness(t, bounded(nil))
 			for _, n := range []string{"n1", "n2", "n3", "n4"} {
