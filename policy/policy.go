@@ -308,9 +308,9 @@ type Preemption struct {
 	CheckpointSignal string // e.g. "SIGUSR1"; "" means no checkpoint signal
 	MaxPerJobPerHour int    // 0: no cap
 	// MaxPerJob is the most preemptions of one job over its life; a job
-	// preempted that often is protected until it ends (tenant limits
-	// still apply, and it is the last resort of reserve reclaims and
-	// higher tiers). 0: no bound (and in a hand-built policy).
+	// preempted that often is protected until it ends: only its tenant's
+	// limit preempts it again, and it resumes only where it keeps no one
+	// from what they are owed. 0: no bound (and in a hand-built policy).
 	MaxPerJob   int
 	ResumeOrder ResumeOrder // "" (in a hand-built policy) is DefaultResumeOrder
 	// FairShareHalfLife, when above 0, orders waiting work of tenants the

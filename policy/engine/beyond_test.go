@@ -76,6 +76,22 @@ func TestBeyondReserve(t *testing.T) {
 			mustContain(t, a.Reason.Message, "tenant product holds 4 GPUs, reserve 2: reclaiming 2 for research/serve2/main",
 				"tier build is safe from preemption only within tenant product's reserve of 2, and its non-preemptible work holds 4 GPUs")
 		}},
+		{"work within its reserve still reclaims", func(t *testing.T) {
+			h := newHarness(t, testPolicy(func(p *policy.Policy) {
+				p.Tenants["research"] = tenant("research", 2, policy.Unlimited)
+				p.Tenants["platform"] = tenant("platform", 2, policy.Unlimited)
+			}))
+			h.node("n1", "default", 3)
+			h.submit("research", "nb1", "interactive", 2, 1)
+			h.submit("research", "nb2", "interactive", 1, 1)
+			h.advance(time.Hour)
+			h.submit("platform", "nb", "interactive", 2, 1)
+			plan := h.step()
+			a := actionOf(t, plan, Preempt, "research/nb1")
+			if a.Reason.Rule != RuleReclaim {
+				t.Fatalf("preemption %s: want a reclaim", a)
+			}
+		}},
 		{"a tenant with reserve 0 runs serving on free GPUs", func(t *testing.T) {
 			h := newHarness(t, testPolicy(func(p *policy.Policy) {
 				p.Tenants["platform"] = tenant("platform", 0, policy.Unlimited)

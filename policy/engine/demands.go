@@ -532,6 +532,13 @@ func (st *state) serve(p pending, failed *failures) {
 	b.base = st.pl.demandSet[p.w] // may be the empty set: noNodeReason says why
 	b.pool = b.base
 	b.unitsPer = st.setUnits(b.base)
+	if why, ok := st.protectedWaits(b, d.GPUs()*max(b.unitsPer, gpuUnit)); ok {
+		if !d.Held {
+			st.explainer.add(decision{kind: decideHold, b: *b, count: d.Count, why: why})
+		}
+		st.wait(d, d.Count, why)
+		return
+	}
 	b.marks = st.takeMarks(p.w)
 	if len(b.marks) == 0 && st.e.precedence != nil && st.precede(p, b) {
 		return
@@ -614,6 +621,7 @@ func (st *state) serve(p pending, failed *failures) {
 		if !d.Held {
 			st.explainer.add(decision{kind: decideHold, b: *b, count: d.Count - placed, why: why})
 		}
+		st.noteBlocked(b, (d.Count-placed)*d.GPUsPerAlloc, why)
 		st.wait(d, d.Count-placed, why)
 	}
 }
@@ -674,6 +682,9 @@ func (st *state) placeOne(b *bene, need int, failed *failures) (int32, []victim,
 		return 0, nil, Reason{RuleCapacity, "requeued after an idle release: it takes only free GPUs, and none are free" +
 			" (needs " + itoa(b.g) + " on one node)"}, false
 	}
+	if b.protected {
+		return 0, nil, st.freeOnlyReason(b), false // it takes no one's GPUs (protect.go)
+	}
 	if b.pool == st.pl.empty {
 		return 0, nil, st.noNodeReason(b.d), false // no node may run it: nothing to free
 	}
@@ -689,9 +700,6 @@ func (st *state) placeOne(b *bene, need int, failed *failures) (int32, []victim,
 			if n, vs, ok := st.findVictims(b, young); ok {
 				return st.placeWith(b, n, vs)
 			}
-		}
-		if n, vs, ok := st.takeProtected(b); ok {
-			return st.placeWith(b, n, vs)
 		}
 		r = st.capacityReason(b)
 		failed.add(key, b.prio, st.e.tiers[b.tier].priority, b.g, r)
@@ -766,6 +774,9 @@ func (st *state) place(b *bene, n int32) {
 	if !st.e.tiers[b.tier].preemptible {
 		st.tenants[b.tenant].fixed += gu
 	}
+	if b.protected {
+		st.placeProtected(n, b.g)
+	}
 }
 
 func (st *state) unplace(b *bene, n int32) {
@@ -778,6 +789,9 @@ func (st *state) unplace(b *bene, n int32) {
 	}
 	if !st.e.tiers[b.tier].preemptible {
 		st.tenants[b.tenant].fixed -= gu
+	}
+	if b.protected {
+		st.placeProtected(n, -b.g)
 	}
 }
 

@@ -47,6 +47,7 @@ const (
 	RulePromoteAge Rule = "promote-wait"
 	RuleTier       Rule = "tier"
 	RulePrecedence Rule = "precedence" // waiting work goes to the first pool of its precedence with room
+	RuleProtected  Rule = "protected"  // work preempted max_per_job times resumes only where it keeps no one from what they are owed
 )
 
 // Reason explains an action to the people who read it in the Nomad UI.

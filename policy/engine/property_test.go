@@ -39,6 +39,11 @@ func TestProperties(t *testing.T) {
 				s.Allocs[i].Job.PreemptionsTotal = r.IntN(5)
 			}
 		}
+		for i := range s.Waiting {
+			if r.IntN(4) == 0 {
+				s.Waiting[i].Job.PreemptionsTotal = r.IntN(5)
+			}
+		}
 		if r.IntN(3) == 0 {
 			// A node of MIG-like devices, each half a GPU: reserves and
 			// limits count them so (units.go).
@@ -284,29 +289,29 @@ func checkRunBeyondReserve(t *testing.T, name string, e *Engine, s *Snapshot, pl
 }
 
 // checkProtectedVictims: a job preempted max_per_job times over its life
-// is a victim only of a reserve reclaim, its tenant's limit, or work of a
-// higher tier (by the tiers' priorities).
+// is a victim only of its tenant's limit (the lifetime bound holds), and
+// takes no one's GPUs to resume: it resumes on free GPUs alone.
 func checkProtectedVictims(t *testing.T, name string, e *Engine, s *Snapshot, plan *Plan) {
 	most := e.p.Preemption.MaxPerJob
 	if most <= 0 {
 		return
 	}
 	byID := allocsByID(s)
-	waiting := map[JobRef]*Demand{}
+	protected := map[JobRef]bool{}
 	for i := range s.Waiting {
-		waiting[s.Waiting[i].Job.Ref] = &s.Waiting[i]
+		if lifetimePreemptions(&s.Waiting[i].Job) >= most {
+			protected[s.Waiting[i].Job.Ref] = true
+		}
 	}
 	for _, a := range victimActions(plan) {
-		if a.Reason.Rule == RuleReclaim || a.Reason.Rule == RuleLimit {
+		if a.For != nil && protected[*a.For] {
+			t.Errorf("%s: %s takes %v for %s, a protected job (max_per_job %d)", name, a.Kind, a.Allocs, a.For, most)
+		}
+		if a.Reason.Rule == RuleLimit {
 			continue
 		}
 		for _, id := range a.Allocs {
-			v := byID[id]
-			if a.Reason.Rule == RulePriority && a.For != nil && waiting[*a.For] != nil &&
-				tierOf(e.p, &waiting[*a.For].Job).Priority > tierOf(e.p, &v.Job).Priority {
-				continue
-			}
-			if lifetimePreemptions(&v.Job) >= most {
+			if v := byID[id]; lifetimePreemptions(&v.Job) >= most {
 				t.Errorf("%s: %s takes %s, preempted %d times (max_per_job %d), by rule %s", name, a.Kind, id,
 					lifetimePreemptions(&v.Job), most, a.Reason.Rule)
 			}

@@ -95,15 +95,13 @@ func (st *state) exposedNote(m *msg, u *unit) {
 // non-preemptible tier that runs beyond its tenant's reserve (exposed, its
 // tier's beyond_reserve "run") goes only to another tenant reclaiming its
 // reserve: it ran beyond the reserve on GPUs its priority allowed, and only
-// the safety rule takes them back. A job protected by max_per_job goes
-// only, and only where nothing else frees enough (takeProtected), to a
-// reserve reclaim or to work of a higher tier (by the tiers' priorities, not
-// a promotion). (Limits take both: giveBack does not ask.)
+// the safety rule takes them back. A job protected by max_per_job goes to
+// no one (protect.go). (Limits take both: giveBack does not ask.)
 func (st *state) mayTake(u *unit, b *bene, rule Rule) bool {
 	if u.exposed && !st.e.tiers[u.tier].waitsBeyond && rule != RuleReclaim {
 		return false
 	}
-	return !st.protectedJob(u) || st.lastResort && st.beatsProtected(u, b, rule)
+	return !st.protectedJob(u)
 }
 
 // beyondNote appends, to the reason non-preemptible work of a tier that

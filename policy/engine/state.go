@@ -60,11 +60,12 @@ type model struct {
 
 	planned      map[JobRef]int // preemptions decided in this plan, per job
 	trackPlanned bool           // some job is one preemption short of the cap or of max_per_job
-	// protectedUnits are the units that would be candidates but for
-	// max_per_job (protect.go), in unit order; lastResort is set while
-	// takeProtected searches them.
-	protectedUnits []int32
-	lastResort     bool
+	// blocked is the highest-tier demand that waited in this plan for
+	// want of GPUs (protect.go).
+	blocked blockedDemand
+	// fixedOn is, per node, the GPUs of work no higher tier may take,
+	// protectedOn of protected work, counted on first need (countFixed).
+	fixedOn, protectedOn []int32
 }
 
 // nodeIndex is what finds nodes and victims fast: free GPUs per set of

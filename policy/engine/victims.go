@@ -59,10 +59,7 @@ func (st *state) sortCandidates() {
 			continue // at the eviction cap for the whole plan
 		}
 		if st.protectedJob(u) {
-			// Preempted max_per_job times: only a reclaim that nothing
-			// else frees enough for takes it (reclaimProtected).
-			st.protectedUnits = append(st.protectedUnits, int32(ui))
-			continue
+			continue // preempted max_per_job times: only its limit takes it (protect.go)
 		}
 		class := uint64(classOther)
 		switch {
@@ -301,6 +298,9 @@ type bene struct {
 	// deptOnly: entitled by its department's reserve alone (department.go):
 	// it reclaims from tenants outside the department only.
 	deptOnly bool
+	// protected: its job was preempted max_per_job times; it resumes on
+	// free GPUs alone (protect.go).
+	protected bool
 	// base is the set of its demand; pool is base less pools at their
 	// limit for its tenant (quota.go), or a pool it reclaims in.
 	base int32

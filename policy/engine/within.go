@@ -14,7 +14,7 @@ import "slices"
 // it waits (the limit).
 func (st *state) swapWithin(b *bene, need int, failed *failures) (int32, []victim, Reason, bool) {
 	why := st.limitReason(b, need)
-	if b.d.Requeued {
+	if b.d.Requeued || b.protected {
 		return 0, nil, why, false // it takes only free GPUs (see placeOne)
 	}
 	key := failKey{tenant: b.tenant, pool: b.pool, within: true, tier: -1} // its own work: reserves play no part
