@@ -210,7 +210,7 @@ func (f *forecaster) result(s *simulator) *ForecastError {
 		if covered(x.p50, actual, beyond) {
 			in50++
 		}
-		if covered(x.p90, actual, beyond) {
+		if coveredP90(x.p50, x.p90, actual, beyond) {
 			in90++
 		}
 	}
@@ -232,6 +232,16 @@ func covered(q, actual time.Time, beyond bool) bool {
 		return beyond
 	}
 	return !actual.After(q)
+}
+
+// coveredP90 is covered for a P90: one beyond the horizon (none) while
+// the P50 is within it says the start comes before the horizon or later,
+// and the start, whenever it came, came before the P90.
+func coveredP90(p50, p90, actual time.Time, beyond bool) bool {
+	if p90.IsZero() && !p50.IsZero() {
+		return true
+	}
+	return covered(p90, actual, beyond)
 }
 
 func median(v []float64) float64 {
