@@ -51,7 +51,8 @@ type ForecastError struct {
 	// CoverageP50 and CoverageP90: the share of Jobs that started at or
 	// before their P50 (P90), over all of them: a job with none (not
 	// within the horizon) counts as covered when it did start beyond the
-	// horizon, and as a miss when it started within it. Counting only the
+	// horizon, and as a miss when it started within it; a P90 beyond the
+	// horizon under a P50 within it covers any start. Counting only the
 	// jobs with one measured a minority that a forecast saying "not within
 	// 7 days" for most of the queue chose.
 	CoverageP50 float64 `json:"coverage_p50"`
