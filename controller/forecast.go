@@ -253,7 +253,7 @@ func runEstimate(pol *policy.Policy, job *ObservedJob, gpus int, h *forecast.His
 		return forecast.Estimate{Forever: true, Source: "service"}
 	}
 	set := pol.ResolveJob(job.Namespace, job.Meta)
-	return h.EstimateRunning(forecast.ClassOf(set.Tenant.Name, set.Tier, gpus), going)
+	return h.EstimateRunning(forecast.ClassOf(set.Tenant.Name, set.Tier, gpus).WithFamily(forecast.JobFamily(job.ID)), going)
 }
 
 // runsGoing is how long each allocation running now has run, by class:
@@ -371,7 +371,7 @@ func (c *Controller) learnRunTimes(r *round, pol *policy.Policy) {
 			continue
 		}
 		set := pol.ResolveJob(job.Namespace, job.Meta)
-		fc.runs[a.ID] = seenRun{job: k, group: a.Group, class: forecast.ClassOf(set.Tenant.Name, set.Tier, len(a.GPUIDs)),
+		fc.runs[a.ID] = seenRun{job: k, group: a.Group, class: forecast.ClassOf(set.Tenant.Name, set.Tier, len(a.GPUIDs)).WithFamily(forecast.JobFamily(k.ID)),
 			started: a.StartedAt}
 	}
 }

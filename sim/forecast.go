@@ -100,7 +100,7 @@ func (f *forecaster) afterSettle(s *simulator, arrivedFrom, arrivedTo int) {
 	for i := range s.jobs {
 		if j := &s.jobs[i]; j.state == done && !f.fed[i] {
 			f.fed[i] = true
-			f.history.Add(forecast.ClassOf(j.spec.Tenant, j.tier, j.spec.GPUs), j.spec.RunTime)
+			f.history.Add(forecast.ClassOf(j.spec.Tenant, j.tier, j.spec.GPUs).WithFamily(j.spec.User), j.spec.RunTime)
 		}
 	}
 	snap := s.snapshot()
@@ -111,7 +111,7 @@ func (f *forecaster) afterSettle(s *simulator, arrivedFrom, arrivedTo int) {
 	going := map[forecast.Class][]time.Duration{}
 	for _, ji := range s.active {
 		j := &s.jobs[ji]
-		c := forecast.ClassOf(j.spec.Tenant, j.tier, j.spec.GPUs)
+		c := forecast.ClassOf(j.spec.Tenant, j.tier, j.spec.GPUs).WithFamily(j.spec.User)
 		going[c] = append(going[c], s.workDone(j))
 	}
 	byClass := map[forecast.Class]forecast.Estimate{}
@@ -119,7 +119,7 @@ func (f *forecaster) afterSettle(s *simulator, arrivedFrom, arrivedTo int) {
 		if f.expected {
 			return forecast.Estimate{Expected: j.spec.RunTime, Source: forecast.FromExpected}
 		}
-		c := forecast.ClassOf(j.spec.Tenant, j.tier, j.spec.GPUs)
+		c := forecast.ClassOf(j.spec.Tenant, j.tier, j.spec.GPUs).WithFamily(j.spec.User)
 		e, ok := byClass[c]
 		if !ok {
 			e = f.history.EstimateRunning(c, going)
