@@ -35,13 +35,19 @@ type Calibration struct {
 	// Horizon is the forecasts' (default DefaultHorizon): a quantile
 	// corrected beyond it is none.
 	Horizon  time.Duration
-	pending  []madeForecast // by when made, then job
-	outcomes []outcome      // oldest first, at most CalibrationWindow
+	pending []madeForecast // by when made, then job
+	// outcomes, oldest first, at most CalibrationWindow each, by kind:
+	// both quantiles within the horizon, the P50 only, neither. Kept
+	// apart so that a burst of forecasts of one kind does not push the
+	// others out (Philly's burst of a thousand jobs forecast beyond the
+	// horizon left the P50s within it uncorrected).
+	outcomes [3][]outcome
 }
 
-// CalibrationWindow is how many of the newest observed starts calibrate:
-// enough for a 90th percentile to rest on a hundred misses, few enough to
-// follow a change of load within days.
+// CalibrationWindow is how many of the newest observed starts of each
+// kind (both quantiles within the horizon, the P50 only, neither)
+// calibrate: enough for a 90th percentile to rest on a hundred misses,
+// few enough to follow a change of load within days.
 const CalibrationWindow = 2000
 
 // MinCalibration is the least observed starts, of forecasts like the one
@@ -116,13 +122,25 @@ func (c *Calibration) Started(job engine.JobRef, at time.Time) {
 			return false
 		}
 		if !at.Before(p.at) {
-			c.outcomes = append(c.outcomes, outcome{made: p, wait: at.Sub(p.at)})
+			k := p.kind()
+			c.outcomes[k] = append(c.outcomes[k], outcome{made: p, wait: at.Sub(p.at)})
+			if n := len(c.outcomes[k]) - CalibrationWindow; n > 0 {
+				c.outcomes[k] = slices.Delete(c.outcomes[k], 0, n)
+			}
 		}
 		return true
 	})
-	if n := len(c.outcomes) - CalibrationWindow; n > 0 {
-		c.outcomes = slices.Delete(c.outcomes, 0, n)
+}
+
+// kind is which of Calibration.outcomes a forecast's outcome goes to.
+func (m madeForecast) kind() int {
+	switch {
+	case m.p50 == beyond:
+		return 2
+	case m.p90 == beyond:
+		return 1
 	}
+	return 0
 }
 
 // Forget drops the forecasts of a job that went without starting.
@@ -181,8 +199,8 @@ func (c *Calibration) Correct(res *Result) (*Result, Correction) {
 	out.Jobs = make(map[engine.JobRef]*JobForecast, len(res.Jobs))
 	for ref, f := range res.Jobs {
 		g := *f
-		g.P50 = k.P50.apply(res.At, f.P50, horizon)
-		g.P90 = k.P90.apply(res.At, f.P90, horizon)
+		g.P50 = k.P50.apply(res.At, f.P50, horizon, true)
+		g.P90 = k.P90.apply(res.At, f.P90, horizon, false)
 		// Quantiles corrected apart may cross: sorted, they are again
 		// quantiles (none, beyond the horizon, is the latest).
 		if later(g.P50, g.P90) {
@@ -204,7 +222,12 @@ func later(a, b time.Time) bool {
 	return a.After(b)
 }
 
-func (q QuantileCorrection) apply(at, raw time.Time, horizon time.Duration) time.Time {
+// apply corrects one quantile. A corrected wait beyond the horizon is
+// none, except that a P50 the replays put within it (clamp) stays at the
+// horizon: the forecast cannot see further, and a median scaled past it
+// would tell a user whose job the replays start within days "not within
+// 7 days" (Helios: 29 more of 331 said so, and started within it).
+func (q QuantileCorrection) apply(at, raw time.Time, horizon time.Duration, clamp bool) time.Time {
 	var wait time.Duration
 	switch {
 	case raw.IsZero() && q.Beyond > 0:
@@ -216,7 +239,10 @@ func (q QuantileCorrection) apply(at, raw time.Time, horizon time.Duration) time
 	default:
 		return raw
 	}
-	if wait > horizon {
+	switch {
+	case wait > horizon && clamp && !raw.IsZero():
+		wait = horizon
+	case wait > horizon:
 		return time.Time{}
 	}
 	return at.Add(wait)
@@ -237,8 +263,10 @@ func (c *Calibration) correction(now time.Time, q float64, of func(madeForecast)
 			ratios = append(ratios, survival{float64(wait) / float64(max(w, calibrationFloor)), going})
 		}
 	}
-	for _, o := range c.outcomes {
-		add(o.made, o.wait, false)
+	for _, list := range c.outcomes {
+		for _, o := range list {
+			add(o.made, o.wait, false)
+		}
 	}
 	for _, p := range c.pending {
 		add(p, now.Sub(p.at), true)

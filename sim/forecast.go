@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
 	"slices"
 	"time"
 
@@ -195,7 +196,10 @@ func (f *forecaster) afterSettle(s *simulator, arrivedFrom, arrivedTo int) {
 			f.cal.Started(ref, epoch.Add(j.firstStart))
 		}
 	}
-	cres, _ := f.cal.Correct(res)
+	cres, k := f.cal.Correct(res)
+	if os.Getenv("FCDBG") != "" {
+		fmt.Fprintf(os.Stderr, "at %.0f: %d jobs, %s\n", s.now.Minutes(), len(res.Jobs), k)
+	}
 	f.cal.Record(res)
 	f.made++
 	for ref, fc := range res.Jobs {
