@@ -228,6 +228,7 @@ func (c *Controller) forecastInput(r *round, pol *policy.Policy, eng *engine.Eng
 	for _, d := range s.Waiting {
 		add(d.Job.Ref, d.GPUsPerAlloc)
 	}
+	in.Done = c.workDone(r.now, &s)
 	for _, st := range c.states {
 		for _, d := range st.Draining {
 			if d.Finished || d.Deadline.IsZero() {
@@ -239,6 +240,65 @@ func (c *Controller) forecastInput(r *round, pol *policy.Policy, eng *engine.Eng
 		}
 	}
 	return in, basisNote(counts)
+}
+
+// workDone is the work each job of the snapshot has done and kept, for
+// the jobs that kept some before their current run (JobState.Done): that,
+// plus the current run's age unless the run is being drained (its
+// preemption counted it already). Others are left out: the forecast
+// takes their allocations' ages.
+func (c *Controller) workDone(now time.Time, s *engine.Snapshot) map[engine.JobRef]time.Duration {
+	done := map[engine.JobRef]time.Duration{}
+	kept := func(ref engine.JobRef) *JobState {
+		st := c.states[jobKey{ref.Namespace, ref.ID}]
+		if st == nil || st.Done <= 0 {
+			return nil
+		}
+		return st
+	}
+	for _, a := range s.Allocs {
+		st := kept(a.Job.Ref)
+		if st == nil {
+			continue
+		}
+		d := st.Done
+		if len(st.Draining) == 0 && !a.StartedAt.IsZero() {
+			d += now.Sub(a.StartedAt)
+		}
+		done[a.Job.Ref] = max(done[a.Job.Ref], d)
+	}
+	for _, w := range s.Waiting {
+		if st := kept(w.Job.Ref); st != nil {
+			done[w.Job.Ref] = max(done[w.Job.Ref], st.Done)
+		}
+	}
+	return done
+}
+
+// ranOf is how long the longest-running of the allocations ids has run:
+// the work a preemption of them interrupts.
+func (r *round) ranOf(ids []string) time.Duration {
+	var ran time.Duration
+	for _, a := range r.obs.Allocs {
+		if a.StartedAt.IsZero() || !slices.ContainsFunc(ids, func(s string) bool { return sameID(s, a.ID) }) {
+			continue
+		}
+		ran = max(ran, r.now.Sub(a.StartedAt))
+	}
+	return ran
+}
+
+// keepWork updates the work a job kept when a preemption interrupts a
+// run of ran: added when the job was asked to checkpoint, lost when not.
+// Nothing running, nothing changes.
+func (s *JobState) keepWork(checkpointed bool, ran time.Duration) {
+	switch {
+	case ran <= 0:
+	case checkpointed:
+		s.Done += ran
+	default:
+		s.Done = 0
+	}
 }
 
 // runEstimate is how long a job runs in all, as far as a forecast can
