@@ -32,6 +32,10 @@ const (
 	// position moved; forecasts are written when they move by more than
 	// forecastMoves.
 	queueRecordEvery = time.Minute
+	// calibrateEvery is how often, at most, a forecast is kept to
+	// calibrate later ones (forecast.Calibration): one a minute would keep
+	// thousands per waiting job, each much like the last.
+	calibrateEvery = 10 * time.Minute
 	// queueRecordsPerRound bounds the record writes the queue's figures
 	// cause in one round (the head of the queue first; the rest follow in
 	// later rounds).
@@ -57,11 +61,17 @@ func forecastMoves(old, new, now time.Time) bool {
 // queueForecaster keeps the latest forecast, the run-time history and
 // what waiting jobs' records show.
 type queueForecaster struct {
-	mu      sync.Mutex // guards running, result, hints (the goroutine writes them)
+	mu      sync.Mutex // guards running, result, hints, cal (the goroutine writes them)
 	running bool
 	result  *forecast.Result
 	hints   map[engine.JobRef][]string
 	basis   string // what the latest forecast's run times rest on
+	// cal corrects each forecast with how past ones did; calAt is when
+	// a forecast was last kept for it. In memory, like the history: a
+	// restarted controller forecasts uncalibrated until starts are seen
+	// again.
+	cal   forecast.Calibration
+	calAt time.Time
 
 	// Owned by the control loop.
 	startedAt time.Time
@@ -107,6 +117,7 @@ func (c *Controller) forecastRound(r *round, pol *policy.Policy, eng *engine.Eng
 	c.learnRunTimes(r, pol)
 	c.learnArrivals(r, pol, snap)
 	queue := forecast.Queue(pol, snap, r.plan)
+	c.learnStarts(r, queue)
 	fc.mu.Lock()
 	res, hints, basis, running := fc.result, fc.hints, fc.basis, fc.running
 	fc.mu.Unlock()
@@ -146,8 +157,16 @@ func (c *Controller) forecastRound(r *round, pol *policy.Policy, eng *engine.Eng
 		t := time.Now()
 		eng.Plan(in.Snapshot, in.Now)
 		opt, hintPlans := forecastOptions(time.Since(t))
-		res := forecast.Run(ctx, in, opt)
-		hints := forecast.Hints(in, queue, plan, res, hintPlans)
+		raw := forecast.Run(ctx, in, opt)
+		hints := forecast.Hints(in, queue, plan, raw, hintPlans)
+		fc.mu.Lock()
+		res, k := fc.cal.Correct(raw)
+		if in.Now.Sub(fc.calAt) >= calibrateEvery {
+			fc.cal.Record(raw)
+			fc.calAt = in.Now
+		}
+		fc.mu.Unlock()
+		basis += "; " + k.String()
 		c.log.Debug("forecast", "waiting", len(queue), "replays", res.Replays, "shares", res.Shares, "plans", res.Plans,
 			"arrivals", len(in.Arrivals), "took", time.Since(start))
 		fc.mu.Lock()
@@ -155,6 +174,33 @@ func (c *Controller) forecastRound(r *round, pol *policy.Policy, eng *engine.Eng
 		fc.mu.Unlock()
 		c.poke() // show it
 	}()
+}
+
+// learnStarts tells the calibration which jobs its forecasts were made
+// for started (no longer waiting, running) or went (gone, or neither).
+func (c *Controller) learnStarts(r *round, queue []forecast.Entry) {
+	fc := c.fc
+	waiting := map[engine.JobRef]bool{}
+	for _, e := range queue {
+		waiting[e.Job] = true
+	}
+	running := map[engine.JobRef]bool{}
+	for _, a := range r.obs.Allocs {
+		if len(a.GPUIDs) > 0 {
+			running[engine.JobRef{Namespace: a.Namespace, ID: a.JobID}] = true
+		}
+	}
+	fc.mu.Lock()
+	defer fc.mu.Unlock()
+	for _, ref := range fc.cal.Waiting() {
+		switch {
+		case waiting[ref]:
+		case running[ref]:
+			fc.cal.Started(ref, r.now)
+		default:
+			fc.cal.Forget(ref)
+		}
+	}
 }
 
 func resultFor(res *forecast.Result, ref engine.JobRef) *forecast.JobForecast {

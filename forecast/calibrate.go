@@ -34,7 +34,7 @@ import (
 type Calibration struct {
 	// Horizon is the forecasts' (default DefaultHorizon): a quantile
 	// corrected beyond it is none.
-	Horizon  time.Duration
+	Horizon time.Duration
 	pending []madeForecast // by when made, then job
 	// outcomes, oldest first, at most CalibrationWindow each, by kind:
 	// both quantiles within the horizon, the P50 only, neither. Kept
