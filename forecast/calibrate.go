@@ -3,6 +3,7 @@ package forecast
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -36,19 +37,20 @@ type Calibration struct {
 	// corrected beyond it is none.
 	Horizon time.Duration
 	pending []madeForecast // by when made, then job
-	// outcomes, oldest first, at most CalibrationWindow each, by kind:
-	// both quantiles within the horizon, the P50 only, neither. Kept
-	// apart so that a burst of forecasts of one kind does not push the
-	// others out (Philly's burst of a thousand jobs forecast beyond the
-	// horizon left the P50s within it uncorrected).
-	outcomes [3][]outcome
+	// outcomes, oldest first, at most CalibrationWindow each, by kind
+	// (kind): the bins of the P50's and the P90's waits, none (beyond the
+	// horizon) a bin of its own. Kept apart so that a burst of forecasts
+	// of one kind does not push the others out (Philly's burst of a
+	// thousand jobs forecast days ahead left the forecasts of hours
+	// uncorrected).
+	outcomes map[int][]outcome
 }
 
 // CalibrationWindow is how many of the newest observed starts of each
-// kind (both quantiles within the horizon, the P50 only, neither)
-// calibrate: enough for a 90th percentile to rest on a hundred misses,
-// few enough to follow a change of load within days.
-const CalibrationWindow = 2000
+// kind (the bins of the P50's and the P90's waits) calibrate: enough for
+// a 90th percentile to rest on fifty misses, few enough to follow a
+// change of load within days.
+const CalibrationWindow = 500
 
 // MinCalibration is the least observed starts, of forecasts like the one
 // corrected (a quantile within the horizon, or none), that move it.
@@ -123,6 +125,9 @@ func (c *Calibration) Started(job engine.JobRef, at time.Time) {
 		}
 		if !at.Before(p.at) {
 			k := p.kind()
+			if c.outcomes == nil {
+				c.outcomes = map[int][]outcome{}
+			}
 			c.outcomes[k] = append(c.outcomes[k], outcome{made: p, wait: at.Sub(p.at)})
 			if n := len(c.outcomes[k]) - CalibrationWindow; n > 0 {
 				c.outcomes[k] = slices.Delete(c.outcomes[k], 0, n)
@@ -132,15 +137,16 @@ func (c *Calibration) Started(job engine.JobRef, at time.Time) {
 	})
 }
 
-// kind is which of Calibration.outcomes a forecast's outcome goes to.
+// kind is which of Calibration.outcomes a forecast's outcome goes to:
+// its P50's and P90's bins (waitBins: none).
 func (m madeForecast) kind() int {
-	switch {
-	case m.p50 == beyond:
-		return 2
-	case m.p90 == beyond:
-		return 1
+	bin := func(w time.Duration) int {
+		if w == beyond {
+			return waitBins
+		}
+		return binOf(w)
 	}
-	return 0
+	return bin(m.p50)*(waitBins+1) + bin(m.p90)
 }
 
 // Forget drops the forecasts of a job that went without starting.
@@ -153,13 +159,37 @@ type Correction struct {
 	P50, P90 QuantileCorrection
 }
 
+// WaitBins bound the bins of a forecast's wait (until its quantile) that
+// are calibrated apart: under an hour, 1–6 hours, 6–24 hours, 1–3 days, 3
+// days to the horizon. How wrong a forecast is depends on how far ahead it
+// looks: on Philly a burst's forecasts of days came within hours (×0.1),
+// while those of hours after it were about right, and one factor for all
+// pulled the latter in to cover none.
+var WaitBins = [...]time.Duration{time.Hour, 6 * time.Hour, 24 * time.Hour, 72 * time.Hour}
+
+const waitBins = len(WaitBins) + 1
+
+func binOf(w time.Duration) int {
+	for i, b := range WaitBins {
+		if w < b {
+			return i
+		}
+	}
+	return len(WaitBins)
+}
+
+func binName(i int) string {
+	names := [...]string{"under 1h", "1h–6h", "6h–24h", "1d–3d", "over 3d"}
+	return names[i]
+}
+
 // QuantileCorrection moves one quantile: a quantile within the horizon
-// is scaled by Factor (0: left as the replays said), one beyond it
-// becomes Beyond after the forecast (0: left beyond). Starts and Beyonds
-// are the observed starts each rests on.
+// is scaled by the factor of its wait's bin (WaitBins; 0: left as the
+// replays said), one beyond it becomes Beyond after the forecast (0: left
+// beyond). Starts and BeyondStarts are the observed starts each rests on.
 type QuantileCorrection struct {
-	Factor float64
-	Starts int
+	Factor [waitBins]float64
+	Starts [waitBins]int
 	Beyond time.Duration
 	// BeyondStarts: the starts of forecasts that had none.
 	BeyondStarts int
@@ -171,8 +201,10 @@ func (k Correction) String() string {
 	s := ""
 	for i, q := range []QuantileCorrection{k.P50, k.P90} {
 		name := [...]string{"P50", "P90"}[i]
-		if q.Factor > 0 {
-			s += fmt.Sprintf(", %s ×%.2f (%d starts)", name, q.Factor, q.Starts)
+		for b, f := range q.Factor {
+			if f > 0 {
+				s += fmt.Sprintf(", %s %s ×%.2f (%d starts)", name, binName(b), f, q.Starts[b])
+			}
 		}
 		if q.Beyond > 0 {
 			s += fmt.Sprintf(", %s beyond the horizon → %s (%d starts)", name, q.Beyond.Round(time.Minute), q.BeyondStarts)
@@ -234,8 +266,8 @@ func (q QuantileCorrection) apply(at, raw time.Time, horizon time.Duration, clam
 		wait = q.Beyond
 	case raw.IsZero():
 		return raw
-	case q.Factor > 0:
-		wait = time.Duration(q.Factor * float64(max(raw.Sub(at), calibrationFloor)))
+	case q.Factor[binOf(raw.Sub(at))] > 0:
+		wait = time.Duration(q.Factor[binOf(raw.Sub(at))] * float64(max(raw.Sub(at), calibrationFloor)))
 	default:
 		return raw
 	}
@@ -252,7 +284,8 @@ func (q QuantileCorrection) apply(at, raw time.Time, horizon time.Duration, clam
 // it within the horizon, the wait from those that had none, each from
 // the starts seen (and the waits still going) before now.
 func (c *Calibration) correction(now time.Time, q float64, of func(madeForecast) time.Duration) QuantileCorrection {
-	var ratios, waits []survival
+	var ratios [waitBins][]survival
+	var waits []survival
 	add := func(m madeForecast, wait time.Duration, going bool) {
 		if !m.at.Before(now) {
 			return // made since: not seen yet
@@ -260,11 +293,13 @@ func (c *Calibration) correction(now time.Time, q float64, of func(madeForecast)
 		if w := of(m); w == beyond {
 			waits = append(waits, survival{float64(wait), going})
 		} else {
-			ratios = append(ratios, survival{float64(wait) / float64(max(w, calibrationFloor)), going})
+			b := binOf(w)
+			ratios[b] = append(ratios[b], survival{float64(wait) / float64(max(w, calibrationFloor)), going})
 		}
 	}
-	for _, list := range c.outcomes {
-		for _, o := range list {
+	kinds := slices.Sorted(maps.Keys(c.outcomes)) // an order for determinism's sake
+	for _, kind := range kinds {
+		for _, o := range c.outcomes[kind] {
 			add(o.made, o.wait, false)
 		}
 	}
@@ -272,9 +307,11 @@ func (c *Calibration) correction(now time.Time, q float64, of func(madeForecast)
 		add(p, now.Sub(p.at), true)
 	}
 	var k QuantileCorrection
-	if n := events(ratios); n >= MinCalibration {
-		if v, ok := kmQuantile(ratios, q); ok {
-			k.Factor, k.Starts = v, n
+	for b, rs := range ratios {
+		if n := events(rs); n >= MinCalibration {
+			if v, ok := kmQuantile(rs, q); ok {
+				k.Factor[b], k.Starts[b] = v, n
+			}
 		}
 	}
 	if n := events(waits); n >= MinCalibration {

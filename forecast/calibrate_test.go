@@ -34,15 +34,19 @@ func TestCalibration(t *testing.T) {
 		{"too few starts: left as the replays said", []calPast{{MinCalibration - 1, h, 2 * h, 3 * h, true}},
 			h, 2 * h, h, 2 * h, "not calibrated (too few starts seen)"},
 		{"starts came at three times the forecast: P50 and P90 scaled", []calPast{{100, h, 2 * h, 3 * h, true}},
-			h, 2 * h, 3 * h, 3 * h, "calibrated on past starts: P50 ×3.00 (100 starts), P90 ×1.50 (100 starts)"},
+			h, 2 * h, 3 * h, 3 * h, "calibrated on past starts: P50 1h–6h ×3.00 (100 starts), P90 1h–6h ×1.50 (100 starts)"},
 		{"starts came at half the forecast: pulled in", []calPast{{100, 2 * h, 4 * h, h, true}},
-			2 * h, 4 * h, h, h, "calibrated on past starts: P50 ×0.50 (100 starts), P90 ×0.25 (100 starts)"},
+			2 * h, 4 * h, h, h, "calibrated on past starts: P50 1h–6h ×0.50 (100 starts), P90 1h–6h ×0.25 (100 starts)"},
 		{"half started on time and half still wait: the P50 stands and no P90 is known", []calPast{{50, h, 2 * h, h, true}, {50, h, 2 * h, 0, false}},
-			h, 2 * h, h, 2 * h, "calibrated on past starts: P50 ×1.00 (50 starts)"},
+			h, 2 * h, h, 2 * h, "calibrated on past starts: P50 1h–6h ×1.00 (50 starts)"},
 		{"none within the horizon: the waits such forecasts came to", []calPast{{100, 0, 0, 5 * h, true}},
 			0, 0, 5 * h, 5 * h, "calibrated on past starts: P50 beyond the horizon → 5h0m0s (100 starts), P90 beyond the horizon → 5h0m0s (100 starts)"},
+		{"forecasts of days came in hours and of hours on time: each bin its own factor",
+			[]calPast{{100, 2 * h, 3 * h, 2 * h, true}, {100, 48 * h, 72 * h, 5 * h, true}},
+			2 * h, 3 * h, 2 * h, 2 * h, "calibrated on past starts: P50 1h–6h ×1.00 (100 starts), P50 1d–3d ×0.10 (100 starts), " +
+				"P90 1h–6h ×0.67 (100 starts), P90 over 3d ×0.07 (100 starts)"},
 		{"a P50 scaled past the horizon stays at it", []calPast{{100, h, 2 * h, 200 * h, true}},
-			h, 2 * h, DefaultHorizon, 0, "calibrated on past starts: P50 ×200.00 (100 starts), P90 ×100.00 (100 starts)"},
+			h, 2 * h, DefaultHorizon, 0, "calibrated on past starts: P50 1h–6h ×200.00 (100 starts), P90 1h–6h ×100.00 (100 starts)"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -105,7 +109,7 @@ func TestCalibrationCausal(t *testing.T) {
 		want string
 	}{
 		{"made at the same instant: not seen yet", t0, "not calibrated (too few starts seen)"},
-		{"made before: the 50 that started", t0.Add(time.Hour), "calibrated on past starts: P50 ×3.00 (50 starts), P90 ×1.50 (50 starts)"},
+		{"made before: the 50 that started", t0.Add(time.Hour), "calibrated on past starts: P50 1h–6h ×3.00 (50 starts), P90 1h–6h ×1.50 (50 starts)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, k := c.Correct(&Result{At: tc.now, Jobs: map[engine.JobRef]*JobForecast{}})
