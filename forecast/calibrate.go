@@ -50,7 +50,7 @@ type Calibration struct {
 // kind (the bins of the P50's and the P90's waits) calibrate: enough for
 // a 90th percentile to rest on fifty misses, few enough to follow a
 // change of load within days.
-const CalibrationWindow = 500
+const CalibrationWindow = 200
 
 // MinCalibration is the least observed starts, of forecasts like the one
 // corrected (a quantile within the horizon, or none), that move it.
