@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
 	"slices"
 	"time"
 
@@ -196,10 +195,7 @@ func (f *forecaster) afterSettle(s *simulator, arrivedFrom, arrivedTo int) {
 			f.cal.Started(ref, epoch.Add(j.firstStart))
 		}
 	}
-	cres, k := f.cal.Correct(res)
-	if os.Getenv("FCDBG") != "" {
-		fmt.Fprintf(os.Stderr, "at %.0f: %d jobs, %s\n", s.now.Minutes(), len(res.Jobs), k)
-	}
+	cres, _ := f.cal.Correct(res)
 	f.cal.Record(res)
 	f.made++
 	for ref, fc := range res.Jobs {
@@ -235,23 +231,6 @@ func (f *forecaster) result(s *simulator) *ForecastError {
 		}
 	}
 	r.MedianWaitMin = median(waits)
-	if os.Getenv("FCDBG") != "" {
-		byAt := map[time.Duration][]forecastSample{}
-		var ats []time.Duration
-		for _, x := range started {
-			if byAt[x.at] == nil {
-				ats = append(ats, x.at)
-			}
-			byAt[x.at] = append(byAt[x.at], x)
-		}
-		slices.Sort(ats)
-		for _, at := range ats {
-			c := score(s, byAt[at], horizon, func(x forecastSample) (time.Time, time.Time) { return x.p50, x.p90 })
-			w := score(s, byAt[at], horizon, func(x forecastSample) (time.Time, time.Time) { return x.raw50, x.raw90 })
-			fmt.Fprintf(os.Stderr, "at %6.0f pairs %5d raw %3.0f/%3.0f given %3.0f  cal %3.0f/%3.0f given %3.0f\n", at.Minutes(), len(byAt[at]),
-				w.CoverageP50*100, w.CoverageP90*100, w.P50Given*100, c.CoverageP50*100, c.CoverageP90*100, c.P50Given*100)
-		}
-	}
 	cal := score(s, started, horizon, func(x forecastSample) (time.Time, time.Time) { return x.p50, x.p90 })
 	r.Raw = score(s, started, horizon, func(x forecastSample) (time.Time, time.Time) { return x.raw50, x.raw90 })
 	r.P50Given, r.NoForecast, r.NoForecastStartedWithin = cal.P50Given, cal.NoForecast, cal.NoForecastStartedWithin
