@@ -119,3 +119,28 @@ func TestCalibrationCausal(t *testing.T) {
 		})
 	}
 }
+
+// BenchmarkCalibrationCorrect: a correction at its most (MaxPending
+// forecasts waiting, every kind's window full) costs milliseconds beside a
+// forecast's seconds.
+func BenchmarkCalibrationCorrect(b *testing.B) {
+	t0 := time.Date(2026, 11, 27, 0, 0, 0, 0, time.UTC)
+	var c Calibration
+	for i := range MaxPending + 40000 {
+		ref := engine.JobRef{Namespace: "ml", ID: fmt.Sprint("job-", i)}
+		w := time.Duration(1+i%200) * 10 * time.Minute
+		at := t0.Add(time.Duration(i) * time.Second)
+		c.Record(&Result{At: at, Jobs: map[engine.JobRef]*JobForecast{ref: {P50: at.Add(w), P90: at.Add(2 * w)}}})
+		if i < 40000 {
+			c.Started(ref, at.Add(time.Duration(i%7)*w/3))
+		}
+	}
+	res := &Result{At: t0.Add(100 * time.Hour), Jobs: map[engine.JobRef]*JobForecast{}}
+	for i := range 1000 {
+		res.Jobs[engine.JobRef{Namespace: "ml", ID: fmt.Sprint("new-", i)}] = &JobForecast{P50: res.At.Add(time.Hour), P90: res.At.Add(3 * time.Hour)}
+	}
+	b.ResetTimer()
+	for range b.N {
+		c.Correct(res)
+	}
+}
