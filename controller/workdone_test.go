@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpu-steward/steward/forecast"
 	"github.com/gpu-steward/steward/policy/engine"
 )
 
@@ -74,5 +75,27 @@ func TestWorkDone(t *testing.T) {
 				t.Errorf("Done[%s] = %v (present %v), want %v (present %v)", tc.ref, d, ok, tc.want, tc.in)
 			}
 		})
+	}
+}
+
+// TestLearnStarts: the calibration learns a job's start when it waits no
+// more and runs, keeps waiting for one still in the queue, and forgets
+// one gone without running.
+func TestLearnStarts(t *testing.T) {
+	t0 := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
+	c := &Controller{fc: newQueueForecaster()}
+	started := engine.JobRef{Namespace: "ml", ID: "started"}
+	waits := engine.JobRef{Namespace: "ml", ID: "waits"}
+	gone := engine.JobRef{Namespace: "ml", ID: "gone"}
+	c.fc.cal.Record(&forecast.Result{At: t0, Jobs: map[engine.JobRef]*forecast.JobForecast{
+		started: {P50: t0.Add(time.Hour)}, waits: {P50: t0.Add(time.Hour)}, gone: {P50: t0.Add(time.Hour)}}})
+	r := &round{now: t0.Add(30 * time.Minute), obs: &Observation{Allocs: []ObservedAlloc{
+		{ID: "a1", Namespace: "ml", JobID: "started", GPUIDs: []string{"g0"}}}}}
+	c.learnStarts(r, []forecast.Entry{{Job: waits}})
+	if got := c.fc.cal.Waiting(); len(got) != 1 || got[0] != waits {
+		t.Errorf("still waiting %v, want only %s", got, waits)
+	}
+	if n := c.fc.cal.Starts(); n != 1 {
+		t.Errorf("%d starts learnt, want 1 (%s's; %s's forecast forgotten)", n, started, gone)
 	}
 }

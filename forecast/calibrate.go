@@ -149,6 +149,15 @@ func (m madeForecast) kind() int {
 	return bin(m.p50)*(waitBins+1) + bin(m.p90)
 }
 
+// Starts is how many outcomes (forecasts whose jobs started) are kept.
+func (c *Calibration) Starts() int {
+	n := 0
+	for _, list := range c.outcomes {
+		n += len(list)
+	}
+	return n
+}
+
 // Forget drops the forecasts of a job that went without starting.
 func (c *Calibration) Forget(job engine.JobRef) {
 	c.pending = slices.DeleteFunc(c.pending, func(p madeForecast) bool { return p.job == job })
