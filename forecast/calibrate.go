@@ -48,8 +48,10 @@ type Calibration struct {
 
 // CalibrationWindow is how many of the newest observed starts of each
 // kind (the bins of the P50's and the P90's waits) calibrate: enough for
-// a 90th percentile to rest on fifty misses, few enough to follow a
-// change of load within days.
+// a 90th percentile to rest on twenty misses, few enough to follow a
+// burst's change within hours (on Philly, 500 kept the burst's ×0.1 for
+// the forecasts after it: their P50 covered 31 %, 40 % with 200; 100
+// gave 43 % on ten misses a P90).
 const CalibrationWindow = 200
 
 // MinCalibration is the least observed starts, of forecasts like the one
