@@ -166,9 +166,9 @@ func (c *Controller) forecastRound(r *round, pol *policy.Policy, eng *engine.Eng
 			fc.calAt = in.Now
 		}
 		fc.mu.Unlock()
-		basis += "; " + k.String()
+		basis += "; " + k.Note()
 		c.log.Debug("forecast", "waiting", len(queue), "replays", res.Replays, "shares", res.Shares, "plans", res.Plans,
-			"arrivals", len(in.Arrivals), "took", time.Since(start))
+			"arrivals", len(in.Arrivals), "calibration", k.String(), "took", time.Since(start))
 		fc.mu.Lock()
 		fc.result, fc.hints, fc.basis, fc.running = res, hints, basis, false
 		fc.mu.Unlock()

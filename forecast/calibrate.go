@@ -227,6 +227,26 @@ func (k Correction) String() string {
 	return "calibrated on past starts: " + s[2:]
 }
 
+// Note says what a correction rests on, briefly (for a record or the
+// status, where every waiting job carries it): "calibrated on 1457 past
+// starts".
+func (k Correction) Note() string {
+	n := k.P50.BeyondStarts
+	for _, c := range k.P50.Starts {
+		n += c
+	}
+	if n == 0 {
+		for _, c := range k.P90.Starts {
+			n = max(n, c)
+		}
+		n = max(n, k.P90.BeyondStarts)
+	}
+	if n == 0 {
+		return "not calibrated (too few starts seen)"
+	}
+	return fmt.Sprintf("calibrated on %d past starts", n)
+}
+
 // Correct returns res with its quantiles calibrated on the outcomes seen
 // so far and the forecasts still waiting (censored at res.At), and the
 // correction made; res is left alone.

@@ -72,6 +72,9 @@ func TestCalibration(t *testing.T) {
 			if k.String() != tc.note {
 				t.Errorf("note %q, want %q", k.String(), tc.note)
 			}
+			if short := k.Note(); (short == "not calibrated (too few starts seen)") != (tc.note == short) {
+				t.Errorf("short note %q for %q", short, tc.note)
+			}
 			if raw.Jobs[ref].P50 != at(now, tc.p50) {
 				t.Error("the raw result changed")
 			}
