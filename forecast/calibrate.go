@@ -21,7 +21,8 @@ import (
 //
 //   - a quantile the replays put within the horizon is scaled: the wait
 //     until it times the factor s with which a share q of past waits came
-//     by s × their own forecast's wait (P50: q = 0.5, P90: 0.9);
+//     by s × their own forecast's wait (P50: q = 0.5, P90: 0.9), one
+//     factor per bin of that wait (WaitBins);
 //   - a quantile the replays put beyond the horizon (none) becomes the
 //     q-quantile of the waits of past forecasts that had none either.
 //
@@ -55,7 +56,7 @@ type Calibration struct {
 const CalibrationWindow = 200
 
 // MinCalibration is the least observed starts, of forecasts like the one
-// corrected (a quantile within the horizon, or none), that move it.
+// corrected (a wait in the same bin, or none), that move it.
 const MinCalibration = 30
 
 // MaxPending bounds the forecasts kept while their jobs wait; beyond it

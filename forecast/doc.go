@@ -11,7 +11,9 @@
 // what similar jobs took (History, weighed by the runs of their kind still
 // going; a job's family before its class), and work arrives as it arrived over the last day, per tenant
 // and tier (Arrivals). Work placed at a plan starts when the GPUs it
-// takes were freed, between plans (replay.go: startOf); the waiting jobs
+// takes were freed, between plans (replay.go: startOf), and work a
+// tenant's limit holds back follows the tenant's work that ends within a
+// step (succession.go); the waiting jobs
 // of one batch share their run time's quantile (batches.go); the work a
 // job has done counts (Input.Done). Several replays with different draws give the
 // spread, which Calibration then corrects with how the cluster's own past
