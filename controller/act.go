@@ -78,6 +78,7 @@ func (c *Controller) execute(ctx context.Context, r *round, a engine.Action) err
 			// and grace) before any replacement starts and renders it.
 			st.Resumes++
 		}
+		st.keepWork(d.Signal != "", r.ranOf(a.Allocs))
 		for _, id := range d.Allocs {
 			delete(st.Idle, id) // being stopped: its idle timer has done its work
 		}

@@ -32,6 +32,10 @@ const (
 	// position moved; forecasts are written when they move by more than
 	// forecastMoves.
 	queueRecordEvery = time.Minute
+	// calibrateEvery is how often, at most, a forecast is kept to
+	// calibrate later ones (forecast.Calibration): one a minute would keep
+	// thousands per waiting job, each much like the last.
+	calibrateEvery = 10 * time.Minute
 	// queueRecordsPerRound bounds the record writes the queue's figures
 	// cause in one round (the head of the queue first; the rest follow in
 	// later rounds).
@@ -57,11 +61,17 @@ func forecastMoves(old, new, now time.Time) bool {
 // queueForecaster keeps the latest forecast, the run-time history and
 // what waiting jobs' records show.
 type queueForecaster struct {
-	mu      sync.Mutex // guards running, result, hints (the goroutine writes them)
+	mu      sync.Mutex // guards running, result, hints, cal (the goroutine writes them)
 	running bool
 	result  *forecast.Result
 	hints   map[engine.JobRef][]string
 	basis   string // what the latest forecast's run times rest on
+	// cal corrects each forecast with how past ones did; calAt is when
+	// a forecast was last kept for it. In memory, like the history: a
+	// restarted controller forecasts uncalibrated until starts are seen
+	// again.
+	cal   forecast.Calibration
+	calAt time.Time
 
 	// Owned by the control loop.
 	startedAt time.Time
@@ -107,6 +117,7 @@ func (c *Controller) forecastRound(r *round, pol *policy.Policy, eng *engine.Eng
 	c.learnRunTimes(r, pol)
 	c.learnArrivals(r, pol, snap)
 	queue := forecast.Queue(pol, snap, r.plan)
+	c.learnStarts(r, queue)
 	fc.mu.Lock()
 	res, hints, basis, running := fc.result, fc.hints, fc.basis, fc.running
 	fc.mu.Unlock()
@@ -146,15 +157,50 @@ func (c *Controller) forecastRound(r *round, pol *policy.Policy, eng *engine.Eng
 		t := time.Now()
 		eng.Plan(in.Snapshot, in.Now)
 		opt, hintPlans := forecastOptions(time.Since(t))
-		res := forecast.Run(ctx, in, opt)
-		hints := forecast.Hints(in, queue, plan, res, hintPlans)
+		raw := forecast.Run(ctx, in, opt)
+		hints := forecast.Hints(in, queue, plan, raw, hintPlans)
+		fc.mu.Lock()
+		res, k := fc.cal.Correct(raw)
+		if in.Now.Sub(fc.calAt) >= calibrateEvery {
+			fc.cal.Record(raw)
+			fc.calAt = in.Now
+		}
+		fc.mu.Unlock()
+		basis += "; " + k.Note()
 		c.log.Debug("forecast", "waiting", len(queue), "replays", res.Replays, "shares", res.Shares, "plans", res.Plans,
-			"arrivals", len(in.Arrivals), "took", time.Since(start))
+			"arrivals", len(in.Arrivals), "calibration", k.String(), "took", time.Since(start))
 		fc.mu.Lock()
 		fc.result, fc.hints, fc.basis, fc.running = res, hints, basis, false
 		fc.mu.Unlock()
 		c.poke() // show it
 	}()
+}
+
+// learnStarts tells the calibration which jobs its forecasts were made
+// for started (no longer waiting, running) or went (gone, or neither).
+func (c *Controller) learnStarts(r *round, queue []forecast.Entry) {
+	fc := c.fc
+	waiting := map[engine.JobRef]bool{}
+	for _, e := range queue {
+		waiting[e.Job] = true
+	}
+	running := map[engine.JobRef]bool{}
+	for _, a := range r.obs.Allocs {
+		if len(a.GPUIDs) > 0 {
+			running[engine.JobRef{Namespace: a.Namespace, ID: a.JobID}] = true
+		}
+	}
+	fc.mu.Lock()
+	defer fc.mu.Unlock()
+	for _, ref := range fc.cal.Waiting() {
+		switch {
+		case waiting[ref]:
+		case running[ref]:
+			fc.cal.Started(ref, r.now)
+		default:
+			fc.cal.Forget(ref)
+		}
+	}
 }
 
 func resultFor(res *forecast.Result, ref engine.JobRef) *forecast.JobForecast {
@@ -228,6 +274,7 @@ func (c *Controller) forecastInput(r *round, pol *policy.Policy, eng *engine.Eng
 	for _, d := range s.Waiting {
 		add(d.Job.Ref, d.GPUsPerAlloc)
 	}
+	in.Done = c.workDone(r.now, &s)
 	for _, st := range c.states {
 		for _, d := range st.Draining {
 			if d.Finished || d.Deadline.IsZero() {
@@ -239,6 +286,65 @@ func (c *Controller) forecastInput(r *round, pol *policy.Policy, eng *engine.Eng
 		}
 	}
 	return in, basisNote(counts)
+}
+
+// workDone is the work each job of the snapshot has done and kept, for
+// the jobs that kept some before their current run (JobState.Done): that,
+// plus the current run's age unless the run is being drained (its
+// preemption counted it already). Others are left out: the forecast
+// takes their allocations' ages.
+func (c *Controller) workDone(now time.Time, s *engine.Snapshot) map[engine.JobRef]time.Duration {
+	done := map[engine.JobRef]time.Duration{}
+	kept := func(ref engine.JobRef) *JobState {
+		st := c.states[jobKey{ref.Namespace, ref.ID}]
+		if st == nil || st.Done <= 0 {
+			return nil
+		}
+		return st
+	}
+	for _, a := range s.Allocs {
+		st := kept(a.Job.Ref)
+		if st == nil {
+			continue
+		}
+		d := st.Done
+		if len(st.Draining) == 0 && !a.StartedAt.IsZero() {
+			d += now.Sub(a.StartedAt)
+		}
+		done[a.Job.Ref] = max(done[a.Job.Ref], d)
+	}
+	for _, w := range s.Waiting {
+		if st := kept(w.Job.Ref); st != nil {
+			done[w.Job.Ref] = max(done[w.Job.Ref], st.Done)
+		}
+	}
+	return done
+}
+
+// ranOf is how long the longest-running of the allocations ids has run:
+// the work a preemption of them interrupts.
+func (r *round) ranOf(ids []string) time.Duration {
+	var ran time.Duration
+	for _, a := range r.obs.Allocs {
+		if a.StartedAt.IsZero() || !slices.ContainsFunc(ids, func(s string) bool { return sameID(s, a.ID) }) {
+			continue
+		}
+		ran = max(ran, r.now.Sub(a.StartedAt))
+	}
+	return ran
+}
+
+// keepWork updates the work a job kept when a preemption interrupts a
+// run of ran: added when the job was asked to checkpoint, lost when not.
+// Nothing running, nothing changes.
+func (s *JobState) keepWork(checkpointed bool, ran time.Duration) {
+	switch {
+	case ran <= 0:
+	case checkpointed:
+		s.Done += ran
+	default:
+		s.Done = 0
+	}
 }
 
 // runEstimate is how long a job runs in all, as far as a forecast can
@@ -253,7 +359,7 @@ func runEstimate(pol *policy.Policy, job *ObservedJob, gpus int, h *forecast.His
 		return forecast.Estimate{Forever: true, Source: "service"}
 	}
 	set := pol.ResolveJob(job.Namespace, job.Meta)
-	return h.EstimateRunning(forecast.ClassOf(set.Tenant.Name, set.Tier, gpus), going)
+	return h.EstimateRunning(forecast.ClassOf(set.Tenant.Name, set.Tier, gpus).WithFamily(forecast.JobFamily(job.ID)), going)
 }
 
 // runsGoing is how long each allocation running now has run, by class:
@@ -371,7 +477,7 @@ func (c *Controller) learnRunTimes(r *round, pol *policy.Policy) {
 			continue
 		}
 		set := pol.ResolveJob(job.Namespace, job.Meta)
-		fc.runs[a.ID] = seenRun{job: k, group: a.Group, class: forecast.ClassOf(set.Tenant.Name, set.Tier, len(a.GPUIDs)),
+		fc.runs[a.ID] = seenRun{job: k, group: a.Group, class: forecast.ClassOf(set.Tenant.Name, set.Tier, len(a.GPUIDs)).WithFamily(forecast.JobFamily(k.ID)),
 			started: a.StartedAt}
 	}
 }

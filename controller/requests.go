@@ -248,6 +248,7 @@ func (c *Controller) pause(ctx context.Context, r *round, st *JobState, job *Obs
 	if signal != "" {
 		st.Resumes++ // its start after the owner's resume resumes (record.go)
 	}
+	st.keepWork(signal != "", r.ranOf(allocs))
 	st.note(StatusPaused, reason, r.now)
 	gpus := 0
 	for _, a := range r.obs.Allocs {

@@ -54,6 +54,13 @@ type JobState struct {
 	// record.go). Not a reason to keep the state: the record keeps the
 	// count once the state is forgotten (mergeRecordItems).
 	Resumes int `json:"resumes,omitempty"`
+	// Done is the work the job kept from its runs before the current one:
+	// what ran until each preemption that asked it to checkpoint, added
+	// up; a preemption without a checkpoint signal loses it all. The
+	// forecast counts it (forecast.Input.Done): a resumed job runs what
+	// is left, not its whole run time again. Kept while the state is
+	// (a preempted job's is, by PreemptedTotal).
+	Done time.Duration `json:"done,omitempty"`
 	// Waiting maps a group to when it began to wait for GPUs (queued by
 	// Nomad or held by Steward), kept across hold and resume so that
 	// waiting work keeps its place in line: Nomad's blocked evaluations are

@@ -203,20 +203,23 @@ func TestReducedLikeWhole(t *testing.T) {
 	if whole.Shares != 1 || reduced.Shares != 4 || len(reduced.Jobs) != 96 || len(whole.Jobs) != 96 {
 		t.Fatalf("shares %d and %d, %d and %d jobs; want 1 and 4, 96 each", whole.Shares, reduced.Shares, len(whole.Jobs), len(reduced.Jobs))
 	}
-	var diffs []time.Duration
+	var diffs []float64
 	for ref, w := range whole.Jobs {
 		// The whole cluster's replays run out of plans (150) sooner: its
 		// last jobs may not start within them.
 		if r := reduced.Jobs[ref]; !w.P50.IsZero() && !r.P50.IsZero() {
-			diffs = append(diffs, r.P50.Sub(w.P50).Abs())
+			// Relative to the wait, of at least 5 hours: tenant a's
+			// training jobs wait a day behind its limit of 8 (2 a share),
+			// and start within 25 % of each other both ways.
+			diffs = append(diffs, float64(r.P50.Sub(w.P50).Abs())/float64(max(w.P50.Sub(t0), 5*time.Hour)))
 		}
 	}
 	if len(diffs) < 80 {
 		t.Fatalf("%d of 96 jobs with a P50 both ways, want most", len(diffs))
 	}
 	slices.Sort(diffs)
-	if med := diffs[len(diffs)/2]; med > 30*time.Minute {
-		t.Errorf("median |P50 reduced − P50 whole| %s; want within 30m (waits of hours)", med)
+	if med := diffs[len(diffs)/2]; med > 0.1 {
+		t.Errorf("median |P50 reduced − P50 whole| %.0f%% of the wait (at least 5h); want within 10%%", med*100)
 	}
 }
 

@@ -9,14 +9,18 @@
 // simulator models it (binpack, gangs all or nothing): running work ends
 // after a run time drawn from its job's steward.expected_runtime, or from
 // what similar jobs took (History, weighed by the runs of their kind still
-// going), and work arrives as it arrived over the last day, per tenant
-// and tier (Arrivals). Work placed at a plan starts when the GPUs it
-// takes were freed, between plans (replay.go: startOf); the waiting jobs
-// of one batch share their run time's quantile (batches.go); the work a
-// job has done counts (Input.Done). Several replays with different draws give the
-// spread; a cluster of more than Options.MaxNodes nodes is replayed a
-// share at a time (reduce.go), so that every replay fits the controller's
-// budget. It is pure (no I/O, no clock) and deterministic given its seed.
+// going; a job's family before its class), and work arrives as it arrived
+// over the last day, per tenant and tier (Arrivals). Work placed at a plan
+// starts when the GPUs it takes were freed, between plans (replay.go:
+// startOf), and work a tenant's limit holds back follows the tenant's work
+// that ends within a step (succession.go); the waiting jobs of one batch
+// share their run time's quantile (batches.go); the work a job has done
+// counts (Input.Done). Several replays with different draws give the
+// spread, which Calibration then corrects with how the cluster's own past
+// forecasts did (calibrate.go: conformalized quantiles); a cluster of more
+// than Options.MaxNodes nodes is replayed a share at a time (reduce.go),
+// so that every replay fits the controller's budget. It is pure (no I/O,
+// no clock) and deterministic given its seed.
 //
 // It works on engine.Snapshot rather than on the simulator's own model
 // (package sim), because the live snapshot has what the simulator's traces

@@ -62,6 +62,9 @@ type ralloc struct {
 	end      time.Time // when its run ends (its job's draw)
 	drainEnd time.Time // while draining: when its grace ends
 	gone     bool      // stopped by this plan's actions
+	// placed by the replay (not running at its start): the engine let it
+	// start within its tenant's limit (succession.go).
+	placed bool
 }
 
 type rdemand struct {
@@ -264,6 +267,8 @@ func (r *replay) settle(first bool) {
 	r.index()
 	r.unpark()
 	r.placeQueued()
+	r.index()
+	r.succeed(plan)
 	r.noteStarts()
 }
 
@@ -608,31 +613,14 @@ func (r *replay) place(d *rdemand, shared []int, marks []int, most int) bool {
 	j := r.jobs[d.d.Job.Ref]
 	start := r.startOf(d, nodes)
 	for _, n := range nodes {
-		run := d.run
-		if run == 0 {
-			rng := r.rng
-			if j.arrived {
-				rng = r.arrRng
-			}
-			run = j.runTime(rng)
-			done := r.in.Done[d.d.Job.Ref]
-			switch {
-			case j.est.Forever:
-			case d.u > 0 && j.est.drawAt(rng, d.u) > done:
-				run = max(j.est.drawAt(rng, d.u)-done, minRemaining)
-			case done > 0:
-				// Work done before it waited again: what is left of a
-				// run time longer than that.
-				run = j.est.remaining(rng, done)
-			}
-		}
+		run := r.runOf(d, j)
 		rn := &r.nodes[n]
 		k := len(rn.free) - d.d.GPUsPerAlloc
 		ids := slices.Clone(rn.free[k:])
 		rn.free, rn.freeAt = rn.free[:k], rn.freeAt[:k]
 		r.nextID++
 		job := d.d.Job
-		r.allocs = append(r.allocs, ralloc{node: n, end: start.Add(run), a: engine.Alloc{
+		r.allocs = append(r.allocs, ralloc{node: n, end: start.Add(run), placed: true, a: engine.Alloc{
 			ID: "forecast-alloc-" + strconv.Itoa(r.nextID), Job: job, Group: d.d.Group, NodeID: rn.n.ID,
 			GPUIDs: ids, StartedAt: start,
 		}})
@@ -654,6 +642,30 @@ func (r *replay) place(d *rdemand, shared []int, marks []int, most int) bool {
 	}
 	d.d.Count -= len(nodes)
 	return len(nodes) > 0
+}
+
+// runOf is how long one allocation of d placed now runs: what it still
+// had to run, or a draw.
+func (r *replay) runOf(d *rdemand, j *rjob) time.Duration {
+	if d.run != 0 {
+		return d.run
+	}
+	rng := r.rng
+	if j.arrived {
+		rng = r.arrRng
+	}
+	run := j.runTime(rng)
+	done := r.in.Done[d.d.Job.Ref]
+	switch {
+	case j.est.Forever:
+	case d.u > 0 && j.est.drawAt(rng, d.u) > done:
+		run = max(j.est.drawAt(rng, d.u)-done, minRemaining)
+	case done > 0:
+		// Work done before it waited again: what is left of a
+		// run time longer than that.
+		run = j.est.remaining(rng, done)
+	}
+	return run
 }
 
 // startOf is when work placed now on nodes (one allocation each) started:

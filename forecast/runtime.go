@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 )
@@ -167,10 +168,38 @@ func logNormal(rng *rand.Rand, median time.Duration, sigma float64) time.Duratio
 }
 
 // Class is what makes jobs similar for their run times: tenant, tier and
-// GPUs per allocation, bucketed (1, 2, 3–4, 5–8, 9+).
+// GPUs per allocation, bucketed (1, 2, 3–4, 5–8, 9+), and, within that,
+// the family a job belongs to (Family).
 type Class struct {
 	Tenant, Tier string
 	GPUs         int // the bucket's upper bound (9+ is 16)
+	// Family narrows the class to the jobs of one family: the
+	// simulator's trace user, the controller's job ID less its run
+	// number (JobFamily). "": the class only. A family's own runs stand
+	// for its jobs once it has minSimilar of them: a class's history is
+	// a mix of families, and one whose jobs are much shorter than the
+	// rest (Philly: a thousand 4-minute jobs of one user in a class of
+	// days-long runs) was given the others' run times.
+	Family string
+}
+
+// WithFamily is the class narrowed to a family.
+func (c Class) WithFamily(f string) Class {
+	c.Family = f
+	return c
+}
+
+// JobFamily is the family of a job by its ID: the ID less a trailing run
+// number and the separators before it ("train-0412" and "train-0413" are
+// both "train"), so that the runs of one script resemble each other; an
+// ID that is all number is its own family.
+func JobFamily(id string) string {
+	f := strings.TrimRightFunc(id, func(r rune) bool { return r >= '0' && r <= '9' })
+	f = strings.TrimRight(f, "-_.")
+	if f == "" {
+		return id
+	}
+	return f
 }
 
 // ClassOf returns the class of a job of a tenant and tier asking for gpus
@@ -184,7 +213,11 @@ func ClassOf(tenant, tier string, gpus int) Class {
 }
 
 func (c Class) String() string {
-	return c.Tenant + "/" + c.Tier + "/" + strconv.Itoa(c.GPUs) + " GPUs"
+	s := c.Tenant + "/" + c.Tier + "/" + strconv.Itoa(c.GPUs) + " GPUs"
+	if c.Family != "" {
+		s += "/" + c.Family
+	}
+	return s
 }
 
 // HistorySize is how many run times History keeps per class (the newest).
@@ -200,7 +233,7 @@ const minSimilar = 5
 // do not say how long they run. It is safe for concurrent use.
 type History struct {
 	mu   sync.Mutex
-	runs map[Class]*ring
+	runs map[Class]*ring // by class and family, and by class alone
 	// wider views: the tier and GPUs across tenants, the tier, all.
 	byTierGPUs map[Class]*ring
 	byTier     map[string]*ring
@@ -246,6 +279,9 @@ func (h *History) Add(c Class, d time.Duration) {
 		return r
 	}
 	get(h.runs, c).add(d)
+	if c.Family != "" {
+		get(h.runs, c.WithFamily("")).add(d)
+	}
 	get(h.byTierGPUs, Class{Tier: c.Tier, GPUs: c.GPUs}).add(d)
 	r := h.byTier[c.Tier]
 	if r == nil {
@@ -257,8 +293,8 @@ func (h *History) Add(c Class, d time.Duration) {
 }
 
 // Estimate is the estimate for a job of class c that says nothing of its
-// run time: its class's run times, or the widest view with enough, or the
-// default.
+// run time: its family's run times, or its class's, or the widest view
+// with enough, or the default.
 func (h *History) Estimate(c Class) Estimate {
 	return h.EstimateRunning(c, nil)
 }
@@ -275,11 +311,13 @@ func (h *History) Estimate(c Class) Estimate {
 func (h *History) EstimateRunning(c Class, running map[Class][]time.Duration) Estimate {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	class := c.WithFamily("")
 	views := []struct {
 		r    *ring
 		same func(Class) bool
 	}{
 		{h.runs[c], func(o Class) bool { return o == c }},
+		{h.runs[class], func(o Class) bool { return o.WithFamily("") == class }},
 		{h.byTierGPUs[Class{Tier: c.Tier, GPUs: c.GPUs}], func(o Class) bool { return o.Tier == c.Tier && o.GPUs == c.GPUs }},
 		{h.byTier[c.Tier], func(o Class) bool { return o.Tier == c.Tier }},
 		{&h.all, func(Class) bool { return true }},

@@ -51,21 +51,39 @@ type ForecastError struct {
 	// CoverageP50 and CoverageP90: the share of Jobs that started at or
 	// before their P50 (P90), over all of them: a job with none (not
 	// within the horizon) counts as covered when it did start beyond the
-	// horizon, and as a miss when it started within it. Counting only the
+	// horizon, and as a miss when it started within it; a P90 beyond the
+	// horizon under a P50 within it covers any start. Counting only the
 	// jobs with one measured a minority that a forecast saying "not within
 	// 7 days" for most of the queue chose.
 	CoverageP50 float64 `json:"coverage_p50"`
 	CoverageP90 float64 `json:"coverage_p90"`
+	// Raw is the same measure of the replays' quantiles before
+	// calibration (forecast.Calibration): the figures above are the
+	// calibrated ones, which the controller shows.
+	Raw *ForecastScore `json:"raw,omitempty"`
 	// ExpectedRuntime: the jobs said their run time exactly
 	// (steward.expected_runtime); else run times came from history.
 	ExpectedRuntime bool    `json:"expected_runtime,omitempty"`
 	WallSeconds     float64 `json:"wall_seconds"`
 }
 
+// ForecastScore is how one set of quantiles did (ForecastError's
+// fields of the same names).
+type ForecastScore struct {
+	P50Given                float64 `json:"p50_given"`
+	NoForecast              int     `json:"no_forecast"`
+	NoForecastStartedWithin int     `json:"no_forecast_started_within"`
+	MedianAbsErrorMin       float64 `json:"median_abs_error_min"`
+	CoverageP50             float64 `json:"coverage_p50"`
+	CoverageP90             float64 `json:"coverage_p90"`
+}
+
 type forecastSample struct {
 	job      int32
 	at       time.Duration
-	p50, p90 time.Time
+	p50, p90 time.Time // calibrated
+	// raw50, raw90: the replays' own.
+	raw50, raw90 time.Time
 }
 
 // forecaster measures forecasts during one Steward simulation.
@@ -73,10 +91,13 @@ type forecaster struct {
 	every    int // forecast at every every-th arrival
 	expected bool
 	history  *forecast.History
-	fed      []bool // finished jobs already in the history
-	samples  []forecastSample
-	made     int
-	started  time.Time
+	// cal calibrates each forecast on the starts of those made before
+	// it, as the controller does.
+	cal     forecast.Calibration
+	fed     []bool // finished jobs already in the history
+	samples []forecastSample
+	made    int
+	started time.Time
 }
 
 func newForecaster(s *simulator) *forecaster {
@@ -99,7 +120,7 @@ func (f *forecaster) afterSettle(s *simulator, arrivedFrom, arrivedTo int) {
 	for i := range s.jobs {
 		if j := &s.jobs[i]; j.state == done && !f.fed[i] {
 			f.fed[i] = true
-			f.history.Add(forecast.ClassOf(j.spec.Tenant, j.tier, j.spec.GPUs), j.spec.RunTime)
+			f.history.Add(forecast.ClassOf(j.spec.Tenant, j.tier, j.spec.GPUs).WithFamily(j.spec.User), j.spec.RunTime)
 		}
 	}
 	snap := s.snapshot()
@@ -110,7 +131,7 @@ func (f *forecaster) afterSettle(s *simulator, arrivedFrom, arrivedTo int) {
 	going := map[forecast.Class][]time.Duration{}
 	for _, ji := range s.active {
 		j := &s.jobs[ji]
-		c := forecast.ClassOf(j.spec.Tenant, j.tier, j.spec.GPUs)
+		c := forecast.ClassOf(j.spec.Tenant, j.tier, j.spec.GPUs).WithFamily(j.spec.User)
 		going[c] = append(going[c], s.workDone(j))
 	}
 	byClass := map[forecast.Class]forecast.Estimate{}
@@ -118,7 +139,7 @@ func (f *forecaster) afterSettle(s *simulator, arrivedFrom, arrivedTo int) {
 		if f.expected {
 			return forecast.Estimate{Expected: j.spec.RunTime, Source: forecast.FromExpected}
 		}
-		c := forecast.ClassOf(j.spec.Tenant, j.tier, j.spec.GPUs)
+		c := forecast.ClassOf(j.spec.Tenant, j.tier, j.spec.GPUs).WithFamily(j.spec.User)
 		e, ok := byClass[c]
 		if !ok {
 			e = f.history.EstimateRunning(c, going)
@@ -167,13 +188,23 @@ func (f *forecaster) afterSettle(s *simulator, arrivedFrom, arrivedTo int) {
 	opt := ForecastOptions
 	opt.MaxNodes = s.cfg.ForecastMaxNodes
 	res := forecast.Run(context.Background(), in, opt)
+	// The starts seen since the last forecast score the forecasts made
+	// before; this one is corrected with them, then kept to be scored.
+	for _, ref := range f.cal.Waiting() {
+		if j := &s.jobs[s.byRef[ref]]; j.firstStart >= 0 {
+			f.cal.Started(ref, epoch.Add(j.firstStart))
+		}
+	}
+	cres, _ := f.cal.Correct(res)
+	f.cal.Record(res)
 	f.made++
 	for ref, fc := range res.Jobs {
 		ji := s.byRef[ref]
 		if s.jobs[ji].firstStart >= 0 {
 			continue // ran before: its start is not what waiting users ask about
 		}
-		f.samples = append(f.samples, forecastSample{job: ji, at: s.now, p50: fc.P50, p90: fc.P90})
+		c := cres.Jobs[ref]
+		f.samples = append(f.samples, forecastSample{job: ji, at: s.now, p50: c.P50, p90: c.P90, raw50: fc.P50, raw90: fc.P90})
 	}
 }
 
@@ -184,8 +215,8 @@ func (f *forecaster) result(s *simulator) *ForecastError {
 		horizon = forecast.DefaultHorizon
 	}
 	r := &ForecastError{Forecasts: f.made, ExpectedRuntime: f.expected}
-	var errs, waits []float64
-	in50, in90 := 0, 0
+	var waits []float64
+	var started []forecastSample
 	for _, x := range f.samples {
 		j := &s.jobs[x.job]
 		if j.firstStart < 0 {
@@ -193,35 +224,54 @@ func (f *forecaster) result(s *simulator) *ForecastError {
 			continue
 		}
 		r.Jobs++
-		actual := epoch.Add(j.firstStart)
+		started = append(started, x)
 		waits = append(waits, (j.firstStart - x.at).Minutes())
-		beyond := j.firstStart-x.at > horizon
-		if beyond {
+		if j.firstStart-x.at > horizon {
 			r.StartedBeyondHorizon++
 		}
-		if x.p50.IsZero() {
-			r.NoForecast++
+	}
+	r.MedianWaitMin = median(waits)
+	cal := score(s, started, horizon, func(x forecastSample) (time.Time, time.Time) { return x.p50, x.p90 })
+	r.Raw = score(s, started, horizon, func(x forecastSample) (time.Time, time.Time) { return x.raw50, x.raw90 })
+	r.P50Given, r.NoForecast, r.NoForecastStartedWithin = cal.P50Given, cal.NoForecast, cal.NoForecastStartedWithin
+	r.MedianAbsErrorMin, r.CoverageP50, r.CoverageP90 = cal.MedianAbsErrorMin, cal.CoverageP50, cal.CoverageP90
+	r.WallSeconds = time.Since(f.started).Seconds()
+	return r
+}
+
+// score measures one set of quantiles over the samples of jobs that
+// started.
+func score(s *simulator, samples []forecastSample, horizon time.Duration, q func(forecastSample) (p50, p90 time.Time)) *ForecastScore {
+	sc := &ForecastScore{}
+	var errs []float64
+	in50, in90 := 0, 0
+	for _, x := range samples {
+		j := &s.jobs[x.job]
+		actual := epoch.Add(j.firstStart)
+		beyond := j.firstStart-x.at > horizon
+		p50, p90 := q(x)
+		if p50.IsZero() {
+			sc.NoForecast++
 			if !beyond {
-				r.NoForecastStartedWithin++
+				sc.NoForecastStartedWithin++
 			}
 		} else {
-			errs = append(errs, actual.Sub(x.p50).Abs().Minutes())
+			errs = append(errs, actual.Sub(p50).Abs().Minutes())
 		}
-		if covered(x.p50, actual, beyond) {
+		if covered(p50, actual, beyond) {
 			in50++
 		}
-		if covered(x.p90, actual, beyond) {
+		if coveredP90(p50, p90, actual, beyond) {
 			in90++
 		}
 	}
-	r.MedianAbsErrorMin, r.MedianWaitMin = median(errs), median(waits)
-	if r.Jobs > 0 {
-		r.CoverageP50 = float64(in50) / float64(r.Jobs)
-		r.CoverageP90 = float64(in90) / float64(r.Jobs)
-		r.P50Given = float64(r.Jobs-r.NoForecast) / float64(r.Jobs)
+	sc.MedianAbsErrorMin = median(errs)
+	if n := len(samples); n > 0 {
+		sc.CoverageP50 = float64(in50) / float64(n)
+		sc.CoverageP90 = float64(in90) / float64(n)
+		sc.P50Given = float64(n-sc.NoForecast) / float64(n)
 	}
-	r.WallSeconds = time.Since(f.started).Seconds()
-	return r
+	return sc
 }
 
 // covered reports whether a job that started at actual started by its
@@ -232,6 +282,16 @@ func covered(q, actual time.Time, beyond bool) bool {
 		return beyond
 	}
 	return !actual.After(q)
+}
+
+// coveredP90 is covered for a P90: one beyond the horizon (none) while
+// the P50 is within it says the start comes before the horizon or later,
+// and the start, whenever it came, came before the P90.
+func coveredP90(p50, p90, actual time.Time, beyond bool) bool {
+	if p90.IsZero() && !p50.IsZero() {
+		return true
+	}
+	return covered(p90, actual, beyond)
 }
 
 func median(v []float64) float64 {
@@ -261,6 +321,14 @@ func WriteForecast(w io.Writer, reps []*Report) error {
 				rep.Trace, fe.Forecasts, fe.Jobs, basis, fe.MedianAbsErrorMin, fe.MedianWaitMin, fe.CoverageP50*100, fe.CoverageP90*100,
 				fe.P50Given*100, fe.NoForecast, fe.NoForecastStartedWithin, fe.StartedBeyondHorizon, fe.NeverStarted); err != nil {
 				return err
+			}
+			if raw := fe.Raw; raw != nil {
+				if _, err := fmt.Fprintf(w, "Forecast, %s, raw (the replays' quantiles before calibration): median |P50 − start| %.1f min; "+
+					"started by the P50 %.0f%%, by the P90 %.0f%%; %.0f%% with a P50; %d with no P50, %d of them started within the horizon\n",
+					rep.Trace, raw.MedianAbsErrorMin, raw.CoverageP50*100, raw.CoverageP90*100, raw.P50Given*100, raw.NoForecast,
+					raw.NoForecastStartedWithin); err != nil {
+					return err
+				}
 			}
 		}
 	}

@@ -40,6 +40,33 @@ func TestForecastError(t *testing.T) {
 	}
 }
 
+// TestForecastCoveredP90: a P90 beyond the horizon (none) under a P50
+// within it covers any start; with no P50 either, as covered does (a
+// miss unless it started beyond the horizon).
+func TestForecastCoveredP90(t *testing.T) {
+	at := epoch.Add(10 * time.Hour)
+	for _, tc := range []struct {
+		name     string
+		p50, p90 time.Time
+		actual   time.Time
+		beyond   bool
+		want     bool
+	}{
+		{"a P50 and a P90: started by the P90", at.Add(-time.Hour), at, at, false, true},
+		{"a P50 and a P90: started after the P90", at.Add(-time.Hour), at, at.Add(time.Minute), false, false},
+		{"a P50 and no P90 and started within the horizon: covered", at, time.Time{}, at.Add(time.Hour), false, true},
+		{"a P50 and no P90 and started beyond the horizon: covered", at, time.Time{}, at.Add(200 * time.Hour), true, true},
+		{"neither and started within the horizon: a miss", time.Time{}, time.Time{}, at, false, false},
+		{"neither and started beyond the horizon: covered", time.Time{}, time.Time{}, at, true, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := coveredP90(tc.p50, tc.p90, tc.actual, tc.beyond); got != tc.want {
+				t.Errorf("coveredP90(%v, %v, %v, beyond %v) = %v, want %v", tc.p50, tc.p90, tc.actual, tc.beyond, got, tc.want)
+			}
+		})
+	}
+}
+
 // TestForecastCovered: a job with no quantile (not within the horizon) is
 // covered only when it did start beyond the horizon; one with a quantile
 // when it started at or before it.

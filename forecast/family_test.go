@@ -1,0 +1,51 @@
+package forecast
+
+import (
+	"testing"
+	"time"
+)
+
+// TestFamilyEstimate: a family's own runs stand for its jobs once it has
+// enough of them; with fewer, its class's do.
+func TestFamilyEstimate(t *testing.T) {
+	h := NewHistory()
+	c := ClassOf("platform", "training", 1)
+	for range 10 {
+		h.Add(c.WithFamily("long"), 72*time.Hour)
+	}
+	for range minSimilar {
+		h.Add(c.WithFamily("short"), 4*time.Minute)
+	}
+	h.Add(c.WithFamily("new"), 4*time.Minute)
+	for _, tc := range []struct {
+		name   string
+		class  Class
+		median time.Duration
+	}{
+		{"a family with enough runs: its own", c.WithFamily("short"), 4 * time.Minute},
+		{"a family with too few: its class's", c.WithFamily("new"), 72 * time.Hour},
+		{"no family: the class's", c, 72 * time.Hour},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := h.Estimate(tc.class).median(); got != tc.median {
+				t.Errorf("median run time of %s = %v, want %v", tc.class, got, tc.median)
+			}
+		})
+	}
+}
+
+// TestJobFamily: a job's family is its ID less a trailing run number.
+func TestJobFamily(t *testing.T) {
+	for _, tc := range []struct{ name, id, want string }{
+		{"a run number after a dash", "train-0412", "train"},
+		{"no run number", "train", "train"},
+		{"digits inside kept", "llama3-sft_17", "llama3-sft"},
+		{"all number: its own", "12345", "12345"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := JobFamily(tc.id); got != tc.want {
+				t.Errorf("JobFamily(%q) = %q, want %q", tc.id, got, tc.want)
+			}
+		})
+	}
+}
