@@ -8,7 +8,7 @@
 #   nomad acl token create -name alice -policy team-ml -policy steward-user-ml -type client
 #
 # The same file, bound to a job, is what the jobspecs' actions in the Nomad
-# UI (pause, resume, keep-my-notebook; README, "Actions in the Nomad UI")
+# UI (pause, resume, keep-my-notebook; docs/users.md, "Actions in the Nomad UI")
 # act with, through the job's workload identity. Once per job:
 #
 #   nomad acl policy apply -namespace ml -job nb steward-user-ml-nb steward-user-ml.hcl
