@@ -47,6 +47,7 @@ const (
 	RulePromoteAge Rule = "promote-wait"
 	RuleTier       Rule = "tier"
 	RulePrecedence Rule = "precedence" // waiting work goes to the first pool of its precedence with room
+	RuleFairShare  Rule = "fair_share" // a tenant far above its fair share over time gives borrowed GPUs to one below
 )
 
 // Reason explains an action to the people who read it in the Nomad UI.
