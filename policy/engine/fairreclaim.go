@@ -1,9 +1,6 @@
 package engine
 
-import (
-	"slices"
-	"strconv"
-)
+import "strconv"
 
 // Fair-share reclaim (policy.Preemption.FairShareReclaimAbove, rule
 // fair_share). Ordering waiting work by decayed usage (fairshare.go) cannot
@@ -26,7 +23,7 @@ import (
 //   - the usual guards: work younger than min_runtime, jobs at the eviction
 //     cap or protected by max_per_job, non-preemptible work (beyond its
 //     reserve too: only reserve reclaims take that), and work of a tier
-//     above the waiting work's, or running at a higher priority, stay.
+//     above the waiting work's stay.
 //
 // It runs only when nothing else frees enough (placeOne: after the
 // reclaim, priority and protected searches), so it adds nothing to plans
@@ -60,12 +57,12 @@ func (st *state) fairReclaim(b *bene, need int) (int32, []victim, bool) {
 	for sg.next < sg.end && st.units[c.units[sg.next]].taken {
 		sg.next++
 	}
-	// Candidates of tenants over their reserve, past min_runtime, at b's
-	// priority or below.
-	end, _ := slices.BinarySearch(c.keys[sg.start:sg.end], segKey(segOver, b.prio+1))
-	end += sg.start
+	// Candidates of tenants over their reserve, past min_runtime, of a
+	// tier no higher than b's. Their priority may be higher than b's by a
+	// promotion: a promotion lifts work that waited long above its own
+	// tier's, not above another tenant's fair share.
 	budget := fairWalkBudget
-	for _, ui := range c.units[sg.next:max(end, sg.next)] {
+	for _, ui := range c.units[sg.next:sg.end] {
 		if budget--; budget < 0 {
 			break
 		}

@@ -29,6 +29,7 @@ func TestFairShareReclaim(t *testing.T) {
 		started time.Duration   // b's allocations' age at the plan
 		recent  []time.Duration // b's jobs' preemptions, before the plan
 		life    int             // b's jobs' preemptions over their life
+		boosted bool            // b's jobs run promoted (priority 50)
 		want    string          // the preemption's reason; "" for none
 	}{
 		{
@@ -80,6 +81,13 @@ func TestFairShareReclaim(t *testing.T) {
 			started: 5 * time.Minute,
 		},
 		{
+			name:  "a promoted job of a tier no higher than the waiting work's is a victim all the same",
+			holds: []holder{{"b", "training", 4}}, usage: map[string]float64{"b": 40 * hour}, boosted: true,
+			want: "fair_share: tenant b used 2.0× its fair share over time (40.0 of 40.0 decayed borrowed GPU-hours, " +
+				"fair share 50% at weight 1; half-life 24h; reclaim above 1.5×) and borrows 4 GPUs (holds 4, reserve 0): " +
+				"reclaiming 1 GPU for a/w/main (tenant a used 0.0× its fair share and borrows 0 GPUs: holds 0, reserve 0, weight 1)",
+		},
+		{
 			name:  "never work of a higher tier",
 			holds: []holder{{"b", "interactive", 4}}, usage: map[string]float64{"b": 40 * hour},
 		},
@@ -111,6 +119,9 @@ func TestFairShareReclaim(t *testing.T) {
 				for i := 0; i < h.n; i++ {
 					job := Job{Ref: JobRef{h.tenant, fmt.Sprintf("run%d", i)}, Tier: h.tier, Priority: e.p.Tiers[h.tier].Priority,
 						PreemptionsTotal: tc.life}
+					if tc.boosted && h.tenant == "b" {
+						job.Promoted, job.Priority = true, job.Priority+10
+					}
 					for _, d := range tc.recent {
 						job.Preemptions = append(job.Preemptions, now.Add(d))
 					}
