@@ -220,3 +220,52 @@ func TestFairShareReclaimStory(t *testing.T) {
 		t.Fatalf("a holds %v, b %v, preempted %v; want 4, 4 and four of b's jobs once each", held("a"), held("b"), preempted)
 	}
 }
+
+// TestFairShields: tenant b's job, promoted after a long wait (training at
+// priority 50), waits for a full 4-GPU node where tenant a runs training
+// at 40. By priority it would take one of a's GPUs; with fair-share reclaim
+// on, not while b is a tenant a could reclaim from by fair share: else
+// the promotion of a fair-share victim takes the GPUs straight back.
+func TestFairShields(t *testing.T) {
+	const hour = 3600.0
+	cases := []struct {
+		name  string
+		above float64
+		usage map[string]float64
+		want  Rule // the preemption's rule; "" for none
+	}{
+		{name: "far above its share: the promotion does not take from a", above: 1.5, usage: map[string]float64{"b": 40 * hour}},
+		{name: "within its share: the promotion takes by priority", above: 1.5, usage: map[string]float64{"a": 10 * hour, "b": 12 * hour},
+			want: RulePriority},
+		{name: "fair-share reclaim off: priorities as before", usage: map[string]float64{"b": 40 * hour}, want: RulePriority},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			e := New(testPolicy(func(p *policy.Policy) {
+				p.Tenants["a"] = tenant("a", 0, policy.Unlimited)
+				p.Tenants["b"] = tenant("b", 0, policy.Unlimited)
+				p.Preemption.FairShareHalfLife = 24 * time.Hour
+				p.Preemption.FairShareReclaimAbove = tc.above
+			}))
+			now := t0.Add(2 * time.Hour)
+			s := &Snapshot{Nodes: []Node{{ID: "n0", NodePool: "default", GPUs: 4}}, Usage: tc.usage}
+			for i := range 4 {
+				s.Allocs = append(s.Allocs, Alloc{ID: fmt.Sprintf("a-%d", i), Job: Job{Ref: JobRef{"a", fmt.Sprintf("run%d", i)},
+					Tier: "training", Priority: 40}, Group: "main", NodeID: "n0", GPUIDs: []string{fmt.Sprintf("g%d", i)},
+					StartedAt: now.Add(-time.Hour)})
+			}
+			s.Waiting = []Demand{{Job: Job{Ref: JobRef{"b", "w"}, Tier: "training", Priority: 50, Promoted: true}, Group: "main",
+				GPUsPerAlloc: 1, Count: 1, Since: now.Add(-90 * time.Minute), Held: true}}
+			plan := e.Plan(s, now)
+			var got []Rule
+			for _, a := range plan.Actions {
+				if a.Kind == Preempt {
+					got = append(got, a.Reason.Rule)
+				}
+			}
+			if tc.want == "" && len(got) > 0 || tc.want != "" && (len(got) != 1 || got[0] != tc.want) {
+				t.Fatalf("preempted by %v, want %q; plan %v", got, tc.want, plan.Actions)
+			}
+		})
+	}
+}
