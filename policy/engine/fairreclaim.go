@@ -1,6 +1,10 @@
 package engine
 
-import "strconv"
+import (
+	"strconv"
+
+	"github.com/gpu-steward/steward/policy"
+)
 
 // Fair-share reclaim (policy.Preemption.FairShareReclaimAbove, rule
 // fair_share). Ordering waiting work by decayed usage (fairshare.go) cannot
@@ -99,7 +103,7 @@ func (st *state) fairVictims(b *bene, need int, above float64) (float64, bool) {
 	s := st.standings()
 	bt := &st.tenants[b.tenant]
 	after := float64(bt.use+bt.marked+need-bt.reserve) / bt.t.Weight
-	mine := st.usageKey(b.tenant)
+	mine := s[b.tenant].perWeight(st.tenants[b.tenant].t)
 	if cap(st.fairVictim) < len(st.tenants) {
 		st.fairVictim = make([]bool, len(st.tenants))
 	}
@@ -108,7 +112,7 @@ func (st *state) fairVictims(b *bene, need int, above float64) (float64, bool) {
 	for ti := range st.tenants {
 		t := &st.tenants[ti]
 		ok := ti != b.tenant && ti < len(s) && s[ti].counted && s[ti].ratio() > above &&
-			st.usageKey(ti) > mine && float64(t.use-t.reserve)/t.t.Weight > after
+			s[ti].perWeight(t.t) > mine && float64(t.use-t.reserve)/t.t.Weight > after
 		st.fairVictim[ti] = ok
 		some = some || ok
 	}
@@ -205,6 +209,10 @@ func (st *state) fairShields(u *unit, b *bene) bool {
 		return false
 	}
 	s := st.standings()
-	return b.tenant < len(s) && s[b.tenant].counted && s[b.tenant].ratio() > above &&
-		st.usageKey(b.tenant) > st.usageKey(u.tenant)
+	return b.tenant < len(s) && u.tenant < len(s) && s[b.tenant].counted && s[b.tenant].ratio() > above &&
+		s[b.tenant].perWeight(st.tenants[b.tenant].t) > s[u.tenant].perWeight(st.tenants[u.tenant].t)
 }
+
+// perWeight is the tenant's decayed usage per unit of its weight t.Weight
+// (usageKey's figure, without its map lookup).
+func (s standing) perWeight(t *policy.Tenant) float64 { return s.usage / t.Weight }
