@@ -253,6 +253,13 @@ preemption {
   # off: the tenants' borrowed GPUs now decide. Default: "0s".
   fair_share_half_life = "0s"
 
+  # With fair_share_half_life: a tenant waiting to borrow GPUs preempts the
+  # borrowed work of a tenant that used more than this many times its fair
+  # share over time, as long as it then borrows no more per unit of weight
+  # than the other keeps (rule fair_share). 0 = off; else at least 1.
+  # Default: 0.
+  fair_share_reclaim_above = 0
+
   # Starved jobs get their priority raised. Optional; every attribute has a default.
   promote {
     after_preemptions = 3    # Promote after this many preemptions; 0 = never by count. Default: 3.

@@ -199,8 +199,9 @@ func TestPolicyShow(t *testing.T) {
 		"tier \"serve\" {\n  # preempt_grace is left out: victims freed for its work get preemption.grace (2m, or a pool's grace).\n" +
 			"  # beyond_reserve is left out: \"run\", its work runs beyond its tenant's reserve, preemptible there by reserve reclaims.\n" +
 			"  priority    = 90\n  preemptible = false\n}",
-		"checkpoint_signal    = \"SIGUSR1\"", // default filled in
-		"resume_order         = \"preempted-first\"",
+		"checkpoint_signal        = \"SIGUSR1\"", // default filled in
+		"resume_order             = \"preempted-first\"",
+		"fair_share_reclaim_above = 0\n",
 		"promote {",
 		// The tenant's tiers, explained.
 		"# tiers = [] allows every tier.\n",

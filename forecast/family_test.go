@@ -1,6 +1,7 @@
 package forecast
 
 import (
+	"fmt"
 	"testing"
 	"time"
 )
@@ -47,5 +48,43 @@ func TestJobFamily(t *testing.T) {
 				t.Errorf("JobFamily(%q) = %q, want %q", tc.id, got, tc.want)
 			}
 		})
+	}
+}
+
+// TestFamiliesBounded: a tenant names families by its job IDs and may make
+// every ID new: History keeps MaxFamilies of them apart, forgetting the
+// one added to longest ago; their runs stay in the class's.
+func TestFamiliesBounded(t *testing.T) {
+	h := NewHistory()
+	c := ClassOf("research", "training", 1)
+	for range minSimilar {
+		h.Add(c.WithFamily("kept"), 4*time.Minute)
+	}
+	for i := range MaxFamilies + 10 {
+		h.Add(c.WithFamily(fmt.Sprintf("exp%x-", i)), 72*time.Hour)
+		if i == MaxFamilies/2 {
+			h.Add(c.WithFamily("kept"), 4*time.Minute) // still in use
+		}
+	}
+	families := 0
+	for k := range h.runs {
+		if k.Family != "" {
+			families++
+		}
+	}
+	cases := []struct {
+		name string
+		ok   bool
+	}{
+		{"at most MaxFamilies families", families == MaxFamilies && h.families == MaxFamilies},
+		{"the first ones are forgotten", h.runs[c.WithFamily("exp0-")] == nil},
+		{"the newest is kept", h.runs[c.WithFamily(fmt.Sprintf("exp%x-", MaxFamilies+9))] != nil},
+		{"one added to since is kept", h.Estimate(c.WithFamily("kept")).median() == 4*time.Minute},
+		{"the class keeps every run", h.runs[c].added == MaxFamilies+10+minSimilar+1},
+	}
+	for _, tc := range cases {
+		if !tc.ok {
+			t.Errorf("%s: %d families (counted %d)", tc.name, families, h.families)
+		}
 	}
 }

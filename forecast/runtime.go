@@ -234,6 +234,12 @@ const minSimilar = 5
 type History struct {
 	mu   sync.Mutex
 	runs map[Class]*ring // by class and family, and by class alone
+	// families counts the rings of runs kept by family, at most
+	// MaxFamilies: a family is named by a tenant's job IDs, which a
+	// tenant may make unique at will. seq orders adds, to drop the
+	// family added to longest ago.
+	families int
+	seq      uint64
 	// wider views: the tier and GPUs across tenants, the tier, all.
 	byTierGPUs map[Class]*ring
 	byTier     map[string]*ring
@@ -243,6 +249,7 @@ type History struct {
 type ring struct {
 	vals []time.Duration
 	next int
+	last uint64 // History.seq at its last add
 	// added counts every run ever added, kept or not: each kept value
 	// stands for added/len(vals) of them (EstimateRunning).
 	added int
@@ -278,7 +285,16 @@ func (h *History) Add(c Class, d time.Duration) {
 		}
 		return r
 	}
-	get(h.runs, c).add(d)
+	h.seq++
+	if c.Family != "" && h.runs[c] == nil {
+		if h.families >= MaxFamilies {
+			h.dropOldestFamily()
+		}
+		h.families++
+	}
+	fam := get(h.runs, c)
+	fam.add(d)
+	fam.last = h.seq
 	if c.Family != "" {
 		get(h.runs, c.WithFamily("")).add(d)
 	}
@@ -290,6 +306,29 @@ func (h *History) Add(c Class, d time.Duration) {
 	}
 	r.add(d)
 	h.all.add(d)
+}
+
+// MaxFamilies bounds the families whose run times History keeps apart
+// from their class's: past it, the family added to longest ago is
+// forgotten (its runs stay in its class's).
+const MaxFamilies = 4096
+
+// dropOldestFamily forgets the family whose runs were added to longest
+// ago. It scans every ring: it runs only when a new family comes to a
+// full History, once per finished job at most.
+func (h *History) dropOldestFamily() {
+	var oldest Class
+	var at uint64
+	found := false
+	for c, r := range h.runs {
+		if c.Family != "" && (!found || r.last < at) {
+			oldest, at, found = c, r.last, true
+		}
+	}
+	if found {
+		delete(h.runs, oldest)
+		h.families--
+	}
 }
 
 // Estimate is the estimate for a job of class c that says nothing of its

@@ -55,7 +55,7 @@ var (
 	preemptionSchema = &hcl.BodySchema{
 		Attributes: []hcl.AttributeSchema{
 			{Name: "min_runtime"}, {Name: "grace"}, {Name: "checkpoint_signal"}, {Name: "max_per_job_per_hour"},
-			{Name: "max_per_job"}, {Name: "resume_order"}, {Name: "fair_share_half_life"},
+			{Name: "max_per_job"}, {Name: "resume_order"}, {Name: "fair_share_half_life"}, {Name: "fair_share_reclaim_above"},
 		},
 		Blocks: []hcl.BlockHeaderSchema{{Type: blockPromote}},
 	}
@@ -371,6 +371,7 @@ func (d *decoder) preemption(b *hcl.Block) {
 		p.ResumeOrder = ResumeOrder(order)
 	}
 	a.duration("fair_share_half_life", &p.FairShareHalfLife)
+	a.number("fair_share_reclaim_above", &p.FairShareReclaimAbove)
 	for i, pb := range content.Blocks {
 		if i > 0 {
 			d.diags = append(d.diags, &hcl.Diagnostic{

@@ -320,7 +320,14 @@ type Preemption struct {
 	// now. 0: fair share over time is off (the default: a policy that does
 	// not ask for it keeps its plans, and needs no remembered usage).
 	FairShareHalfLife time.Duration
-	Promote           Promote
+	// FairShareReclaimAbove, with FairShareHalfLife, lets a tenant waiting
+	// to borrow GPUs preempt the borrowed work of a tenant that used more
+	// than this many times its fair share over time, as long as the
+	// waiting tenant then borrows no more per unit of weight than the
+	// other keeps (so that the two never take GPUs back and forth). 0:
+	// off (the default); else at least 1.
+	FairShareReclaimAbove float64
+	Promote               Promote
 }
 
 // Promote raises the priority of starved jobs.

@@ -211,6 +211,7 @@ func (p *Policy) Format(w io.Writer) error {
 	}
 	setString(pb, "resume_order", string(order))
 	setString(pb, "fair_share_half_life", FormatDuration(pr.FairShareHalfLife))
+	pb.SetAttributeValue("fair_share_reclaim_above", cty.NumberFloatVal(pr.FairShareReclaimAbove))
 	pb.AppendNewline()
 	prb := pb.AppendNewBlock(blockPromote, nil).Body()
 	prb.SetAttributeValue("after_preemptions", cty.NumberIntVal(int64(pr.Promote.AfterPreemptions)))

@@ -452,6 +452,7 @@ func (c *checker) preemption() {
 	at := func(attr string) where { return whereAttr(blockPreemption, "", attr) }
 	c.duration(at("min_runtime"), p.MinRuntime)
 	c.duration(at("fair_share_half_life"), p.FairShareHalfLife)
+	c.fairShareReclaim(p)
 	c.duration(at("grace"), p.Grace)
 	switch sig := p.CheckpointSignal; {
 	case sig == "":

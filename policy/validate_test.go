@@ -388,6 +388,18 @@ tenant "platform" {
 				`The value of "fair_share_half_life" must be a duration such as "90s", "15m" or "1h30m", not "a week".`}},
 		},
 		{
+			name: "fair-share reclaim below 1",
+			src:  "tier \"t\" { priority = 5 }\npreemption {\n  fair_share_half_life = \"24h\"\n  fair_share_reclaim_above = 0.5\n}\n",
+			want: []wantDiag{{"a.hcl:4,30", "Invalid fair_share_reclaim_above",
+				"fair_share_reclaim_above must be 0 (off) or a number of at least 1 (times a tenant's fair share); got 0.5."}},
+		},
+		{
+			name: "fair-share reclaim without a half-life",
+			src:  "tier \"t\" { priority = 5 }\npreemption {\n  fair_share_reclaim_above = 1.5\n}\n",
+			want: []wantDiag{{"a.hcl:3,30", "fair_share_reclaim_above needs fair_share_half_life",
+				`fair_share_reclaim_above reclaims from tenants by their decayed use of borrowed GPUs, which only fair_share_half_life accounts: set it (e.g. "24h"), or fair_share_reclaim_above to 0.`}},
+		},
+		{
 			name: "repeated owner is a warning",
 			src:  "tier \"t\" { priority = 5 }\npool \"p\" { owners = [\"t\", \"t\"] }\n",
 			want: []wantDiag{{"a.hcl:2,27", "Repeated tier", `Tier "t" is listed more than once.`}},

@@ -107,3 +107,35 @@ func BenchmarkPlanDepartments(b *testing.B) {
 	}
 	b.ReportMetric(float64(len(plan.Actions)), "actions")
 }
+
+// BenchmarkPlanFairShareReclaim is BenchmarkPlanFairShare with fair-share
+// reclaim on (preemption.fair_share_reclaim_above 1.5): the tenants that
+// used most are far above their share, and demands nothing else serves
+// search their borrowed work.
+// go test -run '^$' -bench PlanFairShareReclaim -benchtime 10x ./policy/engine
+func BenchmarkPlanFairShareReclaim(b *testing.B) {
+	r := rand.New(rand.NewPCG(1, 2))
+	s := genCluster(r, 10000, 8, 100000, 10000, 8, t0)
+	s.Usage = map[string]float64{}
+	for i := range 8 {
+		s.Usage[fmt.Sprintf("team%d", i)] = float64(1000 * (i + 1) * (i%3 + 1))
+	}
+	p := genPolicy(8, 10000*8/16, 10000*8/4)
+	p.Preemption.FairShareHalfLife = 24 * time.Hour
+	p.Preemption.FairShareReclaimAbove = 1.5
+	e := New(p)
+	b.ReportAllocs()
+	b.ResetTimer()
+	var plan *Plan
+	fair := 0
+	for b.Loop() {
+		plan = e.Plan(s, t0)
+	}
+	for _, a := range plan.Actions {
+		if a.Reason.Rule == RuleFairShare {
+			fair++
+		}
+	}
+	b.ReportMetric(float64(len(plan.Actions)), "actions")
+	b.ReportMetric(float64(fair), "fair_share")
+}

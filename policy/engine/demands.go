@@ -701,6 +701,9 @@ func (st *state) placeOne(b *bene, need int, failed *failures) (int32, []victim,
 				return st.placeWith(b, n, vs)
 			}
 		}
+		if n, vs, ok := st.fairReclaim(b, need); ok {
+			return st.placeWith(b, n, vs)
+		}
 		r = st.capacityReason(b)
 		failed.add(key, b.prio, st.e.tiers[b.tier].priority, b.g, r)
 	}

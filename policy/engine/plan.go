@@ -48,6 +48,7 @@ const (
 	RuleTier       Rule = "tier"
 	RulePrecedence Rule = "precedence" // waiting work goes to the first pool of its precedence with room
 	RuleProtected  Rule = "protected"  // work preempted max_per_job times resumes only where it keeps no one from what they are owed
+	RuleFairShare  Rule = "fair_share" // a tenant far above its fair share over time gives borrowed GPUs to one below
 )
 
 // Reason explains an action to the people who read it in the Nomad UI.

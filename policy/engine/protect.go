@@ -108,7 +108,10 @@ func (st *state) protectedWaits(b *bene, need int) (Reason, bool) {
 			s(" of the nodes it may use: it is on ").n(on).s(" of ").n(total).s(", and ", st.nodes[n].ID, ", where it would go, holds none")
 		return m.reason(RuleProtected), true
 	}
-	if !st.spoiled(n) {
+	// With no protected work running the job goes wherever it fits: else
+	// on a small or busy cluster (free GPUs never two nodes' worth) it
+	// would wait for ever on idle GPUs, and every job must complete.
+	if on > 0 && !st.spoiled(n) {
 		if free := st.freeIn(b.pool) - d.GPUs(); free < spareNodes*st.maxGPUs {
 			head()
 			m.s("beside work no higher tier may take, or while ").n(spareNodes*st.maxGPUs).s(" GPUs stay free: ", st.nodes[n].ID,

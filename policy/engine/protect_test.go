@@ -158,18 +158,32 @@ func TestLifetimeBound(t *testing.T) {
 			h.advance(time.Hour)
 			actionOf(t, h.step(), Resume, "research/train")
 		}},
-		{"a protected job keeps off a node with nothing that stays while few GPUs stay free", func(t *testing.T) {
+		{"beside protected work already running a protected job keeps off a node with nothing that stays while few GPUs stay free", func(t *testing.T) {
 			h := newHarness(t, bounded(func(p *policy.Policy) {
 				p.Tenants["research"] = tenant("research", 8, policy.Unlimited)
 			}))
-			h.node("n1", "default", 4)
-			h.node("n2", "default", 4)
-			h.submit("product", "train", "training", 2, 1)
+			for _, n := range []string{"n1", "n2", "n3", "n4", "n5", "n6", "n7", "n8"} {
+				h.node(n, "default", 4)
+			}
+			h.submit("research", "old", "training", 1, 1, preempted(times(3)...), pinnedTo("n8"))
+			for i, n := range []string{"n1", "n2", "n3", "n4", "n5", "n6"} {
+				h.submit("product", "t"+itoa(i), "training", 4, 1, pinnedTo(n))
+			}
+			h.submit("product", "t7", "training", 2, 1, pinnedTo("n7"))
 			heldProtected(h, "research", "train", 2)
 			h.advance(time.Hour)
 			plan := h.step()
 			mustWait(t, plan, "research/train", RuleProtected,
-				"so it resumes only beside work no higher tier may take, or while 8 GPUs stay free: n1, where it would go, holds none, and 4 GPUs would stay free")
+				"so it resumes only beside work no higher tier may take, or while 8 GPUs stay free: n7, where it would go, holds none, and 3 GPUs would stay free")
+		}},
+		{"a protected job resumes on a small idle cluster: no protected work runs", func(t *testing.T) {
+			// One node: its GPUs free are never two nodes' worth. Held
+			// back for room, it waited for ever on idle GPUs.
+			h := newHarness(t, bounded(nil))
+			h.node("n1", "default", 4)
+			heldProtected(h, "research", "train", 4)
+			h.advance(time.Hour)
+			actionOf(t, h.step(), Resume, "research/train")
 		}},
 		{"protected work goes onto a node that holds none only while it is on at most a quarter of the nodes", func(t *testing.T) {
 			// Nomad's best fit spreads one- and two-GPU protected jobs

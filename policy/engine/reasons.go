@@ -111,6 +111,8 @@ func (st *state) victimReason(m *msg, b *bene, v victim, gpus int) Reason {
 			": backfill by tier ", st.e.tiers[u.tier].name, " gives ").gpus(gpus).s(" back to ").demand(b.d)
 		st.protectedNote(m, u, RuleBackfill)
 		return m.reason(RuleBackfill)
+	case RuleFairShare:
+		return st.fairReclaimReason(m, b, v, gpus)
 	case RuleIdle:
 		r := st.idleReason(m, u, b)
 		var note msg

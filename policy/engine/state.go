@@ -57,6 +57,7 @@ type model struct {
 	placedJobs map[JobRef]bool
 	waitingOf  []resolved // [Snapshot.Waiting index] tenant and tier (resolveWaiting)
 	fair       []standing // [tenant] use against fair share over time (standings)
+	fairVictim []bool     // [tenant] a fair-share reclaim may take its borrowed work (fairreclaim.go)
 
 	planned      map[JobRef]int // preemptions decided in this plan, per job
 	trackPlanned bool           // some job is one preemption short of the cap or of max_per_job

@@ -395,7 +395,7 @@ func (st *state) ruleFor(u *unit, b *bene, n int32, allowYoung bool) (rule Rule,
 		// Not from work whose tier may preempt b's within a reserve: it
 		// would take the GPUs straight back.
 		return RuleReclaim, true, true
-	case st.e.outranks(b.tier, b.prio, u.tier, u.prio):
+	case st.e.outranks(b.tier, b.prio, u.tier, u.prio) && !st.fairShields(u, b):
 		return RulePriority, true, true
 	}
 	return "", false, false
