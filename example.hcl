@@ -1,6 +1,6 @@
 # Example Steward policy for one 8-GPU demo node, shared by three teams.
 # It sets every block and attribute the language has; the comments give each
-# one's default. docs/policy.md is the full reference.
+# one's default. docs/reference/policy.md is the full reference.
 #
 # Check it with:  steward policy validate example.hcl
 # See it resolved: steward policy show example.hcl
@@ -130,7 +130,7 @@ tenant "platform" {
 }
 
 # A department groups tenants under a reserve and a limit of their own
-# (hierarchical tenants; docs/policy.md). Each tenant's reserve lies within
+# (hierarchical tenants; docs/reference/policy.md). Each tenant's reserve lies within
 # the department's (their sum may not exceed it); the rest, and whatever a
 # member leaves unused, goes to its other tenants before anyone outside, and
 # a member below it reclaims it from tenants outside the department. The

@@ -82,7 +82,7 @@ namespace "*" {
   #                      at the end of its grace. Nomad's read-fs also
   #                      allows reading the rest of the allocation dir
   #                      (logs, local/, not secrets/): the controller reads
-  #                      nothing else (docs/controller.md, "Security
+  #                      nothing else (docs/reference/controller.md, "Security
   #                      model"). Without it such tasks stop at the end of
   #                      their grace, and the controller says so once.
   capabilities = ["list-jobs", "read-job", "scale-job", "submit-job", "alloc-lifecycle", "csi-mount-volume", "read-fs"]
@@ -91,7 +91,7 @@ namespace "*" {
     # nomad/jobs/<job>: the job's record, shown in its Variables tab and
     # read by its tasks. Steward merges its steward_* keys with
     # check-and-set, which needs read as well as write; jobs may keep other
-    # items there, which this read can see (see docs/controller.md,
+    # items there, which this read can see (see docs/reference/controller.md,
     # "Security model"). Drop this rule with -job-records=false.
     path "nomad/jobs/*" {
       capabilities = ["read", "write"]
@@ -138,7 +138,7 @@ node {
 
 # Nomad's scheduler configuration, read only: whether Nomad's system
 # scheduler preempts allocations on its own (without a checkpoint signal),
-# which the controller reports in /healthz and its log (docs/controller.md,
+# which the controller reports in /healthz and its log (docs/reference/controller.md,
 # "What Nomad does"). Without it the controller warns once and says
 # "unknown".
 operator {

@@ -8,7 +8,7 @@
 #   nomad acl token create -name alice -policy team-ml -policy steward-user-ml -type client
 #
 # The same file, bound to a job, is what the jobspecs' actions in the Nomad
-# UI (pause, resume, keep-my-notebook; README, "Actions in the Nomad UI")
+# UI (pause, resume, keep-my-notebook; docs/users.md, "Actions in the Nomad UI")
 # act with, through the job's workload identity. Once per job:
 #
 #   nomad acl policy apply -namespace ml -job nb steward-user-ml-nb steward-user-ml.hcl
@@ -47,7 +47,7 @@
 #     path "*" with write, this read-only "nomad/jobs/*" rule is closer and
 #     takes write on nomad/jobs/* away. Such a team can already read its
 #     records: drop the "nomad/jobs/*" rule below;
-#   - no team may write in namespace steward (see docs/controller.md,
+#   - no team may write in namespace steward (see docs/reference/controller.md,
 #     "Security model"). The "steward" block below is exact, so a team policy
 #     on namespace "*" gives no job capability there; and its "*" deny is a
 #     closer variables glob than any "*" namespace's, so such a policy's

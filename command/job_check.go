@@ -355,7 +355,7 @@ func tokenTransportOK(addr, token string) error {
 		return nil
 	}
 	return fmt.Errorf("refusing to send your Nomad token in cleartext to %s, which is not loopback: "+
-		"the controller must serve checks over TLS (steward controller -tls-cert/-tls-key; see docs/controller.md)", addr)
+		"the controller must serve checks over TLS (steward controller -tls-cert/-tls-key; see docs/reference/controller.md)", addr)
 }
 
 // checkHTTPClient is the client that asks the controller: TLS verified

@@ -8,7 +8,7 @@ import (
 
 // The preemption-aware task driver: copy the steward binary into the Nomad
 // client's plugin_dir as "steward-exec" and add a plugin "steward-exec"
-// block to the agent configuration (see docs/driver.md).
+// block to the agent configuration (see docs/reference/driver.md).
 func init() {
 	Plugins[driver.PluginName] = func() { plugins.Serve(driver.Factory) }
 }

@@ -10,7 +10,7 @@ import (
 // input (request variables, job meta, job IDs, the values Steward quotes)
 // is cut to a fixed size before the leader spends time or memory on it, so
 // that one tenant's flood costs that tenant, never the enforcement of the
-// others (docs/controller.md, "Bounds").
+// others (docs/reference/controller.md, "Bounds").
 const (
 	// requestsPerNamespace is how many request variables of one
 	// namespace a round reads (or deletes); the rest wait for later

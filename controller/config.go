@@ -108,7 +108,7 @@ type ConsulConfig struct {
 // DefaultStateNamespace is the namespace of Steward's own state.
 const DefaultStateNamespace = "steward"
 
-// DefaultConfig returns the defaults documented in README.
+// DefaultConfig returns the defaults documented in docs/reference/controller.md.
 func DefaultConfig() Config {
 	return Config{
 		Resync:         30 * time.Second,

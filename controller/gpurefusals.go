@@ -132,6 +132,6 @@ func (g *gpuRefusals) healthWarnings() []string {
 }
 
 func refusalText(ref gpuRef, r refusedGPU) string {
-	return fmt.Sprintf("GPU %s on node %s has no utilisation: %s; idle rules do not act on allocation %s (Steward reads the %q statistic in %q: docs/devices.md)",
+	return fmt.Sprintf("GPU %s on node %s has no utilisation: %s; idle rules do not act on allocation %s (Steward reads the %q statistic in %q: docs/reference/devices.md)",
 		ref.device, shortID(ref.node), r.reason, shortID(r.alloc), UtilizationStat, UtilizationUnit)
 }

@@ -56,7 +56,7 @@ func placeholderTask(driver, image string, secs int) *api.Task {
 	case "docker":
 		task.Config = map[string]any{
 			"image": image,
-			// The image is on the node already (docs/controller.md):
+			// The image is on the node already (docs/reference/controller.md):
 			// never pulled.
 			"force_pull": false,
 			// No interface but the container's loopback.

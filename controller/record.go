@@ -87,7 +87,7 @@ func recordItems(pol *policy.Policy, st *JobState, job *ObservedJob, idleSince t
 }
 
 // The resume contract for every driver: a job's tasks render these keys of
-// its record into their environment with a template (docs/driver.md, "The
+// its record into their environment with a template (docs/reference/driver.md, "The
 // checkpoint contract"), so a task restarted after a preemption learns it
 // whatever its driver: STEWARD_RESUMED, STEWARD_RESUME_COUNT.
 const (

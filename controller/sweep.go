@@ -118,7 +118,7 @@ func (c *Controller) sampleNode(t statsTarget, readings map[string]gpuReading, n
 			c.usage.forget(a.ID)
 			for _, id := range slices.Sorted(maps.Keys(refused)) {
 				if c.gpuRefused.refuse(t.node, id, refused[id], a) {
-					c.log.Warn("GPU refused: its stats carry no utilisation, so idle rules do not act on its allocation (docs/devices.md)",
+					c.log.Warn("GPU refused: its stats carry no utilisation, so idle rules do not act on its allocation (docs/reference/devices.md)",
 						"node", t.node, "gpu", id, "alloc", a.ID, "job", jobKey{a.Namespace, a.JobID}, "reason", refused[id])
 				}
 			}

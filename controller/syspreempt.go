@@ -11,7 +11,7 @@ import (
 // the nodes it needs, with no checkpoint signal and no word to Steward.
 // Steward resets a system job's priority to its tier's, but only after
 // Nomad placed it: the eviction has happened by then. Operators should
-// turn it off (docs/controller.md):
+// turn it off (docs/reference/controller.md):
 //
 //	nomad operator scheduler set-config -preempt-system-scheduler=false
 //

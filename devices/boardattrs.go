@@ -9,7 +9,7 @@ import (
 // Attributes HashiCorp's nomad-device-nvidia fingerprints that steward-gpu
 // sends too, with the same names and units, so that a jobspec constraint
 // written for one plugin (${device.attr.bar1} >= 16 GiB) matches under the
-// other (docs/devices.md, "Switching from nomad-device-nvidia").
+// other (docs/reference/devices.md, "Switching from nomad-device-nvidia").
 const (
 	AttrBAR1            = "bar1"             // int, MiB: BAR1 memory
 	AttrCoresClock      = "cores_clock"      // int, MHz: graphics clock

@@ -26,7 +26,7 @@ const (
 	StatsShapeStock   = "nomad-device-nvidia"
 )
 
-// Defaults of the plugin block's config options (documented in docs/devices.md).
+// Defaults of the plugin block's config options (documented in docs/reference/devices.md).
 const (
 	defaultFingerprintPeriod = time.Minute
 	defaultSimCount          = 4

@@ -1,5 +1,5 @@
 // Package docs holds the test that keeps the documentation's examples
-// valid: every ```hcl block of README.md and docs/*.md, and every .hcl file
+// valid: every ```hcl block of the repository's Markdown files, and every .hcl file
 // of the repository, is read by the parser that will read it for real
 // (internal/doccheck).
 package docs
@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"testing"
 
@@ -19,17 +20,13 @@ import (
 // TestExampleAndDocsCoverLanguage).
 const policyContext = "example.hcl"
 
-// TestDocsExamples checks each ```hcl block of README.md and docs/*.md,
+// TestDocsExamples checks each ```hcl block of every Markdown file,
 // one subtest per block named file:line of its opening fence. A block the
 // checker cannot classify fails, unless the line before its fence says
 // <!-- not checked: reason -->.
 func TestDocsExamples(t *testing.T) {
 	root := repoRoot(t)
-	files, err := filepath.Glob(filepath.Join(root, "docs", "*.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	files = append([]string{filepath.Join(root, "README.md")}, files...)
+	files := markdownFiles(t, root)
 	var examples []doccheck.Example
 	for _, path := range files {
 		src, err := os.ReadFile(path)
@@ -61,7 +58,7 @@ func TestExampleFiles(t *testing.T) {
 		if d.IsDir() {
 			// Build outputs, test artifacts and dot dirs (.git, .demo)
 			// hold no examples.
-			if path != root && (strings.HasPrefix(name, ".") || name == "bin" || name == "testdata" || name == "artifacts") {
+			if path != root && skipDir(name) {
 				return filepath.SkipDir
 			}
 			return nil
@@ -89,6 +86,39 @@ func TestExampleFiles(t *testing.T) {
 		}
 	}
 	checkAll(t, root, examples)
+}
+
+// skipDir says which directories hold no docs or examples: build
+// outputs, test artifacts and dot dirs (.git, .demo).
+func skipDir(name string) bool {
+	return strings.HasPrefix(name, ".") || name == "bin" || name == "testdata" || name == "artifacts"
+}
+
+// markdownFiles is every .md file of the repository, README.md first.
+func markdownFiles(t *testing.T, root string) []string {
+	t.Helper()
+	var files []string
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if path != root && skipDir(d.Name()) {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if filepath.Ext(path) == ".md" {
+			files = append(files, path)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	readme := filepath.Join(root, "README.md")
+	sort.SliceStable(files, func(i, j int) bool { return files[i] == readme && files[j] != readme })
+	return files
 }
 
 func checkAll(t *testing.T, root string, examples []doccheck.Example) {

@@ -18,7 +18,7 @@ const (
 	GPUBackendNone = "none"
 )
 
-// Defaults of the plugin block's options (documented in docs/driver.md).
+// Defaults of the plugin block's options (documented in docs/reference/driver.md).
 const (
 	// DefaultCheckpointSignal is the policy language's default
 	// (preemption { checkpoint_signal = "SIGUSR1" }).

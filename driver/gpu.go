@@ -113,7 +113,7 @@ func (s *simSampler) sample(func() map[uint32]bool) (gpuUsage, error) {
 }
 
 // parseSimActivity parses "<utilisation %> [<memory MiB>]", the format of
-// the device plugin's activity files (docs/devices.md).
+// the device plugin's activity files (docs/reference/devices.md).
 func parseSimActivity(raw string) (gpuActivity, bool) {
 	f := strings.Fields(raw)
 	if len(f) == 0 {

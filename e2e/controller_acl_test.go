@@ -63,7 +63,7 @@ func TestControllerWithACLs(t *testing.T) {
 	}
 	// The token may register jobs in namespace steward: its placeholders
 	// (submit-job, which Nomad cannot limit to some job IDs), as it may in
-	// tenant namespaces (docs/controller.md, ACLs).
+	// tenant namespaces (docs/reference/controller.md, ACLs).
 
 	// Without scale-job (or submit-job, which Nomad also accepts for
 	// scaling) the controller cannot hold work, and says what it lacks.

@@ -19,7 +19,7 @@ const testLockTTL = 10 * time.Second
 // TestLeaderTakeoverTime: when the leader dies, the other copy leads once
 // Nomad gives the lock up: 2×TTL after the dead leader's last renewal plus
 // the lock delay (Nomad keeps a lock twice its TTL), plus at most one
-// second of polling. docs/controller.md promises exactly this.
+// second of polling. docs/reference/controller.md promises exactly this.
 func TestLeaderTakeoverTime(t *testing.T) {
 	t.Parallel()
 	c := startCluster(t, 1, "ml")

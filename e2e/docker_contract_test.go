@@ -35,7 +35,7 @@ const earlyStopBound = 2 * time.Second
 // earlyStopBound, not the 30 s grace), then resumes on the other client
 // from its checkpoint with STEWARD_RESUMED=1, which its template rendered
 // from the job's record. (The simulated GPUs mount nothing into tasks:
-// Nomad would drop the host volume; see sim_task_mounts in docs/devices.md.)
+// Nomad would drop the host volume; see sim_task_mounts in docs/reference/devices.md.)
 func TestDockerTrainerCheckpointContract(t *testing.T) {
 	t.Parallel()
 	shared := filepath.Join(t.TempDir(), "checkpoints-ml")

@@ -26,7 +26,7 @@ preemption {
 // second node has a GPU free. The training job is checkpointed, stopped
 // and resumed on the second node (a migration, not a hold), and the time
 // from its stop to its running there is measured over several rounds:
-// the figure the README reports (p50, and p99 as the slowest round).
+// the figure docs/evaluation.md reports (p50, and p99 as the slowest round).
 func TestMigrationToFreeNode(t *testing.T) {
 	t.Parallel()
 	c := startCluster(t, 2, "ml")

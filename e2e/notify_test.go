@@ -217,7 +217,7 @@ func TestNotifyOncePerDecisionAcrossRestart(t *testing.T) {
 
 // A notebook on steward-exec that does nothing with its GPU. Its template
 // renders Steward's record into the file the driver reads, as
-// docs/driver.md says a jobspec must for idle warnings.
+// docs/reference/driver.md says a jobspec must for idle warnings.
 const idleNotebookJob = `
 job "nb" {
   namespace = "ml"

@@ -251,7 +251,7 @@ func (b *uiBrowser) signIn(address, secret string) {
 
 // viewShot saves what the window shows (not the whole page, as
 // screenshot does) as a PNG in the artifacts dir: menus and the actions'
-// output beside the page, for the README.
+// output beside the page, for docs/users.md.
 func (b *uiBrowser) viewShot(name string) {
 	b.t.Helper()
 	var buf []byte

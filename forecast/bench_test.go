@@ -32,7 +32,7 @@ preemption {
 }
 `
 
-// benchCluster is the shape of the engine's benchmark (README
+// benchCluster is the shape of the engine's benchmark (docs/evaluation.md,
 // "Benchmarks"): n nodes of 8 GPUs, full, with 4 allocations of 2 GPUs
 // each, and n waiting demands of 1–8 GPUs across 8 tenants and 4 tiers;
 // half the jobs say their run time, the rest have a history of 20 runs;

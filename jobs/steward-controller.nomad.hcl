@@ -144,7 +144,7 @@ locals {
     ]),
     # Nomad CE lets any token that may submit jobs name this pool (or
     # "all"): the controller holds every tenant job that can run here
-    # (docs/controller.md, "Security model").
+    # (docs/reference/controller.md, "Security model").
     var.node_pool == "default" ? [] : ["-controller-pool", var.node_pool],
   )
 }

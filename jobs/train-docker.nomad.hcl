@@ -1,5 +1,5 @@
 # train-docker: preemptible GPU training in a container, with Steward's
-# checkpoint contract (docs/driver.md, "The checkpoint contract"), which
+# checkpoint contract (docs/reference/driver.md, "The checkpoint contract"), which
 # holds for any driver:
 #
 #   - signal and grace: when Steward preempts the job, the task gets the

@@ -141,7 +141,7 @@ job "trainer" {
   # counts this group: it asks for no GPUs. The actions act with the task's
   # workload identity (NOMAD_TOKEN, through the task API socket) and what
   # the operator binds to the job: acl/steward-user.policy.hcl, adapted to
-  # the namespace (README, "Actions in the Nomad UI").
+  # the namespace (docs/users.md, "Actions in the Nomad UI").
   dynamic "group" {
     for_each = var.steward_bin == "" ? [] : [var.steward_bin]
     labels   = ["steward"]

@@ -9,7 +9,7 @@ import (
 
 // Department is a group of tenants with a reserve and a limit of its own,
 // beside theirs (hierarchical tenants, as KAI's parent queues and Kueue's
-// cohorts). The semantics, as docs/policy.md states them:
+// cohorts). The semantics, as docs/reference/policy.md states them:
 //
 //   - Limit caps the GPUs its tenants hold together, borrowed ones
 //     included; the engine brings them back under it as it does a

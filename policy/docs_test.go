@@ -27,7 +27,7 @@ var schemas = map[string]*hcl.BodySchema{
 // quotaBlock is a tenant's pool block, as the walk below names it.
 const quotaBlock = blockTenant + "." + blockPool
 
-// example.hcl promises to use every block and attribute, and docs/policy.md
+// example.hcl promises to use every block and attribute, and docs/reference/policy.md
 // to describe them; this keeps both honest as the language grows.
 func TestExampleAndDocsCoverLanguage(t *testing.T) {
 	src, err := os.ReadFile(filepath.Join("..", "example.hcl"))
@@ -55,7 +55,7 @@ func TestExampleAndDocsCoverLanguage(t *testing.T) {
 	}
 	walk(file.Body.(*hclsyntax.Body), "")
 
-	docs, err := os.ReadFile(filepath.Join("..", "docs", "policy.md"))
+	docs, err := os.ReadFile(filepath.Join("..", "docs", "reference", "policy.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,26 +64,26 @@ func TestExampleAndDocsCoverLanguage(t *testing.T) {
 			t.Errorf("example.hcl has no %s block", block)
 		}
 		if !strings.Contains(string(docs), "`"+strings.ReplaceAll(block, ".", ` "NAME" { `)) {
-			t.Errorf("docs/policy.md does not describe the %s block", block)
+			t.Errorf("docs/reference/policy.md does not describe the %s block", block)
 		}
 		for _, a := range schema.Attributes {
 			if !used[block+"."+a.Name] {
 				t.Errorf("example.hcl does not set %s.%s", block, a.Name)
 			}
 			if !strings.Contains(string(docs), "| `"+a.Name+"`") {
-				t.Errorf("docs/policy.md has no table row for %s.%s", block, a.Name)
+				t.Errorf("docs/reference/policy.md has no table row for %s.%s", block, a.Name)
 			}
 		}
 	}
 	for _, sig := range SignalNames() {
 		if !strings.Contains(string(docs), sig) {
-			t.Errorf("docs/policy.md does not list signal %s", sig)
+			t.Errorf("docs/reference/policy.md does not list signal %s", sig)
 		}
 	}
 }
 
 // The README's policy snippet is a whole policy: it must parse and
-// validate without a diagnostic, and every hcl block of docs/policy.md
+// validate without a diagnostic, and every hcl block of docs/reference/policy.md
 // must at least be valid HCL (several attributes in a one-line block are
 // not).
 func TestDocsExamplesParse(t *testing.T) {
@@ -104,13 +104,13 @@ func TestDocsExamplesParse(t *testing.T) {
 		t.Errorf("README.md's policy snippet: %v", diags)
 	}
 
-	docs, err := os.ReadFile(filepath.Join("..", "docs", "policy.md"))
+	docs, err := os.ReadFile(filepath.Join("..", "docs", "reference", "policy.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	for n, b := range hclBlocks(string(docs)) {
 		if _, diags := hclsyntax.ParseConfig([]byte(b), "policy.md", hcl.InitialPos); diags.HasErrors() {
-			t.Errorf("docs/policy.md hcl block %d does not parse: %v\n%s", n+1, diags, b)
+			t.Errorf("docs/reference/policy.md hcl block %d does not parse: %v\n%s", n+1, diags, b)
 		}
 	}
 }

@@ -14,7 +14,7 @@ import (
 )
 
 // Defaults that apply when a policy leaves an attribute out. They are part of
-// the language's contract: README.md and example.hcl document each one.
+// the language's contract: docs/reference/policy.md and example.hcl document each one.
 const (
 	DefaultTierMetaKey       = "steward.tier"
 	DefaultGangMetaKey       = "steward.gang"

@@ -5,7 +5,7 @@ import (
 )
 
 // BenchmarkSimulate runs all three policies over the whole Philly trace
-// (15,000 jobs) on 100 nodes × 8 GPUs, as the README reports:
+// (15,000 jobs) on 100 nodes × 8 GPUs, as docs/evaluation.md reports:
 //
 //	go test -run '^$' -bench Simulate -benchmem -benchtime 1x ./sim
 func BenchmarkSimulate(b *testing.B) {

@@ -29,7 +29,7 @@ import (
 //
 // Preemptions whose beneficiary did not run within grace + one plan
 // (wasted_preemptions) are logged per seed and, over all seeds, must stay
-// under maxWastedShare: a few remain (see the README for their causes), 3-10 %
+// under maxWastedShare: a few remain (see docs/evaluation.md for their causes), 3-10 %
 // per seed before GPUs were set aside until the beneficiary is placed.
 func TestInvariantsOverTime(t *testing.T) {
 	pol := examplePolicy(t)

@@ -215,7 +215,7 @@ func (rep *Report) WriteTable(w io.Writer) error {
 	return tw.Flush()
 }
 
-// WriteMarkdown prints the comparison as a Markdown table (for the README).
+// WriteMarkdown prints the comparison as a Markdown table (for docs/evaluation.md).
 func (rep *Report) WriteMarkdown(w io.Writer) error {
 	fmt.Fprint(w, "| metric |")
 	for _, r := range rep.Results {

@@ -10,7 +10,7 @@ import (
 // sharedTracesDir is DefaultTracesDir seen from this package's directory.
 var sharedTracesDir = filepath.Join("..", DefaultTracesDir)
 
-// examplePolicy is example.hcl sized for 100 nodes, as the README runs it.
+// examplePolicy is example.hcl sized for 100 nodes, as docs/evaluation.md runs it.
 func examplePolicy(t testing.TB) *policy.Policy {
 	t.Helper()
 	p, diags := policy.Parse(filepath.Join("..", "example.hcl"))
@@ -37,7 +37,7 @@ func loadShared(t testing.TB, name string) *Trace {
 }
 
 // Both shared traces run under every policy (a prefix, for time; the
-// README's figures are for the whole traces), and the figures hold
+// figures of docs/evaluation.md are for the whole traces), and the figures hold
 // together.
 func TestSharedTraces(t *testing.T) {
 	for _, name := range []string{"philly", "helios"} {

@@ -61,7 +61,7 @@ const DefaultCheckpointCost = 60 * time.Second
 // DefaultDoneNotice is how long after a job says its checkpoint is written
 // the controller stops it, at most, under the checkpoint contract for
 // every driver: it reads the victims' checkpoint-written files every
-// 250 ms and stops them in the round that follows (docs/driver.md; 0.2-0.4
+// 250 ms and stops them in the round that follows (docs/reference/driver.md; 0.2-0.4
 // s measured on a real cluster, 2 s the contract's bound). steward-exec's
 // own event path alone took up to its gpu_sample_period (10 s by
 // default): -checkpoint-done-notice 10s gives that.

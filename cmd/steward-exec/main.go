@@ -5,7 +5,7 @@
 // imports the Consul API package; Steward's own Consul client, the
 // controller's leader election, is not in it.) Copy it into the client's
 // plugin_dir and add a plugin "steward-exec" block to the agent
-// configuration (docs/driver.md). The agent starts it with no arguments;
+// configuration (docs/reference/driver.md). The agent starts it with no arguments;
 // "steward-exec -version" prints its version.
 package main
 

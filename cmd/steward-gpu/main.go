@@ -2,7 +2,7 @@
 // built on its own: it links the device plugin (devices/) and Nomad's
 // device plugin SDK, and none of the controller, the simulator, the plots
 // or a Consul client. Copy it into the client's plugin_dir and add a
-// plugin "steward-gpu" block to the agent configuration (docs/devices.md).
+// plugin "steward-gpu" block to the agent configuration (docs/reference/devices.md).
 // The agent starts it with no arguments; "steward-gpu -version" prints its
 // version.
 package main

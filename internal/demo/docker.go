@@ -33,7 +33,7 @@ import (
 //
 // The simulated GPUs mount nothing into tasks here (sim_task_mounts =
 // false): Nomad would otherwise drop the trainer's host volume (see
-// docs/devices.md). So a container reports no GPU activity: its GPUs read
+// docs/reference/devices.md). So a container reports no GPU activity: its GPUs read
 // 0%. notebook-a is idle from the start, and the idle rule takes its GPU
 // 30 s after it opens, once the trainer waits; research keeps its own
 // notebook with `steward snooze`, as a user would with the

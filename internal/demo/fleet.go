@@ -72,7 +72,7 @@ func (d *demo) nodeExtra() string {
 
 func (d *demo) simExtra() string {
 	if d.cfg.Scenario == ScenarioDocker {
-		// Device mounts would replace the trainer's host volume (docs/devices.md).
+		// Device mounts would replace the trainer's host volume (docs/reference/devices.md).
 		return "\n    sim_task_mounts = false"
 	}
 	if d.cfg.Scenario != ScenarioFleet {

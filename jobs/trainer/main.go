@@ -5,7 +5,7 @@
 // cost: the previous run's last step, the checkpoint it resumed from, and
 // the difference, which is at most one checkpoint interval.
 //
-// It speaks Steward's checkpoint contract under any driver (docs/driver.md,
+// It speaks Steward's checkpoint contract under any driver (docs/reference/driver.md,
 // "The checkpoint contract"): it checkpoints on STEWARD_CHECKPOINT_SIGNAL
 // into STEWARD_CHECKPOINT_DIR, then says the checkpoint is written by
 // touching ${NOMAD_TASK_DIR}/steward-checkpoint-written (read by the

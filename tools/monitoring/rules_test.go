@@ -64,7 +64,8 @@ func alertRules(t *testing.T) map[string]rulefmt.Rule {
 
 // TestRulesPassTheRuleChecker: the checks of `promtool check rules`
 // (rulefmt, and its lint: no duplicate rules), and each alert the issue
-// names is there with a summary, a description and a severity.
+// names is there with a summary, a description, a runbook_url and a
+// severity.
 func TestRulesPassTheRuleChecker(t *testing.T) {
 	groups := loadRules(t)
 	seen := map[string]bool{}
@@ -81,7 +82,7 @@ func TestRulesPassTheRuleChecker(t *testing.T) {
 				t.Errorf("alert %s: duplicate rule (promtool's lint fails on it)", r.Alert)
 			}
 			seen[key] = true
-			for _, a := range []string{"summary", "description"} {
+			for _, a := range []string{"summary", "description", "runbook_url"} {
 				if strings.TrimSpace(r.Annotations[a]) == "" {
 					t.Errorf("alert %s: no %s annotation", r.Alert, a)
 				}
