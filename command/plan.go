@@ -33,6 +33,7 @@ type PlanCommand struct{ Meta }
 func (c *PlanCommand) Help() string {
 	return strings.TrimSpace(`
 Usage: steward plan -policy FILE|DIR [options]
+       steward plan -replay FILE [-policy FILE|DIR] [options]
 
   Reads the cluster and the controller's saved state and prints what the
   controller would do now, each action with its reason, then the work that
@@ -51,6 +52,19 @@ Plan Options:
   -policy FILE|DIR
     Policy file or directory (repeatable). Required.
 
+  -snapshot FILE
+    Also write what the plan was made from to FILE (JSON: the resolved
+    policy less its notify blocks, the engine's view of the cluster and the
+    time), to plan it again offline with -replay: to study a decision away
+    from the cluster, or attach it to a bug report. It holds job, node and
+    tenant names, GPU counts and utilisation; no tokens, task config or
+    environment.
+
+  -replay FILE
+    Plan a -snapshot file again, offline: no Nomad is read, and the plan is
+    the one the snapshot's plan was, byte for byte. With -policy, plans it
+    with that policy instead ("what if").
+
   -json
     Print the plan as JSON.
 
@@ -67,6 +81,7 @@ func (c *PlanCommand) Synopsis() string {
 func (c *PlanCommand) AutocompleteFlags() complete.Flags {
 	return c.Meta.AutocompleteFlags(flagNamespace, complete.Flags{
 		"-policy": complete.PredictFiles("*.hcl"), "-json": complete.PredictNothing, "-t": complete.PredictAnything,
+		"-snapshot": complete.PredictFiles("*.json"), "-replay": complete.PredictFiles("*.json"),
 	})
 }
 
@@ -75,27 +90,31 @@ func (c *PlanCommand) AutocompleteArgs() complete.Predictor { return complete.Pr
 func (c *PlanCommand) Run(args []string) int {
 	var policies stringList
 	var out outputFlags
+	var snapshotFile, replayFile string
 	fs := c.FlagSet("plan", flagNamespace)
 	fs.Var(&policies, "policy", "")
+	fs.StringVar(&snapshotFile, "snapshot", "", "")
+	fs.StringVar(&replayFile, "replay", "", "")
 	fs.BoolVar(&out.json, "json", false, "")
 	fs.StringVar(&out.template, "t", "", "")
 	if err := c.Parse(fs, args); err != nil {
 		c.UI.Error(fmt.Sprintf("%v\n\n%s", err, c.Help()))
 		return planError
 	}
-	client, err := c.Client()
-	if err != nil {
-		c.UI.Error(err.Error())
-		return planError
+	var (
+		plan *engine.Plan
+		pol  *policy.Policy
+		err  error
+	)
+	if replayFile != "" {
+		if snapshotFile != "" {
+			c.UI.Error("-replay plans a snapshot offline: it takes no -snapshot\n\n" + c.Help())
+			return planError
+		}
+		plan, pol, err = replay(replayFile, policies)
+	} else {
+		plan, pol, err = c.planLive(policies, snapshotFile)
 	}
-	cfg := controller.DefaultConfig()
-	cfg.PolicyFiles, cfg.DryRun, cfg.Listen = policies, true, ""
-	ctl, err := controller.New(cfg, client, hclog.New(&hclog.LoggerOptions{Level: hclog.Warn, Output: os.Stderr}))
-	if err != nil {
-		c.UI.Error(err.Error())
-		return planError
-	}
-	plan, _, err := ctl.PlanOnce(context.Background())
 	if err != nil {
 		c.UI.Error(err.Error())
 		return planError
@@ -103,14 +122,6 @@ func (c *PlanCommand) Run(args []string) int {
 	ns := c.Namespace()
 	if ns == "*" {
 		ns = ""
-	}
-	var pol *policy.Policy
-	if ns != "" {
-		// Parsed again for its tenants (controller.New checked it).
-		if pol, err = controller.LoadPolicy(policies); err != nil {
-			c.UI.Error(err.Error())
-			return planError
-		}
 	}
 	po := planOutput(plan, ns, pol)
 	if out.formatted() {
@@ -121,6 +132,71 @@ func (c *PlanCommand) Run(args []string) int {
 		c.UI.Output(FormatPlan(po))
 	}
 	return planExit(po)
+}
+
+// planLive plans the cluster as the controller would now, writing what it
+// planned from to snapshotFile when set.
+func (c *PlanCommand) planLive(policies []string, snapshotFile string) (*engine.Plan, *policy.Policy, error) {
+	if len(policies) == 0 {
+		return nil, nil, fmt.Errorf("-policy is required (or -replay FILE)\n\n%s", c.Help())
+	}
+	client, err := c.Client()
+	if err != nil {
+		return nil, nil, err
+	}
+	cfg := controller.DefaultConfig()
+	cfg.PolicyFiles, cfg.DryRun, cfg.Listen = policies, true, ""
+	ctl, err := controller.New(cfg, client, hclog.New(&hclog.LoggerOptions{Level: hclog.Warn, Output: os.Stderr}))
+	if err != nil {
+		return nil, nil, err
+	}
+	capture, plan, err := ctl.CaptureOnce(context.Background())
+	if err != nil {
+		return nil, nil, err
+	}
+	if snapshotFile != "" {
+		if err := writeCapture(snapshotFile, capture); err != nil {
+			return nil, nil, err
+		}
+	}
+	return plan, capture.Policy, nil
+}
+
+// writeCapture writes a snapshot file, readable by its owner alone: it
+// names every tenant's jobs.
+func writeCapture(path string, capture *controller.Capture) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return fmt.Errorf("write snapshot: %w", err)
+	}
+	if err := capture.Write(f); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("write snapshot %s: %w", path, err)
+	}
+	return nil
+}
+
+// replay plans a snapshot file again, with policies in place of its own
+// when given.
+func replay(path string, policies []string) (*engine.Plan, *policy.Policy, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, nil, fmt.Errorf("replay: %w", err)
+	}
+	defer f.Close()
+	capture, err := controller.ReadCapture(f)
+	if err != nil {
+		return nil, nil, fmt.Errorf("replay %s: %w", path, err)
+	}
+	if len(policies) > 0 {
+		if capture.Policy, err = controller.LoadPolicy(policies); err != nil {
+			return nil, nil, err
+		}
+	}
+	return capture.Replay(), capture.Policy, nil
 }
 
 // planExit is the exit status for a plan: 2 when actions are pending.

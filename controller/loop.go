@@ -401,21 +401,9 @@ func sleepCtx(ctx context.Context, d time.Duration) bool {
 
 // PlanOnce reads the cluster and the controller's saved state and returns
 // what the controller would do now, changing nothing (steward plan).
-func (c *Controller) PlanOnce(ctx context.Context) (*engine.Plan, *Observation, error) {
-	if err := c.loadStates(ctx); err != nil {
-		return nil, nil, err
-	}
-	pol, eng := c.engineNow()
-	obs, err := c.obs.observe(ctx, c.now(), false)
-	if err != nil {
-		return nil, nil, err
-	}
-	// One fresh stats reading on top of the saved per-minute history.
-	c.sweepStats(ctx, statsTargets(pol, obs))
-	snap := buildSnapshot(pol, obs, c.states, c.usage.samples())
-	// The saved decayed usage, as of its last save (fair share over time).
-	c.fairShareUsage(ctx, pol, snap, obs.At)
-	return eng.Plan(snap, obs.At), obs, nil
+func (c *Controller) PlanOnce(ctx context.Context) (*engine.Plan, error) {
+	_, plan, err := c.CaptureOnce(ctx)
+	return plan, err
 }
 
 // resumeInFlight reports whether a group Steward resumed lately (within

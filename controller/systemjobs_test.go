@@ -196,7 +196,7 @@ func TestSystemJobInUse(t *testing.T) {
 			r := newRoundRunner(t, f)
 			p := sysPolicy(t, `tenant "a" {}`)
 			r.c.pol, r.c.eng = p, engine.New(p)
-			plan, _, err := r.c.PlanOnce(context.Background())
+			plan, err := r.c.PlanOnce(context.Background())
 			if err != nil {
 				t.Fatal(err)
 			}

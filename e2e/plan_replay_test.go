@@ -1,0 +1,81 @@
+package e2e
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gpu-steward/steward/internal/testnomad"
+)
+
+// TestPlanSnapshotReplay (issue 32, item 3): `steward plan -snapshot FILE`
+// against a real agent writes what the plan was made from, and `steward
+// plan -replay FILE` plans it again offline, with no Nomad to read (its
+// address points nowhere): the same plan, byte for byte. With -policy the
+// replay asks "what if": a policy under which training may not be
+// preempted leaves the notebook waiting. The file is its owner's alone,
+// and holds no webhook URL of the policy's.
+func TestPlanSnapshotReplay(t *testing.T) {
+	t.Parallel()
+	c := startCluster(t, 4, "ml")
+	policy := writePolicy(t, fmt.Sprintf(faultPolicy, "0s")+`
+notify "ops" {
+  url = "https://hooks.example.com/secret-path"
+}
+`)
+	c.work("train", "ml", "training", 4, 1, "priority", "40")
+	c.waitRunning(60*time.Second, map[string]int{"ml/train": 1})
+	c.work("nb", "ml", "interactive", 4, 1, "priority", "60")
+	snap := filepath.Join(t.TempDir(), "round.json")
+	var live string
+	testnomad.WaitFor(t, 30*time.Second, "steward plan proposes the preemption", func() (bool, string) {
+		live, _ = c.steward("plan", "-policy", policy, "-snapshot", snap, "-json")
+		return strings.Contains(live, "yields 4 GPUs to ml/nb/work"), live
+	})
+	info, err := os.Stat(snap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Mode().Perm() != 0o600 {
+		t.Errorf("snapshot mode %v, want 0600", info.Mode().Perm())
+	}
+	if b, _ := os.ReadFile(snap); strings.Contains(string(b), "secret-path") {
+		t.Errorf("the snapshot holds the notify block's URL")
+	}
+
+	offline := func(args ...string) (string, int) {
+		return c.stewardAt("http://127.0.0.1:1", append([]string{"plan", "-replay", snap, "-json"}, args...)...)
+	}
+	replayed, code := offline()
+	if code != 2 || replayed != live {
+		t.Errorf("replay: exit %d, want 2 and the live plan byte for byte\n got %s\nwant %s", code, replayed, live)
+	}
+	noPreempt := writePolicy(t, strings.Replace(fmt.Sprintf(faultPolicy, "0s"), "preemptible = true", "preemptible = false", -1))
+	whatIf, _ := offline("-policy", noPreempt)
+	if strings.Contains(whatIf, `"kind": "preempt"`) || !strings.Contains(whatIf, "ml/nb") {
+		t.Errorf("replay with a policy that preempts nothing:\n%s", whatIf)
+	}
+}
+
+// stewardAt runs the CLI against a Nomad address of its own and returns
+// its output and exit status.
+func (c *cluster) stewardAt(address string, args ...string) (string, int) {
+	c.t.Helper()
+	cmd := exec.Command(testnomad.StewardBin(c.t), args...)
+	cmd.Env = append(os.Environ(), "NOMAD_ADDR="+address)
+	out, err := cmd.CombinedOutput()
+	var exit *exec.ExitError
+	switch {
+	case err == nil:
+		return string(out), 0
+	case errors.As(err, &exit):
+		return string(out), exit.ExitCode()
+	}
+	c.t.Fatalf("run steward %v: %v", args, err)
+	return "", -1
+}
