@@ -102,6 +102,9 @@ type Controller struct {
 
 	pressureMu    sync.Mutex
 	pressureSince time.Time
+	// aclsKnown and aclsEnabled: whether the cluster enforces ACLs, once
+	// read (callerToken), under mu.
+	aclsKnown, aclsEnabled bool
 	// latencyMeasured is, per job whose preemption's latency was
 	// measured, the blocking it was measured from (latency.go).
 	latencyMeasured map[jobKey]time.Time

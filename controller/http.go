@@ -17,7 +17,7 @@ import (
 
 // Handler serves /metrics (Prometheus), /healthz (JSON; 503 while the
 // last round failed or none ran for three resync periods) and, unless
-// CheckListen serves it apart, /v1/job/check.
+// CheckListen serves them apart, /v1/job/check and /v1/queue.
 func (c *Controller) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(c.metrics.reg, promhttp.HandlerOpts{}))
@@ -34,6 +34,7 @@ func (c *Controller) Handler() http.Handler {
 	})
 	if c.cfg.CheckListen == "" {
 		mux.Handle("POST /v1/job/check", c.checkHandler())
+		mux.HandleFunc("GET /v1/queue", c.serveQueue)
 	}
 	if c.cfg.Pprof {
 		mux.HandleFunc("/debug/pprof/", pprof.Index)
@@ -46,6 +47,7 @@ func (c *Controller) Handler() http.Handler {
 func (c *Controller) checkHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("POST /v1/job/check", newCheckGuard(c.cfg).wrap(http.HandlerFunc(c.serveCheck)))
+	mux.HandleFunc("GET /v1/queue", c.serveQueue)
 	return mux
 }
 
@@ -68,9 +70,13 @@ func (c *Controller) serveCheck(w http.ResponseWriter, r *http.Request) {
 		writeJSONError(w, code, fmt.Errorf("decode check request: %w", err))
 		return
 	}
+	token, ok := c.callerToken(w, r)
+	if !ok {
+		return
+	}
 	ctx, cancel := context.WithTimeout(r.Context(), checkTimeout)
 	defer cancel()
-	res, err := c.Check(ctx, req.Job, r.Header.Get("X-Nomad-Token"))
+	res, err := c.Check(ctx, req.Job, token)
 	switch {
 	case err == nil:
 		w.Header().Set("Content-Type", "application/json")

@@ -26,7 +26,7 @@ type decisionSeries struct {
 	fairUsage        *prometheus.GaugeVec // tenant
 	fairShare        *prometheus.GaugeVec // tenant
 	reserveShortfall *prometheus.GaugeVec // tenant
-	waitingGroups    *prometheus.GaugeVec // tenant, tier
+	waitingGroups    *prometheus.GaugeVec // tenant, tier, rule
 	oldestWait       *prometheus.GaugeVec // tenant, tier
 	tierPreemptible  *prometheus.GaugeVec // tier
 	tierPriority     *prometheus.GaugeVec // tier
@@ -85,7 +85,7 @@ func (m *metrics) newDecisions() {
 		"GPUs of its reserve a tenant lacks while its work waits: the smaller of reserve minus in use and the GPUs its waiting work wants "+
 			"(work requeued after an idle release left out: it takes only free GPUs by design). 0: the reserve is met or nothing waits.", "tenant")
 	d.waitingGroups = gauge("steward_waiting_groups",
-		"Task groups waiting for GPUs after the round's plan (queued by Nomad or held by Steward; paused jobs left out).", "tenant", "tier")
+		"Task groups waiting for GPUs after the round's plan (queued by Nomad or held by Steward; paused jobs left out), by the rule that holds each.", "tenant", "tier", "rule")
 	d.oldestWait = gauge("steward_oldest_wait_seconds",
 		"How long the longest-waiting task group of a tenant and tier has waited for GPUs, at the round's plan.", "tenant", "tier")
 	d.tierPreemptible = gauge("steward_tier_preemptible", "1 for a tier whose work may be preempted, 0 for one that is never a victim (serving).", "tier")
@@ -206,7 +206,11 @@ func (m *metrics) observeWaiting(r *round, snap *engine.Snapshot, pol *policy.Po
 		d := &snap.Waiting[i]
 		demands[groupKey{d.Job.Ref, d.Group}] = d
 	}
-	groups := map[tenantTier]int{}
+	type tenantTierRule struct {
+		tenantTier
+		rule string
+	}
+	groups := map[tenantTierRule]int{}
 	oldest := map[tenantTier]time.Duration{}
 	reserveWants := map[string]int{} // GPUs of waiting work a reserve serves, per tenant
 	for _, w := range r.plan.Waiting {
@@ -218,7 +222,7 @@ func (m *metrics) observeWaiting(r *round, snap *engine.Snapshot, pol *policy.Po
 		}
 		tier, _ := pol.TenantTier(tenant, raw)
 		key := tenantTier{tenant.Name, tier}
-		groups[key]++
+		groups[tenantTierRule{key, string(w.Reason.Rule)}]++
 		if !since.IsZero() {
 			oldest[key] = max(oldest[key], r.now.Sub(since))
 		}
@@ -227,8 +231,8 @@ func (m *metrics) observeWaiting(r *round, snap *engine.Snapshot, pol *policy.Po
 		}
 	}
 	for key, n := range groups {
-		m.waitingGroups.WithLabelValues(key.tenant, key.tier).Set(float64(n))
-		m.oldestWait.WithLabelValues(key.tenant, key.tier).Set(oldest[key].Seconds())
+		m.waitingGroups.WithLabelValues(key.tenant, key.tier, key.rule).Set(float64(n))
+		m.oldestWait.WithLabelValues(key.tenant, key.tier).Set(oldest[key.tenantTier].Seconds())
 	}
 	for _, t := range r.plan.Tenants {
 		if t.Limit != policy.Unlimited {

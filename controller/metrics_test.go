@@ -78,7 +78,7 @@ func TestTenantMetrics(t *testing.T) {
 			{"steward_reserve_shortfall_gpus", []string{"prod"}, 2},
 			{"steward_gpus_limit", []string{"prod"}, 8},
 			{"steward_gpus_borrowed", []string{"prod"}, 0},
-			{"steward_waiting_groups", []string{"prod", "inference"}, 1},
+			{"steward_waiting_groups", []string{"capacity", "prod", "inference"}, 1},
 			{"steward_oldest_wait_seconds", []string{"prod", "inference"}, 90},
 		},
 	}, {
@@ -91,7 +91,7 @@ func TestTenantMetrics(t *testing.T) {
 		want: []series{
 			{"steward_gpus_borrowed", []string{"ml"}, 4},
 			{"steward_reserve_shortfall_gpus", []string{"ml"}, 0},
-			{"steward_waiting_groups", []string{"ml", "training"}, 2},
+			{"steward_waiting_groups", []string{"capacity", "ml", "training"}, 2},
 			{"steward_oldest_wait_seconds", []string{"ml", "training"}, 600},
 		},
 		absent: []string{"steward_gpus_limit"}, // unlimited: no series
@@ -101,7 +101,7 @@ func TestTenantMetrics(t *testing.T) {
 		waiting: []engine.Demand{demand("ml", "nb", "training", 2, t0.Add(-time.Hour), true)},
 		want: []series{
 			{"steward_reserve_shortfall_gpus", []string{"ml"}, 0},
-			{"steward_waiting_groups", []string{"ml", "training"}, 1},
+			{"steward_waiting_groups", []string{"capacity", "ml", "training"}, 1},
 			{"steward_oldest_wait_seconds", []string{"ml", "training"}, 3600},
 		},
 	}, {
@@ -111,8 +111,20 @@ func TestTenantMetrics(t *testing.T) {
 		tenants: []engine.TenantUsage{{Tenant: "ml", Reserve: 2, Limit: policy.Unlimited, InUse: 2, Waiting: 1}},
 		waiting: []engine.Demand{demand("ml", "x", "made-up", 1, t0.Add(-time.Second), false)},
 		want: []series{
-			{"steward_waiting_groups", []string{"ml", "training"}, 1},
+			{"steward_waiting_groups", []string{"capacity", "ml", "training"}, 1},
 			{"steward_reserve_shortfall_gpus", []string{"ml"}, 0},
+		},
+	}, {
+		name:    "groups of one tenant and tier held by two rules: a series each, the oldest wait over both",
+		tenants: []engine.TenantUsage{{Tenant: "ml", Reserve: 2, Limit: 4, InUse: 4, Waiting: 3}},
+		waiting: []engine.Demand{
+			demand("ml", "a", "training", 1, t0.Add(-time.Minute), false),
+			withGroup(demand("ml", "b", "training", 2, t0.Add(-5*time.Minute), false), "limit"),
+		},
+		want: []series{
+			{"steward_waiting_groups", []string{"capacity", "ml", "training"}, 1},
+			{"steward_waiting_groups", []string{"limit", "ml", "training"}, 1},
+			{"steward_oldest_wait_seconds", []string{"ml", "training"}, 300},
 		},
 	}, {
 		name:    "nothing waits",
@@ -138,7 +150,8 @@ func TestTenantMetrics(t *testing.T) {
 			m := newMetrics()
 			plan := &engine.Plan{Tenants: tc.tenants}
 			for _, d := range tc.waiting {
-				plan.Waiting = append(plan.Waiting, engine.Waiting{Job: d.Job.Ref, Group: d.Group, GPUs: d.GPUs(), Held: d.Held})
+				plan.Waiting = append(plan.Waiting, engine.Waiting{Job: d.Job.Ref, Group: d.Group, GPUs: d.GPUs(), Held: d.Held,
+					Reason: engine.Reason{Rule: ruleOf(d)}})
 			}
 			r := &round{now: t0, obs: &Observation{At: t0}, plan: plan}
 			m.observePlan(r, &engine.Snapshot{Waiting: tc.waiting}, pol, map[jobKey]*JobState{})
@@ -177,7 +190,7 @@ func TestWaitHistogram(t *testing.T) {
 		}
 		if i == 0 {
 			// Held while the victim checkpoints: it waits, in its tier.
-			if got, _ := gaugeValue(t, r.c.metrics.reg, "steward_waiting_groups", []string{"ml", "interactive"}); got != 1 {
+			if got, _ := gaugeValue(t, r.c.metrics.reg, "steward_waiting_groups", []string{"draining", "ml", "interactive"}); got != 1 {
 				t.Errorf("after the first round: waiting groups of ml/interactive = %v, want 1", got)
 			}
 		}
@@ -403,7 +416,7 @@ func gaugeValue(t *testing.T, reg *prometheus.Registry, name string, labels []st
 		for _, l := range m.GetLabel() {
 			values = append(values, l.GetValue())
 		}
-		// Labels come sorted by name: tenant before tier.
+		// Labels come sorted by name: rule, tenant, tier.
 		if slices.Equal(values, labels) || len(values) == 0 && len(labels) == 0 {
 			return m.GetGauge().GetValue(), true
 		}
@@ -484,3 +497,14 @@ func TestIdleReclaimMetrics(t *testing.T) {
 		t.Errorf("idle GPU-hours reclaimed = %v, want 1", got)
 	}
 }
+
+// ruleOf is the rule a test demand waits under: its group's name when it
+// names one ("limit"), else capacity.
+func ruleOf(d engine.Demand) engine.Rule {
+	if d.Group == "limit" {
+		return engine.RuleLimit
+	}
+	return engine.RuleCapacity
+}
+
+func withGroup(d engine.Demand, g string) engine.Demand { d.Group = g; return d }

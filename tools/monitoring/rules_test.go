@@ -151,8 +151,9 @@ func TestAlertsFire(t *testing.T) {
 		name:  "inference waits; training waiting is no incident",
 		alert: "StewardServingWorkWaiting",
 		series: `
-			steward_waiting_groups{instance="a",tenant="prod",tier="inference"} 1x20
-			steward_waiting_groups{instance="a",tenant="ml",tier="training"} 3x20
+			steward_waiting_groups{instance="a",tenant="prod",tier="inference",rule="capacity"} 1x20
+			steward_waiting_groups{instance="b",tenant="prod",tier="inference",rule="capacity"} 1x20
+			steward_waiting_groups{instance="a",tenant="ml",tier="training",rule="limit"} 3x20
 			steward_oldest_wait_seconds{instance="a",tenant="prod",tier="inference"} 90x20
 			steward_tier_preemptible{instance="a",tier="inference"} 0x20
 			steward_tier_preemptible{instance="a",tier="training"} 1x20
