@@ -93,7 +93,7 @@ func (n *node) watchAllocs(ctx context.Context) {
 		} else {
 			n.f.logger.Warn("watching allocations failed; retrying", "node", n.name, "error", err)
 		}
-		if !n.sleep(jitter(retry, 0.5)) {
+		if !n.sleep(jitter(retry)) {
 			return
 		}
 		retry = min(2*retry, 10*time.Second)
