@@ -60,7 +60,7 @@ func SignalNames() []string { return keys(linuxSignals) }
 // uses it for the per-job override in the checkpoint meta key too.
 func NormalizeSignal(s string) (string, error) {
 	name := strings.ToUpper(strings.TrimSpace(s))
-	if name == "" || name == "NONE" {
+	if name == "" || name == strings.ToUpper(CheckpointNone) {
 		return "", nil
 	}
 	if !strings.HasPrefix(name, "SIG") {

@@ -48,6 +48,13 @@ const (
 	RuleTier       Rule = "tier"
 	RulePrecedence Rule = "precedence" // waiting work goes to the first pool of its precedence with room
 	RuleProtected  Rule = "protected"  // work preempted max_per_job times resumes only where it keeps no one from what they are owed
+
+	// Rules of the people's requests (steward pause, resume, snooze), which
+	// the controller carries out around the plan: declared here so that
+	// every rule a decision can name is in this one list.
+	RulePause  Rule = "pause"  // a person paused the job: it is held until resumed
+	RuleResume Rule = "resume" // a person resumed a paused job
+	RuleSnooze Rule = "snooze" // a person snoozed the job's idle reclaim for a while
 )
 
 // Reason explains an action to the people who read it in the Nomad UI.
