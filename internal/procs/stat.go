@@ -151,3 +151,18 @@ func (f FS) IDs() (map[uint32]bool, error) {
 	}
 	return out, nil
 }
+
+// ReadChars is the bytes a process read with read calls, /proc/<pid>/io's
+// rchar (its sockets too, counted by the kernel): the scale test's measure
+// of what the controller reads from Nomad.
+func (f FS) ReadChars(pid int) (uint64, error) {
+	p, err := f.fs.Proc(pid)
+	if err != nil {
+		return 0, notThere(pid, err)
+	}
+	io, err := p.IO()
+	if err != nil {
+		return 0, fmt.Errorf("reading /proc/%d/io: %w", pid, err)
+	}
+	return io.RChar, nil
+}

@@ -138,3 +138,33 @@ func TestReadStatSelf(t *testing.T) {
 		t.Errorf("ReadStat(self) = %+v", st)
 	}
 }
+
+func TestReadChars(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		io      string // "" writes no io file
+		want    uint64
+		wantErr string
+	}{
+		{name: "read bytes", io: "rchar: 4096\nwchar: 10\nsyscr: 3\nsyscw: 1\nread_bytes: 0\nwrite_bytes: 0\ncancelled_write_bytes: 0\n", want: 4096},
+		{name: "malformed", io: "rchar: lots\n", wantErr: "reading /proc/5/io"},
+		{name: "no io file", wantErr: "reading /proc/5/io"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			files := map[string]string{"stat": "btime 1\n", "5/stat": statLine("5", "x", "S")}
+			if tc.io != "" {
+				files["5/io"] = tc.io
+			}
+			got, err := fakeProc(t, files).ReadChars(5)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("ReadChars = %d, %v; want an error with %q", got, err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil || got != tc.want {
+				t.Fatalf("ReadChars = %d, %v; want %d", got, err, tc.want)
+			}
+		})
+	}
+}
