@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	ibackoff "github.com/gpu-steward/steward/internal/backoff"
 	"github.com/gpu-steward/steward/policy/engine"
 )
 
@@ -151,11 +152,7 @@ func (c *Controller) writeRefused(r *round, k jobKey, write string, err error) e
 		c.refusedWrites[wk] = rw
 	}
 	rw.times++
-	wait := refusedFirst
-	for i := 1; i < rw.times && wait < refusedMax; i++ {
-		wait *= 2
-	}
-	wait = min(wait, refusedMax)
+	wait := ibackoff.Exponential(refusedFirst, refusedMax, rw.times-1)
 	rw.at, rw.until = r.now, r.now.Add(wait)
 	nomadErr := strings.TrimSpace(se.Error())
 	missing := missingRight(r.obs.Jobs[k], write, se.StatusCode())

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/nomad/api"
+
+	ibackoff "github.com/gpu-steward/steward/internal/backoff"
 )
 
 // Nomad is every write the controller makes, and the reads of its own
@@ -410,12 +412,5 @@ func isForbidden(err error) bool {
 // backoff is the wait before retry n (0-based) after Nomad errors: 1 s
 // doubling to max, so a Nomad outage costs a request every max at most.
 func backoff(n int, max time.Duration) time.Duration {
-	d := time.Second
-	for i := 0; i < n && d < max; i++ {
-		d *= 2
-	}
-	if d > max {
-		d = max
-	}
-	return d
+	return ibackoff.Exponential(time.Second, max, n)
 }

@@ -14,6 +14,8 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/prometheus/client_golang/prometheus"
+
+	ibackoff "github.com/gpu-steward/steward/internal/backoff"
 )
 
 // The notifier sends webhook messages (the policy's notify blocks) beside
@@ -310,12 +312,7 @@ func (n *notifier) backoff(attempt int) time.Duration {
 // given a draw f in [0, 1): within [d/2, d] for d = min(base·2^(attempt-1),
 // max).
 func backoffDelay(attempt int, base, max time.Duration, f float64) time.Duration {
-	d := base
-	for i := 1; i < attempt && d < max; i++ {
-		d *= 2
-	}
-	d = min(d, max)
-	return d/2 + time.Duration(f*float64(d/2))
+	return ibackoff.Jitter(ibackoff.Exponential(base, max, attempt-1), f)
 }
 
 // notifyMetrics count what became of messages.

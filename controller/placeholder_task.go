@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/nomad/api"
+
+	"github.com/gpu-steward/steward/policy"
 )
 
 // A placeholder's task: a sleep under whichever driver its node has. Any
@@ -52,7 +54,7 @@ func placeholderTask(driver, image string, secs int) *api.Task {
 		// not list (allowed_task_users, empty by default). The sleep runs
 		// with a uid of the placeholder's own, which the driver takes
 		// back once the placeholder is gone (job_user_reclaim_after).
-		task.Config["checkpoint_signal"] = "none"
+		task.Config["checkpoint_signal"] = policy.CheckpointNone
 	case "docker":
 		task.Config = map[string]any{
 			"image": image,

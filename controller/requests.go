@@ -198,7 +198,7 @@ func (c *Controller) resume(ctx context.Context, st *JobState, job *ObservedJob,
 	if msg == "" {
 		return
 	}
-	why := engine.Reason{Rule: "resume", Message: msg}
+	why := engine.Reason{Rule: engine.RuleResume, Message: msg}
 	st.note(StatusHeld, why, now)
 	gpus := 0
 	for g, h := range st.Held {
@@ -228,7 +228,7 @@ func (c *Controller) pause(ctx context.Context, r *round, st *JobState, job *Obs
 	// A paused job waits for nothing: GPUs set aside for it while its
 	// victims drained (a preemption it won) are free to waiting work.
 	c.forgetMarks(ctx, st, st.key().String())
-	reason := engine.Reason{Rule: "pause", Message: fmt.Sprintf("paused by %s: resumes only with steward resume", by)}
+	reason := engine.Reason{Rule: engine.RulePause, Message: fmt.Sprintf("paused by %s: resumes only with steward resume", by)}
 	var allocs []string
 	for _, a := range r.obs.Allocs {
 		if a.Namespace == job.Namespace && a.JobID == job.ID {

@@ -251,7 +251,7 @@ func engineJob(p *policy.Policy, j *ObservedJob, st *JobState) engine.Job {
 	set := p.ResolveJob(j.Namespace, j.Meta)
 	checkpoint := set.CheckpointSignal
 	if checkpoint == "" {
-		checkpoint = "none"
+		checkpoint = policy.CheckpointNone
 	}
 	tier := set.Requested
 	if set.Tenant.Unnamed {

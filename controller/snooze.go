@@ -76,7 +76,7 @@ func snoozeDecision(rule *policy.IdleRule, prev *SnoozeState, job jobKey, durati
 	case asked < 0:
 		return nil, engine.Reason{}, fmt.Errorf("snooze of %s: duration %s is negative", job, duration)
 	case asked == 0:
-		return nil, engine.Reason{Rule: "snooze", Message: fmt.Sprintf("idle reclaim snooze ended by %s: idle rule %s applies again", by, rule.Name)}, nil
+		return nil, engine.Reason{Rule: engine.RuleSnooze, Message: fmt.Sprintf("idle reclaim snooze ended by %s: idle rule %s applies again", by, rule.Name)}, nil
 	case rule.MaxSnooze == 0:
 		return nil, engine.Reason{}, fmt.Errorf("idle rule %s allows no snooze (max_snooze 0s): %s is not snoozed", rule.Name, job)
 	}
@@ -93,7 +93,7 @@ func snoozeDecision(rule *policy.IdleRule, prev *SnoozeState, job jobKey, durati
 			since.UTC().Format("15:04 UTC"), shortDuration(prev.Busy.Round(time.Second)))
 	}
 	s := &SnoozeState{At: now, Since: since, Until: until, Asked: asked, By: by}
-	return s, engine.Reason{Rule: "snooze", Message: snoozeText(s, rule, now)}, nil
+	return s, engine.Reason{Rule: engine.RuleSnooze, Message: snoozeText(s, rule, now)}, nil
 }
 
 // runOver reports whether the run of snoozes s belongs to has ended: its
@@ -176,7 +176,7 @@ func (c *Controller) snooze(ctx context.Context, r *round, st *JobState, job *Ob
 	pol, _ := c.engineNow()
 	rule := pol.ResolveJob(job.Namespace, job.Meta).IdleRule
 	s, why, err := snoozeDecision(rule, st.Snooze, st.key(), duration, by, r.now)
-	d := Decision{At: r.now, Kind: "snooze", Job: st.key().String(), Rule: "snooze", Reason: why.Message}
+	d := Decision{At: r.now, Kind: "snooze", Job: st.key().String(), Rule: string(engine.RuleSnooze), Reason: why.Message}
 	defer func() { c.remember(d) }()
 	if err != nil {
 		c.log.Warn("snooze refused", "job", st.key(), "by", by, "error", err)

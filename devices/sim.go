@@ -9,7 +9,6 @@ import (
 	"math"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -363,26 +362,14 @@ func (b *simBackend) readActivity(id string) (simActivity, bool) {
 	return act, ok
 }
 
-// parseActivity parses "<utilisation %> [<memory used MiB>]". Utilisation
-// may have decimals and is clamped to 0..100.
+// parseActivity is ParseSimActivity with utilisation rounded to the whole
+// percent the plugin reports.
 func parseActivity(raw []byte) (simActivity, bool) {
-	fields := strings.Fields(string(raw))
-	if len(fields) == 0 {
+	a, ok := ParseSimActivity(raw)
+	if !ok {
 		return simActivity{}, false
 	}
-	u, err := strconv.ParseFloat(fields[0], 64)
-	if err != nil || math.IsNaN(u) {
-		return simActivity{}, false
-	}
-	act := simActivity{util: uint32(math.Round(math.Max(0, math.Min(100, u))))}
-	if len(fields) > 1 {
-		m, err := strconv.ParseUint(fields[1], 10, 64)
-		if err != nil {
-			return simActivity{}, false
-		}
-		act.memUsed = m
-	}
-	return act, true
+	return simActivity{util: uint32(math.Round(a.Util)), memUsed: a.MemMiB}, true
 }
 
 // reserve gives each GPU a new activity file at idle and tells the task

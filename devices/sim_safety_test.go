@@ -130,10 +130,14 @@ func TestSimSymlinkPlanted(t *testing.T) {
 	waitUtil(t, util, ids[1], 30)
 	// The activity file replaced by a symlink to a file saying 77: the
 	// plugin keeps the last value, it does not read through the link.
-	if err := os.Remove(files[1]); err != nil {
+	// Swapped in at once (a rename): removed first, a sample between the
+	// two steps read the missing file as idle, and the test failed under
+	// load for want of the last value.
+	planted := files[1] + ".planted"
+	if err := os.Symlink(victim, planted); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Symlink(victim, files[1]); err != nil {
+	if err := os.Rename(planted, files[1]); err != nil {
 		t.Fatal(err)
 	}
 	for i := 0; i < 3; i++ {

@@ -8,6 +8,8 @@ import (
 
 	"github.com/hashicorp/nomad/plugins/base"
 	"github.com/hashicorp/nomad/plugins/shared/hclspec"
+
+	"github.com/gpu-steward/steward/policy"
 )
 
 // GPU attribution backends (plugin option gpu_backend).
@@ -38,7 +40,7 @@ const (
 	defaultStateDir = "/var/lib/steward-exec"
 	// defaultJobUserReclaimAfter is job_user_reclaim_after's default.
 	defaultJobUserReclaimAfter = time.Hour
-	signalNone                 = "none"
+	signalNone                 = policy.CheckpointNone
 	checkpointFallbackSubdir   = "steward-checkpoint"
 )
 

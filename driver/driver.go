@@ -309,7 +309,7 @@ func (d *Driver) StartTask(cfg *drivers.TaskConfig) (*drivers.TaskHandle, *drive
 		d.logger.Debug("cannot read the new task's start time", "pid", cmd.Process.Pid, "error", err)
 	}
 
-	h := d.newHandle(cfg, tc, cmd.Process.Pid, st.startTicks, time.Now().Round(time.Millisecond), ckpt, persistent, ckptSignal)
+	h := d.newHandle(cfg, tc, cmd.Process.Pid, st.StartTicks, time.Now().Round(time.Millisecond), ckpt, persistent, ckptSignal)
 	h.proc = cmd.Process
 	if tu.jobUID {
 		h.jobUID = uint32(tu.uid)

@@ -3,10 +3,8 @@ package driver
 import (
 	"errors"
 	"fmt"
-	"math"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 
 	"github.com/gpu-steward/steward/devices"
@@ -74,10 +72,9 @@ type simSampler struct {
 	last  []gpuActivity // last valid reading per file
 }
 
-type gpuActivity struct {
-	util   float64
-	memMiB uint64
-}
+// gpuActivity is one reading of an activity file, in the format the
+// device plugin owns (devices.ParseSimActivity).
+type gpuActivity = devices.SimActivity
 
 func newSimSampler(files []string) *simSampler {
 	return &simSampler{files: files, last: make([]gpuActivity, len(files))}
@@ -100,36 +97,14 @@ func (s *simSampler) sample(func() map[uint32]bool) (gpuUsage, error) {
 		default:
 			// An empty or half-written file keeps the last reading, as in
 			// the device plugin.
-			if act, ok := parseSimActivity(string(raw)); ok {
+			if act, ok := devices.ParseSimActivity(raw); ok {
 				s.last[i] = act
 			}
 		}
-		u.Util += s.last[i].util
-		u.MemMiB += s.last[i].memMiB
+		u.Util += s.last[i].Util
+		u.MemMiB += s.last[i].MemMiB
 	}
 	u.Util /= float64(len(s.files))
 	u.HasUtil = true
 	return u, nil
-}
-
-// parseSimActivity parses "<utilisation %> [<memory MiB>]", the format of
-// the device plugin's activity files (docs/reference/devices.md).
-func parseSimActivity(raw string) (gpuActivity, bool) {
-	f := strings.Fields(raw)
-	if len(f) == 0 {
-		return gpuActivity{}, false
-	}
-	u, err := strconv.ParseFloat(f[0], 64)
-	if err != nil || math.IsNaN(u) {
-		return gpuActivity{}, false
-	}
-	act := gpuActivity{util: math.Max(0, math.Min(100, u))}
-	if len(f) > 1 {
-		m, err := strconv.ParseUint(f[1], 10, 64)
-		if err != nil {
-			return gpuActivity{}, false
-		}
-		act.memMiB = m
-	}
-	return act, true
 }

@@ -188,18 +188,3 @@ func TestSimSampler(t *testing.T) {
 		t.Errorf("missing file and 250%%: %+v, want (0+100)/2", u)
 	}
 }
-
-func TestParseProcStat(t *testing.T) {
-	line := "4242 (my (odd) cmd) S 1 4242 4242 0 -1 4194560 100 0 0 0 250 50 0 0 20 0 3 0 123456 1000000 300 18446744073709551615 0 0 0 0 0 0 0 0 0 0 0 0 17 0 0 0 0 0 0\n"
-	st, err := parseProcStat(4242, []byte(line))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if st.ppid != 1 || st.pgrp != 4242 || st.state != 'S' || st.startTicks != 123456 ||
-		st.user.Seconds() != 2.5 || st.system.Seconds() != 0.5 || st.rssBytes != 300*pageSize {
-		t.Errorf("parsed %+v", st)
-	}
-	if _, err := parseProcStat(1, []byte("1 (x) S 1")); err == nil {
-		t.Error("short line parsed")
-	}
-}

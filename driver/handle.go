@@ -183,7 +183,7 @@ func (h *taskHandle) killAll() {
 	procs := taskProcesses(h.pid, h.startTicks)
 	_ = syscall.Kill(-h.pid, syscall.SIGKILL)
 	for _, p := range procs {
-		_ = syscall.Kill(p.pid, syscall.SIGKILL)
+		_ = syscall.Kill(p.Pid, syscall.SIGKILL)
 	}
 }
 

@@ -1,7 +1,6 @@
 package driver
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"hash/fnv"
@@ -17,6 +16,7 @@ import (
 	"github.com/hashicorp/nomad/drivers/shared/validators"
 	"github.com/hashicorp/nomad/plugins/drivers"
 
+	"github.com/gpu-steward/steward/internal/procs"
 	"github.com/gpu-steward/steward/internal/safefs"
 )
 
@@ -446,32 +446,9 @@ func (j *jobUIDs) ownsCheckpointDir(uid uint32, oldKey string) (bool, error) {
 // every process on the host runs as: a job with a process left, even one
 // its task started and left behind, is not gone.
 func procUIDs() (map[uint32]bool, error) {
-	entries, err := os.ReadDir("/proc")
+	h, err := procs.Host()
 	if err != nil {
 		return nil, err
 	}
-	out := map[uint32]bool{}
-	for _, e := range entries {
-		if _, err := strconv.Atoi(e.Name()); err != nil {
-			continue
-		}
-		f, err := os.Open(filepath.Join("/proc", e.Name(), "status"))
-		if err != nil {
-			continue // ended meanwhile
-		}
-		sc := bufio.NewScanner(f)
-		for sc.Scan() {
-			line := sc.Text()
-			if !strings.HasPrefix(line, "Uid:") && !strings.HasPrefix(line, "Gid:") {
-				continue
-			}
-			for _, field := range strings.Fields(line)[1:] {
-				if id, err := strconv.ParseUint(field, 10, 32); err == nil {
-					out[uint32(id)] = true
-				}
-			}
-		}
-		f.Close()
-	}
-	return out, nil
+	return h.IDs()
 }

@@ -67,7 +67,7 @@ func everyPeriod(ctx context.Context, period time.Duration, h *taskHandle, what 
 func pidSet(procs []procStat) map[uint32]bool {
 	m := make(map[uint32]bool, len(procs))
 	for _, p := range procs {
-		m[uint32(p.pid)] = true
+		m[uint32(p.Pid)] = true
 	}
 	return m
 }

@@ -10,10 +10,6 @@ import (
 	"github.com/gpu-steward/steward/policy"
 )
 
-// signalAliases are Linux names that golang.org/x/sys/unix does not map,
-// for the same signals under other names.
-var signalAliases = map[string]syscall.Signal{"SIGIOT": unix.SIGABRT, "SIGPOLL": unix.SIGIO}
-
 // normaliseSignal turns "usr1", "SIGUSR1" or "none" into the canonical
 // "SIGUSR1" / "none", or says why the name is not a signal. The names are
 // the policy language's (policy.NormalizeSignal), so that the driver and
@@ -31,11 +27,10 @@ func normaliseSignal(name string) (string, error) {
 	return n, nil
 }
 
+// signalNum is a canonical name's number on this machine: the names are the
+// policy's one table, the numbers golang.org/x/sys/unix's.
 func signalNum(name string) syscall.Signal {
-	if s, ok := signalAliases[name]; ok {
-		return s
-	}
-	return unix.SignalNum(name)
+	return unix.SignalNum(policy.KernelSignalName(name))
 }
 
 // parseSignal returns the signal for a name, or an error naming it.

@@ -78,16 +78,16 @@ func (s *statsCollector) collect(procs []procStat, now time.Time) *drivers.TaskR
 	pids := make(map[string]*cstructs.ResourceUsage, len(procs))
 	seen := make(map[int]bool, len(procs))
 	for _, p := range procs {
-		user += p.user
-		system += p.system
-		rss += p.rssBytes
-		pt := s.pids[p.pid]
+		user += p.User
+		system += p.System
+		rss += p.RSSBytes
+		pt := s.pids[p.Pid]
 		if pt == nil {
 			pt = &pidTrackers{cpustats.New(s.compute), cpustats.New(s.compute), cpustats.New(s.compute)}
-			s.pids[p.pid] = pt
+			s.pids[p.Pid] = pt
 		}
-		seen[p.pid] = true
-		pids[strconv.Itoa(p.pid)] = usage(pt.total, pt.user, pt.system, p.user, p.system, p.rssBytes)
+		seen[p.Pid] = true
+		pids[strconv.Itoa(p.Pid)] = usage(pt.total, pt.user, pt.system, p.User, p.System, p.RSSBytes)
 	}
 	for pid := range s.pids {
 		if !seen[pid] {

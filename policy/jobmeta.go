@@ -136,7 +136,7 @@ func (p *Policy) checkpointOf(meta map[string]string) (string, string) {
 	}
 	uses := def
 	if uses == "" {
-		uses = "none"
+		uses = CheckpointNone
 	}
 	if _, err := NormalizeSignal(v); err != nil {
 		hint := ""

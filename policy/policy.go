@@ -37,6 +37,12 @@ const (
 	DefaultMinRuntime       = 10 * time.Minute
 	DefaultGrace            = 2 * time.Minute
 	DefaultCheckpointSignal = "SIGUSR1"
+	// CheckpointNone is how "no checkpoint signal" is spelt wherever a
+	// signal is written as text: a policy's checkpoint_signal, the
+	// checkpoint meta key, the engine's Job.Checkpoint, the driver's
+	// checkpoint_signal option. Policy itself holds "" for it
+	// (NormalizeSignal). One constant, so that the spellings cannot drift.
+	CheckpointNone          = "none"
 	DefaultMaxPerJobPerHour = 2
 	// DefaultMaxPerJob bounds the preemptions of one job over its life:
 	// past it the job is protected until it ends, so that every job

@@ -200,7 +200,7 @@ func (p *Policy) Format(w io.Writer) error {
 	setString(pb, "grace", FormatDuration(pr.Grace))
 	signal := pr.CheckpointSignal
 	if signal == "" {
-		signal = "none"
+		signal = CheckpointNone
 	}
 	setString(pb, "checkpoint_signal", signal)
 	pb.SetAttributeValue("max_per_job_per_hour", cty.NumberIntVal(int64(pr.MaxPerJobPerHour)))

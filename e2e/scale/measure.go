@@ -1,14 +1,11 @@
 package scale
 
 import (
-	"bufio"
 	"fmt"
 	"math"
 	"net/http"
-	"os"
 	"regexp"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -16,6 +13,8 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+
+	"github.com/gpu-steward/steward/internal/procs"
 )
 
 // scrape reads a controller's metrics.
@@ -110,40 +109,20 @@ type procSample struct {
 	rchar int64
 }
 
-// readProc reads /proc/<pid>/stat (utime, stime) and /proc/<pid>/status
-// (VmRSS).
+// readProc reads a process's stat (utime, stime, rss) and io (rchar)
+// through internal/procs.
 func readProc(pid int) (procSample, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	h, err := procs.Host()
+	if err != nil {
+		return procSample{}, err
+	}
+	st, err := h.Stat(pid)
 	if err != nil {
 		return procSample{}, fmt.Errorf("read stat of %d: %w", pid, err)
 	}
-	// The command name may hold spaces: fields start after its ")".
-	fields := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
-	if len(fields) < 13 {
-		return procSample{}, fmt.Errorf("stat of %d: %d fields", pid, len(fields))
-	}
-	utime, _ := strconv.ParseInt(fields[11], 10, 64)
-	stime, _ := strconv.ParseInt(fields[12], 10, 64)
-	const ticks = 100 // USER_HZ on Linux
-	s := procSample{cpu: time.Duration(utime+stime) * time.Second / ticks}
-	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return procSample{}, fmt.Errorf("read status of %d: %w", pid, err)
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "VmRSS:"); ok {
-			kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
-			s.rss = kb << 10
-		}
-	}
-	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/io", pid)); err == nil {
-		for _, line := range strings.Split(string(b), "\n") {
-			if v, ok := strings.CutPrefix(line, "rchar: "); ok {
-				s.rchar, _ = strconv.ParseInt(v, 10, 64)
-			}
-		}
+	s := procSample{cpu: st.User + st.System, rss: int64(st.RSSBytes)}
+	if rchar, err := h.ReadChars(pid); err == nil {
+		s.rchar = int64(rchar)
 	}
 	return s, nil
 }

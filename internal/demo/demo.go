@@ -28,6 +28,7 @@ import (
 	"github.com/gpu-steward/steward/controller"
 	"github.com/gpu-steward/steward/internal/devagent"
 	"github.com/gpu-steward/steward/internal/dockerd"
+	"github.com/gpu-steward/steward/internal/procs"
 )
 
 // Config says where the demo finds what it runs and what it does.
@@ -268,19 +269,16 @@ func (d *demo) stopStale() {
 // killTasks kills processes still running from the demo's data dir (the
 // demo's own tasks, which a killed agent does not stop).
 func (d *demo) killTasks() {
-	entries, _ := os.ReadDir("/proc")
+	ps, _ := procs.List()
 	self := os.Getpid()
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil || pid == self {
+	for _, p := range ps {
+		if p.Pid == self {
 			continue
 		}
-		cwd, _ := os.Readlink(fmt.Sprintf("/proc/%d/cwd", pid))
-		cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
 		for _, dir := range []string{"data", "data-cloud"} {
 			data := d.path(dir) + string(filepath.Separator)
-			if strings.HasPrefix(cwd+"/", data) || strings.Contains(string(cmdline), data) {
-				_ = syscall.Kill(pid, syscall.SIGKILL)
+			if strings.HasPrefix(p.Cwd+"/", data) || strings.Contains(strings.Join(p.Cmdline, "\x00"), data) {
+				_ = syscall.Kill(p.Pid, syscall.SIGKILL)
 				break
 			}
 		}
@@ -301,7 +299,7 @@ func waitGone(pid int, timeout time.Duration) {
 		if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
 			return
 		}
-		if st, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); err == nil && strings.Contains(string(st), ") Z ") {
+		if st, err := procs.ReadStat(pid); err == nil && st.State == 'Z' {
 			return // a zombie of ours
 		}
 		time.Sleep(100 * time.Millisecond)

@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/gpu-steward/steward/internal/devagent"
+	"github.com/gpu-steward/steward/internal/procs"
 )
 
 // Images are the images built into the daemon, by name: each from
@@ -209,7 +210,7 @@ func StopStale(dir string) bool {
 			if bytes.Contains(cmdline, []byte(dir)) && syscall.Kill(pid, syscall.SIGTERM) == nil {
 				found = true
 				for end := time.Now().Add(45 * time.Second); time.Now().Before(end); time.Sleep(200 * time.Millisecond) {
-					if st, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); err != nil || bytes.Contains(st, []byte(") Z ")) {
+					if st, err := procs.ReadStat(pid); err != nil || st.State == 'Z' {
 						break
 					}
 				}
@@ -220,8 +221,8 @@ func StopStale(dir string) bool {
 		found = true
 	}
 	if len(ids) > 0 {
-		procs, _ := os.ReadDir("/proc")
-		for _, p := range procs {
+		entries, _ := os.ReadDir("/proc")
+		for _, p := range entries {
 			pid, err := strconv.Atoi(p.Name())
 			if err != nil {
 				continue

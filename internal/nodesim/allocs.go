@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/nomad/nomad/structs"
+
+	"github.com/gpu-steward/steward/internal/backoff"
 )
 
 const (
@@ -65,7 +67,7 @@ func (a *simAlloc) stopTimers() {
 // watchAllocations.
 func (n *node) watchAllocs(ctx context.Context) {
 	var index uint64
-	retry := watchRetry
+	failures := 0 // in a row
 	for ctx.Err() == nil {
 		listed, newIndex, err := n.listAllocs(index)
 		if err == nil && newIndex > index {
@@ -79,7 +81,7 @@ func (n *node) watchAllocs(ctx context.Context) {
 			}
 		}
 		if err == nil {
-			retry = watchRetry
+			failures = 0
 			continue
 		}
 		if ctx.Err() != nil {
@@ -93,10 +95,10 @@ func (n *node) watchAllocs(ctx context.Context) {
 		} else {
 			n.f.logger.Warn("watching allocations failed; retrying", "node", n.name, "error", err)
 		}
-		if !n.sleep(jitter(retry, 0.5)) {
+		if !n.sleep(jitter(backoff.Exponential(watchRetry, 10*time.Second, failures))) {
 			return
 		}
-		retry = min(2*retry, 10*time.Second)
+		failures++
 	}
 }
 

@@ -39,7 +39,7 @@ func (n *node) heartbeatLoop(ctx context.Context) {
 			n.f.logger.Info("server forgot the node; registering again", "node", n.name, "error", err)
 			if err := n.register(); err != nil {
 				n.f.logger.Warn("registering again", "node", n.name, "error", err)
-				wait = jitter(2*heartbeatRetry, 0.5)
+				wait = jitter(2 * heartbeatRetry)
 				continue
 			}
 			// Register keeps the stored status; heartbeat at once so a
@@ -50,7 +50,7 @@ func (n *node) heartbeatLoop(ctx context.Context) {
 				return
 			}
 			n.f.logger.Warn("heartbeat failed; retrying", "node", n.name, "error", err)
-			wait = jitter(heartbeatRetry, 0.5)
+			wait = jitter(heartbeatRetry)
 		}
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/hashicorp/nomad/nomad/structs"
 	psstructs "github.com/hashicorp/nomad/plugins/shared/structs"
 
+	"github.com/gpu-steward/steward/internal/backoff"
 	"github.com/gpu-steward/steward/internal/version"
 )
 
@@ -228,7 +229,6 @@ func (n *node) register() error {
 // registerRetry registers, retrying with jittered backoff until ctx ends
 // or the error looks permanent.
 func (n *node) registerRetry(ctx context.Context) error {
-	backoff := 250 * time.Millisecond
 	for attempt := 1; ; attempt++ {
 		err := n.register()
 		if err == nil {
@@ -238,14 +238,13 @@ func (n *node) registerRetry(ctx context.Context) error {
 			return err
 		}
 		n.f.logger.Debug("registration failed; retrying", "node", n.name, "attempt", attempt, "error", err)
-		t := time.NewTimer(jitter(backoff, 0.5))
+		t := time.NewTimer(jitter(backoff.Exponential(250*time.Millisecond, 5*time.Second, attempt-1)))
 		select {
 		case <-ctx.Done():
 			t.Stop()
 			return fmt.Errorf("register node %s: %w (last error: %v)", n.name, ctx.Err(), err)
 		case <-t.C:
 		}
-		backoff = min(2*backoff, 5*time.Second)
 	}
 }
 
@@ -256,7 +255,8 @@ func permanent(err error) bool {
 		strings.Contains(s, "missing") || strings.Contains(s, "does not match")
 }
 
-// jitter returns d scaled by a random factor in [1-frac, 1].
-func jitter(d time.Duration, frac float64) time.Duration {
-	return time.Duration(float64(d) * (1 - frac*rand.Float64()))
+// jitter spreads a wait d within [d/2, d] (backoff.Jitter), so that the
+// simulated nodes do not retry together.
+func jitter(d time.Duration) time.Duration {
+	return backoff.Jitter(d, rand.Float64())
 }

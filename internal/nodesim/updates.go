@@ -96,7 +96,7 @@ func (u *updater) flush() {
 	if len(u.pending) > 0 {
 		d := batchInterval
 		if failed {
-			d = jitter(batchRetry, 0.5)
+			d = jitter(batchRetry)
 		}
 		u.armLocked(d)
 	}

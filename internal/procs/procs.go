@@ -1,17 +1,18 @@
-// Package procs reads the machine's processes from /proc, for the test
-// harness and `make leakcheck` to find what tests left running. Linux only,
-// as Steward's tests are.
+// Package procs is Steward's one reader of /proc (Linux only, as Steward's
+// drivers and tests are): the driver's view of a task's processes (Stat,
+// Stats, IDs), and the test harness's and `make leakcheck`'s of what tests
+// left running (List). It reads through github.com/prometheus/procfs
+// (stat.go).
 package procs
 
 import (
-	"bytes"
 	"fmt"
-	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/prometheus/procfs"
 )
 
 // Proc is one process, as much of it as could be read: another user's
@@ -81,95 +82,54 @@ func isNameByte(c byte) bool {
 	return c == '-' || c == '_' || c == '.' || '0' <= c && c <= '9' || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z'
 }
 
-// List reads every process it can. Processes that end while it reads are
-// left out.
+// List reads every process it can from the host's /proc. Processes that
+// end while it reads are left out.
 func List() ([]Proc, error) {
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		return nil, fmt.Errorf("listing processes: %w", err)
-	}
-	boot, err := bootTime()
+	h, err := Host()
 	if err != nil {
 		return nil, err
 	}
+	return h.List()
+}
+
+// List reads every process it can. Processes that end while it reads are
+// left out; another user's may lack their cwd, exe and environment.
+func (f FS) List() ([]Proc, error) {
+	ps, err := f.fs.AllProcs()
+	if err != nil {
+		return nil, fmt.Errorf("listing processes: %w", err)
+	}
+	ks, err := f.fs.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("reading boot time: %w", err)
+	}
+	boot := time.Unix(int64(ks.BootTime), 0)
 	var out []Proc
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
+	for _, p := range ps {
+		st, err := stat(p)
 		if err != nil {
 			continue
 		}
-		if p, ok := read(pid, boot); ok {
-			out = append(out, p)
-		}
+		out = append(out, proc(p, st, boot))
 	}
 	return out, nil
 }
 
-// read reads one process; ok is false when it is gone.
-func read(pid int, boot time.Time) (Proc, bool) {
-	dir := filepath.Join("/proc", strconv.Itoa(pid))
-	stat, err := os.ReadFile(filepath.Join(dir, "stat"))
-	if err != nil {
-		return Proc{}, false
+// proc reads the rest of a process whose stat was read.
+func proc(p procfs.Proc, st Stat, boot time.Time) Proc {
+	out := Proc{Pid: st.Pid, PPid: st.PPid, Pgid: st.Pgid, State: string(st.State),
+		Started: boot.Add(time.Duration(st.StartTicks) * time.Second / ClockTicks)}
+	if exe, err := p.Executable(); err == nil {
+		out.Exe = strings.TrimSuffix(exe, " (deleted)")
 	}
-	// The command name is in parentheses and may hold spaces: the fields
-	// after it start at the last ')'.
-	s := string(stat)
-	rp := strings.LastIndexByte(s, ')')
-	if rp < 0 || rp+2 > len(s) {
-		return Proc{}, false
+	out.Cwd, _ = p.Cwd()
+	if cl, err := p.CmdLine(); err == nil && len(cl) > 0 {
+		out.Cmdline = cl
 	}
-	fields := strings.Fields(s[rp+2:])
-	if len(fields) < 20 {
-		return Proc{}, false
-	}
-	p := Proc{Pid: pid, State: fields[0]}
-	p.PPid, _ = strconv.Atoi(fields[1])
-	p.Pgid, _ = strconv.Atoi(fields[2])
-	if ticks, err := strconv.ParseInt(fields[19], 10, 64); err == nil {
-		p.Started = boot.Add(time.Duration(ticks) * time.Second / clockTicks)
-	}
-	if exe, err := os.Readlink(filepath.Join(dir, "exe")); err == nil {
-		p.Exe = strings.TrimSuffix(exe, " (deleted)")
-	}
-	p.Cwd, _ = os.Readlink(filepath.Join(dir, "cwd"))
-	p.Cmdline = nulSplit(filepath.Join(dir, "cmdline"))
-	p.Env = nulSplit(filepath.Join(dir, "environ"))
-	return p, true
-}
-
-// clockTicks is USER_HZ, the unit of /proc/<pid>/stat's times: 100 on
-// every Linux architecture Go supports.
-const clockTicks = 100
-
-func nulSplit(path string) []string {
-	b, err := os.ReadFile(path)
-	if err != nil || len(b) == 0 {
-		return nil
-	}
-	var out []string
-	for _, f := range bytes.Split(bytes.TrimRight(b, "\x00"), []byte{0}) {
-		out = append(out, string(f))
+	if env, err := p.Environ(); err == nil && len(env) > 0 {
+		out.Env = env
 	}
 	return out
-}
-
-// bootTime is when the machine booted (/proc/stat's btime).
-func bootTime() (time.Time, error) {
-	b, err := os.ReadFile("/proc/stat")
-	if err != nil {
-		return time.Time{}, fmt.Errorf("reading boot time: %w", err)
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "btime "); ok {
-			secs, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
-			if err != nil {
-				return time.Time{}, fmt.Errorf("reading boot time: %w", err)
-			}
-			return time.Unix(secs, 0), nil
-		}
-	}
-	return time.Time{}, fmt.Errorf("reading boot time: no btime in /proc/stat")
 }
 
 // Ancestors returns the process IDs of pid's parent, its parent's parent,

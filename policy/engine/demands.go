@@ -861,7 +861,7 @@ func (st *state) checkpoint(job *Job, grace time.Duration) (string, time.Duratio
 	if job.Checkpoint != "" {
 		sig = job.Checkpoint
 	}
-	if sig == "" || sig == "none" || grace <= 0 {
+	if sig == "" || sig == policy.CheckpointNone || grace <= 0 {
 		return "", 0
 	}
 	return sig, grace

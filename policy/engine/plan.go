@@ -49,6 +49,13 @@ const (
 	RulePrecedence Rule = "precedence" // waiting work goes to the first pool of its precedence with room
 	RuleProtected  Rule = "protected"  // work preempted max_per_job times resumes only where it keeps no one from what they are owed
 	RuleFairShare  Rule = "fair_share" // a tenant far above its fair share over time gives borrowed GPUs to one below
+
+	// Rules of the people's requests (steward pause, resume, snooze), which
+	// the controller carries out around the plan: declared here so that
+	// every rule a decision can name is in this one list.
+	RulePause  Rule = "pause"  // a person paused the job: it is held until resumed
+	RuleResume Rule = "resume" // a person resumed a paused job
+	RuleSnooze Rule = "snooze" // a person snoozed the job's idle reclaim for a while
 )
 
 // Reason explains an action to the people who read it in the Nomad UI.

@@ -84,7 +84,8 @@ type Job struct {
 	Priority int  // the job's current Nomad priority
 	Gang     bool // all allocations preempted and resumed together
 	// Checkpoint overrides the policy's checkpoint signal for this job: ""
-	// uses the policy's, "none" means the job takes no signal (no grace).
+	// uses the policy's, policy.CheckpointNone ("none") means the job takes
+	// no signal (no grace).
 	// The controller passes what policy.ResolveJob made of the job's meta.
 	Checkpoint string
 	// Promoted is set once Steward promoted the job (a promote action): its
