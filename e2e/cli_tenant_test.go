@@ -19,8 +19,15 @@ import (
 // output (stdout and stderr) and exit status.
 func (c *cluster) stewardAs(token string, args ...string) (string, int) {
 	c.t.Helper()
+	return c.stewardWith(c.nomadEnv(token), args...)
+}
+
+// stewardWith runs the CLI with env added to this process's environment
+// and returns its output (stdout and stderr) and exit status.
+func (c *cluster) stewardWith(env []string, args ...string) (string, int) {
+	c.t.Helper()
 	cmd := exec.Command(testnomad.StewardBin(c.t), args...)
-	cmd.Env = append(os.Environ(), c.nomadEnv(token)...)
+	cmd.Env = append(os.Environ(), env...)
 	out, err := cmd.CombinedOutput()
 	var exit *exec.ExitError
 	switch {

@@ -8,16 +8,9 @@ import (
 	"github.com/gpu-steward/steward/internal/testnomad"
 )
 
-// TestDepartmentLimit: tenants a and b, each without a limit of its own,
-// are in department research with limit 2, on a 4-GPU dev agent. Each runs
-// one 1-GPU training job, then submits a second: Nomad would run all four
-// (the GPUs are free), but at most 2 run, the department's limit, and each
-// second job waits with a reason that names the department and its
-// numbers.
-func TestDepartmentLimit(t *testing.T) {
-	t.Parallel()
-	c := startCluster(t, 4, "a", "b")
-	c.startController("ctl", writePolicy(t, twoTiers+`
+// departmentPolicy puts tenants a and b, each without a limit of its
+// own, in department research of limit 2.
+const departmentPolicy = twoTiers + `
 tenant "a" {}
 tenant "b" {}
 department "research" {
@@ -28,7 +21,18 @@ preemption {
   min_runtime = "0s"
   grace       = "0s"
 }
-`))
+`
+
+// TestDepartmentLimit: tenants a and b, each without a limit of its own,
+// are in department research with limit 2, on a 4-GPU dev agent. Each runs
+// one 1-GPU training job, then submits a second: Nomad would run all four
+// (the GPUs are free), but at most 2 run, the department's limit, and each
+// second job waits with a reason that names the department and its
+// numbers.
+func TestDepartmentLimit(t *testing.T) {
+	t.Parallel()
+	c := startCluster(t, 4, "a", "b")
+	c.startController("ctl", writePolicy(t, departmentPolicy))
 	c.work("j1", "a", "training", 1, 1, "priority", "40")
 	c.work("j1", "b", "training", 1, 1, "priority", "40")
 	c.waitRunning(60*time.Second, map[string]int{"a/j1": 1, "b/j1": 1})
@@ -63,18 +67,7 @@ func TestDepartmentLimitDocker(t *testing.T) {
 	for i := range 2 {
 		c.waitDriver(c.gpuNode(i).NodeID, "docker")
 	}
-	c.startController("ctl", writePolicy(t, twoTiers+`
-tenant "a" {}
-tenant "b" {}
-department "research" {
-  tenants = ["a", "b"]
-  limit   = 2
-}
-preemption {
-  min_runtime = "0s"
-  grace       = "0s"
-}
-`))
+	c.startController("ctl", writePolicy(t, departmentPolicy))
 	c.dockerWorkIn("a", "j1", "training", 1, 40)
 	c.dockerWorkIn("b", "j1", "training", 1, 40)
 	c.waitRunning(90*time.Second, map[string]int{"a/j1": 1, "b/j1": 1})

@@ -1,10 +1,8 @@
 package e2e
 
 import (
-	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -49,7 +47,7 @@ notify "ops" {
 	}
 
 	offline := func(args ...string) (string, int) {
-		return c.stewardAt("http://127.0.0.1:1", append([]string{"plan", "-replay", snap, "-json"}, args...)...)
+		return c.stewardWith([]string{"NOMAD_ADDR=http://127.0.0.1:1"}, append([]string{"plan", "-replay", snap, "-json"}, args...)...)
 	}
 	replayed, code := offline()
 	if code != 2 || replayed != live {
@@ -60,22 +58,4 @@ notify "ops" {
 	if strings.Contains(whatIf, `"kind": "preempt"`) || !strings.Contains(whatIf, "ml/nb") {
 		t.Errorf("replay with a policy that preempts nothing:\n%s", whatIf)
 	}
-}
-
-// stewardAt runs the CLI against a Nomad address of its own and returns
-// its output and exit status.
-func (c *cluster) stewardAt(address string, args ...string) (string, int) {
-	c.t.Helper()
-	cmd := exec.Command(testnomad.StewardBin(c.t), args...)
-	cmd.Env = append(os.Environ(), "NOMAD_ADDR="+address)
-	out, err := cmd.CombinedOutput()
-	var exit *exec.ExitError
-	switch {
-	case err == nil:
-		return string(out), 0
-	case errors.As(err, &exit):
-		return string(out), exit.ExitCode()
-	}
-	c.t.Fatalf("run steward %v: %v", args, err)
-	return "", -1
 }
