@@ -2,6 +2,7 @@ package command
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"os"
 	"os/signal"
@@ -47,7 +48,11 @@ Usage: steward controller -policy FILE|DIR [options]
 
 Options:
 
-  -policy FILE|DIR     Policy file or directory (repeatable). Required.
+  -config FILE         The options below in an HCL file (docs/reference/controller.md,
+                       "Configuration file"): policy = [...] and log_level at the top,
+                       blocks nomad, telemetry, check, high_availability, state. A flag
+                       on the command line wins over the file.
+  -policy FILE|DIR     Policy file or directory (repeatable). Required, here or in -config.
   -dry-run             Plan and log, change nothing in Nomad.
   -listen ADDR         /metrics, /healthz and (without -check-listen) /v1/job/check
                        address (default 127.0.0.1:9646; "" off). /healthz names this
@@ -125,6 +130,7 @@ func (c *ControllerCommand) AutocompleteFlags() complete.Flags {
 		"-nomad-timeout": complete.PredictAnything, "-round-timeout": complete.PredictAnything,
 		"-log-level": complete.PredictSet("trace", "debug", "info", "warn", "error"), "-log-json": complete.PredictNothing,
 		"-consul-address": complete.PredictAnything, "-consul-lock-key": complete.PredictAnything,
+		"-config": complete.PredictFiles("*.hcl"),
 	})
 }
 
@@ -132,15 +138,21 @@ func (c *ControllerCommand) AutocompleteArgs() complete.Predictor { return compl
 
 func (c *ControllerCommand) Synopsis() string { return "Run the controller that enforces a policy" }
 
-func (c *ControllerCommand) Run(args []string) int {
-	cfg := controller.DefaultConfig()
-	var policies, pools stringList
-	var level, consulAddr, consulKey string
-	var logJSON bool
+// controllerOptions are the controller's flags that are not Config fields.
+type controllerOptions struct {
+	policies, pools              stringList
+	level, consulAddr, consulKey string
+	logJSON                      bool
+	configFile                   string
+}
+
+// flagSet declares the controller's flags onto cfg and o (-config's file
+// sets the same flags: controller_config.go).
+func (c *ControllerCommand) flagSet(cfg *controller.Config, o *controllerOptions) *flag.FlagSet {
 	host, _ := os.Hostname()
 	fs := c.FlagSet("controller", controllerFlags)
-	fs.Var(&policies, "policy", "")
-	fs.Var(&pools, "controller-pool", "")
+	fs.Var(&o.policies, "policy", "")
+	fs.Var(&o.pools, "controller-pool", "")
 	fs.BoolVar(&cfg.DryRun, "dry-run", false, "")
 	fs.StringVar(&cfg.Listen, "listen", cfg.Listen, "")
 	fs.BoolVar(&cfg.Pprof, "pprof", false, "")
@@ -162,22 +174,41 @@ func (c *ControllerCommand) Run(args []string) int {
 	fs.DurationVar(&cfg.CallTimeout, "nomad-timeout", cfg.CallTimeout, "")
 	fs.DurationVar(&cfg.RoundTimeout, "round-timeout", cfg.RoundTimeout, "")
 	fs.StringVar(&cfg.Identity, "id", fmt.Sprintf("%s:%d", host, os.Getpid()), "")
-	fs.StringVar(&level, "log-level", "info", "")
-	fs.BoolVar(&logJSON, "log-json", false, "")
-	fs.StringVar(&consulAddr, "consul-address", "", "")
-	fs.StringVar(&consulKey, "consul-lock-key", "steward/leader", "")
+	fs.StringVar(&o.level, "log-level", "info", "")
+	fs.BoolVar(&o.logJSON, "log-json", false, "")
+	fs.StringVar(&o.consulAddr, "consul-address", "", "")
+	fs.StringVar(&o.consulKey, "consul-lock-key", "steward/leader", "")
+	fs.StringVar(&o.configFile, "config", "", "")
+	return fs
+}
+
+func (c *ControllerCommand) Run(args []string) int {
+	cfg := controller.DefaultConfig()
+	var o controllerOptions
+	fs := c.flagSet(&cfg, &o)
 	if err := c.Parse(fs, args); err != nil {
 		c.UI.Error(fmt.Sprintf("%v\n\n%s", err, c.Help()))
 		return 1
 	}
-	cfg.PolicyFiles = policies
-	cfg.ControllerPools = pools
+	if o.configFile != "" {
+		// The file's values for every flag the command line left out.
+		explicit := map[string]bool{}
+		fs.Visit(func(f *flag.Flag) { explicit[f.Name] = true })
+		if diags, ok := applyControllerConfig(fs, o.configFile, explicit); !ok {
+			c.UI.Error(strings.TrimRight(diags, "\n"))
+			return 1
+		} else if diags != "" {
+			c.UI.Warn(strings.TrimRight(diags, "\n"))
+		}
+	}
+	cfg.PolicyFiles = o.policies
+	cfg.ControllerPools = o.pools
 	var renamed bool
 	cfg.Identity, renamed = publicIdentity(cfg.Identity, os.Getenv("NOMAD_ALLOC_ID"), os.Getenv("NOMAD_ALLOC_NAME"))
-	if consulAddr != "" {
-		cfg.Consul = &controller.ConsulConfig{Address: consulAddr, LockKey: consulKey}
+	if o.consulAddr != "" {
+		cfg.Consul = &controller.ConsulConfig{Address: o.consulAddr, LockKey: o.consulKey}
 	}
-	log := hclog.New(&hclog.LoggerOptions{Name: "steward", Level: hclog.LevelFromString(level), JSONFormat: logJSON,
+	log := hclog.New(&hclog.LoggerOptions{Name: "steward", Level: hclog.LevelFromString(o.level), JSONFormat: o.logJSON,
 		Output: os.Stderr})
 
 	if renamed {

@@ -272,7 +272,13 @@ func (c *cluster) startControllerAt(name, policyPath, address string, extra ...s
 	c.t.Helper()
 	args := []string{"controller", "-policy", policyPath, "-id", name, "-listen", "",
 		"-resync", "2s", "-stats-interval", "1s", "-lock-ttl", "10s", "-lock-delay", "0s", "-log-level", "debug"}
-	args = append(args, extra...)
+	return c.startControllerArgs(name, address, append(args, extra...)...)
+}
+
+// startControllerArgs runs `steward` with args (the first "controller")
+// against a Nomad address, as startControllerAt does.
+func (c *cluster) startControllerArgs(name, address string, args ...string) *controllerProc {
+	c.t.Helper()
 	p := &controllerProc{t: c.t, done: make(chan struct{}), name: name}
 	p.cmd = exec.Command(testnomad.StewardBin(c.t), args...)
 	p.cmd.Env = append(append(append(os.Environ(), "NOMAD_ADDR="+address), c.TLS.Env()...), c.controllerEnv...)

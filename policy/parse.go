@@ -134,7 +134,14 @@ func (p *Parser) Files() map[string]*hcl.File { return p.hcl.Files() }
 // then hcl's rendering with the source lines it points at. It never colours
 // its output.
 func (p *Parser) WriteDiagnostics(w io.Writer, diags hcl.Diagnostics) error {
-	tw := hcl.NewDiagnosticTextWriter(w, p.Files(), 0, false)
+	return WriteDiagnostics(w, p.Files(), diags)
+}
+
+// WriteDiagnostics writes diagnostics about HCL files (by name, as hcl's
+// parsers keep them) as Steward writes every file's: a file:line,col
+// header, the source line, the detail.
+func WriteDiagnostics(w io.Writer, files map[string]*hcl.File, diags hcl.Diagnostics) error {
+	tw := hcl.NewDiagnosticTextWriter(w, files, 0, false)
 	for _, d := range diags {
 		sev := "error"
 		if d.Severity == hcl.DiagWarning {
@@ -153,7 +160,7 @@ func (p *Parser) WriteDiagnostics(w io.Writer, diags hcl.Diagnostics) error {
 			return fmt.Errorf("writing diagnostics: %w", err)
 		}
 		var buf bytes.Buffer
-		if err := hcl.NewDiagnosticTextWriter(&buf, p.Files(), 0, false).WriteDiagnostic(d); err != nil {
+		if err := hcl.NewDiagnosticTextWriter(&buf, files, 0, false).WriteDiagnostic(d); err != nil {
 			return fmt.Errorf("writing diagnostics: %w", err)
 		}
 		body := buf.String()
