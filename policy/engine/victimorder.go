@@ -57,32 +57,44 @@ type victimCriterion struct {
 	show func(f *victimFacts) string
 }
 
+// The criteria, in the victim order: their order here is the order, of
+// compareVictims and of the key's bits alike.
+const (
+	critClass = iota
+	critReservation
+	critPriority
+	critGang
+	critRisk
+	critUnit
+	numCriteria
+)
+
 // victimOrder is the victim order, best victim first. The bits add up to
 // 64; the last criterion, the unit index, takes the keyFreeBits low bits,
 // which victimKey leaves zero for sortKeys to pack the index into.
-var victimOrder = [...]victimCriterion{
+var victimOrder = [numCriteria]victimCriterion{
 	// 1. Idle work (idle rule in pressure mode) loses nothing by stopping;
 	// backfill ran on loan in a pool kept for other tiers; then work past
 	// min_runtime; work younger than min_runtime last, since min_runtime
 	// promises it a start before it is preempted (the walk reaches it
 	// only when nothing else frees enough).
-	{
+	critClass: {
 		num: 1, name: "class",
 		why:     "idle work first, then backfill in a pool kept for other tiers, then work past min_runtime, then younger work",
 		compare: func(a, b *victimFacts) int { return cmp.Compare(a.class, b.class) },
 		bits:    2,
-		rank:    func(f *victimFacts) uint64 { return uint64(f.class) },
+		rank:    rankClass,
 		show:    func(f *victimFacts) string { return classNames[f.class] },
 	},
 	// 2. GPUs beyond a tenant's reservation are lent; those within it are
 	// owed. Taking lent GPUs back first keeps the promise of every
 	// reservation, whatever the tiers.
-	{
+	critReservation: {
 		num: 2, name: "reservation",
 		why:     "tenants over their reservation before tenants within it",
 		compare: func(a, b *victimFacts) int { return cmpBool(a.within, b.within) },
 		bits:    1,
-		rank:    func(f *victimFacts) uint64 { return bit(f.within) },
+		rank:    rankReservation,
 		show: func(f *victimFacts) string {
 			if f.within {
 				return "its tenant is within its reservation"
@@ -94,23 +106,23 @@ var victimOrder = [...]victimCriterion{
 	// word on whose work matters more. Within a segment (criteria 1 and
 	// 2) the walk takes only the prefix below the beneficiary's priority,
 	// found by binary search on the key.
-	{
+	critPriority: {
 		num: 3, name: "priority",
 		why:     "the lowest priority first",
 		compare: func(a, b *victimFacts) int { return cmp.Compare(a.prio, b.prio) },
 		bits:    7,
-		rank:    func(f *victimFacts) uint64 { return uint64(f.prio) },
+		rank:    rankPriority,
 		show:    func(f *victimFacts) string { return fmt.Sprintf("priority %d", f.prio) },
 	},
 	// 4. A gang is preempted whole: one of several allocations stops work
 	// on several nodes for GPUs on one. A single allocation breaks one
 	// job on one node.
-	{
+	critGang: {
 		num: 4, name: "gang",
 		why:     "single allocations before gangs of several",
 		compare: func(a, b *victimFacts) int { return cmpBool(a.gang, b.gang) },
 		bits:    1,
-		rank:    func(f *victimFacts) uint64 { return bit(f.gang) },
+		rank:    rankGang,
 		show: func(f *victimFacts) string {
 			if f.gang {
 				return "a gang of several allocations"
@@ -121,24 +133,24 @@ var victimOrder = [...]victimCriterion{
 	// 5. The least progress lost per GPU freed (atRisk: since the last
 	// checkpoint, or the start): the GPU-time thrown away is what a
 	// preemption costs its victim.
-	{
+	critRisk: {
 		num: 5, name: "progress at risk",
 		why:     "the least progress at risk per GPU first (since the last checkpoint, or the start)",
 		compare: func(a, b *victimFacts) int { return cmp.Compare(a.risk, b.risk) },
 		bits:    riskBits,
-		rank:    func(f *victimFacts) uint64 { return f.risk },
+		rank:    rankRisk,
 		show: func(f *victimFacts) string {
 			return fmt.Sprintf("%s at risk per GPU", time.Duration(f.risk)*time.Second)
 		},
 	},
 	// 6. Ties go by unit index, the snapshot's order: the same snapshot
 	// gives the same plan.
-	{
+	critUnit: {
 		num: 6, name: "unit index",
 		why:     "ties go by the snapshot's order",
 		compare: func(a, b *victimFacts) int { return cmp.Compare(a.ui, b.ui) },
 		bits:    keyFreeBits,
-		rank:    func(f *victimFacts) uint64 { return uint64(f.ui) },
+		rank:    rankUnit,
 		show:    func(f *victimFacts) string { return fmt.Sprintf("unit %d", f.ui) },
 	},
 }
@@ -175,17 +187,40 @@ func compareVictims(a, b *victimFacts) (int, *victimCriterion) {
 	return 0, nil
 }
 
-// victimKey packs the victim order's criteria, but the unit index, into
-// one integer, the first criterion highest; the low keyFreeBits bits are
-// zero. Each rank is masked to its bits so that no criterion spills into
-// the one above.
-func victimKey(f *victimFacts) uint64 {
-	var k uint64
-	for i := range victimOrder[:len(victimOrder)-1] {
-		c := &victimOrder[i]
-		k = k<<c.bits | c.rank(f)&(1<<c.bits-1)
+// The criteria's ranks, a lower rank going first (victimOrder's rank).
+func rankClass(f *victimFacts) uint64       { return uint64(f.class) }
+func rankReservation(f *victimFacts) uint64 { return bit(f.within) }
+func rankPriority(f *victimFacts) uint64    { return uint64(f.prio) }
+func rankGang(f *victimFacts) uint64        { return bit(f.gang) }
+func rankRisk(f *victimFacts) uint64        { return f.risk }
+func rankUnit(f *victimFacts) uint64        { return uint64(f.ui) }
+
+// keyShift and keyMask place each criterion's rank in the packed key, as
+// victimOrder lays it out: the first criterion highest.
+var keyShift, keyMask = keyLayout()
+
+func keyLayout() (shift, mask [numCriteria]uint64) {
+	var at uint
+	for c := numCriteria - 1; c >= 0; c-- {
+		shift[c], mask[c] = uint64(at), 1<<victimOrder[c].bits-1
+		at += victimOrder[c].bits
 	}
-	return k << keyFreeBits
+	return shift, mask
+}
+
+// victimKey packs the victim order's criteria, but the unit index, into
+// one integer, where victimOrder's bits place them; the low keyFreeBits
+// bits are zero. Each rank is masked to its bits so that no criterion
+// spills into the one above. It calls the ranks by name, not through the
+// table: the key is built for every candidate of every plan, and a call
+// through a func value costs as much as the rest of the key
+// (TestVictimKeyFromTable checks it against the table's ranks).
+func victimKey(f *victimFacts) uint64 {
+	return rankClass(f)&keyMask[critClass]<<keyShift[critClass] |
+		rankReservation(f)&keyMask[critReservation]<<keyShift[critReservation] |
+		rankPriority(f)&keyMask[critPriority]<<keyShift[critPriority] |
+		rankGang(f)&keyMask[critGang]<<keyShift[critGang] |
+		rankRisk(f)&keyMask[critRisk]<<keyShift[critRisk]
 }
 
 // victimFacts is what the victim order knows of unit u, a candidate.

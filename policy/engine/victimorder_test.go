@@ -58,6 +58,23 @@ func genFacts(r *rand.Rand) victimFacts {
 	return f
 }
 
+// victimKey, written out for speed, is the key the table lays out: each
+// criterion but the unit index, through the table's rank, in its bits,
+// the first highest.
+func TestVictimKeyFromTable(t *testing.T) {
+	r := rand.New(rand.NewPCG(32, 1))
+	for i := 0; i < 100000; i++ {
+		f := genFacts(r)
+		var want uint64
+		for _, c := range victimOrder {
+			want = want<<c.bits | c.rank(&f)&(1<<c.bits-1)
+		}
+		if want &^= 1<<keyFreeBits - 1; victimKey(&f) != want {
+			t.Fatalf("%+v: victimKey %#x, the table's key %#x", f, victimKey(&f), want)
+		}
+	}
+}
+
 // The packed key orders any two candidates as compareVictims does, and
 // compareVictims is antisymmetric: the key and the criteria cannot drift.
 func TestVictimKeyOrder(t *testing.T) {
