@@ -14,12 +14,19 @@ import (
 // key's order is the criteria's order (TestVictimKeyOrder checks it over
 // random candidates).
 //
+// Where the key is read: sortCandidates sorts the candidates by it (then
+// by unit index, packed into its low bits); segment and walkRange cut the
+// sorted candidates by binary search on segKey into segments (criteria 1
+// and 2) and, within one, the prefix below a beneficiary's priority
+// (criterion 3); potential.go ranks nodes by the key of the worst victim
+// each needs.
+//
 // What the order does not say: which candidates a beneficiary may take
 // (victimRule, walkRange), and the walk over the order (findVictims: on
 // one node, the shortest prefix that frees enough, pruned to the smallest
 // set). Two things adjust keys after this order: a unit of a group's top
 // run (chains.go) takes the worst key of those above it, as Nomad stops
-// them top first; and candidates that cannot be victims at all (capped,
+// them top first; and units that cannot be victims at all (capped,
 // protected, buried) get no key.
 
 // Victim classes, best victim first (criterion 1).
@@ -76,8 +83,8 @@ var victimOrder = [numCriteria]victimCriterion{
 	// 1. Idle work (idle rule in pressure mode) loses nothing by stopping;
 	// backfill ran on loan in a pool kept for other tiers; then work past
 	// min_runtime; work younger than min_runtime last, since min_runtime
-	// promises it a start before it is preempted (the walk reaches it
-	// only when nothing else frees enough).
+	// promises work that long a run before it is preempted (the walk
+	// reaches it only when nothing else frees enough).
 	critClass: {
 		num: 1, name: "class",
 		why:     "idle work first, then backfill in a pool kept for other tiers, then work past min_runtime, then younger work",
