@@ -217,23 +217,26 @@ func keyLayout() (shift, mask [numCriteria]uint64) {
 
 // victimKey packs the victim order's criteria, but the unit index, into
 // one integer, where victimOrder's bits place them; the low keyFreeBits
-// bits are zero. Each rank is masked to its bits so that no criterion
-// spills into the one above. It calls the ranks by name, not through the
-// table: the key is built for every candidate of every plan, and a call
-// through a func value costs as much as the rest of the key
-// (TestVictimKeyFromTable checks it against the table's ranks).
+// bits are zero. It calls the ranks by name, not through the table: the
+// key is built for every candidate of every plan, and a call through a
+// func value costs more than the rest of the key (TestVictimKeyFromTable
+// checks it against the table's ranks). Every rank fits its bits by
+// construction (classes, booleans, the risk capped at maxRisk) but the
+// priority, which the policy bounds (1 to 100) and this masks, as before,
+// so that it never spills into the criterion above. Small enough to
+// inline.
 func victimKey(f *victimFacts) uint64 {
-	return rankClass(f)&keyMask[critClass]<<keyShift[critClass] |
-		rankReservation(f)&keyMask[critReservation]<<keyShift[critReservation] |
+	return rankClass(f)<<keyShift[critClass] |
+		rankReservation(f)<<keyShift[critReservation] |
 		rankPriority(f)&keyMask[critPriority]<<keyShift[critPriority] |
-		rankGang(f)&keyMask[critGang]<<keyShift[critGang] |
-		rankRisk(f)&keyMask[critRisk]<<keyShift[critRisk]
+		rankGang(f)<<keyShift[critGang] |
+		rankRisk(f)<<keyShift[critRisk]
 }
 
 // victimFacts is what the victim order knows of unit u, a candidate.
 func (st *state) victimFacts(ui int32) victimFacts {
 	u := &st.units[ui]
-	f := victimFacts{class: classOther, prio: u.prio, gang: st.isGangOfMany(u), risk: st.atRisk(u), ui: ui}
+	f := victimFacts{class: classOther, prio: u.prio, ui: ui}
 	switch {
 	case u.idle == idlePressure:
 		f.class = classIdle
@@ -247,6 +250,8 @@ func (st *state) victimFacts(ui int32) victimFacts {
 	if t := &st.tenants[u.tenant]; f.class >= classOther && t.use <= t.reserve {
 		f.within = true
 	}
+	f.gang = st.isGangOfMany(u)
+	f.risk = st.atRisk(u) // last: it reads the allocation, most likely not in cache
 	return f
 }
 
