@@ -6,22 +6,8 @@ import (
 	"time"
 )
 
-// Victim preference, best first: idle work (pressure mode), then backfill
-// in a pool kept for other tiers, then work past min_runtime before younger
-// work, each of those from tenants over their reservation first, then the
-// lowest tier, then whole units over gang members, then the least progress
-// at risk per GPU freed (atRisk: the time since the last checkpoint, or
-// since the start). The walk below then takes, on one node, the shortest prefix of
-// this order that frees enough, and prunes it to the smallest set.
-const (
-	classIdle = iota
-	classBackfill
-	classOther
-	classYoung // younger than min_runtime: only when nothing else frees enough
-)
-
 // candidates holds, for one node pool (or for all nodes), the preemptible
-// units in preference order, cut into segments by class and by whether
+// units in the victim order (victimorder.go), cut into segments by class and by whether
 // their tenant is over its reservation. Within a segment units are sorted
 // by priority, so a beneficiary walks only the prefix it may preempt.
 type candidates struct {
@@ -42,12 +28,8 @@ const (
 	segments
 )
 
-const (
-	keyClassShift   = 62
-	keyNotOverShift = 61
-	keyPrioShift    = 54
-)
-
+// sortCandidates keys every unit that may be a victim by the victim order
+// (victimorder.go) and sorts them, for all nodes and for each node set.
 func (st *state) sortCandidates() {
 	keys := make([]candKey, 0, len(st.units))
 	for ui := range st.units {
@@ -61,26 +43,8 @@ func (st *state) sortCandidates() {
 		if st.protectedJob(u) {
 			continue // preempted max_per_job times: only its limit takes it (protect.go)
 		}
-		class := uint64(classOther)
-		switch {
-		case u.idle == idlePressure:
-			class = classIdle
-		case u.backfill:
-			class = classBackfill
-		case u.age < st.e.p.Preemption.MinRuntime:
-			class = classYoung
-		}
-		var notOver uint64
-		// (A department's reserve protects its work from tenants outside
-		// it only, not from its own: addVictim asks deptProtected.)
-		if t := &st.tenants[u.tenant]; class >= classOther && t.use <= t.reserve {
-			notOver = 1
-		}
-		var gang uint64
-		if st.isGangOfMany(u) {
-			gang = 1
-		}
-		k := class<<keyClassShift | notOver<<keyNotOverShift | uint64(u.prio&0x7f)<<keyPrioShift | gang<<53 | st.atRisk(u)<<keyFreeBits
+		f := st.victimFacts(int32(ui))
+		k := victimKey(&f)
 		keys = append(keys, candKey{key: k, ui: int32(ui)})
 	}
 	for _, k := range keys {
@@ -144,66 +108,10 @@ func (st *state) candidatesIn(s int32) candidates {
 	return c
 }
 
-// maxRisk caps the seconds a key holds (34 bits: over 500 years); more
-// rank as equal, then by unit index.
-const maxRisk = 1<<34 - 1
-
-// atRisk is the progress a unit loses if it is stopped now per GPU it
-// frees, in seconds, up to maxRisk: the time since its last checkpoint, or
-// since it started when it reported none since (a checkpoint older than
-// the start was made by an earlier run, which this one resumed from or
-// ignored). For a gang it is the mean over its members, weighted by their
-// GPUs. Without checkpoints it is the unit's age, so the most recently
-// started goes first.
-//
-// Per GPU, not GPUs × time: the walk frees GPUs on a node, so ranking by
-// the cost of each GPU freed loses the least GPU-time for the GPUs needed
-// (an 8-GPU job 10 minutes past its checkpoint loses 80 GPU-minutes;
-// eight 1-GPU jobs 20 minutes past theirs, taken for being smaller one by
-// one, lose 160 and break eight jobs instead of one). Among victims of
-// equal size the order is the same.
-func (st *state) atRisk(u *unit) uint64 {
-	if u.gang < 0 {
-		if a := &st.s.Allocs[u.first]; !a.CheckpointAt.IsZero() {
-			return sinceCheckpoint(a, st.now)
-		}
-		return uint64(max(0, min(u.age/time.Second, maxRisk))) // the usual case: the age at hand
-	}
-	var sum, gpus uint64
-	st.allocsOf(u, func(ai int32) {
-		a := &st.s.Allocs[ai]
-		g := uint64(len(a.GPUIDs))
-		sum += sinceCheckpoint(a, st.now) * g // < 2^34 × GPUs: no overflow
-		gpus += g
-	})
-	if gpus == 0 {
-		return 0
-	}
-	return sum / gpus
-}
-
-// sinceCheckpoint is the seconds of an allocation's work that a stop now
-// loses, up to maxRisk.
-func sinceCheckpoint(a *Alloc, now time.Time) uint64 {
-	since := a.StartedAt
-	if a.CheckpointAt.After(since) {
-		since = a.CheckpointAt
-	}
-	secs := now.Sub(since) / time.Second
-	if secs <= 0 {
-		return 0 // started or checkpointed in the future: clocks disagree
-	}
-	return min(uint64(secs), maxRisk)
-}
-
 type candKey struct {
 	key uint64
 	ui  int32
 }
-
-// keyFreeBits: the low bits of a key are zero (the risk is counted in
-// seconds from bit 19), room to pack a unit index into it for sorting.
-const keyFreeBits = 19
 
 // sortKeys orders candidates by key, then unit index. With fewer than
 // 2^19 units, key and index are packed into one integer and sorted as
@@ -226,27 +134,6 @@ func sortKeys(keys []candKey) {
 	for i, p := range packed {
 		keys[i] = candKey{key: p &^ (1<<keyFreeBits - 1), ui: int32(p & (1<<keyFreeBits - 1))}
 	}
-}
-
-// segKey is the smallest key of a segment at a priority.
-func segKey(seg int, prio int) uint64 {
-	var class, notOver uint64
-	switch seg {
-	case segIdle:
-		class = classIdle
-	case segBackfill:
-		class = classBackfill
-	case segOver, segNotOver:
-		class = classOther
-	case segYoungOver, segYoungNotOver:
-		class = classYoung
-	default:
-		return ^uint64(0)
-	}
-	if seg == segNotOver || seg == segYoungNotOver {
-		notOver = 1
-	}
-	return class<<keyClassShift | notOver<<keyNotOverShift | uint64(prio)<<keyPrioShift
 }
 
 // walkRange returns the part of a segment that may hold victims for b:
