@@ -65,6 +65,16 @@ Plan Options:
     the one the snapshot's plan was, byte for byte. With -policy, plans it
     with that policy instead ("what if").
 
+  -explain JOB -versus OTHER
+    Why the victim order gives up one job's running work before the
+    other's, as the plan begins: the first criterion that tells them apart
+    (1 class: idle, backfill, past min_runtime, younger; 2 over or within
+    the tenant's reservation; 3 priority; 4 one allocation or a gang;
+    5 progress at risk per GPU; 6 the snapshot's order), with each job's
+    value of it. JOB is namespace/id (or id with -namespace). With -replay,
+    of the snapshot's moment. Exit 0, or 1 when a job is no candidate (not
+    running, or only in non-preemptible tiers).
+
   -json
     Print the plan as JSON.
 
@@ -82,6 +92,7 @@ func (c *PlanCommand) AutocompleteFlags() complete.Flags {
 	return c.Meta.AutocompleteFlags(flagNamespace, complete.Flags{
 		"-policy": complete.PredictFiles("*.hcl"), "-json": complete.PredictNothing, "-t": complete.PredictAnything,
 		"-snapshot": complete.PredictFiles("*.json"), "-replay": complete.PredictFiles("*.json"),
+		"-explain": complete.PredictAnything, "-versus": complete.PredictAnything,
 	})
 }
 
@@ -95,6 +106,9 @@ func (c *PlanCommand) Run(args []string) int {
 	fs.Var(&policies, "policy", "")
 	fs.StringVar(&snapshotFile, "snapshot", "", "")
 	fs.StringVar(&replayFile, "replay", "", "")
+	var explain, versus string
+	fs.StringVar(&explain, "explain", "", "")
+	fs.StringVar(&versus, "versus", "", "")
 	fs.BoolVar(&out.json, "json", false, "")
 	fs.StringVar(&out.template, "t", "", "")
 	if err := c.Parse(fs, args); err != nil {
@@ -102,22 +116,26 @@ func (c *PlanCommand) Run(args []string) int {
 		return planError
 	}
 	var (
-		plan *engine.Plan
-		pol  *policy.Policy
-		err  error
+		plan    *engine.Plan
+		capture *controller.Capture
+		err     error
 	)
 	if replayFile != "" {
 		if snapshotFile != "" {
 			c.UI.Error("-replay plans a snapshot offline: it takes no -snapshot\n\n" + c.Help())
 			return planError
 		}
-		plan, pol, err = replay(replayFile, policies)
+		plan, capture, err = replay(replayFile, policies)
 	} else {
-		plan, pol, err = c.planLive(policies, snapshotFile)
+		plan, capture, err = c.planLive(policies, snapshotFile)
 	}
 	if err != nil {
 		c.UI.Error(err.Error())
 		return planError
+	}
+	pol := capture.Policy
+	if explain != "" || versus != "" {
+		return c.explain(capture, explain, versus, out)
 	}
 	ns := c.Namespace()
 	if ns == "*" {
@@ -136,7 +154,7 @@ func (c *PlanCommand) Run(args []string) int {
 
 // planLive plans the cluster as the controller would now, writing what it
 // planned from to snapshotFile when set.
-func (c *PlanCommand) planLive(policies []string, snapshotFile string) (*engine.Plan, *policy.Policy, error) {
+func (c *PlanCommand) planLive(policies []string, snapshotFile string) (*engine.Plan, *controller.Capture, error) {
 	if len(policies) == 0 {
 		return nil, nil, fmt.Errorf("-policy is required (or -replay FILE)\n\n%s", c.Help())
 	}
@@ -159,7 +177,7 @@ func (c *PlanCommand) planLive(policies []string, snapshotFile string) (*engine.
 			return nil, nil, err
 		}
 	}
-	return plan, capture.Policy, nil
+	return plan, capture, nil
 }
 
 // writeCapture writes a snapshot file, readable by its owner alone: it
@@ -181,7 +199,7 @@ func writeCapture(path string, capture *controller.Capture) error {
 
 // replay plans a snapshot file again, with policies in place of its own
 // when given.
-func replay(path string, policies []string) (*engine.Plan, *policy.Policy, error) {
+func replay(path string, policies []string) (*engine.Plan, *controller.Capture, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, nil, fmt.Errorf("replay: %w", err)
@@ -196,7 +214,37 @@ func replay(path string, policies []string) (*engine.Plan, *policy.Policy, error
 			return nil, nil, err
 		}
 	}
-	return capture.Replay(), capture.Policy, nil
+	return capture.Replay(), capture, nil
+}
+
+// explain answers -explain JOB -versus OTHER: which of the two jobs' work
+// the victim order gives up first, and by which criterion, as the plan of
+// the capture begins.
+func (c *PlanCommand) explain(capture *controller.Capture, x, y string, out outputFlags) int {
+	if x == "" || y == "" {
+		c.UI.Error("-explain JOB takes -versus OTHER: why one job's work is given up before the other's\n\n" + c.Help())
+		return planError
+	}
+	ref := func(s string) engine.JobRef {
+		ns, id, ok := strings.Cut(s, "/")
+		if !ok {
+			ns, id = c.Namespace(), s
+			if ns == "" || ns == "*" {
+				ns = "default"
+			}
+		}
+		return engine.JobRef{Namespace: ns, ID: id}
+	}
+	cmp, err := engine.New(capture.Policy).CompareVictims(capture.Snapshot, capture.At, ref(x), ref(y))
+	if err != nil {
+		c.UI.Error(err.Error())
+		return planError
+	}
+	if out.formatted() {
+		return c.print(out.format(cmp))
+	}
+	c.UI.Output(cmp.String())
+	return planNothing
 }
 
 // planExit is the exit status for a plan: 2 when actions are pending.

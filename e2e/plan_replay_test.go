@@ -20,14 +20,15 @@ import (
 // and holds no webhook URL of the policy's.
 func TestPlanSnapshotReplay(t *testing.T) {
 	t.Parallel()
-	c := startCluster(t, 4, "ml")
+	c := startCluster(t, 8, "ml")
 	policy := writePolicy(t, fmt.Sprintf(faultPolicy, "0s")+`
 notify "ops" {
   url = "https://hooks.example.com/secret-path"
 }
 `)
 	c.work("train", "ml", "training", 4, 1, "priority", "40")
-	c.waitRunning(60*time.Second, map[string]int{"ml/train": 1})
+	c.work("nb2", "ml", "interactive", 2, 1, "priority", "60")
+	c.waitRunning(60*time.Second, map[string]int{"ml/train": 1, "ml/nb2": 1})
 	c.work("nb", "ml", "interactive", 4, 1, "priority", "60")
 	snap := filepath.Join(t.TempDir(), "round.json")
 	var live string
@@ -52,6 +53,15 @@ notify "ops" {
 	replayed, code := offline()
 	if code != 2 || replayed != live {
 		t.Errorf("replay: exit %d, want 2 and the live plan byte for byte\n got %s\nwant %s", code, replayed, live)
+	}
+	// Why train rather than nb2: the first criterion that tells them
+	// apart, live and from the snapshot alike.
+	const why = "ml/train is given up before ml/nb2 by criterion 3, priority (the lowest priority first): ml/train has priority 40; ml/nb2 has priority 60"
+	if out, code := c.stewardWith([]string{"NOMAD_ADDR=" + c.Address}, "plan", "-policy", policy, "-explain", "ml/nb2", "-versus", "ml/train"); code != 0 || !strings.Contains(out, why) {
+		t.Errorf("plan -explain: exit %d\n%s\nwant %q", code, out, why)
+	}
+	if out, code := offline("-explain", "ml/train", "-versus", "ml/nb2"); code != 0 || !strings.Contains(out, `"Criterion": 3`) {
+		t.Errorf("plan -replay -explain -json: exit %d\n%s", code, out)
 	}
 	noPreempt := writePolicy(t, strings.Replace(fmt.Sprintf(faultPolicy, "0s"), "preemptible = true", "preemptible = false", -1))
 	whatIf, _ := offline("-policy", noPreempt)
