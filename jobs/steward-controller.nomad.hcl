@@ -12,6 +12,14 @@
 #   nomad var put -namespace steward -force nomad/jobs/steward-controller policy=@example.hcl
 #   nomad job run -var image=steward/controller:local jobs/steward-controller.nomad.hcl
 #
+# or all of it (the ACL policy below too) in one idempotent command, which
+# registers this file (built into the binary) with the same variables:
+#
+#   steward operator setup -policy example.hcl -var image=steward/controller:local
+#
+# The variables below can also come from a file (`nomad job run -var-file
+# steward.vars.hcl`, `steward operator setup -var-file steward.vars.hcl`).
+#
 # Two variants (var.driver):
 #
 #   docker (the default): the controller image (`make image`: the steward
@@ -110,6 +118,12 @@ variable "node_pool" {
   default     = "default"
 }
 
+variable "pprof" {
+  description = "Serve Go's profiler at /debug/pprof/ beside /metrics, on the same loopback listener (for `steward operator debug`)."
+  type        = bool
+  default     = false
+}
+
 variable "count" {
   description = "Copies (one leads)."
   type        = number
@@ -146,6 +160,7 @@ locals {
     # "all"): the controller holds every tenant job that can run here
     # (docs/reference/controller.md, "Security model").
     var.node_pool == "default" ? [] : ["-controller-pool", var.node_pool],
+    var.pprof ? ["-pprof"] : [],
   )
 }
 
