@@ -11,9 +11,10 @@ import (
 func init() {
 	register("operator", func(cli.Ui) cli.Command {
 		return &groupCommand{synopsis: "Set Steward up on a cluster, and collect what troubleshooting needs",
-			help: "Usage: steward operator setup [options]"}
+			help: "Usage: steward operator <setup|debug> [options]"}
 	})
 	register("operator setup", func(ui cli.Ui) cli.Command { return &OperatorSetupCommand{Meta: Meta{UI: ui}} })
+	register("operator debug", func(ui cli.Ui) cli.Command { return &OperatorDebugCommand{Meta: Meta{UI: ui}} })
 }
 
 // isNotFound says whether a Nomad API error is a 404: the thing asked for
