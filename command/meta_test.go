@@ -145,7 +145,7 @@ func TestMetaColor(t *testing.T) {
 func TestGeneralOptionsInEveryCommand(t *testing.T) {
 	general := []string{"-address", "-region", "-token", "-ca-cert", "-ca-path", "-client-cert", "-client-key",
 		"-tls-server-name", "-tls-skip-verify", "-no-color"}
-	for _, words := range []string{"status", "queue", "plan", "pause", "resume", "job check", "controller"} {
+	for _, words := range []string{"status", "queue", "plan", "pause", "resume", "job check", "controller", "operator setup", "operator debug"} {
 		cmd := factories[words](cli.NewMockUi())
 		help := cmd.Help()
 		if n := strings.Count(help, "General Options"); n != 1 {
@@ -156,7 +156,8 @@ func TestGeneralOptionsInEveryCommand(t *testing.T) {
 				t.Errorf("%s: help lacks %s", words, f)
 			}
 		}
-		if words != "controller" && !strings.Contains(help, "-namespace=") {
+		// The controller and the operator's commands act on every namespace.
+		if words != "controller" && !strings.HasPrefix(words, "operator ") && !strings.Contains(help, "-namespace=") {
 			t.Errorf("%s: help lacks -namespace", words)
 		}
 		if ac, ok := cmd.(cli.CommandAutocomplete); !ok {
