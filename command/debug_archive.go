@@ -247,7 +247,8 @@ var secretShapes = []struct {
 	re   *regexp.Regexp
 }{
 	{"token header", regexp.MustCompile(`(?i)((?:x-nomad-token|x-vault-token|x-consul-token|authorization)"?\s*[:=]\s*"?(?:bearer\s+|basic\s+)?)([^\s",}\]]+)`)},
-	{"secret field", regexp.MustCompile(`(?i)("(?:secretid|secret_id|token|password|secret)"\s*:\s*")([^"]+)`)},
+	// Any JSON key ending so: SecretID, VaultToken, ConsulToken...
+	{"secret field", regexp.MustCompile(`(?i)("[a-z_]*(?:secretid|secret_id|token|password|passwd|secret)"\s*:\s*")([^"]+)`)},
 	{"url credentials", regexp.MustCompile(`([a-z][a-z0-9+.-]*://[^/\s:@"]+:)([^@\s"/]+)@`)},
 }
 

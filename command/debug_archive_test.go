@@ -32,6 +32,7 @@ func TestDebugRedaction(t *testing.T) {
 		{"a token header found by its shape", `X-Nomad-Token: 11111111-2222-3333-4444-555555555555`, []string{"11111111-2222"}, []string{"X-Nomad-Token"}},
 		{"a bearer header", `Authorization: Bearer abc.def.ghi`, []string{"abc.def.ghi"}, []string{"Authorization: Bearer"}},
 		{"a SecretID field", `{"AccessorID": "acc-1", "SecretID": "sec-12345678"}`, []string{"sec-12345678"}, []string{"acc-1"}},
+		{"a job's Vault token field", `"VaultToken": "hvs.CAESIabc", "Name": "x"`, []string{"hvs.CAESIabc"}, []string{`"Name": "x"`}},
 		{"credentials in a URL", `dial https://ops:pa55word@hooks.internal/x`, []string{"pa55word"}, []string{"hooks.internal/x", "https://ops:"}},
 		{"short values of secret-named variables stay", `3 GPUs on node gpu-3`, nil, []string{"3 GPUs on node gpu-3"}},
 		{"names of secret variables stay", `env STEWARD_HOOK_TOKEN is set`, nil, []string{"STEWARD_HOOK_TOKEN"}},

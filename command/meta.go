@@ -229,7 +229,8 @@ func generalOptionsUsage(which metaFlags) string {
 		b.WriteString(`
   -token-file=<path>
     Read the ACL token from this file instead (as a Nomad job: the workload
-    identity, ${NOMAD_SECRETS_DIR}/nomad_token); SIGHUP re-reads it.
+    identity, ${NOMAD_SECRETS_DIR}/nomad_token); the controller re-reads it
+    on SIGHUP. It must be readable by its owner alone (mode 0600).
 `)
 	}
 	b.WriteString(`
