@@ -128,6 +128,14 @@ func TestOperatorSetupAndDebug(t *testing.T) {
 		return
 	}
 
+	// Something for the controller to act on, so that it keeps a state
+	// and writes a record: a job of namespace default in its node pool,
+	// which it holds.
+	if _, _, err := c.Client.Jobs().Register(sleepJob("intruder", api.JobTypeService, "steward", 1), &api.WriteOptions{Namespace: "default"}); err != nil {
+		t.Fatal(err)
+	}
+	c.waitRecord(60*time.Second, "default", "intruder", "steward_state", "held")
+
 	// Secrets planted where the archive reads: a job's record holding its
 	// own item beside Steward's, and, in Steward's items (as a reason
 	// could quote one), the values of a secret environment variable and of
@@ -157,7 +165,7 @@ notify "team" {
 	}{
 		{"debug with the job's policy", nil, []string{"index.json", "versions.json", "status.json", "controller.json", "policy.json",
 			"plan.json", "snapshot.json", "nomad/job.json", "nomad/allocations.json", "nomad/scheduler.json",
-			"records/default/planted.json", "logs/steward-controller.controller_0_-*/controller.stderr",
+			"records/default/planted.json", "records/default/intruder.json", "states/default/intruder.json", "logs/steward-controller.controller_0_-*/controller.stderr",
 			"controller/127.0.0.1_*/healthz.json", "controller/127.0.0.1_*/metrics.txt", "controller/127.0.0.1_*/goroutine.txt",
 			"controller/127.0.0.1_*/heap.pprof", "controller/127.0.0.1_*/cpu.pprof"}, secrets},
 		{"debug with a policy whose notify header comes from the environment", []string{"-policy", hdrPolicy},
