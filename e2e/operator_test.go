@@ -37,8 +37,8 @@ notify "ops" {
 // to the job, the policy variable and the controller job; -check then
 // passes; a second setup changes nothing; the controller job it created
 // runs and leads. Then `steward operator debug` writes an archive with the
-// controller's status, states, records, resolved policy, plan, snapshot,
-// logs and profiles, in which no secret is left: not the token used, not
+// controller's status, states and records (of a job in its node pool,
+// which it holds), resolved policy, plan, snapshot, logs and profiles, in which no secret is left: not the token used, not
 // the notify URL, not a job's own variable items, not the values of a
 // secret environment variable or of a notify header's variable.
 func TestOperatorSetupAndDebug(t *testing.T) {
