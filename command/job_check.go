@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"strconv"
 	"strings"
 	"time"
 
@@ -189,31 +188,6 @@ func (c *JobCheckCommand) Run(args []string) int {
 		c.UI.Output(FormatCheck(res))
 	}
 	return checkExit(res)
-}
-
-// variableValues joins -var-file contents and -var KEY=VALUE pairs into
-// the variables file Nomad's parse endpoint takes (later values win, as in
-// the nomad CLI).
-func variableValues(vars, files []string) (string, error) {
-	var b strings.Builder
-	for _, f := range files {
-		src, err := os.ReadFile(f)
-		if err != nil {
-			return "", fmt.Errorf("read -var-file: %w", err)
-		}
-		b.Write(src)
-		b.WriteString("\n")
-	}
-	for _, v := range vars {
-		k, val, ok := strings.Cut(v, "=")
-		if !ok || strings.TrimSpace(k) == "" {
-			return "", fmt.Errorf("-var %q: want KEY=VALUE", v)
-		}
-		// A quoted string converts to the variable's declared type
-		// (number, bool) as Nomad's own -var does.
-		fmt.Fprintf(&b, "%s = %s\n", strings.TrimSpace(k), strconv.Quote(val))
-	}
-	return b.String(), nil
 }
 
 // ask sends the job to the controller with the caller's token, which
