@@ -117,6 +117,28 @@ func TestOperatorSetupAndDebug(t *testing.T) {
 			t.Fatalf("the job changed: version %d → %d (%v)", *before.Version, *after.Version, err)
 		}
 	})
+	t.Run("check without -policy validates the variable", func(t *testing.T) {
+		out, code := steward(nil, "operator", "setup", "-check", "-var", "driver=raw_exec", "-var", "steward_bin="+testnomad.StewardBin(t),
+			"-var", "user=nobody", "-var", "count=1", "-var", "pprof=true", "-var", "node_pool=steward")
+		if code != 0 || !strings.Contains(out, "ok        policy variable nomad/jobs/steward-controller in namespace steward: kept (no -policy given)") {
+			t.Fatalf("exit %d:\n%s", code, out)
+		}
+	})
+	t.Run("check finds what differs and changes nothing", func(t *testing.T) {
+		other := writePolicy(t, strings.Replace(setupPolicy, "priority    = 40", "priority    = 45", 1))
+		args := []string{"operator", "setup", "-check", "-policy", other}
+		args = append(args, setupArgs[2:]...)
+		args = append(args, "-var", "pprof=false")
+		out, code := steward(nil, args...)
+		if code != 2 || !strings.Contains(out, "differs   policy variable") || !strings.Contains(out, "differs   job steward-controller") ||
+			!strings.Contains(out, "2 of 6 steps missing or different") {
+			t.Fatalf("exit %d, want 2 with the variable and the job differing:\n%s", code, out)
+		}
+		v, _, err := c.Client.Variables().Read("nomad/jobs/steward-controller", &api.QueryOptions{Namespace: "steward"})
+		if err != nil || strings.Contains(v.Items["policy"], "= 45") {
+			t.Fatalf("-check changed the policy variable (%v)", err)
+		}
+	})
 	t.Run("the controller job leads", func(t *testing.T) {
 		testnomad.WaitFor(t, 90*time.Second, "the controller job setup made leads and publishes its status", func() (bool, string) {
 			l := c.controllerJobLogs()
