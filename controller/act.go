@@ -408,7 +408,18 @@ func (c *Controller) finishDrain(ctx context.Context, r *round, st *JobState, d 
 			}
 		}
 	} else {
-		groups[d.Group] = len(d.Allocs)
+		// Victims that finished their work by themselves are done, not
+		// preempted: their GPUs are free already, and lowering the count
+		// for them would stop another allocation, one never signalled.
+		d.Completed = r.endedVictims(k, d)
+		if n := len(d.Allocs) - d.Completed; n > 0 {
+			groups[d.Group] = n
+		} else {
+			c.log.Info("preemption's victims completed their work before it stopped them: nothing held", "job", k, "group", d.Group,
+				"completed", d.Completed)
+			st.note(StatusRunning, completedReason(d, d.Completed), r.now)
+			return c.save(ctx, st)
+		}
 	}
 	// Idle releases count toward the eviction cap too: it is about how
 	// often a job is stopped, whatever the reason. Work stopped before it
@@ -584,6 +595,7 @@ func (c *Controller) finishDrains(ctx context.Context, r *round) {
 			alive := len(r.aliveOf(st.key(), d.Allocs))
 			switch {
 			case d.Finished:
+				c.keepCompletedOut(ctx, r, st, d)
 				// Forgotten once its victims are gone and Nomad has stopped
 				// what the lowered count leaves over (their replacements,
 				// when the stops' own evaluations placed some), or at the
@@ -620,6 +632,43 @@ func (c *Controller) finishDrains(ctx context.Context, r *round) {
 			}
 		}
 	}
+}
+
+// keepCompletedOut takes out of a finished preemption's hold the victims
+// that completed their work by themselves after the plan that stopped
+// them was made: a batch task that exited 0 just as its grace ran out,
+// while the count that stops it was on its way. Nomad takes such an
+// allocation for done work; so does Steward, or it would resume it, and
+// the completed work would run again (found by the soak, seed 41:
+// vision/batch-51).
+func (c *Controller) keepCompletedOut(ctx context.Context, r *round, st *JobState, d *Drain) {
+	if d.Group == "" || !d.Requeue {
+		return
+	}
+	ended := r.endedVictims(st.key(), d)
+	extra := ended - d.Completed
+	h := st.Held[d.Group]
+	if extra <= 0 || h == nil {
+		return
+	}
+	d.Completed = ended
+	h.Count, h.Original = max(h.Count-extra, 0), max(h.Original-extra, 0)
+	if h.Count == 0 {
+		st.note(StatusRunning, completedReason(d, extra), r.now)
+	}
+	c.log.Info("preemption's victim completed its work before the stop reached it: not held, never resumed", "job", st.key(),
+		"group", d.Group, "completed", extra, "held", h.Count)
+	if err := c.save(ctx, st); err != nil {
+		c.log.Error("save job state", "job", st.key(), "error", err)
+		r.failed++
+	}
+}
+
+// completedReason is a job's record when the victims of its preemption
+// completed their work before the stop reached them.
+func completedReason(d *Drain, n int) engine.Reason {
+	return engine.Reason{Rule: engine.Rule(d.Rule), Message: fmt.Sprintf("%s of group %s completed its work during its checkpoint grace: done, not preempted (%s)",
+		plural(n, "allocation"), d.Group, d.Reason)}
 }
 
 // doneSkew is how much earlier than the recorded signal a task's

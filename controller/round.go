@@ -270,6 +270,18 @@ func (r *round) anew(k jobKey, group string, count int) bool {
 	return ok && spec.Count == count
 }
 
+// endedVictims is how many of a drain's victims finished by themselves
+// (Observation.Ended), whatever version of their job they ran.
+func (r *round) endedVictims(k jobKey, d *Drain) int {
+	n := 0
+	for id, owner := range r.obs.Ended {
+		if owner == k && d.has(id) {
+			n++
+		}
+	}
+	return n
+}
+
 // done is how many completed allocations of a batch group Nomad counts in
 // its count as observed (Observation.Done).
 func (r *round) done(k jobKey, g string) int { return r.obs.Done[k][g] }
