@@ -145,7 +145,7 @@ func (c *Controller) execute(ctx context.Context, r *round, a engine.Action) err
 			return nil
 		}
 		h := st.Held[a.Group]
-		spec, ok := job.Groups[a.Group]
+		_, ok := job.Groups[a.Group]
 		if h == nil || !ok || h.Count == 0 {
 			return nil // nothing held (a Count 0 entry waits for Nomad to show a resume)
 		}
@@ -168,7 +168,7 @@ func (c *Controller) execute(ctx context.Context, r *round, a engine.Action) err
 			return c.refuseRerun(ctx, r, st, err)
 		}
 		st.release(a.Group, n)
-		done := r.takeDone(st, a.Group)
+		r.takeDone(st, a.Group) // completed batch work: not part of the count written (round.count)
 		status := StatusRunning
 		if a.Reason.Rule == engine.RulePrecedence {
 			status = StatusMoved // resumed where its pool precedence moved it
@@ -182,7 +182,7 @@ func (c *Controller) execute(ctx context.Context, r *round, a engine.Action) err
 			return err
 		}
 		c.crashPoint(stepResumeRecorded)
-		if err := c.resumeScale(ctx, r, k, a, spec.Count-done+n, n); err != nil {
+		if err := c.resumeScale(ctx, r, k, a, r.count(k, a.Group)+n, n); err != nil {
 			return err
 		}
 		if st.resumed == nil {
@@ -202,13 +202,18 @@ func (c *Controller) execute(ctx context.Context, r *round, a engine.Action) err
 // blocks need a token the controller does not have): then it is a plain
 // scale, as for any other resume, rather than no resume at all.
 func (c *Controller) resumeScale(ctx context.Context, r *round, k jobKey, a engine.Action, count, n int) error {
+	steward := count // Steward's count, before a system group's (nomadCount)
 	count = nomadCount(r.obs.Jobs[k], a.Group, count)
 	msg := "Steward resumes " + plural(n, "allocation") + ": " + a.Reason.Message
 	if job := r.obs.Jobs[k]; a.Ahead && job != nil {
 		if p, write := scalingFor(job, c.state(k), a.Group, count); write {
 			// One re-registration sets the count, the scaling policy
 			// and the evaluation's priority.
-			return c.writeScaling(ctx, r, k, a.Group, count, p, msg, scaleMeta(a.Reason), evalPriorityAhead)
+			if err := c.writeScaling(ctx, r, k, a.Group, count, p, msg, scaleMeta(a.Reason), evalPriorityAhead); err != nil {
+				return err
+			}
+			r.setCount(k, a.Group, steward)
+			return nil
 		}
 	}
 	if a.Ahead && r.anew(k, a.Group, count) {
@@ -220,6 +225,7 @@ func (c *Controller) resumeScale(ctx context.Context, r *round, k jobKey, a engi
 		index, err := c.nomad.ScaleAhead(ctx, k.Namespace, k.ID, a.Group, count, r.jobIndex(k))
 		if err == nil {
 			r.setJobIndex(k, index)
+			r.setCount(k, a.Group, steward)
 			return nil
 		}
 		if errors.Is(err, errJobChanged) {
@@ -227,7 +233,7 @@ func (c *Controller) resumeScale(ctx context.Context, r *round, k jobKey, a engi
 		}
 		c.log.Warn("resume ahead of Nomad's queue refused; resuming with a plain scale", "job", k, "group", a.Group, "error", err)
 	}
-	return c.scale(ctx, r, k, a.Group, count, msg, scaleMeta(a.Reason))
+	return c.scale(ctx, r, k, a.Group, steward, msg, scaleMeta(a.Reason))
 }
 
 // holdUnadmitted holds back again the allocations resumed earlier but not
@@ -286,7 +292,7 @@ func (c *Controller) holdBack(ctx context.Context, r *round, st *JobState, job *
 	spec := job.Groups[group]
 	// A batch group's completed allocations are no part of the count
 	// written (round.takeDone).
-	count := spec.Count - r.done(st.key(), group)
+	count := r.count(st.key(), group)
 	target := max(count-n, r.liveAllocs(st.key(), group))
 	if n = count - target; n <= 0 {
 		return nil
@@ -324,13 +330,18 @@ func (c *Controller) scale(ctx context.Context, r *round, k jobKey, group string
 	// other namespace's job is named (redact.go).
 	pol, _ := c.engineNow()
 	msg = redactJobs(msg, k.Namespace, c.roundNamespaces(r, pol))
+	steward := count // Steward's count, before a system group's (nomadCount)
 	count = nomadCount(r.obs.Jobs[k], group, count)
 	if job := r.obs.Jobs[k]; job != nil {
 		if p, write := scalingFor(job, c.state(k), group, count); write {
 			if !p.Enabled {
 				msg += " (its scaling policy is disabled while held)"
 			}
-			return c.writeScaling(ctx, r, k, group, count, p, msg, meta, 0)
+			if err := c.writeScaling(ctx, r, k, group, count, p, msg, meta, 0); err != nil {
+				return err
+			}
+			r.setCount(k, group, steward)
+			return nil
 		}
 	}
 	index, err := c.nomadWrite(r, k, "scale "+group, func() (uint64, error) {
@@ -340,6 +351,7 @@ func (c *Controller) scale(ctx context.Context, r *round, k jobKey, group string
 		return err
 	}
 	r.setJobIndex(k, index)
+	r.setCount(k, group, steward)
 	return nil
 }
 
@@ -371,6 +383,7 @@ func (c *Controller) leaveDoneOut(ctx context.Context, r *round, k jobKey, group
 		return err
 	}
 	r.setJobIndex(k, index)
+	r.setCount(k, group, count)
 	return nil
 }
 
@@ -395,7 +408,18 @@ func (c *Controller) finishDrain(ctx context.Context, r *round, st *JobState, d 
 			}
 		}
 	} else {
-		groups[d.Group] = len(d.Allocs)
+		// Victims that finished their work by themselves are done, not
+		// preempted: their GPUs are free already, and lowering the count
+		// for them would stop another allocation, one never signalled.
+		d.Completed = r.endedVictims(k, d)
+		if n := len(d.Allocs) - d.Completed; n > 0 {
+			groups[d.Group] = n
+		} else {
+			c.log.Info("preemption's victims completed their work before it stopped them: nothing held", "job", k, "group", d.Group,
+				"completed", d.Completed)
+			st.note(StatusRunning, completedReason(d, d.Completed), r.now)
+			return c.save(ctx, st)
+		}
 	}
 	// Idle releases count toward the eviction cap too: it is about how
 	// often a job is stopped, whatever the reason. Work stopped before it
@@ -421,7 +445,7 @@ func (c *Controller) finishDrain(ctx context.Context, r *round, st *JobState, d 
 	targets := map[string]int{}
 	for g, n := range groups {
 		done := r.takeDone(st, g) // completed batch work: not part of the count written
-		count := job.Groups[g].Count - done
+		count := r.count(k, g)
 		n = min(n, count)
 		groups[g], targets[g] = n, count-n
 		if d.Requeue {
@@ -571,6 +595,7 @@ func (c *Controller) finishDrains(ctx context.Context, r *round) {
 			alive := len(r.aliveOf(st.key(), d.Allocs))
 			switch {
 			case d.Finished:
+				c.keepCompletedOut(ctx, r, st, d)
 				// Forgotten once its victims are gone and Nomad has stopped
 				// what the lowered count leaves over (their replacements,
 				// when the stops' own evaluations placed some), or at the
@@ -607,6 +632,43 @@ func (c *Controller) finishDrains(ctx context.Context, r *round) {
 			}
 		}
 	}
+}
+
+// keepCompletedOut takes out of a finished preemption's hold the victims
+// that completed their work by themselves after the plan that stopped
+// them was made: a batch task that exited 0 just as its grace ran out,
+// while the count that stops it was on its way. Nomad takes such an
+// allocation for done work; so does Steward, or it would resume it, and
+// the completed work would run again (found by the soak, seed 41:
+// vision/batch-51).
+func (c *Controller) keepCompletedOut(ctx context.Context, r *round, st *JobState, d *Drain) {
+	if d.Group == "" || !d.Requeue {
+		return
+	}
+	ended := r.endedVictims(st.key(), d)
+	extra := ended - d.Completed
+	h := st.Held[d.Group]
+	if extra <= 0 || h == nil {
+		return
+	}
+	d.Completed = ended
+	h.Count, h.Original = max(h.Count-extra, 0), max(h.Original-extra, 0)
+	if h.Count == 0 {
+		st.note(StatusRunning, completedReason(d, extra), r.now)
+	}
+	c.log.Info("preemption's victim completed its work before the stop reached it: not held, never resumed", "job", st.key(),
+		"group", d.Group, "completed", extra, "held", h.Count)
+	if err := c.save(ctx, st); err != nil {
+		c.log.Error("save job state", "job", st.key(), "error", err)
+		r.failed++
+	}
+}
+
+// completedReason is a job's record when the victims of its preemption
+// completed their work before the stop reached them.
+func completedReason(d *Drain, n int) engine.Reason {
+	return engine.Reason{Rule: engine.Rule(d.Rule), Message: fmt.Sprintf("%s of group %s completed its work during its checkpoint grace: done, not preempted (%s)",
+		plural(n, "allocation"), d.Group, d.Reason)}
 }
 
 // doneSkew is how much earlier than the recorded signal a task's

@@ -27,6 +27,11 @@ type Observation struct {
 	// v1.11.3) and places the count anew. Every count Steward writes for
 	// a batch group therefore leaves them out (round.takeDone).
 	Done map[jobKey]map[string]int
+	// Ended are a batch job's allocations, by ID, that finished by
+	// themselves (client status complete, desired status run) in any
+	// version of the job: a preemption's victim that completed its work
+	// before the stop reached it is done, not preempted (finishDrain).
+	Ended map[string]jobKey
 	// Queued is, per job and group, the allocations Nomad could not place
 	// (job summary), for jobs with a blocked evaluation.
 	Queued map[jobKey]map[string]QueuedGroup

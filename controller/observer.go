@@ -162,7 +162,7 @@ func (o *observer) readAll(ctx context.Context, fresh bool) (*clusterRead, error
 func (o *observer) build(ctx context.Context, now time.Time) (*Observation, error) {
 	c := o.cache
 	obs := &Observation{At: now, Jobs: map[jobKey]*ObservedJob{}, Skipped: map[jobKey]*ObservedJob{}, PoolNodes: map[string][]string{}, Queued: map[jobKey]map[string]QueuedGroup{},
-		Placeholders: map[string]Placeholder{}, Done: map[jobKey]map[string]int{}}
+		Placeholders: map[string]Placeholder{}, Done: map[jobKey]map[string]int{}, Ended: map[string]jobKey{}}
 	c.mu.Lock()
 	for _, n := range c.nodes {
 		if n.usable {
@@ -196,6 +196,9 @@ func (o *observer) build(ctx context.Context, now time.Time) (*Observation, erro
 			// Finished: completed work of a batch job's current version
 			// counts (Observation.Done); the rest is history.
 			k := jobKey{a.Namespace, a.JobID}
+			if j := obs.Jobs[k]; j != nil && j.Type == api.JobTypeBatch && finished(a.ClientStatus, a.DesiredStatus) {
+				obs.Ended[a.ID] = k
+			}
 			if j := obs.Jobs[k]; j != nil && keepsDone(j.Type) && a.JobVersion == j.Version {
 				if obs.Done[k] == nil {
 					obs.Done[k] = map[string]int{}

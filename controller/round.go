@@ -50,6 +50,9 @@ type round struct {
 	// indexes are jobs' modify indexes after Steward's own writes in this
 	// round: the next write to the same job is conditional on them.
 	indexes map[jobKey]uint64
+	// counts are groups' counts as Steward's own writes in this round left
+	// them (count).
+	counts map[jobKey]map[string]int
 	// written is the newest Nomad index Steward's writes to jobs in this
 	// round returned (a scale, a re-registration, an allocation stop): the
 	// next plan waits until the cache holds it (clusterCache.settle).
@@ -117,6 +120,36 @@ func (r *round) setJobIndex(k jobKey, i uint64) {
 	}
 	r.indexes[k] = i
 	r.wrote(i)
+}
+
+// count is a group's count less its completed batch allocations (which no
+// count Steward writes includes: takeDone), as Steward's own writes in
+// this round left it, or else as observed. Every count written derives
+// from it. Derived from the count observed instead, the second of two
+// writes to one group in one round undid the first: a plan that holds
+// part of a group for GPUs its victims are freeing and the rest for GPUs
+// that are not free wrote count-1 twice, so one allocation was neither
+// held nor placed, and Steward, seeing a count it had not written, gave
+// the group to its owner at that count (found by the soak, seed 41).
+func (r *round) count(k jobKey, g string) int {
+	if c, ok := r.counts[k][g]; ok {
+		return c
+	}
+	if j := r.obs.Jobs[k]; j != nil {
+		return j.Groups[g].Count - r.done(k, g)
+	}
+	return 0
+}
+
+// setCount notes the count a write of this round set a group to (count).
+func (r *round) setCount(k jobKey, g string, count int) {
+	if r.counts == nil {
+		r.counts = map[jobKey]map[string]int{}
+	}
+	if r.counts[k] == nil {
+		r.counts[k] = map[string]int{}
+	}
+	r.counts[k][g] = count
 }
 
 // wrote notes a write at a Nomad index (0: none returned).
@@ -235,6 +268,18 @@ func (r *round) anew(k jobKey, group string, count int) bool {
 	}
 	spec, ok := job.Groups[group]
 	return ok && spec.Count == count
+}
+
+// endedVictims is how many of a drain's victims finished by themselves
+// (Observation.Ended), whatever version of their job they ran.
+func (r *round) endedVictims(k jobKey, d *Drain) int {
+	n := 0
+	for id, owner := range r.obs.Ended {
+		if owner == k && d.has(id) {
+			n++
+		}
+	}
+	return n
 }
 
 // done is how many completed allocations of a batch group Nomad counts in

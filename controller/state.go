@@ -183,6 +183,11 @@ type Drain struct {
 	MoveTo string `json:"move_to,omitempty"`
 	Rule   string `json:"rule"`
 	Reason string `json:"reason"`
+	// Completed are the victims that finished their work by themselves
+	// before the stop reached them (a batch task that exited 0 just as
+	// its grace ran out): done, so not held, and never run again
+	// (round.endedVictims).
+	Completed int `json:"completed,omitempty"`
 	// Unadmitted: the limit stops work Nomad placed over its tenant's
 	// limit before any plan saw it run (neverAdmitted). Its job is held
 	// by the limit, not preempted: the stop is no eviction (it is not in
