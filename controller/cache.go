@@ -30,6 +30,9 @@ import (
 type cachedNode struct {
 	node   ObservedNode
 	usable bool
+	// draining: an operator drains the node in Nomad (node maintenance,
+	// maintenance.go).
+	draining bool
 }
 
 // blockedEval is a blocked evaluation: the job it is for, when Nomad
@@ -138,7 +141,9 @@ func (c *clusterCache) replace(rd *clusterRead) int {
 		return true
 	}
 	drift += merge(c.nodes, rd.nodes, func(id string) string { return "n/" + id }, mergeInto,
-		func(a, b cachedNode) bool { return a.usable == b.usable && a.node.GPUs == b.node.GPUs })
+		func(a, b cachedNode) bool {
+			return a.usable == b.usable && a.draining == b.draining && a.node.GPUs == b.node.GPUs
+		})
 	drift += merge(c.jobs, rd.jobs, func(k jobKey) string { return "j/" + k.String() }, mergeInto,
 		func(a, b *ObservedJob) bool { return a.ModifyIndex == b.ModifyIndex && a.Stopped == b.Stopped })
 	drift += c.mergeSkipped(rd, mergeInto)
@@ -181,7 +186,9 @@ func (c *clusterCache) rebuild(rd *clusterRead) (drift, regressed int) {
 		}
 		readWins := func(string, bool) bool { return true }
 		drift += merge(c.nodes, rd.nodes, func(id string) string { return "n/" + id }, readWins,
-			func(a, b cachedNode) bool { return a.usable == b.usable && a.node.GPUs == b.node.GPUs })
+			func(a, b cachedNode) bool {
+				return a.usable == b.usable && a.draining == b.draining && a.node.GPUs == b.node.GPUs
+			})
 		drift += merge(c.jobs, rd.jobs, func(k jobKey) string { return "j/" + k.String() }, readWins,
 			func(a, b *ObservedJob) bool { return a.ModifyIndex == b.ModifyIndex && a.Stopped == b.Stopped })
 		drift += c.mergeSkipped(rd, readWins)
@@ -510,8 +517,9 @@ func nodeFromStub(n *api.NodeListStub) cachedNode {
 	}
 	sort.Strings(drivers)
 	return cachedNode{
-		node:   ObservedNode{ID: n.ID, Name: n.Name, NodePool: n.NodePool, GPUs: gpus, Drivers: drivers, GPUGroups: groups},
-		usable: n.Status == api.NodeStatusReady && n.SchedulingEligibility == api.NodeSchedulingEligible && !n.Drain && gpus > 0,
+		node:     ObservedNode{ID: n.ID, Name: n.Name, NodePool: n.NodePool, GPUs: gpus, Drivers: drivers, GPUGroups: groups},
+		usable:   n.Status == api.NodeStatusReady && n.SchedulingEligibility == api.NodeSchedulingEligible && !n.Drain && gpus > 0,
+		draining: n.Drain,
 	}
 }
 

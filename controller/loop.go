@@ -217,6 +217,7 @@ func (c *Controller) reconcile(ctx context.Context) (time.Time, error) {
 	}
 	if !c.cfg.DryRun {
 		c.applyRequests(ctx, r)
+		c.drainNodes(ctx, r)
 		c.syncHolds(ctx, r)
 		c.guardPools(ctx, r)
 		c.finishDrains(ctx, r)

@@ -97,7 +97,7 @@ func (m *metrics) action(a engine.Action, _ *policy.Policy) {
 }
 
 func (m *metrics) preempted(d *Drain, job *ObservedJob, pol *policy.Policy) {
-	if d.Kind == "pause" || d.Unadmitted {
+	if d.Kind == "pause" || d.Kind == kindMaintenance || d.Unadmitted {
 		return // a hold, not a preemption
 	}
 	set := pol.ResolveJob(job.Namespace, job.Meta)

@@ -48,6 +48,10 @@ type Observation struct {
 	// names of its nodes: every node registered, GPUs or none, ready or
 	// not (a node down now may join again).
 	PoolNodes map[string][]string
+	// Draining are the nodes an operator drains in Nomad (nomad node
+	// drain -enable), node ID to name: their GPU work is checkpointed and
+	// held, to resume elsewhere (maintenance.go).
+	Draining map[string]string
 }
 
 // ObservedNode is a ready, eligible client and its healthy GPUs.

@@ -395,7 +395,7 @@ func (s *JobState) preempted(t time.Time) {
 func (s *JobState) pendingEvictions() []time.Time {
 	var out []time.Time
 	for _, d := range s.Draining {
-		if d == nil || d.Finished || d.Kind == "pause" || d.Unadmitted || d.Decided.IsZero() {
+		if d == nil || d.Finished || d.Kind == "pause" || d.Kind == kindMaintenance || d.Unadmitted || d.Decided.IsZero() {
 			continue
 		}
 		out = append(out, d.Decided)
