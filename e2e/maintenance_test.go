@@ -15,7 +15,8 @@ import (
 // TestNodeMaintenanceDrain (issue 34, item 7): on the production-shaped
 // cluster with two GPU clients (steward-exec, one checkpoint root both
 // mount, as on NFS), an operator drains the node a trainer runs on with
-// Nomad's own drain, its deadline far off. The controller sees the drain
+// steward drain (Nomad's own drain, its deadline far off), which a
+// tenant's token may not. The controller sees the drain
 // and treats it as a preemption with the reason "node maintenance": the
 // job's record says so (with the node, GPUs, signal and grace), the
 // trainer gets its checkpoint signal (a task event with the reason),
@@ -55,18 +56,28 @@ preemption {
 	c.deregister("default", "filler")
 	c.waitRunning(60*time.Second, map[string]int{"default/filler": 0})
 
-	// The operator's drain: Nomad would kill the batch job at its deadline,
-	// an hour away; the controller acts at once.
-	drainedAt := time.Now()
-	if _, err := c.Client.Nodes().UpdateDrainOpts(first.NodeID, &api.DrainOptions{DrainSpec: &api.DrainSpec{Deadline: time.Hour}}, nil); err != nil {
-		t.Fatalf("drain the first client: %v", err)
+	// A tenant (a whole namespace's write, its variables) may not drain a
+	// node: Nomad wants node write.
+	team := c.aclToken("team-default", fmt.Sprintf(teamRules, "default"), userACL(t, "default"))
+	if out, code := c.stewardAs(team, "drain", "gpu-1"); code == 0 || !strings.Contains(out, "403") {
+		t.Fatalf("a tenant drained a node: exit %d\n%s", code, out)
 	}
+	// The operator's drain (steward drain is Nomad's node drain, and says
+	// who takes care of what): Nomad would kill the batch job at its
+	// deadline, an hour away; the controller acts at once.
+	drainedAt := time.Now()
+	out, code := c.stewardAs(prodMgmtToken, "drain", "-deadline", "1h", "gpu-1")
+	if code != 0 || !strings.Contains(out, "node gpu-1: draining, ineligible") ||
+		!strings.Contains(out, "default/"+*job.ID+" train ("+victim.ID[:8]+"): 1 GPU(s): Steward checkpoints it") {
+		t.Fatalf("steward drain: exit %d\n%s", code, out)
+	}
+	t.Logf("steward drain said:\n%s", out)
 	wantReason := "node maintenance: node gpu-1 drained by an operator: 1 GPU of group train there (checkpoint signal SIGUSR1, grace 20s)"
 	rec := c.waitRecord(30*time.Second, "default", *job.ID, "steward_reason", "node maintenance")
 	if !strings.Contains(rec["steward_reason"], wantReason) || rec["steward_rule"] != "maintenance" {
 		t.Errorf("record: reason %q rule %q, want %q", rec["steward_reason"], rec["steward_rule"], wantReason)
 	}
-	out := r.waitStdout(victim, "trainer: checkpoint written at ", 30*time.Second)
+	out = r.waitStdout(victim, "trainer: checkpoint written at ", 30*time.Second)
 	if !strings.Contains(out, "(SIGUSR1 received)") {
 		t.Errorf("no signalled checkpoint in the victim's output:\n%s", tail(out, 10))
 	}
