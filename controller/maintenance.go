@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/hashicorp/nomad/api"
 
@@ -40,6 +41,28 @@ type maintenanceDrain struct {
 	Allocs []string // full IDs, sorted
 	Nodes  []string // the draining nodes' names, sorted
 	GPUs   int
+	// Deadline is the earliest of their drains' deadlines (zero: none
+	// known).
+	Deadline time.Time
+}
+
+// deadlineMargin is how long before the drain's deadline a grace cut to
+// fit it ends: time for the hold and the stop, before Nomad's own.
+const deadlineMargin = 10 * time.Second
+
+// fitGrace is the grace a maintenance drain gives: the policy's, cut to
+// end deadlineMargin before the drain's deadline (signalDelay after now
+// the signal goes out). A deadline too near leaves none: the work is held
+// at once, rather than stopped by Nomad and placed again elsewhere.
+func fitGrace(grace time.Duration, deadline, now time.Time) (time.Duration, bool) {
+	if deadline.IsZero() {
+		return grace, false
+	}
+	left := deadline.Sub(now) - signalDelay - deadlineMargin
+	if left >= grace {
+		return grace, false
+	}
+	return max(left, 0).Truncate(time.Second), true
 }
 
 // maintenanceDrains decides which work a node maintenance drains: per
@@ -53,7 +76,9 @@ func maintenanceDrains(obs *Observation, states map[jobKey]*JobState) []maintena
 	byGroup := map[jobKey]map[string]*maintenanceDrain{}
 	for _, a := range obs.Allocs {
 		node, ok := obs.Draining[a.NodeID]
-		if !ok || len(a.GPUIDs) == 0 {
+		if !ok || node.Forced || len(a.GPUIDs) == 0 {
+			// A forced drain stops everything at once: no time to
+			// checkpoint, and Nomad places the work again elsewhere.
 			continue
 		}
 		k := jobKey{a.Namespace, a.JobID}
@@ -73,8 +98,11 @@ func maintenanceDrains(obs *Observation, states map[jobKey]*JobState) []maintena
 			byGroup[k][a.Group] = d
 		}
 		d.Allocs = append(d.Allocs, a.ID)
-		if !slices.Contains(d.Nodes, node) {
-			d.Nodes = append(d.Nodes, node)
+		if !slices.Contains(d.Nodes, node.Name) {
+			d.Nodes = append(d.Nodes, node.Name)
+		}
+		if !node.Deadline.IsZero() && (d.Deadline.IsZero() || node.Deadline.Before(d.Deadline)) {
+			d.Deadline = node.Deadline
 		}
 		d.GPUs += len(a.GPUIDs)
 	}
@@ -100,14 +128,19 @@ func maintenanceDrains(obs *Observation, states map[jobKey]*JobState) []maintena
 
 // maintenanceReason is what the job's record, its tasks and its scaling
 // event say: the nodes, the GPUs, the signal and the grace.
-func maintenanceReason(m maintenanceDrain, signal string, grace string) engine.Reason {
+func maintenanceReason(m maintenanceDrain, signal string, grace, usual time.Duration, cut bool) engine.Reason {
 	nodes := "node " + m.Nodes[0]
 	if len(m.Nodes) > 1 {
 		nodes = "nodes " + strings.Join(m.Nodes, ", ")
 	}
-	ckpt := fmt.Sprintf("checkpoint signal %s, grace %s", signal, grace)
-	if signal == "" {
+	ckpt := fmt.Sprintf("checkpoint signal %s, grace %s", signal, shortDuration(grace))
+	switch {
+	case signal == "" && cut:
+		ckpt = fmt.Sprintf("no checkpoint: the drain's deadline, %s, leaves no time for the grace of %s", m.Deadline.UTC().Format(time.TimeOnly+" UTC"), shortDuration(usual))
+	case signal == "":
 		ckpt = "no checkpoint signal (the job takes none)"
+	case cut:
+		ckpt += fmt.Sprintf(", cut from %s to end before the drain's deadline, %s", shortDuration(usual), m.Deadline.UTC().Format(time.TimeOnly+" UTC"))
 	}
 	return engine.Reason{Rule: engine.RuleMaintenance, Message: fmt.Sprintf(
 		"node maintenance: %s drained by an operator: %s of group %s there (%s) stop and the job waits, held, "+
@@ -134,11 +167,12 @@ func (c *Controller) drainNodes(ctx context.Context, r *round) {
 			continue
 		}
 		signal := pol.ResolveJob(job.Namespace, job.Meta).CheckpointSignal
-		grace := pol.Preemption.Grace
+		usual := pol.Preemption.Grace
+		grace, cut := fitGrace(usual, m.Deadline, r.now)
 		if signal == "" || grace <= 0 {
 			signal, grace = "", 0
 		}
-		why := maintenanceReason(m, signal, shortDuration(grace))
+		why := maintenanceReason(m, signal, grace, usual, cut)
 		d := &Drain{Group: m.Group, Allocs: shortIDs(m.Allocs), Signal: signal, Grace: grace, Decided: r.now,
 			Requeue: true, Kind: kindMaintenance, Rule: string(why.Rule), Reason: why.Message}
 		st.Draining = append(st.Draining, d)

@@ -170,9 +170,9 @@ func (o *observer) build(ctx context.Context, now time.Time) (*Observation, erro
 		}
 		if n.draining {
 			if obs.Draining == nil {
-				obs.Draining = map[string]string{}
+				obs.Draining = map[string]DrainingNode{}
 			}
-			obs.Draining[n.node.ID] = n.node.Name
+			obs.Draining[n.node.ID] = n.drain
 		}
 	}
 	for k, j := range c.skipped {
