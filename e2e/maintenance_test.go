@@ -101,4 +101,27 @@ preemption {
 		t.Errorf("no maintenance line in the controller's log")
 	}
 	t.Logf("node maintenance: drain → trainer running on the other node in %s (grace 20s, Nomad's deadline 1h)", took.Round(time.Millisecond))
+
+	// The first client back (steward drain -disable), and the second
+	// drained with a deadline sooner than the grace, which the controller
+	// learns from the node's event: the grace is cut to end before it, the
+	// reason says so, and the trainer goes back to the first client.
+	if out, code := c.stewardAs(prodMgmtToken, "drain", "-disable", "gpu-1"); code != 0 || !strings.Contains(out, "eligible again") {
+		t.Fatalf("steward drain -disable: exit %d\n%s", code, out)
+	}
+	if out, code := c.stewardAs(prodMgmtToken, "drain", "-deadline", "25s", "gpu-2"); code != 0 {
+		t.Fatalf("steward drain gpu-2: exit %d\n%s", code, out)
+	}
+	rec = c.waitRecord(30*time.Second, "default", *job.ID, "steward_reason", "node gpu-2")
+	if !strings.Contains(rec["steward_reason"], "cut from 20s to end before the drain's deadline") {
+		t.Errorf("record: reason %q, want the grace cut to the drain's deadline", rec["steward_reason"])
+	}
+	t.Logf("short deadline: %s", rec["steward_reason"])
+	back := c.waitJobAlloc("default", *job.ID, moved.ID, 90*time.Second)
+	if back.NodeID != first.NodeID {
+		t.Errorf("trainer resumed on %s, want the first client %s, eligible again", back.NodeID, first.NodeID)
+	}
+	if out := r.waitStdout(back, "trainer: step ", 60*time.Second); !strings.Contains(out, "STEWARD_RESUMED=1 STEWARD_RESUME_COUNT=2") {
+		t.Errorf("trainer back on the first client not told it resumes a second time:\n%s", head(out, 5))
+	}
 }
