@@ -428,10 +428,10 @@ func (c *Controller) finishDrain(ctx context.Context, r *round, st *JobState, d 
 	// its hold (Held.Evicts) until Nomad shows the count (syncHolds); counted
 	// at once, a job whose scale kept failing reached the cap and was
 	// exempt from its tenant's limit for the hour.
-	evicts := d.Kind != "pause" && !d.Unadmitted
+	evicts := d.Kind != "pause" && d.Kind != kindMaintenance && !d.Unadmitted
 	status := StatusPreempted
 	switch {
-	case d.Unadmitted:
+	case d.Unadmitted, d.Kind == kindMaintenance:
 		status = StatusHeld
 	case d.MoveTo != "":
 		status = StatusMigrating
@@ -456,7 +456,7 @@ func (c *Controller) finishDrain(ctx context.Context, r *round, st *JobState, d 
 			}
 			st.keepScaling(g, job.Groups[g].Scaling)
 		}
-		if d.Kind == string(engine.Preempt) && !d.Unadmitted {
+		if (d.Kind == string(engine.Preempt) || d.Kind == kindMaintenance) && !d.Unadmitted {
 			if st.Interrupted == nil {
 				st.Interrupted = map[string]bool{}
 			}
@@ -506,6 +506,8 @@ func (c *Controller) finishDrain(ctx context.Context, r *round, st *JobState, d 
 		verb = "Steward holds (over its tenant's limit)"
 	} else if d.Kind == "pause" {
 		verb = "Steward pauses"
+	} else if d.Kind == kindMaintenance {
+		verb = "Steward holds (node maintenance)"
 	} else if !d.Requeue {
 		verb = "Steward stops (idle)"
 	} else if d.Kind == string(engine.IdleStop) {

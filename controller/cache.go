@@ -30,6 +30,12 @@ import (
 type cachedNode struct {
 	node   ObservedNode
 	usable bool
+	// draining: an operator drains the node in Nomad (node maintenance,
+	// maintenance.go); drain its deadline and whether it was forced, known
+	// from the node's events only (a list shows neither): keepDrains
+	// carries them over full reads.
+	draining bool
+	drain    DrainingNode
 }
 
 // blockedEval is a blocked evaluation: the job it is for, when Nomad
@@ -138,7 +144,9 @@ func (c *clusterCache) replace(rd *clusterRead) int {
 		return true
 	}
 	drift += merge(c.nodes, rd.nodes, func(id string) string { return "n/" + id }, mergeInto,
-		func(a, b cachedNode) bool { return a.usable == b.usable && a.node.GPUs == b.node.GPUs })
+		func(a, b cachedNode) bool {
+			return a.usable == b.usable && a.draining == b.draining && a.node.GPUs == b.node.GPUs
+		})
 	drift += merge(c.jobs, rd.jobs, func(k jobKey) string { return "j/" + k.String() }, mergeInto,
 		func(a, b *ObservedJob) bool { return a.ModifyIndex == b.ModifyIndex && a.Stopped == b.Stopped })
 	drift += c.mergeSkipped(rd, mergeInto)
@@ -151,6 +159,7 @@ func (c *clusterCache) replace(rd *clusterRead) int {
 	if !c.ready {
 		drift = 0
 	}
+	keepDrains(c.nodes, rd.nodes)
 	c.nodes, c.jobs, c.skipped, c.allocs, c.blocked, c.seen = rd.nodes, rd.jobs, rd.skipped, rd.allocs, rd.blocked, seen
 	for k, s := range c.summaries {
 		if _, ok := c.jobs[k]; !ok {
@@ -181,7 +190,9 @@ func (c *clusterCache) rebuild(rd *clusterRead) (drift, regressed int) {
 		}
 		readWins := func(string, bool) bool { return true }
 		drift += merge(c.nodes, rd.nodes, func(id string) string { return "n/" + id }, readWins,
-			func(a, b cachedNode) bool { return a.usable == b.usable && a.node.GPUs == b.node.GPUs })
+			func(a, b cachedNode) bool {
+				return a.usable == b.usable && a.draining == b.draining && a.node.GPUs == b.node.GPUs
+			})
 		drift += merge(c.jobs, rd.jobs, func(k jobKey) string { return "j/" + k.String() }, readWins,
 			func(a, b *ObservedJob) bool { return a.ModifyIndex == b.ModifyIndex && a.Stopped == b.Stopped })
 		drift += c.mergeSkipped(rd, readWins)
@@ -195,6 +206,7 @@ func (c *clusterCache) rebuild(rd *clusterRead) (drift, regressed int) {
 	if rd.skipped == nil {
 		rd.skipped = map[jobKey]*ObservedJob{}
 	}
+	keepDrains(c.nodes, rd.nodes)
 	c.nodes, c.jobs, c.skipped, c.allocs, c.blocked, c.seen = rd.nodes, rd.jobs, rd.skipped, rd.allocs, rd.blocked, rd.seen
 	c.summaries = map[jobKey]*cachedSummary{}
 	// The read's index, even below the cache's: events above it apply.
@@ -488,9 +500,26 @@ func nodeOfEvent(e *api.Event) (*api.Node, error) {
 
 // nodeFromAPI is a node from an event (the list's stub, in full).
 func nodeFromAPI(n *api.Node) cachedNode {
-	return nodeFromStub(&api.NodeListStub{ID: n.ID, Name: n.Name, NodePool: n.NodePool, Status: n.Status,
+	cn := nodeFromStub(&api.NodeListStub{ID: n.ID, Name: n.Name, NodePool: n.NodePool, Status: n.Status,
 		SchedulingEligibility: n.SchedulingEligibility, Drain: n.DrainStrategy != nil, Drivers: n.Drivers,
 		NodeResources: n.NodeResources})
+	if d := n.DrainStrategy; d != nil {
+		cn.drain.Deadline = d.ForceDeadline
+		cn.drain.Forced = d.Deadline < 0
+	}
+	return cn
+}
+
+// keepDrains carries what events said of a drain (its deadline, whether
+// it was forced) over a full read, whose list shows only that a node
+// drains.
+func keepDrains(cached, read map[string]cachedNode) {
+	for id, n := range read {
+		if old, ok := cached[id]; ok && n.draining && old.draining && n.drain.Deadline.IsZero() && !n.drain.Forced {
+			n.drain.Deadline, n.drain.Forced = old.drain.Deadline, old.drain.Forced
+			read[id] = n
+		}
+	}
 }
 
 func nodeFromStub(n *api.NodeListStub) cachedNode {
@@ -510,8 +539,10 @@ func nodeFromStub(n *api.NodeListStub) cachedNode {
 	}
 	sort.Strings(drivers)
 	return cachedNode{
-		node:   ObservedNode{ID: n.ID, Name: n.Name, NodePool: n.NodePool, GPUs: gpus, Drivers: drivers, GPUGroups: groups},
-		usable: n.Status == api.NodeStatusReady && n.SchedulingEligibility == api.NodeSchedulingEligible && !n.Drain && gpus > 0,
+		node:     ObservedNode{ID: n.ID, Name: n.Name, NodePool: n.NodePool, GPUs: gpus, Drivers: drivers, GPUGroups: groups},
+		usable:   n.Status == api.NodeStatusReady && n.SchedulingEligibility == api.NodeSchedulingEligible && !n.Drain && gpus > 0,
+		draining: n.Drain,
+		drain:    DrainingNode{Name: n.Name},
 	}
 }
 

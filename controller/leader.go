@@ -195,6 +195,9 @@ loop:
 			if err != nil {
 				c.log.Error("control loop ended", "error", err)
 			}
+			// States of a newer schema: step down, and leave the lock to
+			// a newer copy for a TTL rather than take it back at once.
+			steppedDown = errors.Is(err, errNewerState)
 			break loop
 		case <-ctx.Done():
 			break loop

@@ -121,7 +121,7 @@ func (c *Controller) electConsul(ctx context.Context, lead func(context.Context)
 		// again).
 		attempt = -1
 		wait := backoff(0, c.cfg.MaxBackoff)
-		if steppedDown {
+		if steppedDown || errors.Is(err, errNewerState) {
 			wait = c.cfg.LockTTL
 		}
 		sleepCtx(ctx, wait)

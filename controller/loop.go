@@ -94,6 +94,9 @@ func (c *Controller) lead(ctx context.Context) error {
 		if err == nil {
 			break
 		}
+		if errors.Is(err, errNewerState) {
+			return c.refuseNewer(err)
+		}
 		c.log.Error("load controller state", "error", err)
 		if !sleepCtx(ctx, backoff(attempt, c.cfg.MaxBackoff)) {
 			return nil
@@ -142,6 +145,11 @@ func (c *Controller) lead(ctx context.Context) error {
 		wake, err := c.reconcile(ctx)
 		if ctx.Err() != nil {
 			return nil
+		}
+		if errors.Is(err, errNewerState) {
+			// A newer controller wrote a state since this term began
+			// (a check-and-set refused, every state read again).
+			return c.refuseNewer(err)
 		}
 		next := c.cfg.Resync
 		if err != nil {
@@ -217,6 +225,7 @@ func (c *Controller) reconcile(ctx context.Context) (time.Time, error) {
 	}
 	if !c.cfg.DryRun {
 		c.applyRequests(ctx, r)
+		c.drainNodes(ctx, r)
 		c.syncHolds(ctx, r)
 		c.guardPools(ctx, r)
 		c.finishDrains(ctx, r)

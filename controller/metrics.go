@@ -33,6 +33,7 @@ type metrics struct {
 	sampleAge        prometheus.Histogram
 	sweepSeconds     prometheus.Histogram
 	statsFailures    prometheus.Counter
+	schemaRefusals   *prometheus.CounterVec
 
 	// all are the collectors registered with register: MetricNames lists
 	// their names (register every collector so).
@@ -86,6 +87,10 @@ func newMetrics() *metrics {
 	m.settleTimeouts = prometheus.NewCounter(prometheus.CounterOpts{Name: "steward_cache_settle_timeouts_total",
 		Help: "Rounds that read the cluster in full because the event stream had not brought back Steward's last writes within 2 s."})
 	m.register(m.sampleAge, m.sweepSeconds, m.statsFailures, m.reads, m.cacheDrift, m.settleTimeouts)
+	m.schemaRefusals = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "steward_state_schema_refusals_total",
+		Help: "Job states (what=state: the controller then refuses to lead) and records (what=record: left as they are) of a schema newer than this controller knows."},
+		[]string{"what"})
+	m.register(m.schemaRefusals)
 	m.register(m.preemptions, m.actions, m.reloads, m.heldJobs, m.gpusInUse, m.gpusReserved, m.gpusWaiting,
 		m.idleGPUs, m.leader, m.nomadErrors, m.decisionLatency, m.reconcileSeconds, m.planSeconds, m.metaRefused)
 	m.newDecisions()
@@ -97,7 +102,7 @@ func (m *metrics) action(a engine.Action, _ *policy.Policy) {
 }
 
 func (m *metrics) preempted(d *Drain, job *ObservedJob, pol *policy.Policy) {
-	if d.Kind == "pause" || d.Unadmitted {
+	if d.Kind == "pause" || d.Kind == kindMaintenance || d.Unadmitted {
 		return // a hold, not a preemption
 	}
 	set := pol.ResolveJob(job.Namespace, job.Meta)

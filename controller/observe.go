@@ -53,6 +53,20 @@ type Observation struct {
 	// names of its nodes: every node registered, GPUs or none, ready or
 	// not (a node down now may join again).
 	PoolNodes map[string][]string
+	// Draining are the nodes an operator drains in Nomad (nomad node
+	// drain -enable), by node ID: their GPU work is checkpointed and
+	// held, to resume elsewhere (maintenance.go).
+	Draining map[string]DrainingNode
+}
+
+// DrainingNode is a node Nomad drains.
+type DrainingNode struct {
+	Name string
+	// Deadline is when Nomad stops what is still on the node (zero:
+	// not known, the drain began before this controller followed the
+	// node's events); Forced: a drain that stops everything at once.
+	Deadline time.Time
+	Forced   bool
 }
 
 // ObservedNode is a ready, eligible client and its healthy GPUs.

@@ -168,6 +168,12 @@ func (o *observer) build(ctx context.Context, now time.Time) (*Observation, erro
 		if n.usable {
 			obs.Nodes = append(obs.Nodes, n.node)
 		}
+		if n.draining {
+			if obs.Draining == nil {
+				obs.Draining = map[string]DrainingNode{}
+			}
+			obs.Draining[n.node.ID] = n.drain
+		}
 	}
 	for k, j := range c.skipped {
 		if !c.isPlaceholder(k.Namespace, k.ID) {

@@ -41,6 +41,7 @@ func recordItems(pol *policy.Policy, st *JobState, job *ObservedJob, idleSince t
 		"steward_state":       status,
 		"steward_priority":    strconv.Itoa(job.Priority),
 		"steward_preemptions": strconv.Itoa(len(st.Preemptions)),
+		recordSchemaItem:      strconv.Itoa(stateSchema),
 	}
 	if total := max(st.PreemptedTotal, len(st.Preemptions)); total > 0 {
 		items["steward_preemptions_total"] = strconv.Itoa(total)
@@ -234,6 +235,12 @@ func (c *Controller) mergeRecord(ctx context.Context, k jobKey, path string, ite
 		old, index, err := c.nomad.GetVar(ctx, k.Namespace, path)
 		if err != nil {
 			return err
+		}
+		if newerRecord(old) {
+			// A newer controller's record: left as it is (schema.go).
+			c.metrics.schemaRefusals.WithLabelValues("record").Inc()
+			return fmt.Errorf("%w: the record's %s is %q, this controller writes %d: left as it is",
+				errNewerState, recordSchemaItem, clip(old[recordSchemaItem], quoteMax), stateSchema)
 		}
 		_, err = c.nomad.PutVar(ctx, k.Namespace, path, mergeRecordItems(old, items), true, index)
 		if err == nil || !isConflict(err) {

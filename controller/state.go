@@ -8,6 +8,7 @@ import (
 	"math"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -351,10 +352,14 @@ func (s *JobState) encode() (map[string]string, error) {
 		return nil, fmt.Errorf("%w: the state of %s is %d bytes, over the %d Steward writes (Nomad refuses a variable over 64 KiB): "+
 			"not saved, and the action it describes not taken", errStateTooBig, clip(s.key().String(), quoteMax), n, stateMaxBytes)
 	}
-	return map[string]string{"state": string(b)}, nil
+	return map[string]string{"state": string(b), schemaItem: strconv.Itoa(stateSchema)}, nil
 }
 
 func decodeState(items map[string]string) (*JobState, error) {
+	v, ok := items[schemaItem]
+	if _, err := schemaOf(v, ok); err != nil {
+		return nil, err // never decoded: a newer format may mean other things by the same fields
+	}
 	raw, ok := items["state"]
 	if !ok {
 		return nil, fmt.Errorf("no state item")
@@ -400,7 +405,7 @@ func (s *JobState) preempted(t time.Time) {
 func (s *JobState) pendingEvictions() []time.Time {
 	var out []time.Time
 	for _, d := range s.Draining {
-		if d == nil || d.Finished || d.Kind == "pause" || d.Unadmitted || d.Decided.IsZero() {
+		if d == nil || d.Finished || d.Kind == "pause" || d.Kind == kindMaintenance || d.Unadmitted || d.Decided.IsZero() {
 			continue
 		}
 		out = append(out, d.Decided)

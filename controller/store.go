@@ -13,13 +13,22 @@ import (
 
 // loadStates reads every job state the controller (or a previous leader)
 // wrote, from the state namespace only.
-func (c *Controller) loadStates(ctx context.Context) error {
+func (c *Controller) loadStates(ctx context.Context) (err error) {
 	c.resetState()
 	c.reload = false
+	defer func() {
+		if err != nil {
+			// Half loaded is not loaded: the next round reads them all
+			// again rather than act on what it has.
+			c.resetState()
+			c.reload = true
+		}
+	}()
 	refs, err := c.nomad.ListVars(ctx, c.cfg.StateNamespace, statePrefix)
 	if err != nil {
 		return err
 	}
+	var newer []string
 	for _, ref := range refs {
 		if ref.Namespace != c.cfg.StateNamespace {
 			continue
@@ -32,6 +41,11 @@ func (c *Controller) loadStates(ctx context.Context) error {
 			continue
 		}
 		st, err := decodeState(items)
+		if errors.Is(err, errNewerState) {
+			c.log.Error("job state written by a newer controller: this one will not lead", "path", ref.Path, "error", err)
+			newer = append(newer, ref.Path)
+			continue
+		}
 		if err != nil {
 			c.log.Error("ignoring unreadable job state", "namespace", ref.Namespace, "path", ref.Path, "error", err)
 			continue
@@ -61,7 +75,12 @@ func (c *Controller) loadStates(ctx context.Context) error {
 		}
 		st.Usage = nil // saved as Idle from now on
 	}
-	c.log.Info("loaded controller state", "jobs", len(c.states))
+	if len(newer) > 0 {
+		c.metrics.schemaRefusals.WithLabelValues("state").Add(float64(len(newer)))
+		return fmt.Errorf("%w: %d job states (%s, ...) are of a schema newer than %d: refusing to lead; "+
+			"upgrade this controller (docs/operations.md, \"Upgrades\")", errNewerState, len(newer), clip(newer[0], quoteMax), stateSchema)
+	}
+	c.log.Info("loaded controller state", "jobs", len(c.states), "schema", stateSchema)
 	return nil
 }
 

@@ -56,6 +56,9 @@ const (
 	RulePause  Rule = "pause"  // a person paused the job: it is held until resumed
 	RuleResume Rule = "resume" // a person resumed a paused job
 	RuleSnooze Rule = "snooze" // a person snoozed the job's idle reclaim for a while
+	// RuleMaintenance: an operator drains the node in Nomad; the job's
+	// work there is checkpointed, held and resumed elsewhere.
+	RuleMaintenance Rule = "maintenance"
 )
 
 // Reason explains an action to the people who read it in the Nomad UI.
