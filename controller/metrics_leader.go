@@ -117,7 +117,8 @@ func (m *metrics) stepDown() {
 	m.heldJobs.Set(0)
 	m.idleGPUs.Set(0)
 	for _, v := range []*prometheus.GaugeVec{m.gpusInUse, m.gpusReserved, m.gpusWaiting, m.gpusLimit, m.gpusBorrowed,
-		m.fairUsage, m.fairShare, m.reserveShortfall, m.waitingGroups, m.oldestWait, m.tierPreemptible, m.tierPriority, m.evictionCap, m.jobStopsMax, m.jobsAtCap} {
+		m.fairUsage, m.fairShare, m.reserveShortfall, m.waitingGroups, m.oldestWait, m.tierPreemptible, m.tierPriority, m.evictionCap, m.jobStopsMax, m.jobsAtCap,
+		m.activity.allocInfo} {
 		v.Reset()
 	}
 	for _, v := range m.departmentGauges() {
