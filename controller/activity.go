@@ -60,7 +60,8 @@ type activityMetrics struct {
 func (m *metrics) newActivity() {
 	a := &m.activity
 	a.up = prometheus.NewGauge(prometheus.GaugeOpts{Name: "steward_activity_source_up",
-		Help: "1 while the GPU activity source answers (its last read succeeded), 0 while idle rules are paused for want of readings."})
+		Help: "1 while the GPU activity source answers (its last read succeeded), 0 while idle rules are paused for want of readings. " +
+			"Always 1 with the nomad source, whose failures are per node (steward_gpu_stats_failures_total)."})
 	a.up.Set(1)
 	a.errors = prometheus.NewCounter(prometheus.CounterOpts{Name: "steward_activity_source_errors_total",
 		Help: "Failed reads of the GPU activity source (Prometheus: failed, cut or empty queries)."})

@@ -129,7 +129,10 @@ func newPromSource(cfg PrometheusConfig) (*promSource, error) {
 // error: the query matches nothing, so every GPU would be unread.
 func (p *promSource) read(ctx context.Context, now time.Time) (map[string]gpuReading, error) {
 	p.queries.Add(1)
-	v, _, err := p.api.Query(ctx, p.expr, now, promv1.WithLimit(uint64(p.cfg.MaxSeries)+1))
+	// The lookback is the age bound: a GPU whose newest sample is older
+	// has no series (Prometheus's default would take one up to 5m old).
+	// Samples are checked again here, for answers a caching proxy kept.
+	v, _, err := p.api.Query(ctx, p.expr, now, promv1.WithLimit(uint64(p.cfg.MaxSeries)+1), promv1.WithLookbackDelta(p.cfg.MaxAge))
 	if err != nil {
 		return nil, fmt.Errorf("query %s at %s: %w", p.expr, p.cfg.Address, err)
 	}
@@ -190,7 +193,7 @@ func (p *promSource) reading(s *model.Sample, now time.Time) gpuReading {
 
 // missing is the refusal of a GPU the answer has no series for.
 func (p *promSource) missing(id string) string {
-	return fmt.Sprintf("Prometheus has no series of %s with %s=%q", p.cfg.Query, p.cfg.UUIDLabel, id)
+	return fmt.Sprintf("Prometheus has no sample of %s with %s=%q in the last %s", p.cfg.Query, p.cfg.UUIDLabel, id, p.cfg.MaxAge)
 }
 
 // errTooLarge cuts an answer over MaxBytes.

@@ -57,7 +57,7 @@ func (f *fakeProm) serve(w http.ResponseWriter, req *http.Request) {
 	_ = req.ParseForm()
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.queries = append(f.queries, req.Form.Get("query"))
+	f.queries = append(f.queries, req.Form.Get("query")+" lookback_delta="+req.Form.Get("lookback_delta"))
 	if f.status != 0 {
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(f.status)
@@ -167,7 +167,7 @@ func TestPrometheusReadings(t *testing.T) {
 			if fmt.Sprint(got) != fmt.Sprint(tc.want) {
 				t.Errorf("readings\n%v\nwant\n%v", got, tc.want)
 			}
-			wantQ := fmt.Sprintf("max by (%s, GPU_I_ID) (100 * DCGM_FI_PROF_GR_ENGINE_ACTIVE)", cfg.UUIDLabel)
+			wantQ := fmt.Sprintf("max by (%s, GPU_I_ID) (100 * DCGM_FI_PROF_GR_ENGINE_ACTIVE) lookback_delta=1m0s", cfg.UUIDLabel)
 			if !slices.Equal(fp.queries, []string{wantQ}) {
 				t.Errorf("queries %q, want one: %q", fp.queries, wantQ)
 			}
@@ -249,7 +249,7 @@ func TestPrometheusActivityRound(t *testing.T) {
 		{name: "one GPU without a series: refused", nodeUtil: 1,
 			then: func(f *fakeProm) { f.set(0, uuidSeries(gpus[0], 2)) },
 			want: nil, up: 1,
-			jobWarning: `GPU GPU-n1-1 on node n1 has no utilisation: Prometheus has no series of 100 * DCGM_FI_PROF_GR_ENGINE_ACTIVE with UUID="GPU-n1-1"; ` +
+			jobWarning: `GPU GPU-n1-1 on node n1 has no utilisation: Prometheus has no sample of 100 * DCGM_FI_PROF_GR_ENGINE_ACTIVE with UUID="GPU-n1-1" in the last 1m0s; ` +
 				"idle rules do not act on allocation a-nb (Steward reads 100 * DCGM_FI_PROF_GR_ENGINE_ACTIVE from Prometheus, by the GPU's UUID in label UUID: docs/reference/controller.md)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
