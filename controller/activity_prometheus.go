@@ -113,7 +113,7 @@ func newPromSource(cfg PrometheusConfig) (*promSource, error) {
 		// max by: one series per GPU (or MIG instance) whatever the
 		// exporter's other labels, which are most of an answer's bytes;
 		// and where two scrapes report one GPU, the busier reading wins.
-		expr: fmt.Sprintf("max by (%s, %s) (%s)", cfg.UUIDLabel, migInstanceLabel, cfg.Query)}
+		expr: PrometheusQueryExpr(cfg)}
 	client, err := promapi.NewClient(promapi.Config{Address: cfg.Address,
 		RoundTripper: &boundedTransport{rt: http.DefaultTransport, max: cfg.MaxBytes, wire: &p.wire, decoded: &p.decoded}})
 	if err != nil {
@@ -121,6 +121,12 @@ func newPromSource(cfg PrometheusConfig) (*promSource, error) {
 	}
 	p.api = promv1.NewAPI(client)
 	return p, nil
+}
+
+// PrometheusQueryExpr is the expression the Prometheus source sends: max
+// by the UUID label (and DCGM's MIG instance label) of the query.
+func PrometheusQueryExpr(cfg PrometheusConfig) string {
+	return fmt.Sprintf("max by (%s, %s) (%s)", cfg.UUIDLabel, migInstanceLabel, cfg.Query)
 }
 
 // read runs the query at now and returns each GPU's reading by UUID (a MIG
