@@ -74,6 +74,19 @@ Options:
   -resync DUR          Full read of the cluster at least this often (default 30s).
   -stats-interval DUR  GPU activity polling period, for nodes running work an idle
                        rule covers (default 10s).
+  -activity-source SRC Where GPU activity is read: nomad (each covered node's
+                       host stats, the default: small clusters) or prometheus
+                       (one query per interval for the whole cluster).
+  -prometheus-address URL
+                       Prometheus's HTTP API, e.g. http://127.0.0.1:9090 (with
+                       -activity-source prometheus).
+  -prometheus-query Q  GPU utilisation in percent, one series per GPU labelled
+                       with its UUID (default "100 * DCGM_FI_PROF_GR_ENGINE_ACTIVE").
+  -prometheus-uuid-label L
+                       The label that holds each series' GPU UUID, a MIG
+                       instance's MIG UUID (default UUID).
+  -activity-max-age DUR
+                       Prometheus samples older than this are refused (default 1m).
   -state-namespace NS  Steward's own namespace: every job's state, the leader lock
                        and the status (default "steward"; it must exist, and no
                        tenant's token may write there).
@@ -125,6 +138,9 @@ func (c *ControllerCommand) AutocompleteFlags() complete.Flags {
 		"-check-concurrency": complete.PredictAnything, "-check-rate": complete.PredictAnything,
 		"-check-burst": complete.PredictAnything, "-pprof": complete.PredictNothing, "-advertise": complete.PredictAnything,
 		"-resync": complete.PredictAnything, "-stats-interval": complete.PredictAnything,
+		"-activity-source":    complete.PredictSet(controller.ActivityNomad, controller.ActivityPrometheus),
+		"-prometheus-address": complete.PredictAnything, "-prometheus-query": complete.PredictAnything,
+		"-prometheus-uuid-label": complete.PredictAnything, "-activity-max-age": complete.PredictAnything,
 		"-state-namespace": complete.PredictAnything, "-placeholder-image": complete.PredictAnything, "-controller-pool": complete.PredictAnything, "-job-records": complete.PredictSet("true", "false"),
 		"-lock-ttl": complete.PredictAnything, "-lock-delay": complete.PredictAnything, "-id": complete.PredictAnything,
 		"-nomad-timeout": complete.PredictAnything, "-round-timeout": complete.PredictAnything,
@@ -166,6 +182,11 @@ func (c *ControllerCommand) flagSet(cfg *controller.Config, o *controllerOptions
 	fs.StringVar(&cfg.UIURL, "ui-url", "", "")
 	fs.DurationVar(&cfg.Resync, "resync", cfg.Resync, "")
 	fs.DurationVar(&cfg.StatsInterval, "stats-interval", cfg.StatsInterval, "")
+	fs.StringVar(&cfg.ActivitySource, "activity-source", cfg.ActivitySource, "")
+	fs.StringVar(&cfg.Prometheus.Address, "prometheus-address", cfg.Prometheus.Address, "")
+	fs.StringVar(&cfg.Prometheus.Query, "prometheus-query", cfg.Prometheus.Query, "")
+	fs.StringVar(&cfg.Prometheus.UUIDLabel, "prometheus-uuid-label", cfg.Prometheus.UUIDLabel, "")
+	fs.DurationVar(&cfg.Prometheus.MaxAge, "activity-max-age", cfg.Prometheus.MaxAge, "")
 	fs.StringVar(&cfg.StateNamespace, "state-namespace", cfg.StateNamespace, "")
 	fs.StringVar(&cfg.PlaceholderImage, "placeholder-image", cfg.PlaceholderImage, "")
 	fs.BoolVar(&cfg.JobRecords, "job-records", cfg.JobRecords, "")

@@ -86,6 +86,13 @@ var configSchema = map[string][]configAttr{
 		{"consul_address", "consul-address", kindString},
 		{"consul_lock_key", "consul-lock-key", kindString},
 	},
+	"activity": {
+		{"source", "activity-source", kindString},
+		{"max_age", "activity-max-age", kindDuration},
+		{"prometheus_address", "prometheus-address", kindString},
+		{"prometheus_query", "prometheus-query", kindString},
+		{"prometheus_uuid_label", "prometheus-uuid-label", kindString},
+	},
 	"state": {
 		{"namespace", "state-namespace", kindString},
 		{"job_records", "job-records", kindBool},
@@ -93,7 +100,7 @@ var configSchema = map[string][]configAttr{
 }
 
 // configBlocks are the file's blocks, in the order they are read.
-var configBlocks = []string{"nomad", "telemetry", "check", "high_availability", "state"}
+var configBlocks = []string{"nomad", "telemetry", "check", "high_availability", "activity", "state"}
 
 // flagValue is one flag the file sets.
 type flagValue struct {

@@ -21,8 +21,14 @@ type Config struct {
 	// events (the event stream replays only the last 100 events, so a gap
 	// must never lose state).
 	Resync time.Duration
-	// StatsInterval is how often GPU activity is read from each client.
+	// StatsInterval is how often GPU activity is read: from each
+	// covered client, or with one Prometheus query.
 	StatsInterval time.Duration
+	// ActivitySource is where GPU activity is read: ActivityNomad (each
+	// covered node's host stats; "" too) or ActivityPrometheus (one
+	// query per interval, Prometheus; activity_prometheus.go).
+	ActivitySource string
+	Prometheus     PrometheusConfig
 	// Debounce gathers a burst of events into one decision.
 	Debounce time.Duration
 	// StateNamespace holds every job's state, the leader lock and the
@@ -113,6 +119,8 @@ func DefaultConfig() Config {
 	return Config{
 		Resync:         30 * time.Second,
 		StatsInterval:  10 * time.Second,
+		ActivitySource: ActivityNomad,
+		Prometheus:     DefaultPrometheusConfig(),
 		Debounce:       5 * time.Millisecond,
 		StateNamespace: DefaultStateNamespace,
 		JobRecords:     true,
@@ -153,6 +161,15 @@ func (c Config) Validate() error {
 	}
 	if err := c.validateCheck(); err != nil {
 		return err
+	}
+	switch c.ActivitySource {
+	case "", ActivityNomad:
+	case ActivityPrometheus:
+		if err := c.Prometheus.validate(); err != nil {
+			return err
+		}
+	default:
+		return fmt.Errorf("-activity-source %q: want %s or %s", c.ActivitySource, ActivityNomad, ActivityPrometheus)
 	}
 	if err := validateControllerPools(c.ControllerPools); err != nil {
 		return err

@@ -86,6 +86,10 @@ type Controller struct {
 	fair fairShareStore
 	// gpuRefused are the GPUs whose stats carry no utilisation.
 	gpuRefused gpuRefusals
+	// prom is the Prometheus activity source (nil: Nomad's host
+	// stats), activity whether the source answers (activity.go).
+	prom     *promSource
+	activity activityState
 	// written passes drains' checkpoint-written files between the rounds
 	// and their poll (written_poll.go).
 	written writtenStore
@@ -167,6 +171,13 @@ func New(cfg Config, client *api.Client, log hclog.Logger) (*Controller, error) 
 	}
 	if cfg.Traffic != nil {
 		c.metrics.reg.MustRegister(cfg.Traffic.collectors()...)
+	}
+	if cfg.ActivitySource == ActivityPrometheus {
+		if c.prom, err = newPromSource(cfg.Prometheus); err != nil {
+			return nil, err
+		}
+		c.gpuRefused.hint = fmt.Sprintf("Steward reads %s from Prometheus, by the GPU's UUID in label %s: docs/reference/controller.md",
+			cfg.Prometheus.Query, cfg.Prometheus.UUIDLabel)
 	}
 	if !cfg.DryRun {
 		// A dry run (steward plan) sends nothing: it needs no secrets.
@@ -283,7 +294,7 @@ func (c *Controller) Health() Health {
 	c.mu.Lock()
 	h := c.health
 	c.mu.Unlock()
-	h.Warnings = c.gpuRefused.healthWarnings()
+	h.Warnings = append(c.activityHealthWarning(), c.gpuRefused.healthWarnings()...)
 	return h
 }
 

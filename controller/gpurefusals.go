@@ -18,6 +18,9 @@ import (
 type gpuRefusals struct {
 	mu    sync.Mutex
 	byGPU map[gpuRef]refusedGPU
+	// hint is where the reading comes from, for the warnings; "": a
+	// node's device stats.
+	hint string
 }
 
 // gpuRef is a GPU by node: device IDs are only unique per node.
@@ -116,7 +119,7 @@ func (g *gpuRefusals) jobWarnings() []JobWarning {
 	refs, rs := g.sorted()
 	out := make([]JobWarning, 0, len(refs))
 	for i, ref := range refs {
-		out = append(out, JobWarning{Job: rs[i].job.String(), Problem: refusalText(ref, rs[i])})
+		out = append(out, JobWarning{Job: rs[i].job.String(), Problem: refusalText(ref, rs[i], g.hint)})
 	}
 	return out
 }
@@ -126,12 +129,15 @@ func (g *gpuRefusals) healthWarnings() []string {
 	refs, rs := g.sorted()
 	var out []string
 	for i, ref := range refs {
-		out = append(out, rs[i].job.String()+": "+refusalText(ref, rs[i]))
+		out = append(out, rs[i].job.String()+": "+refusalText(ref, rs[i], g.hint))
 	}
 	return out
 }
 
-func refusalText(ref gpuRef, r refusedGPU) string {
-	return fmt.Sprintf("GPU %s on node %s has no utilisation: %s; idle rules do not act on allocation %s (Steward reads the %q statistic in %q: docs/reference/devices.md)",
-		ref.device, shortID(ref.node), r.reason, shortID(r.alloc), UtilizationStat, UtilizationUnit)
+func refusalText(ref gpuRef, r refusedGPU, hint string) string {
+	if hint == "" {
+		hint = fmt.Sprintf("Steward reads the %q statistic in %q: docs/reference/devices.md", UtilizationStat, UtilizationUnit)
+	}
+	return fmt.Sprintf("GPU %s on node %s has no utilisation: %s; idle rules do not act on allocation %s (%s)",
+		ref.device, shortID(ref.node), r.reason, shortID(r.alloc), hint)
 }

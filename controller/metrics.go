@@ -34,6 +34,7 @@ type metrics struct {
 	sweepSeconds     prometheus.Histogram
 	statsFailures    prometheus.Counter
 	schemaRefusals   *prometheus.CounterVec
+	activity         activityMetrics
 
 	// all are the collectors registered with register: MetricNames lists
 	// their names (register every collector so).
@@ -94,6 +95,7 @@ func newMetrics() *metrics {
 	m.register(m.preemptions, m.actions, m.reloads, m.heldJobs, m.gpusInUse, m.gpusReserved, m.gpusWaiting,
 		m.idleGPUs, m.leader, m.nomadErrors, m.decisionLatency, m.reconcileSeconds, m.planSeconds, m.metaRefused)
 	m.newDecisions()
+	m.newActivity()
 	return m
 }
 
@@ -131,6 +133,7 @@ func (m *metrics) observePlan(r *round, snap *engine.Snapshot, pol *policy.Polic
 		m.gpusReserved.WithLabelValues(t.Tenant).Set(float64(t.Reserve))
 		m.gpusWaiting.WithLabelValues(t.Tenant).Set(float64(t.Waiting))
 	}
+	m.observeAllocGPUs(r, pol)
 	m.observeDecisions(r, snap, pol, states)
 }
 

@@ -115,9 +115,11 @@ func (m *metrics) newDecisions() {
 func (m *metrics) stepDown() {
 	m.leader.Set(0)
 	m.heldJobs.Set(0)
+	m.activity.up.Set(1) // a follower reads no GPU activity: nothing of it fails
 	m.idleGPUs.Set(0)
 	for _, v := range []*prometheus.GaugeVec{m.gpusInUse, m.gpusReserved, m.gpusWaiting, m.gpusLimit, m.gpusBorrowed,
-		m.fairUsage, m.fairShare, m.reserveShortfall, m.waitingGroups, m.oldestWait, m.tierPreemptible, m.tierPriority, m.evictionCap, m.jobStopsMax, m.jobsAtCap} {
+		m.fairUsage, m.fairShare, m.reserveShortfall, m.waitingGroups, m.oldestWait, m.tierPreemptible, m.tierPriority, m.evictionCap, m.jobStopsMax, m.jobsAtCap,
+		m.activity.allocInfo} {
 		v.Reset()
 	}
 	for _, v := range m.departmentGauges() {

@@ -240,7 +240,7 @@ func (c *Controller) writeStatus(ctx context.Context, r *round, pol *policy.Poli
 	s := buildStatus(pol, r, c.sortedStates(), c.usage.samples(), c.decisions)
 	s.Leader, s.DryRun = c.cfg.Identity, c.cfg.DryRun
 	c.metrics.idleGPUs.Set(float64(s.IdleGPUs))
-	s.Warnings = append(c.warnings(), c.gpuRefused.jobWarnings()...)
+	s.Warnings = append(append(c.warnings(), c.activityJobWarnings()...), c.gpuRefused.jobWarnings()...)
 	c.mu.Lock()
 	s.CheckAddress = c.checkAddr
 	c.mu.Unlock()

@@ -118,8 +118,8 @@ func (c *Controller) sampleNode(t statsTarget, readings map[string]gpuReading, n
 			c.usage.forget(a.ID)
 			for _, id := range slices.Sorted(maps.Keys(refused)) {
 				if c.gpuRefused.refuse(t.node, id, refused[id], a) {
-					c.log.Warn("GPU refused: its stats carry no utilisation, so idle rules do not act on its allocation (docs/reference/devices.md)",
-						"node", t.node, "gpu", id, "alloc", a.ID, "job", jobKey{a.Namespace, a.JobID}, "reason", refused[id])
+					c.log.Warn("GPU refused: it has no utilisation reading, so idle rules do not act on its allocation",
+						"source", c.activitySource(), "node", t.node, "gpu", id, "alloc", a.ID, "job", jobKey{a.Namespace, a.JobID}, "reason", refused[id])
 				}
 			}
 			continue
@@ -154,14 +154,18 @@ func (c *Controller) pollStats(ctx context.Context) {
 		case <-t.C:
 		}
 		targets := c.usage.targetsNow()
-		if targets == nil {
-			continue
+		if len(targets) == 0 {
+			continue // nothing an idle rule covers: nothing to read
 		}
 		start := c.now()
 		for _, age := range c.usage.ages(targets, start) {
 			c.metrics.sampleAge.Observe(age.Seconds())
 		}
-		c.sweepStats(ctx, targets)
+		if c.prom != nil {
+			c.sweepPrometheus(ctx, targets)
+		} else {
+			c.sweepStats(ctx, targets)
+		}
 		c.metrics.sweepSeconds.Observe(c.now().Sub(start).Seconds())
 	}
 }

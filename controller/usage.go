@@ -27,6 +27,9 @@ type usageStore struct {
 	// ID, waiting for the observation that names their allocation.
 	pending map[string][]engine.Sample
 	window  time.Duration
+	// paused: the activity source fails, and plans get no samples
+	// (activity.go), so that none is idle on missing data.
+	paused bool
 }
 
 const maxSamplesPerAlloc = 1024
@@ -106,10 +109,21 @@ func (u *usageStore) forget(allocID string) {
 	delete(u.byAlloc, allocID)
 }
 
-// samples returns a copy of every allocation's samples for one plan.
+// pause withholds samples from plans while the activity source fails.
+func (u *usageStore) pause(p bool) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	u.paused = p
+}
+
+// samples returns a copy of every allocation's samples for one plan; none
+// while paused.
 func (u *usageStore) samples() map[string][]engine.Sample {
 	u.mu.Lock()
 	defer u.mu.Unlock()
+	if u.paused {
+		return map[string][]engine.Sample{}
+	}
 	out := make(map[string][]engine.Sample, len(u.byAlloc))
 	for id, s := range u.byAlloc {
 		out[id] = append([]engine.Sample(nil), s...)

@@ -38,6 +38,11 @@ var (
 	demandFlag = flag.Float64("scale.demand", 1.15, "GPUs wanted by outstanding work, as a share of the cluster's")
 	seedFlag   = flag.Uint64("scale.seed", 1, "seed of the workload")
 	outFlag    = flag.String("scale.out", "", "also write the summary as JSON to this file")
+	// activityFlag is the controllers' GPU activity source: nomad (each
+	// covered node's host stats) or prometheus (a real Prometheus server,
+	// bin/prometheus, scraping a fake DCGM exporter that serves every
+	// simulated GPU's activity, read with one query per interval).
+	activityFlag = flag.String("scale.activity", "nomad", "GPU activity source of the controllers: nomad or prometheus")
 )
 
 // summary is what the harness measured.
@@ -60,6 +65,11 @@ type summary struct {
 	// GPU stats (which follow the idle rules' coverage, not changes).
 	QuietReadMBPerMin, QuietClusterReadMBPerMin, QuietWritesPerMin float64
 	QuietSeconds                                                   float64
+	// Activity is the GPU activity source; QuietActivityReadMBPerMin
+	// what reading it cost in the quiet window: Nomad's forwarded stats
+	// reads, or Prometheus's answers (as sent, gzip).
+	Activity                  string
+	QuietActivityReadMBPerMin float64
 }
 
 func (s summary) line() string {
@@ -71,10 +81,10 @@ func (s summary) line() string {
 	}
 	return fmt.Sprintf("scale: nodes=%d gpus=%d allocs=%d decision_p50_ms=%s decision_p99_ms=%s read_mb_per_min=%s writes_per_min=%s "+
 		"controller_cpu_s_per_min=%s rss_mib=%s failover_to_first_plan_s=%s idle_sample_age_p99_s=%s "+
-		"quiet_read_mb_per_min=%s quiet_cluster_read_mb_per_min=%s quiet_writes_per_min=%s",
+		"quiet_read_mb_per_min=%s quiet_cluster_read_mb_per_min=%s quiet_writes_per_min=%s activity=%s quiet_activity_read_mb_per_min=%s",
 		s.Nodes, s.GPUs, s.Allocs, f(s.DecisionP50, 1), f(s.DecisionP99, 1), f(s.ReadMBPerMin, 2), f(s.WritesPerMin, 1),
 		f(s.CPUSecondsPerMin, 2), f(s.RSSMiB, 0), f(s.FailoverToFirstPlan, 1), f(s.IdleSampleAgeP99, 1),
-		f(s.QuietReadMBPerMin, 2), f(s.QuietClusterReadMBPerMin, 2), f(s.QuietWritesPerMin, 1))
+		f(s.QuietReadMBPerMin, 2), f(s.QuietClusterReadMBPerMin, 2), f(s.QuietWritesPerMin, 1), s.Activity, f(s.QuietActivityReadMBPerMin, 3))
 }
 
 // controllerProc is a copy of the controller the harness runs.
@@ -85,7 +95,7 @@ type controllerProc struct {
 	done       chan struct{}
 }
 
-func startController(t *testing.T, name, nomadAddr, policy string) *controllerProc {
+func startController(t *testing.T, name, nomadAddr, policy string, extra ...string) *controllerProc {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -94,8 +104,8 @@ func startController(t *testing.T, name, nomadAddr, policy string) *controllerPr
 	addr := l.Addr().String()
 	l.Close()
 	p := &controllerProc{name: name, addr: addr, log: &logLines{}, done: make(chan struct{})}
-	p.cmd = exec.Command(testnomad.StewardBin(t), "controller", "-policy", policy, "-id", name, "-listen", addr,
-		"-lock-ttl", "10s", "-lock-delay", "0s", "-log-level", "info", "-pprof")
+	p.cmd = exec.Command(testnomad.StewardBin(t), append([]string{"controller", "-policy", policy, "-id", name, "-listen", addr,
+		"-lock-ttl", "10s", "-lock-delay", "0s", "-log-level", "info", "-pprof"}, extra...)...)
 	p.cmd.Env = append(os.Environ(), "NOMAD_ADDR="+nomadAddr)
 	p.cmd.Stdout, p.cmd.Stderr = p.log, p.log
 	if err := p.cmd.Start(); err != nil {
@@ -161,12 +171,34 @@ func TestScale(t *testing.T) {
 	if err := os.WriteFile(policy, []byte(policyFor(gpus)), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	a := startController(t, "a", agent.Address, policy)
+	var activity []string
+	switch *activityFlag {
+	case "nomad":
+	case "prometheus":
+		var ids []string
+		for _, n := range fleet.Nodes() {
+			ids = append(ids, n.GPUs...)
+		}
+		seed := map[string]float64{}
+		for _, id := range ids {
+			seed[id] = 0
+		}
+		dcgm := testnomad.StartFakeDCGM(t, "scale", seed)
+		dcgm.Source = func(id string) (float64, bool) {
+			u, ok := w.activity("", id)
+			return float64(u) / 100, ok
+		}
+		prom := testnomad.StartPrometheus(t, dcgm.Target)
+		activity = []string{"-activity-source", "prometheus", "-prometheus-address", prom.Address}
+	default:
+		t.Fatalf("-scale.activity %q: want nomad or prometheus", *activityFlag)
+	}
+	a := startController(t, "a", agent.Address, policy, activity...)
 	testnomad.WaitFor(t, 60*time.Second, "controller a leading", func() (bool, string) {
 		leader, last := a.health()
 		return leader && !last.IsZero(), "not yet"
 	})
-	b := startController(t, "b", agent.Address, policy)
+	b := startController(t, "b", agent.Address, policy, activity...)
 
 	drv := &driver{t: t, c: agent.Client, w: w, fleet: fleet, gpus: gpus, demand: *demandFlag}
 	// Fill the cluster, then measure.
@@ -260,6 +292,11 @@ func TestScale(t *testing.T) {
 		s.QuietReadMBPerMin = (counter(q1, "steward_nomad_http_read_bytes_total", "") - counter(q0, "steward_nomad_http_read_bytes_total", "")) / 1e6 / qMin
 		s.QuietClusterReadMBPerMin = s.QuietReadMBPerMin - delta("steward_nomad_http_read_endpoint_bytes_total", "endpoint", "stats")/1e6/qMin
 		s.QuietWritesPerMin = (counter(q1, "steward_nomad_http_requests_total", "write") - counter(q0, "steward_nomad_http_requests_total", "write")) / qMin
+		s.Activity = *activityFlag
+		s.QuietActivityReadMBPerMin = (delta("steward_nomad_http_read_endpoint_bytes_total", "endpoint", "stats") +
+			counter(q1, "steward_activity_source_read_bytes_total", "") - counter(q0, "steward_activity_source_read_bytes_total", "")) / 1e6 / qMin
+		t.Logf("quiet: %.0f activity-source queries, %.0f stats reads", counter(q1, "steward_activity_source_queries_total", "")-counter(q0, "steward_activity_source_queries_total", ""),
+			delta("steward_nomad_http_reads_total", "endpoint", "stats"))
 		var by []string
 		for _, class := range []string{"variable", "job", "allocation", "node", "evaluation", "event", "stats", "other"} {
 			by = append(by, fmt.Sprintf("%s %.2f", class, delta("steward_nomad_http_read_endpoint_bytes_total", "endpoint", class)/1e6/qMin))

@@ -219,6 +219,21 @@ func TestAlertsFire(t *testing.T) {
 		want: map[string]string{`{tenant="ml", tier="training"}`: "2"},
 		says: []string{"stopped (preempted or\nidle-released) 2 times", "the cap is\n3", "by rule: idle=0 priority=15"},
 	}, {
+		name:  "the leader cannot read Prometheus; its follower reads nothing",
+		alert: "StewardIdleRulesPaused",
+		series: `
+			steward_activity_source_up{instance="a",job="steward"} 0x20
+			steward_activity_source_up{instance="b",job="steward"} 1x20
+			steward_activity_source_errors_total{instance="a",job="steward"} 0+6x20`,
+		want: map[string]string{`{job="steward"}`: "0"},
+		says: []string{"job steward has not read GPU activity for 5 minutes", "(30\nfailed reads)"},
+	}, {
+		name:  "the source answers",
+		alert: "StewardIdleRulesPaused",
+		series: `
+			steward_activity_source_up{instance="a",job="steward"} 1x20
+			steward_activity_source_up{instance="b",job="steward"} 1x20`,
+	}, {
 		name:  "at a cap of 2, one stop is no thrashing",
 		alert: "StewardPreemptionThrashing",
 		series: `
