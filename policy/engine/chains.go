@@ -160,16 +160,16 @@ func (st *state) buildChains() {
 // chainPick gives the run's next in their place, of the same class.) A
 // unit of the run that is no candidate (capped, or not preemptible: an
 // exposed allocation above one that is not) buries the rest.
-func (st *state) chainKeys(keys []candKey) []candKey {
-	cand := make([]bool, len(st.units))
+func (m *model) chainKeys(keys []candKey) []candKey {
+	cand := make([]bool, len(m.units))
 	for _, k := range keys {
 		cand[k.ui] = true
 	}
-	for ci := range st.chains {
+	for ci := range m.chains {
 		var worst uint64
 		buried := false
-		for _, ui := range st.chains[ci].units {
-			u := &st.units[ui]
+		for _, ui := range m.chains[ci].units {
+			u := &m.units[ui]
 			buried = buried || u.buried || !cand[ui]
 			if buried {
 				u.buried = true
@@ -181,7 +181,7 @@ func (st *state) chainKeys(keys []candKey) []candKey {
 	}
 	out := keys[:0]
 	for _, k := range keys {
-		if u := &st.units[k.ui]; !u.buried {
+		if u := &m.units[k.ui]; !u.buried {
 			out = append(out, candKey{key: u.key, ui: k.ui})
 		}
 	}
@@ -233,15 +233,15 @@ func (st *state) chainPick(ui int32, n int32) int32 {
 
 // chainPickAny is chainPick for a search that frees GPUs on any node
 // (swapElsewhere): the chain's next unit not in vs yet, wherever it runs.
-func (st *state) chainPickAny(ui int32, vs []victim) int32 {
-	c := st.units[ui].chain
+func (m *model) chainPickAny(ui int32, vs []victim) int32 {
+	c := m.units[ui].chain
 	if c < 0 {
 		return ui
 	}
-	ch := &st.chains[c]
+	ch := &m.chains[c]
 	i := ch.next
 	for _, v := range vs {
-		if st.units[v.ui].chain == c {
+		if m.units[v.ui].chain == c {
 			i++
 		}
 	}
@@ -265,54 +265,54 @@ func (st *state) chainListed(ui int32) {
 }
 
 // chainPeek is the unit take would take for ui (untaken), taking nothing.
-func (st *state) chainPeek(ui int32) int32 {
-	c := st.units[ui].chain
+func (m *model) chainPeek(ui int32) int32 {
+	c := m.units[ui].chain
 	if c < 0 {
 		return ui
 	}
-	return st.chains[c].units[st.chains[c].next]
+	return m.chains[c].units[m.chains[c].next]
 }
 
 // chainLast is the unit untake would put back for ui (taken), changing
 // nothing.
-func (st *state) chainLast(ui int32) int32 {
-	c := st.units[ui].chain
+func (m *model) chainLast(ui int32) int32 {
+	c := m.units[ui].chain
 	if c < 0 {
 		return ui
 	}
-	return st.chains[c].units[st.chains[c].next-1]
+	return m.chains[c].units[m.chains[c].next-1]
 }
 
 // chainTake is the unit take takes for ui: the chain's next.
-func (st *state) chainTake(ui int32) int32 {
-	c := st.units[ui].chain
+func (m *model) chainTake(ui int32) int32 {
+	c := m.units[ui].chain
 	if c < 0 {
 		return ui
 	}
-	ch := &st.chains[c]
+	ch := &m.chains[c]
 	ui = ch.units[ch.next]
 	ch.next++
 	return ui
 }
 
 // chainUntake is the unit untake puts back for ui: the chain's last taken.
-func (st *state) chainUntake(ui int32) int32 {
-	c := st.units[ui].chain
+func (m *model) chainUntake(ui int32) int32 {
+	c := m.units[ui].chain
 	if c < 0 {
 		return ui
 	}
-	ch := &st.chains[c]
+	ch := &m.chains[c]
 	ch.next--
 	return ch.units[ch.next]
 }
 
 // chainNext reports whether unit ui may be taken as itself: it is in no
 // chain, or it is its chain's next.
-func (st *state) chainNext(ui int32) bool {
-	c := st.units[ui].chain
+func (m *model) chainNext(ui int32) bool {
+	c := m.units[ui].chain
 	if c < 0 {
 		return true
 	}
-	ch := &st.chains[c]
+	ch := &m.chains[c]
 	return int(ch.next) < len(ch.units) && ch.units[ch.next] == ui
 }

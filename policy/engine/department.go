@@ -82,50 +82,50 @@ func (e *Engine) compileDepartments() {
 
 // dept is tenant ti's department, or -1 (no department, or a namespace no
 // tenant names).
-func (st *state) dept(ti int) int {
-	if st.e.deptOf == nil || ti >= len(st.e.deptOf) {
+func (m *model) dept(ti int) int {
+	if m.e.deptOf == nil || ti >= len(m.e.deptOf) {
 		return -1
 	}
-	return st.e.deptOf[ti]
+	return m.e.deptOf[ti]
 }
 
 // deptUse is what department di's tenants hold, draining excluded.
-func (st *state) deptUse(di int) int {
+func (m *model) deptUse(di int) int {
 	sum := 0
-	for _, ti := range st.e.depts[di].members {
-		sum += st.tenants[ti].use
+	for _, ti := range m.e.depts[di].members {
+		sum += m.tenants[ti].use
 	}
 	return sum
 }
 
 // deptHeld is deptUse plus what is set aside for its tenants' waiting
 // work: promised, so within the limit as much as held (tenantState.marked).
-func (st *state) deptHeld(di int) int {
+func (m *model) deptHeld(di int) int {
 	sum := 0
-	for _, ti := range st.e.depts[di].members {
-		sum += st.tenants[ti].use + st.tenants[ti].marked
+	for _, ti := range m.e.depts[di].members {
+		sum += m.tenants[ti].use + m.tenants[ti].marked
 	}
 	return sum
 }
 
 // overDeptLimit reports whether tenant ti's department would be over its
 // limit holding extra more units.
-func (st *state) overDeptLimit(ti, extra int) bool {
-	di := st.dept(ti)
-	return di >= 0 && st.deptHeld(di)+extra > st.e.depts[di].lim
+func (m *model) overDeptLimit(ti, extra int) bool {
+	di := m.dept(ti)
+	return di >= 0 && m.deptHeld(di)+extra > m.e.depts[di].lim
 }
 
 // deptUnder reports whether tenant ti's department stays within its
 // reserve holding extra more units.
-func (st *state) deptUnder(ti, extra int) bool {
-	di := st.dept(ti)
-	return di >= 0 && st.deptUse(di)+extra <= st.e.depts[di].reserve
+func (m *model) deptUnder(ti, extra int) bool {
+	di := m.dept(ti)
+	return di >= 0 && m.deptUse(di)+extra <= m.e.depts[di].reserve
 }
 
 // sameDept reports whether tenants a and b are in one department.
-func (st *state) sameDept(a, b int) bool {
-	da := st.dept(a)
-	return da >= 0 && da == st.dept(b)
+func (m *model) sameDept(a, b int) bool {
+	da := m.dept(a)
+	return da >= 0 && da == m.dept(b)
 }
 
 // deptProtected reports whether unit u's GPUs on node n are within its
@@ -148,13 +148,13 @@ func (st *state) deptProtected(u *unit, b *bene, n int32) bool {
 // deptNote is what a capacity reason adds for a tenant in a department:
 // "; department research (tenants a, b) holds 8 GPUs, reserve 8" ("" for
 // a tenant in none).
-func (st *state) deptNote(ti int) string {
-	di := st.dept(ti)
+func (m *model) deptNote(ti int) string {
+	di := m.dept(ti)
 	if di < 0 {
 		return ""
 	}
-	d := &st.e.depts[di]
-	return "; department " + d.d.Name + " (tenants " + d.names + ") holds " + unitsString(st.deptUse(di)) +
+	d := &m.e.depts[di]
+	return "; department " + d.d.Name + " (tenants " + d.names + ") holds " + unitsString(m.deptUse(di)) +
 		", reserve " + itoa(d.d.Reserve)
 }
 
@@ -217,18 +217,18 @@ func (st *state) deptReclaimReason(m *msg, b *bene, v victim, gpus int) Reason {
 // deptUsageKey orders tenants by their department's decayed usage per
 // unit of its weight (fair share over time at the department level); a
 // tenant in no department is a department of its own.
-func (st *state) deptUsageKey(ti int) uint64 {
-	di := st.dept(ti)
+func (m *model) deptUsageKey(ti int) uint64 {
+	di := m.dept(ti)
 	if di < 0 {
-		return st.usageKey(ti)
+		return m.usageKey(ti)
 	}
 	var u float64
-	for _, mi := range st.e.depts[di].members {
-		if x := st.s.Usage[st.tenants[mi].t.Name]; x > 0 && !math.IsInf(x, 0) {
+	for _, mi := range m.e.depts[di].members {
+		if x := m.s.Usage[m.tenants[mi].t.Name]; x > 0 && !math.IsInf(x, 0) {
 			u += x
 		}
 	}
-	return floatKey(u / st.e.depts[di].d.Weight)
+	return floatKey(u / m.e.depts[di].d.Weight)
 }
 
 // DepartmentUsage is one department's GPU accounting after the plan.

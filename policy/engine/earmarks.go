@@ -34,41 +34,41 @@ type demandRef struct {
 // earmark sets g GPUs on node n aside for the waiting demand named by
 // job and group, and reports whether it did: false when job is nil or the
 // demand is not waiting.
-func (st *state) earmark(job *JobRef, group string, n int32, g int) bool {
+func (m *model) earmark(job *JobRef, group string, n int32, g int) bool {
 	if job == nil || g <= 0 {
 		return false
 	}
-	w, ok := st.waitingIndex(demandRef{*job, group})
+	w, ok := m.waitingIndex(demandRef{*job, group})
 	if !ok {
 		return false
 	}
-	if st.marks == nil {
-		st.marks = map[int32][]nodeGPUs{}
+	if m.marks == nil {
+		m.marks = map[int32][]nodeGPUs{}
 	}
-	st.marks[w] = addNode(st.marks[w], n, g)
-	st.tenants[st.tenantOf(st.s.Waiting[w].Job.Ref.Namespace)].marked += g * st.unitsOn(n)
+	m.marks[w] = addNode(m.marks[w], n, g)
+	m.tenants[m.tenantOf(m.s.Waiting[w].Job.Ref.Namespace)].marked += g * m.unitsOn(n)
 	return true
 }
 
 // markDraining notes that an allocation on node n drains g GPUs for the
 // waiting demand named by job and group (earmark has set them aside).
-func (st *state) markDraining(job *JobRef, group string, n int32, g int) {
-	w, _ := st.waitingIndex(demandRef{*job, group})
-	if st.draining == nil {
-		st.draining = map[int32][]nodeGPUs{}
+func (m *model) markDraining(job *JobRef, group string, n int32, g int) {
+	w, _ := m.waitingIndex(demandRef{*job, group})
+	if m.draining == nil {
+		m.draining = map[int32][]nodeGPUs{}
 	}
-	st.draining[w] = addNode(st.draining[w], n, g)
+	m.draining[w] = addNode(m.draining[w], n, g)
 }
 
 // drainsOn reports whether allocations drain for waiting demand w on
 // node n.
-func (st *state) drainsOn(w int32, n int32) bool {
-	return st.drainingOn(w, n) > 0
+func (m *model) drainsOn(w int32, n int32) bool {
+	return m.drainingOn(w, n) > 0
 }
 
 // drainingOn is the GPUs allocations drain for waiting demand w on node n.
-func (st *state) drainingOn(w int32, n int32) int {
-	for _, d := range st.draining[w] {
+func (m *model) drainingOn(w int32, n int32) int {
+	for _, d := range m.draining[w] {
 		if d.node == n {
 			return d.gpus
 		}
@@ -99,57 +99,57 @@ func (st *state) earmarkFreed(free []int32) {
 // Nomad answers), or it was stopped. Its GPUs stay set aside for no one
 // until the marks lapse: free, the victim itself or other work would be
 // resumed into them the moment before Nomad places the job.
-func (st *state) inFlight(job JobRef) bool {
-	if st.placedJobs == nil {
-		st.placedJobs = map[JobRef]bool{}
-		for i := range st.s.Allocs {
-			if a := &st.s.Allocs[i]; len(a.GPUIDs) > 0 && !a.Draining {
-				st.placedJobs[a.Job.Ref] = true
+func (m *model) inFlight(job JobRef) bool {
+	if m.placedJobs == nil {
+		m.placedJobs = map[JobRef]bool{}
+		for i := range m.s.Allocs {
+			if a := &m.s.Allocs[i]; len(a.GPUIDs) > 0 && !a.Draining {
+				m.placedJobs[a.Job.Ref] = true
 			}
 		}
 	}
-	return !st.placedJobs[job]
+	return !m.placedJobs[job]
 }
 
 // waitingIndex finds a waiting demand by job and group. The index is
 // built on first use, since most plans have no earmarks, and only for the
 // jobs an earmark or a draining allocation names: a full index of a long
 // queue would cost a map of every waiting job on each plan.
-func (st *state) waitingIndex(r demandRef) (int32, bool) {
-	if st.waitingIdx == nil {
-		named := st.markedJobs()
-		st.waitingIdx = map[demandRef]int32{}
-		for i := range st.s.Waiting {
-			d := &st.s.Waiting[i]
+func (m *model) waitingIndex(r demandRef) (int32, bool) {
+	if m.waitingIdx == nil {
+		named := m.markedJobs()
+		m.waitingIdx = map[demandRef]int32{}
+		for i := range m.s.Waiting {
+			d := &m.s.Waiting[i]
 			if !named(d.Job.Ref) {
 				continue
 			}
 			k := demandRef{d.Job.Ref, d.Group}
-			if _, dup := st.waitingIdx[k]; !dup {
-				st.waitingIdx[k] = int32(i)
+			if _, dup := m.waitingIdx[k]; !dup {
+				m.waitingIdx[k] = int32(i)
 			}
 			// "" names the job's first waiting group: a gang is served
 			// whole, and a controller may know only the job.
-			if _, dup := st.waitingIdx[demandRef{d.Job.Ref, ""}]; !dup {
-				st.waitingIdx[demandRef{d.Job.Ref, ""}] = int32(i)
+			if _, dup := m.waitingIdx[demandRef{d.Job.Ref, ""}]; !dup {
+				m.waitingIdx[demandRef{d.Job.Ref, ""}] = int32(i)
 			}
 		}
 	}
-	w, ok := st.waitingIdx[r]
+	w, ok := m.waitingIdx[r]
 	return w, ok
 }
 
 // markedJobs returns a test for the jobs that earmarks and draining
 // allocations name (usually a handful: compared one by one).
-func (st *state) markedJobs() func(JobRef) bool {
+func (m *model) markedJobs() func(JobRef) bool {
 	var refs []JobRef
-	for i := range st.s.Allocs {
-		if a := &st.s.Allocs[i]; a.Draining && a.For != nil {
+	for i := range m.s.Allocs {
+		if a := &m.s.Allocs[i]; a.Draining && a.For != nil {
 			refs = append(refs, *a.For)
 		}
 	}
-	for i := range st.s.Earmarks {
-		refs = append(refs, st.s.Earmarks[i].For)
+	for i := range m.s.Earmarks {
+		refs = append(refs, m.s.Earmarks[i].For)
 	}
 	if len(refs) <= 16 {
 		return func(r JobRef) bool { return slices.Contains(refs, r) }
@@ -172,8 +172,7 @@ func (st *state) takeMarks(w int32) []nodeGPUs {
 	delete(st.marks, w)
 	t := &st.tenants[st.tenantOf(st.s.Waiting[w].Job.Ref.Namespace)]
 	for _, m := range marks {
-		st.cap.add(m.node, int32(m.gpus))
-		st.touched(m.node)
+		st.ix.change(m.node, noUnit, int32(m.gpus))
 		t.marked -= m.gpus * st.unitsOn(m.node)
 	}
 	return marks
@@ -268,7 +267,7 @@ func (st *state) takeMarksBelow(b *bene) (int32, bool) {
 	}
 	st.marks[w] = slices.DeleteFunc(st.marks[w], func(m nodeGPUs) bool { return m.gpus <= 0 })
 	st.tenants[st.waitingOf[w].tenant].marked -= b.g * st.unitsOn(n)
-	st.cap.add(n, int32(b.g))
+	st.ix.change(n, noUnit, int32(b.g))
 	st.place(b, n)
 	b.took = true
 	d := &st.s.Waiting[w]

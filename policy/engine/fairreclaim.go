@@ -99,21 +99,21 @@ func (st *state) fairReclaim(b *bene, need int) (int32, []victim, bool) {
 // from, and returns what b's tenant would borrow per unit of weight after
 // the move (held, set aside for it and need, beyond its reserve). false
 // when there are none.
-func (st *state) fairVictims(b *bene, need int, above float64) (float64, bool) {
-	s := st.standings()
-	bt := &st.tenants[b.tenant]
+func (m *model) fairVictims(b *bene, need int, above float64) (float64, bool) {
+	s := m.standings()
+	bt := &m.tenants[b.tenant]
 	after := float64(bt.use+bt.marked+need-bt.reserve) / bt.t.Weight
-	mine := s[b.tenant].perWeight(st.tenants[b.tenant].t)
-	if cap(st.fairVictim) < len(st.tenants) {
-		st.fairVictim = make([]bool, len(st.tenants))
+	mine := s[b.tenant].perWeight(m.tenants[b.tenant].t)
+	if cap(m.fairVictim) < len(m.tenants) {
+		m.fairVictim = make([]bool, len(m.tenants))
 	}
-	st.fairVictim = st.fairVictim[:len(st.tenants)]
+	m.fairVictim = m.fairVictim[:len(m.tenants)]
 	some := false
-	for ti := range st.tenants {
-		t := &st.tenants[ti]
+	for ti := range m.tenants {
+		t := &m.tenants[ti]
 		ok := ti != b.tenant && ti < len(s) && s[ti].counted && s[ti].ratio() > above &&
 			s[ti].perWeight(t.t) > mine && float64(t.use-t.reserve)/t.t.Weight > after
-		st.fairVictim[ti] = ok
+		m.fairVictim[ti] = ok
 		some = some || ok
 	}
 	return after, some
@@ -203,14 +203,14 @@ func fmtWeight(x float64) string { return strconv.FormatFloat(x, 'g', -1, 64) }
 // share, and more per unit of weight than u's tenant). A promotion lifts
 // work that waited long above its own tier, not above another tenant's fair
 // share. False when fair-share reclaim is off: priorities are as before.
-func (st *state) fairShields(u *unit, b *bene) bool {
-	above := st.e.p.Preemption.FairShareReclaimAbove
-	if above <= 0 || !st.fairOn() || u.tenant == b.tenant || st.e.tiers[b.tier].priority > st.e.tiers[u.tier].priority {
+func (m *model) fairShields(u *unit, b *bene) bool {
+	above := m.e.p.Preemption.FairShareReclaimAbove
+	if above <= 0 || !m.fairOn() || u.tenant == b.tenant || m.e.tiers[b.tier].priority > m.e.tiers[u.tier].priority {
 		return false
 	}
-	s := st.standings()
+	s := m.standings()
 	return b.tenant < len(s) && u.tenant < len(s) && s[b.tenant].counted && s[b.tenant].ratio() > above &&
-		s[b.tenant].perWeight(st.tenants[b.tenant].t) > s[u.tenant].perWeight(st.tenants[u.tenant].t)
+		s[b.tenant].perWeight(m.tenants[b.tenant].t) > s[u.tenant].perWeight(m.tenants[u.tenant].t)
 }
 
 // perWeight is the tenant's decayed usage per unit of its weight t.Weight

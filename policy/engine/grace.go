@@ -10,12 +10,12 @@ import "time"
 
 // victimGrace returns the grace unit u gets when freed for b under rule,
 // and the grace it would get were b's tier not urgent.
-func (st *state) victimGrace(b *bene, u *unit, rule Rule) (grace, usual time.Duration) {
-	usual = st.e.p.Preemption.Grace
+func (m *model) victimGrace(b *bene, u *unit, rule Rule) (grace, usual time.Duration) {
+	usual = m.e.p.Preemption.Grace
 	if rule == RuleBackfill {
-		usual = st.backfillGrace(u)
+		usual = m.backfillGrace(u)
 	}
-	return st.e.tiers[b.tier].t.CapGrace(usual), usual
+	return m.e.tiers[b.tier].t.CapGrace(usual), usual
 }
 
 // graceNote says, for a victim's reason, that b's tier cut its grace
@@ -41,15 +41,15 @@ func (st *state) graceNote(b *bene, job *Job, grace, usual time.Duration) string
 // drainFor is how long the victims chosen for b take to stop: the longest
 // grace among them (0 when all stop at once: idle work, jobs that take no
 // checkpoint signal, victims of an urgent tier).
-func (st *state) drainFor(b *bene, vs []victim) time.Duration {
+func (m *model) drainFor(b *bene, vs []victim) time.Duration {
 	longest := time.Duration(0)
 	for _, v := range vs {
 		if v.rule == RuleIdle {
 			continue // released at once, without a grace
 		}
-		u := &st.units[v.ui]
-		grace, _ := st.victimGrace(b, u, v.rule)
-		if _, g := st.checkpoint(st.jobOf(u), grace); g > longest {
+		u := &m.units[v.ui]
+		grace, _ := m.victimGrace(b, u, v.rule)
+		if _, g := m.checkpoint(m.jobOf(u), grace); g > longest {
 			longest = g
 		}
 	}

@@ -80,12 +80,12 @@ type nodeUnit struct {
 }
 
 // setTaken mirrors a unit's taken flag into node n's list.
-func (st *state) setTaken(n int32, ui int32, taken bool) {
-	if st.nodeUnits == nil {
+func (ix *nodeIndex) setTaken(n int32, ui int32, taken bool) {
+	if ix.nodeUnits == nil {
 		return
 	}
-	for i := range st.nodeUnits[n] {
-		if nu := &st.nodeUnits[n][i]; nu.ui == ui {
+	for i := range ix.nodeUnits[n] {
+		if nu := &ix.nodeUnits[n][i]; nu.ui == ui {
 			nu.taken = taken
 			return
 		}
@@ -123,12 +123,12 @@ type dirtyNodes struct {
 }
 
 // touched records that node n's free GPUs or taken units changed.
-func (st *state) touched(n int32) {
-	if st.pot == nil || st.dirty.marked[n] {
+func (ix *nodeIndex) touched(n int32) {
+	if ix.pot == nil || ix.dirty.marked[n] {
 		return
 	}
-	st.dirty.marked[n] = true
-	st.dirty.nodes = append(st.dirty.nodes, n)
+	ix.dirty.marked[n] = true
+	ix.dirty.nodes = append(ix.dirty.nodes, n)
 }
 
 // settle brings the potentials and bounds of changed nodes up to date. The
@@ -282,8 +282,8 @@ func (st *state) tryNode(p *nodePick, n int32, b *bene, allowYoung bool) {
 
 // firstInSpread breaks a tie between nodes whose worst victim is the same
 // gang: the walk would have taken the first of them in the gang's order.
-func (st *state) firstInSpread(ui int32, n int32, ties []int32) int32 {
-	for _, ng := range st.gangs[st.units[ui].gang].spread {
+func (m *model) firstInSpread(ui int32, n int32, ties []int32) int32 {
+	for _, ng := range m.gangs[m.units[ui].gang].spread {
 		if ng.node == n || slices.Contains(ties, ng.node) {
 			return ng.node
 		}

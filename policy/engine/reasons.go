@@ -182,11 +182,11 @@ func (st *state) where(m *msg, u *unit, gpus int) bool {
 }
 
 // nodeName is how reasons name node n: its name, else its ID.
-func (st *state) nodeName(n int32) string {
-	if name := st.nodes[n].Name; name != "" {
+func (m *model) nodeName(n int32) string {
+	if name := m.nodes[n].Name; name != "" {
 		return name
 	}
-	return st.nodes[n].ID
+	return m.nodes[n].ID
 }
 
 func (st *state) idleReason(m *msg, u *unit, b *bene) Reason {
@@ -283,9 +283,9 @@ func (st *state) promotedOnly(b *bene) string {
 
 // noNodeReason explains why a demand waits that no node may run: none is
 // in its node pool, or none there has the GPUs it asks for.
-func (st *state) noNodeReason(d *Demand) Reason {
+func (m *model) noNodeReason(d *Demand) Reason {
 	pool := d.NodePool != "" && d.NodePool != "all"
-	if _, known := st.poolIdx[d.NodePool]; pool && !known {
+	if _, known := m.poolIdx[d.NodePool]; pool && !known {
 		return Reason{RuleCapacity, "no client node is in node pool " + quote(d.NodePool)}
 	}
 	asks := d.Asks
@@ -331,10 +331,10 @@ func (st *state) drainingReason(b *bene, vs []victim, grace time.Duration) Reaso
 }
 
 // otherJobs counts the jobs among vs other than first.
-func (st *state) otherJobs(vs []victim, first JobRef) int {
+func (m *model) otherJobs(vs []victim, first JobRef) int {
 	var seen []JobRef
 	for _, v := range vs {
-		r := st.jobOf(&st.units[v.ui]).Ref
+		r := m.jobOf(&m.units[v.ui]).Ref
 		if r != first && !slices.Contains(seen, r) {
 			seen = append(seen, r)
 		}

@@ -26,8 +26,8 @@ import (
 
 // preemptible reports whether a unit may be a victim at all: its tier is
 // preemptible, or it is non-preemptible work beyond its tenant's reserve.
-func (st *state) preemptible(u *unit) bool {
-	return u.exposed || st.e.tiers[u.tier].preemptible
+func (m *model) preemptible(u *unit) bool {
+	return u.exposed || m.e.tiers[u.tier].preemptible
 }
 
 // exposeBeyondReserve marks the non-preemptible units of each tenant whose
@@ -35,10 +35,10 @@ func (st *state) preemptible(u *unit) bool {
 // the reserve is filled oldest first (each unit that still fits keeps its
 // protection), so the newest are the ones beyond it, and work within the
 // reserve is never a victim.
-func (st *state) exposeBeyondReserve() {
+func (m *model) exposeBeyondReserve() {
 	over := false
-	for ti := range st.tenants {
-		t := &st.tenants[ti]
+	for ti := range m.tenants {
+		t := &m.tenants[ti]
 		t.fixed0 = t.fixed
 		over = over || t.fixed > t.reserve
 	}
@@ -46,23 +46,23 @@ func (st *state) exposeBeyondReserve() {
 		return // the usual case: one pass over the tenants
 	}
 	var fixed []int32
-	for ui := range st.units {
-		u := &st.units[ui]
-		if t := &st.tenants[u.tenant]; !st.e.tiers[u.tier].preemptible && t.fixed > t.reserve {
+	for ui := range m.units {
+		u := &m.units[ui]
+		if t := &m.tenants[u.tenant]; !m.e.tiers[u.tier].preemptible && t.fixed > t.reserve {
 			fixed = append(fixed, int32(ui))
 		}
 	}
 	slices.SortStableFunc(fixed, func(a, b int32) int {
-		ua, ub := &st.units[a], &st.units[b]
+		ua, ub := &m.units[a], &m.units[b]
 		if c := cmp.Compare(ua.tenant, ub.tenant); c != 0 {
 			return c
 		}
 		return cmp.Compare(ub.age, ua.age) // the oldest first
 	})
-	kept := make([]int, len(st.tenants))
+	kept := make([]int, len(m.tenants))
 	for _, ui := range fixed {
-		u := &st.units[ui]
-		if kept[u.tenant]+int(u.units) <= st.tenants[u.tenant].reserve {
+		u := &m.units[ui]
+		if kept[u.tenant]+int(u.units) <= m.tenants[u.tenant].reserve {
 			kept[u.tenant] += int(u.units)
 			continue
 		}
@@ -97,11 +97,11 @@ func (st *state) exposedNote(m *msg, u *unit) {
 // reserve: it ran beyond the reserve on GPUs its priority allowed, and only
 // the safety rule takes them back. A job protected by max_per_job goes to
 // no one (protect.go). (Limits take both: giveBack does not ask.)
-func (st *state) mayTake(u *unit, b *bene, rule Rule) bool {
-	if u.exposed && !st.e.tiers[u.tier].waitsBeyond && rule != RuleReclaim {
+func (m *model) mayTake(u *unit, b *bene, rule Rule) bool {
+	if u.exposed && !m.e.tiers[u.tier].waitsBeyond && rule != RuleReclaim {
 		return false
 	}
-	return !st.protectedJob(u)
+	return !m.protectedJob(u)
 }
 
 // beyondNote appends, to the reason non-preemptible work of a tier that

@@ -142,15 +142,15 @@ func sortKeys(keys []candKey) {
 // reservation when b reclaims its own.
 // Tenants' standing is as of the plan's start: one that crosses its
 // reservation during the plan is seen in the right segment by the next.
-func (st *state) walkRange(c *candidates, seg int, b *bene, allowYoung bool) (int, int) {
+func (m *model) walkRange(c *candidates, seg int, b *bene, allowYoung bool) (int, int) {
 	sg := &c.segs[seg]
-	for sg.next < sg.end && st.units[c.units[sg.next]].taken {
+	for sg.next < sg.end && m.units[c.units[sg.next]].taken {
 		sg.next++ // taken units gather at the front: skip them once
 	}
 	end := sg.end
 	switch {
 	case seg == segIdle:
-	case seg == segBackfill && st.e.ownsPool[b.tier]:
+	case seg == segBackfill && m.e.ownsPool[b.tier]:
 	case seg >= segYoungOver && !allowYoung:
 		end = sg.next
 	case (seg == segNotOver || seg == segYoungNotOver) && b.inPool == 0 || !b.entitled:
@@ -217,20 +217,20 @@ type victim struct {
 
 // capped reports whether a job has reached the eviction cap, counting a
 // preemption this plan has already decided.
-func (st *state) capped(job *Job, recent int) bool {
-	limit := st.e.p.Preemption.MaxPerJobPerHour
+func (m *model) capped(job *Job, recent int) bool {
+	limit := m.e.p.Preemption.MaxPerJobPerHour
 	if limit <= 0 || recent+1 < limit {
 		return limit > 0 && recent >= limit
 	}
-	return recent+st.planned[job.Ref] >= limit
+	return recent+m.planned[job.Ref] >= limit
 }
 
 // markPlanned records a preemption this plan decided. Only a job one short
 // of the cap can be capped by it (see capped), and usually none is: then
 // the map, with a string-keyed insert per victim, is left alone.
-func (st *state) markPlanned(job *Job) {
-	if st.trackPlanned {
-		st.planned[job.Ref] = 1
+func (m *model) markPlanned(job *Job) {
+	if m.trackPlanned {
+		m.planned[job.Ref] = 1
 	}
 }
 
@@ -238,11 +238,11 @@ func (st *state) markPlanned(job *Job) {
 // included: a preemption exactly an hour ago is still in the hour (a user
 // counting "no more than 2 in any hour" counts it, and so does the
 // simulator's cap_breaches).
-func (st *state) recentPreemptions(job *Job) int {
+func (m *model) recentPreemptions(job *Job) int {
 	n := 0
-	hourAgo := st.now.Add(-time.Hour)
+	hourAgo := m.now.Add(-time.Hour)
 	for _, t := range job.Preemptions {
-		if !t.Before(hourAgo) && !t.After(st.now) {
+		if !t.Before(hourAgo) && !t.After(m.now) {
 			n++
 		}
 	}
@@ -251,12 +251,12 @@ func (st *state) recentPreemptions(job *Job) int {
 
 // victimRule says whether unit u may give its GPUs on node n to b, and under
 // which rule. needOver: only while u's tenant holds more than its reserve.
-func (st *state) victimRule(u *unit, b *bene, n int32, allowYoung bool) (rule Rule, needOver bool, ok bool) {
-	if u.taken || st.capped(st.jobOf(u), int(u.recent)) {
+func (m *model) victimRule(u *unit, b *bene, n int32, allowYoung bool) (rule Rule, needOver bool, ok bool) {
+	if u.taken || m.capped(m.jobOf(u), int(u.recent)) {
 		return "", false, false
 	}
-	rule, needOver, ok = st.ruleFor(u, b, n, allowYoung)
-	if ok && (st.sameJob(u, b) || !st.mayTake(u, b, rule)) {
+	rule, needOver, ok = m.ruleFor(u, b, n, allowYoung)
+	if ok && (m.sameJob(u, b) || !m.mayTake(u, b, rule)) {
 		// Never preempt a job for itself. (A reclaim that finds the
 		// victim's tenant within its reserve may still become priority,
 		// preempts_reserved: addVictim asks mayTake again then.)
@@ -265,24 +265,24 @@ func (st *state) victimRule(u *unit, b *bene, n int32, allowYoung bool) (rule Ru
 	return rule, needOver, ok
 }
 
-func (st *state) ruleFor(u *unit, b *bene, n int32, allowYoung bool) (rule Rule, needOver bool, ok bool) {
+func (m *model) ruleFor(u *unit, b *bene, n int32, allowYoung bool) (rule Rule, needOver bool, ok bool) {
 	if u.idle == idlePressure {
 		return RuleIdle, false, true
 	}
-	if p := st.poolOf[n]; u.backfill && int(p) < len(st.e.poolOwner) && st.e.poolOwner[p][b.tier] && !st.e.poolOwner[p][u.tier] {
+	if p := m.poolOf[n]; u.backfill && int(p) < len(m.e.poolOwner) && m.e.poolOwner[p][b.tier] && !m.e.poolOwner[p][u.tier] {
 		return RuleBackfill, false, true
 	}
-	if !allowYoung && u.age < st.e.p.Preemption.MinRuntime {
+	if !allowYoung && u.age < m.e.p.Preemption.MinRuntime {
 		return "", false, false
 	}
 	switch {
 	case u.tenant == b.tenant:
-		return RulePriority, false, st.e.outranks(b.tier, b.prio, u.tier, u.prio)
-	case b.entitled && !st.e.overReserve(u.tier, u.prio, b.tier, b.prio) && !(b.deptOnly && st.sameDept(u.tenant, b.tenant)):
+		return RulePriority, false, m.e.outranks(b.tier, b.prio, u.tier, u.prio)
+	case b.entitled && !m.e.overReserve(u.tier, u.prio, b.tier, b.prio) && !(b.deptOnly && m.sameDept(u.tenant, b.tenant)):
 		// Not from work whose tier may preempt b's within a reserve: it
 		// would take the GPUs straight back.
 		return RuleReclaim, true, true
-	case st.e.outranks(b.tier, b.prio, u.tier, u.prio) && !st.fairShields(u, b):
+	case m.e.outranks(b.tier, b.prio, u.tier, u.prio) && !m.fairShields(u, b):
 		return RulePriority, true, true
 	}
 	return "", false, false
@@ -500,49 +500,4 @@ func (st *state) gpusOn(u *unit, n int32) int {
 		}
 	})
 	return on
-}
-
-// take removes a unit from the model cluster: its GPUs become free. A unit
-// of a chain is taken in the order Nomad stops them: the chain's next
-// (chains.go). It returns the unit taken.
-func (st *state) take(ui int32) int32 {
-	ui = st.chainTake(ui)
-	u := &st.units[ui]
-	u.taken = true
-	st.nodesOf(u, func(n int32, g int) {
-		st.setTaken(n, ui, true)
-		st.cap.add(n, int32(g))
-		st.touched(n)
-		if st.tenants[u.tenant].quotas != nil {
-			st.addUse(u.tenant, n, -g)
-		}
-	})
-	st.heldChange(u, -1)
-	st.tenants[u.tenant].use -= int(u.units)
-	if !st.e.tiers[u.tier].preemptible {
-		st.tenants[u.tenant].fixed -= int(u.units)
-	}
-	return ui
-}
-
-// untake puts a unit back (a gang placement that failed half way); in a
-// chain, the chain's last taken. It returns the unit put back.
-func (st *state) untake(ui int32) int32 {
-	ui = st.chainUntake(ui)
-	u := &st.units[ui]
-	u.taken = false
-	st.nodesOf(u, func(n int32, g int) {
-		st.setTaken(n, ui, false)
-		st.cap.add(n, -int32(g))
-		st.touched(n)
-		if st.tenants[u.tenant].quotas != nil {
-			st.addUse(u.tenant, n, g)
-		}
-	})
-	st.heldChange(u, 1)
-	st.tenants[u.tenant].use += int(u.units)
-	if !st.e.tiers[u.tier].preemptible {
-		st.tenants[u.tenant].fixed += int(u.units)
-	}
-	return ui
 }

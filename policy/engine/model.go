@@ -1,0 +1,139 @@
+package engine
+
+import (
+	"time"
+)
+
+// model is the cluster as the plan goes: nodes, the units that hold their
+// GPUs, the tenants' standing, and the GPUs set aside for waiting work. It
+// owns taking and placing work (take, untake, place, unplace) and the
+// tenants' accounting that goes with them, and tells the node index what
+// it touched, so that no caller can forget to.
+type model struct {
+	e   *Engine
+	s   *Snapshot
+	now time.Time
+	// ix is the node index kept in step with the model: every change to
+	// a node's free GPUs or taken units goes to ix.change, from take,
+	// untake, place, unplace and the few moves of marked GPUs, and from
+	// nowhere else.
+	ix *nodeIndex
+
+	pl placement // which nodes each demand may use (sets), and their devices
+	// poolCells[q][cell]: quota pool q holds the cell (quota.go).
+	poolCells [][]bool
+
+	nodeIDs map[string]int32
+	nodes   []*Node
+	pools   []string // pool names: e.poolNames then node pools seen only here
+	poolIdx map[string]int32
+	poolOf  []int32 // [node] pool index
+	maxGPUs int
+	units   []unit
+	gangs   []gangUnit
+	chains  []chain // groups' units in the order Nomad stops them (chains.go)
+	tenants []tenantState
+	// tenantNS maps namespaces to tenants (policy tenants, then others
+	// as they appear).
+	tenantNS map[string]int
+	// poolHeld[q][tenant] is what tenants without a quota in quota pool
+	// q hold there, counted on first need (quota.go).
+	poolHeld [][]int
+
+	// marks are GPUs set aside per beneficiary (Snapshot.Waiting index):
+	// not free to anyone else until it is served (earmarks.go).
+	marks map[int32][]nodeGPUs
+	// draining: per beneficiary, the GPUs per node that allocations
+	// drain for it (Alloc.For): a placement there waits for them
+	// (AfterVictims); the rest of its marks there are free now.
+	draining   map[int32][]nodeGPUs
+	waitingIdx map[demandRef]int32
+	// placedJobs: jobs with allocations holding GPUs (inFlight), built
+	// on first use.
+	placedJobs map[JobRef]bool
+	waitingOf  []resolved // [Snapshot.Waiting index] tenant and tier (resolveWaiting)
+	fair       []standing // [tenant] use against fair share over time (standings)
+	fairVictim []bool     // [tenant] a fair-share reclaim may take its borrowed work (fairreclaim.go)
+
+	planned      map[JobRef]int // preemptions decided in this plan, per job
+	trackPlanned bool           // some job is one preemption short of the cap or of max_per_job
+	// blocked is the highest-tier demand that waited in this plan for
+	// want of GPUs (protect.go).
+	blocked blockedDemand
+	// fixedOn is, per node, the GPUs of work no higher tier may take,
+	// protectedOn of protected work, counted on first need (countFixed).
+	fixedOn, protectedOn []int32
+}
+
+// take removes a unit from the model cluster: its GPUs become free. A unit
+// of a chain is taken in the order Nomad stops them: the chain's next
+// (chains.go). It returns the unit taken.
+func (m *model) take(ui int32) int32 {
+	ui = m.chainTake(ui)
+	u := &m.units[ui]
+	u.taken = true
+	m.nodesOf(u, func(n int32, g int) {
+		m.ix.change(n, ui, int32(g))
+		if m.tenants[u.tenant].quotas != nil {
+			m.addUse(u.tenant, n, -g)
+		}
+	})
+	m.heldChange(u, -1)
+	m.tenants[u.tenant].use -= int(u.units)
+	if !m.e.tiers[u.tier].preemptible {
+		m.tenants[u.tenant].fixed -= int(u.units)
+	}
+	return ui
+}
+
+// untake puts a unit back (a gang placement that failed half way); in a
+// chain, the chain's last taken. It returns the unit put back.
+func (m *model) untake(ui int32) int32 {
+	ui = m.chainUntake(ui)
+	u := &m.units[ui]
+	u.taken = false
+	m.nodesOf(u, func(n int32, g int) {
+		m.ix.change(n, ui, -int32(g))
+		if m.tenants[u.tenant].quotas != nil {
+			m.addUse(u.tenant, n, g)
+		}
+	})
+	m.heldChange(u, 1)
+	m.tenants[u.tenant].use += int(u.units)
+	if !m.e.tiers[u.tier].preemptible {
+		m.tenants[u.tenant].fixed += int(u.units)
+	}
+	return ui
+}
+
+// place puts one allocation of b on node n in the model cluster.
+func (m *model) place(b *bene, n int32) {
+	m.ix.change(n, noUnit, -int32(b.g))
+	gu := b.g * m.unitsOn(n)
+	m.tenants[b.tenant].use += gu
+	if m.tenants[b.tenant].quotas != nil {
+		m.addUse(b.tenant, n, b.g)
+	}
+	if !m.e.tiers[b.tier].preemptible {
+		m.tenants[b.tenant].fixed += gu
+	}
+	if b.protected {
+		m.placeProtected(n, b.g)
+	}
+}
+
+// unplace takes back place(b, n) (a gang placement that failed half way).
+func (m *model) unplace(b *bene, n int32) {
+	m.ix.change(n, noUnit, int32(b.g))
+	gu := b.g * m.unitsOn(n)
+	m.tenants[b.tenant].use -= gu
+	if m.tenants[b.tenant].quotas != nil {
+		m.addUse(b.tenant, n, -b.g)
+	}
+	if !m.e.tiers[b.tier].preemptible {
+		m.tenants[b.tenant].fixed -= gu
+	}
+	if b.protected {
+		m.placeProtected(n, -b.g)
+	}
+}
