@@ -306,19 +306,19 @@ func sizeKey(order policy.PoolOrder, gpus int) uint64 {
 // nodes of set s: that of the first pool (by name) with an order that
 // holds all of s's nodes; the default order otherwise (work that may
 // also run outside any ordered pool, or no node at all).
-func (st *state) orderOf(s int32) policy.PoolOrder {
-	if st.setOrder == nil {
-		st.setOrder = map[int32]policy.PoolOrder{}
+func (ix *nodeIndex) orderOf(s int32) policy.PoolOrder {
+	if ix.setOrder == nil {
+		ix.setOrder = map[int32]policy.PoolOrder{}
 	}
-	if o, ok := st.setOrder[s]; ok {
+	if o, ok := ix.setOrder[s]; ok {
 		return o
 	}
 	order := policy.PoolOrderDefault
-	if st.pl.any(s) {
-		for _, p := range st.e.orderPools {
+	if ix.m.pl.any(s) {
+		for _, p := range ix.m.e.orderPools {
 			holds := true
-			for cell, in := range st.pl.in[s] {
-				if in && !p.Holds(st.pools[st.pl.cellPool[cell]], st.pl.models[st.pl.cellClass[cell]]) {
+			for cell, in := range ix.m.pl.in[s] {
+				if in && !p.Holds(ix.m.pools[ix.m.pl.cellPool[cell]], ix.m.pl.models[ix.m.pl.cellClass[cell]]) {
 					holds = false
 					break
 				}
@@ -329,7 +329,7 @@ func (st *state) orderOf(s int32) policy.PoolOrder {
 			}
 		}
 	}
-	st.setOrder[s] = order
+	ix.setOrder[s] = order
 	return order
 }
 

@@ -10,6 +10,10 @@ import (
 // call, change, which keeps capacity, the units' taken flags and the dirty
 // nodes (potentials and bounds, settled when next read) in step.
 type nodeIndex struct {
+	// m is the model the index is over: read here, changed only by the
+	// model's own methods, which report each change (change).
+	m *model
+
 	cap      *capacity
 	setOrder map[int32]policy.PoolOrder // orderOf's answers
 	cands    []candidates               // [set]: preemptible units, best victims first

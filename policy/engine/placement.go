@@ -300,8 +300,8 @@ func (pl *placement) modelOf(n int32) string {
 // setOf returns the set of the cells in mask, adding it and filing it in
 // the searches when the plan has not seen it yet: its free-GPU buckets,
 // candidates and potentials, as buildUnits built them for the others.
-func (st *state) setOf(mask string) int32 {
-	pl := &st.pl
+func (ix *nodeIndex) setOf(mask string) int32 {
+	pl := &ix.m.pl
 	if s, ok := pl.setIdx[mask]; ok {
 		return s
 	}
@@ -311,13 +311,13 @@ func (st *state) setOf(mask string) int32 {
 			pl.cellSets[cell] = append(pl.cellSets[cell], s)
 		}
 	}
-	st.cap.addSet(s)
-	for _, p := range st.pot {
+	ix.cap.addSet(s)
+	for _, p := range ix.pot {
 		p.addSet(s)
 	}
-	if st.order.heaps != nil {
-		st.order.heaps = append(st.order.heaps, nil)
+	if ix.order.heaps != nil {
+		ix.order.heaps = append(ix.order.heaps, nil)
 	}
-	st.cands = append(st.cands, st.candidatesIn(s))
+	ix.cands = append(ix.cands, ix.candidatesIn(s))
 	return s
 }

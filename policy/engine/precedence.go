@@ -104,13 +104,13 @@ func (st *state) precede(p pending, b *bene) bool {
 
 // poolSet is the nodes of node pool np with a device class in accept
 // (nil: any).
-func (st *state) poolSet(accept []bool, np string) int32 {
-	pi, ok := st.poolIdx[np]
+func (ix *nodeIndex) poolSet(accept []bool, np string) int32 {
+	pi, ok := ix.m.poolIdx[np]
 	if !ok {
-		return st.pl.empty
+		return ix.m.pl.empty
 	}
-	return st.setOf(st.pl.mask(func(cell int) bool {
-		return st.pl.cellPool[cell] == pi && (accept == nil || accept[st.pl.cellClass[cell]])
+	return ix.setOf(ix.m.pl.mask(func(cell int) bool {
+		return ix.m.pl.cellPool[cell] == pi && (accept == nil || accept[ix.m.pl.cellClass[cell]])
 	}))
 }
 

@@ -215,10 +215,10 @@ func (m *model) placeProtected(n int32, delta int) {
 }
 
 // freeIn is the free GPUs of the nodes of set s.
-func (st *state) freeIn(s int32) int {
+func (ix *nodeIndex) freeIn(s int32) int {
 	free := 0
-	for n, f := range st.cap.free {
-		if f > 0 && st.pl.has(s, int32(n)) {
+	for n, f := range ix.cap.free {
+		if f > 0 && ix.m.pl.has(s, int32(n)) {
 			free += int(f)
 		}
 	}

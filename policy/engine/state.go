@@ -181,7 +181,7 @@ func newState(e *Engine, s *Snapshot, now time.Time) *state {
 		tenantNS: make(map[string]int, len(e.tenants)),
 		planned:  map[JobRef]int{},
 	}}
-	st.ix = &st.nodeIndex
+	st.ix, st.nodeIndex.m = &st.nodeIndex, &st.model
 	st.pools = append(st.pools, e.poolNames...)
 	for i, name := range e.poolNames {
 		if i > 0 {

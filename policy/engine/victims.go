@@ -93,12 +93,12 @@ func (c *candidates) segment() {
 // during the plan: every set's candidates, best victims first, as
 // sortCandidates built them. Units taken since are kept: the walk skips
 // them.
-func (st *state) candidatesIn(s int32) candidates {
-	all := &st.cands[0]
+func (ix *nodeIndex) candidatesIn(s int32) candidates {
+	all := &ix.cands[0]
 	var c candidates
 	for i, ui := range all.units {
 		in := false
-		st.nodesOf(&st.units[ui], func(n int32, _ int) { in = in || st.pl.has(s, n) })
+		ix.m.nodesOf(&ix.m.units[ui], func(n int32, _ int) { in = in || ix.m.pl.has(s, n) })
 		if in {
 			c.units = append(c.units, ui)
 			c.keys = append(c.keys, all.keys[i])
@@ -389,15 +389,15 @@ const futileAfter = 16
 // lower bound) and then hand over to searchNodes: the engine then goes
 // there at once. It calls walkRange only for segments the walk would have
 // entered, since that skips taken units for good.
-func (st *state) walkIsFutile(b *bene, allowYoung bool) bool {
-	if b.g > st.maxGPUs {
+func (ix *nodeIndex) walkIsFutile(b *bene, allowYoung bool) bool {
+	if b.g > ix.m.maxGPUs {
 		return false
 	}
-	floor := st.minBound(b.pool, b.g)
-	c := &st.cands[b.pool]
+	floor := ix.minBound(b.pool, b.g)
+	c := &ix.cands[b.pool]
 	passed := 0
 	for seg := 0; seg < segments; seg++ {
-		from, to := st.walkRange(c, seg, b, allowYoung)
+		from, to := ix.m.walkRange(c, seg, b, allowYoung)
 		keys := c.keys[from:to]
 		if left := walkBudget - passed; len(keys) > left {
 			// The budget runs out in this segment: futile if the last
@@ -461,21 +461,21 @@ func (st *state) addVictim(ui int32, b *bene, n int32, allowYoung bool) bool {
 }
 
 // usableFree is the free GPUs on node n that b may use beside its victims'.
-func (st *state) usableFree(b *bene, n int32) int {
+func (ix *nodeIndex) usableFree(b *bene, n int32) int {
 	if b.within {
 		return 0
 	}
-	return int(st.cap.free[n])
+	return int(ix.cap.free[n])
 }
 
 // prune drops, worst first, victims whose GPUs on node n are not needed.
-func (st *state) prune(b *bene, n int32) []victim {
-	w := &st.walk
+func (ix *nodeIndex) prune(b *bene, n int32) []victim {
+	w := &ix.walk
 	list := w.list[n]
-	spare := st.usableFree(b, n) + w.freed[n] - b.g
+	spare := ix.usableFree(b, n) + w.freed[n] - b.g
 	out := make([]victim, 0, len(list))
 	for i := len(list) - 1; i >= 0; i-- {
-		on := st.gpusOn(&st.units[list[i].ui], n)
+		on := ix.gpusOn(&ix.m.units[list[i].ui], n)
 		if on <= spare {
 			spare -= on
 			continue
@@ -486,7 +486,7 @@ func (st *state) prune(b *bene, n int32) []victim {
 	return out
 }
 
-func (st *state) gpusOn(u *unit, n int32) int {
+func (ix *nodeIndex) gpusOn(u *unit, n int32) int {
 	if u.gang < 0 {
 		if u.node == n {
 			return u.gpus
@@ -494,7 +494,7 @@ func (st *state) gpusOn(u *unit, n int32) int {
 		return 0
 	}
 	on := 0
-	st.nodesOf(u, func(m int32, g int) {
+	ix.m.nodesOf(u, func(m int32, g int) {
 		if m == n {
 			on += g
 		}
