@@ -837,8 +837,8 @@ func (m *model) checkpoint(job *Job, grace time.Duration) (string, time.Duration
 
 // emit adds an action decided outside the serve pass (which hands its
 // decisions to the explainer).
-func (st *state) emit(a Action) {
-	st.out.Actions = appendAction(st.out.Actions, a)
+func (o *output) emit(a Action) {
+	o.out.Actions = appendAction(o.out.Actions, a)
 }
 
 // appendAction appends a to a plan's actions, doubling their room when it
@@ -853,13 +853,13 @@ func appendAction(actions []Action, a Action) []Action {
 	return append(actions, a)
 }
 
-func (st *state) wait(d *Demand, count int, why Reason) {
-	if st.out.Waiting == nil {
+func (o *output) wait(d *Demand, count int, why Reason) {
+	if o.out.Waiting == nil {
 		// Most of a long queue stays waiting: room for every demand at
 		// once (each waits once at most) rather than growing a step at a
 		// time.
-		st.out.Waiting = make([]Waiting, 0, len(st.s.Waiting))
+		o.out.Waiting = make([]Waiting, 0, len(o.m.s.Waiting))
 	}
-	st.out.Waiting = append(st.out.Waiting, Waiting{Job: d.Job.Ref, Group: d.Group,
+	o.out.Waiting = append(o.out.Waiting, Waiting{Job: d.Job.Ref, Group: d.Group,
 		GPUs: count * d.GPUsPerAlloc, Held: true, Reason: why})
 }

@@ -184,12 +184,12 @@ func (st *state) enforceDeptLimits() {
 // deptLimitReason explains work held by its department's limit:
 // "department research (tenants nlp, vision) holds 12 GPUs, limit 12: 1
 // more would exceed it".
-func (st *state) deptLimitReason(b *bene, need int) Reason {
-	di := st.dept(b.tenant)
-	d := &st.e.depts[di]
-	m := st.text.start("department ", d.d.Name, " (tenants ", d.names, ") holds ").u(st.deptUse(di)).s(" GPUs")
-	if held := st.deptHeld(di); held > st.deptUse(di) {
-		m.s(" and ").u(held - st.deptUse(di)).s(" being freed for its waiting work")
+func (o *output) deptLimitReason(b *bene, need int) Reason {
+	di := o.m.dept(b.tenant)
+	d := &o.m.e.depts[di]
+	m := o.text.start("department ", d.d.Name, " (tenants ", d.names, ") holds ").u(o.m.deptUse(di)).s(" GPUs")
+	if held := o.m.deptHeld(di); held > o.m.deptUse(di) {
+		m.s(" and ").u(held - o.m.deptUse(di)).s(" being freed for its waiting work")
 	}
 	return m.s(", limit ").n(d.d.Limit).s(": ").u(need).s(" more would exceed it").reason(RuleLimit)
 }
@@ -199,18 +199,18 @@ func (st *state) deptLimitReason(b *bene, need int) Reason {
 // reclaiming 4 for nlp/train/main from tenant ops (holds 6, reserve 2)".
 // It reads only the policy and the victim's figures: it may be written on
 // the explainer's goroutine.
-func (st *state) deptReclaimReason(m *msg, b *bene, v victim, gpus int) Reason {
-	u := &st.units[v.ui]
-	d := &st.e.depts[v.dept-1]
-	vt := st.tenants[u.tenant].t
+func (o *output) deptReclaimReason(m *msg, b *bene, v victim, gpus int) Reason {
+	u := &o.m.units[v.ui]
+	d := &o.m.e.depts[v.dept-1]
+	vt := o.m.tenants[u.tenant].t
 	m.start("department ", d.d.Name, " (tenants ", d.names, ") holds ").gpusU(int(v.beneHolds)).s(", reserve ").n(d.d.Reserve).
 		s(": reclaiming ")
-	if !st.where(m, u, gpus) {
+	if !o.where(m, u, gpus) {
 		m.n(gpus)
 	}
 	m.s(" for ").demand(b.d).s(" from tenant ", vt.Name, " (holds ").gpusU(v.holdsPrev).s(", reserve ").n(vt.Reserve).s(")")
-	st.exposedNote(m, u)
-	st.protectedNote(m, u, RuleReclaim)
+	o.exposedNote(m, u)
+	o.protectedNote(m, u, RuleReclaim)
 	return m.reason(RuleReclaim)
 }
 
@@ -247,33 +247,33 @@ type DepartmentUsage struct {
 }
 
 // departmentUsage fills Plan.Departments from the tenants' standing.
-func (st *state) departmentUsage(fair []standing) {
-	if len(st.e.depts) == 0 {
+func (o *output) departmentUsage(fair []standing) {
+	if len(o.m.e.depts) == 0 {
 		return
 	}
 	// Fair shares among departments: a counted tenant in no department
 	// weighs as a department of its own.
 	var weights, usage float64
-	counted := make([]bool, len(st.e.depts))
+	counted := make([]bool, len(o.m.e.depts))
 	for ti := range fair {
 		if !fair[ti].counted {
 			continue
 		}
 		usage += fair[ti].usage
-		if di := st.dept(ti); di < 0 {
-			weights += st.tenants[ti].t.Weight
+		if di := o.m.dept(ti); di < 0 {
+			weights += o.m.tenants[ti].t.Weight
 		} else if !counted[di] {
 			counted[di] = true
-			weights += st.e.depts[di].d.Weight
+			weights += o.m.e.depts[di].d.Weight
 		}
 	}
-	for di := range st.e.depts {
-		d := &st.e.depts[di]
+	for di := range o.m.e.depts {
+		d := &o.m.e.depts[di]
 		du := DepartmentUsage{Department: d.d.Name, Reserve: d.d.Reserve, Limit: d.d.Limit}
 		var u float64
 		var use, waiting int
 		for _, ti := range d.members {
-			t := &st.tenants[ti]
+			t := &o.m.tenants[ti]
 			du.Tenants = append(du.Tenants, t.t.Name)
 			use += t.use
 			waiting += t.waiting
@@ -291,7 +291,7 @@ func (st *state) departmentUsage(fair []standing) {
 				du.UsedShare = u / usage
 			}
 		}
-		st.out.Departments = append(st.out.Departments, du)
+		o.out.Departments = append(o.out.Departments, du)
 	}
-	slices.SortFunc(st.out.Departments, func(a, b DepartmentUsage) int { return cmp.Compare(a.Department, b.Department) })
+	slices.SortFunc(o.out.Departments, func(a, b DepartmentUsage) int { return cmp.Compare(a.Department, b.Department) })
 }

@@ -161,10 +161,10 @@ func (st *state) addFairVictim(ui int32, b *bene, n int32, after float64) bool {
 // reserve 4, weight 1)". It reads only the policy, the standings (fixed
 // for the plan) and the victim's figures: it may be written on the
 // explainer's goroutine.
-func (st *state) fairReclaimReason(m *msg, b *bene, v victim, gpus int) Reason {
-	u := &st.units[v.ui]
-	s := st.fair
-	vt, bt := st.tenants[u.tenant].t, st.tenants[b.tenant].t
+func (o *output) fairReclaimReason(m *msg, b *bene, v victim, gpus int) Reason {
+	u := &o.m.units[v.ui]
+	s := o.m.fair
+	vt, bt := o.m.tenants[u.tenant].t, o.m.tenants[b.tenant].t
 	var total float64
 	for i := range s {
 		if s[i].counted {
@@ -174,16 +174,16 @@ func (st *state) fairReclaimReason(m *msg, b *bene, v victim, gpus int) Reason {
 	vs, bs := s[u.tenant], s[b.tenant]
 	m.start("tenant ", vt.Name, " used ").f1(vs.ratio()).s("× its fair share over time (").f1(vs.usage / 3600).s(" of ").
 		f1(total / 3600).s(" decayed borrowed GPU-hours, fair share ").s(percent(100 * vs.fair)).s("% at weight ").
-		s(fmtWeight(vt.Weight)).s("; half-life ").dur(st.e.p.Preemption.FairShareHalfLife).s("; reclaim above ").
-		s(fmtWeight(st.e.p.Preemption.FairShareReclaimAbove)).s("×) and borrows ").gpusU(v.holdsPrev - vt.Reserve*gpuUnit).
+		s(fmtWeight(vt.Weight)).s("; half-life ").dur(o.m.e.p.Preemption.FairShareHalfLife).s("; reclaim above ").
+		s(fmtWeight(o.m.e.p.Preemption.FairShareReclaimAbove)).s("×) and borrows ").gpusU(v.holdsPrev - vt.Reserve*gpuUnit).
 		s(" (holds ").u(v.holdsPrev).s(", reserve ").n(vt.Reserve).s("): reclaiming ")
-	if !st.where(m, u, gpus) {
+	if !o.where(m, u, gpus) {
 		m.gpus(gpus)
 	}
 	m.s(" for ").demand(b.d).s(" (tenant ", bt.Name, " used ").f1(bs.ratio()).s("× its fair share and borrows ").
 		gpusU(max(int(v.beneHolds)-bt.Reserve*gpuUnit, 0)).s(": holds ").u(int(v.beneHolds)).s(", reserve ").n(bt.Reserve).
 		s(", weight ").s(fmtWeight(bt.Weight)).s(")")
-	st.protectedNote(m, u, RuleFairShare)
+	o.protectedNote(m, u, RuleFairShare)
 	return m.reason(RuleFairShare)
 }
 

@@ -22,14 +22,14 @@ func (m *model) victimGrace(b *bene, u *unit, rule Rule) (grace, usual time.Dura
 // short: "; grace 0s: inference work waits for no checkpoint". It is empty
 // when the victim got its usual grace, or would have had none anyway (its
 // job takes no checkpoint signal).
-func (st *state) graceNote(b *bene, job *Job, grace, usual time.Duration) string {
+func (o *output) graceNote(b *bene, job *Job, grace, usual time.Duration) string {
 	if grace >= usual {
 		return ""
 	}
-	if sig, _ := st.checkpoint(job, usual); sig == "" {
+	if sig, _ := o.m.checkpoint(job, usual); sig == "" {
 		return ""
 	}
-	tier := st.e.tiers[b.tier].name
+	tier := o.m.e.tiers[b.tier].name
 	if grace <= 0 {
 		return "; grace 0s: " + tier + " work waits for no checkpoint"
 	}

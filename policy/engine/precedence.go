@@ -154,26 +154,26 @@ func (st *state) unplaceLast(b *bene, n int) {
 
 // emitMove writes the Move of b from list[cur] to list[to], and the Resume
 // of its held allocations that fit there.
-func (st *state) emitMove(p pending, b *bene, list []string, cur, to, count int) {
+func (o *output) emitMove(p pending, b *bene, list []string, cur, to, count int) {
 	d := p.d
-	m := &st.text
+	m := &o.text
 	order := strings.Join(list, ", ")
 	if to < cur {
 		m.start("room again in node pool ", list[to], ", before ", d.NodePool, " in its pool precedence (", order,
 			"): moving back there for ").gpus(count * d.GPUsPerAlloc)
 	} else {
 		m.start("no room in node pool ", d.NodePool, " for ").gpus(d.GPUsPerAlloc).s(" on one node")
-		if d.Asks != "" && !st.pl.acceptsAll(d) {
+		if d.Asks != "" && !o.m.pl.acceptsAll(d) {
 			m.s(" of ", d.Asks)
 		}
 		m.s("; node pool ", list[to], ", next in its pool precedence (", order, "), has room: moving there")
 	}
 	a := Action{Kind: Move, Job: d.Job.Ref, Group: d.Group, NodePool: list[to], Count: count, GPUs: count * d.GPUsPerAlloc,
 		Reason: m.reason(RulePrecedence)}
-	st.explainer.add(decision{kind: decideReady, ready: &a})
+	o.explainer.add(decision{kind: decideReady, ready: &a})
 	if d.Held {
 		// The rest, if any, stays held, to move on or back later.
 		r := countAction(Resume, d, count, Reason{RulePrecedence, a.Reason.Message})
-		st.explainer.add(decision{kind: decideReady, ready: &r})
+		o.explainer.add(decision{kind: decideReady, ready: &r})
 	}
 }

@@ -248,12 +248,12 @@ func (m *model) noteBlocked(b *bene, gpus int, why Reason) {
 // preempted 10 times, the most over its life (preemption.max_per_job):
 // protected until it ends"), or it is protected and its tenant's limit
 // takes it all the same.
-func (st *state) protectedNote(m *msg, u *unit, rule Rule) {
-	most := st.e.p.Preemption.MaxPerJob
+func (o *output) protectedNote(m *msg, u *unit, rule Rule) {
+	most := o.m.e.p.Preemption.MaxPerJob
 	if most <= 0 || int(u.life)+1 < most {
 		return
 	}
-	job := st.jobOf(u).Ref.String()
+	job := o.m.jobOf(u).Ref.String()
 	if int(u.life)+1 == most {
 		m.s("; job ", job, " was preempted ").n(most).s(" times, the most over its life (preemption.max_per_job): protected until it ends")
 		return

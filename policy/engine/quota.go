@@ -238,15 +238,15 @@ func (m *model) protectedInPool(u *unit, n int32, picked int) bool {
 }
 
 // quotaLimitReason explains an allocation held by a pool limit.
-func (st *state) quotaLimitReason(b *bene, qi int) Reason {
-	t := &st.tenants[b.tenant]
+func (o *output) quotaLimitReason(b *bene, qi int) Reason {
+	t := &o.m.tenants[b.tenant]
 	for _, q := range t.quotas {
 		if q.pool == qi {
-			return st.text.start("tenant ", t.t.Name, " holds ").u(q.use).s(" GPUs in pool ", st.e.quotaPools[qi].name,
+			return o.text.start("tenant ", t.t.Name, " holds ").u(q.use).s(" GPUs in pool ", o.m.e.quotaPools[qi].name,
 				", limit ").u(q.limit).s(" there: ").u(b.g * b.unitsPer).s(" more would exceed it").reason(RuleLimit)
 		}
 	}
-	return Reason{RuleLimit, "pool " + st.e.quotaPools[qi].name + " limit"}
+	return Reason{RuleLimit, "pool " + o.m.e.quotaPools[qi].name + " limit"}
 }
 
 // reclaimInPool places one allocation of b by reclaiming, in a pool where

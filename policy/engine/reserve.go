@@ -72,9 +72,9 @@ func (m *model) exposeBeyondReserve() {
 
 // reserveReason explains why non-preemptible work waits; need is what its
 // tenant would take in all (the rest of a gang).
-func (st *state) reserveReason(b *bene, need int) Reason {
-	t := &st.tenants[b.tenant]
-	return st.text.start("tier ", st.e.tiers[b.tier].name, " is not preemptible: it runs only within tenant ", t.t.Name,
+func (o *output) reserveReason(b *bene, need int) Reason {
+	t := &o.m.tenants[b.tenant]
+	return o.text.start("tier ", o.m.e.tiers[b.tier].name, " is not preemptible: it runs only within tenant ", t.t.Name,
 		"'s reserve of ").n(t.t.Reserve).s(" (its non-preemptible work holds ").gpusU(t.fixed).s(", ").u(need).
 		s(" more would exceed it)").reason(RuleReserve)
 }
@@ -82,12 +82,12 @@ func (st *state) reserveReason(b *bene, need int) Reason {
 // exposedNote appends, to a victim's reason, why non-preemptible work may
 // go: "; tier inference is safe from preemption only within tenant product's
 // reserve of 4, and its non-preemptible work holds 6 GPUs".
-func (st *state) exposedNote(m *msg, u *unit) {
+func (o *output) exposedNote(m *msg, u *unit) {
 	if !u.exposed {
 		return
 	}
-	t := &st.tenants[u.tenant]
-	m.s("; tier ", st.e.tiers[u.tier].name, " is safe from preemption only within tenant ", t.t.Name, "'s reserve of ").
+	t := &o.m.tenants[u.tenant]
+	m.s("; tier ", o.m.e.tiers[u.tier].name, " is safe from preemption only within tenant ", t.t.Name, "'s reserve of ").
 		n(t.t.Reserve).s(", and its non-preemptible work holds ").gpusU(t.fixed0)
 }
 
@@ -109,9 +109,9 @@ func (m *model) mayTake(u *unit, b *bene, rule Rule) bool {
 // inference of tenant product runs beyond its reserve of 4 (6 GPUs of
 // non-preemptible work): preemptible by reserve reclaims". fixed is the
 // tenant's non-preemptible GPUs with it.
-func (st *state) beyondNote(m *msg, b *bene, fixed int) {
-	tier := &st.e.tiers[b.tier]
-	t := &st.tenants[b.tenant]
+func (o *output) beyondNote(m *msg, b *bene, fixed int) {
+	tier := &o.m.e.tiers[b.tier]
+	t := &o.m.tenants[b.tenant]
 	if tier.preemptible || tier.waitsBeyond || fixed <= t.reserve {
 		return
 	}

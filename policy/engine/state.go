@@ -23,6 +23,9 @@ type state struct {
 
 // output is the plan being written.
 type output struct {
+	// m is the model the plan is written about: read here, never written.
+	m *model
+
 	out       Plan
 	moves     []move     // Preempts whose victim may move elsewhere (migration.go)
 	text      msg        // reasons' text being assembled (reasons.go)
@@ -181,7 +184,7 @@ func newState(e *Engine, s *Snapshot, now time.Time) *state {
 		tenantNS: make(map[string]int, len(e.tenants)),
 		planned:  map[JobRef]int{},
 	}}
-	st.ix, st.nodeIndex.m = &st.nodeIndex, &st.model
+	st.ix, st.nodeIndex.m, st.output.m = &st.nodeIndex, &st.model, &st.model
 	st.pools = append(st.pools, e.poolNames...)
 	for i, name := range e.poolNames {
 		if i > 0 {
@@ -201,8 +204,8 @@ func newState(e *Engine, s *Snapshot, now time.Time) *state {
 	return st
 }
 
-func (st *state) skip(item, format string, args ...any) {
-	st.out.Skipped = append(st.out.Skipped, Skipped{Item: item, Reason: fmt.Sprintf(format, args...)})
+func (o *output) skip(item, format string, args ...any) {
+	o.out.Skipped = append(o.out.Skipped, Skipped{Item: item, Reason: fmt.Sprintf(format, args...)})
 }
 
 func (m *model) tenantOf(namespace string) int {
