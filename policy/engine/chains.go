@@ -160,16 +160,16 @@ func (st *state) buildChains() {
 // chainPick gives the run's next in their place, of the same class.) A
 // unit of the run that is no candidate (capped, or not preemptible: an
 // exposed allocation above one that is not) buries the rest.
-func (m *model) chainKeys(keys []candKey) []candKey {
-	cand := make([]bool, len(m.units))
+func (c *cluster) chainKeys(keys []candKey) []candKey {
+	cand := make([]bool, len(c.units))
 	for _, k := range keys {
 		cand[k.ui] = true
 	}
-	for ci := range m.chains {
+	for ci := range c.chains {
 		var worst uint64
 		buried := false
-		for _, ui := range m.chains[ci].units {
-			u := &m.units[ui]
+		for _, ui := range c.chains[ci].units {
+			u := &c.units[ui]
 			buried = buried || u.buried || !cand[ui]
 			if buried {
 				u.buried = true
@@ -181,7 +181,7 @@ func (m *model) chainKeys(keys []candKey) []candKey {
 	}
 	out := keys[:0]
 	for _, k := range keys {
-		if u := &m.units[k.ui]; !u.buried {
+		if u := &c.units[k.ui]; !u.buried {
 			out = append(out, candKey{key: u.key, ui: k.ui})
 		}
 	}

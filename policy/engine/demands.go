@@ -186,13 +186,13 @@ func (m *model) byTime(out []pending) []int32 {
 // Snapshot.WaitingOrder when that lists every waiting demand once, and in
 // Snapshot.Waiting order otherwise. Only the time byTime takes depends on
 // it: byTime checks the order and sorts when it is wrong.
-func (m *model) hintedOrder(out []pending) []int32 {
+func (c *cluster) hintedOrder(out []pending) []int32 {
 	order := make([]int32, 0, len(out))
-	hint := m.s.WaitingOrder
-	if len(hint) == len(m.s.Waiting) {
+	hint := c.s.WaitingOrder
+	if len(hint) == len(c.s.Waiting) {
 		// pendingOf: each waiting demand's index among the pending, -1
 		// for one skipped; -2 once the hint has named it.
-		pendingOf := make([]int32, len(m.s.Waiting))
+		pendingOf := make([]int32, len(c.s.Waiting))
 		for i := range pendingOf {
 			pendingOf[i] = -1
 		}
@@ -797,35 +797,35 @@ func (st *state) emitVictims(b *bene, victims []victim) {
 
 // sameJobGroup reports whether two units belong to the same job and group
 // (tags first: most pairs differ there).
-func (m *model) sameJobGroup(u, w *unit) bool {
-	return u.jobTag == w.jobTag && m.groupOf(u) == m.groupOf(w) && m.jobOf(u).Ref == m.jobOf(w).Ref
+func (c *cluster) sameJobGroup(u, w *unit) bool {
+	return u.jobTag == w.jobTag && c.groupOf(u) == c.groupOf(w) && c.jobOf(u).Ref == c.jobOf(w).Ref
 }
 
 // backfillGrace is the grace of the policy pool the backfill unit runs in.
 // A gang may span nodes of several pools, some of which the policy does
 // not name (they have no grace of their own): the first node in a policy
 // pool decides.
-func (m *model) backfillGrace(u *unit) time.Duration {
+func (c *cluster) backfillGrace(u *unit) time.Duration {
 	grace, found := time.Duration(0), false
-	m.nodesOf(u, func(n int32, _ int) {
-		if p := m.poolOf[n]; !found && p > 0 && int(p) < len(m.e.poolGrace) {
-			grace, found = m.e.poolGrace[p], true
+	c.nodesOf(u, func(n int32, _ int) {
+		if p := c.poolOf[n]; !found && p > 0 && int(p) < len(c.e.poolGrace) {
+			grace, found = c.e.poolGrace[p], true
 		}
 	})
 	return grace
 }
 
-func (m *model) firstNode(u *unit) int32 {
+func (c *cluster) firstNode(u *unit) int32 {
 	if u.gang >= 0 {
-		return m.gangs[u.gang].spread[0].node
+		return c.gangs[u.gang].spread[0].node
 	}
 	return u.node
 }
 
 // checkpoint returns the signal and grace for a victim: none and zero for a
 // job that opts out of checkpointing.
-func (m *model) checkpoint(job *Job, grace time.Duration) (string, time.Duration) {
-	sig := m.e.p.Preemption.CheckpointSignal
+func (c *cluster) checkpoint(job *Job, grace time.Duration) (string, time.Duration) {
+	sig := c.e.p.Preemption.CheckpointSignal
 	if job.Checkpoint != "" {
 		sig = job.Checkpoint
 	}

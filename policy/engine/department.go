@@ -82,11 +82,11 @@ func (e *Engine) compileDepartments() {
 
 // dept is tenant ti's department, or -1 (no department, or a namespace no
 // tenant names).
-func (m *model) dept(ti int) int {
-	if m.e.deptOf == nil || ti >= len(m.e.deptOf) {
+func (c *cluster) dept(ti int) int {
+	if c.e.deptOf == nil || ti >= len(c.e.deptOf) {
 		return -1
 	}
-	return m.e.deptOf[ti]
+	return c.e.deptOf[ti]
 }
 
 // deptUse is what department di's tenants hold, draining excluded.
@@ -123,9 +123,9 @@ func (m *model) deptUnder(ti, extra int) bool {
 }
 
 // sameDept reports whether tenants a and b are in one department.
-func (m *model) sameDept(a, b int) bool {
-	da := m.dept(a)
-	return da >= 0 && da == m.dept(b)
+func (c *cluster) sameDept(a, b int) bool {
+	da := c.dept(a)
+	return da >= 0 && da == c.dept(b)
 }
 
 // deptProtected reports whether unit u's GPUs on node n are within its

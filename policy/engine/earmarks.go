@@ -141,15 +141,15 @@ func (m *model) waitingIndex(r demandRef) (int32, bool) {
 
 // markedJobs returns a test for the jobs that earmarks and draining
 // allocations name (usually a handful: compared one by one).
-func (m *model) markedJobs() func(JobRef) bool {
+func (c *cluster) markedJobs() func(JobRef) bool {
 	var refs []JobRef
-	for i := range m.s.Allocs {
-		if a := &m.s.Allocs[i]; a.Draining && a.For != nil {
+	for i := range c.s.Allocs {
+		if a := &c.s.Allocs[i]; a.Draining && a.For != nil {
 			refs = append(refs, *a.For)
 		}
 	}
-	for i := range m.s.Earmarks {
-		refs = append(refs, m.s.Earmarks[i].For)
+	for i := range c.s.Earmarks {
+		refs = append(refs, c.s.Earmarks[i].For)
 	}
 	if len(refs) <= 16 {
 		return func(r JobRef) bool { return slices.Contains(refs, r) }

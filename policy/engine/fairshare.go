@@ -47,7 +47,7 @@ func (s standing) ratio() float64 {
 }
 
 // fairOn says whether the policy asks for fair share over time.
-func (m *model) fairOn() bool { return m.e.p.Preemption.FairShareHalfLife > 0 }
+func (c *cluster) fairOn() bool { return c.e.p.Preemption.FairShareHalfLife > 0 }
 
 // standings computes each tenant's standing once per plan, after the
 // demands are ordered (their waiting GPUs counted).

@@ -10,12 +10,12 @@ import "time"
 
 // victimGrace returns the grace unit u gets when freed for b under rule,
 // and the grace it would get were b's tier not urgent.
-func (m *model) victimGrace(b *bene, u *unit, rule Rule) (grace, usual time.Duration) {
-	usual = m.e.p.Preemption.Grace
+func (c *cluster) victimGrace(b *bene, u *unit, rule Rule) (grace, usual time.Duration) {
+	usual = c.e.p.Preemption.Grace
 	if rule == RuleBackfill {
-		usual = m.backfillGrace(u)
+		usual = c.backfillGrace(u)
 	}
-	return m.e.tiers[b.tier].t.CapGrace(usual), usual
+	return c.e.tiers[b.tier].t.CapGrace(usual), usual
 }
 
 // graceNote says, for a victim's reason, that b's tier cut its grace
@@ -41,15 +41,15 @@ func (o *output) graceNote(b *bene, job *Job, grace, usual time.Duration) string
 // drainFor is how long the victims chosen for b take to stop: the longest
 // grace among them (0 when all stop at once: idle work, jobs that take no
 // checkpoint signal, victims of an urgent tier).
-func (m *model) drainFor(b *bene, vs []victim) time.Duration {
+func (c *cluster) drainFor(b *bene, vs []victim) time.Duration {
 	longest := time.Duration(0)
 	for _, v := range vs {
 		if v.rule == RuleIdle {
 			continue // released at once, without a grace
 		}
-		u := &m.units[v.ui]
-		grace, _ := m.victimGrace(b, u, v.rule)
-		if _, g := m.checkpoint(m.jobOf(u), grace); g > longest {
+		u := &c.units[v.ui]
+		grace, _ := c.victimGrace(b, u, v.rule)
+		if _, g := c.checkpoint(c.jobOf(u), grace); g > longest {
 			longest = g
 		}
 	}

@@ -10,28 +10,13 @@ import (
 // tenants' accounting that goes with them, and tells the node index what
 // it touched, so that no caller can forget to.
 type model struct {
-	e   *Engine
-	s   *Snapshot
-	now time.Time
+	cluster
 	// ix is the node index kept in step with the model: every change to
 	// a node's free GPUs or taken units goes to ix.change, from take,
 	// untake, place, unplace and the few moves of marked GPUs, and from
 	// nowhere else.
 	ix *nodeIndex
 
-	pl placement // which nodes each demand may use (sets), and their devices
-	// poolCells[q][cell]: quota pool q holds the cell (quota.go).
-	poolCells [][]bool
-
-	nodeIDs map[string]int32
-	nodes   []*Node
-	pools   []string // pool names: e.poolNames then node pools seen only here
-	poolIdx map[string]int32
-	poolOf  []int32 // [node] pool index
-	maxGPUs int
-	units   []unit
-	gangs   []gangUnit
-	chains  []chain // groups' units in the order Nomad stops them (chains.go)
 	tenants []tenantState
 	// tenantNS maps namespaces to tenants (policy tenants, then others
 	// as they appear).
@@ -63,6 +48,31 @@ type model struct {
 	// fixedOn is, per node, the GPUs of work no higher tier may take,
 	// protectedOn of protected work, counted on first need (countFixed).
 	fixedOn, protectedOn []int32
+}
+
+// cluster is what the plan reads about each node and unit, under the
+// policy: the nodes, their pools and devices, the units that hold their
+// GPUs and the chains Nomad stops them in. Its methods answer questions
+// about them (a unit's job, nodes, idleness, victim facts; a node's
+// units per GPU) and keep the chains' order as units are taken.
+type cluster struct {
+	e   *Engine
+	s   *Snapshot
+	now time.Time
+
+	pl placement // which nodes each demand may use (sets), and their devices
+	// poolCells[q][cell]: quota pool q holds the cell (quota.go).
+	poolCells [][]bool
+
+	nodeIDs map[string]int32
+	nodes   []*Node
+	pools   []string // pool names: e.poolNames then node pools seen only here
+	poolIdx map[string]int32
+	poolOf  []int32 // [node] pool index
+	maxGPUs int
+	units   []unit
+	gangs   []gangUnit
+	chains  []chain // groups' units in the order Nomad stops them (chains.go)
 }
 
 // take removes a unit from the model cluster: its GPUs become free. A unit

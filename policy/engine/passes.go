@@ -61,17 +61,17 @@ func (st *state) promote(d *Demand, tier int) int {
 // promotion is a demand's effective priority and, when the policy
 // promotes it now, the priority it is promoted to and the rule that does
 // (else "").
-func (m *model) promotion(d *Demand, tier int) (prio, target int, rule Rule) {
-	prio = m.e.effectivePriority(tier, &d.Job)
-	pr := m.e.p.Preemption.Promote
-	target = promotedPriority(m.e.tiers[tier].priority, pr.Boost)
+func (c *cluster) promotion(d *Demand, tier int) (prio, target int, rule Rule) {
+	prio = c.e.effectivePriority(tier, &d.Job)
+	pr := c.e.p.Preemption.Promote
+	target = promotedPriority(c.e.tiers[tier].priority, pr.Boost)
 	if pr.Boost <= 0 || prio >= target {
 		return prio, prio, ""
 	}
 	switch {
 	case pr.AfterPreemptions > 0 && len(d.Job.Preemptions) >= pr.AfterPreemptions:
 		return prio, target, RulePromoteRun
-	case pr.AfterWait > 0 && !d.Since.IsZero() && m.now.Sub(d.Since) >= pr.AfterWait:
+	case pr.AfterWait > 0 && !d.Since.IsZero() && c.now.Sub(d.Since) >= pr.AfterWait:
 		// (A demand that does not say since when it waits has not waited
 		// long: the zero time is not a wait of 292 years.)
 		return prio, target, RulePromoteAge
@@ -325,7 +325,7 @@ func (st *state) finish() *Plan {
 	return &st.out
 }
 
-func (m *model) isPolicyTenant(t *policy.Tenant) bool {
-	_, ok := m.e.p.Tenants[t.Name]
-	return ok && m.e.p.Tenants[t.Name] == t
+func (c *cluster) isPolicyTenant(t *policy.Tenant) bool {
+	_, ok := c.e.p.Tenants[t.Name]
+	return ok && c.e.p.Tenants[t.Name] == t
 }

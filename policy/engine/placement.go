@@ -139,18 +139,18 @@ func (m *model) buildPlacement() {
 }
 
 // resolveSet is the set of nodes demand d may use.
-func (m *model) resolveSet(d *Demand) int32 {
-	pl := &m.pl
+func (c *cluster) resolveSet(d *Demand) int32 {
+	pl := &c.pl
 	var pool int32
 	if d.NodePool != "" && d.NodePool != "all" {
-		p, known := m.poolIdx[d.NodePool]
+		p, known := c.poolIdx[d.NodePool]
 		if !known {
 			return pl.empty
 		}
 		pool = p
 	}
 	if d.Nodes != nil {
-		return m.pinnedSet(d, pool)
+		return c.pinnedSet(d, pool)
 	}
 	if d.Devices == nil {
 		return pool
@@ -190,12 +190,12 @@ func (m *model) resolveSet(d *Demand) int32 {
 // pinnedSet is the set of a demand pinned to nodes (Demand.Nodes): those
 // of its pool whose device class its request accepts. Each such node has
 // a cell of its own (buildPlacement).
-func (m *model) pinnedSet(d *Demand, pool int32) int32 {
-	pl := &m.pl
+func (c *cluster) pinnedSet(d *Demand, pool int32) int32 {
+	pl := &c.pl
 	accept := pl.accepts(d)
 	mine := make(map[int32]bool, len(d.Nodes))
 	for _, id := range d.Nodes {
-		if n, ok := m.nodeIDs[id]; ok {
+		if n, ok := c.nodeIDs[id]; ok {
 			mine[pl.cellOf[n]] = true
 		}
 	}

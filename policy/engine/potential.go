@@ -282,8 +282,8 @@ func (st *state) tryNode(p *nodePick, n int32, b *bene, allowYoung bool) {
 
 // firstInSpread breaks a tie between nodes whose worst victim is the same
 // gang: the walk would have taken the first of them in the gang's order.
-func (m *model) firstInSpread(ui int32, n int32, ties []int32) int32 {
-	for _, ng := range m.gangs[m.units[ui].gang].spread {
+func (c *cluster) firstInSpread(ui int32, n int32, ties []int32) int32 {
+	for _, ng := range c.gangs[c.units[ui].gang].spread {
 		if ng.node == n || slices.Contains(ties, ng.node) {
 			return ng.node
 		}

@@ -80,7 +80,7 @@ func (m *model) buildQuotas() {
 }
 
 // inQuotaPool reports whether node n is in quota pool qi.
-func (m *model) inQuotaPool(qi int, n int32) bool { return m.poolCells[qi][m.pl.cellOf[n]] }
+func (c *cluster) inQuotaPool(qi int, n int32) bool { return c.poolCells[qi][c.pl.cellOf[n]] }
 
 // addUse records that tenant ti holds g more GPUs (fewer, when negative)
 // on node n, in the pools it has quotas in.

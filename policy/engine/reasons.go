@@ -182,11 +182,11 @@ func (o *output) where(m *msg, u *unit, gpus int) bool {
 }
 
 // nodeName is how reasons name node n: its name, else its ID.
-func (m *model) nodeName(n int32) string {
-	if name := m.nodes[n].Name; name != "" {
+func (c *cluster) nodeName(n int32) string {
+	if name := c.nodes[n].Name; name != "" {
 		return name
 	}
-	return m.nodes[n].ID
+	return c.nodes[n].ID
 }
 
 func (o *output) idleReason(m *msg, u *unit, b *bene) Reason {
@@ -283,9 +283,9 @@ func (st *state) promotedOnly(b *bene) string {
 
 // noNodeReason explains why a demand waits that no node may run: none is
 // in its node pool, or none there has the GPUs it asks for.
-func (m *model) noNodeReason(d *Demand) Reason {
+func (c *cluster) noNodeReason(d *Demand) Reason {
 	pool := d.NodePool != "" && d.NodePool != "all"
-	if _, known := m.poolIdx[d.NodePool]; pool && !known {
+	if _, known := c.poolIdx[d.NodePool]; pool && !known {
 		return Reason{RuleCapacity, "no client node is in node pool " + quote(d.NodePool)}
 	}
 	asks := d.Asks
@@ -331,10 +331,10 @@ func (o *output) drainingReason(b *bene, vs []victim, grace time.Duration) Reaso
 }
 
 // otherJobs counts the jobs among vs other than first.
-func (m *model) otherJobs(vs []victim, first JobRef) int {
+func (c *cluster) otherJobs(vs []victim, first JobRef) int {
 	var seen []JobRef
 	for _, v := range vs {
-		r := m.jobOf(&m.units[v.ui]).Ref
+		r := c.jobOf(&c.units[v.ui]).Ref
 		if r != first && !slices.Contains(seen, r) {
 			seen = append(seen, r)
 		}

@@ -132,55 +132,53 @@ func newTenantState(t *policy.Tenant) tenantState {
 }
 
 // nodesOf calls fn for each node a unit holds GPUs on.
-func (m *model) nodesOf(u *unit, fn func(node int32, gpus int)) {
+func (c *cluster) nodesOf(u *unit, fn func(node int32, gpus int)) {
 	if u.gang < 0 {
 		fn(u.node, u.gpus)
 		return
 	}
-	for _, ng := range m.gangs[u.gang].spread {
+	for _, ng := range c.gangs[u.gang].spread {
 		fn(ng.node, ng.gpus)
 	}
 }
 
 // allocsOf calls fn for each allocation of a unit.
-func (m *model) allocsOf(u *unit, fn func(ai int32)) {
+func (c *cluster) allocsOf(u *unit, fn func(ai int32)) {
 	if u.gang < 0 {
 		fn(u.first)
 		return
 	}
-	for _, ai := range m.gangs[u.gang].allocs {
+	for _, ai := range c.gangs[u.gang].allocs {
 		fn(ai)
 	}
 }
 
 // allocIDs returns a unit's allocation IDs, appended to ids, sorted.
-func (m *model) allocIDs(u *unit, ids []string) []string {
-	m.allocsOf(u, func(ai int32) { ids = append(ids, m.s.Allocs[ai].ID) })
+func (c *cluster) allocIDs(u *unit, ids []string) []string {
+	c.allocsOf(u, func(ai int32) { ids = append(ids, c.s.Allocs[ai].ID) })
 	slices.Sort(ids)
 	return ids
 }
 
 // jobOf returns a unit's job (for a gang, as its first allocation saw it).
-func (m *model) jobOf(u *unit) *Job { return &m.s.Allocs[u.first].Job }
+func (c *cluster) jobOf(u *unit) *Job { return &c.s.Allocs[u.first].Job }
 
 // groupOf returns a unit's task group: "" for a gang (the whole job).
-func (m *model) groupOf(u *unit) string {
+func (c *cluster) groupOf(u *unit) string {
 	if u.gang >= 0 {
 		return ""
 	}
-	return m.s.Allocs[u.first].Group
+	return c.s.Allocs[u.first].Group
 }
 
 // isGangOfMany reports whether a unit is a gang of several allocations.
-func (m *model) isGangOfMany(u *unit) bool {
-	return u.gang >= 0 && len(m.gangs[u.gang].allocs) > 1
+func (c *cluster) isGangOfMany(u *unit) bool {
+	return u.gang >= 0 && len(c.gangs[u.gang].allocs) > 1
 }
 
 func newState(e *Engine, s *Snapshot, now time.Time) *state {
 	st := &state{model: model{
-		e: e, s: s, now: now,
-		nodeIDs:  make(map[string]int32, len(s.Nodes)),
-		poolIdx:  map[string]int32{},
+		cluster:  cluster{e: e, s: s, now: now, poolIdx: map[string]int32{}, nodeIDs: make(map[string]int32, len(s.Nodes))},
 		tenantNS: make(map[string]int, len(e.tenants)),
 		planned:  map[JobRef]int{},
 	}}
@@ -222,13 +220,13 @@ func (m *model) tenantOf(namespace string) int {
 
 // poolOfName returns the pool index for a Nomad node pool, adding pools
 // the policy does not name.
-func (m *model) poolOfName(name string) int32 {
-	if i, ok := m.poolIdx[name]; ok {
+func (c *cluster) poolOfName(name string) int32 {
+	if i, ok := c.poolIdx[name]; ok {
 		return i
 	}
-	i := int32(len(m.pools))
-	m.pools = append(m.pools, name)
-	m.poolIdx[name] = i
+	i := int32(len(c.pools))
+	c.pools = append(c.pools, name)
+	c.poolIdx[name] = i
 	return i
 }
 
@@ -394,8 +392,8 @@ const maxClaimRoom = 64
 // candidates again and again; comparing cheap tags of the job references
 // first spares most checks a string comparison through the snapshot
 // (equal references have equal tags).
-func (m *model) sameJob(u *unit, b *bene) bool {
-	return u.jobTag == b.jobTag && m.jobOf(u).Ref == b.d.Job.Ref
+func (c *cluster) sameJob(u *unit, b *bene) bool {
+	return u.jobTag == b.jobTag && c.jobOf(u).Ref == b.d.Job.Ref
 }
 
 // jobTag tags a job reference: its namespace's tag, shifted, mixed with
@@ -453,17 +451,17 @@ func addNode(spread []nodeGPUs, n int32, g int) []nodeGPUs {
 }
 
 // classify works out a unit's idle state and whether it is backfill.
-func (m *model) classify(ui int32) {
-	u := &m.units[ui]
-	if rule := m.idleRule(u); rule != nil && !m.snoozed(u, rule) && m.idleFor(u, rule) {
+func (c *cluster) classify(ui int32) {
+	u := &c.units[ui]
+	if rule := c.idleRule(u); rule != nil && !c.snoozed(u, rule) && c.idleFor(u, rule) {
 		u.idle = idlePressure
 		if rule.Mode == policy.IdleModeAlways {
 			u.idle = idleAlways
 		}
 	}
-	m.nodesOf(u, func(n int32, _ int) {
-		p := m.poolOf[n]
-		if int(p) < len(m.e.poolOwner) && p != 0 && !m.e.poolOwner[p][u.tier] {
+	c.nodesOf(u, func(n int32, _ int) {
+		p := c.poolOf[n]
+		if int(p) < len(c.e.poolOwner) && p != 0 && !c.e.poolOwner[p][u.tier] {
 			u.backfill = true
 		}
 	})
@@ -471,11 +469,11 @@ func (m *model) classify(ui int32) {
 
 // idleFor reports whether every allocation of a unit has been idle for the
 // rule's duration; a gang is idle only when all its members are.
-func (m *model) idleFor(u *unit, rule *policy.IdleRule) bool {
+func (c *cluster) idleFor(u *unit, rule *policy.IdleRule) bool {
 	idle := true
-	m.allocsOf(u, func(ai int32) {
-		since, ok := IdleSince(m.s.Allocs[ai].Usage, rule.Threshold)
-		idle = idle && ok && m.now.Sub(since) >= rule.After
+	c.allocsOf(u, func(ai int32) {
+		since, ok := IdleSince(c.s.Allocs[ai].Usage, rule.Threshold)
+		idle = idle && ok && c.now.Sub(since) >= rule.After
 	})
 	return idle
 }
@@ -483,27 +481,27 @@ func (m *model) idleFor(u *unit, rule *policy.IdleRule) bool {
 // snoozed reports whether a person snoozed the unit's idle rule for its
 // job and the snooze has not ended: however idle, its GPUs stay its own.
 // (A gang's allocations all carry their job's snooze.)
-func (m *model) snoozed(u *unit, rule *policy.IdleRule) bool {
-	return m.now.Before(SnoozeEnd(m.jobOf(u).Snooze, rule))
+func (c *cluster) snoozed(u *unit, rule *policy.IdleRule) bool {
+	return c.now.Before(SnoozeEnd(c.jobOf(u).Snooze, rule))
 }
 
 // idleRule is the idle rule that covers a unit, nil when none does (or
 // its tier may not be preempted).
-func (m *model) idleRule(u *unit) *policy.IdleRule {
-	col := min(u.tenant, len(m.e.tenants))
-	if !m.e.tiers[u.tier].preemptible {
+func (c *cluster) idleRule(u *unit) *policy.IdleRule {
+	col := min(u.tenant, len(c.e.tenants))
+	if !c.e.tiers[u.tier].preemptible {
 		return nil
 	}
-	return m.e.idle[u.tier][col]
+	return c.e.idle[u.tier][col]
 }
 
 // idleOf says, for a reason, since when a unit idle under rule has been
 // idle (its members' latest start of idleness) and at what mean use.
-func (m *model) idleOf(u *unit, rule *policy.IdleRule) idleState {
+func (c *cluster) idleOf(u *unit, rule *policy.IdleRule) idleState {
 	var is idleState
 	members := 0
-	m.allocsOf(u, func(ai int32) {
-		a := &m.s.Allocs[ai]
+	c.allocsOf(u, func(ai int32) {
+		a := &c.s.Allocs[ai]
 		since, _ := IdleSince(a.Usage, rule.Threshold)
 		if since.After(is.since) {
 			is.since = since

@@ -47,25 +47,25 @@ func ShareOf(name string) float64 {
 }
 
 // unitsOn is the units of one device of node n.
-func (m *model) unitsOn(n int32) int {
-	if m.pl.whole {
+func (c *cluster) unitsOn(n int32) int {
+	if c.pl.whole {
 		return gpuUnit
 	}
-	return m.pl.classUnits[m.pl.cellClass[m.pl.cellOf[n]]]
+	return c.pl.classUnits[c.pl.cellClass[c.pl.cellOf[n]]]
 }
 
 // setUnits is the most units a device of set s is: what an allocation's
 // GPUs count for before the node is chosen. A demand that may go on whole
 // GPUs or on MIG instances is counted as whole GPUs, so that a limit is
 // never passed and a reserve never claimed by the smaller guess.
-func (m *model) setUnits(s int32) int {
-	if m.pl.whole {
+func (c *cluster) setUnits(s int32) int {
+	if c.pl.whole {
 		return gpuUnit
 	}
 	most := 0
-	for cell, in := range m.pl.in[s] {
+	for cell, in := range c.pl.in[s] {
 		if in {
-			most = max(most, m.pl.classUnits[m.pl.cellClass[cell]])
+			most = max(most, c.pl.classUnits[c.pl.cellClass[cell]])
 		}
 	}
 	if most == 0 {
@@ -75,12 +75,12 @@ func (m *model) setUnits(s int32) int {
 }
 
 // unitsOfUnit is what a unit's GPUs count for, over its nodes.
-func (m *model) unitsOfUnit(u *unit) int {
-	if m.pl.whole {
+func (c *cluster) unitsOfUnit(u *unit) int {
+	if c.pl.whole {
 		return u.gpus * gpuUnit
 	}
 	total := 0
-	m.nodesOf(u, func(n int32, g int) { total += g * m.unitsOn(n) })
+	c.nodesOf(u, func(n int32, g int) { total += g * c.unitsOn(n) })
 	return total
 }
 

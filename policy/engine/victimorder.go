@@ -288,18 +288,18 @@ func segKey(seg int, prio int) uint64 {
 // eight 1-GPU jobs 20 minutes past theirs, taken for being smaller one by
 // one, lose 160 and break eight jobs instead of one). Among victims of
 // equal size the order is the same.
-func (m *model) atRisk(u *unit) uint64 {
+func (c *cluster) atRisk(u *unit) uint64 {
 	if u.gang < 0 {
-		if a := &m.s.Allocs[u.first]; !a.CheckpointAt.IsZero() {
-			return sinceCheckpoint(a, m.now)
+		if a := &c.s.Allocs[u.first]; !a.CheckpointAt.IsZero() {
+			return sinceCheckpoint(a, c.now)
 		}
 		return uint64(max(0, min(u.age/time.Second, maxRisk))) // the usual case: the age at hand
 	}
 	var sum, gpus uint64
-	m.allocsOf(u, func(ai int32) {
-		a := &m.s.Allocs[ai]
+	c.allocsOf(u, func(ai int32) {
+		a := &c.s.Allocs[ai]
 		g := uint64(len(a.GPUIDs))
-		sum += sinceCheckpoint(a, m.now) * g // < 2^34 × GPUs: no overflow
+		sum += sinceCheckpoint(a, c.now) * g // < 2^34 × GPUs: no overflow
 		gpus += g
 	})
 	if gpus == 0 {

@@ -238,11 +238,11 @@ func (m *model) markPlanned(job *Job) {
 // included: a preemption exactly an hour ago is still in the hour (a user
 // counting "no more than 2 in any hour" counts it, and so does the
 // simulator's cap_breaches).
-func (m *model) recentPreemptions(job *Job) int {
+func (c *cluster) recentPreemptions(job *Job) int {
 	n := 0
-	hourAgo := m.now.Add(-time.Hour)
+	hourAgo := c.now.Add(-time.Hour)
 	for _, t := range job.Preemptions {
-		if !t.Before(hourAgo) && !t.After(m.now) {
+		if !t.Before(hourAgo) && !t.After(c.now) {
 			n++
 		}
 	}
