@@ -233,15 +233,15 @@ func (st *state) chainPick(ui int32, n int32) int32 {
 
 // chainPickAny is chainPick for a search that frees GPUs on any node
 // (swapElsewhere): the chain's next unit not in vs yet, wherever it runs.
-func (m *model) chainPickAny(ui int32, vs []victim) int32 {
-	c := m.units[ui].chain
-	if c < 0 {
+func (c *cluster) chainPickAny(ui int32, vs []victim) int32 {
+	ci := c.units[ui].chain
+	if ci < 0 {
 		return ui
 	}
-	ch := &m.chains[c]
+	ch := &c.chains[ci]
 	i := ch.next
 	for _, v := range vs {
-		if m.units[v.ui].chain == c {
+		if c.units[v.ui].chain == ci {
 			i++
 		}
 	}
@@ -265,54 +265,54 @@ func (st *state) chainListed(ui int32) {
 }
 
 // chainPeek is the unit take would take for ui (untaken), taking nothing.
-func (m *model) chainPeek(ui int32) int32 {
-	c := m.units[ui].chain
-	if c < 0 {
+func (c *cluster) chainPeek(ui int32) int32 {
+	ci := c.units[ui].chain
+	if ci < 0 {
 		return ui
 	}
-	return m.chains[c].units[m.chains[c].next]
+	return c.chains[ci].units[c.chains[ci].next]
 }
 
 // chainLast is the unit untake would put back for ui (taken), changing
 // nothing.
-func (m *model) chainLast(ui int32) int32 {
-	c := m.units[ui].chain
-	if c < 0 {
+func (c *cluster) chainLast(ui int32) int32 {
+	ci := c.units[ui].chain
+	if ci < 0 {
 		return ui
 	}
-	return m.chains[c].units[m.chains[c].next-1]
+	return c.chains[ci].units[c.chains[ci].next-1]
 }
 
 // chainTake is the unit take takes for ui: the chain's next.
-func (m *model) chainTake(ui int32) int32 {
-	c := m.units[ui].chain
-	if c < 0 {
+func (c *cluster) chainTake(ui int32) int32 {
+	ci := c.units[ui].chain
+	if ci < 0 {
 		return ui
 	}
-	ch := &m.chains[c]
+	ch := &c.chains[ci]
 	ui = ch.units[ch.next]
 	ch.next++
 	return ui
 }
 
 // chainUntake is the unit untake puts back for ui: the chain's last taken.
-func (m *model) chainUntake(ui int32) int32 {
-	c := m.units[ui].chain
-	if c < 0 {
+func (c *cluster) chainUntake(ui int32) int32 {
+	ci := c.units[ui].chain
+	if ci < 0 {
 		return ui
 	}
-	ch := &m.chains[c]
+	ch := &c.chains[ci]
 	ch.next--
 	return ch.units[ch.next]
 }
 
 // chainNext reports whether unit ui may be taken as itself: it is in no
 // chain, or it is its chain's next.
-func (m *model) chainNext(ui int32) bool {
-	c := m.units[ui].chain
-	if c < 0 {
+func (c *cluster) chainNext(ui int32) bool {
+	ci := c.units[ui].chain
+	if ci < 0 {
 		return true
 	}
-	ch := &m.chains[c]
+	ch := &c.chains[ci]
 	return int(ch.next) < len(ch.units) && ch.units[ch.next] == ui
 }

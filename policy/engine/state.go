@@ -424,14 +424,14 @@ type gpuClaim struct {
 
 // claimGPUs claims allocation ai's GPUs on its node, unless one is empty
 // or already claimed there (by it or another): then it returns that ID.
-func (m *model) claimGPUs(ai int32, claimed *[]gpuClaim) (string, bool) {
-	for gi, id := range m.s.Allocs[ai].GPUIDs {
+func (c *cluster) claimGPUs(ai int32, claimed *[]gpuClaim) (string, bool) {
+	for gi, id := range c.s.Allocs[ai].GPUIDs {
 		if id == "" {
 			return id, true
 		}
 		tag := strTag(id)
-		for _, c := range *claimed {
-			if c.tag == tag && m.s.Allocs[c.alloc].GPUIDs[c.gpu] == id {
+		for _, cl := range *claimed {
+			if cl.tag == tag && c.s.Allocs[cl.alloc].GPUIDs[cl.gpu] == id {
 				return id, true
 			}
 		}
