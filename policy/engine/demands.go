@@ -337,21 +337,21 @@ func (ix *nodeIndex) orderOf(s int32) policy.PoolOrder {
 // with pending demands, smallest first, equal shares equal: [tenant] its
 // rank, and the bits a rank takes. A share is the tenant's, the same for
 // all its demands (orderDemands changes no tenant's use).
-func (m *model) shareRanks(out []pending) ([]uint64, int) {
-	ranks := make([]uint64, len(m.tenants))
-	seen := make([]bool, len(m.tenants))
+func (l *ledger) shareRanks(out []pending) ([]uint64, int) {
+	ranks := make([]uint64, len(l.tenants))
+	seen := make([]bool, len(l.tenants))
 	var keys []shareKey
 	for i := range out {
 		if ti := out[i].tenant; !seen[ti] {
 			seen[ti] = true
-			keys = append(keys, m.shareKey(ti))
+			keys = append(keys, l.shareKey(ti))
 		}
 	}
 	slices.SortFunc(keys, compareShareKeys)
 	keys = slices.Compact(keys)
-	for ti := range m.tenants {
+	for ti := range l.tenants {
 		if seen[ti] {
-			r, _ := slices.BinarySearchFunc(keys, m.shareKey(ti), compareShareKeys)
+			r, _ := slices.BinarySearchFunc(keys, l.shareKey(ti), compareShareKeys)
 			ranks[ti] = uint64(r)
 		}
 	}
@@ -365,12 +365,12 @@ func (m *model) shareRanks(out []pending) ([]uint64, int) {
 // weight comes first (dept; 0 without departments).
 type shareKey struct{ dept, usage, now uint64 }
 
-func (m *model) shareKey(ti int) shareKey {
-	k := shareKey{now: floatKey(m.share(ti))}
-	if m.fairOn() {
-		k.usage = m.usageKey(ti)
-		if m.e.depts != nil {
-			k.dept = m.deptUsageKey(ti)
+func (l *ledger) shareKey(ti int) shareKey {
+	k := shareKey{now: floatKey(l.share(ti))}
+	if l.fairOn() {
+		k.usage = l.usageKey(ti)
+		if l.e.depts != nil {
+			k.dept = l.deptUsageKey(ti)
 		}
 	}
 	return k
@@ -387,8 +387,8 @@ func compareShareKeys(a, b shareKey) int {
 }
 
 // share is a tenant's GPUs beyond its reservation per unit of weight.
-func (m *model) share(ti int) float64 {
-	t := &m.tenants[ti]
+func (l *ledger) share(ti int) float64 {
+	t := &l.tenants[ti]
 	return float64(t.use-t.reserve) / t.t.Weight
 }
 

@@ -90,36 +90,36 @@ func (c *cluster) dept(ti int) int {
 }
 
 // deptUse is what department di's tenants hold, draining excluded.
-func (m *model) deptUse(di int) int {
+func (l *ledger) deptUse(di int) int {
 	sum := 0
-	for _, ti := range m.e.depts[di].members {
-		sum += m.tenants[ti].use
+	for _, ti := range l.e.depts[di].members {
+		sum += l.tenants[ti].use
 	}
 	return sum
 }
 
 // deptHeld is deptUse plus what is set aside for its tenants' waiting
 // work: promised, so within the limit as much as held (tenantState.marked).
-func (m *model) deptHeld(di int) int {
+func (l *ledger) deptHeld(di int) int {
 	sum := 0
-	for _, ti := range m.e.depts[di].members {
-		sum += m.tenants[ti].use + m.tenants[ti].marked
+	for _, ti := range l.e.depts[di].members {
+		sum += l.tenants[ti].use + l.tenants[ti].marked
 	}
 	return sum
 }
 
 // overDeptLimit reports whether tenant ti's department would be over its
 // limit holding extra more units.
-func (m *model) overDeptLimit(ti, extra int) bool {
-	di := m.dept(ti)
-	return di >= 0 && m.deptHeld(di)+extra > m.e.depts[di].lim
+func (l *ledger) overDeptLimit(ti, extra int) bool {
+	di := l.dept(ti)
+	return di >= 0 && l.deptHeld(di)+extra > l.e.depts[di].lim
 }
 
 // deptUnder reports whether tenant ti's department stays within its
 // reserve holding extra more units.
-func (m *model) deptUnder(ti, extra int) bool {
-	di := m.dept(ti)
-	return di >= 0 && m.deptUse(di)+extra <= m.e.depts[di].reserve
+func (l *ledger) deptUnder(ti, extra int) bool {
+	di := l.dept(ti)
+	return di >= 0 && l.deptUse(di)+extra <= l.e.depts[di].reserve
 }
 
 // sameDept reports whether tenants a and b are in one department.
@@ -148,13 +148,13 @@ func (st *state) deptProtected(u *unit, b *bene, n int32) bool {
 // deptNote is what a capacity reason adds for a tenant in a department:
 // "; department research (tenants a, b) holds 8 GPUs, reserve 8" ("" for
 // a tenant in none).
-func (m *model) deptNote(ti int) string {
-	di := m.dept(ti)
+func (l *ledger) deptNote(ti int) string {
+	di := l.dept(ti)
 	if di < 0 {
 		return ""
 	}
-	d := &m.e.depts[di]
-	return "; department " + d.d.Name + " (tenants " + d.names + ") holds " + unitsString(m.deptUse(di)) +
+	d := &l.e.depts[di]
+	return "; department " + d.d.Name + " (tenants " + d.names + ") holds " + unitsString(l.deptUse(di)) +
 		", reserve " + itoa(d.d.Reserve)
 }
 
@@ -217,18 +217,18 @@ func (o *output) deptReclaimReason(m *msg, b *bene, v victim, gpus int) Reason {
 // deptUsageKey orders tenants by their department's decayed usage per
 // unit of its weight (fair share over time at the department level); a
 // tenant in no department is a department of its own.
-func (m *model) deptUsageKey(ti int) uint64 {
-	di := m.dept(ti)
+func (l *ledger) deptUsageKey(ti int) uint64 {
+	di := l.dept(ti)
 	if di < 0 {
-		return m.usageKey(ti)
+		return l.usageKey(ti)
 	}
 	var u float64
-	for _, mi := range m.e.depts[di].members {
-		if x := m.s.Usage[m.tenants[mi].t.Name]; x > 0 && !math.IsInf(x, 0) {
+	for _, mi := range l.e.depts[di].members {
+		if x := l.s.Usage[l.tenants[mi].t.Name]; x > 0 && !math.IsInf(x, 0) {
 			u += x
 		}
 	}
-	return floatKey(u / m.e.depts[di].d.Weight)
+	return floatKey(u / l.e.depts[di].d.Weight)
 }
 
 // DepartmentUsage is one department's GPU accounting after the plan.

@@ -99,21 +99,21 @@ func (st *state) fairReclaim(b *bene, need int) (int32, []victim, bool) {
 // from, and returns what b's tenant would borrow per unit of weight after
 // the move (held, set aside for it and need, beyond its reserve). false
 // when there are none.
-func (m *model) fairVictims(b *bene, need int, above float64) (float64, bool) {
-	s := m.standings()
-	bt := &m.tenants[b.tenant]
+func (l *ledger) fairVictims(b *bene, need int, above float64) (float64, bool) {
+	s := l.standings()
+	bt := &l.tenants[b.tenant]
 	after := float64(bt.use+bt.marked+need-bt.reserve) / bt.t.Weight
-	mine := s[b.tenant].perWeight(m.tenants[b.tenant].t)
-	if cap(m.fairVictim) < len(m.tenants) {
-		m.fairVictim = make([]bool, len(m.tenants))
+	mine := s[b.tenant].perWeight(l.tenants[b.tenant].t)
+	if cap(l.fairVictim) < len(l.tenants) {
+		l.fairVictim = make([]bool, len(l.tenants))
 	}
-	m.fairVictim = m.fairVictim[:len(m.tenants)]
+	l.fairVictim = l.fairVictim[:len(l.tenants)]
 	some := false
-	for ti := range m.tenants {
-		t := &m.tenants[ti]
+	for ti := range l.tenants {
+		t := &l.tenants[ti]
 		ok := ti != b.tenant && ti < len(s) && s[ti].counted && s[ti].ratio() > above &&
 			s[ti].perWeight(t.t) > mine && float64(t.use-t.reserve)/t.t.Weight > after
-		m.fairVictim[ti] = ok
+		l.fairVictim[ti] = ok
 		some = some || ok
 	}
 	return after, some
@@ -203,14 +203,14 @@ func fmtWeight(x float64) string { return strconv.FormatFloat(x, 'g', -1, 64) }
 // share, and more per unit of weight than u's tenant). A promotion lifts
 // work that waited long above its own tier, not above another tenant's fair
 // share. False when fair-share reclaim is off: priorities are as before.
-func (m *model) fairShields(u *unit, b *bene) bool {
-	above := m.e.p.Preemption.FairShareReclaimAbove
-	if above <= 0 || !m.fairOn() || u.tenant == b.tenant || m.e.tiers[b.tier].priority > m.e.tiers[u.tier].priority {
+func (l *ledger) fairShields(u *unit, b *bene) bool {
+	above := l.e.p.Preemption.FairShareReclaimAbove
+	if above <= 0 || !l.fairOn() || u.tenant == b.tenant || l.e.tiers[b.tier].priority > l.e.tiers[u.tier].priority {
 		return false
 	}
-	s := m.standings()
+	s := l.standings()
 	return b.tenant < len(s) && u.tenant < len(s) && s[b.tenant].counted && s[b.tenant].ratio() > above &&
-		s[b.tenant].perWeight(m.tenants[b.tenant].t) > s[u.tenant].perWeight(m.tenants[u.tenant].t)
+		s[b.tenant].perWeight(l.tenants[b.tenant].t) > s[u.tenant].perWeight(l.tenants[u.tenant].t)
 }
 
 // perWeight is the tenant's decayed usage per unit of its weight t.Weight

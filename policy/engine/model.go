@@ -17,13 +17,7 @@ type model struct {
 	// nowhere else.
 	ix *nodeIndex
 
-	tenants []tenantState
-	// tenantNS maps namespaces to tenants (policy tenants, then others
-	// as they appear).
-	tenantNS map[string]int
-	// poolHeld[q][tenant] is what tenants without a quota in quota pool
-	// q hold there, counted on first need (quota.go).
-	poolHeld [][]int
+	ledger
 
 	// marks are GPUs set aside per beneficiary (Snapshot.Waiting index):
 	// not free to anyone else until it is served (earmarks.go).
@@ -37,11 +31,6 @@ type model struct {
 	// on first use.
 	placedJobs map[JobRef]bool
 	waitingOf  []resolved // [Snapshot.Waiting index] tenant and tier (resolveWaiting)
-	fair       []standing // [tenant] use against fair share over time (standings)
-	fairVictim []bool     // [tenant] a fair-share reclaim may take its borrowed work (fairreclaim.go)
-
-	planned      map[JobRef]int // preemptions decided in this plan, per job
-	trackPlanned bool           // some job is one preemption short of the cap or of max_per_job
 	// blocked is the highest-tier demand that waited in this plan for
 	// want of GPUs (protect.go).
 	blocked blockedDemand
@@ -73,6 +62,29 @@ type cluster struct {
 	units   []unit
 	gangs   []gangUnit
 	chains  []chain // groups' units in the order Nomad stops them (chains.go)
+}
+
+// ledger is the tenants' accounting as the plan goes: what each holds,
+// in all and per quota pool and department, its standing against its fair
+// share, and the preemptions decided per job. The model's take, untake,
+// place and unplace keep it in step; its methods answer from it, reading
+// the cluster.
+type ledger struct {
+	*cluster
+
+	tenants []tenantState
+	// tenantNS maps namespaces to tenants (policy tenants, then others
+	// as they appear).
+	tenantNS map[string]int
+	// poolHeld[q][tenant] is what tenants without a quota in quota pool
+	// q hold there, counted on first need (quota.go).
+	poolHeld [][]int
+
+	fair       []standing // [tenant] use against fair share over time (standings)
+	fairVictim []bool     // [tenant] a fair-share reclaim may take its borrowed work (fairreclaim.go)
+
+	planned      map[JobRef]int // preemptions decided in this plan, per job
+	trackPlanned bool           // some job is one preemption short of the cap or of max_per_job
 }
 
 // take removes a unit from the model cluster: its GPUs become free. A unit

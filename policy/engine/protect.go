@@ -47,8 +47,8 @@ func lifetimePreemptions(job *Job) int {
 
 // protectedJob reports whether unit u's job has reached max_per_job,
 // counting a preemption this plan has already decided (as capped does).
-func (m *model) protectedJob(u *unit) bool {
-	most := m.e.p.Preemption.MaxPerJob
+func (l *ledger) protectedJob(u *unit) bool {
+	most := l.e.p.Preemption.MaxPerJob
 	if most <= 0 {
 		return false
 	}
@@ -56,7 +56,7 @@ func (m *model) protectedJob(u *unit) bool {
 	if life+1 < most {
 		return life >= most
 	}
-	return life+m.planned[m.jobOf(u).Ref] >= most
+	return life+l.planned[l.jobOf(u).Ref] >= most
 }
 
 // protectedWaits reports why b, a demand of a protected job, waits rather

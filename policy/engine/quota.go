@@ -62,20 +62,20 @@ func (e *Engine) compileQuotas() {
 
 // buildQuotas files each cell in the quota pools that hold it, and gives
 // each policy tenant its quotas: after buildPlacement, before the units.
-func (m *model) buildQuotas() {
-	if len(m.e.quotaPools) == 0 {
+func (l *ledger) buildQuotas() {
+	if len(l.e.quotaPools) == 0 {
 		return
 	}
-	pl := &m.pl
-	m.poolCells = make([][]bool, len(m.e.quotaPools))
-	for qi, qp := range m.e.quotaPools {
-		m.poolCells[qi] = make([]bool, len(pl.cellPool))
+	pl := &l.pl
+	l.poolCells = make([][]bool, len(l.e.quotaPools))
+	for qi, qp := range l.e.quotaPools {
+		l.poolCells[qi] = make([]bool, len(pl.cellPool))
 		for cell := range pl.cellPool {
-			m.poolCells[qi][cell] = qp.p.Holds(m.pools[pl.cellPool[cell]], pl.models[pl.cellClass[cell]])
+			l.poolCells[qi][cell] = qp.p.Holds(l.pools[pl.cellPool[cell]], pl.models[pl.cellClass[cell]])
 		}
 	}
-	for ti := range m.e.quotas {
-		m.tenants[ti].quotas = append([]tenantQuota(nil), m.e.quotas[ti]...)
+	for ti := range l.e.quotas {
+		l.tenants[ti].quotas = append([]tenantQuota(nil), l.e.quotas[ti]...)
 	}
 }
 
@@ -84,11 +84,11 @@ func (c *cluster) inQuotaPool(qi int, n int32) bool { return c.poolCells[qi][c.p
 
 // addUse records that tenant ti holds g more GPUs (fewer, when negative)
 // on node n, in the pools it has quotas in.
-func (m *model) addUse(ti int, n int32, g int) {
-	qs := m.tenants[ti].quotas
-	gu := g * m.unitsOn(n)
+func (l *ledger) addUse(ti int, n int32, g int) {
+	qs := l.tenants[ti].quotas
+	gu := g * l.unitsOn(n)
 	for i := range qs {
-		if m.inQuotaPool(qs[i].pool, n) {
+		if l.inQuotaPool(qs[i].pool, n) {
 			qs[i].use += gu
 		}
 	}
@@ -96,16 +96,16 @@ func (m *model) addUse(ti int, n int32, g int) {
 
 // poolUse is what tenant ti holds in quota pool qi, and its reserve there
 // (0 without a quota in it).
-func (m *model) poolUse(ti, qi int) (use, reserve int, quota bool) {
-	for _, q := range m.tenants[ti].quotas {
+func (l *ledger) poolUse(ti, qi int) (use, reserve int, quota bool) {
+	for _, q := range l.tenants[ti].quotas {
 		if q.pool == qi {
 			return q.use, q.reserve, true
 		}
 	}
-	if m.poolHeld == nil {
-		m.countPoolHeld()
+	if l.poolHeld == nil {
+		l.countPoolHeld()
 	}
-	return m.poolHeld[qi][ti], 0, false
+	return l.poolHeld[qi][ti], 0, false
 }
 
 // poolReserve is tenant ti's reserve in quota pool qi: 0 without a quota
@@ -125,20 +125,20 @@ func (e *Engine) poolReserve(ti, qi int) int {
 // countPoolHeld counts, for tenants without a quota in a pool, what they
 // hold there: a reclaim's victims are judged by it. Taken units are
 // counted out as they are taken (untakeHeld, takeHeld).
-func (m *model) countPoolHeld() {
-	m.poolHeld = make([][]int, len(m.e.quotaPools))
-	for qi := range m.poolHeld {
-		m.poolHeld[qi] = make([]int, len(m.tenants))
+func (l *ledger) countPoolHeld() {
+	l.poolHeld = make([][]int, len(l.e.quotaPools))
+	for qi := range l.poolHeld {
+		l.poolHeld[qi] = make([]int, len(l.tenants))
 	}
-	for ui := range m.units {
-		u := &m.units[ui]
+	for ui := range l.units {
+		u := &l.units[ui]
 		if u.taken {
 			continue
 		}
-		m.nodesOf(u, func(n int32, g int) {
-			for qi := range m.poolHeld {
-				if m.inQuotaPool(qi, n) {
-					m.poolHeld[qi][u.tenant] += g * m.unitsOn(n)
+		l.nodesOf(u, func(n int32, g int) {
+			for qi := range l.poolHeld {
+				if l.inQuotaPool(qi, n) {
+					l.poolHeld[qi][u.tenant] += g * l.unitsOn(n)
 				}
 			}
 		})
@@ -147,14 +147,14 @@ func (m *model) countPoolHeld() {
 
 // heldChange follows a unit taken (sign -1) or put back (+1) in the pool
 // counts of tenants without quotas, once they are counted.
-func (m *model) heldChange(u *unit, sign int) {
-	if m.poolHeld == nil {
+func (l *ledger) heldChange(u *unit, sign int) {
+	if l.poolHeld == nil {
 		return
 	}
-	m.nodesOf(u, func(n int32, g int) {
-		for qi := range m.poolHeld {
-			if m.inQuotaPool(qi, n) {
-				m.poolHeld[qi][u.tenant] += sign * g * m.unitsOn(n)
+	l.nodesOf(u, func(n int32, g int) {
+		for qi := range l.poolHeld {
+			if l.inQuotaPool(qi, n) {
+				l.poolHeld[qi][u.tenant] += sign * g * l.unitsOn(n)
 			}
 		}
 	})
@@ -228,9 +228,9 @@ func (st *state) enforcePoolLimits(ti int) {
 // priority may take them (its pool reserve is as good a guarantee as its
 // tenant-wide one). picked is what the walk already took from the tenant
 // on n.
-func (m *model) protectedInPool(u *unit, n int32, picked int) bool {
-	for _, q := range m.tenants[u.tenant].quotas {
-		if q.reserve > 0 && q.use-picked <= q.reserve && m.inQuotaPool(q.pool, n) {
+func (l *ledger) protectedInPool(u *unit, n int32, picked int) bool {
+	for _, q := range l.tenants[u.tenant].quotas {
+		if q.reserve > 0 && q.use-picked <= q.reserve && l.inQuotaPool(q.pool, n) {
 			return true
 		}
 	}

@@ -35,10 +35,10 @@ func (c *cluster) preemptible(u *unit) bool {
 // the reserve is filled oldest first (each unit that still fits keeps its
 // protection), so the newest are the ones beyond it, and work within the
 // reserve is never a victim.
-func (m *model) exposeBeyondReserve() {
+func (l *ledger) exposeBeyondReserve() {
 	over := false
-	for ti := range m.tenants {
-		t := &m.tenants[ti]
+	for ti := range l.tenants {
+		t := &l.tenants[ti]
 		t.fixed0 = t.fixed
 		over = over || t.fixed > t.reserve
 	}
@@ -46,23 +46,23 @@ func (m *model) exposeBeyondReserve() {
 		return // the usual case: one pass over the tenants
 	}
 	var fixed []int32
-	for ui := range m.units {
-		u := &m.units[ui]
-		if t := &m.tenants[u.tenant]; !m.e.tiers[u.tier].preemptible && t.fixed > t.reserve {
+	for ui := range l.units {
+		u := &l.units[ui]
+		if t := &l.tenants[u.tenant]; !l.e.tiers[u.tier].preemptible && t.fixed > t.reserve {
 			fixed = append(fixed, int32(ui))
 		}
 	}
 	slices.SortStableFunc(fixed, func(a, b int32) int {
-		ua, ub := &m.units[a], &m.units[b]
+		ua, ub := &l.units[a], &l.units[b]
 		if c := cmp.Compare(ua.tenant, ub.tenant); c != 0 {
 			return c
 		}
 		return cmp.Compare(ub.age, ua.age) // the oldest first
 	})
-	kept := make([]int, len(m.tenants))
+	kept := make([]int, len(l.tenants))
 	for _, ui := range fixed {
-		u := &m.units[ui]
-		if kept[u.tenant]+int(u.units) <= m.tenants[u.tenant].reserve {
+		u := &l.units[ui]
+		if kept[u.tenant]+int(u.units) <= l.tenants[u.tenant].reserve {
 			kept[u.tenant] += int(u.units)
 			continue
 		}
@@ -97,11 +97,11 @@ func (o *output) exposedNote(m *msg, u *unit) {
 // reserve: it ran beyond the reserve on GPUs its priority allowed, and only
 // the safety rule takes them back. A job protected by max_per_job goes to
 // no one (protect.go). (Limits take both: giveBack does not ask.)
-func (m *model) mayTake(u *unit, b *bene, rule Rule) bool {
-	if u.exposed && !m.e.tiers[u.tier].waitsBeyond && rule != RuleReclaim {
+func (l *ledger) mayTake(u *unit, b *bene, rule Rule) bool {
+	if u.exposed && !l.e.tiers[u.tier].waitsBeyond && rule != RuleReclaim {
 		return false
 	}
-	return !m.protectedJob(u)
+	return !l.protectedJob(u)
 }
 
 // beyondNote appends, to the reason non-preemptible work of a tier that

@@ -178,10 +178,13 @@ func (c *cluster) isGangOfMany(u *unit) bool {
 
 func newState(e *Engine, s *Snapshot, now time.Time) *state {
 	st := &state{model: model{
-		cluster:  cluster{e: e, s: s, now: now, poolIdx: map[string]int32{}, nodeIDs: make(map[string]int32, len(s.Nodes))},
-		tenantNS: make(map[string]int, len(e.tenants)),
-		planned:  map[JobRef]int{},
+		cluster: cluster{e: e, s: s, now: now, poolIdx: map[string]int32{}, nodeIDs: make(map[string]int32, len(s.Nodes))},
+		ledger: ledger{
+			tenantNS: make(map[string]int, len(e.tenants)),
+			planned:  map[JobRef]int{},
+		},
 	}}
+	st.ledger.cluster = &st.cluster
 	st.ix, st.nodeIndex.m, st.output.m = &st.nodeIndex, &st.model, &st.model
 	st.pools = append(st.pools, e.poolNames...)
 	for i, name := range e.poolNames {
@@ -206,15 +209,15 @@ func (o *output) skip(item, format string, args ...any) {
 	o.out.Skipped = append(o.out.Skipped, Skipped{Item: item, Reason: fmt.Sprintf(format, args...)})
 }
 
-func (m *model) tenantOf(namespace string) int {
-	if i, ok := m.tenantNS[namespace]; ok {
+func (l *ledger) tenantOf(namespace string) int {
+	if i, ok := l.tenantNS[namespace]; ok {
 		return i
 	}
-	i := len(m.tenants)
-	m.tenants = append(m.tenants, newTenantState(&policy.Tenant{
+	i := len(l.tenants)
+	l.tenants = append(l.tenants, newTenantState(&policy.Tenant{
 		Name: namespace, Namespace: namespace, Limit: policy.Unlimited, Weight: policy.DefaultTenantWeight,
 	}))
-	m.tenantNS[namespace] = i
+	l.tenantNS[namespace] = i
 	return i
 }
 

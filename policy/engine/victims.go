@@ -217,20 +217,20 @@ type victim struct {
 
 // capped reports whether a job has reached the eviction cap, counting a
 // preemption this plan has already decided.
-func (m *model) capped(job *Job, recent int) bool {
-	limit := m.e.p.Preemption.MaxPerJobPerHour
+func (l *ledger) capped(job *Job, recent int) bool {
+	limit := l.e.p.Preemption.MaxPerJobPerHour
 	if limit <= 0 || recent+1 < limit {
 		return limit > 0 && recent >= limit
 	}
-	return recent+m.planned[job.Ref] >= limit
+	return recent+l.planned[job.Ref] >= limit
 }
 
 // markPlanned records a preemption this plan decided. Only a job one short
 // of the cap can be capped by it (see capped), and usually none is: then
 // the map, with a string-keyed insert per victim, is left alone.
-func (m *model) markPlanned(job *Job) {
-	if m.trackPlanned {
-		m.planned[job.Ref] = 1
+func (l *ledger) markPlanned(job *Job) {
+	if l.trackPlanned {
+		l.planned[job.Ref] = 1
 	}
 }
 
@@ -251,12 +251,12 @@ func (c *cluster) recentPreemptions(job *Job) int {
 
 // victimRule says whether unit u may give its GPUs on node n to b, and under
 // which rule. needOver: only while u's tenant holds more than its reserve.
-func (m *model) victimRule(u *unit, b *bene, n int32, allowYoung bool) (rule Rule, needOver bool, ok bool) {
-	if u.taken || m.capped(m.jobOf(u), int(u.recent)) {
+func (l *ledger) victimRule(u *unit, b *bene, n int32, allowYoung bool) (rule Rule, needOver bool, ok bool) {
+	if u.taken || l.capped(l.jobOf(u), int(u.recent)) {
 		return "", false, false
 	}
-	rule, needOver, ok = m.ruleFor(u, b, n, allowYoung)
-	if ok && (m.sameJob(u, b) || !m.mayTake(u, b, rule)) {
+	rule, needOver, ok = l.ruleFor(u, b, n, allowYoung)
+	if ok && (l.sameJob(u, b) || !l.mayTake(u, b, rule)) {
 		// Never preempt a job for itself. (A reclaim that finds the
 		// victim's tenant within its reserve may still become priority,
 		// preempts_reserved: addVictim asks mayTake again then.)
@@ -265,24 +265,24 @@ func (m *model) victimRule(u *unit, b *bene, n int32, allowYoung bool) (rule Rul
 	return rule, needOver, ok
 }
 
-func (m *model) ruleFor(u *unit, b *bene, n int32, allowYoung bool) (rule Rule, needOver bool, ok bool) {
+func (l *ledger) ruleFor(u *unit, b *bene, n int32, allowYoung bool) (rule Rule, needOver bool, ok bool) {
 	if u.idle == idlePressure {
 		return RuleIdle, false, true
 	}
-	if p := m.poolOf[n]; u.backfill && int(p) < len(m.e.poolOwner) && m.e.poolOwner[p][b.tier] && !m.e.poolOwner[p][u.tier] {
+	if p := l.poolOf[n]; u.backfill && int(p) < len(l.e.poolOwner) && l.e.poolOwner[p][b.tier] && !l.e.poolOwner[p][u.tier] {
 		return RuleBackfill, false, true
 	}
-	if !allowYoung && u.age < m.e.p.Preemption.MinRuntime {
+	if !allowYoung && u.age < l.e.p.Preemption.MinRuntime {
 		return "", false, false
 	}
 	switch {
 	case u.tenant == b.tenant:
-		return RulePriority, false, m.e.outranks(b.tier, b.prio, u.tier, u.prio)
-	case b.entitled && !m.e.overReserve(u.tier, u.prio, b.tier, b.prio) && !(b.deptOnly && m.sameDept(u.tenant, b.tenant)):
+		return RulePriority, false, l.e.outranks(b.tier, b.prio, u.tier, u.prio)
+	case b.entitled && !l.e.overReserve(u.tier, u.prio, b.tier, b.prio) && !(b.deptOnly && l.sameDept(u.tenant, b.tenant)):
 		// Not from work whose tier may preempt b's within a reserve: it
 		// would take the GPUs straight back.
 		return RuleReclaim, true, true
-	case m.e.outranks(b.tier, b.prio, u.tier, u.prio) && !m.fairShields(u, b):
+	case l.e.outranks(b.tier, b.prio, u.tier, u.prio) && !l.fairShields(u, b):
 		return RulePriority, true, true
 	}
 	return "", false, false
