@@ -1,14 +1,12 @@
 package engine
 
-import (
-	"time"
-)
-
-// model is the cluster as the plan goes: nodes, the units that hold their
-// GPUs, the tenants' standing, and the GPUs set aside for waiting work. It
-// owns taking and placing work (take, untake, place, unplace) and the
-// tenants' accounting that goes with them, and tells the node index what
-// it touched, so that no caller can forget to.
+// model is the cluster as the plan goes: the cluster (nodes, units,
+// chains; cluster.go), the tenants' ledger (ledger.go), and the GPUs set
+// aside for waiting work (earmarks.go). It owns taking and placing work
+// (take, untake, place, unplace): each keeps the cluster, the ledger and
+// the node index in step, so that no caller can forget one of them.
+// Everything else reads it, or changes it only through these four and
+// the earmarks' own moves.
 type model struct {
 	cluster
 	// ix is the node index kept in step with the model: every change to
@@ -37,54 +35,6 @@ type model struct {
 	// fixedOn is, per node, the GPUs of work no higher tier may take,
 	// protectedOn of protected work, counted on first need (countFixed).
 	fixedOn, protectedOn []int32
-}
-
-// cluster is what the plan reads about each node and unit, under the
-// policy: the nodes, their pools and devices, the units that hold their
-// GPUs and the chains Nomad stops them in. Its methods answer questions
-// about them (a unit's job, nodes, idleness, victim facts; a node's
-// units per GPU) and keep the chains' order as units are taken.
-type cluster struct {
-	e   *Engine
-	s   *Snapshot
-	now time.Time
-
-	pl placement // which nodes each demand may use (sets), and their devices
-	// poolCells[q][cell]: quota pool q holds the cell (quota.go).
-	poolCells [][]bool
-
-	nodeIDs map[string]int32
-	nodes   []*Node
-	pools   []string // pool names: e.poolNames then node pools seen only here
-	poolIdx map[string]int32
-	poolOf  []int32 // [node] pool index
-	maxGPUs int
-	units   []unit
-	gangs   []gangUnit
-	chains  []chain // groups' units in the order Nomad stops them (chains.go)
-}
-
-// ledger is the tenants' accounting as the plan goes: what each holds,
-// in all and per quota pool and department, its standing against its fair
-// share, and the preemptions decided per job. The model's take, untake,
-// place and unplace keep it in step; its methods answer from it, reading
-// the cluster.
-type ledger struct {
-	*cluster
-
-	tenants []tenantState
-	// tenantNS maps namespaces to tenants (policy tenants, then others
-	// as they appear).
-	tenantNS map[string]int
-	// poolHeld[q][tenant] is what tenants without a quota in quota pool
-	// q hold there, counted on first need (quota.go).
-	poolHeld [][]int
-
-	fair       []standing // [tenant] use against fair share over time (standings)
-	fairVictim []bool     // [tenant] a fair-share reclaim may take its borrowed work (fairreclaim.go)
-
-	planned      map[JobRef]int // preemptions decided in this plan, per job
-	trackPlanned bool           // some job is one preemption short of the cap or of max_per_job
 }
 
 // take removes a unit from the model cluster: its GPUs become free. A unit
