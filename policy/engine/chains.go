@@ -55,7 +55,7 @@ const noChain = -1
 // name no allocation; for the others, a map keyed by an integer tag of the
 // job and group (strings are compared only where two tags meet), and one
 // array for all chains.
-func (st *state) buildChains() {
+func (m *model) buildChains() {
 	type member struct {
 		ui, index, group int32
 	}
@@ -66,13 +66,13 @@ func (st *state) buildChains() {
 		groups []demandRef
 		size   []int32
 	)
-	for ui := range st.units {
-		u := &st.units[ui]
+	for ui := range m.units {
+		u := &m.units[ui]
 		u.chain = noChain
 		if u.gang >= 0 {
 			continue
 		}
-		a := &st.s.Allocs[u.first]
+		a := &m.s.Allocs[u.first]
 		if a.Name == "" {
 			continue
 		}
@@ -82,7 +82,7 @@ func (st *state) buildChains() {
 		}
 		if byTag == nil {
 			byTag = map[uint64]int32{}
-			ms = make([]member, 0, len(st.units)-ui)
+			ms = make([]member, 0, len(m.units)-ui)
 		}
 		tag := u.jobTag ^ strTag(a.Group)*0x9e3779b97f4a7c15
 		key := demandRef{a.Job.Ref, a.Group}
@@ -119,12 +119,12 @@ func (st *state) buildChains() {
 	}
 	all := make([]int32, n)
 	fill := slices.Clone(first)
-	index := make([]int32, len(st.units)) // only members' are read
-	for _, m := range ms {
-		if size[m.group] >= 2 {
-			all[fill[m.group]] = m.ui
-			fill[m.group]++
-			index[m.ui] = m.index
+	index := make([]int32, len(m.units)) // only members' are read
+	for _, mk := range ms {
+		if size[mk.group] >= 2 {
+			all[fill[mk.group]] = mk.ui
+			fill[mk.group]++
+			index[mk.ui] = mk.index
 		}
 	}
 	for g, c := range size {
@@ -138,17 +138,17 @@ func (st *state) buildChains() {
 			}
 			// The same index twice (Nomad may give a name twice): Nomad
 			// stops either; the order is at least the same every plan.
-			return strings.Compare(st.s.Allocs[st.units[a].first].ID, st.s.Allocs[st.units[b].first].ID)
+			return strings.Compare(m.s.Allocs[m.units[a].first].ID, m.s.Allocs[m.units[b].first].ID)
 		})
-		top := st.units[units[0]].node
+		top := m.units[units[0]].node
 		buried := false
 		for _, ui := range units {
-			u := &st.units[ui]
-			u.chain = int32(len(st.chains))
+			u := &m.units[ui]
+			u.chain = int32(len(m.chains))
 			buried = buried || u.node != top
 			u.buried = buried
 		}
-		st.chains = append(st.chains, chain{units: units})
+		m.chains = append(m.chains, chain{units: units})
 	}
 }
 

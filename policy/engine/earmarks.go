@@ -80,14 +80,14 @@ func (m *model) drainingOn(w int32, n int32) int {
 // node's free GPUs (no more than are free: input is not trusted).
 func (st *state) earmarkFreed(free []int32) {
 	for i := range st.s.Earmarks {
-		m := &st.s.Earmarks[i]
-		n, ok := st.nodeIDs[m.NodeID]
+		mk := &st.s.Earmarks[i]
+		n, ok := st.nodeIDs[mk.NodeID]
 		if !ok {
-			st.skip("earmark for "+m.For.String(), "on unknown node %q", m.NodeID)
+			st.skip("earmark for "+mk.For.String(), "on unknown node %q", mk.NodeID)
 			continue
 		}
-		g := min(m.GPUs, int(free[n]))
-		if g > 0 && (st.earmark(&m.For, m.ForGroup, n, g) || st.inFlight(m.For)) {
+		g := min(mk.GPUs, int(free[n]))
+		if g > 0 && (st.earmark(&mk.For, mk.ForGroup, n, g) || st.inFlight(mk.For)) {
 			free[n] -= int32(g)
 		}
 	}
@@ -164,16 +164,16 @@ func (c *cluster) markedJobs() func(JobRef) bool {
 // takeMarks returns the GPUs set aside for waiting demand w and makes them
 // free: its turn has come. Placements try them first (markedFit); what it
 // leaves is free to the work after it.
-func (st *state) takeMarks(w int32) []nodeGPUs {
-	marks := st.marks[w]
+func (m *model) takeMarks(w int32) []nodeGPUs {
+	marks := m.marks[w]
 	if marks == nil {
 		return nil
 	}
-	delete(st.marks, w)
-	t := &st.tenants[st.tenantOf(st.s.Waiting[w].Job.Ref.Namespace)]
-	for _, m := range marks {
-		st.ix.change(m.node, noUnit, int32(m.gpus))
-		t.marked -= m.gpus * st.unitsOn(m.node)
+	delete(m.marks, w)
+	t := &m.tenants[m.tenantOf(m.s.Waiting[w].Job.Ref.Namespace)]
+	for _, mk := range marks {
+		m.ix.change(mk.node, noUnit, int32(mk.gpus))
+		t.marked -= mk.gpus * m.unitsOn(mk.node)
 	}
 	return marks
 }
@@ -181,9 +181,9 @@ func (st *state) takeMarks(w int32) []nodeGPUs {
 // markedFit returns a node set aside for b that fits one of its
 // allocations.
 func (st *state) markedFit(b *bene) (int32, bool) {
-	for _, m := range b.marks {
-		if st.cap.nodeIn(m.node, b.pool) && int(st.cap.free[m.node]) >= b.g {
-			return m.node, true
+	for _, mk := range b.marks {
+		if st.cap.nodeIn(mk.node, b.pool) && int(st.cap.free[mk.node]) >= b.g {
+			return mk.node, true
 		}
 	}
 	return 0, false
@@ -209,8 +209,8 @@ func (st *state) markBeside(b *bene, n int32, vs []victim) {
 	}
 	freed := 0
 	for _, v := range vs {
-		st.nodesOf(&st.units[v.ui], func(m int32, g int) {
-			if m == n {
+		st.nodesOf(&st.units[v.ui], func(mk int32, g int) {
+			if mk == n {
 				freed += g
 			}
 		})
@@ -249,9 +249,9 @@ func (st *state) takeMarksBelow(b *bene) (int32, bool) {
 		if p > bestPrio || (p == bestPrio && (p == prio || w > best)) {
 			continue
 		}
-		for _, m := range marks {
-			if m.gpus-st.drainingOn(w, m.node) >= b.g && st.cap.nodeIn(m.node, b.pool) {
-				best, bestPrio, bestNode = w, p, m.node
+		for _, mk := range marks {
+			if mk.gpus-st.drainingOn(w, mk.node) >= b.g && st.cap.nodeIn(mk.node, b.pool) {
+				best, bestPrio, bestNode = w, p, mk.node
 				break
 			}
 		}
@@ -261,24 +261,24 @@ func (st *state) takeMarksBelow(b *bene) (int32, bool) {
 	}
 	w, n := best, bestNode
 	for i := range st.marks[w] {
-		if m := &st.marks[w][i]; m.node == n {
-			m.gpus -= b.g
+		if mk := &st.marks[w][i]; mk.node == n {
+			mk.gpus -= b.g
 		}
 	}
-	st.marks[w] = slices.DeleteFunc(st.marks[w], func(m nodeGPUs) bool { return m.gpus <= 0 })
+	st.marks[w] = slices.DeleteFunc(st.marks[w], func(mk nodeGPUs) bool { return mk.gpus <= 0 })
 	st.tenants[st.waitingOf[w].tenant].marked -= b.g * st.unitsOn(n)
 	st.ix.change(n, noUnit, int32(b.g))
 	st.place(b, n)
 	b.took = true
 	d := &st.s.Waiting[w]
-	var m msg
-	m.start("tier ", st.e.tiers[b.tier].name, " (priority ").n(prio).s(") of ").s(b.d.Job.Ref.String()).s("/").s(b.d.Group).
+	var mk msg
+	mk.start("tier ", st.e.tiers[b.tier].name, " (priority ").n(prio).s(") of ").s(b.d.Job.Ref.String()).s("/").s(b.d.Group).
 		s(" takes ").gpus(b.g).s(" on ").s(st.nodes[n].ID).s(" set aside for ").s(d.Job.Ref.String()).s("/").s(d.Group).
 		s(", tier ").s(st.e.tiers[st.waitingOf[w].tier].name).s(" (priority ").n(bestPrio).
 		s("): nothing else is free or may be preempted for it")
 	st.out.Unmarked = append(st.out.Unmarked, Unmark{
 		Earmark: Earmark{NodeID: st.nodes[n].ID, GPUs: b.g, For: d.Job.Ref, ForGroup: d.Group},
-		To:      b.d.Job.Ref, Reason: m.reason(RulePriority),
+		To:      b.d.Job.Ref, Reason: mk.reason(RulePriority),
 	})
 	return n, true
 }
