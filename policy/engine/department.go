@@ -133,16 +133,16 @@ func (c *cluster) sameDept(a, b int) bool {
 // then neither a reclaim nor a priority of b's may take them, as a
 // tenant's own reserve protects its work. picked is what the walk took on
 // n already, per tenant.
-func (st *state) deptProtected(u *unit, b *bene, n int32) bool {
-	di := st.dept(u.tenant)
-	if di < 0 || di == st.dept(b.tenant) || st.e.depts[di].reserve <= 0 {
+func (ix *nodeIndex) deptProtected(u *unit, b *bene, n int32) bool {
+	di := ix.m.dept(u.tenant)
+	if di < 0 || di == ix.m.dept(b.tenant) || ix.m.e.depts[di].reserve <= 0 {
 		return false
 	}
-	holds := st.deptUse(di)
-	for _, ti := range st.e.depts[di].members {
-		holds -= st.walk.picked(n, ti)
+	holds := ix.m.deptUse(di)
+	for _, ti := range ix.m.e.depts[di].members {
+		holds -= ix.walk.picked(n, ti)
 	}
-	return holds <= st.e.depts[di].reserve
+	return holds <= ix.m.e.depts[di].reserve
 }
 
 // deptNote is what a capacity reason adds for a tenant in a department:

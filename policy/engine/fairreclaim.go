@@ -52,21 +52,21 @@ const fairWalkBudget = 4096
 // (the candidates' order: lowest priority, then least progress at risk),
 // on the first node where that frees enough. need is what b's tenant
 // takes in all (the rest of a gang), in units.
-func (st *state) fairReclaim(b *bene, need int) (int32, []victim, bool) {
-	above := st.e.p.Preemption.FairShareReclaimAbove
-	if above <= 0 || !st.fairOn() || b.entitled || b.within || b.deptOnly || b.inPool > 0 {
+func (ix *nodeIndex) fairReclaim(b *bene, need int) (int32, []victim, bool) {
+	above := ix.m.e.p.Preemption.FairShareReclaimAbove
+	if above <= 0 || !ix.m.fairOn() || b.entitled || b.within || b.deptOnly || b.inPool > 0 {
 		return 0, nil, false
 	}
-	after, ok := st.fairVictims(b, need, above)
+	after, ok := ix.m.fairVictims(b, need, above)
 	if !ok {
 		return 0, nil, false
 	}
-	st.settle()
-	w := &st.walk
-	w.reset(len(st.nodes))
-	c := &st.cands[b.pool]
+	ix.settle()
+	w := &ix.walk
+	w.reset(len(ix.m.nodes))
+	c := &ix.cands[b.pool]
 	sg := &c.segs[segOver]
-	for sg.next < sg.end && st.units[c.units[sg.next]].taken {
+	for sg.next < sg.end && ix.m.units[c.units[sg.next]].taken {
 		sg.next++
 	}
 	// Candidates of tenants over their reserve, past min_runtime, of a
@@ -78,18 +78,18 @@ func (st *state) fairReclaim(b *bene, need int) (int32, []victim, bool) {
 		if budget--; budget < 0 {
 			break
 		}
-		u := &st.units[ui]
-		if u.taken || !st.fairVictim[u.tenant] || st.e.tiers[u.tier].priority > st.e.tiers[b.tier].priority {
+		u := &ix.m.units[ui]
+		if u.taken || !ix.m.fairVictim[u.tenant] || ix.m.e.tiers[u.tier].priority > ix.m.e.tiers[b.tier].priority {
 			continue
 		}
 		var found int32 = -1
-		st.nodesOf(u, func(n int32, _ int) {
-			if found < 0 && st.cap.nodeIn(n, b.pool) && st.addFairVictim(ui, b, n, after) {
+		ix.m.nodesOf(u, func(n int32, _ int) {
+			if found < 0 && ix.cap.nodeIn(n, b.pool) && ix.addFairVictim(ui, b, n, after) {
 				found = n
 			}
 		})
 		if found >= 0 {
-			return found, st.prune(b, found), true
+			return found, ix.prune(b, found), true
 		}
 	}
 	return 0, nil, false
@@ -123,34 +123,34 @@ func (l *ledger) fairVictims(b *bene, need int, above float64) (float64, bool) {
 // them by fair share (after: what b's tenant borrows per unit of weight
 // once placed), and reports whether the node then frees enough for one
 // allocation of b. A unit of a chain gives the chain's next on n.
-func (st *state) addFairVictim(ui int32, b *bene, n int32, after float64) bool {
-	if ui = st.chainPick(ui, n); ui < 0 {
+func (ix *nodeIndex) addFairVictim(ui int32, b *bene, n int32, after float64) bool {
+	if ui = ix.chainPick(ui, n); ui < 0 {
 		return false
 	}
-	u := &st.units[ui]
-	if u.taken || !st.fairVictim[u.tenant] || st.capped(st.jobOf(u), int(u.recent)) || st.sameJob(u, b) ||
-		u.age < st.e.p.Preemption.MinRuntime || !st.mayTake(u, b, RuleFairShare) {
+	u := &ix.m.units[ui]
+	if u.taken || !ix.m.fairVictim[u.tenant] || ix.m.capped(ix.m.jobOf(u), int(u.recent)) || ix.m.sameJob(u, b) ||
+		u.age < ix.m.e.p.Preemption.MinRuntime || !ix.m.mayTake(u, b, RuleFairShare) {
 		return false
 	}
-	w := &st.walk
+	w := &ix.walk
 	w.touch(n)
-	t := &st.tenants[u.tenant]
+	t := &ix.m.tenants[u.tenant]
 	picked := w.picked(n, u.tenant)
 	if keeps := t.use - picked - int(u.units) - t.reserve; float64(keeps)/t.t.Weight < after {
 		return false // b would then borrow more per weight than u's tenant keeps: it would take them back
 	}
-	if t.quotas != nil && st.protectedInPool(u, n, picked) {
+	if t.quotas != nil && ix.m.protectedInPool(u, n, picked) {
 		return false
 	}
-	if st.e.depts != nil && st.deptProtected(u, b, n) {
+	if ix.m.e.depts != nil && ix.deptProtected(u, b, n) {
 		return false
 	}
-	bt := &st.tenants[b.tenant]
+	bt := &ix.m.tenants[b.tenant]
 	w.list[n] = append(w.list[n], victim{ui: ui, rule: RuleFairShare, holdsPrev: t.use, beneHolds: int32(bt.use + bt.marked)})
-	st.chainListed(ui)
+	ix.chainListed(ui)
 	w.pick(n, u.tenant, int(u.units))
-	w.freed[n] += st.gpusOn(u, n)
-	return st.usableFree(b, n)+w.freed[n] >= b.g
+	w.freed[n] += ix.gpusOn(u, n)
+	return ix.usableFree(b, n)+w.freed[n] >= b.g
 }
 
 // fairReclaimReason explains a fair-share reclaim: "tenant research used

@@ -214,18 +214,18 @@ type nodePick struct {
 // gang's order, as the walk would). Nodes are read in order of their lower
 // bound, so the search stops at the first node that cannot beat the best
 // found. TestSearchMatchesBruteForce holds it to that definition.
-func (st *state) searchNodes(b *bene, allowYoung bool) (int32, []victim, bool) {
-	if b.g > st.maxGPUs {
+func (ix *nodeIndex) searchNodes(b *bene, allowYoung bool) (int32, []victim, bool) {
+	if b.g > ix.m.maxGPUs {
 		return 0, nil, false // larger than any node
 	}
-	st.settle()
-	w := &st.walk
-	w.reset(len(st.nodes))
-	pot := st.pot[st.levelFor(b)]
-	p := &st.pick
+	ix.settle()
+	w := &ix.walk
+	w.reset(len(ix.m.nodes))
+	pot := ix.pot[ix.levelFor(b)]
+	p := &ix.pick
 	*p = nodePick{ties: p.ties[:0]}
 	read, scan := 0, false
-	st.ascend(st.heap(b.pool, b.g), func(n int32, lb uint64) bool {
+	ix.ascend(ix.heap(b.pool, b.g), func(n int32, lb uint64) bool {
 		if p.ok && lb > p.key {
 			return false // no node from here on can beat the best
 		}
@@ -234,41 +234,41 @@ func (st *state) searchNodes(b *bene, allowYoung bool) (int32, []victim, bool) {
 			return false
 		}
 		if pot.free[n] >= int32(b.g) {
-			st.tryNode(p, n, b, allowYoung)
+			ix.tryNode(p, n, b, allowYoung)
 		}
 		return true
 	})
 	if scan {
-		st.order.scans++
-		stride := st.maxGPUs + 1
+		ix.order.scans++
+		stride := ix.m.maxGPUs + 1
 		pot.each(b.pool, b.g, func(n int32) {
-			if w.gen[n] == w.cur || p.ok && st.lb[int(n)*stride+b.g] > p.key {
+			if w.gen[n] == w.cur || p.ok && ix.lb[int(n)*stride+b.g] > p.key {
 				return // walked already, or cannot beat the best
 			}
-			st.tryNode(p, n, b, allowYoung)
+			ix.tryNode(p, n, b, allowYoung)
 		})
 	}
 	if !p.ok {
 		return 0, nil, false
 	}
 	if len(p.ties) > 0 {
-		p.n = st.firstInSpread(p.ui, p.n, p.ties)
+		p.n = ix.m.firstInSpread(p.ui, p.n, p.ties)
 	}
-	return p.n, st.prune(b, p.n), true
+	return p.n, ix.prune(b, p.n), true
 }
 
 // tryNode walks node n's units best first, as far as they can still beat
 // the best node, and records n if they complete one allocation of b.
-func (st *state) tryNode(p *nodePick, n int32, b *bene, allowYoung bool) {
-	st.walk.touch(n)
-	for _, nu := range st.nodeUnits[n] {
+func (ix *nodeIndex) tryNode(p *nodePick, n int32, b *bene, allowYoung bool) {
+	ix.walk.touch(n)
+	for _, nu := range ix.nodeUnits[n] {
 		if p.ok && (nu.key > p.key || (nu.key == p.key && nu.ui > p.ui)) {
 			return // every further victim here is worse than the best node's
 		}
 		if nu.taken {
 			continue
 		}
-		if st.addVictim(nu.ui, b, n, allowYoung) {
+		if ix.addVictim(nu.ui, b, n, allowYoung) {
 			if p.ok && nu.key == p.key && nu.ui == p.ui {
 				p.ties = append(p.ties, n)
 			} else {
