@@ -176,7 +176,7 @@ func (c *cluster) claimGPUs(ai int32, claimed *[]gpuClaim) (string, bool) {
 // classify works out a unit's idle state and whether it is backfill.
 func (c *cluster) classify(ui int32) {
 	u := &c.units[ui]
-	if rule := c.idleRule(u); rule != nil && !c.snoozed(u, rule) && c.idleFor(u, rule) {
+	if rule := c.e.idleRule(u); rule != nil && !c.snoozed(u, rule) && c.idleFor(u, rule) {
 		u.idle = idlePressure
 		if rule.Mode == policy.IdleModeAlways {
 			u.idle = idleAlways
@@ -210,12 +210,12 @@ func (c *cluster) snoozed(u *unit, rule *policy.IdleRule) bool {
 
 // idleRule is the idle rule that covers a unit, nil when none does (or
 // its tier may not be preempted).
-func (c *cluster) idleRule(u *unit) *policy.IdleRule {
-	col := min(u.tenant, len(c.e.tenants))
-	if !c.e.tiers[u.tier].preemptible {
+func (e *Engine) idleRule(u *unit) *policy.IdleRule {
+	col := min(u.tenant, len(e.tenants))
+	if !e.tiers[u.tier].preemptible {
 		return nil
 	}
-	return c.e.idle[u.tier][col]
+	return e.idle[u.tier][col]
 }
 
 // idleOf says, for a reason, since when a unit idle under rule has been

@@ -49,7 +49,7 @@ func (st *state) orderDemands() []pending {
 		}
 		tenant, tier := int(resolved[i].tenant), int(resolved[i].tier)
 		t := &st.tenants[tenant]
-		du := st.setUnits(st.pl.demandSet[i])
+		du := st.pl.setUnits(st.pl.demandSet[i])
 		t.waiting += d.GPUs() * du
 		prio := st.promote(d, tier)
 		// A gang is placed all or nothing: it keeps its tenant within its
@@ -367,7 +367,7 @@ type shareKey struct{ dept, usage, now uint64 }
 
 func (l *ledger) shareKey(ti int) shareKey {
 	k := shareKey{now: floatKey(l.share(ti))}
-	if l.fairOn() {
+	if l.e.fairOn() {
 		k.usage = l.usageKey(ti)
 		if l.e.depts != nil {
 			k.dept = l.deptUsageKey(ti)
@@ -531,7 +531,7 @@ func (st *state) serve(p pending, failed *failures) {
 		holds: st.tenants[p.tenant].use}
 	b.base = st.pl.demandSet[p.w] // may be the empty set: noNodeReason says why
 	b.pool = b.base
-	b.unitsPer = st.setUnits(b.base)
+	b.unitsPer = st.pl.setUnits(b.base)
 	if why, ok := st.protectedWaits(b, d.GPUs()*max(b.unitsPer, gpuUnit)); ok {
 		if !d.Held {
 			st.explainer.add(decision{kind: decideHold, b: *b, count: d.Count, why: why})
@@ -729,8 +729,8 @@ func (st *state) onMarksAtLimit(b *bene) (int32, bool) {
 		return 0, false
 	}
 	t := &st.tenants[b.tenant]
-	over := func(extra int) bool { return t.use+t.marked+b.g*st.unitsOn(n)+extra > t.limit() }
-	holds := t.use + t.marked + b.g*st.unitsOn(n)
+	over := func(extra int) bool { return t.use+t.marked+b.g*st.pl.unitsOn(n)+extra > t.limit() }
+	holds := t.use + t.marked + b.g*st.pl.unitsOn(n)
 	taken, _ := st.giveBack(b.tenant, over, func(u *unit) bool { return st.sameJob(u, b) }, false)
 	if over(0) {
 		for _, ui := range taken {
@@ -752,7 +752,7 @@ func (m *model) placeWith(b *bene, n int32, vs []victim) (int32, []victim, Reaso
 	if b.deptOnly {
 		// Reclaims on the department's account say so, with its use
 		// before this demand (its victims are outside it).
-		di := m.dept(b.tenant)
+		di := m.e.dept(b.tenant)
 		for i := range vs {
 			if vs[i].rule == RuleReclaim && vs[i].pool == 0 {
 				vs[i].dept, vs[i].beneHolds = int32(di+1), int32(m.deptUse(di))
@@ -824,8 +824,8 @@ func (c *cluster) firstNode(u *unit) int32 {
 
 // checkpoint returns the signal and grace for a victim: none and zero for a
 // job that opts out of checkpointing.
-func (c *cluster) checkpoint(job *Job, grace time.Duration) (string, time.Duration) {
-	sig := c.e.p.Preemption.CheckpointSignal
+func (e *Engine) checkpoint(job *Job, grace time.Duration) (string, time.Duration) {
+	sig := e.p.Preemption.CheckpointSignal
 	if job.Checkpoint != "" {
 		sig = job.Checkpoint
 	}

@@ -82,11 +82,11 @@ func (e *Engine) compileDepartments() {
 
 // dept is tenant ti's department, or -1 (no department, or a namespace no
 // tenant names).
-func (c *cluster) dept(ti int) int {
-	if c.e.deptOf == nil || ti >= len(c.e.deptOf) {
+func (e *Engine) dept(ti int) int {
+	if e.deptOf == nil || ti >= len(e.deptOf) {
 		return -1
 	}
-	return c.e.deptOf[ti]
+	return e.deptOf[ti]
 }
 
 // deptUse is what department di's tenants hold, draining excluded.
@@ -111,21 +111,21 @@ func (l *ledger) deptHeld(di int) int {
 // overDeptLimit reports whether tenant ti's department would be over its
 // limit holding extra more units.
 func (l *ledger) overDeptLimit(ti, extra int) bool {
-	di := l.dept(ti)
+	di := l.e.dept(ti)
 	return di >= 0 && l.deptHeld(di)+extra > l.e.depts[di].lim
 }
 
 // deptUnder reports whether tenant ti's department stays within its
 // reserve holding extra more units.
 func (l *ledger) deptUnder(ti, extra int) bool {
-	di := l.dept(ti)
+	di := l.e.dept(ti)
 	return di >= 0 && l.deptUse(di)+extra <= l.e.depts[di].reserve
 }
 
 // sameDept reports whether tenants a and b are in one department.
 func (c *cluster) sameDept(a, b int) bool {
-	da := c.dept(a)
-	return da >= 0 && da == c.dept(b)
+	da := c.e.dept(a)
+	return da >= 0 && da == c.e.dept(b)
 }
 
 // deptProtected reports whether unit u's GPUs on node n are within its
@@ -134,8 +134,8 @@ func (c *cluster) sameDept(a, b int) bool {
 // tenant's own reserve protects its work. picked is what the walk took on
 // n already, per tenant.
 func (ix *nodeIndex) deptProtected(u *unit, b *bene, n int32) bool {
-	di := ix.m.dept(u.tenant)
-	if di < 0 || di == ix.m.dept(b.tenant) || ix.m.e.depts[di].reserve <= 0 {
+	di := ix.m.e.dept(u.tenant)
+	if di < 0 || di == ix.m.e.dept(b.tenant) || ix.m.e.depts[di].reserve <= 0 {
 		return false
 	}
 	holds := ix.m.deptUse(di)
@@ -149,7 +149,7 @@ func (ix *nodeIndex) deptProtected(u *unit, b *bene, n int32) bool {
 // "; department research (tenants a, b) holds 8 GPUs, reserve 8" ("" for
 // a tenant in none).
 func (l *ledger) deptNote(ti int) string {
-	di := l.dept(ti)
+	di := l.e.dept(ti)
 	if di < 0 {
 		return ""
 	}
@@ -185,7 +185,7 @@ func (st *state) enforceDeptLimits() {
 // "department research (tenants nlp, vision) holds 12 GPUs, limit 12: 1
 // more would exceed it".
 func (o *output) deptLimitReason(b *bene, need int) Reason {
-	di := o.m.dept(b.tenant)
+	di := o.m.e.dept(b.tenant)
 	d := &o.m.e.depts[di]
 	m := o.text.start("department ", d.d.Name, " (tenants ", d.names, ") holds ").u(o.m.deptUse(di)).s(" GPUs")
 	if held := o.m.deptHeld(di); held > o.m.deptUse(di) {
@@ -218,7 +218,7 @@ func (o *output) deptReclaimReason(m *msg, b *bene, v victim, gpus int) Reason {
 // unit of its weight (fair share over time at the department level); a
 // tenant in no department is a department of its own.
 func (l *ledger) deptUsageKey(ti int) uint64 {
-	di := l.dept(ti)
+	di := l.e.dept(ti)
 	if di < 0 {
 		return l.usageKey(ti)
 	}
@@ -260,7 +260,7 @@ func (o *output) departmentUsage(fair []standing) {
 			continue
 		}
 		usage += fair[ti].usage
-		if di := o.m.dept(ti); di < 0 {
+		if di := o.m.e.dept(ti); di < 0 {
 			weights += o.m.tenants[ti].t.Weight
 		} else if !counted[di] {
 			counted[di] = true

@@ -46,7 +46,7 @@ func (m *model) earmark(job *JobRef, group string, n int32, g int) bool {
 		m.marks = map[int32][]nodeGPUs{}
 	}
 	m.marks[w] = addNode(m.marks[w], n, g)
-	m.tenants[m.tenantOf(m.s.Waiting[w].Job.Ref.Namespace)].marked += g * m.unitsOn(n)
+	m.tenants[m.tenantOf(m.s.Waiting[w].Job.Ref.Namespace)].marked += g * m.pl.unitsOn(n)
 	return true
 }
 
@@ -173,7 +173,7 @@ func (m *model) takeMarks(w int32) []nodeGPUs {
 	t := &m.tenants[m.tenantOf(m.s.Waiting[w].Job.Ref.Namespace)]
 	for _, mk := range marks {
 		m.ix.change(mk.node, noUnit, int32(mk.gpus))
-		t.marked -= mk.gpus * m.unitsOn(mk.node)
+		t.marked -= mk.gpus * m.pl.unitsOn(mk.node)
 	}
 	return marks
 }
@@ -266,7 +266,7 @@ func (st *state) takeMarksBelow(b *bene) (int32, bool) {
 		}
 	}
 	st.marks[w] = slices.DeleteFunc(st.marks[w], func(mk nodeGPUs) bool { return mk.gpus <= 0 })
-	st.tenants[st.waitingOf[w].tenant].marked -= b.g * st.unitsOn(n)
+	st.tenants[st.waitingOf[w].tenant].marked -= b.g * st.pl.unitsOn(n)
 	st.ix.change(n, noUnit, int32(b.g))
 	st.place(b, n)
 	b.took = true

@@ -54,7 +54,7 @@ const fairWalkBudget = 4096
 // takes in all (the rest of a gang), in units.
 func (ix *nodeIndex) fairReclaim(b *bene, need int) (int32, []victim, bool) {
 	above := ix.m.e.p.Preemption.FairShareReclaimAbove
-	if above <= 0 || !ix.m.fairOn() || b.entitled || b.within || b.deptOnly || b.inPool > 0 {
+	if above <= 0 || !ix.m.e.fairOn() || b.entitled || b.within || b.deptOnly || b.inPool > 0 {
 		return 0, nil, false
 	}
 	after, ok := ix.m.fairVictims(b, need, above)
@@ -205,7 +205,7 @@ func fmtWeight(x float64) string { return strconv.FormatFloat(x, 'g', -1, 64) }
 // share. False when fair-share reclaim is off: priorities are as before.
 func (l *ledger) fairShields(u *unit, b *bene) bool {
 	above := l.e.p.Preemption.FairShareReclaimAbove
-	if above <= 0 || !l.fairOn() || u.tenant == b.tenant || l.e.tiers[b.tier].priority > l.e.tiers[u.tier].priority {
+	if above <= 0 || !l.e.fairOn() || u.tenant == b.tenant || l.e.tiers[b.tier].priority > l.e.tiers[u.tier].priority {
 		return false
 	}
 	s := l.standings()

@@ -47,12 +47,12 @@ func (s standing) ratio() float64 {
 }
 
 // fairOn says whether the policy asks for fair share over time.
-func (c *cluster) fairOn() bool { return c.e.p.Preemption.FairShareHalfLife > 0 }
+func (e *Engine) fairOn() bool { return e.p.Preemption.FairShareHalfLife > 0 }
 
 // standings computes each tenant's standing once per plan, after the
 // demands are ordered (their waiting GPUs counted).
 func (l *ledger) standings() []standing {
-	if l.fair != nil || !l.fairOn() {
+	if l.fair != nil || !l.e.fairOn() {
 		return l.fair
 	}
 	l.fair = make([]standing, len(l.tenants))

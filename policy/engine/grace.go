@@ -26,7 +26,7 @@ func (o *output) graceNote(b *bene, job *Job, grace, usual time.Duration) string
 	if grace >= usual {
 		return ""
 	}
-	if sig, _ := o.m.checkpoint(job, usual); sig == "" {
+	if sig, _ := o.m.e.checkpoint(job, usual); sig == "" {
 		return ""
 	}
 	tier := o.m.e.tiers[b.tier].name
@@ -49,7 +49,7 @@ func (c *cluster) drainFor(b *bene, vs []victim) time.Duration {
 		}
 		u := &c.units[v.ui]
 		grace, _ := c.victimGrace(b, u, v.rule)
-		if _, g := c.checkpoint(c.jobOf(u), grace); g > longest {
+		if _, g := c.e.checkpoint(c.jobOf(u), grace); g > longest {
 			longest = g
 		}
 	}

@@ -34,7 +34,7 @@ func (o *output) idleWarnings() {
 	}
 	for ui := range o.m.units {
 		u := &o.m.units[ui]
-		rule := o.m.idleRule(u)
+		rule := o.m.e.idleRule(u)
 		if u.taken || rule == nil || rule.WarnBefore <= 0 {
 			continue
 		}

@@ -34,7 +34,7 @@ func (st *state) planMoves() {
 			continue
 		}
 		st.ix.change(to, noUnit, -int32(u.gpus))
-		st.tenants[u.tenant].use += u.gpus * st.unitsOn(to)
+		st.tenants[u.tenant].use += u.gpus * st.pl.unitsOn(to)
 		a := &st.out.Actions[m.action]
 		a.MoveTo = st.nodes[to].ID
 		a.Reason.Message += moveNote(a.MoveTo, u.gpus)

@@ -81,7 +81,7 @@ func (m *model) untake(ui int32) int32 {
 // place puts one allocation of b on node n in the model cluster.
 func (m *model) place(b *bene, n int32) {
 	m.ix.change(n, noUnit, -int32(b.g))
-	gu := b.g * m.unitsOn(n)
+	gu := b.g * m.pl.unitsOn(n)
 	m.tenants[b.tenant].use += gu
 	if m.tenants[b.tenant].quotas != nil {
 		m.addUse(b.tenant, n, b.g)
@@ -97,7 +97,7 @@ func (m *model) place(b *bene, n int32) {
 // unplace takes back place(b, n) (a gang placement that failed half way).
 func (m *model) unplace(b *bene, n int32) {
 	m.ix.change(n, noUnit, int32(b.g))
-	gu := b.g * m.unitsOn(n)
+	gu := b.g * m.pl.unitsOn(n)
 	m.tenants[b.tenant].use -= gu
 	if m.tenants[b.tenant].quotas != nil {
 		m.addUse(b.tenant, n, -b.g)

@@ -162,7 +162,7 @@ func (st *state) releaseIdleAlways() {
 		st.take(ui)
 		job := st.jobOf(u)
 		a := Action{Kind: IdleStop, Job: job.Ref, Group: st.groupOf(u), GPUs: u.gpus, Allocs: st.allocIDs(u, nil),
-			Requeue: st.idleRule(u).Action == policy.IdleActionRequeue, Reason: st.idleReason(&st.text, u, nil)}
+			Requeue: st.e.idleRule(u).Action == policy.IdleActionRequeue, Reason: st.idleReason(&st.text, u, nil)}
 		st.markPlanned(job)
 		st.emit(a)
 		return true
@@ -228,7 +228,7 @@ func (m *model) giveBack(ti int, over func(extra int) bool, skip func(u *unit) b
 func (m *model) giveBackOf(ti int, members []int, over func(extra int) bool, skip func(u *unit) bool, pastCap bool) (taken []int32, capped int) {
 	var mine []int32
 	for ui := range m.units {
-		if u := &m.units[ui]; (u.tenant == ti || ti < 0 && slices.Contains(members, u.tenant)) && !u.taken && m.preemptible(u) && (skip == nil || !skip(u)) {
+		if u := &m.units[ui]; (u.tenant == ti || ti < 0 && slices.Contains(members, u.tenant)) && !u.taken && m.e.preemptible(u) && (skip == nil || !skip(u)) {
 			if !pastCap && (m.capped(m.jobOf(u), int(u.recent)) || m.protectedJob(u)) {
 				// At the eviction cap, or protected by max_per_job:
 				// last, and only when nothing else brings the tenant
@@ -252,7 +252,7 @@ func (m *model) giveBackOf(ti int, members []int, over func(extra int) bool, ski
 			i++ // taken in the place of another of its chain (chains.go)
 			continue
 		}
-		if next := m.chainPeek(ui); !m.preemptible(&m.units[next]) {
+		if next := m.chainPeek(ui); !m.e.preemptible(&m.units[next]) {
 			i++ // below work of its group that may not be preempted
 			continue
 		}
@@ -264,7 +264,7 @@ func (m *model) giveBackOf(ti int, members []int, over func(extra int) bool, ski
 			got := m.take(ui)
 			taken = append(taken, got)
 			if got == ui || skip == nil || !skip(&m.units[got]) || !over(0) ||
-				!m.preemptible(&m.units[m.chainPeek(ui)]) {
+				!m.e.preemptible(&m.units[m.chainPeek(ui)]) {
 				break
 			}
 		}
@@ -300,7 +300,7 @@ func (st *state) emitGiveBack(ti int, taken []int32, limit int, head func(m *msg
 		}
 		a := Action{Kind: Preempt, Job: job.Ref, Group: st.groupOf(u), GPUs: u.gpus, Requeue: true,
 			Allocs: st.allocIDs(u, nil), Reason: st.text.reason(RuleLimit)}
-		a.Signal, a.Grace = st.checkpoint(job, st.e.p.Preemption.Grace)
+		a.Signal, a.Grace = st.e.checkpoint(job, st.e.p.Preemption.Grace)
 		st.markPlanned(job)
 		emit(a)
 	}
@@ -310,7 +310,7 @@ func (st *state) emitGiveBack(ti int, taken []int32, limit int, head func(m *msg
 func (st *state) finish() *Plan {
 	fair := st.standings()
 	for ti, t := range st.tenants {
-		if t.use == 0 && t.waiting == 0 && t.t.Reserve == 0 && !st.isPolicyTenant(t.t) && (ti >= len(fair) || fair[ti].usage == 0) {
+		if t.use == 0 && t.waiting == 0 && t.t.Reserve == 0 && !st.e.isPolicyTenant(t.t) && (ti >= len(fair) || fair[ti].usage == 0) {
 			continue
 		}
 		tu := TenantUsage{Tenant: t.t.Name, Reserve: t.t.Reserve,
@@ -325,7 +325,7 @@ func (st *state) finish() *Plan {
 	return &st.out
 }
 
-func (c *cluster) isPolicyTenant(t *policy.Tenant) bool {
-	_, ok := c.e.p.Tenants[t.Name]
-	return ok && c.e.p.Tenants[t.Name] == t
+func (e *Engine) isPolicyTenant(t *policy.Tenant) bool {
+	_, ok := e.p.Tenants[t.Name]
+	return ok && e.p.Tenants[t.Name] == t
 }

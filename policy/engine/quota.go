@@ -86,7 +86,7 @@ func (c *cluster) inQuotaPool(qi int, n int32) bool { return c.poolCells[qi][c.p
 // on node n, in the pools it has quotas in.
 func (l *ledger) addUse(ti int, n int32, g int) {
 	qs := l.tenants[ti].quotas
-	gu := g * l.unitsOn(n)
+	gu := g * l.pl.unitsOn(n)
 	for i := range qs {
 		if l.inQuotaPool(qs[i].pool, n) {
 			qs[i].use += gu
@@ -138,7 +138,7 @@ func (l *ledger) countPoolHeld() {
 		l.nodesOf(u, func(n int32, g int) {
 			for qi := range l.poolHeld {
 				if l.inQuotaPool(qi, n) {
-					l.poolHeld[qi][u.tenant] += g * l.unitsOn(n)
+					l.poolHeld[qi][u.tenant] += g * l.pl.unitsOn(n)
 				}
 			}
 		})
@@ -154,7 +154,7 @@ func (l *ledger) heldChange(u *unit, sign int) {
 	l.nodesOf(u, func(n int32, g int) {
 		for qi := range l.poolHeld {
 			if l.inQuotaPool(qi, n) {
-				l.poolHeld[qi][u.tenant] += sign * g * l.unitsOn(n)
+				l.poolHeld[qi][u.tenant] += sign * g * l.pl.unitsOn(n)
 			}
 		}
 	})

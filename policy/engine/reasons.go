@@ -162,7 +162,7 @@ func (o *output) where(m *msg, u *unit, gpus int) bool {
 	if model == "" {
 		return false
 	}
-	if per := o.m.unitsOn(n); per != gpuUnit {
+	if per := o.m.pl.unitsOn(n); per != gpuUnit {
 		// MIG instances: how many, and the GPUs they make.
 		m.n(gpus).s(" ", model, " instance")
 		if gpus != 1 {
@@ -190,7 +190,7 @@ func (c *cluster) nodeName(n int32) string {
 }
 
 func (o *output) idleReason(m *msg, u *unit, b *bene) Reason {
-	r := o.m.idleRule(u)
+	r := o.m.e.idleRule(u)
 	is := o.m.idleOf(u, r)
 	m.start("GPU utilisation ", percent(is.mean), "% (under ", percent(r.Threshold), "%) for ").
 		dur(o.m.now.Sub(is.since)).s(" (idle rule ", r.Name, ": after ").dur(r.After).s(", mode ", string(r.Mode), ")")

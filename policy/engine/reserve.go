@@ -26,8 +26,8 @@ import (
 
 // preemptible reports whether a unit may be a victim at all: its tier is
 // preemptible, or it is non-preemptible work beyond its tenant's reserve.
-func (c *cluster) preemptible(u *unit) bool {
-	return u.exposed || c.e.tiers[u.tier].preemptible
+func (e *Engine) preemptible(u *unit) bool {
+	return u.exposed || e.tiers[u.tier].preemptible
 }
 
 // exposeBeyondReserve marks the non-preemptible units of each tenant whose

@@ -161,7 +161,7 @@ func (st *state) buildUnits() {
 			}
 			continue
 		}
-		gu := g * st.unitsOn(n)
+		gu := g * st.pl.unitsOn(n)
 		st.tenants[tenant].use += gu
 		if st.tenants[tenant].quotas != nil {
 			st.addUse(tenant, n, g)

@@ -34,7 +34,7 @@ func (st *state) sortCandidates() {
 	keys := make([]candKey, 0, len(st.units))
 	for ui := range st.units {
 		u := &st.units[ui]
-		if !st.preemptible(u) || u.buried {
+		if !st.e.preemptible(u) || u.buried {
 			continue // never a victim, whatever else holds
 		}
 		if st.capped(st.jobOf(u), int(u.recent)) {
