@@ -208,11 +208,12 @@ func NameIndex(name string) int {
 // some already, they are on n too); -1 when the chain has none to give
 // on n.
 func (ix *nodeIndex) chainPick(ui int32, n int32) int32 {
-	c := ix.m.units[ui].chain
+	m := ix.m
+	c := m.units[ui].chain
 	if c < 0 {
 		return ui
 	}
-	ch := &ix.m.chains[c]
+	ch := &m.chains[c]
 	listed := int32(0)
 	if ch.gen == ix.walk.cur {
 		listed = ch.listed
@@ -221,11 +222,11 @@ func (ix *nodeIndex) chainPick(ui int32, n int32) int32 {
 	if int(i) >= len(ch.units) {
 		return -1
 	}
-	if listed > 0 && ix.m.units[ch.units[ch.next]].node != n {
+	if listed > 0 && m.units[ch.units[ch.next]].node != n {
 		return -1 // the walk lists this chain on another node
 	}
 	pick := ch.units[i]
-	if ix.m.units[pick].node != n {
+	if m.units[pick].node != n {
 		return -1
 	}
 	return pick
@@ -253,11 +254,12 @@ func (c *cluster) chainPickAny(ui int32, vs []victim) int32 {
 
 // chainListed records that the walk listed unit ui (chainPick's answer).
 func (ix *nodeIndex) chainListed(ui int32) {
-	c := ix.m.units[ui].chain
+	m := ix.m
+	c := m.units[ui].chain
 	if c < 0 {
 		return
 	}
-	ch := &ix.m.chains[c]
+	ch := &m.chains[c]
 	if ch.gen != ix.walk.cur {
 		ch.gen, ch.listed = ix.walk.cur, 0
 	}

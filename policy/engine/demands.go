@@ -307,6 +307,7 @@ func sizeKey(order policy.PoolOrder, gpus int) uint64 {
 // holds all of s's nodes; the default order otherwise (work that may
 // also run outside any ordered pool, or no node at all).
 func (ix *nodeIndex) orderOf(s int32) policy.PoolOrder {
+	m := ix.m
 	if ix.setOrder == nil {
 		ix.setOrder = map[int32]policy.PoolOrder{}
 	}
@@ -314,11 +315,11 @@ func (ix *nodeIndex) orderOf(s int32) policy.PoolOrder {
 		return o
 	}
 	order := policy.PoolOrderDefault
-	if ix.m.pl.any(s) {
-		for _, p := range ix.m.e.orderPools {
+	if m.pl.any(s) {
+		for _, p := range m.e.orderPools {
 			holds := true
-			for cell, in := range ix.m.pl.in[s] {
-				if in && !p.Holds(ix.m.pools[ix.m.pl.cellPool[cell]], ix.m.pl.models[ix.m.pl.cellClass[cell]]) {
+			for cell, in := range m.pl.in[s] {
+				if in && !p.Holds(m.pools[m.pl.cellPool[cell]], m.pl.models[m.pl.cellClass[cell]]) {
 					holds = false
 					break
 				}

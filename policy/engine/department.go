@@ -134,15 +134,16 @@ func (c *cluster) sameDept(a, b int) bool {
 // tenant's own reserve protects its work. picked is what the walk took on
 // n already, per tenant.
 func (ix *nodeIndex) deptProtected(u *unit, b *bene, n int32) bool {
-	di := ix.m.e.dept(u.tenant)
-	if di < 0 || di == ix.m.e.dept(b.tenant) || ix.m.e.depts[di].reserve <= 0 {
+	m := ix.m
+	di := m.e.dept(u.tenant)
+	if di < 0 || di == m.e.dept(b.tenant) || m.e.depts[di].reserve <= 0 {
 		return false
 	}
-	holds := ix.m.deptUse(di)
-	for _, ti := range ix.m.e.depts[di].members {
+	holds := m.deptUse(di)
+	for _, ti := range m.e.depts[di].members {
 		holds -= ix.walk.picked(n, ti)
 	}
-	return holds <= ix.m.e.depts[di].reserve
+	return holds <= m.e.depts[di].reserve
 }
 
 // deptNote is what a capacity reason adds for a tenant in a department:

@@ -53,20 +53,21 @@ const fairWalkBudget = 4096
 // on the first node where that frees enough. need is what b's tenant
 // takes in all (the rest of a gang), in units.
 func (ix *nodeIndex) fairReclaim(b *bene, need int) (int32, []victim, bool) {
-	above := ix.m.e.p.Preemption.FairShareReclaimAbove
-	if above <= 0 || !ix.m.e.fairOn() || b.entitled || b.within || b.deptOnly || b.inPool > 0 {
+	m := ix.m
+	above := m.e.p.Preemption.FairShareReclaimAbove
+	if above <= 0 || !m.e.fairOn() || b.entitled || b.within || b.deptOnly || b.inPool > 0 {
 		return 0, nil, false
 	}
-	after, ok := ix.m.fairVictims(b, need, above)
+	after, ok := m.fairVictims(b, need, above)
 	if !ok {
 		return 0, nil, false
 	}
 	ix.settle()
 	w := &ix.walk
-	w.reset(len(ix.m.nodes))
+	w.reset(len(m.nodes))
 	c := &ix.cands[b.pool]
 	sg := &c.segs[segOver]
-	for sg.next < sg.end && ix.m.units[c.units[sg.next]].taken {
+	for sg.next < sg.end && m.units[c.units[sg.next]].taken {
 		sg.next++
 	}
 	// Candidates of tenants over their reserve, past min_runtime, of a
@@ -78,12 +79,12 @@ func (ix *nodeIndex) fairReclaim(b *bene, need int) (int32, []victim, bool) {
 		if budget--; budget < 0 {
 			break
 		}
-		u := &ix.m.units[ui]
-		if u.taken || !ix.m.fairVictim[u.tenant] || ix.m.e.tiers[u.tier].priority > ix.m.e.tiers[b.tier].priority {
+		u := &m.units[ui]
+		if u.taken || !m.fairVictim[u.tenant] || m.e.tiers[u.tier].priority > m.e.tiers[b.tier].priority {
 			continue
 		}
 		var found int32 = -1
-		ix.m.nodesOf(u, func(n int32, _ int) {
+		m.nodesOf(u, func(n int32, _ int) {
 			if found < 0 && ix.cap.nodeIn(n, b.pool) && ix.addFairVictim(ui, b, n, after) {
 				found = n
 			}
@@ -124,28 +125,29 @@ func (l *ledger) fairVictims(b *bene, need int, above float64) (float64, bool) {
 // once placed), and reports whether the node then frees enough for one
 // allocation of b. A unit of a chain gives the chain's next on n.
 func (ix *nodeIndex) addFairVictim(ui int32, b *bene, n int32, after float64) bool {
+	m := ix.m
 	if ui = ix.chainPick(ui, n); ui < 0 {
 		return false
 	}
-	u := &ix.m.units[ui]
-	if u.taken || !ix.m.fairVictim[u.tenant] || ix.m.capped(ix.m.jobOf(u), int(u.recent)) || ix.m.sameJob(u, b) ||
-		u.age < ix.m.e.p.Preemption.MinRuntime || !ix.m.mayTake(u, b, RuleFairShare) {
+	u := &m.units[ui]
+	if u.taken || !m.fairVictim[u.tenant] || m.capped(m.jobOf(u), int(u.recent)) || m.sameJob(u, b) ||
+		u.age < m.e.p.Preemption.MinRuntime || !m.mayTake(u, b, RuleFairShare) {
 		return false
 	}
 	w := &ix.walk
 	w.touch(n)
-	t := &ix.m.tenants[u.tenant]
+	t := &m.tenants[u.tenant]
 	picked := w.picked(n, u.tenant)
 	if keeps := t.use - picked - int(u.units) - t.reserve; float64(keeps)/t.t.Weight < after {
 		return false // b would then borrow more per weight than u's tenant keeps: it would take them back
 	}
-	if t.quotas != nil && ix.m.protectedInPool(u, n, picked) {
+	if t.quotas != nil && m.protectedInPool(u, n, picked) {
 		return false
 	}
-	if ix.m.e.depts != nil && ix.deptProtected(u, b, n) {
+	if m.e.depts != nil && ix.deptProtected(u, b, n) {
 		return false
 	}
-	bt := &ix.m.tenants[b.tenant]
+	bt := &m.tenants[b.tenant]
 	w.list[n] = append(w.list[n], victim{ui: ui, rule: RuleFairShare, holdsPrev: t.use, beneHolds: int32(bt.use + bt.marked)})
 	ix.chainListed(ui)
 	w.pick(n, u.tenant, int(u.units))

@@ -36,12 +36,13 @@ type nodeOrder struct {
 
 // heap returns the heap of nodes in pool for g GPUs, building it if needed.
 func (ix *nodeIndex) heap(pool int32, g int) *lbHeap {
+	m := ix.m
 	o := &ix.order
 	if o.heaps == nil {
-		o.heaps = make([][]*lbHeap, len(ix.m.pl.in))
+		o.heaps = make([][]*lbHeap, len(m.pl.in))
 	}
 	if o.heaps[pool] == nil {
-		o.heaps[pool] = make([]*lbHeap, ix.m.maxGPUs+1)
+		o.heaps[pool] = make([]*lbHeap, m.maxGPUs+1)
 	}
 	h := o.heaps[pool][g]
 	if h == nil {
@@ -53,9 +54,10 @@ func (ix *nodeIndex) heap(pool int32, g int) *lbHeap {
 
 // buildHeap files every node of pool that can gather g GPUs.
 func (ix *nodeIndex) buildHeap(pool int32, g int) *lbHeap {
-	h := &lbHeap{pos: make([]int32, len(ix.m.nodes))}
-	stride := ix.m.maxGPUs + 1
-	for n := range ix.m.nodes {
+	m := ix.m
+	h := &lbHeap{pos: make([]int32, len(m.nodes))}
+	stride := m.maxGPUs + 1
+	for n := range m.nodes {
 		h.pos[n] = -1
 		if lb := ix.lb[n*stride+g]; lb != noBound && ix.cap.nodeIn(int32(n), pool) {
 			h.pos[n] = int32(len(h.e))

@@ -21,10 +21,11 @@ import (
 const walkBudget = 256
 
 func (ix *nodeIndex) buildPotential() {
+	m := ix.m
 	for _, ui := range ix.cands[0].units {
 		// A handful of distinct priorities among thousands of units: look
 		// before adding rather than sort them all.
-		if u := &ix.m.units[ui]; u.idle != idlePressure && !slices.Contains(ix.levels, u.prio) {
+		if u := &m.units[ui]; u.idle != idlePressure && !slices.Contains(ix.levels, u.prio) {
 			ix.levels = append(ix.levels, u.prio)
 		}
 	}
@@ -35,36 +36,36 @@ func (ix *nodeIndex) buildPotential() {
 	}
 	// Every node's preemptible units, best victims first, carved out of
 	// one array: count them per node, then fill.
-	count, total := make([]int, len(ix.m.nodes)), 0
+	count, total := make([]int, len(m.nodes)), 0
 	for _, ui := range ix.cands[0].units {
-		ix.m.nodesOf(&ix.m.units[ui], func(n int32, _ int) { count[n]++; total++ })
+		m.nodesOf(&m.units[ui], func(n int32, _ int) { count[n]++; total++ })
 	}
 	all := make([]nodeUnit, 0, total)
-	ix.nodeUnits = make([][]nodeUnit, len(ix.m.nodes))
+	ix.nodeUnits = make([][]nodeUnit, len(m.nodes))
 	for n, c := range count {
 		ix.nodeUnits[n], all = all[len(all):len(all):len(all)+c], all[:len(all)+c]
 	}
 	for _, ui := range ix.cands[0].units {
-		u := &ix.m.units[ui]
+		u := &m.units[ui]
 		lvl := ix.levelOf(u)
-		ix.m.nodesOf(u, func(n int32, g int) {
+		m.nodesOf(u, func(n int32, g int) {
 			ix.nodeUnits[n] = append(ix.nodeUnits[n], nodeUnit{key: u.key, ui: ui, gpus: int32(g), lvl: int32(lvl), taken: u.taken})
 			for k := lvl; k < len(pot); k++ {
 				pot[k][n] += int32(g)
 			}
 		})
 	}
-	ix.lb = make([]uint64, len(ix.m.nodes)*(ix.m.maxGPUs+1))
-	for n := range ix.m.nodes {
+	ix.lb = make([]uint64, len(m.nodes)*(m.maxGPUs+1))
+	for n := range m.nodes {
 		ix.bound(int32(n))
 	}
-	maxPot := ix.m.maxGPUs
+	maxPot := m.maxGPUs
 	ix.pot = make([]*capacity, len(pot))
 	for k := range pot {
-		ix.pot[k] = newLazyCapacity(&ix.m.pl, maxPot)
+		ix.pot[k] = newLazyCapacity(&m.pl, maxPot)
 		ix.pot[k].fill(pot[k])
 	}
-	ix.dirty.marked = make([]bool, len(ix.m.nodes))
+	ix.dirty.marked = make([]bool, len(m.nodes))
 	ix.dirty.levels = make([]int32, len(pot))
 }
 
@@ -168,7 +169,8 @@ const noBound = ^uint64(0)
 // beneficiary can complete g GPUs on n with a better worst victim. Bounds
 // that change are refiled in the node order.
 func (ix *nodeIndex) bound(n int32) {
-	row := ix.lb[int(n)*(ix.m.maxGPUs+1) : (int(n)+1)*(ix.m.maxGPUs+1)]
+	m := ix.m
+	row := ix.lb[int(n)*(m.maxGPUs+1) : (int(n)+1)*(m.maxGPUs+1)]
 	units := ix.nodeUnits[n]
 	have, next := int(ix.cap.free[n]), 0
 	var lb uint64 // free GPUs alone suffice
@@ -215,12 +217,13 @@ type nodePick struct {
 // bound, so the search stops at the first node that cannot beat the best
 // found. TestSearchMatchesBruteForce holds it to that definition.
 func (ix *nodeIndex) searchNodes(b *bene, allowYoung bool) (int32, []victim, bool) {
-	if b.g > ix.m.maxGPUs {
+	m := ix.m
+	if b.g > m.maxGPUs {
 		return 0, nil, false // larger than any node
 	}
 	ix.settle()
 	w := &ix.walk
-	w.reset(len(ix.m.nodes))
+	w.reset(len(m.nodes))
 	pot := ix.pot[ix.levelFor(b)]
 	p := &ix.pick
 	*p = nodePick{ties: p.ties[:0]}
@@ -240,7 +243,7 @@ func (ix *nodeIndex) searchNodes(b *bene, allowYoung bool) (int32, []victim, boo
 	})
 	if scan {
 		ix.order.scans++
-		stride := ix.m.maxGPUs + 1
+		stride := m.maxGPUs + 1
 		pot.each(b.pool, b.g, func(n int32) {
 			if w.gen[n] == w.cur || p.ok && ix.lb[int(n)*stride+b.g] > p.key {
 				return // walked already, or cannot beat the best
@@ -252,7 +255,7 @@ func (ix *nodeIndex) searchNodes(b *bene, allowYoung bool) (int32, []victim, boo
 		return 0, nil, false
 	}
 	if len(p.ties) > 0 {
-		p.n = ix.m.firstInSpread(p.ui, p.n, p.ties)
+		p.n = m.firstInSpread(p.ui, p.n, p.ties)
 	}
 	return p.n, ix.prune(b, p.n), true
 }

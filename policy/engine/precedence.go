@@ -105,12 +105,13 @@ func (st *state) precede(p pending, b *bene) bool {
 // poolSet is the nodes of node pool np with a device class in accept
 // (nil: any).
 func (ix *nodeIndex) poolSet(accept []bool, np string) int32 {
-	pi, ok := ix.m.poolIdx[np]
+	m := ix.m
+	pi, ok := m.poolIdx[np]
 	if !ok {
-		return ix.m.pl.empty
+		return m.pl.empty
 	}
-	return ix.setOf(ix.m.pl.mask(func(cell int) bool {
-		return ix.m.pl.cellPool[cell] == pi && (accept == nil || accept[ix.m.pl.cellClass[cell]])
+	return ix.setOf(m.pl.mask(func(cell int) bool {
+		return m.pl.cellPool[cell] == pi && (accept == nil || accept[m.pl.cellClass[cell]])
 	}))
 }
 

@@ -164,18 +164,19 @@ func (l *ledger) heldChange(u *unit, sign int) {
 // of b would take its tenant over its limit there; the first such pool
 // when that leaves no node b could use.
 func (ix *nodeIndex) limitedSet(b *bene) (set int32, full int) {
+	m := ix.m
 	full = -1
-	qs := ix.m.tenants[b.tenant].quotas
+	qs := m.tenants[b.tenant].quotas
 	var out []bool
 	for _, q := range qs {
 		if q.use+b.g*b.unitsPer <= q.limit {
 			continue
 		}
 		if out == nil {
-			out = make([]bool, len(ix.m.pl.cellPool))
+			out = make([]bool, len(m.pl.cellPool))
 		}
-		for cell, in := range ix.m.poolCells[q.pool] {
-			if in && ix.m.pl.in[b.base][cell] {
+		for cell, in := range m.poolCells[q.pool] {
+			if in && m.pl.in[b.base][cell] {
 				out[cell] = true
 				if full < 0 {
 					full = q.pool
@@ -186,8 +187,8 @@ func (ix *nodeIndex) limitedSet(b *bene) (set int32, full int) {
 	if out == nil {
 		return b.base, -1
 	}
-	set = ix.setOf(ix.m.pl.mask(func(cell int) bool { return ix.m.pl.in[b.base][cell] && !out[cell] }))
-	if ix.m.pl.any(set) {
+	set = ix.setOf(m.pl.mask(func(cell int) bool { return m.pl.in[b.base][cell] && !out[cell] }))
+	if m.pl.any(set) {
 		return set, -1
 	}
 	return set, full
@@ -253,15 +254,16 @@ func (o *output) quotaLimitReason(b *bene, qi int) Reason {
 // its tenant holds less than its reserve there, GPUs from tenants above
 // theirs. It reports false, leaving b as it was, when no pool allows it.
 func (ix *nodeIndex) reclaimInPool(b *bene, need int) (int32, []victim, bool) {
+	m := ix.m
 	if b.d.Requeued {
 		return 0, nil, false
 	}
-	for _, q := range ix.m.tenants[b.tenant].quotas {
+	for _, q := range m.tenants[b.tenant].quotas {
 		if q.reserve <= 0 || q.use+need > q.reserve {
 			continue
 		}
-		set := ix.setOf(ix.m.pl.mask(func(cell int) bool { return ix.m.pl.in[b.pool][cell] && ix.m.poolCells[q.pool][cell] }))
-		if !ix.m.pl.any(set) {
+		set := ix.setOf(m.pl.mask(func(cell int) bool { return m.pl.in[b.pool][cell] && m.poolCells[q.pool][cell] }))
+		if !m.pl.any(set) {
 			continue
 		}
 		saved, entitled := b.pool, b.entitled

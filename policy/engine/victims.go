@@ -94,11 +94,12 @@ func (c *candidates) segment() {
 // sortCandidates built them. Units taken since are kept: the walk skips
 // them.
 func (ix *nodeIndex) candidatesIn(s int32) candidates {
+	m := ix.m
 	all := &ix.cands[0]
 	var c candidates
 	for i, ui := range all.units {
 		in := false
-		ix.m.nodesOf(&ix.m.units[ui], func(n int32, _ int) { in = in || ix.m.pl.has(s, n) })
+		m.nodesOf(&m.units[ui], func(n int32, _ int) { in = in || m.pl.has(s, n) })
 		if in {
 			c.units = append(c.units, ui)
 			c.keys = append(c.keys, all.keys[i])
@@ -341,15 +342,16 @@ func (w *walkScratch) pick(n int32, tenant int, gpus int) {
 // that node's worst victim is the best any node can offer. It then drops
 // victims the allocation does not need, worst first.
 func (ix *nodeIndex) findVictims(b *bene, allowYoung bool) (int32, []victim, bool) {
+	m := ix.m
 	ix.settle()
 	w := &ix.walk
-	w.reset(len(ix.m.nodes))
+	w.reset(len(m.nodes))
 	c := &ix.cands[b.pool]
 	budget := walkBudget
 	for seg := 0; seg < segments; seg++ {
-		from, to := ix.m.walkRange(c, seg, b, allowYoung)
+		from, to := m.walkRange(c, seg, b, allowYoung)
 		for _, ui := range c.units[from:to] {
-			u := &ix.m.units[ui]
+			u := &m.units[ui]
 			if b.within && u.tenant != b.tenant {
 				continue // a swap within a limit takes only the tenant's own work
 			}
@@ -366,7 +368,7 @@ func (ix *nodeIndex) findVictims(b *bene, allowYoung bool) (int32, []victim, boo
 				continue
 			}
 			var found int32 = -1
-			ix.m.nodesOf(u, func(n int32, _ int) {
+			m.nodesOf(u, func(n int32, _ int) {
 				if found < 0 && ix.cap.nodeIn(n, b.pool) && ix.addVictim(ui, b, n, allowYoung) {
 					found = n
 				}
@@ -390,14 +392,15 @@ const futileAfter = 16
 // there at once. It calls walkRange only for segments the walk would have
 // entered, since that skips taken units for good.
 func (ix *nodeIndex) walkIsFutile(b *bene, allowYoung bool) bool {
-	if b.g > ix.m.maxGPUs {
+	m := ix.m
+	if b.g > m.maxGPUs {
 		return false
 	}
 	floor := ix.minBound(b.pool, b.g)
 	c := &ix.cands[b.pool]
 	passed := 0
 	for seg := 0; seg < segments; seg++ {
-		from, to := ix.m.walkRange(c, seg, b, allowYoung)
+		from, to := m.walkRange(c, seg, b, allowYoung)
 		keys := c.keys[from:to]
 		if left := walkBudget - passed; len(keys) > left {
 			// The budget runs out in this segment: futile if the last
@@ -417,23 +420,24 @@ func (ix *nodeIndex) walkIsFutile(b *bene, allowYoung bool) bool {
 // For a unit of a chain it adds the chain's next on n instead, if any
 // (chainPick).
 func (ix *nodeIndex) addVictim(ui int32, b *bene, n int32, allowYoung bool) bool {
+	m := ix.m
 	if ui = ix.chainPick(ui, n); ui < 0 {
 		return false
 	}
-	u := &ix.m.units[ui]
-	rule, needOver, ok := ix.m.victimRule(u, b, n, allowYoung)
+	u := &m.units[ui]
+	rule, needOver, ok := m.victimRule(u, b, n, allowYoung)
 	if !ok {
 		return false
 	}
 	w := &ix.walk
 	w.touch(n)
-	t := &ix.m.tenants[u.tenant]
+	t := &m.tenants[u.tenant]
 	holds, reserve := t.use, t.reserve
 	if b.inPool > 0 {
-		holds, reserve, _ = ix.m.poolUse(u.tenant, b.inPool-1)
+		holds, reserve, _ = m.poolUse(u.tenant, b.inPool-1)
 	}
 	if needOver && holds-w.picked(n, u.tenant) <= reserve {
-		if !ix.m.e.overReserve(b.tier, b.prio, u.tier, u.prio) {
+		if !m.e.overReserve(b.tier, b.prio, u.tier, u.prio) {
 			return false
 		}
 		rule = RulePriority // within its reserve, which b's tier may cross (preempts_reserved)
@@ -443,14 +447,14 @@ func (ix *nodeIndex) addVictim(ui int32, b *bene, n int32, allowYoung bool) bool
 		// reserve would reclaim its GPUs from b at once.
 		return false
 	}
-	if needOver && b.inPool == 0 && t.quotas != nil && ix.m.protectedInPool(u, n, w.picked(n, u.tenant)) &&
-		!ix.m.e.overReserve(b.tier, b.prio, u.tier, u.prio) {
+	if needOver && b.inPool == 0 && t.quotas != nil && m.protectedInPool(u, n, w.picked(n, u.tenant)) &&
+		!m.e.overReserve(b.tier, b.prio, u.tier, u.prio) {
 		return false // within its reserve in the node's pool
 	}
-	if needOver && ix.m.e.depts != nil && ix.deptProtected(u, b, n) && !ix.m.e.overReserve(b.tier, b.prio, u.tier, u.prio) {
+	if needOver && m.e.depts != nil && ix.deptProtected(u, b, n) && !m.e.overReserve(b.tier, b.prio, u.tier, u.prio) {
 		return false // within its department's reserve
 	}
-	if !ix.m.mayTake(u, b, rule) {
+	if !m.mayTake(u, b, rule) {
 		return false
 	}
 	w.list[n] = append(w.list[n], victim{ui: ui, rule: rule, holdsPrev: holds})

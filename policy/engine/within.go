@@ -47,26 +47,27 @@ func (st *state) swapWithin(b *bene, need int, failed *failures) (int32, []victi
 // victims stop (draining), so that the tenant never holds more than its
 // limit, and the free GPUs are set aside for it meanwhile (markBeside).
 func (ix *nodeIndex) swapElsewhere(b *bene, room int, allowYoung bool) (int32, []victim, bool) {
+	m := ix.m
 	n, ok := ix.cap.bestFit(b.pool, b.g)
 	if !ok || room <= 0 {
 		return 0, nil, false
 	}
-	t := &ix.m.tenants[b.tenant]
+	t := &m.tenants[b.tenant]
 	c := &ix.cands[0] // limit room counts on every node
 	var vs []victim
 	freed := 0
 	for seg := 0; seg < segments && freed < room; seg++ {
-		from, to := ix.m.walkRange(c, seg, b, allowYoung)
+		from, to := m.walkRange(c, seg, b, allowYoung)
 		for _, ui := range c.units[from:to] {
-			u := &ix.m.units[ui]
+			u := &m.units[ui]
 			if u.tenant != b.tenant || u.taken {
 				continue
 			}
-			if ui = ix.m.chainPickAny(ui, vs); ui < 0 {
+			if ui = m.chainPickAny(ui, vs); ui < 0 {
 				continue
 			}
-			u = &ix.m.units[ui]
-			rule, _, ok := ix.m.victimRule(u, b, ix.m.firstNode(u), allowYoung)
+			u = &m.units[ui]
+			rule, _, ok := m.victimRule(u, b, m.firstNode(u), allowYoung)
 			if !ok {
 				continue
 			}
@@ -82,7 +83,7 @@ func (ix *nodeIndex) swapElsewhere(b *bene, room int, allowYoung bool) (int32, [
 	// Drop, worst first, victims the room does not need.
 	out := vs[:0:0]
 	for i := len(vs) - 1; i >= 0; i-- {
-		if g := int(ix.m.units[vs[i].ui].units); freed-g >= room {
+		if g := int(m.units[vs[i].ui].units); freed-g >= room {
 			freed -= g
 			continue
 		}
