@@ -207,26 +207,25 @@ func NameIndex(name string) int {
 // yet listed by this walk, if that runs on n (and, when the walk listed
 // some already, they are on n too); -1 when the chain has none to give
 // on n.
-func (ix *nodeIndex) chainPick(ui int32, n int32) int32 {
-	m := ix.m
-	c := m.units[ui].chain
+func (st *state) chainPick(ui int32, n int32) int32 {
+	c := st.units[ui].chain
 	if c < 0 {
 		return ui
 	}
-	ch := &m.chains[c]
+	ch := &st.chains[c]
 	listed := int32(0)
-	if ch.gen == ix.walk.cur {
+	if ch.gen == st.walk.cur {
 		listed = ch.listed
 	}
 	i := ch.next + listed
 	if int(i) >= len(ch.units) {
 		return -1
 	}
-	if listed > 0 && m.units[ch.units[ch.next]].node != n {
+	if listed > 0 && st.units[ch.units[ch.next]].node != n {
 		return -1 // the walk lists this chain on another node
 	}
 	pick := ch.units[i]
-	if m.units[pick].node != n {
+	if st.units[pick].node != n {
 		return -1
 	}
 	return pick
@@ -253,15 +252,14 @@ func (c *cluster) chainPickAny(ui int32, vs []victim) int32 {
 }
 
 // chainListed records that the walk listed unit ui (chainPick's answer).
-func (ix *nodeIndex) chainListed(ui int32) {
-	m := ix.m
-	c := m.units[ui].chain
+func (st *state) chainListed(ui int32) {
+	c := st.units[ui].chain
 	if c < 0 {
 		return
 	}
-	ch := &m.chains[c]
-	if ch.gen != ix.walk.cur {
-		ch.gen, ch.listed = ix.walk.cur, 0
+	ch := &st.chains[c]
+	if ch.gen != st.walk.cur {
+		ch.gen, ch.listed = st.walk.cur, 0
 	}
 	ch.listed++
 }

@@ -133,17 +133,16 @@ func (c *cluster) sameDept(a, b int) bool {
 // then neither a reclaim nor a priority of b's may take them, as a
 // tenant's own reserve protects its work. picked is what the walk took on
 // n already, per tenant.
-func (ix *nodeIndex) deptProtected(u *unit, b *bene, n int32) bool {
-	m := ix.m
-	di := m.e.dept(u.tenant)
-	if di < 0 || di == m.e.dept(b.tenant) || m.e.depts[di].reserve <= 0 {
+func (st *state) deptProtected(u *unit, b *bene, n int32) bool {
+	di := st.e.dept(u.tenant)
+	if di < 0 || di == st.e.dept(b.tenant) || st.e.depts[di].reserve <= 0 {
 		return false
 	}
-	holds := m.deptUse(di)
-	for _, ti := range m.e.depts[di].members {
-		holds -= ix.walk.picked(n, ti)
+	holds := st.deptUse(di)
+	for _, ti := range st.e.depts[di].members {
+		holds -= st.walk.picked(n, ti)
 	}
-	return holds <= m.e.depts[di].reserve
+	return holds <= st.e.depts[di].reserve
 }
 
 // deptNote is what a capacity reason adds for a tenant in a department:

@@ -180,9 +180,9 @@ func (m *model) takeMarks(w int32) []nodeGPUs {
 
 // markedFit returns a node set aside for b that fits one of its
 // allocations.
-func (ix *nodeIndex) markedFit(b *bene) (int32, bool) {
+func (st *state) markedFit(b *bene) (int32, bool) {
 	for _, mk := range b.marks {
-		if ix.cap.nodeIn(mk.node, b.pool) && int(ix.cap.free[mk.node]) >= b.g {
+		if st.cap.nodeIn(mk.node, b.pool) && int(st.cap.free[mk.node]) >= b.g {
 			return mk.node, true
 		}
 	}

@@ -52,22 +52,21 @@ const fairWalkBudget = 4096
 // (the candidates' order: lowest priority, then least progress at risk),
 // on the first node where that frees enough. need is what b's tenant
 // takes in all (the rest of a gang), in units.
-func (ix *nodeIndex) fairReclaim(b *bene, need int) (int32, []victim, bool) {
-	m := ix.m
-	above := m.e.p.Preemption.FairShareReclaimAbove
-	if above <= 0 || !m.e.fairOn() || b.entitled || b.within || b.deptOnly || b.inPool > 0 {
+func (st *state) fairReclaim(b *bene, need int) (int32, []victim, bool) {
+	above := st.e.p.Preemption.FairShareReclaimAbove
+	if above <= 0 || !st.e.fairOn() || b.entitled || b.within || b.deptOnly || b.inPool > 0 {
 		return 0, nil, false
 	}
-	after, ok := m.fairVictims(b, need, above)
+	after, ok := st.fairVictims(b, need, above)
 	if !ok {
 		return 0, nil, false
 	}
-	ix.settle()
-	w := &ix.walk
-	w.reset(len(m.nodes))
-	c := &ix.cands[b.pool]
+	st.settle()
+	w := &st.walk
+	w.reset(len(st.nodes))
+	c := &st.cands[b.pool]
 	sg := &c.segs[segOver]
-	for sg.next < sg.end && m.units[c.units[sg.next]].taken {
+	for sg.next < sg.end && st.units[c.units[sg.next]].taken {
 		sg.next++
 	}
 	// Candidates of tenants over their reserve, past min_runtime, of a
@@ -79,18 +78,18 @@ func (ix *nodeIndex) fairReclaim(b *bene, need int) (int32, []victim, bool) {
 		if budget--; budget < 0 {
 			break
 		}
-		u := &m.units[ui]
-		if u.taken || !m.fairVictim[u.tenant] || m.e.tiers[u.tier].priority > m.e.tiers[b.tier].priority {
+		u := &st.units[ui]
+		if u.taken || !st.fairVictim[u.tenant] || st.e.tiers[u.tier].priority > st.e.tiers[b.tier].priority {
 			continue
 		}
 		var found int32 = -1
-		m.nodesOf(u, func(n int32, _ int) {
-			if found < 0 && ix.cap.nodeIn(n, b.pool) && ix.addFairVictim(ui, b, n, after) {
+		st.nodesOf(u, func(n int32, _ int) {
+			if found < 0 && st.cap.nodeIn(n, b.pool) && st.addFairVictim(ui, b, n, after) {
 				found = n
 			}
 		})
 		if found >= 0 {
-			return found, ix.prune(b, found), true
+			return found, st.prune(b, found), true
 		}
 	}
 	return 0, nil, false
@@ -124,35 +123,34 @@ func (l *ledger) fairVictims(b *bene, need int, above float64) (float64, bool) {
 // them by fair share (after: what b's tenant borrows per unit of weight
 // once placed), and reports whether the node then frees enough for one
 // allocation of b. A unit of a chain gives the chain's next on n.
-func (ix *nodeIndex) addFairVictim(ui int32, b *bene, n int32, after float64) bool {
-	m := ix.m
-	if ui = ix.chainPick(ui, n); ui < 0 {
+func (st *state) addFairVictim(ui int32, b *bene, n int32, after float64) bool {
+	if ui = st.chainPick(ui, n); ui < 0 {
 		return false
 	}
-	u := &m.units[ui]
-	if u.taken || !m.fairVictim[u.tenant] || m.capped(m.jobOf(u), int(u.recent)) || m.sameJob(u, b) ||
-		u.age < m.e.p.Preemption.MinRuntime || !m.mayTake(u, b, RuleFairShare) {
+	u := &st.units[ui]
+	if u.taken || !st.fairVictim[u.tenant] || st.capped(st.jobOf(u), int(u.recent)) || st.sameJob(u, b) ||
+		u.age < st.e.p.Preemption.MinRuntime || !st.mayTake(u, b, RuleFairShare) {
 		return false
 	}
-	w := &ix.walk
+	w := &st.walk
 	w.touch(n)
-	t := &m.tenants[u.tenant]
+	t := &st.tenants[u.tenant]
 	picked := w.picked(n, u.tenant)
 	if keeps := t.use - picked - int(u.units) - t.reserve; float64(keeps)/t.t.Weight < after {
 		return false // b would then borrow more per weight than u's tenant keeps: it would take them back
 	}
-	if t.quotas != nil && m.protectedInPool(u, n, picked) {
+	if t.quotas != nil && st.protectedInPool(u, n, picked) {
 		return false
 	}
-	if m.e.depts != nil && ix.deptProtected(u, b, n) {
+	if st.e.depts != nil && st.deptProtected(u, b, n) {
 		return false
 	}
-	bt := &m.tenants[b.tenant]
+	bt := &st.tenants[b.tenant]
 	w.list[n] = append(w.list[n], victim{ui: ui, rule: RuleFairShare, holdsPrev: t.use, beneHolds: int32(bt.use + bt.marked)})
-	ix.chainListed(ui)
+	st.chainListed(ui)
 	w.pick(n, u.tenant, int(u.units))
-	w.freed[n] += ix.gpusOn(u, n)
-	return ix.usableFree(b, n)+w.freed[n] >= b.g
+	w.freed[n] += st.gpusOn(u, n)
+	return st.usableFree(b, n)+w.freed[n] >= b.g
 }
 
 // fairReclaimReason explains a fair-share reclaim: "tenant research used

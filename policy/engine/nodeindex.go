@@ -10,9 +10,9 @@ import (
 // call, change, which keeps capacity, the units' taken flags and the dirty
 // nodes (potentials and bounds, settled when next read) in step.
 type nodeIndex struct {
-	// m is the model the index is over: read here (the victim searches
-	// read units and tenants' standing), never written here; the model's
-	// take, untake and place report each change to the index (change).
+	// m is the model the index is over: read here (units, nodes, the
+	// placement's cells), never written here; the model's take, untake
+	// and place report each change to the index (change).
 	m *model
 
 	cap      *capacity

@@ -216,19 +216,18 @@ type nodePick struct {
 // gang's order, as the walk would). Nodes are read in order of their lower
 // bound, so the search stops at the first node that cannot beat the best
 // found. TestSearchMatchesBruteForce holds it to that definition.
-func (ix *nodeIndex) searchNodes(b *bene, allowYoung bool) (int32, []victim, bool) {
-	m := ix.m
-	if b.g > m.maxGPUs {
+func (st *state) searchNodes(b *bene, allowYoung bool) (int32, []victim, bool) {
+	if b.g > st.maxGPUs {
 		return 0, nil, false // larger than any node
 	}
-	ix.settle()
-	w := &ix.walk
-	w.reset(len(m.nodes))
-	pot := ix.pot[ix.levelFor(b)]
-	p := &ix.pick
+	st.settle()
+	w := &st.walk
+	w.reset(len(st.nodes))
+	pot := st.pot[st.levelFor(b)]
+	p := &st.pick
 	*p = nodePick{ties: p.ties[:0]}
 	read, scan := 0, false
-	ix.ascend(ix.heap(b.pool, b.g), func(n int32, lb uint64) bool {
+	st.ascend(st.heap(b.pool, b.g), func(n int32, lb uint64) bool {
 		if p.ok && lb > p.key {
 			return false // no node from here on can beat the best
 		}
@@ -237,41 +236,41 @@ func (ix *nodeIndex) searchNodes(b *bene, allowYoung bool) (int32, []victim, boo
 			return false
 		}
 		if pot.free[n] >= int32(b.g) {
-			ix.tryNode(p, n, b, allowYoung)
+			st.tryNode(p, n, b, allowYoung)
 		}
 		return true
 	})
 	if scan {
-		ix.order.scans++
-		stride := m.maxGPUs + 1
+		st.order.scans++
+		stride := st.maxGPUs + 1
 		pot.each(b.pool, b.g, func(n int32) {
-			if w.gen[n] == w.cur || p.ok && ix.lb[int(n)*stride+b.g] > p.key {
+			if w.gen[n] == w.cur || p.ok && st.lb[int(n)*stride+b.g] > p.key {
 				return // walked already, or cannot beat the best
 			}
-			ix.tryNode(p, n, b, allowYoung)
+			st.tryNode(p, n, b, allowYoung)
 		})
 	}
 	if !p.ok {
 		return 0, nil, false
 	}
 	if len(p.ties) > 0 {
-		p.n = m.firstInSpread(p.ui, p.n, p.ties)
+		p.n = st.firstInSpread(p.ui, p.n, p.ties)
 	}
-	return p.n, ix.prune(b, p.n), true
+	return p.n, st.prune(b, p.n), true
 }
 
 // tryNode walks node n's units best first, as far as they can still beat
 // the best node, and records n if they complete one allocation of b.
-func (ix *nodeIndex) tryNode(p *nodePick, n int32, b *bene, allowYoung bool) {
-	ix.walk.touch(n)
-	for _, nu := range ix.nodeUnits[n] {
+func (st *state) tryNode(p *nodePick, n int32, b *bene, allowYoung bool) {
+	st.walk.touch(n)
+	for _, nu := range st.nodeUnits[n] {
 		if p.ok && (nu.key > p.key || (nu.key == p.key && nu.ui > p.ui)) {
 			return // every further victim here is worse than the best node's
 		}
 		if nu.taken {
 			continue
 		}
-		if ix.addVictim(nu.ui, b, n, allowYoung) {
+		if st.addVictim(nu.ui, b, n, allowYoung) {
 			if p.ok && nu.key == p.key && nu.ui == p.ui {
 				p.ties = append(p.ties, n)
 			} else {

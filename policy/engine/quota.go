@@ -163,20 +163,19 @@ func (l *ledger) heldChange(u *unit, sign int) {
 // limitedSet is b's set less the nodes of pools where one more allocation
 // of b would take its tenant over its limit there; the first such pool
 // when that leaves no node b could use.
-func (ix *nodeIndex) limitedSet(b *bene) (set int32, full int) {
-	m := ix.m
+func (st *state) limitedSet(b *bene) (set int32, full int) {
 	full = -1
-	qs := m.tenants[b.tenant].quotas
+	qs := st.tenants[b.tenant].quotas
 	var out []bool
 	for _, q := range qs {
 		if q.use+b.g*b.unitsPer <= q.limit {
 			continue
 		}
 		if out == nil {
-			out = make([]bool, len(m.pl.cellPool))
+			out = make([]bool, len(st.pl.cellPool))
 		}
-		for cell, in := range m.poolCells[q.pool] {
-			if in && m.pl.in[b.base][cell] {
+		for cell, in := range st.poolCells[q.pool] {
+			if in && st.pl.in[b.base][cell] {
 				out[cell] = true
 				if full < 0 {
 					full = q.pool
@@ -187,8 +186,8 @@ func (ix *nodeIndex) limitedSet(b *bene) (set int32, full int) {
 	if out == nil {
 		return b.base, -1
 	}
-	set = ix.setOf(m.pl.mask(func(cell int) bool { return m.pl.in[b.base][cell] && !out[cell] }))
-	if m.pl.any(set) {
+	set = st.setOf(st.pl.mask(func(cell int) bool { return st.pl.in[b.base][cell] && !out[cell] }))
+	if st.pl.any(set) {
 		return set, -1
 	}
 	return set, full
@@ -253,23 +252,22 @@ func (o *output) quotaLimitReason(b *bene, qi int) Reason {
 // reclaimInPool places one allocation of b by reclaiming, in a pool where
 // its tenant holds less than its reserve there, GPUs from tenants above
 // theirs. It reports false, leaving b as it was, when no pool allows it.
-func (ix *nodeIndex) reclaimInPool(b *bene, need int) (int32, []victim, bool) {
-	m := ix.m
+func (st *state) reclaimInPool(b *bene, need int) (int32, []victim, bool) {
 	if b.d.Requeued {
 		return 0, nil, false
 	}
-	for _, q := range m.tenants[b.tenant].quotas {
+	for _, q := range st.tenants[b.tenant].quotas {
 		if q.reserve <= 0 || q.use+need > q.reserve {
 			continue
 		}
-		set := ix.setOf(m.pl.mask(func(cell int) bool { return m.pl.in[b.pool][cell] && m.poolCells[q.pool][cell] }))
-		if !m.pl.any(set) {
+		set := st.setOf(st.pl.mask(func(cell int) bool { return st.pl.in[b.pool][cell] && st.poolCells[q.pool][cell] }))
+		if !st.pl.any(set) {
 			continue
 		}
 		saved, entitled := b.pool, b.entitled
 		b.pool, b.entitled, b.inPool = set, true, q.pool+1
 		for _, young := range []bool{false, true} {
-			if n, vs, ok := ix.findVictims(b, young); ok {
+			if n, vs, ok := st.findVictims(b, young); ok {
 				b.pool, b.entitled, b.inPool = saved, entitled, 0
 				for i := range vs {
 					vs[i].pool, vs[i].beneHolds = int32(q.pool+1), int32(q.use)

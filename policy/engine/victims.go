@@ -341,17 +341,16 @@ func (w *walkScratch) pick(n int32, tenant int, gpus int) {
 // where what it has passed frees enough for one allocation of b.g GPUs:
 // that node's worst victim is the best any node can offer. It then drops
 // victims the allocation does not need, worst first.
-func (ix *nodeIndex) findVictims(b *bene, allowYoung bool) (int32, []victim, bool) {
-	m := ix.m
-	ix.settle()
-	w := &ix.walk
-	w.reset(len(m.nodes))
-	c := &ix.cands[b.pool]
+func (st *state) findVictims(b *bene, allowYoung bool) (int32, []victim, bool) {
+	st.settle()
+	w := &st.walk
+	w.reset(len(st.nodes))
+	c := &st.cands[b.pool]
 	budget := walkBudget
 	for seg := 0; seg < segments; seg++ {
-		from, to := m.walkRange(c, seg, b, allowYoung)
+		from, to := st.walkRange(c, seg, b, allowYoung)
 		for _, ui := range c.units[from:to] {
-			u := &m.units[ui]
+			u := &st.units[ui]
 			if b.within && u.tenant != b.tenant {
 				continue // a swap within a limit takes only the tenant's own work
 			}
@@ -359,22 +358,22 @@ func (ix *nodeIndex) findVictims(b *bene, allowYoung bool) (int32, []victim, boo
 				if b.within {
 					return 0, nil, false // searchNodes knows no swaps
 				}
-				return ix.searchNodes(b, allowYoung)
+				return st.searchNodes(b, allowYoung)
 			}
-			if !b.within && budget == walkBudget-futileAfter && ix.walkIsFutile(b, allowYoung) {
-				return ix.searchNodes(b, allowYoung) // as the walk would, once out of budget
+			if !b.within && budget == walkBudget-futileAfter && st.walkIsFutile(b, allowYoung) {
+				return st.searchNodes(b, allowYoung) // as the walk would, once out of budget
 			}
 			if u.taken {
 				continue
 			}
 			var found int32 = -1
-			m.nodesOf(u, func(n int32, _ int) {
-				if found < 0 && ix.cap.nodeIn(n, b.pool) && ix.addVictim(ui, b, n, allowYoung) {
+			st.nodesOf(u, func(n int32, _ int) {
+				if found < 0 && st.cap.nodeIn(n, b.pool) && st.addVictim(ui, b, n, allowYoung) {
 					found = n
 				}
 			})
 			if found >= 0 {
-				return found, ix.prune(b, found), true
+				return found, st.prune(b, found), true
 			}
 		}
 	}
@@ -419,25 +418,24 @@ func (ix *nodeIndex) walkIsFutile(b *bene, allowYoung bool) bool {
 // and reports whether the node then frees enough for one allocation of b.
 // For a unit of a chain it adds the chain's next on n instead, if any
 // (chainPick).
-func (ix *nodeIndex) addVictim(ui int32, b *bene, n int32, allowYoung bool) bool {
-	m := ix.m
-	if ui = ix.chainPick(ui, n); ui < 0 {
+func (st *state) addVictim(ui int32, b *bene, n int32, allowYoung bool) bool {
+	if ui = st.chainPick(ui, n); ui < 0 {
 		return false
 	}
-	u := &m.units[ui]
-	rule, needOver, ok := m.victimRule(u, b, n, allowYoung)
+	u := &st.units[ui]
+	rule, needOver, ok := st.victimRule(u, b, n, allowYoung)
 	if !ok {
 		return false
 	}
-	w := &ix.walk
+	w := &st.walk
 	w.touch(n)
-	t := &m.tenants[u.tenant]
+	t := &st.tenants[u.tenant]
 	holds, reserve := t.use, t.reserve
 	if b.inPool > 0 {
-		holds, reserve, _ = m.poolUse(u.tenant, b.inPool-1)
+		holds, reserve, _ = st.poolUse(u.tenant, b.inPool-1)
 	}
 	if needOver && holds-w.picked(n, u.tenant) <= reserve {
-		if !m.e.overReserve(b.tier, b.prio, u.tier, u.prio) {
+		if !st.e.overReserve(b.tier, b.prio, u.tier, u.prio) {
 			return false
 		}
 		rule = RulePriority // within its reserve, which b's tier may cross (preempts_reserved)
@@ -447,21 +445,21 @@ func (ix *nodeIndex) addVictim(ui int32, b *bene, n int32, allowYoung bool) bool
 		// reserve would reclaim its GPUs from b at once.
 		return false
 	}
-	if needOver && b.inPool == 0 && t.quotas != nil && m.protectedInPool(u, n, w.picked(n, u.tenant)) &&
-		!m.e.overReserve(b.tier, b.prio, u.tier, u.prio) {
+	if needOver && b.inPool == 0 && t.quotas != nil && st.protectedInPool(u, n, w.picked(n, u.tenant)) &&
+		!st.e.overReserve(b.tier, b.prio, u.tier, u.prio) {
 		return false // within its reserve in the node's pool
 	}
-	if needOver && m.e.depts != nil && ix.deptProtected(u, b, n) && !m.e.overReserve(b.tier, b.prio, u.tier, u.prio) {
+	if needOver && st.e.depts != nil && st.deptProtected(u, b, n) && !st.e.overReserve(b.tier, b.prio, u.tier, u.prio) {
 		return false // within its department's reserve
 	}
-	if !m.mayTake(u, b, rule) {
+	if !st.mayTake(u, b, rule) {
 		return false
 	}
 	w.list[n] = append(w.list[n], victim{ui: ui, rule: rule, holdsPrev: holds})
-	ix.chainListed(ui)
+	st.chainListed(ui)
 	w.pick(n, u.tenant, int(u.units))
-	w.freed[n] += ix.gpusOn(u, n)
-	return ix.usableFree(b, n)+w.freed[n] >= b.g
+	w.freed[n] += st.gpusOn(u, n)
+	return st.usableFree(b, n)+w.freed[n] >= b.g
 }
 
 // usableFree is the free GPUs on node n that b may use beside its victims'.

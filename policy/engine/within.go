@@ -46,28 +46,27 @@ func (st *state) swapWithin(b *bene, need int, failed *failures) (int32, []victi
 // to whoever Nomad places there once b runs; b waits held until its
 // victims stop (draining), so that the tenant never holds more than its
 // limit, and the free GPUs are set aside for it meanwhile (markBeside).
-func (ix *nodeIndex) swapElsewhere(b *bene, room int, allowYoung bool) (int32, []victim, bool) {
-	m := ix.m
-	n, ok := ix.cap.bestFit(b.pool, b.g)
+func (st *state) swapElsewhere(b *bene, room int, allowYoung bool) (int32, []victim, bool) {
+	n, ok := st.cap.bestFit(b.pool, b.g)
 	if !ok || room <= 0 {
 		return 0, nil, false
 	}
-	t := &m.tenants[b.tenant]
-	c := &ix.cands[0] // limit room counts on every node
+	t := &st.tenants[b.tenant]
+	c := &st.cands[0] // limit room counts on every node
 	var vs []victim
 	freed := 0
 	for seg := 0; seg < segments && freed < room; seg++ {
-		from, to := m.walkRange(c, seg, b, allowYoung)
+		from, to := st.walkRange(c, seg, b, allowYoung)
 		for _, ui := range c.units[from:to] {
-			u := &m.units[ui]
+			u := &st.units[ui]
 			if u.tenant != b.tenant || u.taken {
 				continue
 			}
-			if ui = m.chainPickAny(ui, vs); ui < 0 {
+			if ui = st.chainPickAny(ui, vs); ui < 0 {
 				continue
 			}
-			u = &m.units[ui]
-			rule, _, ok := m.victimRule(u, b, m.firstNode(u), allowYoung)
+			u = &st.units[ui]
+			rule, _, ok := st.victimRule(u, b, st.firstNode(u), allowYoung)
 			if !ok {
 				continue
 			}
@@ -83,7 +82,7 @@ func (ix *nodeIndex) swapElsewhere(b *bene, room int, allowYoung bool) (int32, [
 	// Drop, worst first, victims the room does not need.
 	out := vs[:0:0]
 	for i := len(vs) - 1; i >= 0; i-- {
-		if g := int(m.units[vs[i].ui].units); freed-g >= room {
+		if g := int(st.units[vs[i].ui].units); freed-g >= room {
 			freed -= g
 			continue
 		}
