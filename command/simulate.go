@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"strings"
 	"time"
 
@@ -116,6 +117,8 @@ Options:
   -format FORMAT       table, json, csv or markdown. Default: table.
   -out DIR             Also write results.json, results.csv and PNG charts
                        (queueing-delay CDFs by tier, utilisation over time).
+  -cpuprofile FILE     Write a CPU profile of the run to FILE, for
+                       go tool pprof (where a slow run spends its time).
 
 Traces:
 
@@ -153,6 +156,7 @@ func (t *traceList) Set(v string) error { *t = append(*t, v); return nil }
 func (c *SimulateCommand) Run(args []string) int {
 	var (
 		policyPath, tracesDir, policies, format, outDir           string
+		cpuProfile                                                string
 		nodesArg                                                  string
 		traces                                                    traceList
 		gpusPerNode, limit                                        int
@@ -189,6 +193,7 @@ func (c *SimulateCommand) Run(args []string) int {
 	fs.StringVar(&policies, "policies", "fifo,strict,steward", "")
 	fs.StringVar(&format, "format", "table", "")
 	fs.StringVar(&outDir, "out", "", "")
+	fs.StringVar(&cpuProfile, "cpuprofile", "", "")
 	if err := fs.Parse(args); err != nil {
 		c.UI.Error(fmt.Sprintf("%v\n\n%s", err, c.Help()))
 		return 1
@@ -251,6 +256,15 @@ func (c *SimulateCommand) Run(args []string) int {
 		return 1
 	}
 	sim.ScaleTenants(pol, scale)
+
+	if cpuProfile != "" {
+		stop, err := startCPUProfile(cpuProfile)
+		if err != nil {
+			c.UI.Error(err.Error())
+			return 1
+		}
+		defer stop()
+	}
 
 	var reports []*sim.Report
 	empty := 0 // traces with nothing to simulate
@@ -367,6 +381,23 @@ func writeSimulationFiles(dir string, reports []*sim.Report) ([]string, error) {
 		written = append(written, charts...)
 	}
 	return written, nil
+}
+
+// startCPUProfile starts Go's CPU profiler writing to path; the returned
+// function stops it and closes the file.
+func startCPUProfile(path string) (func(), error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("cpu profile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("cpu profile %s: %w", path, err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}, nil
 }
 
 // flagGiven reports whether a flag was set on the command line.

@@ -55,7 +55,7 @@ const noChain = -1
 // name no allocation; for the others, a map keyed by an integer tag of the
 // job and group (strings are compared only where two tags meet), and one
 // array for all chains.
-func (st *state) buildChains() {
+func (m *model) buildChains() {
 	type member struct {
 		ui, index, group int32
 	}
@@ -66,13 +66,13 @@ func (st *state) buildChains() {
 		groups []demandRef
 		size   []int32
 	)
-	for ui := range st.units {
-		u := &st.units[ui]
+	for ui := range m.units {
+		u := &m.units[ui]
 		u.chain = noChain
 		if u.gang >= 0 {
 			continue
 		}
-		a := &st.s.Allocs[u.first]
+		a := &m.s.Allocs[u.first]
 		if a.Name == "" {
 			continue
 		}
@@ -82,7 +82,7 @@ func (st *state) buildChains() {
 		}
 		if byTag == nil {
 			byTag = map[uint64]int32{}
-			ms = make([]member, 0, len(st.units)-ui)
+			ms = make([]member, 0, len(m.units)-ui)
 		}
 		tag := u.jobTag ^ strTag(a.Group)*0x9e3779b97f4a7c15
 		key := demandRef{a.Job.Ref, a.Group}
@@ -119,12 +119,12 @@ func (st *state) buildChains() {
 	}
 	all := make([]int32, n)
 	fill := slices.Clone(first)
-	index := make([]int32, len(st.units)) // only members' are read
-	for _, m := range ms {
-		if size[m.group] >= 2 {
-			all[fill[m.group]] = m.ui
-			fill[m.group]++
-			index[m.ui] = m.index
+	index := make([]int32, len(m.units)) // only members' are read
+	for _, mk := range ms {
+		if size[mk.group] >= 2 {
+			all[fill[mk.group]] = mk.ui
+			fill[mk.group]++
+			index[mk.ui] = mk.index
 		}
 	}
 	for g, c := range size {
@@ -138,17 +138,17 @@ func (st *state) buildChains() {
 			}
 			// The same index twice (Nomad may give a name twice): Nomad
 			// stops either; the order is at least the same every plan.
-			return strings.Compare(st.s.Allocs[st.units[a].first].ID, st.s.Allocs[st.units[b].first].ID)
+			return strings.Compare(m.s.Allocs[m.units[a].first].ID, m.s.Allocs[m.units[b].first].ID)
 		})
-		top := st.units[units[0]].node
+		top := m.units[units[0]].node
 		buried := false
 		for _, ui := range units {
-			u := &st.units[ui]
-			u.chain = int32(len(st.chains))
+			u := &m.units[ui]
+			u.chain = int32(len(m.chains))
 			buried = buried || u.node != top
 			u.buried = buried
 		}
-		st.chains = append(st.chains, chain{units: units})
+		m.chains = append(m.chains, chain{units: units})
 	}
 }
 
@@ -160,16 +160,16 @@ func (st *state) buildChains() {
 // chainPick gives the run's next in their place, of the same class.) A
 // unit of the run that is no candidate (capped, or not preemptible: an
 // exposed allocation above one that is not) buries the rest.
-func (st *state) chainKeys(keys []candKey) []candKey {
-	cand := make([]bool, len(st.units))
+func (c *cluster) chainKeys(keys []candKey) []candKey {
+	cand := make([]bool, len(c.units))
 	for _, k := range keys {
 		cand[k.ui] = true
 	}
-	for ci := range st.chains {
+	for ci := range c.chains {
 		var worst uint64
 		buried := false
-		for _, ui := range st.chains[ci].units {
-			u := &st.units[ui]
+		for _, ui := range c.chains[ci].units {
+			u := &c.units[ui]
 			buried = buried || u.buried || !cand[ui]
 			if buried {
 				u.buried = true
@@ -181,7 +181,7 @@ func (st *state) chainKeys(keys []candKey) []candKey {
 	}
 	out := keys[:0]
 	for _, k := range keys {
-		if u := &st.units[k.ui]; !u.buried {
+		if u := &c.units[k.ui]; !u.buried {
 			out = append(out, candKey{key: u.key, ui: k.ui})
 		}
 	}
@@ -233,15 +233,15 @@ func (st *state) chainPick(ui int32, n int32) int32 {
 
 // chainPickAny is chainPick for a search that frees GPUs on any node
 // (swapElsewhere): the chain's next unit not in vs yet, wherever it runs.
-func (st *state) chainPickAny(ui int32, vs []victim) int32 {
-	c := st.units[ui].chain
-	if c < 0 {
+func (c *cluster) chainPickAny(ui int32, vs []victim) int32 {
+	ci := c.units[ui].chain
+	if ci < 0 {
 		return ui
 	}
-	ch := &st.chains[c]
+	ch := &c.chains[ci]
 	i := ch.next
 	for _, v := range vs {
-		if st.units[v.ui].chain == c {
+		if c.units[v.ui].chain == ci {
 			i++
 		}
 	}
@@ -265,54 +265,54 @@ func (st *state) chainListed(ui int32) {
 }
 
 // chainPeek is the unit take would take for ui (untaken), taking nothing.
-func (st *state) chainPeek(ui int32) int32 {
-	c := st.units[ui].chain
-	if c < 0 {
+func (c *cluster) chainPeek(ui int32) int32 {
+	ci := c.units[ui].chain
+	if ci < 0 {
 		return ui
 	}
-	return st.chains[c].units[st.chains[c].next]
+	return c.chains[ci].units[c.chains[ci].next]
 }
 
 // chainLast is the unit untake would put back for ui (taken), changing
 // nothing.
-func (st *state) chainLast(ui int32) int32 {
-	c := st.units[ui].chain
-	if c < 0 {
+func (c *cluster) chainLast(ui int32) int32 {
+	ci := c.units[ui].chain
+	if ci < 0 {
 		return ui
 	}
-	return st.chains[c].units[st.chains[c].next-1]
+	return c.chains[ci].units[c.chains[ci].next-1]
 }
 
 // chainTake is the unit take takes for ui: the chain's next.
-func (st *state) chainTake(ui int32) int32 {
-	c := st.units[ui].chain
-	if c < 0 {
+func (c *cluster) chainTake(ui int32) int32 {
+	ci := c.units[ui].chain
+	if ci < 0 {
 		return ui
 	}
-	ch := &st.chains[c]
+	ch := &c.chains[ci]
 	ui = ch.units[ch.next]
 	ch.next++
 	return ui
 }
 
 // chainUntake is the unit untake puts back for ui: the chain's last taken.
-func (st *state) chainUntake(ui int32) int32 {
-	c := st.units[ui].chain
-	if c < 0 {
+func (c *cluster) chainUntake(ui int32) int32 {
+	ci := c.units[ui].chain
+	if ci < 0 {
 		return ui
 	}
-	ch := &st.chains[c]
+	ch := &c.chains[ci]
 	ch.next--
 	return ch.units[ch.next]
 }
 
 // chainNext reports whether unit ui may be taken as itself: it is in no
 // chain, or it is its chain's next.
-func (st *state) chainNext(ui int32) bool {
-	c := st.units[ui].chain
-	if c < 0 {
+func (c *cluster) chainNext(ui int32) bool {
+	ci := c.units[ui].chain
+	if ci < 0 {
 		return true
 	}
-	ch := &st.chains[c]
+	ch := &c.chains[ci]
 	return int(ch.next) < len(ch.units) && ch.units[ch.next] == ui
 }

@@ -49,7 +49,7 @@ func (st *state) orderDemands() []pending {
 		}
 		tenant, tier := int(resolved[i].tenant), int(resolved[i].tier)
 		t := &st.tenants[tenant]
-		du := st.setUnits(st.pl.demandSet[i])
+		du := st.pl.setUnits(st.pl.demandSet[i])
 		t.waiting += d.GPUs() * du
 		prio := st.promote(d, tier)
 		// A gang is placed all or nothing: it keeps its tenant within its
@@ -78,24 +78,24 @@ type resolved struct{ tenant, tier int32 }
 // looked up by name once per plan (checkPriorities and orderDemands both
 // need them: on a long queue the lookups add up). Tenants that no policy
 // tenant names are added in Snapshot.Waiting order.
-func (st *state) resolveWaiting() []resolved {
-	if st.waitingOf == nil {
-		st.waitingOf = make([]resolved, len(st.s.Waiting))
-		for i := range st.s.Waiting {
-			job := &st.s.Waiting[i].Job
+func (m *model) resolveWaiting() []resolved {
+	if m.waitingOf == nil {
+		m.waitingOf = make([]resolved, len(m.s.Waiting))
+		for i := range m.s.Waiting {
+			job := &m.s.Waiting[i].Job
 			if i > 0 {
 				// A queue lists much of one tenant's work of one tier
 				// together: no lookup for a demand like the one before.
-				if prev := &st.s.Waiting[i-1].Job; job.Ref.Namespace == prev.Ref.Namespace && job.Tier == prev.Tier {
-					st.waitingOf[i] = st.waitingOf[i-1]
+				if prev := &m.s.Waiting[i-1].Job; job.Ref.Namespace == prev.Ref.Namespace && job.Tier == prev.Tier {
+					m.waitingOf[i] = m.waitingOf[i-1]
 					continue
 				}
 			}
-			tenant := st.tenantOf(job.Ref.Namespace)
-			st.waitingOf[i] = resolved{tenant: int32(tenant), tier: int32(st.e.tierFor(tenant, job.Tier))}
+			tenant := m.tenantOf(job.Ref.Namespace)
+			m.waitingOf[i] = resolved{tenant: int32(tenant), tier: int32(m.e.tierFor(tenant, job.Tier))}
 		}
 	}
-	return st.waitingOf
+	return m.waitingOf
 }
 
 // sortDemands puts pending demands in the order orderDemands describes, in
@@ -150,9 +150,9 @@ type timeKey struct {
 
 // byTime returns the indices of the pending demands in time order: the
 // longest waiting first, ties by names, then by index.
-func (st *state) byTime(out []pending) []int32 {
+func (m *model) byTime(out []pending) []int32 {
 	keys := make([]timeKey, 0, len(out))
-	for _, p := range st.hintedOrder(out) {
+	for _, p := range m.hintedOrder(out) {
 		since := out[p].d.Since
 		keys = append(keys, timeKey{sec: since.Unix(), nsec: int32(since.Nanosecond()), p: p})
 	}
@@ -186,13 +186,13 @@ func (st *state) byTime(out []pending) []int32 {
 // Snapshot.WaitingOrder when that lists every waiting demand once, and in
 // Snapshot.Waiting order otherwise. Only the time byTime takes depends on
 // it: byTime checks the order and sorts when it is wrong.
-func (st *state) hintedOrder(out []pending) []int32 {
+func (c *cluster) hintedOrder(out []pending) []int32 {
 	order := make([]int32, 0, len(out))
-	hint := st.s.WaitingOrder
-	if len(hint) == len(st.s.Waiting) {
+	hint := c.s.WaitingOrder
+	if len(hint) == len(c.s.Waiting) {
 		// pendingOf: each waiting demand's index among the pending, -1
 		// for one skipped; -2 once the hint has named it.
-		pendingOf := make([]int32, len(st.s.Waiting))
+		pendingOf := make([]int32, len(c.s.Waiting))
 		for i := range pendingOf {
 			pendingOf[i] = -1
 		}
@@ -306,19 +306,20 @@ func sizeKey(order policy.PoolOrder, gpus int) uint64 {
 // nodes of set s: that of the first pool (by name) with an order that
 // holds all of s's nodes; the default order otherwise (work that may
 // also run outside any ordered pool, or no node at all).
-func (st *state) orderOf(s int32) policy.PoolOrder {
-	if st.setOrder == nil {
-		st.setOrder = map[int32]policy.PoolOrder{}
+func (ix *nodeIndex) orderOf(s int32) policy.PoolOrder {
+	m := ix.m
+	if ix.setOrder == nil {
+		ix.setOrder = map[int32]policy.PoolOrder{}
 	}
-	if o, ok := st.setOrder[s]; ok {
+	if o, ok := ix.setOrder[s]; ok {
 		return o
 	}
 	order := policy.PoolOrderDefault
-	if st.pl.any(s) {
-		for _, p := range st.e.orderPools {
+	if m.pl.any(s) {
+		for _, p := range m.e.orderPools {
 			holds := true
-			for cell, in := range st.pl.in[s] {
-				if in && !p.Holds(st.pools[st.pl.cellPool[cell]], st.pl.models[st.pl.cellClass[cell]]) {
+			for cell, in := range m.pl.in[s] {
+				if in && !p.Holds(m.pools[m.pl.cellPool[cell]], m.pl.models[m.pl.cellClass[cell]]) {
 					holds = false
 					break
 				}
@@ -329,7 +330,7 @@ func (st *state) orderOf(s int32) policy.PoolOrder {
 			}
 		}
 	}
-	st.setOrder[s] = order
+	ix.setOrder[s] = order
 	return order
 }
 
@@ -337,21 +338,21 @@ func (st *state) orderOf(s int32) policy.PoolOrder {
 // with pending demands, smallest first, equal shares equal: [tenant] its
 // rank, and the bits a rank takes. A share is the tenant's, the same for
 // all its demands (orderDemands changes no tenant's use).
-func (st *state) shareRanks(out []pending) ([]uint64, int) {
-	ranks := make([]uint64, len(st.tenants))
-	seen := make([]bool, len(st.tenants))
+func (l *ledger) shareRanks(out []pending) ([]uint64, int) {
+	ranks := make([]uint64, len(l.tenants))
+	seen := make([]bool, len(l.tenants))
 	var keys []shareKey
 	for i := range out {
 		if ti := out[i].tenant; !seen[ti] {
 			seen[ti] = true
-			keys = append(keys, st.shareKey(ti))
+			keys = append(keys, l.shareKey(ti))
 		}
 	}
 	slices.SortFunc(keys, compareShareKeys)
 	keys = slices.Compact(keys)
-	for ti := range st.tenants {
+	for ti := range l.tenants {
 		if seen[ti] {
-			r, _ := slices.BinarySearchFunc(keys, st.shareKey(ti), compareShareKeys)
+			r, _ := slices.BinarySearchFunc(keys, l.shareKey(ti), compareShareKeys)
 			ranks[ti] = uint64(r)
 		}
 	}
@@ -365,12 +366,12 @@ func (st *state) shareRanks(out []pending) ([]uint64, int) {
 // weight comes first (dept; 0 without departments).
 type shareKey struct{ dept, usage, now uint64 }
 
-func (st *state) shareKey(ti int) shareKey {
-	k := shareKey{now: floatKey(st.share(ti))}
-	if st.fairOn() {
-		k.usage = st.usageKey(ti)
-		if st.e.depts != nil {
-			k.dept = st.deptUsageKey(ti)
+func (l *ledger) shareKey(ti int) shareKey {
+	k := shareKey{now: floatKey(l.share(ti))}
+	if l.e.fairOn() {
+		k.usage = l.usageKey(ti)
+		if l.e.depts != nil {
+			k.dept = l.deptUsageKey(ti)
 		}
 	}
 	return k
@@ -387,8 +388,8 @@ func compareShareKeys(a, b shareKey) int {
 }
 
 // share is a tenant's GPUs beyond its reservation per unit of weight.
-func (st *state) share(ti int) float64 {
-	t := &st.tenants[ti]
+func (l *ledger) share(ti int) float64 {
+	t := &l.tenants[ti]
 	return float64(t.use-t.reserve) / t.t.Weight
 }
 
@@ -531,7 +532,7 @@ func (st *state) serve(p pending, failed *failures) {
 		holds: st.tenants[p.tenant].use}
 	b.base = st.pl.demandSet[p.w] // may be the empty set: noNodeReason says why
 	b.pool = b.base
-	b.unitsPer = st.setUnits(b.base)
+	b.unitsPer = st.pl.setUnits(b.base)
 	if why, ok := st.protectedWaits(b, d.GPUs()*max(b.unitsPer, gpuUnit)); ok {
 		if !d.Held {
 			st.explainer.add(decision{kind: decideHold, b: *b, count: d.Count, why: why})
@@ -729,8 +730,8 @@ func (st *state) onMarksAtLimit(b *bene) (int32, bool) {
 		return 0, false
 	}
 	t := &st.tenants[b.tenant]
-	over := func(extra int) bool { return t.use+t.marked+b.g*st.unitsOn(n)+extra > t.limit() }
-	holds := t.use + t.marked + b.g*st.unitsOn(n)
+	over := func(extra int) bool { return t.use+t.marked+b.g*st.pl.unitsOn(n)+extra > t.limit() }
+	holds := t.use + t.marked + b.g*st.pl.unitsOn(n)
 	taken, _ := st.giveBack(b.tenant, over, func(u *unit) bool { return st.sameJob(u, b) }, false)
 	if over(0) {
 		for _, ui := range taken {
@@ -748,54 +749,22 @@ func (st *state) onMarksAtLimit(b *bene) (int32, bool) {
 
 // placeWith takes b's victims out of the model cluster and places one
 // allocation of b on node n: placeOne's answer when it preempts.
-func (st *state) placeWith(b *bene, n int32, vs []victim) (int32, []victim, Reason, bool) {
+func (m *model) placeWith(b *bene, n int32, vs []victim) (int32, []victim, Reason, bool) {
 	if b.deptOnly {
 		// Reclaims on the department's account say so, with its use
 		// before this demand (its victims are outside it).
-		di := st.dept(b.tenant)
+		di := m.e.dept(b.tenant)
 		for i := range vs {
 			if vs[i].rule == RuleReclaim && vs[i].pool == 0 {
-				vs[i].dept, vs[i].beneHolds = int32(di+1), int32(st.deptUse(di))
+				vs[i].dept, vs[i].beneHolds = int32(di+1), int32(m.deptUse(di))
 			}
 		}
 	}
 	for i, v := range vs {
-		vs[i].ui = st.take(v.ui) // the same unless a chain's order says otherwise
+		vs[i].ui = m.take(v.ui) // the same unless a chain's order says otherwise
 	}
-	st.place(b, n)
+	m.place(b, n)
 	return n, vs, Reason{}, true
-}
-
-func (st *state) place(b *bene, n int32) {
-	st.cap.add(n, -int32(b.g))
-	st.touched(n)
-	gu := b.g * st.unitsOn(n)
-	st.tenants[b.tenant].use += gu
-	if st.tenants[b.tenant].quotas != nil {
-		st.addUse(b.tenant, n, b.g)
-	}
-	if !st.e.tiers[b.tier].preemptible {
-		st.tenants[b.tenant].fixed += gu
-	}
-	if b.protected {
-		st.placeProtected(n, b.g)
-	}
-}
-
-func (st *state) unplace(b *bene, n int32) {
-	st.cap.add(n, int32(b.g))
-	st.touched(n)
-	gu := b.g * st.unitsOn(n)
-	st.tenants[b.tenant].use -= gu
-	if st.tenants[b.tenant].quotas != nil {
-		st.addUse(b.tenant, n, -b.g)
-	}
-	if !st.e.tiers[b.tier].preemptible {
-		st.tenants[b.tenant].fixed -= gu
-	}
-	if b.protected {
-		st.placeProtected(n, -b.g)
-	}
 }
 
 // emitVictims hands the victims chosen for one demand to the explainer:
@@ -829,35 +798,35 @@ func (st *state) emitVictims(b *bene, victims []victim) {
 
 // sameJobGroup reports whether two units belong to the same job and group
 // (tags first: most pairs differ there).
-func (st *state) sameJobGroup(u, w *unit) bool {
-	return u.jobTag == w.jobTag && st.groupOf(u) == st.groupOf(w) && st.jobOf(u).Ref == st.jobOf(w).Ref
+func (c *cluster) sameJobGroup(u, w *unit) bool {
+	return u.jobTag == w.jobTag && c.groupOf(u) == c.groupOf(w) && c.jobOf(u).Ref == c.jobOf(w).Ref
 }
 
 // backfillGrace is the grace of the policy pool the backfill unit runs in.
 // A gang may span nodes of several pools, some of which the policy does
 // not name (they have no grace of their own): the first node in a policy
 // pool decides.
-func (st *state) backfillGrace(u *unit) time.Duration {
+func (c *cluster) backfillGrace(u *unit) time.Duration {
 	grace, found := time.Duration(0), false
-	st.nodesOf(u, func(n int32, _ int) {
-		if p := st.poolOf[n]; !found && p > 0 && int(p) < len(st.e.poolGrace) {
-			grace, found = st.e.poolGrace[p], true
+	c.nodesOf(u, func(n int32, _ int) {
+		if p := c.poolOf[n]; !found && p > 0 && int(p) < len(c.e.poolGrace) {
+			grace, found = c.e.poolGrace[p], true
 		}
 	})
 	return grace
 }
 
-func (st *state) firstNode(u *unit) int32 {
+func (c *cluster) firstNode(u *unit) int32 {
 	if u.gang >= 0 {
-		return st.gangs[u.gang].spread[0].node
+		return c.gangs[u.gang].spread[0].node
 	}
 	return u.node
 }
 
 // checkpoint returns the signal and grace for a victim: none and zero for a
 // job that opts out of checkpointing.
-func (st *state) checkpoint(job *Job, grace time.Duration) (string, time.Duration) {
-	sig := st.e.p.Preemption.CheckpointSignal
+func (e *Engine) checkpoint(job *Job, grace time.Duration) (string, time.Duration) {
+	sig := e.p.Preemption.CheckpointSignal
 	if job.Checkpoint != "" {
 		sig = job.Checkpoint
 	}
@@ -869,8 +838,8 @@ func (st *state) checkpoint(job *Job, grace time.Duration) (string, time.Duratio
 
 // emit adds an action decided outside the serve pass (which hands its
 // decisions to the explainer).
-func (st *state) emit(a Action) {
-	st.out.Actions = appendAction(st.out.Actions, a)
+func (o *output) emit(a Action) {
+	o.out.Actions = appendAction(o.out.Actions, a)
 }
 
 // appendAction appends a to a plan's actions, doubling their room when it
@@ -885,13 +854,13 @@ func appendAction(actions []Action, a Action) []Action {
 	return append(actions, a)
 }
 
-func (st *state) wait(d *Demand, count int, why Reason) {
-	if st.out.Waiting == nil {
+func (o *output) wait(d *Demand, count int, why Reason) {
+	if o.out.Waiting == nil {
 		// Most of a long queue stays waiting: room for every demand at
 		// once (each waits once at most) rather than growing a step at a
 		// time.
-		st.out.Waiting = make([]Waiting, 0, len(st.s.Waiting))
+		o.out.Waiting = make([]Waiting, 0, len(o.m.s.Waiting))
 	}
-	st.out.Waiting = append(st.out.Waiting, Waiting{Job: d.Job.Ref, Group: d.Group,
+	o.out.Waiting = append(o.out.Waiting, Waiting{Job: d.Job.Ref, Group: d.Group,
 		GPUs: count * d.GPUsPerAlloc, Held: true, Reason: why})
 }

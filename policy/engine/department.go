@@ -82,50 +82,50 @@ func (e *Engine) compileDepartments() {
 
 // dept is tenant ti's department, or -1 (no department, or a namespace no
 // tenant names).
-func (st *state) dept(ti int) int {
-	if st.e.deptOf == nil || ti >= len(st.e.deptOf) {
+func (e *Engine) dept(ti int) int {
+	if e.deptOf == nil || ti >= len(e.deptOf) {
 		return -1
 	}
-	return st.e.deptOf[ti]
+	return e.deptOf[ti]
 }
 
 // deptUse is what department di's tenants hold, draining excluded.
-func (st *state) deptUse(di int) int {
+func (l *ledger) deptUse(di int) int {
 	sum := 0
-	for _, ti := range st.e.depts[di].members {
-		sum += st.tenants[ti].use
+	for _, ti := range l.e.depts[di].members {
+		sum += l.tenants[ti].use
 	}
 	return sum
 }
 
 // deptHeld is deptUse plus what is set aside for its tenants' waiting
 // work: promised, so within the limit as much as held (tenantState.marked).
-func (st *state) deptHeld(di int) int {
+func (l *ledger) deptHeld(di int) int {
 	sum := 0
-	for _, ti := range st.e.depts[di].members {
-		sum += st.tenants[ti].use + st.tenants[ti].marked
+	for _, ti := range l.e.depts[di].members {
+		sum += l.tenants[ti].use + l.tenants[ti].marked
 	}
 	return sum
 }
 
 // overDeptLimit reports whether tenant ti's department would be over its
 // limit holding extra more units.
-func (st *state) overDeptLimit(ti, extra int) bool {
-	di := st.dept(ti)
-	return di >= 0 && st.deptHeld(di)+extra > st.e.depts[di].lim
+func (l *ledger) overDeptLimit(ti, extra int) bool {
+	di := l.e.dept(ti)
+	return di >= 0 && l.deptHeld(di)+extra > l.e.depts[di].lim
 }
 
 // deptUnder reports whether tenant ti's department stays within its
 // reserve holding extra more units.
-func (st *state) deptUnder(ti, extra int) bool {
-	di := st.dept(ti)
-	return di >= 0 && st.deptUse(di)+extra <= st.e.depts[di].reserve
+func (l *ledger) deptUnder(ti, extra int) bool {
+	di := l.e.dept(ti)
+	return di >= 0 && l.deptUse(di)+extra <= l.e.depts[di].reserve
 }
 
 // sameDept reports whether tenants a and b are in one department.
-func (st *state) sameDept(a, b int) bool {
-	da := st.dept(a)
-	return da >= 0 && da == st.dept(b)
+func (c *cluster) sameDept(a, b int) bool {
+	da := c.e.dept(a)
+	return da >= 0 && da == c.e.dept(b)
 }
 
 // deptProtected reports whether unit u's GPUs on node n are within its
@@ -134,8 +134,8 @@ func (st *state) sameDept(a, b int) bool {
 // tenant's own reserve protects its work. picked is what the walk took on
 // n already, per tenant.
 func (st *state) deptProtected(u *unit, b *bene, n int32) bool {
-	di := st.dept(u.tenant)
-	if di < 0 || di == st.dept(b.tenant) || st.e.depts[di].reserve <= 0 {
+	di := st.e.dept(u.tenant)
+	if di < 0 || di == st.e.dept(b.tenant) || st.e.depts[di].reserve <= 0 {
 		return false
 	}
 	holds := st.deptUse(di)
@@ -148,13 +148,13 @@ func (st *state) deptProtected(u *unit, b *bene, n int32) bool {
 // deptNote is what a capacity reason adds for a tenant in a department:
 // "; department research (tenants a, b) holds 8 GPUs, reserve 8" ("" for
 // a tenant in none).
-func (st *state) deptNote(ti int) string {
-	di := st.dept(ti)
+func (l *ledger) deptNote(ti int) string {
+	di := l.e.dept(ti)
 	if di < 0 {
 		return ""
 	}
-	d := &st.e.depts[di]
-	return "; department " + d.d.Name + " (tenants " + d.names + ") holds " + unitsString(st.deptUse(di)) +
+	d := &l.e.depts[di]
+	return "; department " + d.d.Name + " (tenants " + d.names + ") holds " + unitsString(l.deptUse(di)) +
 		", reserve " + itoa(d.d.Reserve)
 }
 
@@ -184,12 +184,12 @@ func (st *state) enforceDeptLimits() {
 // deptLimitReason explains work held by its department's limit:
 // "department research (tenants nlp, vision) holds 12 GPUs, limit 12: 1
 // more would exceed it".
-func (st *state) deptLimitReason(b *bene, need int) Reason {
-	di := st.dept(b.tenant)
-	d := &st.e.depts[di]
-	m := st.text.start("department ", d.d.Name, " (tenants ", d.names, ") holds ").u(st.deptUse(di)).s(" GPUs")
-	if held := st.deptHeld(di); held > st.deptUse(di) {
-		m.s(" and ").u(held - st.deptUse(di)).s(" being freed for its waiting work")
+func (o *output) deptLimitReason(b *bene, need int) Reason {
+	di := o.m.e.dept(b.tenant)
+	d := &o.m.e.depts[di]
+	m := o.text.start("department ", d.d.Name, " (tenants ", d.names, ") holds ").u(o.m.deptUse(di)).s(" GPUs")
+	if held := o.m.deptHeld(di); held > o.m.deptUse(di) {
+		m.s(" and ").u(held - o.m.deptUse(di)).s(" being freed for its waiting work")
 	}
 	return m.s(", limit ").n(d.d.Limit).s(": ").u(need).s(" more would exceed it").reason(RuleLimit)
 }
@@ -199,36 +199,36 @@ func (st *state) deptLimitReason(b *bene, need int) Reason {
 // reclaiming 4 for nlp/train/main from tenant ops (holds 6, reserve 2)".
 // It reads only the policy and the victim's figures: it may be written on
 // the explainer's goroutine.
-func (st *state) deptReclaimReason(m *msg, b *bene, v victim, gpus int) Reason {
-	u := &st.units[v.ui]
-	d := &st.e.depts[v.dept-1]
-	vt := st.tenants[u.tenant].t
+func (o *output) deptReclaimReason(m *msg, b *bene, v victim, gpus int) Reason {
+	u := &o.m.units[v.ui]
+	d := &o.m.e.depts[v.dept-1]
+	vt := o.m.tenants[u.tenant].t
 	m.start("department ", d.d.Name, " (tenants ", d.names, ") holds ").gpusU(int(v.beneHolds)).s(", reserve ").n(d.d.Reserve).
 		s(": reclaiming ")
-	if !st.where(m, u, gpus) {
+	if !o.where(m, u, gpus) {
 		m.n(gpus)
 	}
 	m.s(" for ").demand(b.d).s(" from tenant ", vt.Name, " (holds ").gpusU(v.holdsPrev).s(", reserve ").n(vt.Reserve).s(")")
-	st.exposedNote(m, u)
-	st.protectedNote(m, u, RuleReclaim)
+	o.exposedNote(m, u)
+	o.protectedNote(m, u, RuleReclaim)
 	return m.reason(RuleReclaim)
 }
 
 // deptUsageKey orders tenants by their department's decayed usage per
 // unit of its weight (fair share over time at the department level); a
 // tenant in no department is a department of its own.
-func (st *state) deptUsageKey(ti int) uint64 {
-	di := st.dept(ti)
+func (l *ledger) deptUsageKey(ti int) uint64 {
+	di := l.e.dept(ti)
 	if di < 0 {
-		return st.usageKey(ti)
+		return l.usageKey(ti)
 	}
 	var u float64
-	for _, mi := range st.e.depts[di].members {
-		if x := st.s.Usage[st.tenants[mi].t.Name]; x > 0 && !math.IsInf(x, 0) {
+	for _, mi := range l.e.depts[di].members {
+		if x := l.s.Usage[l.tenants[mi].t.Name]; x > 0 && !math.IsInf(x, 0) {
 			u += x
 		}
 	}
-	return floatKey(u / st.e.depts[di].d.Weight)
+	return floatKey(u / l.e.depts[di].d.Weight)
 }
 
 // DepartmentUsage is one department's GPU accounting after the plan.
@@ -247,33 +247,33 @@ type DepartmentUsage struct {
 }
 
 // departmentUsage fills Plan.Departments from the tenants' standing.
-func (st *state) departmentUsage(fair []standing) {
-	if len(st.e.depts) == 0 {
+func (o *output) departmentUsage(fair []standing) {
+	if len(o.m.e.depts) == 0 {
 		return
 	}
 	// Fair shares among departments: a counted tenant in no department
 	// weighs as a department of its own.
 	var weights, usage float64
-	counted := make([]bool, len(st.e.depts))
+	counted := make([]bool, len(o.m.e.depts))
 	for ti := range fair {
 		if !fair[ti].counted {
 			continue
 		}
 		usage += fair[ti].usage
-		if di := st.dept(ti); di < 0 {
-			weights += st.tenants[ti].t.Weight
+		if di := o.m.e.dept(ti); di < 0 {
+			weights += o.m.tenants[ti].t.Weight
 		} else if !counted[di] {
 			counted[di] = true
-			weights += st.e.depts[di].d.Weight
+			weights += o.m.e.depts[di].d.Weight
 		}
 	}
-	for di := range st.e.depts {
-		d := &st.e.depts[di]
+	for di := range o.m.e.depts {
+		d := &o.m.e.depts[di]
 		du := DepartmentUsage{Department: d.d.Name, Reserve: d.d.Reserve, Limit: d.d.Limit}
 		var u float64
 		var use, waiting int
 		for _, ti := range d.members {
-			t := &st.tenants[ti]
+			t := &o.m.tenants[ti]
 			du.Tenants = append(du.Tenants, t.t.Name)
 			use += t.use
 			waiting += t.waiting
@@ -291,7 +291,7 @@ func (st *state) departmentUsage(fair []standing) {
 				du.UsedShare = u / usage
 			}
 		}
-		st.out.Departments = append(st.out.Departments, du)
+		o.out.Departments = append(o.out.Departments, du)
 	}
-	slices.SortFunc(st.out.Departments, func(a, b DepartmentUsage) int { return cmp.Compare(a.Department, b.Department) })
+	slices.SortFunc(o.out.Departments, func(a, b DepartmentUsage) int { return cmp.Compare(a.Department, b.Department) })
 }

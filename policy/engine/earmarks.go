@@ -34,41 +34,41 @@ type demandRef struct {
 // earmark sets g GPUs on node n aside for the waiting demand named by
 // job and group, and reports whether it did: false when job is nil or the
 // demand is not waiting.
-func (st *state) earmark(job *JobRef, group string, n int32, g int) bool {
+func (m *model) earmark(job *JobRef, group string, n int32, g int) bool {
 	if job == nil || g <= 0 {
 		return false
 	}
-	w, ok := st.waitingIndex(demandRef{*job, group})
+	w, ok := m.waitingIndex(demandRef{*job, group})
 	if !ok {
 		return false
 	}
-	if st.marks == nil {
-		st.marks = map[int32][]nodeGPUs{}
+	if m.marks == nil {
+		m.marks = map[int32][]nodeGPUs{}
 	}
-	st.marks[w] = addNode(st.marks[w], n, g)
-	st.tenants[st.tenantOf(st.s.Waiting[w].Job.Ref.Namespace)].marked += g * st.unitsOn(n)
+	m.marks[w] = addNode(m.marks[w], n, g)
+	m.tenants[m.tenantOf(m.s.Waiting[w].Job.Ref.Namespace)].marked += g * m.pl.unitsOn(n)
 	return true
 }
 
 // markDraining notes that an allocation on node n drains g GPUs for the
 // waiting demand named by job and group (earmark has set them aside).
-func (st *state) markDraining(job *JobRef, group string, n int32, g int) {
-	w, _ := st.waitingIndex(demandRef{*job, group})
-	if st.draining == nil {
-		st.draining = map[int32][]nodeGPUs{}
+func (m *model) markDraining(job *JobRef, group string, n int32, g int) {
+	w, _ := m.waitingIndex(demandRef{*job, group})
+	if m.draining == nil {
+		m.draining = map[int32][]nodeGPUs{}
 	}
-	st.draining[w] = addNode(st.draining[w], n, g)
+	m.draining[w] = addNode(m.draining[w], n, g)
 }
 
 // drainsOn reports whether allocations drain for waiting demand w on
 // node n.
-func (st *state) drainsOn(w int32, n int32) bool {
-	return st.drainingOn(w, n) > 0
+func (m *model) drainsOn(w int32, n int32) bool {
+	return m.drainingOn(w, n) > 0
 }
 
 // drainingOn is the GPUs allocations drain for waiting demand w on node n.
-func (st *state) drainingOn(w int32, n int32) int {
-	for _, d := range st.draining[w] {
+func (m *model) drainingOn(w int32, n int32) int {
+	for _, d := range m.draining[w] {
 		if d.node == n {
 			return d.gpus
 		}
@@ -80,14 +80,14 @@ func (st *state) drainingOn(w int32, n int32) int {
 // node's free GPUs (no more than are free: input is not trusted).
 func (st *state) earmarkFreed(free []int32) {
 	for i := range st.s.Earmarks {
-		m := &st.s.Earmarks[i]
-		n, ok := st.nodeIDs[m.NodeID]
+		mk := &st.s.Earmarks[i]
+		n, ok := st.nodeIDs[mk.NodeID]
 		if !ok {
-			st.skip("earmark for "+m.For.String(), "on unknown node %q", m.NodeID)
+			st.skip("earmark for "+mk.For.String(), "on unknown node %q", mk.NodeID)
 			continue
 		}
-		g := min(m.GPUs, int(free[n]))
-		if g > 0 && (st.earmark(&m.For, m.ForGroup, n, g) || st.inFlight(m.For)) {
+		g := min(mk.GPUs, int(free[n]))
+		if g > 0 && (st.earmark(&mk.For, mk.ForGroup, n, g) || st.inFlight(mk.For)) {
 			free[n] -= int32(g)
 		}
 	}
@@ -99,57 +99,57 @@ func (st *state) earmarkFreed(free []int32) {
 // Nomad answers), or it was stopped. Its GPUs stay set aside for no one
 // until the marks lapse: free, the victim itself or other work would be
 // resumed into them the moment before Nomad places the job.
-func (st *state) inFlight(job JobRef) bool {
-	if st.placedJobs == nil {
-		st.placedJobs = map[JobRef]bool{}
-		for i := range st.s.Allocs {
-			if a := &st.s.Allocs[i]; len(a.GPUIDs) > 0 && !a.Draining {
-				st.placedJobs[a.Job.Ref] = true
+func (m *model) inFlight(job JobRef) bool {
+	if m.placedJobs == nil {
+		m.placedJobs = map[JobRef]bool{}
+		for i := range m.s.Allocs {
+			if a := &m.s.Allocs[i]; len(a.GPUIDs) > 0 && !a.Draining {
+				m.placedJobs[a.Job.Ref] = true
 			}
 		}
 	}
-	return !st.placedJobs[job]
+	return !m.placedJobs[job]
 }
 
 // waitingIndex finds a waiting demand by job and group. The index is
 // built on first use, since most plans have no earmarks, and only for the
 // jobs an earmark or a draining allocation names: a full index of a long
 // queue would cost a map of every waiting job on each plan.
-func (st *state) waitingIndex(r demandRef) (int32, bool) {
-	if st.waitingIdx == nil {
-		named := st.markedJobs()
-		st.waitingIdx = map[demandRef]int32{}
-		for i := range st.s.Waiting {
-			d := &st.s.Waiting[i]
+func (m *model) waitingIndex(r demandRef) (int32, bool) {
+	if m.waitingIdx == nil {
+		named := m.markedJobs()
+		m.waitingIdx = map[demandRef]int32{}
+		for i := range m.s.Waiting {
+			d := &m.s.Waiting[i]
 			if !named(d.Job.Ref) {
 				continue
 			}
 			k := demandRef{d.Job.Ref, d.Group}
-			if _, dup := st.waitingIdx[k]; !dup {
-				st.waitingIdx[k] = int32(i)
+			if _, dup := m.waitingIdx[k]; !dup {
+				m.waitingIdx[k] = int32(i)
 			}
 			// "" names the job's first waiting group: a gang is served
 			// whole, and a controller may know only the job.
-			if _, dup := st.waitingIdx[demandRef{d.Job.Ref, ""}]; !dup {
-				st.waitingIdx[demandRef{d.Job.Ref, ""}] = int32(i)
+			if _, dup := m.waitingIdx[demandRef{d.Job.Ref, ""}]; !dup {
+				m.waitingIdx[demandRef{d.Job.Ref, ""}] = int32(i)
 			}
 		}
 	}
-	w, ok := st.waitingIdx[r]
+	w, ok := m.waitingIdx[r]
 	return w, ok
 }
 
 // markedJobs returns a test for the jobs that earmarks and draining
 // allocations name (usually a handful: compared one by one).
-func (st *state) markedJobs() func(JobRef) bool {
+func (c *cluster) markedJobs() func(JobRef) bool {
 	var refs []JobRef
-	for i := range st.s.Allocs {
-		if a := &st.s.Allocs[i]; a.Draining && a.For != nil {
+	for i := range c.s.Allocs {
+		if a := &c.s.Allocs[i]; a.Draining && a.For != nil {
 			refs = append(refs, *a.For)
 		}
 	}
-	for i := range st.s.Earmarks {
-		refs = append(refs, st.s.Earmarks[i].For)
+	for i := range c.s.Earmarks {
+		refs = append(refs, c.s.Earmarks[i].For)
 	}
 	if len(refs) <= 16 {
 		return func(r JobRef) bool { return slices.Contains(refs, r) }
@@ -164,17 +164,16 @@ func (st *state) markedJobs() func(JobRef) bool {
 // takeMarks returns the GPUs set aside for waiting demand w and makes them
 // free: its turn has come. Placements try them first (markedFit); what it
 // leaves is free to the work after it.
-func (st *state) takeMarks(w int32) []nodeGPUs {
-	marks := st.marks[w]
+func (m *model) takeMarks(w int32) []nodeGPUs {
+	marks := m.marks[w]
 	if marks == nil {
 		return nil
 	}
-	delete(st.marks, w)
-	t := &st.tenants[st.tenantOf(st.s.Waiting[w].Job.Ref.Namespace)]
-	for _, m := range marks {
-		st.cap.add(m.node, int32(m.gpus))
-		st.touched(m.node)
-		t.marked -= m.gpus * st.unitsOn(m.node)
+	delete(m.marks, w)
+	t := &m.tenants[m.tenantOf(m.s.Waiting[w].Job.Ref.Namespace)]
+	for _, mk := range marks {
+		m.ix.change(mk.node, noUnit, int32(mk.gpus))
+		t.marked -= mk.gpus * m.pl.unitsOn(mk.node)
 	}
 	return marks
 }
@@ -182,9 +181,9 @@ func (st *state) takeMarks(w int32) []nodeGPUs {
 // markedFit returns a node set aside for b that fits one of its
 // allocations.
 func (st *state) markedFit(b *bene) (int32, bool) {
-	for _, m := range b.marks {
-		if st.cap.nodeIn(m.node, b.pool) && int(st.cap.free[m.node]) >= b.g {
-			return m.node, true
+	for _, mk := range b.marks {
+		if st.cap.nodeIn(mk.node, b.pool) && int(st.cap.free[mk.node]) >= b.g {
+			return mk.node, true
 		}
 	}
 	return 0, false
@@ -210,8 +209,8 @@ func (st *state) markBeside(b *bene, n int32, vs []victim) {
 	}
 	freed := 0
 	for _, v := range vs {
-		st.nodesOf(&st.units[v.ui], func(m int32, g int) {
-			if m == n {
+		st.nodesOf(&st.units[v.ui], func(mk int32, g int) {
+			if mk == n {
 				freed += g
 			}
 		})
@@ -250,9 +249,9 @@ func (st *state) takeMarksBelow(b *bene) (int32, bool) {
 		if p > bestPrio || (p == bestPrio && (p == prio || w > best)) {
 			continue
 		}
-		for _, m := range marks {
-			if m.gpus-st.drainingOn(w, m.node) >= b.g && st.cap.nodeIn(m.node, b.pool) {
-				best, bestPrio, bestNode = w, p, m.node
+		for _, mk := range marks {
+			if mk.gpus-st.drainingOn(w, mk.node) >= b.g && st.cap.nodeIn(mk.node, b.pool) {
+				best, bestPrio, bestNode = w, p, mk.node
 				break
 			}
 		}
@@ -262,24 +261,24 @@ func (st *state) takeMarksBelow(b *bene) (int32, bool) {
 	}
 	w, n := best, bestNode
 	for i := range st.marks[w] {
-		if m := &st.marks[w][i]; m.node == n {
-			m.gpus -= b.g
+		if mk := &st.marks[w][i]; mk.node == n {
+			mk.gpus -= b.g
 		}
 	}
-	st.marks[w] = slices.DeleteFunc(st.marks[w], func(m nodeGPUs) bool { return m.gpus <= 0 })
-	st.tenants[st.waitingOf[w].tenant].marked -= b.g * st.unitsOn(n)
-	st.cap.add(n, int32(b.g))
+	st.marks[w] = slices.DeleteFunc(st.marks[w], func(mk nodeGPUs) bool { return mk.gpus <= 0 })
+	st.tenants[st.waitingOf[w].tenant].marked -= b.g * st.pl.unitsOn(n)
+	st.ix.change(n, noUnit, int32(b.g))
 	st.place(b, n)
 	b.took = true
 	d := &st.s.Waiting[w]
-	var m msg
-	m.start("tier ", st.e.tiers[b.tier].name, " (priority ").n(prio).s(") of ").s(b.d.Job.Ref.String()).s("/").s(b.d.Group).
+	var mk msg
+	mk.start("tier ", st.e.tiers[b.tier].name, " (priority ").n(prio).s(") of ").s(b.d.Job.Ref.String()).s("/").s(b.d.Group).
 		s(" takes ").gpus(b.g).s(" on ").s(st.nodes[n].ID).s(" set aside for ").s(d.Job.Ref.String()).s("/").s(d.Group).
 		s(", tier ").s(st.e.tiers[st.waitingOf[w].tier].name).s(" (priority ").n(bestPrio).
 		s("): nothing else is free or may be preempted for it")
 	st.out.Unmarked = append(st.out.Unmarked, Unmark{
 		Earmark: Earmark{NodeID: st.nodes[n].ID, GPUs: b.g, For: d.Job.Ref, ForGroup: d.Group},
-		To:      b.d.Job.Ref, Reason: m.reason(RulePriority),
+		To:      b.d.Job.Ref, Reason: mk.reason(RulePriority),
 	})
 	return n, true
 }

@@ -192,11 +192,11 @@ func (x *explainer) victimAction(b *bene, vs []victim) Action {
 	var usual time.Duration
 	if vs[0].rule == RuleIdle {
 		a.Kind = IdleStop
-		a.Requeue = st.idleRule(u).Action == policy.IdleActionRequeue
+		a.Requeue = st.e.idleRule(u).Action == policy.IdleActionRequeue
 	} else {
 		var grace time.Duration
 		grace, usual = st.victimGrace(b, u, vs[0].rule)
-		a.Signal, a.Grace = st.checkpoint(job, grace)
+		a.Signal, a.Grace = st.e.checkpoint(job, grace)
 	}
 	a.Reason = st.victimReason(&x.text, b, vs[0], a.GPUs)
 	if a.Kind == Preempt {

@@ -54,7 +54,7 @@ const fairWalkBudget = 4096
 // takes in all (the rest of a gang), in units.
 func (st *state) fairReclaim(b *bene, need int) (int32, []victim, bool) {
 	above := st.e.p.Preemption.FairShareReclaimAbove
-	if above <= 0 || !st.fairOn() || b.entitled || b.within || b.deptOnly || b.inPool > 0 {
+	if above <= 0 || !st.e.fairOn() || b.entitled || b.within || b.deptOnly || b.inPool > 0 {
 		return 0, nil, false
 	}
 	after, ok := st.fairVictims(b, need, above)
@@ -99,21 +99,21 @@ func (st *state) fairReclaim(b *bene, need int) (int32, []victim, bool) {
 // from, and returns what b's tenant would borrow per unit of weight after
 // the move (held, set aside for it and need, beyond its reserve). false
 // when there are none.
-func (st *state) fairVictims(b *bene, need int, above float64) (float64, bool) {
-	s := st.standings()
-	bt := &st.tenants[b.tenant]
+func (l *ledger) fairVictims(b *bene, need int, above float64) (float64, bool) {
+	s := l.standings()
+	bt := &l.tenants[b.tenant]
 	after := float64(bt.use+bt.marked+need-bt.reserve) / bt.t.Weight
-	mine := s[b.tenant].perWeight(st.tenants[b.tenant].t)
-	if cap(st.fairVictim) < len(st.tenants) {
-		st.fairVictim = make([]bool, len(st.tenants))
+	mine := s[b.tenant].perWeight(l.tenants[b.tenant].t)
+	if cap(l.fairVictim) < len(l.tenants) {
+		l.fairVictim = make([]bool, len(l.tenants))
 	}
-	st.fairVictim = st.fairVictim[:len(st.tenants)]
+	l.fairVictim = l.fairVictim[:len(l.tenants)]
 	some := false
-	for ti := range st.tenants {
-		t := &st.tenants[ti]
+	for ti := range l.tenants {
+		t := &l.tenants[ti]
 		ok := ti != b.tenant && ti < len(s) && s[ti].counted && s[ti].ratio() > above &&
 			s[ti].perWeight(t.t) > mine && float64(t.use-t.reserve)/t.t.Weight > after
-		st.fairVictim[ti] = ok
+		l.fairVictim[ti] = ok
 		some = some || ok
 	}
 	return after, some
@@ -161,10 +161,10 @@ func (st *state) addFairVictim(ui int32, b *bene, n int32, after float64) bool {
 // reserve 4, weight 1)". It reads only the policy, the standings (fixed
 // for the plan) and the victim's figures: it may be written on the
 // explainer's goroutine.
-func (st *state) fairReclaimReason(m *msg, b *bene, v victim, gpus int) Reason {
-	u := &st.units[v.ui]
-	s := st.fair
-	vt, bt := st.tenants[u.tenant].t, st.tenants[b.tenant].t
+func (o *output) fairReclaimReason(m *msg, b *bene, v victim, gpus int) Reason {
+	u := &o.m.units[v.ui]
+	s := o.m.fair
+	vt, bt := o.m.tenants[u.tenant].t, o.m.tenants[b.tenant].t
 	var total float64
 	for i := range s {
 		if s[i].counted {
@@ -174,16 +174,16 @@ func (st *state) fairReclaimReason(m *msg, b *bene, v victim, gpus int) Reason {
 	vs, bs := s[u.tenant], s[b.tenant]
 	m.start("tenant ", vt.Name, " used ").f1(vs.ratio()).s("× its fair share over time (").f1(vs.usage / 3600).s(" of ").
 		f1(total / 3600).s(" decayed borrowed GPU-hours, fair share ").s(percent(100 * vs.fair)).s("% at weight ").
-		s(fmtWeight(vt.Weight)).s("; half-life ").dur(st.e.p.Preemption.FairShareHalfLife).s("; reclaim above ").
-		s(fmtWeight(st.e.p.Preemption.FairShareReclaimAbove)).s("×) and borrows ").gpusU(v.holdsPrev - vt.Reserve*gpuUnit).
+		s(fmtWeight(vt.Weight)).s("; half-life ").dur(o.m.e.p.Preemption.FairShareHalfLife).s("; reclaim above ").
+		s(fmtWeight(o.m.e.p.Preemption.FairShareReclaimAbove)).s("×) and borrows ").gpusU(v.holdsPrev - vt.Reserve*gpuUnit).
 		s(" (holds ").u(v.holdsPrev).s(", reserve ").n(vt.Reserve).s("): reclaiming ")
-	if !st.where(m, u, gpus) {
+	if !o.where(m, u, gpus) {
 		m.gpus(gpus)
 	}
 	m.s(" for ").demand(b.d).s(" (tenant ", bt.Name, " used ").f1(bs.ratio()).s("× its fair share and borrows ").
 		gpusU(max(int(v.beneHolds)-bt.Reserve*gpuUnit, 0)).s(": holds ").u(int(v.beneHolds)).s(", reserve ").n(bt.Reserve).
 		s(", weight ").s(fmtWeight(bt.Weight)).s(")")
-	st.protectedNote(m, u, RuleFairShare)
+	o.protectedNote(m, u, RuleFairShare)
 	return m.reason(RuleFairShare)
 }
 
@@ -203,14 +203,14 @@ func fmtWeight(x float64) string { return strconv.FormatFloat(x, 'g', -1, 64) }
 // share, and more per unit of weight than u's tenant). A promotion lifts
 // work that waited long above its own tier, not above another tenant's fair
 // share. False when fair-share reclaim is off: priorities are as before.
-func (st *state) fairShields(u *unit, b *bene) bool {
-	above := st.e.p.Preemption.FairShareReclaimAbove
-	if above <= 0 || !st.fairOn() || u.tenant == b.tenant || st.e.tiers[b.tier].priority > st.e.tiers[u.tier].priority {
+func (l *ledger) fairShields(u *unit, b *bene) bool {
+	above := l.e.p.Preemption.FairShareReclaimAbove
+	if above <= 0 || !l.e.fairOn() || u.tenant == b.tenant || l.e.tiers[b.tier].priority > l.e.tiers[u.tier].priority {
 		return false
 	}
-	s := st.standings()
+	s := l.standings()
 	return b.tenant < len(s) && u.tenant < len(s) && s[b.tenant].counted && s[b.tenant].ratio() > above &&
-		s[b.tenant].perWeight(st.tenants[b.tenant].t) > s[u.tenant].perWeight(st.tenants[u.tenant].t)
+		s[b.tenant].perWeight(l.tenants[b.tenant].t) > s[u.tenant].perWeight(l.tenants[u.tenant].t)
 }
 
 // perWeight is the tenant's decayed usage per unit of its weight t.Weight

@@ -47,51 +47,51 @@ func (s standing) ratio() float64 {
 }
 
 // fairOn says whether the policy asks for fair share over time.
-func (st *state) fairOn() bool { return st.e.p.Preemption.FairShareHalfLife > 0 }
+func (e *Engine) fairOn() bool { return e.p.Preemption.FairShareHalfLife > 0 }
 
 // standings computes each tenant's standing once per plan, after the
 // demands are ordered (their waiting GPUs counted).
-func (st *state) standings() []standing {
-	if st.fair != nil || !st.fairOn() {
-		return st.fair
+func (l *ledger) standings() []standing {
+	if l.fair != nil || !l.e.fairOn() {
+		return l.fair
 	}
-	st.fair = make([]standing, len(st.tenants))
+	l.fair = make([]standing, len(l.tenants))
 	var weights, usage float64
-	for ti := range st.tenants {
-		t := &st.tenants[ti]
-		u := st.s.Usage[t.t.Name]
+	for ti := range l.tenants {
+		t := &l.tenants[ti]
+		u := l.s.Usage[t.t.Name]
 		if !(u > 0) || math.IsInf(u, 0) {
 			u = 0
 		}
-		st.fair[ti].usage = u
+		l.fair[ti].usage = u
 		if u > 0 || t.use > 0 || t.waiting > 0 {
-			st.fair[ti].counted = true
+			l.fair[ti].counted = true
 			weights += t.t.Weight
 			usage += u
 		}
 	}
-	for ti := range st.fair {
-		s := &st.fair[ti]
+	for ti := range l.fair {
+		s := &l.fair[ti]
 		if !s.counted {
 			continue
 		}
 		if weights > 0 {
-			s.fair = st.tenants[ti].t.Weight / weights
+			s.fair = l.tenants[ti].t.Weight / weights
 		}
 		if usage > 0 {
 			s.used = s.usage / usage
 		}
 	}
-	return st.fair
+	return l.fair
 }
 
 // usageKey orders tenants by decayed usage per unit of weight.
-func (st *state) usageKey(ti int) uint64 {
-	u := st.s.Usage[st.tenants[ti].t.Name]
+func (l *ledger) usageKey(ti int) uint64 {
+	u := l.s.Usage[l.tenants[ti].t.Name]
 	if !(u > 0) || math.IsInf(u, 0) {
 		u = 0
 	}
-	return floatKey(u / st.tenants[ti].t.Weight)
+	return floatKey(u / l.tenants[ti].t.Weight)
 }
 
 // fairNote appends, for a tenant that used more than its fair share, where
@@ -99,12 +99,12 @@ func (st *state) usageKey(ti int) uint64 {
 // of 129.6 decayed borrowed GPU-hours, fair share 1/2 at weight 1;
 // half-life 24h): tenants that used less go first". Nothing when fair
 // share over time is off or the tenant used no more than its share.
-func (st *state) fairNote(b []byte, ti int) []byte {
-	s := st.standings()
+func (l *ledger) fairNote(b []byte, ti int) []byte {
+	s := l.standings()
 	if s == nil || ti >= len(s) || !s[ti].counted || s[ti].ratio() <= 1.05 {
 		return b
 	}
-	t := st.tenants[ti].t
+	t := l.tenants[ti].t
 	var total float64
 	for i := range s {
 		if s[i].counted {
@@ -124,6 +124,6 @@ func (st *state) fairNote(b []byte, ti int) []byte {
 	b = append(b, "% at weight "...)
 	b = strconv.AppendFloat(b, t.Weight, 'g', -1, 64)
 	b = append(b, "; half-life "...)
-	b = appendDuration(b, st.e.p.Preemption.FairShareHalfLife)
+	b = appendDuration(b, l.e.p.Preemption.FairShareHalfLife)
 	return append(b, "): tenants that used less go first"...)
 }

@@ -10,26 +10,26 @@ import "time"
 
 // victimGrace returns the grace unit u gets when freed for b under rule,
 // and the grace it would get were b's tier not urgent.
-func (st *state) victimGrace(b *bene, u *unit, rule Rule) (grace, usual time.Duration) {
-	usual = st.e.p.Preemption.Grace
+func (c *cluster) victimGrace(b *bene, u *unit, rule Rule) (grace, usual time.Duration) {
+	usual = c.e.p.Preemption.Grace
 	if rule == RuleBackfill {
-		usual = st.backfillGrace(u)
+		usual = c.backfillGrace(u)
 	}
-	return st.e.tiers[b.tier].t.CapGrace(usual), usual
+	return c.e.tiers[b.tier].t.CapGrace(usual), usual
 }
 
 // graceNote says, for a victim's reason, that b's tier cut its grace
 // short: "; grace 0s: inference work waits for no checkpoint". It is empty
 // when the victim got its usual grace, or would have had none anyway (its
 // job takes no checkpoint signal).
-func (st *state) graceNote(b *bene, job *Job, grace, usual time.Duration) string {
+func (o *output) graceNote(b *bene, job *Job, grace, usual time.Duration) string {
 	if grace >= usual {
 		return ""
 	}
-	if sig, _ := st.checkpoint(job, usual); sig == "" {
+	if sig, _ := o.m.e.checkpoint(job, usual); sig == "" {
 		return ""
 	}
-	tier := st.e.tiers[b.tier].name
+	tier := o.m.e.tiers[b.tier].name
 	if grace <= 0 {
 		return "; grace 0s: " + tier + " work waits for no checkpoint"
 	}
@@ -41,15 +41,15 @@ func (st *state) graceNote(b *bene, job *Job, grace, usual time.Duration) string
 // drainFor is how long the victims chosen for b take to stop: the longest
 // grace among them (0 when all stop at once: idle work, jobs that take no
 // checkpoint signal, victims of an urgent tier).
-func (st *state) drainFor(b *bene, vs []victim) time.Duration {
+func (c *cluster) drainFor(b *bene, vs []victim) time.Duration {
 	longest := time.Duration(0)
 	for _, v := range vs {
 		if v.rule == RuleIdle {
 			continue // released at once, without a grace
 		}
-		u := &st.units[v.ui]
-		grace, _ := st.victimGrace(b, u, v.rule)
-		if _, g := st.checkpoint(st.jobOf(u), grace); g > longest {
+		u := &c.units[v.ui]
+		grace, _ := c.victimGrace(b, u, v.rule)
+		if _, g := c.e.checkpoint(c.jobOf(u), grace); g > longest {
 			longest = g
 		}
 	}

@@ -28,20 +28,20 @@ type IdleWarning struct {
 // warn_before, unless the plan takes it already (the release itself then
 // tells) or it was warned in this idle stretch: a warning given at or
 // after the stretch began (Alloc.IdleWarned) on every member.
-func (st *state) idleWarnings() {
-	if !slices.ContainsFunc(st.e.p.Idle, func(r *policy.IdleRule) bool { return r.WarnBefore > 0 }) {
+func (o *output) idleWarnings() {
+	if !slices.ContainsFunc(o.m.e.p.Idle, func(r *policy.IdleRule) bool { return r.WarnBefore > 0 }) {
 		return // no rule warns: no pass over the units
 	}
-	for ui := range st.units {
-		u := &st.units[ui]
-		rule := st.idleRule(u)
+	for ui := range o.m.units {
+		u := &o.m.units[ui]
+		rule := o.m.e.idleRule(u)
 		if u.taken || rule == nil || rule.WarnBefore <= 0 {
 			continue
 		}
 		idle, warned := true, true
 		var since time.Time
-		st.allocsOf(u, func(ai int32) {
-			a := &st.s.Allocs[ai]
+		o.m.allocsOf(u, func(ai int32) {
+			a := &o.m.s.Allocs[ai]
 			s, ok := IdleSince(a.Usage, rule.Threshold)
 			idle = idle && ok
 			if s.After(since) {
@@ -52,33 +52,33 @@ func (st *state) idleWarnings() {
 		// A snooze puts the release off to its end: warn that long
 		// before it instead, not while the snooze holds.
 		reclaimAt := since.Add(rule.After)
-		if end := SnoozeEnd(st.jobOf(u).Snooze, rule); end.After(reclaimAt) {
+		if end := SnoozeEnd(o.m.jobOf(u).Snooze, rule); end.After(reclaimAt) {
 			reclaimAt = end
 		}
-		if !idle || st.now.Before(reclaimAt.Add(-rule.WarnBefore)) {
+		if !idle || o.m.now.Before(reclaimAt.Add(-rule.WarnBefore)) {
 			continue
 		}
 		if warned {
 			// Warned in this stretch only if every member was warned
 			// since it began (the latest member's idleness).
-			st.allocsOf(u, func(ai int32) { warned = warned && !st.s.Allocs[ai].IdleWarned.Before(since) })
+			o.m.allocsOf(u, func(ai int32) { warned = warned && !o.m.s.Allocs[ai].IdleWarned.Before(since) })
 			if warned {
 				continue
 			}
 		}
-		job := st.jobOf(u)
-		st.out.Warnings = append(st.out.Warnings, IdleWarning{Job: job.Ref, Group: st.groupOf(u), Allocs: st.allocIDs(u, nil),
-			GPUs: u.gpus, Since: since, ReclaimAt: reclaimAt, Reason: st.idleWarningReason(u, rule, since, reclaimAt)})
+		job := o.m.jobOf(u)
+		o.out.Warnings = append(o.out.Warnings, IdleWarning{Job: job.Ref, Group: o.m.groupOf(u), Allocs: o.m.allocIDs(u, nil),
+			GPUs: u.gpus, Since: since, ReclaimAt: reclaimAt, Reason: o.idleWarningReason(u, rule, since, reclaimAt)})
 	}
 }
 
 // idleWarningReason: "GPU utilisation 2% (under 10%) for 10m (idle rule
 // notebooks: after 15m, mode always): its 1 GPU goes back in 5m unless it
 // gets busy; the job is then requeued, held until its owner resumes it".
-func (st *state) idleWarningReason(u *unit, rule *policy.IdleRule, since, reclaimAt time.Time) Reason {
-	m := &st.text
-	is := st.idleOf(u, rule)
-	m.start("GPU utilisation ", percent(is.mean), "% (under ", percent(rule.Threshold), "%) for ").dur(st.now.Sub(since)).
+func (o *output) idleWarningReason(u *unit, rule *policy.IdleRule, since, reclaimAt time.Time) Reason {
+	m := &o.text
+	is := o.m.idleOf(u, rule)
+	m.start("GPU utilisation ", percent(is.mean), "% (under ", percent(rule.Threshold), "%) for ").dur(o.m.now.Sub(since)).
 		s(" (idle rule ", rule.Name, ": after ").dur(rule.After).s(", mode ", string(rule.Mode), "): its ").gpus(u.gpus)
 	verb, it := " go back", "them"
 	if u.gpus == 1 {
@@ -88,7 +88,7 @@ func (st *state) idleWarningReason(u *unit, rule *policy.IdleRule, since, reclai
 	if reclaimAt.After(since.Add(rule.After)) {
 		m.s(" when its snooze ends")
 	}
-	left := reclaimAt.Sub(st.now)
+	left := reclaimAt.Sub(o.m.now)
 	switch {
 	case left > 0 && rule.Mode == policy.IdleModeAlways:
 		m.s(" in ").dur(left).s(" unless it gets busy")

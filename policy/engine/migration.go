@@ -33,9 +33,8 @@ func (st *state) planMoves() {
 		if !ok || to == u.node {
 			continue
 		}
-		st.cap.add(to, -int32(u.gpus))
-		st.touched(to)
-		st.tenants[u.tenant].use += u.gpus * st.unitsOn(to)
+		st.ix.change(to, noUnit, -int32(u.gpus))
+		st.tenants[u.tenant].use += u.gpus * st.pl.unitsOn(to)
 		a := &st.out.Actions[m.action]
 		a.MoveTo = st.nodes[to].ID
 		a.Reason.Message += moveNote(a.MoveTo, u.gpus)

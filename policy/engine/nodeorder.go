@@ -35,29 +35,31 @@ type nodeOrder struct {
 }
 
 // heap returns the heap of nodes in pool for g GPUs, building it if needed.
-func (st *state) heap(pool int32, g int) *lbHeap {
-	o := &st.order
+func (ix *nodeIndex) heap(pool int32, g int) *lbHeap {
+	m := ix.m
+	o := &ix.order
 	if o.heaps == nil {
-		o.heaps = make([][]*lbHeap, len(st.pl.in))
+		o.heaps = make([][]*lbHeap, len(m.pl.in))
 	}
 	if o.heaps[pool] == nil {
-		o.heaps[pool] = make([]*lbHeap, st.maxGPUs+1)
+		o.heaps[pool] = make([]*lbHeap, m.maxGPUs+1)
 	}
 	h := o.heaps[pool][g]
 	if h == nil {
-		h = st.buildHeap(pool, g)
+		h = ix.buildHeap(pool, g)
 		o.heaps[pool][g] = h
 	}
 	return h
 }
 
 // buildHeap files every node of pool that can gather g GPUs.
-func (st *state) buildHeap(pool int32, g int) *lbHeap {
-	h := &lbHeap{pos: make([]int32, len(st.nodes))}
-	stride := st.maxGPUs + 1
-	for n := range st.nodes {
+func (ix *nodeIndex) buildHeap(pool int32, g int) *lbHeap {
+	m := ix.m
+	h := &lbHeap{pos: make([]int32, len(m.nodes))}
+	stride := m.maxGPUs + 1
+	for n := range m.nodes {
 		h.pos[n] = -1
-		if lb := st.lb[n*stride+g]; lb != noBound && st.cap.nodeIn(int32(n), pool) {
+		if lb := ix.lb[n*stride+g]; lb != noBound && ix.cap.nodeIn(int32(n), pool) {
 			h.pos[n] = int32(len(h.e))
 			h.e = append(h.e, lbEntry{lb, int32(n)})
 		}
@@ -69,12 +71,12 @@ func (st *state) buildHeap(pool int32, g int) *lbHeap {
 }
 
 // refile records that node n's bound for g changed to lb.
-func (st *state) refile(n int32, g int, lb uint64) {
-	if st.order.heaps == nil {
+func (ix *nodeIndex) refile(n int32, g int, lb uint64) {
+	if ix.order.heaps == nil {
 		return // no search yet
 	}
-	for _, s := range st.pl.setsOf(n) {
-		if hs := st.order.heaps[s]; hs != nil && hs[g] != nil {
+	for _, s := range ix.m.pl.setsOf(n) {
+		if hs := ix.order.heaps[s]; hs != nil && hs[g] != nil {
 			hs[g].set(n, lb)
 		}
 	}
@@ -82,8 +84,8 @@ func (st *state) refile(n int32, g int, lb uint64) {
 
 // minBound is the smallest bound for g GPUs of any node in pool, noBound
 // when none can gather g: no walk completes a node with a better victim.
-func (st *state) minBound(pool int32, g int) uint64 {
-	if h := st.heap(pool, g); len(h.e) > 0 {
+func (ix *nodeIndex) minBound(pool int32, g int) uint64 {
+	if h := ix.heap(pool, g); len(h.e) > 0 {
 		return h.e[0].lb
 	}
 	return noBound
@@ -92,8 +94,8 @@ func (st *state) minBound(pool int32, g int) uint64 {
 // ascend calls fn for each node in h in ascending order of its bound until
 // fn returns false. It leaves h as it is: a small second heap holds the
 // indices next in line (the children of those already read).
-func (st *state) ascend(h *lbHeap, fn func(n int32, lb uint64) bool) {
-	q := st.order.queue[:0]
+func (ix *nodeIndex) ascend(h *lbHeap, fn func(n int32, lb uint64) bool) {
+	q := ix.order.queue[:0]
 	if len(h.e) > 0 {
 		q = append(q, lbEntry{h.e[0].lb, 0})
 	}
@@ -111,7 +113,7 @@ func (st *state) ascend(h *lbHeap, fn func(n int32, lb uint64) bool) {
 			siftUp(q, len(q)-1)
 		}
 	}
-	st.order.queue = q
+	ix.order.queue = q
 }
 
 // set moves node n to bound lb, adding or removing it as needed.

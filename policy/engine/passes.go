@@ -61,17 +61,17 @@ func (st *state) promote(d *Demand, tier int) int {
 // promotion is a demand's effective priority and, when the policy
 // promotes it now, the priority it is promoted to and the rule that does
 // (else "").
-func (st *state) promotion(d *Demand, tier int) (prio, target int, rule Rule) {
-	prio = st.e.effectivePriority(tier, &d.Job)
-	pr := st.e.p.Preemption.Promote
-	target = promotedPriority(st.e.tiers[tier].priority, pr.Boost)
+func (c *cluster) promotion(d *Demand, tier int) (prio, target int, rule Rule) {
+	prio = c.e.effectivePriority(tier, &d.Job)
+	pr := c.e.p.Preemption.Promote
+	target = promotedPriority(c.e.tiers[tier].priority, pr.Boost)
 	if pr.Boost <= 0 || prio >= target {
 		return prio, prio, ""
 	}
 	switch {
 	case pr.AfterPreemptions > 0 && len(d.Job.Preemptions) >= pr.AfterPreemptions:
 		return prio, target, RulePromoteRun
-	case pr.AfterWait > 0 && !d.Since.IsZero() && st.now.Sub(d.Since) >= pr.AfterWait:
+	case pr.AfterWait > 0 && !d.Since.IsZero() && c.now.Sub(d.Since) >= pr.AfterWait:
 		// (A demand that does not say since when it waits has not waited
 		// long: the zero time is not a wait of 292 years.)
 		return prio, target, RulePromoteAge
@@ -89,8 +89,8 @@ func (st *state) promotion(d *Demand, tier int) (prio, target int, rule Rule) {
 // the promoted jobs' tags, and only those that pass are looked up among
 // the promoted, sorted by tag (no map per plan; nothing sorted when no
 // unit passes).
-func (st *state) liftPromoted() {
-	if st.e.p.Preemption.Promote.Boost <= 0 || len(st.s.Waiting) == 0 || len(st.units) == 0 {
+func (m *model) liftPromoted() {
+	if m.e.p.Preemption.Promote.Boost <= 0 || len(m.s.Waiting) == 0 || len(m.units) == 0 {
 		return
 	}
 	type promoted struct {
@@ -100,12 +100,12 @@ func (st *state) liftPromoted() {
 	}
 	var ps []promoted
 	var seen *[liftBits / 64]uint64
-	for i, r := range st.resolveWaiting() {
-		d := &st.s.Waiting[i]
+	for i, r := range m.resolveWaiting() {
+		d := &m.s.Waiting[i]
 		if d.GPUsPerAlloc <= 0 || d.Count <= 0 || d.Job.Ref.ID == "" {
 			continue // skipped by orderDemands
 		}
-		if _, target, rule := st.promotion(d, int(r.tier)); rule != "" {
+		if _, target, rule := m.promotion(d, int(r.tier)); rule != "" {
 			if seen == nil {
 				seen = new([liftBits / 64]uint64)
 			}
@@ -119,8 +119,8 @@ func (st *state) liftPromoted() {
 		return
 	}
 	var hits []int32 // units that may be of a promoted job
-	for ui := range st.units {
-		if b := liftBit(st.units[ui].jobTag); seen[b/64]&(1<<(b%64)) != 0 {
+	for ui := range m.units {
+		if b := liftBit(m.units[ui].jobTag); seen[b/64]&(1<<(b%64)) != 0 {
 			hits = append(hits, int32(ui))
 		}
 	}
@@ -129,10 +129,10 @@ func (st *state) liftPromoted() {
 	}
 	slices.SortFunc(ps, func(a, b promoted) int { return cmp.Compare(a.tag, b.tag) })
 	for _, ui := range hits {
-		u := &st.units[ui]
+		u := &m.units[ui]
 		i, _ := slices.BinarySearchFunc(ps, u.jobTag, func(p promoted, tag uint64) int { return cmp.Compare(p.tag, tag) })
 		for ; i < len(ps) && ps[i].tag == u.jobTag; i++ {
-			if st.s.Waiting[ps[i].w].Job.Ref == st.jobOf(u).Ref {
+			if m.s.Waiting[ps[i].w].Job.Ref == m.jobOf(u).Ref {
 				u.prio = max(u.prio, int(ps[i].target))
 				break
 			}
@@ -162,7 +162,7 @@ func (st *state) releaseIdleAlways() {
 		st.take(ui)
 		job := st.jobOf(u)
 		a := Action{Kind: IdleStop, Job: job.Ref, Group: st.groupOf(u), GPUs: u.gpus, Allocs: st.allocIDs(u, nil),
-			Requeue: st.idleRule(u).Action == policy.IdleActionRequeue, Reason: st.idleReason(&st.text, u, nil)}
+			Requeue: st.e.idleRule(u).Action == policy.IdleActionRequeue, Reason: st.idleReason(&st.text, u, nil)}
 		st.markPlanned(job)
 		st.emit(a)
 		return true
@@ -219,17 +219,17 @@ func (st *state) enforceLimits() {
 // choice first (over(x): still over were x more GPUs held). It returns the
 // units taken, and the GPUs of work it could not take for the eviction cap.
 // pastCap takes work at the eviction cap too (a limit over the cap).
-func (st *state) giveBack(ti int, over func(extra int) bool, skip func(u *unit) bool, pastCap bool) (taken []int32, capped int) {
-	return st.giveBackOf(ti, nil, over, skip, pastCap)
+func (m *model) giveBack(ti int, over func(extra int) bool, skip func(u *unit) bool, pastCap bool) (taken []int32, capped int) {
+	return m.giveBackOf(ti, nil, over, skip, pastCap)
 }
 
 // giveBackOf is giveBack for the work of tenant ti, or, with ti -1, of the
 // tenants in members (a department's: enforceDeptLimits).
-func (st *state) giveBackOf(ti int, members []int, over func(extra int) bool, skip func(u *unit) bool, pastCap bool) (taken []int32, capped int) {
+func (m *model) giveBackOf(ti int, members []int, over func(extra int) bool, skip func(u *unit) bool, pastCap bool) (taken []int32, capped int) {
 	var mine []int32
-	for ui := range st.units {
-		if u := &st.units[ui]; (u.tenant == ti || ti < 0 && slices.Contains(members, u.tenant)) && !u.taken && st.preemptible(u) && (skip == nil || !skip(u)) {
-			if !pastCap && (st.capped(st.jobOf(u), int(u.recent)) || st.protectedJob(u)) {
+	for ui := range m.units {
+		if u := &m.units[ui]; (u.tenant == ti || ti < 0 && slices.Contains(members, u.tenant)) && !u.taken && m.e.preemptible(u) && (skip == nil || !skip(u)) {
+			if !pastCap && (m.capped(m.jobOf(u), int(u.recent)) || m.protectedJob(u)) {
 				// At the eviction cap, or protected by max_per_job:
 				// last, and only when nothing else brings the tenant
 				// under its limit.
@@ -240,7 +240,7 @@ func (st *state) giveBackOf(ti int, members []int, over func(extra int) bool, sk
 		}
 	}
 	slices.SortStableFunc(mine, func(a, b int32) int {
-		ua, ub := &st.units[a], &st.units[b]
+		ua, ub := &m.units[a], &m.units[b]
 		if c := cmp.Compare(ua.age, ub.age); c != 0 {
 			return c // the newest first
 		}
@@ -248,11 +248,11 @@ func (st *state) giveBackOf(ti int, members []int, over func(extra int) bool, sk
 	})
 	for i := 0; i < len(mine) && over(0); {
 		ui := mine[i]
-		if st.units[ui].taken {
+		if m.units[ui].taken {
 			i++ // taken in the place of another of its chain (chains.go)
 			continue
 		}
-		if next := st.chainPeek(ui); !st.preemptible(&st.units[next]) {
+		if next := m.chainPeek(ui); !m.e.preemptible(&m.units[next]) {
 			i++ // below work of its group that may not be preempted
 			continue
 		}
@@ -261,10 +261,10 @@ func (st *state) giveBackOf(ti int, members []int, over func(extra int) bool, sk
 		// ones above it first. A unit another took the place of is
 		// looked at again.
 		for {
-			got := st.take(ui)
+			got := m.take(ui)
 			taken = append(taken, got)
-			if got == ui || skip == nil || !skip(&st.units[got]) || !over(0) ||
-				!st.preemptible(&st.units[st.chainPeek(ui)]) {
+			if got == ui || skip == nil || !skip(&m.units[got]) || !over(0) ||
+				!m.e.preemptible(&m.units[m.chainPeek(ui)]) {
 				break
 			}
 		}
@@ -272,8 +272,8 @@ func (st *state) giveBackOf(ti int, members []int, over func(extra int) bool, sk
 	for i := len(taken) - 1; i >= 0; i-- {
 		// In a chain, the chain's last taken goes back: it takes the
 		// place of this one in the list.
-		if back := st.chainLast(taken[i]); !over(int(st.units[back].units)) {
-			st.untake(taken[i])
+		if back := m.chainLast(taken[i]); !over(int(m.units[back].units)) {
+			m.untake(taken[i])
 			if back != taken[i] {
 				taken[slices.Index(taken, back)] = taken[i]
 			}
@@ -300,7 +300,7 @@ func (st *state) emitGiveBack(ti int, taken []int32, limit int, head func(m *msg
 		}
 		a := Action{Kind: Preempt, Job: job.Ref, Group: st.groupOf(u), GPUs: u.gpus, Requeue: true,
 			Allocs: st.allocIDs(u, nil), Reason: st.text.reason(RuleLimit)}
-		a.Signal, a.Grace = st.checkpoint(job, st.e.p.Preemption.Grace)
+		a.Signal, a.Grace = st.e.checkpoint(job, st.e.p.Preemption.Grace)
 		st.markPlanned(job)
 		emit(a)
 	}
@@ -310,7 +310,7 @@ func (st *state) emitGiveBack(ti int, taken []int32, limit int, head func(m *msg
 func (st *state) finish() *Plan {
 	fair := st.standings()
 	for ti, t := range st.tenants {
-		if t.use == 0 && t.waiting == 0 && t.t.Reserve == 0 && !st.isPolicyTenant(t.t) && (ti >= len(fair) || fair[ti].usage == 0) {
+		if t.use == 0 && t.waiting == 0 && t.t.Reserve == 0 && !st.e.isPolicyTenant(t.t) && (ti >= len(fair) || fair[ti].usage == 0) {
 			continue
 		}
 		tu := TenantUsage{Tenant: t.t.Name, Reserve: t.t.Reserve,
@@ -325,7 +325,7 @@ func (st *state) finish() *Plan {
 	return &st.out
 }
 
-func (st *state) isPolicyTenant(t *policy.Tenant) bool {
-	_, ok := st.e.p.Tenants[t.Name]
-	return ok && st.e.p.Tenants[t.Name] == t
+func (e *Engine) isPolicyTenant(t *policy.Tenant) bool {
+	_, ok := e.p.Tenants[t.Name]
+	return ok && e.p.Tenants[t.Name] == t
 }

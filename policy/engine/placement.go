@@ -65,19 +65,19 @@ type internKey struct {
 
 // buildPlacement files nodes into cells and builds the sets every node
 // pool, cell and waiting demand needs: before the searches are built.
-func (st *state) buildPlacement() {
-	pl := &st.pl
+func (m *model) buildPlacement() {
+	pl := &m.pl
 	pl.classIdx = map[string]int32{}
 	pl.cellIdx = map[[3]int32]int32{}
 	pinned := map[string]bool{}
-	for w := range st.s.Waiting {
-		for _, id := range st.s.Waiting[w].Nodes {
+	for w := range m.s.Waiting {
+		for _, id := range m.s.Waiting[w].Nodes {
 			pinned[id] = true
 		}
 	}
 	pl.setIdx = map[string]int32{}
-	pl.cellOf = make([]int32, len(st.nodes))
-	for n, node := range st.nodes {
+	pl.cellOf = make([]int32, len(m.nodes))
+	for n, node := range m.nodes {
 		c, ok := pl.classIdx[node.Device]
 		if !ok {
 			c = int32(len(pl.classes))
@@ -86,7 +86,7 @@ func (st *state) buildPlacement() {
 			pl.models = append(pl.models, node.Model)
 			pl.classUnits = append(pl.classUnits, unitsOf(node.Share))
 		}
-		key := [3]int32{st.poolOf[n], c, -1}
+		key := [3]int32{m.poolOf[n], c, -1}
 		if pinned[node.ID] {
 			key[2] = int32(n)
 		}
@@ -109,7 +109,7 @@ func (st *state) buildPlacement() {
 		all[cell] = 1
 	}
 	pl.set(string(all)) // 0
-	for p := 1; p < len(st.pools); p++ {
+	for p := 1; p < len(m.pools); p++ {
 		// Every pool gets its index, even one with no node (a policy
 		// pool's): it is then a copy of the empty set.
 		pl.add(pl.mask(func(cell int) bool { return pl.cellPool[cell] == int32(p) }))
@@ -124,9 +124,9 @@ func (st *state) buildPlacement() {
 		}
 	}
 	pl.empty = pl.set(string(make([]byte, cells)))
-	pl.demandSet = make([]int32, len(st.s.Waiting))
-	for w := range st.s.Waiting {
-		pl.demandSet[w] = st.resolveSet(&st.s.Waiting[w])
+	pl.demandSet = make([]int32, len(m.s.Waiting))
+	for w := range m.s.Waiting {
+		pl.demandSet[w] = m.resolveSet(&m.s.Waiting[w])
 	}
 	pl.cellSets = make([][]int32, cells)
 	for s := range pl.in {
@@ -139,18 +139,18 @@ func (st *state) buildPlacement() {
 }
 
 // resolveSet is the set of nodes demand d may use.
-func (st *state) resolveSet(d *Demand) int32 {
-	pl := &st.pl
+func (c *cluster) resolveSet(d *Demand) int32 {
+	pl := &c.pl
 	var pool int32
 	if d.NodePool != "" && d.NodePool != "all" {
-		p, known := st.poolIdx[d.NodePool]
+		p, known := c.poolIdx[d.NodePool]
 		if !known {
 			return pl.empty
 		}
 		pool = p
 	}
 	if d.Nodes != nil {
-		return st.pinnedSet(d, pool)
+		return c.pinnedSet(d, pool)
 	}
 	if d.Devices == nil {
 		return pool
@@ -190,12 +190,12 @@ func (st *state) resolveSet(d *Demand) int32 {
 // pinnedSet is the set of a demand pinned to nodes (Demand.Nodes): those
 // of its pool whose device class its request accepts. Each such node has
 // a cell of its own (buildPlacement).
-func (st *state) pinnedSet(d *Demand, pool int32) int32 {
-	pl := &st.pl
+func (c *cluster) pinnedSet(d *Demand, pool int32) int32 {
+	pl := &c.pl
 	accept := pl.accepts(d)
 	mine := make(map[int32]bool, len(d.Nodes))
 	for _, id := range d.Nodes {
-		if n, ok := st.nodeIDs[id]; ok {
+		if n, ok := c.nodeIDs[id]; ok {
 			mine[pl.cellOf[n]] = true
 		}
 	}
@@ -300,8 +300,8 @@ func (pl *placement) modelOf(n int32) string {
 // setOf returns the set of the cells in mask, adding it and filing it in
 // the searches when the plan has not seen it yet: its free-GPU buckets,
 // candidates and potentials, as buildUnits built them for the others.
-func (st *state) setOf(mask string) int32 {
-	pl := &st.pl
+func (ix *nodeIndex) setOf(mask string) int32 {
+	pl := &ix.m.pl
 	if s, ok := pl.setIdx[mask]; ok {
 		return s
 	}
@@ -311,13 +311,13 @@ func (st *state) setOf(mask string) int32 {
 			pl.cellSets[cell] = append(pl.cellSets[cell], s)
 		}
 	}
-	st.cap.addSet(s)
-	for _, p := range st.pot {
+	ix.cap.addSet(s)
+	for _, p := range ix.pot {
 		p.addSet(s)
 	}
-	if st.order.heaps != nil {
-		st.order.heaps = append(st.order.heaps, nil)
+	if ix.order.heaps != nil {
+		ix.order.heaps = append(ix.order.heaps, nil)
 	}
-	st.cands = append(st.cands, st.candidatesIn(s))
+	ix.cands = append(ix.cands, ix.candidatesIn(s))
 	return s
 }

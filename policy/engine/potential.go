@@ -20,52 +20,53 @@ import (
 // engine switches to the node-first search.
 const walkBudget = 256
 
-func (st *state) buildPotential() {
-	for _, ui := range st.cands[0].units {
+func (ix *nodeIndex) buildPotential() {
+	m := ix.m
+	for _, ui := range ix.cands[0].units {
 		// A handful of distinct priorities among thousands of units: look
 		// before adding rather than sort them all.
-		if u := &st.units[ui]; u.idle != idlePressure && !slices.Contains(st.levels, u.prio) {
-			st.levels = append(st.levels, u.prio)
+		if u := &m.units[ui]; u.idle != idlePressure && !slices.Contains(ix.levels, u.prio) {
+			ix.levels = append(ix.levels, u.prio)
 		}
 	}
-	slices.Sort(st.levels)
-	pot := make([][]int32, len(st.levels)+1)
+	slices.Sort(ix.levels)
+	pot := make([][]int32, len(ix.levels)+1)
 	for k := range pot {
-		pot[k] = slices.Clone(st.cap.free)
+		pot[k] = slices.Clone(ix.cap.free)
 	}
 	// Every node's preemptible units, best victims first, carved out of
 	// one array: count them per node, then fill.
-	count, total := make([]int, len(st.nodes)), 0
-	for _, ui := range st.cands[0].units {
-		st.nodesOf(&st.units[ui], func(n int32, _ int) { count[n]++; total++ })
+	count, total := make([]int, len(m.nodes)), 0
+	for _, ui := range ix.cands[0].units {
+		m.nodesOf(&m.units[ui], func(n int32, _ int) { count[n]++; total++ })
 	}
 	all := make([]nodeUnit, 0, total)
-	st.nodeUnits = make([][]nodeUnit, len(st.nodes))
+	ix.nodeUnits = make([][]nodeUnit, len(m.nodes))
 	for n, c := range count {
-		st.nodeUnits[n], all = all[len(all):len(all):len(all)+c], all[:len(all)+c]
+		ix.nodeUnits[n], all = all[len(all):len(all):len(all)+c], all[:len(all)+c]
 	}
-	for _, ui := range st.cands[0].units {
-		u := &st.units[ui]
-		lvl := st.levelOf(u)
-		st.nodesOf(u, func(n int32, g int) {
-			st.nodeUnits[n] = append(st.nodeUnits[n], nodeUnit{key: u.key, ui: ui, gpus: int32(g), lvl: int32(lvl), taken: u.taken})
+	for _, ui := range ix.cands[0].units {
+		u := &m.units[ui]
+		lvl := ix.levelOf(u)
+		m.nodesOf(u, func(n int32, g int) {
+			ix.nodeUnits[n] = append(ix.nodeUnits[n], nodeUnit{key: u.key, ui: ui, gpus: int32(g), lvl: int32(lvl), taken: u.taken})
 			for k := lvl; k < len(pot); k++ {
 				pot[k][n] += int32(g)
 			}
 		})
 	}
-	st.lb = make([]uint64, len(st.nodes)*(st.maxGPUs+1))
-	for n := range st.nodes {
-		st.bound(int32(n))
+	ix.lb = make([]uint64, len(m.nodes)*(m.maxGPUs+1))
+	for n := range m.nodes {
+		ix.bound(int32(n))
 	}
-	maxPot := st.maxGPUs
-	st.pot = make([]*capacity, len(pot))
+	maxPot := m.maxGPUs
+	ix.pot = make([]*capacity, len(pot))
 	for k := range pot {
-		st.pot[k] = newLazyCapacity(&st.pl, maxPot)
-		st.pot[k].fill(pot[k])
+		ix.pot[k] = newLazyCapacity(&m.pl, maxPot)
+		ix.pot[k].fill(pot[k])
 	}
-	st.dirty.marked = make([]bool, len(st.nodes))
-	st.dirty.levels = make([]int32, len(pot))
+	ix.dirty.marked = make([]bool, len(m.nodes))
+	ix.dirty.levels = make([]int32, len(pot))
 }
 
 // nodeUnit is a preemptible unit as one node sees it: what the node-first
@@ -80,12 +81,12 @@ type nodeUnit struct {
 }
 
 // setTaken mirrors a unit's taken flag into node n's list.
-func (st *state) setTaken(n int32, ui int32, taken bool) {
-	if st.nodeUnits == nil {
+func (ix *nodeIndex) setTaken(n int32, ui int32, taken bool) {
+	if ix.nodeUnits == nil {
 		return
 	}
-	for i := range st.nodeUnits[n] {
-		if nu := &st.nodeUnits[n][i]; nu.ui == ui {
+	for i := range ix.nodeUnits[n] {
+		if nu := &ix.nodeUnits[n][i]; nu.ui == ui {
 			nu.taken = taken
 			return
 		}
@@ -95,20 +96,20 @@ func (st *state) setTaken(n int32, ui int32, taken bool) {
 // levelOf is the first level that counts a unit. Idle work in pressure
 // mode gives way to anyone: level 0. (Backfill gives way only to a pool's
 // owners, which outrank it anyway.)
-func (st *state) levelOf(u *unit) int {
+func (ix *nodeIndex) levelOf(u *unit) int {
 	if u.idle == idlePressure {
 		return 0
 	}
-	i, _ := slices.BinarySearch(st.levels, u.prio)
+	i, _ := slices.BinarySearch(ix.levels, u.prio)
 	return i + 1
 }
 
 // levelFor is the level that holds every victim b may take.
-func (st *state) levelFor(b *bene) int {
+func (ix *nodeIndex) levelFor(b *bene) int {
 	if b.entitled {
-		return len(st.levels)
+		return len(ix.levels)
 	}
-	i, _ := slices.BinarySearch(st.levels, b.prio) // levels below b.prio
+	i, _ := slices.BinarySearch(ix.levels, b.prio) // levels below b.prio
 	return i
 }
 
@@ -123,41 +124,41 @@ type dirtyNodes struct {
 }
 
 // touched records that node n's free GPUs or taken units changed.
-func (st *state) touched(n int32) {
-	if st.pot == nil || st.dirty.marked[n] {
+func (ix *nodeIndex) touched(n int32) {
+	if ix.pot == nil || ix.dirty.marked[n] {
 		return
 	}
-	st.dirty.marked[n] = true
-	st.dirty.nodes = append(st.dirty.nodes, n)
+	ix.dirty.marked[n] = true
+	ix.dirty.nodes = append(ix.dirty.nodes, n)
 }
 
 // settle brings the potentials and bounds of changed nodes up to date. The
 // searches call it before they read them.
-func (st *state) settle() {
-	for _, n := range st.dirty.nodes {
-		st.dirty.marked[n] = false
-		st.settleNode(n)
+func (ix *nodeIndex) settle() {
+	for _, n := range ix.dirty.nodes {
+		ix.dirty.marked[n] = false
+		ix.settleNode(n)
 	}
-	st.dirty.nodes = st.dirty.nodes[:0]
+	ix.dirty.nodes = ix.dirty.nodes[:0]
 }
 
 // settleNode recomputes node n's potential at every level (its free GPUs
 // plus those of its untaken units counted at that level) and its bounds.
-func (st *state) settleNode(n int32) {
-	add := st.dirty.levels
+func (ix *nodeIndex) settleNode(n int32) {
+	add := ix.dirty.levels
 	clear(add)
-	for _, nu := range st.nodeUnits[n] {
+	for _, nu := range ix.nodeUnits[n] {
 		if !nu.taken {
 			add[nu.lvl] += nu.gpus
 		}
 	}
-	pot := st.cap.free[n]
-	for k, p := range st.pot {
+	pot := ix.cap.free[n]
+	for k, p := range ix.pot {
 		if pot += add[k]; p.free[n] != pot {
 			p.add(n, pot-p.free[n])
 		}
 	}
-	st.bound(n)
+	ix.bound(n)
 }
 
 // noBound marks a node that cannot gather g GPUs whatever it preempts.
@@ -167,10 +168,11 @@ const noBound = ^uint64(0)
 // at which free GPUs plus every preemptible unit, best first, reach g. No
 // beneficiary can complete g GPUs on n with a better worst victim. Bounds
 // that change are refiled in the node order.
-func (st *state) bound(n int32) {
-	row := st.lb[int(n)*(st.maxGPUs+1) : (int(n)+1)*(st.maxGPUs+1)]
-	units := st.nodeUnits[n]
-	have, next := int(st.cap.free[n]), 0
+func (ix *nodeIndex) bound(n int32) {
+	m := ix.m
+	row := ix.lb[int(n)*(m.maxGPUs+1) : (int(n)+1)*(m.maxGPUs+1)]
+	units := ix.nodeUnits[n]
+	have, next := int(ix.cap.free[n]), 0
 	var lb uint64 // free GPUs alone suffice
 	for g := range row {
 		for g > have {
@@ -187,7 +189,7 @@ func (st *state) bound(n int32) {
 		}
 		if row[g] != lb {
 			row[g] = lb
-			st.refile(n, g, lb)
+			ix.refile(n, g, lb)
 		}
 	}
 }
@@ -282,8 +284,8 @@ func (st *state) tryNode(p *nodePick, n int32, b *bene, allowYoung bool) {
 
 // firstInSpread breaks a tie between nodes whose worst victim is the same
 // gang: the walk would have taken the first of them in the gang's order.
-func (st *state) firstInSpread(ui int32, n int32, ties []int32) int32 {
-	for _, ng := range st.gangs[st.units[ui].gang].spread {
+func (c *cluster) firstInSpread(ui int32, n int32, ties []int32) int32 {
+	for _, ng := range c.gangs[c.units[ui].gang].spread {
 		if ng.node == n || slices.Contains(ties, ng.node) {
 			return ng.node
 		}

@@ -74,9 +74,9 @@ func (st *state) precede(p pending, b *bene) bool {
 		return false
 	}
 	t := &st.tenants[b.tenant]
-	need := b.g * st.setUnits(b.base)
+	need := b.g * st.pl.setUnits(b.base)
 	if d.Job.Gang {
-		need = d.GPUs() * st.setUnits(b.base)
+		need = d.GPUs() * st.pl.setUnits(b.base)
 	}
 	if t.use+t.marked+need > t.limit() || st.e.depts != nil && st.overDeptLimit(b.tenant, need) {
 		return false // over its limit wherever it goes: the limit decides
@@ -104,13 +104,14 @@ func (st *state) precede(p pending, b *bene) bool {
 
 // poolSet is the nodes of node pool np with a device class in accept
 // (nil: any).
-func (st *state) poolSet(accept []bool, np string) int32 {
-	pi, ok := st.poolIdx[np]
+func (ix *nodeIndex) poolSet(accept []bool, np string) int32 {
+	m := ix.m
+	pi, ok := m.poolIdx[np]
 	if !ok {
-		return st.pl.empty
+		return m.pl.empty
 	}
-	return st.setOf(st.pl.mask(func(cell int) bool {
-		return st.pl.cellPool[cell] == pi && (accept == nil || accept[st.pl.cellClass[cell]])
+	return ix.setOf(m.pl.mask(func(cell int) bool {
+		return m.pl.cellPool[cell] == pi && (accept == nil || accept[m.pl.cellClass[cell]])
 	}))
 }
 
@@ -154,26 +155,26 @@ func (st *state) unplaceLast(b *bene, n int) {
 
 // emitMove writes the Move of b from list[cur] to list[to], and the Resume
 // of its held allocations that fit there.
-func (st *state) emitMove(p pending, b *bene, list []string, cur, to, count int) {
+func (o *output) emitMove(p pending, b *bene, list []string, cur, to, count int) {
 	d := p.d
-	m := &st.text
+	m := &o.text
 	order := strings.Join(list, ", ")
 	if to < cur {
 		m.start("room again in node pool ", list[to], ", before ", d.NodePool, " in its pool precedence (", order,
 			"): moving back there for ").gpus(count * d.GPUsPerAlloc)
 	} else {
 		m.start("no room in node pool ", d.NodePool, " for ").gpus(d.GPUsPerAlloc).s(" on one node")
-		if d.Asks != "" && !st.pl.acceptsAll(d) {
+		if d.Asks != "" && !o.m.pl.acceptsAll(d) {
 			m.s(" of ", d.Asks)
 		}
 		m.s("; node pool ", list[to], ", next in its pool precedence (", order, "), has room: moving there")
 	}
 	a := Action{Kind: Move, Job: d.Job.Ref, Group: d.Group, NodePool: list[to], Count: count, GPUs: count * d.GPUsPerAlloc,
 		Reason: m.reason(RulePrecedence)}
-	st.explainer.add(decision{kind: decideReady, ready: &a})
+	o.explainer.add(decision{kind: decideReady, ready: &a})
 	if d.Held {
 		// The rest, if any, stays held, to move on or back later.
 		r := countAction(Resume, d, count, Reason{RulePrecedence, a.Reason.Message})
-		st.explainer.add(decision{kind: decideReady, ready: &r})
+		o.explainer.add(decision{kind: decideReady, ready: &r})
 	}
 }

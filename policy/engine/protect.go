@@ -47,8 +47,8 @@ func lifetimePreemptions(job *Job) int {
 
 // protectedJob reports whether unit u's job has reached max_per_job,
 // counting a preemption this plan has already decided (as capped does).
-func (st *state) protectedJob(u *unit) bool {
-	most := st.e.p.Preemption.MaxPerJob
+func (l *ledger) protectedJob(u *unit) bool {
+	most := l.e.p.Preemption.MaxPerJob
 	if most <= 0 {
 		return false
 	}
@@ -56,7 +56,7 @@ func (st *state) protectedJob(u *unit) bool {
 	if life+1 < most {
 		return life >= most
 	}
-	return life+st.planned[st.jobOf(u).Ref] >= most
+	return life+l.planned[l.jobOf(u).Ref] >= most
 }
 
 // protectedWaits reports why b, a demand of a protected job, waits rather
@@ -161,18 +161,18 @@ const maxProtectedShare = 4
 // may not take: non-preemptible work (beyond its reserve too: only
 // reclaims take that) or protected work. A protected job placed there
 // costs a whole-node demand no node it could have had.
-func (st *state) spoiled(n int32) bool {
-	st.countFixed()
-	return st.fixedOn[n] > 0
+func (m *model) spoiled(n int32) bool {
+	m.countFixed()
+	return m.fixedOn[n] > 0
 }
 
 // protectedNodesIn is the nodes of set s, and those that hold protected
 // work.
-func (st *state) protectedNodesIn(s int32) (total, on int) {
-	for n := range st.nodes {
-		if st.pl.has(s, int32(n)) {
+func (m *model) protectedNodesIn(s int32) (total, on int) {
+	for n := range m.nodes {
+		if m.pl.has(s, int32(n)) {
 			total++
-			if st.protectedOn[n] > 0 {
+			if m.protectedOn[n] > 0 {
 				on++
 			}
 		}
@@ -183,23 +183,23 @@ func (st *state) protectedNodesIn(s int32) (total, on int) {
 // countFixed counts, on first need, the GPUs per node of work no higher
 // tier may take (fixedOn) and of protected work (protectedOn); place and
 // unplace keep them in step for protected demands.
-func (st *state) countFixed() {
-	if st.fixedOn != nil {
+func (m *model) countFixed() {
+	if m.fixedOn != nil {
 		return
 	}
-	st.fixedOn = make([]int32, len(st.nodes))
-	st.protectedOn = make([]int32, len(st.nodes))
-	for ui := range st.units {
-		u := &st.units[ui]
+	m.fixedOn = make([]int32, len(m.nodes))
+	m.protectedOn = make([]int32, len(m.nodes))
+	for ui := range m.units {
+		u := &m.units[ui]
 		if u.taken {
 			continue
 		}
-		protected := st.protectedJob(u)
-		if protected || !st.e.tiers[u.tier].preemptible {
-			st.nodesOf(u, func(n int32, gpus int) {
-				st.fixedOn[n] += int32(gpus)
+		protected := m.protectedJob(u)
+		if protected || !m.e.tiers[u.tier].preemptible {
+			m.nodesOf(u, func(n int32, gpus int) {
+				m.fixedOn[n] += int32(gpus)
 				if protected {
-					st.protectedOn[n] += int32(gpus)
+					m.protectedOn[n] += int32(gpus)
 				}
 			})
 		}
@@ -207,18 +207,18 @@ func (st *state) countFixed() {
 }
 
 // placeProtected records delta GPUs of protected work on node n.
-func (st *state) placeProtected(n int32, delta int) {
-	if st.fixedOn != nil {
-		st.fixedOn[n] += int32(delta)
-		st.protectedOn[n] += int32(delta)
+func (m *model) placeProtected(n int32, delta int) {
+	if m.fixedOn != nil {
+		m.fixedOn[n] += int32(delta)
+		m.protectedOn[n] += int32(delta)
 	}
 }
 
 // freeIn is the free GPUs of the nodes of set s.
-func (st *state) freeIn(s int32) int {
+func (ix *nodeIndex) freeIn(s int32) int {
 	free := 0
-	for n, f := range st.cap.free {
-		if f > 0 && st.pl.has(s, int32(n)) {
+	for n, f := range ix.cap.free {
+		if f > 0 && ix.m.pl.has(s, int32(n)) {
 			free += int(f)
 		}
 	}
@@ -234,12 +234,12 @@ type blockedDemand struct {
 }
 
 // noteBlocked records that demand b waits for gpus GPUs under why.
-func (st *state) noteBlocked(b *bene, gpus int, why Reason) {
+func (m *model) noteBlocked(b *bene, gpus int, why Reason) {
 	if why.Rule != RuleCapacity {
 		return
 	}
-	if prio := st.e.tiers[b.tier].priority; st.blocked.gpus == 0 || prio > st.blocked.prio {
-		st.blocked = blockedDemand{prio: prio, tier: b.tier, gpus: gpus, job: b.d.Job.Ref.String()}
+	if prio := m.e.tiers[b.tier].priority; m.blocked.gpus == 0 || prio > m.blocked.prio {
+		m.blocked = blockedDemand{prio: prio, tier: b.tier, gpus: gpus, job: b.d.Job.Ref.String()}
 	}
 }
 
@@ -248,12 +248,12 @@ func (st *state) noteBlocked(b *bene, gpus int, why Reason) {
 // preempted 10 times, the most over its life (preemption.max_per_job):
 // protected until it ends"), or it is protected and its tenant's limit
 // takes it all the same.
-func (st *state) protectedNote(m *msg, u *unit, rule Rule) {
-	most := st.e.p.Preemption.MaxPerJob
+func (o *output) protectedNote(m *msg, u *unit, rule Rule) {
+	most := o.m.e.p.Preemption.MaxPerJob
 	if most <= 0 || int(u.life)+1 < most {
 		return
 	}
-	job := st.jobOf(u).Ref.String()
+	job := o.m.jobOf(u).Ref.String()
 	if int(u.life)+1 == most {
 		m.s("; job ", job, " was preempted ").n(most).s(" times, the most over its life (preemption.max_per_job): protected until it ends")
 		return

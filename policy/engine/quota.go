@@ -62,33 +62,33 @@ func (e *Engine) compileQuotas() {
 
 // buildQuotas files each cell in the quota pools that hold it, and gives
 // each policy tenant its quotas: after buildPlacement, before the units.
-func (st *state) buildQuotas() {
-	if len(st.e.quotaPools) == 0 {
+func (l *ledger) buildQuotas() {
+	if len(l.e.quotaPools) == 0 {
 		return
 	}
-	pl := &st.pl
-	st.poolCells = make([][]bool, len(st.e.quotaPools))
-	for qi, qp := range st.e.quotaPools {
-		st.poolCells[qi] = make([]bool, len(pl.cellPool))
+	pl := &l.pl
+	l.poolCells = make([][]bool, len(l.e.quotaPools))
+	for qi, qp := range l.e.quotaPools {
+		l.poolCells[qi] = make([]bool, len(pl.cellPool))
 		for cell := range pl.cellPool {
-			st.poolCells[qi][cell] = qp.p.Holds(st.pools[pl.cellPool[cell]], pl.models[pl.cellClass[cell]])
+			l.poolCells[qi][cell] = qp.p.Holds(l.pools[pl.cellPool[cell]], pl.models[pl.cellClass[cell]])
 		}
 	}
-	for ti := range st.e.quotas {
-		st.tenants[ti].quotas = append([]tenantQuota(nil), st.e.quotas[ti]...)
+	for ti := range l.e.quotas {
+		l.tenants[ti].quotas = append([]tenantQuota(nil), l.e.quotas[ti]...)
 	}
 }
 
 // inQuotaPool reports whether node n is in quota pool qi.
-func (st *state) inQuotaPool(qi int, n int32) bool { return st.poolCells[qi][st.pl.cellOf[n]] }
+func (c *cluster) inQuotaPool(qi int, n int32) bool { return c.poolCells[qi][c.pl.cellOf[n]] }
 
 // addUse records that tenant ti holds g more GPUs (fewer, when negative)
 // on node n, in the pools it has quotas in.
-func (st *state) addUse(ti int, n int32, g int) {
-	qs := st.tenants[ti].quotas
-	gu := g * st.unitsOn(n)
+func (l *ledger) addUse(ti int, n int32, g int) {
+	qs := l.tenants[ti].quotas
+	gu := g * l.pl.unitsOn(n)
 	for i := range qs {
-		if st.inQuotaPool(qs[i].pool, n) {
+		if l.inQuotaPool(qs[i].pool, n) {
 			qs[i].use += gu
 		}
 	}
@@ -96,16 +96,16 @@ func (st *state) addUse(ti int, n int32, g int) {
 
 // poolUse is what tenant ti holds in quota pool qi, and its reserve there
 // (0 without a quota in it).
-func (st *state) poolUse(ti, qi int) (use, reserve int, quota bool) {
-	for _, q := range st.tenants[ti].quotas {
+func (l *ledger) poolUse(ti, qi int) (use, reserve int, quota bool) {
+	for _, q := range l.tenants[ti].quotas {
 		if q.pool == qi {
 			return q.use, q.reserve, true
 		}
 	}
-	if st.poolHeld == nil {
-		st.countPoolHeld()
+	if l.poolHeld == nil {
+		l.countPoolHeld()
 	}
-	return st.poolHeld[qi][ti], 0, false
+	return l.poolHeld[qi][ti], 0, false
 }
 
 // poolReserve is tenant ti's reserve in quota pool qi: 0 without a quota
@@ -125,20 +125,20 @@ func (e *Engine) poolReserve(ti, qi int) int {
 // countPoolHeld counts, for tenants without a quota in a pool, what they
 // hold there: a reclaim's victims are judged by it. Taken units are
 // counted out as they are taken (untakeHeld, takeHeld).
-func (st *state) countPoolHeld() {
-	st.poolHeld = make([][]int, len(st.e.quotaPools))
-	for qi := range st.poolHeld {
-		st.poolHeld[qi] = make([]int, len(st.tenants))
+func (l *ledger) countPoolHeld() {
+	l.poolHeld = make([][]int, len(l.e.quotaPools))
+	for qi := range l.poolHeld {
+		l.poolHeld[qi] = make([]int, len(l.tenants))
 	}
-	for ui := range st.units {
-		u := &st.units[ui]
+	for ui := range l.units {
+		u := &l.units[ui]
 		if u.taken {
 			continue
 		}
-		st.nodesOf(u, func(n int32, g int) {
-			for qi := range st.poolHeld {
-				if st.inQuotaPool(qi, n) {
-					st.poolHeld[qi][u.tenant] += g * st.unitsOn(n)
+		l.nodesOf(u, func(n int32, g int) {
+			for qi := range l.poolHeld {
+				if l.inQuotaPool(qi, n) {
+					l.poolHeld[qi][u.tenant] += g * l.pl.unitsOn(n)
 				}
 			}
 		})
@@ -147,14 +147,14 @@ func (st *state) countPoolHeld() {
 
 // heldChange follows a unit taken (sign -1) or put back (+1) in the pool
 // counts of tenants without quotas, once they are counted.
-func (st *state) heldChange(u *unit, sign int) {
-	if st.poolHeld == nil {
+func (l *ledger) heldChange(u *unit, sign int) {
+	if l.poolHeld == nil {
 		return
 	}
-	st.nodesOf(u, func(n int32, g int) {
-		for qi := range st.poolHeld {
-			if st.inQuotaPool(qi, n) {
-				st.poolHeld[qi][u.tenant] += sign * g * st.unitsOn(n)
+	l.nodesOf(u, func(n int32, g int) {
+		for qi := range l.poolHeld {
+			if l.inQuotaPool(qi, n) {
+				l.poolHeld[qi][u.tenant] += sign * g * l.pl.unitsOn(n)
 			}
 		}
 	})
@@ -228,9 +228,9 @@ func (st *state) enforcePoolLimits(ti int) {
 // priority may take them (its pool reserve is as good a guarantee as its
 // tenant-wide one). picked is what the walk already took from the tenant
 // on n.
-func (st *state) protectedInPool(u *unit, n int32, picked int) bool {
-	for _, q := range st.tenants[u.tenant].quotas {
-		if q.reserve > 0 && q.use-picked <= q.reserve && st.inQuotaPool(q.pool, n) {
+func (l *ledger) protectedInPool(u *unit, n int32, picked int) bool {
+	for _, q := range l.tenants[u.tenant].quotas {
+		if q.reserve > 0 && q.use-picked <= q.reserve && l.inQuotaPool(q.pool, n) {
 			return true
 		}
 	}
@@ -238,15 +238,15 @@ func (st *state) protectedInPool(u *unit, n int32, picked int) bool {
 }
 
 // quotaLimitReason explains an allocation held by a pool limit.
-func (st *state) quotaLimitReason(b *bene, qi int) Reason {
-	t := &st.tenants[b.tenant]
+func (o *output) quotaLimitReason(b *bene, qi int) Reason {
+	t := &o.m.tenants[b.tenant]
 	for _, q := range t.quotas {
 		if q.pool == qi {
-			return st.text.start("tenant ", t.t.Name, " holds ").u(q.use).s(" GPUs in pool ", st.e.quotaPools[qi].name,
+			return o.text.start("tenant ", t.t.Name, " holds ").u(q.use).s(" GPUs in pool ", o.m.e.quotaPools[qi].name,
 				", limit ").u(q.limit).s(" there: ").u(b.g * b.unitsPer).s(" more would exceed it").reason(RuleLimit)
 		}
 	}
-	return Reason{RuleLimit, "pool " + st.e.quotaPools[qi].name + " limit"}
+	return Reason{RuleLimit, "pool " + o.m.e.quotaPools[qi].name + " limit"}
 }
 
 // reclaimInPool places one allocation of b by reclaiming, in a pool where

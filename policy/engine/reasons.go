@@ -61,38 +61,38 @@ func (m *msg) start(parts ...string) *msg {
 // reason ends a text: a Reason that owns a copy of it.
 func (m *msg) reason(r Rule) Reason { return Reason{r, string(m.b)} }
 
-func (st *state) victimReason(m *msg, b *bene, v victim, gpus int) Reason {
-	u := &st.units[v.ui]
+func (o *output) victimReason(m *msg, b *bene, v victim, gpus int) Reason {
+	u := &o.m.units[v.ui]
 	// Only the tenants' policies: their use changes while this is written.
-	vt, bt := st.tenants[u.tenant].t, st.tenants[b.tenant].t
+	vt, bt := o.m.tenants[u.tenant].t, o.m.tenants[b.tenant].t
 	switch v.rule {
 	case RuleReclaim:
 		if v.pool > 0 {
-			return st.poolReclaimReason(m, b, v, gpus)
+			return o.poolReclaimReason(m, b, v, gpus)
 		}
 		if v.dept > 0 {
-			return st.deptReclaimReason(m, b, v, gpus)
+			return o.deptReclaimReason(m, b, v, gpus)
 		}
 		m.start("tenant ", vt.Name, " holds ").gpusU(v.holdsPrev).s(", reserve ").n(vt.Reserve).s(": reclaiming ")
-		if !st.where(m, u, gpus) {
+		if !o.where(m, u, gpus) {
 			m.n(gpus)
 		}
 		m.s(" for ").demand(b.d).
 			s(" (tenant ", bt.Name, " holds ").u(b.holds).s(", reserve ").n(bt.Reserve).s(")")
-		st.exposedNote(m, u)
-		st.protectedNote(m, u, RuleReclaim)
+		o.exposedNote(m, u)
+		o.protectedNote(m, u, RuleReclaim)
 		return m.reason(RuleReclaim)
 	case RulePriority:
-		vtier, btier := st.e.tiers[u.tier], st.e.tiers[b.tier]
+		vtier, btier := o.m.e.tiers[u.tier], o.m.e.tiers[b.tier]
 		m.start("tier ", vtier.name, " (priority ").n(u.prio).s(") yields ")
-		if !st.where(m, u, gpus) {
+		if !o.where(m, u, gpus) {
 			m.gpus(gpus)
 		}
 		m.s(" to ").demand(b.d).
 			s(", tier ", btier.name, " (priority ").n(b.prio).s(")")
 		switch {
 		case u.tenant == b.tenant:
-		case v.holdsPrev > st.tenants[u.tenant].reserve:
+		case v.holdsPrev > o.m.tenants[u.tenant].reserve:
 			m.s("; tenant ", vt.Name, " holds ").gpusU(v.holdsPrev).s(", above its reserve of ").n(vt.Reserve)
 		default:
 			m.s("; tenant ", vt.Name, " holds ").gpusU(v.holdsPrev).s(", within its reserve of ").n(vt.Reserve).
@@ -102,21 +102,21 @@ func (st *state) victimReason(m *msg, b *bene, v victim, gpus int) Reason {
 			m.s("; tenant ", vt.Name, " holds ").gpusU(v.holdsPrev).s(", limit ").n(vt.Limit).
 				s(": they make room under it for ").demand(b.d).s(", which goes on free GPUs")
 		}
-		st.exposedNote(m, u)
-		st.protectedNote(m, u, RulePriority)
+		o.exposedNote(m, u)
+		o.protectedNote(m, u, RulePriority)
 		return m.reason(RulePriority)
 	case RuleBackfill:
-		pool := st.pools[st.poolOf[st.firstNode(u)]]
-		m.start("node pool ", pool, " is kept for tier ", st.e.tiers[b.tier].name,
-			": backfill by tier ", st.e.tiers[u.tier].name, " gives ").gpus(gpus).s(" back to ").demand(b.d)
-		st.protectedNote(m, u, RuleBackfill)
+		pool := o.m.pools[o.m.poolOf[o.m.firstNode(u)]]
+		m.start("node pool ", pool, " is kept for tier ", o.m.e.tiers[b.tier].name,
+			": backfill by tier ", o.m.e.tiers[u.tier].name, " gives ").gpus(gpus).s(" back to ").demand(b.d)
+		o.protectedNote(m, u, RuleBackfill)
 		return m.reason(RuleBackfill)
 	case RuleFairShare:
-		return st.fairReclaimReason(m, b, v, gpus)
+		return o.fairReclaimReason(m, b, v, gpus)
 	case RuleIdle:
-		r := st.idleReason(m, u, b)
+		r := o.idleReason(m, u, b)
 		var note msg
-		if st.protectedNote(&note, u, RuleIdle); len(note.b) > 0 {
+		if o.protectedNote(&note, u, RuleIdle); len(note.b) > 0 {
 			r.Message += string(note.b)
 		}
 		return r
@@ -128,20 +128,20 @@ func (st *state) victimReason(m *msg, b *bene, v victim, gpus int) Reason {
 // research holds 3 GPUs in pool h100, reserve 0 there: reclaiming 2 H100
 // GPUs on node gpu-7 for product/nb/main (tenant product holds 0 in pool
 // h100, reserve 2 there)".
-func (st *state) poolReclaimReason(m *msg, b *bene, v victim, gpus int) Reason {
-	u := &st.units[v.ui]
+func (o *output) poolReclaimReason(m *msg, b *bene, v victim, gpus int) Reason {
+	u := &o.m.units[v.ui]
 	qi := int(v.pool - 1)
-	pool := st.e.quotaPools[qi].name
-	reserve, bReserve := st.e.poolReserve(u.tenant, qi), st.e.poolReserve(b.tenant, qi)
-	m.start("tenant ", st.tenants[u.tenant].t.Name, " holds ").gpusU(v.holdsPrev).s(" in pool ", pool, ", reserve ").u(reserve).
+	pool := o.m.e.quotaPools[qi].name
+	reserve, bReserve := o.m.e.poolReserve(u.tenant, qi), o.m.e.poolReserve(b.tenant, qi)
+	m.start("tenant ", o.m.tenants[u.tenant].t.Name, " holds ").gpusU(v.holdsPrev).s(" in pool ", pool, ", reserve ").u(reserve).
 		s(" there: reclaiming ")
-	if !st.where(m, u, gpus) {
+	if !o.where(m, u, gpus) {
 		m.n(gpus)
 	}
-	m.s(" for ").demand(b.d).s(" (tenant ", st.tenants[b.tenant].t.Name, " holds ").u(int(v.beneHolds)).
+	m.s(" for ").demand(b.d).s(" (tenant ", o.m.tenants[b.tenant].t.Name, " holds ").u(int(v.beneHolds)).
 		s(" in pool ", pool, ", reserve ").u(bReserve).s(" there)")
-	st.exposedNote(m, u)
-	st.protectedNote(m, u, RuleReclaim)
+	o.exposedNote(m, u)
+	o.protectedNote(m, u, RuleReclaim)
 	return m.reason(RuleReclaim)
 }
 
@@ -149,12 +149,12 @@ func (st *state) poolReclaimReason(m *msg, b *bene, v victim, gpus int) Reason {
 // victim frees and where: "2 H100 GPUs on node gpu-7" (a gang spread over
 // nodes: "on 3 nodes"). It reports whether it wrote anything: with one
 // model the reason says only how many.
-func (st *state) where(m *msg, u *unit, gpus int) bool {
-	n := st.firstNode(u)
-	model := st.pl.modelOf(n)
+func (o *output) where(m *msg, u *unit, gpus int) bool {
+	n := o.m.firstNode(u)
+	model := o.m.pl.modelOf(n)
 	if u.gang >= 0 {
-		for _, ng := range st.gangs[u.gang].spread {
-			if st.pl.modelOf(ng.node) != model {
+		for _, ng := range o.m.gangs[u.gang].spread {
+			if o.m.pl.modelOf(ng.node) != model {
 				model = "" // a gang across models: how many GPUs is all there is to say
 			}
 		}
@@ -162,7 +162,7 @@ func (st *state) where(m *msg, u *unit, gpus int) bool {
 	if model == "" {
 		return false
 	}
-	if per := st.unitsOn(n); per != gpuUnit {
+	if per := o.m.pl.unitsOn(n); per != gpuUnit {
 		// MIG instances: how many, and the GPUs they make.
 		m.n(gpus).s(" ", model, " instance")
 		if gpus != 1 {
@@ -175,25 +175,25 @@ func (st *state) where(m *msg, u *unit, gpus int) bool {
 			m.s("s")
 		}
 	}
-	if u.gang >= 0 && len(st.gangs[u.gang].spread) > 1 {
-		return m.s(" on ").n(len(st.gangs[u.gang].spread)).s(" nodes") != nil
+	if u.gang >= 0 && len(o.m.gangs[u.gang].spread) > 1 {
+		return m.s(" on ").n(len(o.m.gangs[u.gang].spread)).s(" nodes") != nil
 	}
-	return m.s(" on node ", st.nodeName(n)) != nil
+	return m.s(" on node ", o.m.nodeName(n)) != nil
 }
 
 // nodeName is how reasons name node n: its name, else its ID.
-func (st *state) nodeName(n int32) string {
-	if name := st.nodes[n].Name; name != "" {
+func (c *cluster) nodeName(n int32) string {
+	if name := c.nodes[n].Name; name != "" {
 		return name
 	}
-	return st.nodes[n].ID
+	return c.nodes[n].ID
 }
 
-func (st *state) idleReason(m *msg, u *unit, b *bene) Reason {
-	r := st.idleRule(u)
-	is := st.idleOf(u, r)
+func (o *output) idleReason(m *msg, u *unit, b *bene) Reason {
+	r := o.m.e.idleRule(u)
+	is := o.m.idleOf(u, r)
 	m.start("GPU utilisation ", percent(is.mean), "% (under ", percent(r.Threshold), "%) for ").
-		dur(st.now.Sub(is.since)).s(" (idle rule ", r.Name, ": after ").dur(r.After).s(", mode ", string(r.Mode), ")")
+		dur(o.m.now.Sub(is.since)).s(" (idle rule ", r.Name, ": after ").dur(r.After).s(", mode ", string(r.Mode), ")")
 	if b != nil {
 		verb := " go to "
 		if u.gpus == 1 {
@@ -217,20 +217,20 @@ func (st *state) idleReason(m *msg, u *unit, b *bene) Reason {
 // percent prints a utilisation as fmt's %.0f would.
 func percent(x float64) string { return strconv.FormatFloat(x, 'f', 0, 64) }
 
-func (st *state) limitReason(b *bene, need int) Reason {
-	t := &st.tenants[b.tenant]
+func (o *output) limitReason(b *bene, need int) Reason {
+	t := &o.m.tenants[b.tenant]
 	// A tenant at its limit often has a long queue behind it: while its
 	// use stays the same, demands that need as many GPUs share the text.
 	key := limitKey{tenant: b.tenant, use: t.use, marked: t.marked, need: need}
-	if st.lastLimit.key != key || st.lastLimit.why.Rule == "" {
-		st.lastLimit.key = key
-		m := st.text.start("tenant ", t.t.Name, " holds ").u(t.use).s(" GPUs")
+	if o.lastLimit.key != key || o.lastLimit.why.Rule == "" {
+		o.lastLimit.key = key
+		m := o.text.start("tenant ", t.t.Name, " holds ").u(t.use).s(" GPUs")
 		if t.marked > 0 {
 			m.s(" and ").u(t.marked).s(" being freed for its waiting work")
 		}
-		st.lastLimit.why = m.s(", limit ").n(t.t.Limit).s(": ").u(need).s(" more would exceed it").reason(RuleLimit)
+		o.lastLimit.why = m.s(", limit ").n(t.t.Limit).s(": ").u(need).s(" more would exceed it").reason(RuleLimit)
 	}
-	return st.lastLimit.why
+	return o.lastLimit.why
 }
 
 // limitKey is what a limit reason's text depends on besides the policy.
@@ -283,9 +283,9 @@ func (st *state) promotedOnly(b *bene) string {
 
 // noNodeReason explains why a demand waits that no node may run: none is
 // in its node pool, or none there has the GPUs it asks for.
-func (st *state) noNodeReason(d *Demand) Reason {
+func (c *cluster) noNodeReason(d *Demand) Reason {
 	pool := d.NodePool != "" && d.NodePool != "all"
-	if _, known := st.poolIdx[d.NodePool]; pool && !known {
+	if _, known := c.poolIdx[d.NodePool]; pool && !known {
 		return Reason{RuleCapacity, "no client node is in node pool " + quote(d.NodePool)}
 	}
 	asks := d.Asks
@@ -311,16 +311,16 @@ func gpuCount(n int) string {
 // its victims checkpoint: "GPUs are being freed for it: 4 GPUs of
 // research/train checkpoint for 2m; held until they stop, so that no other
 // work takes them".
-func (st *state) drainingReason(b *bene, vs []victim, grace time.Duration) Reason {
+func (o *output) drainingReason(b *bene, vs []victim, grace time.Duration) Reason {
 	gpus := 0
 	for _, v := range vs {
-		gpus += st.units[v.ui].gpus
+		gpus += o.m.units[v.ui].gpus
 	}
 	var m msg
 	m.start("GPUs are being freed for it: ").gpus(gpus).s(" of ")
-	first := st.jobOf(&st.units[vs[0].ui]).Ref
+	first := o.m.jobOf(&o.m.units[vs[0].ui]).Ref
 	m.s(first.String())
-	if others := st.otherJobs(vs, first); others > 0 {
+	if others := o.m.otherJobs(vs, first); others > 0 {
 		m.s(" and ").n(others).s(" more job")
 		if others > 1 {
 			m.s("s")
@@ -331,10 +331,10 @@ func (st *state) drainingReason(b *bene, vs []victim, grace time.Duration) Reaso
 }
 
 // otherJobs counts the jobs among vs other than first.
-func (st *state) otherJobs(vs []victim, first JobRef) int {
+func (c *cluster) otherJobs(vs []victim, first JobRef) int {
 	var seen []JobRef
 	for _, v := range vs {
-		r := st.jobOf(&st.units[v.ui]).Ref
+		r := c.jobOf(&c.units[v.ui]).Ref
 		if r != first && !slices.Contains(seen, r) {
 			seen = append(seen, r)
 		}
@@ -343,8 +343,8 @@ func (st *state) otherJobs(vs []victim, first JobRef) int {
 }
 
 // admitReason explains a resume; use is the tenant's GPUs with it.
-func (st *state) admitReason(m *msg, b *bene, placed, use, fixed int, preempted bool) Reason {
-	t := st.tenants[b.tenant].t
+func (o *output) admitReason(m *msg, b *bene, placed, use, fixed int, preempted bool) Reason {
+	t := o.m.tenants[b.tenant].t
 	how := "GPUs are free"
 	if b.took {
 		how = "GPUs set aside for work of a lower tier are free"
@@ -366,7 +366,7 @@ func (st *state) admitReason(m *msg, b *bene, placed, use, fixed int, preempted 
 	if placed != 1 {
 		m.s("s")
 	}
-	st.beyondNote(m, b, fixed)
+	o.beyondNote(m, b, fixed)
 	return m.reason(RuleAdmit)
 }
 

@@ -26,8 +26,8 @@ import (
 
 // preemptible reports whether a unit may be a victim at all: its tier is
 // preemptible, or it is non-preemptible work beyond its tenant's reserve.
-func (st *state) preemptible(u *unit) bool {
-	return u.exposed || st.e.tiers[u.tier].preemptible
+func (e *Engine) preemptible(u *unit) bool {
+	return u.exposed || e.tiers[u.tier].preemptible
 }
 
 // exposeBeyondReserve marks the non-preemptible units of each tenant whose
@@ -35,10 +35,10 @@ func (st *state) preemptible(u *unit) bool {
 // the reserve is filled oldest first (each unit that still fits keeps its
 // protection), so the newest are the ones beyond it, and work within the
 // reserve is never a victim.
-func (st *state) exposeBeyondReserve() {
+func (l *ledger) exposeBeyondReserve() {
 	over := false
-	for ti := range st.tenants {
-		t := &st.tenants[ti]
+	for ti := range l.tenants {
+		t := &l.tenants[ti]
 		t.fixed0 = t.fixed
 		over = over || t.fixed > t.reserve
 	}
@@ -46,23 +46,23 @@ func (st *state) exposeBeyondReserve() {
 		return // the usual case: one pass over the tenants
 	}
 	var fixed []int32
-	for ui := range st.units {
-		u := &st.units[ui]
-		if t := &st.tenants[u.tenant]; !st.e.tiers[u.tier].preemptible && t.fixed > t.reserve {
+	for ui := range l.units {
+		u := &l.units[ui]
+		if t := &l.tenants[u.tenant]; !l.e.tiers[u.tier].preemptible && t.fixed > t.reserve {
 			fixed = append(fixed, int32(ui))
 		}
 	}
 	slices.SortStableFunc(fixed, func(a, b int32) int {
-		ua, ub := &st.units[a], &st.units[b]
+		ua, ub := &l.units[a], &l.units[b]
 		if c := cmp.Compare(ua.tenant, ub.tenant); c != 0 {
 			return c
 		}
 		return cmp.Compare(ub.age, ua.age) // the oldest first
 	})
-	kept := make([]int, len(st.tenants))
+	kept := make([]int, len(l.tenants))
 	for _, ui := range fixed {
-		u := &st.units[ui]
-		if kept[u.tenant]+int(u.units) <= st.tenants[u.tenant].reserve {
+		u := &l.units[ui]
+		if kept[u.tenant]+int(u.units) <= l.tenants[u.tenant].reserve {
 			kept[u.tenant] += int(u.units)
 			continue
 		}
@@ -72,9 +72,9 @@ func (st *state) exposeBeyondReserve() {
 
 // reserveReason explains why non-preemptible work waits; need is what its
 // tenant would take in all (the rest of a gang).
-func (st *state) reserveReason(b *bene, need int) Reason {
-	t := &st.tenants[b.tenant]
-	return st.text.start("tier ", st.e.tiers[b.tier].name, " is not preemptible: it runs only within tenant ", t.t.Name,
+func (o *output) reserveReason(b *bene, need int) Reason {
+	t := &o.m.tenants[b.tenant]
+	return o.text.start("tier ", o.m.e.tiers[b.tier].name, " is not preemptible: it runs only within tenant ", t.t.Name,
 		"'s reserve of ").n(t.t.Reserve).s(" (its non-preemptible work holds ").gpusU(t.fixed).s(", ").u(need).
 		s(" more would exceed it)").reason(RuleReserve)
 }
@@ -82,12 +82,12 @@ func (st *state) reserveReason(b *bene, need int) Reason {
 // exposedNote appends, to a victim's reason, why non-preemptible work may
 // go: "; tier inference is safe from preemption only within tenant product's
 // reserve of 4, and its non-preemptible work holds 6 GPUs".
-func (st *state) exposedNote(m *msg, u *unit) {
+func (o *output) exposedNote(m *msg, u *unit) {
 	if !u.exposed {
 		return
 	}
-	t := &st.tenants[u.tenant]
-	m.s("; tier ", st.e.tiers[u.tier].name, " is safe from preemption only within tenant ", t.t.Name, "'s reserve of ").
+	t := &o.m.tenants[u.tenant]
+	m.s("; tier ", o.m.e.tiers[u.tier].name, " is safe from preemption only within tenant ", t.t.Name, "'s reserve of ").
 		n(t.t.Reserve).s(", and its non-preemptible work holds ").gpusU(t.fixed0)
 }
 
@@ -97,11 +97,11 @@ func (st *state) exposedNote(m *msg, u *unit) {
 // reserve: it ran beyond the reserve on GPUs its priority allowed, and only
 // the safety rule takes them back. A job protected by max_per_job goes to
 // no one (protect.go). (Limits take both: giveBack does not ask.)
-func (st *state) mayTake(u *unit, b *bene, rule Rule) bool {
-	if u.exposed && !st.e.tiers[u.tier].waitsBeyond && rule != RuleReclaim {
+func (l *ledger) mayTake(u *unit, b *bene, rule Rule) bool {
+	if u.exposed && !l.e.tiers[u.tier].waitsBeyond && rule != RuleReclaim {
 		return false
 	}
-	return !st.protectedJob(u)
+	return !l.protectedJob(u)
 }
 
 // beyondNote appends, to the reason non-preemptible work of a tier that
@@ -109,9 +109,9 @@ func (st *state) mayTake(u *unit, b *bene, rule Rule) bool {
 // inference of tenant product runs beyond its reserve of 4 (6 GPUs of
 // non-preemptible work): preemptible by reserve reclaims". fixed is the
 // tenant's non-preemptible GPUs with it.
-func (st *state) beyondNote(m *msg, b *bene, fixed int) {
-	tier := &st.e.tiers[b.tier]
-	t := &st.tenants[b.tenant]
+func (o *output) beyondNote(m *msg, b *bene, fixed int) {
+	tier := &o.m.e.tiers[b.tier]
+	t := &o.m.tenants[b.tenant]
 	if tier.preemptible || tier.waitsBeyond || fixed <= t.reserve {
 		return
 	}

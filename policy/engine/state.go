@@ -2,98 +2,27 @@ package engine
 
 import (
 	"fmt"
-	"slices"
 	"time"
-
-	"github.com/gpu-steward/steward/policy"
 )
 
 // state is one Plan call's private, mutable model of the cluster. It has
-// three parts, each a struct of its own: the model (what the cluster holds
-// and who waits, as the plan changes it), the node index (the search
-// structures over the model's nodes, kept in step with it), and the output
-// (the plan being written and its reasons' scratch). The passes (passes.go,
-// demands.go) work on all three through state's methods.
+// three parts, each a struct of its own that owns its invariants: the
+// model (what the cluster holds and who waits, as the plan changes it;
+// model.go), the node index (the search structures over the model's
+// nodes, which hears every change through nodeIndex.change; nodeindex.go),
+// and the output (the plan being written and its reasons' scratch). state
+// orchestrates the passes (passes.go, demands.go) over the three.
 type state struct {
-	e   *Engine
-	s   *Snapshot
-	now time.Time
-
 	model
 	nodeIndex
 	output
 }
 
-// model is the cluster as the plan goes: nodes, the units that hold their
-// GPUs, the tenants' standing, and the GPUs set aside for waiting work.
-type model struct {
-	nodeIDs map[string]int32
-	nodes   []*Node
-	pools   []string // pool names: e.poolNames then node pools seen only here
-	poolIdx map[string]int32
-	poolOf  []int32 // [node] pool index
-	maxGPUs int
-	units   []unit
-	gangs   []gangUnit
-	chains  []chain // groups' units in the order Nomad stops them (chains.go)
-	tenants []tenantState
-	// tenantNS maps namespaces to tenants (policy tenants, then others
-	// as they appear).
-	tenantNS map[string]int
-	// poolHeld[q][tenant] is what tenants without a quota in quota pool
-	// q hold there, counted on first need (quota.go).
-	poolHeld [][]int
-
-	// marks are GPUs set aside per beneficiary (Snapshot.Waiting index):
-	// not free to anyone else until it is served (earmarks.go).
-	marks map[int32][]nodeGPUs
-	// draining: per beneficiary, the GPUs per node that allocations
-	// drain for it (Alloc.For): a placement there waits for them
-	// (AfterVictims); the rest of its marks there are free now.
-	draining   map[int32][]nodeGPUs
-	waitingIdx map[demandRef]int32
-	// placedJobs: jobs with allocations holding GPUs (inFlight), built
-	// on first use.
-	placedJobs map[JobRef]bool
-	waitingOf  []resolved // [Snapshot.Waiting index] tenant and tier (resolveWaiting)
-	fair       []standing // [tenant] use against fair share over time (standings)
-	fairVictim []bool     // [tenant] a fair-share reclaim may take its borrowed work (fairreclaim.go)
-
-	planned      map[JobRef]int // preemptions decided in this plan, per job
-	trackPlanned bool           // some job is one preemption short of the cap or of max_per_job
-	// blocked is the highest-tier demand that waited in this plan for
-	// want of GPUs (protect.go).
-	blocked blockedDemand
-	// fixedOn is, per node, the GPUs of work no higher tier may take,
-	// protectedOn of protected work, counted on first need (countFixed).
-	fixedOn, protectedOn []int32
-}
-
-// nodeIndex is what finds nodes and victims fast: free GPUs per set of
-// nodes, candidates per set, potentials and lower bounds per node, and the
-// searches' scratch. Every change to the model's GPUs goes through
-// place, take and their inverses, which keep it in step.
-type nodeIndex struct {
-	cap *capacity
-	pl  placement // which nodes each demand may use (sets)
-	// poolCells[q][cell]: quota pool q holds the cell (quota.go).
-	poolCells [][]bool
-	setOrder  map[int32]policy.PoolOrder // orderOf's answers
-	cands     []candidates               // [set]: preemptible units, best victims first
-
-	levels    []int        // distinct priorities of preemptible work
-	pot       []*capacity  // [level] node potentials (potential.go)
-	nodeUnits [][]nodeUnit // [node] preemptible units, best victims first
-	lb        []uint64     // [node*(maxGPUs+1)+g] lower bound on the worst victim for g GPUs
-	order     nodeOrder    // nodes by lower bound (nodeorder.go)
-	dirty     dirtyNodes   // nodes whose pot and lb lag behind (potential.go)
-	pick      nodePick     // searchNodes' scratch
-	walk      walkScratch  // findVictims' scratch
-	moved     []int32      // placeIn's nodes
-}
-
 // output is the plan being written.
 type output struct {
+	// m is the model the plan is written about: read here, never written.
+	m *model
+
 	out       Plan
 	moves     []move     // Preempts whose victim may move elsewhere (migration.go)
 	text      msg        // reasons' text being assembled (reasons.go)
@@ -107,150 +36,16 @@ type output struct {
 	}
 }
 
-// unit is what gets preempted together: one allocation, or all of a gang
-// job's allocations. Tens of thousands of units are built per plan and read
-// at random by the victim searches, so a unit holds no pointers (the GC
-// never scans them) and is kept small: what it shares with its allocations
-// (job, group, members, nodes) is reached through indices.
-type unit struct {
-	first  int32 // index into Snapshot.Allocs of its first allocation: the job and group
-	gang   int32 // index into state.gangs; -1 for a single allocation
-	node   int32 // the node of a single allocation
-	chain  int32 // index into state.chains; noChain for none (chains.go)
-	recent int32 // preemptions of its job in the last hour
-	life   int32 // preemptions of its job over its life (protect.go)
-	units  int32 // what its GPUs count for in its tenant's figures (units.go)
-	tier   int
-	tenant int
-	prio   int // effective priority
-	gpus   int
-	age    time.Duration // since the newest member started (now - StartedAt)
-	jobTag uint64        // jobTag(job.Ref)
-	key    uint64        // victim preference: lower is taken first
-
-	taken     bool
-	buried    bool     // in a chain below its top run on one node: no victim (chains.go)
-	idle      idleMode // idle for at least its rule's After, and the rule's mode
-	backfill  bool     // runs in a pool kept for tiers other than its own
-	misranked bool     // its job's Nomad priority is not prio (checkPriorities)
-	// exposed: of a non-preemptible tier but beyond its tenant's reserve
-	// (exposeBeyondReserve), so preemptible after all.
-	exposed bool
-}
-
-// gangUnit is what a gang unit holds beyond a unit: all its allocations and
-// the GPUs it holds per node.
-type gangUnit struct {
-	allocs []int32
-	spread []nodeGPUs
-}
-
-// idleMode says whether a unit is idle past its rule, and the rule's mode.
-type idleMode uint8
-
-const (
-	notIdle idleMode = iota
-	idlePressure
-	idleAlways
-)
-
-type nodeGPUs struct {
-	node int32
-	gpus int
-}
-
-// idleState is how a unit came to be idle, for reasons.
-type idleState struct {
-	since time.Time
-	mean  float64
-}
-
-// tenantState is a tenant's standing as the plan goes. Its GPU figures
-// (use, marked, waiting, fixed, reserve, lim) are in units of 1/gpuUnit
-// GPU (units.go): MIG instances count as the fraction of a GPU they are.
-type tenantState struct {
-	t   *policy.Tenant
-	use int // GPUs held, draining excluded
-	// reserve and lim are the policy's reserve and limit, in units.
-	reserve, lim int
-	// marked is the GPUs set aside for its waiting work and not yet
-	// taken (earmarks.go): promised to the tenant, so within its limit
-	// as much as what it holds; else another of its jobs would take the
-	// limit's room while they drain, and the work they drain for would
-	// find itself over the limit.
-	marked  int
-	waiting int
-	// fixed is the GPUs its non-preemptible work holds, draining excluded,
-	// as the plan goes; fixed0 the same at the plan's start (for reasons).
-	fixed, fixed0 int
-	// quotas are its reserves and limits in pools, and what it holds in
-	// each (quota.go).
-	quotas []tenantQuota
-}
-
-func (t *tenantState) limit() int { return t.lim }
-
-// newTenantState is a tenant's standing before the plan acts.
-func newTenantState(t *policy.Tenant) tenantState {
-	ts := tenantState{t: t, reserve: t.Reserve * gpuUnit, lim: int(^uint(0) >> 1)}
-	if t.Limit != policy.Unlimited {
-		ts.lim = t.Limit * gpuUnit
-	}
-	return ts
-}
-
-// nodesOf calls fn for each node a unit holds GPUs on.
-func (st *state) nodesOf(u *unit, fn func(node int32, gpus int)) {
-	if u.gang < 0 {
-		fn(u.node, u.gpus)
-		return
-	}
-	for _, ng := range st.gangs[u.gang].spread {
-		fn(ng.node, ng.gpus)
-	}
-}
-
-// allocsOf calls fn for each allocation of a unit.
-func (st *state) allocsOf(u *unit, fn func(ai int32)) {
-	if u.gang < 0 {
-		fn(u.first)
-		return
-	}
-	for _, ai := range st.gangs[u.gang].allocs {
-		fn(ai)
-	}
-}
-
-// allocIDs returns a unit's allocation IDs, appended to ids, sorted.
-func (st *state) allocIDs(u *unit, ids []string) []string {
-	st.allocsOf(u, func(ai int32) { ids = append(ids, st.s.Allocs[ai].ID) })
-	slices.Sort(ids)
-	return ids
-}
-
-// jobOf returns a unit's job (for a gang, as its first allocation saw it).
-func (st *state) jobOf(u *unit) *Job { return &st.s.Allocs[u.first].Job }
-
-// groupOf returns a unit's task group: "" for a gang (the whole job).
-func (st *state) groupOf(u *unit) string {
-	if u.gang >= 0 {
-		return ""
-	}
-	return st.s.Allocs[u.first].Group
-}
-
-// isGangOfMany reports whether a unit is a gang of several allocations.
-func (st *state) isGangOfMany(u *unit) bool {
-	return u.gang >= 0 && len(st.gangs[u.gang].allocs) > 1
-}
-
 func newState(e *Engine, s *Snapshot, now time.Time) *state {
-	st := &state{e: e, s: s, now: now, model: model{
-		nodeIDs:  make(map[string]int32, len(s.Nodes)),
-		poolIdx:  map[string]int32{},
-		tenantNS: make(map[string]int, len(e.tenants)),
-		planned:  map[JobRef]int{},
+	st := &state{model: model{
+		cluster: cluster{e: e, s: s, now: now, poolIdx: map[string]int32{}, nodeIDs: make(map[string]int32, len(s.Nodes))},
+		ledger: ledger{
+			tenantNS: make(map[string]int, len(e.tenants)),
+			planned:  map[JobRef]int{},
+		},
 	}}
+	st.ledger.cluster = &st.cluster
+	st.ix, st.nodeIndex.m, st.output.m = &st.nodeIndex, &st.model, &st.model
 	st.pools = append(st.pools, e.poolNames...)
 	for i, name := range e.poolNames {
 		if i > 0 {
@@ -270,32 +65,8 @@ func newState(e *Engine, s *Snapshot, now time.Time) *state {
 	return st
 }
 
-func (st *state) skip(item, format string, args ...any) {
-	st.out.Skipped = append(st.out.Skipped, Skipped{Item: item, Reason: fmt.Sprintf(format, args...)})
-}
-
-func (st *state) tenantOf(namespace string) int {
-	if i, ok := st.tenantNS[namespace]; ok {
-		return i
-	}
-	i := len(st.tenants)
-	st.tenants = append(st.tenants, newTenantState(&policy.Tenant{
-		Name: namespace, Namespace: namespace, Limit: policy.Unlimited, Weight: policy.DefaultTenantWeight,
-	}))
-	st.tenantNS[namespace] = i
-	return i
-}
-
-// poolOfName returns the pool index for a Nomad node pool, adding pools
-// the policy does not name.
-func (st *state) poolOfName(name string) int32 {
-	if i, ok := st.poolIdx[name]; ok {
-		return i
-	}
-	i := int32(len(st.pools))
-	st.pools = append(st.pools, name)
-	st.poolIdx[name] = i
-	return i
+func (o *output) skip(item, format string, args ...any) {
+	o.out.Skipped = append(o.out.Skipped, Skipped{Item: item, Reason: fmt.Sprintf(format, args...)})
 }
 
 func (st *state) buildNodes() {
@@ -390,7 +161,7 @@ func (st *state) buildUnits() {
 			}
 			continue
 		}
-		gu := g * st.unitsOn(n)
+		gu := g * st.pl.unitsOn(n)
 		st.tenants[tenant].use += gu
 		if st.tenants[tenant].quotas != nil {
 			st.addUse(tenant, n, g)
@@ -456,14 +227,6 @@ func (st *state) buildUnits() {
 // maxClaimRoom caps the GPU IDs reserved up front per node.
 const maxClaimRoom = 64
 
-// sameJob reports whether unit u belongs to b's job. Units are checked as
-// candidates again and again; comparing cheap tags of the job references
-// first spares most checks a string comparison through the snapshot
-// (equal references have equal tags).
-func (st *state) sameJob(u *unit, b *bene) bool {
-	return u.jobTag == b.jobTag && st.jobOf(u).Ref == b.d.Job.Ref
-}
-
 // jobTag tags a job reference: its namespace's tag, shifted, mixed with
 // its ID's.
 func jobTag(r JobRef) uint64 { return strTag(r.Namespace)<<3 ^ strTag(r.ID) }
@@ -490,24 +253,6 @@ type gpuClaim struct {
 	alloc, gpu int32
 }
 
-// claimGPUs claims allocation ai's GPUs on its node, unless one is empty
-// or already claimed there (by it or another): then it returns that ID.
-func (st *state) claimGPUs(ai int32, claimed *[]gpuClaim) (string, bool) {
-	for gi, id := range st.s.Allocs[ai].GPUIDs {
-		if id == "" {
-			return id, true
-		}
-		tag := strTag(id)
-		for _, c := range *claimed {
-			if c.tag == tag && st.s.Allocs[c.alloc].GPUIDs[c.gpu] == id {
-				return id, true
-			}
-		}
-		*claimed = append(*claimed, gpuClaim{tag: tag, alloc: ai, gpu: int32(gi)})
-	}
-	return "", false
-}
-
 func addNode(spread []nodeGPUs, n int32, g int) []nodeGPUs {
 	for i := range spread {
 		if spread[i].node == n {
@@ -516,67 +261,4 @@ func addNode(spread []nodeGPUs, n int32, g int) []nodeGPUs {
 		}
 	}
 	return append(spread, nodeGPUs{n, g})
-}
-
-// classify works out a unit's idle state and whether it is backfill.
-func (st *state) classify(ui int32) {
-	u := &st.units[ui]
-	if rule := st.idleRule(u); rule != nil && !st.snoozed(u, rule) && st.idleFor(u, rule) {
-		u.idle = idlePressure
-		if rule.Mode == policy.IdleModeAlways {
-			u.idle = idleAlways
-		}
-	}
-	st.nodesOf(u, func(n int32, _ int) {
-		p := st.poolOf[n]
-		if int(p) < len(st.e.poolOwner) && p != 0 && !st.e.poolOwner[p][u.tier] {
-			u.backfill = true
-		}
-	})
-}
-
-// idleFor reports whether every allocation of a unit has been idle for the
-// rule's duration; a gang is idle only when all its members are.
-func (st *state) idleFor(u *unit, rule *policy.IdleRule) bool {
-	idle := true
-	st.allocsOf(u, func(ai int32) {
-		since, ok := IdleSince(st.s.Allocs[ai].Usage, rule.Threshold)
-		idle = idle && ok && st.now.Sub(since) >= rule.After
-	})
-	return idle
-}
-
-// snoozed reports whether a person snoozed the unit's idle rule for its
-// job and the snooze has not ended: however idle, its GPUs stay its own.
-// (A gang's allocations all carry their job's snooze.)
-func (st *state) snoozed(u *unit, rule *policy.IdleRule) bool {
-	return st.now.Before(SnoozeEnd(st.jobOf(u).Snooze, rule))
-}
-
-// idleRule is the idle rule that covers a unit, nil when none does (or
-// its tier may not be preempted).
-func (st *state) idleRule(u *unit) *policy.IdleRule {
-	col := min(u.tenant, len(st.e.tenants))
-	if !st.e.tiers[u.tier].preemptible {
-		return nil
-	}
-	return st.e.idle[u.tier][col]
-}
-
-// idleOf says, for a reason, since when a unit idle under rule has been
-// idle (its members' latest start of idleness) and at what mean use.
-func (st *state) idleOf(u *unit, rule *policy.IdleRule) idleState {
-	var is idleState
-	members := 0
-	st.allocsOf(u, func(ai int32) {
-		a := &st.s.Allocs[ai]
-		since, _ := IdleSince(a.Usage, rule.Threshold)
-		if since.After(is.since) {
-			is.since = since
-		}
-		is.mean += meanUtil(a.Usage, since)
-		members++
-	})
-	is.mean /= float64(members)
-	return is
 }

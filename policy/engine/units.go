@@ -47,25 +47,25 @@ func ShareOf(name string) float64 {
 }
 
 // unitsOn is the units of one device of node n.
-func (st *state) unitsOn(n int32) int {
-	if st.pl.whole {
+func (pl *placement) unitsOn(n int32) int {
+	if pl.whole {
 		return gpuUnit
 	}
-	return st.pl.classUnits[st.pl.cellClass[st.pl.cellOf[n]]]
+	return pl.classUnits[pl.cellClass[pl.cellOf[n]]]
 }
 
 // setUnits is the most units a device of set s is: what an allocation's
 // GPUs count for before the node is chosen. A demand that may go on whole
 // GPUs or on MIG instances is counted as whole GPUs, so that a limit is
 // never passed and a reserve never claimed by the smaller guess.
-func (st *state) setUnits(s int32) int {
-	if st.pl.whole {
+func (pl *placement) setUnits(s int32) int {
+	if pl.whole {
 		return gpuUnit
 	}
 	most := 0
-	for cell, in := range st.pl.in[s] {
+	for cell, in := range pl.in[s] {
 		if in {
-			most = max(most, st.pl.classUnits[st.pl.cellClass[cell]])
+			most = max(most, pl.classUnits[pl.cellClass[cell]])
 		}
 	}
 	if most == 0 {
@@ -75,12 +75,12 @@ func (st *state) setUnits(s int32) int {
 }
 
 // unitsOfUnit is what a unit's GPUs count for, over its nodes.
-func (st *state) unitsOfUnit(u *unit) int {
-	if st.pl.whole {
+func (c *cluster) unitsOfUnit(u *unit) int {
+	if c.pl.whole {
 		return u.gpus * gpuUnit
 	}
 	total := 0
-	st.nodesOf(u, func(n int32, g int) { total += g * st.unitsOn(n) })
+	c.nodesOf(u, func(n int32, g int) { total += g * c.pl.unitsOn(n) })
 	return total
 }
 

@@ -234,24 +234,24 @@ func victimKey(f *victimFacts) uint64 {
 }
 
 // victimFacts is what the victim order knows of unit u, a candidate.
-func (st *state) victimFacts(ui int32) victimFacts {
-	u := &st.units[ui]
+func (m *model) victimFacts(ui int32) victimFacts {
+	u := &m.units[ui]
 	f := victimFacts{class: classOther, prio: u.prio, ui: ui}
 	switch {
 	case u.idle == idlePressure:
 		f.class = classIdle
 	case u.backfill:
 		f.class = classBackfill
-	case u.age < st.e.p.Preemption.MinRuntime:
+	case u.age < m.e.p.Preemption.MinRuntime:
 		f.class = classYoung
 	}
 	// (A department's reserve protects its work from tenants outside it
 	// only, not from its own: addVictim asks deptProtected.)
-	if t := &st.tenants[u.tenant]; f.class >= classOther && t.use <= t.reserve {
+	if t := &m.tenants[u.tenant]; f.class >= classOther && t.use <= t.reserve {
 		f.within = true
 	}
-	f.gang = st.isGangOfMany(u)
-	f.risk = st.atRisk(u) // last: it reads the allocation, most likely not in cache
+	f.gang = m.isGangOfMany(u)
+	f.risk = m.atRisk(u) // last: it reads the allocation, most likely not in cache
 	return f
 }
 
@@ -288,18 +288,18 @@ func segKey(seg int, prio int) uint64 {
 // eight 1-GPU jobs 20 minutes past theirs, taken for being smaller one by
 // one, lose 160 and break eight jobs instead of one). Among victims of
 // equal size the order is the same.
-func (st *state) atRisk(u *unit) uint64 {
+func (c *cluster) atRisk(u *unit) uint64 {
 	if u.gang < 0 {
-		if a := &st.s.Allocs[u.first]; !a.CheckpointAt.IsZero() {
-			return sinceCheckpoint(a, st.now)
+		if a := &c.s.Allocs[u.first]; !a.CheckpointAt.IsZero() {
+			return sinceCheckpoint(a, c.now)
 		}
 		return uint64(max(0, min(u.age/time.Second, maxRisk))) // the usual case: the age at hand
 	}
 	var sum, gpus uint64
-	st.allocsOf(u, func(ai int32) {
-		a := &st.s.Allocs[ai]
+	c.allocsOf(u, func(ai int32) {
+		a := &c.s.Allocs[ai]
 		g := uint64(len(a.GPUIDs))
-		sum += sinceCheckpoint(a, st.now) * g // < 2^34 × GPUs: no overflow
+		sum += sinceCheckpoint(a, c.now) * g // < 2^34 × GPUs: no overflow
 		gpus += g
 	})
 	if gpus == 0 {

@@ -34,7 +34,7 @@ func (st *state) sortCandidates() {
 	keys := make([]candKey, 0, len(st.units))
 	for ui := range st.units {
 		u := &st.units[ui]
-		if !st.preemptible(u) || u.buried {
+		if !st.e.preemptible(u) || u.buried {
 			continue // never a victim, whatever else holds
 		}
 		if st.capped(st.jobOf(u), int(u.recent)) {
@@ -93,12 +93,13 @@ func (c *candidates) segment() {
 // during the plan: every set's candidates, best victims first, as
 // sortCandidates built them. Units taken since are kept: the walk skips
 // them.
-func (st *state) candidatesIn(s int32) candidates {
-	all := &st.cands[0]
+func (ix *nodeIndex) candidatesIn(s int32) candidates {
+	m := ix.m
+	all := &ix.cands[0]
 	var c candidates
 	for i, ui := range all.units {
 		in := false
-		st.nodesOf(&st.units[ui], func(n int32, _ int) { in = in || st.pl.has(s, n) })
+		m.nodesOf(&m.units[ui], func(n int32, _ int) { in = in || m.pl.has(s, n) })
 		if in {
 			c.units = append(c.units, ui)
 			c.keys = append(c.keys, all.keys[i])
@@ -142,15 +143,15 @@ func sortKeys(keys []candKey) {
 // reservation when b reclaims its own.
 // Tenants' standing is as of the plan's start: one that crosses its
 // reservation during the plan is seen in the right segment by the next.
-func (st *state) walkRange(c *candidates, seg int, b *bene, allowYoung bool) (int, int) {
+func (m *model) walkRange(c *candidates, seg int, b *bene, allowYoung bool) (int, int) {
 	sg := &c.segs[seg]
-	for sg.next < sg.end && st.units[c.units[sg.next]].taken {
+	for sg.next < sg.end && m.units[c.units[sg.next]].taken {
 		sg.next++ // taken units gather at the front: skip them once
 	}
 	end := sg.end
 	switch {
 	case seg == segIdle:
-	case seg == segBackfill && st.e.ownsPool[b.tier]:
+	case seg == segBackfill && m.e.ownsPool[b.tier]:
 	case seg >= segYoungOver && !allowYoung:
 		end = sg.next
 	case (seg == segNotOver || seg == segYoungNotOver) && b.inPool == 0 || !b.entitled:
@@ -217,20 +218,20 @@ type victim struct {
 
 // capped reports whether a job has reached the eviction cap, counting a
 // preemption this plan has already decided.
-func (st *state) capped(job *Job, recent int) bool {
-	limit := st.e.p.Preemption.MaxPerJobPerHour
+func (l *ledger) capped(job *Job, recent int) bool {
+	limit := l.e.p.Preemption.MaxPerJobPerHour
 	if limit <= 0 || recent+1 < limit {
 		return limit > 0 && recent >= limit
 	}
-	return recent+st.planned[job.Ref] >= limit
+	return recent+l.planned[job.Ref] >= limit
 }
 
 // markPlanned records a preemption this plan decided. Only a job one short
 // of the cap can be capped by it (see capped), and usually none is: then
 // the map, with a string-keyed insert per victim, is left alone.
-func (st *state) markPlanned(job *Job) {
-	if st.trackPlanned {
-		st.planned[job.Ref] = 1
+func (l *ledger) markPlanned(job *Job) {
+	if l.trackPlanned {
+		l.planned[job.Ref] = 1
 	}
 }
 
@@ -238,11 +239,11 @@ func (st *state) markPlanned(job *Job) {
 // included: a preemption exactly an hour ago is still in the hour (a user
 // counting "no more than 2 in any hour" counts it, and so does the
 // simulator's cap_breaches).
-func (st *state) recentPreemptions(job *Job) int {
+func (c *cluster) recentPreemptions(job *Job) int {
 	n := 0
-	hourAgo := st.now.Add(-time.Hour)
+	hourAgo := c.now.Add(-time.Hour)
 	for _, t := range job.Preemptions {
-		if !t.Before(hourAgo) && !t.After(st.now) {
+		if !t.Before(hourAgo) && !t.After(c.now) {
 			n++
 		}
 	}
@@ -251,12 +252,12 @@ func (st *state) recentPreemptions(job *Job) int {
 
 // victimRule says whether unit u may give its GPUs on node n to b, and under
 // which rule. needOver: only while u's tenant holds more than its reserve.
-func (st *state) victimRule(u *unit, b *bene, n int32, allowYoung bool) (rule Rule, needOver bool, ok bool) {
-	if u.taken || st.capped(st.jobOf(u), int(u.recent)) {
+func (l *ledger) victimRule(u *unit, b *bene, n int32, allowYoung bool) (rule Rule, needOver bool, ok bool) {
+	if u.taken || l.capped(l.jobOf(u), int(u.recent)) {
 		return "", false, false
 	}
-	rule, needOver, ok = st.ruleFor(u, b, n, allowYoung)
-	if ok && (st.sameJob(u, b) || !st.mayTake(u, b, rule)) {
+	rule, needOver, ok = l.ruleFor(u, b, n, allowYoung)
+	if ok && (l.sameJob(u, b) || !l.mayTake(u, b, rule)) {
 		// Never preempt a job for itself. (A reclaim that finds the
 		// victim's tenant within its reserve may still become priority,
 		// preempts_reserved: addVictim asks mayTake again then.)
@@ -265,24 +266,24 @@ func (st *state) victimRule(u *unit, b *bene, n int32, allowYoung bool) (rule Ru
 	return rule, needOver, ok
 }
 
-func (st *state) ruleFor(u *unit, b *bene, n int32, allowYoung bool) (rule Rule, needOver bool, ok bool) {
+func (l *ledger) ruleFor(u *unit, b *bene, n int32, allowYoung bool) (rule Rule, needOver bool, ok bool) {
 	if u.idle == idlePressure {
 		return RuleIdle, false, true
 	}
-	if p := st.poolOf[n]; u.backfill && int(p) < len(st.e.poolOwner) && st.e.poolOwner[p][b.tier] && !st.e.poolOwner[p][u.tier] {
+	if p := l.poolOf[n]; u.backfill && int(p) < len(l.e.poolOwner) && l.e.poolOwner[p][b.tier] && !l.e.poolOwner[p][u.tier] {
 		return RuleBackfill, false, true
 	}
-	if !allowYoung && u.age < st.e.p.Preemption.MinRuntime {
+	if !allowYoung && u.age < l.e.p.Preemption.MinRuntime {
 		return "", false, false
 	}
 	switch {
 	case u.tenant == b.tenant:
-		return RulePriority, false, st.e.outranks(b.tier, b.prio, u.tier, u.prio)
-	case b.entitled && !st.e.overReserve(u.tier, u.prio, b.tier, b.prio) && !(b.deptOnly && st.sameDept(u.tenant, b.tenant)):
+		return RulePriority, false, l.e.outranks(b.tier, b.prio, u.tier, u.prio)
+	case b.entitled && !l.e.overReserve(u.tier, u.prio, b.tier, b.prio) && !(b.deptOnly && l.sameDept(u.tenant, b.tenant)):
 		// Not from work whose tier may preempt b's within a reserve: it
 		// would take the GPUs straight back.
 		return RuleReclaim, true, true
-	case st.e.outranks(b.tier, b.prio, u.tier, u.prio) && !st.fairShields(u, b):
+	case l.e.outranks(b.tier, b.prio, u.tier, u.prio) && !l.fairShields(u, b):
 		return RulePriority, true, true
 	}
 	return "", false, false
@@ -389,15 +390,16 @@ const futileAfter = 16
 // lower bound) and then hand over to searchNodes: the engine then goes
 // there at once. It calls walkRange only for segments the walk would have
 // entered, since that skips taken units for good.
-func (st *state) walkIsFutile(b *bene, allowYoung bool) bool {
-	if b.g > st.maxGPUs {
+func (ix *nodeIndex) walkIsFutile(b *bene, allowYoung bool) bool {
+	m := ix.m
+	if b.g > m.maxGPUs {
 		return false
 	}
-	floor := st.minBound(b.pool, b.g)
-	c := &st.cands[b.pool]
+	floor := ix.minBound(b.pool, b.g)
+	c := &ix.cands[b.pool]
 	passed := 0
 	for seg := 0; seg < segments; seg++ {
-		from, to := st.walkRange(c, seg, b, allowYoung)
+		from, to := m.walkRange(c, seg, b, allowYoung)
 		keys := c.keys[from:to]
 		if left := walkBudget - passed; len(keys) > left {
 			// The budget runs out in this segment: futile if the last
@@ -461,21 +463,21 @@ func (st *state) addVictim(ui int32, b *bene, n int32, allowYoung bool) bool {
 }
 
 // usableFree is the free GPUs on node n that b may use beside its victims'.
-func (st *state) usableFree(b *bene, n int32) int {
+func (ix *nodeIndex) usableFree(b *bene, n int32) int {
 	if b.within {
 		return 0
 	}
-	return int(st.cap.free[n])
+	return int(ix.cap.free[n])
 }
 
 // prune drops, worst first, victims whose GPUs on node n are not needed.
-func (st *state) prune(b *bene, n int32) []victim {
-	w := &st.walk
+func (ix *nodeIndex) prune(b *bene, n int32) []victim {
+	w := &ix.walk
 	list := w.list[n]
-	spare := st.usableFree(b, n) + w.freed[n] - b.g
+	spare := ix.usableFree(b, n) + w.freed[n] - b.g
 	out := make([]victim, 0, len(list))
 	for i := len(list) - 1; i >= 0; i-- {
-		on := st.gpusOn(&st.units[list[i].ui], n)
+		on := ix.gpusOn(&ix.m.units[list[i].ui], n)
 		if on <= spare {
 			spare -= on
 			continue
@@ -486,7 +488,7 @@ func (st *state) prune(b *bene, n int32) []victim {
 	return out
 }
 
-func (st *state) gpusOn(u *unit, n int32) int {
+func (ix *nodeIndex) gpusOn(u *unit, n int32) int {
 	if u.gang < 0 {
 		if u.node == n {
 			return u.gpus
@@ -494,55 +496,10 @@ func (st *state) gpusOn(u *unit, n int32) int {
 		return 0
 	}
 	on := 0
-	st.nodesOf(u, func(m int32, g int) {
+	ix.m.nodesOf(u, func(m int32, g int) {
 		if m == n {
 			on += g
 		}
 	})
 	return on
-}
-
-// take removes a unit from the model cluster: its GPUs become free. A unit
-// of a chain is taken in the order Nomad stops them: the chain's next
-// (chains.go). It returns the unit taken.
-func (st *state) take(ui int32) int32 {
-	ui = st.chainTake(ui)
-	u := &st.units[ui]
-	u.taken = true
-	st.nodesOf(u, func(n int32, g int) {
-		st.setTaken(n, ui, true)
-		st.cap.add(n, int32(g))
-		st.touched(n)
-		if st.tenants[u.tenant].quotas != nil {
-			st.addUse(u.tenant, n, -g)
-		}
-	})
-	st.heldChange(u, -1)
-	st.tenants[u.tenant].use -= int(u.units)
-	if !st.e.tiers[u.tier].preemptible {
-		st.tenants[u.tenant].fixed -= int(u.units)
-	}
-	return ui
-}
-
-// untake puts a unit back (a gang placement that failed half way); in a
-// chain, the chain's last taken. It returns the unit put back.
-func (st *state) untake(ui int32) int32 {
-	ui = st.chainUntake(ui)
-	u := &st.units[ui]
-	u.taken = false
-	st.nodesOf(u, func(n int32, g int) {
-		st.setTaken(n, ui, false)
-		st.cap.add(n, -int32(g))
-		st.touched(n)
-		if st.tenants[u.tenant].quotas != nil {
-			st.addUse(u.tenant, n, g)
-		}
-	})
-	st.heldChange(u, 1)
-	st.tenants[u.tenant].use += int(u.units)
-	if !st.e.tiers[u.tier].preemptible {
-		st.tenants[u.tenant].fixed += int(u.units)
-	}
-	return ui
 }

@@ -1,0 +1,129 @@
+package engine
+
+import (
+	"crypto/sha256"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/gpu-steward/steward/policy"
+)
+
+// TestBenchPlanDigests pins the plans of the benchmark clusters (the
+// BenchmarkPlan* snapshots and policies, 10,000 nodes) by the SHA-256 of
+// their JSON: a refactoring or a speed-up of the engine must leave every
+// plan byte-identical, and this says so on each run. A change meant to
+// change plans updates the digests here, in the same commit, and says why.
+func TestBenchPlanDigests(t *testing.T) {
+	want := map[string]string{
+		"nodes=1000":            "04a30d2a3198833bb5c4e8ed3546fd359d1cc887ac3a20a723aec7d39dffa9c9",
+		"nodes=10000":           "21ed01bb8d63a0c7e9d882433e8696b04efb9d6645e65255de48643883d3e390",
+		"nodes=10000/one-model": "c8380751c903edcae367573860db89e040a93c7b481598d993c3d9de66e936eb",
+		"fair-share":            "3c6b9945823d8b14bcaa8725ea4a13808b16ba84b77dc420418b703a73b8f0ce",
+		"fair-share-reclaim":    "3da77ef54926e27bd95df31c12afe42b42b6336aed8b4da4651585811e178879",
+		"departments":           "c948a58aef321d9a3691cdb2b94e0cc45305dd05ce413916a03b162385bfcbbb",
+		"groups/names=false":    "bc0754ff321edb2106262706980edb8a4a2705f05789d3aabce74af4a1ecda30",
+		"groups/names=true":     "a818270bb4a73cecd79e25fa2c1fd229942e947a44cbbbcb902cba0d4aeba30d",
+		"checkpoints":           "3cfb466804ecdc70948b7caa718e8f9ab452f0aaf28b89353a9a4625e43e0c94",
+	}
+	for _, c := range benchPlanCases() {
+		t.Run(c.name, func(t *testing.T) {
+			s, p := c.build()
+			plan := New(p).Plan(s, t0)
+			b, err := json.Marshal(plan)
+			if err != nil {
+				t.Fatalf("marshal plan: %v", err)
+			}
+			got := fmt.Sprintf("%x", sha256.Sum256(b))
+			t.Logf("%s %s actions=%d", c.name, got, len(plan.Actions))
+			if w, ok := want[c.name]; !ok || got != w {
+				t.Errorf("plan digest %s (%d actions, %d bytes), want %s", got, len(plan.Actions), len(b), w)
+			}
+		})
+	}
+}
+
+// benchPlanCase is one benchmark cluster: a snapshot and its policy.
+type benchPlanCase struct {
+	name  string
+	build func() (*Snapshot, *policy.Policy)
+}
+
+// benchPlanCases are the clusters BenchmarkPlan and its siblings plan,
+// built as they build them.
+func benchPlanCases() []benchPlanCase {
+	gen := func(nodes int) *Snapshot {
+		r := rand.New(rand.NewPCG(1, 2))
+		return genCluster(r, nodes, 8, nodes*10, nodes, 8, t0)
+	}
+	pol := func(nodes int) *policy.Policy { return genPolicy(8, nodes*8/16, nodes*8/4) }
+	usage := func(s *Snapshot) {
+		s.Usage = map[string]float64{}
+		for i := range 8 {
+			s.Usage[fmt.Sprintf("team%d", i)] = float64(1000 * (i + 1) * (i%3 + 1))
+		}
+	}
+	groups := func(named bool) func() (*Snapshot, *policy.Policy) {
+		return func() (*Snapshot, *policy.Policy) {
+			s := gen(10000)
+			for i := range s.Allocs {
+				first := &s.Allocs[i-i%4]
+				a := &s.Allocs[i]
+				a.Job = first.Job
+				if named {
+					a.Name = fmt.Sprintf("%s.%s[%d]", a.Job.Ref.ID, a.Group, i%4)
+				}
+			}
+			return s, pol(10000)
+		}
+	}
+	return []benchPlanCase{
+		{"nodes=1000", func() (*Snapshot, *policy.Policy) { return gen(1000), pol(1000) }},
+		{"nodes=10000", func() (*Snapshot, *policy.Policy) { return gen(10000), pol(10000) }},
+		{"nodes=10000/one-model", func() (*Snapshot, *policy.Policy) { return oneModel(gen(10000)), pol(10000) }},
+		{"fair-share", func() (*Snapshot, *policy.Policy) {
+			s, p := gen(10000), pol(10000)
+			usage(s)
+			p.Preemption.FairShareHalfLife = 24 * time.Hour
+			return s, p
+		}},
+		{"fair-share-reclaim", func() (*Snapshot, *policy.Policy) {
+			s, p := gen(10000), pol(10000)
+			usage(s)
+			p.Preemption.FairShareHalfLife = 24 * time.Hour
+			p.Preemption.FairShareReclaimAbove = 1.5
+			return s, p
+		}},
+		{"departments", func() (*Snapshot, *policy.Policy) {
+			s, p := gen(10000), pol(10000)
+			p.Departments = map[string]*policy.Department{}
+			for i, name := range p.TenantNames() {
+				dn := fmt.Sprintf("dept%d", i/4)
+				d := p.Departments[dn]
+				if d == nil {
+					d = &policy.Department{Name: dn, Weight: 1}
+					p.Departments[dn] = d
+				}
+				tn := p.Tenants[name]
+				d.Tenants = append(d.Tenants, name)
+				d.Reserve += tn.Reserve
+				d.Limit += tn.Limit * 3 / 8
+			}
+			return s, p
+		}},
+		{"groups/names=false", groups(false)},
+		{"groups/names=true", groups(true)},
+		{"checkpoints", func() (*Snapshot, *policy.Policy) {
+			r := rand.New(rand.NewPCG(1, 2))
+			s := genCluster(r, 10000, 8, 100000, 10000, 8, t0)
+			for i := range s.Allocs {
+				if i%2 == 0 {
+					s.Allocs[i].CheckpointAt = t0.Add(-time.Duration(r.IntN(3600)) * time.Second)
+				}
+			}
+			return s, pol(10000)
+		}},
+	}
+}
