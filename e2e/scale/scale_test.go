@@ -47,15 +47,20 @@ type summary struct {
 	Decisions                int
 	ReadMBPerMin             float64
 	WritesPerMin             float64
-	ReadsPerMin              float64
-	CPUSecondsPerMin         float64
-	RSSMiB                   float64
-	FailoverToFirstPlan      float64 // s
-	IdleSampleAgeP99         float64 // s, a bucket's upper bound
-	FullReads, SummaryReads  float64
-	Drift                    float64
-	SettleTimeouts           float64
-	WindowSeconds            float64
+	// Actions are the decisions the leader carried out in the window
+	// (steward_actions_total: preemptions, idle stops, holds, resumes,
+	// priorities); the job states and records it wrote, per action.
+	Actions                                     float64
+	StateWritesPerAction, RecordWritesPerAction float64
+	ReadsPerMin                                 float64
+	CPUSecondsPerMin                            float64
+	RSSMiB                                      float64
+	FailoverToFirstPlan                         float64 // s
+	IdleSampleAgeP99                            float64 // s, a bucket's upper bound
+	FullReads, SummaryReads                     float64
+	Drift                                       float64
+	SettleTimeouts                              float64
+	WindowSeconds                               float64
 	// Quiet: the workload paused after the window. Cluster reads exclude
 	// GPU stats (which follow the idle rules' coverage, not changes).
 	QuietReadMBPerMin, QuietClusterReadMBPerMin, QuietWritesPerMin float64
@@ -70,9 +75,11 @@ func (s summary) line() string {
 		return fmt.Sprintf("%.*f", prec, v)
 	}
 	return fmt.Sprintf("scale: nodes=%d gpus=%d allocs=%d decision_p50_ms=%s decision_p99_ms=%s read_mb_per_min=%s writes_per_min=%s "+
+		"actions=%.0f state_writes_per_action=%s record_writes_per_action=%s "+
 		"controller_cpu_s_per_min=%s rss_mib=%s failover_to_first_plan_s=%s idle_sample_age_p99_s=%s "+
 		"quiet_read_mb_per_min=%s quiet_cluster_read_mb_per_min=%s quiet_writes_per_min=%s",
 		s.Nodes, s.GPUs, s.Allocs, f(s.DecisionP50, 1), f(s.DecisionP99, 1), f(s.ReadMBPerMin, 2), f(s.WritesPerMin, 1),
+		s.Actions, f(s.StateWritesPerAction, 2), f(s.RecordWritesPerAction, 2),
 		f(s.CPUSecondsPerMin, 2), f(s.RSSMiB, 0), f(s.FailoverToFirstPlan, 1), f(s.IdleSampleAgeP99, 1),
 		f(s.QuietReadMBPerMin, 2), f(s.QuietClusterReadMBPerMin, 2), f(s.QuietWritesPerMin, 1))
 }
@@ -237,6 +244,14 @@ func TestScale(t *testing.T) {
 		Drift:            counter(after, "steward_cache_drift_total", "") - counter(before, "steward_cache_drift_total", ""),
 		SettleTimeouts:   counter(after, "steward_cache_settle_timeouts_total", "") - counter(before, "steward_cache_settle_timeouts_total", ""),
 		WindowSeconds:    to.Sub(from).Seconds()}
+	s.Actions = counterSum(after, "steward_actions_total") - counterSum(before, "steward_actions_total")
+	s.StateWritesPerAction, s.RecordWritesPerAction = math.NaN(), math.NaN()
+	if s.Actions > 0 {
+		s.StateWritesPerAction = (counterWith(after, "steward_nomad_http_writes_total", "endpoint", "state") -
+			counterWith(before, "steward_nomad_http_writes_total", "endpoint", "state")) / s.Actions
+		s.RecordWritesPerAction = (counterWith(after, "steward_nomad_http_writes_total", "endpoint", "record") -
+			counterWith(before, "steward_nomad_http_writes_total", "endpoint", "record")) / s.Actions
+	}
 
 	// Quiet: nothing submitted or finished. What the leader still reads is
 	// the resync (a full read every -resync), the GPU stats of covered
@@ -288,6 +303,10 @@ func TestScale(t *testing.T) {
 		writes = append(writes, fmt.Sprintf("%s %.1f", class, n/minutes))
 	}
 	t.Logf("writes per minute: %s", strings.Join(writes, ", "))
+	t.Logf("writes per action (%.0f actions: %s): state %.2f, record %.2f, job %.2f, allocation %.2f", s.Actions, actionsByKind(before, after),
+		s.StateWritesPerAction, s.RecordWritesPerAction,
+		(counterWith(after, "steward_nomad_http_writes_total", "endpoint", "job")-counterWith(before, "steward_nomad_http_writes_total", "endpoint", "job"))/s.Actions,
+		(counterWith(after, "steward_nomad_http_writes_total", "endpoint", "allocation")-counterWith(before, "steward_nomad_http_writes_total", "endpoint", "allocation"))/s.Actions)
 	var reads []string
 	for _, class := range []string{"variable", "job", "allocation", "node", "evaluation", "event", "stats", "other"} {
 		n := counterWith(after, "steward_nomad_http_reads_total", "endpoint", class) - counterWith(before, "steward_nomad_http_reads_total", "endpoint", class)
