@@ -325,8 +325,8 @@ func TestScale(t *testing.T) {
 	t.Logf("decision latency (ms) p50/p99 by rule: %s", latencyByRule(byRule))
 	t.Logf("stats sweep p50/p99 (s, bucket bounds): %.2f/%.2f", quantileBetween(histogram(before, "steward_gpu_stats_sweep_seconds"), histogram(after, "steward_gpu_stats_sweep_seconds"), 0.5),
 		quantileBetween(histogram(before, "steward_gpu_stats_sweep_seconds"), histogram(after, "steward_gpu_stats_sweep_seconds"), 0.99))
-	t.Logf("window %.0fs: %d decisions (priority, reclaim, backfill); %.0f full reads (%.0f of them after waiting 2 s for Nomad to carry out Steward's writes), %.0f summary reads, %.0f entities of drift, %.0f reads/min; workload: %d jobs submitted, %d allocations finished",
-		s.WindowSeconds, s.Decisions, s.FullReads, s.SettleTimeouts, s.SummaryReads, s.Drift, s.ReadsPerMin, drv.submitted, drv.finished)
+	t.Logf("window %.0fs: %d decisions (priority, reclaim, backfill); %.0f full reads (%.0f of them after waiting 2 s for Nomad to carry out Steward's writes), %.0f summary reads, %.0f entities of drift, %.0f reads/min; workload: %d jobs submitted (%d of them busy high-tier work beyond the demand), %d allocations finished",
+		s.WindowSeconds, s.Decisions, s.FullReads, s.SettleTimeouts, s.SummaryReads, s.Drift, s.ReadsPerMin, drv.submitted, drv.highSubmitted, drv.finished)
 	fmt.Println(s.line())
 	t.Log(s.line())
 	if *outFlag != "" {
@@ -355,13 +355,17 @@ type driver struct {
 	outstanding map[string]int
 	// left counts each job's allocations not finished yet.
 	left map[string]int
+	// high are the busy high-tier jobs added beyond the demand (GPUs, by
+	// job) while not placed; highSubmitted counts them.
+	high          map[string]int
+	highSubmitted int
 }
 
 // tick syncs with Nomad, ends allocations whose time is up, and submits
 // work until outstanding demand is back to its share of the cluster.
 func (d *driver) tick() {
 	if d.outstanding == nil {
-		d.outstanding, d.left = map[string]int{}, map[string]int{}
+		d.outstanding, d.left, d.high = map[string]int{}, map[string]int{}, map[string]int{}
 	}
 	q := &api.QueryOptions{Namespace: api.AllNamespacesNamespace, Params: map[string]string{"resources": "true"},
 		Filter: `ClientStatus == "running"`}
@@ -370,12 +374,13 @@ func (d *driver) tick() {
 		d.t.Logf("list allocations: %v", err)
 		return
 	}
-	done, running := d.w.sync(allocs, time.Now())
+	done, running, idleGPUs := d.w.sync(allocs, time.Now())
 	d.runningAllocs = running
 	d.runningGPUs = 0
 	byID := map[string]*api.AllocationListStub{}
 	for _, a := range allocs {
 		byID[a.ID] = a
+		delete(d.high, a.Namespace+"/"+a.JobID) // placed: it waits no more
 		if a.AllocatedResources == nil || strings.HasPrefix(a.JobID, "steward-hold-") {
 			continue
 		}
@@ -415,5 +420,26 @@ func (d *driver) tick() {
 		k := *job.Namespace + "/" + *job.ID
 		d.outstanding[k], d.left[k] = g, *job.TaskGroups[0].Count
 		have += g
+	}
+	// Idle notebooks serve waiting work first (the idle rule, in pressure
+	// mode): at large sizes they served all of it, and no preemption for
+	// waiting work happened in the window. Busy high-tier work keeps
+	// arriving until what it waits for exceeds the idle GPUs by 1 % of the
+	// cluster, so that some of it needs a preemption at every size.
+	waiting := 0
+	for _, g := range d.high {
+		waiting += g
+	}
+	for n := 0; waiting < idleGPUs+max(2, d.gpus/100) && n < 20; n++ {
+		job := d.w.nextHigh()
+		if _, _, err := d.c.Jobs().Register(job, &api.WriteOptions{Namespace: *job.Namespace}); err != nil {
+			d.t.Logf("register %s: %v", *job.ID, err)
+			continue
+		}
+		d.submitted++
+		d.highSubmitted++
+		k := *job.Namespace + "/" + *job.ID
+		d.outstanding[k], d.left[k], d.high[k] = 1, 1, 1
+		waiting++
 	}
 }
