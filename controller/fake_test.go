@@ -170,6 +170,9 @@ func (f *fakeNomad) GetVar(_ context.Context, ns, path string) (map[string]strin
 	}
 	f.gets[ns]++
 	time.Sleep(f.getDelay)
+	if err := f.fail["get "+ns+" "+path]; err != nil {
+		return nil, 0, err
+	}
 	v, ok := f.vars[ns+":"+path]
 	if !ok {
 		return nil, 0, nil

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"sync"
 	"time"
 )
 
@@ -22,14 +23,13 @@ func (c *Controller) loadStates(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	for _, ref := range refs {
-		if ref.Namespace != c.cfg.StateNamespace {
-			continue
-		}
-		items, index, err := c.nomad.GetVar(ctx, ref.Namespace, ref.Path)
-		if err != nil {
-			return err
-		}
+	refs = slices.DeleteFunc(refs, func(ref VarRef) bool { return ref.Namespace != c.cfg.StateNamespace })
+	read, err := c.readStates(ctx, refs)
+	if err != nil {
+		return err
+	}
+	for i, ref := range refs {
+		items, index := read[i].items, read[i].index
 		if items == nil {
 			continue
 		}
@@ -65,6 +65,44 @@ func (c *Controller) loadStates(ctx context.Context) error {
 	}
 	c.log.Info("loaded controller state", "jobs", len(c.states))
 	return nil
+}
+
+// stateReads is how many job states a new leader reads at once: one at a
+// time, a thousand states took seconds of a failover at 250 nodes.
+const stateReads = 16
+
+type readState struct {
+	items map[string]string
+	index uint64
+}
+
+// readStates reads the variables refs name, stateReads at a time, in
+// refs' order.
+func (c *Controller) readStates(ctx context.Context, refs []VarRef) ([]readState, error) {
+	out := make([]readState, len(refs))
+	errs := make([]error, len(refs))
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range min(stateReads, len(refs)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				out[i].items, out[i].index, errs[i] = c.nomad.GetVar(ctx, refs[i].Namespace, refs[i].Path)
+			}
+		}()
+	}
+	for i := range refs {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return nil, err // the first: an outage fails every read alike
+		}
+	}
+	return out, nil
 }
 
 // state returns the job's state, creating an empty one.

@@ -41,7 +41,7 @@ var (
 	// The controllers' election, as docs/reference/controller.md
 	// recommends for a failover within 10 s; -scale.election=lock
 	// -scale.lockttl=10s measures the Nomad lock.
-	electionFlag = flag.String("scale.election", "lease", "the controllers' -election")
+	electionFlag = flag.String("scale.election", "lease", "the controllers' -election (empty: none given, for a version before it)")
 	lockTTLFlag  = flag.Duration("scale.lockttl", 3*time.Second, "the controllers' -lock-ttl")
 )
 
@@ -106,8 +106,13 @@ func startController(t *testing.T, name, nomadAddr, policy string) *controllerPr
 	addr := l.Addr().String()
 	l.Close()
 	p := &controllerProc{name: name, addr: addr, log: &logLines{}, done: make(chan struct{})}
-	p.cmd = exec.Command(testnomad.StewardBin(t), "controller", "-policy", policy, "-id", name, "-listen", addr,
-		"-election", *electionFlag, "-lock-ttl", lockTTLFlag.String(), "-lock-delay", "0s", "-log-level", "info", "-pprof")
+	args := []string{"controller", "-policy", policy, "-id", name, "-listen", addr,
+		"-lock-ttl", lockTTLFlag.String(), "-lock-delay", "0s", "-log-level", "info", "-pprof"}
+	if *electionFlag != "" {
+		// Empty for a version before -election (the Nomad lock).
+		args = append(args, "-election", *electionFlag)
+	}
+	p.cmd = exec.Command(testnomad.StewardBin(t), args...)
 	p.cmd.Env = append(os.Environ(), "NOMAD_ADDR="+nomadAddr)
 	p.cmd.Stdout, p.cmd.Stderr = p.log, p.log
 	if err := p.cmd.Start(); err != nil {
