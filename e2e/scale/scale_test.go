@@ -291,6 +291,11 @@ func TestScale(t *testing.T) {
 		}
 		t.Logf("quiet %.0fs (workload paused): read MB/min by endpoint: %s; %.0f full reads", s.QuietSeconds, strings.Join(by, ", "),
 			delta("steward_nomad_reads_total", "kind", "full"))
+		var wby []string
+		for _, class := range []string{"state", "record", "status", "lock", "job", "allocation", "other"} {
+			wby = append(wby, fmt.Sprintf("%s %.1f", class, delta("steward_nomad_http_writes_total", "endpoint", class)/qMin))
+		}
+		t.Logf("quiet: writes per minute: %s; actions: %s", strings.Join(wby, ", "), actionsByKind(q0, q1))
 	}
 
 	// Failover: the leader dies (SIGKILL); the time until the other copy's
@@ -326,6 +331,7 @@ func TestScale(t *testing.T) {
 		float64(p1.rchar-p0.rchar)/1e6/minutes)
 	if dir := os.Getenv("STEWARD_SCALE_LOGDIR"); dir != "" {
 		_ = os.WriteFile(filepath.Join(dir, "controller-a.log"), []byte(a.log.tail(1<<30)), 0o644)
+		_ = os.WriteFile(filepath.Join(dir, "controller-b.log"), []byte(b.log.tail(1<<30)), 0o644)
 	}
 	t.Logf("decision latency (ms) p50/p99 by rule: %s", latencyByRule(byRule))
 	t.Logf("stats sweep p50/p99 (s, bucket bounds): %.2f/%.2f", quantileBetween(histogram(before, "steward_gpu_stats_sweep_seconds"), histogram(after, "steward_gpu_stats_sweep_seconds"), 0.5),
