@@ -107,7 +107,10 @@ Options:
   -ui-url URL          The Nomad UI's address for the links in webhook messages
                        (notify blocks), unless a block sets ui_url (default:
                        the Nomad address).
-  -lock-ttl DUR        Leader lock TTL (default 15s, at least 10s).
+  -election KIND       How copies elect their leader: lock (a Nomad variable lock,
+                       the default) or lease (a lease Steward keeps in the same
+                       variable; any TTL of 1s or more: fails over in about 2×TTL).
+  -lock-ttl DUR        Leader lock TTL (default 15s, at least 10s with -election lock).
   -lock-delay DUR      Wait after a lost leader before another takes over (default 15s).
   -nomad-timeout DUR   Deadline of every Nomad request (default 30s).
   -round-timeout DUR   A leader that has finished no round for this long steps
@@ -142,7 +145,7 @@ func (c *ControllerCommand) AutocompleteFlags() complete.Flags {
 		"-prometheus-address": complete.PredictAnything, "-prometheus-query": complete.PredictAnything,
 		"-prometheus-uuid-label": complete.PredictAnything, "-activity-max-age": complete.PredictAnything,
 		"-state-namespace": complete.PredictAnything, "-placeholder-image": complete.PredictAnything, "-controller-pool": complete.PredictAnything, "-job-records": complete.PredictSet("true", "false"),
-		"-lock-ttl": complete.PredictAnything, "-lock-delay": complete.PredictAnything, "-id": complete.PredictAnything,
+		"-election": complete.PredictSet("lock", "lease"), "-lock-ttl": complete.PredictAnything, "-lock-delay": complete.PredictAnything, "-id": complete.PredictAnything,
 		"-nomad-timeout": complete.PredictAnything, "-round-timeout": complete.PredictAnything,
 		"-log-level": complete.PredictSet("trace", "debug", "info", "warn", "error"), "-log-json": complete.PredictNothing,
 		"-consul-address": complete.PredictAnything, "-consul-lock-key": complete.PredictAnything,
@@ -190,6 +193,7 @@ func (c *ControllerCommand) flagSet(cfg *controller.Config, o *controllerOptions
 	fs.StringVar(&cfg.StateNamespace, "state-namespace", cfg.StateNamespace, "")
 	fs.StringVar(&cfg.PlaceholderImage, "placeholder-image", cfg.PlaceholderImage, "")
 	fs.BoolVar(&cfg.JobRecords, "job-records", cfg.JobRecords, "")
+	fs.StringVar(&cfg.Election, "election", cfg.Election, "")
 	fs.DurationVar(&cfg.LockTTL, "lock-ttl", cfg.LockTTL, "")
 	fs.DurationVar(&cfg.LockDelay, "lock-delay", cfg.LockDelay, "")
 	fs.DurationVar(&cfg.CallTimeout, "nomad-timeout", cfg.CallTimeout, "")

@@ -81,6 +81,7 @@ var configSchema = map[string][]configAttr{
 		{"burst", "check-burst", kindInt},
 	},
 	"high_availability": {
+		{"election", "election", kindString},
 		{"lock_ttl", "lock-ttl", kindDuration},
 		{"lock_delay", "lock-delay", kindDuration},
 		{"consul_address", "consul-address", kindString},

@@ -608,9 +608,12 @@ func (c *Controller) finishDrains(ctx context.Context, r *round) {
 					c.stopStragglers(ctx, r, st, d)
 				}
 				continue
-			case alive > 0 && d.Signal != "" && !d.Signaled.IsZero() && !d.Sent:
+			case alive > 0 && d.Signal != "" && !d.Signaled.IsZero() && !d.Sent && r.now.Before(d.Deadline):
 				// Recorded as signalled, but the signal may never have
-				// left (a crash, a failed call): send it again.
+				// left (a crash, a failed call), or left and was not
+				// saved as sent (that waits for the next write: store.go):
+				// send it again, within the grace that runs. Past the
+				// grace a signal has no time left to act on.
 				c.signal(ctx, r, st, d)
 				continue
 			case alive > 0 && d.Signal != "" && d.Signaled.IsZero():

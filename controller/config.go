@@ -36,9 +36,14 @@ type Config struct {
 	// write. It must exist (the controller does not create it).
 	StateNamespace string
 	// LockTTL and LockDelay tune leader election (Nomad variable lock):
-	// a leader that vanishes is replaced after about TTL+delay.
+	// a leader that vanishes is replaced after about 2×TTL+delay.
 	LockTTL   time.Duration
 	LockDelay time.Duration
+	// Election is how copies elect their leader: ElectionLock (a Nomad
+	// variable lock, whose TTL Nomad keeps at 10 s at least) or
+	// ElectionLease (a lease Steward keeps in a variable itself, check-
+	// and-set, with any TTL of a second or more: leader_lease.go).
+	Election string
 	// JobRecords writes each decision into the job's own variable
 	// nomad/jobs/<job>, which the Nomad UI shows on the job's page and
 	// its tasks can read. Merging into that variable needs read access to
@@ -126,6 +131,7 @@ func DefaultConfig() Config {
 		JobRecords:     true,
 		LockTTL:        15 * time.Second,
 		LockDelay:      15 * time.Second,
+		Election:       ElectionLock,
 		Listen:         "127.0.0.1:9646",
 		MaxBackoff:     30 * time.Second,
 		CallTimeout:    30 * time.Second,
@@ -150,8 +156,14 @@ func (c Config) Validate() error {
 		return fmt.Errorf("resync %s: must be positive", c.Resync)
 	case c.StatsInterval <= 0:
 		return fmt.Errorf("stats interval %s: must be positive", c.StatsInterval)
-	case c.LockTTL < 10*time.Second:
-		return fmt.Errorf("lock TTL %s: Nomad accepts 10s at least", c.LockTTL)
+	case c.Election != "" && c.Election != ElectionLock && c.Election != ElectionLease:
+		return fmt.Errorf("election %q: want %q (a Nomad variable lock) or %q (a lease in a variable)", c.Election, ElectionLock, ElectionLease)
+	case c.Election == ElectionLease && c.Consul != nil:
+		return fmt.Errorf("election %q keeps its lease in Nomad: not with a Consul address", ElectionLease)
+	case c.Election == ElectionLease && c.LockTTL < time.Second:
+		return fmt.Errorf("lock TTL %s: the lease needs 1s at least", c.LockTTL)
+	case c.Election != ElectionLease && c.LockTTL < 10*time.Second:
+		return fmt.Errorf("lock TTL %s: Nomad accepts 10s at least (a shorter TTL needs -election %s)", c.LockTTL, ElectionLease)
 	case c.LockDelay < 0:
 		return fmt.Errorf("lock delay %s: must not be negative", c.LockDelay)
 	case c.CallTimeout <= 0:

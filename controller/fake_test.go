@@ -42,6 +42,10 @@ type fakeNomad struct {
 	files    map[string]*api.AllocFileInfo
 	stats    int
 	statHook func(ctx context.Context, allocID, path string) error
+	// siteHook, when set, sees each write as it is made (outside the
+	// fake's lock): tests that count writes by call site.
+	siteHook func(call string)
+	putHook  func(call string, items map[string]string)
 }
 
 func newFakeNomad() *fakeNomad {
@@ -49,6 +53,9 @@ func newFakeNomad() *fakeNomad {
 }
 
 func (f *fakeNomad) record(call string) error {
+	if f.siteHook != nil {
+		f.siteHook(call)
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.calls = append(f.calls, call)
@@ -163,6 +170,9 @@ func (f *fakeNomad) GetVar(_ context.Context, ns, path string) (map[string]strin
 	}
 	f.gets[ns]++
 	time.Sleep(f.getDelay)
+	if err := f.fail["get "+ns+" "+path]; err != nil {
+		return nil, 0, err
+	}
 	v, ok := f.vars[ns+":"+path]
 	if !ok {
 		return nil, 0, nil
@@ -180,6 +190,9 @@ func (f *fakeNomad) PutVar(_ context.Context, ns, path string, items map[string]
 	}
 	f.next++
 	f.vars[ns+":"+path] = maps.Clone(items)
+	if f.putHook != nil {
+		f.putHook(fmt.Sprintf("put %s %s", ns, path), items)
+	}
 	f.index[ns+":"+path] = f.next
 	return f.next, nil
 }

@@ -89,12 +89,13 @@ func (c *Controller) elect(ctx context.Context, lead func(context.Context) error
 		},
 	}
 	c.log.Info("waiting to lead", "lock", LeaderLockPath, "namespace", c.cfg.StateNamespace, "identity", c.cfg.Identity)
+	seen := &leaseSeen{now: time.Now}
 	return c.contend(ctx, func() (leaderLock, error) {
 		locks, err := c.client.Locks(api.WriteOptions{Namespace: c.cfg.StateNamespace}, v, api.LocksOptionWithMaxRetries(0))
 		if err != nil {
 			return nil, fmt.Errorf("leader lock: %w", err)
 		}
-		return nomadLock{c: c, locks: locks}, nil
+		return nomadLock{c: c, locks: locks, seen: seen}, nil
 	}, lead)
 }
 
@@ -112,10 +113,19 @@ type leaderLock interface {
 type nomadLock struct {
 	c     *Controller
 	locks *api.Locks
+	seen  *leaseSeen
 }
 
 func (l nomadLock) Acquire(ctx context.Context) error {
-	return l.c.lockCall(ctx, l.locks, func(cctx context.Context) error { _, err := l.locks.Acquire(cctx); return err })
+	return l.c.lockCall(ctx, l.locks, func(cctx context.Context) error {
+		// Nomad grants the lock on a variable without one: not while a
+		// copy elected with -election lease renews its lease there.
+		if items, index, err := l.c.unfenced().GetVar(cctx, l.c.cfg.StateNamespace, LeaderLockPath); err == nil && leaseHeld(items, index, l.seen, l.c.cfg.LockTTL) {
+			return api.ErrLockConflict
+		}
+		_, err := l.locks.Acquire(cctx)
+		return err
+	})
 }
 func (l nomadLock) Renew(ctx context.Context) error { return l.c.lockCall(ctx, l.locks, l.locks.Renew) }
 func (l nomadLock) Release(ctx context.Context) error {

@@ -36,6 +36,9 @@ func (c *Controller) Run(ctx context.Context) error {
 	if c.cfg.Consul != nil {
 		return c.electConsul(ctx, c.lead)
 	}
+	if c.cfg.Election == ElectionLease {
+		return c.electLease(ctx, c.lead)
+	}
 	return c.elect(ctx, c.lead)
 }
 

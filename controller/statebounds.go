@@ -3,7 +3,6 @@ package controller
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"strings"
 )
@@ -130,8 +129,8 @@ func (c *Controller) resolveStates(obs *Observation) {
 		delete(c.unresolved, p)
 		u.st.ID, u.st.IDHash = k.ID, ""
 		c.states[k], c.index[k] = u.st, u.index
-		if b, err := json.Marshal(u.st.stable()); err == nil {
-			c.saved[k] = string(b)
+		if b, err := u.st.stableJSON(c.now()); err == nil {
+			c.saved[k] = b
 		}
 		for short, idle := range u.st.Idle {
 			c.usage.restore(short, idle)

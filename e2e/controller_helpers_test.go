@@ -416,11 +416,11 @@ func (p *controllerProc) Exited() bool {
 
 // startLeaderAndFollower starts controller a and waits until it leads,
 // then b and waits until it waits for the lock.
-func (c *cluster) startLeaderAndFollower(policy string) (a, b *controllerProc) {
+func (c *cluster) startLeaderAndFollower(policy string, extra ...string) (a, b *controllerProc) {
 	c.t.Helper()
-	a = c.startController("a", policy)
+	a = c.startController("a", policy, extra...)
 	testnomad.WaitFor(c.t, 30*time.Second, "controller a leads", func() (bool, string) { return a.Contains("leading: this controller acts"), "" })
-	b = c.startController("b", policy)
+	b = c.startController("b", policy, extra...)
 	testnomad.WaitFor(c.t, 30*time.Second, "controller b waits", func() (bool, string) { return b.Contains("waiting to lead"), "" })
 	return a, b
 }

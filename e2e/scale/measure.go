@@ -56,6 +56,47 @@ func counterWith(mfs map[string]*dto.MetricFamily, name, label, value string) fl
 	return 0
 }
 
+// counterSum adds up every series of a counter.
+func counterSum(mfs map[string]*dto.MetricFamily, name string) float64 {
+	mf := mfs[name]
+	if mf == nil {
+		return 0
+	}
+	sum := 0.0
+	for _, m := range mf.Metric {
+		if c := m.GetCounter(); c != nil {
+			sum += c.GetValue()
+		}
+	}
+	return sum
+}
+
+// actionsByKind is the window's steward_actions_total by kind, as text.
+func actionsByKind(before, after map[string]*dto.MetricFamily) string {
+	by := map[string]float64{}
+	add := func(mfs map[string]*dto.MetricFamily, sign float64) {
+		if mf := mfs["steward_actions_total"]; mf != nil {
+			for _, m := range mf.Metric {
+				for _, l := range m.Label {
+					if l.GetName() == "kind" && m.GetCounter() != nil {
+						by[l.GetValue()] += sign * m.GetCounter().GetValue()
+					}
+				}
+			}
+		}
+	}
+	add(before, -1)
+	add(after, 1)
+	var out []string
+	for k, v := range by {
+		if v > 0 {
+			out = append(out, fmt.Sprintf("%s %.0f", k, v))
+		}
+	}
+	sort.Strings(out)
+	return strings.Join(out, ", ")
+}
+
 func hasLabel(m *dto.Metric, name, value string) bool {
 	for _, l := range m.Label {
 		if l.GetName() == name && l.GetValue() == value {

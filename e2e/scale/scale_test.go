@@ -43,6 +43,11 @@ var (
 	// bin/prometheus, scraping a fake DCGM exporter that serves every
 	// simulated GPU's activity, read with one query per interval).
 	activityFlag = flag.String("scale.activity", "nomad", "GPU activity source of the controllers: nomad or prometheus")
+	// The controllers' election, as docs/reference/controller.md
+	// recommends for a failover within 10 s; -scale.election=lock
+	// -scale.lockttl=10s measures the Nomad lock.
+	electionFlag = flag.String("scale.election", "lease", "the controllers' -election (empty: none given, for a version before it)")
+	lockTTLFlag  = flag.Duration("scale.lockttl", 3*time.Second, "the controllers' -lock-ttl")
 )
 
 // summary is what the harness measured.
@@ -52,15 +57,20 @@ type summary struct {
 	Decisions                int
 	ReadMBPerMin             float64
 	WritesPerMin             float64
-	ReadsPerMin              float64
-	CPUSecondsPerMin         float64
-	RSSMiB                   float64
-	FailoverToFirstPlan      float64 // s
-	IdleSampleAgeP99         float64 // s, a bucket's upper bound
-	FullReads, SummaryReads  float64
-	Drift                    float64
-	SettleTimeouts           float64
-	WindowSeconds            float64
+	// Actions are the decisions the leader carried out in the window
+	// (steward_actions_total: preemptions, idle stops, holds, resumes,
+	// priorities); the job states and records it wrote, per action.
+	Actions                                     float64
+	StateWritesPerAction, RecordWritesPerAction float64
+	ReadsPerMin                                 float64
+	CPUSecondsPerMin                            float64
+	RSSMiB                                      float64
+	FailoverToFirstPlan                         float64 // s
+	IdleSampleAgeP99                            float64 // s, a bucket's upper bound
+	FullReads, SummaryReads                     float64
+	Drift                                       float64
+	SettleTimeouts                              float64
+	WindowSeconds                               float64
 	// Quiet: the workload paused after the window. Cluster reads exclude
 	// GPU stats (which follow the idle rules' coverage, not changes).
 	QuietReadMBPerMin, QuietClusterReadMBPerMin, QuietWritesPerMin float64
@@ -80,9 +90,11 @@ func (s summary) line() string {
 		return fmt.Sprintf("%.*f", prec, v)
 	}
 	return fmt.Sprintf("scale: nodes=%d gpus=%d allocs=%d decision_p50_ms=%s decision_p99_ms=%s read_mb_per_min=%s writes_per_min=%s "+
+		"actions=%.0f state_writes_per_action=%s record_writes_per_action=%s "+
 		"controller_cpu_s_per_min=%s rss_mib=%s failover_to_first_plan_s=%s idle_sample_age_p99_s=%s "+
 		"quiet_read_mb_per_min=%s quiet_cluster_read_mb_per_min=%s quiet_writes_per_min=%s activity=%s quiet_activity_read_mb_per_min=%s",
 		s.Nodes, s.GPUs, s.Allocs, f(s.DecisionP50, 1), f(s.DecisionP99, 1), f(s.ReadMBPerMin, 2), f(s.WritesPerMin, 1),
+		s.Actions, f(s.StateWritesPerAction, 2), f(s.RecordWritesPerAction, 2),
 		f(s.CPUSecondsPerMin, 2), f(s.RSSMiB, 0), f(s.FailoverToFirstPlan, 1), f(s.IdleSampleAgeP99, 1),
 		f(s.QuietReadMBPerMin, 2), f(s.QuietClusterReadMBPerMin, 2), f(s.QuietWritesPerMin, 1), s.Activity, f(s.QuietActivityReadMBPerMin, 3))
 }
@@ -104,8 +116,13 @@ func startController(t *testing.T, name, nomadAddr, policy string, extra ...stri
 	addr := l.Addr().String()
 	l.Close()
 	p := &controllerProc{name: name, addr: addr, log: &logLines{}, done: make(chan struct{})}
-	p.cmd = exec.Command(testnomad.StewardBin(t), append([]string{"controller", "-policy", policy, "-id", name, "-listen", addr,
-		"-lock-ttl", "10s", "-lock-delay", "0s", "-log-level", "info", "-pprof"}, extra...)...)
+	args := []string{"controller", "-policy", policy, "-id", name, "-listen", addr,
+		"-lock-ttl", lockTTLFlag.String(), "-lock-delay", "0s", "-log-level", "info", "-pprof"}
+	if *electionFlag != "" {
+		// Empty for a version before -election (the Nomad lock).
+		args = append(args, "-election", *electionFlag)
+	}
+	p.cmd = exec.Command(testnomad.StewardBin(t), append(args, extra...)...)
 	p.cmd.Env = append(os.Environ(), "NOMAD_ADDR="+nomadAddr)
 	p.cmd.Stdout, p.cmd.Stderr = p.log, p.log
 	if err := p.cmd.Start(); err != nil {
@@ -269,6 +286,14 @@ func TestScale(t *testing.T) {
 		Drift:            counter(after, "steward_cache_drift_total", "") - counter(before, "steward_cache_drift_total", ""),
 		SettleTimeouts:   counter(after, "steward_cache_settle_timeouts_total", "") - counter(before, "steward_cache_settle_timeouts_total", ""),
 		WindowSeconds:    to.Sub(from).Seconds()}
+	s.Actions = counterSum(after, "steward_actions_total") - counterSum(before, "steward_actions_total")
+	s.StateWritesPerAction, s.RecordWritesPerAction = math.NaN(), math.NaN()
+	if s.Actions > 0 {
+		s.StateWritesPerAction = (counterWith(after, "steward_nomad_http_writes_total", "endpoint", "state") -
+			counterWith(before, "steward_nomad_http_writes_total", "endpoint", "state")) / s.Actions
+		s.RecordWritesPerAction = (counterWith(after, "steward_nomad_http_writes_total", "endpoint", "record") -
+			counterWith(before, "steward_nomad_http_writes_total", "endpoint", "record")) / s.Actions
+	}
 
 	// Quiet: nothing submitted or finished. What the leader still reads is
 	// the resync (a full read every -resync), the GPU stats of covered
@@ -303,10 +328,15 @@ func TestScale(t *testing.T) {
 		}
 		t.Logf("quiet %.0fs (workload paused): read MB/min by endpoint: %s; %.0f full reads", s.QuietSeconds, strings.Join(by, ", "),
 			delta("steward_nomad_reads_total", "kind", "full"))
+		var wby []string
+		for _, class := range []string{"state", "record", "status", "lock", "job", "allocation", "other"} {
+			wby = append(wby, fmt.Sprintf("%s %.1f", class, delta("steward_nomad_http_writes_total", "endpoint", class)/qMin))
+		}
+		t.Logf("quiet: writes per minute: %s; actions: %s", strings.Join(wby, ", "), actionsByKind(q0, q1))
 	}
 
-	// Failover: the leader dies; the time until the other copy's first
-	// round includes the lock's TTL (10 s here).
+	// Failover: the leader dies (SIGKILL); the time until the other copy's
+	// first completed round includes the lease's 2×TTL.
 	killed := time.Now()
 	_ = a.cmd.Process.Kill()
 	<-a.done
@@ -325,6 +355,10 @@ func TestScale(t *testing.T) {
 		writes = append(writes, fmt.Sprintf("%s %.1f", class, n/minutes))
 	}
 	t.Logf("writes per minute: %s", strings.Join(writes, ", "))
+	t.Logf("writes per action (%.0f actions: %s): state %.2f, record %.2f, job %.2f, allocation %.2f", s.Actions, actionsByKind(before, after),
+		s.StateWritesPerAction, s.RecordWritesPerAction,
+		(counterWith(after, "steward_nomad_http_writes_total", "endpoint", "job")-counterWith(before, "steward_nomad_http_writes_total", "endpoint", "job"))/s.Actions,
+		(counterWith(after, "steward_nomad_http_writes_total", "endpoint", "allocation")-counterWith(before, "steward_nomad_http_writes_total", "endpoint", "allocation"))/s.Actions)
 	var reads []string
 	for _, class := range []string{"variable", "job", "allocation", "node", "evaluation", "event", "stats", "other"} {
 		n := counterWith(after, "steward_nomad_http_reads_total", "endpoint", class) - counterWith(before, "steward_nomad_http_reads_total", "endpoint", class)
@@ -334,12 +368,13 @@ func TestScale(t *testing.T) {
 		float64(p1.rchar-p0.rchar)/1e6/minutes)
 	if dir := os.Getenv("STEWARD_SCALE_LOGDIR"); dir != "" {
 		_ = os.WriteFile(filepath.Join(dir, "controller-a.log"), []byte(a.log.tail(1<<30)), 0o644)
+		_ = os.WriteFile(filepath.Join(dir, "controller-b.log"), []byte(b.log.tail(1<<30)), 0o644)
 	}
 	t.Logf("decision latency (ms) p50/p99 by rule: %s", latencyByRule(byRule))
 	t.Logf("stats sweep p50/p99 (s, bucket bounds): %.2f/%.2f", quantileBetween(histogram(before, "steward_gpu_stats_sweep_seconds"), histogram(after, "steward_gpu_stats_sweep_seconds"), 0.5),
 		quantileBetween(histogram(before, "steward_gpu_stats_sweep_seconds"), histogram(after, "steward_gpu_stats_sweep_seconds"), 0.99))
-	t.Logf("window %.0fs: %d decisions (priority, reclaim, backfill); %.0f full reads (%.0f of them after waiting 2 s for Nomad to carry out Steward's writes), %.0f summary reads, %.0f entities of drift, %.0f reads/min; workload: %d jobs submitted, %d allocations finished",
-		s.WindowSeconds, s.Decisions, s.FullReads, s.SettleTimeouts, s.SummaryReads, s.Drift, s.ReadsPerMin, drv.submitted, drv.finished)
+	t.Logf("window %.0fs: %d decisions (priority, reclaim, backfill); %.0f full reads (%.0f of them after waiting 2 s for Nomad to carry out Steward's writes), %.0f summary reads, %.0f entities of drift, %.0f reads/min; workload: %d jobs submitted (%d of them busy high-tier work beyond the demand), %d allocations finished",
+		s.WindowSeconds, s.Decisions, s.FullReads, s.SettleTimeouts, s.SummaryReads, s.Drift, s.ReadsPerMin, drv.submitted, drv.highSubmitted, drv.finished)
 	fmt.Println(s.line())
 	t.Log(s.line())
 	if *outFlag != "" {
@@ -368,13 +403,17 @@ type driver struct {
 	outstanding map[string]int
 	// left counts each job's allocations not finished yet.
 	left map[string]int
+	// high are the busy high-tier jobs added beyond the demand (GPUs, by
+	// job) while not placed; highSubmitted counts them.
+	high          map[string]int
+	highSubmitted int
 }
 
 // tick syncs with Nomad, ends allocations whose time is up, and submits
 // work until outstanding demand is back to its share of the cluster.
 func (d *driver) tick() {
 	if d.outstanding == nil {
-		d.outstanding, d.left = map[string]int{}, map[string]int{}
+		d.outstanding, d.left, d.high = map[string]int{}, map[string]int{}, map[string]int{}
 	}
 	q := &api.QueryOptions{Namespace: api.AllNamespacesNamespace, Params: map[string]string{"resources": "true"},
 		Filter: `ClientStatus == "running"`}
@@ -383,12 +422,13 @@ func (d *driver) tick() {
 		d.t.Logf("list allocations: %v", err)
 		return
 	}
-	done, running := d.w.sync(allocs, time.Now())
+	done, running, idleGPUs := d.w.sync(allocs, time.Now())
 	d.runningAllocs = running
 	d.runningGPUs = 0
 	byID := map[string]*api.AllocationListStub{}
 	for _, a := range allocs {
 		byID[a.ID] = a
+		delete(d.high, a.Namespace+"/"+a.JobID) // placed: it waits no more
 		if a.AllocatedResources == nil || strings.HasPrefix(a.JobID, "steward-hold-") {
 			continue
 		}
@@ -428,5 +468,26 @@ func (d *driver) tick() {
 		k := *job.Namespace + "/" + *job.ID
 		d.outstanding[k], d.left[k] = g, *job.TaskGroups[0].Count
 		have += g
+	}
+	// Idle notebooks serve waiting work first (the idle rule, in pressure
+	// mode): at large sizes they served all of it, and no preemption for
+	// waiting work happened in the window. Busy high-tier work keeps
+	// arriving until what it waits for exceeds the idle GPUs by 1 % of the
+	// cluster, so that some of it needs a preemption at every size.
+	waiting := 0
+	for _, g := range d.high {
+		waiting += g
+	}
+	for n := 0; waiting < idleGPUs+max(2, d.gpus/100) && n < 20; n++ {
+		job := d.w.nextHigh()
+		if _, _, err := d.c.Jobs().Register(job, &api.WriteOptions{Namespace: *job.Namespace}); err != nil {
+			d.t.Logf("register %s: %v", *job.ID, err)
+			continue
+		}
+		d.submitted++
+		d.highSubmitted++
+		k := *job.Namespace + "/" + *job.ID
+		d.outstanding[k], d.left[k], d.high[k] = 1, 1, 1
+		waiting++
 	}
 }

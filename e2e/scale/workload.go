@@ -82,6 +82,28 @@ func (w *workload) next() *api.Job {
 	return gpuJob(k.tenant, id, k.tier, k.gpus, k.count)
 }
 
+// highKinds are the busy high-tier work the driver adds once idle work
+// cannot serve what waits (driver.tick): interactive work of each tenant
+// that may run it, and product's builds, none of it idle.
+var highKinds = []kind{
+	{"product", "build", 1, 1, 2 * time.Minute, 0, 1},
+	{"product", "interactive", 1, 1, 20 * time.Minute, 0, 1},
+	{"research", "interactive", 1, 1, 20 * time.Minute, 0, 1},
+	{"platform", "interactive", 1, 1, 10 * time.Minute, 0, 1},
+}
+
+// nextHigh returns a new busy high-tier job (highKinds, in turn).
+func (w *workload) nextHigh() *api.Job {
+	w.seq++
+	k := highKinds[w.seq%len(highKinds)]
+	id := fmt.Sprintf("%s-%05d", k.tier, w.seq)
+	run := time.Duration(w.rng.ExpFloat64() * float64(k.run))
+	w.mu.Lock()
+	w.jobs[k.tenant+"/"+id] = jobPlan{run: max(run, 30*time.Second)}
+	w.mu.Unlock()
+	return gpuJob(k.tenant, id, k.tier, k.gpus, k.count)
+}
+
 // gpuJob is a batch job of count allocations of gpus GPUs each, on the
 // simulated nodes only.
 func gpuJob(ns, id, tier string, gpus, count int) *api.Job {
@@ -105,7 +127,7 @@ func ptr[T any](v T) *T { return &v }
 // sync takes the allocations running now: when each ends (its job's run
 // time after it started), and how busy its GPUs are. It returns the
 // allocations whose time is up.
-func (w *workload) sync(allocs []*api.AllocationListStub, now time.Time) (done []string, running int) {
+func (w *workload) sync(allocs []*api.AllocationListStub, now time.Time) (done []string, running, idleGPUs int) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	util := map[string]int{}
@@ -132,11 +154,15 @@ func (w *workload) sync(allocs []*api.AllocationListStub, now time.Time) (done [
 		if plan.idle {
 			busy = 2
 		}
+		idle := plan.idle
 		if a.AllocatedResources != nil {
 			for _, t := range a.AllocatedResources.Tasks {
 				for _, d := range t.Devices {
 					for _, id := range d.DeviceIDs {
 						util[id] = busy
+						if idle {
+							idleGPUs++
+						}
 					}
 				}
 			}
@@ -148,7 +174,7 @@ func (w *workload) sync(allocs []*api.AllocationListStub, now time.Time) (done [
 		}
 	}
 	w.util = util
-	return done, running
+	return done, running, idleGPUs
 }
 
 // activity is the fleet's Config.Activity.

@@ -1,0 +1,195 @@
+package controller
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/hashicorp/nomad/api"
+)
+
+// Election kinds (Config.Election).
+const (
+	ElectionLock  = "lock"
+	ElectionLease = "lease"
+)
+
+// A Nomad variable lock cannot fail over in under 20 s: Nomad refuses a
+// TTL under 10 s and keeps a lock twice its TTL after the last renewal
+// (nomad/structs/variables.go, nomad/locks.go). The lease election keeps
+// the lease in the same variable (LeaderLockPath) itself, check-and-set,
+// so that its TTL is the operator's:
+//
+//   - The leader writes the variable (holder, term, TTL) every TTL/3. Its
+//     lease lasts one TTL from when its last successful write was sent
+//     (lease.extend, as for the lock), and every write it makes is fenced
+//     by it (fencedNomad).
+//   - A follower reads the variable every lockPoll and notes, on its own
+//     clock, when it first saw its current modify index. Only once that
+//     index has stood for leaseExpiry (2×TTL) does it write the variable,
+//     check-and-set against that index, and lead. The index it saw was
+//     written after the leader sent it, so the leader's lease had ended a
+//     whole TTL earlier: the same margin as the lock's 2×TTL against a
+//     TTL lease, for clocks that run at different rates and writes in
+//     flight. No clocks are compared between machines.
+//   - Two writers race on the index: Nomad takes one check-and-set, and
+//     the other's renewal or takeover is refused (ErrLockConflict).
+//   - A copy that stops hands the lease back (holder emptied) and a
+//     follower takes it at once; a variable under a Nomad lock (a copy
+//     elected with -election lock) refuses the write, so a lease copy never
+//     leads beside it.
+//
+// The cost is a Raft write per renewal (Nomad's lock renewals are not
+// written): 60 a minute at a 3 s TTL, for a failover of about 2×TTL.
+
+// leaseExpiry is how long a follower waits, on its own clock, for a lease
+// whose variable no longer changes before it takes the lease.
+func leaseExpiry(ttl time.Duration) time.Duration { return 2 * ttl }
+
+// electLease runs lead while this controller holds the lease.
+func (c *Controller) electLease(ctx context.Context, lead func(context.Context) error) error {
+	c.log.Info("waiting to lead", "lease", LeaderLockPath, "namespace", c.cfg.StateNamespace, "identity", c.cfg.Identity, "ttl", c.cfg.LockTTL)
+	seen := &leaseSeen{now: time.Now}
+	return c.contend(ctx, func() (leaderLock, error) {
+		return &leaseLock{c: c, seen: seen, term: newTerm()}, nil
+	}, lead)
+}
+
+func newTerm() string {
+	b := make([]byte, 12)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// leaseSeen is what a follower saw of the lease: its modify index, and
+// when (on this machine's monotonic clock) it first saw it.
+type leaseSeen struct {
+	index uint64
+	at    time.Time
+	now   func() time.Time
+}
+
+// stood reports whether index has stood for at least d since this copy
+// first saw it, noting it when new.
+func (s *leaseSeen) stood(index uint64, d time.Duration) bool {
+	now := s.now()
+	if index != s.index || s.at.IsZero() {
+		s.index, s.at = index, now
+		return false
+	}
+	return now.Sub(s.at) >= d
+}
+
+// leaseLock is one term's claim on the lease (a leaderLock): Acquire
+// takes a free or expired lease, Renew rewrites it, Release empties it.
+type leaseLock struct {
+	c     *Controller
+	seen  *leaseSeen
+	term  string
+	index uint64 // the variable's index after this term's last write
+}
+
+func (l *leaseLock) items(holder string) map[string]string {
+	if holder == "" {
+		return map[string]string{"holder": "", "election": ElectionLease}
+	}
+	return map[string]string{"holder": holder, "term": l.term, "election": ElectionLease, "ttl": l.c.cfg.LockTTL.String()}
+}
+
+// call runs one lease request with a timeout of a third of the TTL, as
+// lock requests (lockCall).
+func (l *leaseLock) call(ctx context.Context, f func(context.Context) error) error {
+	cctx, cancel := context.WithTimeout(ctx, l.c.cfg.LockTTL/3)
+	defer cancel()
+	return f(cctx)
+}
+
+func (l *leaseLock) Acquire(ctx context.Context) error {
+	return l.call(ctx, func(ctx context.Context) error {
+		items, index, err := l.c.unfenced().GetVar(ctx, l.c.cfg.StateNamespace, LeaderLockPath)
+		if err != nil {
+			return fmt.Errorf("read the leader lease: %w", err)
+		}
+		if items != nil && items["holder"] != "" {
+			// Held (by a lease, or by a copy elected with the Nomad lock,
+			// whose write refuses ours): taken once it has stood unchanged
+			// for its expiry, the holder's TTL as written if longer.
+			if leaseHeld(map[string]string{"election": ElectionLease, "holder": items["holder"], "ttl": items["ttl"]}, index, l.seen, l.c.cfg.LockTTL) {
+				return api.ErrLockConflict
+			}
+			l.c.log.Warn("the leader lease was not renewed: taking it", "holder", items["holder"])
+		}
+		// The raw client: the fence refuses every write until this
+		// controller holds a lease.
+		next, err := l.c.unfenced().PutVar(ctx, l.c.cfg.StateNamespace, LeaderLockPath, l.items(l.c.cfg.Identity), true, index)
+		if err != nil {
+			if isConflict(err) {
+				// Taken first by another copy, or under a Nomad lock
+				// (Nomad answers a write to a locked variable as a
+				// check-and-set conflict).
+				return api.ErrLockConflict
+			}
+			return fmt.Errorf("take the leader lease: %w", err)
+		}
+		l.index = next
+		return nil
+	})
+}
+
+func (l *leaseLock) Renew(ctx context.Context) error {
+	return l.call(ctx, func(ctx context.Context) error {
+		next, err := l.c.unfenced().PutVar(ctx, l.c.cfg.StateNamespace, LeaderLockPath, l.items(l.c.cfg.Identity), true, l.index)
+		if err == nil {
+			l.index = next
+			return nil
+		}
+		if !isConflict(err) {
+			return fmt.Errorf("renew the leader lease: %w", err)
+		}
+		// A renewal that Nomad applied but whose answer was lost moved
+		// the index: this term's own write is no other holder's.
+		items, index, rerr := l.c.unfenced().GetVar(ctx, l.c.cfg.StateNamespace, LeaderLockPath)
+		if rerr != nil || items["term"] != l.term {
+			return api.ErrLockConflict
+		}
+		l.index = index
+		return errors.New("renew the leader lease: its index moved under this term's own write; renewing again")
+	})
+}
+
+func (l *leaseLock) Release(ctx context.Context) error {
+	return l.call(ctx, func(ctx context.Context) error {
+		_, err := l.c.unfenced().PutVar(ctx, l.c.cfg.StateNamespace, LeaderLockPath, l.items(""), true, l.index)
+		if isConflict(err) {
+			return api.ErrLockConflict
+		}
+		return err
+	})
+}
+
+// unfenced is the Nomad client without the lease's fence: the lease's
+// own writes are what prove it.
+func (c *Controller) unfenced() Nomad {
+	if f, ok := c.nomad.(fencedNomad); ok {
+		return f.Nomad
+	}
+	return c.nomad
+}
+
+// leaseHeld reports whether a copy elected with -election lease holds the
+// leader variable's lease (renewed within its expiry, as seen doing so):
+// a copy elected with the Nomad lock must not take the lock beside it,
+// since Nomad would grant it on a variable without a lock.
+func leaseHeld(items map[string]string, index uint64, seen *leaseSeen, ttl time.Duration) bool {
+	if items == nil || items["election"] != ElectionLease || items["holder"] == "" {
+		return false
+	}
+	expiry := leaseExpiry(ttl)
+	if t, err := time.ParseDuration(items["ttl"]); err == nil && leaseExpiry(t) > expiry {
+		expiry = leaseExpiry(t)
+	}
+	return !seen.stood(index, expiry)
+}

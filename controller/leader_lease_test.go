@@ -1,0 +1,164 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/nomad/api"
+)
+
+// TestLeaseElection: two copies elected by the lease in one variable (the
+// fake's, check-and-set as Nomad's). Each story names what a follower may
+// do and when: never while the leader renews, only 2×TTL on its own clock
+// after the leader's last renewal it saw, at once after a release; and a
+// leader whose lease was taken learns it at its next renewal.
+func TestLeaseElection(t *testing.T) {
+	const ttl = 3 * time.Second
+	type copyOf struct {
+		c    *Controller
+		lk   *leaseLock
+		seen *leaseSeen
+	}
+	setup := func(t *testing.T) (*fakeNomad, *time.Time, copyOf, copyOf) {
+		f := newFakeNomad()
+		clock := t0
+		mk := func(id string) copyOf {
+			c := testController(t, f)
+			c.cfg.Identity, c.cfg.LockTTL, c.cfg.Election = id, ttl, ElectionLease
+			seen := &leaseSeen{now: func() time.Time { return clock }}
+			return copyOf{c: c, seen: seen, lk: &leaseLock{c: c, seen: seen, term: newTerm()}}
+		}
+		return f, &clock, mk("a"), mk("b")
+	}
+	ctx := context.Background()
+	conflict := func(err error) bool { return errors.Is(err, api.ErrLockConflict) }
+
+	t.Run("a follower never takes a lease that is renewed", func(t *testing.T) {
+		_, clock, a, b := setup(t)
+		if err := a.lk.Acquire(ctx); err != nil {
+			t.Fatalf("a takes the free lease: %v", err)
+		}
+		for i := 0; i < 30; i++ { // 30 s: a renews every TTL/3
+			*clock = clock.Add(ttl / 3)
+			if err := a.lk.Renew(ctx); err != nil {
+				t.Fatalf("a's renewal at %s: %v", clock.Sub(t0), err)
+			}
+			if err := b.lk.Acquire(ctx); !conflict(err) {
+				t.Fatalf("b at %s: %v, want a conflict while a renews", clock.Sub(t0), err)
+			}
+		}
+	})
+
+	t.Run("a dead leader is replaced 2xTTL after the follower saw its last renewal and not before", func(t *testing.T) {
+		_, clock, a, b := setup(t)
+		if err := a.lk.Acquire(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.lk.Acquire(ctx); !conflict(err) { // b sees a's index now
+			t.Fatalf("b: %v, want a conflict", err)
+		}
+		seenAt := *clock
+		// a dies: no renewal from now on. b polls every lockPoll.
+		for clock.Sub(seenAt) < leaseExpiry(ttl) {
+			if err := b.lk.Acquire(ctx); !conflict(err) {
+				t.Fatalf("b took the lease %s after it saw a's last write, before 2×TTL (%s): %v", clock.Sub(seenAt), leaseExpiry(ttl), err)
+			}
+			*clock = clock.Add(lockPoll(ttl))
+		}
+		if err := b.lk.Acquire(ctx); err != nil {
+			t.Fatalf("b at %s after a's last write: %v, want the lease", clock.Sub(seenAt), err)
+		}
+		// a wakes (it was paused, not dead): its renewal is refused.
+		if err := a.lk.Renew(ctx); !conflict(err) {
+			t.Fatalf("a's renewal after b took the lease: %v, want a conflict", err)
+		}
+	})
+
+	t.Run("a released lease is taken at once", func(t *testing.T) {
+		_, _, a, b := setup(t)
+		if err := a.lk.Acquire(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.lk.Acquire(ctx); !conflict(err) {
+			t.Fatalf("b: %v", err)
+		}
+		if err := a.lk.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.lk.Acquire(ctx); err != nil {
+			t.Fatalf("b after a released: %v", err)
+		}
+	})
+
+	t.Run("a renewal whose answer was lost is this term's own", func(t *testing.T) {
+		f, _, a, _ := setup(t)
+		if err := a.lk.Acquire(ctx); err != nil {
+			t.Fatal(err)
+		}
+		// Nomad applied a renewal whose answer never came back.
+		if _, err := f.PutVar(ctx, a.c.cfg.StateNamespace, LeaderLockPath, a.lk.items("a"), true, a.lk.index); err != nil {
+			t.Fatal(err)
+		}
+		if err := a.lk.Renew(ctx); err == nil || conflict(err) {
+			t.Fatalf("renewal over its own lost write: %v, want a retryable error", err)
+		}
+		if err := a.lk.Renew(ctx); err != nil {
+			t.Fatalf("the next renewal: %v", err)
+		}
+	})
+
+	t.Run("a copy elected by the Nomad lock does not take it beside a lease", func(t *testing.T) {
+		f, clock, a, b := setup(t)
+		if err := a.lk.Acquire(ctx); err != nil {
+			t.Fatal(err)
+		}
+		items, index, _ := f.GetVar(ctx, b.c.cfg.StateNamespace, LeaderLockPath)
+		if !leaseHeld(items, index, b.seen, 10*time.Second) {
+			t.Fatal("a lease just written is not seen as held")
+		}
+		*clock = clock.Add(leaseExpiry(10 * time.Second))
+		if leaseHeld(items, index, b.seen, 10*time.Second) {
+			t.Fatal("a lease unchanged for its expiry is still seen as held")
+		}
+	})
+}
+
+// TestElectionConfig: a TTL under Nomad's 10 s needs the lease; the lease
+// lives in Nomad, not beside a Consul lock.
+func TestElectionConfig(t *testing.T) {
+	cases := []struct {
+		name     string
+		election string
+		ttl      time.Duration
+		consul   bool
+		wantErr  string
+	}{
+		{"the lock at 10s", ElectionLock, 10 * time.Second, false, ""},
+		{"the lock by default at 15s", "", 15 * time.Second, false, ""},
+		{"the lock at 3s is refused", ElectionLock, 3 * time.Second, false, "-election lease"},
+		{"the lease at 3s", ElectionLease, 3 * time.Second, false, ""},
+		{"the lease under a second is refused", ElectionLease, 500 * time.Millisecond, false, "1s at least"},
+		{"the lease with Consul is refused", ElectionLease, 3 * time.Second, true, "not with a Consul address"},
+		{"an unknown election is refused", "raft", 10 * time.Second, false, `election "raft"`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := DefaultConfig()
+			cfg.PolicyFiles = []string{"p.hcl"}
+			cfg.Election, cfg.LockTTL = tc.election, tc.ttl
+			if tc.consul {
+				cfg.Consul = &ConsulConfig{Address: "127.0.0.1:8500"}
+			}
+			err := cfg.Validate()
+			switch {
+			case tc.wantErr == "" && err != nil:
+				t.Fatalf("refused: %v", err)
+			case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
+				t.Fatalf("error %v, want one saying %q", err, tc.wantErr)
+			}
+		})
+	}
+}
