@@ -2,10 +2,21 @@
 # dist.sh VERSION OUTDIR PLATFORM... : Steward's release archives.
 #
 # For each PLATFORM (os/arch) it builds steward, steward-gpu and
-# steward-exec, and packs them with LICENSE, NOTICE, README.md,
-# example.hcl, acl/ and jobs/ into OUTDIR/steward_VERSION_OS_ARCH.tar.gz;
-# then writes OUTDIR/SHA256SUMS. The archives are reproducible: fixed
+# steward-exec, and packs them with LICENSE, NOTICE, README.md, VERSION,
+# CHANGELOG.md, example.hcl, acl/ and jobs/ into
+# OUTDIR/steward_VERSION_OS_ARCH.tar.gz; then writes OUTDIR/SHA256SUMS, signs
+# it (OUTDIR/SHA256SUMS.sig, a detached gpg signature), exports the public
+# key next to it (steward-release-key.gpg for gpgv, .asc for gpg --import)
+# and copies install-plugins.sh there. The archives are reproducible: fixed
 # owner, mode and modification time (the commit's), sorted entries.
+#
+# Signing: DIST_GPG_KEY names the release key (a key id, fingerprint or
+# user id) in the maintainer's own gpg keyring (GNUPGHOME, gpg-agent, a
+# smartcard): the real release. Without it, a throwaway key is generated for
+# this build in a temporary GNUPGHOME and deleted with it: the signature
+# then proves only that the sums were not changed since the build (what the
+# test checks), never who built them; the script says so. No secret key is
+# ever in the repository.
 #
 # cgo: the NVML backends (go-nvml dlopens libnvidia-ml.so.1 through C) need
 # it. The host's own platform builds with the host's C compiler; another
@@ -30,13 +41,25 @@ read -r -a buildflags <<<"${DIST_BUILD_FLAGS--trimpath}"
 ldflags="-s -w -X github.com/gpu-steward/steward/internal/version.Version=$version"
 mtime=$(git log -1 --format=%cI 2>/dev/null || echo 2026-01-01T00:00:00Z)
 host=$($GO env GOOS)/$($GO env GOARCH)
-files=(LICENSE NOTICE README.md example.hcl)
+files=(LICENSE NOTICE README.md VERSION CHANGELOG.md example.hcl)
 dirs=(acl jobs)
 
 mkdir -p "$out"
 made=()
 work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+gnupghome=
+cleanup() {
+  # gpg starts a gpg-agent for the temporary GNUPGHOME: stop it with it.
+  if [ -n "$gnupghome" ]; then
+    gpgconf --homedir "$gnupghome" --kill all 2>/dev/null || true
+    rm -rf "$gnupghome"
+  fi
+  rm -rf "$work"
+}
+trap cleanup EXIT
+for tool in gpg sha256sum; do
+  command -v $tool >/dev/null || { echo "dist: $tool is needed to sign the sums (Debian: apt-get install gnupg; make gpg)" >&2; exit 1; }
+done
 
 for platform in "$@"; do
   os=${platform%/*} arch=${platform#*/}
@@ -85,7 +108,28 @@ for platform in "$@"; do
   made+=("$name.tar.gz")
 done
 
+cp tools/dist/install-plugins.sh "$out/"
+chmod 0755 "$out/install-plugins.sh"
 cd "$out"
-sha256sum "${made[@]}" >SHA256SUMS
+sha256sum "${made[@]}" install-plugins.sh >SHA256SUMS
 echo "==> $out/SHA256SUMS"
 cat SHA256SUMS
+
+key=${DIST_GPG_KEY:-}
+if [ -z "$key" ]; then
+  # A short path of its own, not $TMPDIR: gpg-agent's socket lives in it,
+  # and a socket path has at most 107 bytes.
+  gnupghome=$(mktemp -d /tmp/steward-dist-gpg.XXXXXX)
+  export GNUPGHOME=$gnupghome
+  key="Steward test release key, NOT a release key (made for one build) <release-test@steward.invalid>"
+  gpg --batch --quiet --passphrase '' --quick-gen-key "$key" ed25519 sign 1d
+  echo "dist: WARNING: signed with a throwaway key made for this build (DIST_GPG_KEY unset): the signature shows the sums are unchanged since the build, not who built them. Sign a release with DIST_GPG_KEY=<release key> (CONTRIBUTING.md)." >&2
+fi
+gpg --batch --yes --quiet --local-user "$key" --detach-sign --output SHA256SUMS.sig SHA256SUMS
+gpg --batch --yes --quiet --export "$key" >steward-release-key.gpg
+gpg --batch --yes --quiet --armor --export "$key" >steward-release-key.asc
+[ -s steward-release-key.gpg ] || { echo "dist: gpg exported no public key for $key" >&2; exit 1; }
+# Checked as a user would: gpgv against the exported key only.
+gpgv --keyring "$PWD/steward-release-key.gpg" SHA256SUMS.sig SHA256SUMS
+echo "==> $out/SHA256SUMS.sig, signed by:"
+gpg --batch --with-colons --fingerprint "$key" | awk -F: '$1=="fpr"{print "    "$10; exit}'
