@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # dist.sh VERSION OUTDIR PLATFORM... : Steward's release archives.
 #
-# For each PLATFORM (os/arch) it builds steward, steward-gpu and
-# steward-exec, and packs them with LICENSE, NOTICE, README.md, VERSION,
+# For each PLATFORM (os/arch) it builds steward, steward-gpu,
+# steward-exec and the example trainer (jobs/trainer: what the demo and
+# jobs/trainer.nomad.hcl run), and packs them with LICENSE, NOTICE, README.md, VERSION,
 # CHANGELOG.md, example.hcl, acl/ and jobs/ into
 # OUTDIR/steward_VERSION_OS_ARCH.tar.gz; then writes OUTDIR/SHA256SUMS, signs
 # it (OUTDIR/SHA256SUMS.sig, a detached gpg signature), exports the public
@@ -85,7 +86,7 @@ for platform in "$@"; do
     fi
   fi
   echo "==> $name (cgo=$cgo${cc:+, CC=$cc})"
-  for pkg in . ./cmd/steward-gpu ./cmd/steward-exec; do
+  for pkg in . ./cmd/steward-gpu ./cmd/steward-exec ./jobs/trainer; do
     bin=steward
     [ "$pkg" = . ] || bin=$(basename "$pkg")
     GOOS=$os GOARCH=$arch CGO_ENABLED=$cgo ${cc:+CC=$cc} \
@@ -132,4 +133,4 @@ gpg --batch --yes --quiet --armor --export "$key" >steward-release-key.asc
 # Checked as a user would: gpgv against the exported key only.
 gpgv --keyring "$PWD/steward-release-key.gpg" SHA256SUMS.sig SHA256SUMS
 echo "==> $out/SHA256SUMS.sig, signed by:"
-gpg --batch --with-colons --fingerprint "$key" | awk -F: '$1=="fpr"{print "    "$10; exit}'
+gpg --batch --quiet --with-colons --fingerprint "$key" 2>/dev/null | awk -F: '$1=="fpr"{print "    "$10; exit}'

@@ -154,7 +154,7 @@ func TestDist(t *testing.T) {
 	})
 
 	files := untar(t, archive, filepath.Join(out, "x"))
-	for _, want := range []string{"steward", "steward-gpu", "steward-exec", "LICENSE", "NOTICE", "README.md", "VERSION",
+	for _, want := range []string{"steward", "steward-gpu", "steward-exec", "trainer", "LICENSE", "NOTICE", "README.md", "VERSION",
 		"CHANGELOG.md", "example.hcl", "acl/steward-controller.policy.hcl", "jobs/trainer.nomad.hcl"} {
 		if !files[name+"/"+want] {
 			t.Errorf("archive lacks %s", want)
