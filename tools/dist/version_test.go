@@ -68,7 +68,7 @@ func TestMakeStampsVersionFile(t *testing.T) {
 	v := versionFile(t, root)
 	cmd := exec.Command("make", "-s", "--no-print-directory", "version")
 	cmd.Dir = root
-	cmd.Env = envWithout("VERSION")
+	cmd.Env = envWithout(makeEnv...)
 	out, err := cmd.Output()
 	if err != nil {
 		t.Fatalf("make version: %v\n%s", err, stderrOf(err))
@@ -79,7 +79,7 @@ func TestMakeStampsVersionFile(t *testing.T) {
 	// -n prints what build and plugins would run without running it.
 	cmd = exec.Command("make", "-n", "--no-print-directory", "-B", "build", "plugins")
 	cmd.Dir = root
-	cmd.Env = envWithout("VERSION")
+	cmd.Env = envWithout(makeEnv...)
 	out, err = cmd.Output()
 	if err != nil {
 		t.Fatalf("make -n build plugins: %v\n%s", err, stderrOf(err))
@@ -95,6 +95,12 @@ func TestMakeStampsVersionFile(t *testing.T) {
 		t.Errorf("make -n build plugins never stamps %s:\n%s", want, out)
 	}
 }
+
+// makeEnv are what a make started by a test must not inherit: VERSION
+// overrides the file, and a make above the test (make test, make unit)
+// passes its command-line variables (VERSION=... included) down in
+// MAKEFLAGS.
+var makeEnv = []string{"VERSION", "MAKEFLAGS", "MFLAGS", "MAKELEVEL"}
 
 // envWithout is the environment less the named variables (a VERSION in the
 // environment overrides the file in make, as it should).
