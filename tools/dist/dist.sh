@@ -11,13 +11,8 @@
 # and copies install-plugins.sh there. The archives are reproducible: fixed
 # owner, mode and modification time (the commit's), sorted entries.
 #
-# Signing: DIST_GPG_KEY names the release key (a key id, fingerprint or
-# user id) in the maintainer's own gpg keyring (GNUPGHOME, gpg-agent, a
-# smartcard): the real release. Without it, a throwaway key is generated for
-# this build in a temporary GNUPGHOME and deleted with it: the signature
-# then proves only that the sums were not changed since the build (what the
-# test checks), never who built them; the script says so. No secret key is
-# ever in the repository.
+# Signing is sign.sh's: DIST_GPG_KEY names the release key in the
+# maintainer's own keyring; without it a throwaway key signs, and it says so.
 #
 # cgo: the NVML backends (go-nvml dlopens libnvidia-ml.so.1 through C) need
 # it. The host's own platform builds with the host's C compiler; another
@@ -48,18 +43,9 @@ dirs=(acl jobs)
 mkdir -p "$out"
 made=()
 work=$(mktemp -d)
-gnupghome=
-cleanup() {
-  # gpg starts a gpg-agent for the temporary GNUPGHOME: stop it with it.
-  if [ -n "$gnupghome" ]; then
-    gpgconf --homedir "$gnupghome" --kill all 2>/dev/null || true
-    rm -rf "$gnupghome"
-  fi
-  rm -rf "$work"
-}
-trap cleanup EXIT
-for tool in gpg sha256sum; do
-  command -v $tool >/dev/null || { echo "dist: $tool is needed to sign the sums (Debian: apt-get install gnupg; make gpg)" >&2; exit 1; }
+trap 'rm -rf "$work"' EXIT
+for tool in gpg gpgv sha256sum; do
+  command -v $tool >/dev/null || { echo "dist: $tool is needed to sum and sign (Debian: apt-get install gnupg gpgv; make gpg)" >&2; exit 1; }
 done
 
 for platform in "$@"; do
@@ -116,21 +102,4 @@ sha256sum "${made[@]}" install-plugins.sh >SHA256SUMS
 echo "==> $out/SHA256SUMS"
 cat SHA256SUMS
 
-key=${DIST_GPG_KEY:-}
-if [ -z "$key" ]; then
-  # A short path of its own, not $TMPDIR: gpg-agent's socket lives in it,
-  # and a socket path has at most 107 bytes.
-  gnupghome=$(mktemp -d /tmp/steward-dist-gpg.XXXXXX)
-  export GNUPGHOME=$gnupghome
-  key="Steward test release key, NOT a release key (made for one build) <release-test@steward.invalid>"
-  gpg --batch --quiet --passphrase '' --quick-gen-key "$key" ed25519 sign 1d
-  echo "dist: WARNING: signed with a throwaway key made for this build (DIST_GPG_KEY unset): the signature shows the sums are unchanged since the build, not who built them. Sign a release with DIST_GPG_KEY=<release key> (CONTRIBUTING.md)." >&2
-fi
-gpg --batch --yes --quiet --local-user "$key" --detach-sign --output SHA256SUMS.sig SHA256SUMS
-gpg --batch --yes --quiet --export "$key" >steward-release-key.gpg
-gpg --batch --yes --quiet --armor --export "$key" >steward-release-key.asc
-[ -s steward-release-key.gpg ] || { echo "dist: gpg exported no public key for $key" >&2; exit 1; }
-# Checked as a user would: gpgv against the exported key only.
-gpgv --keyring "$PWD/steward-release-key.gpg" SHA256SUMS.sig SHA256SUMS
-echo "==> $out/SHA256SUMS.sig, signed by:"
-gpg --batch --quiet --with-colons --fingerprint "$key" 2>/dev/null | awk -F: '$1=="fpr"{print "    "$10; exit}'
+"$root/tools/dist/sign.sh" .
