@@ -4,7 +4,7 @@
 //
 // `make build` and `make dist` set Version with
 // -ldflags "-X github.com/gpu-steward/steward/internal/version.Version=..."
-// to `git describe --tags --always --dirty`; a plain `go build` falls back to
+// to the repository's VERSION file; a plain `go build` falls back to
 // what the Go toolchain recorded (the module's version, or its VCS revision).
 package version
 
@@ -17,7 +17,7 @@ import (
 // Version is set at link time; empty in a plain `go build`.
 var Version = ""
 
-// base is the version of this source tree before its first release tag:
+// base is the repository's VERSION less its pre-release (TestBaseIsVERSION):
 // what a build that knows nothing better reports, as base + "-dev".
 const base = "0.1.0"
 

@@ -1,7 +1,9 @@
 package version
 
 import (
+	"os"
 	"runtime/debug"
+	"strings"
 	"testing"
 
 	goversion "github.com/hashicorp/go-version"
@@ -66,5 +68,19 @@ func TestNomadVersionFromDeps(t *testing.T) {
 	}
 	if got := depVersion(&debug.BuildInfo{}, NomadModule); got != "unknown" {
 		t.Errorf("without the module: got %q, want unknown", got)
+	}
+}
+
+// TestBaseIsVERSION: the fallback a build without ldflags reports
+// (base-dev) is the repository's VERSION, less its pre-release: a release
+// bumps VERSION, and this test, the constant.
+func TestBaseIsVERSION(t *testing.T) {
+	b, err := os.ReadFile("../../VERSION")
+	if err != nil {
+		t.Fatalf("reading the repository's VERSION: %v", err)
+	}
+	v := strings.TrimSpace(string(b))
+	if core, _, _ := strings.Cut(v, "-"); core != base {
+		t.Errorf("VERSION is %q, version.base is %q: bump base with VERSION", v, base)
 	}
 }

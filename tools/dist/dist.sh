@@ -1,11 +1,18 @@
 #!/usr/bin/env bash
 # dist.sh VERSION OUTDIR PLATFORM... : Steward's release archives.
 #
-# For each PLATFORM (os/arch) it builds steward, steward-gpu and
-# steward-exec, and packs them with LICENSE, NOTICE, README.md,
-# example.hcl, acl/ and jobs/ into OUTDIR/steward_VERSION_OS_ARCH.tar.gz;
-# then writes OUTDIR/SHA256SUMS. The archives are reproducible: fixed
+# For each PLATFORM (os/arch) it builds steward, steward-gpu,
+# steward-exec and the example trainer (jobs/trainer: what the demo and
+# jobs/trainer.nomad.hcl run), and packs them with LICENSE, NOTICE, README.md, VERSION,
+# CHANGELOG.md, example.hcl, acl/ and jobs/ into
+# OUTDIR/steward_VERSION_OS_ARCH.tar.gz; then writes OUTDIR/SHA256SUMS, signs
+# it (OUTDIR/SHA256SUMS.sig, a detached gpg signature), exports the public
+# key next to it (steward-release-key.gpg for gpgv, .asc for gpg --import)
+# and copies install-plugins.sh there. The archives are reproducible: fixed
 # owner, mode and modification time (the commit's), sorted entries.
+#
+# Signing is sign.sh's: DIST_GPG_KEY names the release key in the
+# maintainer's own keyring; without it a throwaway key signs, and it says so.
 #
 # cgo: the NVML backends (go-nvml dlopens libnvidia-ml.so.1 through C) need
 # it. The host's own platform builds with the host's C compiler; another
@@ -30,13 +37,16 @@ read -r -a buildflags <<<"${DIST_BUILD_FLAGS--trimpath}"
 ldflags="-s -w -X github.com/gpu-steward/steward/internal/version.Version=$version"
 mtime=$(git log -1 --format=%cI 2>/dev/null || echo 2026-01-01T00:00:00Z)
 host=$($GO env GOOS)/$($GO env GOARCH)
-files=(LICENSE NOTICE README.md example.hcl)
+files=(LICENSE NOTICE README.md VERSION CHANGELOG.md example.hcl)
 dirs=(acl jobs)
 
 mkdir -p "$out"
 made=()
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
+for tool in gpg gpgv sha256sum; do
+  command -v $tool >/dev/null || { echo "dist: $tool is needed to sum and sign (Debian: apt-get install gnupg gpgv; make gpg)" >&2; exit 1; }
+done
 
 for platform in "$@"; do
   os=${platform%/*} arch=${platform#*/}
@@ -62,7 +72,7 @@ for platform in "$@"; do
     fi
   fi
   echo "==> $name (cgo=$cgo${cc:+, CC=$cc})"
-  for pkg in . ./cmd/steward-gpu ./cmd/steward-exec; do
+  for pkg in . ./cmd/steward-gpu ./cmd/steward-exec ./jobs/trainer; do
     bin=steward
     [ "$pkg" = . ] || bin=$(basename "$pkg")
     GOOS=$os GOARCH=$arch CGO_ENABLED=$cgo ${cc:+CC=$cc} \
@@ -85,7 +95,11 @@ for platform in "$@"; do
   made+=("$name.tar.gz")
 done
 
+cp tools/dist/install-plugins.sh "$out/"
+chmod 0755 "$out/install-plugins.sh"
 cd "$out"
-sha256sum "${made[@]}" >SHA256SUMS
+sha256sum "${made[@]}" install-plugins.sh >SHA256SUMS
 echo "==> $out/SHA256SUMS"
 cat SHA256SUMS
+
+"$root/tools/dist/sign.sh" .

@@ -18,7 +18,7 @@ var update = flag.Bool("update", false, "rewrite NOTICE's module table from what
 // for, with and without cgo (dist.sh builds without it where it has no C
 // compiler for the platform).
 var (
-	shipped   = []string{".", "./cmd/steward-gpu", "./cmd/steward-exec"}
+	shipped   = []string{".", "./cmd/steward-gpu", "./cmd/steward-exec", "./jobs/trainer"}
 	platforms = []struct{ goos, goarch, cgo string }{
 		{"linux", "amd64", "1"}, {"linux", "amd64", "0"}, {"linux", "arm64", "1"}, {"linux", "arm64", "0"},
 	}
