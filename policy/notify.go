@@ -124,8 +124,15 @@ func NotifyEvents() []string {
 // Wants reports whether the webhook receives event about a job of tenant
 // (a tenant's name: the block label, or the namespace of one no tenant
 // names).
+//
+// start and finish go only to blocks that list them: a block that takes
+// every event (events = []) is not sent every job's start.
 func (n *Notify) Wants(event, tenant string) bool {
-	return (len(n.Events) == 0 || slices.Contains(n.Events, event)) &&
+	listed := slices.Contains(n.Events, event)
+	if (event == NotifyStart || event == NotifyFinish) && !listed {
+		return false
+	}
+	return (len(n.Events) == 0 || listed) &&
 		(len(n.Tenants) == 0 || slices.Contains(n.Tenants, tenant))
 }
 
