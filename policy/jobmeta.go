@@ -48,7 +48,8 @@ func (p *Policy) ResolveJob(namespace string, meta map[string]string) JobSetting
 	s.CheckpointSignal, problem = p.checkpointOf(meta)
 	s.addProblem(p.Defaults.CheckpointMetaKey, problem)
 	s.IdleRule = p.IdleRuleFor(s.Tier, s.Tenant.Name)
-	if r, ok := meta[RecipientMetaKey]; ok {
+	// An empty value names no one (a jobspec variable left at "").
+	if r := meta[RecipientMetaKey]; r != "" {
 		if why := ValidRecipient(r); why != "" {
 			s.addProblem(RecipientMetaKey, fmt.Sprintf("%s is refused (%s): no per-user messages", RecipientMetaKey, why))
 		} else {
