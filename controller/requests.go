@@ -84,7 +84,7 @@ func SubmitRequest(ctx context.Context, n Nomad, namespace, jobID string, r Requ
 		// which (PutVar's own hint is the controller's).
 		return fmt.Errorf("%s of %s/%s: Nomad refused the request (403 Permission denied): the token, a person's or a job's "+
 			"workload identity, needs write on variables steward/requests/* in namespace %s (acl/steward-user.policy.hcl; "+
-			"for a job's actions in the Nomad UI, bound to the job)", r.Action, namespace, jobID, namespace)
+			"for a job's actions in the Nomad UI, bound to its namespace: nomad acl policy apply -namespace %s)", r.Action, namespace, jobID, namespace, namespace)
 	}
 	return err
 }
