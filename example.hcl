@@ -229,7 +229,7 @@ notify "research" {
 }
 
 # A per-user channel: each job names its recipient in its meta
-# (meta { "steward.notify" = "ada@example.com" }), and messages about it go
+# (meta = { "steward.notify" = "ada@example.com" }), and messages about it go
 # to this URL with the recipient as data (the body's "recipient", and the
 # header below), never as an address. Jobs that name none get nothing here.
 notify "users" {
