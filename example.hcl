@@ -228,6 +228,18 @@ notify "research" {
   attempts = 8     # Tries, with exponential backoff and jitter, before a message is given up. Default: 8.
 }
 
+# A per-user channel: each job names its recipient in its meta
+# (meta = { "steward.notify" = "ada@example.com" }), and messages about it go
+# to this URL with the recipient as data (the body's "recipient", and the
+# header below), never as an address. Jobs that name none get nothing here.
+notify "users" {
+  url              = "https://relay.example.com/steward" # The operator's relay, which delivers to each recipient.
+  events           = ["start", "finish", "preempt", "idle_warning"]
+  per_job          = true                  # Only jobs that name a recipient, each message carrying it. Default: false.
+  recipient_header = "X-Steward-Recipient" # Also carry the recipient in this header. Default: none (the body only).
+  recipients       = "[a-z0-9.-]+@example\\.com" # Recipients must match this as a whole (an allowlist). Default: any.
+}
+
 # Guards against pointless and repeated preemption. The block is optional;
 # every attribute has a default.
 preemption {

@@ -7,11 +7,15 @@
 #   nomad acl policy apply -description "Steward for team ml" steward-user-ml steward-user-ml.hcl
 #   nomad acl token create -name alice -policy team-ml -policy steward-user-ml -type client
 #
-# The same file, bound to a job, is what the jobspecs' actions in the Nomad
-# UI (pause, resume, keep-my-notebook; docs/users.md, "Actions in the Nomad UI")
-# act with, through the job's workload identity. Once per job:
+# The same file, bound to the team's namespace, is what the jobspecs'
+# actions in the Nomad UI (pause, resume, move-to-top, keep-my-notebook;
+# docs/users.md, "Actions in the Nomad UI") act with, through each job's
+# workload identity. Once per namespace (every job there, later ones too):
 #
-#   nomad acl policy apply -namespace ml -job nb steward-user-ml-nb steward-user-ml.hcl
+#   nomad acl policy apply -namespace ml steward-user-ml steward-user-ml.hcl
+#
+# or, for one job only, add -job nb (and -group steward -task actions for
+# its control task alone).
 #
 # It gives:
 #   - the team's job records (nomad/jobs/<job>: steward_state, steward_reason

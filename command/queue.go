@@ -106,8 +106,14 @@ func FormatQueue(queue []controller.QueueEntry, now time.Time, verbose bool) str
 		if !q.ForecastP50.IsZero() {
 			fc = when(q.ForecastP50, now, verbose) + " / " + when(q.ForecastP90, now, verbose)
 		}
-		rows = append(rows, fmt.Sprintf("%s|%s|%s|%d|%d (%d)|%d|%s|%s|%s", q.Job, q.Tenant, q.Tier, q.Priority,
-			q.Position, q.TenantPosition, q.GPUs, when(q.WaitingSince, now, verbose), fc, orDash(q.Reason)))
+		moved := ""
+		if q.Moved != "" {
+			// Its owner moved it (steward queue move); -json and
+			// steward status say where.
+			moved = " moved"
+		}
+		rows = append(rows, fmt.Sprintf("%s|%s|%s|%d|%d (%d)%s|%d|%s|%s|%s", q.Job, q.Tenant, q.Tier, q.Priority,
+			q.Position, q.TenantPosition, moved, q.GPUs, when(q.WaitingSince, now, verbose), fc, orDash(q.Reason)))
 	}
 	out := columnize.SimpleFormat(rows)
 	if n := queue[0].QueueLength; n > len(queue) {

@@ -127,6 +127,9 @@ func (c *Controller) forecastRound(r *round, pol *policy.Policy, eng *engine.Eng
 			Priority: e.Priority, GPUs: e.GPUs, Position: e.Position, TenantPosition: e.TenantPosition,
 			WaitingSince: e.Since, Rule: string(e.Rule), Reason: e.Reason, Unblock: hints[e.Job],
 			QueueLength: e.Of, TenantQueueLength: e.TenantOf}
+		if st := c.states[jobKey{e.Job.Namespace, e.Job.ID}]; st != nil && st.QueueMove != nil {
+			q.Moved = st.QueueMove.Reason
+		}
 		if f := resultFor(res, e.Job); f != nil {
 			q.ForecastP50, q.ForecastP90 = f.P50, f.P90
 			q.ForecastNote = basis + " (as of " + forecast.Clock(res.At, r.now) + ")"

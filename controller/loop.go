@@ -265,6 +265,9 @@ func (c *Controller) reconcile(ctx context.Context) (time.Time, error) {
 	}
 	c.trackWaiting(r)
 	c.checkJobMeta(pol, obs)
+	if !c.cfg.DryRun {
+		c.lifecycleNotices(ctx, r, pol)
+	}
 	snap := buildSnapshot(pol, obs, c.states, c.usage.samples())
 	c.fairShareUsage(ctx, pol, snap, r.now)
 	planStart := time.Now()

@@ -42,6 +42,9 @@ type Notice struct {
 	Reason string    `json:"reason"`
 	// ReclaimAt: an idle warning's release time.
 	ReclaimAt time.Time `json:"reclaim_at,omitzero"`
+	// Recipient is the job's recipient (steward.notify, validated when
+	// the decision was made) for the per-job blocks in To.
+	Recipient string `json:"recipient,omitempty"`
 }
 
 // Message is the JSON a webhook receives.
@@ -59,6 +62,9 @@ type Message struct {
 	ReclaimAt *time.Time `json:"reclaim_at,omitempty"`
 	UIURL     string     `json:"ui_url"`
 	Notify    string     `json:"notify"`
+	// Recipient is who the job's owner asked a per-job block to tell
+	// (its meta steward.notify): data for the receiver, never an address.
+	Recipient string `json:"recipient,omitempty"`
 	// Text is the message in one line, for chat tools that show only a
 	// "text" field.
 	Text string `json:"text"`
@@ -115,7 +121,8 @@ func noticeFor(pol *policy.Policy, job *ObservedJob, event, action, group string
 	set := pol.ResolveJob(job.Namespace, job.Meta)
 	var to []string
 	for _, n := range pol.Notify {
-		if n.Wants(event, set.Tenant.Name) {
+		// A per-job block takes only jobs naming a recipient it allows.
+		if n.Wants(event, set.Tenant.Name) && (!n.PerJob || n.Takes(set.Recipient)) {
 			to = append(to, n.Name)
 		}
 	}
@@ -123,7 +130,7 @@ func noticeFor(pol *policy.Policy, job *ObservedJob, event, action, group string
 		return nil
 	}
 	return &Notice{ID: newDecisionID(at), To: to, Event: event, Action: action, At: at, Group: group, GPUs: gpus,
-		Tenant: set.Tenant.Name, Tier: set.Tier, Rule: string(why.Rule), Reason: why.Message}
+		Tenant: set.Tenant.Name, Tier: set.Tier, Rule: string(why.Rule), Reason: why.Message, Recipient: set.Recipient}
 }
 
 // attachNotice puts the round's pending message (the action being carried
@@ -244,6 +251,16 @@ func (c *Controller) delivery(pol *policy.Policy, k jobKey, n *Notice, to string
 	if err != nil {
 		return nil, err
 	}
+	if nb.PerJob {
+		// Checked again as it leaves: a state is the controller's, but a
+		// policy reloaded since may allow less.
+		if !nb.Takes(n.Recipient) {
+			return nil, fmt.Errorf("notify %q does not take the job's recipient", nb.Name)
+		}
+		if nb.RecipientHeader != "" {
+			headers[nb.RecipientHeader] = n.Recipient
+		}
+	}
 	body, err := json.Marshal(c.message(nb, k, n))
 	if err != nil {
 		return nil, fmt.Errorf("encode message: %w", err)
@@ -300,6 +317,9 @@ func (c *Controller) message(nb *policy.Notify, k jobKey, n *Notice) Message {
 		Job:    MessageJob{Namespace: k.Namespace, ID: k.ID, Group: n.Group},
 		Tenant: n.Tenant, Tier: n.Tier, GPUs: n.GPUs, Rule: n.Rule, Reason: reason,
 		UIURL: jobUIURL(c.uiBase(nb), k), Notify: nb.Name}
+	if nb.PerJob {
+		m.Recipient = n.Recipient
+	}
 	if !n.ReclaimAt.IsZero() {
 		t := n.ReclaimAt.UTC()
 		m.ReclaimAt = &t

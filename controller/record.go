@@ -59,6 +59,9 @@ func recordItems(pol *policy.Policy, st *JobState, job *ObservedJob, idleSince t
 	if s := snoozeRecord(pol, st, job, now); s != "" {
 		items[snoozeItem] = s
 	}
+	if st.QueueMove != nil {
+		items[queueMoveItem] = st.QueueMove.Reason
+	}
 	if st.Reason != "" {
 		items["steward_reason"] = st.Reason
 		items["steward_rule"] = st.Rule
@@ -192,7 +195,7 @@ func (c *Controller) writeRecordWith(ctx context.Context, r *round, pol *policy.
 	k := st.key()
 	job := r.obs.Jobs[k]
 	path := recordPath(k.ID)
-	if job == nil || path == "" || (st.Reason == "" && !st.Paused && c.refused[k] == nil && st.Snooze == nil && st.IdleWarning == nil && len(st.Warned) == 0 && c.records[k] == "" && c.writeError(k) == "" && c.stateErr[k] == "") {
+	if job == nil || path == "" || (st.Reason == "" && !st.Paused && c.refused[k] == nil && st.Snooze == nil && st.QueueMove == nil && st.IdleWarning == nil && len(st.Warned) == 0 && c.records[k] == "" && c.writeError(k) == "" && c.stateErr[k] == "") {
 		// Nothing to say: Steward neither decided about the job, nor
 		// refused any of its meta, nor snoozed its idle rule, nor warned
 		// of an idle release (and wrote no record that a snooze's end

@@ -40,29 +40,42 @@ func requestJob(path string, items map[string]string) (string, bool) {
 	return id, id != "" && requestPath(id) == path
 }
 
-// Request is a person's pause, resume or snooze.
+// Request is a person's pause, resume, snooze or queue move.
 type Request struct {
 	Action string `json:"action"` // pause, resume or snooze
 	Job    string `json:"job"`
 	// Duration is a snooze's ("2h"; "0s" ends one).
 	Duration time.Duration `json:"duration,omitempty"`
-	By       string        `json:"by"` // shown in the CLI's own output only; not believed
-	At       time.Time     `json:"at"`
+	// Before is a move's job to move before, in the same namespace; ""
+	// moves to the top (queuemove.go).
+	Before string    `json:"before,omitempty"`
+	By     string    `json:"by"` // shown in the CLI's own output only; not believed
+	At     time.Time `json:"at"`
 }
 
 // RequestItems encodes a request as variable items.
 func RequestItems(r Request) map[string]string {
 	items := map[string]string{"action": r.Action, "job": r.Job, "by": r.By, "at": r.At.UTC().Format(time.RFC3339)}
-	if r.Action == "snooze" {
+	switch r.Action {
+	case "snooze":
 		items["duration"] = r.Duration.String()
+	case "move":
+		if r.Before != "" {
+			items["before"] = r.Before
+		} else {
+			items["top"] = "true"
+		}
 	}
 	return items
 }
 
 // SubmitRequest leaves a pause or resume request for the leader.
 func SubmitRequest(ctx context.Context, n Nomad, namespace, jobID string, r Request) error {
-	if r.Action != "pause" && r.Action != "resume" && r.Action != "snooze" {
-		return fmt.Errorf("request %q: want pause, resume or snooze", r.Action)
+	if r.Action != "pause" && r.Action != "resume" && r.Action != "snooze" && r.Action != "move" {
+		return fmt.Errorf("request %q: want pause, resume, snooze or move", r.Action)
+	}
+	if r.Action == "move" && len(r.Before) > moveRefMax {
+		return fmt.Errorf("move of %s/%s before a job ID of %d bytes: over %d", namespace, jobID, len(r.Before), moveRefMax)
 	}
 	r.Job = jobID
 	_, err := n.PutVar(ctx, namespace, requestPath(jobID), RequestItems(r), false, 0)
@@ -71,7 +84,7 @@ func SubmitRequest(ctx context.Context, n Nomad, namespace, jobID string, r Requ
 		// which (PutVar's own hint is the controller's).
 		return fmt.Errorf("%s of %s/%s: Nomad refused the request (403 Permission denied): the token, a person's or a job's "+
 			"workload identity, needs write on variables steward/requests/* in namespace %s (acl/steward-user.policy.hcl; "+
-			"for a job's actions in the Nomad UI, bound to the job)", r.Action, namespace, jobID, namespace)
+			"for a job's actions in the Nomad UI, bound to its namespace: nomad acl policy apply -namespace %s)", r.Action, namespace, jobID, namespace, namespace)
 	}
 	return err
 }
@@ -167,6 +180,8 @@ func (c *Controller) applyRequest(ctx context.Context, r *round, ref VarRef) {
 			c.resume(ctx, st, job, by, r.now)
 		case "snooze":
 			c.snooze(ctx, r, st, job, items["duration"], by)
+		case "move":
+			c.queueMove(ctx, r, st, job, items, by)
 		default:
 			c.log.Warn("ignoring unknown request", "job", clip(k.String(), quoteMax), "action", clip(items["action"], quoteMax))
 		}

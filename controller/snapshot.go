@@ -156,7 +156,7 @@ func buildSnapshot(p *policy.Policy, obs *Observation, states map[jobKey]*JobSta
 			s.Waiting = append(s.Waiting, engine.Demand{Job: jobOf(j), Group: g, GPUsPerAlloc: spec.GPUsPerAlloc,
 				Count: count, Since: since, NodePool: j.NodePool, Held: held, Requeued: requeued,
 				OwnerResumed: owner, Preempted: st != nil && st.Interrupted[g], Devices: devices.accepts(spec.GPURequests),
-				Nodes: pinnedNodes(spec.Pins, s.Nodes), Asks: asks(spec.GPURequests)})
+				Nodes: pinnedNodes(spec.Pins, s.Nodes), Asks: asks(spec.GPURequests), QueueAt: queueAt(st)})
 		}
 	}
 	return s

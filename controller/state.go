@@ -36,6 +36,13 @@ type JobState struct {
 	Paused bool `json:"paused,omitempty"`
 	// Snooze: the job's owner snoozed its idle rule (snooze.go).
 	Snooze *SnoozeState `json:"snooze,omitempty"`
+	// QueueMove: the job's owner moved it in its tenant's waiting order
+	// (steward queue move, queuemove.go). It lasts as long as the job.
+	QueueMove *QueueMove `json:"queue_move,omitempty"`
+	// Life is which of the job's start and finish messages were decided
+	// (lifecycle.go): "", "started", "finished". Kept only for jobs a
+	// per-job notify block tells.
+	Life string `json:"life,omitempty"`
 	// Promoted: Steward raised the job's priority above its tier's.
 	Promoted bool `json:"promoted,omitempty"`
 	// Preemptions are the times Steward preempted the job, oldest first,
@@ -378,7 +385,7 @@ func (s *JobState) empty(now time.Time) bool {
 	// hold nothing else (stopped for good by an idle rule), and a
 	// restarted controller must still keep them aside.
 	s.pruneMarks(now)
-	return len(s.Held) == 0 && !s.Paused && !s.Promoted && s.Snooze == nil && len(s.Preemptions) == 0 && s.PreemptedTotal == 0 &&
+	return len(s.Held) == 0 && !s.Paused && !s.Promoted && s.Snooze == nil && s.QueueMove == nil && s.Life == "" && len(s.Preemptions) == 0 && s.PreemptedTotal == 0 &&
 		len(s.Draining) == 0 && len(s.Idle) == 0 && len(s.Usage) == 0 &&
 		len(s.Interrupted) == 0 && len(s.Marks) == 0 && len(s.Warned) == 0 && s.IdleWarning == nil && len(s.Outbox) == 0
 }

@@ -74,6 +74,9 @@ type QueueEntry struct {
 	Position       int       `json:"position"`
 	TenantPosition int       `json:"tenant_position"`
 	WaitingSince   time.Time `json:"waiting_since"`
+	// Moved says where its owner moved it among its tenant's waiting
+	// jobs (steward queue move), when they did.
+	Moved string `json:"moved,omitempty"`
 	// Rule and Reason: what blocks it, with the numbers.
 	Rule   string `json:"rule,omitempty"`
 	Reason string `json:"reason,omitempty"`

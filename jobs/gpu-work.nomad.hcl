@@ -270,6 +270,14 @@ job "gpu-work" {
           args    = ["-c", "exec \"$STEWARD_BIN\" resume -address \"$NOMAD_UNIX_ADDR\" -namespace \"$NOMAD_NAMESPACE\" \"$NOMAD_JOB_ID\""]
         }
 
+        # While the job waits for GPUs: first among the team's own
+        # waiting jobs (steward queue move -top; other teams keep their
+        # places).
+        action "move-to-top" {
+          command = "/bin/sh"
+          args    = ["-c", "exec \"$STEWARD_BIN\" queue move -address \"$NOMAD_UNIX_ADDR\" -namespace \"$NOMAD_NAMESPACE\" \"$NOMAD_JOB_ID\" -top"]
+        }
+
         action "keep-my-notebook" {
           command = "/bin/sh"
           args    = ["-c", "exec \"$STEWARD_BIN\" snooze -address \"$NOMAD_UNIX_ADDR\" -namespace \"$NOMAD_NAMESPACE\" \"$NOMAD_JOB_ID\" \"$STEWARD_SNOOZE\""]

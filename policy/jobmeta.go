@@ -25,6 +25,9 @@ type JobSettings struct {
 	// IdleRule is the idle rule that covers the job (IdleRuleFor its tier
 	// and tenant); nil when none does.
 	IdleRule *IdleRule
+	// Recipient is who per-job notify blocks tell about the job (its
+	// RecipientMetaKey meta, when valid: ValidRecipient); "" for none.
+	Recipient string
 	// Problems are the meta values Steward refused, one sentence each:
 	// `tier "infrence" is not defined (did you mean inference?): runs as training`.
 	Problems []string
@@ -45,6 +48,14 @@ func (p *Policy) ResolveJob(namespace string, meta map[string]string) JobSetting
 	s.CheckpointSignal, problem = p.checkpointOf(meta)
 	s.addProblem(p.Defaults.CheckpointMetaKey, problem)
 	s.IdleRule = p.IdleRuleFor(s.Tier, s.Tenant.Name)
+	// An empty value names no one (a jobspec variable left at "").
+	if r := meta[RecipientMetaKey]; r != "" {
+		if why := ValidRecipient(r); why != "" {
+			s.addProblem(RecipientMetaKey, fmt.Sprintf("%s is refused (%s): no per-user messages", RecipientMetaKey, why))
+		} else {
+			s.Recipient = r
+		}
+	}
 	return s
 }
 

@@ -44,6 +44,61 @@ type Notify struct {
 	// message is given up.
 	Timeout  time.Duration
 	Attempts int
+	// PerJob makes the block a per-user channel: it takes only jobs that
+	// name a recipient in their meta (RecipientMetaKey), and each message
+	// carries that recipient as data ("recipient" in the body, and
+	// RecipientHeader's value when set). The recipient never changes where
+	// the message goes: the URL is the operator's.
+	PerJob bool
+	// RecipientHeader, with PerJob, is a request header the operator
+	// names that carries the recipient ("X-Steward-Recipient"); "": the
+	// body alone.
+	RecipientHeader string
+	// Recipients, with PerJob, is a pattern every recipient must match as
+	// a whole (an allowlist: `[a-z0-9.-]+@example\.com`); "": any
+	// recipient of the allowed characters (ValidRecipient).
+	Recipients string
+}
+
+// RecipientMetaKey is the job meta key that names the job's recipient
+// for per-job notify blocks (Notify.PerJob).
+const RecipientMetaKey = "steward.notify"
+
+// RecipientMax bounds a recipient's length.
+const RecipientMax = 128
+
+// validRecipient is the characters a recipient may have: an address, a
+// user or a channel name ("ada@example.com", "ada", "#ml-team"), nothing
+// that could end a header or a line.
+var validRecipient = regexp.MustCompile(`^[A-Za-z0-9#@][A-Za-z0-9._@+#-]*$`)
+
+// ValidRecipient reports why a job's recipient is refused ("" when it is
+// not): at most RecipientMax bytes of letters, digits and . _ @ + # -.
+func ValidRecipient(r string) string {
+	switch {
+	case r == "":
+		return "empty"
+	case len(r) > RecipientMax:
+		return fmt.Sprintf("%d bytes, over %d", len(r), RecipientMax)
+	case !validRecipient.MatchString(r):
+		return "only letters, digits and . _ @ + # - are allowed, starting with a letter, a digit, # or @"
+	}
+	return ""
+}
+
+// Takes reports whether a per-job block takes a (valid) recipient: it
+// matches the block's Recipients pattern, or the block has none.
+func (n *Notify) Takes(recipient string) bool {
+	if !n.PerJob || ValidRecipient(recipient) != "" {
+		return false
+	}
+	if n.Recipients == "" {
+		return true
+	}
+	// Compiled per call (few messages; nothing cached in a policy that
+	// several goroutines read). A pattern the checker refused takes none.
+	re, err := regexp.Compile(`^(?:` + n.Recipients + `)$`)
+	return err == nil && re.MatchString(recipient)
 }
 
 // Notification events: what a message is about.
@@ -56,19 +111,28 @@ const (
 	NotifyIdleReclaim = "idle_reclaim" // an idle rule released the job's GPUs
 	NotifyIdleWarning = "idle_warning" // an idle rule will release them in warn_before
 	NotifyPromote     = "promote"      // a starved job's priority raised
+	NotifyStart       = "start"        // the job's GPU work started running
+	NotifyFinish      = "finish"       // the job's GPU work ended (completed or stopped)
 )
 
 // NotifyEvents lists every notification event.
 func NotifyEvents() []string {
 	return []string{NotifyPreempt, NotifyMigrate, NotifyHold, NotifyResume, NotifyMove, NotifyIdleReclaim,
-		NotifyIdleWarning, NotifyPromote}
+		NotifyIdleWarning, NotifyPromote, NotifyStart, NotifyFinish}
 }
 
 // Wants reports whether the webhook receives event about a job of tenant
 // (a tenant's name: the block label, or the namespace of one no tenant
 // names).
+//
+// start and finish go only to blocks that list them: a block that takes
+// every event (events = []) is not sent every job's start.
 func (n *Notify) Wants(event, tenant string) bool {
-	return (len(n.Events) == 0 || slices.Contains(n.Events, event)) &&
+	listed := slices.Contains(n.Events, event)
+	if (event == NotifyStart || event == NotifyFinish) && !listed {
+		return false
+	}
+	return (len(n.Events) == 0 || listed) &&
 		(len(n.Tenants) == 0 || slices.Contains(n.Tenants, tenant))
 }
 
@@ -85,6 +149,7 @@ func (p *Policy) NotifyByName(name string) *Notify {
 var notifySchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{
 	{Name: "url"}, {Name: "url_env"}, {Name: "events"}, {Name: "tenants"}, {Name: "ui_url"},
 	{Name: "headers_from_env"}, {Name: "timeout"}, {Name: "attempts"},
+	{Name: "per_job"}, {Name: "recipient_header"}, {Name: "recipients"},
 }}
 
 func (d *decoder) notify(b *hcl.Block, name string) {
@@ -99,6 +164,9 @@ func (d *decoder) notify(b *hcl.Block, name string) {
 	a.stringMap("headers_from_env", &n.HeadersFromEnv)
 	a.duration("timeout", &n.Timeout)
 	a.integer("attempts", &n.Attempts)
+	a.boolean("per_job", &n.PerJob)
+	a.str("recipient_header", &n.RecipientHeader)
+	a.str("recipients", &n.Recipients)
 	d.pol.Notify = append(d.pol.Notify, n)
 }
 
@@ -154,6 +222,7 @@ func (c *checker) notifies() {
 		if n.Attempts < 1 {
 			c.errorf(at("attempts"), "Invalid attempts", "attempts of notify %q must be 1 or more; got %d.", n.Name, n.Attempts)
 		}
+		c.perJob(n, at)
 	}
 }
 
@@ -245,5 +314,47 @@ func formatNotify(root *hclwrite.Body, p *Policy) {
 		}
 		setString(b, "timeout", FormatDuration(n.Timeout))
 		b.SetAttributeValue("attempts", cty.NumberIntVal(int64(n.Attempts)))
+		if n.PerJob {
+			b.SetAttributeValue("per_job", cty.True)
+			if n.RecipientHeader != "" {
+				setString(b, "recipient_header", n.RecipientHeader)
+			}
+			if n.Recipients != "" {
+				setString(b, "recipients", n.Recipients)
+			}
+		}
+	}
+}
+
+// perJob checks a per-job block's recipient header and pattern.
+func (c *checker) perJob(n *Notify, at func(string) where) {
+	if !n.PerJob {
+		if n.RecipientHeader != "" {
+			c.errorf(at("recipient_header"), "Recipient header without per_job", "recipient_header of notify %q needs per_job = true.", n.Name)
+		}
+		if n.Recipients != "" {
+			c.errorf(at("recipients"), "Recipients without per_job", "recipients of notify %q needs per_job = true.", n.Name)
+		}
+		return
+	}
+	if h := n.RecipientHeader; h != "" {
+		_, set := n.HeadersFromEnv[h]
+		for k := range n.HeadersFromEnv {
+			set = set || strings.EqualFold(k, h)
+		}
+		switch {
+		case !validHeaderName.MatchString(h):
+			c.errorf(at("recipient_header"), "Invalid header name", "recipient_header of notify %q is %q, which is not an HTTP header name.", n.Name, h)
+		case slices.ContainsFunc(reservedHeaders, func(r string) bool { return strings.EqualFold(r, h) }) || strings.EqualFold(h, "Authorization"):
+			c.errorf(at("recipient_header"), "Reserved header", "recipient_header of notify %q is %s, which a job must not set (%s, Authorization).",
+				n.Name, h, strings.Join(reservedHeaders, ", "))
+		case set:
+			c.errorf(at("recipient_header"), "Header set twice", "recipient_header of notify %q is %s, which headers_from_env sets too.", n.Name, h)
+		}
+	}
+	if n.Recipients != "" {
+		if _, err := regexp.Compile(`^(?:` + n.Recipients + `)$`); err != nil {
+			c.errorf(at("recipients"), "Invalid recipients pattern", "recipients of notify %q is not a regular expression: %v.", n.Name, err)
+		}
 	}
 }

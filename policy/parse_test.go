@@ -71,6 +71,10 @@ func examplePolicy() *Policy {
 				Tenants: []string{"research"}, UIURL: "https://nomad.example.com",
 				HeadersFromEnv: map[string]string{"Authorization": "STEWARD_RESEARCH_WEBHOOK_AUTH"},
 				Timeout:        10 * time.Second, Attempts: 8},
+			{Name: "users", URL: "https://relay.example.com/steward",
+				Events: []string{NotifyStart, NotifyFinish, NotifyPreempt, NotifyIdleWarning},
+				PerJob: true, RecipientHeader: "X-Steward-Recipient", Recipients: `[a-z0-9.-]+@example\.com`,
+				Timeout: DefaultNotifyTimeout, Attempts: DefaultNotifyAttempts},
 		},
 	}
 }

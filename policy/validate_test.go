@@ -556,9 +556,22 @@ tenant "platform" {
 			name: "notify unknown event with a suggestion, and a repeat",
 			src:  "tier \"t\" { priority = 5 }\nnotify \"ops\" {\n  url = \"https://h.example.com/\"\n  events = [\"idle_warning\", \"premept\", \"idle_warning\"]\n}\n",
 			want: []wantDiag{
-				{"a.hcl:4,29", "Unknown event", `There is no event "premept"; events are preempt, migrate, hold, resume, move, idle_reclaim, idle_warning, promote. Did you mean "preempt"?`},
+				{"a.hcl:4,29", "Unknown event", `There is no event "premept"; events are preempt, migrate, hold, resume, move, idle_reclaim, idle_warning, promote, start, finish. Did you mean "preempt"?`},
 				{"a.hcl:4,40", "Repeated event", `Event "idle_warning" is listed more than once.`},
 			},
+		},
+		{
+			name: "notify per_job: a bad recipients pattern and a reserved recipient header",
+			src:  "tier \"t\" { priority = 5 }\nnotify \"users\" {\n  url = \"https://h.example.com/\"\n  per_job = true\n  recipient_header = \"Authorization\"\n  recipients = \"[a-z\"\n}\n",
+			want: []wantDiag{
+				{"a.hcl:5,22", "Reserved header", `recipient_header of notify "users" is Authorization, which a job must not set`},
+				{"a.hcl:6,16", "Invalid recipients pattern", `recipients of notify "users" is not a regular expression`},
+			},
+		},
+		{
+			name: "notify recipients without per_job",
+			src:  "tier \"t\" { priority = 5 }\nnotify \"ops\" {\n  url = \"https://h.example.com/\"\n  recipients = \"[a-z]+\"\n}\n",
+			want: []wantDiag{{"a.hcl:4,16", "Recipients without per_job", `recipients of notify "ops" needs per_job = true.`}},
 		},
 		{
 			name: "notify unknown tenant",

@@ -110,7 +110,9 @@ func (m *model) resolveWaiting() []resolved {
 // result is the order of one sort by class, then time.
 func (st *state) sortDemands(out []pending) []pending {
 	order := st.byTime(out)
-	order = radixByCode(order, st.classCodes(out))
+	codes := st.classCodes(out)
+	order = radixByCode(order, codes)
+	order = honourMoves(out, order, codes)
 	permute(out, order)
 	return out
 }

@@ -223,6 +223,13 @@ type Demand struct {
 	// it goes before such work among demands otherwise ranked equal
 	// (orderDemands).
 	Preempted bool
+	// QueueAt, when set, is where the job's own tenant moved it in its
+	// waiting order (steward queue move): within the places its tenant's
+	// demands of the same class (tier, reservation, priority, share,
+	// fresh) already hold, it ranks as if it waited since QueueAt instead
+	// of Since (honourMoves). It never moves a demand past another
+	// tenant's, nor out of its class. Zero: not moved.
+	QueueAt time.Time
 }
 
 // GPUs returns the GPUs the whole demand needs.
