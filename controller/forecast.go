@@ -27,11 +27,18 @@ const (
 	// forecastBudget bounds one forecast's wall time: replays not done by
 	// then are left out (the forecast rests on fewer draws).
 	forecastBudget = 10 * time.Second
-	// queueRecordEvery is how often, at most, the record of a waiting job
-	// behind the first queueRecordsPerRound is rewritten because its
-	// position moved; forecasts are written when they move by more than
-	// forecastMoves.
+	// queueRecordEvery is how often, at most, a waiting job's record is
+	// rewritten for its queue figures alone: a forecast that moved by more
+	// than forecastMoves, new unblock hints, or (behind the first
+	// queueRecordsPerRound) a new position. Forecasts finish every few
+	// seconds while the waiting set changes, and each may move every
+	// waiting job's figures.
 	queueRecordEvery = time.Minute
+	// queueRecordGap is how often, at most, the record of a job in the
+	// first queueRecordsPerRound positions is rewritten because its
+	// position (or the queue's length, by more than a tenth) moved: soon
+	// enough that it says what steward queue lists within a round or two.
+	queueRecordGap = 5 * time.Second
 	// calibrateEvery is how often, at most, a forecast is kept to
 	// calibrate later ones (forecast.Calibration): one a minute would keep
 	// thousands per waiting job, each much like the last.
@@ -93,13 +100,26 @@ type seenRun struct {
 	started time.Time
 }
 
-// shownQueue is what a job's record shows of the queue, and when its
-// position was last written.
+// shownQueue is what a job's record shows of the queue, and as of when
+// (at: the record's steward_position_at).
 type shownQueue struct {
 	position, unblock string
-	since, p50, p90   time.Time
-	known             bool // a forecast has been made for it
-	positionAt        time.Time
+	// The numbers in position: the job's places and the queue's lengths.
+	pos, of, tenantPos, tenantOf int
+	since, p50, p90              time.Time
+	known                        bool // a forecast has been made for it
+	at                           time.Time
+}
+
+// lengthMoved reports whether a queue's length moved by more than a tenth
+// (any move of a queue of up to 10): a job joining or leaving the back of
+// a long queue does not rewrite every record in front of it.
+func lengthMoved(old, new int) bool {
+	d := new - old
+	if d < 0 {
+		d = -d
+	}
+	return d > 0 && 10*d > old
 }
 
 func newQueueForecaster() *queueForecaster {
@@ -485,14 +505,24 @@ func (c *Controller) learnRunTimes(r *round, pol *policy.Policy) {
 	}
 }
 
-// stabiliseQueue decides what waiting jobs' records show: a record is
-// rewritten when its hints change, when its forecast moves by more than
-// forecastMoves, or when its position or the queue's length moves (at once
-// in the first queueRecordsPerRound positions, so that a record there says
-// what steward queue lists; further back at most every queueRecordEvery);
-// and by no more than queueRecordsPerRound jobs a round, from the head of
-// the queue. Records are check-and-set variables: a forecast that
-// drifts by seconds must not rewrite every waiting job's at every round.
+// stabiliseQueue decides what waiting jobs' records show, so that a
+// record is rewritten only when what it says moved materially, and not
+// as time passes:
+//   - a job's first place in the queue, and its first forecast, at once;
+//   - in the first queueRecordsPerRound positions, its own position, or a
+//     queue's length moved by more than a tenth (lengthMoved), at most
+//     every queueRecordGap, so that those records say what steward queue
+//     lists;
+//   - anything else (a position further back, a forecast that moved by
+//     more than forecastMoves, new unblock hints, another waiting-since)
+//     at most every queueRecordEvery;
+//   - by no more than queueRecordsPerRound jobs a round, from the head of
+//     the queue.
+//
+// A smaller move (one job joining a queue of 20) is written with the
+// job's next material change; the record's steward_position_at says as of
+// when its figures are. Records are check-and-set variables: each write
+// is a Raft write of the whole variable.
 func (c *Controller) stabiliseQueue(r *round) {
 	fc := c.fc
 	inQueue := map[jobKey]bool{}
@@ -501,37 +531,20 @@ func (c *Controller) stabiliseQueue(r *round) {
 		q := &r.queue[i]
 		k := jobKey{q.Namespace, q.ID}
 		inQueue[k] = true
-		pos := strconv.Itoa(q.Position) + " of " + strconv.Itoa(q.QueueLength) + " in the cluster, " +
-			strconv.Itoa(q.TenantPosition) + " of " + strconv.Itoa(q.TenantQueueLength) + " in tenant " + q.Tenant
-		known := q.ForecastNote != ""
-		unblock := strings.Join(q.Unblock, "; ")
-		p50, p90 := q.ForecastP50.Truncate(time.Minute), q.ForecastP90.Truncate(time.Minute)
-		since := q.WaitingSince.Truncate(time.Second)
+		now := shownQueue{
+			position: strconv.Itoa(q.Position) + " of " + strconv.Itoa(q.QueueLength) + " in the cluster, " +
+				strconv.Itoa(q.TenantPosition) + " of " + strconv.Itoa(q.TenantQueueLength) + " in tenant " + q.Tenant,
+			pos: q.Position, of: q.QueueLength, tenantPos: q.TenantPosition, tenantOf: q.TenantQueueLength,
+			unblock: strings.Join(q.Unblock, "; "), known: q.ForecastNote != "",
+			p50: q.ForecastP50.Truncate(time.Minute), p90: q.ForecastP90.Truncate(time.Minute),
+			since: q.WaitingSince.Truncate(time.Second), at: r.now,
+		}
 		sh := fc.shown[k]
-		if sh == nil {
-			if writes >= queueRecordsPerRound {
-				continue
-			}
-			writes++
-			fc.shown[k] = &shownQueue{position: pos, unblock: unblock, since: since, p50: p50, p90: p90, known: known, positionAt: r.now}
-			continue
-		}
-		change := false
-		if sh.unblock != unblock || !sh.since.Equal(since) || sh.known != known || forecastMoves(sh.p50, p50, r.now) || forecastMoves(sh.p90, p90, r.now) {
-			change = true
-		}
-		// The head of the queue, whose owners watch it, says what
-		// steward queue lists at once: its position and the queue's
-		// lengths. Further back a move is written at most every
-		// queueRecordEvery: one job starting moves every job behind it.
-		if sh.position != pos && (q.Position <= queueRecordsPerRound || r.now.Sub(sh.positionAt) >= queueRecordEvery) {
-			change = true
-		}
-		if !change || writes >= queueRecordsPerRound {
+		if writes >= queueRecordsPerRound || (sh != nil && !sh.due(&now, r.now)) {
 			continue
 		}
 		writes++
-		*sh = shownQueue{position: pos, unblock: unblock, since: since, p50: p50, p90: p90, known: known, positionAt: r.now}
+		fc.shown[k] = &now
 	}
 	for k := range fc.shown {
 		if !inQueue[k] {
@@ -540,9 +553,27 @@ func (c *Controller) stabiliseQueue(r *round) {
 	}
 }
 
+// due reports whether a record showing sh is rewritten to show now (see
+// stabiliseQueue).
+func (sh *shownQueue) due(now *shownQueue, at time.Time) bool {
+	if now.known && !sh.known {
+		return true // its first forecast
+	}
+	since := at.Sub(sh.at)
+	moved := sh.pos != now.pos || sh.tenantPos != now.tenantPos || lengthMoved(sh.of, now.of) || lengthMoved(sh.tenantOf, now.tenantOf)
+	if moved && now.pos <= queueRecordsPerRound && since >= queueRecordGap {
+		return true
+	}
+	if since < queueRecordEvery {
+		return false
+	}
+	return moved || sh.unblock != now.unblock || !sh.since.Equal(now.since) || sh.known != now.known ||
+		forecastMoves(sh.p50, now.p50, at) || forecastMoves(sh.p90, now.p90, at)
+}
+
 // addQueueItems adds a waiting job's place in the queue and its forecast
 // to its record's items, as stabiliseQueue settled them.
-func (c *Controller) addQueueItems(k jobKey, items map[string]string, now time.Time) {
+func (c *Controller) addQueueItems(k jobKey, items map[string]string) {
 	if c.fc == nil {
 		return
 	}
@@ -551,6 +582,8 @@ func (c *Controller) addQueueItems(k jobKey, items map[string]string, now time.T
 		return
 	}
 	items["steward_position"] = sh.position
+	// The queue's figures as of then: steward queue has them live.
+	items["steward_position_at"] = sh.at.UTC().Format(time.RFC3339)
 	items["steward_waiting_since"] = sh.since.UTC().Format(time.RFC3339)
 	if sh.unblock != "" {
 		items["steward_unblock"] = sh.unblock
@@ -563,10 +596,10 @@ func (c *Controller) addQueueItems(k jobKey, items map[string]string, now time.T
 		return
 	}
 	items["steward_forecast_p50"] = sh.p50.UTC().Format(time.RFC3339)
-	line := "about " + forecast.Clock(sh.p50, now) + " (P50)"
+	line := "about " + forecast.Clock(sh.p50, sh.at) + " (P50)"
 	if !sh.p90.IsZero() {
 		items["steward_forecast_p90"] = sh.p90.UTC().Format(time.RFC3339)
-		line += ", by " + forecast.Clock(sh.p90, now) + " (P90)"
+		line += ", by " + forecast.Clock(sh.p90, sh.at) + " (P90)"
 	} else {
 		line += ", maybe not within " + horizonText + " (P90)"
 	}

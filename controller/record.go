@@ -20,6 +20,10 @@ import (
 // jobs often keep their own secrets in that variable.
 const recordKeyPrefix = "steward_"
 
+// preemptionsItem counts the job's preemptions of the last 24 hours, as of
+// the record's last write (onlyAged).
+const preemptionsItem = "steward_preemptions"
+
 // recordItems is the job's record as shown to people.
 func recordItems(pol *policy.Policy, st *JobState, job *ObservedJob, idleSince time.Time, now time.Time) map[string]string {
 	set := pol.ResolveJob(job.Namespace, job.Meta)
@@ -36,12 +40,12 @@ func recordItems(pol *policy.Policy, st *JobState, job *ObservedJob, idleSince t
 	}
 	st.trimPreemptions(now)
 	items := map[string]string{
-		"steward_tier":        tier,
-		"steward_tenant":      set.Tenant.Name,
-		"steward_state":       status,
-		"steward_priority":    strconv.Itoa(job.Priority),
-		"steward_preemptions": strconv.Itoa(len(st.Preemptions)),
-		recordSchemaItem:      strconv.Itoa(stateSchema),
+		"steward_tier":     tier,
+		"steward_tenant":   set.Tenant.Name,
+		"steward_state":    status,
+		"steward_priority": strconv.Itoa(job.Priority),
+		preemptionsItem:    strconv.Itoa(len(st.Preemptions)),
+		recordSchemaItem:   strconv.Itoa(stateSchema),
 	}
 	if total := max(st.PreemptedTotal, len(st.Preemptions)); total > 0 {
 		items["steward_preemptions_total"] = strconv.Itoa(total)
@@ -203,7 +207,7 @@ func (c *Controller) writeRecordWith(ctx context.Context, r *round, pol *policy.
 		return
 	}
 	items := recordItems(pol, st, job, c.idleSince(pol, r, job, usage), r.now)
-	c.addQueueItems(k, items, r.now)
+	c.addQueueItems(k, items)
 	c.writeErrorItem(k, items)
 	// The record lives in the job's namespace, read by its tenant.
 	namespaces := c.roundNamespaces(r, pol)
@@ -212,7 +216,7 @@ func (c *Controller) writeRecordWith(ctx context.Context, r *round, pol *policy.
 	}
 	c.boundRecord(k, items)
 	b, _ := json.Marshal(items)
-	if c.records[k] == string(b) {
+	if c.records[k] == string(b) || onlyAged(c.records[k], items) {
 		return
 	}
 	if err := c.mergeRecord(ctx, k, path, items); err != nil {
@@ -228,6 +232,29 @@ func (c *Controller) writeRecordWith(ctx context.Context, r *round, pol *policy.
 	}
 	delete(c.recordErr, k)
 	c.records[k] = string(b)
+}
+
+// onlyAged reports whether items differ from the record last written
+// (its JSON) only in counts that fall as time passes: steward_preemptions
+// counts the last 24 hours, and a preemption turning a day old must not
+// rewrite the record of every job ever preempted. The lower count is
+// written with the record's next change (its preemption times are in the
+// job's state).
+func onlyAged(written string, items map[string]string) bool {
+	if written == "" {
+		return false
+	}
+	var old map[string]string
+	if err := json.Unmarshal([]byte(written), &old); err != nil {
+		return false
+	}
+	was, err1 := strconv.Atoi(old[preemptionsItem])
+	now, err2 := strconv.Atoi(items[preemptionsItem])
+	if err1 != nil || err2 != nil || now >= was {
+		return false
+	}
+	old[preemptionsItem] = items[preemptionsItem]
+	return maps.Equal(old, items)
 }
 
 // mergeRecord writes Steward's keys into the variable, keeping the

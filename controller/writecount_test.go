@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpu-steward/steward/forecast"
+	"github.com/gpu-steward/steward/policy/engine"
 	"github.com/hashicorp/nomad/api"
 )
 
@@ -88,6 +90,9 @@ func TestWritesPerDecision(t *testing.T) {
 	type step struct {
 		at     time.Duration
 		before func(f *fakeNomad) // a change to the cluster before the round
+		// forecast, when set, is the queue forecast that finished
+		// before the round.
+		forecast func(now time.Time) *forecast.Result
 	}
 	holdCluster := func(f *fakeNomad) {
 		// ml/nb (interactive) holds the node's 2 GPUs and may not be
@@ -106,6 +111,79 @@ func TestWritesPerDecision(t *testing.T) {
 		cl := f.cl()
 		cl.jobs["ml/nb"].Stop = ptr(true)
 		cl.allocs = nil
+	}
+	nbStops := func(f *fakeNomad) {
+		cl := f.cl()
+		cl.jobs["ml/nb"].Stop = ptr(true)
+		cl.allocs = nil
+	}
+	trainPlaced := func(f *fakeNomad) {
+		// Nomad places the resumed ml/train: it runs, preempted once.
+		cl := f.cl()
+		cl.allocs = []*api.AllocationListStub{apiAlloc("a-train2", cl.jobs["ml/train"], "n1", []string{"n1-gpu0", "n1-gpu1", "n1-gpu2", "n1-gpu3"}, t0.Add(4*time.Minute))}
+		cl.evals = nil
+	}
+	// twentyWait: ml/train holds the node's 4 GPUs for 3 hours; 20 jobs
+	// of the same tier wait behind it, none of which Steward acts on.
+	waiting := make([]string, 20)
+	for i := range waiting {
+		waiting[i] = fmt.Sprintf("w%02d", i)
+	}
+	twentyWait := func(f *fakeNomad) {
+		cl := f.cl()
+		cl.nodes = []*api.NodeListStub{apiNode("n1", 4)}
+		train := apiJob("ml", "train", "training", 40, 1, 4)
+		train.Type = ptr("batch")
+		train.Meta["steward.expected_runtime"] = "3h"
+		cl.jobs["ml/train"] = train
+		cl.allocs = []*api.AllocationListStub{apiAlloc("a-train", train, "n1", []string{"n1-gpu0", "n1-gpu1", "n1-gpu2", "n1-gpu3"}, t0.Add(-2*time.Hour))}
+		for i, id := range waiting {
+			w := apiJob("ml", id, "training", 40, 1, 2)
+			w.Type = ptr("batch")
+			ev, sum := apiBlockedEval(w, 1, t0.Add(time.Duration(i-60)*time.Second))
+			cl.jobs["ml/"+id], cl.summary["ml/"+id] = w, sum
+			cl.evals = append(cl.evals, ev)
+		}
+	}
+	// swinging is a forecast whose starts swing by 10 minutes, and whose
+	// hints change, from one forecast to the next (replays of a busy
+	// queue): each moves every waiting job's figures materially.
+	swings := 0
+	swinging := func(now time.Time) *forecast.Result {
+		swings++
+		res := &forecast.Result{At: now, Jobs: map[engine.JobRef]*forecast.JobForecast{}, Replays: 10}
+		for i, id := range waiting {
+			p50 := now.Add(time.Duration(30+i+10*(swings%2)) * time.Minute)
+			res.Jobs[engine.JobRef{Namespace: "ml", ID: id}] = &forecast.JobForecast{P50: p50, P90: p50.Add(30 * time.Minute), Started: 10}
+		}
+		return res
+	}
+	eachWaiting := func(n int) map[string]int {
+		m := map[string]int{}
+		for _, id := range waiting {
+			m["ml/"+id] = n
+		}
+		return m
+	}
+	arrives := func(id string, at time.Duration) func(f *fakeNomad) {
+		return func(f *fakeNomad) {
+			cl := f.cl()
+			w := apiJob("ml", id, "training", 40, 1, 2)
+			w.Type = ptr("batch")
+			ev, sum := apiBlockedEval(w, 1, t0.Add(at))
+			cl.jobs["ml/"+id], cl.summary["ml/"+id] = w, sum
+			cl.evals = append(cl.evals, ev)
+		}
+	}
+	with := func(m map[string]int, jobs ...string) map[string]int {
+		for _, j := range jobs {
+			m[j]++
+		}
+		return m
+	}
+	var quietMinute []step
+	for at := time.Duration(0); at <= time.Minute+5*time.Second; at += 5 * time.Second {
+		quietMinute = append(quietMinute, step{at: at, forecast: swinging})
 	}
 	cases := []struct {
 		name    string
@@ -137,6 +215,28 @@ func TestWritesPerDecision(t *testing.T) {
 				{at: 5 * time.Minute}, {at: 30 * time.Minute}, {at: time.Hour}},
 			state:  map[string]int{"ml/train": 3, "ml/nb": 2},
 			record: map[string]int{"ml/train": 2, "ml/nb": 3}},
+		{name: "a day passes after a preemption: the count that ages out is not written for that alone",
+			cluster: preemptionCluster,
+			steps: []step{{at: 0}, {at: signalDelay}, {at: signalDelay + 2*time.Minute}, {at: signalDelay + 2*time.Minute + time.Second},
+				{at: 3 * time.Minute, before: nbStops}, {at: 4 * time.Minute, before: trainPlaced},
+				{at: 25 * time.Hour}, {at: 26 * time.Hour}},
+			// ml/train also resumed once the notebook stops.
+			state:  map[string]int{"ml/train": 4, "ml/nb": 2},
+			record: map[string]int{"ml/train": 3, "ml/nb": 3}},
+		{name: "a quiet minute with 20 waiting jobs: forecasts that swing write each record once then once a minute",
+			cluster: twentyWait,
+			steps:   quietMinute,
+			// Each held at the first round (the only decisions).
+			state:  eachWaiting(1),
+			record: eachWaiting(2)},
+		{name: "two jobs join the back of a queue of 20: no record in front is rewritten",
+			cluster: twentyWait,
+			steps: []step{{at: 0}, {at: 10 * time.Second, before: arrives("x1", 5*time.Second)},
+				{at: 20 * time.Second, before: arrives("x2", 15*time.Second)}, {at: 30 * time.Second}},
+			// Each held when it shows (its decision), its record written
+			// then.
+			state:  with(eachWaiting(1), "ml/x1", "ml/x2"),
+			record: with(eachWaiting(1), "ml/x1", "ml/x2")},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -152,6 +252,11 @@ func TestWritesPerDecision(t *testing.T) {
 			for _, s := range tc.steps {
 				if s.before != nil {
 					s.before(f)
+				}
+				if s.forecast != nil {
+					r.c.fc.mu.Lock()
+					r.c.fc.result, r.c.fc.basis = s.forecast(t0.Add(s.at)), "test"
+					r.c.fc.mu.Unlock()
 				}
 				w.round = s.at.String()
 				if _, err := r.round(s.at); err != nil {
