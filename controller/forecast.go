@@ -36,7 +36,7 @@ const (
 	queueRecordEvery = time.Minute
 	// queueRecordGap is how often, at most, the record of a job in the
 	// first queueRecordsPerRound positions is rewritten because its
-	// position (or the queue's length, by more than a tenth) moved: soon
+	// position or the queue's length moved by more than a tenth: soon
 	// enough that it says what steward queue lists within a round or two.
 	queueRecordGap = 5 * time.Second
 	// calibrateEvery is how often, at most, a forecast is kept to
@@ -111,10 +111,11 @@ type shownQueue struct {
 	at                           time.Time
 }
 
-// lengthMoved reports whether a queue's length moved by more than a tenth
-// (any move of a queue of up to 10): a job joining or leaving the back of
-// a long queue does not rewrite every record in front of it.
-func lengthMoved(old, new int) bool {
+// movedMuch reports whether a position or a queue's length moved by more
+// than a tenth (any move up to 10): a job joining the back of a long
+// queue, or one starting from its head, does not rewrite every record
+// behind the first few.
+func movedMuch(old, new int) bool {
 	d := new - old
 	if d < 0 {
 		d = -d
@@ -509,19 +510,19 @@ func (c *Controller) learnRunTimes(r *round, pol *policy.Policy) {
 // record is rewritten only when what it says moved materially, and not
 // as time passes:
 //   - a job's first place in the queue, and its first forecast, at once;
-//   - in the first queueRecordsPerRound positions, its own position, or a
-//     queue's length moved by more than a tenth (lengthMoved), at most
-//     every queueRecordGap, so that those records say what steward queue
-//     lists;
+//   - in the first queueRecordsPerRound positions, its own position or a
+//     queue's length moved by more than a tenth (movedMuch: any move of
+//     positions 1 to 9), at most every queueRecordGap, so that those
+//     records say what steward queue lists;
 //   - anything else (a position further back, a forecast that moved by
 //     more than forecastMoves, new unblock hints, another waiting-since)
 //     at most every queueRecordEvery;
 //   - by no more than queueRecordsPerRound jobs a round, from the head of
 //     the queue.
 //
-// A smaller move (one job joining a queue of 20) is written with the
-// job's next material change; the record's steward_position_at says as of
-// when its figures are. Records are check-and-set variables: each write
+// A smaller move (one job joining a queue of 20, position 15 becoming 14)
+// is written within the minute, or with the job's next material change;
+// the record's steward_position_at says as of when its figures are. Records are check-and-set variables: each write
 // is a Raft write of the whole variable.
 func (c *Controller) stabiliseQueue(r *round) {
 	fc := c.fc
@@ -560,14 +561,14 @@ func (sh *shownQueue) due(now *shownQueue, at time.Time) bool {
 		return true // its first forecast
 	}
 	since := at.Sub(sh.at)
-	moved := sh.pos != now.pos || sh.tenantPos != now.tenantPos || lengthMoved(sh.of, now.of) || lengthMoved(sh.tenantOf, now.tenantOf)
-	if moved && now.pos <= queueRecordsPerRound && since >= queueRecordGap {
+	much := movedMuch(sh.pos, now.pos) || movedMuch(sh.tenantPos, now.tenantPos) || movedMuch(sh.of, now.of) || movedMuch(sh.tenantOf, now.tenantOf)
+	if much && now.pos <= queueRecordsPerRound && since >= queueRecordGap {
 		return true
 	}
 	if since < queueRecordEvery {
 		return false
 	}
-	return moved || sh.unblock != now.unblock || !sh.since.Equal(now.since) || sh.known != now.known ||
+	return sh.position != now.position || sh.unblock != now.unblock || !sh.since.Equal(now.since) || sh.known != now.known ||
 		forecastMoves(sh.p50, now.p50, at) || forecastMoves(sh.p90, now.p90, at)
 }
 
