@@ -84,6 +84,11 @@ func TestQueueForecast(t *testing.T) {
 	if _, err := time.Parse(time.RFC3339, rec["steward_waiting_since"]); err != nil {
 		t.Errorf("steward_waiting_since %q: %v", rec["steward_waiting_since"], err)
 	}
+	// The queue's figures are as of a time (they are rewritten when they
+	// move materially, not as time passes).
+	if at, err := time.Parse(time.RFC3339, rec["steward_position_at"]); err != nil || at.After(time.Now().Add(time.Second)) {
+		t.Errorf("steward_position_at %q (%v): want a time, not in the future", rec["steward_position_at"], err)
+	}
 	if !strings.Contains(rec["steward_unblock"], "research/train") {
 		t.Errorf("steward_unblock %q: want it to name research/train", rec["steward_unblock"])
 	}
