@@ -1,6 +1,8 @@
 package controller
 
 import (
+	"github.com/hashicorp/nomad/api"
+
 	"context"
 	"errors"
 	"fmt"
@@ -597,12 +599,12 @@ func (c *Controller) finishDrains(ctx context.Context, r *round) {
 			alive := len(r.aliveOf(st.key(), d.Allocs))
 			switch {
 			case d.Finished:
-				c.keepCompletedOut(ctx, r, st, d)
+				settled := c.keepCompletedOut(ctx, r, st, d)
 				// Forgotten once its victims are gone and Nomad has stopped
 				// what the lowered count leaves over (their replacements,
 				// when the stops' own evaluations placed some), or at the
 				// latest when stragglers would be given up.
-				if alive == 0 && (!r.overCount(st.key(), d.Group) || r.now.Sub(d.FinishedAt) >= victimStopLimit) {
+				if alive == 0 && settled && (!r.overCount(st.key(), d.Group) || r.now.Sub(d.FinishedAt) >= victimStopLimit) {
 					st.Draining = slices.DeleteFunc(st.Draining, func(x *Drain) bool { return x == d })
 				} else if alive > 0 {
 					c.stopStragglers(ctx, r, st, d)
@@ -645,28 +647,95 @@ func (c *Controller) finishDrains(ctx context.Context, r *round) {
 // while the count that stops it was on its way. Nomad takes such an
 // allocation for done work; so does Steward, or it would resume it, and
 // the completed work would run again (found by the soak, seed 41:
-// vision/batch-51).
-func (c *Controller) keepCompletedOut(ctx context.Context, r *round, st *JobState, d *Drain) {
-	if d.Group == "" || !d.Requeue {
-		return
+// vision/batch-51). It reports whether the victims' ends are known: until
+// then the finished preemption is kept (at most victimStopLimit).
+func (c *Controller) keepCompletedOut(ctx context.Context, r *round, st *JobState, d *Drain) bool {
+	k := st.key()
+	job := r.obs.Jobs[k]
+	if d.Group == "" || !d.Requeue || d.settled || job == nil || job.Type != api.JobTypeBatch {
+		return true
 	}
-	ended := r.endedVictims(st.key(), d)
+	ended := r.endedVictims(k, d)
+	if len(r.aliveOf(k, d.Allocs)) > 0 {
+		return true // being stopped still (stopStragglers)
+	}
+	if ended < len(d.Allocs) {
+		// The others are no longer meant to run: stopped, or completed
+		// just before the stop reached them (Nomad took the lower count
+		// before their client reported the exit), which only their own
+		// record tells.
+		more, known := c.victimsCompletedStopped(ctx, k, d, r.obs.Ended)
+		if !known && r.now.Sub(d.FinishedAt) < victimStopLimit {
+			return false
+		}
+		ended += more
+	}
+	d.settled = true
 	extra := ended - d.Completed
 	h := st.Held[d.Group]
 	if extra <= 0 || h == nil {
-		return
+		return true
 	}
 	d.Completed = ended
 	h.Count, h.Original = max(h.Count-extra, 0), max(h.Original-extra, 0)
 	if h.Count == 0 {
 		st.note(StatusRunning, completedReason(d, extra), r.now)
 	}
-	c.log.Info("preemption's victim completed its work before the stop reached it: not held, never resumed", "job", st.key(),
+	c.log.Info("preemption's victim completed its work before the stop reached it: not held, never resumed", "job", k,
 		"group", d.Group, "completed", extra, "held", h.Count)
 	if err := c.save(ctx, st); err != nil {
-		c.log.Error("save job state", "job", st.key(), "error", err)
+		c.log.Error("save job state", "job", k, "error", err)
 		r.failed++
 	}
+	return true
+}
+
+// victimsCompletedStopped reads how a finished preemption's victims that
+// Nomad stopped ended (those not in ended, which finished by themselves
+// while still meant to run): how many completed their work without being
+// killed, and whether every one's end is known (its client reported it).
+// One read a victim, once a preemption.
+func (c *Controller) victimsCompletedStopped(ctx context.Context, k jobKey, d *Drain, ended map[string]jobKey) (int, bool) {
+	completed, known := 0, true
+	for _, short := range d.Allocs {
+		if endedIn(ended, k, short) {
+			continue
+		}
+		allocs, err := c.nomad.AllocsByPrefix(ctx, k.Namespace, short)
+		if err != nil {
+			c.log.Warn("read a preemption's victim", "job", k, "alloc", short, "error", err)
+			known = false
+			continue
+		}
+		for _, a := range allocs {
+			if a.JobID != k.ID || !sameID(short, a.ID) {
+				continue
+			}
+			switch {
+			case a.ClientStatus == api.AllocClientStatusPending || a.ClientStatus == api.AllocClientStatusRunning:
+				known = false // its client has not reported its end yet
+			case a.ClientStatus == api.AllocClientStatusComplete && !killed(a):
+				completed++
+			}
+		}
+	}
+	return completed, known
+}
+
+// killed reports whether any task of an allocation was killed (stopped),
+// rather than exiting by itself.
+func killed(a *api.AllocationListStub) bool {
+	for _, ts := range a.TaskStates {
+		if ts == nil {
+			continue
+		}
+		for _, e := range ts.Events {
+			if e != nil && (e.Type == api.TaskKilling || e.Type == api.TaskKilled) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // completedReason is a job's record when the victims of its preemption

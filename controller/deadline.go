@@ -156,6 +156,12 @@ func (d deadlineNomad) NodeStats(ctx context.Context, nodeID string) (*api.HostS
 	return d.Nomad.NodeStats(ctx, nodeID)
 }
 
+func (d deadlineNomad) AllocsByPrefix(ctx context.Context, ns, prefix string) ([]*api.AllocationListStub, error) {
+	ctx, cancel := d.ctx(ctx)
+	defer cancel()
+	return d.Nomad.AllocsByPrefix(ctx, ns, prefix)
+}
+
 func (d deadlineNomad) StatAllocFile(ctx context.Context, ns, allocID, path string) (*api.AllocFileInfo, error) {
 	ctx, cancel := d.ctx(ctx)
 	defer cancel()

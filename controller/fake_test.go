@@ -46,6 +46,11 @@ type fakeNomad struct {
 	// fake's lock): tests that count writes by call site.
 	siteHook func(call string)
 	putHook  func(call string, items map[string]string)
+	// ended answers AllocsByPrefix: allocations Nomad no longer lists as
+	// meant to run (a stopped victim, its end), besides the cluster's.
+	ended []*api.AllocationListStub
+	// prefixReads counts AllocsByPrefix calls.
+	prefixReads int
 }
 
 func newFakeNomad() *fakeNomad {

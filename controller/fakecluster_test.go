@@ -93,6 +93,22 @@ func (f *fakeNomad) ListAllocs(context.Context, bool) ([]*api.AllocationListStub
 	return slices.Clone(f.cl().allocs), f.cl().index, nil
 }
 
+func (f *fakeNomad) AllocsByPrefix(_ context.Context, ns, prefix string) ([]*api.AllocationListStub, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.prefixReads++
+	if err := f.readErr("read allocs"); err != nil {
+		return nil, err
+	}
+	var out []*api.AllocationListStub
+	for _, a := range append(slices.Clone(f.ended), f.cl().allocs...) {
+		if a.Namespace == ns && strings.HasPrefix(a.ID, prefix) {
+			out = append(out, a)
+		}
+	}
+	return out, nil
+}
+
 func (f *fakeNomad) ListBlockedEvals(context.Context, bool) ([]*api.Evaluation, uint64, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -83,6 +83,11 @@ type Nomad interface {
 	// completed work: Observation.Done), with their resources, in every
 	// namespace.
 	ListAllocs(ctx context.Context, fresh bool) ([]*api.AllocationListStub, uint64, error)
+	// AllocsByPrefix lists a namespace's allocations whose IDs begin with
+	// prefix, whatever their status (with their task states): how a
+	// preemption's victim ended, once Nomad no longer lists it as meant to
+	// run (keepCompletedOut).
+	AllocsByPrefix(ctx context.Context, namespace, prefix string) ([]*api.AllocationListStub, error)
 	// ListBlockedEvals lists blocked evaluations in every namespace.
 	ListBlockedEvals(ctx context.Context, fresh bool) ([]*api.Evaluation, uint64, error)
 	// JobSummary reads a job's summary; nil when it is gone.

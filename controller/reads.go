@@ -83,6 +83,13 @@ func (n *nomadClient) ListAllocs(ctx context.Context, fresh bool) ([]*api.Alloca
 	return allocs, index, needs(err, "read-job", "list allocations")
 }
 
+func (n *nomadClient) AllocsByPrefix(ctx context.Context, ns, prefix string) ([]*api.AllocationListStub, error) {
+	q := readOpts(ctx, ns, false)
+	q.Prefix = prefix
+	allocs, _, err := n.c.Allocations().List(q)
+	return allocs, needs(err, "read-job", "list allocations %s* in %s", prefix, ns)
+}
+
 func (n *nomadClient) ListBlockedEvals(ctx context.Context, fresh bool) ([]*api.Evaluation, uint64, error) {
 	q := readOpts(ctx, api.AllNamespacesNamespace, fresh)
 	q.Filter = `Status == "blocked"`

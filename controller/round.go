@@ -274,12 +274,23 @@ func (r *round) anew(k jobKey, group string, count int) bool {
 // (Observation.Ended), whatever version of their job they ran.
 func (r *round) endedVictims(k jobKey, d *Drain) int {
 	n := 0
-	for id, owner := range r.obs.Ended {
-		if owner == k && d.has(id) {
+	for _, short := range d.Allocs {
+		if endedIn(r.obs.Ended, k, short) {
 			n++
 		}
 	}
 	return n
+}
+
+// endedIn reports whether the allocation short names (shortID) is among
+// ended (Observation.Ended) as job k's.
+func endedIn(ended map[string]jobKey, k jobKey, short string) bool {
+	for id, owner := range ended {
+		if owner == k && sameID(short, id) {
+			return true
+		}
+	}
+	return false
 }
 
 // done is how many completed allocations of a batch group Nomad counts in

@@ -205,6 +205,9 @@ type Drain struct {
 	// again (this process only): each stop makes Nomad evaluate the job,
 	// so they are retried every victimStopRetry, not at every round.
 	stoppedAgain time.Time
+	// settled: how its victims ended is known and taken into its hold
+	// (keepCompletedOut; this process only, read again after a restart).
+	settled bool
 }
 
 // NodeGPUs is GPUs on a node, saved as [node, gpus].

@@ -1,6 +1,8 @@
 package controller
 
 import (
+	"github.com/hashicorp/nomad/api"
+
 	"context"
 	"fmt"
 	"strings"
@@ -108,6 +110,107 @@ func TestVictimCompletesOwnWork(t *testing.T) {
 			c.syncHolds(context.Background(), r3)
 			if calls := withoutPuts(f.callsMatching("")); len(calls) != 0 {
 				t.Fatalf("wrote %q", calls)
+			}
+		})
+	}
+}
+
+// The other order of the same race: Nomad takes the lower count before the
+// victim's client reports that its task exited by itself. The allocation
+// is then stopped (desired status stop), which the controller's reads
+// leave out, and only its own record tells a completion (no kill) from a
+// stop. The finished preemption reads each such victim once, and is kept
+// until its client has reported.
+func TestVictimEndReadAfterStop(t *testing.T) {
+	reason := engine.Reason{Rule: engine.RulePriority, Message: "tier batch (priority 30) yields 1 GPU to ml/nb/work"}
+	k := jobKey{"ml", "sweep"}
+	stub := func(status string, events ...string) *api.AllocationListStub {
+		ts := &api.TaskState{State: "dead"}
+		if status == api.AllocClientStatusRunning {
+			ts.State = "running"
+		}
+		for _, e := range events {
+			ts.Events = append(ts.Events, &api.TaskEvent{Type: e})
+		}
+		return &api.AllocationListStub{ID: "a1-full-id", Namespace: "ml", JobID: "sweep", TaskGroup: "work", ClientStatus: status,
+			DesiredStatus: api.AllocDesiredStatusStop, TaskStates: map[string]*api.TaskState{"work": ts}}
+	}
+	for _, tc := range []struct {
+		name string
+		// reports are what the victim's record says, round after round.
+		reports  []*api.AllocationListStub
+		wantHeld int
+		// kept: the finished preemption is still kept after the last.
+		kept bool
+	}{
+		{name: "exited by itself, reported after the stop: taken out of the hold",
+			reports: []*api.AllocationListStub{stub(api.AllocClientStatusComplete, api.TaskStarted, api.TaskTerminated)}},
+		{name: "killed by the stop (exit 0 on its kill signal): held, resumed later", wantHeld: 1,
+			reports: []*api.AllocationListStub{stub(api.AllocClientStatusComplete, api.TaskStarted, api.TaskKilling, api.TaskTerminated)}},
+		{name: "killed and failed: held", wantHeld: 1,
+			reports: []*api.AllocationListStub{stub(api.AllocClientStatusFailed, api.TaskStarted, api.TaskKilling, api.TaskKilled)}},
+		{name: "its client has not reported yet: kept, the hold as it is", wantHeld: 1, kept: true,
+			reports: []*api.AllocationListStub{stub(api.AllocClientStatusRunning, api.TaskStarted)}},
+		{name: "reported a round later: then taken out",
+			reports: []*api.AllocationListStub{stub(api.AllocClientStatusRunning, api.TaskStarted), stub(api.AllocClientStatusComplete, api.TaskStarted, api.TaskTerminated)}},
+		{name: "gone from Nomad (collected): held", wantHeld: 1, reports: []*api.AllocationListStub{nil}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFakeNomad()
+			c := testController(t, f)
+			sweep := batchJob("sweep", 1)
+			sweep.ModifyIndex, sweep.Version = 10, 3
+			a1 := alloc("a1-full-id", "sweep")
+			a1.Name, a1.JobVersion = "sweep.work[0]", 3
+			r := roundWith([]*ObservedJob{sweep}, []ObservedAlloc{a1})
+			a := engine.Action{Kind: engine.Preempt, Job: engine.JobRef{Namespace: "ml", ID: "sweep"}, Group: "work",
+				Allocs: []string{a1.ID}, GPUs: 1, Grace: time.Minute, Signal: "SIGUSR1", Requeue: true,
+				For: &engine.JobRef{Namespace: "ml", ID: "nb"}, Reason: reason}
+			if err := c.execute(context.Background(), r, a); err != nil {
+				t.Fatal(err)
+			}
+			r1 := roundWith([]*ObservedJob{sweep}, []ObservedAlloc{a1})
+			r1.now = t0.Add(signalDelay)
+			c.finishDrains(context.Background(), r1)
+			// The grace is over: the victim still runs as far as the
+			// controller knows; held, count 0.
+			end := t0.Add(signalDelay + time.Minute)
+			r2 := roundWith([]*ObservedJob{sweep}, []ObservedAlloc{a1})
+			r2.now = end
+			c.finishDrains(context.Background(), r2)
+			if got := c.states[k].heldCount(); got != 1 {
+				t.Fatalf("held %d at the deadline, want 1", got)
+			}
+			after := batchJob("sweep", 0)
+			after.ModifyIndex, after.Version = 11, 4
+			for i, rep := range tc.reports {
+				f.ended = nil
+				if rep != nil {
+					f.ended = []*api.AllocationListStub{rep}
+				}
+				rn := roundWith([]*ObservedJob{after}, nil) // stopped: not listed
+				rn.now = end.Add(time.Duration(i+1) * time.Second)
+				c.finishDrains(context.Background(), rn)
+			}
+			st := c.states[k]
+			if got := st.heldCount(); got != tc.wantHeld {
+				t.Fatalf("held %d, want %d (%+v)", got, tc.wantHeld, st.Held["work"])
+			}
+			if kept := len(st.Draining) == 1; kept != tc.kept {
+				t.Fatalf("finished preemption kept %v, want %v", kept, tc.kept)
+			}
+			// Once known, never read again.
+			reads := f.prefixReads
+			if !tc.kept {
+				rn := roundWith([]*ObservedJob{after}, nil)
+				rn.now = end.Add(time.Minute)
+				c.finishDrains(context.Background(), rn)
+				if f.prefixReads != reads {
+					t.Fatalf("read the victim again after its end was known")
+				}
+			}
+			if reads != len(tc.reports) {
+				t.Fatalf("%d reads of the victim, want one a round until its end is known (%d)", reads, len(tc.reports))
 			}
 		})
 	}
