@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/hclparse"
@@ -102,6 +103,10 @@ func (p *Parser) ParseSources(srcs ...Source) (*Policy, hcl.Diagnostics) {
 			continue
 		}
 		seen[src.Name] = true
+		if d := notUTF8(src.Name, src.Bytes); d != nil {
+			diags = append(diags, d)
+			continue
+		}
 		var (
 			f *hcl.File
 			d hcl.Diagnostics
@@ -195,4 +200,32 @@ func sortDiagnostics(diags hcl.Diagnostics, files []string) {
 			return a.Start.Byte < b.Start.Byte
 		}
 	})
+}
+
+// notUTF8 reports the first byte of src that is not UTF-8 text, at its
+// line and column, or nil. HCL's syntax is defined over Unicode, but its
+// parsers take such bytes in names and strings as they are, and a policy
+// shown (policy show, a capture) and read back then named another tier:
+// the printer writes them as U+FFFD (found by FuzzParse).
+func notUTF8(name string, src []byte) *hcl.Diagnostic {
+	line, col := 1, 1
+	for i := 0; i < len(src); {
+		r, n := utf8.DecodeRune(src[i:])
+		if r == utf8.RuneError && n <= 1 {
+			at := hcl.Pos{Line: line, Column: col, Byte: i}
+			return &hcl.Diagnostic{
+				Severity: hcl.DiagError,
+				Summary:  "Invalid UTF-8",
+				Detail:   fmt.Sprintf("A policy file is UTF-8 text; byte 0x%02x here is not.", src[i]),
+				Subject:  &hcl.Range{Filename: name, Start: at, End: hcl.Pos{Line: line, Column: col + 1, Byte: i + 1}},
+			}
+		}
+		if r == '\n' {
+			line, col = line+1, 1
+		} else {
+			col++
+		}
+		i += n
+	}
+	return nil
 }

@@ -25,6 +25,16 @@ func TestValidationErrors(t *testing.T) {
 			want: []wantDiag{{"a.hcl:1,10", "Unclosed configuration block", "no closing brace"}},
 		},
 		{
+			name: "a name that is not UTF-8",
+			src:  "tier \xea\xea0 { priority = 1 }\n",
+			want: []wantDiag{{"a.hcl:1,6", "Invalid UTF-8", "byte 0xea here is not"}},
+		},
+		{
+			name: "a string that is not UTF-8 on a later line",
+			src:  "tier \"t\" { priority = 1 }\ndefaults {\n  tier_meta_key = \"k\xff\"\n}\n",
+			want: []wantDiag{{"a.hcl:3,21", "Invalid UTF-8", "byte 0xff here is not"}},
+		},
+		{
 			name: "unknown block",
 			src:  "tier \"t\" { priority = 5 }\ngpu \"x\" {}\n",
 			want: []wantDiag{{"a.hcl:2,1", "Unsupported block type", `Blocks of type "gpu" are not expected here.`}},
