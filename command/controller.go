@@ -241,6 +241,13 @@ func (c *ControllerCommand) Run(args []string) int {
 			"id", cfg.Identity)
 	}
 
+	if skipped := os.Getenv(controller.NotifyEnvSkipped); skipped != "" {
+		// The values are not logged, nor are they known here: only the
+		// names the job could not pass.
+		log.Warn("items of the controller job's notify secrets variable were not passed to the controller: not environment variable names, Nomad's own (NOMAD_*), or values with a NUL byte",
+			"variable", "nomad/jobs/steward-controller/controller/controller", "skipped", skipped)
+	}
+
 	cfg.Traffic = &controller.Traffic{}
 	client, err := c.ClientCounted(cfg.Traffic)
 	if err != nil {

@@ -52,7 +52,10 @@ Usage: steward operator setup [options]
        none is printed (skipped when the cluster runs without ACLs);
     4. the policy variable nomad/jobs/steward-controller in namespace
        steward, from -policy FILE, validated first (every mistake with its
-       file:line:col; nothing is changed when it is invalid);
+       file:line:col; nothing is changed when it is invalid), and the
+       notify secrets variable
+       nomad/jobs/steward-controller/controller/controller from
+       -notify-env-file FILE;
     5. Nomad's system-scheduler preemption off (install.md, step 8);
     6. the controller job, from the shipped jobspec
        (jobs/steward-controller.nomad.hcl, built into this binary) with the
@@ -71,6 +74,17 @@ Setup Options:
     The Steward policy (one HCL file) to store in the policy variable. Needed
     the first time; without it a variable already there is kept (and
     validated).
+
+  -notify-env-file FILE
+    The notify blocks' secrets (url_env, headers_from_env): KEY=VALUE lines,
+    quoted as in a shell's .env file ("..." with \n, \" and \\ escapes,
+    '...' as written). They are stored as the items of the Nomad variable
+    nomad/jobs/steward-controller/controller/controller in namespace steward,
+    which only the controller job and operators can read, replacing what is
+    there; the job gives each to the controller as an environment variable
+    and restarts it when they change. Names are printed, values never. A
+    name that is not an environment variable's, or starts with NOMAD_, is
+    refused. Without it, a variable already there is kept.
 
   -var KEY=VALUE, -var-file FILE
     Values of the jobspec's variables (driver, image, steward_bin, user,
@@ -95,7 +109,7 @@ func (c *OperatorSetupCommand) AutocompleteFlags() complete.Flags {
 	return c.Meta.AutocompleteFlags(flagTokenFile, complete.Flags{
 		"-policy": complete.PredictFiles("*.hcl"), "-var": complete.PredictAnything,
 		"-var-file": complete.PredictFiles("*"), "-jobspec": complete.PredictFiles("*.hcl"),
-		"-check": complete.PredictNothing,
+		"-check": complete.PredictNothing, "-notify-env-file": complete.PredictFiles("*"),
 	})
 }
 
@@ -119,18 +133,22 @@ type setup struct {
 	ns         string
 	policyText string // "" with no -policy
 	policyFile string
-	jobspec    string
-	vars       string
-	apply      bool
+	// notifyEnv: -notify-env-file's items; nil without it.
+	notifyEnv     map[string]string
+	notifyEnvFile string
+	jobspec       string
+	vars          string
+	apply         bool
 }
 
 func (c *OperatorSetupCommand) Run(args []string) int {
-	var policyFile, jobspecFile string
+	var policyFile, jobspecFile, notifyEnvFile string
 	var vars, varFiles stringList
 	var check bool
 	fs := c.FlagSet("operator setup", flagTokenFile)
 	fs.StringVar(&policyFile, "policy", "", "")
 	fs.StringVar(&jobspecFile, "jobspec", "", "")
+	fs.StringVar(&notifyEnvFile, "notify-env-file", "", "")
 	fs.Var(&vars, "var", "")
 	fs.Var(&varFiles, "var-file", "")
 	fs.BoolVar(&check, "check", false, "")
@@ -163,6 +181,14 @@ func (c *OperatorSetupCommand) Run(args []string) int {
 		}
 		s.policyText = text
 	}
+	// So are the notify secrets.
+	if notifyEnvFile != "" {
+		if s.notifyEnv, err = readNotifyEnvFile(notifyEnvFile); err != nil {
+			c.UI.Error(err.Error())
+			return setupError
+		}
+		s.notifyEnvFile = notifyEnvFile
+	}
 	if s.client, err = c.Client(); err != nil {
 		c.UI.Error(err.Error())
 		return setupError
@@ -174,7 +200,7 @@ func (c *OperatorSetupCommand) Run(args []string) int {
 		c.UI.Error(err.Error())
 		return setupError
 	}
-	steps := []func(*api.Job) (setupStep, error){s.namespace, s.nodePool, s.aclPolicy, s.policyVariable, s.schedulerConfig, s.controllerJob}
+	steps := []func(*api.Job) (setupStep, error){s.namespace, s.nodePool, s.aclPolicy, s.policyVariable, s.notifyEnvVariable, s.schedulerConfig, s.controllerJob}
 	var done []setupStep
 	for _, step := range steps {
 		st, err := step(job)

@@ -298,7 +298,7 @@ func notifyEnv(nb *policy.Notify) (string, map[string]string, error) {
 func checkNotifyEnv(p *policy.Policy) error {
 	for _, nb := range p.Notify {
 		if _, _, err := notifyEnv(nb); err != nil {
-			return err
+			return fmt.Errorf("%w%s", err, notifyEnvSkippedHint())
 		}
 	}
 	return nil

@@ -53,6 +53,13 @@ func TestOperatorSetupAndDebug(t *testing.T) {
 		t.Fatal("namespace steward exists before setup: not an empty cluster")
 	}
 	pol := writePolicy(t, setupPolicy)
+	// The notify secrets, stored by -notify-env-file: names printed,
+	// values never.
+	const notifySecret = "NOTIFYSECRET-3b9e71"
+	envFile := filepath.Join(t.TempDir(), "notify.env")
+	if err := os.WriteFile(envFile, []byte("STEWARD_SETUP_HOOK_AUTH=\"Bearer "+notifySecret+"\"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	steward := func(env []string, args ...string) (string, int) {
 		t.Helper()
 		cmd := exec.Command(testnomad.StewardBin(t), args...)
@@ -67,9 +74,12 @@ func TestOperatorSetupAndDebug(t *testing.T) {
 		if strings.Contains(string(out), mgmt) {
 			t.Fatalf("steward %v printed the management token:\n%s", args, out)
 		}
+		if strings.Contains(string(out), notifySecret) {
+			t.Fatalf("steward %v printed a notify secret:\n%s", args, out)
+		}
 		return string(out), code
 	}
-	setupArgs := []string{"-policy", pol, "-var", "driver=raw_exec", "-var", "steward_bin=" + testnomad.StewardBin(t),
+	setupArgs := []string{"-policy", pol, "-notify-env-file", envFile, "-var", "driver=raw_exec", "-var", "steward_bin=" + testnomad.StewardBin(t),
 		"-var", "user=nobody", "-var", "count=1", "-var", "pprof=true", "-var", "node_pool=steward"}
 
 	t.Run("check finds everything missing", func(t *testing.T) {
@@ -83,6 +93,7 @@ func TestOperatorSetupAndDebug(t *testing.T) {
 		t.Logf("setup:\n%s", out)
 		for _, want := range []string{"created   namespace steward", "created   ACL policy steward-controller (bound to job steward-controller in namespace steward)",
 			"created   policy variable nomad/jobs/steward-controller in namespace steward", "created   job steward-controller in namespace steward",
+			"created   notify secrets variable nomad/jobs/steward-controller/controller/controller in namespace steward: STEWARD_SETUP_HOOK_AUTH from",
 			"What is left", "monitoring/grafana/steward.json", "steward-alerts.yml"} {
 			if !strings.Contains(out, want) {
 				t.Errorf("setup output lacks %q", want)
@@ -120,18 +131,19 @@ func TestOperatorSetupAndDebug(t *testing.T) {
 	t.Run("check without -policy validates the variable", func(t *testing.T) {
 		out, code := steward(nil, "operator", "setup", "-check", "-var", "driver=raw_exec", "-var", "steward_bin="+testnomad.StewardBin(t),
 			"-var", "user=nobody", "-var", "count=1", "-var", "pprof=true", "-var", "node_pool=steward")
-		if code != 0 || !strings.Contains(out, "ok        policy variable nomad/jobs/steward-controller in namespace steward: kept (no -policy given)") {
+		if code != 0 || !strings.Contains(out, "ok        policy variable nomad/jobs/steward-controller in namespace steward: kept (no -policy given)") ||
+			!strings.Contains(out, "ok        notify secrets variable nomad/jobs/steward-controller/controller/controller in namespace steward: kept (no -notify-env-file given): STEWARD_SETUP_HOOK_AUTH") {
 			t.Fatalf("exit %d:\n%s", code, out)
 		}
 	})
 	t.Run("check finds what differs and changes nothing", func(t *testing.T) {
 		other := writePolicy(t, strings.Replace(setupPolicy, "priority    = 40", "priority    = 45", 1))
 		args := []string{"operator", "setup", "-check", "-policy", other}
-		args = append(args, setupArgs[2:]...)
+		args = append(args, setupArgs[4:]...)
 		args = append(args, "-var", "pprof=false")
 		out, code := steward(nil, args...)
 		if code != 2 || !strings.Contains(out, "differs   policy variable") || !strings.Contains(out, "differs   job steward-controller") ||
-			!strings.Contains(out, "2 of 6 steps missing or different") {
+			!strings.Contains(out, "2 of 7 steps missing or different") {
 			t.Fatalf("exit %d, want 2 with the variable and the job differing:\n%s", code, out)
 		}
 		v, _, err := c.Client.Variables().Read("nomad/jobs/steward-controller", &api.QueryOptions{Namespace: "steward"})
@@ -177,7 +189,7 @@ notify "team" {
 	// Every run must hide these; the notify header's value is known for a
 	// secret only through a policy that names its variable (HOOK_CRED
 	// does not say what it holds).
-	secrets := []string{mgmt, "URLSECRET-8d1f0c", envSecret, ownSecret}
+	secrets := []string{mgmt, "URLSECRET-8d1f0c", envSecret, ownSecret, notifySecret}
 	env := []string{"STEWARD_E2E_TOKEN=" + envSecret, "HOOK_CRED=" + hdrSecret}
 	for _, tc := range []struct {
 		name    string

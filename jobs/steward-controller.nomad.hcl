@@ -256,6 +256,56 @@ job "steward-controller" {
         EOT
       }
 
+      # The notify blocks' secrets (url_env, headers_from_env): each item of
+      # the Nomad variable nomad/jobs/steward-controller/controller/controller
+      # in namespace steward becomes one environment variable of the task,
+      # so that webhook URLs and tokens stay out of the policy. The task's
+      # workload identity reads that path (its own job, group and task)
+      # without any rule; tenants have no rule in namespace steward, so they
+      # can neither read nor write it. Put it with
+      #
+      #   nomad var put -namespace steward nomad/jobs/steward-controller/controller/controller \
+      #     STEWARD_HOOK_URL=@hook-url.txt STEWARD_HOOK_AUTH=@hook-auth.txt
+      #
+      # or `steward operator setup -notify-env-file FILE`.
+      #
+      # nomadVarList, not nomadVar: a template on a variable that does not
+      # exist waits for it, and the task with it; the list is empty, the
+      # file has no items and the controller starts (a policy that needs
+      # one says which is not set). Each value is quoted as a JSON string,
+      # whose escapes are exactly those of the double-quoted values Nomad
+      # parses (go-envparse), so a value arrives byte for byte, whatever
+      # its quotes, backslashes, newlines, "$" or "=". An item whose name is
+      # not an environment variable's ([A-Za-z_][A-Za-z0-9_]*), or is one
+      # Nomad sets (NOMAD_*: it would replace the task's own, the API
+      # address among them), or whose value holds a NUL byte (no
+      # environment can carry one), is skipped, never renamed: its name is
+      # listed in STEWARD_NOTIFY_ENV_SKIPPED, which the controller logs as a
+      # warning at start, and names in the error when the policy needs it.
+      #
+      # A change restarts the task: a process's environment is fixed when
+      # it starts, so a signal could not give it the new values. The other
+      # copy leads meanwhile. The file is the client's alone (0400): Nomad
+      # reads it, the task does not need to.
+      template {
+        destination = "secrets/notify.env"
+        env         = true
+        perms       = "0400"
+        change_mode = "restart"
+        data        = <<-EOT
+          {{- $path := "nomad/jobs/steward-controller/controller/controller" }}
+          {{- $skipped := "" }}
+          {{- range nomadVarList $path }}{{ if eq .Path $path }}{{ with nomadVar .Path }}{{ range $name, $item := . }}
+          {{- if and (regexMatch "^[A-Za-z_][A-Za-z0-9_]*$" $name) (not (regexMatch "^NOMAD_" $name)) (ne $name "STEWARD_NOTIFY_ENV_SKIPPED") (not (regexMatch "\x00" $item.Value)) }}
+          {{ $name }}={{ toJSON $item.Value }}
+          {{- else }}{{ $skipped = printf "%s %q" $skipped $name }}{{ end }}
+          {{- end }}{{ end }}{{ end }}{{ end }}
+          {{- if $skipped }}
+          STEWARD_NOTIFY_ENV_SKIPPED={{ toJSON (trimSpace $skipped) }}
+          {{- end }}
+        EOT
+      }
+
       resources {
         cpu    = 200
         memory = 128
