@@ -49,6 +49,10 @@ func (c *Controller) execute(ctx context.Context, r *round, a engine.Action) err
 		// conditional on it, and a held group is not the owner's to take
 		// back (syncHolds).
 		r.setJobIndex(k, index)
+		if r.priorities == nil {
+			r.priorities = map[jobKey]int{}
+		}
+		r.priorities[k] = a.Priority
 		for _, h := range st.Held {
 			h.Index = index
 		}

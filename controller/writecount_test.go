@@ -214,6 +214,19 @@ func TestWritesPerDecision(t *testing.T) {
 			// ml/nb: left to Nomad's queue, never held, nothing written.
 			state:  map[string]int{"ml/train": 1},
 			record: map[string]int{"ml/train": 2}},
+		{name: "a priority set to its tier's: the record says the new priority at once and is not written again",
+			cluster: func(f *fakeNomad) {
+				// ml/asks runs with priority 90; its tier, training, is
+				// 40.
+				cl := f.cl()
+				cl.nodes = []*api.NodeListStub{apiNode("n1", 4)}
+				job := apiJob("ml", "asks", "training", 90, 1, 2)
+				cl.jobs["ml/asks"] = job
+				cl.allocs = []*api.AllocationListStub{apiAlloc("a-asks", job, "n1", []string{"n1-gpu0", "n1-gpu1"}, t0.Add(-time.Hour))}
+			},
+			steps:  []step{{at: 0}, {at: time.Second}, {at: time.Minute}},
+			state:  map[string]int{"ml/asks": 1},
+			record: map[string]int{"ml/asks": 1}},
 		{name: "a hold of queued work",
 			cluster: holdCluster,
 			steps:   []step{{at: 0}, {at: 10 * time.Second}, {at: time.Minute}},
