@@ -88,7 +88,8 @@ Setup Options:
 
   -var KEY=VALUE, -var-file FILE
     Values of the jobspec's variables (driver, image, steward_bin, user,
-    node_pool, count, tls_cert, tls_key, nomad_addr, pprof), as for
+    node_pool, count, election, lock_ttl, tls_cert, tls_key, nomad_addr,
+    pprof), as for
     'nomad job run'. Repeatable.
 
   -jobspec FILE

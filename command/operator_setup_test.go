@@ -74,7 +74,7 @@ func TestSetupJobspecIsTheShippedOne(t *testing.T) {
 	if string(b) != jobs.Controller {
 		t.Fatal("jobs.Controller is not jobs/steward-controller.nomad.hcl")
 	}
-	for _, v := range []string{"driver", "image", "steward_bin", "nomad_addr", "user", "tls_cert", "tls_key", "node_pool", "pprof", "count"} {
+	for _, v := range []string{"driver", "image", "steward_bin", "nomad_addr", "user", "tls_cert", "tls_key", "node_pool", "pprof", "count", "election", "lock_ttl"} {
 		if !strings.Contains(jobs.Controller, "variable \""+v+"\"") {
 			t.Errorf("the jobspec has no variable %q", v)
 		}

@@ -49,6 +49,10 @@ func (c *Controller) execute(ctx context.Context, r *round, a engine.Action) err
 		// conditional on it, and a held group is not the owner's to take
 		// back (syncHolds).
 		r.setJobIndex(k, index)
+		if r.priorities == nil {
+			r.priorities = map[jobKey]int{}
+		}
+		r.priorities[k] = a.Priority
 		for _, h := range st.Held {
 			h.Index = index
 		}
@@ -90,20 +94,26 @@ func (c *Controller) execute(ctx context.Context, r *round, a engine.Action) err
 		}
 		st.note(StatusDraining, a.Reason, r.now)
 		c.attachNotice(r, st)
+		if d.Signal == "" {
+			// Nothing to wait for: the preemption finishes in this round,
+			// and finishDrain's write (the drain, finished, and the hold)
+			// is the write-ahead record of its Nomad calls. A second write
+			// of the drain alone before it would say nothing a restarted
+			// controller needs: until finishDrain's write lands, Nomad has
+			// been asked nothing.
+			return c.finishDrain(ctx, r, st, d)
+		}
 		if err := c.save(ctx, st); err != nil {
 			return err
 		}
 		c.crashPoint(stepPreemptRecorded)
-		if d.Signal != "" {
-			// Record first, signal in a later round: the job's tasks may
-			// render the record (reason, grace) into a file their driver
-			// reads when the signal arrives.
-			pol, _ := c.engineNow()
-			c.writeRecord(ctx, r, pol, st)
-			r.wake(r.now.Add(signalDelay))
-			return nil
-		}
-		return c.finishDrain(ctx, r, st, d)
+		// Record first, signal in a later round: the job's tasks may
+		// render the record (reason, grace) into a file their driver
+		// reads when the signal arrives.
+		pol, _ := c.engineNow()
+		c.writeRecord(ctx, r, pol, st)
+		r.wake(r.now.Add(signalDelay))
+		return nil
 
 	case engine.Move:
 		// The job goes to another node pool: Nomad places its waiting

@@ -530,6 +530,14 @@ func (c *Controller) stabiliseQueue(r *round) {
 	writes := 0
 	for i := range r.queue {
 		q := &r.queue[i]
+		if q.Rule == string(engine.RuleDraining) {
+			// Served: it waits only for its victims' checkpoints, on GPUs
+			// set aside for it, and the plans after the one that
+			// preempted for it list it no more. A place in its record
+			// would be written now and taken out a round later, for a
+			// wait its reason already says.
+			continue
+		}
 		k := jobKey{q.Namespace, q.ID}
 		inQueue[k] = true
 		now := shownQueue{

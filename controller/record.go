@@ -206,6 +206,12 @@ func (c *Controller) writeRecordWith(ctx context.Context, r *round, pol *policy.
 		// must update).
 		return
 	}
+	if p, ok := r.priorities[k]; ok && p != job.Priority {
+		// Set by this round: the record says it now, not a round later.
+		jp := *job
+		jp.Priority = p
+		job = &jp
+	}
 	items := recordItems(pol, st, job, c.idleSince(pol, r, job, usage), r.now)
 	c.addQueueItems(k, items)
 	c.writeErrorItem(k, items)

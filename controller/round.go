@@ -53,6 +53,10 @@ type round struct {
 	// counts are groups' counts as Steward's own writes in this round left
 	// them (count).
 	counts map[jobKey]map[string]int
+	// priorities are jobs' priorities as Steward's own writes in this
+	// round set them: the record says the priority the job now has, not
+	// the one it had, and is not written again when Nomad shows it.
+	priorities map[jobKey]int
 	// written is the newest Nomad index Steward's writes to jobs in this
 	// round returned (a scale, a re-registration, an allocation stop): the
 	// next plan waits until the cache holds it (clusterCache.settle).

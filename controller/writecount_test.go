@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/gpu-steward/steward/forecast"
+	"github.com/gpu-steward/steward/policy"
 	"github.com/gpu-steward/steward/policy/engine"
 	"github.com/hashicorp/nomad/api"
 )
@@ -195,10 +196,37 @@ func TestWritesPerDecision(t *testing.T) {
 		{name: "a preemption with grace: record then signal then hold the victim and resume the beneficiary",
 			cluster: preemptionCluster,
 			steps:   []step{{at: 0}, {at: signalDelay}, {at: signalDelay + 2*time.Minute}, {at: signalDelay + 2*time.Minute + time.Second}},
-			// ml/train: the preemption recorded, signalled, finished;
-			// ml/nb: held, resumed.
+			// ml/train: the preemption recorded, signalled (the grace's
+			// write-ahead: a restarted controller ends it on time and
+			// signals a preemption recorded unsignalled with its whole
+			// grace), finished; ml/nb: held, resumed, its record once
+			// for each (no queue place while its victims checkpoint).
 			state:  map[string]int{"ml/train": 3, "ml/nb": 2},
-			record: map[string]int{"ml/train": 2, "ml/nb": 3}},
+			record: map[string]int{"ml/train": 2, "ml/nb": 2}},
+		{name: "a preemption without grace: the victim's state written once in its round",
+			cluster: func(f *fakeNomad) {
+				preemptionCluster(f)
+				f.cl().jobs["ml/train"].Meta[policy.DefaultCheckpointMetaKey] = policy.CheckpointNone
+			},
+			steps: []step{{at: 0}, {at: time.Second}, {at: time.Minute}},
+			// ml/train: preempted and held in one write, its record
+			// then and with its first place in the queue a round later;
+			// ml/nb: left to Nomad's queue, never held, nothing written.
+			state:  map[string]int{"ml/train": 1},
+			record: map[string]int{"ml/train": 2}},
+		{name: "a priority set to its tier's: the record says the new priority at once and is not written again",
+			cluster: func(f *fakeNomad) {
+				// ml/asks runs with priority 90; its tier, training, is
+				// 40.
+				cl := f.cl()
+				cl.nodes = []*api.NodeListStub{apiNode("n1", 4)}
+				job := apiJob("ml", "asks", "training", 90, 1, 2)
+				cl.jobs["ml/asks"] = job
+				cl.allocs = []*api.AllocationListStub{apiAlloc("a-asks", job, "n1", []string{"n1-gpu0", "n1-gpu1"}, t0.Add(-time.Hour))}
+			},
+			steps:  []step{{at: 0}, {at: time.Second}, {at: time.Minute}},
+			state:  map[string]int{"ml/asks": 1},
+			record: map[string]int{"ml/asks": 1}},
 		{name: "a hold of queued work",
 			cluster: holdCluster,
 			steps:   []step{{at: 0}, {at: 10 * time.Second}, {at: time.Minute}},
@@ -214,7 +242,7 @@ func TestWritesPerDecision(t *testing.T) {
 			steps: []step{{at: 0}, {at: signalDelay}, {at: signalDelay + 2*time.Minute}, {at: signalDelay + 2*time.Minute + time.Second},
 				{at: 5 * time.Minute}, {at: 30 * time.Minute}, {at: time.Hour}},
 			state:  map[string]int{"ml/train": 3, "ml/nb": 2},
-			record: map[string]int{"ml/train": 2, "ml/nb": 3}},
+			record: map[string]int{"ml/train": 2, "ml/nb": 2}},
 		{name: "a day passes after a preemption: the count that ages out is not written for that alone",
 			cluster: preemptionCluster,
 			steps: []step{{at: 0}, {at: signalDelay}, {at: signalDelay + 2*time.Minute}, {at: signalDelay + 2*time.Minute + time.Second},
@@ -222,7 +250,7 @@ func TestWritesPerDecision(t *testing.T) {
 				{at: 25 * time.Hour}, {at: 26 * time.Hour}},
 			// ml/train also resumed once the notebook stops.
 			state:  map[string]int{"ml/train": 4, "ml/nb": 2},
-			record: map[string]int{"ml/train": 3, "ml/nb": 3}},
+			record: map[string]int{"ml/train": 3, "ml/nb": 2}},
 		{name: "a quiet minute with 20 waiting jobs: forecasts that swing write each record once then once a minute",
 			cluster: twentyWait,
 			steps:   quietMinute,

@@ -1,12 +1,15 @@
 # steward-controller: the Steward controller as a Nomad service job, in
 # Steward's own namespace (steward), where no tenant's token may write.
 #
-# Two copies run, on different nodes; a Nomad variable lock (steward/leader)
-# lets one act while the other waits to take over. The policy lives in a
-# Nomad variable the job's tasks can read (nomad/jobs/steward-controller in
-# namespace steward), and is rendered to a file; changing the variable
-# re-renders it and sends SIGHUP, which reloads the policy (a bad one is
-# logged and the last good one kept) and re-reads the token file:
+# Two copies run, on different nodes; a lease Steward keeps in a Nomad
+# variable (steward/leader, -election lease with a 3 s TTL) lets one act
+# while the other waits to take over, within about 6 s of the leader's
+# death (Nomad's own variable lock takes 17-21 s: var.election). The
+# policy lives in a Nomad variable the job's tasks can read
+# (nomad/jobs/steward-controller in namespace steward), and is rendered to
+# a file; changing the variable re-renders it and sends SIGHUP, which
+# reloads the policy (a bad one is logged and the last good one kept) and
+# re-reads the token file:
 #
 #   nomad namespace apply -description "Steward's state" steward
 #   nomad var put -namespace steward -force nomad/jobs/steward-controller policy=@example.hcl
@@ -124,6 +127,23 @@ variable "pprof" {
   default     = false
 }
 
+variable "election" {
+  description = "How the copies elect their leader: \"lease\" (a lease in the variable steward/leader, any TTL of 1s or more: fails over in about 2×lock_ttl) or \"lock\" (Nomad's variable lock, whose TTL must be 10s at least: 17-21 s). Both copies must use the same."
+  type        = string
+  default     = "lease"
+
+  validation {
+    condition     = contains(["lease", "lock"], var.election)
+    error_message = "The election must be \"lease\" or \"lock\"."
+  }
+}
+
+variable "lock_ttl" {
+  description = "The leader's lease or lock TTL (-lock-ttl): 3s fails over within 10 s under the lease; give 10s or more with election = \"lock\"."
+  type        = string
+  default     = "3s"
+}
+
 variable "count" {
   description = "Copies (one leads)."
   type        = number
@@ -147,6 +167,10 @@ locals {
     "-id", "$${NOMAD_ALLOC_NAME}",
     "-token-file", "$${NOMAD_SECRETS_DIR}/nomad_token",
     "-log-json",
+    # A follower takes over 2×TTL after the leader's last renewal; the
+    # lease renews every TTL/3 (one Raft write a second at 3s).
+    "-election", var.election,
+    "-lock-ttl", var.lock_ttl,
     ],
     # In a container of network_mode "none", loopback is the container's
     # own: /metrics, /healthz and job checks there reach no one outside
