@@ -59,7 +59,7 @@ func (c *Controller) execute(ctx context.Context, r *round, a engine.Action) err
 			return c.refuseRerun(ctx, r, st, err)
 		}
 		d := &Drain{Group: a.Group, Allocs: shortIDs(a.Allocs), Decided: r.now, Requeue: a.Requeue || a.Kind == engine.Preempt,
-			Kind: string(a.Kind), Rule: string(a.Reason.Rule), Reason: a.Reason.Message}
+			Kind: DrainKind(a.Kind), Rule: string(a.Reason.Rule), Reason: a.Reason.Message}
 		if a.Signal != "" && a.Grace > 0 {
 			d.Signal, d.Grace = a.Signal, a.Grace
 		}
@@ -430,16 +430,16 @@ func (c *Controller) finishDrain(ctx context.Context, r *round, st *JobState, d 
 	// its hold (Held.Evicts) until Nomad shows the count (syncHolds); counted
 	// at once, a job whose scale kept failing reached the cap and was
 	// exempt from its tenant's limit for the hour.
-	evicts := d.Kind != "pause" && d.Kind != kindMaintenance && !d.Unadmitted
+	evicts := d.Kind != DrainPause && d.Kind != DrainMaintenance && !d.Unadmitted
 	status := StatusPreempted
 	switch {
-	case d.Unadmitted, d.Kind == kindMaintenance:
+	case d.Unadmitted, d.Kind == DrainMaintenance:
 		status = StatusHeld
 	case d.MoveTo != "":
 		status = StatusMigrating
-	case d.Kind == "pause":
+	case d.Kind == DrainPause:
 		status = StatusPaused
-	case d.Kind == string(engine.IdleStop) && d.Requeue:
+	case d.Kind == DrainIdleStop && d.Requeue:
 		status = StatusHeld
 	case !d.Requeue:
 		status = StatusIdleStop
@@ -458,7 +458,7 @@ func (c *Controller) finishDrain(ctx context.Context, r *round, st *JobState, d 
 			}
 			st.keepScaling(g, job.Groups[g].Scaling)
 		}
-		if (d.Kind == string(engine.Preempt) || d.Kind == kindMaintenance) && !d.Unadmitted {
+		if (d.Kind == DrainPreempt || d.Kind == DrainMaintenance) && !d.Unadmitted {
 			if st.Interrupted == nil {
 				st.Interrupted = map[string]bool{}
 			}
@@ -506,13 +506,13 @@ func (c *Controller) finishDrain(ctx context.Context, r *round, st *JobState, d 
 	verb := "Steward preempts"
 	if d.Unadmitted {
 		verb = "Steward holds (over its tenant's limit)"
-	} else if d.Kind == "pause" {
+	} else if d.Kind == DrainPause {
 		verb = "Steward pauses"
-	} else if d.Kind == kindMaintenance {
+	} else if d.Kind == DrainMaintenance {
 		verb = "Steward holds (node maintenance)"
 	} else if !d.Requeue {
 		verb = "Steward stops (idle)"
-	} else if d.Kind == string(engine.IdleStop) {
+	} else if d.Kind == DrainIdleStop {
 		verb = "Steward requeues (idle)"
 	}
 	var firstErr error

@@ -105,7 +105,7 @@ func (c *Controller) rankOf(r *round, job *ObservedJob) (time.Time, bool) {
 // waiting job of the namespace, or OTHER is the job itself.
 func (c *Controller) queueMove(ctx context.Context, r *round, st *JobState, job *ObservedJob, items map[string]string, by string) {
 	k := st.key()
-	d := Decision{At: r.now, Kind: "move", Job: k.String(), Rule: ruleQueueMove}
+	d := Decision{At: r.now, Kind: RequestMove, Job: k.String(), Rule: ruleQueueMove}
 	defer func() { c.remember(d) }()
 	refuse := func(why string) {
 		c.log.Warn("queue move refused", "job", clip(k.String(), quoteMax), "by", by, "reason", why)
