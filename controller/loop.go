@@ -91,18 +91,8 @@ func (c *Controller) lead(ctx context.Context) error {
 	defer c.metrics.stepDown()
 	defer c.setHealth(func(h *Health) { h.Leader = false })
 
-	for attempt := 0; ; attempt++ {
-		err := c.loadStates(ctx)
-		if err == nil {
-			break
-		}
-		if errors.Is(err, errNewerState) {
-			return c.refuseNewer(err)
-		}
-		c.log.Error("load controller state", "error", err)
-		if !sleepCtx(ctx, backoff(attempt, c.cfg.MaxBackoff)) {
-			return nil
-		}
+	if loaded, err := c.loadTerm(ctx); !loaded {
+		return err
 	}
 
 	streamCtx, stop := context.WithCancel(ctx)
@@ -153,29 +143,8 @@ func (c *Controller) lead(ctx context.Context) error {
 			// (a check-and-set refused, every state read again).
 			return c.refuseNewer(err)
 		}
-		next := c.cfg.Resync
-		if err != nil {
-			c.metrics.roundEnded(err, 0)
-			failures++
-			next = backoff(failures-1, c.cfg.MaxBackoff)
-			c.log.Error("control round failed; retrying", "error", err, "retry_in", next)
-			c.setHealth(func(h *Health) { h.LastError = err.Error() })
-			// Drop events that arrived meanwhile: the retry reads
-			// everything afresh, so an outage ends in one round, not a
-			// burst.
-			select {
-			case <-c.trigger:
-			default:
-			}
-		} else {
-			failures = 0
-			c.roundFinished()
-			if !wake.IsZero() {
-				if d := time.Until(wake); d < next {
-					next = max(d, 0)
-				}
-			}
-		}
+		var next time.Duration
+		next, failures = c.nextRound(wake, err, failures)
 		if !timer.Stop() {
 			select {
 			case <-timer.C:
@@ -184,6 +153,54 @@ func (c *Controller) lead(ctx context.Context) error {
 		}
 		timer.Reset(next)
 	}
+}
+
+// loadTerm reads every state at the start of a lead term, retrying
+// until it can; loaded is false when the term ends instead (err: a newer
+// controller's states were found).
+func (c *Controller) loadTerm(ctx context.Context) (loaded bool, err error) {
+	for attempt := 0; ; attempt++ {
+		err := c.loadStates(ctx)
+		if err == nil {
+			return true, nil
+		}
+		if errors.Is(err, errNewerState) {
+			return false, c.refuseNewer(err)
+		}
+		c.log.Error("load controller state", "error", err)
+		if !sleepCtx(ctx, backoff(attempt, c.cfg.MaxBackoff)) {
+			return false, nil
+		}
+	}
+}
+
+// nextRound is how long after a round the next one starts: at the
+// resync, or sooner when something is due (wake); after a failed round,
+// after a backoff that grows with the run of failures. It returns the
+// run of failures as this round leaves it.
+func (c *Controller) nextRound(wake time.Time, err error, failures int) (time.Duration, int) {
+	next := c.cfg.Resync
+	if err != nil {
+		c.metrics.roundEnded(err, 0)
+		failures++
+		next = backoff(failures-1, c.cfg.MaxBackoff)
+		c.log.Error("control round failed; retrying", "error", err, "retry_in", next)
+		c.setHealth(func(h *Health) { h.LastError = err.Error() })
+		// Drop events that arrived meanwhile: the retry reads everything
+		// afresh, so an outage ends in one round, not a burst.
+		select {
+		case <-c.trigger:
+		default:
+		}
+		return next, failures
+	}
+	c.roundFinished()
+	if !wake.IsZero() {
+		if d := time.Until(wake); d < next {
+			next = max(d, 0)
+		}
+	}
+	return next, 0
 }
 
 // reconcile is one control round, in phases (phases.go): observe what
