@@ -425,11 +425,7 @@ func (c *Controller) finishDrain(ctx context.Context, r *round, st *JobState, d 
 	reason := engine.Reason{Rule: engine.Rule(d.Rule), Message: d.Reason}
 	groups := map[string]int{} // group -> allocations to remove
 	if d.Group == "" {
-		for g, spec := range job.Groups {
-			if spec.GPUsPerAlloc > 0 && spec.Count > 0 {
-				groups[g] = spec.Count
-			}
-		}
+		groups = gpuGroupCounts(job)
 	} else {
 		// Victims that finished their work by themselves are done, not
 		// preempted: their GPUs are free already, and lowering the count
@@ -487,21 +483,39 @@ func (c *Controller) finishDrain(ctx context.Context, r *round, st *JobState, d 
 		}
 	}
 	if evicts && firstErr == nil {
-		st.preempted(r.now)
-		for g := range targets {
-			if h := st.Held[g]; h != nil {
-				h.Evicts = time.Time{}
-			}
-		}
-		if err := c.save(ctx, st); err != nil {
-			c.log.Error("save job state", "job", k, "error", err)
-			r.failed++
-		}
+		c.countEviction(ctx, r, st, targets)
 	}
 	pol, _ := c.engineNow()
 	c.metrics.preempted(d, job, pol)
 	r.acted++
 	return firstErr
+}
+
+// gpuGroupCounts are the counts of a job's groups that run GPU work: all
+// of a whole gang's allocations.
+func gpuGroupCounts(job *ObservedJob) map[string]int {
+	groups := map[string]int{}
+	for g, spec := range job.Groups {
+		if spec.GPUsPerAlloc > 0 && spec.Count > 0 {
+			groups[g] = spec.Count
+		}
+	}
+	return groups
+}
+
+// countEviction counts a drain's stop toward the job's eviction cap once
+// Nomad took its counts (targets), and saves it.
+func (c *Controller) countEviction(ctx context.Context, r *round, st *JobState, targets map[string]int) {
+	st.preempted(r.now)
+	for g := range targets {
+		if h := st.Held[g]; h != nil {
+			h.Evicts = time.Time{}
+		}
+	}
+	if err := c.save(ctx, st); err != nil {
+		c.log.Error("save job state", "job", st.key(), "error", err)
+		r.failed++
+	}
 }
 
 // holdDrained works out, for each group a drain stops n allocations of

@@ -51,13 +51,14 @@ func (p leaderPhases) act(ctx context.Context, r *round, pol *policy.Policy) {
 		p.c.remember(d)
 	}
 	for _, a := range r.plan.Actions {
-		p.c.actOn(ctx, r, pol, a)
+		p.actOn(ctx, r, pol, a)
 	}
 }
 
 // actOn carries out one action of the plan, unless it waits (for its
 // victims, or out of a backoff), and keeps it for the status.
-func (c *Controller) actOn(ctx context.Context, r *round, pol *policy.Policy, a engine.Action) {
+func (p leaderPhases) actOn(ctx context.Context, r *round, pol *policy.Policy, a engine.Action) {
+	c := p.c
 	d, event := c.decisionOf(r, a, false)
 	if a.Kind == engine.Resume && a.AfterVictims && r.beneficiaryDraining(a.Job) {
 		return
