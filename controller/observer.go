@@ -160,10 +160,28 @@ func (o *observer) readAll(ctx context.Context, fresh bool) (*clusterRead, error
 // build makes the round's Observation from the cache, reading the
 // summaries of blocked jobs it does not hold yet or that changed since.
 func (o *observer) build(ctx context.Context, now time.Time) (*Observation, error) {
-	c := o.cache
 	obs := &Observation{At: now, Jobs: map[jobKey]*ObservedJob{}, Skipped: map[jobKey]*ObservedJob{}, PoolNodes: map[string][]string{}, Queued: map[jobKey]map[string]QueuedGroup{},
 		Placeholders: map[string]Placeholder{}, Done: map[jobKey]map[string]int{}, Ended: map[string]jobKey{}}
+	blocked, evals := o.cache.fill(obs)
+	sort.Slice(obs.Nodes, func(i, k int) bool { return obs.Nodes[i].ID < obs.Nodes[k].ID })
+	for _, names := range obs.PoolNodes {
+		sort.Strings(names)
+	}
+	sort.Slice(obs.Allocs, func(i, k int) bool { return obs.Allocs[i].ID < obs.Allocs[k].ID })
+	sort.Strings(blocked)
+	if err := o.queued(ctx, obs, now, blocked, evals); err != nil {
+		return nil, err
+	}
+	systemCounts(obs)
+	return obs, nil
+}
+
+// fill copies the cache into an observation, under its lock: usable and
+// draining nodes, skipped jobs, guarded pools' nodes, jobs and
+// placeholders, allocations; and returns the blocked evaluations, by ID.
+func (c *clusterCache) fill(obs *Observation) (blocked []string, evals map[string]blockedEval) {
 	c.mu.Lock()
+	defer c.mu.Unlock()
 	for _, n := range c.nodes {
 		if n.usable {
 			obs.Nodes = append(obs.Nodes, n.node)
@@ -196,6 +214,21 @@ func (o *observer) build(ctx context.Context, now time.Time) (*Observation, erro
 		}
 		obs.Jobs[k] = j
 	}
+	c.fillAllocs(obs)
+	blocked = make([]string, 0, len(c.blocked))
+	for id := range c.blocked {
+		blocked = append(blocked, id)
+	}
+	evals = make(map[string]blockedEval, len(c.blocked))
+	for id, ev := range c.blocked {
+		evals[id] = ev
+	}
+	return blocked, evals
+}
+
+// fillAllocs copies the allocations meant to run (Steward's placeholders'
+// into their placeholders), and counts finished ones (c.mu held).
+func (c *clusterCache) fillAllocs(obs *Observation) {
 	obs.Allocs = make([]ObservedAlloc, 0, len(c.allocs))
 	for _, a := range c.allocs {
 		if !keepAlloc(a.ClientStatus, a.DesiredStatus) {
@@ -222,22 +255,13 @@ func (o *observer) build(ctx context.Context, now time.Time) (*Observation, erro
 		}
 		obs.Allocs = append(obs.Allocs, a)
 	}
-	blocked := make([]string, 0, len(c.blocked))
-	for id := range c.blocked {
-		blocked = append(blocked, id)
-	}
-	evals := make(map[string]blockedEval, len(c.blocked))
-	for id, ev := range c.blocked {
-		evals[id] = ev
-	}
-	c.mu.Unlock()
-	sort.Slice(obs.Nodes, func(i, k int) bool { return obs.Nodes[i].ID < obs.Nodes[k].ID })
-	for _, names := range obs.PoolNodes {
-		sort.Strings(names)
-	}
-	sort.Slice(obs.Allocs, func(i, k int) bool { return obs.Allocs[i].ID < obs.Allocs[k].ID })
-	sort.Strings(blocked)
+}
 
+// queued reads which GPU groups of the jobs with blocked evaluations wait
+// for GPUs, and since when pressure is new (an evaluation not seen
+// blocked before).
+func (o *observer) queued(ctx context.Context, obs *Observation, now time.Time, blocked []string, evals map[string]blockedEval) error {
+	c := o.cache
 	seen := map[string]bool{}
 	for _, id := range blocked {
 		ev := evals[id]
@@ -264,7 +288,7 @@ func (o *observer) build(ctx context.Context, now time.Time) (*Observation, erro
 		}
 		sum, err := o.summary(ctx, k)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		if sum == nil {
 			continue // purged since it was listed
@@ -278,8 +302,7 @@ func (o *observer) build(ctx context.Context, now time.Time) (*Observation, erro
 		obs.Queued[k] = groups
 	}
 	o.blocked = seen
-	systemCounts(obs)
-	return obs, nil
+	return nil
 }
 
 // summary returns a job's summary: the cached one while no event about
