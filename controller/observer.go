@@ -85,53 +85,11 @@ func (o *observer) readAll(ctx context.Context, fresh bool) (*clusterRead, error
 		rd.seen["n/"+n.ID] = n.ModifyIndex
 	}
 
-	stubs, i, err := o.n.ListJobs(ctx, fresh)
+	i, err = o.readJobs(ctx, rd, fresh)
 	if err != nil {
 		return nil, err
 	}
 	index(i)
-	// Specs the cache holds, by the modify index the list shows: a full
-	// read fetches only jobs that changed. (A copy: events write the
-	// cache's map meanwhile; the specs themselves are never changed.)
-	o.cache.mu.Lock()
-	known := maps.Clone(o.cache.jobs)
-	knownSkipped := maps.Clone(o.cache.skipped)
-	o.cache.mu.Unlock()
-	for _, s := range stubs {
-		if skipJobType(s.Type, s.ParentID, s.Periodic) {
-			// Kept apart for the pool guard (cache_skipped.go).
-			j, err := o.readSkipped(ctx, s, knownSkipped, fresh)
-			if err != nil {
-				return nil, err
-			}
-			if j != nil {
-				k := jobKey{s.Namespace, s.ID}
-				rd.skipped[k] = j
-				rd.seen["j/"+k.String()] = s.ModifyIndex
-			}
-			continue
-		}
-		k := jobKey{s.Namespace, s.ID}
-		rd.seen["j/"+k.String()] = s.ModifyIndex
-		j := known[k]
-		if j == nil || j.ModifyIndex != s.JobModifyIndex || j.Stopped != s.Stop {
-			if o.cache.isPlaceholder(s.Namespace, s.ID) {
-				// Its spec does not matter: whether it is stopped does.
-				j = &ObservedJob{Namespace: s.Namespace, ID: s.ID, Type: s.Type, Stopped: s.Stop, ModifyIndex: s.JobModifyIndex}
-			} else {
-				full, err := o.n.ReadJob(ctx, s.Namespace, s.ID, fresh)
-				o.stats.jobReads++
-				if err != nil {
-					return nil, err
-				}
-				if full == nil {
-					continue // purged between the list and this read: gone
-				}
-				j = toObservedJob(full)
-			}
-		}
-		rd.jobs[k] = j
-	}
 
 	allocs, i, err := o.n.ListAllocs(ctx, fresh)
 	if err != nil {
@@ -155,6 +113,58 @@ func (o *observer) readAll(ctx context.Context, fresh bool) (*clusterRead, error
 		rd.seen["e/"+ev.ID] = ev.ModifyIndex
 	}
 	return rd, nil
+}
+
+// readJobs lists the jobs into rd, reading the spec of each that changed
+// since the cache read it, and returns the list's index.
+func (o *observer) readJobs(ctx context.Context, rd *clusterRead, fresh bool) (uint64, error) {
+	stubs, i, err := o.n.ListJobs(ctx, fresh)
+	if err != nil {
+		return 0, err
+	}
+	// Specs the cache holds, by the modify index the list shows: a full
+	// read fetches only jobs that changed. (A copy: events write the
+	// cache's map meanwhile; the specs themselves are never changed.)
+	o.cache.mu.Lock()
+	known := maps.Clone(o.cache.jobs)
+	knownSkipped := maps.Clone(o.cache.skipped)
+	o.cache.mu.Unlock()
+	for _, s := range stubs {
+		if skipJobType(s.Type, s.ParentID, s.Periodic) {
+			// Kept apart for the pool guard (cache_skipped.go).
+			j, err := o.readSkipped(ctx, s, knownSkipped, fresh)
+			if err != nil {
+				return 0, err
+			}
+			if j != nil {
+				k := jobKey{s.Namespace, s.ID}
+				rd.skipped[k] = j
+				rd.seen["j/"+k.String()] = s.ModifyIndex
+			}
+			continue
+		}
+		k := jobKey{s.Namespace, s.ID}
+		rd.seen["j/"+k.String()] = s.ModifyIndex
+		j := known[k]
+		if j == nil || j.ModifyIndex != s.JobModifyIndex || j.Stopped != s.Stop {
+			if o.cache.isPlaceholder(s.Namespace, s.ID) {
+				// Its spec does not matter: whether it is stopped does.
+				j = &ObservedJob{Namespace: s.Namespace, ID: s.ID, Type: s.Type, Stopped: s.Stop, ModifyIndex: s.JobModifyIndex}
+			} else {
+				full, err := o.n.ReadJob(ctx, s.Namespace, s.ID, fresh)
+				o.stats.jobReads++
+				if err != nil {
+					return 0, err
+				}
+				if full == nil {
+					continue // purged between the list and this read: gone
+				}
+				j = toObservedJob(full)
+			}
+		}
+		rd.jobs[k] = j
+	}
+	return i, nil
 }
 
 // build makes the round's Observation from the cache, reading the
