@@ -34,7 +34,8 @@ func TestShape(t *testing.T) {
 	if err != nil {
 		t.Fatalf("parse the controller: %v", err)
 	}
-	methods, fields, dryRuns := 0, 0, 0
+	methods, fields, dryRuns, over := 0, 0, 0, 0
+	longestName, longestLines := "", 0
 	for _, p := range pkgs {
 		for _, f := range p.Files {
 			ast.Inspect(f, func(n ast.Node) bool {
@@ -48,6 +49,12 @@ func TestShape(t *testing.T) {
 						}
 					}
 					lines := fset.Position(n.End()).Line - fset.Position(n.Pos()).Line + 1
+					if lines > longestLines {
+						longestName, longestLines = name, lines
+					}
+					if lines > longest {
+						over++
+					}
 					limit, ok := longer[name]
 					if !ok {
 						limit = longest
@@ -72,6 +79,8 @@ func TestShape(t *testing.T) {
 			})
 		}
 	}
+	t.Logf("Controller: %d methods, %d fields; %d functions over %d lines, the longest %s (%d); cfg.DryRun read in %d places",
+		methods, fields, over, longest, longestName, longestLines, dryRuns)
 	if methods == 0 || fields == 0 {
 		t.Fatalf("found no Controller: %d methods, %d fields", methods, fields)
 	}
