@@ -29,116 +29,11 @@ func (c *Controller) execute(ctx context.Context, r *round, a engine.Action) err
 	st := c.state(k)
 	switch a.Kind {
 	case engine.SetPriority, engine.Promote:
-		if err := r.rerun(k); err != nil {
-			return c.refuseRerun(ctx, r, st, err)
-		}
-		before := st.noted()
-		st.Promoted = a.Kind == engine.Promote
-		st.note(statusFor(a.Kind, st), a.Reason, r.now)
-		c.attachNotice(r, st)
-		if err := c.save(ctx, st); err != nil {
-			return err
-		}
-		index, err := c.nomadWrite(r, k, writeOf(a), func() (uint64, error) {
-			return c.nomad.SetPriority(ctx, k.Namespace, k.ID, a.Priority, a.Reason.Message, r.jobIndex(k))
-		})
-		if err != nil {
-			return c.undoNote(ctx, r, st, before, err)
-		}
-		// Steward's own change: a later write in this round is
-		// conditional on it, and a held group is not the owner's to take
-		// back (syncHolds).
-		r.setJobIndex(k, index)
-		if r.priorities == nil {
-			r.priorities = map[jobKey]int{}
-		}
-		r.priorities[k] = a.Priority
-		for _, h := range st.Held {
-			h.Index = index
-		}
-		return nil
-
+		return c.actPriority(ctx, r, st, a)
 	case engine.Preempt, engine.IdleStop:
-		if err := r.rerun(k, drainGroups(job, a.Group)...); err != nil {
-			return c.refuseRerun(ctx, r, st, err)
-		}
-		d := &Drain{Group: a.Group, Allocs: shortIDs(a.Allocs), Decided: r.now, Requeue: a.Requeue || a.Kind == engine.Preempt,
-			Kind: string(a.Kind), Rule: string(a.Reason.Rule), Reason: a.Reason.Message}
-		if a.Signal != "" && a.Grace > 0 {
-			d.Signal, d.Grace = a.Signal, a.Grace
-		}
-		if a.For != nil {
-			d.For, d.ForGroup = a.For.String(), a.ForGroup
-			d.On = r.gpusOf(a.Allocs)
-		}
-		d.MoveTo = a.MoveTo
-		d.Unadmitted = a.Kind == engine.Preempt && a.Reason.Rule == engine.RuleLimit && c.neverAdmitted(a.Allocs)
-		if d.For != "" && d.Signal != "" {
-			// The beneficiary waits for this drain: a resume of it later
-			// in this plan waits too (beneficiaryDraining).
-			r.forDraining[d.For] = true
-		}
-		st.Draining = append(st.Draining, d)
-		if d.Signal != "" {
-			// Counted now, so that the record says it (with the reason
-			// and grace) before any replacement starts and renders it.
-			st.Resumes++
-		}
-		st.keepWork(d.Signal != "", r.ranOf(a.Allocs))
-		for _, id := range d.Allocs {
-			delete(st.Idle, id) // being stopped: its idle timer has done its work
-		}
-		r.markBeside(st, a)
-		if d.For != "" && d.Signal != "" {
-			c.extendMarks(ctx, st, d.For, r.now, r.now.Add(signalDelay+d.Grace))
-		}
-		st.note(StatusDraining, a.Reason, r.now)
-		c.attachNotice(r, st)
-		if d.Signal == "" {
-			// Nothing to wait for: the preemption finishes in this round,
-			// and finishDrain's write (the drain, finished, and the hold)
-			// is the write-ahead record of its Nomad calls. A second write
-			// of the drain alone before it would say nothing a restarted
-			// controller needs: until finishDrain's write lands, Nomad has
-			// been asked nothing.
-			return c.finishDrain(ctx, r, st, d)
-		}
-		if err := c.save(ctx, st); err != nil {
-			return err
-		}
-		c.crashPoint(stepPreemptRecorded)
-		// Record first, signal in a later round: the job's tasks may
-		// render the record (reason, grace) into a file their driver
-		// reads when the signal arrives.
-		pol, _ := c.engineNow()
-		c.writeRecord(ctx, r, pol, st)
-		r.wake(r.now.Add(signalDelay))
-		return nil
-
+		return c.actDrain(ctx, r, st, job, a)
 	case engine.Move:
-		// The job goes to another node pool: Nomad places its waiting
-		// allocations there. A held group's resume follows in the plan.
-		if err := r.rerun(k); err != nil {
-			return c.refuseRerun(ctx, r, st, err)
-		}
-		before := st.noted()
-		st.note(StatusMoved, a.Reason, r.now)
-		c.attachNotice(r, st)
-		if err := c.save(ctx, st); err != nil {
-			return err
-		}
-		index, err := c.nomadWrite(r, k, writeOf(a), func() (uint64, error) {
-			return c.nomad.MoveJob(ctx, k.Namespace, k.ID, a.NodePool, a.Reason.Message, r.jobIndex(k))
-		})
-		if err != nil {
-			return c.undoNote(ctx, r, st, before, err)
-		}
-		r.setJobIndex(k, index)
-		for _, h := range st.Held {
-			h.Index = index // Steward's own change: the hold stands (syncHolds)
-		}
-		return nil
-
+		return c.actMove(ctx, r, st, a)
 	case engine.Hold:
 		if _, ok := job.Groups[a.Group]; !ok {
 			return fmt.Errorf("hold %s group %s: no such group", k, a.Group)
@@ -146,64 +41,190 @@ func (c *Controller) execute(ctx context.Context, r *round, a engine.Action) err
 		// A hold never stops running work: it takes back only what Nomad
 		// has not placed.
 		return c.holdBack(ctx, r, st, job, a.Group, a.Count, a.Reason)
-
 	case engine.Resume:
-		if a.AfterVictims && r.beneficiaryDraining(a.Job) {
-			// It goes on GPUs its victims are still freeing: resumed
-			// now, Nomad would place it on the first GPUs anyone frees.
-			// The round that stops them resumes it. (Placed on GPUs
-			// free now, it goes at once: its victims' GPUs are then
-			// free to the work after it.)
-			return nil
-		}
-		h := st.Held[a.Group]
-		_, ok := job.Groups[a.Group]
-		if h == nil || !ok || h.Count == 0 {
-			return nil // nothing held (a Count 0 entry waits for Nomad to show a resume)
-		}
-		if r.resumed[k] == nil {
-			r.resumed[k] = map[string]bool{}
-		}
-		r.resumed[k][a.Group] = true
-		// The engine's count includes allocations resumed earlier that
-		// Nomad has not placed yet: only the rest is scaled up, and a
-		// smaller count holds back some of those again.
-		n := a.Count - r.inflight[k][a.Group]
-		if n < 0 {
-			return c.holdBack(ctx, r, st, job, a.Group, -n, a.Reason)
-		}
-		n = min(n, h.Count)
-		if n == 0 {
-			return nil
-		}
-		if err := r.rerun(k, a.Group); err != nil {
-			return c.refuseRerun(ctx, r, st, err)
-		}
-		st.release(a.Group, n)
-		r.takeDone(st, a.Group) // completed batch work: not part of the count written (round.count)
-		status := StatusRunning
-		if a.Reason.Rule == engine.RulePrecedence {
-			status = StatusMoved // resumed where its pool precedence moved it
-		}
-		st.note(status, a.Reason, r.now)
-		if g := st.Held[a.Group]; g != nil {
-			g.Index = job.ModifyIndex
-		}
-		c.attachNotice(r, st)
-		if err := c.save(ctx, st); err != nil {
-			return err
-		}
-		c.crashPoint(stepResumeRecorded)
-		if err := c.resumeScale(ctx, r, k, a, r.count(k, a.Group)+n, n); err != nil {
-			return err
-		}
-		if st.resumed == nil {
-			st.resumed = map[string]time.Time{}
-		}
-		st.resumed[a.Group] = r.now
-		return nil
+		return c.actResume(ctx, r, st, job, a)
 	}
 	return fmt.Errorf("unknown action kind %q", a.Kind)
+}
+
+// actPriority sets the job's priority (a promotion, or its tier's).
+func (c *Controller) actPriority(ctx context.Context, r *round, st *JobState, a engine.Action) error {
+	k := jobKey{a.Job.Namespace, a.Job.ID}
+	if err := r.rerun(k); err != nil {
+		return c.refuseRerun(ctx, r, st, err)
+	}
+	before := st.noted()
+	st.Promoted = a.Kind == engine.Promote
+	st.note(statusFor(a.Kind, st), a.Reason, r.now)
+	c.attachNotice(r, st)
+	if err := c.save(ctx, st); err != nil {
+		return err
+	}
+	index, err := c.nomadWrite(r, k, writeOf(a), func() (uint64, error) {
+		return c.nomad.SetPriority(ctx, k.Namespace, k.ID, a.Priority, a.Reason.Message, r.jobIndex(k))
+	})
+	if err != nil {
+		return c.undoNote(ctx, r, st, before, err)
+	}
+	// Steward's own change: a later write in this round is
+	// conditional on it, and a held group is not the owner's to take
+	// back (syncHolds).
+	r.setJobIndex(k, index)
+	if r.priorities == nil {
+		r.priorities = map[jobKey]int{}
+	}
+	r.priorities[k] = a.Priority
+	for _, h := range st.Held {
+		h.Index = index
+	}
+	return nil
+}
+
+// actDrain starts a preemption or an idle stop: its intent recorded, the
+// checkpoint signal in a later round (signalDelay), or, without one, the
+// victims stopped now (finishDrain).
+func (c *Controller) actDrain(ctx context.Context, r *round, st *JobState, job *ObservedJob, a engine.Action) error {
+	k := jobKey{a.Job.Namespace, a.Job.ID}
+	if err := r.rerun(k, drainGroups(job, a.Group)...); err != nil {
+		return c.refuseRerun(ctx, r, st, err)
+	}
+	d := &Drain{Group: a.Group, Allocs: shortIDs(a.Allocs), Decided: r.now, Requeue: a.Requeue || a.Kind == engine.Preempt,
+		Kind: DrainKind(a.Kind), Rule: string(a.Reason.Rule), Reason: a.Reason.Message}
+	if a.Signal != "" && a.Grace > 0 {
+		d.Signal, d.Grace = a.Signal, a.Grace
+	}
+	if a.For != nil {
+		d.For, d.ForGroup = a.For.String(), a.ForGroup
+		d.On = r.gpusOf(a.Allocs)
+	}
+	d.MoveTo = a.MoveTo
+	d.Unadmitted = a.Kind == engine.Preempt && a.Reason.Rule == engine.RuleLimit && c.neverAdmitted(a.Allocs)
+	if d.For != "" && d.Signal != "" {
+		// The beneficiary waits for this drain: a resume of it later
+		// in this plan waits too (beneficiaryDraining).
+		r.forDraining[d.For] = true
+	}
+	st.Draining = append(st.Draining, d)
+	if d.Signal != "" {
+		// Counted now, so that the record says it (with the reason
+		// and grace) before any replacement starts and renders it.
+		st.Resumes++
+	}
+	st.keepWork(d.Signal != "", r.ranOf(a.Allocs))
+	for _, id := range d.Allocs {
+		delete(st.Idle, id) // being stopped: its idle timer has done its work
+	}
+	r.markBeside(st, a)
+	if d.For != "" && d.Signal != "" {
+		c.extendMarks(ctx, st, d.For, r.now, r.now.Add(signalDelay+d.Grace))
+	}
+	st.note(StatusDraining, a.Reason, r.now)
+	c.attachNotice(r, st)
+	if d.Signal == "" {
+		// Nothing to wait for: the preemption finishes in this round,
+		// and finishDrain's write (the drain, finished, and the hold)
+		// is the write-ahead record of its Nomad calls. A second write
+		// of the drain alone before it would say nothing a restarted
+		// controller needs: until finishDrain's write lands, Nomad has
+		// been asked nothing.
+		return c.finishDrain(ctx, r, st, d)
+	}
+	if err := c.save(ctx, st); err != nil {
+		return err
+	}
+	c.crashPoint(stepPreemptRecorded)
+	// Record first, signal in a later round: the job's tasks may
+	// render the record (reason, grace) into a file their driver
+	// reads when the signal arrives.
+	pol, _ := c.engineNow()
+	c.writeRecord(ctx, r, pol, st)
+	r.wake(r.now.Add(signalDelay))
+	return nil
+}
+
+// actMove moves the job to another node pool: Nomad places its waiting
+// allocations there. A held group's resume follows in the plan.
+func (c *Controller) actMove(ctx context.Context, r *round, st *JobState, a engine.Action) error {
+	k := jobKey{a.Job.Namespace, a.Job.ID}
+	if err := r.rerun(k); err != nil {
+		return c.refuseRerun(ctx, r, st, err)
+	}
+	before := st.noted()
+	st.note(StatusMoved, a.Reason, r.now)
+	c.attachNotice(r, st)
+	if err := c.save(ctx, st); err != nil {
+		return err
+	}
+	index, err := c.nomadWrite(r, k, writeOf(a), func() (uint64, error) {
+		return c.nomad.MoveJob(ctx, k.Namespace, k.ID, a.NodePool, a.Reason.Message, r.jobIndex(k))
+	})
+	if err != nil {
+		return c.undoNote(ctx, r, st, before, err)
+	}
+	r.setJobIndex(k, index)
+	for _, h := range st.Held {
+		h.Index = index // Steward's own change: the hold stands (syncHolds)
+	}
+	return nil
+}
+
+// actResume releases a held group's allocations to Nomad.
+func (c *Controller) actResume(ctx context.Context, r *round, st *JobState, job *ObservedJob, a engine.Action) error {
+	k := jobKey{a.Job.Namespace, a.Job.ID}
+	if a.AfterVictims && r.beneficiaryDraining(a.Job) {
+		// It goes on GPUs its victims are still freeing: resumed
+		// now, Nomad would place it on the first GPUs anyone frees.
+		// The round that stops them resumes it. (Placed on GPUs
+		// free now, it goes at once: its victims' GPUs are then
+		// free to the work after it.)
+		return nil
+	}
+	h := st.Held[a.Group]
+	_, ok := job.Groups[a.Group]
+	if h == nil || !ok || h.Count == 0 {
+		return nil // nothing held (a Count 0 entry waits for Nomad to show a resume)
+	}
+	if r.resumed[k] == nil {
+		r.resumed[k] = map[string]bool{}
+	}
+	r.resumed[k][a.Group] = true
+	// The engine's count includes allocations resumed earlier that
+	// Nomad has not placed yet: only the rest is scaled up, and a
+	// smaller count holds back some of those again.
+	n := a.Count - r.inflight[k][a.Group]
+	if n < 0 {
+		return c.holdBack(ctx, r, st, job, a.Group, -n, a.Reason)
+	}
+	n = min(n, h.Count)
+	if n == 0 {
+		return nil
+	}
+	if err := r.rerun(k, a.Group); err != nil {
+		return c.refuseRerun(ctx, r, st, err)
+	}
+	st.release(a.Group, n)
+	r.takeDone(st, a.Group) // completed batch work: not part of the count written (round.count)
+	status := StatusRunning
+	if a.Reason.Rule == engine.RulePrecedence {
+		status = StatusMoved // resumed where its pool precedence moved it
+	}
+	st.note(status, a.Reason, r.now)
+	if g := st.Held[a.Group]; g != nil {
+		g.Index = job.ModifyIndex
+	}
+	c.attachNotice(r, st)
+	if err := c.save(ctx, st); err != nil {
+		return err
+	}
+	c.crashPoint(stepResumeRecorded)
+	if err := c.resumeScale(ctx, r, k, a, r.count(k, a.Group)+n, n); err != nil {
+		return err
+	}
+	if st.resumed == nil {
+		st.resumed = map[string]time.Time{}
+	}
+	st.resumed[a.Group] = r.now
+	return nil
 }
 
 // resumeScale scales a held group up to count for a resume of n
@@ -414,11 +435,7 @@ func (c *Controller) finishDrain(ctx context.Context, r *round, st *JobState, d 
 	reason := engine.Reason{Rule: engine.Rule(d.Rule), Message: d.Reason}
 	groups := map[string]int{} // group -> allocations to remove
 	if d.Group == "" {
-		for g, spec := range job.Groups {
-			if spec.GPUsPerAlloc > 0 && spec.Count > 0 {
-				groups[g] = spec.Count
-			}
-		}
+		groups = gpuGroupCounts(job)
 	} else {
 		// Victims that finished their work by themselves are done, not
 		// preempted: their GPUs are free already, and lowering the count
@@ -440,42 +457,9 @@ func (c *Controller) finishDrain(ctx context.Context, r *round, st *JobState, d 
 	// its hold (Held.Evicts) until Nomad shows the count (syncHolds); counted
 	// at once, a job whose scale kept failing reached the cap and was
 	// exempt from its tenant's limit for the hour.
-	evicts := d.Kind != "pause" && d.Kind != kindMaintenance && !d.Unadmitted
-	status := StatusPreempted
-	switch {
-	case d.Unadmitted, d.Kind == kindMaintenance:
-		status = StatusHeld
-	case d.MoveTo != "":
-		status = StatusMigrating
-	case d.Kind == "pause":
-		status = StatusPaused
-	case d.Kind == string(engine.IdleStop) && d.Requeue:
-		status = StatusHeld
-	case !d.Requeue:
-		status = StatusIdleStop
-	}
-	targets := map[string]int{}
-	for g, n := range groups {
-		done := r.takeDone(st, g) // completed batch work: not part of the count written
-		count := r.count(k, g)
-		n = min(n, count)
-		groups[g], targets[g] = n, count-n
-		if d.Requeue {
-			h := st.hold(g, n, count, d.Rule, r.now, job.ModifyIndex)
-			h.Taken = done
-			if evicts {
-				h.Evicts = r.now
-			}
-			st.keepScaling(g, job.Groups[g].Scaling)
-		}
-		if (d.Kind == string(engine.Preempt) || d.Kind == kindMaintenance) && !d.Unadmitted {
-			if st.Interrupted == nil {
-				st.Interrupted = map[string]bool{}
-			}
-			st.Interrupted[g] = true
-		}
-	}
-	st.note(status, reason, r.now)
+	evicts := d.evicts()
+	targets := r.holdDrained(st, job, d, groups)
+	st.note(d.heldStatus(), reason, r.now)
 	if err := c.save(ctx, st); err != nil {
 		return err
 	}
@@ -493,38 +477,14 @@ func (c *Controller) finishDrain(ctx context.Context, r *round, st *JobState, d 
 	// the plan) are stopped one by one first, as the next best.
 	whole := d.Group == "" || targets[d.Group] == 0
 	if !whole && !r.victimsOnTop(st, d) {
-		c.log.Warn("victims are not their group's highest name indexes: stopping them one by one before lowering the count",
-			"job", k, "group", d.Group, "allocs", d.Allocs)
-		for _, id := range r.aliveOf(k, d.Allocs) {
-			index, err := c.nomadWrite(r, k, "stop", func() (uint64, error) { return c.nomad.StopAlloc(ctx, k.Namespace, id) })
-			if err != nil {
-				// finishDrains stops it again while Nomad still runs it.
-				if !refusedOrBackedOff(err) {
-					c.log.Warn("stop victim allocation", "job", k, "alloc", id, "error", err)
-					r.failed++
-				}
-				continue
-			}
-			r.wrote(index)
-		}
+		c.stopVictims(ctx, r, k, d)
 	}
 	names := make([]string, 0, len(targets))
 	for g := range targets {
 		names = append(names, g)
 	}
 	sort.Strings(names)
-	verb := "Steward preempts"
-	if d.Unadmitted {
-		verb = "Steward holds (over its tenant's limit)"
-	} else if d.Kind == "pause" {
-		verb = "Steward pauses"
-	} else if d.Kind == kindMaintenance {
-		verb = "Steward holds (node maintenance)"
-	} else if !d.Requeue {
-		verb = "Steward stops (idle)"
-	} else if d.Kind == string(engine.IdleStop) {
-		verb = "Steward requeues (idle)"
-	}
+	verb := d.scaleVerb()
 	var firstErr error
 	for _, g := range names {
 		msg := fmt.Sprintf("%s %s: %s", verb, plural(groups[g], "allocation"), d.Reason)
@@ -533,21 +493,130 @@ func (c *Controller) finishDrain(ctx context.Context, r *round, st *JobState, d 
 		}
 	}
 	if evicts && firstErr == nil {
-		st.preempted(r.now)
-		for g := range targets {
-			if h := st.Held[g]; h != nil {
-				h.Evicts = time.Time{}
-			}
-		}
-		if err := c.save(ctx, st); err != nil {
-			c.log.Error("save job state", "job", k, "error", err)
-			r.failed++
-		}
+		c.countEviction(ctx, r, st, targets)
 	}
 	pol, _ := c.engineNow()
 	c.metrics.preempted(d, job, pol)
 	r.acted++
 	return firstErr
+}
+
+// gpuGroupCounts are the counts of a job's groups that run GPU work: all
+// of a whole gang's allocations.
+func gpuGroupCounts(job *ObservedJob) map[string]int {
+	groups := map[string]int{}
+	for g, spec := range job.Groups {
+		if spec.GPUsPerAlloc > 0 && spec.Count > 0 {
+			groups[g] = spec.Count
+		}
+	}
+	return groups
+}
+
+// countEviction counts a drain's stop toward the job's eviction cap once
+// Nomad took its counts (targets), and saves it.
+func (c *Controller) countEviction(ctx context.Context, r *round, st *JobState, targets map[string]int) {
+	st.preempted(r.now)
+	for g := range targets {
+		if h := st.Held[g]; h != nil {
+			h.Evicts = time.Time{}
+		}
+	}
+	if err := c.save(ctx, st); err != nil {
+		c.log.Error("save job state", "job", st.key(), "error", err)
+		r.failed++
+	}
+}
+
+// holdDrained works out, for each group a drain stops n allocations of
+// (groups, changed to the number stopped), the count it leaves, and holds
+// what a requeue takes back; it returns the counts by group.
+func (r *round) holdDrained(st *JobState, job *ObservedJob, d *Drain, groups map[string]int) map[string]int {
+	k := st.key()
+	evicts := d.evicts()
+	targets := map[string]int{}
+	for g, n := range groups {
+		done := r.takeDone(st, g) // completed batch work: not part of the count written
+		count := r.count(k, g)
+		n = min(n, count)
+		groups[g], targets[g] = n, count-n
+		if d.Requeue {
+			h := st.hold(g, n, count, d.Rule, r.now, job.ModifyIndex)
+			h.Taken = done
+			if evicts {
+				h.Evicts = r.now
+			}
+			st.keepScaling(g, job.Groups[g].Scaling)
+		}
+		if (d.Kind == DrainPreempt || d.Kind == DrainMaintenance) && !d.Unadmitted {
+			if st.Interrupted == nil {
+				st.Interrupted = map[string]bool{}
+			}
+			st.Interrupted[g] = true
+		}
+	}
+	return targets
+}
+
+// stopVictims stops a drain's victims one by one, ahead of lowering
+// their group's count: they are not its highest name indexes
+// (finishDrain).
+func (c *Controller) stopVictims(ctx context.Context, r *round, k jobKey, d *Drain) {
+	c.log.Warn("victims are not their group's highest name indexes: stopping them one by one before lowering the count",
+		"job", k, "group", d.Group, "allocs", d.Allocs)
+	for _, id := range r.aliveOf(k, d.Allocs) {
+		index, err := c.nomadWrite(r, k, "stop", func() (uint64, error) { return c.nomad.StopAlloc(ctx, k.Namespace, id) })
+		if err != nil {
+			// finishDrains stops it again while Nomad still runs it.
+			if !refusedOrBackedOff(err) {
+				c.log.Warn("stop victim allocation", "job", k, "alloc", id, "error", err)
+				r.failed++
+			}
+			continue
+		}
+		r.wrote(index)
+	}
+}
+
+// evicts reports whether the drain counts toward the job's eviction cap:
+// a pause, a node's maintenance and work never admitted are not
+// evictions.
+func (d *Drain) evicts() bool {
+	return d.Kind != DrainPause && d.Kind != DrainMaintenance && !d.Unadmitted
+}
+
+// heldStatus is the job's status once the drain stops its victims.
+func (d *Drain) heldStatus() string {
+	switch {
+	case d.Unadmitted, d.Kind == DrainMaintenance:
+		return StatusHeld
+	case d.MoveTo != "":
+		return StatusMigrating
+	case d.Kind == DrainPause:
+		return StatusPaused
+	case d.Kind == DrainIdleStop && d.Requeue:
+		return StatusHeld
+	case !d.Requeue:
+		return StatusIdleStop
+	}
+	return StatusPreempted
+}
+
+// scaleVerb is what the drain's scaling event in Nomad says Steward does.
+func (d *Drain) scaleVerb() string {
+	switch {
+	case d.Unadmitted:
+		return "Steward holds (over its tenant's limit)"
+	case d.Kind == DrainPause:
+		return "Steward pauses"
+	case d.Kind == DrainMaintenance:
+		return "Steward holds (node maintenance)"
+	case !d.Requeue:
+		return "Steward stops (idle)"
+	case d.Kind == DrainIdleStop:
+		return "Steward requeues (idle)"
+	}
+	return "Steward preempts"
 }
 
 // neverAdmitted reports whether allocations were placed by Nomad since
@@ -956,28 +1025,10 @@ func (c *Controller) syncHolds(ctx context.Context, r *round) {
 		k := st.key()
 		job := r.obs.Jobs[k]
 		if job == nil {
-			// Not listed: purged, or out of the token's sight. Only a job
-			// Nomad says does not exist is forgotten.
-			exists, err := c.nomad.JobExists(ctx, k.Namespace, k.ID)
-			switch {
-			case err != nil:
-				c.log.Warn("job not listed and cannot be read", "job", k, "error", err)
-				continue
-			case !exists:
-				c.log.Info("job purged: Steward forgets it", "job", k)
-				if err := c.forget(ctx, k); err != nil {
-					c.log.Error("forget purged job", "job", k, "error", err)
-					r.failed++
-				}
-				continue
-			default:
-				// Out of sight but there (a token that lost read-job
-				// there?): its holds stay, or it would be stranded.
-				c.log.Warn("job exists but is not listed: keeping its state", "job", k)
-				continue
-			}
+			c.unlistedJob(ctx, r, k)
+			continue
 		}
-		if job == nil || job.Stopped {
+		if job.Stopped {
 			// Stopped by its owner: nothing is held any more.
 			if len(st.Held) > 0 || len(st.Draining) > 0 || st.Paused {
 				c.log.Info("job stopped by its owner: Steward forgets its holds", "job", k)
@@ -988,72 +1039,105 @@ func (c *Controller) syncHolds(ctx context.Context, r *round) {
 			continue
 		}
 		for g, h := range st.Held {
-			spec, ok := job.Groups[g]
-			if !ok {
-				delete(st.Held, g)
-				_ = c.save(ctx, st)
-				continue
-			}
-			want := h.Original - h.Count
-			applied := countApplied(job, g, want)
-			if applied {
-				// Applied: the completed allocations its write left out
-				// are an older version's now, which Nomad ignores.
-				h.Taken = 0
-				if !h.Evicts.IsZero() {
-					// A preemption whose scale was not taken when
-					// decided (finishDrain) took effect: it counts now.
-					st.preempted(h.Evicts)
-					slices.SortFunc(st.Preemptions, func(a, b time.Time) int { return a.Compare(b) })
-					h.Evicts = time.Time{}
-					_ = c.save(ctx, st)
-				}
-			}
-			switch {
-			case applied && h.Count == 0:
-				// Resumed in full, and Nomad shows it: forgotten once
-				// its scaling policy is its owner's again.
-				if c.syncScaling(ctx, r, st, job, g, h, want) {
-					delete(st.Held, g)
-				}
-			case applied:
-				h.Index = job.ModifyIndex // in step; saved with the round
-				c.syncScaling(ctx, r, st, job, g, h, want)
-			case job.ModifyIndex == h.Index:
-				if err := r.rerun(k, g); err != nil {
-					c.log.Warn("hold recorded but not applied: not finished", "job", k, "group", g, "error", err)
-					continue
-				}
-				// Batch work completed since the write was recorded
-				// leaves the count too (round.takeDone).
-				if extra := r.done(k, g) - h.Taken; extra > 0 {
-					h.Original, h.Taken = max(h.Original-extra, 0), h.Taken+extra
-					h.Count = min(h.Count, h.Original)
-					want = h.Original - h.Count
-					_ = c.save(ctx, st)
-				}
-				r.tookDone(k, g)
-				what := "a hold"
-				if spec.Count < want {
-					what = "a resume"
-				}
-				c.log.Info("finishing "+what+" that was recorded but not applied", "job", k, "group", g, "count", want)
-				if err := c.scale(ctx, r, k, g, want, fmt.Sprintf("Steward sets group %s to %s (decided earlier, not applied then: a failed call or a restart)", g, plural(want, "allocation")),
-					map[string]any{"steward.rule": h.Rule}); refusedOrBackedOff(err) {
-					continue // in the job's record; tried again after its backoff
-				} else if err != nil {
-					c.log.Error("reapply hold", "job", k, "group", g, "error", err)
-					r.failed++
-				} else {
-					r.acted++
-				}
-			default:
-				c.log.Info("job changed by its owner while held: the owner's count wins", "job", k, "group", g,
-					"count", spec.Count, "held_to", want)
-				c.unpinScaling(ctx, r, k, job, g, h)
-				delete(st.Held, g)
-			}
+			c.syncHold(ctx, r, st, job, g, h)
 		}
+	}
+}
+
+// unlistedJob is a job with a state that Nomad does not list: purged, or
+// out of the token's sight. Only a job Nomad says does not exist is
+// forgotten.
+func (c *Controller) unlistedJob(ctx context.Context, r *round, k jobKey) {
+	exists, err := c.nomad.JobExists(ctx, k.Namespace, k.ID)
+	switch {
+	case err != nil:
+		c.log.Warn("job not listed and cannot be read", "job", k, "error", err)
+		return
+	case !exists:
+		c.log.Info("job purged: Steward forgets it", "job", k)
+		if err := c.forget(ctx, k); err != nil {
+			c.log.Error("forget purged job", "job", k, "error", err)
+			r.failed++
+		}
+		return
+	default:
+		// Out of sight but there (a token that lost read-job
+		// there?): its holds stay, or it would be stranded.
+		c.log.Warn("job exists but is not listed: keeping its state", "job", k)
+		return
+	}
+}
+
+// syncHold brings one held group in step with what Nomad shows: a hold
+// or resume Nomad applied is kept or forgotten, one recorded but not
+// applied (a failed call, a restart) is applied again, and a count its
+// owner changed meanwhile wins.
+func (c *Controller) syncHold(ctx context.Context, r *round, st *JobState, job *ObservedJob, g string, h *Held) {
+	k := st.key()
+	spec, ok := job.Groups[g]
+	if !ok {
+		delete(st.Held, g)
+		_ = c.save(ctx, st)
+		return
+	}
+	want := h.Original - h.Count
+	applied := countApplied(job, g, want)
+	if applied {
+		// Applied: the completed allocations its write left out
+		// are an older version's now, which Nomad ignores.
+		h.Taken = 0
+		if !h.Evicts.IsZero() {
+			// A preemption whose scale was not taken when
+			// decided (finishDrain) took effect: it counts now.
+			st.preempted(h.Evicts)
+			slices.SortFunc(st.Preemptions, func(a, b time.Time) int { return a.Compare(b) })
+			h.Evicts = time.Time{}
+			_ = c.save(ctx, st)
+		}
+	}
+	switch {
+	case applied && h.Count == 0:
+		// Resumed in full, and Nomad shows it: forgotten once
+		// its scaling policy is its owner's again.
+		if c.syncScaling(ctx, r, st, job, g, h, want) {
+			delete(st.Held, g)
+		}
+	case applied:
+		h.Index = job.ModifyIndex // in step; saved with the round
+		c.syncScaling(ctx, r, st, job, g, h, want)
+	case job.ModifyIndex == h.Index:
+		if err := r.rerun(k, g); err != nil {
+			c.log.Warn("hold recorded but not applied: not finished", "job", k, "group", g, "error", err)
+			return
+		}
+		// Batch work completed since the write was recorded
+		// leaves the count too (round.takeDone).
+		if extra := r.done(k, g) - h.Taken; extra > 0 {
+			h.Original, h.Taken = max(h.Original-extra, 0), h.Taken+extra
+			h.Count = min(h.Count, h.Original)
+			want = h.Original - h.Count
+			_ = c.save(ctx, st)
+		}
+		r.tookDone(k, g)
+		what := "a hold"
+		if spec.Count < want {
+			what = "a resume"
+		}
+		c.log.Info("finishing "+what+" that was recorded but not applied", "job", k, "group", g, "count", want)
+		if err := c.scale(ctx, r, k, g, want, fmt.Sprintf("Steward sets group %s to %s (decided earlier, not applied then: a failed call or a restart)", g, plural(want, "allocation")),
+			map[string]any{"steward.rule": h.Rule}); refusedOrBackedOff(err) {
+			return // in the job's record; tried again after its backoff
+		} else if err != nil {
+			c.log.Error("reapply hold", "job", k, "group", g, "error", err)
+			r.failed++
+		} else {
+			r.acted++
+		}
+	default:
+		c.log.Info("job changed by its owner while held: the owner's count wins", "job", k, "group", g,
+			"count", spec.Count, "held_to", want)
+		c.unpinScaling(ctx, r, k, job, g, h)
+		delete(st.Held, g)
 	}
 }
 

@@ -320,79 +320,95 @@ func (c *clusterCache) applyOne(e *api.Event) bool {
 		c.nodes[n.ID] = nodeFromAPI(n)
 		return true
 	case api.TopicJob:
-		body, err := decodeEvent(e)
-		if err != nil || body.Job == nil {
-			return false
-		}
-		j, deleted := body.Job, body.Deleted
-		k := jobKey{deref(j.Namespace), deref(j.ID)}
-		if !c.newer("j/"+k.String(), e) {
-			return false
-		}
-		if s := c.summaries[k]; s != nil {
-			s.stale = true
-		}
-		if deleted {
-			delete(c.jobs, k)
-			delete(c.skipped, k)
-			delete(c.summaries, k)
-			// A purge deletes the job's allocations in the same
-			// transaction (Nomad's deleteAllocsForJobTxn), and a deleted
-			// allocation has no event of its own: kept, they held their
-			// GPUs in every snapshot until the next full read, and work
-			// waiting for those GPUs was held as if none were free.
-			// Dropped once the batch is applied (dropPurged): Nomad's job
-			// GC purges many jobs in one transaction.
-			c.purged = append(c.purged, k)
-			return true
-		}
-		if skipJobType(deref(j.Type), deref(j.ParentID), j.Periodic != nil && j.Periodic.Enabled != nil && *j.Periodic.Enabled) {
-			return c.keepSkipped(k, j)
-		}
-		delete(c.skipped, k)
-		c.jobs[k] = toObservedJob(j)
-		return true
+		return c.applyJob(e)
 	case api.TopicAllocation:
-		body, err := decodeEvent(e)
-		if err != nil || body.Allocation == nil || !c.newer("a/"+body.Allocation.ID, e) {
-			return false
-		}
-		a := body.Allocation
-		if s := c.summaries[jobKey{a.Namespace, a.JobID}]; s != nil {
-			s.stale = true
-		}
-		oa := toObservedAlloc(stubOf(a))
-		oa.StopRequested = a.DesiredTransition.Migrate != nil && *a.DesiredTransition.Migrate
-		oa.JobVersion = c.allocVersion(a)
-		if !cacheAlloc(oa, c.jobs[jobKey{a.Namespace, a.JobID}]) {
-			_, had := c.allocs[a.ID]
-			delete(c.allocs, a.ID)
-			return had
-		}
-		c.allocs[a.ID] = oa
-		return true
+		return c.applyAlloc(e)
 	case api.TopicEvaluation:
-		body, err := decodeEvent(e)
-		if err != nil || body.Evaluation == nil || !c.newer("e/"+body.Evaluation.ID, e) {
-			return false
-		}
-		ev := body.Evaluation
-		if s := c.summaries[jobKey{ev.Namespace, ev.JobID}]; s != nil {
-			s.stale = true
-		}
-		_, had := c.blocked[ev.ID]
-		if ev.Status != "blocked" {
-			delete(c.blocked, ev.ID)
-			return had
-		}
-		b := blockedFrom(ev)
-		c.blocked[ev.ID] = b
-		if !had && !c.isPlaceholder(ev.Namespace, ev.JobID) && (c.blockedAt.IsZero() || b.modified.Before(c.blockedAt)) {
-			c.blockedAt = b.modified
-		}
-		return true
+		return c.applyEval(e)
 	}
 	return false
+}
+
+// applyJob applies a job's event: registered, changed or deleted.
+func (c *clusterCache) applyJob(e *api.Event) bool {
+	body, err := decodeEvent(e)
+	if err != nil || body.Job == nil {
+		return false
+	}
+	j, deleted := body.Job, body.Deleted
+	k := jobKey{deref(j.Namespace), deref(j.ID)}
+	if !c.newer("j/"+k.String(), e) {
+		return false
+	}
+	if s := c.summaries[k]; s != nil {
+		s.stale = true
+	}
+	if deleted {
+		delete(c.jobs, k)
+		delete(c.skipped, k)
+		delete(c.summaries, k)
+		// A purge deletes the job's allocations in the same
+		// transaction (Nomad's deleteAllocsForJobTxn), and a deleted
+		// allocation has no event of its own: kept, they held their
+		// GPUs in every snapshot until the next full read, and work
+		// waiting for those GPUs was held as if none were free.
+		// Dropped once the batch is applied (dropPurged): Nomad's job
+		// GC purges many jobs in one transaction.
+		c.purged = append(c.purged, k)
+		return true
+	}
+	if skipJobType(deref(j.Type), deref(j.ParentID), j.Periodic != nil && j.Periodic.Enabled != nil && *j.Periodic.Enabled) {
+		return c.keepSkipped(k, j)
+	}
+	delete(c.skipped, k)
+	c.jobs[k] = toObservedJob(j)
+	return true
+}
+
+// applyAlloc applies an allocation's event: kept while meant to run (or
+// finished work a batch job counts), dropped otherwise.
+func (c *clusterCache) applyAlloc(e *api.Event) bool {
+	body, err := decodeEvent(e)
+	if err != nil || body.Allocation == nil || !c.newer("a/"+body.Allocation.ID, e) {
+		return false
+	}
+	a := body.Allocation
+	if s := c.summaries[jobKey{a.Namespace, a.JobID}]; s != nil {
+		s.stale = true
+	}
+	oa := toObservedAlloc(stubOf(a))
+	oa.StopRequested = a.DesiredTransition.Migrate != nil && *a.DesiredTransition.Migrate
+	oa.JobVersion = c.allocVersion(a)
+	if !cacheAlloc(oa, c.jobs[jobKey{a.Namespace, a.JobID}]) {
+		_, had := c.allocs[a.ID]
+		delete(c.allocs, a.ID)
+		return had
+	}
+	c.allocs[a.ID] = oa
+	return true
+}
+
+// applyEval applies an evaluation's event: the blocked ones are kept.
+func (c *clusterCache) applyEval(e *api.Event) bool {
+	body, err := decodeEvent(e)
+	if err != nil || body.Evaluation == nil || !c.newer("e/"+body.Evaluation.ID, e) {
+		return false
+	}
+	ev := body.Evaluation
+	if s := c.summaries[jobKey{ev.Namespace, ev.JobID}]; s != nil {
+		s.stale = true
+	}
+	_, had := c.blocked[ev.ID]
+	if ev.Status != "blocked" {
+		delete(c.blocked, ev.ID)
+		return had
+	}
+	b := blockedFrom(ev)
+	c.blocked[ev.ID] = b
+	if !had && !c.isPlaceholder(ev.Namespace, ev.JobID) && (c.blockedAt.IsZero() || b.modified.Before(c.blockedAt)) {
+		c.blockedAt = b.modified
+	}
+	return true
 }
 
 // allocVersion is the version of its job an allocation event's allocation

@@ -141,41 +141,47 @@ func checkJob(pol *policy.Policy, eng *engine.Engine, base *engine.Snapshot, dev
 		}
 	}
 	for _, g := range groups {
-		spec := j.Groups[g]
-		gc := GroupCheck{Group: g, Count: spec.Count, GPUsPerAlloc: spec.GPUsPerAlloc, Verdict: VerdictRun}
-		if spec.GPUsPerAlloc == 0 || spec.Count == 0 {
-			gc.Verdict, gc.Reason = VerdictNoGPUs, "asks for no GPUs: Steward leaves it to Nomad"
-			res.Groups = append(res.Groups, gc)
-			continue
-		}
-		for _, a := range plan.Actions {
-			switch {
-			case (a.Kind == engine.Preempt || a.Kind == engine.IdleStop) && a.For != nil && *a.For == ref &&
-				(a.ForGroup == g || a.ForGroup == ""):
-				v := CheckVictim{Tenant: pol.TenantOf(a.Job.Namespace).Name, Tier: tierOfJob[a.Job], GPUs: a.GPUs,
-					Kind: string(a.Kind), Signal: a.Signal, Grace: a.Grace, Reason: a.Reason.Message}
-				if a.Job.Namespace == j.Namespace {
-					v.Job = a.Job.ID
-				}
-				gc.Victims = append(gc.Victims, v)
-				gc.Verdict = VerdictPreempt
-			case a.Kind == engine.Hold && a.Job == ref && a.Group == g && a.Reason.Rule != engine.RuleDraining:
-				gc.Verdict, gc.Reason = VerdictWait, a.Reason.Message
-			}
-		}
-		for _, w := range plan.Waiting {
-			// Held only while its victims checkpoint: the verdict is
-			// theirs (preempt).
-			if w.Job == ref && w.Group == g && w.Reason.Rule != engine.RuleDraining {
-				gc.Verdict, gc.Reason = VerdictWait, w.Reason.Message
-			}
-		}
-		if gc.Verdict == VerdictRun {
-			gc.Reason = "free GPUs fit it now"
-		}
-		res.Groups = append(res.Groups, gc)
+		res.Groups = append(res.Groups, groupCheck(pol, plan, tierOfJob, j, g))
 	}
 	return res
+}
+
+// groupCheck is the verdict on one group of a checked job: run, wait
+// (and why), or preempt (and whom), as the plan has it.
+func groupCheck(pol *policy.Policy, plan *engine.Plan, tierOfJob map[engine.JobRef]string, j *ObservedJob, g string) GroupCheck {
+	ref := engine.JobRef{Namespace: j.Namespace, ID: j.ID}
+	spec := j.Groups[g]
+	gc := GroupCheck{Group: g, Count: spec.Count, GPUsPerAlloc: spec.GPUsPerAlloc, Verdict: VerdictRun}
+	if spec.GPUsPerAlloc == 0 || spec.Count == 0 {
+		gc.Verdict, gc.Reason = VerdictNoGPUs, "asks for no GPUs: Steward leaves it to Nomad"
+		return gc
+	}
+	for _, a := range plan.Actions {
+		switch {
+		case (a.Kind == engine.Preempt || a.Kind == engine.IdleStop) && a.For != nil && *a.For == ref &&
+			(a.ForGroup == g || a.ForGroup == ""):
+			v := CheckVictim{Tenant: pol.TenantOf(a.Job.Namespace).Name, Tier: tierOfJob[a.Job], GPUs: a.GPUs,
+				Kind: string(a.Kind), Signal: a.Signal, Grace: a.Grace, Reason: a.Reason.Message}
+			if a.Job.Namespace == j.Namespace {
+				v.Job = a.Job.ID
+			}
+			gc.Victims = append(gc.Victims, v)
+			gc.Verdict = VerdictPreempt
+		case a.Kind == engine.Hold && a.Job == ref && a.Group == g && a.Reason.Rule != engine.RuleDraining:
+			gc.Verdict, gc.Reason = VerdictWait, a.Reason.Message
+		}
+	}
+	for _, w := range plan.Waiting {
+		// Held only while its victims checkpoint: the verdict is
+		// theirs (preempt).
+		if w.Job == ref && w.Group == g && w.Reason.Rule != engine.RuleDraining {
+			gc.Verdict, gc.Reason = VerdictWait, w.Reason.Message
+		}
+	}
+	if gc.Verdict == VerdictRun {
+		gc.Reason = "free GPUs fit it now"
+	}
+	return gc
 }
 
 // errNotLeading answers a check sent to a controller that does not lead.

@@ -159,7 +159,10 @@ func New(cfg Config, client *api.Client, log hclog.Logger) (*Controller, error) 
 		return nil, err
 	}
 	ls := newLease()
-	n := fencedNomad{Nomad: withDeadline(NewNomad(client), cfg.CallTimeout), lease: ls}
+	var n Nomad = fencedNomad{Nomad: withDeadline(NewNomad(client), cfg.CallTimeout), lease: ls}
+	if cfg.DryRun {
+		n = dryNomad{n}
+	}
 	obs := newObserver(n, cfg.StateNamespace)
 	obs.resync = cfg.Resync
 	obs.cache.guard(cfg.ControllerPools)

@@ -244,7 +244,7 @@ func (c *Controller) unmark(ctx context.Context, r *round, unmarked []engine.Unm
 // freesFor reports whether a drain frees its GPUs for a named waiting job:
 // a preemption, or an idle stop under pressure.
 func freesFor(d *Drain) bool {
-	return d != nil && d.For != "" && (d.Kind == string(engine.Preempt) || d.Kind == string(engine.IdleStop))
+	return d != nil && d.For != "" && (d.Kind == DrainPreempt || d.Kind == DrainIdleStop)
 }
 
 // gpusOf sums, per node (short IDs, as states keep them), the GPUs the

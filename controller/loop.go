@@ -10,7 +10,6 @@ import (
 
 	"github.com/hashicorp/nomad/api"
 
-	"github.com/gpu-steward/steward/policy"
 	"github.com/gpu-steward/steward/policy/engine"
 )
 
@@ -92,18 +91,8 @@ func (c *Controller) lead(ctx context.Context) error {
 	defer c.metrics.stepDown()
 	defer c.setHealth(func(h *Health) { h.Leader = false })
 
-	for attempt := 0; ; attempt++ {
-		err := c.loadStates(ctx)
-		if err == nil {
-			break
-		}
-		if errors.Is(err, errNewerState) {
-			return c.refuseNewer(err)
-		}
-		c.log.Error("load controller state", "error", err)
-		if !sleepCtx(ctx, backoff(attempt, c.cfg.MaxBackoff)) {
-			return nil
-		}
+	if loaded, err := c.loadTerm(ctx); !loaded {
+		return err
 	}
 
 	streamCtx, stop := context.WithCancel(ctx)
@@ -154,29 +143,8 @@ func (c *Controller) lead(ctx context.Context) error {
 			// (a check-and-set refused, every state read again).
 			return c.refuseNewer(err)
 		}
-		next := c.cfg.Resync
-		if err != nil {
-			c.metrics.roundEnded(err, 0)
-			failures++
-			next = backoff(failures-1, c.cfg.MaxBackoff)
-			c.log.Error("control round failed; retrying", "error", err, "retry_in", next)
-			c.setHealth(func(h *Health) { h.LastError = err.Error() })
-			// Drop events that arrived meanwhile: the retry reads
-			// everything afresh, so an outage ends in one round, not a
-			// burst.
-			select {
-			case <-c.trigger:
-			default:
-			}
-		} else {
-			failures = 0
-			c.roundFinished()
-			if !wake.IsZero() {
-				if d := time.Until(wake); d < next {
-					next = max(d, 0)
-				}
-			}
-		}
+		var next time.Duration
+		next, failures = c.nextRound(wake, err, failures)
 		if !timer.Stop() {
 			select {
 			case <-timer.C:
@@ -187,8 +155,60 @@ func (c *Controller) lead(ctx context.Context) error {
 	}
 }
 
-// reconcile is one control round: observe, finish what is due, plan, act,
-// record. It returns when the next round is due at the latest.
+// loadTerm reads every state at the start of a lead term, retrying
+// until it can; loaded is false when the term ends instead (err: a newer
+// controller's states were found).
+func (c *Controller) loadTerm(ctx context.Context) (loaded bool, err error) {
+	for attempt := 0; ; attempt++ {
+		err := c.loadStates(ctx)
+		if err == nil {
+			return true, nil
+		}
+		if errors.Is(err, errNewerState) {
+			return false, c.refuseNewer(err)
+		}
+		c.log.Error("load controller state", "error", err)
+		if !sleepCtx(ctx, backoff(attempt, c.cfg.MaxBackoff)) {
+			return false, nil
+		}
+	}
+}
+
+// nextRound is how long after a round the next one starts: at the
+// resync, or sooner when something is due (wake); after a failed round,
+// after a backoff that grows with the run of failures. It returns the
+// run of failures as this round leaves it.
+func (c *Controller) nextRound(wake time.Time, err error, failures int) (time.Duration, int) {
+	next := c.cfg.Resync
+	if err != nil {
+		c.metrics.roundEnded(err, 0)
+		failures++
+		next = backoff(failures-1, c.cfg.MaxBackoff)
+		c.log.Error("control round failed; retrying", "error", err, "retry_in", next)
+		c.setHealth(func(h *Health) { h.LastError = err.Error() })
+		// Drop events that arrived meanwhile: the retry reads everything
+		// afresh, so an outage ends in one round, not a burst.
+		select {
+		case <-c.trigger:
+		default:
+		}
+		return next, failures
+	}
+	c.roundFinished()
+	if !wake.IsZero() {
+		if d := time.Until(wake); d < next {
+			next = max(d, 0)
+		}
+	}
+	return next, 0
+}
+
+// reconcile is one control round, in phases (phases.go): observe what
+// Nomad shows; recover what is due from earlier rounds and from people
+// (requests, drains, holds); plan; act on the plan; publish what the
+// round leaves (records, status, outbox, metrics). A dry run's phases
+// change nothing (dryPhases). It returns when the next round is due at
+// the latest.
 func (c *Controller) reconcile(ctx context.Context) (time.Time, error) {
 	start := time.Now()
 	if c.reload {
@@ -205,182 +225,25 @@ func (c *Controller) reconcile(ctx context.Context) (time.Time, error) {
 	// same again. Wait for them (settle), or read in full. What Nomad then
 	// does with them arrives later, and is read for what it is
 	// (buildSnapshot: leaving, unseenResumed).
-	stale := following && !c.settled(ctx)
-	obs, err := c.obs.observe(ctx, c.now(), stale)
-	c.metrics.observed(c.obs.stats)
+	obs, err := c.observed(ctx, pol, following && !c.settled(ctx))
 	if err != nil {
-		c.metrics.nomadErrors.Inc()
 		return time.Time{}, err
 	}
-	c.admitGuarded(obs)
-	c.usage.setObservation(obs, statsTargets(pol, obs))
 	c.resolveStates(obs)
 	r := newRound(obs.At, obs, c.states)
-	defer func() { c.unsettled = max(c.unsettled, r.written) }() // r as it ends
-	if !c.cfg.DryRun {
-		// The drains signalled by now, as this round leaves them: their
-		// victims' checkpoint-written files are read until the next.
-		defer func() { c.written.setTargets(writtenTargets(c.sortedStates(), r.obs)) }()
+	phases := c.phases()
+	defer func() { phases.ended(r); c.unsettled = max(c.unsettled, r.written) }() // r as it ends
+	r.notePressure(pressureSince)
+	r.notePressure(obs.NewPressure)
+	if r, err = phases.recover(ctx, r, pol, following); err != nil {
+		return time.Time{}, err
 	}
-	r.pressureSince = pressureSince
-	if !obs.NewPressure.IsZero() && (r.pressureSince.IsZero() || obs.NewPressure.Before(r.pressureSince)) {
-		r.pressureSince = obs.NewPressure
-	}
-	if !c.cfg.DryRun {
-		c.applyRequests(ctx, r)
-		c.drainNodes(ctx, r)
-		c.syncHolds(ctx, r)
-		c.guardPools(ctx, r)
-		c.finishDrains(ctx, r)
-		if r.failed > 0 {
-			c.metrics.nomadErrors.Add(float64(r.failed))
-		}
-		if r.acted > 0 {
-			// Holds and stops just changed the cluster: plan on what
-			// Nomad shows with them, not on what it showed before them.
-			// The event stream brings them within milliseconds; without it
-			// (or if it is late) the cluster is read again, from the
-			// leader.
-			c.unsettled = max(c.unsettled, r.written)
-			full := !following || !c.settled(ctx)
-			obs, err = c.obs.observe(ctx, c.now(), full)
-			c.metrics.observed(c.obs.stats)
-			if err != nil {
-				c.metrics.nomadErrors.Inc()
-				return time.Time{}, err
-			}
-			c.admitGuarded(obs)
-			c.usage.setObservation(obs, statsTargets(pol, obs))
-			prev := r
-			r = newRound(obs.At, obs, c.states)
-			r.pressureSince, r.failed, r.wakeAt, r.acted = prev.pressureSince, prev.failed, prev.wakeAt, prev.acted
-			if !obs.NewPressure.IsZero() && (r.pressureSince.IsZero() || obs.NewPressure.Before(r.pressureSince)) {
-				r.pressureSince = obs.NewPressure
-			}
-		}
-	}
-
-	if c.log.IsDebug() {
-		c.log.Debug("round observed", "full_reads", c.obs.stats.fullReads, "cache_index", c.obs.cache.at(), "gpus", obs.describe())
-	}
-	c.trackWaiting(r)
-	c.checkJobMeta(pol, obs)
-	if !c.cfg.DryRun {
-		c.lifecycleNotices(ctx, r, pol)
-	}
-	snap := buildSnapshot(pol, obs, c.states, c.usage.samples())
-	c.fairShareUsage(ctx, pol, snap, r.now)
-	planStart := time.Now()
-	plan := eng.Plan(snap, r.now)
-	c.fair.hold(plan.Tenants)
-	c.metrics.planSeconds.Observe(time.Since(planStart).Seconds())
-	c.keepCheckBase(snap, obs.Nodes, r.now)
-	r.plan = plan
-	c.forecastRound(r, pol, eng, snap)
-	for _, s := range plan.Skipped {
-		c.log.Warn("engine skipped snapshot item", "item", s.Item, "reason", s.Reason)
-	}
-	if !c.cfg.DryRun {
-		for _, d := range c.unmark(ctx, r, plan.Unmarked) {
-			c.remember(d)
-		}
-	}
-	for _, a := range plan.Actions {
-		kind, event := string(a.Kind), eventOf(a)
-		if a.Kind == engine.Preempt && a.Reason.Rule == engine.RuleLimit && c.neverAdmitted(a.Allocs) {
-			// Placed by Nomad over its tenant's limit, never admitted:
-			// a hold (execute).
-			kind, event = string(engine.Hold), policy.NotifyHold
-		}
-		d := Decision{At: r.now, Kind: kind, Job: a.Job.String(), Group: a.Group, GPUs: a.GPUs,
-			Rule: string(a.Reason.Rule), Reason: a.Reason.Message, DryRun: c.cfg.DryRun}
-		if c.cfg.DryRun {
-			c.log.Info("would "+string(a.Kind), "job", a.Job.String(), "group", a.Group, "gpus", a.GPUs, "reason", a.Reason.String())
-			c.remember(d)
-			continue
-		}
-		if a.Kind == engine.Resume && a.AfterVictims && r.beneficiaryDraining(a.Job) {
-			continue
-		}
-		if c.backedOff(r.now, jobKey{a.Job.Namespace, a.Job.ID}, writeOf(a)) {
-			// Nomad refused this write to the job recently: it waits out
-			// its backoff, in the job's record (backoff.go).
-			continue
-		}
-		fields := []any{"job", clip(a.Job.String(), quoteMax), "group", a.Group, "gpus", a.GPUs, "reason", clip(a.Reason.String(), reasonMax)}
-		if start := c.latencyStart(r, a); !start.IsZero() {
-			// The first call on a victim follows right after this line.
-			latency := max(time.Since(start), 0) // Nomad's clock may run ahead
-			c.metrics.decisionLatency.Observe(latency.Seconds())
-			fields = append(fields, "decision_latency", latency)
-		}
-		c.log.Info(string(a.Kind), fields...)
-		k := jobKey{a.Job.Namespace, a.Job.ID}
-		r.pending = noticeFor(pol, r.obs.Jobs[k], event, kind, a.Group, a.GPUs, a.Reason, r.now)
-		r.attached = nil
-		err := c.execute(ctx, r, a)
-		r.pending = nil
-		if errors.Is(err, errRerun) || refusedOrBackedOff(err) {
-			// Refused, its reason in the job's record (refuseRerun,
-			// backoff.go): not a failure to retry at once, nor an action
-			// taken, nor a decision for the status to quote.
-			continue
-		}
-		if err != nil {
-			if st := c.states[k]; st != nil {
-				c.dropUnsaved(st, r.attached)
-			}
-			if !errors.Is(err, errStateTooBig) { // the job's own, in its record: no retry writes it
-				r.failed++
-				c.metrics.nomadErrors.Inc()
-			}
-			d.Error = err.Error()
-			c.log.Error("action failed", "kind", a.Kind, "job", a.Job.String(), "error", err)
-		} else {
-			r.acted++
-			c.metrics.action(a, pol)
-		}
-		c.remember(d)
-	}
+	snap := c.planRound(ctx, r, pol, eng)
+	phases.act(ctx, r, pol)
 	c.planned = r.alive
 	c.pruneLatencyMeasured(r)
-	if !c.cfg.DryRun {
-		for _, w := range plan.Warnings {
-			c.warnIdle(ctx, r, pol, w)
-		}
-		c.holdUnadmitted(ctx, r)
-		c.syncPlaceholders(ctx, r)
-		c.pruneIdleWarnings(r, pol)
-		c.sendOutbox(pol)
-		c.flush(ctx, r)
-		c.pruneRefusedWrites(r)
-		c.writeRecords(ctx, r, pol)
-		if pol.Preemption.FairShareHalfLife > 0 {
-			c.saveFairShare(ctx, r.now)
-		}
-	}
-	if !c.cfg.DryRun {
-		c.writeStatus(ctx, r, pol)
-	}
-	c.metrics.observePlan(r, snap, pol, c.states)
-	c.metrics.reconcileSeconds.Observe(time.Since(start).Seconds())
-	c.metrics.roundEnded(nil, r.failed)
-	if r.failed == 0 {
-		c.setHealth(func(h *Health) { h.LastReconcile = r.now; h.LastError = "" })
-	}
-	if r.acted > 0 {
-		// What was done changes what Nomad shows: look again soon rather
-		// than waiting for the events.
-		r.wake(r.now.Add(time.Second))
-	}
-	if r.failed > 0 {
-		// Failed actions are retried on a fresh read soon; only a failed
-		// read (an outage) backs the whole loop off.
-		c.log.Warn("some Nomad calls failed in this round; retrying", "failed", r.failed)
-		c.setHealth(func(h *Health) { h.LastError = fmt.Sprintf("%d Nomad calls failed", r.failed) })
-		r.wake(r.now.Add(2 * time.Second))
-	}
-	return r.wakeAt, nil
+	phases.publish(ctx, r, pol)
+	return c.roundEnded(r, snap, pol, start), nil
 }
 
 // settled waits until the cache holds Steward's last writes

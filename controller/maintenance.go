@@ -29,11 +29,6 @@ import (
 // which starts at once, before any signal could go out; system and
 // sysbatch jobs and work without GPUs are Nomad's to drain too.
 
-// kindMaintenance is the Drain.Kind of a node maintenance's drain: not an
-// eviction (the eviction cap and the preemption count leave it out), and
-// its job is held, not preempted.
-const kindMaintenance = "maintenance"
-
 // maintenanceDrain is the work one job's group has on draining nodes.
 type maintenanceDrain struct {
 	Job    jobKey
@@ -174,7 +169,7 @@ func (c *Controller) drainNodes(ctx context.Context, r *round) {
 		}
 		why := maintenanceReason(m, signal, grace, usual, cut)
 		d := &Drain{Group: m.Group, Allocs: shortIDs(m.Allocs), Signal: signal, Grace: grace, Decided: r.now,
-			Requeue: true, Kind: kindMaintenance, Rule: string(why.Rule), Reason: why.Message}
+			Requeue: true, Kind: DrainMaintenance, Rule: string(why.Rule), Reason: why.Message}
 		st.Draining = append(st.Draining, d)
 		if signal != "" {
 			st.Resumes++ // its next start resumes (record.go)
@@ -184,7 +179,7 @@ func (c *Controller) drainNodes(ctx context.Context, r *round) {
 			delete(st.Idle, id)
 		}
 		st.note(StatusDraining, why, r.now)
-		dec := Decision{At: r.now, Kind: kindMaintenance, Job: m.Job.String(), Group: m.Group, GPUs: m.GPUs,
+		dec := Decision{At: r.now, Kind: DrainMaintenance, Job: m.Job.String(), Group: m.Group, GPUs: m.GPUs,
 			Rule: string(why.Rule), Reason: why.Message}
 		if err := c.save(ctx, st); err != nil {
 			c.log.Error("node maintenance: save job state", "job", m.Job, "error", err)

@@ -104,12 +104,12 @@ func (m *metrics) action(a engine.Action, _ *policy.Policy) {
 }
 
 func (m *metrics) preempted(d *Drain, job *ObservedJob, pol *policy.Policy) {
-	if d.Kind == "pause" || d.Kind == kindMaintenance || d.Unadmitted {
+	if d.Kind == DrainPause || d.Kind == DrainMaintenance || d.Unadmitted {
 		return // a hold, not a preemption
 	}
 	set := pol.ResolveJob(job.Namespace, job.Meta)
 	m.preemptions.WithLabelValues(d.Rule, set.Tier, set.Tenant.Name).Inc()
-	if d.Kind == string(engine.IdleStop) {
+	if d.Kind == DrainIdleStop {
 		m.idleGPUsReclaimed.WithLabelValues(set.Tenant.Name).Add(float64(drainGPUs(d, job)))
 	}
 }

@@ -85,53 +85,11 @@ func (o *observer) readAll(ctx context.Context, fresh bool) (*clusterRead, error
 		rd.seen["n/"+n.ID] = n.ModifyIndex
 	}
 
-	stubs, i, err := o.n.ListJobs(ctx, fresh)
+	i, err = o.readJobs(ctx, rd, fresh)
 	if err != nil {
 		return nil, err
 	}
 	index(i)
-	// Specs the cache holds, by the modify index the list shows: a full
-	// read fetches only jobs that changed. (A copy: events write the
-	// cache's map meanwhile; the specs themselves are never changed.)
-	o.cache.mu.Lock()
-	known := maps.Clone(o.cache.jobs)
-	knownSkipped := maps.Clone(o.cache.skipped)
-	o.cache.mu.Unlock()
-	for _, s := range stubs {
-		if skipJobType(s.Type, s.ParentID, s.Periodic) {
-			// Kept apart for the pool guard (cache_skipped.go).
-			j, err := o.readSkipped(ctx, s, knownSkipped, fresh)
-			if err != nil {
-				return nil, err
-			}
-			if j != nil {
-				k := jobKey{s.Namespace, s.ID}
-				rd.skipped[k] = j
-				rd.seen["j/"+k.String()] = s.ModifyIndex
-			}
-			continue
-		}
-		k := jobKey{s.Namespace, s.ID}
-		rd.seen["j/"+k.String()] = s.ModifyIndex
-		j := known[k]
-		if j == nil || j.ModifyIndex != s.JobModifyIndex || j.Stopped != s.Stop {
-			if o.cache.isPlaceholder(s.Namespace, s.ID) {
-				// Its spec does not matter: whether it is stopped does.
-				j = &ObservedJob{Namespace: s.Namespace, ID: s.ID, Type: s.Type, Stopped: s.Stop, ModifyIndex: s.JobModifyIndex}
-			} else {
-				full, err := o.n.ReadJob(ctx, s.Namespace, s.ID, fresh)
-				o.stats.jobReads++
-				if err != nil {
-					return nil, err
-				}
-				if full == nil {
-					continue // purged between the list and this read: gone
-				}
-				j = toObservedJob(full)
-			}
-		}
-		rd.jobs[k] = j
-	}
 
 	allocs, i, err := o.n.ListAllocs(ctx, fresh)
 	if err != nil {
@@ -157,13 +115,83 @@ func (o *observer) readAll(ctx context.Context, fresh bool) (*clusterRead, error
 	return rd, nil
 }
 
+// readJobs lists the jobs into rd, reading the spec of each that changed
+// since the cache read it, and returns the list's index.
+func (o *observer) readJobs(ctx context.Context, rd *clusterRead, fresh bool) (uint64, error) {
+	stubs, i, err := o.n.ListJobs(ctx, fresh)
+	if err != nil {
+		return 0, err
+	}
+	// Specs the cache holds, by the modify index the list shows: a full
+	// read fetches only jobs that changed. (A copy: events write the
+	// cache's map meanwhile; the specs themselves are never changed.)
+	o.cache.mu.Lock()
+	known := maps.Clone(o.cache.jobs)
+	knownSkipped := maps.Clone(o.cache.skipped)
+	o.cache.mu.Unlock()
+	for _, s := range stubs {
+		if skipJobType(s.Type, s.ParentID, s.Periodic) {
+			// Kept apart for the pool guard (cache_skipped.go).
+			j, err := o.readSkipped(ctx, s, knownSkipped, fresh)
+			if err != nil {
+				return 0, err
+			}
+			if j != nil {
+				k := jobKey{s.Namespace, s.ID}
+				rd.skipped[k] = j
+				rd.seen["j/"+k.String()] = s.ModifyIndex
+			}
+			continue
+		}
+		k := jobKey{s.Namespace, s.ID}
+		rd.seen["j/"+k.String()] = s.ModifyIndex
+		j := known[k]
+		if j == nil || j.ModifyIndex != s.JobModifyIndex || j.Stopped != s.Stop {
+			if o.cache.isPlaceholder(s.Namespace, s.ID) {
+				// Its spec does not matter: whether it is stopped does.
+				j = &ObservedJob{Namespace: s.Namespace, ID: s.ID, Type: s.Type, Stopped: s.Stop, ModifyIndex: s.JobModifyIndex}
+			} else {
+				full, err := o.n.ReadJob(ctx, s.Namespace, s.ID, fresh)
+				o.stats.jobReads++
+				if err != nil {
+					return 0, err
+				}
+				if full == nil {
+					continue // purged between the list and this read: gone
+				}
+				j = toObservedJob(full)
+			}
+		}
+		rd.jobs[k] = j
+	}
+	return i, nil
+}
+
 // build makes the round's Observation from the cache, reading the
 // summaries of blocked jobs it does not hold yet or that changed since.
 func (o *observer) build(ctx context.Context, now time.Time) (*Observation, error) {
-	c := o.cache
 	obs := &Observation{At: now, Jobs: map[jobKey]*ObservedJob{}, Skipped: map[jobKey]*ObservedJob{}, PoolNodes: map[string][]string{}, Queued: map[jobKey]map[string]QueuedGroup{},
 		Placeholders: map[string]Placeholder{}, Done: map[jobKey]map[string]int{}, Ended: map[string]jobKey{}}
+	blocked, evals := o.cache.fill(obs)
+	sort.Slice(obs.Nodes, func(i, k int) bool { return obs.Nodes[i].ID < obs.Nodes[k].ID })
+	for _, names := range obs.PoolNodes {
+		sort.Strings(names)
+	}
+	sort.Slice(obs.Allocs, func(i, k int) bool { return obs.Allocs[i].ID < obs.Allocs[k].ID })
+	sort.Strings(blocked)
+	if err := o.queued(ctx, obs, now, blocked, evals); err != nil {
+		return nil, err
+	}
+	systemCounts(obs)
+	return obs, nil
+}
+
+// fill copies the cache into an observation, under its lock: usable and
+// draining nodes, skipped jobs, guarded pools' nodes, jobs and
+// placeholders, allocations; and returns the blocked evaluations, by ID.
+func (c *clusterCache) fill(obs *Observation) (blocked []string, evals map[string]blockedEval) {
 	c.mu.Lock()
+	defer c.mu.Unlock()
 	for _, n := range c.nodes {
 		if n.usable {
 			obs.Nodes = append(obs.Nodes, n.node)
@@ -196,6 +224,21 @@ func (o *observer) build(ctx context.Context, now time.Time) (*Observation, erro
 		}
 		obs.Jobs[k] = j
 	}
+	c.fillAllocs(obs)
+	blocked = make([]string, 0, len(c.blocked))
+	for id := range c.blocked {
+		blocked = append(blocked, id)
+	}
+	evals = make(map[string]blockedEval, len(c.blocked))
+	for id, ev := range c.blocked {
+		evals[id] = ev
+	}
+	return blocked, evals
+}
+
+// fillAllocs copies the allocations meant to run (Steward's placeholders'
+// into their placeholders), and counts finished ones (c.mu held).
+func (c *clusterCache) fillAllocs(obs *Observation) {
 	obs.Allocs = make([]ObservedAlloc, 0, len(c.allocs))
 	for _, a := range c.allocs {
 		if !keepAlloc(a.ClientStatus, a.DesiredStatus) {
@@ -222,22 +265,13 @@ func (o *observer) build(ctx context.Context, now time.Time) (*Observation, erro
 		}
 		obs.Allocs = append(obs.Allocs, a)
 	}
-	blocked := make([]string, 0, len(c.blocked))
-	for id := range c.blocked {
-		blocked = append(blocked, id)
-	}
-	evals := make(map[string]blockedEval, len(c.blocked))
-	for id, ev := range c.blocked {
-		evals[id] = ev
-	}
-	c.mu.Unlock()
-	sort.Slice(obs.Nodes, func(i, k int) bool { return obs.Nodes[i].ID < obs.Nodes[k].ID })
-	for _, names := range obs.PoolNodes {
-		sort.Strings(names)
-	}
-	sort.Slice(obs.Allocs, func(i, k int) bool { return obs.Allocs[i].ID < obs.Allocs[k].ID })
-	sort.Strings(blocked)
+}
 
+// queued reads which GPU groups of the jobs with blocked evaluations wait
+// for GPUs, and since when pressure is new (an evaluation not seen
+// blocked before).
+func (o *observer) queued(ctx context.Context, obs *Observation, now time.Time, blocked []string, evals map[string]blockedEval) error {
+	c := o.cache
 	seen := map[string]bool{}
 	for _, id := range blocked {
 		ev := evals[id]
@@ -264,7 +298,7 @@ func (o *observer) build(ctx context.Context, now time.Time) (*Observation, erro
 		}
 		sum, err := o.summary(ctx, k)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		if sum == nil {
 			continue // purged since it was listed
@@ -278,8 +312,7 @@ func (o *observer) build(ctx context.Context, now time.Time) (*Observation, erro
 		obs.Queued[k] = groups
 	}
 	o.blocked = seen
-	systemCounts(obs)
-	return obs, nil
+	return nil
 }
 
 // summary returns a job's summary: the cached one while no event about

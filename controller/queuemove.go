@@ -105,7 +105,7 @@ func (c *Controller) rankOf(r *round, job *ObservedJob) (time.Time, bool) {
 // waiting job of the namespace, or OTHER is the job itself.
 func (c *Controller) queueMove(ctx context.Context, r *round, st *JobState, job *ObservedJob, items map[string]string, by string) {
 	k := st.key()
-	d := Decision{At: r.now, Kind: "move", Job: k.String(), Rule: ruleQueueMove}
+	d := Decision{At: r.now, Kind: RequestMove, Job: k.String(), Rule: ruleQueueMove}
 	defer func() { c.remember(d) }()
 	refuse := func(why string) {
 		c.log.Warn("queue move refused", "job", clip(k.String(), quoteMax), "by", by, "reason", why)
@@ -139,42 +139,11 @@ func (c *Controller) queueMove(ctx context.Context, r *round, st *JobState, job 
 		at = at.Add(-moveGap)
 		where = "to the top of namespace " + job.Namespace + "'s waiting jobs"
 	case other != "" && items["top"] == "":
-		if len(other) > moveRefMax {
-			refuse(fmt.Sprintf("the job to move before has an ID of %d bytes, over %d", len(other), moveRefMax))
+		var why string
+		if at, where, why = moveBefore(r.obs, ranks, k, other); why != "" {
+			refuse(why)
 			return
 		}
-		ok := jobKey{job.Namespace, other}
-		if ok == k {
-			refuse("a job cannot move before itself")
-			return
-		}
-		if oj := r.obs.Jobs[ok]; oj == nil || oj.Stopped {
-			refuse(fmt.Sprintf("no job %s runs in namespace %s (a move names a job of its own namespace)", clip(other, quoteMax), job.Namespace))
-			return
-		}
-		t, waits := ranks[ok]
-		if !waits {
-			refuse(fmt.Sprintf("%s does not wait for GPUs", clip(ok.String(), quoteMax)))
-			return
-		}
-		// Between OTHER and the job ranked just before it, so that it
-		// passes OTHER and nothing else: halfway, or a second before
-		// OTHER when none is.
-		at = t.Add(-moveGap)
-		prev, found := time.Time{}, false
-		for pk, pt := range ranks {
-			if pk != ok && pt.Before(t) && (!found || pt.After(prev)) {
-				prev, found = pt, true
-			}
-		}
-		if found {
-			if t.Sub(prev) < 2*time.Nanosecond {
-				refuse(fmt.Sprintf("no room left before %s after so many moves between it and the job ranked before it: move that one instead", clip(ok.String(), quoteMax)))
-				return
-			}
-			at = prev.Add(t.Sub(prev) / 2)
-		}
-		where = fmt.Sprintf("before %s (which ranks as waiting since %s)", clip(ok.String(), quoteMax), t.UTC().Format(time.RFC3339Nano))
 	default:
 		refuse("a move names either a job to move before (-before) or the top (-top)")
 		return
@@ -198,4 +167,43 @@ func queueAt(st *JobState) time.Time {
 		return time.Time{}
 	}
 	return st.QueueMove.At
+}
+
+// moveBefore places a queue move of job k before the job named other, in
+// k's namespace, among the other waiting jobs' ranks: between other and
+// the job ranked just before it, so that it passes other and nothing
+// else. why is, when not "", why the move is refused.
+func moveBefore(obs *Observation, ranks map[jobKey]time.Time, k jobKey, other string) (at time.Time, where, why string) {
+	if len(other) > moveRefMax {
+		return time.Time{}, "", fmt.Sprintf("the job to move before has an ID of %d bytes, over %d", len(other), moveRefMax)
+	}
+	ok := jobKey{k.Namespace, other}
+	if ok == k {
+		return time.Time{}, "", "a job cannot move before itself"
+	}
+	if oj := obs.Jobs[ok]; oj == nil || oj.Stopped {
+		return time.Time{}, "", fmt.Sprintf("no job %s runs in namespace %s (a move names a job of its own namespace)", clip(other, quoteMax), k.Namespace)
+	}
+	t, waits := ranks[ok]
+	if !waits {
+		return time.Time{}, "", fmt.Sprintf("%s does not wait for GPUs", clip(ok.String(), quoteMax))
+	}
+	// Between OTHER and the job ranked just before it, so that it
+	// passes OTHER and nothing else: halfway, or a second before
+	// OTHER when none is.
+	at = t.Add(-moveGap)
+	prev, found := time.Time{}, false
+	for pk, pt := range ranks {
+		if pk != ok && pt.Before(t) && (!found || pt.After(prev)) {
+			prev, found = pt, true
+		}
+	}
+	if found {
+		if t.Sub(prev) < 2*time.Nanosecond {
+			return time.Time{}, "", fmt.Sprintf("no room left before %s after so many moves between it and the job ranked before it: move that one instead", clip(ok.String(), quoteMax))
+		}
+		at = prev.Add(t.Sub(prev) / 2)
+	}
+	where = fmt.Sprintf("before %s (which ranks as waiting since %s)", clip(ok.String(), quoteMax), t.UTC().Format(time.RFC3339Nano))
+	return at, where, ""
 }

@@ -193,7 +193,7 @@ func (c *Controller) writeRecord(ctx context.Context, r *round, pol *policy.Poli
 }
 
 func (c *Controller) writeRecordWith(ctx context.Context, r *round, pol *policy.Policy, st *JobState, usage map[string][]engine.Sample) {
-	if c.cfg.DryRun || !c.cfg.JobRecords {
+	if !c.cfg.JobRecords { // a dry run writes none either: no phase of its round does (dryPhases)
 		return
 	}
 	k := st.key()

@@ -40,9 +40,19 @@ func requestJob(path string, items map[string]string) (string, bool) {
 	return id, id != "" && requestPath(id) == path
 }
 
+// The actions a person requests (Request.Action): pause, resume and
+// snooze are the engine's declared rules of the same names, the reasons
+// their holds, releases and snoozes carry.
+const (
+	RequestPause  = string(engine.RulePause)
+	RequestResume = string(engine.RuleResume)
+	RequestSnooze = string(engine.RuleSnooze)
+	RequestMove   = "move" // a queue move (queuemove.go)
+)
+
 // Request is a person's pause, resume, snooze or queue move.
 type Request struct {
-	Action string `json:"action"` // pause, resume or snooze
+	Action string `json:"action"` // RequestPause, RequestResume, RequestSnooze or RequestMove
 	Job    string `json:"job"`
 	// Duration is a snooze's ("2h"; "0s" ends one).
 	Duration time.Duration `json:"duration,omitempty"`
@@ -57,9 +67,9 @@ type Request struct {
 func RequestItems(r Request) map[string]string {
 	items := map[string]string{"action": r.Action, "job": r.Job, "by": r.By, "at": r.At.UTC().Format(time.RFC3339)}
 	switch r.Action {
-	case "snooze":
+	case RequestSnooze:
 		items["duration"] = r.Duration.String()
-	case "move":
+	case RequestMove:
 		if r.Before != "" {
 			items["before"] = r.Before
 		} else {
@@ -71,10 +81,10 @@ func RequestItems(r Request) map[string]string {
 
 // SubmitRequest leaves a pause or resume request for the leader.
 func SubmitRequest(ctx context.Context, n Nomad, namespace, jobID string, r Request) error {
-	if r.Action != "pause" && r.Action != "resume" && r.Action != "snooze" && r.Action != "move" {
+	if r.Action != RequestPause && r.Action != RequestResume && r.Action != RequestSnooze && r.Action != RequestMove {
 		return fmt.Errorf("request %q: want pause, resume, snooze or move", r.Action)
 	}
-	if r.Action == "move" && len(r.Before) > moveRefMax {
+	if r.Action == RequestMove && len(r.Before) > moveRefMax {
 		return fmt.Errorf("move of %s/%s before a job ID of %d bytes: over %d", namespace, jobID, len(r.Before), moveRefMax)
 	}
 	r.Job = jobID
@@ -174,13 +184,13 @@ func (c *Controller) applyRequest(ctx context.Context, r *round, ref VarRef) {
 		st := c.state(k)
 		by := "a request in namespace " + ref.Namespace
 		switch items["action"] {
-		case "pause":
+		case RequestPause:
 			c.pause(ctx, r, st, job, by)
-		case "resume":
+		case RequestResume:
 			c.resume(ctx, st, job, by, r.now)
-		case "snooze":
+		case RequestSnooze:
 			c.snooze(ctx, r, st, job, items["duration"], by)
-		case "move":
+		case RequestMove:
 			c.queueMove(ctx, r, st, job, items, by)
 		default:
 			c.log.Warn("ignoring unknown request", "job", clip(k.String(), quoteMax), "action", clip(items["action"], quoteMax))
@@ -219,7 +229,7 @@ func (c *Controller) resume(ctx context.Context, st *JobState, job *ObservedJob,
 	for g, h := range st.Held {
 		gpus += h.Count * job.Groups[g].GPUsPerAlloc
 	}
-	d := Decision{At: now, Kind: "resume", Job: st.key().String(), GPUs: gpus, Rule: string(why.Rule), Reason: why.Message}
+	d := Decision{At: now, Kind: RequestResume, Job: st.key().String(), GPUs: gpus, Rule: string(why.Rule), Reason: why.Message}
 	if err := c.save(ctx, st); err != nil {
 		c.log.Error("save resumed job", "job", st.key(), "error", err)
 		d.Error = err.Error()
@@ -235,7 +245,7 @@ func (c *Controller) pause(ctx context.Context, r *round, st *JobState, job *Obs
 	}
 	if err := r.rerun(st.key(), drainGroups(job, "")...); err != nil {
 		c.log.Warn("pause refused", "job", st.key(), "by", by, "error", err)
-		c.remember(Decision{At: r.now, Kind: "pause", Job: st.key().String(), Rule: ruleCompleted, Reason: err.Error(), Error: err.Error()})
+		c.remember(Decision{At: r.now, Kind: RequestPause, Job: st.key().String(), Rule: ruleCompleted, Reason: err.Error(), Error: err.Error()})
 		return
 	}
 	pol, _ := c.engineNow()
@@ -258,7 +268,7 @@ func (c *Controller) pause(ctx context.Context, r *round, st *JobState, job *Obs
 		signal, grace = "", 0
 	}
 	d := &Drain{Group: "", Allocs: allocs, Signal: signal, Grace: grace, Decided: r.now,
-		Requeue: true, Kind: "pause", Rule: string(reason.Rule), Reason: reason.Message}
+		Requeue: true, Kind: DrainPause, Rule: string(reason.Rule), Reason: reason.Message}
 	st.Draining = append(st.Draining, d)
 	if signal != "" {
 		st.Resumes++ // its start after the owner's resume resumes (record.go)
@@ -271,7 +281,7 @@ func (c *Controller) pause(ctx context.Context, r *round, st *JobState, job *Obs
 			gpus += len(a.GPUIDs)
 		}
 	}
-	dec := Decision{At: r.now, Kind: "pause", Job: st.key().String(), GPUs: gpus, Rule: string(reason.Rule), Reason: reason.Message}
+	dec := Decision{At: r.now, Kind: RequestPause, Job: st.key().String(), GPUs: gpus, Rule: string(reason.Rule), Reason: reason.Message}
 	defer func() { c.remember(dec) }()
 	if err := c.save(ctx, st); err != nil {
 		c.log.Error("save paused job", "job", st.key(), "error", err)

@@ -16,19 +16,8 @@ import (
 // evaluations, job summary) and allocations Steward holds (scaled down).
 // Paused jobs are not waiting: only a person brings them back.
 func buildSnapshot(p *policy.Policy, obs *Observation, states map[jobKey]*JobState, usage map[string][]engine.Sample) *engine.Snapshot {
-	// GPUs set aside for a job count only while it is not stopped, nor
-	// paused: the engine keeps them from other work even while the job is
-	// in no list (Nomad placing it), so a job stopped or purged must not
-	// hold them, and a paused one waits for nothing (only a person brings
-	// it back). (Nomad's status "dead" also means held by Steward: not a
-	// test.)
-	live := func(ref engine.JobRef) bool {
-		k := jobKey{ref.Namespace, ref.ID}
-		j := obs.Jobs[k]
-		return j != nil && !j.Stopped && (states[k] == nil || !states[k].Paused)
-	}
-	s := &engine.Snapshot{Earmarks: snapshotMarks(states, obs.At, live, nodeResolver(obs.Nodes))}
-	devices := newDeviceMatcher(obs.Nodes)
+	b := &snapshotBuilder{p: p, obs: obs, states: states, jobs: make(map[jobKey]engine.Job, len(obs.Jobs))}
+	s := &engine.Snapshot{Earmarks: snapshotMarks(states, obs.At, b.live, nodeResolver(obs.Nodes))}
 	for _, n := range obs.Nodes {
 		pool := n.NodePool
 		if pool == "" {
@@ -37,23 +26,74 @@ func buildSnapshot(p *policy.Policy, obs *Observation, states map[jobKey]*JobSta
 		s.Nodes = append(s.Nodes, engine.Node{ID: n.ID, Name: n.Name, NodePool: pool, GPUs: n.GPUs, Device: deviceClass(n.GPUGroups),
 			Model: deviceModel(n.GPUGroups), Share: deviceShare(n.GPUGroups)})
 	}
-	jobs := make(map[jobKey]engine.Job, len(obs.Jobs))
-	jobOf := func(j *ObservedJob) engine.Job {
-		k := jobKey{j.Namespace, j.ID}
-		if ej, ok := jobs[k]; ok {
-			return ej
-		}
-		ej := engineJob(p, j, states[k])
-		jobs[k] = ej
+	b.devices, b.nodes = newDeviceMatcher(obs.Nodes), s.Nodes
+	s.Allocs = b.allocs(usage)
+	s.Waiting = b.waiting()
+	return s
+}
+
+// snapshotBuilder is what buildSnapshot builds from, with what it works
+// out once: each job's engine.Job, the allocations per job and group.
+type snapshotBuilder struct {
+	p       *policy.Policy
+	obs     *Observation
+	states  map[jobKey]*JobState
+	devices *deviceMatcher
+	nodes   []engine.Node
+	jobs    map[jobKey]engine.Job
+	// placed: allocations per job and group, counted once, on first need
+	// (a count per resumed group walked every allocation of the cluster).
+	placed map[jobKey]map[string]int
+}
+
+// live reports whether GPUs set aside for a job count: only while it is
+// not stopped, nor paused. The engine keeps them from other work even
+// while the job is in no list (Nomad placing it), so a job stopped or
+// purged must not hold them, and a paused one waits for nothing (only a
+// person brings it back). (Nomad's status "dead" also means held by
+// Steward: not a test.)
+func (b *snapshotBuilder) live(ref engine.JobRef) bool {
+	k := jobKey{ref.Namespace, ref.ID}
+	j := b.obs.Jobs[k]
+	return j != nil && !j.Stopped && (b.states[k] == nil || !b.states[k].Paused)
+}
+
+func (b *snapshotBuilder) job(j *ObservedJob) engine.Job {
+	k := jobKey{j.Namespace, j.ID}
+	if ej, ok := b.jobs[k]; ok {
 		return ej
 	}
+	ej := engineJob(b.p, j, b.states[k])
+	b.jobs[k] = ej
+	return ej
+}
+
+func (b *snapshotBuilder) placedIn(k jobKey, g string) int {
+	if b.placed == nil {
+		b.placed = map[jobKey]map[string]int{}
+		for _, a := range b.obs.Allocs {
+			ak := jobKey{a.Namespace, a.JobID}
+			if b.placed[ak] == nil {
+				b.placed[ak] = map[string]int{}
+			}
+			b.placed[ak][a.Group]++
+		}
+	}
+	return b.placed[k][g]
+}
+
+// allocs are the running allocations of jobs Nomad lists, those being
+// drained marked so.
+func (b *snapshotBuilder) allocs(usage map[string][]engine.Sample) []engine.Alloc {
+	var out []engine.Alloc
+	obs, states := b.obs, b.states
 	going := leaving(obs, states)
 	for _, a := range obs.Allocs {
 		j := obs.Jobs[jobKey{a.Namespace, a.JobID}]
 		if j == nil {
 			continue
 		}
-		ea := engine.Alloc{ID: a.ID, Job: jobOf(j), Group: a.Group, Name: a.Name, NodeID: a.NodeID,
+		ea := engine.Alloc{ID: a.ID, Job: b.job(j), Group: a.Group, Name: a.Name, NodeID: a.NodeID,
 			GPUIDs: a.GPUIDs, StartedAt: a.StartedAt, CheckpointAt: a.CheckpointAt, Usage: usage[a.ID]}
 		d, gone := going[a.ID]
 		if st := states[jobKey{a.Namespace, a.JobID}]; st != nil {
@@ -65,16 +105,21 @@ func buildSnapshot(p *policy.Policy, obs *Observation, states map[jobKey]*JobSta
 		if gone {
 			ea.Draining = true
 			if d != nil {
-				if ea.For, ea.ForGroup = drainFor(d); ea.For != nil && !live(*ea.For) {
+				if ea.For, ea.ForGroup = drainFor(d); ea.For != nil && !b.live(*ea.For) {
 					ea.For, ea.ForGroup = nil, ""
 				}
 			}
 		}
-		s.Allocs = append(s.Allocs, ea)
+		out = append(out, ea)
 	}
+	return out
+}
 
-	keys := make([]jobKey, 0, len(obs.Jobs))
-	for k := range obs.Jobs {
+// waiting are the demands of the jobs' GPU groups that wait, held or
+// queued, in the order of their jobs and groups.
+func (b *snapshotBuilder) waiting() []engine.Demand {
+	keys := make([]jobKey, 0, len(b.obs.Jobs))
+	for k := range b.obs.Jobs {
 		keys = append(keys, k)
 	}
 	sort.Slice(keys, func(i, k int) bool {
@@ -83,83 +128,72 @@ func buildSnapshot(p *policy.Policy, obs *Observation, states map[jobKey]*JobSta
 		}
 		return keys[i].ID < keys[k].ID
 	})
-	// Allocations per job and group, counted once, on first need (a
-	// count per resumed group walked every allocation of the cluster).
-	var placed map[jobKey]map[string]int
-	placedIn := func(k jobKey, g string) int {
-		if placed == nil {
-			placed = map[jobKey]map[string]int{}
-			for _, a := range obs.Allocs {
-				ak := jobKey{a.Namespace, a.JobID}
-				if placed[ak] == nil {
-					placed[ak] = map[string]int{}
-				}
-				placed[ak][a.Group]++
-			}
-		}
-		return placed[k][g]
-	}
+	var out []engine.Demand
 	for _, k := range keys {
-		j := obs.Jobs[k]
+		j := b.obs.Jobs[k]
 		if j.Stopped {
 			continue
 		}
-		st := states[k]
 		groups := make([]string, 0, len(j.Groups))
 		for g := range j.Groups {
 			groups = append(groups, g)
 		}
 		sort.Strings(groups)
 		for _, g := range groups {
-			spec := j.Groups[g]
-			if spec.GPUsPerAlloc == 0 {
-				continue
+			if d, ok := b.demand(k, j, g); ok {
+				out = append(out, d)
 			}
-			if st != nil && st.Held[g] != nil && st.Held[g].Count > 0 && st.Held[g].Rule == ruleControllerPool {
-				// Held for running in the controller's node pool: it
-				// waits for its owner to move it, never for GPUs
-				// (poolguard.go).
-				continue
-			}
-			count, since, held, requeued, owner := 0, time.Time{}, false, false, false
-			if st != nil && !st.Paused {
-				if h := st.Held[g]; h != nil && h.Count > 0 {
-					count, since, held, requeued = h.Count, h.Since, true, h.Rule == string(engine.RuleIdle)
-					owner = requeued && h.OwnerResumed
-				}
-			}
-			if n := unseenResumed(obs, st, k, g, spec.Count, placedIn); n > 0 && count == 0 {
-				// Resumed, and Nomad shows them neither placed nor
-				// blocked yet: still waiting, for the GPUs they were
-				// resumed for, since the hold began.
-				count += n
-				since = resumedSince(st, g, obs.At)
-			}
-			if q, ok := obs.Queued[k][g]; ok && q.Count > 0 {
-				if held {
-					// Part held, part queued (a resume Nomad has not
-					// placed yet): one demand, decided as a whole; see
-					// inflightResumes.
-					count += q.Count
-				} else {
-					count, since = q.Count, q.Since
-					if st != nil {
-						if w, ok := st.Waiting[g]; ok && w.Before(since) {
-							since = w
-						}
-					}
-				}
-			}
-			if count == 0 {
-				continue
-			}
-			s.Waiting = append(s.Waiting, engine.Demand{Job: jobOf(j), Group: g, GPUsPerAlloc: spec.GPUsPerAlloc,
-				Count: count, Since: since, NodePool: j.NodePool, Held: held, Requeued: requeued,
-				OwnerResumed: owner, Preempted: st != nil && st.Interrupted[g], Devices: devices.accepts(spec.GPURequests),
-				Nodes: pinnedNodes(spec.Pins, s.Nodes), Asks: asks(spec.GPURequests), QueueAt: queueAt(st)})
 		}
 	}
-	return s
+	return out
+}
+
+// demand is what one group of a job waits for, if anything.
+func (b *snapshotBuilder) demand(k jobKey, j *ObservedJob, g string) (engine.Demand, bool) {
+	obs, st, spec := b.obs, b.states[k], j.Groups[g]
+	if spec.GPUsPerAlloc == 0 {
+		return engine.Demand{}, false
+	}
+	if st != nil && st.Held[g] != nil && st.Held[g].Count > 0 && st.Held[g].Rule == ruleControllerPool {
+		// Held for running in the controller's node pool: it waits for
+		// its owner to move it, never for GPUs (poolguard.go).
+		return engine.Demand{}, false
+	}
+	count, since, held, requeued, owner := 0, time.Time{}, false, false, false
+	if st != nil && !st.Paused {
+		if h := st.Held[g]; h != nil && h.Count > 0 {
+			count, since, held, requeued = h.Count, h.Since, true, h.Rule == string(engine.RuleIdle)
+			owner = requeued && h.OwnerResumed
+		}
+	}
+	if n := unseenResumed(obs, st, k, g, spec.Count, b.placedIn); n > 0 && count == 0 {
+		// Resumed, and Nomad shows them neither placed nor blocked yet:
+		// still waiting, for the GPUs they were resumed for, since the
+		// hold began.
+		count += n
+		since = resumedSince(st, g, obs.At)
+	}
+	if q, ok := obs.Queued[k][g]; ok && q.Count > 0 {
+		if held {
+			// Part held, part queued (a resume Nomad has not placed
+			// yet): one demand, decided as a whole; see inflightResumes.
+			count += q.Count
+		} else {
+			count, since = q.Count, q.Since
+			if st != nil {
+				if w, ok := st.Waiting[g]; ok && w.Before(since) {
+					since = w
+				}
+			}
+		}
+	}
+	if count == 0 {
+		return engine.Demand{}, false
+	}
+	return engine.Demand{Job: b.job(j), Group: g, GPUsPerAlloc: spec.GPUsPerAlloc,
+		Count: count, Since: since, NodePool: j.NodePool, Held: held, Requeued: requeued,
+		OwnerResumed: owner, Preempted: st != nil && st.Interrupted[g], Devices: b.devices.accepts(spec.GPURequests),
+		Nodes: pinnedNodes(spec.Pins, b.nodes), Asks: asks(spec.GPURequests), QueueAt: queueAt(st)}, true
 }
 
 // leaving returns the allocations Nomad is about to stop because a

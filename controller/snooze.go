@@ -176,7 +176,7 @@ func (c *Controller) snooze(ctx context.Context, r *round, st *JobState, job *Ob
 	pol, _ := c.engineNow()
 	rule := pol.ResolveJob(job.Namespace, job.Meta).IdleRule
 	s, why, err := snoozeDecision(rule, st.Snooze, st.key(), duration, by, r.now)
-	d := Decision{At: r.now, Kind: "snooze", Job: st.key().String(), Rule: string(engine.RuleSnooze), Reason: why.Message}
+	d := Decision{At: r.now, Kind: RequestSnooze, Job: st.key().String(), Rule: string(engine.RuleSnooze), Reason: why.Message}
 	defer func() { c.remember(d) }()
 	if err != nil {
 		c.log.Warn("snooze refused", "job", st.key(), "by", by, "error", err)

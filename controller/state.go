@@ -150,6 +150,23 @@ type Held struct {
 	Evicts time.Time `json:"evicts,omitzero"`
 }
 
+// DrainKind is what a drain stops its victims for (Drain.Kind): the
+// engine's preemption or idle stop, a person's pause (a request), or a
+// node's maintenance. Only a preemption and an idle stop are evictions.
+// It is saved as a string in the job's state. An alias of string for
+// now: the kinds are declared here, and drains built from a plain string
+// (the tests') still compile; a defined type would let the compiler check
+// every use.
+type DrainKind = string
+
+// The kinds of drain.
+const (
+	DrainPreempt     DrainKind = DrainKind(engine.Preempt)
+	DrainIdleStop    DrainKind = DrainKind(engine.IdleStop)
+	DrainPause       DrainKind = DrainKind(engine.RulePause)
+	DrainMaintenance DrainKind = "maintenance"
+)
+
 // Drain is a preemption in progress, in three steps: decided (the job's
 // record says why, and the task's template renders it), signalled (the
 // checkpoint signal sent, the grace running), and finished (the job held,
@@ -181,9 +198,9 @@ type Drain struct {
 	Finished   bool      `json:"finished,omitempty"`
 	FinishedAt time.Time `json:"finished_at,omitempty"`
 	// Requeue: hold and resume later; false stops the group for good.
-	Requeue bool   `json:"requeue"`
-	Kind    string `json:"kind"` // preempt or idle-stop
-	For     string `json:"for,omitempty"`
+	Requeue bool      `json:"requeue"`
+	Kind    DrainKind `json:"kind"`
+	For     string    `json:"for,omitempty"`
 	// ForGroup is the beneficiary's task group ("": its first waiting one).
 	ForGroup string `json:"for_group,omitempty"`
 	// MoveTo: the victims fit at once on this node, and resume there once
@@ -415,7 +432,7 @@ func (s *JobState) preempted(t time.Time) {
 func (s *JobState) pendingEvictions() []time.Time {
 	var out []time.Time
 	for _, d := range s.Draining {
-		if d == nil || d.Finished || d.Kind == "pause" || d.Kind == kindMaintenance || d.Unadmitted || d.Decided.IsZero() {
+		if d == nil || d.Finished || d.Kind == DrainPause || d.Kind == DrainMaintenance || d.Unadmitted || d.Decided.IsZero() {
 			continue
 		}
 		out = append(out, d.Decided)

@@ -1,0 +1,129 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/gpu-steward/steward/policy"
+	"github.com/gpu-steward/steward/policy/engine"
+)
+
+// leaderPhases are the leader's: it recovers, acts and publishes.
+type leaderPhases struct{ c *Controller }
+
+func (p leaderPhases) recover(ctx context.Context, r *round, pol *policy.Policy, following bool) (*round, error) {
+	c := p.c
+	c.applyRequests(ctx, r)
+	c.drainNodes(ctx, r)
+	c.syncHolds(ctx, r)
+	c.guardPools(ctx, r)
+	c.finishDrains(ctx, r)
+	if r.failed > 0 {
+		c.metrics.nomadErrors.Add(float64(r.failed))
+	}
+	if r.acted == 0 {
+		return r, nil
+	}
+	// Holds and stops just changed the cluster: plan on what Nomad shows
+	// with them, not on what it showed before them. The event stream
+	// brings them within milliseconds; without it (or if it is late) the
+	// cluster is read again, from the leader.
+	c.unsettled = max(c.unsettled, r.written)
+	full := !following || !c.settled(ctx)
+	obs, err := c.observed(ctx, pol, full)
+	if err != nil {
+		return r, err
+	}
+	next := newRound(obs.At, obs, c.states)
+	next.failed, next.wakeAt, next.acted = r.failed, r.wakeAt, r.acted
+	next.notePressure(r.pressureSince)
+	next.notePressure(obs.NewPressure)
+	return next, nil
+}
+
+func (p leaderPhases) notices(ctx context.Context, r *round, pol *policy.Policy) {
+	p.c.lifecycleNotices(ctx, r, pol)
+}
+
+func (p leaderPhases) act(ctx context.Context, r *round, pol *policy.Policy) {
+	for _, d := range p.c.unmark(ctx, r, r.plan.Unmarked) {
+		p.c.remember(d)
+	}
+	for _, a := range r.plan.Actions {
+		p.actOn(ctx, r, pol, a)
+	}
+}
+
+// actOn carries out one action of the plan, unless it waits (for its
+// victims, or out of a backoff), and keeps it for the status.
+func (p leaderPhases) actOn(ctx context.Context, r *round, pol *policy.Policy, a engine.Action) {
+	c := p.c
+	d, event := c.decisionOf(r, a, false)
+	if a.Kind == engine.Resume && a.AfterVictims && r.beneficiaryDraining(a.Job) {
+		return
+	}
+	k := jobKey{a.Job.Namespace, a.Job.ID}
+	if c.backedOff(r.now, k, writeOf(a)) {
+		// Nomad refused this write to the job recently: it waits out its
+		// backoff, in the job's record (backoff.go).
+		return
+	}
+	fields := []any{"job", clip(a.Job.String(), quoteMax), "group", a.Group, "gpus", a.GPUs, "reason", clip(a.Reason.String(), reasonMax)}
+	if start := c.latencyStart(r, a); !start.IsZero() {
+		// The first call on a victim follows right after this line.
+		latency := max(time.Since(start), 0) // Nomad's clock may run ahead
+		c.metrics.decisionLatency.Observe(latency.Seconds())
+		fields = append(fields, "decision_latency", latency)
+	}
+	c.log.Info(string(a.Kind), fields...)
+	r.pending = noticeFor(pol, r.obs.Jobs[k], event, d.Kind, a.Group, a.GPUs, a.Reason, r.now)
+	r.attached = nil
+	err := c.execute(ctx, r, a)
+	r.pending = nil
+	if errors.Is(err, errRerun) || refusedOrBackedOff(err) {
+		// Refused, its reason in the job's record (refuseRerun,
+		// backoff.go): not a failure to retry at once, nor an action
+		// taken, nor a decision for the status to quote.
+		return
+	}
+	if err != nil {
+		if st := c.states[k]; st != nil {
+			c.dropUnsaved(st, r.attached)
+		}
+		if !errors.Is(err, errStateTooBig) { // the job's own, in its record: no retry writes it
+			r.failed++
+			c.metrics.nomadErrors.Inc()
+		}
+		d.Error = err.Error()
+		c.log.Error("action failed", "kind", a.Kind, "job", a.Job.String(), "error", err)
+	} else {
+		r.acted++
+		c.metrics.action(a, pol)
+	}
+	c.remember(d)
+}
+
+func (p leaderPhases) publish(ctx context.Context, r *round, pol *policy.Policy) {
+	c := p.c
+	for _, w := range r.plan.Warnings {
+		c.warnIdle(ctx, r, pol, w)
+	}
+	c.holdUnadmitted(ctx, r)
+	c.syncPlaceholders(ctx, r)
+	c.pruneIdleWarnings(r, pol)
+	c.sendOutbox(pol)
+	c.flush(ctx, r)
+	c.pruneRefusedWrites(r)
+	c.writeRecords(ctx, r, pol)
+	if pol.Preemption.FairShareHalfLife > 0 {
+		c.saveFairShare(ctx, r.now)
+	}
+	c.writeStatus(ctx, r, pol)
+}
+
+// ended: the drains signalled by now, as this round leaves them: their
+// victims' checkpoint-written files are read until the next.
+func (p leaderPhases) ended(r *round) {
+	p.c.written.setTargets(writtenTargets(p.c.sortedStates(), r.obs))
+}

@@ -1,0 +1,110 @@
+package controller
+
+import (
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"io/fs"
+	"strings"
+	"testing"
+)
+
+// TestShape keeps the controller from growing back into one hub
+// (issue 32): a round reads as its phases (phases.go), no function is
+// longer than 80 lines but those listed, each at most as long as when
+// this was written, and a dry run is decided in a few named places, not
+// checked in every step (dryPhases, dryNomad). The Controller's methods
+// and fields may not grow: a new duty wants a type of its own. Lower a
+// bound when you shorten something; never raise one.
+func TestShape(t *testing.T) {
+	const (
+		longest    = 80
+		methodsMax = 181 // Controller's methods: 166 before the phases; the splits added some
+		fieldsMax  = 51  // Controller's fields
+		dryRunMax  = 10  // uses of cfg.DryRun (17 in 6 files before the phases)
+	)
+	// Longer than 80 lines still, at most this long: split them too.
+	longer := map[string]int{
+		"observer.build":         122,
+		"Controller.electConsul": 89,
+		"Controller.holdLease":   88,
+	}
+	fset := token.NewFileSet()
+	pkgs, err := parser.ParseDir(fset, ".", func(fi fs.FileInfo) bool { return !strings.HasSuffix(fi.Name(), "_test.go") }, 0)
+	if err != nil {
+		t.Fatalf("parse the controller: %v", err)
+	}
+	methods, fields, dryRuns, over := 0, 0, 0, 0
+	longestName, longestLines := "", 0
+	for _, p := range pkgs {
+		for _, f := range p.Files {
+			ast.Inspect(f, func(n ast.Node) bool {
+				switch n := n.(type) {
+				case *ast.FuncDecl:
+					name := n.Name.Name
+					if recv := receiverName(n); recv != "" {
+						name = recv + "." + name
+						if recv == "Controller" {
+							methods++
+						}
+					}
+					lines := fset.Position(n.End()).Line - fset.Position(n.Pos()).Line + 1
+					if lines > longestLines {
+						longestName, longestLines = name, lines
+					}
+					if lines > longest {
+						over++
+					}
+					limit, ok := longer[name]
+					if !ok {
+						limit = longest
+					}
+					if lines > limit {
+						t.Errorf("%s is %d lines, at most %d: split it by what it does", name, lines, limit)
+					}
+				case *ast.TypeSpec:
+					if st, ok := n.Type.(*ast.StructType); ok && n.Name.Name == "Controller" {
+						for _, fl := range st.Fields.List {
+							fields += max(len(fl.Names), 1)
+						}
+					}
+				case *ast.SelectorExpr:
+					if x, ok := n.X.(*ast.SelectorExpr); ok && n.Sel.Name == "DryRun" && x.Sel.Name == "cfg" {
+						dryRuns++ // c.cfg.DryRun
+					} else if x, ok := n.X.(*ast.Ident); ok && n.Sel.Name == "DryRun" && x.Name == "cfg" {
+						dryRuns++ // cfg.DryRun
+					}
+				}
+				return true
+			})
+		}
+	}
+	t.Logf("Controller: %d methods, %d fields; %d functions over %d lines, the longest %s (%d); cfg.DryRun read in %d places",
+		methods, fields, over, longest, longestName, longestLines, dryRuns)
+	if methods == 0 || fields == 0 {
+		t.Fatalf("found no Controller: %d methods, %d fields", methods, fields)
+	}
+	if methods > methodsMax {
+		t.Errorf("Controller has %d methods, at most %d: give the new duty a type of its own", methods, methodsMax)
+	}
+	if fields > fieldsMax {
+		t.Errorf("Controller has %d fields, at most %d", fields, fieldsMax)
+	}
+	if dryRuns > dryRunMax {
+		t.Errorf("cfg.DryRun is read in %d places, at most %d: a dry run's round changes nothing by its phases (dryPhases) and its Nomad (dryNomad)", dryRuns, dryRunMax)
+	}
+}
+
+func receiverName(fd *ast.FuncDecl) string {
+	if fd.Recv == nil {
+		return ""
+	}
+	typ := fd.Recv.List[0].Type
+	if s, ok := typ.(*ast.StarExpr); ok {
+		typ = s.X
+	}
+	if id, ok := typ.(*ast.Ident); ok {
+		return id.Name
+	}
+	return ""
+}
