@@ -205,6 +205,10 @@ type simJob struct {
 
 	pos     int // index in simulator.active or simulator.heldList
 	samples [2]engine.Sample
+	// demand is what of its engine.Demand never changes (demandOf): built
+	// once, not from its spec (one more read of scattered memory) every
+	// plan it waits.
+	demand engine.Demand
 }
 
 type alloc struct {
@@ -379,6 +383,11 @@ func newSimulator(jobs []Job, cfg Config, kind PolicyKind) (*simulator, error) {
 			model:      s.cl.modelOf(spec.Model),
 			idleRule:   cfg.Policy.IdleRuleFor(tier.Name, tenant.Name),
 			firstStart: -1, idleFrom: -1, idleStoppedAt: -1, lastStart: -1, drainFor: -1,
+		}
+		j.demand = engine.Demand{
+			Job:   engine.Job{Ref: j.ref, Tier: spec.Tier, Gang: spec.Allocs > 1},
+			Group: "main", GPUsPerAlloc: spec.GPUs, Count: spec.Allocs,
+			Devices: s.devicesOf(j), Asks: spec.Model,
 		}
 		if s.byRef != nil {
 			if _, dup := s.byRef[j.ref]; dup {

@@ -116,16 +116,14 @@ func (s *simulator) snapshot() *engine.Snapshot {
 	for _, list := range waiting {
 		for _, ji := range list {
 			j := &s.jobs[ji]
-			snap.Waiting = append(snap.Waiting, engine.Demand{
-				Job: s.engineJob(j), Group: "main", GPUsPerAlloc: j.spec.GPUs, Count: j.spec.Allocs,
-				Since: epoch.Add(j.waitSince), Held: j.state == held,
-				Requeued: j.state == held && j.idleStoppedAt >= 0,
-				// It ran before and was not released by an idle rule: it
-				// was preempted mid-run, as the controller records it.
-				Preempted: j.runs > 0 && j.idleStoppedAt < 0,
-				Devices:   s.devicesOf(j),
-				Asks:      j.spec.Model,
-			})
+			snap.Waiting = append(snap.Waiting, j.demand)
+			d := &snap.Waiting[len(snap.Waiting)-1]
+			d.Job = s.engineJob(j)
+			d.Since, d.Held = epoch.Add(j.waitSince), j.state == held
+			d.Requeued = j.state == held && j.idleStoppedAt >= 0
+			// It ran before and was not released by an idle rule: it was
+			// preempted mid-run, as the controller records it.
+			d.Preempted = j.runs > 0 && j.idleStoppedAt < 0
 		}
 	}
 	snap.WaitingOrder = s.waitingOrder(waiting)
@@ -156,8 +154,10 @@ func (s *simulator) devicesOf(j *simJob) []string {
 func (s *simulator) engineJob(j *simJob) engine.Job {
 	// The simulator keeps every stop's time, so the lifetime count is
 	// their number (the controller keeps a count beside recent times).
-	return engine.Job{Ref: j.ref, Tier: j.spec.Tier, Priority: j.priority, Promoted: j.priority != j.tierPrio, Gang: j.spec.Allocs > 1,
-		Preemptions: j.preemptTimes, PreemptionsTotal: len(j.preemptTimes)}
+	job := j.demand.Job // its reference, tier and shape
+	job.Priority, job.Promoted = j.priority, j.priority != j.tierPrio
+	job.Preemptions, job.PreemptionsTotal = j.preemptTimes, len(j.preemptTimes)
+	return job
 }
 
 // usage is what the device plugin would report for a run: busy since it

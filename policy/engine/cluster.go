@@ -30,6 +30,9 @@ type cluster struct {
 	units   []unit
 	gangs   []gangUnit
 	chains  []chain // groups' units in the order Nomad stops them (chains.go)
+
+	// sc is the plan's working memory, from the engine's pool (scratch.go).
+	sc *scratch
 }
 
 // unit is what gets preempted together: one allocation, or all of a gang

@@ -65,6 +65,9 @@ type Engine struct {
 	// precedence[tenant][tier] is the node pools its waiting work moves
 	// between (precedence.go); nil when no tier or tenant has one.
 	precedence [][][]string
+
+	// scratch holds plans' working memory between plans (scratch.go).
+	scratch scratchPool
 }
 
 type tierInfo struct {
@@ -252,5 +255,7 @@ func (e *Engine) Plan(s *Snapshot, now time.Time) *Plan {
 	st.serveDemands()
 	st.planMoves()
 	st.idleWarnings()
-	return st.finish()
+	plan := st.finish()
+	e.scratch.put(st)
+	return plan
 }

@@ -55,7 +55,7 @@ func (ix *nodeIndex) heap(pool int32, g int) *lbHeap {
 // buildHeap files every node of pool that can gather g GPUs.
 func (ix *nodeIndex) buildHeap(pool int32, g int) *lbHeap {
 	m := ix.m
-	h := &lbHeap{pos: make([]int32, len(m.nodes))}
+	h := m.sc.newHeap(len(m.nodes))
 	stride := m.maxGPUs + 1
 	for n := range m.nodes {
 		h.pos[n] = -1

@@ -36,12 +36,15 @@ func (ix *nodeIndex) buildPotential() {
 	}
 	// Every node's preemptible units, best victims first, carved out of
 	// one array: count them per node, then fill.
-	count, total := make([]int, len(m.nodes)), 0
+	count, total := grow(m.sc.count, len(m.nodes)), 0
+	clear(count)
+	m.sc.count = count
 	for _, ui := range ix.cands[0].units {
 		m.nodesOf(&m.units[ui], func(n int32, _ int) { count[n]++; total++ })
 	}
-	all := make([]nodeUnit, 0, total)
-	ix.nodeUnits = make([][]nodeUnit, len(m.nodes))
+	all := slices.Grow(m.sc.nodeUnits[:0], total)
+	m.sc.nodeUnits = all
+	ix.nodeUnits = grow(m.sc.perNode, len(m.nodes))
 	for n, c := range count {
 		ix.nodeUnits[n], all = all[len(all):len(all):len(all)+c], all[:len(all)+c]
 	}
@@ -55,7 +58,7 @@ func (ix *nodeIndex) buildPotential() {
 			}
 		})
 	}
-	ix.lb = make([]uint64, len(m.nodes)*(m.maxGPUs+1))
+	ix.lb = grow(m.sc.lb, len(m.nodes)*(m.maxGPUs+1)) // bound sets every entry
 	for n := range m.nodes {
 		ix.bound(int32(n))
 	}

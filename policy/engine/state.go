@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -38,7 +39,8 @@ type output struct {
 
 func newState(e *Engine, s *Snapshot, now time.Time) *state {
 	st := &state{model: model{
-		cluster: cluster{e: e, s: s, now: now, poolIdx: map[string]int32{}, nodeIDs: make(map[string]int32, len(s.Nodes))},
+		cluster: cluster{e: e, s: s, now: now, poolIdx: map[string]int32{}, nodeIDs: make(map[string]int32, len(s.Nodes)),
+			sc: e.scratch.get()},
 		ledger: ledger{
 			tenantNS: make(map[string]int, len(e.tenants)),
 			planned:  map[JobRef]int{},
@@ -46,6 +48,11 @@ func newState(e *Engine, s *Snapshot, now time.Time) *state {
 	}}
 	st.ledger.cluster = &st.cluster
 	st.ix, st.nodeIndex.m, st.output.m = &st.nodeIndex, &st.model, &st.model
+	// The walk's generations start over, as in a new walk's memory
+	// (chains compare theirs with the walk's).
+	st.walk = st.sc.walk
+	st.walk.cur = 0
+	clear(st.walk.gen)
 	st.pools = append(st.pools, e.poolNames...)
 	for i, name := range e.poolNames {
 		if i > 0 {
@@ -95,7 +102,9 @@ func (st *state) buildNodes() {
 }
 
 func (st *state) buildUnits() {
-	free := make([]int32, len(st.nodes))
+	sc := st.sc
+	free := grow(sc.free, len(st.nodes))
+	sc.free = free
 	for i, n := range st.nodes {
 		free[i] = int32(n.GPUs)
 	}
@@ -103,17 +112,19 @@ func (st *state) buildUnits() {
 	// handful of GPUs, so a linear scan of a short slice beats a map. The
 	// slices start in one shared array, sized by each node's GPU count
 	// (within reason: counts are input), so that few grow on their own.
-	claimed := make([][]gpuClaim, len(st.nodes))
+	claimed := grow(sc.claimed, len(st.nodes))
+	sc.claimed = claimed
 	room := 0
 	for _, n := range st.nodes {
 		room += min(n.GPUs, maxClaimRoom)
 	}
-	shared := make([]gpuClaim, room)
+	shared := grow(sc.claims, room)
+	sc.claims = shared
 	for i, n := range st.nodes {
 		r := min(n.GPUs, maxClaimRoom)
 		claimed[i], shared = shared[:0:r], shared[r:]
 	}
-	gangs := map[JobRef]int{}
+	gangs := sc.gangs
 	// Many allocations hold no GPU: count those that do rather than
 	// reserve room for every allocation.
 	withGPUs := 0
@@ -122,7 +133,7 @@ func (st *state) buildUnits() {
 			withGPUs++
 		}
 	}
-	st.units = make([]unit, 0, withGPUs)
+	st.units = slices.Grow(sc.units[:0], withGPUs)
 	for i := range st.s.Allocs {
 		a := &st.s.Allocs[i]
 		if len(a.GPUIDs) == 0 {

@@ -31,7 +31,7 @@ const (
 // sortCandidates keys every unit that may be a victim by the victim order
 // (victimorder.go) and sorts them, for all nodes and for each node set.
 func (st *state) sortCandidates() {
-	keys := make([]candKey, 0, len(st.units))
+	keys := slices.Grow(st.sc.keys[:0], len(st.units))
 	for ui := range st.units {
 		u := &st.units[ui]
 		if !st.e.preemptible(u) || u.buried {
@@ -54,9 +54,10 @@ func (st *state) sortCandidates() {
 		keys = st.chainKeys(keys)
 	}
 	sortKeys(keys)
+	st.sc.keys = keys
 	st.cands = make([]candidates, len(st.pl.in))
-	st.cands[0].units = make([]int32, 0, len(keys)) // every candidate is in "any pool"
-	st.cands[0].keys = make([]uint64, 0, len(keys))
+	st.cands[0].units = slices.Grow(st.sc.candUnits[:0], len(keys)) // every candidate is in "any pool"
+	st.cands[0].keys = slices.Grow(st.sc.candKeys[:0], len(keys))
 	for _, k := range keys {
 		add := func(p int32) {
 			c := &st.cands[p]
