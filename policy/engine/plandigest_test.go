@@ -18,15 +18,15 @@ import (
 // change plans updates the digests here, in the same commit, and says why.
 func TestBenchPlanDigests(t *testing.T) {
 	want := map[string]string{
-		"nodes=1000":            "04a30d2a3198833bb5c4e8ed3546fd359d1cc887ac3a20a723aec7d39dffa9c9",
-		"nodes=10000":           "21ed01bb8d63a0c7e9d882433e8696b04efb9d6645e65255de48643883d3e390",
-		"nodes=10000/one-model": "c8380751c903edcae367573860db89e040a93c7b481598d993c3d9de66e936eb",
-		"fair-share":            "3c6b9945823d8b14bcaa8725ea4a13808b16ba84b77dc420418b703a73b8f0ce",
-		"fair-share-reclaim":    "3da77ef54926e27bd95df31c12afe42b42b6336aed8b4da4651585811e178879",
+		"nodes=1000":            "bb9d3fe7e4d707855f3327bff883f5e7a41b0d29f5180f409591eb3733f03782",
+		"nodes=10000":           "2964b671fee7cc23c76045550cb7d6d3ff2ab0f5757d41d1dd737f2c7a265185",
+		"nodes=10000/one-model": "fba3c9b446b3c09ffbd46506a0b848833cb04ffe407b7aebb5354d056955eeaf",
+		"fair-share":            "66451c410e48813557f4dca80d6a4daa099c07504bb342d82d253cac7d696a16",
+		"fair-share-reclaim":    "c0c096bb4753839b7fc54fd4de086f171017be7fd69c7c494c8141a0b544ff72",
 		"departments":           "c948a58aef321d9a3691cdb2b94e0cc45305dd05ce413916a03b162385bfcbbb",
-		"groups/names=false":    "bc0754ff321edb2106262706980edb8a4a2705f05789d3aabce74af4a1ecda30",
-		"groups/names=true":     "a818270bb4a73cecd79e25fa2c1fd229942e947a44cbbbcb902cba0d4aeba30d",
-		"checkpoints":           "3cfb466804ecdc70948b7caa718e8f9ab452f0aaf28b89353a9a4625e43e0c94",
+		"groups/names=false":    "7ee1acc0e5b81512b84ec12204afcc7312699c1b23a41d5c792c7bd42af51b13",
+		"groups/names=true":     "c5a18ac6a9f9228a7079b80c3fc7537c74cd981de4d810b0e51e455ddfaa81d1",
+		"checkpoints":           "04b9198cfdd7a352a9d9984e43db32fe91cf2f27902ef19fb45fc73e87cbf9c3",
 	}
 	for _, c := range benchPlanCases() {
 		t.Run(c.name, func(t *testing.T) {
