@@ -27,7 +27,7 @@ func TestOwnTierSwap(t *testing.T) {
 			wait:   61 * time.Minute,
 			want:   []string{"promote ml/starved"}, // held since the first plan
 			waiting: "nothing may be preempted for tier training (priority 50) of tenant ml (holds 1, reserve 0); " +
-				"promoted for waiting, it takes no work of tier training while tenant ml runs its own there (ml/runner): it goes first when GPUs free up",
+				"promoted for waiting, it takes no work of tier training from tenant ml, which runs 1 GPU of it (ml/runner), nor from tenants that run no more",
 		},
 		{
 			name:   "promoted for waiting, it still takes another tenant's training beyond its reserve",
@@ -36,12 +36,12 @@ func TestOwnTierSwap(t *testing.T) {
 			want:   []string{"promote ml/starved", "preempt other/runner", "resume ml/starved"},
 		},
 		{
-			name:    "promoted for waiting while its tenant runs training, it takes no other tenant's training either",
+			name:    "promoted for waiting, it takes no training of a tenant that runs no more of it than its own",
 			runner:  "other",
 			ml:      true,
 			wait:    61 * time.Minute,
 			want:    []string{"promote ml/starved"},
-			waiting: "promoted for waiting, it takes no work of tier training while tenant ml runs its own there (ml/own)",
+			waiting: "promoted for waiting, it takes no work of tier training from tenant ml, which runs 1 GPU of it (ml/own), nor from tenants that run no more",
 		},
 		{
 			name:   "promoted for its preemptions, it still takes its own tenant's training",

@@ -18,15 +18,15 @@ import (
 // change plans updates the digests here, in the same commit, and says why.
 func TestBenchPlanDigests(t *testing.T) {
 	want := map[string]string{
-		"nodes=1000":            "bb9d3fe7e4d707855f3327bff883f5e7a41b0d29f5180f409591eb3733f03782",
-		"nodes=10000":           "2964b671fee7cc23c76045550cb7d6d3ff2ab0f5757d41d1dd737f2c7a265185",
-		"nodes=10000/one-model": "fba3c9b446b3c09ffbd46506a0b848833cb04ffe407b7aebb5354d056955eeaf",
-		"fair-share":            "66451c410e48813557f4dca80d6a4daa099c07504bb342d82d253cac7d696a16",
-		"fair-share-reclaim":    "c0c096bb4753839b7fc54fd4de086f171017be7fd69c7c494c8141a0b544ff72",
+		"nodes=1000":            "879a9c8de1be4b0b8522df652b7fe11b648081c0315200ae5ed49637794b32f4",
+		"nodes=10000":           "c3876b6b6c4b2c3acfb9b93ad906146a073d674d75af51d48740db5b3304e7d2",
+		"nodes=10000/one-model": "e0b033b9db8d8e901f0d96749bacce1fdfec9d8605d25eafa7e7a3a5a43dad95",
+		"fair-share":            "d3e2455d2d14aaf51cdb4e94cbae6e14c6e221f964612b815b50cc67c9841d61",
+		"fair-share-reclaim":    "5a6536f9314400a345100e60cf4869f7203ec1d942efa4448b32a53797d87fd8",
 		"departments":           "c948a58aef321d9a3691cdb2b94e0cc45305dd05ce413916a03b162385bfcbbb",
-		"groups/names=false":    "7ee1acc0e5b81512b84ec12204afcc7312699c1b23a41d5c792c7bd42af51b13",
-		"groups/names=true":     "c5a18ac6a9f9228a7079b80c3fc7537c74cd981de4d810b0e51e455ddfaa81d1",
-		"checkpoints":           "04b9198cfdd7a352a9d9984e43db32fe91cf2f27902ef19fb45fc73e87cbf9c3",
+		"groups/names=false":    "655bdc0e5f36a4351466fd37999fe08fcd4056011fb645cf72b63f2a27db0914",
+		"groups/names=true":     "497c9ebaca06bfd6a950eec2b6f39779399bbe7f3c112bfddd78dc959b9283b6",
+		"checkpoints":           "bee524f0db82537fa7ce9f3eea1265ac65e2809161fdef7731cb3614deda762c",
 	}
 	for _, c := range benchPlanCases() {
 		t.Run(c.name, func(t *testing.T) {
