@@ -40,10 +40,13 @@ preemption {
 		name      string
 		above     string
 		fairShare int // fair_share preemptions
-		fairDays  int // fair_share_fair_windows, of 4
+		days      int // fair_share_windows: days with contention
+		fairDays  int // fair_share_fair_windows, of days
 	}{
-		{name: "ordering alone", above: "0", fairShare: 0, fairDays: 0},
-		{name: "with fair-share reclaim", above: "1.5", fairShare: 8, fairDays: 3},
+		{name: "ordering alone", above: "0", fairShare: 0, days: 4, fairDays: 0},
+		// Every contested day fair: a's jobs promoted for waiting no longer
+		// take b's work while a runs as much (ownswap.go); before, 3 of 4.
+		{name: "with fair-share reclaim", above: "1.5", fairShare: 8, days: 6, fairDays: 6},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -59,8 +62,8 @@ preemption {
 			if got := r.PreemptionsByRule["fair_share"]; got != tc.fairShare {
 				t.Errorf("fair_share preemptions %d, want %d (by rule %v)", got, tc.fairShare, r.PreemptionsByRule)
 			}
-			if fs := r.FairShare; fs.Windows != 4 || fs.FairWindows != tc.fairDays {
-				t.Errorf("%d of %d days fair (Jain %.3f, worst day %.3f), want %d of 4", fs.FairWindows, fs.Windows, fs.Jain, fs.JainMin, tc.fairDays)
+			if fs := r.FairShare; fs.Windows != tc.days || fs.FairWindows != tc.fairDays {
+				t.Errorf("%d of %d days fair (Jain %.3f, worst day %.3f), want %d of %d", fs.FairWindows, fs.Windows, fs.Jain, fs.JainMin, tc.fairDays, tc.days)
 			}
 			if r.WastedPreemptions != 0 || r.CapBreaches != 0 {
 				t.Errorf("wasted preemptions %d, cap breaches %d; want none", r.WastedPreemptions, r.CapBreaches)

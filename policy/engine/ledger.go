@@ -23,6 +23,10 @@ type ledger struct {
 	fair       []standing // [tenant] use against fair share over time (standings)
 	fairVictim []bool     // [tenant] a fair-share reclaim may take its borrowed work (fairreclaim.go)
 
+	// tierRuns[tenant*tiers+tier] counts the tenant's running preemptible
+	// units of the tier at its own priority, on first need (ownswap.go).
+	tierRuns []int32
+
 	planned      map[JobRef]int // preemptions decided in this plan, per job
 	trackPlanned bool           // some job is one preemption short of the cap or of max_per_job
 }

@@ -18,15 +18,15 @@ import (
 // change plans updates the digests here, in the same commit, and says why.
 func TestBenchPlanDigests(t *testing.T) {
 	want := map[string]string{
-		"nodes=1000":            "04a30d2a3198833bb5c4e8ed3546fd359d1cc887ac3a20a723aec7d39dffa9c9",
-		"nodes=10000":           "21ed01bb8d63a0c7e9d882433e8696b04efb9d6645e65255de48643883d3e390",
-		"nodes=10000/one-model": "c8380751c903edcae367573860db89e040a93c7b481598d993c3d9de66e936eb",
-		"fair-share":            "3c6b9945823d8b14bcaa8725ea4a13808b16ba84b77dc420418b703a73b8f0ce",
-		"fair-share-reclaim":    "3da77ef54926e27bd95df31c12afe42b42b6336aed8b4da4651585811e178879",
+		"nodes=1000":            "879a9c8de1be4b0b8522df652b7fe11b648081c0315200ae5ed49637794b32f4",
+		"nodes=10000":           "c3876b6b6c4b2c3acfb9b93ad906146a073d674d75af51d48740db5b3304e7d2",
+		"nodes=10000/one-model": "e0b033b9db8d8e901f0d96749bacce1fdfec9d8605d25eafa7e7a3a5a43dad95",
+		"fair-share":            "d3e2455d2d14aaf51cdb4e94cbae6e14c6e221f964612b815b50cc67c9841d61",
+		"fair-share-reclaim":    "5a6536f9314400a345100e60cf4869f7203ec1d942efa4448b32a53797d87fd8",
 		"departments":           "c948a58aef321d9a3691cdb2b94e0cc45305dd05ce413916a03b162385bfcbbb",
-		"groups/names=false":    "bc0754ff321edb2106262706980edb8a4a2705f05789d3aabce74af4a1ecda30",
-		"groups/names=true":     "a818270bb4a73cecd79e25fa2c1fd229942e947a44cbbbcb902cba0d4aeba30d",
-		"checkpoints":           "3cfb466804ecdc70948b7caa718e8f9ab452f0aaf28b89353a9a4625e43e0c94",
+		"groups/names=false":    "655bdc0e5f36a4351466fd37999fe08fcd4056011fb645cf72b63f2a27db0914",
+		"groups/names=true":     "497c9ebaca06bfd6a950eec2b6f39779399bbe7f3c112bfddd78dc959b9283b6",
+		"checkpoints":           "bee524f0db82537fa7ce9f3eea1265ac65e2809161fdef7731cb3614deda762c",
 	}
 	for _, c := range benchPlanCases() {
 		t.Run(c.name, func(t *testing.T) {

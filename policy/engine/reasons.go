@@ -250,7 +250,7 @@ func (st *state) capacityReason(b *bene) Reason {
 	}
 	return Reason{RuleCapacity, fmt.Sprintf("needs %s on one node%s; none free, and nothing may be preempted for tier %s (priority %d) of tenant %s (holds %s, reserve %d)",
 		gpuCount(b.g), where, st.e.tiers[b.tier].name, b.prio, t.t.Name, unitsString(t.use), t.t.Reserve) + st.deptNote(b.tenant) +
-		st.promotedOnly(b) + string(st.fairNote(nil, b.tenant))}
+		st.promotedOnly(b) + st.waitPromotionNote(b) + string(st.fairNote(nil, b.tenant))}
 }
 
 // promotedOnly says, for a promoted beneficiary, which work of a higher

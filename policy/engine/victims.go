@@ -279,12 +279,12 @@ func (l *ledger) ruleFor(u *unit, b *bene, n int32, allowYoung bool) (rule Rule,
 	}
 	switch {
 	case u.tenant == b.tenant:
-		return RulePriority, false, l.e.outranks(b.tier, b.prio, u.tier, u.prio)
+		return RulePriority, false, l.e.outranks(b.tier, b.prio, u.tier, u.prio) && !l.waitPromotionBars(u, b)
 	case b.entitled && !l.e.overReserve(u.tier, u.prio, b.tier, b.prio) && !(b.deptOnly && l.sameDept(u.tenant, b.tenant)):
 		// Not from work whose tier may preempt b's within a reserve: it
 		// would take the GPUs straight back.
 		return RuleReclaim, true, true
-	case l.e.outranks(b.tier, b.prio, u.tier, u.prio) && !l.fairShields(u, b):
+	case l.e.outranks(b.tier, b.prio, u.tier, u.prio) && !l.fairShields(u, b) && !l.waitPromotionBars(u, b):
 		return RulePriority, true, true
 	}
 	return "", false, false
