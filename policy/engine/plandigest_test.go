@@ -18,15 +18,15 @@ import (
 // change plans updates the digests here, in the same commit, and says why.
 func TestBenchPlanDigests(t *testing.T) {
 	want := map[string]string{
-		"nodes=1000":            "1e93e0c74856b163b1a27b36e8ed674e14603371c4978d96ec9c6bd2819e334f",
-		"nodes=10000":           "3a89a7dc9b20c9af716ea1634c679cc777f4a899a37fecc4a4e8fb14ea8e2955",
+		"nodes=1000":            "04a30d2a3198833bb5c4e8ed3546fd359d1cc887ac3a20a723aec7d39dffa9c9",
+		"nodes=10000":           "21ed01bb8d63a0c7e9d882433e8696b04efb9d6645e65255de48643883d3e390",
 		"nodes=10000/one-model": "c8380751c903edcae367573860db89e040a93c7b481598d993c3d9de66e936eb",
 		"fair-share":            "1b67c3955f511927c3067891dbd5cc025ea916fa20f757a14b5613260c3fc5ab",
 		"fair-share-reclaim":    "f1e6bb06ae4cac1c1035df040dbb00ffdfe25ea89b034fa8389c69308c537c9f",
 		"departments":           "c948a58aef321d9a3691cdb2b94e0cc45305dd05ce413916a03b162385bfcbbb",
 		"groups/names=false":    "bc0754ff321edb2106262706980edb8a4a2705f05789d3aabce74af4a1ecda30",
-		"groups/names=true":     "eb0f8536569940af48852d4ab61cd4636c431b600b0b5e9ec3766a57d782501d",
-		"checkpoints":           "c46ba5ce9efa338ac9f60a5cf8516359464d24e32495935f3fad28b5557de906",
+		"groups/names=true":     "a818270bb4a73cecd79e25fa2c1fd229942e947a44cbbbcb902cba0d4aeba30d",
+		"checkpoints":           "3cfb466804ecdc70948b7caa718e8f9ab452f0aaf28b89353a9a4625e43e0c94",
 	}
 	for _, c := range benchPlanCases() {
 		t.Run(c.name, func(t *testing.T) {

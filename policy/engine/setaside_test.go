@@ -45,6 +45,12 @@ func TestFairShareSetAside(t *testing.T) {
 			reason: "capacity: needs 8 GPUs on one node in any node; none free, and nothing may be preempted for tier training " +
 				"(priority 40) of tenant a (holds 9, reserve 0)",
 		},
+		{
+			name: "off without fair share over time",
+			mod:  func(p *policy.Policy) { p.Preemption.FairShareHalfLife = 0 },
+			reason: "capacity: needs 8 GPUs on one node in any node; none free, and nothing may be preempted for tier training " +
+				"(priority 40) of tenant a (holds 0, reserve 0)",
+		},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -52,6 +58,7 @@ func TestFairShareSetAside(t *testing.T) {
 				p.Tenants["a"] = tenant("a", 0, policy.Unlimited)
 				p.Tenants["b"] = tenant("b", 0, policy.Unlimited)
 				p.Preemption.Promote.AfterWait = 0 // a waits for GPUs to free, not for a promotion
+				p.Preemption.FairShareHalfLife = 24 * time.Hour
 				if tc.mod != nil {
 					tc.mod(p)
 				}
