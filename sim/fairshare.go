@@ -28,6 +28,7 @@ type fairShare struct {
 	window           int // index of the window being accumulated
 	actual, entitled []float64
 	share            []float64 // [tenant] its entitled borrowed GPUs now (entitle)
+	spare            float64   // GPUs free or borrowed now (advance)
 	// Summary over the windows closed so far.
 	windows, fair int     // windows with contention; those with Jain ≥ 0.9
 	jainSum       float64 // sum of their indexes
@@ -56,6 +57,12 @@ func (f *fairShare) advance(m *metrics, from, to time.Duration) {
 		for t, use := range m.tenantUse {
 			f.usage[t] = f.usage[t]*keep + float64(max(use-m.tenants[t].Reserve, 0))*(1-keep)/lambda
 		}
+	}
+	// spare: the GPUs a waiting tenant could be given, all told: those
+	// free and those borrowed (wantsMore takes out its own).
+	f.spare = m.capacity - float64(m.allocated)
+	for t, use := range m.tenantUse {
+		f.spare += float64(max(use-m.tenants[t].Reserve, 0))
 	}
 	// Contention: some tenant waits to borrow GPUs it may take. The
 	// tenants contending are those waiting so and those borrowing; the
@@ -100,12 +107,24 @@ func (f *fairShare) contends(m *metrics, t, use int) bool {
 	return use > m.tenants[t].Reserve || f.wantsMore(m, t, use)
 }
 
-// wantsMore says whether tenant t waits to borrow GPUs its limit lets it
-// take: waiting work, at or beyond its reserve (below it, it waits for its
-// reserve, which reserve_short_gpu_hours measures) and below its limit.
+// wantsMore says whether tenant t waits to borrow GPUs it could take:
+// waiting work, at or beyond its reserve (below it, it waits for its
+// reserve, which reserve_short_gpu_hours measures), whose smallest job
+// fits within its limit and in the GPUs free or borrowed by others. A
+// tenant whose every waiting job is larger than all of those together
+// could not run one were every borrowed GPU taken back for it (the rest
+// are within others' reserves): it is not deprived of the contested GPUs,
+// and counting it entitled to them called work-conserving sharing unfair
+// (docs/evaluation.md, fair share with example.hcl: product at its reserve
+// waiting for 8-GPU jobs, 6 GPUs spare, counted as getting none of its
+// entitled two thirds).
 func (f *fairShare) wantsMore(m *metrics, t, use int) bool {
 	ten := m.tenants[t]
-	return m.tenantWaiting[t] > 0 && use >= ten.Reserve && (ten.Limit < 0 || use < ten.Limit)
+	if m.tenantWaiting[t] <= 0 || use < ten.Reserve {
+		return false
+	}
+	small := m.smallestWaiting(t)
+	return (ten.Limit < 0 || use+small <= ten.Limit) && float64(small) <= f.spare-float64(max(use-ten.Reserve, 0))
 }
 
 // entitle shares the borrowed GPUs among the contending tenants by weight,

@@ -13,7 +13,11 @@ import (
 func TestFairShareJain(t *testing.T) {
 	type span struct {
 		use, waiting []int
-		d            time.Duration
+		// jobs: each tenant's waiting jobs' GPUs (instead of waiting),
+		// with capacity the cluster's GPUs.
+		jobs     [][]int
+		capacity int
+		d        time.Duration
 	}
 	cases := []struct {
 		name     string
@@ -65,6 +69,27 @@ func TestFairShareJain(t *testing.T) {
 			want:  FairShare{Jain: 1, JainMin: 1, Windows: 1, FairWindows: 1, Within20: 1},
 		},
 		{
+			name: "a tenant whose every waiting job is larger than the GPUs free and borrowed is not deprived", weights: []float64{1, 1},
+			reserves: []int{10, 0},
+			// a holds its reserve and waits for 8-GPU jobs; b borrows 5
+			// and 1 is free: a could not run one were b's all taken
+			// back. b alone contends.
+			spans: []span{{use: []int{10, 5}, jobs: [][]int{{8, 8}, {1}}, capacity: 16, d: 10 * time.Hour}},
+			want:  FairShare{},
+		},
+		{
+			name: "one whose smallest job fits in them is", weights: []float64{1, 1},
+			reserves: []int{10, 0},
+			spans:    []span{{use: []int{10, 5}, jobs: [][]int{{8, 4}, {1}}, capacity: 16, d: 10 * time.Hour}},
+			want:     FairShare{Jain: 0.5, JainMin: 0.5, Windows: 1, FairWindows: 0, Within20: 0},
+		},
+		{
+			name: "a tenant whose smallest job would take it past its limit is entitled to no more", weights: []float64{1, 1},
+			reserves: []int{10, 0}, limits: []int{13, -1},
+			spans: []span{{use: []int{10, 5}, jobs: [][]int{{4}, {1}}, capacity: 16, d: 10 * time.Hour}},
+			want:  FairShare{},
+		},
+		{
 			name: "nobody waits: no contention", weights: []float64{1, 1},
 			spans: []span{{use: []int{8, 0}, waiting: []int{0, 0}, d: 10 * time.Hour}},
 			want:  FairShare{},
@@ -87,6 +112,17 @@ func TestFairShareJain(t *testing.T) {
 			for _, sp := range tc.spans {
 				copy(m.tenantUse, sp.use)
 				copy(m.tenantWaiting, sp.waiting)
+				for ti, jobs := range sp.jobs {
+					for _, g := range jobs {
+						m.setWaiting(ti, g)
+					}
+				}
+				if sp.capacity > 0 {
+					m.capacity, m.allocated = float64(sp.capacity), 0
+					for _, u := range sp.use {
+						m.allocated += u
+					}
+				}
 				m.fair.advance(m, at, at+sp.d)
 				at += sp.d
 			}

@@ -154,6 +154,10 @@ type metrics struct {
 	reserveShort  float64 // GPU-seconds
 	fair          fairShare
 
+	// waitSizes: [tenant] its waiting jobs by GPUs (a job is placed
+	// whole: every multi-allocation job is a gang), for fairShare.
+	waitSizes []map[int]int
+
 	bucket  time.Duration
 	sAlloc  []float64 // GPU-seconds per bucket
 	sBusy   []float64
@@ -210,6 +214,7 @@ func (m *metrics) tenantIndex(ns string) int {
 	m.tenants = append(m.tenants, &policy.Tenant{Name: ns, Namespace: ns, Limit: policy.Unlimited, Weight: policy.DefaultTenantWeight})
 	m.tenantUse = append(m.tenantUse, 0)
 	m.tenantWaiting = append(m.tenantWaiting, 0)
+	m.waitSizes = append(m.waitSizes, map[int]int{})
 	m.tenantGPUSec = append(m.tenantGPUSec, 0)
 	m.tenantResSec = append(m.tenantResSec, 0)
 	return i
@@ -252,8 +257,28 @@ func (m *metrics) advance(from, to time.Duration) {
 	}
 }
 
-func (m *metrics) setWaiting(t, delta int) { m.tenantWaiting[t] += delta }
-func (m *metrics) setBusy(delta int)       { m.busy += delta }
+func (m *metrics) setWaiting(t, delta int) {
+	m.tenantWaiting[t] += delta
+	if delta > 0 {
+		m.waitSizes[t][delta]++
+	} else if m.waitSizes[t][-delta]--; m.waitSizes[t][-delta] <= 0 {
+		delete(m.waitSizes[t], -delta)
+	}
+}
+
+// smallestWaiting is the GPUs of tenant t's smallest waiting job; 0 when
+// none waits.
+func (m *metrics) smallestWaiting(t int) int {
+	least := 0
+	for g := range m.waitSizes[t] {
+		if least == 0 || g < least {
+			least = g
+		}
+	}
+	return least
+}
+
+func (m *metrics) setBusy(delta int) { m.busy += delta }
 func (m *metrics) setAllocated(t, delta int) {
 	m.allocated += delta
 	m.tenantUse[t] += delta

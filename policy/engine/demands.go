@@ -621,6 +621,9 @@ func (st *state) serve(p pending, failed *failures) {
 		}
 	}
 	if placed < d.Count {
+		if note := st.setAside(p, b, d.Count-placed, why); note != "" {
+			why.Message += note
+		}
 		if !d.Held {
 			st.explainer.add(decision{kind: decideHold, b: *b, count: d.Count - placed, why: why})
 		}

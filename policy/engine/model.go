@@ -20,6 +20,9 @@ type model struct {
 	// marks are GPUs set aside per beneficiary (Snapshot.Waiting index):
 	// not free to anyone else until it is served (earmarks.go).
 	marks map[int32][]nodeGPUs
+	// aside: [tenant] a node was set aside in this plan for one of its
+	// demands (setaside.go).
+	aside []bool
 	// draining: per beneficiary, the GPUs per node that allocations
 	// drain for it (Alloc.For): a placement there waits for them
 	// (AfterVictims); the rest of its marks there are free now.
