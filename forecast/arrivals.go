@@ -143,7 +143,7 @@ func (r *replay) arrive() {
 			// in this step's plan if it goes now.
 			d.Since, d.Held, d.Requeued, d.Preempted = at, true, false, false
 			if r.jobs[ref] == nil {
-				r.jobs[ref] = &rjob{est: past.Estimate, prio: d.Job.Priority, promoted: d.Job.Promoted, arrived: true}
+				r.jobs[ref] = &rjob{est: r.boot.of(past.Estimate), prio: d.Job.Priority, promoted: d.Job.Promoted, arrived: true}
 			}
 			r.demands = append(r.demands, rdemand{d: d, readyAt: at})
 		}

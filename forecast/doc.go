@@ -16,7 +16,9 @@
 // that ends within a step (succession.go); the waiting jobs of one batch
 // share their run time's quantile (batches.go); the work a job has done
 // counts (Input.Done). Several replays with different draws give the
-// spread, which Calibration then corrects with how the cluster's own past
+// spread, each replay drawing its own distribution from each history
+// (bootstrap.go: the doubt a short history leaves about its class's run
+// times), which Calibration then corrects with how the cluster's own past
 // forecasts did (calibrate.go: conformalized quantiles); a cluster of more
 // than Options.MaxNodes nodes is replayed a share at a time (reduce.go),
 // so that every replay fits the controller's budget. It is pure (no I/O,

@@ -47,6 +47,9 @@ type replay struct {
 	// scale is how many nodes of the live cluster each of the replay's
 	// stands for (1: the whole cluster is replayed).
 	scale int
+	// boot is this replay's draw of each run-time history's distribution
+	// (bootstrap.go).
+	boot bootstrap
 }
 
 type rnode struct {
@@ -104,7 +107,8 @@ type rjob struct {
 
 func newReplay(in *Input, opt Options, seed uint64, scale int) *replay {
 	r := &replay{in: in, opt: opt, rng: rand.New(rand.NewPCG(opt.Seed, seed)), now: in.Now, start: in.Now, stepStart: in.Now,
-		nodeIx: map[string]int{}, jobs: map[engine.JobRef]*rjob{}, arrRng: arrivalRNG(opt.Seed, seed), scale: scale}
+		nodeIx: map[string]int{}, jobs: map[engine.JobRef]*rjob{}, arrRng: arrivalRNG(opt.Seed, seed), scale: scale,
+		boot: bootstrap{seed: opt.Seed, replay: seed}}
 	s := in.Snapshot
 	used := map[string]map[string]bool{}
 	for _, a := range s.Allocs {
@@ -175,7 +179,7 @@ func (r *replay) job(ref engine.JobRef, j engine.Job) *rjob {
 	if !ok {
 		est = Estimate{Source: FromDefault}
 	}
-	rj := &rjob{est: est, preemptions: j.Preemptions, total: j.PreemptionsTotal, prio: j.Priority, promoted: j.Promoted}
+	rj := &rjob{est: r.boot.of(est), preemptions: j.Preemptions, total: j.PreemptionsTotal, prio: j.Priority, promoted: j.Promoted}
 	r.jobs[ref] = rj
 	return rj
 }

@@ -24,8 +24,20 @@ import (
 // start, so within the limit: a tenant over it with work that was
 // running before, which the engine would not let grow back, follows
 // nothing): the GPUs stay the tenant's, within its limit, so no other
-// waiting work had a claim the engine would weigh (work waiting for GPUs
-// goes to the next plan, as before).
+// waiting work had a claim the engine would weigh.
+//
+// Work waiting for GPUs in a full cluster (engine.RuleCapacity) follows
+// the same way, and for the same reason: a tenant whose short jobs hold a
+// hundred GPUs of a full cluster, its next ones waiting for them, ran a
+// hundred jobs per step, where the engine starts the next on each GPU at
+// the plan after it frees (Philly, after its burst's first hours: a
+// family of 3-minute jobs forecast at 50 hours, started within 3.4). The
+// GPUs pass from one run to the next of its tenant, tier and size, so
+// that no tenant holds more than it did; but the engine gives freed GPUs
+// to the first waiting work that fits them, so a class follows only ahead
+// of any work of another class held for capacity that the GPUs would fit
+// (capacityAhead): from there on its work waits for the next plan, as
+// before.
 
 // maxSuccessions bounds the starts succeed makes in one step.
 const maxSuccessions = 4096
@@ -38,17 +50,29 @@ type successionKey struct {
 func (r *replay) succeed(plan *engine.Plan) {
 	queues := map[successionKey][]int{}
 	seen := map[engine.JobRef]bool{}
+	ahead := capacityAhead{blocked: map[successionKey]bool{}, checked: map[successionKey]int{}, known: map[successionKey]bool{}}
 	for _, w := range plan.Waiting {
-		if !w.Held || w.Reason.Rule != engine.RuleLimit || seen[w.Job] {
+		rule := w.Reason.Rule
+		if !w.Held || seen[w.Job] || (rule != engine.RuleLimit && rule != engine.RuleCapacity) {
 			continue
 		}
 		seen[w.Job] = true
 		for _, i := range r.byJob[w.Job] {
 			d := &r.demands[i]
-			if d.d.Held && d.d.Count > 0 && !d.d.Job.Gang && !d.parked && d.d.GPUsPerAlloc > 0 {
-				k := successionKey{d.d.Job.Ref.Namespace, d.d.Job.Tier, d.d.GPUsPerAlloc}
-				queues[k] = append(queues[k], i)
+			if !d.d.Held || d.d.Count <= 0 || d.parked || d.d.GPUsPerAlloc <= 0 {
+				continue
 			}
+			k := successionKey{d.d.Job.Ref.Namespace, d.d.Job.Tier, d.d.GPUsPerAlloc}
+			if rule == engine.RuleCapacity {
+				follows := !d.d.Job.Gang && !ahead.passed(k)
+				ahead.add(k)
+				if !follows {
+					continue
+				}
+			} else if d.d.Job.Gang {
+				continue
+			}
+			queues[k] = append(queues[k], i)
 		}
 	}
 	if len(queues) == 0 {
@@ -120,4 +144,39 @@ func (r *replay) succeed(plan *engine.Plan) {
 	r.allocs = kept
 	r.demands = slices.DeleteFunc(r.demands, func(d rdemand) bool { return d.d.Count <= 0 })
 	r.index()
+}
+
+// capacityAhead is the classes of the work held for capacity met so far
+// in the plan's order. Work of a class follows its class's runs only
+// while no work of another class that would fit the GPUs they free (as
+// many GPUs or fewer) came before it: that work is the engine's to start
+// first, at the next plan.
+type capacityAhead struct {
+	classes []successionKey
+	known   map[successionKey]bool
+	blocked map[successionKey]bool
+	// checked: how many of classes each class was checked against (they
+	// only grow: a long queue costs one pass per class, not per job).
+	checked map[successionKey]int
+}
+
+func (c *capacityAhead) add(k successionKey) {
+	if !c.known[k] {
+		c.known[k] = true
+		c.classes = append(c.classes, k)
+	}
+}
+
+func (c *capacityAhead) passed(k successionKey) bool {
+	if c.blocked[k] {
+		return true
+	}
+	for _, o := range c.classes[c.checked[k]:] {
+		if o != k && o.gpus <= k.gpus {
+			c.blocked[k] = true
+			return true
+		}
+	}
+	c.checked[k] = len(c.classes)
+	return false
 }
