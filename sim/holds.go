@@ -31,6 +31,8 @@ type holdTimes struct {
 	// LongWait, the time held under each rule ("queued": in Nomad's
 	// queue with no hold of Steward's).
 	longByRule map[string]time.Duration
+	// allByRule is the same over every high-priority job's first wait.
+	allByRule map[string]time.Duration
 }
 
 // holdClock is one waiting job's account.
@@ -150,38 +152,43 @@ func (h *holdTimes) plan(s *simulator, plan *engine.Plan) {
 // started closes job ji's account at its first start (delay in minutes).
 func (h *holdTimes) started(ji int32, delay float64, now time.Duration) {
 	if h.longByRule == nil {
-		h.longByRule = map[string]time.Duration{}
+		h.longByRule, h.allByRule = map[string]time.Duration{}, map[string]time.Duration{}
 	}
+	long := delay > LongWait.Minutes()
 	c := h.clocks[ji]
 	if c == nil {
 		// Never held: its whole wait was Nomad's queue.
 		h.net = append(h.net, delay)
-		if delay > LongWait.Minutes() {
-			h.longByRule[ruleQueued] += time.Duration(delay * float64(time.Minute))
+		if d := time.Duration(delay * float64(time.Minute)); d > 0 {
+			h.allByRule[ruleQueued] += d
+			if long {
+				h.longByRule[ruleQueued] += d
+			}
 		}
 		return
 	}
 	delete(h.clocks, ji)
 	c.charge(now)
 	h.net = append(h.net, max(0, delay-c.ownLimit.Minutes()))
-	if delay > LongWait.Minutes() {
-		for rule, d := range c.byRule {
-			name := string(rule)
-			if name == "" {
-				name = ruleQueued
-			}
+	for rule, d := range c.byRule {
+		name := string(rule)
+		if name == "" {
+			name = ruleQueued
+		}
+		h.allByRule[name] += d
+		if long {
 			h.longByRule[name] += d
 		}
 	}
 }
 
-// longHours is longByRule in hours, nil when empty.
-func (h *holdTimes) longHours() map[string]float64 {
-	if len(h.longByRule) == 0 {
+// inHours is a map of durations in hours, nil when empty.
+func inHours(m map[string]time.Duration) map[string]float64 {
+	if len(m) == 0 {
 		return nil
 	}
-	out := make(map[string]float64, len(h.longByRule))
-	for rule, d := range h.longByRule {
+	out := make(map[string]float64, len(m))
+	for rule, d := range m {
 		out[rule] = d.Hours()
 	}
 	return out

@@ -27,14 +27,16 @@ func TestHoldTimes(t *testing.T) {
 	tests := []struct {
 		name  string
 		steps []step
-		start time.Duration // of its first start; it was submitted at 0
-		net   float64       // minutes
-		long  map[string]float64
+		start time.Duration      // of its first start; it was submitted at 0
+		net   float64            // minutes
+		long  map[string]float64 // hours by rule, of a wait over 30 minutes
+		all   map[string]float64 // hours by rule
 	}{
 		{
 			name:  "held by its limit for 10 minutes, then 2 for capacity: net 2",
 			steps: []step{{0, waits(engine.RuleLimit)}, {10 * time.Minute, waits(engine.RuleCapacity)}},
 			start: 12 * time.Minute, net: 2,
+			all: map[string]float64{"limit": 10.0 / 60, "capacity": 2.0 / 60},
 		},
 		{
 			name: "a limit hold between two capacity holds is taken off alone",
@@ -87,8 +89,11 @@ func TestHoldTimes(t *testing.T) {
 			if got := s.m.holds.net; len(got) != 1 || math.Abs(got[0]-tc.net) > 1e-9 {
 				t.Errorf("net of own limit %v min, want [%.3f] (delay %v)", got, tc.net, s.m.high)
 			}
-			if long := s.m.holds.longHours(); tc.long != nil && !maps.EqualFunc(long, tc.long, func(a, b float64) bool { return math.Abs(a-b) < 1e-9 }) {
+			if long := inHours(s.m.holds.longByRule); tc.long != nil && !maps.EqualFunc(long, tc.long, func(a, b float64) bool { return math.Abs(a-b) < 1e-9 }) {
 				t.Errorf("long-wait hours by rule %v, want %v", long, tc.long)
+			}
+			if all := inHours(s.m.holds.allByRule); tc.all != nil && !maps.EqualFunc(all, tc.all, func(a, b float64) bool { return math.Abs(a-b) < 1e-9 }) {
+				t.Errorf("hours by rule %v, want %v", all, tc.all)
 			}
 		})
 	}

@@ -52,7 +52,10 @@ type Result struct {
 	// counts, the hours held under each rule, summed ("queued": Nomad's
 	// queue alone).
 	HighPriorityLongWaitHours map[string]float64 `json:"high_priority_long_wait_hours,omitempty"`
-	DelayByTier               []Delay            `json:"delay_by_tier"`
+	// HighPriorityWaitHours is the same over every high-priority job's
+	// wait for its first start.
+	HighPriorityWaitHours map[string]float64 `json:"high_priority_wait_hours,omitempty"`
+	DelayByTier           []Delay            `json:"delay_by_tier"`
 	// UnknownTierDelay: jobs whose tier the policy lacks, by that name
 	// (they are in DelayByTier too, under the tier they ran as).
 	UnknownTierDelay []Delay `json:"unknown_tier_delay,omitempty"`
@@ -388,7 +391,8 @@ func (m *metrics) result(s *simulator) *Result {
 	r.HighPriorityDelay = summarise(m.high)
 	r.HighPriorityLongWaits = m.longWaits
 	r.HighPriorityDelayNetOwnLimit = summarise(m.holds.net)
-	r.HighPriorityLongWaitHours = m.holds.longHours()
+	r.HighPriorityLongWaitHours = inHours(m.holds.longByRule)
+	r.HighPriorityWaitHours = inHours(m.holds.allByRule)
 	tiers := make([]string, 0, len(m.tierPrio))
 	for name := range m.tierPrio {
 		tiers = append(tiers, name)

@@ -281,6 +281,9 @@ func WriteCSV(w io.Writer, reps []*Report) error {
 			for _, rule := range slices.Sorted(maps.Keys(r.HighPriorityLongWaitHours)) {
 				put("high_priority_long_wait_hours."+rule, f(r.HighPriorityLongWaitHours[rule]))
 			}
+			for _, rule := range slices.Sorted(maps.Keys(r.HighPriorityWaitHours)) {
+				put("high_priority_wait_hours."+rule, f(r.HighPriorityWaitHours[rule]))
+			}
 			for _, d := range r.DelayByTier {
 				put("delay_p50_min."+d.Tier, f(d.P50))
 				put("delay_p95_min."+d.Tier, f(d.P95))
