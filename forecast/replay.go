@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/gpu-steward/steward/policy/engine"
+	"github.com/gpu-steward/steward/policy/nomadmodel"
 )
 
 // replay is one run of the snapshot forward in virtual time.
@@ -697,14 +698,9 @@ func (r *replay) startOf(d *rdemand, nodes []int) time.Time {
 	return start
 }
 
-// fits reports whether a demand may run on a node: its node pool, and a
-// device class its request accepts.
-func (r *replay) fits(d *engine.Demand, n *engine.Node) bool {
-	if d.NodePool != "" && d.NodePool != "all" && d.NodePool != n.NodePool {
-		return false
-	}
-	return d.Devices == nil || slices.Contains(d.Devices, n.Device)
-}
+// fits reports whether a demand may run on a node: Nomad's rule, the one
+// model of it (nomadmodel.Fits: node pool, device class, pinned nodes).
+func (r *replay) fits(d *engine.Demand, n *engine.Node) bool { return nomadmodel.Fits(d, n) }
 
 // noteStarts records when each target has nothing waiting any more.
 func (r *replay) noteStarts() {
