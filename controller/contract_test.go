@@ -88,6 +88,9 @@ func contractCluster(f *fakeNomad, tc contract.Case) map[string][]string {
 		if j.Pool != "" {
 			job.NodePool = ptr(j.Pool)
 		}
+		if j.Gang {
+			job.Meta[policy.DefaultGangMetaKey] = "true"
+		}
 		k := j.Namespace + "/" + j.ID
 		cl.jobs[k] = job
 		for i, n := range j.Running {

@@ -66,7 +66,7 @@ func build(t *testing.T, tc contract.Case) *nomadmodel.Cluster {
 		if pool == "" {
 			pool = "default"
 		}
-		g, err := c.AddGroup(nomadmodel.Group{Job: engine.Job{Ref: engine.JobRef{Namespace: j.Namespace, ID: j.ID}, Tier: j.Tier, Priority: j.Priority},
+		g, err := c.AddGroup(nomadmodel.Group{Job: engine.Job{Ref: engine.JobRef{Namespace: j.Namespace, ID: j.ID}, Tier: j.Tier, Priority: j.Priority, Gang: j.Gang},
 			Name: contract.Group, GPUsPerAlloc: j.GPUs, Count: j.Count, NodePool: pool, Since: contract.Start.Add(-j.WaitedFor)})
 		if err != nil {
 			t.Fatal(err)

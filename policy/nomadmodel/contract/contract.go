@@ -91,6 +91,9 @@ type Job struct {
 	Pool                string // its node pool ("": "default")
 	// Idle: its running allocations used no GPU since they started.
 	Idle bool
+	// Gang: all its allocations are preempted and resumed together
+	// (the job meta steward.gang).
+	Gang bool
 }
 
 // Group is the name of every case job's task group.
@@ -109,7 +112,7 @@ type Case struct {
 	Want  []string
 }
 
-// Cases are the contract: one case per engine.Kind.
+// Cases are the contract: at least one case per engine.Kind.
 var Cases = []Case{
 	{
 		Name:  "preempt: a checkpoint grace, then the victim held and the beneficiary placed on its GPUs",
@@ -130,6 +133,27 @@ var Cases = []Case{
 			"job ml/train priority=40 preemptions=1",
 			"run ml/nb/work on n1 ×1 (2 GPUs)",
 			"wait ml/train/work ×1 (4 GPUs) held preempted",
+		},
+	},
+	{
+		Name:  "preempt a gang: all of its allocations drain, then the whole count is held",
+		Kind:  engine.Preempt,
+		Nodes: []Node{{ID: "n1", GPUs: 8}},
+		Jobs: []Job{
+			{Namespace: "ml", ID: "gang", Tier: "training", Priority: 40, GPUs: 4, Count: 2, Running: []string{"n1", "n1"}, RanFor: 2 * time.Hour, Gang: true},
+			{Namespace: "ml", ID: "nb", Tier: "interactive", Priority: 60, GPUs: 4, Count: 1, WaitedFor: time.Second},
+		},
+		Next: []string{
+			"job ml/gang priority=40 preemptions=1",
+			"job ml/nb priority=60",
+			"run ml/gang/work on n1 ×2 (4 GPUs) draining",
+			"wait ml/nb/work ×1 (4 GPUs) held",
+		},
+		Want: []string{
+			"job ml/gang priority=40 preemptions=1",
+			"job ml/nb priority=60",
+			"run ml/nb/work on n1 ×1 (4 GPUs)",
+			"wait ml/gang/work ×2 (4 GPUs) held preempted",
 		},
 	},
 	{
