@@ -20,14 +20,27 @@ func Fits(d *engine.Demand, n *engine.Node) bool {
 	return d.Nodes == nil || slices.Contains(d.Nodes, n.ID)
 }
 
-// BestFit is Nomad's binpack choice among candidate nodes: the one with
-// the fewest free GPUs that still has g, the first of them on ties; -1
-// when none has room. free[i] is node i's free GPUs; ok(i) whether the
-// allocation may go there at all.
-func BestFit(free []int, g int, ok func(i int) bool) int {
+// BestFit is Nomad's binpack choice: the node with the fewest free GPUs
+// that still has g, the first of them on ties; -1 when none has room.
+// free[i] is node i's free GPUs (0 for a node the allocation may not use).
+func BestFit(free []int, g int) int {
 	best := -1
 	for i, f := range free {
-		if f >= g && (best < 0 || f < free[best]) && (ok == nil || ok(i)) {
+		if f >= g && (best < 0 || f < free[best]) {
+			best = i
+			if f == g {
+				break
+			}
+		}
+	}
+	return best
+}
+
+// BestFitWhere is BestFit among the nodes ok accepts.
+func BestFitWhere(free []int, g int, ok func(i int) bool) int {
+	best := -1
+	for i, f := range free {
+		if f >= g && (best < 0 || f < free[best]) && ok(i) {
 			best = i
 			if f == g {
 				break

@@ -52,7 +52,7 @@ func (c *Cluster) Place(now time.Time) []string {
 		want := c.queued(g)
 		var nodes []int
 		for range want {
-			n := BestFit(free, g.GPUsPerAlloc, fits)
+			n := BestFitWhere(free, g.GPUsPerAlloc, fits)
 			if n < 0 {
 				break
 			}
