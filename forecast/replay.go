@@ -439,7 +439,9 @@ func (r *replay) apply(a engine.Action) {
 	switch a.Kind {
 	case engine.SetPriority, engine.Promote:
 		j.prio = a.Priority
-		j.promoted = j.promoted || a.Kind == engine.Promote
+		// As the controller records it (actPriority): a priority set back
+		// to its tier's is no promotion any more.
+		j.promoted = a.Kind == engine.Promote
 	case engine.Hold:
 		forGroup(func(d *rdemand) { d.d.Held = true })
 	case engine.Resume:
