@@ -56,7 +56,7 @@ func (c *Controller) actPriority(ctx context.Context, r *round, st *JobState, a 
 	before := st.noted()
 	st.Promoted = a.Kind == engine.Promote
 	st.note(statusFor(a.Kind, st), a.Reason, r.now)
-	c.attachNotice(r, st)
+	c.pub.attachNotice(r, st)
 	if err := c.save(ctx, st); err != nil {
 		return err
 	}
@@ -119,7 +119,7 @@ func (c *Controller) actDrain(ctx context.Context, r *round, st *JobState, job *
 		c.extendMarks(ctx, st, d.For, r.now, r.now.Add(signalDelay+d.Grace))
 	}
 	st.note(StatusDraining, a.Reason, r.now)
-	c.attachNotice(r, st)
+	c.pub.attachNotice(r, st)
 	if d.Signal == "" {
 		// Nothing to wait for: the preemption finishes in this round,
 		// and finishDrain's write (the drain, finished, and the hold)
@@ -137,7 +137,7 @@ func (c *Controller) actDrain(ctx context.Context, r *round, st *JobState, job *
 	// render the record (reason, grace) into a file their driver
 	// reads when the signal arrives.
 	pol, _ := c.engineNow()
-	c.writeRecord(ctx, r, pol, st)
+	c.pub.writeRecord(ctx, r, pol, st)
 	r.wake(r.now.Add(signalDelay))
 	return nil
 }
@@ -151,7 +151,7 @@ func (c *Controller) actMove(ctx context.Context, r *round, st *JobState, a engi
 	}
 	before := st.noted()
 	st.note(StatusMoved, a.Reason, r.now)
-	c.attachNotice(r, st)
+	c.pub.attachNotice(r, st)
 	if err := c.save(ctx, st); err != nil {
 		return err
 	}
@@ -212,7 +212,7 @@ func (c *Controller) actResume(ctx context.Context, r *round, st *JobState, job 
 	if g := st.Held[a.Group]; g != nil {
 		g.Index = job.ModifyIndex
 	}
-	c.attachNotice(r, st)
+	c.pub.attachNotice(r, st)
 	if err := c.save(ctx, st); err != nil {
 		return err
 	}
@@ -342,7 +342,7 @@ func (c *Controller) holdBack(ctx context.Context, r *round, st *JobState, job *
 	st.hold(group, n, count, string(why.Rule), r.now, job.ModifyIndex).Taken = done
 	st.keepScaling(group, spec.Scaling)
 	st.note(StatusHeld, why, r.now)
-	c.attachNotice(r, st)
+	c.pub.attachNotice(r, st)
 	if err := c.save(ctx, st); err != nil {
 		return err
 	}
@@ -362,7 +362,7 @@ func (c *Controller) scale(ctx context.Context, r *round, k jobKey, group string
 	// The message is the job's scaling event, which its tenant reads: no
 	// other namespace's job is named (redact.go).
 	pol, _ := c.engineNow()
-	msg = redactJobs(msg, k.Namespace, c.roundNamespaces(r, pol))
+	msg = redactJobs(msg, k.Namespace, c.pub.roundNamespaces(r, pol))
 	steward := count // Steward's count, before a system group's (nomadCount)
 	count = nomadCount(r.obs.Jobs[k], group, count)
 	if job := r.obs.Jobs[k]; job != nil {

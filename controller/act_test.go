@@ -255,7 +255,7 @@ func TestRecordKeepsOwnersItems(t *testing.T) {
 	st := c.state(jobKey{"ml", "train"})
 	st.note(StatusPreempted, engine.Reason{Rule: engine.RuleReclaim, Message: "tenant ml holds 8 GPUs, reserve 4: reclaiming 4 for x/y/z"}, t0)
 	st.Preemptions = []time.Time{t0}
-	c.writeRecords(context.Background(), roundWith([]*ObservedJob{train}, nil), c.pol)
+	c.pub.writeRecords(context.Background(), roundWith([]*ObservedJob{train}, nil), c.pol)
 	items, _, _ := f.GetVar(context.Background(), "ml", "nomad/jobs/train")
 	want := map[string]string{"db_password": "s3cret", "steward_state": "preempted", "steward_tier": "training",
 		"steward_tenant": "ml", "steward_preemptions": "1", "steward_rule": "reclaim", "steward_priority": "40",

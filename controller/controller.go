@@ -26,7 +26,9 @@ type Controller struct {
 	client *api.Client
 	nomad  Nomad
 	obs    *observer
-	now    func() time.Time
+	// pub publishes what the rounds leave (publish.go).
+	pub *publisher
+	now func() time.Time
 	// lease proves leadership; nomad refuses writes without it (fence.go).
 	lease *lease
 	// crashAt is a step to exit at (crash.go; tests only).
@@ -44,17 +46,11 @@ type Controller struct {
 
 	// Owned by the control loop.
 	states map[jobKey]*JobState
-	// nsRound and nsSet: the namespaces known in round nsRound, to
-	// redact tenants' records (redact.go).
-	nsRound *round
-	nsSet   map[string]bool
-	saved   map[jobKey]string // JSON last written, to skip unchanged writes
-	index   map[jobKey]uint64 // modify index of each state variable, for check-and-set
+	saved  map[jobKey]string // JSON last written, to skip unchanged writes
+	index  map[jobKey]uint64 // modify index of each state variable, for check-and-set
 	// reload: a check-and-set write failed, so what this controller holds
 	// in memory may be stale; the next round reads every state afresh.
-	reload    bool
-	records   map[jobKey]string
-	recordErr map[jobKey]string // last error writing each job's record, logged once
+	reload bool
 	// refusedWrites are writes Nomad refused with a 4xx, backed off
 	// (backoff.go).
 	refusedWrites map[writeKey]*refusedWrite
@@ -64,23 +60,11 @@ type Controller struct {
 	unresolved map[string]unresolvedState
 	decisions  []Decision
 	refused    map[jobKey]*refusal // jobs whose meta Steward refused in part
-	statusOut  string
-	// statusIndex is the status variable's modify index (check-and-set),
-	// once statusKnown.
-	statusIndex uint64
 	// unsettled is the newest index of Steward's writes not yet seen back:
 	// a round plans on the cache only once it holds it (reconcile,
 	// clusterCache.settle; 0: none).
-	unsettled   uint64
-	statusKnown bool
-	// statusStable and statusAt are the last published status without
-	// its drifting figures (stableStatus), and when it was published.
-	statusStable string
-	statusAt     time.Time
-	// views are the namespaces' views of the status last published
-	// (status_views.go).
-	views statusViews
-	usage *usageStore
+	unsettled uint64
+	usage     *usageStore
 	// fair accounts the tenants' decayed borrowed GPU-seconds for fair
 	// share over time (fairshare.go).
 	fair fairShareStore
@@ -94,10 +78,6 @@ type Controller struct {
 	// and their poll (written_poll.go).
 	written writtenStore
 	metrics *metrics
-	// notifier sends webhook messages (notify.go); nil in a dry run.
-	notifier *notifier
-	// fc forecasts the waiting jobs' starts (forecast.go).
-	fc *queueForecaster
 	// planned holds the allocations the last round of this lead term
 	// planned with (nil: none yet): one the limit stops before any plan
 	// saw it was placed by Nomad over its tenant's limit, never admitted
@@ -172,6 +152,7 @@ func New(cfg Config, client *api.Client, log hclog.Logger) (*Controller, error) 
 		pol: p, eng: engine.New(p), trigger: make(chan struct{}, 1),
 		usage: newUsageStore(), metrics: newMetrics(),
 	}
+	c.pub = newPublisher(c)
 	if cfg.Traffic != nil {
 		c.metrics.reg.MustRegister(cfg.Traffic.collectors()...)
 	}
@@ -189,8 +170,8 @@ func New(cfg Config, client *api.Client, log hclog.Logger) (*Controller, error) 
 		}
 		nm := newNotifyMetrics()
 		c.metrics.reg.MustRegister(nm.collectors()...)
-		c.notifier = newNotifier(log.Named("notify"), ls.valid, nm)
-		c.notifier.delivered = c.poke
+		c.pub.notifier = newNotifier(log.Named("notify"), ls.valid, nm)
+		c.pub.notifier.delivered = c.poke
 	}
 	c.health.Identity, c.health.PolicyFiles, c.health.DryRun = cfg.Identity, cfg.PolicyFiles, cfg.DryRun
 	c.checkAddr = cfg.Advertise
@@ -202,8 +183,7 @@ func (c *Controller) resetState() {
 	c.states = map[jobKey]*JobState{}
 	c.saved = map[jobKey]string{}
 	c.index = map[jobKey]uint64{}
-	c.recordErr = map[jobKey]string{}
-	c.records = map[jobKey]string{}
+	c.pub.forgetRecords()
 	c.refusedWrites = map[writeKey]*refusedWrite{}
 	c.stateErr = map[jobKey]string{}
 	c.unresolved = map[string]unresolvedState{}

@@ -99,15 +99,15 @@ func (c *Controller) lead(ctx context.Context) error {
 	defer stop()
 	go c.pollStats(streamCtx)
 	go c.pollWritten(streamCtx, c.cfg.WrittenPoll)
-	if c.notifier != nil {
+	if c.pub.notifier != nil {
 		// Messages go out only in a lead term; those not sent by its end
 		// stay in the states for the next leader.
-		stopNotify := c.notifier.run(ctx)
+		stopNotify := c.pub.notifier.run(ctx)
 		defer func() {
 			stopNotify(notifyShutdownWait)
 			fctx, cancel := context.WithTimeout(context.Background(), notifyShutdownWait)
 			defer cancel()
-			c.flushOutbox(fctx)
+			c.pub.flushOutbox(fctx)
 		}()
 	}
 

@@ -80,7 +80,7 @@ func (c *Controller) planRound(ctx context.Context, r *round, pol *policy.Policy
 	c.metrics.planSeconds.Observe(time.Since(planStart).Seconds())
 	c.keepCheckBase(snap, obs.Nodes, r.now)
 	r.plan = plan
-	c.forecastRound(r, pol, eng, snap)
+	c.pub.forecastRound(r, pol, eng, snap)
 	for _, s := range plan.Skipped {
 		c.log.Warn("engine skipped snapshot item", "item", s.Item, "reason", s.Reason)
 	}

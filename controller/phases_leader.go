@@ -89,7 +89,7 @@ func (p leaderPhases) actOn(ctx context.Context, r *round, pol *policy.Policy, a
 	}
 	if err != nil {
 		if st := c.states[k]; st != nil {
-			c.dropUnsaved(st, r.attached)
+			c.pub.dropUnsaved(st, r.attached)
 		}
 		if !errors.Is(err, errStateTooBig) { // the job's own, in its record: no retry writes it
 			r.failed++
@@ -112,14 +112,14 @@ func (p leaderPhases) publish(ctx context.Context, r *round, pol *policy.Policy)
 	c.holdUnadmitted(ctx, r)
 	c.syncPlaceholders(ctx, r)
 	c.pruneIdleWarnings(r, pol)
-	c.sendOutbox(pol)
+	c.pub.sendOutbox(pol)
 	c.flush(ctx, r)
 	c.pruneRefusedWrites(r)
-	c.writeRecords(ctx, r, pol)
+	c.pub.writeRecords(ctx, r, pol)
 	if pol.Preemption.FairShareHalfLife > 0 {
 		c.saveFairShare(ctx, r.now)
 	}
-	c.writeStatus(ctx, r, pol)
+	c.pub.writeStatus(ctx, r, pol)
 }
 
 // ended: the drains signalled by now, as this round leaves them: their

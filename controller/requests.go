@@ -290,7 +290,7 @@ func (c *Controller) pause(ctx context.Context, r *round, st *JobState, job *Obs
 	}
 	c.log.Info("pause", "job", st.key(), "by", by)
 	if signal != "" {
-		c.writeRecord(ctx, r, pol, st)
+		c.pub.writeRecord(ctx, r, pol, st)
 		r.wake(r.now.Add(signalDelay))
 		return
 	}

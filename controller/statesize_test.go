@@ -188,7 +188,7 @@ func TestStatusWriteRate(t *testing.T) {
 	publish := func(at time.Duration, util float64) int {
 		r.now = t0.Add(at)
 		c.usage.add(a.ID, engine.Sample{At: r.now, Util: util})
-		c.writeStatus(context.Background(), r, c.pol)
+		c.pub.writeStatus(context.Background(), r, c.pol)
 		return len(f.callsMatching("put steward steward/status"))
 	}
 	c.usage.add(a.ID, engine.Sample{At: t0.Add(-20 * time.Minute), Util: 1})
