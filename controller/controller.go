@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"os"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -28,7 +27,9 @@ type Controller struct {
 	obs    *observer
 	// pub publishes what the rounds leave (publish.go).
 	pub *publisher
-	now func() time.Time
+	// election holds the leadership (elector.go).
+	election *elector
+	now      func() time.Time
 	// lease proves leadership; nomad refuses writes without it (fence.go).
 	lease *lease
 	// crashAt is a step to exit at (crash.go; tests only).
@@ -92,10 +93,6 @@ type Controller struct {
 	// latencyMeasured is, per job whose preemption's latency was
 	// measured, the blocking it was measured from (latency.go).
 	latencyMeasured map[jobKey]time.Time
-
-	// lastRoundAt is when the last round finished, in Unix nanoseconds
-	// (stepdown.go).
-	lastRoundAt atomic.Int64
 }
 
 // Health is what /healthz reports.
@@ -153,6 +150,7 @@ func New(cfg Config, client *api.Client, log hclog.Logger) (*Controller, error) 
 		usage: newUsageStore(), metrics: newMetrics(),
 	}
 	c.pub = newPublisher(c)
+	c.election = &elector{c: c}
 	if cfg.Traffic != nil {
 		c.metrics.reg.MustRegister(cfg.Traffic.collectors()...)
 	}

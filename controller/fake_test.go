@@ -288,6 +288,7 @@ func testController(t *testing.T, f *fakeNomad) *Controller {
 	c := &Controller{cfg: DefaultConfig(), log: hclog.NewNullLogger(), nomad: f, lease: newLease(), now: func() time.Time { return t0 },
 		pol: p, eng: engine.New(p), trigger: make(chan struct{}, 1), usage: newUsageStore(), metrics: newMetrics()}
 	c.pub = newPublisher(c)
+	c.election = &elector{c: c}
 	c.resetState()
 	return c
 }

@@ -32,13 +32,7 @@ func (c *Controller) Run(ctx context.Context) error {
 	if err := c.checkStateNamespace(ctx); err != nil {
 		return err
 	}
-	if c.cfg.Consul != nil {
-		return c.electConsul(ctx, c.lead)
-	}
-	if c.cfg.Election == ElectionLease {
-		return c.electLease(ctx, c.lead)
-	}
-	return c.elect(ctx, c.lead)
+	return c.election.run(ctx, c.lead)
 }
 
 // follow reads the cluster once into the cache, then keeps it current from
@@ -132,7 +126,7 @@ func (c *Controller) lead(ctx context.Context) error {
 			// Waiting for work is not being stuck: the round timeout
 			// counts from the start of this round, or of the first of a
 			// run of failed ones (stepdown.go).
-			c.roundFinished()
+			c.election.roundFinished()
 		}
 		wake, err := c.reconcile(ctx)
 		if ctx.Err() != nil {
@@ -194,7 +188,7 @@ func (c *Controller) nextRound(wake time.Time, err error, failures int) (time.Du
 		}
 		return next, failures
 	}
-	c.roundFinished()
+	c.election.roundFinished()
 	if !wake.IsZero() {
 		if d := time.Until(wake); d < next {
 			next = max(d, 0)

@@ -139,7 +139,7 @@ func TestOlderControllerRefusesToLead(t *testing.T) {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		_ = old.contend(ctx, func() (leaderLock, error) { return fakeLockHandle{l: lk, id: "old"}, nil }, old.lead)
+		_ = old.election.contend(ctx, func() (leaderLock, error) { return fakeLockHandle{l: lk, id: "old"}, nil }, old.lead)
 	}()
 	time.Sleep(1100 * time.Millisecond)
 	cancel()
