@@ -29,7 +29,9 @@ type Controller struct {
 	pub *publisher
 	// election holds the leadership (elector.go).
 	election *elector
-	now      func() time.Time
+	// sampler reads the GPUs' activity (sampler.go).
+	sampler *sampler
+	now     func() time.Time
 	// lease proves leadership; nomad refuses writes without it (fence.go).
 	lease *lease
 	// crashAt is a step to exit at (crash.go; tests only).
@@ -69,12 +71,6 @@ type Controller struct {
 	// fair accounts the tenants' decayed borrowed GPU-seconds for fair
 	// share over time (fairshare.go).
 	fair fairShareStore
-	// gpuRefused are the GPUs whose stats carry no utilisation.
-	gpuRefused gpuRefusals
-	// prom is the Prometheus activity source (nil: Nomad's host
-	// stats), activity whether the source answers (activity.go).
-	prom     *promSource
-	activity activityState
 	// written passes drains' checkpoint-written files between the rounds
 	// and their poll (written_poll.go).
 	written writtenStore
@@ -151,14 +147,15 @@ func New(cfg Config, client *api.Client, log hclog.Logger) (*Controller, error) 
 	}
 	c.pub = newPublisher(c)
 	c.election = &elector{c: c}
+	c.sampler = &sampler{c: c}
 	if cfg.Traffic != nil {
 		c.metrics.reg.MustRegister(cfg.Traffic.collectors()...)
 	}
 	if cfg.ActivitySource == ActivityPrometheus {
-		if c.prom, err = newPromSource(cfg.Prometheus); err != nil {
+		if c.sampler.prom, err = newPromSource(cfg.Prometheus); err != nil {
 			return nil, err
 		}
-		c.gpuRefused.hint = fmt.Sprintf("Steward reads %s from Prometheus, by the GPU's UUID in label %s: docs/reference/controller.md",
+		c.sampler.gpuRefused.hint = fmt.Sprintf("Steward reads %s from Prometheus, by the GPU's UUID in label %s: docs/reference/controller.md",
 			cfg.Prometheus.Query, cfg.Prometheus.UUIDLabel)
 	}
 	if !cfg.DryRun {
@@ -275,7 +272,7 @@ func (c *Controller) Health() Health {
 	c.mu.Lock()
 	h := c.health
 	c.mu.Unlock()
-	h.Warnings = append(c.activityHealthWarning(), c.gpuRefused.healthWarnings()...)
+	h.Warnings = append(c.sampler.activityHealthWarning(), c.sampler.gpuRefused.healthWarnings()...)
 	return h
 }
 

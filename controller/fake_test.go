@@ -289,6 +289,7 @@ func testController(t *testing.T, f *fakeNomad) *Controller {
 		pol: p, eng: engine.New(p), trigger: make(chan struct{}, 1), usage: newUsageStore(), metrics: newMetrics()}
 	c.pub = newPublisher(c)
 	c.election = &elector{c: c}
+	c.sampler = &sampler{c: c}
 	c.resetState()
 	return c
 }

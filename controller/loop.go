@@ -91,7 +91,7 @@ func (c *Controller) lead(ctx context.Context) error {
 
 	streamCtx, stop := context.WithCancel(ctx)
 	defer stop()
-	go c.pollStats(streamCtx)
+	go c.sampler.pollStats(streamCtx)
 	go c.pollWritten(streamCtx, c.cfg.WrittenPoll)
 	if c.pub.notifier != nil {
 		// Messages go out only in a lead term; those not sent by its end

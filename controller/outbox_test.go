@@ -244,7 +244,7 @@ func TestIdleWarningRounds(t *testing.T) {
 
 	sweepAt := func(at time.Duration) {
 		r.clock = t0.Add(at)
-		r.c.sweepStats(context.Background(), r.c.usage.targetsNow())
+		r.c.sampler.sweepStats(context.Background(), r.c.usage.targetsNow())
 	}
 	if _, err := r.round(-11 * time.Minute); err != nil {
 		t.Fatal(err)

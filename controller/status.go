@@ -244,7 +244,7 @@ func (p *publisher) writeStatus(ctx context.Context, r *round, pol *policy.Polic
 	s := buildStatus(pol, r, c.sortedStates(), c.usage.samples(), c.decisions)
 	s.Leader, s.DryRun = c.cfg.Identity, c.cfg.DryRun
 	c.metrics.idleGPUs.Set(float64(s.IdleGPUs))
-	s.Warnings = append(append(c.warnings(), c.activityJobWarnings()...), c.gpuRefused.jobWarnings()...)
+	s.Warnings = append(append(c.warnings(), c.sampler.activityJobWarnings()...), c.sampler.gpuRefused.jobWarnings()...)
 	c.mu.Lock()
 	s.CheckAddress = c.checkAddr
 	c.mu.Unlock()
