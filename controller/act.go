@@ -60,7 +60,7 @@ func (c *Controller) actPriority(ctx context.Context, r *round, st *JobState, a 
 	if err := c.save(ctx, st); err != nil {
 		return err
 	}
-	index, err := c.nomadWrite(r, k, writeOf(a), func() (uint64, error) {
+	index, err := c.writes.nomadWrite(r, k, writeOf(a), func() (uint64, error) {
 		return c.nomad.SetPriority(ctx, k.Namespace, k.ID, a.Priority, a.Reason.Message, r.jobIndex(k))
 	})
 	if err != nil {
@@ -155,7 +155,7 @@ func (c *Controller) actMove(ctx context.Context, r *round, st *JobState, a engi
 	if err := c.save(ctx, st); err != nil {
 		return err
 	}
-	index, err := c.nomadWrite(r, k, writeOf(a), func() (uint64, error) {
+	index, err := c.writes.nomadWrite(r, k, writeOf(a), func() (uint64, error) {
 		return c.nomad.MoveJob(ctx, k.Namespace, k.ID, a.NodePool, a.Reason.Message, r.jobIndex(k))
 	})
 	if err != nil {
@@ -330,7 +330,7 @@ func (c *Controller) holdBack(ctx context.Context, r *round, st *JobState, job *
 	if n = count - target; n <= 0 {
 		return nil
 	}
-	if c.backedOff(r.now, st.key(), "scale "+group) {
+	if c.writes.backedOff(r.now, st.key(), "scale "+group) {
 		// Nomad refused this group's scale recently: nothing is recorded
 		// as held that Nomad did not take (backoff.go).
 		return fmt.Errorf("hold %s group %s: %w", st.key(), group, errBackedOff)
@@ -377,7 +377,7 @@ func (c *Controller) scale(ctx context.Context, r *round, k jobKey, group string
 			return nil
 		}
 	}
-	index, err := c.nomadWrite(r, k, "scale "+group, func() (uint64, error) {
+	index, err := c.writes.nomadWrite(r, k, "scale "+group, func() (uint64, error) {
 		return c.nomad.Scale(ctx, k.Namespace, k.ID, group, count, msg, meta, r.jobIndex(k))
 	})
 	if err != nil {
@@ -404,7 +404,7 @@ func (c *Controller) leaveDoneOut(ctx context.Context, r *round, k jobKey, group
 	count := r.obs.Jobs[k].Groups[group].Count - d
 	msg := fmt.Sprintf("Steward leaves %s out of group %s's count (a new job version, in which Nomad does not count them)",
 		plural(d, "completed allocation"), group)
-	index, err := c.nomadWrite(r, k, "scale "+group, func() (uint64, error) {
+	index, err := c.writes.nomadWrite(r, k, "scale "+group, func() (uint64, error) {
 		if p != nil {
 			q := *p
 			q.Min = min(q.Min, int64(count))
@@ -565,7 +565,7 @@ func (c *Controller) stopVictims(ctx context.Context, r *round, k jobKey, d *Dra
 	c.log.Warn("victims are not their group's highest name indexes: stopping them one by one before lowering the count",
 		"job", k, "group", d.Group, "allocs", d.Allocs)
 	for _, id := range r.aliveOf(k, d.Allocs) {
-		index, err := c.nomadWrite(r, k, "stop", func() (uint64, error) { return c.nomad.StopAlloc(ctx, k.Namespace, id) })
+		index, err := c.writes.nomadWrite(r, k, "stop", func() (uint64, error) { return c.nomad.StopAlloc(ctx, k.Namespace, id) })
 		if err != nil {
 			// finishDrains stops it again while Nomad still runs it.
 			if !refusedOrBackedOff(err) {
@@ -908,7 +908,7 @@ func (c *Controller) stopStragglers(ctx context.Context, r *round, st *JobState,
 	}
 	d.stoppedAgain = r.now
 	for _, id := range c.stragglers(r, st, d) {
-		if index, err := c.nomadWrite(r, st.key(), "stop", func() (uint64, error) { return c.nomad.StopAlloc(ctx, st.Namespace, id) }); err != nil {
+		if index, err := c.writes.nomadWrite(r, st.key(), "stop", func() (uint64, error) { return c.nomad.StopAlloc(ctx, st.Namespace, id) }); err != nil {
 			if !refusedOrBackedOff(err) {
 				c.log.Warn("stop victim allocation again", "job", st.key(), "alloc", id, "error", err)
 				r.failed++
@@ -975,7 +975,7 @@ func (c *Controller) signal(ctx context.Context, r *round, st *JobState, d *Drai
 				continue
 			}
 			sent++
-			_, err := c.nomadWrite(r, st.key(), "signal", func() (uint64, error) {
+			_, err := c.writes.nomadWrite(r, st.key(), "signal", func() (uint64, error) {
 				return 0, c.nomad.Signal(ctx, st.Namespace, a.ID, task, d.Signal)
 			})
 			switch {

@@ -226,8 +226,8 @@ func TestWriteToPurgedJobNotBackedOff(t *testing.T) {
 		if !slices.ContainsFunc(writes, func(got string) bool { return strings.HasPrefix(got, "scale ml/nb") }) {
 			t.Errorf("%s: no write to ml/nb in %q", s.name, writes)
 		}
-		if len(r.c.refusedWrites) != 0 {
-			t.Errorf("%s: backed off: %v", s.name, r.c.refusedWrites)
+		if len(r.c.writes.refused) != 0 {
+			t.Errorf("%s: backed off: %v", s.name, r.c.writes.refused)
 		}
 		f.mu.Lock()
 		rec := f.vars["ml:nomad/jobs/nb"]

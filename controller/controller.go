@@ -54,9 +54,8 @@ type Controller struct {
 	// reload: a check-and-set write failed, so what this controller holds
 	// in memory may be stale; the next round reads every state afresh.
 	reload bool
-	// refusedWrites are writes Nomad refused with a 4xx, backed off
-	// (backoff.go).
-	refusedWrites map[writeKey]*refusedWrite
+	// writes backs off writes Nomad refused with a 4xx (backoff.go).
+	writes *writeBackoff
 	// stateErr is why a job's state was too large to save (bounds.go);
 	// unresolved are states saved under a hashed job ID, by path.
 	stateErr   map[jobKey]string
@@ -179,7 +178,7 @@ func (c *Controller) resetState() {
 	c.saved = map[jobKey]string{}
 	c.index = map[jobKey]uint64{}
 	c.pub.forgetRecords()
-	c.refusedWrites = map[writeKey]*refusedWrite{}
+	c.writes = newWriteBackoff(c.log)
 	c.stateErr = map[jobKey]string{}
 	c.unresolved = map[string]unresolvedState{}
 }

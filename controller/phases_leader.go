@@ -64,7 +64,7 @@ func (p leaderPhases) actOn(ctx context.Context, r *round, pol *policy.Policy, a
 		return
 	}
 	k := jobKey{a.Job.Namespace, a.Job.ID}
-	if c.backedOff(r.now, k, writeOf(a)) {
+	if c.writes.backedOff(r.now, k, writeOf(a)) {
 		// Nomad refused this write to the job recently: it waits out its
 		// backoff, in the job's record (backoff.go).
 		return
@@ -114,7 +114,7 @@ func (p leaderPhases) publish(ctx context.Context, r *round, pol *policy.Policy)
 	c.pruneIdleWarnings(r, pol)
 	c.pub.sendOutbox(pol)
 	c.flush(ctx, r)
-	c.pruneRefusedWrites(r)
+	c.writes.pruneRefusedWrites(r)
 	c.pub.writeRecords(ctx, r, pol)
 	if pol.Preemption.FairShareHalfLife > 0 {
 		c.saveFairShare(ctx, r.now)

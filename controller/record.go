@@ -159,7 +159,7 @@ func (p *publisher) writeRecords(ctx context.Context, r *round, pol *policy.Poli
 			p.writeRecordWith(ctx, r, pol, &JobState{Namespace: k.Namespace, ID: k.ID}, usage)
 		}
 	}
-	for _, k := range c.refusedJobs() {
+	for _, k := range c.writes.refusedJobs() {
 		if c.states[k] == nil && c.refused[k] == nil {
 			p.writeRecordWith(ctx, r, pol, &JobState{Namespace: k.Namespace, ID: k.ID}, usage)
 		}
@@ -203,7 +203,7 @@ func (p *publisher) writeRecordWith(ctx context.Context, r *round, pol *policy.P
 	k := st.key()
 	job := r.obs.Jobs[k]
 	path := recordPath(k.ID)
-	if job == nil || path == "" || (st.Reason == "" && !st.Paused && c.refused[k] == nil && st.Snooze == nil && st.QueueMove == nil && st.IdleWarning == nil && len(st.Warned) == 0 && p.records[k] == "" && c.writeError(k) == "" && c.stateErr[k] == "") {
+	if job == nil || path == "" || (st.Reason == "" && !st.Paused && c.refused[k] == nil && st.Snooze == nil && st.QueueMove == nil && st.IdleWarning == nil && len(st.Warned) == 0 && p.records[k] == "" && c.writes.writeError(k) == "" && c.stateErr[k] == "") {
 		// Nothing to say: Steward neither decided about the job, nor
 		// refused any of its meta, nor snoozed its idle rule, nor warned
 		// of an idle release (and wrote no record that a snooze's end
@@ -218,7 +218,7 @@ func (p *publisher) writeRecordWith(ctx context.Context, r *round, pol *policy.P
 	}
 	items := recordItems(pol, st, job, p.idleSince(pol, r, job, usage), r.now)
 	p.addQueueItems(k, items)
-	c.writeErrorItem(k, items)
+	c.writes.writeErrorItem(k, items)
 	// The record lives in the job's namespace, read by its tenant.
 	namespaces := p.roundNamespaces(r, pol)
 	for key, v := range items {
