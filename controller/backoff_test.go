@@ -177,7 +177,7 @@ func TestOnlyEffectivePreemptionsCount(t *testing.T) {
 			d := &Drain{Group: "work", Allocs: []string{"a1"}, Kind: "preempt", Requeue: true, Rule: "priority", Reason: "for ml/nb"}
 			st := &JobState{Namespace: "ml", ID: "train", Draining: []*Drain{d}}
 			c.states[k] = st
-			err := c.finishDrain(ctx, roundWith([]*ObservedJob{train(1)}, []ObservedAlloc{alloc("a1", "train")}), st, d)
+			err := c.drains.finishDrain(ctx, roundWith([]*ObservedJob{train(1)}, []ObservedAlloc{alloc("a1", "train")}), st, d)
 			if tc.fail == nil {
 				if err != nil || len(st.Preemptions) != 1 || !st.Held["work"].Evicts.IsZero() {
 					t.Fatalf("taken: err %v, preemptions %v, held %+v: want it counted at once", err, st.Preemptions, st.Held["work"])

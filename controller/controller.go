@@ -31,7 +31,9 @@ type Controller struct {
 	election *elector
 	// sampler reads the GPUs' activity (sampler.go).
 	sampler *sampler
-	now     func() time.Time
+	// drains moves preemptions and idle stops on (drainer.go).
+	drains *drainer
+	now    func() time.Time
 	// lease proves leadership; nomad refuses writes without it (fence.go).
 	lease *lease
 	// crashAt is a step to exit at (crash.go; tests only).
@@ -69,16 +71,8 @@ type Controller struct {
 	usage     *usageStore
 	// fair accounts the tenants' decayed borrowed GPU-seconds for fair
 	// share over time (fairshare.go).
-	fair fairShareStore
-	// written passes drains' checkpoint-written files between the rounds
-	// and their poll (written_poll.go).
-	written writtenStore
+	fair    fairShareStore
 	metrics *metrics
-	// planned holds the allocations the last round of this lead term
-	// planned with (nil: none yet): one the limit stops before any plan
-	// saw it was placed by Nomad over its tenant's limit, never admitted
-	// (neverAdmitted).
-	planned map[string]bool
 
 	pressureMu    sync.Mutex
 	pressureSince time.Time
@@ -147,6 +141,7 @@ func New(cfg Config, client *api.Client, log hclog.Logger) (*Controller, error) 
 	c.pub = newPublisher(c)
 	c.election = &elector{c: c}
 	c.sampler = &sampler{c: c}
+	c.drains = &drainer{c: c}
 	if cfg.Traffic != nil {
 		c.metrics.reg.MustRegister(cfg.Traffic.collectors()...)
 	}

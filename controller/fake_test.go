@@ -290,6 +290,7 @@ func testController(t *testing.T, f *fakeNomad) *Controller {
 	c.pub = newPublisher(c)
 	c.election = &elector{c: c}
 	c.sampler = &sampler{c: c}
+	c.drains = &drainer{c: c}
 	c.resetState()
 	return c
 }

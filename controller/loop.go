@@ -80,8 +80,8 @@ const notifyShutdownWait = 3 * time.Second
 func (c *Controller) lead(ctx context.Context) error {
 	c.setHealth(func(h *Health) { h.Leader = !c.cfg.DryRun })
 	c.metrics.leader.Set(1)
-	c.planned = nil       // what another leader saw meanwhile is not known
-	c.fair.loaded = false // another leader may have saved usage meanwhile
+	c.drains.planned = nil // what another leader saw meanwhile is not known
+	c.fair.loaded = false  // another leader may have saved usage meanwhile
 	defer c.metrics.stepDown()
 	defer c.setHealth(func(h *Health) { h.Leader = false })
 
@@ -92,7 +92,7 @@ func (c *Controller) lead(ctx context.Context) error {
 	streamCtx, stop := context.WithCancel(ctx)
 	defer stop()
 	go c.sampler.pollStats(streamCtx)
-	go c.pollWritten(streamCtx, c.cfg.WrittenPoll)
+	go c.drains.pollWritten(streamCtx, c.cfg.WrittenPoll)
 	if c.pub.notifier != nil {
 		// Messages go out only in a lead term; those not sent by its end
 		// stay in the states for the next leader.
@@ -234,7 +234,7 @@ func (c *Controller) reconcile(ctx context.Context) (time.Time, error) {
 	}
 	snap := c.planRound(ctx, r, pol, eng)
 	phases.act(ctx, r, pol)
-	c.planned = r.alive
+	c.drains.planned = r.alive
 	c.pruneLatencyMeasured(r)
 	phases.publish(ctx, r, pol)
 	return c.roundEnded(r, snap, pol, start), nil

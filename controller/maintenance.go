@@ -197,7 +197,7 @@ func (c *Controller) drainNodes(ctx context.Context, r *round) {
 			r.wake(r.now.Add(signalDelay))
 			continue
 		}
-		if err := c.finishDrain(ctx, r, st, d); err != nil && !refusedOrBackedOff(err) {
+		if err := c.drains.finishDrain(ctx, r, st, d); err != nil && !refusedOrBackedOff(err) {
 			c.log.Error("node maintenance: hold", "job", m.Job, "error", err)
 			r.failed++
 		}

@@ -116,7 +116,7 @@ func (c *Controller) roundEnded(r *round, snap *engine.Snapshot, pol *policy.Pol
 // (execute); event is what its notice is of.
 func (c *Controller) decisionOf(r *round, a engine.Action, dryRun bool) (d Decision, event string) {
 	kind, event := string(a.Kind), eventOf(a)
-	if a.Kind == engine.Preempt && a.Reason.Rule == engine.RuleLimit && c.neverAdmitted(a.Allocs) {
+	if a.Kind == engine.Preempt && a.Reason.Rule == engine.RuleLimit && c.drains.neverAdmitted(a.Allocs) {
 		kind, event = string(engine.Hold), policy.NotifyHold
 	}
 	return Decision{At: r.now, Kind: kind, Job: a.Job.String(), Group: a.Group, GPUs: a.GPUs,

@@ -18,7 +18,7 @@ func (p leaderPhases) recover(ctx context.Context, r *round, pol *policy.Policy,
 	c.drainNodes(ctx, r)
 	c.syncHolds(ctx, r)
 	c.guardPools(ctx, r)
-	c.finishDrains(ctx, r)
+	c.drains.finishDrains(ctx, r)
 	if r.failed > 0 {
 		c.metrics.nomadErrors.Add(float64(r.failed))
 	}
@@ -125,5 +125,5 @@ func (p leaderPhases) publish(ctx context.Context, r *round, pol *policy.Policy)
 // ended: the drains signalled by now, as this round leaves them: their
 // victims' checkpoint-written files are read until the next.
 func (p leaderPhases) ended(r *round) {
-	p.c.written.setTargets(writtenTargets(p.c.sortedStates(), r.obs))
+	p.c.drains.written.setTargets(writtenTargets(p.c.sortedStates(), r.obs))
 }

@@ -294,7 +294,7 @@ func (c *Controller) pause(ctx context.Context, r *round, st *JobState, job *Obs
 		r.wake(r.now.Add(signalDelay))
 		return
 	}
-	if err := c.finishDrain(ctx, r, st, d); err != nil {
+	if err := c.drains.finishDrain(ctx, r, st, d); err != nil {
 		c.log.Error("pause", "job", st.key(), "error", err)
 		r.failed++
 	}

@@ -74,16 +74,16 @@ func TestGangStateSize(t *testing.T) {
 		t.Fatal(err)
 	}
 	size("preempted")
-	c.finishDrains(context.Background(), at(signalDelay))
+	c.drains.finishDrains(context.Background(), at(signalDelay))
 	size("signalled")
-	c.finishDrains(context.Background(), at(signalDelay+2*time.Minute))
+	c.drains.finishDrains(context.Background(), at(signalDelay+2*time.Minute))
 	size("finished: the job held, its GPUs set aside for ml/nb")
 	st := c.states[jobKey{"ml", "gang"}]
 	if len(st.Marks) != 65 || len(st.Draining) != 1 || !st.Draining[0].Finished {
 		t.Fatalf("marks %d, drains %+v: the preemption did not finish as expected", len(st.Marks), st.Draining)
 	}
 	allocs = nil
-	c.finishDrains(context.Background(), at(signalDelay+2*time.Minute+5*time.Second))
+	c.drains.finishDrains(context.Background(), at(signalDelay+2*time.Minute+5*time.Second))
 	size("victims gone")
 
 	// What is saved reads back as it was: the grouped marks and the
