@@ -33,7 +33,9 @@ type Controller struct {
 	sampler *sampler
 	// drains moves preemptions and idle stops on (drainer.go).
 	drains *drainer
-	now    func() time.Time
+	// web serves the HTTP endpoints (endpoints.go).
+	web *endpoints
+	now func() time.Time
 	// lease proves leadership; nomad refuses writes without it (fence.go).
 	lease *lease
 	// crashAt is a step to exit at (crash.go; tests only).
@@ -76,9 +78,6 @@ type Controller struct {
 
 	pressureMu    sync.Mutex
 	pressureSince time.Time
-	// aclsKnown and aclsEnabled: whether the cluster enforces ACLs, once
-	// read (callerToken), under mu.
-	aclsKnown, aclsEnabled bool
 	// latencyMeasured is, per job whose preemption's latency was
 	// measured, the blocking it was measured from (latency.go).
 	latencyMeasured map[jobKey]time.Time
@@ -142,6 +141,7 @@ func New(cfg Config, client *api.Client, log hclog.Logger) (*Controller, error) 
 	c.election = &elector{c: c}
 	c.sampler = &sampler{c: c}
 	c.drains = &drainer{c: c}
+	c.web = &endpoints{c: c}
 	if cfg.Traffic != nil {
 		c.metrics.reg.MustRegister(cfg.Traffic.collectors()...)
 	}

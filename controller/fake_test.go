@@ -291,6 +291,7 @@ func testController(t *testing.T, f *fakeNomad) *Controller {
 	c.election = &elector{c: c}
 	c.sampler = &sampler{c: c}
 	c.drains = &drainer{c: c}
+	c.web = &endpoints{c: c}
 	c.resetState()
 	return c
 }
