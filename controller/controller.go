@@ -78,9 +78,8 @@ type Controller struct {
 
 	pressureMu    sync.Mutex
 	pressureSince time.Time
-	// latencyMeasured is, per job whose preemption's latency was
-	// measured, the blocking it was measured from (latency.go).
-	latencyMeasured map[jobKey]time.Time
+	// latency measures each preemption's decision latency (latency.go).
+	latency decisionLatency
 }
 
 // Health is what /healthz reports.

@@ -235,7 +235,7 @@ func (c *Controller) reconcile(ctx context.Context) (time.Time, error) {
 	snap := c.planRound(ctx, r, pol, eng)
 	phases.act(ctx, r, pol)
 	c.drains.planned = r.alive
-	c.pruneLatencyMeasured(r)
+	c.latency.prune(r)
 	phases.publish(ctx, r, pol)
 	return c.roundEnded(r, snap, pol, start), nil
 }

@@ -70,7 +70,7 @@ func (p leaderPhases) actOn(ctx context.Context, r *round, pol *policy.Policy, a
 		return
 	}
 	fields := []any{"job", clip(a.Job.String(), quoteMax), "group", a.Group, "gpus", a.GPUs, "reason", clip(a.Reason.String(), reasonMax)}
-	if start := c.latencyStart(r, a); !start.IsZero() {
+	if start := c.latency.start(r, a); !start.IsZero() {
 		// The first call on a victim follows right after this line.
 		latency := max(time.Since(start), 0) // Nomad's clock may run ahead
 		c.metrics.decisionLatency.Observe(latency.Seconds())
