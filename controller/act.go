@@ -49,31 +49,48 @@ func (c *Controller) execute(ctx context.Context, r *round, a engine.Action) err
 
 // actPriority sets the job's priority (a promotion, or its tier's).
 func (c *Controller) actPriority(ctx context.Context, r *round, st *JobState, a engine.Action) error {
+	note := func() {
+		st.Promoted = a.Kind == engine.Promote
+		st.note(statusFor(a.Kind, st), a.Reason, r.now)
+	}
+	err := c.reRegister(ctx, r, st, a, note, func(jobIndex uint64) (uint64, error) {
+		return c.nomad.SetPriority(ctx, a.Job.Namespace, a.Job.ID, a.Priority, a.Reason.Message, jobIndex)
+	})
+	if err != nil {
+		return err
+	}
+	// This round's records say the new priority (writeRecordWith).
+	if r.priorities == nil {
+		r.priorities = map[jobKey]int{}
+	}
+	r.priorities[jobKey{a.Job.Namespace, a.Job.ID}] = a.Priority
+	return nil
+}
+
+// reRegister carries out a decision that re-registers the job (a
+// priority, a move): note writes it into the job's state, which is saved
+// with its notice before call, conditional on the job's modify index,
+// asks Nomad for it; a refused call takes the note back (undoNote). The
+// job's new index is Steward's own change: a later write in this round is
+// conditional on it, and a held group is not the owner's to take back
+// (syncHolds).
+func (c *Controller) reRegister(ctx context.Context, r *round, st *JobState, a engine.Action, note func(),
+	call func(jobIndex uint64) (uint64, error)) error {
 	k := jobKey{a.Job.Namespace, a.Job.ID}
 	if err := r.rerun(k); err != nil {
 		return c.refuseRerun(ctx, r, st, err)
 	}
 	before := st.noted()
-	st.Promoted = a.Kind == engine.Promote
-	st.note(statusFor(a.Kind, st), a.Reason, r.now)
+	note()
 	c.pub.attachNotice(r, st)
 	if err := c.save(ctx, st); err != nil {
 		return err
 	}
-	index, err := c.writes.nomadWrite(r, k, writeOf(a), func() (uint64, error) {
-		return c.nomad.SetPriority(ctx, k.Namespace, k.ID, a.Priority, a.Reason.Message, r.jobIndex(k))
-	})
+	index, err := c.writes.nomadWrite(r, k, writeOf(a), func() (uint64, error) { return call(r.jobIndex(k)) })
 	if err != nil {
 		return c.undoNote(ctx, r, st, before, err)
 	}
-	// Steward's own change: a later write in this round is
-	// conditional on it, and a held group is not the owner's to take
-	// back (syncHolds).
 	r.setJobIndex(k, index)
-	if r.priorities == nil {
-		r.priorities = map[jobKey]int{}
-	}
-	r.priorities[k] = a.Priority
 	for _, h := range st.Held {
 		h.Index = index
 	}
@@ -145,27 +162,10 @@ func (c *Controller) actDrain(ctx context.Context, r *round, st *JobState, job *
 // actMove moves the job to another node pool: Nomad places its waiting
 // allocations there. A held group's resume follows in the plan.
 func (c *Controller) actMove(ctx context.Context, r *round, st *JobState, a engine.Action) error {
-	k := jobKey{a.Job.Namespace, a.Job.ID}
-	if err := r.rerun(k); err != nil {
-		return c.refuseRerun(ctx, r, st, err)
-	}
-	before := st.noted()
-	st.note(StatusMoved, a.Reason, r.now)
-	c.pub.attachNotice(r, st)
-	if err := c.save(ctx, st); err != nil {
-		return err
-	}
-	index, err := c.writes.nomadWrite(r, k, writeOf(a), func() (uint64, error) {
-		return c.nomad.MoveJob(ctx, k.Namespace, k.ID, a.NodePool, a.Reason.Message, r.jobIndex(k))
+	note := func() { st.note(StatusMoved, a.Reason, r.now) }
+	return c.reRegister(ctx, r, st, a, note, func(jobIndex uint64) (uint64, error) {
+		return c.nomad.MoveJob(ctx, a.Job.Namespace, a.Job.ID, a.NodePool, a.Reason.Message, jobIndex)
 	})
-	if err != nil {
-		return c.undoNote(ctx, r, st, before, err)
-	}
-	r.setJobIndex(k, index)
-	for _, h := range st.Held {
-		h.Index = index // Steward's own change: the hold stands (syncHolds)
-	}
-	return nil
 }
 
 // actResume releases a held group's allocations to Nomad.
