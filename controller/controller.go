@@ -25,21 +25,19 @@ type Controller struct {
 	client *api.Client
 	nomad  Nomad
 	obs    *observer
-	// pub publishes what the rounds leave (publish.go).
-	pub *publisher
-	// election holds the leadership (elector.go).
-	election *elector
-	// sampler reads the GPUs' activity (sampler.go).
-	sampler *sampler
-	// drains moves preemptions and idle stops on (drainer.go).
-	drains *drainer
-	// web serves the HTTP endpoints (endpoints.go).
-	web *endpoints
-	now func() time.Time
+	now    func() time.Time
 	// lease proves leadership; nomad refuses writes without it (fence.go).
 	lease *lease
 	// crashAt is a step to exit at (crash.go; tests only).
 	crashAt string
+
+	// The duties around the rounds, each a type of its own that owns its
+	// state (docs/design.md, "Who owns what").
+	pub      *publisher // publishes what the rounds leave (publish.go)
+	election *elector   // holds the leadership (elector.go)
+	sampler  *sampler   // reads the GPUs' activity (sampler.go)
+	drains   *drainer   // moves drains on (drainer.go)
+	web      *endpoints // serves the HTTP endpoints (endpoints.go)
 
 	mu      sync.Mutex // guards pol, eng, health, lastCheck (read by HTTP and SIGHUP)
 	pol     *policy.Policy
@@ -136,11 +134,7 @@ func New(cfg Config, client *api.Client, log hclog.Logger) (*Controller, error) 
 		pol: p, eng: engine.New(p), trigger: make(chan struct{}, 1),
 		usage: newUsageStore(), metrics: newMetrics(),
 	}
-	c.pub = newPublisher(c)
-	c.election = &elector{c: c}
-	c.sampler = &sampler{c: c}
-	c.drains = &drainer{c: c}
-	c.web = &endpoints{c: c}
+	giveDuties(c)
 	if cfg.Traffic != nil {
 		c.metrics.reg.MustRegister(cfg.Traffic.collectors()...)
 	}
@@ -165,6 +159,15 @@ func New(cfg Config, client *api.Client, log hclog.Logger) (*Controller, error) 
 	c.checkAddr = cfg.Advertise
 	c.resetState()
 	return c, nil
+}
+
+// giveDuties gives c the types that carry its duties around the rounds.
+func giveDuties(c *Controller) {
+	c.pub = newPublisher(c)
+	c.election = &elector{c: c}
+	c.sampler = &sampler{c: c}
+	c.drains = &drainer{c: c}
+	c.web = &endpoints{c: c}
 }
 
 func (c *Controller) resetState() {
