@@ -56,16 +56,7 @@ const noChain = -1
 // job and group (strings are compared only where two tags meet), and one
 // array for all chains.
 func (m *model) buildChains() {
-	type member struct {
-		ui, index, group int32
-	}
-	var (
-		ms     []member
-		byTag  map[uint64]int32 // tag of job and group -> group
-		other  map[demandRef]int32
-		groups []demandRef
-		size   []int32
-	)
+	var cm chainMembers
 	for ui := range m.units {
 		u := &m.units[ui]
 		u.chain = noChain
@@ -80,35 +71,61 @@ func (m *model) buildChains() {
 		if i < 0 {
 			continue
 		}
-		if byTag == nil {
-			byTag = map[uint64]int32{}
-			ms = make([]member, 0, len(m.units)-ui)
+		if cm.byTag == nil {
+			cm.byTag = map[uint64]int32{}
+			cm.ms = make([]chainMember, 0, len(m.units)-ui)
 		}
 		tag := u.jobTag ^ strTag(a.Group)*0x9e3779b97f4a7c15
-		key := demandRef{a.Job.Ref, a.Group}
-		g, ok := byTag[tag]
-		if ok && groups[g] != key {
-			g, ok = other[key] // two groups, one tag
-		}
-		if !ok {
-			g = int32(len(groups))
-			groups, size = append(groups, key), append(size, 0)
-			if _, taken := byTag[tag]; taken {
-				if other == nil {
-					other = map[demandRef]int32{}
-				}
-				other[key] = g
-			} else {
-				byTag[tag] = g
-			}
-		}
-		size[g]++
-		ms = append(ms, member{int32(ui), int32(min(i, 1<<31-1)), g})
+		cm.add(int32(ui), int32(min(i, 1<<31-1)), tag, demandRef{a.Job.Ref, a.Group})
 	}
-	if len(ms) == 0 {
+	if len(cm.ms) == 0 {
 		return
 	}
-	// Each group of two or more gets a segment of one array, then a chain.
+	m.linkChains(&cm)
+}
+
+// chainMember is a unit that says its name index, and its group.
+type chainMember struct {
+	ui, index, group int32
+}
+
+// chainMembers are the units of allocations that say their name index,
+// grouped by job and group.
+type chainMembers struct {
+	ms     []chainMember
+	byTag  map[uint64]int32 // tag of job and group -> group
+	other  map[demandRef]int32
+	groups []demandRef
+	size   []int32
+}
+
+// add counts unit ui, of name index i, to the group key (whose tag is
+// tag): a new group when it is the first of its group.
+func (cm *chainMembers) add(ui, i int32, tag uint64, key demandRef) {
+	g, ok := cm.byTag[tag]
+	if ok && cm.groups[g] != key {
+		g, ok = cm.other[key] // two groups, one tag
+	}
+	if !ok {
+		g = int32(len(cm.groups))
+		cm.groups, cm.size = append(cm.groups, key), append(cm.size, 0)
+		if _, taken := cm.byTag[tag]; taken {
+			if cm.other == nil {
+				cm.other = map[demandRef]int32{}
+			}
+			cm.other[key] = g
+		} else {
+			cm.byTag[tag] = g
+		}
+	}
+	cm.size[g]++
+	cm.ms = append(cm.ms, chainMember{ui, i, g})
+}
+
+// linkChains makes a chain of each group of two or more members, its
+// units in one segment of one array, the highest name index first.
+func (m *model) linkChains(cm *chainMembers) {
+	size := cm.size
 	first := make([]int32, len(size))
 	n := int32(0)
 	for g, c := range size {
@@ -120,7 +137,7 @@ func (m *model) buildChains() {
 	all := make([]int32, n)
 	fill := slices.Clone(first)
 	index := make([]int32, len(m.units)) // only members' are read
-	for _, mk := range ms {
+	for _, mk := range cm.ms {
 		if size[mk.group] >= 2 {
 			all[fill[mk.group]] = mk.ui
 			fill[mk.group]++

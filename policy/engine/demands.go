@@ -552,53 +552,36 @@ func (st *state) serve(p pending, failed *failures) {
 	afterVictims := false // some allocation goes on GPUs still draining for it
 	var onFree []int32    // nodes of allocations placed on free GPUs alone
 	var why Reason
-	if d.Job.Gang && d.Count > 1 {
-		// All or nothing: try every allocation, then keep or undo the lot.
-		saved := len(victims)
-		var nodes []int32
-		marks := len(st.out.Earmarks)
-		for placed < d.Count {
-			n, vs, r, ok := st.placeOne(b, (d.Count-placed)*d.GPUsPerAlloc, failed)
-			if !ok {
-				why = r
-				break
-			}
-			victims = append(victims, vs...)
+	// A gang's allocations are all or nothing: try every one, then keep
+	// or undo the lot.
+	gang := d.Job.Gang && d.Count > 1
+	var nodes []int32
+	marks := len(st.out.Earmarks)
+	for placed < d.Count {
+		need := d.GPUsPerAlloc
+		if gang {
+			need = (d.Count - placed) * d.GPUsPerAlloc // the rest of the gang, for its limit
+		}
+		n, vs, r, ok := st.placeOne(b, need, failed)
+		if !ok {
+			why = r
+			break
+		}
+		victims = append(victims, vs...)
+		if gang {
 			nodes = append(nodes, n)
-			st.markBeside(b, n, vs)
-			if len(vs) == 0 {
-				onFree = append(onFree, n)
-			}
-			afterVictims = afterVictims || st.drainsOn(p.w, n)
-			placed++
 		}
-		if placed < d.Count {
-			onFree = onFree[:0]
-			for _, n := range nodes {
-				st.unplace(b, n)
-			}
-			for _, v := range victims[saved:] {
-				st.untake(v.ui)
-			}
-			victims = victims[:saved]
-			st.out.Earmarks = st.out.Earmarks[:marks]
-			placed = 0
+		st.markBeside(b, n, vs)
+		if len(vs) == 0 {
+			onFree = append(onFree, n)
 		}
-	} else {
-		for placed < d.Count {
-			n, vs, r, ok := st.placeOne(b, d.GPUsPerAlloc, failed)
-			if !ok {
-				why = r
-				break
-			}
-			victims = append(victims, vs...)
-			st.markBeside(b, n, vs)
-			if len(vs) == 0 {
-				onFree = append(onFree, n)
-			}
-			afterVictims = afterVictims || st.drainsOn(p.w, n)
-			placed++
-		}
+		afterVictims = afterVictims || st.drainsOn(p.w, n)
+		placed++
+	}
+	if gang && placed < d.Count {
+		st.undoGang(b, nodes, victims)
+		st.out.Earmarks = st.out.Earmarks[:marks] // and the GPUs set aside for them
+		onFree, victims, placed = onFree[:0], victims[:0], 0
 	}
 	if len(victims) > 0 {
 		// The preemption counts on these too: a gang, or the other
@@ -606,6 +589,15 @@ func (st *state) serve(p pending, failed *failures) {
 		st.markFree(b, onFree)
 	}
 	st.emitVictims(b, victims)
+	st.served(p, b, victims, placed, afterVictims, why)
+}
+
+// served writes what serving p came to, once its placed allocations and
+// their victims are emitted: a held job resumes; a new one whose victims
+// checkpoint waits held until they stop; the rest of it waits, why says
+// why.
+func (st *state) served(p pending, b *bene, victims []victim, placed int, afterVictims bool, why Reason) {
+	d := p.d
 	if placed > 0 && d.Held {
 		st.explainer.add(decision{kind: decideResume, b: *b, count: placed, use: st.tenants[b.tenant].use, fixed: st.tenants[b.tenant].fixed,
 			preempted: len(victims) > 0 || afterVictims, ahead: len(victims) > 0 || afterVictims || len(b.marks) > 0 || b.took})
@@ -629,6 +621,17 @@ func (st *state) serve(p pending, failed *failures) {
 		}
 		st.noteBlocked(b, (d.Count-placed)*d.GPUsPerAlloc, why)
 		st.wait(d, d.Count-placed, why)
+	}
+}
+
+// undoGang takes back what a gang's allocations took before one found
+// no room: their places and their victims.
+func (m *model) undoGang(b *bene, nodes []int32, victims []victim) {
+	for _, n := range nodes {
+		m.unplace(b, n)
+	}
+	for _, v := range victims {
+		m.untake(v.ui)
 	}
 }
 
@@ -674,6 +677,14 @@ func (st *state) placeOne(b *bene, need int, failed *failures) (int32, []victim,
 		}
 		b.pool = set
 	}
+	return st.findRoom(b, need, failed)
+}
+
+// findRoom finds room for one allocation of b that its tenant's reserve
+// and limits admit: GPUs set aside for it, free GPUs, or GPUs freed by
+// preempting victims, in that order.
+func (st *state) findRoom(b *bene, need int, failed *failures) (int32, []victim, Reason, bool) {
+	t := &st.tenants[b.tenant]
 	if n, ok := st.markedFit(b); ok {
 		st.place(b, n)
 		return n, nil, Reason{}, true
@@ -689,7 +700,7 @@ func (st *state) placeOne(b *bene, need int, failed *failures) (int32, []victim,
 			" (needs " + itoa(b.g) + " on one node)"}, false
 	}
 	if b.protected {
-		return 0, nil, st.freeOnlyReason(b), false // it takes no one's GPUs (protect.go)
+		return 0, nil, st.text.freeOnlyReason(b), false // it takes no one's GPUs (protect.go)
 	}
 	if b.pool == st.pl.empty {
 		return 0, nil, st.noNodeReason(b.d), false // no node may run it: nothing to free

@@ -53,3 +53,28 @@ func TestMethodsPerType(t *testing.T) {
 		}
 	}
 }
+
+// TestFunctionLength keeps every engine function within 80 lines (issue
+// 32: one demand's walk readable function by function); buildUnits,
+// serve, buildChains and placeOne were split to meet it.
+func TestFunctionLength(t *testing.T) {
+	const most = 80
+	fset := token.NewFileSet()
+	pkgs, err := parser.ParseDir(fset, ".", func(fi fs.FileInfo) bool { return !strings.HasSuffix(fi.Name(), "_test.go") }, 0)
+	if err != nil {
+		t.Fatalf("parse the engine: %v", err)
+	}
+	for _, p := range pkgs {
+		for _, f := range p.Files {
+			for _, d := range f.Decls {
+				fd, ok := d.(*ast.FuncDecl)
+				if !ok || fd.Body == nil {
+					continue
+				}
+				if n := fset.Position(fd.End()).Line - fset.Position(fd.Pos()).Line + 1; n > most {
+					t.Errorf("%s: %s is %d lines, at most %d", fset.Position(fd.Pos()), fd.Name.Name, n, most)
+				}
+			}
+		}
+	}
+}

@@ -72,7 +72,7 @@ func (st *state) protectedWaits(b *bene, need int) (Reason, bool) {
 	t := &st.tenants[b.tenant]
 	within := t.use+need <= t.reserve // no reclaim targets it
 	m := &st.text
-	head := func() { st.protectedHead(m, d) }
+	head := func() { m.protectedHead(d) }
 	for oi := range st.tenants {
 		o := &st.tenants[oi]
 		if within || oi == b.tenant || o.waiting == 0 || o.use >= o.reserve {
@@ -95,7 +95,7 @@ func (st *state) protectedWaits(b *bene, need int) (Reason, bool) {
 	// that node holds: it resumes on free GPUs alone.
 	n, ok := st.cap.bestFit(b.pool, b.g)
 	if !ok {
-		return st.freeOnlyReason(b), true
+		return st.text.freeOnlyReason(b), true
 	}
 	st.countFixed()
 	if st.protectedOn[n] > 0 {
@@ -125,7 +125,7 @@ func (st *state) protectedWaits(b *bene, need int) (Reason, bool) {
 // protectedHead starts the reason a protected job waits: "job ml/train was
 // preempted 10 times, the most over its life (preemption.max_per_job): once
 // it runs only its tenant's limit preempts it, so it resumes only ".
-func (st *state) protectedHead(m *msg, d *Demand) {
+func (m *msg) protectedHead(d *Demand) {
 	m.start("job ", d.Job.Ref.String(), " was preempted ").n(lifetimePreemptions(&d.Job)).
 		s(" times, the most over its life (preemption.max_per_job): once it runs only its tenant's limit preempts it, so it resumes only ")
 }
@@ -133,9 +133,9 @@ func (st *state) protectedHead(m *msg, d *Demand) {
 // freeOnlyReason is why a protected demand found no room: it takes free
 // GPUs alone, and none were free where it may go (in a pool it is not at
 // its limit in, say).
-func (st *state) freeOnlyReason(b *bene) Reason {
-	st.protectedHead(&st.text, b.d)
-	return st.text.s("on free GPUs: none are free for ").gpus(b.g).s(" on one node, and it does not take other work's").reason(RuleProtected)
+func (m *msg) freeOnlyReason(b *bene) Reason {
+	m.protectedHead(b.d)
+	return m.s("on free GPUs: none are free for ").gpus(b.g).s(" on one node, and it does not take other work's").reason(RuleProtected)
 }
 
 // spareNodes is how many nodes' worth of GPUs (of the largest node) must

@@ -101,30 +101,14 @@ func (st *state) buildNodes() {
 	}
 }
 
+// buildUnits turns the snapshot's allocations into the units the passes
+// decide about (one per allocation, one per gang), checking each against
+// its node, and then builds what is read of them: the chains, the
+// capacity, each unit's class and counts, the candidate lists and the
+// potentials.
 func (st *state) buildUnits() {
-	sc := st.sc
-	free := grow(sc.free, len(st.nodes))
-	sc.free = free
-	for i, n := range st.nodes {
-		free[i] = int32(n.GPUs)
-	}
-	// GPU IDs already claimed per node, to catch duplicates. Nodes hold a
-	// handful of GPUs, so a linear scan of a short slice beats a map. The
-	// slices start in one shared array, sized by each node's GPU count
-	// (within reason: counts are input), so that few grow on their own.
-	claimed := grow(sc.claimed, len(st.nodes))
-	sc.claimed = claimed
-	room := 0
-	for _, n := range st.nodes {
-		room += min(n.GPUs, maxClaimRoom)
-	}
-	shared := grow(sc.claims, room)
-	sc.claims = shared
-	for i, n := range st.nodes {
-		r := min(n.GPUs, maxClaimRoom)
-		claimed[i], shared = shared[:0:r], shared[r:]
-	}
-	gangs := sc.gangs
+	free, claimed := st.sc.freeAndClaims(st.nodes)
+	gangs := st.sc.gangs
 	// Many allocations hold no GPU: count those that do rather than
 	// reserve room for every allocation.
 	withGPUs := 0
@@ -133,85 +117,13 @@ func (st *state) buildUnits() {
 			withGPUs++
 		}
 	}
-	st.units = slices.Grow(sc.units[:0], withGPUs)
+	st.units = slices.Grow(st.sc.units[:0], withGPUs)
 	for i := range st.s.Allocs {
-		a := &st.s.Allocs[i]
-		if len(a.GPUIDs) == 0 {
-			continue // holds no GPU: nothing to decide about it
-		}
-		n, ok := st.nodeIDs[a.NodeID]
-		if !ok {
-			st.skip("alloc "+a.ID, "on unknown node %q", a.NodeID)
-			continue
-		}
-		mark := len(claimed[n])
-		if id, bad := st.claimGPUs(int32(i), &claimed[n]); bad {
-			claimed[n] = claimed[n][:mark]
-			st.skip("alloc "+a.ID, "GPU %q is empty or already held on node %s", id, a.NodeID)
-			continue
-		}
-		g := len(a.GPUIDs)
-		if int(free[n]) < g && !a.Draining {
-			claimed[n] = claimed[n][:mark]
-			st.skip("alloc "+a.ID, "holds %d GPUs but node %s has %d unclaimed", g, a.NodeID, free[n])
-			continue
-		}
-		free[n] -= int32(g)
-		tenant := st.tenantOf(a.Job.Ref.Namespace)
-		tier := st.e.tierFor(tenant, a.Job.Tier)
-		if a.Draining {
-			// Its GPUs are as good as free: a preemption decided earlier
-			// is freeing them for someone, who has them first.
-			switch {
-			case st.earmark(a.For, a.ForGroup, n, g):
-				st.markDraining(a.For, a.ForGroup, n, g)
-			case a.For != nil && st.inFlight(*a.For):
-				// Set aside for no one while Nomad places its job.
-			default:
-				free[n] += int32(g)
+		if len(st.s.Allocs[i].GPUIDs) > 0 {
+			if why := st.addUnit(int32(i), free, claimed, gangs); why != "" {
+				st.out.Skipped = append(st.out.Skipped, Skipped{Item: "alloc " + st.s.Allocs[i].ID, Reason: why})
 			}
-			continue
 		}
-		gu := g * st.pl.unitsOn(n)
-		st.tenants[tenant].use += gu
-		if st.tenants[tenant].quotas != nil {
-			st.addUse(tenant, n, g)
-		}
-		if !st.e.tiers[tier].preemptible {
-			st.tenants[tenant].fixed += gu
-		}
-		age := st.now.Sub(a.StartedAt)
-		if a.Job.Gang {
-			if ui, ok := gangs[a.Job.Ref]; ok {
-				u := &st.units[ui]
-				gg := &st.gangs[u.gang]
-				gg.allocs = append(gg.allocs, int32(i))
-				gg.spread = addNode(gg.spread, n, g)
-				u.gpus += g
-				u.units += int32(gu)
-				u.age = min(u.age, age) // the newest member's
-				continue
-			}
-			gangs[a.Job.Ref] = len(st.units)
-		}
-		u := unit{
-			first:  int32(i),
-			gang:   -1,
-			node:   n,
-			jobTag: jobTag(a.Job.Ref),
-			tier:   tier,
-			tenant: tenant,
-			prio:   st.e.effectivePriority(tier, &a.Job),
-			gpus:   g,
-			units:  int32(gu),
-			age:    age,
-		}
-		u.misranked = a.Job.Priority != u.prio
-		if a.Job.Gang {
-			u.gang = int32(len(st.gangs))
-			st.gangs = append(st.gangs, gangUnit{allocs: []int32{int32(i)}, spread: []nodeGPUs{{n, g}}})
-		}
-		st.units = append(st.units, u)
 	}
 	st.buildChains()
 	st.earmarkFreed(free)
@@ -223,7 +135,7 @@ func (st *state) buildUnits() {
 		u := &st.units[ui]
 		u.recent = int32(st.recentPreemptions(st.jobOf(u)))
 		if limit := st.e.p.Preemption.MaxPerJobPerHour; limit > 0 && int(u.recent) == limit-1 {
-			st.trackPlanned = true
+			st.trackPlanned = true // some job is one stop from a bound
 		}
 		u.life = int32(min(lifetimePreemptions(st.jobOf(u)), 1<<30))
 		if most := st.e.p.Preemption.MaxPerJob; most > 0 && int(u.life) == most-1 {
@@ -233,6 +145,113 @@ func (st *state) buildUnits() {
 	st.liftPromoted()
 	st.sortCandidates()
 	st.buildPotential()
+}
+
+// freeAndClaims returns every node's unclaimed GPUs (all of them, to
+// start with) and the GPU IDs claimed on it so far (none), in the
+// scratch's memory.
+func (sc *scratch) freeAndClaims(nodes []*Node) ([]int32, [][]gpuClaim) {
+	free := grow(sc.free, len(nodes))
+	sc.free = free
+	for i, n := range nodes {
+		free[i] = int32(n.GPUs)
+	}
+	// GPU IDs already claimed per node, to catch duplicates. Nodes hold a
+	// handful of GPUs, so a linear scan of a short slice beats a map. The
+	// slices start in one shared array, sized by each node's GPU count
+	// (within reason: counts are input), so that few grow on their own.
+	claimed := grow(sc.claimed, len(nodes))
+	sc.claimed = claimed
+	room := 0
+	for _, n := range nodes {
+		room += min(n.GPUs, maxClaimRoom)
+	}
+	shared := grow(sc.claims, room)
+	sc.claims = shared
+	for i, n := range nodes {
+		r := min(n.GPUs, maxClaimRoom)
+		claimed[i], shared = shared[:0:r], shared[r:]
+	}
+	return free, claimed
+}
+
+// addUnit checks allocation i (which holds GPUs) against its node and
+// makes it a unit, or adds it to its gang's, and counts it to its
+// tenant; it returns why not when it cannot be (the plan skips it).
+// Draining work's GPUs go to whom its preemption was for.
+func (m *model) addUnit(i int32, free []int32, claimed [][]gpuClaim, gangs map[JobRef]int) (skipped string) {
+	a := &m.s.Allocs[i]
+	n, ok := m.nodeIDs[a.NodeID]
+	if !ok {
+		return fmt.Sprintf("on unknown node %q", a.NodeID)
+	}
+	mark := len(claimed[n])
+	if id, bad := m.claimGPUs(i, &claimed[n]); bad {
+		claimed[n] = claimed[n][:mark]
+		return fmt.Sprintf("GPU %q is empty or already held on node %s", id, a.NodeID)
+	}
+	g := len(a.GPUIDs)
+	if int(free[n]) < g && !a.Draining {
+		claimed[n] = claimed[n][:mark]
+		return fmt.Sprintf("holds %d GPUs but node %s has %d unclaimed", g, a.NodeID, free[n])
+	}
+	free[n] -= int32(g)
+	tenant := m.tenantOf(a.Job.Ref.Namespace)
+	tier := m.e.tierFor(tenant, a.Job.Tier)
+	if a.Draining {
+		// Its GPUs are as good as free: a preemption decided earlier
+		// is freeing them for someone, who has them firm.
+		switch {
+		case m.earmark(a.For, a.ForGroup, n, g):
+			m.markDraining(a.For, a.ForGroup, n, g)
+		case a.For != nil && m.inFlight(*a.For):
+			// Set aside for no one while Nomad places its job.
+		default:
+			free[n] += int32(g)
+		}
+		return ""
+	}
+	gu := g * m.pl.unitsOn(n)
+	m.tenants[tenant].use += gu
+	if m.tenants[tenant].quotas != nil {
+		m.addUse(tenant, n, g)
+	}
+	if !m.e.tiers[tier].preemptible {
+		m.tenants[tenant].fixed += gu
+	}
+	age := m.now.Sub(a.StartedAt)
+	if a.Job.Gang {
+		if ui, ok := gangs[a.Job.Ref]; ok {
+			u := &m.units[ui]
+			gg := &m.gangs[u.gang]
+			gg.allocs = append(gg.allocs, i)
+			gg.spread = addNode(gg.spread, n, g)
+			u.gpus += g
+			u.units += int32(gu)
+			u.age = min(u.age, age) // the newest member's
+			return ""
+		}
+		gangs[a.Job.Ref] = len(m.units)
+	}
+	u := unit{
+		first:  i,
+		gang:   -1,
+		node:   n,
+		jobTag: jobTag(a.Job.Ref),
+		tier:   tier,
+		tenant: tenant,
+		prio:   m.e.effectivePriority(tier, &a.Job),
+		gpus:   g,
+		units:  int32(gu),
+		age:    age,
+	}
+	u.misranked = a.Job.Priority != u.prio
+	if a.Job.Gang {
+		u.gang = int32(len(m.gangs))
+		m.gangs = append(m.gangs, gangUnit{allocs: []int32{i}, spread: []nodeGPUs{{n, g}}})
+	}
+	m.units = append(m.units, u)
+	return ""
 }
 
 // maxClaimRoom caps the GPU IDs reserved up front per node.
