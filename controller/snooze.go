@@ -221,7 +221,7 @@ func (c *Controller) endSnoozes(ctx context.Context, r *round) {
 			}
 			for _, a := range r.obs.Allocs {
 				if a.Namespace == st.Namespace && a.JobID == st.ID {
-					busy = max(busy, busyStretch(usage[a.ID], rule.Threshold, st.Snooze.runStart()))
+					busy = max(busy, busyStretch(recentSamples(usage[a.ID], c.usage.window), rule.Threshold, st.Snooze.runStart()))
 				}
 			}
 		}

@@ -98,7 +98,16 @@ func (u *usageStore) add(allocID string, s engine.Sample) {
 	if len(list)-cut > maxSamplesPerAlloc {
 		cut = len(list) - maxSamplesPerAlloc
 	}
-	u.byAlloc[allocID] = list[cut:]
+	if cut > 0 {
+		// Folded in place (usage_history.go): the list's array stays
+		// the size of what it keeps.
+		folded := foldSamples(list[:cut])
+		n := copy(list, folded)
+		n += copy(list[n:], list[cut:])
+		clear(list[n:])
+		list = list[:n]
+	}
+	u.byAlloc[allocID] = list
 }
 
 // forget drops an allocation's samples: its GPUs cannot be read, and
