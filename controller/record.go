@@ -149,7 +149,7 @@ func (c *Controller) idleSince(pol *policy.Policy, r *round, job *ObservedJob, u
 // why the job does not run as it asked).
 func (c *Controller) writeRecords(ctx context.Context, r *round, pol *policy.Policy) {
 	c.pruneRecords(r)
-	usage := c.usage.samples()
+	usage := c.usage.samples(pol)
 	for _, st := range c.sortedStates() {
 		c.writeRecordWith(ctx, r, pol, st, usage)
 	}
@@ -189,7 +189,7 @@ func (c *Controller) pruneRecords(r *round) {
 // writeRecord updates one job's record now (before an action that the
 // job's tasks should learn about).
 func (c *Controller) writeRecord(ctx context.Context, r *round, pol *policy.Policy, st *JobState) {
-	c.writeRecordWith(ctx, r, pol, st, c.usage.samples())
+	c.writeRecordWith(ctx, r, pol, st, c.usage.samples(pol))
 }
 
 func (c *Controller) writeRecordWith(ctx context.Context, r *round, pol *policy.Policy, st *JobState, usage map[string][]engine.Sample) {

@@ -240,7 +240,7 @@ func buildStatus(pol *policy.Policy, r *round, states []*JobState, usage map[str
 
 // writeStatus publishes the round for `steward status` when it changed.
 func (c *Controller) writeStatus(ctx context.Context, r *round, pol *policy.Policy) {
-	s := buildStatus(pol, r, c.sortedStates(), c.usage.samples(), c.decisions)
+	s := buildStatus(pol, r, c.sortedStates(), c.usage.samples(pol), c.decisions)
 	s.Leader, s.DryRun = c.cfg.Identity, c.cfg.DryRun
 	c.metrics.idleGPUs.Set(float64(s.IdleGPUs))
 	s.Warnings = append(append(c.warnings(), c.activityJobWarnings()...), c.gpuRefused.jobWarnings()...)

@@ -3,6 +3,7 @@ package controller
 import (
 	"time"
 
+	"github.com/gpu-steward/steward/policy"
 	"github.com/gpu-steward/steward/policy/engine"
 )
 
@@ -73,4 +74,72 @@ func recentSamples(samples []engine.Sample, window time.Duration) []engine.Sampl
 		cut++
 	}
 	return samples[cut:]
+}
+
+// Every reader of a plan's samples asks one thing of them: since when an
+// allocation's GPUs have been under an idle rule's threshold
+// (engine.IdleSince), their mean since (for reasons), and the newest
+// sample. That is answered by the samples from the newest one at or over
+// the threshold on, and for every threshold up to the policy's highest by
+// the samples from the newest one at or over that: so a plan is given
+// those (idleTail), not the whole history. A busy allocation's is one
+// sample, where the whole was up to the window's 720 (32 bytes each, for
+// every allocation in every round's copy, and the copy kept for the job
+// check between rounds).
+
+// idleTail is the part of samples that answers IdleSince and the mean
+// since for every threshold up to top: from the newest sample at or over
+// top on (all of them if none is).
+func idleTail(samples []engine.Sample, top float64) []engine.Sample {
+	for i := len(samples) - 1; i >= 0; i-- {
+		if samples[i].Util >= top {
+			return samples[i:]
+		}
+	}
+	return samples
+}
+
+// maxIdleThreshold is the highest threshold of pol's idle rules; none:
+// -1, so that idleTail keeps only the newest sample.
+func maxIdleThreshold(pol *policy.Policy) float64 {
+	top := -1.0
+	if pol == nil {
+		return top
+	}
+	for _, r := range pol.Idle {
+		top = max(top, r.Threshold)
+	}
+	return top
+}
+
+// sampleReads is, per allocation of obs, the highest idle threshold its
+// samples are read for, for the store to keep no more than that
+// (usageStore.reads): its job's idle rule's threshold, -1 when no rule
+// covers it (the newest sample is all anyone reads: the status, the
+// sample age). Allocations of a job whose snooze measures busy time
+// (busyStretch reads every sample since the snooze's run began) are left
+// out, and keep everything. A policy reloaded with a higher threshold
+// finds less history than it would have: its idle stretches start at the
+// newest sample kept, later than they did, never earlier.
+func sampleReads(pol *policy.Policy, obs *Observation, states map[jobKey]*JobState) map[string]float64 {
+	out := make(map[string]float64, len(obs.Allocs))
+	top := map[jobKey]float64{}
+	for _, a := range obs.Allocs {
+		k := jobKey{a.Namespace, a.JobID}
+		if st := states[k]; st != nil && st.Snooze != nil {
+			continue
+		}
+		t, ok := top[k]
+		if !ok {
+			t = -1
+			if job := obs.Jobs[k]; job != nil {
+				if rule := pol.ResolveJob(job.Namespace, job.Meta).IdleRule; rule != nil {
+					t = rule.Threshold
+				}
+			}
+			top[k] = t
+		}
+		out[a.ID] = t
+	}
+	return out
 }

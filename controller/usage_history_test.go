@@ -86,3 +86,96 @@ func TestUsageStoreFoldsWindow(t *testing.T) {
 		t.Errorf("recent samples: %d from %v, want 721 from %v", len(got), got[0].At, t0.Add(4*time.Hour-10*time.Second))
 	}
 }
+
+// TestIdleTail: the samples a plan is given answer every idle rule's
+// question as the whole history does: since when under its threshold, and
+// the mean since.
+func TestIdleTail(t *testing.T) {
+	series := func(utils ...float64) []engine.Sample {
+		out := make([]engine.Sample, len(utils))
+		for i, u := range utils {
+			out[i] = engine.Sample{At: t0.Add(time.Duration(i) * 10 * time.Second), Util: u}
+		}
+		return out
+	}
+	mean := func(s []engine.Sample, since time.Time) float64 {
+		var sum float64
+		n := 0
+		for _, x := range s {
+			if !x.At.Before(since) {
+				sum, n = sum+x.Util, n+1
+			}
+		}
+		return sum / float64(max(n, 1))
+	}
+	rng := rand.New(rand.NewPCG(3, 4))
+	random := make([]float64, 300)
+	for i := range random {
+		random[i] = float64(rng.IntN(40))
+	}
+	cases := []struct {
+		name  string
+		utils []float64
+		top   float64
+		want  int // samples in the tail
+	}{
+		{name: "busy now: the newest sample only", utils: []float64{2, 2, 90, 90}, top: 10, want: 1},
+		{name: "idle since the last busy sample: it and the stretch", utils: []float64{90, 90, 2, 3, 2}, top: 10, want: 4},
+		{name: "idle all along: everything", utils: []float64{2, 3, 2}, top: 10, want: 3},
+		{name: "no idle rule: the newest sample only", utils: []float64{2, 3, 2}, top: -1, want: 1},
+		{name: "random activity under two rules' thresholds", utils: random, top: 25, want: -1},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			all := series(tc.utils...)
+			tail := idleTail(all, tc.top)
+			if tc.want >= 0 && len(tail) != tc.want {
+				t.Errorf("tail of %d samples, want %d", len(tail), tc.want)
+			}
+			for threshold := 0.5; threshold <= tc.top; threshold++ {
+				want, wok := engine.IdleSince(all, threshold)
+				got, gok := engine.IdleSince(tail, threshold)
+				if !got.Equal(want) || gok != wok || (wok && mean(tail, got) != mean(all, want)) {
+					t.Errorf("threshold %.1f: idle since %v (%v, mean %.2f), want %v (%v, mean %.2f)", threshold, got, gok, mean(tail, got), want, wok, mean(all, want))
+				}
+			}
+		})
+	}
+}
+
+// TestUsageStoreKeepsWhatIsRead: each allocation keeps the samples its
+// readers read (sampleReads): a busy one its newest, an idle one its
+// stretch and the busy sample before it, one no rule covers its newest,
+// one of a snoozed job (or not seen by a round yet) everything.
+func TestUsageStoreKeepsWhatIsRead(t *testing.T) {
+	pol := testPolicy(t)
+	nb := job("ml", "nb", "interactive", 60, 1, 1)
+	idle := job("ml", "idle", "interactive", 60, 1, 1)
+	train := job("ml", "train", "training", 40, 1, 1)
+	snoozed := job("ml", "snoozed", "interactive", 60, 1, 1)
+	obs := &Observation{Jobs: map[jobKey]*ObservedJob{}}
+	for _, j := range []*ObservedJob{nb, idle, train, snoozed} {
+		obs.Jobs[jobKey{j.Namespace, j.ID}] = j
+		obs.Allocs = append(obs.Allocs, ObservedAlloc{ID: "a-" + j.ID, Namespace: j.Namespace, JobID: j.ID, Group: "work"})
+	}
+	states := map[jobKey]*JobState{{"ml", "snoozed"}: {Namespace: "ml", ID: "snoozed", Snooze: &SnoozeState{At: t0}}}
+	u := newUsageStore()
+	u.keepFor(sampleReads(pol, obs, states))
+	utils := map[string][]float64{
+		"a-nb":      {2, 2, 90, 2, 90},
+		"a-idle":    {90, 90, 2, 2, 3},
+		"a-train":   {90, 90, 90, 90, 90},
+		"a-snoozed": {2, 90, 90, 2, 90},
+		"a-unseen":  {2, 90, 90, 2, 90},
+	}
+	for id, us := range utils {
+		for i, x := range us {
+			u.add(id, engine.Sample{At: t0.Add(time.Duration(i) * 10 * time.Second), Util: x})
+		}
+	}
+	for id, want := range map[string]int{"a-nb": 1, "a-idle": 4, "a-train": 1, "a-snoozed": 5, "a-unseen": 5} {
+		if got := len(u.history(id)); got != want {
+			t.Errorf("%s keeps %d samples, want %d: %v", id, got, want, u.history(id))
+		}
+	}
+}
