@@ -49,31 +49,48 @@ func (c *Controller) execute(ctx context.Context, r *round, a engine.Action) err
 
 // actPriority sets the job's priority (a promotion, or its tier's).
 func (c *Controller) actPriority(ctx context.Context, r *round, st *JobState, a engine.Action) error {
+	note := func() {
+		st.Promoted = a.Kind == engine.Promote
+		st.note(statusFor(a.Kind, st), a.Reason, r.now)
+	}
+	err := c.reRegister(ctx, r, st, a, note, func(jobIndex uint64) (uint64, error) {
+		return c.nomad.SetPriority(ctx, a.Job.Namespace, a.Job.ID, a.Priority, a.Reason.Message, jobIndex)
+	})
+	if err != nil {
+		return err
+	}
+	// This round's records say the new priority (writeRecordWith).
+	if r.priorities == nil {
+		r.priorities = map[jobKey]int{}
+	}
+	r.priorities[jobKey{a.Job.Namespace, a.Job.ID}] = a.Priority
+	return nil
+}
+
+// reRegister carries out a decision that re-registers the job (a
+// priority, a move): note writes it into the job's state, which is saved
+// with its notice before call, conditional on the job's modify index,
+// asks Nomad for it; a refused call takes the note back (undoNote). The
+// job's new index is Steward's own change: a later write in this round is
+// conditional on it, and a held group is not the owner's to take back
+// (syncHolds).
+func (c *Controller) reRegister(ctx context.Context, r *round, st *JobState, a engine.Action, note func(),
+	call func(jobIndex uint64) (uint64, error)) error {
 	k := jobKey{a.Job.Namespace, a.Job.ID}
 	if err := r.rerun(k); err != nil {
 		return c.refuseRerun(ctx, r, st, err)
 	}
 	before := st.noted()
-	st.Promoted = a.Kind == engine.Promote
-	st.note(statusFor(a.Kind, st), a.Reason, r.now)
-	c.attachNotice(r, st)
+	note()
+	c.pub.attachNotice(r, st)
 	if err := c.save(ctx, st); err != nil {
 		return err
 	}
-	index, err := c.nomadWrite(r, k, writeOf(a), func() (uint64, error) {
-		return c.nomad.SetPriority(ctx, k.Namespace, k.ID, a.Priority, a.Reason.Message, r.jobIndex(k))
-	})
+	index, err := c.writes.nomadWrite(r, k, writeOf(a), func() (uint64, error) { return call(r.jobIndex(k)) })
 	if err != nil {
 		return c.undoNote(ctx, r, st, before, err)
 	}
-	// Steward's own change: a later write in this round is
-	// conditional on it, and a held group is not the owner's to take
-	// back (syncHolds).
 	r.setJobIndex(k, index)
-	if r.priorities == nil {
-		r.priorities = map[jobKey]int{}
-	}
-	r.priorities[k] = a.Priority
 	for _, h := range st.Held {
 		h.Index = index
 	}
@@ -98,7 +115,7 @@ func (c *Controller) actDrain(ctx context.Context, r *round, st *JobState, job *
 		d.On = r.gpusOf(a.Allocs)
 	}
 	d.MoveTo = a.MoveTo
-	d.Unadmitted = a.Kind == engine.Preempt && a.Reason.Rule == engine.RuleLimit && c.neverAdmitted(a.Allocs)
+	d.Unadmitted = a.Kind == engine.Preempt && a.Reason.Rule == engine.RuleLimit && c.drains.neverAdmitted(a.Allocs)
 	if d.For != "" && d.Signal != "" {
 		// The beneficiary waits for this drain: a resume of it later
 		// in this plan waits too (beneficiaryDraining).
@@ -119,7 +136,7 @@ func (c *Controller) actDrain(ctx context.Context, r *round, st *JobState, job *
 		c.extendMarks(ctx, st, d.For, r.now, r.now.Add(signalDelay+d.Grace))
 	}
 	st.note(StatusDraining, a.Reason, r.now)
-	c.attachNotice(r, st)
+	c.pub.attachNotice(r, st)
 	if d.Signal == "" {
 		// Nothing to wait for: the preemption finishes in this round,
 		// and finishDrain's write (the drain, finished, and the hold)
@@ -127,7 +144,7 @@ func (c *Controller) actDrain(ctx context.Context, r *round, st *JobState, job *
 		// of the drain alone before it would say nothing a restarted
 		// controller needs: until finishDrain's write lands, Nomad has
 		// been asked nothing.
-		return c.finishDrain(ctx, r, st, d)
+		return c.drains.finishDrain(ctx, r, st, d)
 	}
 	if err := c.save(ctx, st); err != nil {
 		return err
@@ -137,7 +154,7 @@ func (c *Controller) actDrain(ctx context.Context, r *round, st *JobState, job *
 	// render the record (reason, grace) into a file their driver
 	// reads when the signal arrives.
 	pol, _ := c.engineNow()
-	c.writeRecord(ctx, r, pol, st)
+	c.pub.writeRecord(ctx, r, pol, st)
 	r.wake(r.now.Add(signalDelay))
 	return nil
 }
@@ -145,27 +162,10 @@ func (c *Controller) actDrain(ctx context.Context, r *round, st *JobState, job *
 // actMove moves the job to another node pool: Nomad places its waiting
 // allocations there. A held group's resume follows in the plan.
 func (c *Controller) actMove(ctx context.Context, r *round, st *JobState, a engine.Action) error {
-	k := jobKey{a.Job.Namespace, a.Job.ID}
-	if err := r.rerun(k); err != nil {
-		return c.refuseRerun(ctx, r, st, err)
-	}
-	before := st.noted()
-	st.note(StatusMoved, a.Reason, r.now)
-	c.attachNotice(r, st)
-	if err := c.save(ctx, st); err != nil {
-		return err
-	}
-	index, err := c.nomadWrite(r, k, writeOf(a), func() (uint64, error) {
-		return c.nomad.MoveJob(ctx, k.Namespace, k.ID, a.NodePool, a.Reason.Message, r.jobIndex(k))
+	note := func() { st.note(StatusMoved, a.Reason, r.now) }
+	return c.reRegister(ctx, r, st, a, note, func(jobIndex uint64) (uint64, error) {
+		return c.nomad.MoveJob(ctx, a.Job.Namespace, a.Job.ID, a.NodePool, a.Reason.Message, jobIndex)
 	})
-	if err != nil {
-		return c.undoNote(ctx, r, st, before, err)
-	}
-	r.setJobIndex(k, index)
-	for _, h := range st.Held {
-		h.Index = index // Steward's own change: the hold stands (syncHolds)
-	}
-	return nil
 }
 
 // actResume releases a held group's allocations to Nomad.
@@ -212,7 +212,7 @@ func (c *Controller) actResume(ctx context.Context, r *round, st *JobState, job 
 	if g := st.Held[a.Group]; g != nil {
 		g.Index = job.ModifyIndex
 	}
-	c.attachNotice(r, st)
+	c.pub.attachNotice(r, st)
 	if err := c.save(ctx, st); err != nil {
 		return err
 	}
@@ -330,7 +330,7 @@ func (c *Controller) holdBack(ctx context.Context, r *round, st *JobState, job *
 	if n = count - target; n <= 0 {
 		return nil
 	}
-	if c.backedOff(r.now, st.key(), "scale "+group) {
+	if c.writes.backedOff(r.now, st.key(), "scale "+group) {
 		// Nomad refused this group's scale recently: nothing is recorded
 		// as held that Nomad did not take (backoff.go).
 		return fmt.Errorf("hold %s group %s: %w", st.key(), group, errBackedOff)
@@ -342,7 +342,7 @@ func (c *Controller) holdBack(ctx context.Context, r *round, st *JobState, job *
 	st.hold(group, n, count, string(why.Rule), r.now, job.ModifyIndex).Taken = done
 	st.keepScaling(group, spec.Scaling)
 	st.note(StatusHeld, why, r.now)
-	c.attachNotice(r, st)
+	c.pub.attachNotice(r, st)
 	if err := c.save(ctx, st); err != nil {
 		return err
 	}
@@ -362,7 +362,7 @@ func (c *Controller) scale(ctx context.Context, r *round, k jobKey, group string
 	// The message is the job's scaling event, which its tenant reads: no
 	// other namespace's job is named (redact.go).
 	pol, _ := c.engineNow()
-	msg = redactJobs(msg, k.Namespace, c.roundNamespaces(r, pol))
+	msg = redactJobs(msg, k.Namespace, c.pub.roundNamespaces(r, pol))
 	steward := count // Steward's count, before a system group's (nomadCount)
 	count = nomadCount(r.obs.Jobs[k], group, count)
 	if job := r.obs.Jobs[k]; job != nil {
@@ -377,7 +377,7 @@ func (c *Controller) scale(ctx context.Context, r *round, k jobKey, group string
 			return nil
 		}
 	}
-	index, err := c.nomadWrite(r, k, "scale "+group, func() (uint64, error) {
+	index, err := c.writes.nomadWrite(r, k, "scale "+group, func() (uint64, error) {
 		return c.nomad.Scale(ctx, k.Namespace, k.ID, group, count, msg, meta, r.jobIndex(k))
 	})
 	if err != nil {
@@ -404,7 +404,7 @@ func (c *Controller) leaveDoneOut(ctx context.Context, r *round, k jobKey, group
 	count := r.obs.Jobs[k].Groups[group].Count - d
 	msg := fmt.Sprintf("Steward leaves %s out of group %s's count (a new job version, in which Nomad does not count them)",
 		plural(d, "completed allocation"), group)
-	index, err := c.nomadWrite(r, k, "scale "+group, func() (uint64, error) {
+	index, err := c.writes.nomadWrite(r, k, "scale "+group, func() (uint64, error) {
 		if p != nil {
 			q := *p
 			q.Min = min(q.Min, int64(count))
@@ -423,7 +423,8 @@ func (c *Controller) leaveDoneOut(ctx context.Context, r *round, k jobKey, group
 // finishDrain ends a preemption: the victims' job is held (scaled down)
 // and the victims stopped, so their GPUs go to the waiting work and not to
 // a replacement of the victim.
-func (c *Controller) finishDrain(ctx context.Context, r *round, st *JobState, d *Drain) error {
+func (dr *drainer) finishDrain(ctx context.Context, r *round, st *JobState, d *Drain) error {
+	c := dr.c
 	k := st.key()
 	job := r.obs.Jobs[k]
 	d.Finished, d.FinishedAt = true, r.now
@@ -477,7 +478,7 @@ func (c *Controller) finishDrain(ctx context.Context, r *round, st *JobState, d 
 	// the plan) are stopped one by one first, as the next best.
 	whole := d.Group == "" || targets[d.Group] == 0
 	if !whole && !r.victimsOnTop(st, d) {
-		c.stopVictims(ctx, r, k, d)
+		dr.stopVictims(ctx, r, k, d)
 	}
 	names := make([]string, 0, len(targets))
 	for g := range targets {
@@ -493,7 +494,7 @@ func (c *Controller) finishDrain(ctx context.Context, r *round, st *JobState, d 
 		}
 	}
 	if evicts && firstErr == nil {
-		c.countEviction(ctx, r, st, targets)
+		dr.countEviction(ctx, r, st, targets)
 	}
 	pol, _ := c.engineNow()
 	c.metrics.preempted(d, job, pol)
@@ -515,7 +516,8 @@ func gpuGroupCounts(job *ObservedJob) map[string]int {
 
 // countEviction counts a drain's stop toward the job's eviction cap once
 // Nomad took its counts (targets), and saves it.
-func (c *Controller) countEviction(ctx context.Context, r *round, st *JobState, targets map[string]int) {
+func (dr *drainer) countEviction(ctx context.Context, r *round, st *JobState, targets map[string]int) {
+	c := dr.c
 	st.preempted(r.now)
 	for g := range targets {
 		if h := st.Held[g]; h != nil {
@@ -561,11 +563,12 @@ func (r *round) holdDrained(st *JobState, job *ObservedJob, d *Drain, groups map
 // stopVictims stops a drain's victims one by one, ahead of lowering
 // their group's count: they are not its highest name indexes
 // (finishDrain).
-func (c *Controller) stopVictims(ctx context.Context, r *round, k jobKey, d *Drain) {
+func (dr *drainer) stopVictims(ctx context.Context, r *round, k jobKey, d *Drain) {
+	c := dr.c
 	c.log.Warn("victims are not their group's highest name indexes: stopping them one by one before lowering the count",
 		"job", k, "group", d.Group, "allocs", d.Allocs)
 	for _, id := range r.aliveOf(k, d.Allocs) {
-		index, err := c.nomadWrite(r, k, "stop", func() (uint64, error) { return c.nomad.StopAlloc(ctx, k.Namespace, id) })
+		index, err := c.writes.nomadWrite(r, k, "stop", func() (uint64, error) { return c.nomad.StopAlloc(ctx, k.Namespace, id) })
 		if err != nil {
 			// finishDrains stops it again while Nomad still runs it.
 			if !refusedOrBackedOff(err) {
@@ -623,12 +626,12 @@ func (d *Drain) scaleVerb() string {
 // the last plan of this lead term (none of them in it): the plan that stops
 // them for a tenant's limit is the first to see them, so they were never
 // admitted. Before a first plan nothing is known: admitted.
-func (c *Controller) neverAdmitted(allocs []string) bool {
-	if c.planned == nil || len(allocs) == 0 {
+func (dr *drainer) neverAdmitted(allocs []string) bool {
+	if dr.planned == nil || len(allocs) == 0 {
 		return false
 	}
 	for _, id := range allocs {
-		if c.planned[id] {
+		if dr.planned[id] {
 			return false
 		}
 	}
@@ -670,15 +673,16 @@ const signalDelay = time.Second
 // finishDrains moves each preemption on: sends due checkpoint signals,
 // finishes those whose grace is over (or whose victims are gone already),
 // and forgets finished ones once their victims have stopped.
-func (c *Controller) finishDrains(ctx context.Context, r *round) {
-	r.writtenFiles = c.written.answered()
+func (dr *drainer) finishDrains(ctx context.Context, r *round) {
+	c := dr.c
+	r.writtenFiles = dr.written.answered()
 	for _, st := range c.sortedStates() {
 		st.pruneMarks(r.now)
 		for _, d := range slices.Clone(st.Draining) {
 			alive := len(r.aliveOf(st.key(), d.Allocs))
 			switch {
 			case d.Finished:
-				settled := c.keepCompletedOut(ctx, r, st, d)
+				settled := dr.keepCompletedOut(ctx, r, st, d)
 				// Forgotten once its victims are gone and Nomad has stopped
 				// what the lowered count leaves over (their replacements,
 				// when the stops' own evaluations placed some), or at the
@@ -686,7 +690,7 @@ func (c *Controller) finishDrains(ctx context.Context, r *round) {
 				if alive == 0 && settled && (!r.overCount(st.key(), d.Group) || r.now.Sub(d.FinishedAt) >= victimStopLimit) {
 					st.Draining = slices.DeleteFunc(st.Draining, func(x *Drain) bool { return x == d })
 				} else if alive > 0 {
-					c.stopStragglers(ctx, r, st, d)
+					dr.stopStragglers(ctx, r, st, d)
 				}
 				continue
 			case alive > 0 && d.Signal != "" && !d.Signaled.IsZero() && !d.Sent && r.now.Before(d.Deadline):
@@ -695,13 +699,13 @@ func (c *Controller) finishDrains(ctx context.Context, r *round) {
 				// saved as sent (that waits for the next write: store.go):
 				// send it again, within the grace that runs. Past the
 				// grace a signal has no time left to act on.
-				c.signal(ctx, r, st, d)
+				dr.signal(ctx, r, st, d)
 				continue
 			case alive > 0 && d.Signal != "" && d.Signaled.IsZero():
 				if due := d.Decided.Add(signalDelay); r.now.Before(due) {
 					r.wake(due)
 				} else {
-					c.signal(ctx, r, st, d)
+					dr.signal(ctx, r, st, d)
 				}
 				continue
 			case alive > 0 && r.now.Before(d.Deadline):
@@ -712,7 +716,7 @@ func (c *Controller) finishDrains(ctx context.Context, r *round) {
 				c.log.Info("checkpoint written: preemption finished before its grace ends", "job", st.key(),
 					"for", d.For, "grace_left", d.Deadline.Sub(r.now).Round(time.Second))
 			}
-			if err := c.finishDrain(ctx, r, st, d); err != nil && !refusedOrBackedOff(err) {
+			if err := dr.finishDrain(ctx, r, st, d); err != nil && !refusedOrBackedOff(err) {
 				c.log.Error("finish preemption", "job", st.key(), "error", err)
 				r.failed++
 			}
@@ -728,7 +732,8 @@ func (c *Controller) finishDrains(ctx context.Context, r *round) {
 // the completed work would run again (found by the soak, seed 41:
 // vision/batch-51). It reports whether the victims' ends are known: until
 // then the finished preemption is kept (at most victimStopLimit).
-func (c *Controller) keepCompletedOut(ctx context.Context, r *round, st *JobState, d *Drain) bool {
+func (dr *drainer) keepCompletedOut(ctx context.Context, r *round, st *JobState, d *Drain) bool {
+	c := dr.c
 	k := st.key()
 	job := r.obs.Jobs[k]
 	if d.Group == "" || !d.Requeue || d.settled || job == nil || job.Type != api.JobTypeBatch {
@@ -743,7 +748,7 @@ func (c *Controller) keepCompletedOut(ctx context.Context, r *round, st *JobStat
 		// just before the stop reached them (Nomad took the lower count
 		// before their client reported the exit), which only their own
 		// record tells.
-		more, known := c.victimsCompletedStopped(ctx, k, d, r.obs.Ended)
+		more, known := dr.victimsCompletedStopped(ctx, k, d, r.obs.Ended)
 		if !known && r.now.Sub(d.FinishedAt) < victimStopLimit {
 			return false
 		}
@@ -774,7 +779,8 @@ func (c *Controller) keepCompletedOut(ctx context.Context, r *round, st *JobStat
 // while still meant to run): how many completed their work without being
 // killed, and whether every one's end is known (its client reported it).
 // One read a victim, once a preemption.
-func (c *Controller) victimsCompletedStopped(ctx context.Context, k jobKey, d *Drain, ended map[string]jobKey) (int, bool) {
+func (dr *drainer) victimsCompletedStopped(ctx context.Context, k jobKey, d *Drain, ended map[string]jobKey) (int, bool) {
+	c := dr.c
 	completed, known := 0, true
 	for _, short := range d.Allocs {
 		if endedIn(ended, k, short) {
@@ -889,7 +895,8 @@ const (
 // runs (a failed stop): they are stopped again, and after victimStopLimit
 // the preemption is dropped, its victims count as running again, and the
 // engine re-plans, instead of their GPUs counting as free for ever.
-func (c *Controller) stopStragglers(ctx context.Context, r *round, st *JobState, d *Drain) {
+func (dr *drainer) stopStragglers(ctx context.Context, r *round, st *JobState, d *Drain) {
+	c := dr.c
 	if d.FinishedAt.IsZero() {
 		d.FinishedAt = r.now
 	}
@@ -907,8 +914,8 @@ func (c *Controller) stopStragglers(ctx context.Context, r *round, st *JobState,
 		return
 	}
 	d.stoppedAgain = r.now
-	for _, id := range c.stragglers(r, st, d) {
-		if index, err := c.nomadWrite(r, st.key(), "stop", func() (uint64, error) { return c.nomad.StopAlloc(ctx, st.Namespace, id) }); err != nil {
+	for _, id := range dr.stragglers(r, st, d) {
+		if index, err := c.writes.nomadWrite(r, st.key(), "stop", func() (uint64, error) { return c.nomad.StopAlloc(ctx, st.Namespace, id) }); err != nil {
 			if !refusedOrBackedOff(err) {
 				c.log.Warn("stop victim allocation again", "job", st.key(), "alloc", id, "error", err)
 				r.failed++
@@ -927,7 +934,7 @@ func (c *Controller) stopStragglers(ctx context.Context, r *round, st *JobState,
 // Nomad holds (StopRequested), or one of a group Nomad shows scaled to no
 // allocation, is stopped by Nomad when it evaluates the job; stopping it
 // again would only queue another evaluation behind the rest.
-func (c *Controller) stragglers(r *round, st *JobState, d *Drain) []string {
+func (dr *drainer) stragglers(r *round, st *JobState, d *Drain) []string {
 	job := r.obs.Jobs[st.key()]
 	var out []string
 	for _, id := range r.aliveOf(st.key(), d.Allocs) {
@@ -944,7 +951,8 @@ func (c *Controller) stragglers(r *round, st *JobState, d *Drain) []string {
 // resend, the grace keeps running from the first time). Only the tasks
 // that take the checkpoint signal get it (GroupSpec.SignalTasks): a
 // sidecar that the signal would kill is left alone.
-func (c *Controller) signal(ctx context.Context, r *round, st *JobState, d *Drain) {
+func (dr *drainer) signal(ctx context.Context, r *round, st *JobState, d *Drain) {
+	c := dr.c
 	if d.Signaled.IsZero() {
 		d.Signaled, d.Deadline = r.now, r.now.Add(d.Grace)
 		if err := c.save(ctx, st); err != nil {
@@ -975,7 +983,7 @@ func (c *Controller) signal(ctx context.Context, r *round, st *JobState, d *Drai
 				continue
 			}
 			sent++
-			_, err := c.nomadWrite(r, st.key(), "signal", func() (uint64, error) {
+			_, err := c.writes.nomadWrite(r, st.key(), "signal", func() (uint64, error) {
 				return 0, c.nomad.Signal(ctx, st.Namespace, a.ID, task, d.Signal)
 			})
 			switch {

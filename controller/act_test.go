@@ -109,7 +109,7 @@ func TestPreemption(t *testing.T) {
 			f.calls = nil
 			r1 := roundWith([]*ObservedJob{train}, allocs)
 			r1.now = t0.Add(signalDelay)
-			c.finishDrains(context.Background(), r1)
+			c.drains.finishDrains(context.Background(), r1)
 			if got := withoutPuts(f.callsMatching("")); strings.Join(got, "\n") != strings.Join(tc.sig, "\n") {
 				t.Fatalf("calls after the delay:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(tc.sig, "\n"))
 			}
@@ -123,7 +123,7 @@ func TestPreemption(t *testing.T) {
 			c2.now = func() time.Time { return end }
 			r2 := roundWith([]*ObservedJob{train}, allocs)
 			r2.now = end
-			c2.finishDrains(context.Background(), r2)
+			c2.drains.finishDrains(context.Background(), r2)
 			if got := withoutPuts(f.callsMatching("")); strings.Join(got, "\n") != strings.Join(tc.later, "\n") {
 				t.Fatalf("calls at the deadline:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(tc.later, "\n"))
 			}
@@ -133,7 +133,7 @@ func TestPreemption(t *testing.T) {
 			}
 			r3 := roundWith([]*ObservedJob{train}, nil)
 			r3.now = end.Add(time.Second)
-			c2.finishDrains(context.Background(), r3)
+			c2.drains.finishDrains(context.Background(), r3)
 			if st := c2.states[jobKey{"ml", "train"}]; len(st.Draining) != 0 {
 				t.Fatalf("finished drain kept after its victims stopped: %+v", st.Draining)
 			}
@@ -174,7 +174,7 @@ func TestLimitStopOfUnadmittedWork(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFakeNomad()
 			c := testController(t, f)
-			c.planned = tc.planned
+			c.drains.planned = tc.planned
 			train := job("ml", "train", "training", 40, 2, 1)
 			r := roundWith([]*ObservedJob{train}, []ObservedAlloc{alloc("a1", "train"), alloc("a2", "train")})
 			a := engine.Action{Kind: engine.Preempt, Job: engine.JobRef{Namespace: "ml", ID: "train"}, Group: "work",
@@ -255,7 +255,7 @@ func TestRecordKeepsOwnersItems(t *testing.T) {
 	st := c.state(jobKey{"ml", "train"})
 	st.note(StatusPreempted, engine.Reason{Rule: engine.RuleReclaim, Message: "tenant ml holds 8 GPUs, reserve 4: reclaiming 4 for x/y/z"}, t0)
 	st.Preemptions = []time.Time{t0}
-	c.writeRecords(context.Background(), roundWith([]*ObservedJob{train}, nil), c.pol)
+	c.pub.writeRecords(context.Background(), roundWith([]*ObservedJob{train}, nil), c.pol)
 	items, _, _ := f.GetVar(context.Background(), "ml", "nomad/jobs/train")
 	want := map[string]string{"db_password": "s3cret", "steward_state": "preempted", "steward_tier": "training",
 		"steward_tenant": "ml", "steward_preemptions": "1", "steward_rule": "reclaim", "steward_priority": "40",
@@ -339,7 +339,7 @@ func TestSignalWaitsForVictimToStart(t *testing.T) {
 		r := roundWith([]*ObservedJob{train}, []ObservedAlloc{al})
 		r.now = t0.Add(at)
 		c.now = func() time.Time { return r.now }
-		c.finishDrains(context.Background(), r)
+		c.drains.finishDrains(context.Background(), r)
 		return withoutPuts(f.callsMatching(""))
 	}
 	if got := step(signalDelay, starting); len(got) != 0 {

@@ -25,8 +25,8 @@ import (
 // each covered job that its idle rule is paused.
 
 // activitySource names the source in logs and warnings.
-func (c *Controller) activitySource() string {
-	if c.prom != nil {
+func (sp *sampler) activitySource() string {
+	if sp.prom != nil {
 		return ActivityPrometheus
 	}
 	return ActivityNomad
@@ -78,14 +78,15 @@ func (m *metrics) newActivity() {
 
 // sweepPrometheus reads the targets' GPU activity with one query and adds
 // one sample per allocation whose GPUs all have a reading.
-func (c *Controller) sweepPrometheus(ctx context.Context, targets []statsTarget) {
-	c.gpuRefused.keep(targets)
+func (sp *sampler) sweepPrometheus(ctx context.Context, targets []statsTarget) {
+	c := sp.c
+	sp.gpuRefused.keep(targets)
 	now := c.now()
 	rctx, cancel := context.WithTimeout(ctx, statsTimeout(c.cfg.StatsInterval))
-	readings, err := c.prom.read(rctx, now)
+	readings, err := sp.prom.read(rctx, now)
 	cancel()
 	m := &c.metrics.activity
-	q, b := c.prom.queries.Load(), c.prom.wire.Load()
+	q, b := sp.prom.queries.Load(), sp.prom.wire.Load()
 	m.queries.Add(float64(q - m.lastQueries))
 	m.bytes.Add(float64(b - m.lastBytes))
 	m.lastQueries, m.lastBytes = q, b
@@ -93,27 +94,28 @@ func (c *Controller) sweepPrometheus(ctx context.Context, targets []statsTarget)
 		if ctx.Err() != nil {
 			return // the lead term ended: not the source's fault
 		}
-		c.activityDown(err, targets, now)
+		sp.activityDown(err, targets, now)
 		return
 	}
 	for _, t := range targets {
 		for _, a := range t.allocs {
 			for _, id := range a.GPUIDs {
 				if _, ok := readings[id]; !ok {
-					readings[id] = gpuReading{refused: c.prom.missing(id)}
+					readings[id] = gpuReading{refused: sp.prom.missing(id)}
 				}
 			}
 		}
 	}
-	c.activityUp(now)
+	sp.activityUp(now)
 	for _, t := range targets {
-		c.sampleNode(t, readings, now)
+		sp.sampleNode(t, readings, now)
 	}
 }
 
 // activityDown pauses idle rules: the targets' samples go, the plan gets
 // none until the source answers, and the operator is told.
-func (c *Controller) activityDown(err error, targets []statsTarget, now time.Time) {
+func (sp *sampler) activityDown(err error, targets []statsTarget, now time.Time) {
+	c := sp.c
 	c.metrics.activity.up.Set(0)
 	c.metrics.activity.errors.Inc()
 	var jobs []string
@@ -128,7 +130,7 @@ func (c *Controller) activityDown(err error, targets []statsTarget, now time.Tim
 		}
 	}
 	c.usage.pause(true)
-	s := &c.activity
+	s := &sp.activity
 	s.mu.Lock()
 	first := s.down == ""
 	if first {
@@ -143,9 +145,9 @@ func (c *Controller) activityDown(err error, targets []statsTarget, now time.Tim
 	s.mu.Unlock()
 	if warn {
 		c.log.Warn("GPU activity source failed: idle rules are paused, nothing is reclaimed for idleness until it answers",
-			"source", c.activitySource(), "down_since", since, "failures", failures, "covered_jobs", len(jobs), "error", err)
+			"source", sp.activitySource(), "down_since", since, "failures", failures, "covered_jobs", len(jobs), "error", err)
 	} else {
-		c.log.Debug("GPU activity source failed again", "source", c.activitySource(), "error", err)
+		c.log.Debug("GPU activity source failed again", "source", sp.activitySource(), "error", err)
 	}
 	if first {
 		c.poke() // the status says so at once
@@ -153,9 +155,10 @@ func (c *Controller) activityDown(err error, targets []statsTarget, now time.Tim
 }
 
 // activityUp resumes idle rules after the source answers again.
-func (c *Controller) activityUp(now time.Time) {
+func (sp *sampler) activityUp(now time.Time) {
+	c := sp.c
 	c.metrics.activity.up.Set(1)
-	s := &c.activity
+	s := &sp.activity
 	s.mu.Lock()
 	was, since, failures := s.down, s.since, s.failures
 	s.down, s.failures, s.pausedFor = "", 0, nil
@@ -163,7 +166,7 @@ func (c *Controller) activityUp(now time.Time) {
 	c.usage.pause(false)
 	if was != "" {
 		c.log.Warn("GPU activity source answers again: idle rules resume (idle stretches start afresh)",
-			"source", c.activitySource(), "was_down_for", now.Sub(since).Round(time.Second), "failures", failures)
+			"source", sp.activitySource(), "was_down_for", now.Sub(since).Round(time.Second), "failures", failures)
 		c.poke()
 	}
 }
@@ -171,21 +174,21 @@ func (c *Controller) activityUp(now time.Time) {
 // activityProblem is why idle rules are paused, for tenants (no address, no
 // error text: those are the operator's, in /healthz and the log); "" while
 // the source answers.
-func (c *Controller) activityProblem() (problem string, jobs []string) {
-	s := &c.activity
+func (sp *sampler) activityProblem() (problem string, jobs []string) {
+	s := &sp.activity
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.down == "" {
 		return "", nil
 	}
 	return fmt.Sprintf("idle rules are paused: GPU activity could not be read from %s since %s, so nothing is reclaimed for idleness until it can (the idle time starts afresh then)",
-		c.activitySource(), s.since.UTC().Format(time.RFC3339)), s.pausedFor
+		sp.activitySource(), s.since.UTC().Format(time.RFC3339)), s.pausedFor
 }
 
 // activityJobWarnings tells each job the failed source paused an idle rule
 // for, in the status (and its namespace's view).
-func (c *Controller) activityJobWarnings() []JobWarning {
-	problem, jobs := c.activityProblem()
+func (sp *sampler) activityJobWarnings() []JobWarning {
+	problem, jobs := sp.activityProblem()
 	out := make([]JobWarning, 0, len(jobs))
 	for _, j := range jobs {
 		out = append(out, JobWarning{Job: j, Problem: problem})
@@ -194,15 +197,15 @@ func (c *Controller) activityJobWarnings() []JobWarning {
 }
 
 // activityHealthWarning is the operator's warning in /healthz.
-func (c *Controller) activityHealthWarning() []string {
-	s := &c.activity
+func (sp *sampler) activityHealthWarning() []string {
+	s := &sp.activity
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.down == "" {
 		return nil
 	}
 	return []string{fmt.Sprintf("GPU activity source %s has failed since %s (%d reads): idle rules are paused for %d jobs, nothing is reclaimed for idleness: %s",
-		c.activitySource(), s.since.UTC().Format(time.RFC3339), s.failures, len(s.pausedFor), s.down)}
+		sp.activitySource(), s.since.UTC().Format(time.RFC3339), s.failures, len(s.pausedFor), s.down)}
 }
 
 // observeAllocGPUs sets steward_gpu_allocation_info: one series per GPU an

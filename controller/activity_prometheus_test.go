@@ -269,17 +269,17 @@ func TestPrometheusActivityRound(t *testing.T) {
 			cfg := DefaultPrometheusConfig()
 			cfg.Address = fp.srv.URL
 			var err error
-			if r.c.prom, err = newPromSource(cfg); err != nil {
+			if r.c.sampler.prom, err = newPromSource(cfg); err != nil {
 				t.Fatal(err)
 			}
-			r.c.gpuRefused.hint = "Steward reads 100 * DCGM_FI_PROF_GR_ENGINE_ACTIVE from Prometheus, by the GPU's UUID in label UUID: docs/reference/controller.md"
+			r.c.sampler.gpuRefused.hint = "Steward reads 100 * DCGM_FI_PROF_GR_ENGINE_ACTIVE from Prometheus, by the GPU's UUID in label UUID: docs/reference/controller.md"
 			if w, err := r.round(-20 * time.Minute); err != nil || !slices.Equal(w, []string{hold}) {
 				t.Fatalf("first round: %q, %v", w, err)
 			}
-			r.c.sweepPrometheus(context.Background(), r.c.usage.targetsNow())
+			r.c.sampler.sweepPrometheus(context.Background(), r.c.usage.targetsNow())
 			r.clock = t0
 			tc.then(fp)
-			r.c.sweepPrometheus(context.Background(), r.c.usage.targetsNow())
+			r.c.sampler.sweepPrometheus(context.Background(), r.c.usage.targetsNow())
 			got, err := r.round(0)
 			if err != nil {
 				t.Fatal(err)
@@ -297,10 +297,10 @@ func TestPrometheusActivityRound(t *testing.T) {
 				t.Errorf("steward_activity_source_queries_total %v, want 2 (one a sweep)", q)
 			}
 			var warnings []string
-			for _, w := range r.c.activityJobWarnings() {
+			for _, w := range r.c.sampler.activityJobWarnings() {
 				warnings = append(warnings, w.Job+": "+w.Problem)
 			}
-			for _, w := range r.c.gpuRefused.jobWarnings() {
+			for _, w := range r.c.sampler.gpuRefused.jobWarnings() {
 				warnings = append(warnings, w.Job+": "+w.Problem)
 			}
 			if tc.jobWarning == "" && len(warnings) > 0 || tc.jobWarning != "" && !slices.Contains(warnings, "ml/nb: "+tc.jobWarning) {
@@ -314,12 +314,12 @@ func TestPrometheusActivityRound(t *testing.T) {
 				// Back up: idle rules resume, with the idle time
 				// afresh (one sample now is no idle stretch yet).
 				fp.set(0, uuidSeries(gpus[0], 2), uuidSeries(gpus[1], 2))
-				r.c.sweepPrometheus(context.Background(), r.c.usage.targetsNow())
+				r.c.sampler.sweepPrometheus(context.Background(), r.c.usage.targetsNow())
 				if got, err := r.round(time.Second); err != nil || len(got) != 0 {
 					t.Errorf("round after Prometheus came back: %q, %v; want no writes", got, err)
 				}
-				if up := testutil.ToFloat64(r.c.metrics.activity.up); up != 1 || len(r.c.activityJobWarnings()) != 0 {
-					t.Errorf("after it came back: up %v, warnings %v", up, r.c.activityJobWarnings())
+				if up := testutil.ToFloat64(r.c.metrics.activity.up); up != 1 || len(r.c.sampler.activityJobWarnings()) != 0 {
+					t.Errorf("after it came back: up %v, warnings %v", up, r.c.sampler.activityJobWarnings())
 				}
 			}
 		})

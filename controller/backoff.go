@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
+
 	ibackoff "github.com/gpu-steward/steward/internal/backoff"
 	"github.com/gpu-steward/steward/policy/engine"
 )
@@ -30,6 +32,19 @@ const (
 	refusedFirst = 10 * time.Second
 	refusedMax   = 10 * time.Minute
 )
+
+// writeBackoff backs off writes Nomad refused (a 4xx): per job and write,
+// exponentially, each refusal's text kept for the job's record. The
+// rounds ask it before each write (nomadWrite, backedOff) and the records
+// quote it (writeError).
+type writeBackoff struct {
+	log     hclog.Logger
+	refused map[writeKey]*refusedWrite
+}
+
+func newWriteBackoff(log hclog.Logger) *writeBackoff {
+	return &writeBackoff{log: log, refused: map[writeKey]*refusedWrite{}}
+}
 
 // writeKey is one kind of write to one job: "priority", "move",
 // "scale <group>", "stop", "signal".
@@ -102,39 +117,39 @@ func writeOf(a engine.Action) string {
 
 // backedOff reports whether a write to job k waits out the backoff of a
 // refusal.
-func (c *Controller) backedOff(now time.Time, k jobKey, write string) bool {
-	rw := c.refusedWrites[writeKey{k, write}]
+func (b *writeBackoff) backedOff(now time.Time, k jobKey, write string) bool {
+	rw := b.refused[writeKey{k, write}]
 	return rw != nil && now.Before(rw.until)
 }
 
 // nomadWrite makes one write to a tenant's job through write, unless Nomad
 // refused the same write to the job within its backoff. A 4xx is recorded
 // (refused) and returned wrapped in errWriteRefused.
-func (c *Controller) nomadWrite(r *round, k jobKey, write string, do func() (uint64, error)) (uint64, error) {
-	if c.backedOff(r.now, k, write) {
+func (b *writeBackoff) nomadWrite(r *round, k jobKey, write string, do func() (uint64, error)) (uint64, error) {
+	if b.backedOff(r.now, k, write) {
 		return 0, fmt.Errorf("%s %s: %w", write, k, errBackedOff)
 	}
 	index, err := do()
 	if err == nil {
-		c.writeAccepted(k, write)
+		b.writeAccepted(k, write)
 		return index, nil
 	}
-	return 0, c.writeRefused(r, k, write, err)
+	return 0, b.writeRefused(r, k, write, err)
 }
 
 // writeAccepted forgets a refusal of the write once Nomad takes it.
-func (c *Controller) writeAccepted(k jobKey, write string) {
+func (b *writeBackoff) writeAccepted(k jobKey, write string) {
 	wk := writeKey{k, write}
-	if rw := c.refusedWrites[wk]; rw != nil {
-		c.log.Info("Nomad accepts a write it refused before", "job", k, "write", write, "refused", rw.times)
-		delete(c.refusedWrites, wk)
+	if rw := b.refused[wk]; rw != nil {
+		b.log.Info("Nomad accepts a write it refused before", "job", k, "write", write, "refused", rw.times)
+		delete(b.refused, wk)
 	}
 }
 
 // writeRefused records a 4xx answer to a write and backs the write off; any
 // other error is returned as it is. A 404 is not a refusal: the job was
 // purged since the round read it (errJobGone).
-func (c *Controller) writeRefused(r *round, k jobKey, write string, err error) error {
+func (b *writeBackoff) writeRefused(r *round, k jobKey, write string, err error) error {
 	se, ok := nomadRefusal(err)
 	if !ok {
 		return err
@@ -142,14 +157,14 @@ func (c *Controller) writeRefused(r *round, k jobKey, write string, err error) e
 	if se.StatusCode() == http.StatusNotFound {
 		return fmt.Errorf("%s %s: %w: %v", write, k, errJobGone, err)
 	}
-	if c.refusedWrites == nil {
-		c.refusedWrites = map[writeKey]*refusedWrite{}
+	if b.refused == nil {
+		b.refused = map[writeKey]*refusedWrite{}
 	}
 	wk := writeKey{k, write}
-	rw := c.refusedWrites[wk]
+	rw := b.refused[wk]
 	if rw == nil {
 		rw = &refusedWrite{}
-		c.refusedWrites[wk] = rw
+		b.refused[wk] = rw
 	}
 	rw.times++
 	wait := ibackoff.Exponential(refusedFirst, refusedMax, rw.times-1)
@@ -165,7 +180,7 @@ func (c *Controller) writeRefused(r *round, k jobKey, write string, err error) e
 	if missing != "" {
 		fields = append(fields, "missing", missing)
 	}
-	c.log.Warn("Nomad refused a write: backing it off for this job; the round goes on", fields...)
+	b.log.Warn("Nomad refused a write: backing it off for this job; the round goes on", fields...)
 	return fmt.Errorf("%w: %s", errWriteRefused, rw.text)
 }
 
@@ -237,16 +252,16 @@ func missingRight(job *ObservedJob, write string, code int) string {
 }
 
 // writeErrorItem adds the refusals of writes to job k to its record.
-func (c *Controller) writeErrorItem(k jobKey, items map[string]string) {
-	if s := c.writeError(k); s != "" {
+func (b *writeBackoff) writeErrorItem(k jobKey, items map[string]string) {
+	if s := b.writeError(k); s != "" {
 		items["steward_write_error"] = s
 	}
 }
 
 // writeError is what the record says of the refused writes to job k.
-func (c *Controller) writeError(k jobKey) string {
+func (b *writeBackoff) writeError(k jobKey) string {
 	var out []string
-	for wk, rw := range c.refusedWrites {
+	for wk, rw := range b.refused {
 		if wk.job == k {
 			out = append(out, rw.text)
 		}
@@ -256,10 +271,10 @@ func (c *Controller) writeError(k jobKey) string {
 }
 
 // refusedJobs are the jobs with a refused write, sorted.
-func (c *Controller) refusedJobs() []jobKey {
+func (b *writeBackoff) refusedJobs() []jobKey {
 	seen := map[jobKey]bool{}
 	var out []jobKey
-	for wk := range c.refusedWrites {
+	for wk := range b.refused {
 		if !seen[wk.job] {
 			seen[wk.job] = true
 			out = append(out, wk.job)
@@ -277,10 +292,10 @@ func (c *Controller) refusedJobs() []jobKey {
 // pruneRefusedWrites forgets refusals of jobs that are gone, and of writes
 // not tried again long after their backoff ended (the engine no longer
 // wants them).
-func (c *Controller) pruneRefusedWrites(r *round) {
-	for wk, rw := range c.refusedWrites {
+func (b *writeBackoff) pruneRefusedWrites(r *round) {
+	for wk, rw := range b.refused {
 		if r.obs.Jobs[wk.job] == nil || r.now.Sub(rw.until) > refusedMax {
-			delete(c.refusedWrites, wk)
+			delete(b.refused, wk)
 		}
 	}
 }

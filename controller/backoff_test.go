@@ -177,7 +177,7 @@ func TestOnlyEffectivePreemptionsCount(t *testing.T) {
 			d := &Drain{Group: "work", Allocs: []string{"a1"}, Kind: "preempt", Requeue: true, Rule: "priority", Reason: "for ml/nb"}
 			st := &JobState{Namespace: "ml", ID: "train", Draining: []*Drain{d}}
 			c.states[k] = st
-			err := c.finishDrain(ctx, roundWith([]*ObservedJob{train(1)}, []ObservedAlloc{alloc("a1", "train")}), st, d)
+			err := c.drains.finishDrain(ctx, roundWith([]*ObservedJob{train(1)}, []ObservedAlloc{alloc("a1", "train")}), st, d)
 			if tc.fail == nil {
 				if err != nil || len(st.Preemptions) != 1 || !st.Held["work"].Evicts.IsZero() {
 					t.Fatalf("taken: err %v, preemptions %v, held %+v: want it counted at once", err, st.Preemptions, st.Held["work"])
@@ -226,8 +226,8 @@ func TestWriteToPurgedJobNotBackedOff(t *testing.T) {
 		if !slices.ContainsFunc(writes, func(got string) bool { return strings.HasPrefix(got, "scale ml/nb") }) {
 			t.Errorf("%s: no write to ml/nb in %q", s.name, writes)
 		}
-		if len(r.c.refusedWrites) != 0 {
-			t.Errorf("%s: backed off: %v", s.name, r.c.refusedWrites)
+		if len(r.c.writes.refused) != 0 {
+			t.Errorf("%s: backed off: %v", s.name, r.c.writes.refused)
 		}
 		f.mu.Lock()
 		rec := f.vars["ml:nomad/jobs/nb"]

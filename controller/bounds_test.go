@@ -154,21 +154,21 @@ func TestRecordsPrunedWhenJobsGo(t *testing.T) {
 	c.cfg.JobRecords = true
 	for i := range 5000 {
 		k := jobKey{"flood", fmt.Sprintf("churn-%05d", i)}
-		c.records[k] = strings.Repeat("r", 200)
-		c.recordErr[k] = "permission denied"
+		c.pub.records[k] = strings.Repeat("r", 200)
+		c.pub.recordErr[k] = "permission denied"
 		c.stateErr[k] = "too big"
 	}
 	keep := jobKey{"ml", "train"}
-	c.records[keep] = "{}"
+	c.pub.records[keep] = "{}"
 	r := roundWith([]*ObservedJob{job("ml", "train", "training", 40, 1, 1)}, nil)
-	c.writeRecords(context.Background(), r, c.pol)
-	if len(c.recordErr) != 0 || len(c.stateErr) != 0 {
-		t.Errorf("%d record errors and %d state errors of gone jobs kept", len(c.recordErr), len(c.stateErr))
+	c.pub.writeRecords(context.Background(), r, c.pol)
+	if len(c.pub.recordErr) != 0 || len(c.stateErr) != 0 {
+		t.Errorf("%d record errors and %d state errors of gone jobs kept", len(c.pub.recordErr), len(c.stateErr))
 	}
-	if len(c.records) > 1 {
-		t.Errorf("%d records of gone jobs kept", len(c.records)-1)
+	if len(c.pub.records) > 1 {
+		t.Errorf("%d records of gone jobs kept", len(c.pub.records)-1)
 	}
-	if c.records[keep] == "" {
+	if c.pub.records[keep] == "" {
 		t.Errorf("the record of a job that runs was forgotten")
 	}
 }
@@ -249,7 +249,7 @@ func TestOversizedStateRefusedInRecord(t *testing.T) {
 	if f.vars["steward:"+statePath(jobKey{"ml", "train"})] == nil {
 		t.Errorf("another job's state was not saved beside it")
 	}
-	c.writeRecords(context.Background(), r, c.pol)
+	c.pub.writeRecords(context.Background(), r, c.pol)
 	rec := f.vars["ml:nomad/jobs/big"]
 	want := fmt.Sprintf("over the %d Steward writes", stateMaxBytes)
 	if rec == nil || !strings.Contains(rec["steward_state_error"], want) || !strings.Contains(rec["steward_state_error"], "bytes") {

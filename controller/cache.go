@@ -143,19 +143,7 @@ func (c *clusterCache) replace(rd *clusterRead) int {
 		}
 		return true
 	}
-	drift += merge(c.nodes, rd.nodes, func(id string) string { return "n/" + id }, mergeInto,
-		func(a, b cachedNode) bool {
-			return a.usable == b.usable && a.draining == b.draining && a.node.GPUs == b.node.GPUs
-		})
-	drift += merge(c.jobs, rd.jobs, func(k jobKey) string { return "j/" + k.String() }, mergeInto,
-		func(a, b *ObservedJob) bool { return a.ModifyIndex == b.ModifyIndex && a.Stopped == b.Stopped })
-	drift += c.mergeSkipped(rd, mergeInto)
-	drift += merge(c.allocs, rd.allocs, func(id string) string { return "a/" + id }, mergeInto,
-		func(a, b ObservedAlloc) bool {
-			return a.ClientStatus == b.ClientStatus && a.NodeID == b.NodeID && len(a.GPUIDs) == len(b.GPUIDs)
-		})
-	drift += merge(c.blocked, rd.blocked, func(id string) string { return "e/" + id }, mergeInto,
-		func(a, b blockedEval) bool { return true })
+	drift += c.mergeRead(rd, mergeInto)
 	if !c.ready {
 		drift = 0
 	}
@@ -188,20 +176,7 @@ func (c *clusterCache) rebuild(rd *clusterRead) (drift, regressed int) {
 				regressed++
 			}
 		}
-		readWins := func(string, bool) bool { return true }
-		drift += merge(c.nodes, rd.nodes, func(id string) string { return "n/" + id }, readWins,
-			func(a, b cachedNode) bool {
-				return a.usable == b.usable && a.draining == b.draining && a.node.GPUs == b.node.GPUs
-			})
-		drift += merge(c.jobs, rd.jobs, func(k jobKey) string { return "j/" + k.String() }, readWins,
-			func(a, b *ObservedJob) bool { return a.ModifyIndex == b.ModifyIndex && a.Stopped == b.Stopped })
-		drift += c.mergeSkipped(rd, readWins)
-		drift += merge(c.allocs, rd.allocs, func(id string) string { return "a/" + id }, readWins,
-			func(a, b ObservedAlloc) bool {
-				return a.ClientStatus == b.ClientStatus && a.NodeID == b.NodeID && len(a.GPUIDs) == len(b.GPUIDs)
-			})
-		drift += merge(c.blocked, rd.blocked, func(id string) string { return "e/" + id }, readWins,
-			func(a, b blockedEval) bool { return true })
+		drift += c.mergeRead(rd, func(string, bool) bool { return true })
 	}
 	if rd.skipped == nil {
 		rd.skipped = map[jobKey]*ObservedJob{}
@@ -214,6 +189,26 @@ func (c *clusterCache) rebuild(rd *clusterRead) (drift, regressed int) {
 	c.ready = true
 	c.advanced()
 	return drift, regressed
+}
+
+// mergeRead merges the cache into a full read, entity kind by entity kind
+// (merge), readWins deciding for each entity which of the two stands; it
+// returns how many entities the read changed.
+func (c *clusterCache) mergeRead(rd *clusterRead, readWins func(key string, inRead bool) bool) int {
+	drift := merge(c.nodes, rd.nodes, func(id string) string { return "n/" + id }, readWins,
+		func(a, b cachedNode) bool {
+			return a.usable == b.usable && a.draining == b.draining && a.node.GPUs == b.node.GPUs
+		})
+	drift += merge(c.jobs, rd.jobs, func(k jobKey) string { return "j/" + k.String() }, readWins,
+		func(a, b *ObservedJob) bool { return a.ModifyIndex == b.ModifyIndex && a.Stopped == b.Stopped })
+	drift += c.mergeSkipped(rd, readWins)
+	drift += merge(c.allocs, rd.allocs, func(id string) string { return "a/" + id }, readWins,
+		func(a, b ObservedAlloc) bool {
+			return a.ClientStatus == b.ClientStatus && a.NodeID == b.NodeID && len(a.GPUIDs) == len(b.GPUIDs)
+		})
+	drift += merge(c.blocked, rd.blocked, func(id string) string { return "e/" + id }, readWins,
+		func(a, b blockedEval) bool { return true })
+	return drift
 }
 
 // merge folds what the cache holds (cached) into a full read (read), per

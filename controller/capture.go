@@ -45,7 +45,7 @@ func (c *Controller) CaptureOnce(ctx context.Context) (*Capture, *engine.Plan, e
 		return nil, nil, err
 	}
 	// One fresh stats reading on top of the saved per-minute history.
-	c.sweepStats(ctx, statsTargets(pol, obs))
+	c.sampler.sweepStats(ctx, statsTargets(pol, obs))
 	snap := buildSnapshot(pol, obs, c.states, c.usage.samples(pol))
 	// The saved decayed usage, as of its last save (fair share over time).
 	c.fairShareUsage(ctx, pol, snap, obs.At)

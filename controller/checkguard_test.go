@@ -116,7 +116,8 @@ func TestJobCheckConcurrencyBounded(t *testing.T) {
 // the numbers, whether it declares its length or not; one within is read.
 func TestJobCheckBodyBounded(t *testing.T) {
 	c := &Controller{}
-	_, h := guardFor(1000, 1000, 4, 1024, http.HandlerFunc(c.serveCheck))
+	c.web = &endpoints{c: c}
+	_, h := guardFor(1000, 1000, 4, 1024, http.HandlerFunc(c.web.serveCheck))
 	big := `{"Job":{"ID":"` + strings.Repeat("x", 4096) + `"}}`
 	cases := []struct {
 		name     string

@@ -116,7 +116,7 @@ func TestDrainEndsWhenCheckpointWritten(t *testing.T) {
 				Sent: tt.sent, Requeue: true, Kind: string(engine.Preempt), For: "ml/nb", Rule: "priority", Reason: "for ml/nb"}}
 			r := roundWith([]*ObservedJob{train}, []ObservedAlloc{a})
 			r.now, r.obs.At = now, now
-			c.finishDrains(context.Background(), r)
+			c.drains.finishDrains(context.Background(), r)
 			stopped := len(f.callsMatching("scale ml/train work 0")) > 0
 			if stopped != tt.wantStop {
 				t.Fatalf("stopped %v, want %v (calls %q)", stopped, tt.wantStop, f.calls)

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"os"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -32,6 +31,14 @@ type Controller struct {
 	// crashAt is a step to exit at (crash.go; tests only).
 	crashAt string
 
+	// The duties around the rounds, each a type of its own that owns its
+	// state (docs/design.md, "Who owns what").
+	pub      *publisher // publishes what the rounds leave (publish.go)
+	election *elector   // holds the leadership (elector.go)
+	sampler  *sampler   // reads the GPUs' activity (sampler.go)
+	drains   *drainer   // moves drains on (drainer.go)
+	web      *endpoints // serves the HTTP endpoints (endpoints.go)
+
 	mu      sync.Mutex // guards pol, eng, health, lastCheck (read by HTTP and SIGHUP)
 	pol     *policy.Policy
 	eng     *engine.Engine
@@ -44,78 +51,33 @@ type Controller struct {
 
 	// Owned by the control loop.
 	states map[jobKey]*JobState
-	// nsRound and nsSet: the namespaces known in round nsRound, to
-	// redact tenants' records (redact.go).
-	nsRound *round
-	nsSet   map[string]bool
-	saved   map[jobKey]string // JSON last written, to skip unchanged writes
-	index   map[jobKey]uint64 // modify index of each state variable, for check-and-set
+	saved  map[jobKey]string // JSON last written, to skip unchanged writes
+	index  map[jobKey]uint64 // modify index of each state variable, for check-and-set
 	// reload: a check-and-set write failed, so what this controller holds
 	// in memory may be stale; the next round reads every state afresh.
-	reload    bool
-	records   map[jobKey]string
-	recordErr map[jobKey]string // last error writing each job's record, logged once
-	// refusedWrites are writes Nomad refused with a 4xx, backed off
-	// (backoff.go).
-	refusedWrites map[writeKey]*refusedWrite
+	reload bool
+	// writes backs off writes Nomad refused with a 4xx (backoff.go).
+	writes *writeBackoff
 	// stateErr is why a job's state was too large to save (bounds.go);
 	// unresolved are states saved under a hashed job ID, by path.
 	stateErr   map[jobKey]string
 	unresolved map[string]unresolvedState
 	decisions  []Decision
 	refused    map[jobKey]*refusal // jobs whose meta Steward refused in part
-	statusOut  string
-	// statusIndex is the status variable's modify index (check-and-set),
-	// once statusKnown.
-	statusIndex uint64
 	// unsettled is the newest index of Steward's writes not yet seen back:
 	// a round plans on the cache only once it holds it (reconcile,
 	// clusterCache.settle; 0: none).
-	unsettled   uint64
-	statusKnown bool
-	// statusStable and statusAt are the last published status without
-	// its drifting figures (stableStatus), and when it was published.
-	statusStable string
-	statusAt     time.Time
-	// views are the namespaces' views of the status last published
-	// (status_views.go).
-	views statusViews
-	usage *usageStore
+	unsettled uint64
+	usage     *usageStore
 	// fair accounts the tenants' decayed borrowed GPU-seconds for fair
 	// share over time (fairshare.go).
-	fair fairShareStore
-	// gpuRefused are the GPUs whose stats carry no utilisation.
-	gpuRefused gpuRefusals
-	// prom is the Prometheus activity source (nil: Nomad's host
-	// stats), activity whether the source answers (activity.go).
-	prom     *promSource
-	activity activityState
-	// written passes drains' checkpoint-written files between the rounds
-	// and their poll (written_poll.go).
-	written writtenStore
+	fair    fairShareStore
 	metrics *metrics
-	// notifier sends webhook messages (notify.go); nil in a dry run.
-	notifier *notifier
-	// fc forecasts the waiting jobs' starts (forecast.go).
-	fc *queueForecaster
-	// planned holds the allocations the last round of this lead term
-	// planned with (nil: none yet): one the limit stops before any plan
-	// saw it was placed by Nomad over its tenant's limit, never admitted
-	// (neverAdmitted).
-	planned map[string]bool
 
 	pressureMu    sync.Mutex
 	pressureSince time.Time
-	// aclsKnown and aclsEnabled: whether the cluster enforces ACLs, once
-	// read (callerToken), under mu.
-	aclsKnown, aclsEnabled bool
-	// latencyMeasured is, per job whose preemption's latency was
-	// measured, the blocking it was measured from (latency.go).
-	latencyMeasured map[jobKey]time.Time
-
-	// lastRoundAt is when the last round finished, in Unix nanoseconds
-	// (stepdown.go).
-	lastRoundAt atomic.Int64
+	// latency measures each preemption's decision latency (latency.go).
+	latency decisionLatency
 }
 
 // Health is what /healthz reports.
@@ -172,14 +134,15 @@ func New(cfg Config, client *api.Client, log hclog.Logger) (*Controller, error) 
 		pol: p, eng: engine.New(p), trigger: make(chan struct{}, 1),
 		usage: newUsageStore(), metrics: newMetrics(),
 	}
+	giveDuties(c)
 	if cfg.Traffic != nil {
 		c.metrics.reg.MustRegister(cfg.Traffic.collectors()...)
 	}
 	if cfg.ActivitySource == ActivityPrometheus {
-		if c.prom, err = newPromSource(cfg.Prometheus); err != nil {
+		if c.sampler.prom, err = newPromSource(cfg.Prometheus); err != nil {
 			return nil, err
 		}
-		c.gpuRefused.hint = fmt.Sprintf("Steward reads %s from Prometheus, by the GPU's UUID in label %s: docs/reference/controller.md",
+		c.sampler.gpuRefused.hint = fmt.Sprintf("Steward reads %s from Prometheus, by the GPU's UUID in label %s: docs/reference/controller.md",
 			cfg.Prometheus.Query, cfg.Prometheus.UUIDLabel)
 	}
 	if !cfg.DryRun {
@@ -189,8 +152,8 @@ func New(cfg Config, client *api.Client, log hclog.Logger) (*Controller, error) 
 		}
 		nm := newNotifyMetrics()
 		c.metrics.reg.MustRegister(nm.collectors()...)
-		c.notifier = newNotifier(log.Named("notify"), ls.valid, nm)
-		c.notifier.delivered = c.poke
+		c.pub.notifier = newNotifier(log.Named("notify"), ls.valid, nm)
+		c.pub.notifier.delivered = c.poke
 	}
 	c.health.Identity, c.health.PolicyFiles, c.health.DryRun = cfg.Identity, cfg.PolicyFiles, cfg.DryRun
 	c.checkAddr = cfg.Advertise
@@ -198,13 +161,21 @@ func New(cfg Config, client *api.Client, log hclog.Logger) (*Controller, error) 
 	return c, nil
 }
 
+// giveDuties gives c the types that carry its duties around the rounds.
+func giveDuties(c *Controller) {
+	c.pub = newPublisher(c)
+	c.election = &elector{c: c}
+	c.sampler = &sampler{c: c}
+	c.drains = &drainer{c: c}
+	c.web = &endpoints{c: c}
+}
+
 func (c *Controller) resetState() {
 	c.states = map[jobKey]*JobState{}
 	c.saved = map[jobKey]string{}
 	c.index = map[jobKey]uint64{}
-	c.recordErr = map[jobKey]string{}
-	c.records = map[jobKey]string{}
-	c.refusedWrites = map[writeKey]*refusedWrite{}
+	c.pub.forgetRecords()
+	c.writes = newWriteBackoff(c.log)
 	c.stateErr = map[jobKey]string{}
 	c.unresolved = map[string]unresolvedState{}
 }
@@ -297,7 +268,7 @@ func (c *Controller) Health() Health {
 	c.mu.Lock()
 	h := c.health
 	c.mu.Unlock()
-	h.Warnings = append(c.activityHealthWarning(), c.gpuRefused.healthWarnings()...)
+	h.Warnings = append(c.sampler.activityHealthWarning(), c.sampler.gpuRefused.healthWarnings()...)
 	return h
 }
 

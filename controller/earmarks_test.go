@@ -47,7 +47,7 @@ func TestMarksKeptForBeneficiary(t *testing.T) {
 
 	r1 := roundWith([]*ObservedJob{train, nbJob}, allocs)
 	r1.now = t0.Add(signalDelay)
-	c.finishDrains(context.Background(), r1) // the checkpoint signal
+	c.drains.finishDrains(context.Background(), r1) // the checkpoint signal
 
 	// A restarted controller finishes the preemption at the deadline: the
 	// victim's GPU joins the mark.
@@ -59,7 +59,7 @@ func TestMarksKeptForBeneficiary(t *testing.T) {
 	c2.now = func() time.Time { return end }
 	r2 := roundWith([]*ObservedJob{train, nbJob}, allocs)
 	r2.now, r2.obs.At = end, end
-	c2.finishDrains(context.Background(), r2)
+	c2.drains.finishDrains(context.Background(), r2)
 	r3 := roundWith([]*ObservedJob{train, nbJob}, allocs[1:])
 	r3.obs.At = end.Add(time.Second)
 	snap = buildSnapshot(c2.pol, r3.obs, c2.states, nil)
@@ -196,7 +196,7 @@ func TestMarksOfVictimsGoneEarly(t *testing.T) {
 			// within their job only.
 			r2 := roundWith([]*ObservedJob{train, job("ml", "nb", "interactive", 60, 1, 1)}, []ObservedAlloc{allocs[1], alloc("o1", "other")})
 			r2.now, r2.obs.At = later, later
-			c.finishDrains(context.Background(), r2)
+			c.drains.finishDrains(context.Background(), r2)
 			marks := c.states[jobKey{"ml", "train"}].Marks
 			if len(marks) != 1 || marks[0].Node != "n1" || marks[0].GPUs != 1 || marks[0].For != "ml/nb" {
 				t.Fatalf("marks %+v: want 1 GPU on n1 for ml/nb", marks)

@@ -145,7 +145,7 @@ func TestFairShareFiguresWriteNoStatus(t *testing.T) {
 	publish := func(at time.Duration, usage float64, inUse int) int {
 		r.now = t0.Add(at)
 		r.plan = &engine.Plan{Tenants: []engine.TenantUsage{{Tenant: "ml", Limit: -1, InUse: inUse, UsageGPUHours: usage, FairShare: 1, UsedShare: 1}}}
-		c.writeStatus(context.Background(), r, c.pol)
+		c.pub.writeStatus(context.Background(), r, c.pol)
 		return len(f.callsMatching("put steward steward/status"))
 	}
 	steps := []struct {

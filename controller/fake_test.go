@@ -287,6 +287,7 @@ func testController(t *testing.T, f *fakeNomad) *Controller {
 	p := testPolicy(t)
 	c := &Controller{cfg: DefaultConfig(), log: hclog.NewNullLogger(), nomad: f, lease: newLease(), now: func() time.Time { return t0 },
 		pol: p, eng: engine.New(p), trigger: make(chan struct{}, 1), usage: newUsageStore(), metrics: newMetrics()}
+	giveDuties(c)
 	c.resetState()
 	return c
 }

@@ -130,15 +130,16 @@ func newQueueForecaster() *queueForecaster {
 
 // forecastRound is the round's hook: learn run times from the runs that
 // ended, fill the round's queue, and start a forecast when one is due.
-func (c *Controller) forecastRound(r *round, pol *policy.Policy, eng *engine.Engine, snap *engine.Snapshot) {
-	if c.fc == nil {
-		c.fc = newQueueForecaster()
+func (p *publisher) forecastRound(r *round, pol *policy.Policy, eng *engine.Engine, snap *engine.Snapshot) {
+	c := p.c
+	if p.fc == nil {
+		p.fc = newQueueForecaster()
 	}
-	fc := c.fc
-	c.learnRunTimes(r, pol)
-	c.learnArrivals(r, pol, snap)
+	fc := p.fc
+	p.learnRunTimes(r, pol)
+	p.learnArrivals(r, pol, snap)
 	queue := forecast.Queue(pol, snap, r.plan)
-	c.learnStarts(r, queue)
+	p.learnStarts(r, queue)
 	fc.mu.Lock()
 	res, hints, basis, running := fc.result, fc.hints, fc.basis, fc.running
 	fc.mu.Unlock()
@@ -160,7 +161,7 @@ func (c *Controller) forecastRound(r *round, pol *policy.Policy, eng *engine.Eng
 		}
 		r.queue = append(r.queue, q)
 	}
-	c.stabiliseQueue(r)
+	p.stabiliseQueue(r)
 	set := waitSet(queue)
 	due := fc.startedAt.IsZero() || r.now.Sub(fc.startedAt) >= forecastEvery ||
 		(set != fc.waitSet && r.now.Sub(fc.startedAt) >= forecastMinGap)
@@ -168,7 +169,7 @@ func (c *Controller) forecastRound(r *round, pol *policy.Policy, eng *engine.Eng
 		return
 	}
 	fc.startedAt, fc.waitSet = r.now, set
-	in, basis := c.forecastInput(r, pol, eng, snap)
+	in, basis := p.forecastInput(r, pol, eng, snap)
 	fc.mu.Lock()
 	fc.running = true
 	fc.mu.Unlock()
@@ -202,8 +203,8 @@ func (c *Controller) forecastRound(r *round, pol *policy.Policy, eng *engine.Eng
 
 // learnStarts tells the calibration which jobs its forecasts were made
 // for started (no longer waiting, running) or went (gone, or neither).
-func (c *Controller) learnStarts(r *round, queue []forecast.Entry) {
-	fc := c.fc
+func (p *publisher) learnStarts(r *round, queue []forecast.Entry) {
+	fc := p.fc
 	waiting := map[engine.JobRef]bool{}
 	for _, e := range queue {
 		waiting[e.Job] = true
@@ -263,7 +264,8 @@ func waitSet(q []forecast.Entry) string {
 // snapshot the loop will not touch (job states change in the loop, and
 // the snapshot shares their preemption times), run-time estimates, and
 // the grace ends of victims being drained.
-func (c *Controller) forecastInput(r *round, pol *policy.Policy, eng *engine.Engine, snap *engine.Snapshot) (forecast.Input, string) {
+func (p *publisher) forecastInput(r *round, pol *policy.Policy, eng *engine.Engine, snap *engine.Snapshot) (forecast.Input, string) {
+	c := p.c
 	s := *snap
 	s.Allocs = slices.Clone(snap.Allocs)
 	s.Waiting = slices.Clone(snap.Waiting)
@@ -277,8 +279,8 @@ func (c *Controller) forecastInput(r *round, pol *policy.Policy, eng *engine.Eng
 	}
 	in := forecast.Input{Engine: eng, Snapshot: &s, Now: r.now, Estimates: map[engine.JobRef]forecast.Estimate{},
 		DrainEnds: map[string]time.Time{}}
-	in.Arrivals, in.ArrivalsSince = c.fc.arrivals.Window(r.now)
-	going := c.runsGoing(r.now)
+	in.Arrivals, in.ArrivalsSince = p.fc.arrivals.Window(r.now)
+	going := p.runsGoing(r.now)
 	counts := map[forecast.Source]int{}
 	add := func(ref engine.JobRef, gpus int) {
 		if _, ok := in.Estimates[ref]; ok {
@@ -288,7 +290,7 @@ func (c *Controller) forecastInput(r *round, pol *policy.Policy, eng *engine.Eng
 		if job == nil {
 			return
 		}
-		est := runEstimate(pol, job, gpus, c.fc.history, going)
+		est := runEstimate(pol, job, gpus, p.fc.history, going)
 		in.Estimates[ref] = est
 		counts[est.Source]++
 	}
@@ -298,7 +300,7 @@ func (c *Controller) forecastInput(r *round, pol *policy.Policy, eng *engine.Eng
 	for _, d := range s.Waiting {
 		add(d.Job.Ref, d.GPUsPerAlloc)
 	}
-	in.Done = c.workDone(r.now, &s)
+	in.Done = p.workDone(r.now, &s)
 	for _, st := range c.states {
 		for _, d := range st.Draining {
 			if d.Finished || d.Deadline.IsZero() {
@@ -317,7 +319,8 @@ func (c *Controller) forecastInput(r *round, pol *policy.Policy, eng *engine.Eng
 // plus the current run's age unless the run is being drained (its
 // preemption counted it already). Others are left out: the forecast
 // takes their allocations' ages.
-func (c *Controller) workDone(now time.Time, s *engine.Snapshot) map[engine.JobRef]time.Duration {
+func (p *publisher) workDone(now time.Time, s *engine.Snapshot) map[engine.JobRef]time.Duration {
+	c := p.c
 	done := map[engine.JobRef]time.Duration{}
 	kept := func(ref engine.JobRef) *JobState {
 		st := c.states[jobKey{ref.Namespace, ref.ID}]
@@ -388,9 +391,9 @@ func runEstimate(pol *policy.Policy, job *ObservedJob, gpus int, h *forecast.His
 
 // runsGoing is how long each allocation running now has run, by class:
 // long runs the history of finished ones cannot show yet.
-func (c *Controller) runsGoing(now time.Time) map[forecast.Class][]time.Duration {
+func (p *publisher) runsGoing(now time.Time) map[forecast.Class][]time.Duration {
 	going := map[forecast.Class][]time.Duration{}
-	for _, run := range c.fc.runs {
+	for _, run := range p.fc.runs {
 		going[run.class] = append(going[run.class], now.Sub(run.started))
 	}
 	return going
@@ -401,8 +404,8 @@ func (c *Controller) runsGoing(now time.Time) map[forecast.Class][]time.Duration
 // that arrives while a job waits from them (forecast.Arrivals). Jobs there
 // at the first round arrived before anyone watched, and count for
 // nothing.
-func (c *Controller) learnArrivals(r *round, pol *policy.Policy, snap *engine.Snapshot) {
-	fc := c.fc
+func (p *publisher) learnArrivals(r *round, pol *policy.Policy, snap *engine.Snapshot) {
+	fc := p.fc
 	first := fc.arrivals == nil
 	if first {
 		fc.arrivals = forecast.NewArrivals(r.now)
@@ -433,7 +436,7 @@ func (c *Controller) learnArrivals(r *round, pol *policy.Policy, snap *engine.Sn
 		ds[i].Count++
 		demands[k] = ds
 	}
-	going := c.runsGoing(r.now)
+	going := p.runsGoing(r.now)
 	for k, ds := range demands {
 		fc.seen[k] = true
 		job := r.obs.Jobs[k]
@@ -475,8 +478,9 @@ func basisNote(counts map[forecast.Source]int) string {
 // learnRunTimes records how long each allocation that ended since the
 // last round ran, by the class of its job, unless Steward stopped it
 // (preempted, idle-stopped: that is no run time).
-func (c *Controller) learnRunTimes(r *round, pol *policy.Policy) {
-	fc := c.fc
+func (p *publisher) learnRunTimes(r *round, pol *policy.Policy) {
+	c := p.c
+	fc := p.fc
 	for id, run := range fc.runs {
 		if r.alive[id] {
 			continue
@@ -524,8 +528,8 @@ func (c *Controller) learnRunTimes(r *round, pol *policy.Policy) {
 // is written within the minute, or with the job's next material change;
 // the record's steward_position_at says as of when its figures are. Records are check-and-set variables: each write
 // is a Raft write of the whole variable.
-func (c *Controller) stabiliseQueue(r *round) {
-	fc := c.fc
+func (p *publisher) stabiliseQueue(r *round) {
+	fc := p.fc
 	inQueue := map[jobKey]bool{}
 	writes := 0
 	for i := range r.queue {
@@ -582,11 +586,11 @@ func (sh *shownQueue) due(now *shownQueue, at time.Time) bool {
 
 // addQueueItems adds a waiting job's place in the queue and its forecast
 // to its record's items, as stabiliseQueue settled them.
-func (c *Controller) addQueueItems(k jobKey, items map[string]string) {
-	if c.fc == nil {
+func (p *publisher) addQueueItems(k jobKey, items map[string]string) {
+	if p.fc == nil {
 		return
 	}
-	sh := c.fc.shown[k]
+	sh := p.fc.shown[k]
 	if sh == nil {
 		return
 	}

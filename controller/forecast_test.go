@@ -15,9 +15,9 @@ func (c *Controller) awaitForecast(t *testing.T) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
-		c.fc.mu.Lock()
-		done := !c.fc.running && c.fc.result != nil
-		c.fc.mu.Unlock()
+		c.pub.fc.mu.Lock()
+		done := !c.pub.fc.running && c.pub.fc.result != nil
+		c.pub.fc.mu.Unlock()
 		if done {
 			return
 		}
@@ -216,7 +216,7 @@ func TestLearnArrivals(t *testing.T) {
 		t.Fatal(err)
 	}
 	r.c.awaitForecast(t)
-	if got, _ := r.c.fc.arrivals.Window(t0); len(got) != 0 {
+	if got, _ := r.c.pub.fc.arrivals.Window(t0); len(got) != 0 {
 		t.Fatalf("%d arrivals at the first round, want 0 (those jobs were there before)", len(got))
 	}
 	cl := f.cl()
@@ -231,7 +231,7 @@ func TestLearnArrivals(t *testing.T) {
 		}
 		r.c.awaitForecast(t)
 	}
-	got, since := r.c.fc.arrivals.Window(t0.Add(2 * time.Minute))
+	got, since := r.c.pub.fc.arrivals.Window(t0.Add(2 * time.Minute))
 	if len(got) != 1 || len(got[0].Demands) != 1 || got[0].Demands[0].Job.Ref.ID != "late" || got[0].Demands[0].GPUsPerAlloc != 2 ||
 		!got[0].At.Equal(t0.Add(time.Minute)) || !since.Equal(t0) {
 		t.Fatalf("arrivals %+v since %s; want ml/late (1 × 2 GPUs) at %s, since %s", got, since, t0.Add(time.Minute), t0)

@@ -133,12 +133,12 @@ func TestSweepReadsUtilisationNotSummary(t *testing.T) {
 			c.usage.add(a.ID, engine.Sample{At: t0.Add(-time.Minute), Util: 1})
 			targets := []statsTarget{{node: "node-1", allocs: []ObservedAlloc{a}}}
 			for range 3 {
-				if failed := c.sweepStats(t.Context(), targets); failed != 0 {
+				if failed := c.sampler.sweepStats(t.Context(), targets); failed != 0 {
 					t.Fatalf("%d nodes failed", failed)
 				}
 			}
 			samples := c.usage.history(a.ID)
-			warns := c.gpuRefused.jobWarnings()
+			warns := c.sampler.gpuRefused.jobWarnings()
 			health := c.Health().Warnings
 			if !tc.refused {
 				if len(samples) != 4 || samples[3].Util != tc.want {
@@ -165,11 +165,11 @@ func TestSweepReadsUtilisationNotSummary(t *testing.T) {
 
 			// The GPU reports utilisation again: sampled, the warning goes.
 			byID["GPU-1"] = stockShape(80, 10, 40960)
-			c.sweepStats(t.Context(), targets)
+			c.sampler.sweepStats(t.Context(), targets)
 			if s := c.usage.history(a.ID); len(s) != 1 || s[0].Util != 80 {
 				t.Errorf("after recovery samples %+v, want one at 80", s)
 			}
-			if w := c.gpuRefused.jobWarnings(); len(w) != 0 {
+			if w := c.sampler.gpuRefused.jobWarnings(); len(w) != 0 {
 				t.Errorf("warnings after recovery %+v", w)
 			}
 			if !strings.Contains(logs.String(), "GPU reports utilisation again") {

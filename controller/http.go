@@ -18,7 +18,10 @@ import (
 // Handler serves /metrics (Prometheus), /healthz (JSON; 503 while the
 // last round failed or none ran for three resync periods) and, unless
 // CheckListen serves them apart, /v1/job/check and /v1/queue.
-func (c *Controller) Handler() http.Handler {
+func (c *Controller) Handler() http.Handler { return c.web.handler() }
+
+func (ep *endpoints) handler() http.Handler {
+	c := ep.c
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(c.metrics.reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
@@ -33,8 +36,8 @@ func (c *Controller) Handler() http.Handler {
 		_ = json.NewEncoder(w).Encode(h)
 	})
 	if c.cfg.CheckListen == "" {
-		mux.Handle("POST /v1/job/check", c.checkHandler())
-		mux.HandleFunc("GET /v1/queue", c.serveQueue)
+		mux.Handle("POST /v1/job/check", ep.checkHandler())
+		mux.HandleFunc("GET /v1/queue", ep.serveQueue)
 	}
 	if c.cfg.Pprof {
 		mux.HandleFunc("/debug/pprof/", pprof.Index)
@@ -44,10 +47,11 @@ func (c *Controller) Handler() http.Handler {
 }
 
 // checkHandler serves POST /v1/job/check within its bounds (checkguard.go).
-func (c *Controller) checkHandler() http.Handler {
+func (ep *endpoints) checkHandler() http.Handler {
+	c := ep.c
 	mux := http.NewServeMux()
-	mux.Handle("POST /v1/job/check", newCheckGuard(c.cfg).wrap(http.HandlerFunc(c.serveCheck)))
-	mux.HandleFunc("GET /v1/queue", c.serveQueue)
+	mux.Handle("POST /v1/job/check", newCheckGuard(c.cfg).wrap(http.HandlerFunc(ep.serveCheck)))
+	mux.HandleFunc("GET /v1/queue", ep.serveQueue)
 	return mux
 }
 
@@ -59,7 +63,8 @@ type CheckRequest struct {
 }
 
 // serveCheck answers `steward job check` (see Check).
-func (c *Controller) serveCheck(w http.ResponseWriter, r *http.Request) {
+func (ep *endpoints) serveCheck(w http.ResponseWriter, r *http.Request) {
+	c := ep.c
 	var req CheckRequest
 	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
 		code := http.StatusBadRequest
@@ -70,7 +75,7 @@ func (c *Controller) serveCheck(w http.ResponseWriter, r *http.Request) {
 		writeJSONError(w, code, fmt.Errorf("decode check request: %w", err))
 		return
 	}
-	token, ok := c.callerToken(w, r)
+	token, ok := ep.callerToken(w, r)
 	if !ok {
 		return
 	}
@@ -105,6 +110,11 @@ const checkTimeout = 20 * time.Second
 // cfg.Listen listens on through ready (useful with port 0), and the check
 // listener's through checkReady.
 func (c *Controller) Serve(ctx context.Context, ready, checkReady func(addr string)) error {
+	return c.web.serve(ctx, ready, checkReady)
+}
+
+func (ep *endpoints) serve(ctx context.Context, ready, checkReady func(addr string)) error {
+	c := ep.c
 	var tlsConf *tls.Config
 	if c.cfg.TLSCert != "" {
 		cert, err := tls.LoadX509KeyPair(c.cfg.TLSCert, c.cfg.TLSKey)
@@ -122,14 +132,14 @@ func (c *Controller) Serve(ctx context.Context, ready, checkReady func(addr stri
 	}
 	var servers []server
 	if c.cfg.Listen != "" {
-		s := server{addr: c.cfg.Listen, handler: c.Handler(), ready: ready, check: c.cfg.CheckListen == ""}
+		s := server{addr: c.cfg.Listen, handler: ep.handler(), ready: ready, check: c.cfg.CheckListen == ""}
 		if s.check {
 			s.tls = tlsConf
 		}
 		servers = append(servers, s)
 	}
 	if c.cfg.CheckListen != "" {
-		servers = append(servers, server{addr: c.cfg.CheckListen, handler: c.checkHandler(), tls: tlsConf, ready: checkReady, check: true})
+		servers = append(servers, server{addr: c.cfg.CheckListen, handler: ep.checkHandler(), tls: tlsConf, ready: checkReady, check: true})
 	}
 	if len(servers) == 0 {
 		return nil

@@ -53,7 +53,7 @@ func TestRefusedMeta(t *testing.T) {
 
 			c.checkJobMeta(c.pol, r.obs)
 			c.checkJobMeta(c.pol, r.obs) // same version: counted once
-			c.writeRecords(context.Background(), r, c.pol)
+			c.pub.writeRecords(context.Background(), r, c.pol)
 			items, _, _ := f.GetVar(context.Background(), "ml", "nomad/jobs/train")
 			if tc.wantWarn == "" {
 				if items != nil {
@@ -83,7 +83,7 @@ func TestRefusedMeta(t *testing.T) {
 			}
 			j.Meta = map[string]string{"steward.tier": "training"}
 			c.checkJobMeta(c.pol, r.obs)
-			c.writeRecords(context.Background(), r, c.pol)
+			c.pub.writeRecords(context.Background(), r, c.pol)
 			items, _, _ = f.GetVar(context.Background(), "ml", "nomad/jobs/train")
 			if _, ok := items["steward_warning"]; ok || len(c.warnings()) != 0 {
 				t.Errorf("fixed job keeps its warning: %v %v", items, c.warnings())

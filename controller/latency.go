@@ -20,19 +20,26 @@ import (
 // round's pressure stays the start for a preemption whose beneficiary
 // Nomad did not block (work Steward holds itself).
 
-// latencyStart is when the latency of a's decision starts (zero: not
-// measured), and notes the beneficiary's blocking as measured.
-func (c *Controller) latencyStart(r *round, a engine.Action) time.Time {
+// decisionLatency measures it: it owns, per job whose preemption's
+// latency was measured, the blocking it was measured from (its zero value
+// measures nothing yet).
+type decisionLatency struct {
+	measured map[jobKey]time.Time
+}
+
+// start is when the latency of a's decision starts (zero: not measured),
+// and notes the beneficiary's blocking as measured.
+func (l *decisionLatency) start(r *round, a engine.Action) time.Time {
 	if a.Kind != engine.Preempt && a.Kind != engine.IdleStop || r.latencyTaken {
 		return time.Time{}
 	}
 	if a.For != nil {
 		k := jobKey{a.For.Namespace, a.For.ID}
-		if q, ok := r.obs.Queued[k][a.ForGroup]; ok && !q.Since.IsZero() && !c.latencyMeasured[k].Equal(q.Since) {
-			if c.latencyMeasured == nil {
-				c.latencyMeasured = map[jobKey]time.Time{}
+		if q, ok := r.obs.Queued[k][a.ForGroup]; ok && !q.Since.IsZero() && !l.measured[k].Equal(q.Since) {
+			if l.measured == nil {
+				l.measured = map[jobKey]time.Time{}
 			}
-			c.latencyMeasured[k] = q.Since
+			l.measured[k] = q.Since
 			r.latencyTaken = true
 			return q.Since
 		}
@@ -43,11 +50,11 @@ func (c *Controller) latencyStart(r *round, a engine.Action) time.Time {
 	return r.pressureSince
 }
 
-// pruneLatencyMeasured forgets the blockings of work no longer queued.
-func (c *Controller) pruneLatencyMeasured(r *round) {
-	for k := range c.latencyMeasured {
+// prune forgets the blockings of work no longer queued.
+func (l *decisionLatency) prune(r *round) {
+	for k := range l.measured {
 		if _, queued := r.obs.Queued[k]; !queued {
-			delete(c.latencyMeasured, k)
+			delete(l.measured, k)
 		}
 	}
 }

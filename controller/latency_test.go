@@ -46,10 +46,10 @@ func TestLatencyStart(t *testing.T) {
 		r := newRound(t0, &Observation{Queued: cl.queued}, nil)
 		r.pressureSince = cl.pressure
 		for i, a := range cl.actions {
-			if got := c.latencyStart(r, a); !got.Equal(cl.want[i]) {
+			if got := c.latency.start(r, a); !got.Equal(cl.want[i]) {
 				t.Errorf("%s: action %d starts at %v, want %v", cl.name, i, got, cl.want[i])
 			}
 		}
-		c.pruneLatencyMeasured(r)
+		c.latency.prune(r)
 	}
 }

@@ -75,7 +75,8 @@ func (l *lease) end() {
 // holds the lock) ends its renew loop but not the protected function, and
 // its calls have no timeout. Here lead's context ends, and every write is
 // refused (fencedNomad), as soon as the lease cannot be proven.
-func (c *Controller) elect(ctx context.Context, lead func(context.Context) error) error {
+func (e *elector) elect(ctx context.Context, lead func(context.Context) error) error {
+	c := e.c
 	// Nomad replaces a lock delay of 0 with its default of 15 s
 	// (structs.VariableLock.Canonicalize): ask for the smallest it keeps.
 	delay := max(c.cfg.LockDelay, time.Millisecond)
@@ -90,12 +91,12 @@ func (c *Controller) elect(ctx context.Context, lead func(context.Context) error
 	}
 	c.log.Info("waiting to lead", "lock", LeaderLockPath, "namespace", c.cfg.StateNamespace, "identity", c.cfg.Identity)
 	seen := &leaseSeen{now: time.Now}
-	return c.contend(ctx, func() (leaderLock, error) {
+	return e.contend(ctx, func() (leaderLock, error) {
 		locks, err := c.client.Locks(api.WriteOptions{Namespace: c.cfg.StateNamespace}, v, api.LocksOptionWithMaxRetries(0))
 		if err != nil {
 			return nil, fmt.Errorf("leader lock: %w", err)
 		}
-		return nomadLock{c: c, locks: locks, seen: seen}, nil
+		return nomadLock{e: e, locks: locks, seen: seen}, nil
 	}, lead)
 }
 
@@ -111,30 +112,31 @@ type leaderLock interface {
 // nomadLock is a Nomad variable lock; each request has a timeout
 // (lockCall).
 type nomadLock struct {
-	c     *Controller
+	e     *elector
 	locks *api.Locks
 	seen  *leaseSeen
 }
 
 func (l nomadLock) Acquire(ctx context.Context) error {
-	return l.c.lockCall(ctx, l.locks, func(cctx context.Context) error {
+	return l.e.lockCall(ctx, l.locks, func(cctx context.Context) error {
 		// Nomad grants the lock on a variable without one: not while a
 		// copy elected with -election lease renews its lease there.
-		if items, index, err := l.c.unfenced().GetVar(cctx, l.c.cfg.StateNamespace, LeaderLockPath); err == nil && leaseHeld(items, index, l.seen, l.c.cfg.LockTTL) {
+		if items, index, err := l.e.c.unfenced().GetVar(cctx, l.e.c.cfg.StateNamespace, LeaderLockPath); err == nil && leaseHeld(items, index, l.seen, l.e.c.cfg.LockTTL) {
 			return api.ErrLockConflict
 		}
 		_, err := l.locks.Acquire(cctx)
 		return err
 	})
 }
-func (l nomadLock) Renew(ctx context.Context) error { return l.c.lockCall(ctx, l.locks, l.locks.Renew) }
+func (l nomadLock) Renew(ctx context.Context) error { return l.e.lockCall(ctx, l.locks, l.locks.Renew) }
 func (l nomadLock) Release(ctx context.Context) error {
-	return l.c.lockCall(ctx, l.locks, l.locks.Release)
+	return l.e.lockCall(ctx, l.locks, l.locks.Release)
 }
 
 // contend acquires the lock, runs lead while holding it (holdLease), and
 // contends again, until ctx ends.
-func (c *Controller) contend(ctx context.Context, newLock func() (leaderLock, error), lead func(context.Context) error) error {
+func (e *elector) contend(ctx context.Context, newLock func() (leaderLock, error), lead func(context.Context) error) error {
+	c := e.c
 	ttl := c.cfg.LockTTL
 	for attempt := 0; ctx.Err() == nil; {
 		c.lease.end()
@@ -162,7 +164,7 @@ func (c *Controller) contend(ctx context.Context, newLock func() (leaderLock, er
 		}
 		attempt = 0
 		c.lease.extend(sent, ttl)
-		if c.holdLease(ctx, lk, lead) {
+		if e.holdLease(ctx, lk, lead) {
 			// Stepped down: leave the lock to another copy for a TTL
 			// (followers poll every lockPoll) rather than take it back at
 			// once to hang again.
@@ -178,79 +180,14 @@ func lockPoll(ttl time.Duration) time.Duration { return min(ttl/10, time.Second)
 // holdLease runs lead while the lease can be renewed and its rounds
 // finish, and returns once lead has stopped (after the lease was lost, ctx
 // ended, or it stepped down: then it reports true).
-func (c *Controller) holdLease(ctx context.Context, locks leaderLock, lead func(context.Context) error) (steppedDown bool) {
-	ttl := c.cfg.LockTTL
-	c.roundFinished()
-	watch := time.NewTicker(roundCheck(c.cfg.RoundTimeout))
-	defer watch.Stop()
+func (e *elector) holdLease(ctx context.Context, locks leaderLock, lead func(context.Context) error) (steppedDown bool) {
+	c := e.c
+	e.roundFinished()
 	c.log.Info("leading: this controller acts", "identity", c.cfg.Identity)
 	lctx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- lead(lctx) }()
-	finished := false
-	renew := time.NewTicker(ttl / 3)
-	defer renew.Stop()
-	expiry := time.NewTimer(time.Until(c.lease.deadline()))
-	defer expiry.Stop()
-	lost := func(why string, args ...any) {
-		c.lease.end()
-		stop()
-		c.log.Warn("lost the leader lock: stopping at once ("+why+")", append(args, "identity", c.cfg.Identity)...)
-	}
-loop:
-	for {
-		select {
-		case err := <-done:
-			finished = true
-			if err != nil {
-				c.log.Error("control loop ended", "error", err)
-			}
-			// States of a newer schema: step down, and leave the lock to
-			// a newer copy for a TTL rather than take it back at once.
-			steppedDown = errors.Is(err, errNewerState)
-			break loop
-		case <-ctx.Done():
-			break loop
-		case <-watch.C:
-			if c.stuck() {
-				lost("no round finished within the round timeout: stepping down", "round_timeout", c.cfg.RoundTimeout,
-					"last_round", c.lastRound())
-				// Release before waiting for lead: a call that hangs
-				// still must not keep the lock (the lease is ended, so
-				// it can write nothing).
-				if err := locks.Release(context.WithoutCancel(ctx)); err != nil && !errors.Is(err, api.ErrLockConflict) {
-					c.log.Warn("release the leader lock", "error", err)
-				}
-				steppedDown = true
-				break loop
-			}
-		case <-expiry.C:
-			if !c.lease.valid() {
-				lost("the lease expired before a renewal succeeded", "deadline", c.lease.deadline())
-				break loop
-			}
-			expiry.Reset(time.Until(c.lease.deadline()))
-		case <-renew.C:
-			if !c.lease.valid() {
-				// Paused past the deadline (the ticker fires late):
-				// another controller may lead already.
-				lost("paused past the lease deadline", "deadline", c.lease.deadline())
-				break loop
-			}
-			sent := time.Now()
-			err := locks.Renew(ctx)
-			switch {
-			case err == nil:
-				c.lease.extend(sent, ttl)
-				expiry.Reset(time.Until(c.lease.deadline()))
-			case errors.Is(err, api.ErrLockConflict):
-				lost("Nomad refused the renewal: another controller holds the lock")
-				break loop
-			case ctx.Err() == nil:
-				c.log.Warn("renew the leader lock; retrying until the lease deadline", "error", err, "deadline", c.lease.deadline())
-			}
-		}
-	}
+	steppedDown, finished := e.keepLease(ctx, locks, done, stop)
 	stop()
 	if !finished {
 		<-done
@@ -267,11 +204,93 @@ loop:
 	return steppedDown
 }
 
+// keepLease keeps the lease while lead runs (its result comes on done):
+// it renews the lock every third of the TTL, and ends the lease and lead
+// (stop) as soon as the lease cannot be proven or no round finishes within
+// the round timeout (then it releases the lock and reports steppedDown).
+// It returns when lead returned (finished), ctx ended, or the lease ended.
+func (e *elector) keepLease(ctx context.Context, locks leaderLock, done <-chan error, stop context.CancelFunc) (steppedDown, finished bool) {
+	c := e.c
+	watch := time.NewTicker(roundCheck(c.cfg.RoundTimeout))
+	defer watch.Stop()
+	renew := time.NewTicker(c.cfg.LockTTL / 3)
+	defer renew.Stop()
+	expiry := time.NewTimer(time.Until(c.lease.deadline()))
+	defer expiry.Stop()
+	lost := func(why string, args ...any) {
+		c.lease.end()
+		stop()
+		c.log.Warn("lost the leader lock: stopping at once ("+why+")", append(args, "identity", c.cfg.Identity)...)
+	}
+	for {
+		select {
+		case err := <-done:
+			if err != nil {
+				c.log.Error("control loop ended", "error", err)
+			}
+			// States of a newer schema: step down, and leave the lock to
+			// a newer copy for a TTL rather than take it back at once.
+			return errors.Is(err, errNewerState), true
+		case <-ctx.Done():
+			return false, false
+		case <-watch.C:
+			if e.stuck() {
+				lost("no round finished within the round timeout: stepping down", "round_timeout", c.cfg.RoundTimeout,
+					"last_round", e.lastRound())
+				// Release before waiting for lead: a call that hangs
+				// still must not keep the lock (the lease is ended, so
+				// it can write nothing).
+				if err := locks.Release(context.WithoutCancel(ctx)); err != nil && !errors.Is(err, api.ErrLockConflict) {
+					c.log.Warn("release the leader lock", "error", err)
+				}
+				return true, false
+			}
+		case <-expiry.C:
+			if !c.lease.valid() {
+				lost("the lease expired before a renewal succeeded", "deadline", c.lease.deadline())
+				return false, false
+			}
+			expiry.Reset(time.Until(c.lease.deadline()))
+		case <-renew.C:
+			if !e.renewLease(ctx, locks, expiry, lost) {
+				return false, false
+			}
+		}
+	}
+}
+
+// renewLease renews the lock and extends the lease (and its expiry) by
+// it; it reports false, the lease ended by lost, when the lease cannot be
+// kept.
+func (e *elector) renewLease(ctx context.Context, locks leaderLock, expiry *time.Timer, lost func(why string, args ...any)) bool {
+	c := e.c
+	if !c.lease.valid() {
+		// Paused past the deadline (the ticker fires late): another
+		// controller may lead already.
+		lost("paused past the lease deadline", "deadline", c.lease.deadline())
+		return false
+	}
+	sent := time.Now()
+	err := locks.Renew(ctx)
+	switch {
+	case err == nil:
+		c.lease.extend(sent, c.cfg.LockTTL)
+		expiry.Reset(time.Until(c.lease.deadline()))
+	case errors.Is(err, api.ErrLockConflict):
+		lost("Nomad refused the renewal: another controller holds the lock")
+		return false
+	case ctx.Err() == nil:
+		c.log.Warn("renew the leader lock; retrying until the lease deadline", "error", err, "deadline", c.lease.deadline())
+	}
+	return true
+}
+
 // lockCall runs one lock request with a timeout of a third of the TTL: a
 // hung request must not outlive the lease it is meant to extend. The api
 // package sends lock requests with the Locks' own WriteOptions, not the
 // context it is given, so the context goes there.
-func (c *Controller) lockCall(ctx context.Context, locks *api.Locks, f func(context.Context) error) error {
+func (e *elector) lockCall(ctx context.Context, locks *api.Locks, f func(context.Context) error) error {
+	c := e.c
 	cctx, cancel := context.WithTimeout(ctx, c.cfg.LockTTL/3)
 	defer cancel()
 	locks.WriteOptions = *(&api.WriteOptions{Namespace: c.cfg.StateNamespace}).WithContext(cctx)

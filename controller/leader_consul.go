@@ -39,8 +39,9 @@ const consulSessionName = "steward-controller"
 // The agent comes from c.cfg.Consul.Address, else CONSUL_HTTP_ADDR; the
 // token from CONSUL_HTTP_TOKEN (never logged); TLS from CONSUL_CACERT and
 // the other variables the consul CLI reads.
-func (c *Controller) electConsul(ctx context.Context, lead func(context.Context) error) error {
-	client, addr, err := c.consulClient(ctx)
+func (e *elector) electConsul(ctx context.Context, lead func(context.Context) error) error {
+	c := e.c
+	client, addr, err := e.consulClient(ctx)
 	if err != nil {
 		return err
 	}
@@ -56,7 +57,7 @@ func (c *Controller) electConsul(ctx context.Context, lead func(context.Context)
 	}
 	for attempt := 0; ctx.Err() == nil; attempt++ {
 		c.lease.end()
-		sess, err := c.newConsulSession(ctx, client, delay)
+		sess, err := e.newConsulSession(ctx, client, delay)
 		if err != nil {
 			wait := backoff(attempt, c.cfg.MaxBackoff)
 			c.log.Warn("leader election", "error", consulNeeds(err, key), "retry_in", wait)
@@ -73,25 +74,10 @@ func (c *Controller) electConsul(ctx context.Context, lead func(context.Context)
 			return fmt.Errorf("consul lock %s: %w", key, err)
 		}
 		c.log.Info("waiting to lead", "lock", key, "consul", addr, "identity", c.cfg.Identity)
-		// The wait ends with ctx, or with the session (Lock would wait on
-		// a dead session until its next query fails).
-		stopWait := make(chan struct{})
-		var once sync.Once
-		endWait := func() { once.Do(func() { close(stopWait) }) }
-		stopAfter := context.AfterFunc(ctx, endWait)
-		go func() {
-			select {
-			case <-sess.gone:
-				endWait()
-			case <-stopWait:
-			}
-		}()
-		lost, err := lock.Lock(stopWait)
-		stopAfter()
-		endWait()
+		lost, err := waitConsulLock(ctx, lock, sess)
 		if ctx.Err() != nil {
 			if lost != nil {
-				c.unlockConsul(lock, key)
+				e.unlockConsul(lock, key)
 			}
 			sess.close()
 			return nil
@@ -106,8 +92,8 @@ func (c *Controller) electConsul(ctx context.Context, lead func(context.Context)
 			continue
 		}
 
-		steppedDown, err := c.leadWhileHeld(ctx, lost, sess, func() { c.unlockConsul(lock, key) }, lead)
-		c.unlockConsul(lock, key)
+		steppedDown, err := e.leadWhileHeld(ctx, lost, sess, func() { e.unlockConsul(lock, key) }, lead)
+		e.unlockConsul(lock, key)
 		sess.close()
 		if ctx.Err() != nil {
 			return nil
@@ -115,26 +101,52 @@ func (c *Controller) electConsul(ctx context.Context, lead func(context.Context)
 		if err != nil {
 			c.log.Warn("leader election", "error", err)
 		}
-		// A term ended: start the backoff over, and let a moment pass
-		// before contending again (a TTL after stepping down, so that
-		// another copy takes the lock rather than this one, to hang
-		// again).
+		// A term ended: start the backoff over.
 		attempt = -1
-		wait := backoff(0, c.cfg.MaxBackoff)
-		if steppedDown || errors.Is(err, errNewerState) {
-			wait = c.cfg.LockTTL
-		}
-		sleepCtx(ctx, wait)
+		sleepCtx(ctx, e.afterConsulTerm(steppedDown, err))
 	}
 	return nil
+}
+
+// waitConsulLock waits for the lock on sess. The wait ends with ctx, or
+// with the session (Lock would wait on a dead session until its next query
+// fails); lost is nil when it ended so.
+func waitConsulLock(ctx context.Context, lock *consul.Lock, sess *consulSession) (lost <-chan struct{}, err error) {
+	stopWait := make(chan struct{})
+	var once sync.Once
+	endWait := func() { once.Do(func() { close(stopWait) }) }
+	stopAfter := context.AfterFunc(ctx, endWait)
+	go func() {
+		select {
+		case <-sess.gone:
+			endWait()
+		case <-stopWait:
+		}
+	}()
+	lost, err = lock.Lock(stopWait)
+	stopAfter()
+	endWait()
+	return lost, err
+}
+
+// afterConsulTerm is how long to let pass after a term before contending
+// again: a moment, or a TTL after stepping down (or meeting a newer
+// schema), so that another copy takes the lock rather than this one, to
+// hang again.
+func (e *elector) afterConsulTerm(steppedDown bool, err error) time.Duration {
+	if steppedDown || errors.Is(err, errNewerState) {
+		return e.c.cfg.LockTTL
+	}
+	return backoff(0, e.c.cfg.MaxBackoff)
 }
 
 // leadWhileHeld runs lead until it returns, ctx ends, lost closes (the
 // lock is no longer ours), the lease cannot be proven, or no round
 // finishes within the round timeout (then it releases the lock at once and
 // reports steppedDown); it waits for lead to return.
-func (c *Controller) leadWhileHeld(ctx context.Context, lost <-chan struct{}, sess *consulSession, release func(),
+func (e *elector) leadWhileHeld(ctx context.Context, lost <-chan struct{}, sess *consulSession, release func(),
 	lead func(context.Context) error) (steppedDown bool, err error) {
+	c := e.c
 	ttl := c.cfg.LockTTL
 	c.lease.extend(sess.lastRenewal(), ttl)
 	if !c.lease.valid() {
@@ -145,7 +157,7 @@ func (c *Controller) leadWhileHeld(ctx context.Context, lost <-chan struct{}, se
 	}
 	c.log.Info("leading: this controller acts", "identity", c.cfg.Identity)
 	defer c.log.Info("no longer leading", "identity", c.cfg.Identity)
-	c.roundFinished()
+	e.roundFinished()
 	lctx, stop := context.WithCancel(ctx)
 	defer stop()
 	done := make(chan error, 1)
@@ -176,11 +188,11 @@ func (c *Controller) leadWhileHeld(ctx context.Context, lost <-chan struct{}, se
 				return false, end("the lease expired before a renewal succeeded", "deadline", c.lease.deadline())
 			}
 			c.lease.extend(sess.lastRenewal(), ttl)
-			if c.stuck() {
+			if e.stuck() {
 				c.lease.end()
 				stop()
 				c.log.Warn("lost the Consul lock: stopping at once (no round finished within the round timeout: stepping down)",
-					"round_timeout", c.cfg.RoundTimeout, "last_round", c.lastRound(), "identity", c.cfg.Identity)
+					"round_timeout", c.cfg.RoundTimeout, "last_round", e.lastRound(), "identity", c.cfg.Identity)
 				release() // before waiting: a hung call must not keep the lock
 				return true, <-done
 			}
@@ -206,7 +218,8 @@ type consulSession struct {
 
 // newConsulSession creates a session with the lock TTL and delay and
 // renews it every third of its TTL until closed.
-func (c *Controller) newConsulSession(ctx context.Context, client *consul.Client, delay time.Duration) (*consulSession, error) {
+func (e *elector) newConsulSession(ctx context.Context, client *consul.Client, delay time.Duration) (*consulSession, error) {
+	c := e.c
 	ttl := c.cfg.LockTTL
 	cctx, cancel := context.WithTimeout(ctx, ttl/3)
 	sent := time.Now()
@@ -266,7 +279,8 @@ func (s *consulSession) close() {
 
 // unlockConsul releases the lock (and so ends its session), so that
 // another controller can lead at once rather than after the TTL.
-func (c *Controller) unlockConsul(lock *consul.Lock, key string) {
+func (e *elector) unlockConsul(lock *consul.Lock, key string) {
+	c := e.c
 	if err := lock.Unlock(); err != nil && !errors.Is(err, consul.ErrLockNotHeld) {
 		c.log.Warn("release the Consul lock", "lock", key, "error", err)
 	}
@@ -276,7 +290,8 @@ func (c *Controller) unlockConsul(lock *consul.Lock, key string) {
 // with c.cfg.Consul.Address over CONSUL_HTTP_ADDR. Its blocking queries
 // end when ctx does, so a controller waiting for the lock stops at once.
 // It returns the address too, for logs (the token is never logged).
-func (c *Controller) consulClient(ctx context.Context) (*consul.Client, string, error) {
+func (e *elector) consulClient(ctx context.Context) (*consul.Client, string, error) {
+	c := e.c
 	cfg := consul.DefaultConfig()
 	if c.cfg.Consul.Address != "" {
 		cfg.Address = c.cfg.Consul.Address

@@ -50,10 +50,11 @@ const (
 func leaseExpiry(ttl time.Duration) time.Duration { return 2 * ttl }
 
 // electLease runs lead while this controller holds the lease.
-func (c *Controller) electLease(ctx context.Context, lead func(context.Context) error) error {
+func (e *elector) electLease(ctx context.Context, lead func(context.Context) error) error {
+	c := e.c
 	c.log.Info("waiting to lead", "lease", LeaderLockPath, "namespace", c.cfg.StateNamespace, "identity", c.cfg.Identity, "ttl", c.cfg.LockTTL)
 	seen := &leaseSeen{now: time.Now}
-	return c.contend(ctx, func() (leaderLock, error) {
+	return e.contend(ctx, func() (leaderLock, error) {
 		return &leaseLock{c: c, seen: seen, term: newTerm()}, nil
 	}, lead)
 }

@@ -85,7 +85,7 @@ func (c *Controller) lifecycleNotices(ctx context.Context, r *round, pol *policy
 			st.Life = lifeFinished
 		}
 		if n != nil {
-			c.addNotice(st, n)
+			c.pub.addNotice(st, n)
 		}
 		if err := c.save(ctx, st); err != nil {
 			c.log.Error("save a job's start or finish message", "job", k, "event", event, "error", err)

@@ -32,13 +32,7 @@ func (c *Controller) Run(ctx context.Context) error {
 	if err := c.checkStateNamespace(ctx); err != nil {
 		return err
 	}
-	if c.cfg.Consul != nil {
-		return c.electConsul(ctx, c.lead)
-	}
-	if c.cfg.Election == ElectionLease {
-		return c.electLease(ctx, c.lead)
-	}
-	return c.elect(ctx, c.lead)
+	return c.election.run(ctx, c.lead)
 }
 
 // follow reads the cluster once into the cache, then keeps it current from
@@ -86,8 +80,8 @@ const notifyShutdownWait = 3 * time.Second
 func (c *Controller) lead(ctx context.Context) error {
 	c.setHealth(func(h *Health) { h.Leader = !c.cfg.DryRun })
 	c.metrics.leader.Set(1)
-	c.planned = nil       // what another leader saw meanwhile is not known
-	c.fair.loaded = false // another leader may have saved usage meanwhile
+	c.drains.planned = nil // what another leader saw meanwhile is not known
+	c.fair.loaded = false  // another leader may have saved usage meanwhile
 	defer c.metrics.stepDown()
 	defer c.setHealth(func(h *Health) { h.Leader = false })
 
@@ -97,17 +91,17 @@ func (c *Controller) lead(ctx context.Context) error {
 
 	streamCtx, stop := context.WithCancel(ctx)
 	defer stop()
-	go c.pollStats(streamCtx)
-	go c.pollWritten(streamCtx, c.cfg.WrittenPoll)
-	if c.notifier != nil {
+	go c.sampler.pollStats(streamCtx)
+	go c.drains.pollWritten(streamCtx, c.cfg.WrittenPoll)
+	if c.pub.notifier != nil {
 		// Messages go out only in a lead term; those not sent by its end
 		// stay in the states for the next leader.
-		stopNotify := c.notifier.run(ctx)
+		stopNotify := c.pub.notifier.run(ctx)
 		defer func() {
 			stopNotify(notifyShutdownWait)
 			fctx, cancel := context.WithTimeout(context.Background(), notifyShutdownWait)
 			defer cancel()
-			c.flushOutbox(fctx)
+			c.pub.flushOutbox(fctx)
 		}()
 	}
 
@@ -132,7 +126,7 @@ func (c *Controller) lead(ctx context.Context) error {
 			// Waiting for work is not being stuck: the round timeout
 			// counts from the start of this round, or of the first of a
 			// run of failed ones (stepdown.go).
-			c.roundFinished()
+			c.election.roundFinished()
 		}
 		wake, err := c.reconcile(ctx)
 		if ctx.Err() != nil {
@@ -194,7 +188,7 @@ func (c *Controller) nextRound(wake time.Time, err error, failures int) (time.Du
 		}
 		return next, failures
 	}
-	c.roundFinished()
+	c.election.roundFinished()
 	if !wake.IsZero() {
 		if d := time.Until(wake); d < next {
 			next = max(d, 0)
@@ -240,8 +234,8 @@ func (c *Controller) reconcile(ctx context.Context) (time.Time, error) {
 	}
 	snap := c.planRound(ctx, r, pol, eng)
 	phases.act(ctx, r, pol)
-	c.planned = r.alive
-	c.pruneLatencyMeasured(r)
+	c.drains.planned = r.alive
+	c.latency.prune(r)
 	phases.publish(ctx, r, pol)
 	return c.roundEnded(r, snap, pol, start), nil
 }

@@ -53,27 +53,27 @@ func TestNothingLost(t *testing.T) {
 				r.now = t0.Add(d)
 				return r
 			}
-			c.finishDrains(ctx, at(2*time.Second))
+			c.drains.finishDrains(ctx, at(2*time.Second))
 			if got := f.callsMatching("stop"); len(got) != 0 {
 				t.Fatalf("stopped again too soon: %q", got)
 			}
-			c.finishDrains(ctx, at(victimStopRetry))
+			c.drains.finishDrains(ctx, at(victimStopRetry))
 			if got := f.callsMatching("stop"); !slices.Equal(got, []string{"stop ml a1"}) {
 				t.Fatalf("stop calls %q, want the victim stopped again", got)
 			}
 			// Rounds come often under load: each stop makes Nomad evaluate
 			// the job again, so they are paced, not repeated every round.
 			for d := victimStopRetry + 100*time.Millisecond; d < 2*victimStopRetry; d += 300 * time.Millisecond {
-				c.finishDrains(ctx, at(d))
+				c.drains.finishDrains(ctx, at(d))
 			}
 			if got := f.callsMatching("stop"); len(got) != 1 {
 				t.Fatalf("stop calls %q within %s of the last: want none", got, victimStopRetry)
 			}
-			c.finishDrains(ctx, at(2*victimStopRetry))
+			c.drains.finishDrains(ctx, at(2*victimStopRetry))
 			if got := f.callsMatching("stop"); len(got) != 2 {
 				t.Fatalf("stop calls %q, want a second retry after %s", got, victimStopRetry)
 			}
-			c.finishDrains(ctx, at(victimStopLimit))
+			c.drains.finishDrains(ctx, at(victimStopLimit))
 			if st := c.states[k]; len(st.Draining) != 0 {
 				t.Fatalf("the preemption is kept for ever: %+v", st.Draining)
 			}
@@ -97,7 +97,7 @@ func TestNothingLost(t *testing.T) {
 				d.stoppedAgain = time.Time{}
 				r := roundWith([]*ObservedJob{tc.job}, tc.allocs)
 				r.now = t0.Add(victimStopRetry)
-				c.finishDrains(ctx, r)
+				c.drains.finishDrains(ctx, r)
 				if got := f.callsMatching("stop"); !slices.Equal(got, tc.want) {
 					t.Errorf("group at %d: stop calls %q, want %q", tc.job.Groups["work"].Count, got, tc.want)
 				}
@@ -117,7 +117,7 @@ func TestNothingLost(t *testing.T) {
 			}
 			r := roundWith([]*ObservedJob{train(1)}, []ObservedAlloc{alloc("a1", "train")})
 			r.now = t0.Add(5 * time.Second)
-			next.finishDrains(ctx, r)
+			next.drains.finishDrains(ctx, r)
 			if got := f.callsMatching("signal"); !slices.Equal(got, []string{"signal ml a1 SIGUSR1"}) {
 				t.Fatalf("signal calls %q", got)
 			}
@@ -125,7 +125,7 @@ func TestNothingLost(t *testing.T) {
 			if !got.Sent || !got.Deadline.Equal(d.Deadline) {
 				t.Fatalf("after the resend: sent %v, deadline %s (the grace keeps running from the first send, %s)", got.Sent, got.Deadline, d.Deadline)
 			}
-			next.finishDrains(ctx, r)
+			next.drains.finishDrains(ctx, r)
 			if n := len(f.callsMatching("signal")); n != 1 {
 				t.Fatalf("sent %d times", n)
 			}

@@ -193,11 +193,11 @@ func (c *Controller) drainNodes(ctx context.Context, r *round) {
 		c.log.Info("node maintenance: checkpointing and holding work on a drained node", "job", m.Job, "group", m.Group,
 			"nodes", m.Nodes, "gpus", m.GPUs, "signal", signal, "grace", grace)
 		if signal != "" {
-			c.writeRecord(ctx, r, pol, st)
+			c.pub.writeRecord(ctx, r, pol, st)
 			r.wake(r.now.Add(signalDelay))
 			continue
 		}
-		if err := c.finishDrain(ctx, r, st, d); err != nil && !refusedOrBackedOff(err) {
+		if err := c.drains.finishDrain(ctx, r, st, d); err != nil && !refusedOrBackedOff(err) {
 			c.log.Error("node maintenance: hold", "job", m.Job, "error", err)
 			r.failed++
 		}

@@ -118,11 +118,11 @@ func TestNodeMaintenance(t *testing.T) {
 	if n := len(c.states[k].Draining); n != 1 {
 		t.Fatalf("%d drains after the drain was seen twice", n)
 	}
-	c.finishDrains(context.Background(), round(2*time.Second, a))
+	c.drains.finishDrains(context.Background(), round(2*time.Second, a))
 	if got := f.callsMatching("signal"); strings.Join(got, "\n") != "signal ml a1 SIGUSR1" {
 		t.Fatalf("signal calls %q", got)
 	}
-	c.finishDrains(context.Background(), round(2*time.Minute+3*time.Second, a))
+	c.drains.finishDrains(context.Background(), round(2*time.Minute+3*time.Second, a))
 	want := "scale ml/train work 0: Steward holds (node maintenance) 1 allocation: " + wantReason
 	if got := f.callsMatching("scale"); strings.Join(got, "\n") != want {
 		t.Fatalf("scale calls %q\nwant %q", got, want)

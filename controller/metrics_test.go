@@ -471,9 +471,9 @@ func TestIdleReclaimMetrics(t *testing.T) {
 	if _, err := r.round(-20 * time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	r.c.sweepStats(context.Background(), r.c.usage.targetsNow())
+	r.c.sampler.sweepStats(context.Background(), r.c.usage.targetsNow())
 	r.clock = t0
-	r.c.sweepStats(context.Background(), r.c.usage.targetsNow())
+	r.c.sampler.sweepStats(context.Background(), r.c.usage.targetsNow())
 	if _, err := r.round(0); err != nil { // the requeue
 		t.Fatal(err)
 	}

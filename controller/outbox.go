@@ -137,11 +137,11 @@ func noticeFor(pol *policy.Policy, job *ObservedJob, event, action, group string
 // out) into the job's state, to be saved with the decision. Each branch of
 // execute calls it just before the save that records its decision, so
 // that an action that turns out to do nothing sends nothing.
-func (c *Controller) attachNotice(r *round, st *JobState) {
+func (p *publisher) attachNotice(r *round, st *JobState) {
 	if r.pending == nil {
 		return
 	}
-	c.addNotice(st, r.pending)
+	p.addNotice(st, r.pending)
 	r.attached, r.pending = r.pending, nil
 }
 
@@ -153,15 +153,16 @@ const maxOutbox = 16
 
 // addNotice puts a message in the job's outbox, giving up the oldest when
 // it is full.
-func (c *Controller) addNotice(st *JobState, n *Notice) {
+func (p *publisher) addNotice(st *JobState, n *Notice) {
+	c := p.c
 	st.Outbox = append(st.Outbox, n)
 	if over := len(st.Outbox) - maxOutbox; over > 0 {
 		for _, old := range st.Outbox[:over] {
 			c.log.Error("webhook messages of this job pile up unsent: the oldest is given up", "job", st.key(),
 				"decision", old.ID, "event", old.Event, "notify", strings.Join(old.To, ","))
-			if c.notifier != nil {
+			if p.notifier != nil {
 				for _, to := range old.To {
-					c.notifier.metrics.failed.WithLabelValues(to).Inc()
+					p.notifier.metrics.failed.WithLabelValues(to).Inc()
 				}
 			}
 		}
@@ -172,7 +173,8 @@ func (c *Controller) addNotice(st *JobState, n *Notice) {
 // dropUnsaved takes the round's attached message out of the state again
 // when the decision was not saved with it (the save failed): no decision
 // was recorded, so none is reported.
-func (c *Controller) dropUnsaved(st *JobState, n *Notice) {
+func (p *publisher) dropUnsaved(st *JobState, n *Notice) {
+	c := p.c
 	if n == nil || strings.Contains(c.saved[st.key()], `"`+n.ID+`"`) {
 		return
 	}
@@ -181,32 +183,34 @@ func (c *Controller) dropUnsaved(st *JobState, n *Notice) {
 
 // sendOutbox marks the messages the notifier is done with, and queues
 // those not yet on their way. The states it changes are saved by flush.
-func (c *Controller) sendOutbox(pol *policy.Policy) {
-	if c.notifier == nil {
+func (p *publisher) sendOutbox(pol *policy.Policy) {
+	c := p.c
+	if p.notifier == nil {
 		return
 	}
-	c.markSent(c.notifier.takeFinished())
+	p.markSent(p.notifier.takeFinished())
 	for _, st := range c.states {
 		for _, n := range st.Outbox {
 			for _, to := range slices.Clone(n.To) {
 				k := noticeKey{job: st.key(), id: n.ID, to: to}
-				if c.notifier.busy(k) {
+				if p.notifier.busy(k) {
 					continue
 				}
-				d, err := c.delivery(pol, st.key(), n, to)
+				d, err := p.delivery(pol, st.key(), n, to)
 				if err != nil {
 					c.log.Error("webhook message cannot be sent: dropped", "notify", to, "job", st.key(), "decision", n.ID, "error", err)
-					c.markSent(map[noticeKey]bool{k: true})
+					p.markSent(map[noticeKey]bool{k: true})
 					continue
 				}
-				c.notifier.enqueue(d)
+				p.notifier.enqueue(d)
 			}
 		}
 	}
 }
 
 // markSent removes messages that are done with from the states' outboxes.
-func (c *Controller) markSent(done map[noticeKey]bool) {
+func (p *publisher) markSent(done map[noticeKey]bool) {
+	c := p.c
 	for k := range done {
 		st := c.states[k.job]
 		if st == nil {
@@ -223,12 +227,13 @@ func (c *Controller) markSent(done map[noticeKey]bool) {
 
 // flushOutbox marks what was sent and saves the states it changed: at the
 // end of a lead term, so that the next leader does not send it again.
-func (c *Controller) flushOutbox(ctx context.Context) {
-	if c.notifier == nil {
+func (p *publisher) flushOutbox(ctx context.Context) {
+	c := p.c
+	if p.notifier == nil {
 		return
 	}
-	done := c.notifier.takeFinished()
-	c.markSent(done)
+	done := p.notifier.takeFinished()
+	p.markSent(done)
 	saved := map[jobKey]bool{}
 	for k := range done {
 		if st := c.states[k.job]; st != nil && !saved[k.job] {
@@ -242,7 +247,7 @@ func (c *Controller) flushOutbox(ctx context.Context) {
 
 // delivery builds the request for a message to one notify block of the
 // policy in force.
-func (c *Controller) delivery(pol *policy.Policy, k jobKey, n *Notice, to string) (*delivery, error) {
+func (p *publisher) delivery(pol *policy.Policy, k jobKey, n *Notice, to string) (*delivery, error) {
 	nb := pol.NotifyByName(to)
 	if nb == nil {
 		return nil, fmt.Errorf("the policy has no notify block %q any more", to)
@@ -261,7 +266,7 @@ func (c *Controller) delivery(pol *policy.Policy, k jobKey, n *Notice, to string
 			headers[nb.RecipientHeader] = n.Recipient
 		}
 	}
-	body, err := json.Marshal(c.message(nb, k, n))
+	body, err := json.Marshal(p.message(nb, k, n))
 	if err != nil {
 		return nil, fmt.Errorf("encode message: %w", err)
 	}
@@ -305,18 +310,19 @@ func checkNotifyEnv(p *policy.Policy) error {
 }
 
 // message is the JSON a receiver gets.
-func (c *Controller) message(nb *policy.Notify, k jobKey, n *Notice) Message {
+func (p *publisher) message(nb *policy.Notify, k jobKey, n *Notice) Message {
+	c := p.c
 	reason := n.Reason
 	if len(nb.Tenants) > 0 {
 		// A block scoped to tenants reaches them: no other
 		// namespace's job is named (redact.go).
 		pol, _ := c.engineNow()
-		reason = redactJobs(reason, k.Namespace, c.knownNamespaces(pol))
+		reason = redactJobs(reason, k.Namespace, p.knownNamespaces(pol))
 	}
 	m := Message{ID: n.ID, Event: n.Event, Action: n.Action, Time: n.At.UTC(),
 		Job:    MessageJob{Namespace: k.Namespace, ID: k.ID, Group: n.Group},
 		Tenant: n.Tenant, Tier: n.Tier, GPUs: n.GPUs, Rule: n.Rule, Reason: reason,
-		UIURL: jobUIURL(c.uiBase(nb), k), Notify: nb.Name}
+		UIURL: jobUIURL(p.uiBase(nb), k), Notify: nb.Name}
 	if nb.PerJob {
 		m.Recipient = n.Recipient
 	}
@@ -334,7 +340,8 @@ func (c *Controller) message(nb *policy.Notify, k jobKey, n *Notice) Message {
 
 // uiBase is the Nomad UI's address for links: the block's ui_url, else
 // the controller's -ui-url, else the Nomad address it talks to.
-func (c *Controller) uiBase(nb *policy.Notify) string {
+func (p *publisher) uiBase(nb *policy.Notify) string {
+	c := p.c
 	switch {
 	case nb.UIURL != "":
 		return nb.UIURL

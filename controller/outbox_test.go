@@ -38,7 +38,7 @@ notify "ops" {
 	r.c.pol, r.c.eng = p, engine.New(p)
 	n := newNotifier(r.c.log, r.c.lease.valid, newNotifyMetrics())
 	n.base, n.max = time.Millisecond, 5*time.Millisecond
-	r.c.notifier = n
+	r.c.pub.notifier = n
 	end := n.run(context.Background())
 	return func() { end(5 * time.Second) }
 }
@@ -145,10 +145,10 @@ func TestOutboxExactlyOnce(t *testing.T) {
 				if i+1 == tt.restartBefore {
 					if tt.graceful {
 						stop()
-						r.c.flushOutbox(context.Background())
+						r.c.pub.flushOutbox(context.Background())
 					} else {
 						// A crash: nothing more is marked or saved.
-						r.c.notifier.takeFinished()
+						r.c.pub.notifier.takeFinished()
 						stop()
 					}
 					rc.setScript(200)
@@ -165,7 +165,7 @@ func TestOutboxExactlyOnce(t *testing.T) {
 				t.Fatal(err)
 			}
 			stop()
-			r.c.flushOutbox(context.Background())
+			r.c.pub.flushOutbox(context.Background())
 			if n := outboxLen(r.c); n != 0 {
 				t.Errorf("%d messages left in the outbox", n)
 			}
@@ -244,7 +244,7 @@ func TestIdleWarningRounds(t *testing.T) {
 
 	sweepAt := func(at time.Duration) {
 		r.clock = t0.Add(at)
-		r.c.sweepStats(context.Background(), r.c.usage.targetsNow())
+		r.c.sampler.sweepStats(context.Background(), r.c.usage.targetsNow())
 	}
 	if _, err := r.round(-11 * time.Minute); err != nil {
 		t.Fatal(err)
@@ -280,7 +280,7 @@ func TestIdleWarningRounds(t *testing.T) {
 	}
 	// Restarted, still idle: no second warning.
 	stop()
-	r.c.flushOutbox(context.Background())
+	r.c.pub.flushOutbox(context.Background())
 	r.restart()
 	stop = notifyingWith(t, r, rc.srv.URL, testPolicyWarn)
 	sweepAt(time.Minute)
@@ -312,7 +312,7 @@ func TestOutboxBounded(t *testing.T) {
 	c := testController(t, f)
 	st := c.state(jobKey{"ml", "nb"})
 	for i := range maxOutbox + 5 {
-		c.addNotice(st, &Notice{ID: fmt.Sprintf("d-%02d", i), To: []string{"ops"}, Event: "hold"})
+		c.pub.addNotice(st, &Notice{ID: fmt.Sprintf("d-%02d", i), To: []string{"ops"}, Event: "hold"})
 	}
 	if len(st.Outbox) != maxOutbox || st.Outbox[0].ID != "d-05" || st.Outbox[maxOutbox-1].ID != fmt.Sprintf("d-%02d", maxOutbox+4) {
 		t.Errorf("outbox holds %d, from %s: want the newest %d", len(st.Outbox), st.Outbox[0].ID, maxOutbox)

@@ -81,7 +81,7 @@ func (c *Controller) planRound(ctx context.Context, r *round, pol *policy.Policy
 	c.metrics.planSeconds.Observe(time.Since(planStart).Seconds())
 	c.keepCheckBase(snap, obs.Nodes, r.now)
 	r.plan = plan
-	c.forecastRound(r, pol, eng, snap)
+	c.pub.forecastRound(r, pol, eng, snap)
 	for _, s := range plan.Skipped {
 		c.log.Warn("engine skipped snapshot item", "item", s.Item, "reason", s.Reason)
 	}
@@ -117,7 +117,7 @@ func (c *Controller) roundEnded(r *round, snap *engine.Snapshot, pol *policy.Pol
 // (execute); event is what its notice is of.
 func (c *Controller) decisionOf(r *round, a engine.Action, dryRun bool) (d Decision, event string) {
 	kind, event := string(a.Kind), eventOf(a)
-	if a.Kind == engine.Preempt && a.Reason.Rule == engine.RuleLimit && c.neverAdmitted(a.Allocs) {
+	if a.Kind == engine.Preempt && a.Reason.Rule == engine.RuleLimit && c.drains.neverAdmitted(a.Allocs) {
 		kind, event = string(engine.Hold), policy.NotifyHold
 	}
 	return Decision{At: r.now, Kind: kind, Job: a.Job.String(), Group: a.Group, GPUs: a.GPUs,

@@ -18,7 +18,7 @@ func (p leaderPhases) recover(ctx context.Context, r *round, pol *policy.Policy,
 	c.drainNodes(ctx, r)
 	c.syncHolds(ctx, r)
 	c.guardPools(ctx, r)
-	c.finishDrains(ctx, r)
+	c.drains.finishDrains(ctx, r)
 	if r.failed > 0 {
 		c.metrics.nomadErrors.Add(float64(r.failed))
 	}
@@ -64,13 +64,13 @@ func (p leaderPhases) actOn(ctx context.Context, r *round, pol *policy.Policy, a
 		return
 	}
 	k := jobKey{a.Job.Namespace, a.Job.ID}
-	if c.backedOff(r.now, k, writeOf(a)) {
+	if c.writes.backedOff(r.now, k, writeOf(a)) {
 		// Nomad refused this write to the job recently: it waits out its
 		// backoff, in the job's record (backoff.go).
 		return
 	}
 	fields := []any{"job", clip(a.Job.String(), quoteMax), "group", a.Group, "gpus", a.GPUs, "reason", clip(a.Reason.String(), reasonMax)}
-	if start := c.latencyStart(r, a); !start.IsZero() {
+	if start := c.latency.start(r, a); !start.IsZero() {
 		// The first call on a victim follows right after this line.
 		latency := max(time.Since(start), 0) // Nomad's clock may run ahead
 		c.metrics.decisionLatency.Observe(latency.Seconds())
@@ -89,7 +89,7 @@ func (p leaderPhases) actOn(ctx context.Context, r *round, pol *policy.Policy, a
 	}
 	if err != nil {
 		if st := c.states[k]; st != nil {
-			c.dropUnsaved(st, r.attached)
+			c.pub.dropUnsaved(st, r.attached)
 		}
 		if !errors.Is(err, errStateTooBig) { // the job's own, in its record: no retry writes it
 			r.failed++
@@ -112,18 +112,18 @@ func (p leaderPhases) publish(ctx context.Context, r *round, pol *policy.Policy)
 	c.holdUnadmitted(ctx, r)
 	c.syncPlaceholders(ctx, r)
 	c.pruneIdleWarnings(r, pol)
-	c.sendOutbox(pol)
+	c.pub.sendOutbox(pol)
 	c.flush(ctx, r)
-	c.pruneRefusedWrites(r)
-	c.writeRecords(ctx, r, pol)
+	c.writes.pruneRefusedWrites(r)
+	c.pub.writeRecords(ctx, r, pol)
 	if pol.Preemption.FairShareHalfLife > 0 {
 		c.saveFairShare(ctx, r.now)
 	}
-	c.writeStatus(ctx, r, pol)
+	c.pub.writeStatus(ctx, r, pol)
 }
 
 // ended: the drains signalled by now, as this round leaves them: their
 // victims' checkpoint-written files are read until the next.
 func (p leaderPhases) ended(r *round) {
-	p.c.written.setTargets(writtenTargets(p.c.sortedStates(), r.obs))
+	p.c.drains.written.setTargets(writtenTargets(p.c.sortedStates(), r.obs))
 }

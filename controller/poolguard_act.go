@@ -68,7 +68,7 @@ func (c *Controller) refusePool(ctx context.Context, r *round, rf poolRefusal) e
 	st.note(StatusHeld, rf.Reason, r.now)
 	pol, _ := c.engineNow()
 	r.pending = noticeFor(pol, job, policy.NotifyHold, "hold", "", 0, rf.Reason, r.now)
-	c.attachNotice(r, st)
+	c.pub.attachNotice(r, st)
 	if err := c.save(ctx, st); err != nil {
 		return err
 	}

@@ -20,7 +20,8 @@ import (
 // It is served beside /v1/job/check, over TLS where that is.
 
 // serveQueue answers GET /v1/queue.
-func (c *Controller) serveQueue(w http.ResponseWriter, r *http.Request) {
+func (ep *endpoints) serveQueue(w http.ResponseWriter, r *http.Request) {
+	c := ep.c
 	if c.client == nil {
 		writeJSONError(w, http.StatusServiceUnavailable, fmt.Errorf("no Nomad client"))
 		return
@@ -34,7 +35,7 @@ func (c *Controller) serveQueue(w http.ResponseWriter, r *http.Request) {
 	if where == "" || where == "*" {
 		where = c.cfg.StateNamespace
 	}
-	token, ok := c.callerToken(w, r)
+	token, ok := ep.callerToken(w, r)
 	if !ok {
 		return
 	}
@@ -69,12 +70,12 @@ func (c *Controller) serveQueue(w http.ResponseWriter, r *http.Request) {
 // token when a request's is empty, so a call without a token would have
 // been read, or planned, with the controller's rights rather than an
 // anonymous caller's. Without ACLs there are no rights to borrow.
-func (c *Controller) callerToken(w http.ResponseWriter, r *http.Request) (string, bool) {
+func (ep *endpoints) callerToken(w http.ResponseWriter, r *http.Request) (string, bool) {
 	token := r.Header.Get("X-Nomad-Token")
 	if token != "" {
 		return token, true
 	}
-	on, err := c.aclsOn()
+	on, err := ep.aclsOn()
 	switch {
 	case err != nil:
 		writeJSONError(w, http.StatusBadGateway, err)
@@ -87,14 +88,14 @@ func (c *Controller) callerToken(w http.ResponseWriter, r *http.Request) (string
 }
 
 // aclsOn reports whether the cluster enforces ACLs, read once.
-func (c *Controller) aclsOn() (bool, error) {
-	c.mu.Lock()
-	known, on := c.aclsKnown, c.aclsEnabled
-	c.mu.Unlock()
+func (ep *endpoints) aclsOn() (bool, error) {
+	ep.mu.Lock()
+	known, on := ep.aclsKnown, ep.aclsEnabled
+	ep.mu.Unlock()
 	if known {
 		return on, nil
 	}
-	_, _, err := c.client.ACLTokens().Self(nil)
+	_, _, err := ep.c.client.ACLTokens().Self(nil)
 	switch {
 	case err != nil && strings.Contains(err.Error(), "ACL support disabled"):
 		on = false
@@ -103,8 +104,8 @@ func (c *Controller) aclsOn() (bool, error) {
 	default:
 		on = true
 	}
-	c.mu.Lock()
-	c.aclsKnown, c.aclsEnabled = true, on
-	c.mu.Unlock()
+	ep.mu.Lock()
+	ep.aclsKnown, ep.aclsEnabled = true, on
+	ep.mu.Unlock()
 	return on, nil
 }

@@ -158,7 +158,7 @@ func (c *Controller) queueMove(ctx context.Context, r *round, st *JobState, job 
 	}
 	c.log.Info("queue move", "job", k, "reason", st.QueueMove.Reason)
 	pol, _ := c.engineNow()
-	c.writeRecord(ctx, r, pol, st)
+	c.pub.writeRecord(ctx, r, pol, st)
 }
 
 // queueAt is the rank a job's state gives its demands (zero: not moved).

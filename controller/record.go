@@ -127,7 +127,7 @@ func shortDuration(d time.Duration) string {
 // idleSince is since when the job's GPUs have been under its idle rule's
 // threshold (the longest-idle allocation, to the second), zero when busy
 // or not covered.
-func (c *Controller) idleSince(pol *policy.Policy, r *round, job *ObservedJob, usage map[string][]engine.Sample) time.Time {
+func (p *publisher) idleSince(pol *policy.Policy, r *round, job *ObservedJob, usage map[string][]engine.Sample) time.Time {
 	rule := pol.ResolveJob(job.Namespace, job.Meta).IdleRule
 	if rule == nil {
 		return time.Time{}
@@ -147,20 +147,21 @@ func (c *Controller) idleSince(pol *policy.Policy, r *round, job *ObservedJob, u
 // writeRecords updates the record of every job Steward has state for, and
 // of every job whose meta Steward refused in part (its owner must learn
 // why the job does not run as it asked).
-func (c *Controller) writeRecords(ctx context.Context, r *round, pol *policy.Policy) {
-	c.pruneRecords(r)
+func (p *publisher) writeRecords(ctx context.Context, r *round, pol *policy.Policy) {
+	c := p.c
+	p.pruneRecords(r)
 	usage := c.usage.samples(pol)
 	for _, st := range c.sortedStates() {
-		c.writeRecordWith(ctx, r, pol, st, usage)
+		p.writeRecordWith(ctx, r, pol, st, usage)
 	}
 	for _, k := range sortedKeys(c.refused) {
 		if c.states[k] == nil {
-			c.writeRecordWith(ctx, r, pol, &JobState{Namespace: k.Namespace, ID: k.ID}, usage)
+			p.writeRecordWith(ctx, r, pol, &JobState{Namespace: k.Namespace, ID: k.ID}, usage)
 		}
 	}
-	for _, k := range c.refusedJobs() {
+	for _, k := range c.writes.refusedJobs() {
 		if c.states[k] == nil && c.refused[k] == nil {
-			c.writeRecordWith(ctx, r, pol, &JobState{Namespace: k.Namespace, ID: k.ID}, usage)
+			p.writeRecordWith(ctx, r, pol, &JobState{Namespace: k.Namespace, ID: k.ID}, usage)
 		}
 	}
 }
@@ -168,15 +169,16 @@ func (c *Controller) writeRecords(ctx context.Context, r *round, pol *policy.Pol
 // pruneRecords forgets what was written to, or failed for, the records of
 // jobs Nomad no longer shows: job IDs come and go with tenants' work, and
 // each entry is as large as its job's record.
-func (c *Controller) pruneRecords(r *round) {
-	for k := range c.records {
+func (p *publisher) pruneRecords(r *round) {
+	c := p.c
+	for k := range p.records {
 		if r.obs.Jobs[k] == nil {
-			delete(c.records, k)
+			delete(p.records, k)
 		}
 	}
-	for k := range c.recordErr {
+	for k := range p.recordErr {
 		if r.obs.Jobs[k] == nil {
-			delete(c.recordErr, k)
+			delete(p.recordErr, k)
 		}
 	}
 	for k := range c.stateErr {
@@ -188,18 +190,20 @@ func (c *Controller) pruneRecords(r *round) {
 
 // writeRecord updates one job's record now (before an action that the
 // job's tasks should learn about).
-func (c *Controller) writeRecord(ctx context.Context, r *round, pol *policy.Policy, st *JobState) {
-	c.writeRecordWith(ctx, r, pol, st, c.usage.samples(pol))
+func (p *publisher) writeRecord(ctx context.Context, r *round, pol *policy.Policy, st *JobState) {
+	c := p.c
+	p.writeRecordWith(ctx, r, pol, st, c.usage.samples(pol))
 }
 
-func (c *Controller) writeRecordWith(ctx context.Context, r *round, pol *policy.Policy, st *JobState, usage map[string][]engine.Sample) {
+func (p *publisher) writeRecordWith(ctx context.Context, r *round, pol *policy.Policy, st *JobState, usage map[string][]engine.Sample) {
+	c := p.c
 	if !c.cfg.JobRecords { // a dry run writes none either: no phase of its round does (dryPhases)
 		return
 	}
 	k := st.key()
 	job := r.obs.Jobs[k]
 	path := recordPath(k.ID)
-	if job == nil || path == "" || (st.Reason == "" && !st.Paused && c.refused[k] == nil && st.Snooze == nil && st.QueueMove == nil && st.IdleWarning == nil && len(st.Warned) == 0 && c.records[k] == "" && c.writeError(k) == "" && c.stateErr[k] == "") {
+	if job == nil || path == "" || (st.Reason == "" && !st.Paused && c.refused[k] == nil && st.Snooze == nil && st.QueueMove == nil && st.IdleWarning == nil && len(st.Warned) == 0 && p.records[k] == "" && c.writes.writeError(k) == "" && c.stateErr[k] == "") {
 		// Nothing to say: Steward neither decided about the job, nor
 		// refused any of its meta, nor snoozed its idle rule, nor warned
 		// of an idle release (and wrote no record that a snooze's end
@@ -212,32 +216,32 @@ func (c *Controller) writeRecordWith(ctx context.Context, r *round, pol *policy.
 		jp.Priority = p
 		job = &jp
 	}
-	items := recordItems(pol, st, job, c.idleSince(pol, r, job, usage), r.now)
-	c.addQueueItems(k, items)
-	c.writeErrorItem(k, items)
+	items := recordItems(pol, st, job, p.idleSince(pol, r, job, usage), r.now)
+	p.addQueueItems(k, items)
+	c.writes.writeErrorItem(k, items)
 	// The record lives in the job's namespace, read by its tenant.
-	namespaces := c.roundNamespaces(r, pol)
+	namespaces := p.roundNamespaces(r, pol)
 	for key, v := range items {
 		items[key] = redactJobs(v, k.Namespace, namespaces)
 	}
 	c.boundRecord(k, items)
 	b, _ := json.Marshal(items)
-	if c.records[k] == string(b) || onlyAged(c.records[k], items) {
+	if p.records[k] == string(b) || onlyAged(p.records[k], items) {
 		return
 	}
-	if err := c.mergeRecord(ctx, k, path, items); err != nil {
+	if err := p.mergeRecord(ctx, k, path, items); err != nil {
 		// The record lives in a variable its owner controls (it may lock
 		// or fill it): a failure is logged once per job and cause, and
 		// retried with later rounds, but never makes the round fail —
 		// nothing Steward decides depends on it.
-		if c.recordErr[k] != err.Error() {
+		if p.recordErr[k] != err.Error() {
 			c.log.Warn("cannot write the job's record; decisions go on without it", "job", k, "error", err)
-			c.recordErr[k] = err.Error()
+			p.recordErr[k] = err.Error()
 		}
 		return
 	}
-	delete(c.recordErr, k)
-	c.records[k] = string(b)
+	delete(p.recordErr, k)
+	p.records[k] = string(b)
 }
 
 // onlyAged reports whether items differ from the record last written
@@ -266,7 +270,8 @@ func onlyAged(written string, items map[string]string) bool {
 // mergeRecord writes Steward's keys into the variable, keeping the
 // others, with check-and-set so that a concurrent write by the job's owner
 // is never lost.
-func (c *Controller) mergeRecord(ctx context.Context, k jobKey, path string, items map[string]string) error {
+func (p *publisher) mergeRecord(ctx context.Context, k jobKey, path string, items map[string]string) error {
+	c := p.c
 	for attempt := 0; attempt < 3; attempt++ {
 		old, index, err := c.nomad.GetVar(ctx, k.Namespace, path)
 		if err != nil {

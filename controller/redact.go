@@ -52,7 +52,8 @@ func redactJobs(text, ns string, namespaces map[string]bool) string {
 // knownNamespaces are the namespaces whose jobs a reason may name: the
 // policy's tenants', and those of the jobs last observed and of the
 // states kept.
-func (c *Controller) knownNamespaces(pol *policy.Policy) map[string]bool {
+func (p *publisher) knownNamespaces(pol *policy.Policy) map[string]bool {
+	c := p.c
 	set := map[string]bool{}
 	if pol != nil {
 		for _, t := range pol.Tenants {
@@ -76,17 +77,17 @@ func (c *Controller) knownNamespaces(pol *policy.Policy) map[string]bool {
 
 // roundNamespaces is knownNamespaces with the round's jobs, worked out
 // once per round: every job's record is redacted with it.
-func (c *Controller) roundNamespaces(r *round, pol *policy.Policy) map[string]bool {
-	if c.nsRound == r && c.nsSet != nil {
-		return c.nsSet
+func (p *publisher) roundNamespaces(r *round, pol *policy.Policy) map[string]bool {
+	if p.nsRound == r && p.nsSet != nil {
+		return p.nsSet
 	}
-	set := c.knownNamespaces(pol)
+	set := p.knownNamespaces(pol)
 	if r.obs != nil {
 		for k := range r.obs.Jobs {
 			set[k.Namespace] = true
 		}
 	}
 	delete(set, "")
-	c.nsRound, c.nsSet = r, set
+	p.nsRound, p.nsSet = r, set
 	return set
 }

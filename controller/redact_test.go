@@ -54,6 +54,7 @@ func TestRedactJobs(t *testing.T) {
 func TestMessageScopedToTenants(t *testing.T) {
 	c := &Controller{pol: &policy.Policy{Tenants: map[string]*policy.Tenant{
 		"ml": {Name: "ml", Namespace: "ml"}, "product": {Name: "product", Namespace: "product"}}}}
+	c.pub = newPublisher(c)
 	nt := &Notice{ID: "d-1", Event: "preempted", Action: "preempt", At: t0, Group: "work", GPUs: 1, Tenant: "ml",
 		Reason: "tier batch yields 1 GPU: reclaiming 1 for product/notebook-a/work"}
 	for _, tc := range []struct {
@@ -67,7 +68,7 @@ func TestMessageScopedToTenants(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			nb := &policy.Notify{Name: "team", URL: "http://127.0.0.1/", Timeout: time.Second, Attempts: 3, Tenants: tc.tenants}
-			m := c.message(nb, jobKey{"ml", "train"}, nt)
+			m := c.pub.message(nb, jobKey{"ml", "train"}, nt)
 			if m.Reason != tc.want {
 				t.Errorf("reason %q, want %q", m.Reason, tc.want)
 			}
@@ -107,7 +108,7 @@ func TestRecordNamesNoOtherTenantsJob(t *testing.T) {
 				t.Errorf("scaling event %q, want it to end %q", calls, tc.want)
 			}
 			pol, _ := c.engineNow()
-			c.writeRecords(context.Background(), r, pol)
+			c.pub.writeRecords(context.Background(), r, pol)
 			items, _, _ := f.GetVar(context.Background(), "ml", "nomad/jobs/train")
 			if items["steward_reason"] != tc.want {
 				t.Errorf("record says %q, want %q", items["steward_reason"], tc.want)

@@ -290,11 +290,11 @@ func (c *Controller) pause(ctx context.Context, r *round, st *JobState, job *Obs
 	}
 	c.log.Info("pause", "job", st.key(), "by", by)
 	if signal != "" {
-		c.writeRecord(ctx, r, pol, st)
+		c.pub.writeRecord(ctx, r, pol, st)
 		r.wake(r.now.Add(signalDelay))
 		return
 	}
-	if err := c.finishDrain(ctx, r, st, d); err != nil {
+	if err := c.drains.finishDrain(ctx, r, st, d); err != nil {
 		c.log.Error("pause", "job", st.key(), "error", err)
 		r.failed++
 	}

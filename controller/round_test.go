@@ -255,10 +255,10 @@ func TestWholeRoundIdle(t *testing.T) {
 	if w, err := r.round(-20 * time.Minute); err != nil || !slices.Equal(w, hold) {
 		t.Fatalf("first round: %q, %v; want %q", w, err, hold)
 	}
-	r.c.sweepStats(context.Background(), r.c.usage.targetsNow())
+	r.c.sampler.sweepStats(context.Background(), r.c.usage.targetsNow())
 	// Now: still at 1%.
 	r.clock = t0
-	r.c.sweepStats(context.Background(), r.c.usage.targetsNow())
+	r.c.sampler.sweepStats(context.Background(), r.c.usage.targetsNow())
 	got, err := r.round(0)
 	if err != nil {
 		t.Fatal(err)

@@ -117,7 +117,7 @@ func (c *Controller) writeScaling(ctx context.Context, r *round, k jobKey, group
 			return err
 		}
 	}
-	index, err := c.nomadWrite(r, k, "scale "+group, func() (uint64, error) {
+	index, err := c.writes.nomadWrite(r, k, "scale "+group, func() (uint64, error) {
 		return c.nomad.ScaleWithPolicy(ctx, k.Namespace, k.ID, group, count, p, msg, meta, r.jobIndex(k), evalPriority)
 	})
 	if err != nil {

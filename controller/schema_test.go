@@ -102,7 +102,7 @@ func TestNewerRecordLeftAlone(t *testing.T) {
 	f := newFakeNomad()
 	c := testController(t, f)
 	f.vars["ml:nomad/jobs/train"] = map[string]string{recordSchemaItem: "2", "steward_reason": "from the future", "owner": "kept"}
-	err := c.mergeRecord(context.Background(), jobKey{"ml", "train"}, "nomad/jobs/train", map[string]string{recordSchemaItem: "1", "steward_reason": "now"})
+	err := c.pub.mergeRecord(context.Background(), jobKey{"ml", "train"}, "nomad/jobs/train", map[string]string{recordSchemaItem: "1", "steward_reason": "now"})
 	if !errors.Is(err, errNewerState) {
 		t.Fatalf("merge: %v, want a refusal", err)
 	}
@@ -114,7 +114,7 @@ func TestNewerRecordLeftAlone(t *testing.T) {
 	}
 	// A version-1 record (or one without a version) is Steward's to merge.
 	f.vars["ml:nomad/jobs/train"][recordSchemaItem] = "1"
-	if err := c.mergeRecord(context.Background(), jobKey{"ml", "train"}, "nomad/jobs/train", map[string]string{recordSchemaItem: "1", "steward_reason": "now"}); err != nil {
+	if err := c.pub.mergeRecord(context.Background(), jobKey{"ml", "train"}, "nomad/jobs/train", map[string]string{recordSchemaItem: "1", "steward_reason": "now"}); err != nil {
 		t.Fatal(err)
 	}
 	if got := f.vars["ml:nomad/jobs/train"]; got["steward_reason"] != "now" || got["owner"] != "kept" {
@@ -139,7 +139,7 @@ func TestOlderControllerRefusesToLead(t *testing.T) {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		_ = old.contend(ctx, func() (leaderLock, error) { return fakeLockHandle{l: lk, id: "old"}, nil }, old.lead)
+		_ = old.election.contend(ctx, func() (leaderLock, error) { return fakeLockHandle{l: lk, id: "old"}, nil }, old.lead)
 	}()
 	time.Sleep(1100 * time.Millisecond)
 	cancel()

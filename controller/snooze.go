@@ -196,7 +196,7 @@ func (c *Controller) snooze(ctx context.Context, r *round, st *JobState, job *Ob
 		return
 	}
 	c.log.Info("snooze", "job", st.key(), "reason", why.Message)
-	c.writeRecord(ctx, r, pol, st)
+	c.pub.writeRecord(ctx, r, pol, st)
 }
 
 // endSnoozes measures how long each snoozed job's GPUs have been busy
@@ -238,7 +238,7 @@ func (c *Controller) endSnoozes(ctx context.Context, r *round) {
 		} else {
 			st.Snooze.Ended = true
 		}
-		c.writeRecord(ctx, r, pol, st)
+		c.pub.writeRecord(ctx, r, pol, st)
 		if err := c.save(ctx, st); err != nil {
 			c.log.Error("save the end of a snooze", "job", st.key(), "error", err)
 		}

@@ -164,7 +164,7 @@ func TestSnoozeRequest(t *testing.T) {
 			r := newRoundRunner(t, f)
 			sweep := func(at time.Duration) {
 				r.clock = t0.Add(at)
-				r.c.sweepStats(context.Background(), r.c.usage.targetsNow())
+				r.c.sampler.sweepStats(context.Background(), r.c.usage.targetsNow())
 			}
 			requeued := time.Duration(-1)
 			run := func(at time.Duration) {
@@ -300,7 +300,7 @@ func TestIdleRequeueAlwaysRound(t *testing.T) {
 			r.c.pol, r.c.eng = p, engine.New(p)
 			sweep := func(at time.Duration) {
 				r.clock = t0.Add(at)
-				r.c.sweepStats(context.Background(), r.c.usage.targetsNow())
+				r.c.sampler.sweepStats(context.Background(), r.c.usage.targetsNow())
 			}
 			resumes := 0
 			run := func(at time.Duration) []string {
@@ -412,7 +412,7 @@ func TestSnoozeRunEndsOnlyWhenBusy(t *testing.T) {
 				t.Helper()
 				for at := from; at <= to; at += 5 * time.Minute {
 					r.clock = t0.Add(at)
-					r.c.sweepStats(context.Background(), r.c.usage.targetsNow())
+					r.c.sampler.sweepStats(context.Background(), r.c.usage.targetsNow())
 					if _, err := r.round(at); err != nil {
 						t.Fatalf("round at %v: %v", at, err)
 					}

@@ -74,16 +74,16 @@ func TestGangStateSize(t *testing.T) {
 		t.Fatal(err)
 	}
 	size("preempted")
-	c.finishDrains(context.Background(), at(signalDelay))
+	c.drains.finishDrains(context.Background(), at(signalDelay))
 	size("signalled")
-	c.finishDrains(context.Background(), at(signalDelay+2*time.Minute))
+	c.drains.finishDrains(context.Background(), at(signalDelay+2*time.Minute))
 	size("finished: the job held, its GPUs set aside for ml/nb")
 	st := c.states[jobKey{"ml", "gang"}]
 	if len(st.Marks) != 65 || len(st.Draining) != 1 || !st.Draining[0].Finished {
 		t.Fatalf("marks %d, drains %+v: the preemption did not finish as expected", len(st.Marks), st.Draining)
 	}
 	allocs = nil
-	c.finishDrains(context.Background(), at(signalDelay+2*time.Minute+5*time.Second))
+	c.drains.finishDrains(context.Background(), at(signalDelay+2*time.Minute+5*time.Second))
 	size("victims gone")
 
 	// What is saved reads back as it was: the grouped marks and the
@@ -188,7 +188,7 @@ func TestStatusWriteRate(t *testing.T) {
 	publish := func(at time.Duration, util float64) int {
 		r.now = t0.Add(at)
 		c.usage.add(a.ID, engine.Sample{At: r.now, Util: util})
-		c.writeStatus(context.Background(), r, c.pol)
+		c.pub.writeStatus(context.Background(), r, c.pol)
 		return len(f.callsMatching("put steward steward/status"))
 	}
 	c.usage.add(a.ID, engine.Sample{At: t0.Add(-20 * time.Minute), Util: 1})

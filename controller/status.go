@@ -239,55 +239,56 @@ func buildStatus(pol *policy.Policy, r *round, states []*JobState, usage map[str
 }
 
 // writeStatus publishes the round for `steward status` when it changed.
-func (c *Controller) writeStatus(ctx context.Context, r *round, pol *policy.Policy) {
+func (p *publisher) writeStatus(ctx context.Context, r *round, pol *policy.Policy) {
+	c := p.c
 	s := buildStatus(pol, r, c.sortedStates(), c.usage.samples(pol), c.decisions)
 	s.Leader, s.DryRun = c.cfg.Identity, c.cfg.DryRun
 	c.metrics.idleGPUs.Set(float64(s.IdleGPUs))
-	s.Warnings = append(append(c.warnings(), c.activityJobWarnings()...), c.gpuRefused.jobWarnings()...)
+	s.Warnings = append(append(c.warnings(), c.sampler.activityJobWarnings()...), c.sampler.gpuRefused.jobWarnings()...)
 	c.mu.Lock()
 	s.CheckAddress = c.checkAddr
 	c.mu.Unlock()
 	cmp := withoutFairFigures(s)
 	cmp.Updated = time.Time{}
 	b, _ := json.Marshal(cmp)
-	if c.statusOut == string(b) {
+	if p.statusOut == string(b) {
 		return
 	}
 	// Idle minutes and utilisation change all the time: a change of
 	// them alone is published at most every statusVolatileEvery, not at
 	// every round.
-	if c.statusStable == stableStatus(s) && r.now.Sub(c.statusAt) < statusVolatileEvery {
+	if p.statusStable == stableStatus(s) && r.now.Sub(p.statusAt) < statusVolatileEvery {
 		return
 	}
 	// At most every statusEvery: at scale rounds follow each other, each
 	// with a decision or two, and a write per round is a Raft write a
 	// second for a view people read now and then.
-	if !c.statusAt.IsZero() && r.now.Sub(c.statusAt) < statusEvery {
-		r.wake(c.statusAt.Add(statusEvery))
+	if !p.statusAt.IsZero() && r.now.Sub(p.statusAt) < statusEvery {
+		r.wake(p.statusAt.Add(statusEvery))
 		return
 	}
 	// Each namespace's view, cut before the cluster's status is trimmed
 	// to fit (status_views.go).
-	views := c.buildViews(r, &s, func(ns string) string { return pol.TenantOf(ns).Name })
-	c.publishViews(ctx, views, s.Leader, s.CheckAddress)
+	views := p.buildViews(r, &s, func(ns string) string { return pol.TenantOf(ns).Name })
+	p.publishViews(ctx, views, s.Leader, s.CheckAddress)
 	full := fitStatus(&s, statusMaxBytes)
-	if !c.statusKnown {
+	if !p.statusKnown {
 		_, index, err := c.nomad.GetVar(ctx, c.cfg.StateNamespace, StatusPath)
 		if err != nil {
 			c.log.Error("read status", "error", err)
 			return
 		}
-		c.statusIndex, c.statusKnown = index, true
+		p.statusIndex, p.statusKnown = index, true
 	}
-	index, err := c.nomad.PutVar(ctx, c.cfg.StateNamespace, StatusPath, map[string]string{"status": string(full)}, true, c.statusIndex)
+	index, err := c.nomad.PutVar(ctx, c.cfg.StateNamespace, StatusPath, map[string]string{"status": string(full)}, true, p.statusIndex)
 	if err != nil {
 		// A conflict: another controller wrote it; learn its index next time.
-		c.statusKnown = false
+		p.statusKnown = false
 		c.log.Error("publish status", "error", err)
 		return
 	}
-	c.statusOut, c.statusIndex = string(b), index
-	c.statusStable, c.statusAt = stableStatus(s), r.now
+	p.statusOut, p.statusIndex = string(b), index
+	p.statusStable, p.statusAt = stableStatus(s), r.now
 }
 
 // statusMaxBytes keeps the status within a Nomad variable (64 KiB), with

@@ -104,7 +104,8 @@ func namespaceView(s *Status, ns, tenant string, namespaces map[string]bool) Sta
 // viewNamespaces are the namespaces that get a view: those with jobs, or
 // entries in the status, and those that had one (to empty it), never the
 // state namespace, where StatusPath is the cluster's status.
-func (c *Controller) viewNamespaces(r *round, s *Status) []string {
+func (p *publisher) viewNamespaces(r *round, s *Status) []string {
+	c := p.c
 	set := map[string]bool{}
 	for k := range r.obs.Jobs {
 		set[k.Namespace] = true
@@ -129,7 +130,7 @@ func (c *Controller) viewNamespaces(r *round, s *Status) []string {
 	for _, q := range s.Queue {
 		set[q.Namespace] = true
 	}
-	for ns := range c.views.out {
+	for ns := range p.views.out {
 		set[ns] = true
 	}
 	delete(set, c.cfg.StateNamespace)
@@ -145,14 +146,15 @@ func (c *Controller) viewNamespaces(r *round, s *Status) []string {
 // buildViews cuts the status into each namespace's view. It runs before
 // fitStatus trims the cluster's status, so that each view keeps what fits
 // in its own variable.
-func (c *Controller) buildViews(r *round, s *Status, tenantOf func(ns string) string) map[string]Status {
+func (p *publisher) buildViews(r *round, s *Status, tenantOf func(ns string) string) map[string]Status {
+	c := p.c
 	views := map[string]Status{}
 	pol, _ := c.engineNow()
-	namespaces := c.knownNamespaces(pol)
-	for _, ns := range c.viewNamespaces(r, s) {
+	namespaces := p.knownNamespaces(pol)
+	for _, ns := range p.viewNamespaces(r, s) {
 		namespaces[ns] = true
 	}
-	for _, ns := range c.viewNamespaces(r, s) {
+	for _, ns := range p.viewNamespaces(r, s) {
 		views[ns] = namespaceView(s, ns, tenantOf(ns), namespaces)
 	}
 	return views
@@ -163,9 +165,10 @@ func (c *Controller) buildViews(r *round, s *Status, tenantOf func(ns string) st
 // status write, so they are written at most as often as it is (at most
 // every statusEvery, drift in idle figures at most every
 // statusVolatileEvery), and only those that changed.
-func (c *Controller) publishViews(ctx context.Context, views map[string]Status, leader, checkAddr string) {
-	if c.views.out == nil {
-		c.views.out, c.views.index, c.views.failed = map[string]string{}, map[string]uint64{}, map[string]string{}
+func (p *publisher) publishViews(ctx context.Context, views map[string]Status, leader, checkAddr string) {
+	c := p.c
+	if p.views.out == nil {
+		p.views.out, p.views.index, p.views.failed = map[string]string{}, map[string]uint64{}, map[string]string{}
 	}
 	names := make([]string, 0, len(views))
 	for ns := range views {
@@ -176,24 +179,24 @@ func (c *Controller) publishViews(ctx context.Context, views map[string]Status, 
 		v := views[ns]
 		full := fitStatus(&v, statusMaxBytes)
 		key := viewKey(v)
-		if c.views.out[ns] == key {
+		if p.views.out[ns] == key {
 			continue
 		}
-		if err := c.putView(ctx, ns, full, key); err != nil {
-			if c.views.failed[ns] != err.Error() {
+		if err := p.putView(ctx, ns, full, key); err != nil {
+			if p.views.failed[ns] != err.Error() {
 				c.log.Error("publish the namespace's status view", "namespace", ns, "error", err)
 			}
-			c.views.failed[ns] = err.Error()
+			p.views.failed[ns] = err.Error()
 			// Forgotten: tried again only while the namespace has
 			// work (a deleted namespace is not retried for ever).
-			delete(c.views.out, ns)
-			delete(c.views.index, ns)
+			delete(p.views.out, ns)
+			delete(p.views.index, ns)
 			continue
 		}
-		delete(c.views.failed, ns)
-		c.views.out[ns] = key
+		delete(p.views.failed, ns)
+		p.views.out[ns] = key
 	}
-	c.publishCheckAddress(ctx, leader, checkAddr)
+	p.publishCheckAddress(ctx, leader, checkAddr)
 }
 
 // viewKey is a view's JSON without its time: what tells a change.
@@ -206,15 +209,16 @@ func viewKey(v Status) string {
 // putView writes one namespace's view with check-and-set, learning the
 // variable's index first when it is not known (and then skipping the
 // write if the variable already says the same, as after a restart).
-func (c *Controller) putView(ctx context.Context, ns string, full []byte, key string) error {
-	index, known := c.views.index[ns]
+func (p *publisher) putView(ctx context.Context, ns string, full []byte, key string) error {
+	c := p.c
+	index, known := p.views.index[ns]
 	if !known {
 		items, idx, err := c.nomad.GetVar(ctx, ns, StatusPath)
 		if err != nil {
 			return fmt.Errorf("read %s@%s: %w", StatusPath, ns, err)
 		}
 		index = idx
-		c.views.index[ns] = idx
+		p.views.index[ns] = idx
 		var old Status
 		if items != nil && json.Unmarshal([]byte(items["status"]), &old) == nil && viewKey(old) == key {
 			return nil
@@ -224,37 +228,38 @@ func (c *Controller) putView(ctx context.Context, ns string, full []byte, key st
 	if err != nil {
 		return fmt.Errorf("write %s@%s: %w", StatusPath, ns, err)
 	}
-	c.views.index[ns] = idx
+	p.views.index[ns] = idx
 	return nil
 }
 
 // publishCheckAddress writes ControllerPath when the leader or its
 // address changed.
-func (c *Controller) publishCheckAddress(ctx context.Context, leader, addr string) {
+func (p *publisher) publishCheckAddress(ctx context.Context, leader, addr string) {
+	c := p.c
 	items := map[string]string{"leader": leader, "check_address": addr}
 	b, _ := json.Marshal(items)
-	if c.views.ctlOut == string(b) {
+	if p.views.ctlOut == string(b) {
 		return
 	}
-	if !c.views.ctlKnown {
+	if !p.views.ctlKnown {
 		old, idx, err := c.nomad.GetVar(ctx, c.cfg.StateNamespace, ControllerPath)
 		if err != nil {
 			c.log.Error("read the published check address", "error", err)
 			return
 		}
-		c.views.ctlIndex, c.views.ctlKnown = idx, true
+		p.views.ctlIndex, p.views.ctlKnown = idx, true
 		if ob, _ := json.Marshal(old); old != nil && string(ob) == string(b) {
-			c.views.ctlOut = string(b)
+			p.views.ctlOut = string(b)
 			return
 		}
 	}
-	idx, err := c.nomad.PutVar(ctx, c.cfg.StateNamespace, ControllerPath, items, true, c.views.ctlIndex)
+	idx, err := c.nomad.PutVar(ctx, c.cfg.StateNamespace, ControllerPath, items, true, p.views.ctlIndex)
 	if err != nil {
-		c.views.ctlKnown = false
+		p.views.ctlKnown = false
 		c.log.Error("publish the check address", "error", err)
 		return
 	}
-	c.views.ctlOut, c.views.ctlIndex = string(b), idx
+	p.views.ctlOut, p.views.ctlIndex = string(b), idx
 }
 
 // ReadCheckAddress reads where the leader answers `steward job check`:

@@ -93,7 +93,7 @@ func TestStatusViewsWrittenWhenChanged(t *testing.T) {
 		}
 		return out
 	}
-	c.writeStatus(context.Background(), r, c.pol)
+	c.pub.writeStatus(context.Background(), r, c.pol)
 	first := writes()
 	for _, want := range []string{"ml steward/status", "research steward/status", "steward steward/status", "steward steward/controller"} {
 		if first[want] != 1 {
@@ -114,7 +114,7 @@ func TestStatusViewsWrittenWhenChanged(t *testing.T) {
 
 	// Later, nothing new: no write at all.
 	r.now = t0.Add(10 * time.Second)
-	c.writeStatus(context.Background(), r, c.pol)
+	c.pub.writeStatus(context.Background(), r, c.pol)
 	if got := writes(); len(got) != 4 || got["ml steward/status"] != 1 {
 		t.Errorf("an unchanged round wrote: %v", got)
 	}
@@ -123,7 +123,7 @@ func TestStatusViewsWrittenWhenChanged(t *testing.T) {
 	// are written again, ml's is not.
 	c.decisions = append(c.decisions, Decision{At: r.now, Kind: "pause", Job: "research/train", GPUs: 1, Reason: "paused"})
 	r.now = t0.Add(20 * time.Second)
-	c.writeStatus(context.Background(), r, c.pol)
+	c.pub.writeStatus(context.Background(), r, c.pol)
 	got := writes()
 	if got["research steward/status"] != 2 || got["steward steward/status"] != 2 || got["ml steward/status"] != 1 ||
 		got["steward steward/controller"] != 1 {
@@ -135,7 +135,7 @@ func TestStatusViewsWrittenWhenChanged(t *testing.T) {
 	c2.checkAddr = c.checkAddr
 	c2.decisions, c2.usage = c.decisions, c.usage
 	r.now = t0.Add(30 * time.Second)
-	c2.writeStatus(context.Background(), r, c2.pol)
+	c2.pub.writeStatus(context.Background(), r, c2.pol)
 	after := writes()
 	if after["research steward/status"] != 2 || after["ml steward/status"] != 1 || after["steward steward/controller"] != 1 {
 		t.Errorf("a restarted leader rewrote unchanged views: %v", after)

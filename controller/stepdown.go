@@ -16,14 +16,14 @@ import (
 // roundFinished notes that a round finished now, or that one starts after
 // a finished one, or that a term began: the round timeout counts from
 // here.
-func (c *Controller) roundFinished() { c.lastRoundAt.Store(time.Now().UnixNano()) }
+func (e *elector) roundFinished() { e.lastRoundAt.Store(time.Now().UnixNano()) }
 
 // lastRound is when the last round finished (or the term began).
-func (c *Controller) lastRound() time.Time { return time.Unix(0, c.lastRoundAt.Load()) }
+func (e *elector) lastRound() time.Time { return time.Unix(0, e.lastRoundAt.Load()) }
 
 // stuck reports whether no round finished within the round timeout.
-func (c *Controller) stuck() bool {
-	return c.cfg.RoundTimeout > 0 && time.Since(c.lastRound()) > c.cfg.RoundTimeout
+func (e *elector) stuck() bool {
+	return e.c.cfg.RoundTimeout > 0 && time.Since(e.lastRound()) > e.c.cfg.RoundTimeout
 }
 
 // roundCheck is how often the election loop checks for a stuck round.

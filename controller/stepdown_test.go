@@ -107,7 +107,7 @@ func TestStuckLeaderStepsDown(t *testing.T) {
 	var wg sync.WaitGroup
 	run := func(c *Controller) {
 		defer wg.Done()
-		_ = c.contend(ctx, func() (leaderLock, error) { return fakeLockHandle{l: lk, id: c.cfg.Identity}, nil }, c.lead)
+		_ = c.election.contend(ctx, func() (leaderLock, error) { return fakeLockHandle{l: lk, id: c.cfg.Identity}, nil }, c.lead)
 	}
 	wg.Add(1)
 	go run(a)

@@ -69,13 +69,14 @@ func statsTargets(pol *policy.Policy, obs *Observation) []statsTarget {
 // sweepStats reads the targets' GPU activity and adds one sample per
 // allocation, at the time its node answered. It returns how many nodes
 // failed to answer (each is logged at debug level and retried next sweep).
-func (c *Controller) sweepStats(ctx context.Context, targets []statsTarget) int {
+func (sp *sampler) sweepStats(ctx context.Context, targets []statsTarget) int {
+	c := sp.c
 	timeout := statsTimeout(c.cfg.StatsInterval)
 	sem := make(chan struct{}, statsConcurrency)
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	failed := 0
-	c.gpuRefused.keep(targets)
+	sp.gpuRefused.keep(targets)
 	for _, t := range targets {
 		select {
 		case sem <- struct{}{}:
@@ -87,7 +88,7 @@ func (c *Controller) sweepStats(ctx context.Context, targets []statsTarget) int 
 		go func() {
 			defer func() { <-sem; wg.Done() }()
 			rctx, cancel := context.WithTimeout(ctx, timeout)
-			readings, err := c.nodeGPUReadings(rctx, t.node)
+			readings, err := sp.nodeGPUReadings(rctx, t.node)
 			cancel()
 			if err != nil {
 				c.log.Debug("read GPU stats", "node", t.node, "error", err)
@@ -96,7 +97,7 @@ func (c *Controller) sweepStats(ctx context.Context, targets []statsTarget) int 
 				mu.Unlock()
 				return
 			}
-			c.sampleNode(t, readings, c.now())
+			sp.sampleNode(t, readings, c.now())
 		}()
 	}
 	wg.Wait()
@@ -108,18 +109,19 @@ func (c *Controller) sweepStats(ctx context.Context, targets []statsTarget) int 
 // whose GPUs all report utilisation. An allocation with a GPU that does
 // not is neither idle nor busy: its samples go, and the GPU is refused
 // (logged the first time).
-func (c *Controller) sampleNode(t statsTarget, readings map[string]gpuReading, now time.Time) {
+func (sp *sampler) sampleNode(t statsTarget, readings map[string]gpuReading, now time.Time) {
+	c := sp.c
 	for _, a := range t.allocs {
 		u, refused, ok := allocUtil(readings, a.GPUIDs)
-		for _, id := range c.gpuRefused.accept(t.node, reportingGPUs(a.GPUIDs, refused)) {
+		for _, id := range sp.gpuRefused.accept(t.node, reportingGPUs(a.GPUIDs, refused)) {
 			c.log.Info("GPU reports utilisation again: idle rules act on its allocation", "node", t.node, "gpu", id, "alloc", a.ID)
 		}
 		if len(refused) > 0 {
 			c.usage.forget(a.ID)
 			for _, id := range slices.Sorted(maps.Keys(refused)) {
-				if c.gpuRefused.refuse(t.node, id, refused[id], a) {
+				if sp.gpuRefused.refuse(t.node, id, refused[id], a) {
 					c.log.Warn("GPU refused: it has no utilisation reading, so idle rules do not act on its allocation",
-						"source", c.activitySource(), "node", t.node, "gpu", id, "alloc", a.ID, "job", jobKey{a.Namespace, a.JobID}, "reason", refused[id])
+						"source", sp.activitySource(), "node", t.node, "gpu", id, "alloc", a.ID, "job", jobKey{a.Namespace, a.JobID}, "reason", refused[id])
 				}
 			}
 			continue
@@ -144,7 +146,8 @@ func reportingGPUs(ids []string, refused map[string]string) []string {
 // pollStats sweeps the nodes the last round found idle rules covering,
 // every StatsInterval, until ctx ends; the sample ages it finds at each
 // sweep's start go to steward_gpu_sample_age_seconds.
-func (c *Controller) pollStats(ctx context.Context) {
+func (sp *sampler) pollStats(ctx context.Context) {
+	c := sp.c
 	t := time.NewTicker(c.cfg.StatsInterval)
 	defer t.Stop()
 	for {
@@ -161,10 +164,10 @@ func (c *Controller) pollStats(ctx context.Context) {
 		for _, age := range c.usage.ages(targets, start) {
 			c.metrics.sampleAge.Observe(age.Seconds())
 		}
-		if c.prom != nil {
-			c.sweepPrometheus(ctx, targets)
+		if sp.prom != nil {
+			sp.sweepPrometheus(ctx, targets)
 		} else {
-			c.sweepStats(ctx, targets)
+			sp.sweepStats(ctx, targets)
 		}
 		c.metrics.sweepSeconds.Observe(c.now().Sub(start).Seconds())
 	}

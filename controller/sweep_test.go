@@ -80,7 +80,7 @@ func TestSweepBoundedAndTimed(t *testing.T) {
 		return nil
 	}
 	start := time.Now()
-	failed := c.sweepStats(context.Background(), targets)
+	failed := c.sampler.sweepStats(context.Background(), targets)
 	took := time.Since(start)
 	if failed != 1 {
 		t.Errorf("%d nodes failed, want 1 (the hung one)", failed)

@@ -149,9 +149,9 @@ idle "daemons" {
 				if _, err := r.round(-20 * time.Minute); err != nil { // finds the nodes to sweep
 					t.Fatal(err)
 				}
-				r.c.sweepStats(context.Background(), r.c.usage.targetsNow())
+				r.c.sampler.sweepStats(context.Background(), r.c.usage.targetsNow())
 				r.clock = t0
-				r.c.sweepStats(context.Background(), r.c.usage.targetsNow())
+				r.c.sampler.sweepStats(context.Background(), r.c.usage.targetsNow())
 			}
 			var all []string
 			for _, at := range []time.Duration{0, signalDelay, signalDelay + 2*time.Minute, signalDelay + 2*time.Minute + time.Second,

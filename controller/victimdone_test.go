@@ -61,7 +61,7 @@ func TestVictimCompletesOwnWork(t *testing.T) {
 			}
 			r1 := roundWith([]*ObservedJob{sweep}, allocs)
 			r1.now = t0.Add(signalDelay)
-			c.finishDrains(context.Background(), r1)
+			c.drains.finishDrains(context.Background(), r1)
 
 			// The grace is over.
 			f.calls = nil
@@ -74,7 +74,7 @@ func TestVictimCompletesOwnWork(t *testing.T) {
 				r2.obs.Ended = map[string]jobKey{victim: k}
 			}
 			r2.now = end
-			c.finishDrains(context.Background(), r2)
+			c.drains.finishDrains(context.Background(), r2)
 			if got := withoutPuts(f.callsMatching("")); strings.Join(got, "\n") != strings.Join(tc.atDeadline, "\n") {
 				t.Fatalf("calls at the deadline:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(tc.atDeadline, "\n"))
 			}
@@ -87,7 +87,7 @@ func TestVictimCompletesOwnWork(t *testing.T) {
 			r3 := roundWith([]*ObservedJob{after}, allocs[:tc.count-1])
 			r3.obs.Ended = map[string]jobKey{victim: k}
 			r3.now = end.Add(time.Second)
-			c.finishDrains(context.Background(), r3)
+			c.drains.finishDrains(context.Background(), r3)
 			st := c.states[k]
 			if got := st.heldCount(); got != tc.heldAfter {
 				t.Fatalf("held %d after the victim completed, want %d (%+v)", got, tc.heldAfter, st.Held["work"])
@@ -171,13 +171,13 @@ func TestVictimEndReadAfterStop(t *testing.T) {
 			}
 			r1 := roundWith([]*ObservedJob{sweep}, []ObservedAlloc{a1})
 			r1.now = t0.Add(signalDelay)
-			c.finishDrains(context.Background(), r1)
+			c.drains.finishDrains(context.Background(), r1)
 			// The grace is over: the victim still runs as far as the
 			// controller knows; held, count 0.
 			end := t0.Add(signalDelay + time.Minute)
 			r2 := roundWith([]*ObservedJob{sweep}, []ObservedAlloc{a1})
 			r2.now = end
-			c.finishDrains(context.Background(), r2)
+			c.drains.finishDrains(context.Background(), r2)
 			if got := c.states[k].heldCount(); got != 1 {
 				t.Fatalf("held %d at the deadline, want 1", got)
 			}
@@ -190,7 +190,7 @@ func TestVictimEndReadAfterStop(t *testing.T) {
 				}
 				rn := roundWith([]*ObservedJob{after}, nil) // stopped: not listed
 				rn.now = end.Add(time.Duration(i+1) * time.Second)
-				c.finishDrains(context.Background(), rn)
+				c.drains.finishDrains(context.Background(), rn)
 			}
 			st := c.states[k]
 			if got := st.heldCount(); got != tc.wantHeld {
@@ -204,7 +204,7 @@ func TestVictimEndReadAfterStop(t *testing.T) {
 			if !tc.kept {
 				rn := roundWith([]*ObservedJob{after}, nil)
 				rn.now = end.Add(time.Minute)
-				c.finishDrains(context.Background(), rn)
+				c.drains.finishDrains(context.Background(), rn)
 				if f.prefixReads != reads {
 					t.Fatalf("read the victim again after its end was known")
 				}

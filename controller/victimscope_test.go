@@ -72,7 +72,7 @@ func TestVictimsMatchedWithinTheirJob(t *testing.T) {
 			f.calls = nil
 			r1 := roundWith([]*ObservedJob{train, other}, withTwin)
 			r1.now = t0.Add(signalDelay)
-			c.finishDrains(context.Background(), r1)
+			c.drains.finishDrains(context.Background(), r1)
 			if got := withoutPuts(f.callsMatching("")); strings.Join(got, "\n") != strings.Join(tc.sig, "\n") {
 				t.Fatalf("calls after the delay:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(tc.sig, "\n"))
 			}
@@ -83,14 +83,14 @@ func TestVictimsMatchedWithinTheirJob(t *testing.T) {
 			r2 := roundWith([]*ObservedJob{train, other}, withTwin)
 			r2.now = end
 			c.now = func() time.Time { return end }
-			c.finishDrains(context.Background(), r2)
+			c.drains.finishDrains(context.Background(), r2)
 			// The victim is gone; only the twin (and ml/train's other
 			// allocation, at its lowered count) runs.
 			gone := []ObservedAlloc{allocs[1], tw}
 			train.Groups["work"] = func() GroupSpec { g := train.Groups["work"]; g.Count = 1; return g }()
 			r3 := roundWith([]*ObservedJob{train, other}, gone)
 			r3.now = end.Add(time.Second)
-			c.finishDrains(context.Background(), r3)
+			c.drains.finishDrains(context.Background(), r3)
 			if st := c.states[jobKey{"ml", "train"}]; len(st.Draining) != 0 {
 				t.Fatalf("finished drain kept while only another tenant's allocation shares its victim's prefix: %+v", st.Draining[0])
 			}

@@ -304,8 +304,8 @@ func TestWritesPerDecision(t *testing.T) {
 			// Queue forecasts run beside the rounds and update records
 			// when they finish, at their own interval: none starts here,
 			// so that the count is the rounds' alone.
-			r.c.fc = newQueueForecaster()
-			r.c.fc.running = true
+			r.c.pub.fc = newQueueForecaster()
+			r.c.pub.fc.running = true
 			last := t0.Add(-time.Minute)
 			for _, s := range tc.steps {
 				if s.before != nil {
@@ -316,9 +316,9 @@ func TestWritesPerDecision(t *testing.T) {
 				}
 				last = t0.Add(s.at)
 				if s.forecast != nil {
-					r.c.fc.mu.Lock()
-					r.c.fc.result, r.c.fc.basis = s.forecast(t0.Add(s.at)), "test"
-					r.c.fc.mu.Unlock()
+					r.c.pub.fc.mu.Lock()
+					r.c.pub.fc.result, r.c.pub.fc.basis = s.forecast(t0.Add(s.at)), "test"
+					r.c.pub.fc.mu.Unlock()
 				}
 				w.round = s.at.String()
 				if _, err := r.round(s.at); err != nil {

@@ -118,7 +118,8 @@ func (w *writtenStore) answered() map[string]map[string]time.Time {
 }
 
 // pollWritten reads the pending files every period until ctx ends.
-func (c *Controller) pollWritten(ctx context.Context, period time.Duration) {
+func (dr *drainer) pollWritten(ctx context.Context, period time.Duration) {
+	c := dr.c
 	if period <= 0 {
 		return
 	}
@@ -131,7 +132,7 @@ func (c *Controller) pollWritten(ctx context.Context, period time.Duration) {
 			return
 		case <-t.C:
 		}
-		if c.readWritten(ctx, c.written.pending(), &warned) {
+		if dr.readWritten(ctx, dr.written.pending(), &warned) {
 			c.poke()
 		}
 	}
@@ -140,7 +141,8 @@ func (c *Controller) pollWritten(ctx context.Context, period time.Duration) {
 // readWritten reads each target's file once and reports whether one
 // answered. A token without read-fs is said once per lead term: the early
 // stop then comes only through steward-exec's events.
-func (c *Controller) readWritten(ctx context.Context, targets []writtenTarget, warned *bool) bool {
+func (dr *drainer) readWritten(ctx context.Context, targets []writtenTarget, warned *bool) bool {
+	c := dr.c
 	answered := false
 	for _, t := range targets {
 		cctx, cancel := context.WithTimeout(ctx, writtenCallTimeout)
@@ -160,14 +162,14 @@ func (c *Controller) readWritten(ctx context.Context, targets []writtenTarget, w
 		case err != nil && timedOut:
 			c.log.Warn("checkpoint-written file not read in time: not read again for this preemption; the task stops at the end of its grace",
 				"alloc", t.AllocID, "task", t.Task, "timeout", writtenCallTimeout)
-			c.written.giveUp(t)
+			dr.written.giveUp(t)
 			continue
 		case err != nil:
 			c.log.Debug("read checkpoint-written file", "alloc", t.AllocID, "task", t.Task, "error", err)
 			continue
 		}
 		if at, ok := writtenAnswer(info, t.Since, c.now()); ok {
-			c.written.answer(t, at)
+			dr.written.answer(t, at)
 			c.log.Info("checkpoint written (the task's file says so)", "alloc", t.AllocID, "task", t.Task, "at", at.UTC().Format(time.RFC3339Nano))
 			answered = true
 		}

@@ -144,13 +144,13 @@ func TestReadWritten(t *testing.T) {
 			f.statHook = tt.hook
 			c := testController(t, f)
 			c.now = func() time.Time { return t0.Add(time.Minute) }
-			c.written.setTargets([]writtenTarget{target})
+			c.drains.written.setTargets([]writtenTarget{target})
 			warned := false
-			got := c.readWritten(context.Background(), c.written.pending(), &warned)
+			got := c.drains.readWritten(context.Background(), c.drains.written.pending(), &warned)
 			if got != tt.wantAnswer {
 				t.Errorf("answered %v, want %v", got, tt.wantAnswer)
 			}
-			if n := len(c.written.pending()); n != tt.wantPending {
+			if n := len(c.drains.written.pending()); n != tt.wantPending {
 				t.Errorf("%d pending after the read, want %d", n, tt.wantPending)
 			}
 			if warned != tt.wantWarn {
@@ -206,13 +206,13 @@ func TestDrainEndsWhenFileSaysWritten(t *testing.T) {
 			c.now = func() time.Time { return now }
 			c.state(jobKey{"ml", "train"}).Draining = []*Drain{signalledDrain(signaled, true)}
 			target := writtenTarget{Namespace: "ml", AllocID: "a1", Since: signaled.Add(-doneSkew)}
-			c.written.setTargets([]writtenTarget{target})
+			c.drains.written.setTargets([]writtenTarget{target})
 			for task, at := range tt.answers {
-				c.written.answer(writtenTarget{AllocID: "a1", Task: task}, at)
+				c.drains.written.answer(writtenTarget{AllocID: "a1", Task: task}, at)
 			}
 			r := roundWith([]*ObservedJob{job("ml", "train", "training", 40, 1, 1)}, []ObservedAlloc{alloc("a1", "train")})
 			r.now, r.obs.At = now, now
-			c.finishDrains(context.Background(), r)
+			c.drains.finishDrains(context.Background(), r)
 			stopped := len(f.callsMatching("scale ml/train work 0")) > 0
 			if stopped != tt.wantStop {
 				t.Fatalf("stopped %v, want %v (calls %q)", stopped, tt.wantStop, f.calls)
@@ -228,11 +228,11 @@ func TestPollWrittenWakesTheLoop(t *testing.T) {
 	c := testController(t, f)
 	c.log = hclog.NewNullLogger()
 	c.now = time.Now
-	c.written.setTargets([]writtenTarget{{Namespace: "ml", AllocID: "a1", Task: "work", Since: time.Now().Add(-time.Second)}})
+	c.drains.written.setTargets([]writtenTarget{{Namespace: "ml", AllocID: "a1", Task: "work", Since: time.Now().Add(-time.Second)}})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	const period = 20 * time.Millisecond
-	go c.pollWritten(ctx, period)
+	go c.drains.pollWritten(ctx, period)
 	time.Sleep(3 * period)
 	select {
 	case <-c.trigger:

@@ -5,8 +5,13 @@
 //
 // The forecast replays the live snapshot forward in virtual time through
 // the very engine the controller runs (policy/engine), its actions applied
-// as the controller applies them and Nomad's placement modelled as the
-// simulator models it (binpack, gangs all or nothing): running work ends
+// as the controller applies them and Nomad's placement modelled here
+// (binpack, gangs all or nothing, free GPUs taken latest freed last) on
+// Nomad's rule of which node may run what from the one model of Nomad
+// (nomadmodel.Fits: node pool, device class, pinned nodes); the replay's
+// placement loop and action effects are its own, not yet those of
+// nomadmodel.Cluster, and the contract (nomadmodel/contract) does not
+// run against them: running work ends
 // after a run time drawn from its job's steward.expected_runtime, or from
 // what similar jobs took (History, weighed by the runs of their kind still
 // going; a job's family before its class), and work arrives as it arrived

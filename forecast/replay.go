@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/gpu-steward/steward/policy/engine"
+	"github.com/gpu-steward/steward/policy/nomadmodel"
 )
 
 // replay is one run of the snapshot forward in virtual time.
@@ -438,7 +439,9 @@ func (r *replay) apply(a engine.Action) {
 	switch a.Kind {
 	case engine.SetPriority, engine.Promote:
 		j.prio = a.Priority
-		j.promoted = j.promoted || a.Kind == engine.Promote
+		// As the controller records it (actPriority): a priority set back
+		// to its tier's is no promotion any more.
+		j.promoted = a.Kind == engine.Promote
 	case engine.Hold:
 		forGroup(func(d *rdemand) { d.d.Held = true })
 	case engine.Resume:
@@ -697,14 +700,9 @@ func (r *replay) startOf(d *rdemand, nodes []int) time.Time {
 	return start
 }
 
-// fits reports whether a demand may run on a node: its node pool, and a
-// device class its request accepts.
-func (r *replay) fits(d *engine.Demand, n *engine.Node) bool {
-	if d.NodePool != "" && d.NodePool != "all" && d.NodePool != n.NodePool {
-		return false
-	}
-	return d.Devices == nil || slices.Contains(d.Devices, n.Device)
-}
+// fits reports whether a demand may run on a node: Nomad's rule, the one
+// model of it (nomadmodel.Fits: node pool, device class, pinned nodes).
+func (r *replay) fits(d *engine.Demand, n *engine.Node) bool { return nomadmodel.Fits(d, n) }
 
 // noteStarts records when each target has nothing waiting any more.
 func (r *replay) noteStarts() {

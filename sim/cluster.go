@@ -3,6 +3,8 @@ package sim
 import (
 	"fmt"
 	"slices"
+
+	"github.com/gpu-steward/steward/policy/nomadmodel"
 )
 
 // cluster is the model of Nomad's placement: nodes of any GPU count,
@@ -128,32 +130,13 @@ func (c *cluster) bestFitOf(free []int, g int, m int32) int {
 	if m == anyModel {
 		return bestFit(free, g)
 	}
-	best := -1
-	for n, f := range free {
-		if f >= g && c.usable(n, m) && (best < 0 || f < free[best]) {
-			best = n
-			if f == g {
-				break
-			}
-		}
-	}
-	return best
+	return nomadmodel.BestFitWhere(free, g, func(n int) bool { return c.usable(n, m) })
 }
 
 // bestFit returns the node with the fewest free GPUs, at least g, in free
-// (the cluster's own counts or a scratch copy); -1 when none has room.
-func bestFit(free []int, g int) int {
-	best := -1
-	for n, f := range free {
-		if f >= g && (best < 0 || f < free[best]) {
-			best = n
-			if f == g {
-				break
-			}
-		}
-	}
-	return best
-}
+// (the cluster's own counts or a scratch copy); -1 when none has room:
+// Nomad's binpack as the one model of it has it.
+func bestFit(free []int, g int) int { return nomadmodel.BestFit(free, g) }
 
 // plan places count allocations of g GPUs of model m by best fit, all or nothing, and
 // returns their nodes (one per allocation) without changing the cluster.

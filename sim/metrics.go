@@ -43,7 +43,19 @@ type Result struct {
 	// than LongWait for their first start, by the rule of the last hold
 	// before it (engine.Rule; "queued" for work Nomad's queue held alone).
 	HighPriorityLongWaits map[string]int `json:"high_priority_long_waits,omitempty"`
-	DelayByTier           []Delay        `json:"delay_by_tier"`
+	// HighPriorityDelayNetOwnLimit is HighPriorityDelay less, for each
+	// job, the time its own tenant's limit held it (rule limit, summed
+	// over every plan of its wait; holds.go): the wait the policy did not
+	// ask for.
+	HighPriorityDelayNetOwnLimit Delay `json:"high_priority_delay_net_own_limit"`
+	// HighPriorityLongWaitHours is, over the jobs HighPriorityLongWaits
+	// counts, the hours held under each rule, summed ("queued": Nomad's
+	// queue alone).
+	HighPriorityLongWaitHours map[string]float64 `json:"high_priority_long_wait_hours,omitempty"`
+	// HighPriorityWaitHours is the same over every high-priority job's
+	// wait for its first start.
+	HighPriorityWaitHours map[string]float64 `json:"high_priority_wait_hours,omitempty"`
+	DelayByTier           []Delay            `json:"delay_by_tier"`
 	// UnknownTierDelay: jobs whose tier the policy lacks, by that name
 	// (they are in DelayByTier too, under the tier they ran as).
 	UnknownTierDelay []Delay `json:"unknown_tier_delay,omitempty"`
@@ -166,6 +178,7 @@ type metrics struct {
 	delays                  map[string][]float64
 	tierPrio                map[string]int
 	high                    []float64
+	holds                   holdTimes
 	longWaits               map[string]int
 	lostSec, reclaimSec     float64
 	wastedN, wastedBack     int
@@ -289,6 +302,7 @@ func (m *metrics) started(j *simJob, now time.Duration) {
 	m.delays[j.tier] = append(m.delays[j.tier], d)
 	if j.high {
 		m.high = append(m.high, d)
+		m.holds.started(j.idx, d, now)
 		if now-j.spec.Submit > LongWait {
 			rule := j.holdRule
 			if rule == "" {
@@ -376,6 +390,9 @@ func (m *metrics) result(s *simulator) *Result {
 	}
 	r.HighPriorityDelay = summarise(m.high)
 	r.HighPriorityLongWaits = m.longWaits
+	r.HighPriorityDelayNetOwnLimit = summarise(m.holds.net)
+	r.HighPriorityLongWaitHours = inHours(m.holds.longByRule)
+	r.HighPriorityWaitHours = inHours(m.holds.allByRule)
 	tiers := make([]string, 0, len(m.tierPrio))
 	for name := range m.tierPrio {
 		tiers = append(tiers, name)

@@ -1,10 +1,12 @@
 package sim
 
 import (
+	"cmp"
 	"encoding/csv"
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"slices"
 	"strconv"
@@ -125,6 +127,10 @@ func (rep *Report) rows() []row {
 		{"high-priority delay p95 (min)", func(r *Result) string { return minutes(r.HighPriorityDelay.P95) }},
 		{"high-priority delay p99 (min)", func(r *Result) string { return minutes(r.HighPriorityDelay.P99) }},
 		{"high-priority waits over 30 min, by rule", func(r *Result) string { return countsByKey(r.HighPriorityLongWaits) }},
+		{"high-priority delay net of own limit p95/p99 (min)", func(r *Result) string {
+			return minutes(r.HighPriorityDelayNetOwnLimit.P95) + " / " + minutes(r.HighPriorityDelayNetOwnLimit.P99)
+		}},
+		{"high-priority waits over 30 min, hours by rule", func(r *Result) string { return hoursByKey(r.HighPriorityLongWaitHours) }},
 	}
 	if len(rep.Results) > 0 {
 		for i, d := range rep.Results[0].DelayByTier {
@@ -267,10 +273,16 @@ func WriteCSV(w io.Writer, reps []*Report) error {
 			for _, q := range []struct {
 				name string
 				d    Delay
-			}{{"high_priority", r.HighPriorityDelay}} {
+			}{{"high_priority", r.HighPriorityDelay}, {"high_priority_net_own_limit", r.HighPriorityDelayNetOwnLimit}} {
 				put(q.name+"_delay_p50_min", f(q.d.P50))
 				put(q.name+"_delay_p95_min", f(q.d.P95))
 				put(q.name+"_delay_p99_min", f(q.d.P99))
+			}
+			for _, rule := range slices.Sorted(maps.Keys(r.HighPriorityLongWaitHours)) {
+				put("high_priority_long_wait_hours."+rule, f(r.HighPriorityLongWaitHours[rule]))
+			}
+			for _, rule := range slices.Sorted(maps.Keys(r.HighPriorityWaitHours)) {
+				put("high_priority_wait_hours."+rule, f(r.HighPriorityWaitHours[rule]))
 			}
 			for _, d := range r.DelayByTier {
 				put("delay_p50_min."+d.Tier, f(d.P50))
@@ -313,6 +325,26 @@ func WriteCSV(w io.Writer, reps []*Report) error {
 	}
 	cw.Flush()
 	return cw.Error()
+}
+
+// hoursByKey prints hours as "limit 812.3, capacity 4.0", the largest
+// first (then by name), or "0" when there are none.
+func hoursByKey(m map[string]float64) string {
+	keys := slices.Collect(maps.Keys(m))
+	slices.SortFunc(keys, func(a, b string) int {
+		if c := cmp.Compare(m[b], m[a]); c != 0 {
+			return c
+		}
+		return strings.Compare(a, b)
+	})
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = k + " " + hours(m[k])
+	}
+	if len(parts) == 0 {
+		return "0"
+	}
+	return strings.Join(parts, ", ")
 }
 
 // countsByKey prints counts as "limit 157, capacity 4", the largest first

@@ -312,6 +312,18 @@ I1,60,8,1,3600,a,interactive,never`,
 				if !maps.Equal(r.HighPriorityLongWaits, want) {
 					t.Errorf("long waits %v, want %v", r.HighPriorityLongWaits, want)
 				}
+				// Its whole wait was its own limit's: none of it is left
+				// net of that, and its hours are the limit's.
+				if kind == Steward {
+					if d, net := r.HighPriorityDelay.P99, r.HighPriorityDelayNetOwnLimit.P99; !near(d, 119) || net != 0 {
+						t.Errorf("delay p99 %.2f min, net of own limit %.2f; want 119 and 0", d, net)
+					}
+					if h := r.HighPriorityLongWaitHours; len(h) != 1 || !near(h["limit"], 119.0/60) {
+						t.Errorf("long-wait hours by rule %v, want limit %.3f", h, 119.0/60)
+					}
+				} else if r.HighPriorityDelayNetOwnLimit != r.HighPriorityDelay {
+					t.Errorf("net of own limit %+v, want the delay %+v (no limits)", r.HighPriorityDelayNetOwnLimit, r.HighPriorityDelay)
+				}
 			},
 		},
 	}

@@ -49,6 +49,7 @@ func (s *simulator) settleSteward() error {
 				return err
 			}
 		}
+		s.m.holds.plan(s, plan)
 		s.keepMarks(plan.Earmarks)
 		s.dropMarks(plan.Unmarked)
 		s.forcePlan = false

@@ -19,15 +19,17 @@ type nodeIndex struct {
 	setOrder map[int32]policy.PoolOrder // orderOf's answers
 	cands    []candidates               // [set]: preemptible units, best victims first
 
-	levels    []int        // distinct priorities of preemptible work
-	pot       []*capacity  // [level] node potentials (potential.go)
-	nodeUnits [][]nodeUnit // [node] preemptible units, best victims first
-	lb        []uint64     // [node*(maxGPUs+1)+g] lower bound on the worst victim for g GPUs
-	order     nodeOrder    // nodes by lower bound (nodeorder.go)
-	dirty     dirtyNodes   // nodes whose pot and lb lag behind (potential.go)
-	pick      nodePick     // searchNodes' scratch
-	walk      walkScratch  // findVictims' scratch
-	moved     []int32      // placeIn's nodes
+	levels    []int          // distinct priorities of preemptible work
+	pot       []*capacity    // [level] node potentials (potential.go)
+	nodeUnits [][]nodeUnit   // [node] preemptible units, best victims first
+	lb        []uint64       // [node*(maxGPUs+1)+g] lower bound on the worst victim for g GPUs
+	order     nodeOrder      // nodes by lower bound (nodeorder.go)
+	dirty     dirtyNodes     // nodes whose pot and lb lag behind (potential.go)
+	bars      []barPotential // wait promotions' potentials (waitbars.go)
+	settled   []int32        // nodes settled since the first of bars was built
+	pick      nodePick       // searchNodes' scratch
+	walk      walkScratch    // findVictims' scratch
+	moved     []int32        // placeIn's nodes
 }
 
 // noUnit is change's unit for a change no unit made: a placement, or GPUs

@@ -52,7 +52,8 @@ func (ix *nodeIndex) buildPotential() {
 		u := &m.units[ui]
 		lvl := ix.levelOf(u)
 		m.nodesOf(u, func(n int32, g int) {
-			ix.nodeUnits[n] = append(ix.nodeUnits[n], nodeUnit{key: u.key, ui: ui, gpus: int32(g), lvl: int32(lvl), taken: u.taken})
+			ix.nodeUnits[n] = append(ix.nodeUnits[n], nodeUnit{key: u.key, ui: ui, gpus: int32(g), lvl: int32(lvl), taken: u.taken,
+				tenant: int32(u.tenant), tierPrio: int32(m.e.tiers[u.tier].priority), exempt: u.idle == idlePressure || u.backfill})
 			for k := lvl; k < len(pot); k++ {
 				pot[k][n] += int32(g)
 			}
@@ -81,6 +82,12 @@ type nodeUnit struct {
 	gpus  int32 // on this node
 	lvl   int32 // levelOf(units[ui])
 	taken bool  // mirrors units[ui].taken (see setTaken)
+	// What a wait promotion's potential reads (waitbars.go): the unit's
+	// tenant, its tier's priority, and whether it is idle (under
+	// pressure) or backfill work, which rules before the bar may give.
+	exempt   bool
+	tenant   int32
+	tierPrio int32
 }
 
 // setTaken mirrors a unit's taken flag into node n's list.
@@ -141,6 +148,9 @@ func (ix *nodeIndex) settle() {
 	for _, n := range ix.dirty.nodes {
 		ix.dirty.marked[n] = false
 		ix.settleNode(n)
+	}
+	if len(ix.bars) > 0 {
+		ix.settled = append(ix.settled, ix.dirty.nodes...) // for barPotentialFor
 	}
 	ix.dirty.nodes = ix.dirty.nodes[:0]
 }
@@ -218,7 +228,8 @@ type nodePick struct {
 // (between nodes where the same gang is that victim, the first in the
 // gang's order, as the walk would). Nodes are read in order of their lower
 // bound, so the search stops at the first node that cannot beat the best
-// found. TestSearchMatchesBruteForce holds it to that definition.
+// found. A demand promoted for waiting reads its own potential
+// (waitbars.go). TestSearchMatchesBruteForce holds it to that definition.
 func (st *state) searchNodes(b *bene, allowYoung bool) (int32, []victim, bool) {
 	if b.g > st.maxGPUs {
 		return 0, nil, false // larger than any node
@@ -229,6 +240,9 @@ func (st *state) searchNodes(b *bene, allowYoung bool) (int32, []victim, bool) {
 	pot := st.pot[st.levelFor(b)]
 	p := &st.pick
 	*p = nodePick{ties: p.ties[:0]}
+	if bp := st.barPotentialFor(b); bp != nil {
+		pot = bp // a wait promotion's: it leaves out nodes b cannot complete
+	}
 	read, scan := 0, false
 	st.ascend(st.heap(b.pool, b.g), func(n int32, lb uint64) bool {
 		if p.ok && lb > p.key {

@@ -1,0 +1,113 @@
+package engine
+
+// Potentials for wait promotions. A job promoted for waiting takes no work
+// of its tier's priority from its own tenant, nor from tenants that run no
+// more of its tier (ownswap.go). The level potentials and the bounds count
+// that work all the same, so for such a beneficiary they promise nodes
+// that its rules then refuse, one unit at a time: the node-first search
+// read its 128 best nodes by bound, found none, and fell back to trying
+// every node of the pool (on the 10,000-node fleet benchmark, 270,000
+// node tries a plan, nine in ten of them for wait promotions, and half
+// the plan's time).
+//
+// So each kind of wait promotion (level, tier, tenant, entitlement) gets a
+// potential of its own that leaves out the work its bar surely refuses,
+// built on its first search and kept up with the nodes the plan changes.
+// It is still an upper bound on what the beneficiary may gather on a node
+// (it keeps whatever the bar might let through: idle and backfill work, a
+// reclaim's victims in other tenants), so the search tries the same nodes
+// that can complete an allocation, and finds the same one; it just never
+// tries the others.
+
+// barKind is what a wait-promoted beneficiary's potential depends on: its
+// level and tier; entitled, its tenant (whose own work the bar refuses,
+// other tenants' a reclaim may take); otherwise what its tenant runs of
+// the tier (the bar refuses the work of every tenant that runs no more),
+// so that the tenants that run alike share one.
+type barKind struct {
+	level, tier int
+	entitled    bool
+	tenant      int // entitled only; -1 otherwise
+	held        int // not entitled only; -1 otherwise
+}
+
+// barPotential is one kind's potential: per node, its free GPUs plus the
+// GPUs of its untaken units counted at the kind's level that the bar does
+// not surely refuse.
+type barPotential struct {
+	kind   barKind
+	base   int32  // the tier's own priority
+	barred []bool // [tenant] whose work of priority base the bar refuses
+	cap    *capacity
+	seen   int // ix.settled[:seen] are reflected in cap
+}
+
+// barPotentialFor returns the potential of b's kind when a wait
+// promotion's bar applies to b, building it on first use; nil otherwise.
+// Call after settle.
+func (ix *nodeIndex) barPotentialFor(b *bene) *capacity {
+	m := ix.m
+	base := m.e.tiers[b.tier].priority
+	if b.prio <= base || m.promotedForPreemptions(&b.d.Job) {
+		return nil // no bar (waitPromotionBars)
+	}
+	held := m.tierHeld(b.tenant, b.tier)
+	k := barKind{level: ix.levelFor(b), tier: b.tier, entitled: b.entitled, tenant: -1, held: -1}
+	if b.entitled {
+		k.tenant = b.tenant
+	} else {
+		k.held = held
+	}
+	for i := range ix.bars {
+		if bp := &ix.bars[i]; bp.kind == k {
+			for _, n := range ix.settled[bp.seen:] {
+				bp.settleNode(ix, n)
+			}
+			bp.seen = len(ix.settled)
+			return bp.cap
+		}
+	}
+	bp := barPotential{kind: k, base: int32(base), barred: make([]bool, len(m.tenants))}
+	for t := range bp.barred {
+		bp.barred[t] = t == b.tenant || held >= m.tierHeld(t, b.tier)
+	}
+	pot := make([]int32, len(m.nodes))
+	for n := range pot {
+		pot[n] = bp.potential(ix, int32(n))
+	}
+	bp.cap = newLazyCapacity(&m.pl, m.maxGPUs)
+	bp.cap.fill(pot)
+	bp.seen = len(ix.settled)
+	ix.bars = append(ix.bars, bp)
+	return bp.cap
+}
+
+// potential is node n's potential for the kind: free GPUs, plus untaken
+// units at or below its level, less those the bar surely refuses.
+func (bp *barPotential) potential(ix *nodeIndex, n int32) int32 {
+	pot := ix.cap.free[n]
+	for _, nu := range ix.nodeUnits[n] {
+		if !nu.taken && int(nu.lvl) <= bp.kind.level && !bp.refuses(&nu) {
+			pot += nu.gpus
+		}
+	}
+	return pot
+}
+
+// refuses reports whether the bar surely keeps a beneficiary of the kind
+// from nu: work of the tier's priority of a barred tenant, unless a rule
+// before the bar may give it (idle or backfill work; a reclaim, which an
+// entitled beneficiary may make from another tenant). See ledger.ruleFor.
+func (bp *barPotential) refuses(nu *nodeUnit) bool {
+	if nu.tierPrio != bp.base || nu.exempt || !bp.barred[nu.tenant] {
+		return false
+	}
+	return !bp.kind.entitled || int(nu.tenant) == bp.kind.tenant // else perhaps a reclaim
+}
+
+// settleNode brings node n's potential up to date.
+func (bp *barPotential) settleNode(ix *nodeIndex, n int32) {
+	if p := bp.potential(ix, n); p != bp.cap.free[n] {
+		bp.cap.add(n, p-bp.cap.free[n])
+	}
+}
