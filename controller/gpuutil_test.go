@@ -137,7 +137,7 @@ func TestSweepReadsUtilisationNotSummary(t *testing.T) {
 					t.Fatalf("%d nodes failed", failed)
 				}
 			}
-			samples := c.usage.samples()[a.ID]
+			samples := c.usage.history(a.ID)
 			warns := c.sampler.gpuRefused.jobWarnings()
 			health := c.Health().Warnings
 			if !tc.refused {
@@ -166,7 +166,7 @@ func TestSweepReadsUtilisationNotSummary(t *testing.T) {
 			// The GPU reports utilisation again: sampled, the warning goes.
 			byID["GPU-1"] = stockShape(80, 10, 40960)
 			c.sampler.sweepStats(t.Context(), targets)
-			if s := c.usage.samples()[a.ID]; len(s) != 1 || s[0].Util != 80 {
+			if s := c.usage.history(a.ID); len(s) != 1 || s[0].Util != 80 {
 				t.Errorf("after recovery samples %+v, want one at 80", s)
 			}
 			if w := c.sampler.gpuRefused.jobWarnings(); len(w) != 0 {

@@ -95,7 +95,7 @@ func (c *Controller) warnIdle(ctx context.Context, r *round, pol *policy.Policy,
 // again (its idle stretch began after it was warned): the warning is
 // withdrawn with the last.
 func (c *Controller) pruneIdleWarnings(r *round, pol *policy.Policy) {
-	usage := c.usage.samples()
+	usage := c.usage.samples(pol)
 	for _, st := range c.states {
 		for id := range st.Warned {
 			if len(r.aliveOf(st.key(), []string{id})) == 0 {

@@ -51,6 +51,7 @@ func (c *Controller) observed(ctx context.Context, pol *policy.Policy, full bool
 	}
 	c.admitGuarded(obs)
 	c.usage.setObservation(obs, statsTargets(pol, obs))
+	c.usage.keepFor(sampleReads(pol, obs, c.states))
 	return obs, nil
 }
 
@@ -72,7 +73,7 @@ func (c *Controller) planRound(ctx context.Context, r *round, pol *policy.Policy
 	c.trackWaiting(r)
 	c.checkJobMeta(pol, obs)
 	c.phases().notices(ctx, r, pol)
-	snap := buildSnapshot(pol, obs, c.states, c.usage.samples())
+	snap := buildSnapshot(pol, obs, c.states, c.usage.samples(pol))
 	c.fairShareUsage(ctx, pol, snap, r.now)
 	planStart := time.Now()
 	plan := eng.Plan(snap, r.now)

@@ -150,7 +150,7 @@ func (p *publisher) idleSince(pol *policy.Policy, r *round, job *ObservedJob, us
 func (p *publisher) writeRecords(ctx context.Context, r *round, pol *policy.Policy) {
 	c := p.c
 	p.pruneRecords(r)
-	usage := c.usage.samples()
+	usage := c.usage.samples(pol)
 	for _, st := range c.sortedStates() {
 		p.writeRecordWith(ctx, r, pol, st, usage)
 	}
@@ -192,7 +192,7 @@ func (p *publisher) pruneRecords(r *round) {
 // job's tasks should learn about).
 func (p *publisher) writeRecord(ctx context.Context, r *round, pol *policy.Policy, st *JobState) {
 	c := p.c
-	p.writeRecordWith(ctx, r, pol, st, c.usage.samples())
+	p.writeRecordWith(ctx, r, pol, st, c.usage.samples(pol))
 }
 
 func (p *publisher) writeRecordWith(ctx context.Context, r *round, pol *policy.Policy, st *JobState, usage map[string][]engine.Sample) {

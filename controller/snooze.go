@@ -205,7 +205,6 @@ func (c *Controller) snooze(ctx context.Context, r *round, st *JobState, job *Ob
 // rule's after: runOver), or its job or idle rule is gone.
 func (c *Controller) endSnoozes(ctx context.Context, r *round) {
 	pol, _ := c.engineNow()
-	var usage map[string][]engine.Sample
 	for _, st := range c.sortedStates() {
 		if st.Snooze == nil {
 			continue
@@ -216,12 +215,9 @@ func (c *Controller) endSnoozes(ctx context.Context, r *round) {
 		}
 		busy := st.Snooze.Busy
 		if rule != nil {
-			if usage == nil {
-				usage = c.usage.samples()
-			}
 			for _, a := range r.obs.Allocs {
 				if a.Namespace == st.Namespace && a.JobID == st.ID {
-					busy = max(busy, busyStretch(usage[a.ID], rule.Threshold, st.Snooze.runStart()))
+					busy = max(busy, busyStretch(recentSamples(c.usage.history(a.ID), c.usage.window), rule.Threshold, st.Snooze.runStart()))
 				}
 			}
 		}

@@ -147,7 +147,7 @@ func TestIdleTimers(t *testing.T) {
 			}
 			c2.usage.setObservation(r.obs, nil)
 			c2.usage.add(a.ID, engine.Sample{At: t0.Add(20 * time.Second), Util: 2})
-			since, idleNow := engine.IdleSince(c2.usage.samples()[a.ID], 10)
+			since, idleNow := engine.IdleSince(c2.usage.history(a.ID), 10)
 			if !idleNow || !since.Equal(t0.Add(tt.wantSince)) {
 				t.Errorf("after a restart: idle since %s (%v), want %s", since.Sub(t0), idleNow, tt.wantSince)
 			}

@@ -241,7 +241,7 @@ func buildStatus(pol *policy.Policy, r *round, states []*JobState, usage map[str
 // writeStatus publishes the round for `steward status` when it changed.
 func (p *publisher) writeStatus(ctx context.Context, r *round, pol *policy.Policy) {
 	c := p.c
-	s := buildStatus(pol, r, c.sortedStates(), c.usage.samples(), c.decisions)
+	s := buildStatus(pol, r, c.sortedStates(), c.usage.samples(pol), c.decisions)
 	s.Leader, s.DryRun = c.cfg.Identity, c.cfg.DryRun
 	c.metrics.idleGPUs.Set(float64(s.IdleGPUs))
 	s.Warnings = append(append(c.warnings(), c.sampler.activityJobWarnings()...), c.sampler.gpuRefused.jobWarnings()...)

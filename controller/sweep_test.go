@@ -91,7 +91,7 @@ func TestSweepBoundedAndTimed(t *testing.T) {
 	if took > 5*time.Second {
 		t.Errorf("the sweep took %s: the hung node held it up", took)
 	}
-	samples := c.usage.samples()
+	samples := c.usage.samples(nil)
 	for _, tg := range targets {
 		_, ok := samples[tg.allocs[0].ID]
 		if ok == (tg.node == "n042") {

@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -30,6 +31,12 @@ type usageStore struct {
 	// paused: the activity source fails, and plans get no samples
 	// (activity.go), so that none is idle on missing data.
 	paused bool
+	// reads is, per allocation the last round saw, the highest idle
+	// threshold its samples are read for (-1: none covers it): add keeps
+	// its idleTail for that, not its whole history. An allocation not in
+	// it (new since, or of a job whose snooze measures busy time) keeps
+	// every sample.
+	reads map[string]float64
 }
 
 const maxSamplesPerAlloc = 1024
@@ -98,7 +105,35 @@ func (u *usageStore) add(allocID string, s engine.Sample) {
 	if len(list)-cut > maxSamplesPerAlloc {
 		cut = len(list) - maxSamplesPerAlloc
 	}
-	u.byAlloc[allocID] = list[cut:]
+	if cut > 0 {
+		// Folded in place (usage_history.go): the list's array stays
+		// the size of what it keeps.
+		folded := foldSamples(list[:cut])
+		n := copy(list, folded)
+		n += copy(list[n:], list[cut:])
+		clear(list[n:])
+		list = list[:n]
+	}
+	if top, ok := u.reads[allocID]; ok {
+		if tail := idleTail(list, top); len(tail) < len(list) {
+			n := copy(list, tail)
+			clear(list[n:])
+			list = list[:n]
+		}
+	}
+	if cap(list) > 2*len(list)+16 {
+		// What is kept is a fraction of the array that held it (a
+		// busy GPU's history cut to its newest sample): the array goes.
+		list = slices.Clone(list)
+	}
+	u.byAlloc[allocID] = list
+}
+
+// keepFor sets what add keeps of each allocation's samples (reads).
+func (u *usageStore) keepFor(reads map[string]float64) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	u.reads = reads
 }
 
 // forget drops an allocation's samples: its GPUs cannot be read, and
@@ -116,9 +151,11 @@ func (u *usageStore) pause(p bool) {
 	u.paused = p
 }
 
-// samples returns a copy of every allocation's samples for one plan; none
-// while paused.
-func (u *usageStore) samples() map[string][]engine.Sample {
+// samples returns a copy of every allocation's samples for one plan, as
+// far back as any idle rule of pol reads them (idleTail); none while
+// paused.
+func (u *usageStore) samples(pol *policy.Policy) map[string][]engine.Sample {
+	top := maxIdleThreshold(pol)
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	if u.paused {
@@ -126,9 +163,20 @@ func (u *usageStore) samples() map[string][]engine.Sample {
 	}
 	out := make(map[string][]engine.Sample, len(u.byAlloc))
 	for id, s := range u.byAlloc {
-		out[id] = append([]engine.Sample(nil), s...)
+		out[id] = append([]engine.Sample(nil), idleTail(s, top)...)
 	}
 	return out
+}
+
+// history returns a copy of one allocation's samples, all of them (a
+// snooze's busy time reads its busy stretches, which idleTail leaves out).
+func (u *usageStore) history(allocID string) []engine.Sample {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.paused {
+		return nil
+	}
+	return append([]engine.Sample(nil), u.byAlloc[allocID]...)
 }
 
 // restore puts back the idle timer a previous controller saved for an

@@ -94,6 +94,9 @@ func TestWritesPerDecision(t *testing.T) {
 		// forecast, when set, is the queue forecast that finished
 		// before the round.
 		forecast func(now time.Time) *forecast.Result
+		// sample, when set, is the GPU activity sweeps read since the
+		// step before (c.usage.add).
+		sample func(c *Controller, from, to time.Time)
 	}
 	holdCluster := func(f *fakeNomad) {
 		// ml/nb (interactive) holds the node's 2 GPUs and may not be
@@ -182,6 +185,25 @@ func TestWritesPerDecision(t *testing.T) {
 		}
 		return m
 	}
+	// idleHours: ml/nb (interactive, under the notebooks rule, mode
+	// pressure) holds the node's 2 GPUs at 2% for three hours and nothing
+	// waits for them: the rule never acts, and a round a minute sees it.
+	idleCluster := func(f *fakeNomad) {
+		cl := f.cl()
+		cl.nodes = []*api.NodeListStub{apiNode("n1", 2)}
+		nb := apiJob("ml", "nb", "interactive", 60, 1, 2)
+		cl.jobs["ml/nb"] = nb
+		cl.allocs = []*api.AllocationListStub{apiAlloc("a-nb", nb, "n1", []string{"n1-gpu0", "n1-gpu1"}, t0.Add(-time.Hour))}
+	}
+	idleSweeps := func(c *Controller, from, to time.Time) {
+		for at := from.Add(10 * time.Second); !at.After(to); at = at.Add(10 * time.Second) {
+			c.usage.add("a-nb", engine.Sample{At: at, Util: 2})
+		}
+	}
+	var idleHours []step
+	for at := time.Duration(0); at <= 3*time.Hour; at += time.Minute {
+		idleHours = append(idleHours, step{at: at, sample: idleSweeps})
+	}
 	var quietMinute []step
 	for at := time.Duration(0); at <= time.Minute+5*time.Second; at += 5 * time.Second {
 		quietMinute = append(quietMinute, step{at: at, forecast: swinging})
@@ -265,6 +287,13 @@ func TestWritesPerDecision(t *testing.T) {
 			// then.
 			state:  with(eachWaiting(1), "ml/x1", "ml/x2"),
 			record: with(eachWaiting(1), "ml/x1", "ml/x2")},
+		{name: "a notebook idle for three hours that nothing waits for: its idle timer written once, not as its stretch outlasts the samples kept",
+			cluster: idleCluster,
+			steps:   idleHours,
+			// Its idle timer once it has idled for idleSaveAfter (a
+			// restarted controller resumes it); no decision, no record.
+			state:  map[string]int{"ml/nb": 1},
+			record: map[string]int{}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -277,10 +306,15 @@ func TestWritesPerDecision(t *testing.T) {
 			// so that the count is the rounds' alone.
 			r.c.pub.fc = newQueueForecaster()
 			r.c.pub.fc.running = true
+			last := t0.Add(-time.Minute)
 			for _, s := range tc.steps {
 				if s.before != nil {
 					s.before(f)
 				}
+				if s.sample != nil {
+					s.sample(r.c, last, t0.Add(s.at))
+				}
+				last = t0.Add(s.at)
 				if s.forecast != nil {
 					r.c.pub.fc.mu.Lock()
 					r.c.pub.fc.result, r.c.pub.fc.basis = s.forecast(t0.Add(s.at)), "test"

@@ -262,6 +262,11 @@ func TestScale(t *testing.T) {
 		time.Sleep(2 * time.Second)
 	}
 	to := time.Now()
+	if dir := os.Getenv("STEWARD_SCALE_LOGDIR"); dir != "" {
+		// The leader's heap at the end of the window (go tool pprof
+		// -sample_index=inuse_space): what the RSS figure is made of.
+		saveProfile(a.addr, "heap", filepath.Join(dir, "controller-a.heap"))
+	}
 	after, err := scrape(a.addr)
 	if err != nil {
 		t.Fatal(err)
@@ -489,5 +494,22 @@ func (d *driver) tick() {
 		k := *job.Namespace + "/" + *job.ID
 		d.outstanding[k], d.left[k], d.high[k] = 1, 1, 1
 		waiting++
+	}
+}
+
+// saveProfile writes one of a controller's pprof profiles to file; a
+// failure leaves no file (the profile is a diagnosis, not a figure).
+func saveProfile(addr, name, file string) {
+	resp, err := http.Get(fmt.Sprintf("http://%s/debug/pprof/%s", addr, name))
+	if err != nil {
+		return
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return
+	}
+	if f, err := os.Create(file); err == nil {
+		_, _ = io.Copy(f, resp.Body)
+		f.Close()
 	}
 }
