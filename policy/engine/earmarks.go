@@ -77,20 +77,23 @@ func (m *model) drainingOn(w int32, n int32) int {
 }
 
 // earmarkFreed sets aside the GPUs of Snapshot.Earmarks, out of each
-// node's free GPUs (no more than are free: input is not trusted).
-func (st *state) earmarkFreed(free []int32) {
-	for i := range st.s.Earmarks {
-		mk := &st.s.Earmarks[i]
-		n, ok := st.nodeIDs[mk.NodeID]
+// node's free GPUs (no more than are free: input is not trusted). It
+// returns the earmarks on unknown nodes (Snapshot.Earmarks indexes), for
+// the plan to skip.
+func (m *model) earmarkFreed(free []int32) (unknown []int) {
+	for i := range m.s.Earmarks {
+		mk := &m.s.Earmarks[i]
+		n, ok := m.nodeIDs[mk.NodeID]
 		if !ok {
-			st.skip("earmark for "+mk.For.String(), "on unknown node %q", mk.NodeID)
+			unknown = append(unknown, i)
 			continue
 		}
 		g := min(mk.GPUs, int(free[n]))
-		if g > 0 && (st.earmark(&mk.For, mk.ForGroup, n, g) || st.inFlight(mk.For)) {
+		if g > 0 && (m.earmark(&mk.For, mk.ForGroup, n, g) || m.inFlight(mk.For)) {
 			free[n] -= int32(g)
 		}
 	}
+	return unknown
 }
 
 // inFlight reports whether a job that GPUs were set aside for neither
@@ -180,9 +183,9 @@ func (m *model) takeMarks(w int32) []nodeGPUs {
 
 // markedFit returns a node set aside for b that fits one of its
 // allocations.
-func (st *state) markedFit(b *bene) (int32, bool) {
+func (ix *nodeIndex) markedFit(b *bene) (int32, bool) {
 	for _, mk := range b.marks {
-		if st.cap.nodeIn(mk.node, b.pool) && int(st.cap.free[mk.node]) >= b.g {
+		if ix.cap.nodeIn(mk.node, b.pool) && int(ix.cap.free[mk.node]) >= b.g {
 			return mk.node, true
 		}
 	}
@@ -192,9 +195,9 @@ func (st *state) markedFit(b *bene) (int32, bool) {
 // markFree sets aside, in the plan's Earmarks, the free GPUs of the
 // allocations of a demand that preempts which went on free GPUs alone: the
 // preemption pays off only if they are still free when its victims stop.
-func (st *state) markFree(b *bene, nodes []int32) {
+func (o *output) markFree(b *bene, nodes []int32) {
 	for _, n := range nodes {
-		st.out.Earmarks = append(st.out.Earmarks, Earmark{NodeID: st.nodes[n].ID, GPUs: b.g, For: b.d.Job.Ref, ForGroup: b.d.Group})
+		o.out.Earmarks = append(o.out.Earmarks, Earmark{NodeID: o.m.nodes[n].ID, GPUs: b.g, For: b.d.Job.Ref, ForGroup: b.d.Group})
 	}
 }
 
@@ -203,20 +206,20 @@ func (st *state) markFree(b *bene, nodes []int32) {
 // the victims free: without them the preemption frees too little, and
 // they are free to anyone until b runs. (The victims' own GPUs are set
 // aside as they drain: Alloc.For.)
-func (st *state) markBeside(b *bene, n int32, vs []victim) {
+func (o *output) markBeside(b *bene, n int32, vs []victim) {
 	if len(vs) == 0 {
 		return
 	}
 	freed := 0
 	for _, v := range vs {
-		st.nodesOf(&st.units[v.ui], func(mk int32, g int) {
+		o.m.nodesOf(&o.m.units[v.ui], func(mk int32, g int) {
 			if mk == n {
 				freed += g
 			}
 		})
 	}
 	if free := b.g - freed; free > 0 {
-		st.out.Earmarks = append(st.out.Earmarks, Earmark{NodeID: st.nodes[n].ID, GPUs: free, For: b.d.Job.Ref, ForGroup: b.d.Group})
+		o.out.Earmarks = append(o.out.Earmarks, Earmark{NodeID: o.m.nodes[n].ID, GPUs: free, For: b.d.Job.Ref, ForGroup: b.d.Group})
 	}
 }
 
