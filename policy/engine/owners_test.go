@@ -12,9 +12,9 @@ import (
 // TestMethodsPerType keeps the engine's state split among owners
 // (docs/design.md, "Who owns what inside a plan"): no type above 40
 // methods, state included (it had 49 before the earmarks' writers went to
-// the output, the pool-precedence placements to the model, and the set
-// and capacity queries to the index). A type that outgrows its bound wants
-// an owner of its own.
+// the output and their moves to the model, the pool-precedence placements
+// to the model, and the set and capacity queries to the index). A type
+// that outgrows its bound wants an owner of its own.
 func TestMethodsPerType(t *testing.T) {
 	const most = 40
 	fset := token.NewFileSet()
