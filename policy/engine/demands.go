@@ -721,10 +721,11 @@ func (st *state) findRoom(b *bene, need int, failed *failures) (int32, []victim,
 		if n, vs, ok := st.fairReclaim(b, need); ok {
 			return st.placeWith(b, n, vs)
 		}
-		r = st.capacityReason(b)
+		r = st.capacityReason(b, st.promotionBlocker(b))
 		failed.add(key, b.prio, st.e.tiers[b.tier].priority, b.g, r)
 	}
-	if n, ok := st.takeMarksBelow(b); ok {
+	if w, n, ok := st.takeMarksBelow(b); ok {
+		st.unmark(b, w, n)
 		return n, nil, Reason{}, true
 	}
 	return 0, nil, r, false

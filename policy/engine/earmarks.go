@@ -77,20 +77,23 @@ func (m *model) drainingOn(w int32, n int32) int {
 }
 
 // earmarkFreed sets aside the GPUs of Snapshot.Earmarks, out of each
-// node's free GPUs (no more than are free: input is not trusted).
-func (st *state) earmarkFreed(free []int32) {
-	for i := range st.s.Earmarks {
-		mk := &st.s.Earmarks[i]
-		n, ok := st.nodeIDs[mk.NodeID]
+// node's free GPUs (no more than are free: input is not trusted). It
+// returns the earmarks on unknown nodes (Snapshot.Earmarks indexes), for
+// the plan to skip.
+func (m *model) earmarkFreed(free []int32) (unknown []int) {
+	for i := range m.s.Earmarks {
+		mk := &m.s.Earmarks[i]
+		n, ok := m.nodeIDs[mk.NodeID]
 		if !ok {
-			st.skip("earmark for "+mk.For.String(), "on unknown node %q", mk.NodeID)
+			unknown = append(unknown, i)
 			continue
 		}
 		g := min(mk.GPUs, int(free[n]))
-		if g > 0 && (st.earmark(&mk.For, mk.ForGroup, n, g) || st.inFlight(mk.For)) {
+		if g > 0 && (m.earmark(&mk.For, mk.ForGroup, n, g) || m.inFlight(mk.For)) {
 			free[n] -= int32(g)
 		}
 	}
+	return unknown
 }
 
 // inFlight reports whether a job that GPUs were set aside for neither
@@ -180,9 +183,9 @@ func (m *model) takeMarks(w int32) []nodeGPUs {
 
 // markedFit returns a node set aside for b that fits one of its
 // allocations.
-func (st *state) markedFit(b *bene) (int32, bool) {
+func (ix *nodeIndex) markedFit(b *bene) (int32, bool) {
 	for _, mk := range b.marks {
-		if st.cap.nodeIn(mk.node, b.pool) && int(st.cap.free[mk.node]) >= b.g {
+		if ix.cap.nodeIn(mk.node, b.pool) && int(ix.cap.free[mk.node]) >= b.g {
 			return mk.node, true
 		}
 	}
@@ -192,9 +195,9 @@ func (st *state) markedFit(b *bene) (int32, bool) {
 // markFree sets aside, in the plan's Earmarks, the free GPUs of the
 // allocations of a demand that preempts which went on free GPUs alone: the
 // preemption pays off only if they are still free when its victims stop.
-func (st *state) markFree(b *bene, nodes []int32) {
+func (o *output) markFree(b *bene, nodes []int32) {
 	for _, n := range nodes {
-		st.out.Earmarks = append(st.out.Earmarks, Earmark{NodeID: st.nodes[n].ID, GPUs: b.g, For: b.d.Job.Ref, ForGroup: b.d.Group})
+		o.out.Earmarks = append(o.out.Earmarks, Earmark{NodeID: o.m.nodes[n].ID, GPUs: b.g, For: b.d.Job.Ref, ForGroup: b.d.Group})
 	}
 }
 
@@ -203,20 +206,20 @@ func (st *state) markFree(b *bene, nodes []int32) {
 // the victims free: without them the preemption frees too little, and
 // they are free to anyone until b runs. (The victims' own GPUs are set
 // aside as they drain: Alloc.For.)
-func (st *state) markBeside(b *bene, n int32, vs []victim) {
+func (o *output) markBeside(b *bene, n int32, vs []victim) {
 	if len(vs) == 0 {
 		return
 	}
 	freed := 0
 	for _, v := range vs {
-		st.nodesOf(&st.units[v.ui], func(mk int32, g int) {
+		o.m.nodesOf(&o.m.units[v.ui], func(mk int32, g int) {
 			if mk == n {
 				freed += g
 			}
 		})
 	}
 	if free := b.g - freed; free > 0 {
-		st.out.Earmarks = append(st.out.Earmarks, Earmark{NodeID: st.nodes[n].ID, GPUs: free, For: b.d.Job.Ref, ForGroup: b.d.Group})
+		o.out.Earmarks = append(o.out.Earmarks, Earmark{NodeID: o.m.nodes[n].ID, GPUs: free, For: b.d.Job.Ref, ForGroup: b.d.Group})
 	}
 }
 
@@ -224,13 +227,14 @@ func (st *state) markBeside(b *bene, n int32, vs []victim) {
 // nothing is free and nothing may be preempted, on GPUs set aside for a waiting demand of a
 // lower tier that are free now (its victims stopped, or free GPUs its
 // preemption counted on): inference must not wait while GPUs sit idle for
-// a build job. Those of the lowest tier go first. The plan reports them
-// (Plan.Unmarked) so that the caller stops setting them aside and frees
+// a build job. Those of the lowest tier go first. It returns the waiting
+// demand whose GPUs it took and the node; the plan reports them
+// (output.unmark) so that the caller stops setting them aside and frees
 // what holds them for the other work (a placeholder).
-func (st *state) takeMarksBelow(b *bene) (int32, bool) {
-	if len(st.marks) == 0 || !st.e.tiers[b.tier].urgent || (b.d.Job.Gang && b.d.Count > 1) {
+func (m *model) takeMarksBelow(b *bene) (int32, int32, bool) {
+	if len(m.marks) == 0 || !m.e.tiers[b.tier].urgent || (b.d.Job.Gang && b.d.Count > 1) {
 		// A gang placed in part is undone; what it took stays taken.
-		return 0, false
+		return 0, 0, false
 	}
 	if b.beyond {
 		// Non-preemptible work beyond its tenant's reserve takes free
@@ -239,46 +243,52 @@ func (st *state) takeMarksBelow(b *bene) (int32, bool) {
 		// and again, and any other's preemption would be wasted. Its
 		// own victims stop at once (it is urgent), so it waits no
 		// longer than a plan for them.
-		return 0, false
+		return 0, 0, false
 	}
-	prio := st.e.tiers[b.tier].priority
+	prio := m.e.tiers[b.tier].priority
 	best, bestPrio := int32(-1), prio
 	var bestNode int32
-	for w, marks := range st.marks {
-		p := st.e.tiers[st.waitingOf[w].tier].priority
+	for w, marks := range m.marks {
+		p := m.e.tiers[m.waitingOf[w].tier].priority
 		if p > bestPrio || (p == bestPrio && (p == prio || w > best)) {
 			continue
 		}
 		for _, mk := range marks {
-			if mk.gpus-st.drainingOn(w, mk.node) >= b.g && st.cap.nodeIn(mk.node, b.pool) {
+			if mk.gpus-m.drainingOn(w, mk.node) >= b.g && m.ix.cap.nodeIn(mk.node, b.pool) {
 				best, bestPrio, bestNode = w, p, mk.node
 				break
 			}
 		}
 	}
 	if best < 0 {
-		return 0, false
+		return 0, 0, false
 	}
 	w, n := best, bestNode
-	for i := range st.marks[w] {
-		if mk := &st.marks[w][i]; mk.node == n {
+	for i := range m.marks[w] {
+		if mk := &m.marks[w][i]; mk.node == n {
 			mk.gpus -= b.g
 		}
 	}
-	st.marks[w] = slices.DeleteFunc(st.marks[w], func(mk nodeGPUs) bool { return mk.gpus <= 0 })
-	st.tenants[st.waitingOf[w].tenant].marked -= b.g * st.pl.unitsOn(n)
-	st.ix.change(n, noUnit, int32(b.g))
-	st.place(b, n)
+	m.marks[w] = slices.DeleteFunc(m.marks[w], func(mk nodeGPUs) bool { return mk.gpus <= 0 })
+	m.tenants[m.waitingOf[w].tenant].marked -= b.g * m.pl.unitsOn(n)
+	m.ix.change(n, noUnit, int32(b.g))
+	m.place(b, n)
 	b.took = true
-	d := &st.s.Waiting[w]
+	return w, n, true
+}
+
+// unmark reports, in Plan.Unmarked, that b took the GPUs on node n set
+// aside for waiting demand w, of a lower tier (model.takeMarksBelow).
+func (o *output) unmark(b *bene, w, n int32) {
+	m := o.m
+	d := &m.s.Waiting[w]
 	var mk msg
-	mk.start("tier ", st.e.tiers[b.tier].name, " (priority ").n(prio).s(") of ").s(b.d.Job.Ref.String()).s("/").s(b.d.Group).
-		s(" takes ").gpus(b.g).s(" on ").s(st.nodes[n].ID).s(" set aside for ").s(d.Job.Ref.String()).s("/").s(d.Group).
-		s(", tier ").s(st.e.tiers[st.waitingOf[w].tier].name).s(" (priority ").n(bestPrio).
+	mk.start("tier ", m.e.tiers[b.tier].name, " (priority ").n(m.e.tiers[b.tier].priority).s(") of ").s(b.d.Job.Ref.String()).s("/").s(b.d.Group).
+		s(" takes ").gpus(b.g).s(" on ").s(m.nodes[n].ID).s(" set aside for ").s(d.Job.Ref.String()).s("/").s(d.Group).
+		s(", tier ").s(m.e.tiers[m.waitingOf[w].tier].name).s(" (priority ").n(m.e.tiers[m.waitingOf[w].tier].priority).
 		s("): nothing else is free or may be preempted for it")
-	st.out.Unmarked = append(st.out.Unmarked, Unmark{
-		Earmark: Earmark{NodeID: st.nodes[n].ID, GPUs: b.g, For: d.Job.Ref, ForGroup: d.Group},
+	o.out.Unmarked = append(o.out.Unmarked, Unmark{
+		Earmark: Earmark{NodeID: m.nodes[n].ID, GPUs: b.g, For: d.Job.Ref, ForGroup: d.Group},
 		To:      b.d.Job.Ref, Reason: mk.reason(RulePriority),
 	})
-	return n, true
 }

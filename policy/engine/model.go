@@ -38,6 +38,8 @@ type model struct {
 	// fixedOn is, per node, the GPUs of work no higher tier may take,
 	// protectedOn of protected work, counted on first need (countFixed).
 	fixedOn, protectedOn []int32
+	// moved is placeIn's nodes, newest last, for unplaceLast to undo.
+	moved []int32
 }
 
 // take removes a unit from the model cluster: its GPUs become free. A unit

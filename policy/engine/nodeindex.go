@@ -29,7 +29,6 @@ type nodeIndex struct {
 	settled   []int32        // nodes settled since the first of bars was built
 	pick      nodePick       // searchNodes' scratch
 	walk      walkScratch    // findVictims' scratch
-	moved     []int32        // placeIn's nodes
 }
 
 // noUnit is change's unit for a change no unit made: a placement, or GPUs

@@ -117,40 +117,40 @@ func (ix *nodeIndex) poolSet(accept []bool, np string) int32 {
 
 // roomIn reports whether set s has free GPUs now for one allocation of b
 // (a gang: for all of them).
-func (st *state) roomIn(s int32, b *bene, d *Demand) bool {
-	if !st.pl.any(s) {
+func (m *model) roomIn(s int32, b *bene, d *Demand) bool {
+	if !m.pl.any(s) {
 		return false
 	}
 	if !d.Job.Gang {
-		_, ok := st.cap.bestFit(s, b.g)
+		_, ok := m.ix.cap.bestFit(s, b.g)
 		return ok
 	}
-	placed := st.placeIn(s, b, d.Count) // undone: roomIn only looks
-	st.unplaceLast(b, placed)
+	placed := m.placeIn(s, b, d.Count) // undone: roomIn only looks
+	m.unplaceLast(b, placed)
 	return placed == d.Count
 }
 
 // placeIn places up to count allocations of b on free GPUs of set s, and
 // returns how many it placed (their nodes are kept for unplaceLast).
-func (st *state) placeIn(s int32, b *bene, count int) int {
-	st.moved = st.moved[:0]
+func (m *model) placeIn(s int32, b *bene, count int) int {
+	m.moved = m.moved[:0]
 	for range count {
-		n, ok := st.cap.bestFit(s, b.g)
+		n, ok := m.ix.cap.bestFit(s, b.g)
 		if !ok {
 			break
 		}
-		st.place(b, n)
-		st.moved = append(st.moved, n)
+		m.place(b, n)
+		m.moved = append(m.moved, n)
 	}
-	return len(st.moved)
+	return len(m.moved)
 }
 
 // unplaceLast undoes placeIn's last n placements.
-func (st *state) unplaceLast(b *bene, n int) {
-	for i := len(st.moved) - 1; i >= len(st.moved)-n; i-- {
-		st.unplace(b, st.moved[i])
+func (m *model) unplaceLast(b *bene, n int) {
+	for i := len(m.moved) - 1; i >= len(m.moved)-n; i-- {
+		m.unplace(b, m.moved[i])
 	}
-	st.moved = st.moved[:len(st.moved)-n]
+	m.moved = m.moved[:len(m.moved)-n]
 }
 
 // emitMove writes the Move of b from list[cur] to list[to], and the Resume

@@ -163,19 +163,20 @@ func (l *ledger) heldChange(u *unit, sign int) {
 // limitedSet is b's set less the nodes of pools where one more allocation
 // of b would take its tenant over its limit there; the first such pool
 // when that leaves no node b could use.
-func (st *state) limitedSet(b *bene) (set int32, full int) {
+func (ix *nodeIndex) limitedSet(b *bene) (set int32, full int) {
+	m := ix.m
 	full = -1
-	qs := st.tenants[b.tenant].quotas
+	qs := m.tenants[b.tenant].quotas
 	var out []bool
 	for _, q := range qs {
 		if q.use+b.g*b.unitsPer <= q.limit {
 			continue
 		}
 		if out == nil {
-			out = make([]bool, len(st.pl.cellPool))
+			out = make([]bool, len(m.pl.cellPool))
 		}
-		for cell, in := range st.poolCells[q.pool] {
-			if in && st.pl.in[b.base][cell] {
+		for cell, in := range m.poolCells[q.pool] {
+			if in && m.pl.in[b.base][cell] {
 				out[cell] = true
 				if full < 0 {
 					full = q.pool
@@ -186,8 +187,8 @@ func (st *state) limitedSet(b *bene) (set int32, full int) {
 	if out == nil {
 		return b.base, -1
 	}
-	set = st.setOf(st.pl.mask(func(cell int) bool { return st.pl.in[b.base][cell] && !out[cell] }))
-	if st.pl.any(set) {
+	set = ix.setOf(m.pl.mask(func(cell int) bool { return m.pl.in[b.base][cell] && !out[cell] }))
+	if m.pl.any(set) {
 		return set, -1
 	}
 	return set, full

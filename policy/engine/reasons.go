@@ -236,49 +236,67 @@ func (o *output) limitReason(b *bene, need int) Reason {
 // limitKey is what a limit reason's text depends on besides the policy.
 type limitKey struct{ tenant, use, marked, need int }
 
-func (st *state) capacityReason(b *bene) Reason {
-	t := st.tenants[b.tenant]
+// capacityReason explains why b waits with nothing free and nothing to
+// preempt; inWay is the unit its promotion does not let it take
+// (nodeIndex.promotionBlocker), or -1.
+func (o *output) capacityReason(b *bene, inWay int32) Reason {
+	m := o.m
+	t := m.tenants[b.tenant]
 	where := " in any node"
 	if p := b.d.NodePool; p != "" && p != "all" {
 		where = " in node pool " + p
 	}
-	if b.d.Asks != "" && !st.pl.acceptsAll(b.d) {
+	if b.d.Asks != "" && !m.pl.acceptsAll(b.d) {
 		where = strings.TrimPrefix(where, " in any node") + " with " + b.d.Asks
 	}
-	if b.g > st.maxGPUs {
-		return Reason{RuleCapacity, fmt.Sprintf("needs %s on one node; the largest node has %d", gpuCount(b.g), st.maxGPUs)}
+	if b.g > m.maxGPUs {
+		return Reason{RuleCapacity, fmt.Sprintf("needs %s on one node; the largest node has %d", gpuCount(b.g), m.maxGPUs)}
 	}
 	return Reason{RuleCapacity, fmt.Sprintf("needs %s on one node%s; none free, and nothing may be preempted for tier %s (priority %d) of tenant %s (holds %s, reserve %d)",
-		gpuCount(b.g), where, st.e.tiers[b.tier].name, b.prio, t.t.Name, unitsString(t.use), t.t.Reserve) + st.deptNote(b.tenant) +
-		st.promotedOnly(b) + st.waitPromotionNote(b) + string(st.fairNote(nil, b.tenant))}
+		gpuCount(b.g), where, m.e.tiers[b.tier].name, b.prio, t.t.Name, unitsString(t.use), t.t.Reserve) + m.deptNote(b.tenant) +
+		o.promotedOnly(b, inWay) + m.waitPromotionNote(b) + string(m.fairNote(nil, b.tenant))}
 }
 
 // promotedOnly says, for a promoted beneficiary, which work of a higher
 // tier its promotion does not let it take (Engine.outranks): "; ml/b1
 // (tier batch, priority 45) is not preempted for it: its priority 50 comes
 // from promotion only (tier training runs at 40), and a promotion outranks
-// only work of its own tier or below". "" when none is in its way.
-func (st *state) promotedOnly(b *bene) string {
-	base := st.e.tiers[b.tier].priority
-	if b.prio <= base {
+// only work of its own tier or below". "" when none is in its way (inWay
+// -1: nodeIndex.promotionBlocker).
+func (o *output) promotedOnly(b *bene, inWay int32) string {
+	if inWay < 0 {
 		return ""
+	}
+	m := o.m
+	u := &m.units[inWay]
+	return fmt.Sprintf("; %s (tier %s, priority %d) is not preempted for it: its priority %d comes from promotion only (tier %s runs at %d), and a promotion outranks only work of its own tier or below",
+		m.jobOf(u).Ref, m.e.tiers[u.tier].name, u.prio, b.prio, m.e.tiers[b.tier].name, m.e.tiers[b.tier].priority)
+}
+
+// promotionBlocker is, for a promoted beneficiary, the first candidate of
+// a higher tier than b's own that its promotion does not let it take; -1
+// when none is in its way, or b is not promoted.
+func (ix *nodeIndex) promotionBlocker(b *bene) int32 {
+	m := ix.m
+	base := m.e.tiers[b.tier].priority
+	if b.prio <= base {
+		return -1
 	}
 	// Candidates are sorted by priority within each segment: only those
 	// of a priority from base+1 to below b's may be in its way.
-	c := &st.cands[b.pool]
+	c := &ix.cands[b.pool]
 	for seg := segOver; seg < segments; seg++ {
 		from, _ := slices.BinarySearch(c.keys, segKey(seg, base+1))
 		to, _ := slices.BinarySearch(c.keys, segKey(seg, b.prio))
 		for _, ui := range c.units[from:to] {
-			u := &st.units[ui]
-			if u.taken || st.e.tiers[u.tier].priority <= base || st.sameJob(u, b) {
+			u := &m.units[ui]
+			if u.taken || m.e.tiers[u.tier].priority <= base || m.sameJob(u, b) {
 				continue
 			}
-			return fmt.Sprintf("; %s (tier %s, priority %d) is not preempted for it: its priority %d comes from promotion only (tier %s runs at %d), and a promotion outranks only work of its own tier or below",
-				st.jobOf(u).Ref, st.e.tiers[u.tier].name, u.prio, b.prio, st.e.tiers[b.tier].name, base)
+			return ui
 		}
 	}
-	return ""
+	return -1
 }
 
 // noNodeReason explains why a demand waits that no node may run: none is

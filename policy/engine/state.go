@@ -126,7 +126,10 @@ func (st *state) buildUnits() {
 		}
 	}
 	st.buildChains()
-	st.earmarkFreed(free)
+	for _, i := range st.earmarkFreed(free) {
+		mk := &st.s.Earmarks[i]
+		st.skip("earmark for "+mk.For.String(), "on unknown node %q", mk.NodeID)
+	}
 	st.cap = newCapacity(&st.pl, st.maxGPUs)
 	st.cap.fill(free)
 	st.exposeBeyondReserve()
