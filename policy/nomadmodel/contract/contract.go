@@ -205,6 +205,27 @@ var Cases = []Case{
 		},
 	},
 	{
+		Name:  "hold a whole job: a new job beyond its tenant's limit held, not placed",
+		Kind:  engine.Hold,
+		Nodes: []Node{{ID: "n1", GPUs: 8}},
+		Jobs: []Job{
+			{Namespace: "capped", ID: "first", Tier: "training", Priority: 40, GPUs: 2, Count: 1, Running: []string{"n1"}, RanFor: time.Hour},
+			{Namespace: "capped", ID: "second", Tier: "training", Priority: 40, GPUs: 2, Count: 1, WaitedFor: time.Second},
+		},
+		Next: []string{
+			"job capped/first priority=40",
+			"job capped/second priority=40",
+			"run capped/first/work on n1 ×1 (2 GPUs)",
+			"wait capped/second/work ×1 (2 GPUs) held",
+		},
+		Want: []string{
+			"job capped/first priority=40",
+			"job capped/second priority=40",
+			"run capped/first/work on n1 ×1 (2 GPUs)",
+			"wait capped/second/work ×1 (2 GPUs) held",
+		},
+	},
+	{
 		Name:  "promote: work waiting past after_wait gets its tier's priority and the boost",
 		Kind:  engine.Promote,
 		Nodes: []Node{{ID: "n1", GPUs: 2}},
