@@ -51,6 +51,9 @@ type replay struct {
 	// boot is this replay's draw of each run-time history's distribution
 	// (bootstrap.go).
 	boot bootstrap
+	// watch, when set (by tests), sees each of the engine's actions just
+	// before it is applied.
+	watch func(engine.Action)
 }
 
 type rnode struct {
@@ -251,11 +254,21 @@ func (r *replay) settle(first bool) {
 	r.index()
 	r.unpark()
 	r.dropMarks()
-	r.placeQueued()
+	if !first {
+		// Nomad placed what fits as runs ended and work arrived, between
+		// two plans. Not before the first: the snapshot is the one the
+		// controller's round plans on, and Nomad places the round's
+		// queue after its actions (a job over its tenant's limit is held,
+		// not placed and then preempted; the contract's hold cases).
+		r.placeQueued()
+	}
 	plan := r.in.Engine.Plan(r.snapshot(), r.now)
 	r.plans++
 	r.index()
 	for _, a := range plan.Actions {
+		if r.watch != nil {
+			r.watch(a)
+		}
 		r.apply(a)
 	}
 	r.dropGone()
