@@ -32,15 +32,17 @@ func TestContract(t *testing.T) {
 			}
 			r := newReplay(in, Options{}.withDefaults(), 1, 1)
 			var kinds []engine.Kind
-			r.watch = func(a engine.Action) { kinds = append(kinds, a.Kind) }
+			var planned *engine.Snapshot
+			r.watch = func(s *engine.Snapshot, p *engine.Plan) {
+				planned = s
+				kinds = append(kinds, contract.Kinds(p)...)
+			}
 			for i, after := range contract.Rounds {
-				if i == 1 {
-					if got := contract.State(r.snapshot()); !slices.Equal(got, tc.Next) {
-						t.Errorf("state the second round plans on:\n got  %q\n want %q", got, tc.Next)
-					}
-				}
 				r.stepStart, r.now = r.now, contract.Start.Add(after)
 				r.settle(i == 0)
+				if got := contract.State(planned); contract.PlansOnNext(i) && !slices.Equal(got, tc.Next) {
+					t.Errorf("state round %d plans on:\n got  %q\n want %q", i, got, tc.Next)
+				}
 			}
 			if !slices.Contains(kinds, tc.Kind) {
 				t.Errorf("no %s in the plans: %v", tc.Kind, kinds)
