@@ -51,6 +51,9 @@ type replay struct {
 	// boot is this replay's draw of each run-time history's distribution
 	// (bootstrap.go).
 	boot bootstrap
+	// watch, when set (by tests), sees each plan and the snapshot it was
+	// made on, before its actions are applied.
+	watch func(*engine.Snapshot, *engine.Plan)
 }
 
 type rnode struct {
@@ -251,8 +254,19 @@ func (r *replay) settle(first bool) {
 	r.index()
 	r.unpark()
 	r.dropMarks()
-	r.placeQueued()
-	plan := r.in.Engine.Plan(r.snapshot(), r.now)
+	if !first {
+		// Nomad placed what fits as runs ended and work arrived, between
+		// two plans. Not before the first: the snapshot is the one the
+		// controller's round plans on, and Nomad places the round's
+		// queue after its actions (a job over its tenant's limit is held,
+		// not placed and then preempted; the contract's hold cases).
+		r.placeQueued()
+	}
+	snap := r.snapshot()
+	plan := r.in.Engine.Plan(snap, r.now)
+	if r.watch != nil {
+		r.watch(snap, plan)
+	}
 	r.plans++
 	r.index()
 	for _, a := range plan.Actions {
@@ -260,7 +274,7 @@ func (r *replay) settle(first bool) {
 	}
 	r.dropGone()
 	for _, m := range plan.Earmarks {
-		r.marks = append(r.marks, rmark{Earmark: m, until: r.now.Add(r.in.policyGrace() + markKeep)})
+		r.marks = append(r.marks, rmark{Earmark: m, until: r.now.Add(nomadmodel.SignalDelay + r.in.policyGrace() + markKeep)})
 	}
 	for _, u := range plan.Unmarked {
 		for i := range r.marks {
@@ -384,7 +398,7 @@ func (r *replay) unpark() {
 	for i := range r.demands {
 		d := &r.demands[i]
 		if d.parked && !r.drainingFor(d.d.Job.Ref) {
-			d.parked = false
+			d.parked, d.d.Held = false, false
 		}
 	}
 }
@@ -446,9 +460,12 @@ func (r *replay) apply(a engine.Action) {
 		forGroup(func(d *rdemand) { d.d.Held = true })
 	case engine.Resume:
 		forGroup(func(d *rdemand) {
-			d.d.Held = false
 			d.ahead = a.Ahead
+			// Resumed while its victims still drain, it stays held, as the
+			// controller leaves it (actResume): the step that stops them
+			// releases it (unpark).
 			d.parked = a.AfterVictims && r.drainingFor(a.Job)
+			d.d.Held = d.parked
 		})
 	case engine.Move:
 		forGroup(func(d *rdemand) { d.d.NodePool = a.NodePool })
@@ -466,9 +483,11 @@ func (r *replay) apply(a engine.Action) {
 				continue
 			}
 			ra := &r.allocs[ix]
-			if a.Kind == engine.Preempt && a.Grace > 0 {
+			if drain := nomadmodel.DrainTime(&a); drain > 0 {
+				// As the controller drains it: the checkpoint signal a
+				// signal delay after the plan, the grace from the signal.
 				ra.a.Draining, ra.a.For, ra.a.ForGroup = true, a.For, a.ForGroup
-				ra.drainEnd = r.now.Add(a.Grace)
+				ra.drainEnd = r.now.Add(drain)
 				if a.For != nil {
 					r.drainFor[*a.For]++
 				}

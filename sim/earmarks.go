@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/gpu-steward/steward/policy/engine"
+	"github.com/gpu-steward/steward/policy/nomadmodel"
 )
 
 // The controller tells the engine which GPUs were freed for whom: a
@@ -79,13 +80,13 @@ func (s *simulator) extendMarks(bene int32, end time.Duration) {
 }
 
 // keepMarks keeps the free GPUs a plan's preemptions count on beside their
-// victims' for the beneficiaries, as the controller does: for the longest
-// grace and markTTL after it.
+// victims' for the beneficiaries, as the controller does: for the signal
+// delay, the longest grace and markTTL after it.
 func (s *simulator) keepMarks(marks []engine.Earmark) {
 	if s.cfg.NoEarmarks {
 		return
 	}
-	until := s.now + s.maxGrace + max(time.Minute, markTTL*s.cfg.PlanInterval)
+	until := s.now + nomadmodel.SignalDelay + s.maxGrace + max(time.Minute, markTTL*s.cfg.PlanInterval)
 	for _, m := range marks {
 		bi, known := s.byRef[m.For]
 		n, onNode := s.cl.nodeIdx[m.NodeID]

@@ -10,6 +10,7 @@ import (
 
 	"github.com/gpu-steward/steward/policy"
 	"github.com/gpu-steward/steward/policy/engine"
+	"github.com/gpu-steward/steward/policy/nomadmodel"
 )
 
 // tinyPolicy is the policy of the hand-checked traces: two preemptible
@@ -94,6 +95,9 @@ func near(a, b float64) bool { return math.Abs(a-b) < 1e-6 }
 // Each case is small enough to follow by hand on 8-GPU nodes; the comments
 // give the reasoning behind every number.
 func TestHandCheckedTraces(t *testing.T) {
+	// A checkpoint signal goes out a signal delay after the plan, and the
+	// grace runs from it, as the controller sends it.
+	sig := nomadmodel.SignalDelay.Minutes()
 	tests := []struct {
 		name   string
 		policy string
@@ -121,8 +125,9 @@ I1,1800,8,1,3600,ml,interactive,never`,
 				// Steward: T1 is past min_runtime, gets the signal at 30m
 				// and 2m of grace; its checkpoint holds the 30m done at
 				// the signal (the 2m after it are lost); I1 starts at
-				// 32m, ends at 92m, then T1 resumes for its last 90m.
-				Steward: {"T1": {0, 182, 1}, "I1": {2, 92, 0}},
+				// 32m, ends at 92m, then T1 resumes for its last 90m (each
+				// a signal delay later: the grace runs from the signal).
+				Steward: {"T1": {0, 182, 1}, "I1": {2 + sig, 92 + sig, 0}},
 			},
 			check: func(t *testing.T, kind PolicyKind, r *Result) {
 				lost := map[PolicyKind]float64{FIFO: 0, Strict: 16 * 10.0 / 60, Steward: 16 * 2.0 / 60}[kind]
@@ -149,15 +154,16 @@ A1,3600,8,1,3600,a,training,never`,
 				// Steward reclaims: B1 (over its reservation) gets the
 				// signal at 60m and 2m of grace, A1 starts at 62m and ends
 				// at 122m, B1 resumes then with 60m saved and ends 180m
-				// later, at 302m.
-				Steward: {"B1": {0, 302, 1}, "A1": {2, 122, 0}},
+				// later, at 302m (a signal delay later each, and 60m1s
+				// saved).
+				Steward: {"B1": {0, 302, 1}, "A1": {2 + sig, 122 + sig, 0}},
 			},
 			check: func(t *testing.T, kind PolicyKind, r *Result) {
 				// FIFO and strict: a waits 3h under its reservation, 8
 				// GPUs short. Steward: a waits 2m (8 short), then b waits
 				// 60m holding nothing (8 short of its reservation).
 				want := map[PolicyKind][2]float64{FIFO: {3, 24}, Strict: {3, 24},
-					Steward: {(2 + 60) / 60.0, 8 * (2 + 60) / 60.0}}[kind]
+					Steward: {(2 + sig + 60) / 60.0, 8 * (2 + sig + 60) / 60.0}}[kind]
 				if !near(r.ReserveWaitHours, want[0]) || !near(r.ReserveShortGPUHours, want[1]) {
 					t.Errorf("reservation wait %.4f h, %.4f GPU-h; want %.4f, %.4f",
 						r.ReserveWaitHours, r.ReserveShortGPUHours, want[0], want[1])
@@ -258,7 +264,7 @@ I1,1800,8,1,3600,ml,interactive,never`,
 				// Steward: the 2m grace holds the 1m write; the checkpoint
 				// has the 30m done at the signal. T1 restarts at 92m,
 				// loads for 1m and runs its last 90m: 183m.
-				Steward: {"T1": {0, 183, 1}, "I1": {2, 92, 0}},
+				Steward: {"T1": {0, 183, 1}, "I1": {2 + sig, 92 + sig, 0}},
 			},
 			check: func(t *testing.T, kind PolicyKind, r *Result) {
 				// 16 GPUs: strict loses 10m of work and the 1m load;
@@ -280,14 +286,14 @@ I1,1800,8,1,3600,ml,interactive,never`,
 			want: map[PolicyKind]map[string]jobOutcome{
 				// T1 falls back to its checkpoint at 20m: 100m to go from
 				// 92m, plus a 3m load.
-				Steward: {"T1": {0, 195, 1}, "I1": {2, 92, 0}},
+				Steward: {"T1": {0, 195 + sig, 1}, "I1": {2 + sig, 92 + sig, 0}},
 			},
 			check: func(t *testing.T, kind PolicyKind, r *Result) {
 				if kind != Steward {
 					return
 				}
-				// 12m of work (20m to 32m) and the 3m load, on 16 GPUs.
-				if lost := 16 * 15.0 / 60; !near(r.LostGPUHours, lost) {
+				// 12m1s of work (20m to 32m1s) and the 3m load, on 16 GPUs.
+				if lost := 16 * (15 + sig) / 60; !near(r.LostGPUHours, lost) {
 					t.Errorf("lost %.4f GPU-hours, want %.4f", r.LostGPUHours, lost)
 				}
 			},
@@ -412,12 +418,13 @@ I1,1800,8,1,3600,ml,interactive,never`
 		wantDelay time.Duration // I1's
 		wantLost  float64       // GPU-hours: the work after the signal, and T1's load on restart
 	}{
-		// T1 gets the signal at 30m, 2m of grace; I1 starts at 32m.
-		{"runs out its grace", false, 0, 2 * time.Minute, 16 * (2.0 + 1.0) / 60},
+		// T1 gets the signal at 30m1s (the plan at 30m, the signal a
+		// signal delay later), 2m of grace; I1 starts at 32m1s.
+		{"runs out its grace", false, 0, nomadmodel.SignalDelay + 2*time.Minute, 16 * (2.0 + 1.0) / 60},
 		// Its checkpoint takes 1m; it says so, noticed within the
 		// contract's 2s (its file), or steward-exec's event's 10s.
-		{"says its checkpoint is written", true, 0, time.Minute + DefaultDoneNotice, 16 * (62.0/60 + 1.0) / 60},
-		{"says so, noticed within 10s", true, 10 * time.Second, time.Minute + 10*time.Second, 16 * (70.0/60 + 1.0) / 60},
+		{"says its checkpoint is written", true, 0, nomadmodel.SignalDelay + time.Minute + DefaultDoneNotice, 16 * (62.0/60 + 1.0) / 60},
+		{"says so, noticed within 10s", true, 10 * time.Second, nomadmodel.SignalDelay + time.Minute + 10*time.Second, 16 * (70.0/60 + 1.0) / 60},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			pol := mustPolicy(t, tinyPolicy)

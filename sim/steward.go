@@ -5,6 +5,7 @@ import (
 
 	"github.com/gpu-steward/steward/policy"
 	"github.com/gpu-steward/steward/policy/engine"
+	"github.com/gpu-steward/steward/policy/nomadmodel"
 )
 
 // settleSteward is Steward on Nomad with Nomad's own preemption off: the
@@ -224,13 +225,14 @@ func (s *simulator) apply(a engine.Action) error {
 		}
 		s.watchBeneficiary(ji, a)
 		s.wakeForEvictionCap(j)
-		if a.Grace > 0 {
-			// The job checkpoints when the signal comes, if the grace
-			// leaves it time to write the checkpoint; it keeps running
-			// (work the checkpoint does not hold) and stops when the
-			// grace is over.
-			j.drainCheckpoint = a.Signal != "" && a.Grace >= s.cfg.CheckpointCost
-			j.signalAt = s.now
+		if drain := nomadmodel.DrainTime(&a); drain > 0 {
+			// The signal goes out a signal delay after the decision, as
+			// the controller sends it, and the grace runs from it. The
+			// job checkpoints when the signal comes, if the grace leaves
+			// it time to write the checkpoint; it keeps running (work the
+			// checkpoint does not hold) and stops when the grace is over.
+			j.drainCheckpoint = a.Grace >= s.cfg.CheckpointCost
+			j.signalAt = s.now + nomadmodel.SignalDelay
 			j.drainFor = -1
 			if a.For != nil {
 				if bi, ok := s.byRef[*a.For]; ok {
@@ -238,10 +240,10 @@ func (s *simulator) apply(a engine.Action) error {
 				}
 			}
 			s.setState(ji, draining)
-			j.drainEnd = s.now + a.Grace
+			j.drainEnd = s.now + drain
 			if s.cfg.CheckpointDone && j.drainCheckpoint {
 				// It says when the checkpoint is written: stopped then.
-				j.drainEnd = s.now + min(a.Grace, s.cfg.CheckpointCost+s.cfg.doneNotice())
+				j.drainEnd = j.signalAt + min(a.Grace, s.cfg.CheckpointCost+s.cfg.doneNotice())
 			}
 			s.extendMarks(j.drainFor, j.drainEnd)
 			s.schedule(event{at: j.drainEnd, kind: evGraceEnd, job: ji, gen: j.gen})

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/gpu-steward/steward/policy/engine"
+	"github.com/gpu-steward/steward/policy/nomadmodel"
 )
 
 // A preemption pays off only if the work it was made for runs: a victim
@@ -28,7 +29,7 @@ func (s *simulator) watchBeneficiary(victim int32, a engine.Action) {
 		return
 	}
 	s.checks = append(s.checks, beneCheck{victim: victim, bene: bi, at: s.now})
-	s.schedule(event{at: s.now + a.Grace + s.cfg.PlanInterval, kind: evCheck, check: int32(len(s.checks) - 1)})
+	s.schedule(event{at: s.now + nomadmodel.DrainTime(&a) + s.cfg.PlanInterval, kind: evCheck, check: int32(len(s.checks) - 1)})
 }
 
 // checkBeneficiaries checks the preemptions due now, after the instant

@@ -25,7 +25,11 @@
 // draws).
 //
 // The contract (package contract) is the same table of cases run against
-// this model and against the controller over its fake Nomad
-// (controller/contract_test.go): where they disagree the controller is
-// right, since it is what users run.
+// this model, the controller over its fake Nomad
+// (controller/contract_test.go), the simulator (sim/contract_test.go) and
+// the forecast's replay (forecast/contract_test.go): where they disagree
+// the controller is right, since it is what users run. The simulator and
+// the replay keep their own state for speed; they take from here the
+// binpack choice (BestFit), Nomad's placement rule (Fits) and the drain
+// timing (DrainTime, SignalDelay).
 package nomadmodel

@@ -8,6 +8,24 @@ import (
 	"github.com/gpu-steward/steward/policy/engine"
 )
 
+// SignalDelay is how long after a preemption is decided its checkpoint
+// signal goes out, as the controller sends it (controller/act.go:
+// signalDelay; its TestContract checks that they agree): the grace runs
+// from the signal.
+const SignalDelay = time.Second
+
+// DrainTime is how long after a preemption or idle stop is decided its
+// victims stop, as the controller carries it out: with a checkpoint
+// signal and a grace, the signal SignalDelay after the decision and the
+// grace from it; without, 0: they stop in the round that decided it.
+// The simulator and the forecast's replay time their drains by it.
+func DrainTime(a *engine.Action) time.Duration {
+	if a.Signal == "" || a.Grace <= 0 {
+		return 0
+	}
+	return SignalDelay + a.Grace
+}
+
 // drain is a preemption or idle stop in progress: its victims run on
 // (Draining) until end, then stop. Their GPUs are free only then.
 type drain struct {
@@ -38,7 +56,7 @@ func (c *Cluster) startDrain(a engine.Action, now time.Time) error {
 	}
 	d := &drain{job: a.Job, group: a.Group, allocs: slices.Clone(a.Allocs), kind: a.Kind,
 		decided: now, requeue: a.Requeue || a.Kind == engine.Preempt, rule: a.Reason.Rule, forJob: a.For, forGroup: a.ForGroup}
-	if a.Signal == "" || a.Grace <= 0 {
+	if DrainTime(&a) == 0 {
 		c.finish(d, now)
 		return nil
 	}

@@ -67,10 +67,17 @@ var Start = time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
 const SignalDelay = time.Second
 
 // Rounds are the times of a case's rounds after Start: the plan, the
-// checkpoint signal, the grace's end (2m after the signal) and two more,
+// checkpoint signal, the grace counted from the plan (the victims still
+// drain: the grace runs from the signal), the grace's end and two more,
 // in which what the drain freed is placed.
-var Rounds = []time.Duration{0, SignalDelay, SignalDelay + 2*time.Minute, SignalDelay + 2*time.Minute + time.Second,
-	SignalDelay + 2*time.Minute + 2*time.Second}
+var Rounds = []time.Duration{0, SignalDelay, 2 * time.Minute, SignalDelay + 2*time.Minute,
+	SignalDelay + 2*time.Minute + time.Second, SignalDelay + 2*time.Minute + 2*time.Second}
+
+// PlansOnNext reports whether round i of Rounds plans on a case's Next:
+// the second round, and the third, before which no drain may end (a
+// model that ran the grace from the plan, not from the signal, stopped
+// the victims a signal delay early).
+func PlansOnNext(i int) bool { return i == 1 || i == 2 }
 
 // Node is a node of GPUs in a node pool ("" : "default").
 type Node struct {
@@ -100,9 +107,9 @@ type Job struct {
 const Group = "work"
 
 // Case is one story: a start state, the kind of action its plans must
-// hold, the state the second round plans on (Next: what the first
-// round's actions made of the cluster) and the state once the rounds
-// have run (Want).
+// hold, the state the second and third rounds plan on (Next: what the
+// first round's actions made of the cluster; PlansOnNext) and the state
+// once the rounds have run (Want).
 type Case struct {
 	Name  string
 	Kind  engine.Kind
@@ -202,6 +209,27 @@ var Cases = []Case{
 			"job capped/big priority=40",
 			"run capped/big/work on n1 ×1 (2 GPUs)",
 			"wait capped/big/work ×1 (2 GPUs) held",
+		},
+	},
+	{
+		Name:  "hold a whole job: a new job beyond its tenant's limit held, not placed",
+		Kind:  engine.Hold,
+		Nodes: []Node{{ID: "n1", GPUs: 8}},
+		Jobs: []Job{
+			{Namespace: "capped", ID: "first", Tier: "training", Priority: 40, GPUs: 2, Count: 1, Running: []string{"n1"}, RanFor: time.Hour},
+			{Namespace: "capped", ID: "second", Tier: "training", Priority: 40, GPUs: 2, Count: 1, WaitedFor: time.Second},
+		},
+		Next: []string{
+			"job capped/first priority=40",
+			"job capped/second priority=40",
+			"run capped/first/work on n1 ×1 (2 GPUs)",
+			"wait capped/second/work ×1 (2 GPUs) held",
+		},
+		Want: []string{
+			"job capped/first priority=40",
+			"job capped/second priority=40",
+			"run capped/first/work on n1 ×1 (2 GPUs)",
+			"wait capped/second/work ×1 (2 GPUs) held",
 		},
 	},
 	{

@@ -1,0 +1,98 @@
+package forecast
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/gpu-steward/steward/policy"
+	"github.com/gpu-steward/steward/policy/engine"
+	"github.com/gpu-steward/steward/policy/nomadmodel"
+	"github.com/gpu-steward/steward/policy/nomadmodel/contract"
+)
+
+// TestContract runs the contract of the one model of Nomad
+// (policy/nomadmodel/contract) against the replay's way of carrying out
+// plans (settle: apply, endRuns, placeQueued): each case's start state is
+// the snapshot the controller would read (built in the model, as the
+// controller's fake Nomad would show it), no run ends within the rounds,
+// and a replay step at each of the contract's rounds. Every case must end
+// where the controller's roundRunner over its fake Nomad ends (controller
+// TestContract).
+func TestContract(t *testing.T) {
+	p, diags := policy.ParseBytes("contract.hcl", []byte(contract.Policy))
+	if diags.HasErrors() {
+		t.Fatal(diags.Error())
+	}
+	for _, tc := range contract.Cases {
+		t.Run(tc.Name, func(t *testing.T) {
+			in := &Input{Engine: engine.New(p), Snapshot: contractSnapshot(t, tc), Now: contract.Start,
+				Estimates: map[engine.JobRef]Estimate{}}
+			for _, j := range tc.Jobs {
+				in.Estimates[engine.JobRef{Namespace: j.Namespace, ID: j.ID}] = Estimate{Forever: true}
+			}
+			r := newReplay(in, Options{}.withDefaults(), 1, 1)
+			var kinds []engine.Kind
+			var planned *engine.Snapshot
+			r.watch = func(s *engine.Snapshot, p *engine.Plan) {
+				planned = s
+				kinds = append(kinds, contract.Kinds(p)...)
+			}
+			for i, after := range contract.Rounds {
+				r.stepStart, r.now = r.now, contract.Start.Add(after)
+				r.settle(i == 0)
+				if got := contract.State(planned); contract.PlansOnNext(i) && !slices.Equal(got, tc.Next) {
+					t.Errorf("state round %d plans on:\n got  %q\n want %q", i, got, tc.Next)
+				}
+			}
+			if !slices.Contains(kinds, tc.Kind) {
+				t.Errorf("no %s in the plans: %v", tc.Kind, kinds)
+			}
+			if got := contract.State(r.snapshot()); !slices.Equal(got, tc.Want) {
+				t.Errorf("state after the rounds:\n got  %q\n want %q", got, tc.Want)
+			}
+		})
+	}
+}
+
+// contractSnapshot is a case's start state as the controller reads it:
+// built in the one model of Nomad, which the controller's contract test
+// holds to the controller's own reading.
+func contractSnapshot(t *testing.T, tc contract.Case) *engine.Snapshot {
+	t.Helper()
+	var nodes []engine.Node
+	for _, n := range tc.Nodes {
+		nodes = append(nodes, engine.Node{ID: n.ID, Name: n.ID, NodePool: poolOr(n.Pool), GPUs: n.GPUs})
+	}
+	c, err := nomadmodel.New(nodes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, j := range tc.Jobs {
+		g, err := c.AddGroup(nomadmodel.Group{Job: engine.Job{Ref: engine.JobRef{Namespace: j.Namespace, ID: j.ID},
+			Tier: j.Tier, Priority: j.Priority, Gang: j.Gang}, Name: contract.Group, GPUsPerAlloc: j.GPUs, Count: j.Count,
+			NodePool: poolOr(j.Pool), Since: contract.Start.Add(-j.WaitedFor)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range j.Running {
+			id, err := c.Start(g, n, contract.Start.Add(-j.RanFor))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if j.Idle {
+				idle := []engine.Sample{{At: contract.Start.Add(-j.RanFor), Util: 0}, {At: contract.Start, Util: 0}}
+				if err := c.SetUsage(id, idle); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+	}
+	return c.Snapshot()
+}
+
+func poolOr(p string) string {
+	if p == "" {
+		return "default"
+	}
+	return p
+}
