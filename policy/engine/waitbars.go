@@ -47,7 +47,7 @@ type barPotential struct {
 // barPotentialFor returns the potential of b's kind when a wait
 // promotion's bar applies to b, building it on first use; nil otherwise.
 // Call after settle.
-func (ix *nodeIndex) barPotentialFor(b *bene) *capacity {
+func (ix *nodeIndex) barPotentialFor(b *bene) *barPotential {
 	m := ix.m
 	base := m.e.tiers[b.tier].priority
 	if b.prio <= base || m.promotedForPreemptions(&b.d.Job) {
@@ -66,7 +66,7 @@ func (ix *nodeIndex) barPotentialFor(b *bene) *capacity {
 				bp.settleNode(ix, n)
 			}
 			bp.seen = len(ix.settled)
-			return bp.cap
+			return bp
 		}
 	}
 	bp := barPotential{kind: k, base: int32(base), barred: make([]bool, len(m.tenants))}
@@ -91,7 +91,7 @@ func (ix *nodeIndex) barPotentialFor(b *bene) *capacity {
 	}
 	bp.seen = len(ix.settled)
 	ix.bars = append(ix.bars, bp)
-	return bp.cap
+	return &ix.bars[len(ix.bars)-1]
 }
 
 // potential is node n's potential for the kind: free GPUs, plus untaken
