@@ -244,12 +244,17 @@ func (st *state) searchNodes(b *bene, allowYoung bool) (int32, []victim, bool) {
 	pot := st.pot[st.levelFor(b)]
 	p := &st.pick
 	*p = nodePick{ties: p.ties[:0]}
+	h := st.heap(b.pool, b.g)
 	bp := st.barPotentialFor(b)
 	if bp != nil {
 		pot = bp.cap // a wait promotion's: it leaves out nodes b cannot complete
+		if kh := bp.ordered(b.pool, b.g); kh != nil {
+			h = kh // and orders them by the work b may take (waitbars.go)
+			st.order.kindOrdered++
+		}
 	}
 	read, scan := 0, false
-	st.ascend(st.heap(b.pool, b.g), func(n int32, lb uint64) bool {
+	st.ascend(h, func(n int32, lb uint64) bool {
 		if p.ok && lb > p.key {
 			return false // no node from here on can beat the best
 		}
@@ -271,6 +276,9 @@ func (st *state) searchNodes(b *bene, allowYoung bool) (int32, []victim, bool) {
 			}
 			st.tryNode(p, n, b, bp, allowYoung)
 		})
+		if bp != nil && bp.ordered(b.pool, b.g) == nil {
+			bp.order(&st.nodeIndex, b.pool, b.g) // for its next search here
+		}
 	}
 	if !p.ok {
 		return 0, nil, false

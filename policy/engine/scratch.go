@@ -68,6 +68,15 @@ func (sp *scratchPool) put(st *state) {
 	if st.refusable.at != nil {
 		sc.refusable = st.refusable.at[:0]
 	}
+	for _, bp := range st.bars {
+		for _, hs := range bp.heaps {
+			for _, h := range hs {
+				if h != nil {
+					sc.heaps = append(sc.heaps, h)
+				}
+			}
+		}
+	}
 	for _, hs := range st.order.heaps {
 		for _, h := range hs {
 			if h != nil {

@@ -41,7 +41,12 @@ type barPotential struct {
 	base   int32  // the tier's own priority
 	barred []bool // [tenant] whose work of priority base the bar refuses
 	cap    *capacity
-	seen   int // ix.settled[:seen] are reflected in cap
+	seen   int // ix.settled[:seen] are reflected in cap and heaps
+	// heaps, [pool][g], are the kind's own node order (nodeorder.go) for
+	// the pools and GPU counts where the level's order failed it: the
+	// nodes whose potential fits g, by their bound over the units the bar
+	// does not surely refuse. nil until then.
+	heaps [][]*lbHeap
 }
 
 // barPotentialFor returns the potential of b's kind when a wait
@@ -117,11 +122,87 @@ func (bp *barPotential) refuses(nu *nodeUnit) bool {
 	return !bp.kind.entitled || int(nu.tenant) == bp.kind.tenant // else perhaps a reclaim
 }
 
-// settleNode brings node n's potential up to date.
+// settleNode brings node n's potential, and its place in the kind's
+// node orders, up to date.
 func (bp *barPotential) settleNode(ix *nodeIndex, n int32) {
 	if p := bp.potential(ix, n); p != bp.cap.free[n] {
 		bp.cap.add(n, p-bp.cap.free[n])
 	}
+	for pool, hs := range bp.heaps {
+		if hs == nil || !ix.cap.nodeIn(n, int32(pool)) {
+			continue
+		}
+		for g, h := range hs {
+			if h != nil {
+				h.set(n, bp.bound(ix, n, g))
+			}
+		}
+	}
+}
+
+// ordered returns the kind's own node order for pool and g, nil when it
+// has none (see order).
+func (bp *barPotential) ordered(pool int32, g int) *lbHeap {
+	if int(pool) < len(bp.heaps) && bp.heaps[pool] != nil {
+		return bp.heaps[pool][g]
+	}
+	return nil
+}
+
+// order builds the kind's own node order for pool and g. The search asks
+// for it once the level's order failed the kind there: that order counts
+// work the bar refuses, so it puts first nodes the beneficiary cannot
+// complete, and the search read 128 of them in vain and then scanned the
+// pool. Where it failed once it failed again: on the fleet benchmark, 38
+// pools and GPU counts of wait promotions failed 590 searches a plan, all
+// but 38 of them after the first (one model: 18 and 722). Building an
+// order for every kind, pool and count (155 a plan) cost more than it won.
+func (bp *barPotential) order(ix *nodeIndex, pool int32, g int) {
+	m := ix.m
+	for int(pool) >= len(bp.heaps) {
+		bp.heaps = append(bp.heaps, nil)
+	}
+	if bp.heaps[pool] == nil {
+		bp.heaps[pool] = make([]*lbHeap, m.maxGPUs+1)
+	}
+	h := m.sc.newHeap(len(m.nodes))
+	for n := range m.nodes {
+		h.pos[n] = -1
+		if !ix.cap.nodeIn(int32(n), pool) {
+			continue
+		}
+		if lb := bp.bound(ix, int32(n), g); lb != noBound {
+			h.pos[n] = int32(len(h.e))
+			h.e = append(h.e, lbEntry{lb, int32(n)})
+		}
+	}
+	for i := len(h.e)/2 - 1; i >= 0; i-- {
+		h.down(i)
+	}
+	bp.heaps[pool][g] = h
+}
+
+// bound is node n's lower bound on the worst victim of g GPUs for the
+// kind, as nodeIndex.bound but over the units the bar does not surely
+// refuse (a chain's are all counted: its search may take another unit of
+// the group); noBound too where the kind's potential is short of g, as
+// the search would not try the node.
+func (bp *barPotential) bound(ix *nodeIndex, n int32, g int) uint64 {
+	if bp.cap.free[n] < int32(g) {
+		return noBound
+	}
+	have := int(ix.cap.free[n])
+	if have >= g {
+		return 0 // free GPUs alone suffice
+	}
+	for i := range ix.nodeUnits[n] {
+		if nu := &ix.nodeUnits[n][i]; !nu.taken && (nu.chained || !bp.refuses(nu)) {
+			if have += int(nu.gpus); have >= g {
+				return nu.key
+			}
+		}
+	}
+	return noBound
 }
 
 // refusable indexes the units a bar may refuse (neither idle under
