@@ -48,6 +48,7 @@ func (ix *nodeIndex) buildPotential() {
 	for n, c := range count {
 		ix.nodeUnits[n], all = all[len(all):len(all):len(all)+c], all[:len(all)+c]
 	}
+	m.sc.nodeUnits = all // every node's, end to end (waitbars.go reads them so)
 	for _, ui := range ix.cands[0].units {
 		u := &m.units[ui]
 		lvl := ix.levelOf(u)

@@ -85,11 +85,11 @@ func (ix *nodeIndex) barPotentialFor(b *bene) *barPotential {
 	bp.cap.fill(ix.pot[k.level].free)
 	ix.refusable.build(ix)
 	for t, barred := range bp.barred {
-		if !barred {
-			continue
+		if !barred || k.entitled && t != k.tenant {
+			continue // not refused (refuses)
 		}
 		for _, at := range ix.refusable.of(bp.base, t) {
-			if nu := &ix.nodeUnits[at.n][at.i]; !nu.taken && int(nu.lvl) <= k.level && bp.refuses(nu) {
+			if nu := &ix.refusable.flat[at.flat]; !nu.taken && int(nu.lvl) <= k.level {
 				bp.cap.free[at.n] -= nu.gpus
 			}
 		}
@@ -211,15 +211,16 @@ func (bp *barPotential) bound(ix *nodeIndex, n int32, g int) uint64 {
 // of its tier's priority and barred tenants. Built on a plan's first wait
 // promotion search, from the nodes' unit lists.
 type refusable struct {
-	prios   []int32      // distinct tier priorities; row r is prios[r]
+	prios   []int32      // the tiers' distinct priorities; row r is prios[r]
 	start   []int32      // [r*tenants+t]: first of (prios[r], t) in at; one more at the end
 	at      []nodeUnitAt // per (priority, tenant), in node order
+	flat    []nodeUnit   // every node's units, end to end (nodeIndex.nodeUnits)
 	tenants int
 	built   bool
 }
 
-// nodeUnitAt is a unit's place in the nodes' unit lists.
-type nodeUnitAt struct{ n, i int32 }
+// nodeUnitAt is a unit's node and its place in refusable.flat.
+type nodeUnitAt struct{ n, flat int32 }
 
 // build counts the refusable units per (priority, tenant), then files them.
 func (r *refusable) build(ix *nodeIndex) {
@@ -227,37 +228,36 @@ func (r *refusable) build(ix *nodeIndex) {
 		return
 	}
 	r.built = true
-	tenants := len(ix.m.tenants)
-	r.tenants = tenants
+	m := ix.m
+	r.flat = m.sc.nodeUnits
+	r.tenants = len(m.tenants)
 	r.prios = r.prios[:0]
-	for _, units := range ix.nodeUnits {
-		for i := range units {
-			if nu := &units[i]; !nu.exempt && !slices.Contains(r.prios, nu.tierPrio) {
-				r.prios = append(r.prios, nu.tierPrio)
-			}
+	for _, t := range m.e.tiers {
+		if !slices.Contains(r.prios, int32(t.priority)) {
+			r.prios = append(r.prios, int32(t.priority))
 		}
 	}
-	r.start = grow(r.start, len(r.prios)*tenants+1)
+	r.start = grow(r.start, len(r.prios)*r.tenants+1)
 	clear(r.start)
-	for _, units := range ix.nodeUnits {
-		for i := range units {
-			if nu := &units[i]; !nu.exempt {
-				r.start[r.row(nu.tierPrio)*tenants+int(nu.tenant)+1]++
-			}
+	for i := range r.flat {
+		if nu := &r.flat[i]; !nu.exempt {
+			r.start[r.row(nu.tierPrio)*r.tenants+int(nu.tenant)+1]++
 		}
 	}
 	for k := 1; k < len(r.start); k++ {
 		r.start[k] += r.start[k-1]
 	}
-	r.at = grow(ix.m.sc.refusable, int(r.start[len(r.start)-1]))
+	r.at = grow(m.sc.refusable, int(r.start[len(r.start)-1]))
 	next := slices.Clone(r.start[:len(r.start)-1])
+	flat := int32(0)
 	for n, units := range ix.nodeUnits {
 		for i := range units {
 			if nu := &units[i]; !nu.exempt {
-				k := r.row(nu.tierPrio)*tenants + int(nu.tenant)
-				r.at[next[k]] = nodeUnitAt{int32(n), int32(i)}
+				k := r.row(nu.tierPrio)*r.tenants + int(nu.tenant)
+				r.at[next[k]] = nodeUnitAt{int32(n), flat}
 				next[k]++
 			}
+			flat++
 		}
 	}
 }
