@@ -26,6 +26,7 @@ type nodeIndex struct {
 	order     nodeOrder      // nodes by lower bound (nodeorder.go)
 	dirty     dirtyNodes     // nodes whose pot and lb lag behind (potential.go)
 	bars      []barPotential // wait promotions' potentials (waitbars.go)
+	refusable refusable      // the units a bar may refuse, for building bars
 	settled   []int32        // nodes settled since the first of bars was built
 	pick      nodePick       // searchNodes' scratch
 	walk      walkScratch    // findVictims' scratch

@@ -32,6 +32,9 @@ type nodeOrder struct {
 	heaps [][]*lbHeap
 	queue []lbEntry
 	scans int // searches that fell back to an unordered scan (for tests)
+	// kindOrdered counts searches that read a wait promotion's own order
+	// (waitbars.go; for tests).
+	kindOrdered int
 }
 
 // heap returns the heap of nodes in pool for g GPUs, building it if needed.

@@ -315,6 +315,9 @@ func (ix *nodeIndex) setOf(mask string) int32 {
 	for _, p := range ix.pot {
 		p.addSet(s)
 	}
+	for i := range ix.bars {
+		ix.bars[i].cap.addSet(s) // else its next change on a node of s indexes past its sets
+	}
 	if ix.order.heaps != nil {
 		ix.order.heaps = append(ix.order.heaps, nil)
 	}

@@ -33,6 +33,7 @@ type scratch struct {
 	perNode   [][]nodeUnit
 	lb        []uint64
 	heaps     []*lbHeap
+	refusable []nodeUnitAt
 }
 
 // scratchPool holds an engine's scratches between plans. sync.Pool drops
@@ -64,6 +65,18 @@ func (sp *scratchPool) put(st *state) {
 	}
 	sc.walk = st.walk
 	sc.nodeUnits, sc.perNode, sc.lb = sc.nodeUnits[:0], st.nodeUnits[:0], st.lb[:0]
+	if st.refusable.at != nil {
+		sc.refusable = st.refusable.at[:0]
+	}
+	for _, bp := range st.bars {
+		for _, hs := range bp.heaps {
+			for _, h := range hs {
+				if h != nil {
+					sc.heaps = append(sc.heaps, h)
+				}
+			}
+		}
+	}
 	for _, hs := range st.order.heaps {
 		for _, h := range hs {
 			if h != nil {

@@ -19,7 +19,7 @@ import (
 // for waiting search by their own potentials (waitbars.go); the brute force
 // goes by the level potentials, which count all work.
 func TestSearchMatchesBruteForce(t *testing.T) {
-	var searches, found, ties, scans, barred int
+	var searches, found, ties, scans, barred, kindOrdered int
 	for seed := 0; seed < 24; seed++ {
 		r := rand.New(rand.NewPCG(uint64(seed), 99))
 		nodes := []int{60, 150, 400}[seed%3]
@@ -49,10 +49,11 @@ func TestSearchMatchesBruteForce(t *testing.T) {
 					name := fmt.Sprintf("seed %d, %s (%d GPUs, entitled %v, young %v)", seed, pd.d.Job.Ref, b.g, entitled, young)
 					st.settle()
 					wantN, wantVs, wantOK, tied := bruteSearch(st, b, young)
-					st.order.scans = 0
+					st.order.scans, st.order.kindOrdered = 0, 0
 					gotN, gotVs, gotOK := st.searchNodes(b, young)
 					searches++
 					scans += st.order.scans
+					kindOrdered += st.order.kindOrdered
 					if st.barPotentialFor(b) != nil {
 						barred++
 					}
@@ -71,11 +72,12 @@ func TestSearchMatchesBruteForce(t *testing.T) {
 			st.serve(pd, failed)
 		}
 	}
-	t.Logf("%d searches, %d found, %d ties, %d scans, %d by a wait promotion's potential", searches, found, ties, scans, barred)
+	t.Logf("%d searches, %d found, %d ties, %d scans, %d by a wait promotion's potential, %d in its own order",
+		searches, found, ties, scans, barred, kindOrdered)
 	// The cases the search is built for must have come up.
-	if found < 1000 || ties == 0 || scans == 0 || barred < 100 {
-		t.Errorf("too few interesting searches: %d searches, %d found, %d ties between gang nodes, %d unordered scans, %d by a wait promotion's potential",
-			searches, found, ties, scans, barred)
+	if found < 1000 || ties == 0 || scans == 0 || barred < 100 || kindOrdered == 0 {
+		t.Errorf("too few interesting searches: %d searches, %d found, %d ties between gang nodes, %d unordered scans, %d by a wait promotion's potential, %d in its own order",
+			searches, found, ties, scans, barred, kindOrdered)
 	}
 }
 

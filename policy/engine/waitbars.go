@@ -1,5 +1,7 @@
 package engine
 
+import "slices"
+
 // Potentials for wait promotions. A job promoted for waiting takes no work
 // of its tier's priority from its own tenant, nor from tenants that run no
 // more of its tier (ownswap.go). The level potentials and the bounds count
@@ -39,13 +41,18 @@ type barPotential struct {
 	base   int32  // the tier's own priority
 	barred []bool // [tenant] whose work of priority base the bar refuses
 	cap    *capacity
-	seen   int // ix.settled[:seen] are reflected in cap
+	seen   int // ix.settled[:seen] are reflected in cap and heaps
+	// heaps, [pool][g], are the kind's own node order (nodeorder.go) for
+	// the pools and GPU counts where the level's order failed it: the
+	// nodes whose potential fits g, by their bound over the units the bar
+	// does not surely refuse. nil until then.
+	heaps [][]*lbHeap
 }
 
 // barPotentialFor returns the potential of b's kind when a wait
 // promotion's bar applies to b, building it on first use; nil otherwise.
 // Call after settle.
-func (ix *nodeIndex) barPotentialFor(b *bene) *capacity {
+func (ix *nodeIndex) barPotentialFor(b *bene) *barPotential {
 	m := ix.m
 	base := m.e.tiers[b.tier].priority
 	if b.prio <= base || m.promotedForPreemptions(&b.d.Job) {
@@ -64,22 +71,32 @@ func (ix *nodeIndex) barPotentialFor(b *bene) *capacity {
 				bp.settleNode(ix, n)
 			}
 			bp.seen = len(ix.settled)
-			return bp.cap
+			return bp
 		}
 	}
 	bp := barPotential{kind: k, base: int32(base), barred: make([]bool, len(m.tenants))}
 	for t := range bp.barred {
 		bp.barred[t] = t == b.tenant || held >= m.tierHeld(t, b.tier)
 	}
-	pot := make([]int32, len(m.nodes))
-	for n := range pot {
-		pot[n] = bp.potential(ix, int32(n))
-	}
+	// The level's potential less what the bar refuses: the same figure
+	// potential gives, from the refusable units alone rather than from
+	// every unit of every node (18 kinds a fleet plan, 10,000 nodes each).
 	bp.cap = newLazyCapacity(&m.pl, m.maxGPUs)
-	bp.cap.fill(pot)
+	bp.cap.fill(ix.pot[k.level].free)
+	ix.refusable.build(ix)
+	for t, barred := range bp.barred {
+		if !barred || k.entitled && t != k.tenant {
+			continue // not refused (refuses)
+		}
+		for _, at := range ix.refusable.of(bp.base, t) {
+			if nu := &ix.refusable.flat[at.flat]; !nu.taken && int(nu.lvl) <= k.level {
+				bp.cap.free[at.n] -= nu.gpus
+			}
+		}
+	}
 	bp.seen = len(ix.settled)
 	ix.bars = append(ix.bars, bp)
-	return bp.cap
+	return &ix.bars[len(ix.bars)-1]
 }
 
 // potential is node n's potential for the kind: free GPUs, plus untaken
@@ -105,9 +122,154 @@ func (bp *barPotential) refuses(nu *nodeUnit) bool {
 	return !bp.kind.entitled || int(nu.tenant) == bp.kind.tenant // else perhaps a reclaim
 }
 
-// settleNode brings node n's potential up to date.
+// settleNode brings node n's potential, and its place in the kind's
+// node orders, up to date.
 func (bp *barPotential) settleNode(ix *nodeIndex, n int32) {
 	if p := bp.potential(ix, n); p != bp.cap.free[n] {
 		bp.cap.add(n, p-bp.cap.free[n])
 	}
+	for pool, hs := range bp.heaps {
+		if hs == nil || !ix.cap.nodeIn(n, int32(pool)) {
+			continue
+		}
+		for g, h := range hs {
+			if h != nil {
+				h.set(n, bp.bound(ix, n, g))
+			}
+		}
+	}
+}
+
+// ordered returns the kind's own node order for pool and g, nil when it
+// has none (see order).
+func (bp *barPotential) ordered(pool int32, g int) *lbHeap {
+	if int(pool) < len(bp.heaps) && bp.heaps[pool] != nil {
+		return bp.heaps[pool][g]
+	}
+	return nil
+}
+
+// order builds the kind's own node order for pool and g. The search asks
+// for it once the level's order failed the kind there: that order counts
+// work the bar refuses, so it puts first nodes the beneficiary cannot
+// complete, and the search read 128 of them in vain and then scanned the
+// pool. Where it failed once it failed again: on the fleet benchmark, 38
+// pools and GPU counts of wait promotions failed 590 searches a plan, all
+// but 38 of them after the first (one model: 18 and 722). Building an
+// order for every kind, pool and count (155 a plan) cost more than it won.
+func (bp *barPotential) order(ix *nodeIndex, pool int32, g int) {
+	m := ix.m
+	for int(pool) >= len(bp.heaps) {
+		bp.heaps = append(bp.heaps, nil)
+	}
+	if bp.heaps[pool] == nil {
+		bp.heaps[pool] = make([]*lbHeap, m.maxGPUs+1)
+	}
+	h := m.sc.newHeap(len(m.nodes))
+	for n := range m.nodes {
+		h.pos[n] = -1
+		if !ix.cap.nodeIn(int32(n), pool) {
+			continue
+		}
+		if lb := bp.bound(ix, int32(n), g); lb != noBound {
+			h.pos[n] = int32(len(h.e))
+			h.e = append(h.e, lbEntry{lb, int32(n)})
+		}
+	}
+	for i := len(h.e)/2 - 1; i >= 0; i-- {
+		h.down(i)
+	}
+	bp.heaps[pool][g] = h
+}
+
+// bound is node n's lower bound on the worst victim of g GPUs for the
+// kind, as nodeIndex.bound but over the units the bar does not surely
+// refuse (a chain's are all counted: its search may take another unit of
+// the group); noBound too where the kind's potential is short of g, as
+// the search would not try the node.
+func (bp *barPotential) bound(ix *nodeIndex, n int32, g int) uint64 {
+	if bp.cap.free[n] < int32(g) {
+		return noBound
+	}
+	have := int(ix.cap.free[n])
+	if have >= g {
+		return 0 // free GPUs alone suffice
+	}
+	for i := range ix.nodeUnits[n] {
+		if nu := &ix.nodeUnits[n][i]; !nu.taken && (nu.chained || !bp.refuses(nu)) {
+			if have += int(nu.gpus); have >= g {
+				return nu.key
+			}
+		}
+	}
+	return noBound
+}
+
+// refusable indexes the units a bar may refuse (neither idle under
+// pressure nor backfill) by their tier's priority and tenant, so that a
+// kind's potential is built from the level's by visiting only the units
+// of its tier's priority and barred tenants. Built on a plan's first wait
+// promotion search, from the nodes' unit lists.
+type refusable struct {
+	prios   []int32      // the tiers' distinct priorities; row r is prios[r]
+	start   []int32      // [r*tenants+t]: first of (prios[r], t) in at; one more at the end
+	at      []nodeUnitAt // per (priority, tenant), in node order
+	flat    []nodeUnit   // every node's units, end to end (nodeIndex.nodeUnits)
+	tenants int
+	built   bool
+}
+
+// nodeUnitAt is a unit's node and its place in refusable.flat.
+type nodeUnitAt struct{ n, flat int32 }
+
+// build counts the refusable units per (priority, tenant), then files them.
+func (r *refusable) build(ix *nodeIndex) {
+	if r.built {
+		return
+	}
+	r.built = true
+	m := ix.m
+	r.flat = m.sc.nodeUnits
+	r.tenants = len(m.tenants)
+	r.prios = r.prios[:0]
+	for _, t := range m.e.tiers {
+		if !slices.Contains(r.prios, int32(t.priority)) {
+			r.prios = append(r.prios, int32(t.priority))
+		}
+	}
+	r.start = grow(r.start, len(r.prios)*r.tenants+1)
+	clear(r.start)
+	for i := range r.flat {
+		if nu := &r.flat[i]; !nu.exempt {
+			r.start[r.row(nu.tierPrio)*r.tenants+int(nu.tenant)+1]++
+		}
+	}
+	for k := 1; k < len(r.start); k++ {
+		r.start[k] += r.start[k-1]
+	}
+	r.at = grow(m.sc.refusable, int(r.start[len(r.start)-1]))
+	next := slices.Clone(r.start[:len(r.start)-1])
+	flat := int32(0)
+	for n, units := range ix.nodeUnits {
+		for i := range units {
+			if nu := &units[i]; !nu.exempt {
+				k := r.row(nu.tierPrio)*r.tenants + int(nu.tenant)
+				r.at[next[k]] = nodeUnitAt{int32(n), flat}
+				next[k]++
+			}
+			flat++
+		}
+	}
+}
+
+func (r *refusable) row(prio int32) int { return slices.Index(r.prios, prio) }
+
+// of is where the refusable units of tenant t at tier priority prio lie.
+func (r *refusable) of(prio int32, t int) []nodeUnitAt {
+	row := r.row(prio)
+	if row < 0 {
+		return nil
+	}
+	k := row*r.tenants + t
+	return r.at[r.start[k]:r.start[k+1]]
 }
