@@ -106,3 +106,38 @@ func liveHeap() float64 {
 	runtime.ReadMemStats(&m)
 	return float64(m.HeapAlloc)
 }
+
+// BenchmarkArrivalsKept is the live heap Arrivals keeps for MaxArrivals
+// arrivals of one class whose history is full and with runs going, as at
+// the 1,000-node harness (about 7,000 allocations running, half of one
+// tier's 1-GPU class):
+//
+//	go test -run '^$' -bench ArrivalsKept -benchtime 1x ./forecast
+func BenchmarkArrivalsKept(b *testing.B) {
+	for _, going := range []int{0, 3500} {
+		b.Run(fmt.Sprintf("going=%d", going), func(b *testing.B) {
+			for range b.N {
+				h := NewHistory()
+				c := ClassOf("ml", "batch", 1)
+				for i := range 2 * HistorySize {
+					h.Add(c.WithFamily("train"), time.Duration(1+i%97)*time.Minute)
+				}
+				run := map[Class][]time.Duration{}
+				for i := range going {
+					f := c.WithFamily(fmt.Sprintf("run-%d", i%7))
+					run[f] = append(run[f], time.Duration(i%300)*time.Minute)
+				}
+				before := liveHeap()
+				a := NewArrivals(t0)
+				for i := range MaxArrivals {
+					cl := c.WithFamily(fmt.Sprintf("job-%d-x", i))
+					ds := []engine.Demand{{Job: engine.Job{Ref: engine.JobRef{Namespace: "ml", ID: fmt.Sprintf("job-%d", i)}, Tier: "batch"},
+						Group: "g", GPUsPerAlloc: 1, Count: 1}}
+					a.Add(Arrival{At: t0.Add(time.Duration(i) * time.Second), Demands: ds, Estimate: h.EstimateRunning(cl, run)}, cl)
+				}
+				b.ReportMetric((liveHeap()-before)/(1<<20), "MiB-kept")
+				runtime.KeepAlive(a)
+			}
+		})
+	}
+}
