@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -279,26 +280,42 @@ func (p *publisher) forecastInput(r *round, pol *policy.Policy, eng *engine.Engi
 	}
 	in := forecast.Input{Engine: eng, Snapshot: &s, Now: r.now, Estimates: map[engine.JobRef]forecast.Estimate{},
 		DrainEnds: map[string]time.Time{}}
-	in.Arrivals, in.ArrivalsSince = p.fc.arrivals.Window(r.now)
 	going := p.runsGoing(r.now)
+	in.Arrivals, in.ArrivalsSince = p.fc.arrivals.Window(r.now, p.fc.history, going)
 	counts := map[forecast.Source]int{}
+	// Jobs whose run times are their class's: estimated together, so
+	// that jobs of classes that rest on the same runs share their values
+	// (forecast.History.EstimatesRunning).
+	classOf := map[engine.JobRef]forecast.Class{}
 	add := func(ref engine.JobRef, gpus int) {
 		if _, ok := in.Estimates[ref]; ok {
+			return
+		}
+		if _, ok := classOf[ref]; ok {
 			return
 		}
 		job := r.obs.Jobs[jobKey{ref.Namespace, ref.ID}]
 		if job == nil {
 			return
 		}
-		est := runEstimate(pol, job, gpus, p.fc.history, going)
-		in.Estimates[ref] = est
-		counts[est.Source]++
+		if est, ok := ownEstimate(job); ok {
+			in.Estimates[ref] = est
+			counts[est.Source]++
+			return
+		}
+		classOf[ref] = runClass(pol, job, gpus)
 	}
 	for _, a := range s.Allocs {
 		add(a.Job.Ref, len(a.GPUIDs))
 	}
 	for _, d := range s.Waiting {
 		add(d.Job.Ref, d.GPUsPerAlloc)
+	}
+	byClass := p.fc.history.EstimatesRunning(slices.Collect(maps.Values(classOf)), going)
+	for ref, c := range classOf {
+		est := byClass[c]
+		in.Estimates[ref] = est
+		counts[est.Source]++
 	}
 	in.Done = p.workDone(r.now, &s)
 	for _, st := range c.states {
@@ -374,19 +391,26 @@ func (s *JobState) keepWork(checkpointed bool, ran time.Duration) {
 	}
 }
 
-// runEstimate is how long a job runs in all, as far as a forecast can
-// tell: its own steward.expected_runtime (a tenant's word about its own
-// job, used for forecasts only, never for a decision), else what similar
-// jobs took; a service that says nothing runs until it is stopped.
-func runEstimate(pol *policy.Policy, job *ObservedJob, gpus int, h *forecast.History, going map[forecast.Class][]time.Duration) forecast.Estimate {
+// ownEstimate is how long a job runs in all by its own word: its
+// steward.expected_runtime (a tenant's word about its own job, used for
+// forecasts only, never for a decision), or, for a service (or system
+// job) that says nothing, until it is stopped; false when it says
+// nothing (what similar jobs took: runClass).
+func ownEstimate(job *ObservedJob) (forecast.Estimate, bool) {
 	if d, ok := forecast.ParseExpectedRuntime(job.Meta[forecast.ExpectedRuntimeMetaKey]); ok {
-		return forecast.Estimate{Expected: d, Source: forecast.FromExpected}
+		return forecast.Estimate{Expected: d, Source: forecast.FromExpected}, true
 	}
 	if job.Type == "service" || job.Type == "system" {
-		return forecast.Estimate{Forever: true, Source: "service"}
+		return forecast.Estimate{Forever: true, Source: "service"}, true
 	}
+	return forecast.Estimate{}, false
+}
+
+// runClass is the class of jobs like job, asking gpus GPUs an allocation,
+// whose run times stand for its own.
+func runClass(pol *policy.Policy, job *ObservedJob, gpus int) forecast.Class {
 	set := pol.ResolveJob(job.Namespace, job.Meta)
-	return h.EstimateRunning(forecast.ClassOf(set.Tenant.Name, set.Tier, gpus).WithFamily(forecast.JobFamily(job.ID)), going)
+	return forecast.ClassOf(set.Tenant.Name, set.Tier, gpus).WithFamily(forecast.JobFamily(job.ID))
 }
 
 // runsGoing is how long each allocation running now has run, by class:
@@ -400,8 +424,10 @@ func (p *publisher) runsGoing(now time.Time) map[forecast.Class][]time.Duration 
 }
 
 // learnArrivals records the jobs that show for the first time, waiting or
-// running, with what they ask for: the forecast's replays draw the work
-// that arrives while a job waits from them (forecast.Arrivals). Jobs there
+// running, with what they ask for and their run-time class: the
+// forecast's replays draw the work that arrives while a job waits from
+// them (forecast.Arrivals), with their class's run times as the forecast
+// reads them. Jobs there
 // at the first round arrived before anyone watched, and count for
 // nothing.
 func (p *publisher) learnArrivals(r *round, pol *policy.Policy, snap *engine.Snapshot) {
@@ -436,7 +462,6 @@ func (p *publisher) learnArrivals(r *round, pol *policy.Policy, snap *engine.Sna
 		ds[i].Count++
 		demands[k] = ds
 	}
-	going := p.runsGoing(r.now)
 	for k, ds := range demands {
 		fc.seen[k] = true
 		job := r.obs.Jobs[k]
@@ -444,7 +469,11 @@ func (p *publisher) learnArrivals(r *round, pol *policy.Policy, snap *engine.Sna
 			continue
 		}
 		slices.SortFunc(ds, func(a, b engine.Demand) int { return strings.Compare(a.Group, b.Group) })
-		fc.arrivals.Add(forecast.Arrival{At: r.now, Demands: ds, Estimate: runEstimate(pol, job, ds[0].GPUsPerAlloc, fc.history, going)})
+		// Its own run time, or its class's: the history's estimate is
+		// the forecast's to read (forecast.Arrivals keeps no copy per
+		// arrival).
+		own, _ := ownEstimate(job)
+		fc.arrivals.Add(forecast.Arrival{At: r.now, Demands: ds, Estimate: own}, runClass(pol, job, ds[0].GPUsPerAlloc))
 	}
 	for k := range fc.seen {
 		if r.obs.Jobs[k] == nil {

@@ -216,7 +216,7 @@ func TestLearnArrivals(t *testing.T) {
 		t.Fatal(err)
 	}
 	r.c.awaitForecast(t)
-	if got, _ := r.c.pub.fc.arrivals.Window(t0); len(got) != 0 {
+	if got, _ := r.c.pub.fc.arrivals.Window(t0, r.c.pub.fc.history, nil); len(got) != 0 {
 		t.Fatalf("%d arrivals at the first round, want 0 (those jobs were there before)", len(got))
 	}
 	cl := f.cl()
@@ -231,7 +231,7 @@ func TestLearnArrivals(t *testing.T) {
 		}
 		r.c.awaitForecast(t)
 	}
-	got, since := r.c.pub.fc.arrivals.Window(t0.Add(2 * time.Minute))
+	got, since := r.c.pub.fc.arrivals.Window(t0.Add(2*time.Minute), r.c.pub.fc.history, nil)
 	if len(got) != 1 || len(got[0].Demands) != 1 || got[0].Demands[0].Job.Ref.ID != "late" || got[0].Demands[0].GPUsPerAlloc != 2 ||
 		!got[0].At.Equal(t0.Add(time.Minute)) || !since.Equal(t0) {
 		t.Fatalf("arrivals %+v since %s; want ml/late (1 × 2 GPUs) at %s, since %s", got, since, t0.Add(time.Minute), t0)

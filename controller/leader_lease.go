@@ -153,7 +153,14 @@ func (l *leaseLock) Renew(ctx context.Context) error {
 		// A renewal that Nomad applied but whose answer was lost moved
 		// the index: this term's own write is no other holder's.
 		items, index, rerr := l.c.unfenced().GetVar(ctx, l.c.cfg.StateNamespace, LeaderLockPath)
-		if rerr != nil || items["term"] != l.term {
+		if rerr != nil {
+			// Whose write moved it is unknown (a starved server times
+			// out the read as it did the write): retried until the
+			// lease's deadline, which the fence holds to, rather than
+			// taken for another holder's.
+			return fmt.Errorf("renew the leader lease: read it back after a conflict: %w", rerr)
+		}
+		if items["term"] != l.term {
 			return api.ErrLockConflict
 		}
 		l.index = index

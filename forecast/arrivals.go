@@ -2,7 +2,6 @@ package forecast
 
 import (
 	"math/rand/v2"
-	"slices"
 	"strconv"
 	"time"
 
@@ -38,54 +37,6 @@ const ArrivalWindow = 24 * time.Hour
 // minArrivalSpan is the least span of observation a rate is drawn from: a
 // few minutes' arrivals say little about the next days.
 const minArrivalSpan = 10 * time.Minute
-
-// Arrivals records the jobs that arrived in the last ArrivalWindow, for
-// the controller (the simulator builds Input.Arrivals itself). The
-// control loop owns it: it is not safe for concurrent use.
-type Arrivals struct {
-	since time.Time // when watching began
-	list  []Arrival // by At
-}
-
-// NewArrivals starts watching at now: arrivals count from then on (what
-// was there already had arrived before anyone looked).
-func NewArrivals(now time.Time) *Arrivals { return &Arrivals{since: now} }
-
-// MaxArrivals bounds the arrivals Arrivals keeps: beyond it the oldest
-// go, and the rate is taken over the span the rest cover.
-const MaxArrivals = 8192
-
-// Add records an arrival (in time order); ones older than the window, or
-// beyond MaxArrivals, are dropped.
-func (a *Arrivals) Add(arr Arrival) {
-	a.list = append(a.list, arr)
-	a.prune(arr.At)
-}
-
-func (a *Arrivals) prune(now time.Time) {
-	from := now.Add(-ArrivalWindow)
-	drop := 0
-	for drop < len(a.list) && (a.list[drop].At.Before(from) || len(a.list)-drop > MaxArrivals) {
-		drop++
-	}
-	if drop > 0 && len(a.list)-drop >= MaxArrivals {
-		// What was dropped for room leaves a span of less than the
-		// window: the rate is taken from the oldest kept on.
-		a.since = maxTime(a.since, a.list[drop-1].At)
-	}
-	a.list = slices.Delete(a.list, 0, drop)
-}
-
-// Window returns the arrivals of the last ArrivalWindow before now and
-// the start of the span they cover (for the rate).
-func (a *Arrivals) Window(now time.Time) ([]Arrival, time.Time) {
-	a.prune(now)
-	from := now.Add(-ArrivalWindow)
-	if a.since.After(from) {
-		from = a.since
-	}
-	return slices.Clone(a.list), from
-}
 
 // arrivalRate is the arrivals per second in.Arrivals stand for; 0 when
 // there are none or their span is too short to tell.

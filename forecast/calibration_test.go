@@ -110,16 +110,16 @@ func TestEstimateRunningFullRing(t *testing.T) {
 func TestArrivalsWindow(t *testing.T) {
 	a := NewArrivals(t0)
 	for i := range 30 {
-		a.Add(Arrival{At: t0.Add(time.Duration(i) * time.Hour)})
+		a.Add(Arrival{At: t0.Add(time.Duration(i) * time.Hour)}, Class{})
 	}
 	now := t0.Add(30 * time.Hour)
-	list, since := a.Window(now)
+	list, since := a.Window(now, NewHistory(), nil)
 	if len(list) != 24 || !since.Equal(now.Add(-ArrivalWindow)) || !list[0].At.Equal(t0.Add(6*time.Hour)) {
 		t.Fatalf("%d arrivals since %s (first %s); want 24 since %s", len(list), since, list[0].At, now.Add(-ArrivalWindow))
 	}
 	b := NewArrivals(t0)
-	b.Add(Arrival{At: t0.Add(time.Hour)})
-	if _, since := b.Window(t0.Add(2 * time.Hour)); !since.Equal(t0) {
+	b.Add(Arrival{At: t0.Add(time.Hour)}, Class{})
+	if _, since := b.Window(t0.Add(2*time.Hour), NewHistory(), nil); !since.Equal(t0) {
 		t.Fatalf("watched for 2h: since %s, want %s (when watching began)", since, t0)
 	}
 }

@@ -192,6 +192,26 @@ func (l *logLines) tail(n int) string {
 	return strings.Join(l.lines[from:], "\n")
 }
 
+// The controller's log lines for a lease renewal that failed (it retries
+// until its deadline) and for a lead lost.
+const (
+	renewFailed = "renew the leader lock; retrying"
+	leadLost    = "lost the leader lock"
+)
+
+// count is how many lines hold text.
+func (l *logLines) count(text string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for _, line := range l.lines {
+		if strings.Contains(line, text) {
+			n++
+		}
+	}
+	return n
+}
+
 var latencyRE = regexp.MustCompile(`^(\S+) .*reason="(\w+): .*decision_latency=(\S+)`)
 
 // latencies are the decision latencies the controller logged between two

@@ -24,6 +24,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/nomad/api"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/gpu-steward/steward/internal/nodesim"
 	"github.com/gpu-steward/steward/internal/testnomad"
@@ -47,7 +48,7 @@ var (
 	// recommends for a failover within 10 s; -scale.election=lock
 	// -scale.lockttl=10s measures the Nomad lock.
 	electionFlag = flag.String("scale.election", "lease", "the controllers' -election (empty: none given, for a version before it)")
-	lockTTLFlag  = flag.Duration("scale.lockttl", 3*time.Second, "the controllers' -lock-ttl")
+	lockTTLFlag  = flag.Duration("scale.lockttl", 0, "the controllers' -lock-ttl (0: lockTTL's, by the cluster's size)")
 )
 
 // summary is what the harness measured.
@@ -66,11 +67,15 @@ type summary struct {
 	CPUSecondsPerMin                            float64
 	RSSMiB                                      float64
 	FailoverToFirstPlan                         float64 // s
-	IdleSampleAgeP99                            float64 // s, a bucket's upper bound
-	FullReads, SummaryReads                     float64
-	Drift                                       float64
-	SettleTimeouts                              float64
-	WindowSeconds                               float64
+	// FailoverToLease is from the leader's death to the follower's
+	// /healthz saying it leads (polled every 250 ms): the lease's
+	// handover, about 2×TTL, apart from the first round's work.
+	FailoverToLease         float64 // s
+	IdleSampleAgeP99        float64 // s, a bucket's upper bound
+	FullReads, SummaryReads float64
+	Drift                   float64
+	SettleTimeouts          float64
+	WindowSeconds           float64
 	// Quiet: the workload paused after the window. Cluster reads exclude
 	// GPU stats (which follow the idle rules' coverage, not changes).
 	QuietReadMBPerMin, QuietClusterReadMBPerMin, QuietWritesPerMin float64
@@ -80,6 +85,14 @@ type summary struct {
 	// reads, or Prometheus's answers (as sent, gzip).
 	Activity                  string
 	QuietActivityReadMBPerMin float64
+	// Measured is the controller whose figures these are: the one that
+	// led the window (leadWatch). LeaderChanges counts the lead passing
+	// from the start to the window's end, WindowRestarts the windows
+	// started again on a new leader; LeadLost is set when the measured
+	// copy lost the lead in its window (figures partly a follower's).
+	Measured                      string
+	LeaderChanges, WindowRestarts int
+	LeadLost                      bool
 }
 
 func (s summary) line() string {
@@ -89,14 +102,16 @@ func (s summary) line() string {
 		}
 		return fmt.Sprintf("%.*f", prec, v)
 	}
-	return fmt.Sprintf("scale: nodes=%d gpus=%d allocs=%d decision_p50_ms=%s decision_p99_ms=%s read_mb_per_min=%s writes_per_min=%s "+
+	return fmt.Sprintf("scale: nodes=%d gpus=%d allocs=%d decisions=%d decision_p50_ms=%s decision_p99_ms=%s read_mb_per_min=%s writes_per_min=%s "+
 		"actions=%.0f state_writes_per_action=%s record_writes_per_action=%s "+
-		"controller_cpu_s_per_min=%s rss_mib=%s failover_to_first_plan_s=%s idle_sample_age_p99_s=%s "+
-		"quiet_read_mb_per_min=%s quiet_cluster_read_mb_per_min=%s quiet_writes_per_min=%s activity=%s quiet_activity_read_mb_per_min=%s",
-		s.Nodes, s.GPUs, s.Allocs, f(s.DecisionP50, 1), f(s.DecisionP99, 1), f(s.ReadMBPerMin, 2), f(s.WritesPerMin, 1),
+		"controller_cpu_s_per_min=%s rss_mib=%s failover_to_first_plan_s=%s failover_to_lease_s=%s idle_sample_age_p99_s=%s "+
+		"quiet_read_mb_per_min=%s quiet_cluster_read_mb_per_min=%s quiet_writes_per_min=%s activity=%s quiet_activity_read_mb_per_min=%s "+
+		"measured=%s leader_changes=%d window_restarts=%d lead_lost=%v",
+		s.Nodes, s.GPUs, s.Allocs, s.Decisions, f(s.DecisionP50, 1), f(s.DecisionP99, 1), f(s.ReadMBPerMin, 2), f(s.WritesPerMin, 1),
 		s.Actions, f(s.StateWritesPerAction, 2), f(s.RecordWritesPerAction, 2),
-		f(s.CPUSecondsPerMin, 2), f(s.RSSMiB, 0), f(s.FailoverToFirstPlan, 1), f(s.IdleSampleAgeP99, 1),
-		f(s.QuietReadMBPerMin, 2), f(s.QuietClusterReadMBPerMin, 2), f(s.QuietWritesPerMin, 1), s.Activity, f(s.QuietActivityReadMBPerMin, 3))
+		f(s.CPUSecondsPerMin, 2), f(s.RSSMiB, 0), f(s.FailoverToFirstPlan, 1), f(s.FailoverToLease, 1), f(s.IdleSampleAgeP99, 1),
+		f(s.QuietReadMBPerMin, 2), f(s.QuietClusterReadMBPerMin, 2), f(s.QuietWritesPerMin, 1), s.Activity, f(s.QuietActivityReadMBPerMin, 3),
+		s.Measured, s.LeaderChanges, s.WindowRestarts, s.LeadLost)
 }
 
 // controllerProc is a copy of the controller the harness runs.
@@ -117,7 +132,7 @@ func startController(t *testing.T, name, nomadAddr, policy string, extra ...stri
 	l.Close()
 	p := &controllerProc{name: name, addr: addr, log: &logLines{}, done: make(chan struct{})}
 	args := []string{"controller", "-policy", policy, "-id", name, "-listen", addr,
-		"-lock-ttl", lockTTLFlag.String(), "-lock-delay", "0s", "-log-level", "info", "-pprof"}
+		"-lock-ttl", lockTTL(*nodesFlag).String(), "-lock-delay", "0s", "-log-level", "info", "-pprof"}
 	if *electionFlag != "" {
 		// Empty for a version before -election (the Nomad lock).
 		args = append(args, "-election", *electionFlag)
@@ -142,23 +157,6 @@ func startController(t *testing.T, name, nomadAddr, policy string, extra ...stri
 		}
 	})
 	return p
-}
-
-// health is the controller's /healthz.
-func (p *controllerProc) health() (leader bool, last time.Time) {
-	resp, err := http.Get("http://" + p.addr + "/healthz")
-	if err != nil {
-		return false, time.Time{}
-	}
-	defer resp.Body.Close()
-	var h struct {
-		Leader        bool      `json:"leader"`
-		LastReconcile time.Time `json:"last_reconcile"`
-	}
-	if json.NewDecoder(resp.Body).Decode(&h) != nil {
-		return false, time.Time{}
-	}
-	return h.Leader, h.LastReconcile
 }
 
 // TestScale runs the harness and prints its summary line.
@@ -218,65 +216,102 @@ func TestScale(t *testing.T) {
 	b := startController(t, "b", agent.Address, policy, activity...)
 
 	drv := &driver{t: t, c: agent.Client, w: w, fleet: fleet, gpus: gpus, demand: *demandFlag}
+	procs := map[string]*controllerProc{"a": a, "b": b}
+	other := map[string]string{"a": "b", "b": "a"}
+	lead := newLeadWatch("a")
+	// poll follows the lead; in the window it reports whether the window
+	// must start again on a new leader.
+	poll := func(inWindow bool) bool {
+		now := lead.poll(leadersOf(a, b))
+		if now == "" {
+			return false
+		}
+		from := lead.measured
+		if !lead.follow(now, inWindow) {
+			t.Logf("the lead passed from %s to %s in the window, after %d restarts: the window goes on, measuring %s", from, now, lead.restarts, from)
+			return false
+		}
+		t.Logf("the lead passed from %s to %s (in the window: %v)", from, now, inWindow)
+		return inWindow
+	}
 	// Fill the cluster, then measure.
 	deadline := time.Now().Add(*fillFlag)
 	for time.Now().Before(deadline) {
 		drv.tick()
+		poll(false)
 		if drv.runningGPUs >= gpus*85/100 {
 			break
 		}
 		time.Sleep(time.Second)
 	}
-	t.Logf("filled: %d of %d GPUs in running allocations after %s", drv.runningGPUs, gpus, time.Since(start).Round(time.Second))
+	t.Logf("filled: %d of %d GPUs in running allocations after %s; %d changes of leader", drv.runningGPUs, gpus, time.Since(start).Round(time.Second), lead.changes)
 
-	before, err := scrape(a.addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p0, err := readProc(a.cmd.Process.Pid)
-	if err != nil {
-		t.Fatal(err)
-	}
-	from := time.Now()
-	if dir := os.Getenv("STEWARD_SCALE_LOGDIR"); dir != "" {
-		// A CPU profile of the leader over most of the window.
-		go func() {
-			secs := int(windowFlag.Seconds() * 3 / 4)
-			resp, err := http.Get(fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", a.addr, secs))
-			if err != nil {
-				return
-			}
-			defer resp.Body.Close()
-			if f, err := os.Create(filepath.Join(dir, "controller-a.pprof")); err == nil {
-				_, _ = io.Copy(f, resp.Body)
-				f.Close()
-			}
-		}()
-	}
-	var rss int64
-	for time.Since(from) < *windowFlag {
-		drv.tick()
-		if p, err := readProc(a.cmd.Process.Pid); err == nil {
-			rss = max(rss, p.rss)
+	// The window: the leader's figures, from its own metrics and log. A
+	// window whose leader loses the lead starts again on the new one
+	// (leadWatch).
+	var (
+		m          *controllerProc
+		before     map[string]*dto.MetricFamily
+		p0         procSample
+		from       time.Time
+		rss        int64
+		windowFrom = time.Now()
+	)
+	for restart := true; restart; {
+		restart = false
+		m = procs[lead.measured]
+		if before, err = scrape(m.addr); err != nil {
+			t.Fatal(err)
 		}
-		time.Sleep(2 * time.Second)
+		if p0, err = readProc(m.cmd.Process.Pid); err != nil {
+			t.Fatal(err)
+		}
+		from, rss = time.Now(), 0
+		if dir := os.Getenv("STEWARD_SCALE_LOGDIR"); dir != "" {
+			// A CPU profile of the leader over most of the window.
+			go func(m *controllerProc) {
+				secs := int(windowFlag.Seconds() * 3 / 4)
+				resp, err := http.Get(fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", m.addr, secs))
+				if err != nil {
+					return
+				}
+				defer resp.Body.Close()
+				if f, err := os.Create(filepath.Join(dir, "controller-"+m.name+".pprof")); err == nil {
+					_, _ = io.Copy(f, resp.Body)
+					f.Close()
+				}
+			}(m)
+		}
+		for time.Since(from) < *windowFlag {
+			drv.tick()
+			if poll(true) {
+				restart = true
+				break
+			}
+			if p, err := readProc(m.cmd.Process.Pid); err == nil {
+				rss = max(rss, p.rss)
+			}
+			time.Sleep(2 * time.Second)
+		}
 	}
 	to := time.Now()
 	if dir := os.Getenv("STEWARD_SCALE_LOGDIR"); dir != "" {
 		// The leader's heap at the end of the window (go tool pprof
 		// -sample_index=inuse_space): what the RSS figure is made of.
-		saveProfile(a.addr, "heap", filepath.Join(dir, "controller-a.heap"))
+		saveProfile(m.addr, "heap", filepath.Join(dir, "controller-"+m.name+".heap"))
 	}
-	after, err := scrape(a.addr)
+	after, err := scrape(m.addr)
 	if err != nil {
 		t.Fatal(err)
 	}
-	p1, err := readProc(a.cmd.Process.Pid)
+	p1, err := readProc(m.cmd.Process.Pid)
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Logf("window: measured controller %s from %s (%s after the first window began), %d restarts, %d changes of leader since the start, %d polls with none leading",
+		m.name, from.Format(time.TimeOnly), from.Sub(windowFrom).Round(time.Second), lead.restarts, lead.changes, lead.gaps)
 	minutes := to.Sub(from).Minutes()
-	byRule := a.log.latencies(from, to)
+	byRule := m.log.latencies(from, to)
 	lat := append(append(byRule["priority"], byRule["reclaim"]...), byRule["backfill"]...)
 	s := summary{Nodes: nodes, GPUs: gpus, Allocs: drv.runningAllocs, Decisions: len(lat),
 		DecisionP50: percentile(lat, 50), DecisionP99: percentile(lat, 99),
@@ -290,7 +325,8 @@ func TestScale(t *testing.T) {
 		SummaryReads:     counter(after, "steward_nomad_reads_total", "summary") - counter(before, "steward_nomad_reads_total", "summary"),
 		Drift:            counter(after, "steward_cache_drift_total", "") - counter(before, "steward_cache_drift_total", ""),
 		SettleTimeouts:   counter(after, "steward_cache_settle_timeouts_total", "") - counter(before, "steward_cache_settle_timeouts_total", ""),
-		WindowSeconds:    to.Sub(from).Seconds()}
+		WindowSeconds:    to.Sub(from).Seconds(),
+		Measured:         m.name, LeaderChanges: lead.changes, WindowRestarts: lead.restarts, LeadLost: lead.lost}
 	s.Actions = counterSum(after, "steward_actions_total") - counterSum(before, "steward_actions_total")
 	s.StateWritesPerAction, s.RecordWritesPerAction = math.NaN(), math.NaN()
 	if s.Actions > 0 {
@@ -304,13 +340,13 @@ func TestScale(t *testing.T) {
 	// the resync (a full read every -resync), the GPU stats of covered
 	// nodes, and whatever Steward's own actions set off.
 	if *quietFlag > 0 {
-		q0, err := scrape(a.addr)
+		q0, err := scrape(m.addr)
 		if err != nil {
 			t.Fatal(err)
 		}
 		qFrom := time.Now()
 		time.Sleep(*quietFlag)
-		q1, err := scrape(a.addr)
+		q1, err := scrape(m.addr)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -342,11 +378,18 @@ func TestScale(t *testing.T) {
 
 	// Failover: the leader dies (SIGKILL); the time until the other copy's
 	// first completed round includes the lease's 2×TTL.
+	if now, _ := leadersOf(a, b); len(now) != 1 || now[0] != m.name {
+		t.Logf("before the failover: leading %v, measured %s", now, m.name)
+	}
+	follower := procs[other[m.name]]
 	killed := time.Now()
-	_ = a.cmd.Process.Kill()
-	<-a.done
-	testnomad.WaitFor(t, 60*time.Second, "controller b leading after a died", func() (bool, string) {
-		leader, last := b.health()
+	_ = m.cmd.Process.Kill()
+	<-m.done
+	testnomad.WaitFor(t, 60*time.Second, "controller "+follower.name+" leading after "+m.name+" died", func() (bool, string) {
+		leader, last := follower.health()
+		if leader && s.FailoverToLease == 0 {
+			s.FailoverToLease = time.Since(killed).Seconds()
+		}
 		if leader && last.After(killed) {
 			s.FailoverToFirstPlan = last.Sub(killed).Seconds()
 			return true, ""
@@ -375,6 +418,9 @@ func TestScale(t *testing.T) {
 		_ = os.WriteFile(filepath.Join(dir, "controller-a.log"), []byte(a.log.tail(1<<30)), 0o644)
 		_ = os.WriteFile(filepath.Join(dir, "controller-b.log"), []byte(b.log.tail(1<<30)), 0o644)
 	}
+	t.Logf("lease (-lock-ttl %s, renewed every TTL/3, each renewal given TTL/3): renewals that failed: a %d, b %d; leads lost: a %d, b %d; the server's job registrations (Raft writes, as renewals are) took p50 %.0f ms, p99 %.0f ms, max %.0f ms (%d)",
+		lockTTL(nodes).String(), a.log.count(renewFailed), b.log.count(renewFailed), a.log.count(leadLost), b.log.count(leadLost),
+		percentile(drv.writes, 50), percentile(drv.writes, 99), percentile(drv.writes, 100), len(drv.writes))
 	t.Logf("decision latency (ms) p50/p99 by rule: %s", latencyByRule(byRule))
 	t.Logf("stats sweep p50/p99 (s, bucket bounds): %.2f/%.2f", quantileBetween(histogram(before, "steward_gpu_stats_sweep_seconds"), histogram(after, "steward_gpu_stats_sweep_seconds"), 0.5),
 		quantileBetween(histogram(before, "steward_gpu_stats_sweep_seconds"), histogram(after, "steward_gpu_stats_sweep_seconds"), 0.99))
@@ -412,6 +458,18 @@ type driver struct {
 	// job) while not placed; highSubmitted counts them.
 	high          map[string]int
 	highSubmitted int
+	// writes are how long each job registration took: a Raft write on
+	// the server, as the lease's renewals are, which must be answered
+	// within a third of the lease's TTL.
+	writes []time.Duration
+}
+
+// register submits a job and times the write.
+func (d *driver) register(job *api.Job) error {
+	start := time.Now()
+	_, _, err := d.c.Jobs().Register(job, &api.WriteOptions{Namespace: *job.Namespace})
+	d.writes = append(d.writes, time.Since(start))
+	return err
 }
 
 // tick syncs with Nomad, ends allocations whose time is up, and submits
@@ -464,7 +522,7 @@ func (d *driver) tick() {
 	// minutes on the server, which a real cluster is not.
 	for n := 0; have < want && n < 50; n++ {
 		job := d.w.next()
-		if _, _, err := d.c.Jobs().Register(job, &api.WriteOptions{Namespace: *job.Namespace}); err != nil {
+		if err := d.register(job); err != nil {
 			d.t.Logf("register %s: %v", *job.ID, err)
 			continue
 		}
@@ -485,7 +543,7 @@ func (d *driver) tick() {
 	}
 	for n := 0; waiting < idleGPUs+max(2, d.gpus/100) && n < 20; n++ {
 		job := d.w.nextHigh()
-		if _, _, err := d.c.Jobs().Register(job, &api.WriteOptions{Namespace: *job.Namespace}); err != nil {
+		if err := d.register(job); err != nil {
 			d.t.Logf("register %s: %v", *job.ID, err)
 			continue
 		}
