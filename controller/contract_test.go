@@ -3,7 +3,6 @@ package controller
 import (
 	"context"
 	"fmt"
-	"slices"
 	"testing"
 
 	"github.com/gpu-steward/steward/policy"
@@ -19,55 +18,51 @@ func TestContract(t *testing.T) {
 	if signalDelay != contract.SignalDelay {
 		t.Fatalf("contract.SignalDelay is %s, the controller's signalDelay %s", contract.SignalDelay, signalDelay)
 	}
-	p, diags := policy.ParseBytes("contract.hcl", []byte(contract.Policy))
-	if diags.HasErrors() {
-		t.Fatal(diags.Error())
+	if !contract.Start.Equal(t0) {
+		t.Fatalf("contract.Start %s is not the controller tests' t0 %s", contract.Start, t0)
 	}
-	for _, tc := range contract.Cases {
-		t.Run(tc.Name, func(t *testing.T) {
-			if !contract.Start.Equal(t0) {
-				t.Fatalf("contract.Start %s is not the controller tests' t0 %s", contract.Start, t0)
+	contract.Run(t, func(t *testing.T, p *policy.Policy, tc contract.Case) (contract.Side, string) {
+		f := newFakeNomad()
+		ids := contractCluster(f, tc)
+		r := newRoundRunner(t, f)
+		r.c.pol, r.c.eng = p, engine.New(p)
+		for _, j := range tc.Jobs {
+			if !j.Idle {
+				continue
 			}
-			f := newFakeNomad()
-			ids := contractCluster(f, tc)
-			r := newRoundRunner(t, f)
-			r.c.pol, r.c.eng = p, engine.New(p)
-			for _, j := range tc.Jobs {
-				if !j.Idle {
-					continue
-				}
-				for _, id := range ids[j.Namespace+"/"+j.ID] {
-					r.c.usage.add(id, engine.Sample{At: t0.Add(-j.RanFor), Util: 0})
-					r.c.usage.add(id, engine.Sample{At: t0, Util: 0})
-				}
+			for _, id := range ids[j.Namespace+"/"+j.ID] {
+				r.c.usage.add(id, engine.Sample{At: t0.Add(-j.RanFor), Util: 0})
+				r.c.usage.add(id, engine.Sample{At: t0, Util: 0})
 			}
-			var kinds []engine.Kind
-			for i, after := range contract.Rounds {
-				if _, err := r.round(after); err != nil {
-					t.Fatalf("round at %s: %v", after, err)
-				}
-				// The round's plan: the engine is deterministic, so
-				// planning again on the snapshot the round planned on
-				// gives it.
-				if base := r.c.lastCheck; base != nil && base.at.Equal(t0.Add(after)) {
-					kinds = append(kinds, contract.Kinds(r.c.eng.Plan(base.snap, base.at))...)
-					if got := contract.State(base.snap); contract.PlansOnNext(i) && !slices.Equal(got, tc.Next) {
-						t.Errorf("state round %d plans on:\n got  %q\n want %q", i, got, tc.Next)
-					}
-				}
-			}
-			if !slices.Contains(kinds, tc.Kind) {
-				t.Errorf("no %s in the plans: %v", tc.Kind, kinds)
-			}
-			capture, _, err := r.c.CaptureOnce(context.Background())
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got := contract.State(capture.Snapshot); !slices.Equal(got, tc.Want) {
-				t.Errorf("state after the rounds:\n got  %q\n want %q", got, tc.Want)
-			}
-		})
+		}
+		return controllerSide{r}, ""
+	})
+}
+
+// controllerSide is the controller under the contract: whole rounds over
+// the fake Nomad.
+type controllerSide struct{ r *roundRunner }
+
+func (cs controllerSide) Round(t *testing.T, i int) (planned []string, kinds []engine.Kind) {
+	after := contract.Rounds[i]
+	if _, err := cs.r.round(after); err != nil {
+		t.Fatalf("round at %s: %v", after, err)
 	}
+	// The round's plan: the engine is deterministic, so planning again on
+	// the snapshot the round planned on gives it.
+	base := cs.r.c.lastCheck
+	if base == nil || !base.at.Equal(t0.Add(after)) {
+		return nil, nil
+	}
+	return contract.State(base.snap), contract.Kinds(cs.r.c.eng.Plan(base.snap, base.at))
+}
+
+func (cs controllerSide) End(t *testing.T) []string {
+	capture, _, err := cs.r.c.CaptureOnce(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return contract.State(capture.Snapshot)
 }
 
 // contractCluster is a case's start state in the fake Nomad; it returns

@@ -1,7 +1,6 @@
 package forecast
 
 import (
-	"slices"
 	"testing"
 
 	"github.com/gpu-steward/steward/policy"
@@ -19,40 +18,37 @@ import (
 // where the controller's roundRunner over its fake Nomad ends (controller
 // TestContract).
 func TestContract(t *testing.T) {
-	p, diags := policy.ParseBytes("contract.hcl", []byte(contract.Policy))
-	if diags.HasErrors() {
-		t.Fatal(diags.Error())
-	}
-	for _, tc := range contract.Cases {
-		t.Run(tc.Name, func(t *testing.T) {
-			in := &Input{Engine: engine.New(p), Snapshot: contractSnapshot(t, tc), Now: contract.Start,
-				Estimates: map[engine.JobRef]Estimate{}}
-			for _, j := range tc.Jobs {
-				in.Estimates[engine.JobRef{Namespace: j.Namespace, ID: j.ID}] = Estimate{Forever: true}
-			}
-			r := newReplay(in, Options{}.withDefaults(), 1, 1)
-			var kinds []engine.Kind
-			var planned *engine.Snapshot
-			r.watch = func(s *engine.Snapshot, p *engine.Plan) {
-				planned = s
-				kinds = append(kinds, contract.Kinds(p)...)
-			}
-			for i, after := range contract.Rounds {
-				r.stepStart, r.now = r.now, contract.Start.Add(after)
-				r.settle(i == 0)
-				if got := contract.State(planned); contract.PlansOnNext(i) && !slices.Equal(got, tc.Next) {
-					t.Errorf("state round %d plans on:\n got  %q\n want %q", i, got, tc.Next)
-				}
-			}
-			if !slices.Contains(kinds, tc.Kind) {
-				t.Errorf("no %s in the plans: %v", tc.Kind, kinds)
-			}
-			if got := contract.State(r.snapshot()); !slices.Equal(got, tc.Want) {
-				t.Errorf("state after the rounds:\n got  %q\n want %q", got, tc.Want)
-			}
-		})
-	}
+	contract.Run(t, func(t *testing.T, p *policy.Policy, tc contract.Case) (contract.Side, string) {
+		in := &Input{Engine: engine.New(p), Snapshot: contractSnapshot(t, tc), Now: contract.Start,
+			Estimates: map[engine.JobRef]Estimate{}}
+		for _, j := range tc.Jobs {
+			in.Estimates[engine.JobRef{Namespace: j.Namespace, ID: j.ID}] = Estimate{Forever: true}
+		}
+		rs := &replaySide{r: newReplay(in, Options{}.withDefaults(), 1, 1)}
+		rs.r.watch = func(s *engine.Snapshot, p *engine.Plan) {
+			rs.planned = s
+			rs.kinds = append(rs.kinds, contract.Kinds(p)...)
+		}
+		return rs, ""
+	})
 }
+
+// replaySide is the replay under the contract: a replay step at each of
+// the contract's rounds.
+type replaySide struct {
+	r       *replay
+	planned *engine.Snapshot // what the last plan planned on
+	kinds   []engine.Kind    // the kinds planned in this round
+}
+
+func (rs *replaySide) Round(t *testing.T, i int) (planned []string, kinds []engine.Kind) {
+	rs.kinds = nil
+	rs.r.stepStart, rs.r.now = rs.r.now, contract.Start.Add(contract.Rounds[i])
+	rs.r.settle(i == 0)
+	return contract.State(rs.planned), rs.kinds
+}
+
+func (rs *replaySide) End(*testing.T) []string { return contract.State(rs.r.snapshot()) }
 
 // contractSnapshot is a case's start state as the controller reads it:
 // built in the one model of Nomad, which the controller's contract test

@@ -22,42 +22,16 @@ import (
 // controller's roundRunner over its fake Nomad ends (controller
 // TestContract).
 func TestContract(t *testing.T) {
-	p, diags := policy.ParseBytes("contract.hcl", []byte(contract.Policy))
-	if diags.HasErrors() {
-		t.Fatal(diags.Error())
-	}
-	ran := 0
-	for _, tc := range contract.Cases {
-		t.Run(tc.Name, func(t *testing.T) {
-			if why := simCannot(tc); why != "" {
-				// Not a skip: the case has no meaning in the simulator,
-				// and the count below keeps this from emptying the test.
-				t.Logf("not applicable to the simulator: %s", why)
-				return
-			}
-			ran++
-			cs := buildContract(t, p, tc)
-			var kinds []engine.Kind
-			cs.s.watch = func(a engine.Action) { kinds = append(kinds, a.Kind) }
-			for i, after := range contract.Rounds {
-				cs.runTo(t, cs.start+after)
-				if contract.PlansOnNext(i) {
-					if got := cs.state(); !slices.Equal(got, tc.Next) {
-						t.Errorf("state round %d plans on:\n got  %q\n want %q", i, got, tc.Next)
-					}
-				}
-				cs.round(t)
-			}
-			if !slices.Contains(kinds, tc.Kind) {
-				t.Errorf("no %s in the plans: %v", tc.Kind, kinds)
-			}
-			if got := cs.state(); !slices.Equal(got, tc.Want) {
-				t.Errorf("state after the rounds:\n got  %q\n want %q", got, tc.Want)
-			}
-		})
-	}
-	// At least one case per kind the simulator carries out: a skip for
-	// the wrong reason must not empty the test.
+	ran := contract.Run(t, func(t *testing.T, p *policy.Policy, tc contract.Case) (contract.Side, string) {
+		if why := simCannot(tc); why != "" {
+			return nil, why
+		}
+		cs := buildContract(t, p, tc)
+		cs.s.watch = func(a engine.Action) { cs.kinds = append(cs.kinds, a.Kind) }
+		return cs, ""
+	})
+	// At least one case per kind the simulator carries out: a case passed
+	// over for the wrong reason must not empty the test.
 	if ran < len(contract.Cases)-2 {
 		t.Errorf("%d of %d contract cases ran against the simulator", ran, len(contract.Cases))
 	}
@@ -88,7 +62,21 @@ type contractSim struct {
 	start time.Duration
 	// node is the contract's node ID of each simulator node.
 	node map[string]string
+	// kinds are the kinds of the actions planned in the current round.
+	kinds []engine.Kind
 }
+
+// Round runs the simulator's own event loop up to round i, then plans
+// there (the controller plans every round).
+func (cs *contractSim) Round(t *testing.T, i int) (planned []string, kinds []engine.Kind) {
+	cs.kinds = nil
+	cs.runTo(t, cs.start+contract.Rounds[i])
+	planned = cs.state()
+	cs.round(t)
+	return planned, cs.kinds
+}
+
+func (cs *contractSim) End(*testing.T) []string { return cs.state() }
 
 func buildContract(t *testing.T, p *policy.Policy, tc contract.Case) *contractSim {
 	t.Helper()

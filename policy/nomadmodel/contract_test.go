@@ -1,7 +1,6 @@
 package nomadmodel_test
 
 import (
-	"slices"
 	"testing"
 
 	"github.com/gpu-steward/steward/policy"
@@ -11,42 +10,36 @@ import (
 )
 
 // TestContract runs the contract's cases against the model; the
-// controller runs the same table (controller/contract_test.go).
+// controller, the simulator and the forecast's replay run the same table.
 func TestContract(t *testing.T) {
 	if contract.SignalDelay != nomadmodel.SignalDelay {
 		t.Fatalf("contract.SignalDelay is %s, the model's %s", contract.SignalDelay, nomadmodel.SignalDelay)
 	}
-	p, diags := policy.ParseBytes("contract.hcl", []byte(contract.Policy))
-	if diags.HasErrors() {
-		t.Fatal(diags.Error())
-	}
-	for _, tc := range contract.Cases {
-		t.Run(tc.Name, func(t *testing.T) {
-			c := build(t, tc)
-			e := engine.New(p)
-			var kinds []engine.Kind
-			for i, after := range contract.Rounds {
-				if contract.PlansOnNext(i) {
-					c.Advance(contract.Start.Add(after))
-					if got := contract.State(c.Snapshot()); !slices.Equal(got, tc.Next) {
-						t.Errorf("state round %d plans on:\n got  %q\n want %q", i, got, tc.Next)
-					}
-				}
-				plan, err := c.Round(e, contract.Start.Add(after))
-				if err != nil {
-					t.Fatal(err)
-				}
-				kinds = append(kinds, contract.Kinds(plan)...)
-			}
-			if !slices.Contains(kinds, tc.Kind) {
-				t.Errorf("no %s in the plans: %v", tc.Kind, kinds)
-			}
-			if got := contract.State(c.Snapshot()); !slices.Equal(got, tc.Want) {
-				t.Errorf("state after the rounds:\n got  %q\n want %q", got, tc.Want)
-			}
-		})
-	}
+	contract.Run(t, func(t *testing.T, p *policy.Policy, tc contract.Case) (contract.Side, string) {
+		return &modelSide{c: build(t, tc), e: engine.New(p)}, ""
+	})
 }
+
+// modelSide is the model under the contract.
+type modelSide struct {
+	c *nomadmodel.Cluster
+	e *engine.Engine
+}
+
+func (m *modelSide) Round(t *testing.T, i int) (planned []string, kinds []engine.Kind) {
+	at := contract.Start.Add(contract.Rounds[i])
+	if contract.PlansOnNext(i) {
+		m.c.Advance(at)
+		planned = contract.State(m.c.Snapshot())
+	}
+	plan, err := m.c.Round(m.e, at)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return planned, contract.Kinds(plan)
+}
+
+func (m *modelSide) End(*testing.T) []string { return contract.State(m.c.Snapshot()) }
 
 // build is a case's start state in the model.
 func build(t *testing.T, tc contract.Case) *nomadmodel.Cluster {
