@@ -5,7 +5,6 @@ import (
 
 	"github.com/gpu-steward/steward/policy"
 	"github.com/gpu-steward/steward/policy/engine"
-	"github.com/gpu-steward/steward/policy/nomadmodel"
 	"github.com/gpu-steward/steward/policy/nomadmodel/contract"
 )
 
@@ -51,44 +50,13 @@ func (rs *replaySide) Round(t *testing.T, i int) (planned []string, kinds []engi
 func (rs *replaySide) End(*testing.T) []string { return contract.State(rs.r.snapshot()) }
 
 // contractSnapshot is a case's start state as the controller reads it:
-// built in the one model of Nomad, which the controller's contract test
-// holds to the controller's own reading.
+// the one model of Nomad's, which the controller's contract test holds to
+// the controller's own reading.
 func contractSnapshot(t *testing.T, tc contract.Case) *engine.Snapshot {
 	t.Helper()
-	var nodes []engine.Node
-	for _, n := range tc.Nodes {
-		nodes = append(nodes, engine.Node{ID: n.ID, Name: n.ID, NodePool: poolOr(n.Pool), GPUs: n.GPUs})
-	}
-	c, err := nomadmodel.New(nodes)
+	c, err := contract.Model(tc)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, j := range tc.Jobs {
-		g, err := c.AddGroup(nomadmodel.Group{Job: engine.Job{Ref: engine.JobRef{Namespace: j.Namespace, ID: j.ID},
-			Tier: j.Tier, Priority: j.Priority, Gang: j.Gang}, Name: contract.Group, GPUsPerAlloc: j.GPUs, Count: j.Count,
-			NodePool: poolOr(j.Pool), Since: contract.Start.Add(-j.WaitedFor)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, n := range j.Running {
-			id, err := c.Start(g, n, contract.Start.Add(-j.RanFor))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if j.Idle {
-				idle := []engine.Sample{{At: contract.Start.Add(-j.RanFor), Util: 0}, {At: contract.Start, Util: 0}}
-				if err := c.SetUsage(id, idle); err != nil {
-					t.Fatal(err)
-				}
-			}
-		}
-	}
 	return c.Snapshot()
-}
-
-func poolOr(p string) string {
-	if p == "" {
-		return "default"
-	}
-	return p
 }
