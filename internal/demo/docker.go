@@ -1,8 +1,9 @@
 package demo
 
 import (
-	"bufio"
+	"bytes"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -201,15 +202,16 @@ func (w *watcher) pollOutput(j jobRef, stubs []*api.AllocationListStub) {
 		if err != nil {
 			continue
 		}
-		var lines []string
-		sc := bufio.NewScanner(r)
-		for sc.Scan() {
-			lines = append(lines, sc.Text())
-		}
+		data, err := io.ReadAll(r)
 		r.Close()
-		if s.ClientStatus != api.AllocClientStatusRunning && s.ClientStatus != api.AllocClientStatusPending {
+		if err != nil {
+			continue
+		}
+		final := s.ClientStatus != api.AllocClientStatusRunning && s.ClientStatus != api.AllocClientStatusPending
+		if final {
 			w.outputDone[s.ID] = true // its last read
 		}
+		lines := completeLines(data, final)
 		seen := w.outputLines[s.ID]
 		if len(lines) <= seen {
 			continue
@@ -224,4 +226,23 @@ func (w *watcher) pollOutput(j jobRef, stubs []*api.AllocationListStub) {
 			}
 		}
 	}
+}
+
+// completeLines are the lines of a task's output read so far: a last line
+// without its newline is still being written (Nomad's log pipe may hand
+// over a line in pieces), so it is left for the next read unless the
+// allocation has ended; counted now, it would be passed over when whole.
+func completeLines(data []byte, final bool) []string {
+	if !final {
+		if i := bytes.LastIndexByte(data, '\n'); i >= 0 {
+			data = data[:i+1]
+		} else {
+			data = nil
+		}
+	}
+	s := strings.TrimSuffix(string(data), "\n")
+	if s == "" {
+		return nil
+	}
+	return strings.Split(s, "\n")
 }
