@@ -51,46 +51,23 @@ func (c *QueueCommand) Synopsis() string {
 	return "List the jobs waiting for GPUs, with position, reason and forecast"
 }
 
-func (c *QueueCommand) AutocompleteFlags() complete.Flags {
-	return c.Meta.AutocompleteFlags(flagNamespace, complete.Flags{
-		"-state-namespace": complete.PredictAnything, "-json": complete.PredictNothing,
-		"-t": complete.PredictAnything, "-verbose": complete.PredictNothing,
-	})
-}
+func (c *QueueCommand) AutocompleteFlags() complete.Flags { return c.viewAutocomplete() }
 
 func (c *QueueCommand) AutocompleteArgs() complete.Predictor { return complete.PredictNothing }
 
 func (c *QueueCommand) Run(args []string) int {
-	var out outputFlags
-	stateNS := controller.DefaultConfig().StateNamespace
-	fs := c.FlagSet("queue", flagNamespace)
-	fs.StringVar(&stateNS, "state-namespace", stateNS, "")
-	out.register(fs)
-	if err := c.Parse(fs, args); err != nil || fs.NArg() > 0 {
-		if err == nil {
-			err = fmt.Errorf("queue takes no arguments")
-		}
-		c.UI.Error(fmt.Sprintf("%v\n\n%s", err, c.Help()))
+	v, ok := c.readViewCommand("queue", args, 0, "queue takes no arguments", c.Help())
+	if !ok {
 		return 1
 	}
-	client, err := c.Client()
-	if err != nil {
-		c.UI.Error(err.Error())
-		return 1
-	}
-	s, err := readView(client, c.Namespace(), stateNS)
-	if err != nil {
-		c.UI.Error(err.Error())
-		return 1
-	}
-	queue := s.Queue
+	queue := v.status.Queue
 	if queue == nil {
 		queue = []controller.QueueEntry{}
 	}
-	if out.formatted() {
-		return c.print(out.format(queue))
+	if v.out.formatted() {
+		return c.print(v.out.format(queue))
 	}
-	c.UI.Output(FormatQueue(queue, time.Now(), out.verbose))
+	c.UI.Output(FormatQueue(queue, time.Now(), v.out.verbose))
 	return 0
 }
 

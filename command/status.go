@@ -54,38 +54,16 @@ func (c *StatusCommand) Synopsis() string {
 	return "Show tenants, held jobs, idle GPUs and recent decisions, or one job's"
 }
 
-func (c *StatusCommand) AutocompleteFlags() complete.Flags {
-	return c.Meta.AutocompleteFlags(flagNamespace, complete.Flags{
-		"-state-namespace": complete.PredictAnything, "-json": complete.PredictNothing,
-		"-t": complete.PredictAnything, "-verbose": complete.PredictNothing,
-	})
-}
+func (c *StatusCommand) AutocompleteFlags() complete.Flags { return c.viewAutocomplete() }
 
 func (c *StatusCommand) AutocompleteArgs() complete.Predictor { return predictJobs{meta: &c.Meta} }
 
 func (c *StatusCommand) Run(args []string) int {
-	var out outputFlags
-	stateNS := controller.DefaultConfig().StateNamespace
-	fs := c.FlagSet("status", flagNamespace)
-	fs.StringVar(&stateNS, "state-namespace", stateNS, "")
-	out.register(fs)
-	if err := c.Parse(fs, args); err != nil || fs.NArg() > 1 {
-		if err == nil {
-			err = fmt.Errorf("want at most one job")
-		}
-		c.UI.Error(fmt.Sprintf("%v\n\n%s", err, c.Help()))
+	v, ok := c.readViewCommand("status", args, 1, "want at most one job", c.Help())
+	if !ok {
 		return 1
 	}
-	client, err := c.Client()
-	if err != nil {
-		c.UI.Error(err.Error())
-		return 1
-	}
-	s, err := readView(client, c.Namespace(), stateNS)
-	if err != nil {
-		c.UI.Error(err.Error())
-		return 1
-	}
+	fs, out, client, s := v.fs, v.out, v.client, v.status
 	now := time.Now()
 	if fs.NArg() == 0 {
 		if out.formatted() {

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gpu-steward/steward/internal/pluginspec"
 	"github.com/hashicorp/nomad/plugins/base"
 	"github.com/hashicorp/nomad/plugins/shared/hclspec"
 )
@@ -44,58 +45,19 @@ func DefaultSimStateDir() string {
 // configSpec is the schema of the agent's plugin "steward-gpu" { config { } }
 // block. Nomad decodes the block with it and hands SetConfig the msgpack.
 var configSpec = hclspec.NewObject(map[string]*hclspec.Spec{
-	"enabled": hclspec.NewDefault(
-		hclspec.NewAttr("enabled", "bool", false),
-		hclspec.NewLiteral("true"),
-	),
-	"backend": hclspec.NewDefault(
-		hclspec.NewAttr("backend", "string", false),
-		hclspec.NewLiteral(`"nvml"`),
-	),
-	"ignored_gpu_ids": hclspec.NewDefault(
-		hclspec.NewAttr("ignored_gpu_ids", "list(string)", false),
-		hclspec.NewLiteral("[]"),
-	),
-	"fingerprint_period": hclspec.NewDefault(
-		hclspec.NewAttr("fingerprint_period", "string", false),
-		hclspec.NewLiteral(`"1m"`),
-	),
-	"stats_period": hclspec.NewDefault(
-		hclspec.NewAttr("stats_period", "string", false),
-		hclspec.NewLiteral(`""`),
-	),
-	"sim_count": hclspec.NewDefault(
-		hclspec.NewAttr("sim_count", "number", false),
-		hclspec.NewLiteral(fmt.Sprint(defaultSimCount)),
-	),
-	"sim_model": hclspec.NewDefault(
-		hclspec.NewAttr("sim_model", "string", false),
-		hclspec.NewLiteral(fmt.Sprintf("%q", defaultSimModel)),
-	),
-	"sim_memory_mib": hclspec.NewDefault(
-		hclspec.NewAttr("sim_memory_mib", "number", false),
-		hclspec.NewLiteral(fmt.Sprint(defaultSimMemoryMiB)),
-	),
-	"sim_state_dir": hclspec.NewDefault(
-		hclspec.NewAttr("sim_state_dir", "string", false),
-		hclspec.NewLiteral(`""`),
-	),
-	"sim_mig_profile": hclspec.NewDefault(
-		hclspec.NewAttr("sim_mig_profile", "string", false),
-		hclspec.NewLiteral(`""`),
-	),
-	"sim_mig_count": hclspec.NewDefault(
-		hclspec.NewAttr("sim_mig_count", "number", false),
-		hclspec.NewLiteral("0"),
-	),
-	"sim_stats_shape": hclspec.NewDefault(
-		hclspec.NewAttr("sim_stats_shape", "string", false),
-		hclspec.NewLiteral(fmt.Sprintf("%q", StatsShapeSteward)),
-	),
-	"sim_task_mounts": hclspec.NewDefault(
-		hclspec.NewAttr("sim_task_mounts", "bool", false),
-		hclspec.NewLiteral("true"),
-	),
+	"enabled":            pluginspec.Optional("enabled", "bool", "true"),
+	"backend":            pluginspec.Optional("backend", "string", `"nvml"`),
+	"ignored_gpu_ids":    pluginspec.Optional("ignored_gpu_ids", "list(string)", "[]"),
+	"fingerprint_period": pluginspec.Optional("fingerprint_period", "string", `"1m"`),
+	"stats_period":       pluginspec.Optional("stats_period", "string", `""`),
+	"sim_count":          pluginspec.Optional("sim_count", "number", fmt.Sprint(defaultSimCount)),
+	"sim_model":          pluginspec.Optional("sim_model", "string", fmt.Sprintf("%q", defaultSimModel)),
+	"sim_memory_mib":     pluginspec.Optional("sim_memory_mib", "number", fmt.Sprint(defaultSimMemoryMiB)),
+	"sim_state_dir":      pluginspec.Optional("sim_state_dir", "string", `""`),
+	"sim_mig_profile":    pluginspec.Optional("sim_mig_profile", "string", `""`),
+	"sim_mig_count":      pluginspec.Optional("sim_mig_count", "number", "0"),
+	"sim_stats_shape":    pluginspec.Optional("sim_stats_shape", "string", fmt.Sprintf("%q", StatsShapeSteward)),
+	"sim_task_mounts":    pluginspec.Optional("sim_task_mounts", "bool", "true"),
 })
 
 // rawConfig is the msgpack form of the plugin block.

@@ -9,6 +9,7 @@ import (
 	"github.com/hashicorp/nomad/plugins/base"
 	"github.com/hashicorp/nomad/plugins/shared/hclspec"
 
+	"github.com/gpu-steward/steward/internal/pluginspec"
 	"github.com/gpu-steward/steward/policy"
 )
 
@@ -46,69 +47,24 @@ const (
 
 // configSpec is the schema of the agent's plugin "steward-exec" block.
 var configSpec = hclspec.NewObject(map[string]*hclspec.Spec{
-	"enabled": hclspec.NewDefault(
-		hclspec.NewAttr("enabled", "bool", false),
-		hclspec.NewLiteral("true"),
-	),
-	"checkpoint_root": hclspec.NewDefault(
-		hclspec.NewAttr("checkpoint_root", "string", false),
-		hclspec.NewLiteral(`""`),
-	),
-	"checkpoint_signal": hclspec.NewDefault(
-		hclspec.NewAttr("checkpoint_signal", "string", false),
-		hclspec.NewLiteral(fmt.Sprintf("%q", DefaultCheckpointSignal)),
-	),
-	"gpu_backend": hclspec.NewDefault(
-		hclspec.NewAttr("gpu_backend", "string", false),
-		hclspec.NewLiteral(`"auto"`),
-	),
-	"gpu_sample_period": hclspec.NewDefault(
-		hclspec.NewAttr("gpu_sample_period", "string", false),
-		hclspec.NewLiteral(`"10s"`),
-	),
-	"idle_threshold": hclspec.NewDefault(
-		hclspec.NewAttr("idle_threshold", "number", false),
-		hclspec.NewLiteral(fmt.Sprint(defaultIdleThreshold)),
-	),
-	"busy_threshold": hclspec.NewDefault(
-		hclspec.NewAttr("busy_threshold", "number", false),
-		hclspec.NewLiteral(fmt.Sprint(defaultBusyThreshold)),
-	),
-	"idle_after": hclspec.NewDefault(
-		hclspec.NewAttr("idle_after", "string", false),
-		hclspec.NewLiteral(`"10m"`),
-	),
-	"busy_after": hclspec.NewDefault(
-		hclspec.NewAttr("busy_after", "string", false),
-		hclspec.NewLiteral(`"30s"`),
-	),
+	"enabled":           pluginspec.Optional("enabled", "bool", "true"),
+	"checkpoint_root":   pluginspec.Optional("checkpoint_root", "string", `""`),
+	"checkpoint_signal": pluginspec.Optional("checkpoint_signal", "string", fmt.Sprintf("%q", DefaultCheckpointSignal)),
+	"gpu_backend":       pluginspec.Optional("gpu_backend", "string", `"auto"`),
+	"gpu_sample_period": pluginspec.Optional("gpu_sample_period", "string", `"10s"`),
+	"idle_threshold":    pluginspec.Optional("idle_threshold", "number", fmt.Sprint(defaultIdleThreshold)),
+	"busy_threshold":    pluginspec.Optional("busy_threshold", "number", fmt.Sprint(defaultBusyThreshold)),
+	"idle_after":        pluginspec.Optional("idle_after", "string", `"10m"`),
+	"busy_after":        pluginspec.Optional("busy_after", "string", `"30s"`),
 	// Nomad's raw_exec and exec options, same names and syntax; unlike
 	// theirs, the defaults deny root.
-	"denied_host_uids": hclspec.NewDefault(
-		hclspec.NewAttr("denied_host_uids", "string", false),
-		hclspec.NewLiteral(fmt.Sprintf("%q", defaultDeniedIDs)),
-	),
-	"denied_host_gids": hclspec.NewDefault(
-		hclspec.NewAttr("denied_host_gids", "string", false),
-		hclspec.NewLiteral(fmt.Sprintf("%q", defaultDeniedIDs)),
-	),
-	"default_user": hclspec.NewDefault(
-		hclspec.NewAttr("default_user", "string", false),
-		hclspec.NewLiteral(fmt.Sprintf("%q", DefaultTaskUser)),
-	),
-	"job_user_ids": hclspec.NewDefault(
-		hclspec.NewAttr("job_user_ids", "string", false),
-		hclspec.NewLiteral(fmt.Sprintf("%q", jobUIDsAuto)),
-	),
-	"allowed_task_users": hclspec.NewAttr("allowed_task_users", "list(string)", false),
-	"state_dir": hclspec.NewDefault(
-		hclspec.NewAttr("state_dir", "string", false),
-		hclspec.NewLiteral(fmt.Sprintf("%q", defaultStateDir)),
-	),
-	"job_user_reclaim_after": hclspec.NewDefault(
-		hclspec.NewAttr("job_user_reclaim_after", "string", false),
-		hclspec.NewLiteral(`"1h"`),
-	),
+	"denied_host_uids":       pluginspec.Optional("denied_host_uids", "string", fmt.Sprintf("%q", defaultDeniedIDs)),
+	"denied_host_gids":       pluginspec.Optional("denied_host_gids", "string", fmt.Sprintf("%q", defaultDeniedIDs)),
+	"default_user":           pluginspec.Optional("default_user", "string", fmt.Sprintf("%q", DefaultTaskUser)),
+	"job_user_ids":           pluginspec.Optional("job_user_ids", "string", fmt.Sprintf("%q", jobUIDsAuto)),
+	"allowed_task_users":     hclspec.NewAttr("allowed_task_users", "list(string)", false),
+	"state_dir":              pluginspec.Optional("state_dir", "string", fmt.Sprintf("%q", defaultStateDir)),
+	"job_user_reclaim_after": pluginspec.Optional("job_user_reclaim_after", "string", `"1h"`),
 })
 
 // taskConfigSpec is the schema of a task's config block.
