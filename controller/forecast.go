@@ -316,6 +316,9 @@ func (p *publisher) forecastInput(r *round, pol *policy.Policy, eng *engine.Engi
 		est := byClass[c]
 		in.Estimates[ref] = est
 		counts[est.Source]++
+		if est.Source == forecast.FromSimilar && est.Borrowed {
+			counts[borrowedRuns]++
+		}
 	}
 	in.Done = p.workDone(r.now, &s)
 	for _, st := range c.states {
@@ -482,15 +485,25 @@ func (p *publisher) learnArrivals(r *round, pol *policy.Policy, snap *engine.Sna
 	}
 }
 
+// borrowedRuns counts, in basisNote's counts, the jobs of
+// forecast.FromSimilar whose family has too few runs of its own: their
+// run times are other families' (forecast.Estimate.Borrowed).
+const borrowedRuns forecast.Source = "borrowed"
+
 // basisNote says what the run times rest on: "run times:
-// steward.expected_runtime of 3 jobs, 5 from similar jobs, 1 the default".
+// steward.expected_runtime of 3 jobs, 5 from similar jobs (2 on other
+// families' runs: too few of their own), 1 the default".
 func basisNote(counts map[forecast.Source]int) string {
 	var parts []string
 	if n := counts[forecast.FromExpected]; n > 0 {
 		parts = append(parts, "steward.expected_runtime of "+plural(n, "job"))
 	}
 	if n := counts[forecast.FromSimilar]; n > 0 {
-		parts = append(parts, strconv.Itoa(n)+" from similar jobs")
+		part := strconv.Itoa(n) + " from similar jobs"
+		if b := counts[borrowedRuns]; b > 0 {
+			part += " (" + strconv.Itoa(b) + " on other families' runs: too few of their own)"
+		}
+		parts = append(parts, part)
 	}
 	if n := counts["service"]; n > 0 {
 		parts = append(parts, plural(n, "service")+" run until stopped")

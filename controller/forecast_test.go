@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpu-steward/steward/forecast"
 	"github.com/hashicorp/nomad/api"
 )
 
@@ -235,5 +236,27 @@ func TestLearnArrivals(t *testing.T) {
 	if len(got) != 1 || len(got[0].Demands) != 1 || got[0].Demands[0].Job.Ref.ID != "late" || got[0].Demands[0].GPUsPerAlloc != 2 ||
 		!got[0].At.Equal(t0.Add(time.Minute)) || !since.Equal(t0) {
 		t.Fatalf("arrivals %+v since %s; want ml/late (1 × 2 GPUs) at %s, since %s", got, since, t0.Add(time.Minute), t0)
+	}
+}
+
+// TestBasisNote: the status's forecast basis says how many jobs' run
+// times are other families' (a family with too few runs of its own).
+func TestBasisNote(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		counts map[forecast.Source]int
+		want   string
+	}{
+		{"similar jobs of their own families", map[forecast.Source]int{forecast.FromSimilar: 5},
+			"run times: 5 from similar jobs"},
+		{"some borrowed from other families", map[forecast.Source]int{forecast.FromSimilar: 5, borrowedRuns: 2, forecast.FromExpected: 3},
+			"run times: steward.expected_runtime of 3 jobs, 5 from similar jobs (2 on other families' runs: too few of their own)"},
+		{"nothing running", map[forecast.Source]int{}, "run times: none running"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := basisNote(tc.counts); got != tc.want {
+				t.Errorf("%q, want %q", got, tc.want)
+			}
+		})
 	}
 }

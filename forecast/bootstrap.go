@@ -58,7 +58,7 @@ func (b *bootstrap) of(e Estimate) Estimate {
 	}
 	k := keyOf(e)
 	if got, ok := b.cache[k]; ok {
-		got.Source = e.Source
+		got.Source, got.Borrowed = e.Source, e.Borrowed
 		return got
 	}
 	if b.cache == nil {
@@ -90,7 +90,7 @@ func (b *bootstrap) of(e Estimate) Estimate {
 		total += w * rng.ExpFloat64()
 		cum[i] = total
 	}
-	out := Estimate{History: vals, cum: cum, Source: e.Source}
+	out := Estimate{History: vals, cum: cum, Source: e.Source, Borrowed: e.Borrowed}
 	b.cache[k] = out
 	return out
 }

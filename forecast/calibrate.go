@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/gpu-steward/steward/policy/engine"
@@ -24,7 +25,15 @@ import (
 //     by s × their own forecast's wait (P50: q = 0.5, P90: 0.9), one
 //     factor per bin of that wait (WaitBins);
 //   - a quantile the replays put beyond the horizon (none) becomes the
-//     q-quantile of the waits of past forecasts that had none either.
+//     q-quantile of the waits of past forecasts that had none either;
+//   - each forecast is corrected with the past forecasts of its Basis
+//     only (its job's run time from its family's own runs, its
+//     expected_runtime, or borrowed from other families): how wrong a
+//     forecast is depends on what it rests on. On Philly a burst of a
+//     family nobody had seen run was forecast days late (×0.1), and one
+//     correction for all pulled the next forecasts, of families with
+//     runs, in by as much: their P50 covered 11 % where raw it covered
+//     94 %.
 //
 // It is causal (a forecast is corrected with starts seen before it was
 // made: jobs still waiting count as waits at least as long as theirs so
@@ -73,6 +82,7 @@ type madeForecast struct {
 	job      engine.JobRef
 	at       time.Time
 	p50, p90 time.Duration
+	basis    Basis
 }
 
 const beyond = time.Duration(-1)
@@ -91,7 +101,8 @@ func (c *Calibration) Record(res *Result) {
 	slices.SortFunc(refs, cmpRef)
 	for _, ref := range refs {
 		f := res.Jobs[ref]
-		c.pending = append(c.pending, madeForecast{job: ref, at: res.At, p50: waitUntil(res.At, f.P50), p90: waitUntil(res.At, f.P90)})
+		c.pending = append(c.pending, madeForecast{job: ref, at: res.At, p50: waitUntil(res.At, f.P50), p90: waitUntil(res.At, f.P90),
+			basis: min(f.Basis, basisCount-1)})
 	}
 	if n := len(c.pending) - MaxPending; n > 0 {
 		c.pending = slices.Delete(c.pending, 0, n)
@@ -141,7 +152,7 @@ func (c *Calibration) Started(job engine.JobRef, at time.Time) {
 }
 
 // kind is which of Calibration.outcomes a forecast's outcome goes to:
-// its P50's and P90's bins (waitBins: none).
+// its basis, and its P50's and P90's bins (waitBins: none).
 func (m madeForecast) kind() int {
 	bin := func(w time.Duration) int {
 		if w == beyond {
@@ -149,7 +160,7 @@ func (m madeForecast) kind() int {
 		}
 		return binOf(w)
 	}
-	return bin(m.p50)*(waitBins+1) + bin(m.p90)
+	return (int(m.basis)*(waitBins+1)+bin(m.p50))*(waitBins+1) + bin(m.p90)
 }
 
 // Starts is how many outcomes (forecasts whose jobs started) are kept.
@@ -169,6 +180,42 @@ func (c *Calibration) Forget(job engine.JobRef) {
 // Correction is how a forecast was calibrated, per quantile.
 type Correction struct {
 	P50, P90 QuantileCorrection
+}
+
+// Corrections are the corrections of the forecasts of each Basis.
+type Corrections [basisCount]Correction
+
+// String says what the corrections did, for the log: the jobs' own run
+// times' first, then each other basis's named.
+func (ks Corrections) String() string {
+	var parts []string
+	for b, k := range ks {
+		s := k.parts()
+		switch {
+		case s == "":
+		case Basis(b) == BasisOwn:
+			parts = append(parts, s)
+		default:
+			parts = append(parts, Basis(b).String()+": "+s)
+		}
+	}
+	if len(parts) == 0 {
+		return "not calibrated (too few starts seen)"
+	}
+	return "calibrated on past starts: " + strings.Join(parts, "; ")
+}
+
+// Note says what the corrections rest on, briefly: the past starts of
+// every basis together.
+func (ks Corrections) Note() string {
+	n := 0
+	for _, k := range ks {
+		n += k.starts()
+	}
+	if n == 0 {
+		return "not calibrated (too few starts seen)"
+	}
+	return fmt.Sprintf("calibrated on %d past starts", n)
 }
 
 // WaitBins bound the bins of a forecast's wait (until its quantile) that
@@ -210,6 +257,14 @@ type QuantileCorrection struct {
 // String says what a correction did, for notes: "P50 ×0.41 (820
 // starts), P90 ×1.90 (820 starts)".
 func (k Correction) String() string {
+	if s := k.parts(); s != "" {
+		return "calibrated on past starts: " + s
+	}
+	return "not calibrated (too few starts seen)"
+}
+
+// parts is String's list of factors ("" for none).
+func (k Correction) parts() string {
 	s := ""
 	for i, q := range []QuantileCorrection{k.P50, k.P90} {
 		name := [...]string{"P50", "P90"}[i]
@@ -223,15 +278,24 @@ func (k Correction) String() string {
 		}
 	}
 	if s == "" {
-		return "not calibrated (too few starts seen)"
+		return ""
 	}
-	return "calibrated on past starts: " + s[2:]
+	return s[2:]
 }
 
 // Note says what a correction rests on, briefly (for a record or the
 // status, where every waiting job carries it): "calibrated on 1457 past
 // starts".
 func (k Correction) Note() string {
+	if n := k.starts(); n > 0 {
+		return fmt.Sprintf("calibrated on %d past starts", n)
+	}
+	return "not calibrated (too few starts seen)"
+}
+
+// starts is how many past starts a correction rests on: the P50's, or
+// the P90's where the P50 has none.
+func (k Correction) starts() int {
 	n := k.P50.BeyondStarts
 	for _, c := range k.P50.Starts {
 		n += c
@@ -242,27 +306,28 @@ func (k Correction) Note() string {
 		}
 		n = max(n, k.P90.BeyondStarts)
 	}
-	if n == 0 {
-		return "not calibrated (too few starts seen)"
-	}
-	return fmt.Sprintf("calibrated on %d past starts", n)
+	return n
 }
 
 // Correct returns res with its quantiles calibrated on the outcomes seen
 // so far and the forecasts still waiting (censored at res.At), and the
-// correction made; res is left alone.
-func (c *Calibration) Correct(res *Result) (*Result, Correction) {
+// corrections made, one per Basis (each job's by its forecast's basis);
+// res is left alone.
+func (c *Calibration) Correct(res *Result) (*Result, Corrections) {
 	horizon := c.Horizon
 	if horizon <= 0 {
 		horizon = DefaultHorizon
 	}
-	var k Correction
-	k.P50 = c.correction(res.At, 0.5, func(m madeForecast) time.Duration { return m.p50 })
-	k.P90 = c.correction(res.At, 0.9, func(m madeForecast) time.Duration { return m.p90 })
+	var ks Corrections
+	for b := range ks {
+		ks[b].P50 = c.correction(res.At, Basis(b), 0.5, func(m madeForecast) time.Duration { return m.p50 })
+		ks[b].P90 = c.correction(res.At, Basis(b), 0.9, func(m madeForecast) time.Duration { return m.p90 })
+	}
 	out := *res
 	out.Jobs = make(map[engine.JobRef]*JobForecast, len(res.Jobs))
 	for ref, f := range res.Jobs {
 		g := *f
+		k := ks[min(f.Basis, basisCount-1)]
 		g.P50 = k.P50.apply(res.At, f.P50, horizon, true)
 		g.P90 = k.P90.apply(res.At, f.P90, horizon, false)
 		// Quantiles corrected apart may cross: sorted, they are again
@@ -272,7 +337,7 @@ func (c *Calibration) Correct(res *Result) (*Result, Correction) {
 		}
 		out.Jobs[ref] = &g
 	}
-	return &out, k
+	return &out, ks
 }
 
 // later reports whether a is after b, none (zero) after any time.
@@ -312,15 +377,16 @@ func (q QuantileCorrection) apply(at, raw time.Time, horizon time.Duration, clam
 	return at.Add(wait)
 }
 
-// correction is one quantile's: the factor from the forecasts that had
-// it within the horizon, the wait from those that had none, each from
-// the starts seen (and the waits still going) before now.
-func (c *Calibration) correction(now time.Time, q float64, of func(madeForecast) time.Duration) QuantileCorrection {
+// correction is one quantile's of the forecasts of one basis: the
+// factor from the forecasts that had it within the horizon, the wait
+// from those that had none, each from the starts seen (and the waits
+// still going) before now.
+func (c *Calibration) correction(now time.Time, basis Basis, q float64, of func(madeForecast) time.Duration) QuantileCorrection {
 	var ratios [waitBins][]survival
 	var waits []survival
 	add := func(m madeForecast, wait time.Duration, going bool) {
-		if !m.at.Before(now) {
-			return // made since: not seen yet
+		if !m.at.Before(now) || m.basis != basis {
+			return // made since (not seen yet), or of another basis
 		}
 		if w := of(m); w == beyond {
 			waits = append(waits, survival{float64(wait), going})
@@ -331,6 +397,9 @@ func (c *Calibration) correction(now time.Time, q float64, of func(madeForecast)
 	}
 	kinds := slices.Sorted(maps.Keys(c.outcomes)) // an order for determinism's sake
 	for _, kind := range kinds {
+		if kind/((waitBins+1)*(waitBins+1)) != int(basis) {
+			continue // another basis's (madeForecast.kind)
+		}
 		for _, o := range c.outcomes[kind] {
 			add(o.made, o.wait, false)
 		}

@@ -27,7 +27,9 @@
 // spread, each replay drawing its own distribution from each history
 // (bootstrap.go: the doubt a short history leaves about its class's run
 // times), which Calibration then corrects with how the cluster's own past
-// forecasts did (calibrate.go: conformalized quantiles); a cluster of more
+// forecasts of the same basis did (calibrate.go: conformalized quantiles,
+// apart for jobs whose run times are their family's own, their
+// expected_runtime, or borrowed from other families); a cluster of more
 // than Options.MaxNodes nodes is replayed a share at a time (reduce.go),
 // so that every replay fits the controller's budget. It is pure (no I/O,
 // no clock) and deterministic given its seed.

@@ -133,6 +133,9 @@ type JobForecast struct {
 	// Cause is what let it start in the replay of its median start:
 	// "when research/train ends", "when a/x is preempted for it".
 	Cause string
+	// Basis is what the job's run time rests on (Input.Estimates): the
+	// bucket Calibration corrects it in.
+	Basis Basis
 }
 
 // Run forecasts the start of every waiting job in the snapshot. It stops
@@ -193,7 +196,10 @@ func Run(ctx context.Context, in Input, opt Options) *Result {
 		}
 	}
 	for ref, ts := range starts {
-		f := &JobForecast{}
+		f := &JobForecast{Basis: BasisBorrowed} // no estimate: the default
+		if e, ok := in.Estimates[ref]; ok {
+			f.Basis = e.Basis()
+		}
 		idx := make([]int, len(ts))
 		for i := range idx {
 			idx[i] = i

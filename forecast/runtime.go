@@ -42,6 +42,11 @@ type Estimate struct {
 	Forever bool
 	// Source says where the figures come from, for notes.
 	Source Source
+	// Borrowed: History is not the runs of the job's own family (or
+	// class, when it names no family) but a wider view's, its own having
+	// fewer than minSimilar: the runs of other families, which say little
+	// of a family nobody has seen run (Basis).
+	Borrowed bool
 
 	// cum, when set, weighs History's values (cumulative weights, as
 	// History.EstimateRunning derives them from the runs still going);
@@ -58,6 +63,50 @@ const (
 	FromSimilar  Source = "similar jobs"
 	FromDefault  Source = "default"
 )
+
+// Basis is how much a job's forecast knows of its own run time, the
+// bucket Calibration corrects it in: forecasts resting on a family's own
+// runs and those resting on other families' are wrong in different ways
+// (Philly's burst of a family nobody had seen run was forecast days late
+// while the forecasts of families with runs were early), and one
+// correction for both moved each by the other's error.
+type Basis uint8
+
+// Bases, from the best known; the zero Basis is a job's own runs.
+const (
+	// BasisOwn: its family's (or class's) own finished runs, or it runs
+	// until stopped.
+	BasisOwn Basis = iota
+	// BasisExpected: its own steward.expected_runtime.
+	BasisExpected
+	// BasisBorrowed: other families' runs (its class's or wider), or the
+	// default: nothing of its own yet.
+	BasisBorrowed
+	basisCount
+)
+
+// Basis is what e rests on.
+func (e Estimate) Basis() Basis {
+	switch {
+	case e.Expected > 0:
+		return BasisExpected
+	case e.Forever:
+		return BasisOwn
+	case len(e.History) == 0 || e.Borrowed:
+		return BasisBorrowed
+	}
+	return BasisOwn
+}
+
+func (b Basis) String() string {
+	switch b {
+	case BasisExpected:
+		return "expected_runtime"
+	case BasisBorrowed:
+		return "borrowed run times"
+	}
+	return "own run times"
+}
 
 // ExpectedSpread is the spread of a job's own expected_runtime: the run
 // time drawn is expected × e^(σ·Z), σ this, Z standard normal (about ±25 %
@@ -432,7 +481,7 @@ func (v historyView) estimate(running map[Class][]time.Duration) Estimate {
 		// Sorted, with weights, like the values with runs going:
 		// drawAt takes a quantile.
 		vals, cum := redistribute(v.r.vals, nil, 1)
-		return Estimate{History: vals, cum: cum, Source: FromSimilar}
+		return Estimate{History: vals, cum: cum, Source: FromSimilar, Borrowed: v.level > 0}
 	}
 	// The ring keeps the newest HistorySize runs of all that finished,
 	// while every run still going counts: each value kept stands for
@@ -441,7 +490,7 @@ func (v historyView) estimate(running map[Class][]time.Duration) Estimate {
 	// third of all its runs were that long (the forecast's run times
 	// were twice the simulation's on Philly).
 	vals, cum := redistribute(v.r.vals, still, float64(v.r.added)/float64(len(v.r.vals)))
-	return Estimate{History: vals, cum: cum, Source: FromSimilar}
+	return Estimate{History: vals, cum: cum, Source: FromSimilar, Borrowed: v.level > 0}
 }
 
 // redistribute weighs finished run times, each of weight per (the runs
