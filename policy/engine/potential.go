@@ -275,7 +275,7 @@ func (st *state) searchNodes(b *bene, allowYoung bool) (int32, []victim, bool) {
 		// too), rather than scan the pool. The pick is the same: both
 		// try every node that can still beat the best.
 		read, scan = 0, false
-		st.ascend(bp.order(&st.nodeIndex, b.pool, b.g), visit)
+		st.ascend(bp.order(&st.nodeIndex, b.pool, b.g, h), visit)
 	}
 	if scan {
 		st.order.scans++

@@ -162,7 +162,11 @@ func (bp *barPotential) ordered(ix *nodeIndex, pool int32, g int) *lbHeap {
 // pools and GPU counts of wait promotions failed 590 searches a plan, all
 // but 38 of them after the first (one model: 18 and 722). Building an
 // order for every kind, pool and count (155 a plan) cost more than it won.
-func (bp *barPotential) order(ix *nodeIndex, pool int32, g int) *lbHeap {
+//
+// level is the level's order for pool and g, up to date: the kind's nodes
+// are among its nodes (the kind's potential and bounds count fewer units
+// than the level's), so only those are visited, not every node.
+func (bp *barPotential) order(ix *nodeIndex, pool int32, g int, level *lbHeap) *lbHeap {
 	m := ix.m
 	for int(pool) >= len(bp.heaps) {
 		bp.heaps = append(bp.heaps, nil)
@@ -173,12 +177,11 @@ func (bp *barPotential) order(ix *nodeIndex, pool int32, g int) *lbHeap {
 	h := m.sc.newHeap(len(m.nodes))
 	for n := range m.nodes {
 		h.pos[n] = -1
-		if !ix.cap.nodeIn(int32(n), pool) {
-			continue
-		}
-		if lb := bp.bound(ix, int32(n), g); lb != noBound {
-			h.pos[n] = int32(len(h.e))
-			h.e = append(h.e, lbEntry{lb, int32(n)})
+	}
+	for _, le := range level.e {
+		if lb := bp.bound(ix, le.n, g); lb != noBound {
+			h.pos[le.n] = int32(len(h.e))
+			h.e = append(h.e, lbEntry{lb, le.n})
 		}
 	}
 	for i := len(h.e)/2 - 1; i >= 0; i-- {
