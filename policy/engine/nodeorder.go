@@ -9,8 +9,16 @@ package engine
 // ascending order, stopping at the first bound that cannot win: a search
 // then costs O(k log k) for the k nodes it looks at, usually a handful.
 //
-// Heaps are built on a pool and GPU count's first search, and bound()
-// moves a node within them whenever one of its bounds changes.
+// Heaps are built on a pool and GPU count's first search. When one of a
+// node's bounds changes, bound() marks the node stale in the heaps of its
+// pools for that count, and a heap moves its stale nodes to their bounds
+// only when a search next reads it: a node's bounds change many times
+// between the searches of one pool and count (every placement on it, for
+// every count), and most heaps are read seldom. Moving every node on every
+// change cost about 4 ms of a 10,000-node plan. (Ties between equal
+// bounds may then be read in another order; the search's pick does not
+// depend on it: it keeps the best worst victim by key and unit, and reads
+// every node of a bound it has not beaten.)
 
 // lbEntry is a node with its lower bound; in the reading queue, a heap
 // index with the bound found there.
@@ -24,6 +32,27 @@ type lbEntry struct {
 type lbHeap struct {
 	e   []lbEntry
 	pos []int32 // [node] index in e, -1 when absent (noBound or another pool)
+	// stale holds the nodes whose bound changed since the heap last moved
+	// them (isStale: [node] listed there).
+	stale   []int32
+	isStale []bool
+}
+
+// mark records that node n's bound changed; fresh moves it.
+func (h *lbHeap) mark(n int32) {
+	if !h.isStale[n] {
+		h.isStale[n] = true
+		h.stale = append(h.stale, n)
+	}
+}
+
+// fresh moves every stale node to its bound now, boundOf(n).
+func (h *lbHeap) fresh(boundOf func(n int32) uint64) {
+	for _, n := range h.stale {
+		h.isStale[n] = false
+		h.set(n, boundOf(n))
+	}
+	h.stale = h.stale[:0]
 }
 
 // nodeOrder holds the heaps, [pool][g], nil until first needed, and the
@@ -37,7 +66,8 @@ type nodeOrder struct {
 	kindOrdered int
 }
 
-// heap returns the heap of nodes in pool for g GPUs, building it if needed.
+// heap returns the heap of nodes in pool for g GPUs, building it if
+// needed, with its stale nodes moved.
 func (ix *nodeIndex) heap(pool int32, g int) *lbHeap {
 	m := ix.m
 	o := &ix.order
@@ -51,6 +81,10 @@ func (ix *nodeIndex) heap(pool int32, g int) *lbHeap {
 	if h == nil {
 		h = ix.buildHeap(pool, g)
 		o.heaps[pool][g] = h
+	}
+	if len(h.stale) > 0 {
+		stride := m.maxGPUs + 1
+		h.fresh(func(n int32) uint64 { return ix.lb[int(n)*stride+g] })
 	}
 	return h
 }
@@ -73,14 +107,14 @@ func (ix *nodeIndex) buildHeap(pool int32, g int) *lbHeap {
 	return h
 }
 
-// refile records that node n's bound for g changed to lb.
-func (ix *nodeIndex) refile(n int32, g int, lb uint64) {
+// refile records that node n's bound for g changed (heap moves it).
+func (ix *nodeIndex) refile(n int32, g int) {
 	if ix.order.heaps == nil {
 		return // no search yet
 	}
 	for _, s := range ix.m.pl.setsOf(n) {
 		if hs := ix.order.heaps[s]; hs != nil && hs[g] != nil {
-			hs[g].set(n, lb)
+			hs[g].mark(n)
 		}
 	}
 }

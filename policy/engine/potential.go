@@ -207,7 +207,7 @@ func (ix *nodeIndex) bound(n int32) {
 		}
 		if row[g] != lb {
 			row[g] = lb
-			ix.refile(n, g, lb)
+			ix.refile(n, g)
 		}
 	}
 }
@@ -249,13 +249,13 @@ func (st *state) searchNodes(b *bene, allowYoung bool) (int32, []victim, bool) {
 	bp := st.barPotentialFor(b)
 	if bp != nil {
 		pot = bp.cap // a wait promotion's: it leaves out nodes b cannot complete
-		if kh := bp.ordered(b.pool, b.g); kh != nil {
+		if kh := bp.ordered(&st.nodeIndex, b.pool, b.g); kh != nil {
 			h = kh // and orders them by the work b may take (waitbars.go)
 			st.order.kindOrdered++
 		}
 	}
 	read, scan := 0, false
-	st.ascend(h, func(n int32, lb uint64) bool {
+	visit := func(n int32, lb uint64) bool {
 		if p.ok && lb > p.key {
 			return false // no node from here on can beat the best
 		}
@@ -263,11 +263,20 @@ func (st *state) searchNodes(b *bene, allowYoung bool) (int32, []victim, bool) {
 			scan = true
 			return false
 		}
-		if pot.free[n] >= int32(b.g) {
+		if pot.free[n] >= int32(b.g) && w.gen[n] != w.cur {
 			st.tryNode(p, n, b, bp, allowYoung)
 		}
 		return true
-	})
+	}
+	st.ascend(h, visit)
+	if scan && bp != nil && bp.ordered(&st.nodeIndex, b.pool, b.g) == nil {
+		// The level's order failed the kind here: read on in the kind's
+		// own order, built now (it serves the kind's next searches here
+		// too), rather than scan the pool. The pick is the same: both
+		// try every node that can still beat the best.
+		read, scan = 0, false
+		st.ascend(bp.order(&st.nodeIndex, b.pool, b.g, h), visit)
+	}
 	if scan {
 		st.order.scans++
 		stride := st.maxGPUs + 1
@@ -277,9 +286,6 @@ func (st *state) searchNodes(b *bene, allowYoung bool) (int32, []victim, bool) {
 			}
 			st.tryNode(p, n, b, bp, allowYoung)
 		})
-		if bp != nil && bp.ordered(b.pool, b.g) == nil {
-			bp.order(&st.nodeIndex, b.pool, b.g) // for its next search here
-		}
 	}
 	if !p.ok {
 		return 0, nil, false

@@ -102,8 +102,10 @@ func (sc *scratch) newHeap(nodes int) *lbHeap {
 	if k := len(sc.heaps); k > 0 {
 		h := sc.heaps[k-1]
 		sc.heaps = sc.heaps[:k-1]
-		h.e, h.pos = h.e[:0], grow(h.pos, nodes)
+		h.e, h.pos, h.stale = h.e[:0], grow(h.pos, nodes), h.stale[:0]
+		h.isStale = grow(h.isStale, nodes)
+		clear(h.isStale)
 		return h
 	}
-	return &lbHeap{pos: make([]int32, nodes)}
+	return &lbHeap{pos: make([]int32, nodes), isStale: make([]bool, nodes)}
 }

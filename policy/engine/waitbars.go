@@ -132,21 +132,26 @@ func (bp *barPotential) settleNode(ix *nodeIndex, n int32) {
 		if hs == nil || !ix.cap.nodeIn(n, int32(pool)) {
 			continue
 		}
-		for g, h := range hs {
+		for _, h := range hs {
 			if h != nil {
-				h.set(n, bp.bound(ix, n, g))
+				h.mark(n) // moved when next read (ordered)
 			}
 		}
 	}
 }
 
-// ordered returns the kind's own node order for pool and g, nil when it
-// has none (see order).
-func (bp *barPotential) ordered(pool int32, g int) *lbHeap {
-	if int(pool) < len(bp.heaps) && bp.heaps[pool] != nil {
-		return bp.heaps[pool][g]
+// ordered returns the kind's own node order for pool and g, its stale
+// nodes moved, nil when it has none (see order). Call after
+// barPotentialFor, which brings the kind's potential up to date.
+func (bp *barPotential) ordered(ix *nodeIndex, pool int32, g int) *lbHeap {
+	if int(pool) >= len(bp.heaps) || bp.heaps[pool] == nil {
+		return nil
 	}
-	return nil
+	h := bp.heaps[pool][g]
+	if h != nil && len(h.stale) > 0 {
+		h.fresh(func(n int32) uint64 { return bp.bound(ix, n, g) })
+	}
+	return h
 }
 
 // order builds the kind's own node order for pool and g. The search asks
@@ -157,7 +162,11 @@ func (bp *barPotential) ordered(pool int32, g int) *lbHeap {
 // pools and GPU counts of wait promotions failed 590 searches a plan, all
 // but 38 of them after the first (one model: 18 and 722). Building an
 // order for every kind, pool and count (155 a plan) cost more than it won.
-func (bp *barPotential) order(ix *nodeIndex, pool int32, g int) {
+//
+// level is the level's order for pool and g, up to date: the kind's nodes
+// are among its nodes (the kind's potential and bounds count fewer units
+// than the level's), so only those are visited, not every node.
+func (bp *barPotential) order(ix *nodeIndex, pool int32, g int, level *lbHeap) *lbHeap {
 	m := ix.m
 	for int(pool) >= len(bp.heaps) {
 		bp.heaps = append(bp.heaps, nil)
@@ -168,18 +177,18 @@ func (bp *barPotential) order(ix *nodeIndex, pool int32, g int) {
 	h := m.sc.newHeap(len(m.nodes))
 	for n := range m.nodes {
 		h.pos[n] = -1
-		if !ix.cap.nodeIn(int32(n), pool) {
-			continue
-		}
-		if lb := bp.bound(ix, int32(n), g); lb != noBound {
-			h.pos[n] = int32(len(h.e))
-			h.e = append(h.e, lbEntry{lb, int32(n)})
+	}
+	for _, le := range level.e {
+		if lb := bp.bound(ix, le.n, g); lb != noBound {
+			h.pos[le.n] = int32(len(h.e))
+			h.e = append(h.e, lbEntry{lb, le.n})
 		}
 	}
 	for i := len(h.e)/2 - 1; i >= 0; i-- {
 		h.down(i)
 	}
 	bp.heaps[pool][g] = h
+	return h
 }
 
 // bound is node n's lower bound on the worst victim of g GPUs for the
