@@ -27,7 +27,7 @@ func TestApplyPriority(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := &replay{jobs: map[engine.JobRef]*rjob{job: {prio: 45, promoted: tc.wasPromoted}}}
-			r.apply(engine.Action{Kind: tc.kind, Job: job, Priority: tc.priority})
+			r.apply(&engine.Action{Kind: tc.kind, Job: job, Priority: tc.priority})
 			if j := r.jobs[job]; j.prio != tc.priority || j.promoted != tc.wantPromoted {
 				t.Errorf("priority %d promoted %v, want %d and %v", j.prio, j.promoted, tc.priority, tc.wantPromoted)
 			}
@@ -66,7 +66,7 @@ func TestApplyStop(t *testing.T) {
 			r.index()
 			a := tc.a
 			a.Job, a.Group, a.Allocs = job, "main", []string{"a1"}
-			r.apply(a)
+			r.apply(&a)
 			r.dropGone()
 			r.now = t0.Add(time.Hour)
 			r.index()

@@ -273,8 +273,8 @@ func (r *replay) settle(first bool) {
 	}
 	r.plans++
 	r.index()
-	for _, a := range plan.Actions {
-		r.apply(a)
+	for i := range plan.Actions {
+		r.apply(&plan.Actions[i])
 	}
 	r.dropGone()
 	for _, m := range plan.Earmarks {
@@ -448,7 +448,7 @@ func (r *replay) snapshot() *engine.Snapshot {
 // replay's allocations and demands (replayNomad). An action the replay
 // cannot carry out (one of a job it does not know, of a kind it does not
 // know) is left out: a forecast goes on without it.
-func (r *replay) apply(a engine.Action) {
+func (r *replay) apply(a *engine.Action) {
 	_ = nomadmodel.Carry((*replayNomad)(r), a, r.now)
 }
 

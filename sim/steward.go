@@ -42,9 +42,10 @@ func (s *simulator) settleSteward() error {
 		plan := s.eng.Plan(s.snapshot(), epoch.Add(s.now))
 		s.plans++
 		s.skipped += len(plan.Skipped)
-		for _, a := range plan.Actions {
+		for i := range plan.Actions {
+			a := &plan.Actions[i]
 			if s.watch != nil {
-				s.watch(a)
+				s.watch(*a)
 			}
 			if err := s.apply(a); err != nil {
 				return err
@@ -179,7 +180,7 @@ func (s *simulator) usage(j *simJob) []engine.Sample {
 // apply carries out one action as the controller would: what it does is
 // the one model of Nomad's (nomadmodel.Carry), carried out on the
 // simulator's jobs and GPU owners (simNomad).
-func (s *simulator) apply(a engine.Action) error {
+func (s *simulator) apply(a *engine.Action) error {
 	return nomadmodel.Carry((*simNomad)(s), a, epoch.Add(s.now))
 }
 

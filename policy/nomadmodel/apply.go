@@ -25,7 +25,7 @@ import (
 //   - Promote, SetPriority: the job's priority; Promoted for a Promote
 //     only.
 func (c *Cluster) Apply(a engine.Action, now time.Time) error {
-	return Carry(modelState{c: c, now: now}, a, now)
+	return Carry(modelState{c: c, now: now}, &a, now)
 }
 
 // modelState is the model's Cluster as a State at now.

@@ -99,20 +99,20 @@ func StopOf(a *engine.Action, now time.Time) Stop {
 
 // Carry carries out one action decided at now on st, as the controller
 // makes Nomad do it (controller/act.go).
-func Carry(st State, a engine.Action, now time.Time) error {
+func Carry(st State, a *engine.Action, now time.Time) error {
 	switch a.Kind {
 	case engine.Preempt, engine.IdleStop:
-		return st.Stop(&a, StopOf(&a, now))
+		return st.Stop(a, StopOf(a, now))
 	case engine.Hold:
-		return st.Hold(&a, Hold{Count: max(a.Count, 0), Draining: a.Reason.Rule == engine.RuleDraining})
+		return st.Hold(a, Hold{Count: max(a.Count, 0), Draining: a.Reason.Rule == engine.RuleDraining})
 	case engine.Resume:
-		return st.Resume(&a, Resume{Count: max(a.Count, 0), Ahead: a.Ahead, Wait: a.AfterVictims})
+		return st.Resume(a, Resume{Count: max(a.Count, 0), Ahead: a.Ahead, Wait: a.AfterVictims})
 	case engine.Move:
-		return st.Move(&a, a.NodePool)
+		return st.Move(a, a.NodePool)
 	case engine.Promote, engine.SetPriority:
 		// As the controller records it (actPriority): a priority set
 		// back to its tier's is no promotion any more.
-		return st.SetPriority(&a, a.Priority, a.Kind == engine.Promote)
+		return st.SetPriority(a, a.Priority, a.Kind == engine.Promote)
 	}
 	return fmt.Errorf("nomadmodel: action of unknown kind: %s", a)
 }

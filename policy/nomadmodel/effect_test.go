@@ -82,7 +82,7 @@ func TestCarry(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var r recorder
-			if err := nomadmodel.Carry(&r, tc.a, t0); err != nil {
+			if err := nomadmodel.Carry(&r, &tc.a, t0); err != nil {
 				t.Fatal(err)
 			}
 			if r.got != tc.want {
@@ -90,7 +90,7 @@ func TestCarry(t *testing.T) {
 			}
 		})
 	}
-	if err := nomadmodel.Carry(&recorder{}, engine.Action{Kind: "reboot"}, t0); err == nil {
+	if err := nomadmodel.Carry(&recorder{}, &engine.Action{Kind: "reboot"}, t0); err == nil {
 		t.Error("an action of unknown kind was carried out")
 	}
 }
