@@ -10,11 +10,13 @@
 // Nomad's rule of which node may run what from the one model of Nomad
 // (nomadmodel.Fits: node pool, device class, pinned nodes) and its drain
 // timing (nomadmodel.DrainTime: the grace runs from the checkpoint signal,
-// a signal delay after the plan). The replay's placement loop and action
-// effects are its own (a replay must stay cheaper than the model's
-// cluster), and the contract of the one model (nomadmodel/contract) runs
-// against them (TestContract): each case ends where the controller's
-// rounds end it. Running work ends
+// a signal delay after the plan). What each action does is the one
+// model's (nomadmodel.Carry: when a drain ends, whether stopped work is
+// held, what a resume waits for), carried out on the replay's own
+// allocations and demands (replayNomad); its placement loop is its own (a
+// replay must stay cheaper than the model's cluster), and the contract of
+// the one model (nomadmodel/contract) runs against it (TestContract): each
+// case ends where the controller's rounds end it. Running work ends
 // after a run time drawn from its job's steward.expected_runtime, or from
 // what similar jobs took (History, weighed by the runs of their kind still
 // going; a job's family before its class), and work arrives as it arrived

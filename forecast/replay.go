@@ -68,7 +68,11 @@ type ralloc struct {
 	node     int
 	end      time.Time // when its run ends (its job's draw)
 	drainEnd time.Time // while draining: when its grace ends
-	gone     bool      // stopped by this plan's actions
+	// drainIdle: the drain is an idle stop, not a preemption;
+	// drainGone: its work is stopped for good, not held (an idle stop
+	// without requeue). A drain in the snapshot is a preemption's.
+	drainIdle, drainGone bool
+	gone                 bool // stopped by this plan's actions
 	// placed by the replay (not running at its start): the engine let it
 	// start within its tenant's limit (succession.go).
 	placed bool
@@ -269,8 +273,8 @@ func (r *replay) settle(first bool) {
 	}
 	r.plans++
 	r.index()
-	for _, a := range plan.Actions {
-		r.apply(a)
+	for i := range plan.Actions {
+		r.apply(&plan.Actions[i])
 	}
 	r.dropGone()
 	for _, m := range plan.Earmarks {
@@ -321,7 +325,9 @@ func (r *replay) endRuns() {
 				r.marks = append(r.marks, rmark{Earmark: engine.Earmark{NodeID: a.a.NodeID, GPUs: len(a.a.GPUIDs),
 					For: *a.a.For, ForGroup: a.a.ForGroup}, until: r.now.Add(markKeep)})
 			}
-			r.requeue(a, a.end.Sub(a.drainEnd), false, a.drainEnd)
+			if !a.drainGone {
+				r.requeue(a, a.end.Sub(a.drainEnd), a.drainIdle, a.drainEnd)
+			}
 		case !a.end.After(r.now):
 			r.free(a, a.end)
 			r.freedBy[a.node] = a.a.Job.Ref.String()
@@ -437,75 +443,110 @@ func (r *replay) snapshot() *engine.Snapshot {
 	return s
 }
 
-// apply carries out one action as the controller would.
-func (r *replay) apply(a engine.Action) {
+// apply carries out one action as the controller would: what it does is
+// the one model of Nomad's (nomadmodel.Carry), carried out on the
+// replay's allocations and demands (replayNomad). An action the replay
+// cannot carry out (one of a job it does not know, of a kind it does not
+// know) is left out: a forecast goes on without it.
+func (r *replay) apply(a *engine.Action) {
+	_ = nomadmodel.Carry((*replayNomad)(r), a, r.now)
+}
+
+// replayNomad is the replay as the state Nomad is in (nomadmodel.State).
+// A hold, resume or move applies to every demand of the group (of the
+// job, for a whole-job action): the replay keeps a group's waiting work
+// as one demand, held or not as a whole.
+type replayNomad replay
+
+func (n *replayNomad) forGroup(a *engine.Action, fn func(d *rdemand)) {
+	r := (*replay)(n)
+	for _, i := range r.byJob[a.Job] {
+		if d := &r.demands[i]; a.Group == "" || d.d.Group == a.Group {
+			fn(d)
+		}
+	}
+}
+
+func (n *replayNomad) SetPriority(a *engine.Action, priority int, promoted bool) error {
+	if j := n.jobs[a.Job]; j != nil {
+		j.prio, j.promoted = priority, promoted
+	}
+	return nil
+}
+
+func (n *replayNomad) Hold(a *engine.Action, _ nomadmodel.Hold) error {
+	if n.jobs[a.Job] != nil {
+		n.forGroup(a, func(d *rdemand) { d.d.Held = true })
+	}
+	return nil
+}
+
+func (n *replayNomad) Resume(a *engine.Action, rs nomadmodel.Resume) error {
+	r := (*replay)(n)
+	if r.jobs[a.Job] == nil {
+		return nil
+	}
+	n.forGroup(a, func(d *rdemand) {
+		d.ahead = rs.Ahead
+		// Resumed while its victims still drain, it stays held, as the
+		// controller leaves it (actResume): the step that stops them
+		// releases it (unpark).
+		d.parked = rs.Wait && r.drainingFor(a.Job)
+		d.d.Held = d.parked
+	})
+	return nil
+}
+
+func (n *replayNomad) Move(a *engine.Action, pool string) error {
+	if n.jobs[a.Job] != nil {
+		n.forGroup(a, func(d *rdemand) { d.d.NodePool = pool })
+	}
+	return nil
+}
+
+func (n *replayNomad) Stop(a *engine.Action, st nomadmodel.Stop) error {
+	r := (*replay)(n)
 	j := r.jobs[a.Job]
 	if j == nil {
-		return
+		return nil
 	}
-	forGroup := func(fn func(d *rdemand)) {
-		for _, i := range r.byJob[a.Job] {
-			if d := &r.demands[i]; a.Group == "" || d.d.Group == a.Group {
-				fn(d)
-			}
+	j.total = max(j.total, len(j.preemptions)) + 1
+	j.preemptions = append(slices.Clip(j.preemptions), st.Decided)
+	if st.For != nil {
+		if b := r.jobs[*st.For]; b != nil {
+			b.preemptedBy = append(b.preemptedBy, a.Job.String())
 		}
 	}
-	switch a.Kind {
-	case engine.SetPriority, engine.Promote:
-		j.prio = a.Priority
-		// As the controller records it (actPriority): a priority set back
-		// to its tier's is no promotion any more.
-		j.promoted = a.Kind == engine.Promote
-	case engine.Hold:
-		forGroup(func(d *rdemand) { d.d.Held = true })
-	case engine.Resume:
-		forGroup(func(d *rdemand) {
-			d.ahead = a.Ahead
-			// Resumed while its victims still drain, it stays held, as the
-			// controller leaves it (actResume): the step that stops them
-			// releases it (unpark).
-			d.parked = a.AfterVictims && r.drainingFor(a.Job)
-			d.d.Held = d.parked
-		})
-	case engine.Move:
-		forGroup(func(d *rdemand) { d.d.NodePool = a.NodePool })
-	case engine.Preempt, engine.IdleStop:
-		j.total = max(j.total, len(j.preemptions)) + 1
-		j.preemptions = append(slices.Clip(j.preemptions), r.now)
-		if a.For != nil {
-			if b := r.jobs[*a.For]; b != nil {
-				b.preemptedBy = append(b.preemptedBy, a.Job.String())
-			}
+	for _, id := range a.Allocs {
+		ix, ok := r.allocIx[id]
+		if !ok || r.allocs[ix].gone {
+			continue
 		}
-		for _, id := range a.Allocs {
-			ix, ok := r.allocIx[id]
-			if !ok || r.allocs[ix].gone {
-				continue
+		ra := &r.allocs[ix]
+		if st.Drain {
+			// It runs on, draining, until the grace after the signal is
+			// over (endRuns).
+			ra.a.Draining, ra.a.For, ra.a.ForGroup = true, st.For, st.ForGroup
+			ra.drainEnd = st.End
+			ra.drainIdle, ra.drainGone = !st.Preempted, !st.Requeue
+			if st.For != nil {
+				r.drainFor[*st.For]++
 			}
-			ra := &r.allocs[ix]
-			if drain := nomadmodel.DrainTime(&a); drain > 0 {
-				// As the controller drains it: the checkpoint signal a
-				// signal delay after the plan, the grace from the signal.
-				ra.a.Draining, ra.a.For, ra.a.ForGroup = true, a.For, a.ForGroup
-				ra.drainEnd = r.now.Add(drain)
-				if a.For != nil {
-					r.drainFor[*a.For]++
-				}
-				continue
-			}
-			// Stopped now; taken out of the list after the plan's actions
-			// (dropGone), so that indices hold meanwhile.
-			ra.gone = true
-			r.free(*ra, r.now)
-			if a.For != nil {
-				r.marks = append(r.marks, rmark{Earmark: engine.Earmark{NodeID: ra.a.NodeID, GPUs: len(ra.a.GPUIDs),
-					For: *a.For, ForGroup: a.ForGroup}, until: r.now.Add(markKeep)})
-			}
-			if a.Kind == engine.Preempt || a.Requeue {
-				r.requeue(*ra, ra.end.Sub(r.now), a.Kind == engine.IdleStop, r.now)
-			}
+			continue
+		}
+		// Stopped now; taken out of the list after the plan's actions
+		// (dropGone), so that indices hold meanwhile.
+		ra.gone = true
+		r.free(*ra, st.End)
+		if st.For != nil {
+			r.marks = append(r.marks, rmark{Earmark: engine.Earmark{NodeID: ra.a.NodeID, GPUs: len(ra.a.GPUIDs),
+				For: *st.For, ForGroup: st.ForGroup}, until: st.End.Add(markKeep)})
+		}
+		if st.Requeue {
+			r.requeue(*ra, ra.end.Sub(st.End), !st.Preempted, st.End)
 		}
 	}
+	return nil
 }
 
 // dropGone takes the allocations the plan stopped out of the list.

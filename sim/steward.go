@@ -42,9 +42,10 @@ func (s *simulator) settleSteward() error {
 		plan := s.eng.Plan(s.snapshot(), epoch.Add(s.now))
 		s.plans++
 		s.skipped += len(plan.Skipped)
-		for _, a := range plan.Actions {
+		for i := range plan.Actions {
+			a := &plan.Actions[i]
 			if s.watch != nil {
-				s.watch(a)
+				s.watch(*a)
 			}
 			if err := s.apply(a); err != nil {
 				return err
@@ -176,121 +177,167 @@ func (s *simulator) usage(j *simJob) []engine.Sample {
 	return j.samples[:2]
 }
 
-// apply carries out one action as the controller would.
-func (s *simulator) apply(a engine.Action) error {
+// apply carries out one action as the controller would: what it does is
+// the one model of Nomad's (nomadmodel.Carry), carried out on the
+// simulator's jobs and GPU owners (simNomad).
+func (s *simulator) apply(a *engine.Action) error {
+	return nomadmodel.Carry((*simNomad)(s), a, epoch.Add(s.now))
+}
+
+// simNomad is the simulator as the state Nomad is in (nomadmodel.State).
+// A simulator job is one group placed all or none: a hold takes back the
+// whole of a queued job, a resume releases the whole of a held one, and a
+// stop stops all its allocations.
+type simNomad simulator
+
+func (n *simNomad) job(a *engine.Action) (int32, *simJob, error) {
+	s := (*simulator)(n)
 	ji, ok := s.byRef[a.Job]
 	if !ok {
-		return fmt.Errorf("engine acted on unknown job %s: %s", a.Job, a)
+		return -1, nil, fmt.Errorf("engine acted on unknown job %s: %s", a.Job, a)
 	}
-	j := &s.jobs[ji]
-	switch a.Kind {
-	case engine.SetPriority, engine.Promote:
-		s.setPriority(ji, a.Priority)
-		if a.Kind == engine.Promote {
-			s.m.promotion()
-		}
-	case engine.Hold:
-		j.holdRule = string(a.Reason.Rule)
-		if j.state == queued {
-			s.dequeue(ji)
-			s.setState(ji, held)
-		}
-		// Held while its victims checkpoint, it resumes as the last of
-		// them stops, as the controller resumes it: ahead of Nomad's
-		// queue, onto the GPUs they gave back.
-		j.ahead = a.Reason.Rule == engine.RuleDraining
-		if a.Reason.Rule == engine.RuleDraining {
-			j.parked = true
-		}
-	case engine.Resume:
-		if j.state == held {
-			j.ahead = a.Ahead
-		}
-		if j.state == held && a.AfterVictims && s.parkBeneficiary(ji) {
-			return nil
-		}
-		j.parked = false // placed on GPUs free now: released at once
-		if j.state == held {
-			s.setState(ji, queued)
-			s.enqueue(ji)
-		}
-	case engine.Preempt:
-		if j.state != running {
-			return fmt.Errorf("engine preempts %s, which is not running: %s", a.Job, a)
-		}
+	return ji, &s.jobs[ji], nil
+}
+
+func (n *simNomad) SetPriority(a *engine.Action, priority int, promoted bool) error {
+	s := (*simulator)(n)
+	ji, _, err := n.job(a)
+	if err != nil {
+		return err
+	}
+	s.setPriority(ji, priority)
+	if promoted {
+		s.m.promotion()
+	}
+	return nil
+}
+
+func (n *simNomad) Hold(a *engine.Action, h nomadmodel.Hold) error {
+	s := (*simulator)(n)
+	ji, j, err := n.job(a)
+	if err != nil {
+		return err
+	}
+	j.holdRule = string(a.Reason.Rule)
+	if j.state == queued {
+		s.dequeue(ji)
+		s.setState(ji, held)
+	}
+	// Held while its victims checkpoint, it resumes as the last of
+	// them stops, as the controller resumes it: ahead of Nomad's
+	// queue, onto the GPUs they gave back.
+	j.ahead = h.Draining
+	if h.Draining {
+		j.parked = true
+	}
+	return nil
+}
+
+func (n *simNomad) Resume(a *engine.Action, r nomadmodel.Resume) error {
+	s := (*simulator)(n)
+	ji, j, err := n.job(a)
+	if err != nil {
+		return err
+	}
+	if j.state == held {
+		j.ahead = r.Ahead
+	}
+	if j.state == held && r.Wait && s.parkBeneficiary(ji) {
+		return nil
+	}
+	j.parked = false // placed on GPUs free now: released at once
+	if j.state == held {
+		s.setState(ji, queued)
+		s.enqueue(ji)
+	}
+	return nil
+}
+
+func (n *simNomad) Move(a *engine.Action, _ string) error {
+	return fmt.Errorf("the simulator's nodes are all in one node pool: it cannot move a job: %s", a)
+}
+
+func (n *simNomad) Stop(a *engine.Action, st nomadmodel.Stop) error {
+	s := (*simulator)(n)
+	ji, j, err := n.job(a)
+	if err != nil {
+		return err
+	}
+	verb := "preempts"
+	if !st.Preempted {
+		verb = "idle-stops"
+	}
+	if j.state != running {
+		return fmt.Errorf("engine %s %s, which is not running: %s", verb, a.Job, a)
+	}
+	if st.Drain && !st.Preempted {
+		// The engine's idle stops send no checkpoint signal (an idle
+		// job has no unsaved work).
+		return fmt.Errorf("engine %s %s with a checkpoint signal, which the simulator does not model: %s", verb, a.Job, a)
+	}
+	// An idle job has no unsaved work: its busy part ended before it
+	// went idle. What it still had to run is idle time.
+	owed := j.spec.RunTime - s.workDone(j)
+	if st.Preempted {
 		s.preempted(j)
 		s.m.preemptionRule(string(a.Reason.Rule))
 		if a.MoveTo != "" {
 			s.m.migration()
 		}
-		s.watchBeneficiary(ji, a)
-		s.wakeForEvictionCap(j)
-		if drain := nomadmodel.DrainTime(&a); drain > 0 {
-			// The signal goes out a signal delay after the decision, as
-			// the controller sends it, and the grace runs from it. The
-			// job checkpoints when the signal comes, if the grace leaves
-			// it time to write the checkpoint; it keeps running (work the
-			// checkpoint does not hold) and stops when the grace is over.
-			j.drainCheckpoint = a.Grace >= s.cfg.CheckpointCost
-			j.signalAt = s.now + nomadmodel.SignalDelay
-			j.drainFor = -1
-			if a.For != nil {
-				if bi, ok := s.byRef[*a.For]; ok {
-					j.drainFor = bi
-				}
-			}
-			s.setState(ji, draining)
-			j.drainEnd = s.now + drain
-			if s.cfg.CheckpointDone && j.drainCheckpoint {
-				// It says when the checkpoint is written: stopped then.
-				j.drainEnd = j.signalAt + min(a.Grace, s.cfg.CheckpointCost+s.cfg.doneNotice())
-			}
-			s.extendMarks(j.drainFor, j.drainEnd)
-			s.schedule(event{at: j.drainEnd, kind: evGraceEnd, job: ji, gen: j.gen})
-			return nil
-		}
-		if a.For != nil {
-			if bi, ok := s.byRef[*a.For]; ok {
+		s.watchBeneficiary(ji, *a)
+	} else {
+		j.preemptTimes = append(j.preemptTimes, st.Decided)
+	}
+	s.wakeForEvictionCap(j)
+	if st.Drain {
+		// The signal goes out a signal delay after the decision, and the
+		// grace runs from it. The job checkpoints when the signal comes,
+		// if the grace leaves it time to write the checkpoint; it keeps
+		// running (work the checkpoint does not hold) and stops when the
+		// grace is over (evGraceEnd), held.
+		j.drainCheckpoint = st.Grace >= s.cfg.CheckpointCost
+		j.signalAt = st.SignalAt.Sub(epoch)
+		j.drainFor = -1
+		if st.For != nil {
+			if bi, ok := s.byRef[*st.For]; ok {
 				j.drainFor = bi
-				s.markFreed(j)
 			}
 		}
-		s.stopRun(ji, keepPeriodic)
-		j.waitSince = s.now
-		s.setState(ji, held)
-		s.wakeForPromotion(j)
-	case engine.IdleStop:
-		if j.state != running {
-			return fmt.Errorf("engine idle-stops %s, which is not running: %s", a.Job, a)
+		s.setState(ji, draining)
+		j.drainEnd = st.End.Sub(epoch)
+		if s.cfg.CheckpointDone && j.drainCheckpoint {
+			// It says when the checkpoint is written: stopped then.
+			j.drainEnd = j.signalAt + min(st.Grace, s.cfg.CheckpointCost+s.cfg.doneNotice())
 		}
-		// An idle job has no unsaved work: its busy part ended before it
-		// went idle. What it still had to run is idle time.
-		owed := j.spec.RunTime - s.workDone(j)
-		j.preemptTimes = append(j.preemptTimes, epoch.Add(s.now))
-		s.wakeForEvictionCap(j)
-		if a.For != nil {
-			// Under pressure its GPUs go to the work it waits for, and
-			// are set aside for it as a preemption's are.
-			if bi, ok := s.byRef[*a.For]; ok {
-				j.drainFor = bi
-				s.markFreed(j)
-			}
+		s.extendMarks(j.drainFor, j.drainEnd)
+		s.schedule(event{at: j.drainEnd, kind: evGraceEnd, job: ji, gen: j.gen})
+		return nil
+	}
+	if st.For != nil {
+		// Its GPUs go to the work it was stopped for, set aside for it.
+		if bi, ok := s.byRef[*st.For]; ok {
+			j.drainFor = bi
+			s.markFreed(j)
 		}
+	}
+	if st.Preempted {
+		s.stopRun(ji, keepPeriodic) // no checkpoint: its last periodic one
+	} else {
 		s.stopRun(ji, keepAll)
 		s.m.idleStop()
-		if a.Requeue {
-			j.idleStoppedAt, j.idleOwed = s.now, owed
-			j.waitSince = s.now
-			s.setState(ji, held)
-			s.wakeForPromotion(j)
-		} else {
-			s.m.reclaimed(j.gpus(), owed)
-			s.setState(ji, stopped)
-			s.m.stoppedForGood(j, s.now)
-		}
-	default:
-		return fmt.Errorf("engine returned an action of unknown kind: %s", a)
 	}
+	if !st.Requeue {
+		s.m.reclaimed(j.gpus(), owed)
+		s.setState(ji, stopped)
+		s.m.stoppedForGood(j, s.now)
+		return nil
+	}
+	if !st.Preempted {
+		j.idleStoppedAt, j.idleOwed = s.now, owed
+	}
+	j.waitSince = s.now
+	s.setState(ji, held)
+	s.wakeForPromotion(j)
 	return nil
 }
 

@@ -9,7 +9,7 @@ import (
 )
 
 // Apply carries out one action at now as the controller makes Nomad do
-// it (controller/act.go):
+// it (controller/act.go), by Carry, on the model's lists:
 //
 //   - Preempt, IdleStop: a drain (drain.go). With a checkpoint signal
 //     and a grace the victims run on, draining, until SignalDelay and
@@ -25,52 +25,64 @@ import (
 //   - Promote, SetPriority: the job's priority; Promoted for a Promote
 //     only.
 func (c *Cluster) Apply(a engine.Action, now time.Time) error {
-	switch a.Kind {
-	case engine.Preempt, engine.IdleStop:
-		return c.startDrain(a, now)
-	case engine.Hold:
-		g, err := c.actionGroup(a)
-		if err != nil {
-			return err
-		}
-		n := min(max(a.Count, 0), c.queued(g))
-		g.Count -= n
-		g.Held += n
-	case engine.Resume:
-		if a.AfterVictims && c.drainingFor(a.Job) {
-			return nil
-		}
-		g, err := c.actionGroup(a)
-		if err != nil {
-			return err
-		}
-		n := min(max(a.Count, 0), g.Held)
-		if n == 0 {
-			return nil
-		}
-		g.Held -= n
-		g.Count += n
-		g.ahead = a.Ahead
-		if g.Held == 0 {
-			g.Requeued, g.OwnerResumed = false, false
-		}
-	case engine.Move:
-		if len(c.jobGroups(a.Job)) == 0 {
-			return fmt.Errorf("nomadmodel: %s: no such job", a)
-		}
-		for _, g := range c.jobGroups(a.Job) {
-			g.NodePool = a.NodePool
-		}
-	case engine.Promote, engine.SetPriority:
-		if len(c.jobGroups(a.Job)) == 0 {
-			return fmt.Errorf("nomadmodel: %s: no such job", a)
-		}
-		c.setJob(a.Job, func(j *engine.Job) {
-			j.Priority, j.Promoted = a.Priority, a.Kind == engine.Promote
-		})
-	default:
-		return fmt.Errorf("nomadmodel: action of unknown kind: %s", a)
+	return Carry(modelState{c: c, now: now}, &a, now)
+}
+
+// modelState is the model's Cluster as a State at now.
+type modelState struct {
+	c   *Cluster
+	now time.Time
+}
+
+func (m modelState) Stop(a *engine.Action, s Stop) error { return m.c.startDrain(a, s) }
+
+func (m modelState) Hold(a *engine.Action, h Hold) error {
+	g, err := m.c.actionGroup(*a)
+	if err != nil {
+		return err
 	}
+	n := min(h.Count, m.c.queued(g))
+	g.Count -= n
+	g.Held += n
+	return nil
+}
+
+func (m modelState) Resume(a *engine.Action, r Resume) error {
+	if r.Wait && m.c.drainingFor(a.Job) {
+		return nil
+	}
+	g, err := m.c.actionGroup(*a)
+	if err != nil {
+		return err
+	}
+	n := min(r.Count, g.Held)
+	if n == 0 {
+		return nil
+	}
+	g.Held -= n
+	g.Count += n
+	g.ahead = r.Ahead
+	if g.Held == 0 {
+		g.Requeued, g.OwnerResumed = false, false
+	}
+	return nil
+}
+
+func (m modelState) Move(a *engine.Action, pool string) error {
+	if len(m.c.jobGroups(a.Job)) == 0 {
+		return fmt.Errorf("nomadmodel: %s: no such job", a)
+	}
+	for _, g := range m.c.jobGroups(a.Job) {
+		g.NodePool = pool
+	}
+	return nil
+}
+
+func (m modelState) SetPriority(a *engine.Action, priority int, promoted bool) error {
+	if len(m.c.jobGroups(a.Job)) == 0 {
+		return fmt.Errorf("nomadmodel: %s: no such job", a)
+	}
+	m.c.setJob(a.Job, func(j *engine.Job) { j.Priority, j.Promoted = priority, promoted })
 	return nil
 }
 

@@ -20,11 +20,6 @@ const (
 // running on them (draining ones included), the job groups and their
 // counts, and the drains in progress.
 type Cluster struct {
-	// SignalDelay is how long after a preemption is decided its
-	// checkpoint signal goes out (New: the package's SignalDelay, the
-	// controller's): the grace runs from the signal.
-	SignalDelay time.Duration
-
 	nodes  []engine.Node
 	nodeIx map[string]int
 	allocs []alloc
@@ -67,7 +62,7 @@ func New(nodes []engine.Node) (*Cluster, error) {
 	if len(nodes) > MaxNodes {
 		return nil, fmt.Errorf("nomadmodel: %d nodes, at most %d", len(nodes), MaxNodes)
 	}
-	c := &Cluster{SignalDelay: SignalDelay, nodes: slices.Clone(nodes), nodeIx: make(map[string]int, len(nodes))}
+	c := &Cluster{nodes: slices.Clone(nodes), nodeIx: make(map[string]int, len(nodes))}
 	for i, n := range nodes {
 		if n.GPUs < 0 || n.GPUs > MaxGPUsPerNode {
 			return nil, fmt.Errorf("nomadmodel: node %s has %d GPUs, want 0 to %d", n.ID, n.GPUs, MaxGPUsPerNode)

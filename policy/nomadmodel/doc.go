@@ -11,7 +11,9 @@
 //     waited), each allocation on the fullest node that fits it
 //     (binpack), in its node pool, on a device class its request accepts
 //     and on a node it is pinned to; a gang all or nothing;
-//   - the actions (apply.go), as controller/act.go makes Nomad do them: a
+//   - the actions (effect.go: Carry decides what each does, once, and a
+//     State carries it out; apply.go: the model's Cluster as a State), as
+//     controller/act.go makes Nomad do them: a
 //     group's count lowered (hold), raised (resume), a drain that stops
 //     victims now or after the checkpoint signal and grace, and then holds
 //     or stops them for good; priority and node pool changes;
@@ -29,7 +31,9 @@
 // (controller/contract_test.go), the simulator (sim/contract_test.go) and
 // the forecast's replay (forecast/contract_test.go): where they disagree
 // the controller is right, since it is what users run. The simulator and
-// the replay keep their own state for speed; they take from here the
-// binpack choice (BestFit), Nomad's placement rule (Fits) and the drain
-// timing (DrainTime, SignalDelay).
+// the replay keep their own state for speed, and carry plans out by Carry
+// on it (their own State); they take from here the binpack choice
+// (BestFit), Nomad's placement rule (Fits) and, through Carry, the
+// effects of every action and their timing (StopOf, DrainTime,
+// SignalDelay).
 package nomadmodel

@@ -29,19 +29,20 @@ func DrainTime(a *engine.Action) time.Duration {
 // drain is a preemption or idle stop in progress: its victims run on
 // (Draining) until end, then stop. Their GPUs are free only then.
 type drain struct {
-	job      engine.JobRef
-	group    string // "": the whole job (a gang)
-	allocs   []string
-	decided  time.Time
-	end      time.Time
-	kind     engine.Kind
-	requeue  bool
-	rule     engine.Rule
-	forJob   *engine.JobRef
-	forGroup string
+	job     engine.JobRef
+	group   string // "": the whole job (a gang)
+	allocs  []string
+	decided time.Time
+	end     time.Time
+	// preempted: a preemption; false: an idle stop.
+	preempted bool
+	requeue   bool
+	rule      engine.Rule
+	forJob    *engine.JobRef
+	forGroup  string
 }
 
-func (c *Cluster) startDrain(a engine.Action, now time.Time) error {
+func (c *Cluster) startDrain(a *engine.Action, s Stop) error {
 	if len(a.Allocs) == 0 {
 		return fmt.Errorf("nomadmodel: %s names no allocations", a)
 	}
@@ -54,16 +55,16 @@ func (c *Cluster) startDrain(a engine.Action, now time.Time) error {
 			return fmt.Errorf("nomadmodel: %s names allocation %s, draining already", a, id)
 		}
 	}
-	d := &drain{job: a.Job, group: a.Group, allocs: slices.Clone(a.Allocs), kind: a.Kind,
-		decided: now, requeue: a.Requeue || a.Kind == engine.Preempt, rule: a.Reason.Rule, forJob: a.For, forGroup: a.ForGroup}
-	if DrainTime(&a) == 0 {
-		c.finish(d, now)
+	d := &drain{job: a.Job, group: a.Group, allocs: slices.Clone(a.Allocs), preempted: s.Preempted,
+		decided: s.Decided, requeue: s.Requeue, rule: a.Reason.Rule, forJob: s.For, forGroup: s.ForGroup}
+	if !s.Drain {
+		c.finish(d, s.Decided)
 		return nil
 	}
-	d.end = now.Add(c.SignalDelay + a.Grace)
+	d.end = s.End
 	for _, id := range a.Allocs {
 		al := &c.allocs[c.allocIndex(id)].a
-		al.Draining, al.For, al.ForGroup = true, a.For, a.ForGroup
+		al.Draining, al.For, al.ForGroup = true, s.For, s.ForGroup
 	}
 	c.drains = append(c.drains, d)
 	return nil
@@ -115,8 +116,8 @@ func (c *Cluster) finish(d *drain, now time.Time) {
 		if d.requeue {
 			g.Held += n
 			g.Since = now
-			g.Preempted = d.kind == engine.Preempt
-			g.Requeued, g.OwnerResumed = d.kind == engine.IdleStop, false
+			g.Preempted = d.preempted
+			g.Requeued, g.OwnerResumed = !d.preempted, false
 		}
 	}
 	c.setJob(d.job, func(j *engine.Job) {
