@@ -42,6 +42,31 @@ const (
 //     elected with -election lock) refuses the write, so a lease copy never
 //     leads beside it.
 //
+// Why 2×TTL, and not less. The follower's wait must cover the leader's
+// lease (one TTL from a send the follower saw no earlier than it was
+// made; clock rates differ by parts per million, nothing at this scale)
+// and then every write the leader sent inside its lease and Nomad had
+// not yet applied: only once those have landed is the new leader alone.
+// The fence checks the lease when a write is sent, and each write's
+// context ends by -nomad-timeout; a deadline at the lease's end could be
+// added. Neither bounds when Nomad applies it: the agent's HTTP handler
+// hands a request it has read to an RPC that takes no context, and Raft
+// waits up to 30 s to enqueue an apply (command/agent/*_endpoint.go,
+// nomad/rpc.go enqueueLimit), so a write whose client has given up may
+// still land later. No bound tighter than "a TTL after the lease's end"
+// can be proven from the client, and 2×TTL is the margin Nomad's own
+// lock keeps against the same in-flight writes, not a proof either; a
+// shorter wait would trade that margin (writes take seconds on a loaded
+// server) for time. So the wait stays 2×TTL, and a failover within 10 s
+// comes from a TTL short enough to keep: a renewal is given what its
+// lease has left (renewUntil), not a third of the TTL.
+//
+// A follower polls every lockPoll (TTL/10, at most 1 s): it sees the
+// leader's last write up to one poll late and acts up to one poll after
+// the expiry, about lockPoll lost on average (0.3 s at a 3 s TTL). A
+// blocking query on the variable (Nomad's index and wait) would see it at
+// once and could wake at the expiry itself; left for that small gain.
+//
 // The cost is a Raft write per renewal (Nomad's lock renewals are not
 // written): 60 a minute at a 3 s TTL, for a failover of about 2×TTL.
 
@@ -100,10 +125,10 @@ func (l *leaseLock) items(holder string) map[string]string {
 	return map[string]string{"holder": holder, "term": l.term, "election": ElectionLease, "ttl": l.c.cfg.LockTTL.String()}
 }
 
-// call runs one lease request with a timeout of a third of the TTL, as
-// lock requests (lockCall).
+// call runs one lease request in its callContext, as lock requests
+// (lockCall): a renewal until its lease's end, others a third of the TTL.
 func (l *leaseLock) call(ctx context.Context, f func(context.Context) error) error {
-	cctx, cancel := context.WithTimeout(ctx, l.c.cfg.LockTTL/3)
+	cctx, cancel := callContext(ctx, l.c.cfg.LockTTL)
 	defer cancel()
 	return f(cctx)
 }

@@ -193,3 +193,65 @@ func TestElectionConfig(t *testing.T) {
 		})
 	}
 }
+
+// slowPuts is a Nomad whose variable writes are answered after delay (a
+// server slowed by load), or not at all once their context ends.
+type slowPuts struct {
+	*fakeNomad
+	delay time.Duration
+}
+
+func (s slowPuts) PutVar(ctx context.Context, ns, path string, items map[string]string, cas bool, index uint64) (uint64, error) {
+	select {
+	case <-time.After(s.delay):
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	}
+	return s.fakeNomad.PutVar(ctx, ns, path, items, cas, index)
+}
+
+// TestLeaseRenewalOnSlowServer: a renewal is given what its lease has
+// left, not a third of the TTL. A server that answers it late, but
+// before the lease ends, keeps the lease (the 3 s lease was lost at 250
+// nodes, and the 6 s one at 1,000, each renewal given TTL/3 on a loaded
+// server); one still unanswered at the lease's end is abandoned then, and
+// extends nothing. Real time: the TTL is 600 ms, so TTL/3 is 200 ms.
+func TestLeaseRenewalOnSlowServer(t *testing.T) {
+	const ttl = 600 * time.Millisecond
+	cases := []struct {
+		name  string
+		delay time.Duration
+		kept  bool
+	}{
+		{"answered within a third of the TTL: kept", 50 * time.Millisecond, true},
+		{"answered after a third of the TTL, before the lease's end: kept", 350 * time.Millisecond, true},
+		{"answered after the lease's end: abandoned, the lease not extended", 900 * time.Millisecond, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFakeNomad()
+			c := testController(t, f)
+			c.cfg.Identity, c.cfg.LockTTL, c.cfg.Election = "a", ttl, ElectionLease
+			lk := &leaseLock{c: c, seen: &leaseSeen{now: time.Now}, term: newTerm()}
+			sent := time.Now()
+			if err := lk.Acquire(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			c.lease.extend(sent, ttl)
+			first := c.lease.deadline()
+			c.nomad = slowPuts{fakeNomad: f, delay: tc.delay}
+			expiry := time.NewTimer(time.Hour)
+			defer expiry.Stop()
+			var lostWhy string
+			kept := c.election.renewLease(context.Background(), lk, expiry, func(why string, _ ...any) { lostWhy = why })
+			if !kept {
+				t.Fatalf("renewLease gave the lease up (%s); a failed renewal is retried until the deadline", lostWhy)
+			}
+			extended := c.lease.deadline().After(first)
+			if extended != tc.kept {
+				t.Fatalf("lease extended: %v, want %v (the renewal answered after %s, the lease's deadline %s after it was taken)",
+					extended, tc.kept, tc.delay, first.Sub(sent))
+			}
+		})
+	}
+}
