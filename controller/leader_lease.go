@@ -79,8 +79,15 @@ func (e *elector) electLease(ctx context.Context, lead func(context.Context) err
 	c := e.c
 	c.log.Info("waiting to lead", "lease", LeaderLockPath, "namespace", c.cfg.StateNamespace, "identity", c.cfg.Identity, "ttl", c.cfg.LockTTL)
 	seen := &leaseSeen{now: time.Now}
+	warm := func() {
+		go func() {
+			if err := c.obs.refresh(ctx, c.now()); err != nil && ctx.Err() == nil {
+				c.log.Warn("read the cluster before taking an unrenewed lease", "error", err)
+			}
+		}()
+	}
 	return e.contend(ctx, func() (leaderLock, error) {
-		return &leaseLock{c: c, seen: seen, term: newTerm()}, nil
+		return &leaseLock{c: c, seen: seen, term: newTerm(), warm: warm}, nil
 	}, lead)
 }
 
@@ -96,6 +103,19 @@ type leaseSeen struct {
 	index uint64
 	at    time.Time
 	now   func() time.Time
+	// warmed is the index the follower last read the cluster for
+	// (leaseLock.Acquire).
+	warmed uint64
+}
+
+// stalled reports, once per index, whether the index it last saw has
+// stood for at least d: the leader may be dead.
+func (s *leaseSeen) stalled(d time.Duration) bool {
+	if s.at.IsZero() || s.warmed == s.index || s.now().Sub(s.at) < d {
+		return false
+	}
+	s.warmed = s.index
+	return true
 }
 
 // stood reports whether index has stood for at least d since this copy
@@ -116,6 +136,9 @@ type leaseLock struct {
 	seen  *leaseSeen
 	term  string
 	index uint64 // the variable's index after this term's last write
+	// warm reads the cluster in full in the background (observer.refresh),
+	// once a held lease has stood for half its expiry; nil: not at all.
+	warm func()
 }
 
 func (l *leaseLock) items(holder string) map[string]string {
@@ -144,6 +167,12 @@ func (l *leaseLock) Acquire(ctx context.Context) error {
 			// whose write refuses ours): taken once it has stood unchanged
 			// for its expiry, the holder's TTL as written if longer.
 			if leaseHeld(map[string]string{"election": ElectionLease, "holder": items["holder"], "ttl": items["ttl"]}, index, l.seen, l.c.cfg.LockTTL) {
+				if l.warm != nil && l.seen.stalled(leaseExpiry(l.c.cfg.LockTTL)/2) {
+					// Halfway through the wait: this copy is likely to
+					// lead soon. The resync its first round would make
+					// is made now, in time the wait spends anyway.
+					l.warm()
+				}
 				return api.ErrLockConflict
 			}
 			l.c.log.Warn("the leader lease was not renewed: taking it", "holder", items["holder"])

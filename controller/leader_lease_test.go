@@ -77,6 +77,50 @@ func TestLeaseElection(t *testing.T) {
 		}
 	})
 
+	t.Run("a follower reads the cluster once, halfway through waiting out an unrenewed lease", func(t *testing.T) {
+		_, clock, a, b := setup(t)
+		warmed := 0
+		b.lk.warm = func() { warmed++ }
+		if err := a.lk.Acquire(ctx); err != nil {
+			t.Fatal(err)
+		}
+		// a renews for a while: b never reads the cluster for it.
+		for i := 0; i < 9; i++ {
+			*clock = clock.Add(ttl / 3)
+			if err := a.lk.Renew(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if err := b.lk.Acquire(ctx); !conflict(err) {
+				t.Fatalf("b: %v", err)
+			}
+		}
+		if warmed != 0 {
+			t.Fatalf("b read the cluster %d times while a renewed", warmed)
+		}
+		// a dies: b reads the cluster once the lease has stood TTL
+		// (half its 2×TTL wait), and only once, before it takes it.
+		seenAt := *clock
+		for clock.Sub(seenAt) < leaseExpiry(ttl) {
+			if err := b.lk.Acquire(ctx); !conflict(err) {
+				t.Fatalf("b at %s: %v", clock.Sub(seenAt), err)
+			}
+			want := 0
+			if clock.Sub(seenAt) >= ttl {
+				want = 1
+			}
+			if warmed != want {
+				t.Fatalf("b read the cluster %d times %s after a's last write, want %d", warmed, clock.Sub(seenAt), want)
+			}
+			*clock = clock.Add(lockPoll(ttl))
+		}
+		if err := b.lk.Acquire(ctx); err != nil {
+			t.Fatalf("b: %v, want the lease", err)
+		}
+		if warmed != 1 {
+			t.Fatalf("b read the cluster %d times, want once", warmed)
+		}
+	})
+
 	t.Run("a released lease is taken at once", func(t *testing.T) {
 		_, _, a, b := setup(t)
 		if err := a.lk.Acquire(ctx); err != nil {
@@ -251,6 +295,45 @@ func TestLeaseRenewalOnSlowServer(t *testing.T) {
 			if extended != tc.kept {
 				t.Fatalf("lease extended: %v, want %v (the renewal answered after %s, the lease's deadline %s after it was taken)",
 					extended, tc.kept, tc.delay, first.Sub(sent))
+			}
+		})
+	}
+}
+
+// TestTakeoverResync: a follower's cache is read in full when it starts
+// and kept by the event stream; the resync a leader makes every -resync
+// is then due at its first round, unless it read the cluster while it
+// waited out the lease (observer.refresh).
+func TestTakeoverResync(t *testing.T) {
+	ctx := context.Background()
+	cases := []struct {
+		name          string
+		refreshBefore time.Duration // before the first round; 0: none
+		wantFull      int           // full reads, the start's included
+	}{
+		{"a follower that did not read the cluster reads it in full in its first round", 0, 2},
+		{"a follower that read it while it waited out the lease does not", 4 * time.Second, 2},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFakeNomad()
+			preemptionCluster(f)
+			o := newObserver(f, "steward")
+			o.resync = 30 * time.Second
+			if _, err := o.observe(ctx, t0, false); err != nil { // follow's start
+				t.Fatal(err)
+			}
+			first := t0.Add(10 * time.Minute)
+			if tc.refreshBefore > 0 {
+				if err := o.refresh(ctx, first.Add(-tc.refreshBefore)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if _, err := o.observe(ctx, first, false); err != nil { // the first round
+				t.Fatal(err)
+			}
+			if o.stats.fullReads != tc.wantFull {
+				t.Fatalf("%d full reads, want %d", o.stats.fullReads, tc.wantFull)
 			}
 		})
 	}
