@@ -27,7 +27,7 @@ const maxWindowRestarts = 2
 // failover within 10 s (about 2×TTL to hand the lease over), below 250
 // nodes, and 6 s from 250 up. The lease is renewed every TTL/3, each
 // renewal given TTL/3 to be answered (what its lease has left since
-// 2026-11-28; three 250-node runs on 3 s lost no renewal since, on a
+// 2026-11-28; four 250-node runs on 3 s lost no renewal since, on a
 // faster server than before, which is not yet enough to drop the 6 s);
 // on this 2-core machine, shared by the Nomad server, the simulated
 // nodes and both controllers (and other work), a renewal at 250 nodes
