@@ -271,7 +271,7 @@ func (e *elector) renewLease(ctx context.Context, locks leaderLock, expiry *time
 		return false
 	}
 	sent := time.Now()
-	err := locks.Renew(ctx)
+	err := renewUntil(ctx, locks, c.lease.deadline())
 	switch {
 	case err == nil:
 		c.lease.extend(sent, c.cfg.LockTTL)
@@ -285,13 +285,42 @@ func (e *elector) renewLease(ctx context.Context, locks leaderLock, expiry *time
 	return true
 }
 
-// lockCall runs one lock request with a timeout of a third of the TTL: a
-// hung request must not outlive the lease it is meant to extend. The api
-// package sends lock requests with the Locks' own WriteOptions, not the
-// context it is given, so the context goes there.
+// renewUntil renews the lock with until, the lease's deadline, as its
+// own: a renewal may take as long as the lease it extends has left.
+//
+// It was given a third of the TTL, as every lock request is: on a server
+// slowed by load (2 shared cores, 1,000 simulated nodes, a 6 s lease), a
+// renewal was abandoned after its 2 s although 3.3 s of the lease were
+// left, the next one too, and the lease was lost (2026-11-27); at 250
+// nodes a 3 s lease was lost so, each renewal given 1 s. A renewal
+// answered late is as good a proof as one answered at once:
+// the lease it grants runs one TTL from when it was sent (lease.extend),
+// and a follower sees its index no earlier than that. What bounds a
+// renewal is the lease it would extend: past its deadline the fence has
+// closed, and a renewal still out then is abandoned.
+func renewUntil(ctx context.Context, locks leaderLock, until time.Time) error {
+	rctx, cancel := context.WithDeadline(ctx, until)
+	defer cancel()
+	return locks.Renew(rctx)
+}
+
+// callContext is the context of one lock request: the caller's deadline
+// when it set one (a renewal's: its lease's end, renewUntil), else a
+// third of the TTL, so that a hung request does not outlive the lease it
+// is meant to take or hand back.
+func callContext(ctx context.Context, ttl time.Duration) (context.Context, context.CancelFunc) {
+	if _, ok := ctx.Deadline(); ok {
+		return context.WithCancel(ctx)
+	}
+	return context.WithTimeout(ctx, ttl/3)
+}
+
+// lockCall runs one lock request in its callContext. The api package
+// sends lock requests with the Locks' own WriteOptions, not the context
+// it is given, so the context goes there.
 func (e *elector) lockCall(ctx context.Context, locks *api.Locks, f func(context.Context) error) error {
 	c := e.c
-	cctx, cancel := context.WithTimeout(ctx, c.cfg.LockTTL/3)
+	cctx, cancel := callContext(ctx, c.cfg.LockTTL)
 	defer cancel()
 	locks.WriteOptions = *(&api.WriteOptions{Namespace: c.cfg.StateNamespace}).WithContext(cctx)
 	return f(cctx)

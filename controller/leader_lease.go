@@ -42,6 +42,31 @@ const (
 //     elected with -election lock) refuses the write, so a lease copy never
 //     leads beside it.
 //
+// Why 2×TTL, and not less. The follower's wait must cover the leader's
+// lease (one TTL from a send the follower saw no earlier than it was
+// made; clock rates differ by parts per million, nothing at this scale)
+// and then every write the leader sent inside its lease and Nomad had
+// not yet applied: only once those have landed is the new leader alone.
+// The fence checks the lease when a write is sent, and each write's
+// context ends by -nomad-timeout; a deadline at the lease's end could be
+// added. Neither bounds when Nomad applies it: the agent's HTTP handler
+// hands a request it has read to an RPC that takes no context, and Raft
+// waits up to 30 s to enqueue an apply (command/agent/*_endpoint.go,
+// nomad/rpc.go enqueueLimit), so a write whose client has given up may
+// still land later. No bound tighter than "a TTL after the lease's end"
+// can be proven from the client, and 2×TTL is the margin Nomad's own
+// lock keeps against the same in-flight writes, not a proof either; a
+// shorter wait would trade that margin (writes take seconds on a loaded
+// server) for time. So the wait stays 2×TTL, and a failover within 10 s
+// comes from a TTL short enough to keep: a renewal is given what its
+// lease has left (renewUntil), not a third of the TTL.
+//
+// A follower polls every lockPoll (TTL/10, at most 1 s): it sees the
+// leader's last write up to one poll late and acts up to one poll after
+// the expiry, about lockPoll lost on average (0.3 s at a 3 s TTL). A
+// blocking query on the variable (Nomad's index and wait) would see it at
+// once and could wake at the expiry itself; left for that small gain.
+//
 // The cost is a Raft write per renewal (Nomad's lock renewals are not
 // written): 60 a minute at a 3 s TTL, for a failover of about 2×TTL.
 
@@ -54,8 +79,15 @@ func (e *elector) electLease(ctx context.Context, lead func(context.Context) err
 	c := e.c
 	c.log.Info("waiting to lead", "lease", LeaderLockPath, "namespace", c.cfg.StateNamespace, "identity", c.cfg.Identity, "ttl", c.cfg.LockTTL)
 	seen := &leaseSeen{now: time.Now}
+	warm := func() {
+		go func() {
+			if err := c.obs.refresh(ctx, c.now()); err != nil && ctx.Err() == nil {
+				c.log.Warn("read the cluster before taking an unrenewed lease", "error", err)
+			}
+		}()
+	}
 	return e.contend(ctx, func() (leaderLock, error) {
-		return &leaseLock{c: c, seen: seen, term: newTerm()}, nil
+		return &leaseLock{c: c, seen: seen, term: newTerm(), warm: warm}, nil
 	}, lead)
 }
 
@@ -71,6 +103,19 @@ type leaseSeen struct {
 	index uint64
 	at    time.Time
 	now   func() time.Time
+	// warmed is the index the follower last read the cluster for
+	// (leaseLock.Acquire).
+	warmed uint64
+}
+
+// stalled reports, once per index, whether the index it last saw has
+// stood for at least d: the leader may be dead.
+func (s *leaseSeen) stalled(d time.Duration) bool {
+	if s.at.IsZero() || s.warmed == s.index || s.now().Sub(s.at) < d {
+		return false
+	}
+	s.warmed = s.index
+	return true
 }
 
 // stood reports whether index has stood for at least d since this copy
@@ -91,6 +136,9 @@ type leaseLock struct {
 	seen  *leaseSeen
 	term  string
 	index uint64 // the variable's index after this term's last write
+	// warm reads the cluster in full in the background (observer.refresh),
+	// once a held lease has stood for half its expiry; nil: not at all.
+	warm func()
 }
 
 func (l *leaseLock) items(holder string) map[string]string {
@@ -100,10 +148,10 @@ func (l *leaseLock) items(holder string) map[string]string {
 	return map[string]string{"holder": holder, "term": l.term, "election": ElectionLease, "ttl": l.c.cfg.LockTTL.String()}
 }
 
-// call runs one lease request with a timeout of a third of the TTL, as
-// lock requests (lockCall).
+// call runs one lease request in its callContext, as lock requests
+// (lockCall): a renewal until its lease's end, others a third of the TTL.
 func (l *leaseLock) call(ctx context.Context, f func(context.Context) error) error {
-	cctx, cancel := context.WithTimeout(ctx, l.c.cfg.LockTTL/3)
+	cctx, cancel := callContext(ctx, l.c.cfg.LockTTL)
 	defer cancel()
 	return f(cctx)
 }
@@ -119,6 +167,12 @@ func (l *leaseLock) Acquire(ctx context.Context) error {
 			// whose write refuses ours): taken once it has stood unchanged
 			// for its expiry, the holder's TTL as written if longer.
 			if leaseHeld(map[string]string{"election": ElectionLease, "holder": items["holder"], "ttl": items["ttl"]}, index, l.seen, l.c.cfg.LockTTL) {
+				if l.warm != nil && l.seen.stalled(leaseExpiry(l.c.cfg.LockTTL)/2) {
+					// Halfway through the wait: this copy is likely to
+					// lead soon. The resync its first round would make
+					// is made now, in time the wait spends anyway.
+					l.warm()
+				}
 				return api.ErrLockConflict
 			}
 			l.c.log.Warn("the leader lease was not renewed: taking it", "holder", items["holder"])

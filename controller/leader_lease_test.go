@@ -77,6 +77,50 @@ func TestLeaseElection(t *testing.T) {
 		}
 	})
 
+	t.Run("a follower reads the cluster once, halfway through waiting out an unrenewed lease", func(t *testing.T) {
+		_, clock, a, b := setup(t)
+		warmed := 0
+		b.lk.warm = func() { warmed++ }
+		if err := a.lk.Acquire(ctx); err != nil {
+			t.Fatal(err)
+		}
+		// a renews for a while: b never reads the cluster for it.
+		for i := 0; i < 9; i++ {
+			*clock = clock.Add(ttl / 3)
+			if err := a.lk.Renew(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if err := b.lk.Acquire(ctx); !conflict(err) {
+				t.Fatalf("b: %v", err)
+			}
+		}
+		if warmed != 0 {
+			t.Fatalf("b read the cluster %d times while a renewed", warmed)
+		}
+		// a dies: b reads the cluster once the lease has stood TTL
+		// (half its 2×TTL wait), and only once, before it takes it.
+		seenAt := *clock
+		for clock.Sub(seenAt) < leaseExpiry(ttl) {
+			if err := b.lk.Acquire(ctx); !conflict(err) {
+				t.Fatalf("b at %s: %v", clock.Sub(seenAt), err)
+			}
+			want := 0
+			if clock.Sub(seenAt) >= ttl {
+				want = 1
+			}
+			if warmed != want {
+				t.Fatalf("b read the cluster %d times %s after a's last write, want %d", warmed, clock.Sub(seenAt), want)
+			}
+			*clock = clock.Add(lockPoll(ttl))
+		}
+		if err := b.lk.Acquire(ctx); err != nil {
+			t.Fatalf("b: %v, want the lease", err)
+		}
+		if warmed != 1 {
+			t.Fatalf("b read the cluster %d times, want once", warmed)
+		}
+	})
+
 	t.Run("a released lease is taken at once", func(t *testing.T) {
 		_, _, a, b := setup(t)
 		if err := a.lk.Acquire(ctx); err != nil {
@@ -189,6 +233,107 @@ func TestElectionConfig(t *testing.T) {
 				t.Fatalf("refused: %v", err)
 			case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
 				t.Fatalf("error %v, want one saying %q", err, tc.wantErr)
+			}
+		})
+	}
+}
+
+// slowPuts is a Nomad whose variable writes are answered after delay (a
+// server slowed by load), or not at all once their context ends.
+type slowPuts struct {
+	*fakeNomad
+	delay time.Duration
+}
+
+func (s slowPuts) PutVar(ctx context.Context, ns, path string, items map[string]string, cas bool, index uint64) (uint64, error) {
+	select {
+	case <-time.After(s.delay):
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	}
+	return s.fakeNomad.PutVar(ctx, ns, path, items, cas, index)
+}
+
+// TestLeaseRenewalOnSlowServer: a renewal is given what its lease has
+// left, not a third of the TTL. A server that answers it late, but
+// before the lease ends, keeps the lease (the 3 s lease was lost at 250
+// nodes, and the 6 s one at 1,000, each renewal given TTL/3 on a loaded
+// server); one still unanswered at the lease's end is abandoned then, and
+// extends nothing. Real time: the TTL is 600 ms, so TTL/3 is 200 ms.
+func TestLeaseRenewalOnSlowServer(t *testing.T) {
+	const ttl = 600 * time.Millisecond
+	cases := []struct {
+		name  string
+		delay time.Duration
+		kept  bool
+	}{
+		{"answered within a third of the TTL: kept", 50 * time.Millisecond, true},
+		{"answered after a third of the TTL, before the lease's end: kept", 350 * time.Millisecond, true},
+		{"answered after the lease's end: abandoned, the lease not extended", 900 * time.Millisecond, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFakeNomad()
+			c := testController(t, f)
+			c.cfg.Identity, c.cfg.LockTTL, c.cfg.Election = "a", ttl, ElectionLease
+			lk := &leaseLock{c: c, seen: &leaseSeen{now: time.Now}, term: newTerm()}
+			sent := time.Now()
+			if err := lk.Acquire(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			c.lease.extend(sent, ttl)
+			first := c.lease.deadline()
+			c.nomad = slowPuts{fakeNomad: f, delay: tc.delay}
+			expiry := time.NewTimer(time.Hour)
+			defer expiry.Stop()
+			var lostWhy string
+			kept := c.election.renewLease(context.Background(), lk, expiry, func(why string, _ ...any) { lostWhy = why })
+			if !kept {
+				t.Fatalf("renewLease gave the lease up (%s); a failed renewal is retried until the deadline", lostWhy)
+			}
+			extended := c.lease.deadline().After(first)
+			if extended != tc.kept {
+				t.Fatalf("lease extended: %v, want %v (the renewal answered after %s, the lease's deadline %s after it was taken)",
+					extended, tc.kept, tc.delay, first.Sub(sent))
+			}
+		})
+	}
+}
+
+// TestTakeoverResync: a follower's cache is read in full when it starts
+// and kept by the event stream; the resync a leader makes every -resync
+// is then due at its first round, unless it read the cluster while it
+// waited out the lease (observer.refresh).
+func TestTakeoverResync(t *testing.T) {
+	ctx := context.Background()
+	cases := []struct {
+		name          string
+		refreshBefore time.Duration // before the first round; 0: none
+		wantFull      int           // full reads, the start's included
+	}{
+		{"a follower that did not read the cluster reads it in full in its first round", 0, 2},
+		{"a follower that read it while it waited out the lease does not", 4 * time.Second, 2},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFakeNomad()
+			preemptionCluster(f)
+			o := newObserver(f, "steward")
+			o.resync = 30 * time.Second
+			if _, err := o.observe(ctx, t0, false); err != nil { // follow's start
+				t.Fatal(err)
+			}
+			first := t0.Add(10 * time.Minute)
+			if tc.refreshBefore > 0 {
+				if err := o.refresh(ctx, first.Add(-tc.refreshBefore)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if _, err := o.observe(ctx, first, false); err != nil { // the first round
+				t.Fatal(err)
+			}
+			if o.stats.fullReads != tc.wantFull {
+				t.Fatalf("%d full reads, want %d", o.stats.fullReads, tc.wantFull)
 			}
 		})
 	}

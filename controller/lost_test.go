@@ -78,6 +78,39 @@ func TestNothingLost(t *testing.T) {
 				t.Fatalf("the preemption is kept for ever: %+v", st.Draining)
 			}
 		}},
+		{"a new leader stops a victim Nomad still runs at the dead leader's pace, not in its first round", func(t *testing.T, f *fakeNomad, c *Controller) {
+			// The dead leader finished the preemption a minute ago and
+			// may have stopped the victim again a second before it died
+			// (this process's alone): the next leader's first round leaves
+			// it to Nomad, and stops it victimStopRetry later if it runs.
+			d := &Drain{Group: "work", Allocs: []string{"a1"}, Kind: "preempt", Requeue: true, Finished: true, FinishedAt: t0.Add(-time.Minute)}
+			st := &JobState{Namespace: "ml", ID: "train", Draining: []*Drain{d}}
+			items, _ := st.encode()
+			if _, err := f.PutVar(ctx, c.cfg.StateNamespace, statePath(k), items, false, 0); err != nil {
+				t.Fatal(err)
+			}
+			next := testController(t, f) // its clock reads t0: it loads the states at t0
+			if err := next.loadStates(ctx); err != nil {
+				t.Fatal(err)
+			}
+			at := func(d time.Duration) *round {
+				r := roundWith([]*ObservedJob{train(1)}, []ObservedAlloc{alloc("a1", "train")})
+				r.now = t0.Add(d)
+				return r
+			}
+			next.drains.finishDrains(ctx, at(time.Second))
+			if got := f.callsMatching("stop"); len(got) != 0 {
+				t.Fatalf("the new leader's first round stopped %q: the dead leader's stops are Nomad's to carry out", got)
+			}
+			next.drains.finishDrains(ctx, at(victimStopRetry))
+			if got := f.callsMatching("stop"); !slices.Equal(got, []string{"stop ml a1"}) {
+				t.Fatalf("stop calls %q, want the victim stopped again %s after the new leader took over", got, victimStopRetry)
+			}
+			next.drains.finishDrains(ctx, at(time.Minute))
+			if len(next.states[k].Draining) != 0 {
+				t.Fatalf("given up %s after the preemption finished, as before: %+v", victimStopLimit, next.states[k].Draining)
+			}
+		}},
 		{"a victim Nomad was asked to stop, or whose group Nomad shows at 0, is left to Nomad", func(t *testing.T, f *fakeNomad, c *Controller) {
 			// Under load Nomad evaluates late: stopping again would only
 			// queue another evaluation behind the rest.

@@ -76,6 +76,7 @@ func (c *Controller) loadStates(ctx context.Context) (err error) {
 			c.usage.restoreHistory(id, samples)
 		}
 		st.Usage = nil // saved as Idle from now on
+		st.pacePendingStops(c.now())
 	}
 	if len(newer) > 0 {
 		c.metrics.schemaRefusals.WithLabelValues("state").Add(float64(len(newer)))
