@@ -11,15 +11,7 @@ import (
 // TestEstimateBasis: what a job's run time rests on, the bucket its
 // forecast is calibrated in.
 func TestEstimateBasis(t *testing.T) {
-	h := NewHistory()
-	c := ClassOf("platform", "training", 1)
-	for range 10 {
-		h.Add(c.WithFamily("long"), 72*time.Hour)
-	}
-	for range minSimilar {
-		h.Add(c.WithFamily("short"), 4*time.Minute)
-	}
-	h.Add(c.WithFamily("new"), 4*time.Minute)
+	h, c := familyHistory()
 	for _, tc := range []struct {
 		name string
 		est  Estimate

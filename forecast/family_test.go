@@ -9,15 +9,7 @@ import (
 // TestFamilyEstimate: a family's own runs stand for its jobs once it has
 // enough of them; with fewer, its class's do.
 func TestFamilyEstimate(t *testing.T) {
-	h := NewHistory()
-	c := ClassOf("platform", "training", 1)
-	for range 10 {
-		h.Add(c.WithFamily("long"), 72*time.Hour)
-	}
-	for range minSimilar {
-		h.Add(c.WithFamily("short"), 4*time.Minute)
-	}
-	h.Add(c.WithFamily("new"), 4*time.Minute)
+	h, c := familyHistory()
 	for _, tc := range []struct {
 		name   string
 		class  Class
@@ -87,4 +79,20 @@ func TestFamiliesBounded(t *testing.T) {
 			t.Errorf("%s: %d families (counted %d)", tc.name, families, h.families)
 		}
 	}
+}
+
+// familyHistory is one class's history in three families: "long" (10 runs
+// of 3 days), "short" (enough 4-minute runs to stand for its jobs) and
+// "new" (one 4-minute run: too few).
+func familyHistory() (*History, Class) {
+	h := NewHistory()
+	c := ClassOf("platform", "training", 1)
+	for range 10 {
+		h.Add(c.WithFamily("long"), 72*time.Hour)
+	}
+	for range minSimilar {
+		h.Add(c.WithFamily("short"), 4*time.Minute)
+	}
+	h.Add(c.WithFamily("new"), 4*time.Minute)
+	return h, c
 }

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/gpu-steward/steward/policy"
 )
 
 // TestSearchMatchesBruteForce checks the node-first search, which reads
@@ -21,13 +23,7 @@ import (
 func TestSearchMatchesBruteForce(t *testing.T) {
 	var searches, found, ties, scans, barred, kindOrdered int
 	for seed := 0; seed < 24; seed++ {
-		r := rand.New(rand.NewPCG(uint64(seed), 99))
-		nodes := []int{60, 150, 400}[seed%3]
-		tenants := 2 + r.IntN(6)
-		gpn := []int{4, 8}[r.IntN(2)]
-		p := genPolicy(tenants, r.IntN(nodes*gpn/tenants+1), []int{-1, nodes * gpn / 2}[r.IntN(2)])
-		p.Preemption.MinRuntime = time.Duration(r.IntN(90)) * time.Minute
-		s := genCluster(r, nodes, gpn, nodes*2, nodes, tenants, t0)
+		r, p, s := genSearchCase(seed)
 		if seed%2 == 1 {
 			joinGangs(r, s, 4+r.IntN(8))
 		}
@@ -152,4 +148,18 @@ func joinGangs(r *rand.Rand, s *Snapshot, every int) {
 			m.Job.Gang, a.Job.Gang = true, true
 		}
 	}
+}
+
+// genSearchCase is the search tests' cluster for a seed: 60, 150 or 400
+// nodes of 4 or 8 GPUs, 2 to 7 tenants with random reserves and limits
+// and minimum run times; r goes on from it.
+func genSearchCase(seed int) (*rand.Rand, *policy.Policy, *Snapshot) {
+	r := rand.New(rand.NewPCG(uint64(seed), 99))
+	nodes := []int{60, 150, 400}[seed%3]
+	tenants := 2 + r.IntN(6)
+	gpn := []int{4, 8}[r.IntN(2)]
+	p := genPolicy(tenants, r.IntN(nodes*gpn/tenants+1), []int{-1, nodes * gpn / 2}[r.IntN(2)])
+	p.Preemption.MinRuntime = time.Duration(r.IntN(90)) * time.Minute
+	s := genCluster(r, nodes, gpn, nodes*2, nodes, tenants, t0)
+	return r, p, s
 }

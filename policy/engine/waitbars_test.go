@@ -1,9 +1,7 @@
 package engine
 
 import (
-	"math/rand/v2"
 	"testing"
-	"time"
 )
 
 // TestBarPotentialSurvivesNewSet: a set of nodes made during the plan (a
@@ -13,13 +11,7 @@ import (
 // indexed past its sets and panicked.
 func TestBarPotentialSurvivesNewSet(t *testing.T) {
 	for seed := 0; seed < 24; seed++ {
-		r := rand.New(rand.NewPCG(uint64(seed), 99))
-		nodes := []int{60, 150, 400}[seed%3]
-		tenants := 2 + r.IntN(6)
-		gpn := []int{4, 8}[r.IntN(2)]
-		p := genPolicy(tenants, r.IntN(nodes*gpn/tenants+1), []int{-1, nodes * gpn / 2}[r.IntN(2)])
-		p.Preemption.MinRuntime = time.Duration(r.IntN(90)) * time.Minute
-		s := genCluster(r, nodes, gpn, nodes*2, nodes, tenants, t0)
+		_, p, s := genSearchCase(seed)
 		st := newState(New(p), s, t0)
 		for _, pd := range st.orderDemands() {
 			b := &bene{d: pd.d, tier: pd.tier, tenant: pd.tenant, prio: pd.prio, g: pd.d.GPUsPerAlloc,
