@@ -1,7 +1,6 @@
 package forecast
 
 import (
-	"fmt"
 	"testing"
 	"time"
 
@@ -78,12 +77,7 @@ func TestCalibrationByBasis(t *testing.T) {
 			var c Calibration
 			n := 0
 			for _, p := range tc.past {
-				for range p.n {
-					n++
-					ref := engine.JobRef{Namespace: "ml", ID: fmt.Sprint("job-", n)}
-					c.Record(&Result{At: t0, Jobs: map[engine.JobRef]*JobForecast{ref: {P50: t0.Add(2 * h), P90: t0.Add(3 * h), Basis: p.basis}}})
-					c.Started(ref, t0.Add(p.wait))
-				}
+				n = recordPast(&c, t0, n, p.n, JobForecast{P50: t0.Add(2 * h), P90: t0.Add(3 * h), Basis: p.basis}, p.wait, true)
 			}
 			ref := engine.JobRef{Namespace: "ml", ID: "new"}
 			raw := &Result{At: now, Jobs: map[engine.JobRef]*JobForecast{ref: {P50: now.Add(2 * h), P90: now.Add(3 * h), Basis: tc.basis}}}

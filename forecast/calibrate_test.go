@@ -53,14 +53,7 @@ func TestCalibration(t *testing.T) {
 			var c Calibration
 			n := 0
 			for _, p := range tc.past {
-				for range p.n {
-					n++
-					ref := engine.JobRef{Namespace: "ml", ID: fmt.Sprint("job-", n)}
-					c.Record(&Result{At: t0, Jobs: map[engine.JobRef]*JobForecast{ref: {P50: at(t0, p.p50), P90: at(t0, p.p90)}}})
-					if p.started {
-						c.Started(ref, t0.Add(p.wait))
-					}
-				}
+				n = recordPast(&c, t0, n, p.n, JobForecast{P50: at(t0, p.p50), P90: at(t0, p.p90)}, p.wait, p.started)
 			}
 			ref := engine.JobRef{Namespace: "ml", ID: "new"}
 			raw := &Result{At: now, Jobs: map[engine.JobRef]*JobForecast{ref: {P50: at(now, tc.p50), P90: at(now, tc.p90)}}}
@@ -146,4 +139,20 @@ func BenchmarkCalibrationCorrect(b *testing.B) {
 	for range b.N {
 		c.Correct(res)
 	}
+}
+
+// recordPast records count past forecasts like f, made at made, of jobs
+// numbered on from n, and, when started, each job's start wait after
+// made; it returns the last number used.
+func recordPast(c *Calibration, made time.Time, n, count int, f JobForecast, wait time.Duration, started bool) int {
+	for range count {
+		n++
+		ref := engine.JobRef{Namespace: "ml", ID: fmt.Sprint("job-", n)}
+		jf := f
+		c.Record(&Result{At: made, Jobs: map[engine.JobRef]*JobForecast{ref: &jf}})
+		if started {
+			c.Started(ref, made.Add(wait))
+		}
+	}
+	return n
 }
