@@ -198,6 +198,12 @@ func runDemo(t *testing.T, scenario string) (string, func(job, label, contains s
 	}
 	t.Logf("DEMO_EXIT=1 steward demo took %v", time.Since(started).Round(time.Second))
 
+	// The demo moves to another port when the one picked above was taken
+	// in between (by a parallel test's agent): its links name the port it
+	// says it started the agent on.
+	if m := regexp.MustCompile(`starting a Nomad dev agent on http://127\.0\.0\.1:(\d+)`).FindStringSubmatch(text); m != nil {
+		port, _ = strconv.Atoi(m[1])
+	}
 	// Timeline lines: "15:04:05  ns/job  label  text  → URL".
 	line := func(job, label, contains string) {
 		t.Helper()
