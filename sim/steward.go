@@ -58,6 +58,7 @@ func (s *simulator) settleSteward() error {
 	}
 	s.wantPlan = false
 	s.placeQueued()
+	s.wakeForFairShare()
 	return nil
 }
 
