@@ -172,9 +172,13 @@ type fairWake struct {
 }
 
 // wakeForFairShare schedules the wake-up for the next crossing, replacing
-// the pending one; with no half-life it does nothing. Called once the
-// instant has settled (the plan applied, Nomad's queue placed), when the
-// GPUs each tenant holds are those of the stretch to the next event.
+// the pending one; with no half-life it does nothing. Called after each
+// plan, once Nomad has placed what it admitted: the GPUs each tenant then
+// holds are those of the stretch ahead. Not after instants with no plan
+// (an arrival that just fits, an end while nothing waits): the controller
+// too looks at usages only when it plans, and the next plan looks again.
+// (Looking again at every instant was measured too, docs/evaluation.md:
+// no better, and worse on Philly's full run.)
 func (s *simulator) wakeForFairShare() {
 	pol := s.pol.Preemption
 	if pol.FairShareHalfLife <= 0 {
