@@ -28,6 +28,7 @@ const (
 	wakePromote                    // waiting work reaches promote.after_wait
 	wakeCap                        // a preemption leaves the eviction cap's hour
 	wakeDeferred                   // a plan put off by Config.PlanInterval is due
+	wakeFair                       // decayed usages cross (fairwake.go)
 )
 
 // event is one scheduled happening. gen must match the job's generation

@@ -268,11 +268,14 @@ type simulator struct {
 	drainEnded bool
 	lastPlan   time.Duration
 	deferred   bool // a wake-up for a deferred plan is scheduled
-	snap       engine.Snapshot
-	plans      int
-	skipped    int
-	maxEvents  int
-	handled    int
+	// fairWake is the wake-up for the next crossing of decayed usages,
+	// with fair share over time (fairwake.go).
+	fairWake  fairWake
+	snap      engine.Snapshot
+	plans     int
+	skipped   int
+	maxEvents int
+	handled   int
 
 	// checks are preemptions made for a named beneficiary, to be checked
 	// when it should be running (wasted preemptions); due holds those
@@ -576,6 +579,9 @@ func (s *simulator) wakeMatters(e event) bool {
 		return e.gen == j.gen && j.state.waiting() && j.priority < min(j.tierPrio+pr.Boost, policy.MaxPriority)
 	case wakeDeferred:
 		s.deferred = false
+		return true
+	case wakeFair:
+		s.fairWake.pending = false
 		return true
 	case wakeCap:
 		// Only a job that was at the cap until now becomes a victim again.

@@ -37,7 +37,8 @@ func (s *simulator) settleSteward() error {
 		}
 		s.wantPlan = false
 	}
-	if s.wantPlan && (len(s.queue) > 0 || len(s.heldList) > 0 || s.forcePlan) {
+	planned := s.wantPlan && (len(s.queue) > 0 || len(s.heldList) > 0 || s.forcePlan)
+	if planned {
 		s.lastPlan = s.now
 		plan := s.eng.Plan(s.snapshot(), epoch.Add(s.now))
 		s.plans++
@@ -58,6 +59,9 @@ func (s *simulator) settleSteward() error {
 	}
 	s.wantPlan = false
 	s.placeQueued()
+	if planned {
+		s.wakeForFairShare()
+	}
 	return nil
 }
 
