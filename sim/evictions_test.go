@@ -83,3 +83,4 @@ I2,5430,8,1,1200,ml,interactive,never`,
 		})
 	}
 }
+
