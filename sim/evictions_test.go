@@ -83,4 +83,3 @@ I2,5430,8,1,1200,ml,interactive,never`,
 		})
 	}
 }
-
