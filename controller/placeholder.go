@@ -12,6 +12,7 @@ import (
 	"github.com/hashicorp/nomad/api"
 
 	"github.com/gpu-steward/steward/policy/engine"
+	"github.com/gpu-steward/steward/policy/nomadmodel"
 )
 
 // Placeholders keep free GPUs for a beneficiary while its victims
@@ -82,6 +83,7 @@ func (c *Controller) wantedPlaceholders(r *round) map[string]placeholderWant {
 	}
 	want := map[string]placeholderWant{}
 	nodeID := nodeResolver(r.obs.Nodes)
+	var placing []engine.Earmark // set aside for work resumed in this round
 	for _, st := range c.states {
 		for _, m := range st.Marks {
 			if !r.now.Before(m.Until) {
@@ -89,11 +91,15 @@ func (c *Controller) wantedPlaceholders(r *round) map[string]placeholderWant {
 			}
 			ref, ok := parseJobRef(m.For)
 			node, known := nodes[nodeID(m.Node)]
-			if !ok || !known || placeholderDriver(node) == "" {
+			if !ok || !known {
 				continue
 			}
 			k := jobKey{ref.Namespace, ref.ID}
-			if !c.stillHeld(k, m.Group) || c.states[k].Paused || r.resumed[k][m.Group] || (m.Group == "" && len(r.resumed[k]) > 0) {
+			if r.resumed[k][m.Group] || (m.Group == "" && len(r.resumed[k]) > 0) {
+				placing = append(placing, engine.Earmark{NodeID: node.ID, GPUs: m.GPUs, For: ref, ForGroup: m.Group})
+				continue
+			}
+			if placeholderDriver(node) == "" || !c.stillHeld(k, m.Group) || c.states[k].Paused {
 				// (A paused job is held, but waits for nothing.)
 				continue
 			}
@@ -104,6 +110,15 @@ func (c *Controller) wantedPlaceholders(r *round) map[string]placeholderWant {
 			w.until = later(w.until, m.Until)
 			want[id] = w
 		}
+	}
+	// Nomad places the work resumed in this round on the GPUs set aside
+	// for it: a new placeholder for other work must not take them too
+	// (nomadmodel.PlacingMarks). Those its own placeholder held are
+	// counted already, as that placeholder's.
+	for n, g := range nomadmodel.PlacingMarks(placing, func(engine.Earmark) bool { return true }, func(m engine.Earmark) int {
+		return r.obs.Placeholders[placeholderID(m.For, m.ForGroup, m.NodeID)].GPUs
+	}) {
+		free[n] -= g
 	}
 	for _, id := range sortedIDs(want) {
 		w := want[id]

@@ -206,3 +206,55 @@ func TestPausedBeneficiaryGetsNoSetAside(t *testing.T) {
 		})
 	}
 }
+
+// TestPlaceholderLeavesWorkPlacedNow: GPUs set aside for work the round
+// resumes are that work's: Nomad places it there now. A placeholder
+// registered in the same round for another held beneficiary must not
+// count them as free too (nomadmodel.PlacingMarks), or the resumed work
+// waits for GPUs set aside for it and the other beneficiary's victims
+// were preempted for GPUs it cannot have either. Before, the placeholder
+// took every free GPU on the node, the resumed work's included.
+func TestPlaceholderLeavesWorkPlacedNow(t *testing.T) {
+	other := engine.JobRef{Namespace: "ml", ID: "other"}
+	id := placeholderID(other, "work", "n1")
+	nbID := placeholderID(engine.JobRef{Namespace: "ml", ID: "nb"}, "work", "n1")
+	until := t0.Add(time.Minute)
+	besideOther := Mark{Node: "n1", GPUs: 3, For: "ml/other", Group: "work", Until: until, Beside: true}
+	tests := []struct {
+		name   string
+		gpus   int  // the node's; 1 of them runs an allocation
+		nbMark Mark // set aside for ml/nb, resumed in this round
+		nbHeld int  // GPUs ml/nb's own placeholder holds (purged now); 0: none
+		want   []string
+	}{
+		{"freed for the resumed work: not the other's placeholder's", 4,
+			Mark{Node: "n1", GPUs: 3, For: "ml/nb", Group: "work", Until: until}, 0, nil},
+		{"what is left beside them: the other's", 6,
+			Mark{Node: "n1", GPUs: 3, For: "ml/nb", Group: "work", Until: until}, 0, []string{"register steward/" + id + " gpus=2"}},
+		{"held by the resumed work's own placeholder: counted once", 8,
+			Mark{Node: "n1", GPUs: 3, For: "ml/nb", Group: "work", Until: until, Beside: true}, 3,
+			[]string{"register steward/" + id + " gpus=3", "purge steward/" + nbID}},
+		{"resumed work's marks lapsed: all free", 4,
+			Mark{Node: "n1", GPUs: 3, For: "ml/nb", Group: "work", Until: t0}, 0, []string{"register steward/" + id + " gpus=3"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFakeNomad()
+			c := testController(t, f)
+			c.state(jobKey{"ml", "train"}).Marks = []Mark{besideOther, tt.nbMark}
+			c.state(jobKey{"ml", "other"}).hold("work", 1, 1, string(engine.RuleDraining), t0, 10)
+			c.state(jobKey{"ml", "nb"}).hold("work", 1, 1, string(engine.RuleDraining), t0, 10)
+			r := roundWith(nil, []ObservedAlloc{alloc("a0", "train")})
+			r.obs.Nodes = []ObservedNode{{ID: "n1", Name: "gpu-1", GPUs: tt.gpus, Drivers: []string{"raw_exec"}}}
+			r.obs.Placeholders = map[string]Placeholder{}
+			if tt.nbHeld > 0 {
+				r.obs.Placeholders[nbID] = Placeholder{ID: nbID, Node: "n1", GPUs: tt.nbHeld}
+			}
+			r.resumed[jobKey{"ml", "nb"}] = map[string]bool{"work": true}
+			c.syncPlaceholders(context.Background(), r)
+			if got := f.calls; !slices.Equal(got, tt.want) {
+				t.Fatalf("calls %q, want %q", got, tt.want)
+			}
+		})
+	}
+}

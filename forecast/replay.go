@@ -68,6 +68,10 @@ type ralloc struct {
 	node     int
 	end      time.Time // when its run ends (its job's draw)
 	drainEnd time.Time // while draining: when its grace ends
+	// drainDecided: when the replay decided its drain (zero: a drain
+	// of the snapshot), the time its eviction counts under until the
+	// stop (stopEviction).
+	drainDecided time.Time
 	// drainIdle: the drain is an idle stop, not a preemption;
 	// drainGone: its work is stopped for good, not held (an idle stop
 	// without requeue). A drain in the snapshot is a preemption's.
@@ -314,12 +318,14 @@ func (r *replay) index() {
 
 // endRuns ends the runs and graces due by now.
 func (r *replay) endRuns() {
+	var ended []endedDrain
 	kept := r.allocs[:0]
 	for _, a := range r.allocs {
 		switch {
 		case !a.drainEnd.IsZero() && !a.drainEnd.After(r.now) && a.end.After(a.drainEnd):
 			// Its grace is over: stopped, held, to resume later with
 			// what it still had to run (its checkpoint keeps the rest).
+			ended = append(ended, endedDrain{a, true})
 			r.free(a, a.drainEnd)
 			if a.a.For != nil && r.waits(*a.a.For) {
 				r.marks = append(r.marks, rmark{Earmark: engine.Earmark{NodeID: a.a.NodeID, GPUs: len(a.a.GPUIDs),
@@ -329,6 +335,9 @@ func (r *replay) endRuns() {
 				r.requeue(a, a.end.Sub(a.drainEnd), a.drainIdle, a.drainEnd)
 			}
 		case !a.end.After(r.now):
+			if !a.drainDecided.IsZero() {
+				ended = append(ended, endedDrain{a, false})
+			}
 			r.free(a, a.end)
 			r.freedBy[a.node] = a.a.Job.Ref.String()
 		default:
@@ -336,6 +345,7 @@ func (r *replay) endRuns() {
 		}
 	}
 	r.allocs = kept
+	r.stopEvictions(ended)
 }
 
 // free gives an allocation's GPUs back, freed at t: the free list stays
@@ -528,6 +538,9 @@ func (n *replayNomad) Stop(a *engine.Action, st nomadmodel.Stop) error {
 			// over (endRuns).
 			ra.a.Draining, ra.a.For, ra.a.ForGroup = true, st.For, st.ForGroup
 			ra.drainEnd = st.End
+			if st.Preempted || st.Requeue {
+				ra.drainDecided = st.Decided
+			}
 			ra.drainIdle, ra.drainGone = !st.Preempted, !st.Requeue
 			if st.For != nil {
 				r.drainFor[*st.For]++

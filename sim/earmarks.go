@@ -87,14 +87,34 @@ func (s *simulator) keepMarks(marks []engine.Earmark) {
 		return
 	}
 	until := s.now + nomadmodel.SignalDelay + s.maxGrace + max(time.Minute, markTTL*s.cfg.PlanInterval)
+	placing := s.placingMarks()
 	for _, m := range marks {
 		bi, known := s.byRef[m.For]
 		n, onNode := s.cl.nodeIdx[m.NodeID]
 		if known && onNode {
-			held := max(0, min(m.GPUs, s.cl.free[n]-s.placeholdersOn(n)))
+			// Not GPUs set aside for work Nomad places now (queued):
+			// they are its own (nomadmodel.PlacingMarks).
+			held := max(0, min(m.GPUs, s.cl.free[n]-s.placeholdersOn(n)-placing[m.NodeID]))
 			s.marks = append(s.marks, simMark{node: n, gpus: m.GPUs, bene: bi, until: until, held: held})
 		}
 	}
+}
+
+// placingMarks is, by node ID, the GPUs set aside for beneficiaries in
+// Nomad's queue, which it places in this round (resumed by the plan, or
+// queued): no placeholder holds them (holding), and one registered now
+// for other work must leave them free.
+func (s *simulator) placingMarks() map[string]int {
+	var live []engine.Earmark
+	for _, m := range s.marks {
+		if s.now < m.until && s.jobs[m.bene].state == queued {
+			live = append(live, engine.Earmark{NodeID: s.cl.nodeIDs[m.node], GPUs: m.gpus, For: s.jobs[m.bene].ref})
+		}
+	}
+	if len(live) == 0 {
+		return nil
+	}
+	return nomadmodel.PlacingMarks(live, func(engine.Earmark) bool { return true }, nil)
 }
 
 // dropMarks stops setting aside the GPUs a plan gave to urgent work

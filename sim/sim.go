@@ -198,6 +198,11 @@ type simJob struct {
 	ahead        bool
 	preemptTimes []time.Time
 	preemptions  int
+	// evictDecided is when the drain in progress was decided, while its
+	// eviction is pending: it counts toward the cap from then, under that
+	// time, and moves to its stop's time when the grace ends (evictStopped),
+	// as the controller counts it. Zero: none pending.
+	evictDecided time.Time
 	// Idle reclaim accounting: when an idle rule requeued the job, and how
 	// much idle run time it still had then.
 	idleStoppedAt time.Duration
@@ -513,6 +518,7 @@ func (s *simulator) handle(e event) {
 		}
 		if s.workDone(j) >= j.spec.RunTime {
 			// It finishes as its grace ends: a completion, not a stop.
+			s.evictStopped(j, false)
 			bene := j.drainFor
 			s.drainEnded = true
 			s.markFreed(j)
@@ -527,6 +533,7 @@ func (s *simulator) handle(e event) {
 		if j.drainCheckpoint {
 			k = keepCheckpoint
 		}
+		s.evictStopped(j, true)
 		bene := j.drainFor
 		s.drainEnded = true
 		s.markFreed(j)

@@ -292,7 +292,13 @@ func (n *simNomad) Stop(a *engine.Action, st nomadmodel.Stop) error {
 	} else {
 		j.preemptTimes = append(j.preemptTimes, st.Decided)
 	}
-	s.wakeForEvictionCap(j)
+	if st.Drain {
+		// Counted from now, under the decision's time, until the stop
+		// (evictStopped): the controller's way (sim/evictions.go).
+		j.evictDecided = j.preemptTimes[len(j.preemptTimes)-1]
+	} else {
+		s.wakeForEvictionCap(j)
+	}
 	if st.Drain {
 		// The signal goes out a signal delay after the decision, and the
 		// grace runs from it. The job checkpoints when the signal comes,
