@@ -174,3 +174,15 @@ func (c *Cluster) withPending(j engine.Job) engine.Job {
 	j.PreemptionsTotal = total
 	return j
 }
+
+// DrainsEnd is when the last victim of the drains in progress stops; zero
+// when none is in progress.
+func (c *Cluster) DrainsEnd() time.Time {
+	var end time.Time
+	for _, d := range c.drains {
+		if d.end.After(end) {
+			end = d.end
+		}
+	}
+	return end
+}
