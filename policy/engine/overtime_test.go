@@ -1,8 +1,9 @@
-package engine
+package engine_test
 
 import (
 	"flag"
 	"fmt"
+	"github.com/gpu-steward/steward/policy/engine"
 	"math/rand/v2"
 	"reflect"
 	"testing"
@@ -82,7 +83,7 @@ func playOverTime(t *testing.T, seed uint64) {
 			p.Tenants[name] = tenant(name, r.IntN(3), []int{policy.Unlimited, 4, 6}[r.IntN(3)])
 		}
 	})
-	genDepartment(int(seed), p) // half the seeds: some tenants in a department
+	engine.GenDepartment(int(seed), p) // half the seeds: some tenants in a department
 	h := newHarness(t, p)
 	for n := range 1 + r.IntN(3) {
 		h.node(fmt.Sprintf("n%d", n), "default", []int{2, 4}[r.IntN(2)])
@@ -98,12 +99,12 @@ func playOverTime(t *testing.T, seed uint64) {
 		jobs = append(jobs, j)
 	}
 	name := fmt.Sprintf("seed %d", seed)
-	type pair struct{ victim, beneficiary JobRef }
-	preemptedFor := map[pair]Action{} // victim's last preemption for beneficiary
-	ended := map[JobRef]bool{}
-	started := map[JobRef]time.Duration{} // since when a job runs whole
+	type pair struct{ victim, beneficiary engine.JobRef }
+	preemptedFor := map[pair]engine.Action{} // victim's last preemption for beneficiary
+	ended := map[engine.JobRef]bool{}
+	started := map[engine.JobRef]time.Duration{} // since when a job runs whole
 	next := 0
-	for step := 0; step < 400 && (next < len(jobs) || len(h.allocs) > 0 || len(h.heldJobs()) > 0); step++ {
+	for step := 0; step < 400 && (next < len(jobs) || len(h.allocs()) > 0 || len(h.heldJobs()) > 0); step++ {
 		now := h.now.Sub(t0)
 		for next < len(jobs) && jobs[next].at <= now {
 			j := jobs[next]
@@ -116,12 +117,12 @@ func playOverTime(t *testing.T, seed uint64) {
 		}
 		// Jobs that ran their whole time end.
 		for _, j := range jobs[:next] {
-			ref := JobRef{j.ns, j.id}
+			ref := engine.JobRef{j.ns, j.id}
 			if ended[ref] {
 				continue
 			}
 			hj := h.find(j.ns, j.id)
-			if hj.queued+hj.held > 0 {
+			if h.queued(hj)+hj.Held > 0 {
 				delete(started, ref)
 				continue
 			}
@@ -132,19 +133,20 @@ func playOverTime(t *testing.T, seed uint64) {
 				ended[ref] = true
 			}
 		}
+		h.cluster().Advance(h.now)
 		s := h.snapshot()
 		plan := h.e.Plan(s, h.now)
-		checkVictimsExistOnce(t, name, s, plan)
-		checkBeneficiariesFit(t, name, s, plan)
+		engine.CheckVictimsExistOnce(t, name, s, plan)
+		engine.CheckBeneficiariesFit(t, name, s, plan)
 		if again := h.e.Plan(s, h.now); !reflect.DeepEqual(plan, again) {
 			t.Errorf("%s at %s: two plans of the same snapshot differ", name, now)
 		}
 		for _, a := range plan.Actions {
-			if a.Kind != Preempt || a.For == nil {
+			if a.Kind != engine.Preempt || a.For == nil {
 				continue
 			}
 			was, ok := preemptedFor[pair{*a.For, a.Job}]
-			if ok && !ended[a.Job] && !ended[*a.For] && (was.Reason.Rule == RuleReclaim || a.Reason.Rule == RuleReclaim) {
+			if ok && !ended[a.Job] && !ended[*a.For] && (was.Reason.Rule == engine.RuleReclaim || a.Reason.Rule == engine.RuleReclaim) {
 				// A tenant took back its reserve, one way or the other:
 				// their standings changed in between (the first took
 				// work of a tenant over its reserve, or for one under
@@ -160,14 +162,10 @@ func playOverTime(t *testing.T, seed uint64) {
 			}
 			preemptedFor[pair{a.Job, *a.For}] = a
 		}
-		for _, a := range plan.Actions {
-			h.apply(a)
-		}
-		h.history = append(h.history, plan.Actions...)
-		h.schedule()
+		h.carry(plan)
 		if t.Failed() {
 			for _, a := range h.history {
-				if a.Kind != Hold {
+				if a.Kind != engine.Hold {
 					t.Logf("%s", a)
 				}
 			}
