@@ -114,9 +114,9 @@ func (c *Cluster) CarryOut(plan *engine.Plan, now time.Time) error {
 			return err
 		}
 	}
-	c.marks = append(c.marks, plan.Earmarks...)
+	c.markBeside(plan, now)
 	for _, u := range plan.Unmarked {
-		c.marks = slices.DeleteFunc(c.marks, func(m engine.Earmark) bool { return m.NodeID == u.NodeID && m.For == u.For })
+		c.marks = slices.DeleteFunc(c.marks, func(m mark) bool { return m.NodeID == u.NodeID && m.For == u.For })
 	}
 	c.Place(now)
 	c.dropMarks()

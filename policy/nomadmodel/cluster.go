@@ -25,7 +25,7 @@ type Cluster struct {
 	allocs []alloc
 	groups []*Group
 	drains []*drain
-	marks  []engine.Earmark
+	marks  []mark
 	seq    int
 }
 
