@@ -72,8 +72,8 @@ func (h *harness) addNode(n engine.Node) {
 
 // cluster is the model, started on the nodes added so far.
 func (h *harness) cluster() *nomadmodel.Cluster {
-	h.t.Helper()
 	if h.c == nil {
+		h.t.Helper() // here only: the over-time test calls this per job per step
 		c, err := nomadmodel.New(h.nodes)
 		if err != nil {
 			h.t.Fatal(err)
@@ -147,10 +147,26 @@ func (h *harness) allocs() []engine.Alloc { return h.snapshot().Allocs }
 // queued is what Nomad has yet to place of j.
 func (h *harness) queued(j *hjob) int { return h.cluster().Queued(j.Group) }
 
+// busy reports whether anything runs or is held.
+func (h *harness) busy() bool {
+	for _, j := range h.jobs {
+		if !j.done && (j.Held > 0 || j.Count > h.queued(j)) {
+			return true
+		}
+	}
+	return false
+}
+
 // snapshot is the cluster as the controller reads it for the engine.
 func (h *harness) snapshot() *engine.Snapshot {
 	s := h.cluster().Snapshot()
 	s.Usage = h.usage
+	samples := map[engine.JobRef][]engine.Sample{}
+	for _, j := range h.jobs {
+		if !j.done && j.samples != nil {
+			samples[j.Job.Ref] = j.samples
+		}
+	}
 	for i := range s.Allocs {
 		a := &s.Allocs[i]
 		a.CheckpointAt, a.IdleWarned = h.saved[a.ID], h.warned[a.ID]
@@ -158,12 +174,8 @@ func (h *harness) snapshot() *engine.Snapshot {
 			a.Usage = u
 			continue
 		}
-		for _, j := range h.jobs {
-			if j.Job.Ref == a.Job.Ref && !j.done {
-				for _, smp := range j.samples {
-					a.Usage = append(a.Usage, engine.Sample{At: a.StartedAt.Add(smp.At.Sub(time.Time{})), Util: smp.Util})
-				}
-			}
+		for _, smp := range samples[a.Job.Ref] {
+			a.Usage = append(a.Usage, engine.Sample{At: a.StartedAt.Add(smp.At.Sub(time.Time{})), Util: smp.Util})
 		}
 	}
 	for i := range s.Waiting {

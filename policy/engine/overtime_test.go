@@ -104,7 +104,7 @@ func playOverTime(t *testing.T, seed uint64) {
 	ended := map[engine.JobRef]bool{}
 	started := map[engine.JobRef]time.Duration{} // since when a job runs whole
 	next := 0
-	for step := 0; step < 400 && (next < len(jobs) || len(h.allocs()) > 0 || len(h.heldJobs()) > 0); step++ {
+	for step := 0; step < 400 && (next < len(jobs) || h.busy()); step++ {
 		now := h.now.Sub(t0)
 		for next < len(jobs) && jobs[next].at <= now {
 			j := jobs[next]
