@@ -1,6 +1,7 @@
-package engine
+package engine_test
 
 import (
+	"github.com/gpu-steward/steward/policy/engine"
 	"testing"
 	"time"
 
@@ -41,8 +42,8 @@ func TestBeyondReserve(t *testing.T) {
 			h.advance(time.Hour)
 			h.submit("product", "serve-b", "inference", 2, 1)
 			plan := h.step()
-			a := actionOf(t, plan, Preempt, "research/train2")
-			if a.Reason.Rule != RulePriority || a.GPUs != 2 {
+			a := actionOf(t, plan, engine.Preempt, "research/train2")
+			if a.Reason.Rule != engine.RulePriority || a.GPUs != 2 {
 				t.Fatalf("preemption %s: want train2's 2 GPUs by priority", a)
 			}
 			mustContain(t, a.Reason.Message, "tier training (priority 40) yields 2 GPUs to product/serve-b/main, tier inference (priority 90)",
@@ -62,15 +63,15 @@ func TestBeyondReserve(t *testing.T) {
 			// take product's build beyond its reserve by priority.
 			h.submit("research", "serve", "inference", 4, 1)
 			plan := h.step()
-			if len(victimActions(plan)) != 0 {
+			if len(engine.VictimActions(plan)) != 0 {
 				t.Fatalf("want no victims; got %q", kinds(plan))
 			}
 			// Research's inference within its reserve reclaims it.
 			h.finish("research", "serve")
 			h.submit("research", "serve2", "inference", 2, 1)
 			plan = h.step()
-			a := actionOf(t, plan, Preempt, "product/build-b")
-			if a.Reason.Rule != RuleReclaim {
+			a := actionOf(t, plan, engine.Preempt, "product/build-b")
+			if a.Reason.Rule != engine.RuleReclaim {
 				t.Fatalf("preemption %s: want a reclaim", a)
 			}
 			mustContain(t, a.Reason.Message, "tenant product holds 4 GPUs, reserve 2: reclaiming 2 for research/serve2/main",
@@ -87,8 +88,8 @@ func TestBeyondReserve(t *testing.T) {
 			h.advance(time.Hour)
 			h.submit("platform", "nb", "interactive", 2, 1)
 			plan := h.step()
-			a := actionOf(t, plan, Preempt, "research/nb1")
-			if a.Reason.Rule != RuleReclaim {
+			a := actionOf(t, plan, engine.Preempt, "research/nb1")
+			if a.Reason.Rule != engine.RuleReclaim {
 				t.Fatalf("preemption %s: want a reclaim", a)
 			}
 		}},

@@ -1,6 +1,7 @@
-package engine
+package engine_test
 
 import (
+	"github.com/gpu-steward/steward/policy/engine"
 	"strings"
 	"testing"
 	"time"
@@ -27,10 +28,10 @@ func TestEngineCompareVictims(t *testing.T) {
 	h.advance(time.Hour)
 	h.submit("research", "young", "training", 2, 1)
 	h.advance(time.Minute)
-	ref := func(ns, id string) JobRef { return JobRef{Namespace: ns, ID: id} }
+	ref := func(ns, id string) engine.JobRef { return engine.JobRef{Namespace: ns, ID: id} }
 	cases := []struct {
 		name string
-		x, y JobRef
+		x, y engine.JobRef
 		want string // in the explanation
 		err  string
 	}{

@@ -1,7 +1,9 @@
-package engine
+package engine_test
 
 import (
+	"github.com/gpu-steward/steward/policy/engine"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -13,17 +15,17 @@ import (
 // work ranked above it nor the victim may take them, whether they are
 // still draining or already given back.
 func TestEarmarks(t *testing.T) {
-	bene := JobRef{"b", "bene"}
-	running := func(id, ns string, gpus int, draining bool, forJob *JobRef) Alloc {
+	bene := engine.JobRef{"b", "bene"}
+	running := func(id, ns string, gpus int, draining bool, forJob *engine.JobRef) engine.Alloc {
 		ids := []string{}
 		for i := range gpus {
-			ids = append(ids, id+"-gpu"+itoa(i))
+			ids = append(ids, id+"-gpu"+strconv.Itoa(i))
 		}
-		return Alloc{ID: id, Job: Job{Ref: JobRef{ns, id}, Priority: 40}, Group: "main", NodeID: "n1",
+		return engine.Alloc{ID: id, Job: engine.Job{Ref: engine.JobRef{ns, id}, Priority: 40}, Group: "main", NodeID: "n1",
 			GPUIDs: ids, StartedAt: t0.Add(-2 * time.Hour), Draining: draining, For: forJob}
 	}
-	waiting := func(ns, id string, prio int, held, preempted bool) Demand {
-		return Demand{Job: Job{Ref: JobRef{ns, id}, Priority: prio, Tier: map[int]string{40: "training", 60: "interactive"}[prio]},
+	waiting := func(ns, id string, prio int, held, preempted bool) engine.Demand {
+		return engine.Demand{Job: engine.Job{Ref: engine.JobRef{ns, id}, Priority: prio, Tier: map[int]string{40: "training", 60: "interactive"}[prio]},
 			Group: "main", GPUsPerAlloc: 1, Count: 1, Since: t0.Add(-time.Hour), Held: held, Preempted: preempted}
 	}
 	// Tenant a is within its reserve (ranked first); b borrows.
@@ -33,66 +35,66 @@ func TestEarmarks(t *testing.T) {
 	})
 	tests := []struct {
 		name     string
-		snap     Snapshot
+		snap     engine.Snapshot
 		wantBene string // the beneficiary's fate: "resume", "admitted" (queued, no action) or "hold"
 		wantNot  string // a job that must get no resume
 	}{
 		{
 			name: "draining GPUs are the beneficiary's, not the held victim's",
-			snap: Snapshot{
-				Nodes:   []Node{{ID: "n1", GPUs: 1}},
-				Allocs:  []Alloc{running("victim", "a", 1, true, &bene)},
-				Waiting: []Demand{waiting("a", "victim", 40, true, true), waiting("b", "bene", 40, true, false)},
+			snap: engine.Snapshot{
+				Nodes:   []engine.Node{{ID: "n1", GPUs: 1}},
+				Allocs:  []engine.Alloc{running("victim", "a", 1, true, &bene)},
+				Waiting: []engine.Demand{waiting("a", "victim", 40, true, true), waiting("b", "bene", 40, true, false)},
 			},
 			wantBene: "resume", wantNot: "a/victim",
 		},
 		{
 			name: "GPUs given back stay the beneficiary's until it runs",
-			snap: Snapshot{
-				Nodes:    []Node{{ID: "n1", GPUs: 1}},
-				Earmarks: []Earmark{{NodeID: "n1", GPUs: 1, For: bene, ForGroup: "main"}},
-				Waiting:  []Demand{waiting("a", "victim", 40, true, true), waiting("b", "bene", 40, false, false)},
+			snap: engine.Snapshot{
+				Nodes:    []engine.Node{{ID: "n1", GPUs: 1}},
+				Earmarks: []engine.Earmark{{NodeID: "n1", GPUs: 1, For: bene, ForGroup: "main"}},
+				Waiting:  []engine.Demand{waiting("a", "victim", 40, true, true), waiting("b", "bene", 40, false, false)},
 			},
 			wantBene: "admitted", wantNot: "a/victim",
 		},
 		{
 			name: "a higher tier does not take GPUs freed for lower work either",
-			snap: Snapshot{
-				Nodes:    []Node{{ID: "n1", GPUs: 1}},
-				Earmarks: []Earmark{{NodeID: "n1", GPUs: 1, For: bene, ForGroup: "main"}},
-				Waiting:  []Demand{waiting("a", "urgent", 60, true, false), waiting("b", "bene", 40, false, false)},
+			snap: engine.Snapshot{
+				Nodes:    []engine.Node{{ID: "n1", GPUs: 1}},
+				Earmarks: []engine.Earmark{{NodeID: "n1", GPUs: 1, For: bene, ForGroup: "main"}},
+				Waiting:  []engine.Demand{waiting("a", "urgent", 60, true, false), waiting("b", "bene", 40, false, false)},
 			},
 			wantBene: "admitted", wantNot: "a/urgent",
 		},
 		{
 			name: "an earmark for work that no longer waits is free to all",
-			snap: Snapshot{
-				Nodes:    []Node{{ID: "n1", GPUs: 1}},
-				Earmarks: []Earmark{{NodeID: "n1", GPUs: 1, For: JobRef{"b", "gone"}, ForGroup: "main"}},
-				Waiting:  []Demand{waiting("a", "victim", 40, true, true), waiting("b", "bene", 40, true, false)},
+			snap: engine.Snapshot{
+				Nodes:    []engine.Node{{ID: "n1", GPUs: 1}},
+				Earmarks: []engine.Earmark{{NodeID: "n1", GPUs: 1, For: engine.JobRef{"b", "gone"}, ForGroup: "main"}},
+				Waiting:  []engine.Demand{waiting("a", "victim", 40, true, true), waiting("b", "bene", 40, true, false)},
 			},
 			wantBene: "hold-or-wait",
 		},
 		{
 			name: "an earmark beyond the node's free GPUs is cut to them",
-			snap: Snapshot{
-				Nodes:    []Node{{ID: "n1", GPUs: 2}},
-				Allocs:   []Alloc{running("other", "c", 1, false, nil)},
-				Earmarks: []Earmark{{NodeID: "n1", GPUs: 5, For: bene, ForGroup: "main"}},
-				Waiting:  []Demand{waiting("b", "bene", 40, true, false)},
+			snap: engine.Snapshot{
+				Nodes:    []engine.Node{{ID: "n1", GPUs: 2}},
+				Allocs:   []engine.Alloc{running("other", "c", 1, false, nil)},
+				Earmarks: []engine.Earmark{{NodeID: "n1", GPUs: 5, For: bene, ForGroup: "main"}},
+				Waiting:  []engine.Demand{waiting("b", "bene", 40, true, false)},
 			},
 			wantBene: "resume",
 		},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			plan := New(pol).Plan(&tc.snap, t0)
+			plan := engine.New(pol).Plan(&tc.snap, t0)
 			got := "hold-or-wait"
 			for _, a := range plan.Actions {
-				if a.Job == bene && a.Kind == Resume {
+				if a.Job == bene && a.Kind == engine.Resume {
 					got = "resume"
 				}
-				if a.Kind == Resume && a.Job.String() == tc.wantNot {
+				if a.Kind == engine.Resume && a.Job.String() == tc.wantNot {
 					t.Errorf("%s resumed into GPUs set aside for %s: %s", tc.wantNot, bene, a)
 				}
 			}
@@ -129,15 +131,15 @@ func TestEarmarksBesideVictims(t *testing.T) {
 		p.Tenants["a"] = tenant("a", 4, policy.Unlimited)
 		p.Tenants["b"] = tenant("b", 0, policy.Unlimited)
 	})
-	snap := Snapshot{
-		Nodes: []Node{{ID: "n1", GPUs: 3}, {ID: "n2", GPUs: 1}},
-		Allocs: []Alloc{{ID: "v", Job: Job{Ref: JobRef{"b", "victim"}, Priority: 40, Tier: "training"}, Group: "main",
+	snap := engine.Snapshot{
+		Nodes: []engine.Node{{ID: "n1", GPUs: 3}, {ID: "n2", GPUs: 1}},
+		Allocs: []engine.Alloc{{ID: "v", Job: engine.Job{Ref: engine.JobRef{"b", "victim"}, Priority: 40, Tier: "training"}, Group: "main",
 			NodeID: "n1", GPUIDs: []string{"g0"}, StartedAt: t0.Add(-2 * time.Hour)}},
-		Waiting: []Demand{{Job: Job{Ref: JobRef{"a", "bene"}, Priority: 40, Tier: "training"}, Group: "main",
+		Waiting: []engine.Demand{{Job: engine.Job{Ref: engine.JobRef{"a", "bene"}, Priority: 40, Tier: "training"}, Group: "main",
 			GPUsPerAlloc: 3, Count: 1, Since: t0.Add(-time.Minute), Held: true}},
 	}
-	plan := New(pol).Plan(&snap, t0)
-	want := []Earmark{{NodeID: "n1", GPUs: 2, For: JobRef{"a", "bene"}, ForGroup: "main"}}
+	plan := engine.New(pol).Plan(&snap, t0)
+	want := []engine.Earmark{{NodeID: "n1", GPUs: 2, For: engine.JobRef{"a", "bene"}, ForGroup: "main"}}
 	if !slices.Equal(plan.Earmarks, want) {
 		var lines []string
 		for _, a := range plan.Actions {
@@ -172,10 +174,7 @@ func TestBeneficiaryHeldWhileVictimsCheckpoint(t *testing.T) {
 			h.node("n1", "default", 4)
 			h.submit("ml", "train", "training", 4, 1)
 			if tt.noSignal {
-				h.find("ml", "train").job.Checkpoint = "none"
-				for i := range h.allocs {
-					h.allocs[i].Job.Checkpoint = "none"
-				}
+				h.find("ml", "train").Job.Checkpoint = "none"
 			}
 			h.advance(time.Hour)
 			h.submit("prod", "serve", tt.tier, 4, 1)
@@ -185,12 +184,12 @@ func TestBeneficiaryHeldWhileVictimsCheckpoint(t *testing.T) {
 				return
 			}
 			hold := plan.Actions[1]
-			if hold.Reason.Rule != RuleDraining || hold.Reason.Message != tt.wantReason || hold.Count != 1 {
+			if hold.Reason.Rule != engine.RuleDraining || hold.Reason.Message != tt.wantReason || hold.Count != 1 {
 				t.Fatalf("hold %s: rule %s, count %d, message %q; want %s, 1, %q", hold, hold.Reason.Rule, hold.Count,
-					hold.Reason.Message, RuleDraining, tt.wantReason)
+					hold.Reason.Message, engine.RuleDraining, tt.wantReason)
 			}
 			w := plan.Waiting
-			if len(w) != 1 || w[0].Job != (JobRef{"prod", "serve"}) || w[0].Reason != hold.Reason {
+			if len(w) != 1 || w[0].Job != (engine.JobRef{"prod", "serve"}) || w[0].Reason != hold.Reason {
 				t.Fatalf("waiting %v: want prod/serve with the hold's reason", w)
 			}
 		})
@@ -202,14 +201,14 @@ func TestBeneficiaryHeldWhileVictimsCheckpoint(t *testing.T) {
 // stop), and at once when GPUs free now elsewhere fit it: its victims'
 // GPUs are then the next work's.
 func TestResumeAfterVictims(t *testing.T) {
-	bene := JobRef{"b", "bene"}
+	bene := engine.JobRef{"b", "bene"}
 	pol := testPolicy(func(p *policy.Policy) {
 		p.Tenants["a"] = tenant("a", 0, policy.Unlimited)
 		p.Tenants["b"] = tenant("b", 4, policy.Unlimited)
 	})
-	draining := Alloc{ID: "victim", Job: Job{Ref: JobRef{"a", "victim"}, Tier: "training", Priority: 40}, Group: "main",
+	draining := engine.Alloc{ID: "victim", Job: engine.Job{Ref: engine.JobRef{"a", "victim"}, Tier: "training", Priority: 40}, Group: "main",
 		NodeID: "n1", GPUIDs: []string{"n1-g0", "n1-g1"}, StartedAt: t0.Add(-time.Hour), Draining: true, For: &bene, ForGroup: "main"}
-	waiting := Demand{Job: Job{Ref: bene, Tier: "training", Priority: 40}, Group: "main", GPUsPerAlloc: 2, Count: 1,
+	waiting := engine.Demand{Job: engine.Job{Ref: bene, Tier: "training", Priority: 40}, Group: "main", GPUsPerAlloc: 2, Count: 1,
 		Since: t0.Add(-time.Minute), Held: true}
 	tests := []struct {
 		name      string
@@ -221,17 +220,17 @@ func TestResumeAfterVictims(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s := &Snapshot{Nodes: []Node{{ID: "n1", GPUs: 2}}, Allocs: []Alloc{draining}, Waiting: []Demand{waiting}}
+			s := &engine.Snapshot{Nodes: []engine.Node{{ID: "n1", GPUs: 2}}, Allocs: []engine.Alloc{draining}, Waiting: []engine.Demand{waiting}}
 			if tt.n2Free > 0 {
 				// Marked GPUs are tried first: here the victim's one GPU
 				// is too few for the demand, which goes to n2.
-				s.Nodes = []Node{{ID: "n1", GPUs: 1}, {ID: "n2", GPUs: tt.n2Free}}
+				s.Nodes = []engine.Node{{ID: "n1", GPUs: 1}, {ID: "n2", GPUs: tt.n2Free}}
 				s.Allocs[0].GPUIDs = s.Allocs[0].GPUIDs[:1]
 			}
-			plan := New(pol).Plan(s, t0)
-			var resume *Action
+			plan := engine.New(pol).Plan(s, t0)
+			var resume *engine.Action
 			for i := range plan.Actions {
-				if plan.Actions[i].Kind == Resume {
+				if plan.Actions[i].Kind == engine.Resume {
 					resume = &plan.Actions[i]
 				}
 			}
@@ -252,26 +251,26 @@ func TestResumeAfterVictims(t *testing.T) {
 // (Action.Ahead): else queued work of a higher priority, placed first on
 // the fullest node, takes exactly those GPUs. Other resumes do not.
 func TestResumeAhead(t *testing.T) {
-	bene := JobRef{"b", "bene"}
+	bene := engine.JobRef{"b", "bene"}
 	pol := testPolicy(func(p *policy.Policy) {
 		p.Tenants["b"] = tenant("b", 4, policy.Unlimited)
 	})
-	waiting := Demand{Job: Job{Ref: bene, Tier: "training", Priority: 40}, Group: "main", GPUsPerAlloc: 2, Count: 1,
+	waiting := engine.Demand{Job: engine.Job{Ref: bene, Tier: "training", Priority: 40}, Group: "main", GPUsPerAlloc: 2, Count: 1,
 		Since: t0.Add(-time.Minute), Held: true}
 	tests := []struct {
 		name      string
-		earmarks  []Earmark
+		earmarks  []engine.Earmark
 		wantAhead bool
 	}{
-		{"its victims gave their GPUs back", []Earmark{{NodeID: "n1", GPUs: 2, For: bene, ForGroup: "main"}}, true},
-		{"GPUs set aside for other work", []Earmark{{NodeID: "n2", GPUs: 2, For: JobRef{"b", "other"}, ForGroup: "main"}}, false},
+		{"its victims gave their GPUs back", []engine.Earmark{{NodeID: "n1", GPUs: 2, For: bene, ForGroup: "main"}}, true},
+		{"GPUs set aside for other work", []engine.Earmark{{NodeID: "n2", GPUs: 2, For: engine.JobRef{"b", "other"}, ForGroup: "main"}}, false},
 		{"nothing set aside", nil, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s := &Snapshot{Nodes: []Node{{ID: "n1", GPUs: 2}, {ID: "n2", GPUs: 2}}, Waiting: []Demand{waiting}, Earmarks: tt.earmarks}
-			plan := New(pol).Plan(s, t0)
-			if len(plan.Actions) != 1 || plan.Actions[0].Kind != Resume {
+			s := &engine.Snapshot{Nodes: []engine.Node{{ID: "n1", GPUs: 2}, {ID: "n2", GPUs: 2}}, Waiting: []engine.Demand{waiting}, Earmarks: tt.earmarks}
+			plan := engine.New(pol).Plan(s, t0)
+			if len(plan.Actions) != 1 || plan.Actions[0].Kind != engine.Resume {
 				t.Fatalf("want one resume, got %v", kinds(plan))
 			}
 			if a := plan.Actions[0]; a.Ahead != tt.wantAhead {
@@ -286,26 +285,26 @@ func TestResumeAhead(t *testing.T) {
 // they drain, and the work they drain for finds itself over the limit (and
 // preempts again).
 func TestMarkedCountTowardLimit(t *testing.T) {
-	nb := JobRef{"ml", "nb"}
+	nb := engine.JobRef{"ml", "nb"}
 	pol := testPolicy(func(p *policy.Policy) { p.Tenants["ml"] = tenant("ml", 0, 2) })
-	s := &Snapshot{
-		Nodes: []Node{{ID: "n1", GPUs: 2}, {ID: "n2", GPUs: 1}},
-		Allocs: []Alloc{
+	s := &engine.Snapshot{
+		Nodes: []engine.Node{{ID: "n1", GPUs: 2}, {ID: "n2", GPUs: 1}},
+		Allocs: []engine.Alloc{
 			// a is of c's tier: c may not take its place either.
-			{ID: "a", Job: Job{Ref: JobRef{"ml", "a"}, Tier: "interactive", Priority: 60}, Group: "main", NodeID: "n1",
+			{ID: "a", Job: engine.Job{Ref: engine.JobRef{"ml", "a"}, Tier: "interactive", Priority: 60}, Group: "main", NodeID: "n1",
 				GPUIDs: []string{"n1-g0"}, StartedAt: t0.Add(-time.Hour)},
-			{ID: "b", Job: Job{Ref: JobRef{"ml", "b"}, Tier: "training", Priority: 40}, Group: "main", NodeID: "n1",
+			{ID: "b", Job: engine.Job{Ref: engine.JobRef{"ml", "b"}, Tier: "training", Priority: 40}, Group: "main", NodeID: "n1",
 				GPUIDs: []string{"n1-g1"}, StartedAt: t0.Add(-time.Hour), Draining: true, For: &nb, ForGroup: "main"},
 		},
-		Waiting: []Demand{
+		Waiting: []engine.Demand{
 			// c waited longer: it ranks before nb in their tier.
-			{Job: Job{Ref: JobRef{"ml", "c"}, Tier: "interactive", Priority: 60}, Group: "main", GPUsPerAlloc: 1, Count: 1,
+			{Job: engine.Job{Ref: engine.JobRef{"ml", "c"}, Tier: "interactive", Priority: 60}, Group: "main", GPUsPerAlloc: 1, Count: 1,
 				Since: t0.Add(-30 * time.Minute), Held: true},
-			{Job: Job{Ref: nb, Tier: "interactive", Priority: 60}, Group: "main", GPUsPerAlloc: 1, Count: 1,
+			{Job: engine.Job{Ref: nb, Tier: "interactive", Priority: 60}, Group: "main", GPUsPerAlloc: 1, Count: 1,
 				Since: t0.Add(-time.Minute), Held: true},
 		},
 	}
-	plan := New(pol).Plan(s, t0)
+	plan := engine.New(pol).Plan(s, t0)
 	if got, want := kinds(plan), []string{"resume ml/nb"}; !slices.Equal(got, want) {
 		t.Fatalf("actions %q, want %q (ml/c must not take the limit's room on n2)", got, want)
 	}
@@ -324,16 +323,16 @@ func TestEarmarksOfAGangOnFreeNodes(t *testing.T) {
 		p.Tenants["a"] = tenant("a", 4, policy.Unlimited)
 		p.Tenants["b"] = tenant("b", 0, policy.Unlimited)
 	})
-	bene := JobRef{"a", "gang"}
-	snap := Snapshot{
-		Nodes: []Node{{ID: "n1", GPUs: 2}, {ID: "n2", GPUs: 2}},
-		Allocs: []Alloc{{ID: "v", Job: Job{Ref: JobRef{"b", "victim"}, Priority: 40, Tier: "training"}, Group: "main",
+	bene := engine.JobRef{"a", "gang"}
+	snap := engine.Snapshot{
+		Nodes: []engine.Node{{ID: "n1", GPUs: 2}, {ID: "n2", GPUs: 2}},
+		Allocs: []engine.Alloc{{ID: "v", Job: engine.Job{Ref: engine.JobRef{"b", "victim"}, Priority: 40, Tier: "training"}, Group: "main",
 			NodeID: "n1", GPUIDs: []string{"g0", "g1"}, StartedAt: t0.Add(-2 * time.Hour)}},
-		Waiting: []Demand{{Job: Job{Ref: bene, Priority: 40, Tier: "training", Gang: true}, Group: "main",
+		Waiting: []engine.Demand{{Job: engine.Job{Ref: bene, Priority: 40, Tier: "training", Gang: true}, Group: "main",
 			GPUsPerAlloc: 2, Count: 2, Since: t0.Add(-time.Minute), Held: true}},
 	}
-	plan := New(pol).Plan(&snap, t0)
-	want := []Earmark{{NodeID: "n2", GPUs: 2, For: bene, ForGroup: "main"}}
+	plan := engine.New(pol).Plan(&snap, t0)
+	want := []engine.Earmark{{NodeID: "n2", GPUs: 2, For: bene, ForGroup: "main"}}
 	if !slices.Equal(plan.Earmarks, want) {
 		t.Errorf("earmarks %v, want %v; actions %q", plan.Earmarks, want, kinds(plan))
 	}
@@ -346,17 +345,17 @@ func TestEarmarksOfAGangOnFreeNodes(t *testing.T) {
 // stay idle (which wasted the preemption that freed them). Work at the
 // eviction cap is not given back: the next newest is.
 func TestMarksTakenAtTheLimit(t *testing.T) {
-	bene := JobRef{"ml", "nb"}
+	bene := engine.JobRef{"ml", "nb"}
 	pol := testPolicy(func(p *policy.Policy) {
 		p.Tenants["ml"] = tenant("ml", 0, 4)
 		p.Preemption.MaxPerJobPerHour = 2
 	})
-	running := func(id, node string, gpus int, started time.Duration) Alloc {
+	running := func(id, node string, gpus int, started time.Duration) engine.Alloc {
 		ids := make([]string, gpus)
 		for i := range ids {
-			ids[i] = node + "-" + id + "-" + itoa(i)
+			ids[i] = node + "-" + id + "-" + strconv.Itoa(i)
 		}
-		return Alloc{ID: id, Job: Job{Ref: JobRef{"ml", id}, Tier: "training", Priority: 40}, Group: "main", NodeID: node,
+		return engine.Alloc{ID: id, Job: engine.Job{Ref: engine.JobRef{"ml", id}, Tier: "training", Priority: 40}, Group: "main", NodeID: node,
 			GPUIDs: ids, StartedAt: t0.Add(-started)}
 	}
 	for _, tt := range []struct {
@@ -376,15 +375,15 @@ func TestMarksTakenAtTheLimit(t *testing.T) {
 			if tt.capped {
 				c.Job.Preemptions = []time.Time{t0.Add(-30 * time.Minute), t0.Add(-20 * time.Minute)}
 			}
-			s := &Snapshot{
-				Nodes:  []Node{{ID: "n1", GPUs: 2}, {ID: "n2", GPUs: 2}, {ID: "n3", GPUs: 2}},
-				Allocs: []Alloc{running("a", "n1", 2, 2*time.Hour), c},
-				Waiting: []Demand{{Job: Job{Ref: bene, Tier: "interactive", Priority: 60}, Group: "main", GPUsPerAlloc: 2, Count: 1,
+			s := &engine.Snapshot{
+				Nodes:  []engine.Node{{ID: "n1", GPUs: 2}, {ID: "n2", GPUs: 2}, {ID: "n3", GPUs: 2}},
+				Allocs: []engine.Alloc{running("a", "n1", 2, 2*time.Hour), c},
+				Waiting: []engine.Demand{{Job: engine.Job{Ref: bene, Tier: "interactive", Priority: 60}, Group: "main", GPUsPerAlloc: 2, Count: 1,
 					Since: t0.Add(-3 * time.Minute), Held: true}},
 				// What ml's own training gave back for nb.
-				Earmarks: []Earmark{{NodeID: "n3", GPUs: 2, For: bene, ForGroup: "main"}},
+				Earmarks: []engine.Earmark{{NodeID: "n3", GPUs: 2, For: bene, ForGroup: "main"}},
 			}
-			plan := New(pol).Plan(s, t0)
+			plan := engine.New(pol).Plan(s, t0)
 			var got []string
 			for _, a := range plan.Actions {
 				got = append(got, a.String())
@@ -403,9 +402,9 @@ func TestMarksTakenAtTheLimit(t *testing.T) {
 // (TestDeterminedPartialPreemption caught this on a real agent). Once the
 // job runs, what is left is free.
 func TestGPUsKeptWhileBeneficiaryIsPlaced(t *testing.T) {
-	urgent := JobRef{"ml", "urgent"}
+	urgent := engine.JobRef{"ml", "urgent"}
 	pol := testPolicy(func(p *policy.Policy) { p.Tenants["ml"] = tenant("ml", 0, policy.Unlimited) })
-	victim := Demand{Job: Job{Ref: JobRef{"ml", "experiment"}, Tier: "training", Priority: 40}, Group: "main", GPUsPerAlloc: 1,
+	victim := engine.Demand{Job: engine.Job{Ref: engine.JobRef{"ml", "experiment"}, Tier: "training", Priority: 40}, Group: "main", GPUsPerAlloc: 1,
 		Count: 4, Since: t0.Add(-time.Second), Held: true}
 	for _, tt := range []struct {
 		name       string
@@ -418,26 +417,26 @@ func TestGPUsKeptWhileBeneficiaryIsPlaced(t *testing.T) {
 		{"urgent placed elsewhere: free", false, true, true},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			s := &Snapshot{Nodes: []Node{{ID: "n1", GPUs: 4}, {ID: "n2", GPUs: 4}}, Waiting: []Demand{victim}}
+			s := &engine.Snapshot{Nodes: []engine.Node{{ID: "n1", GPUs: 4}, {ID: "n2", GPUs: 4}}, Waiting: []engine.Demand{victim}}
 			if tt.draining {
 				for i := range 4 {
-					s.Allocs = append(s.Allocs, Alloc{ID: "v" + itoa(i), Job: victim.Job, Group: "main", NodeID: "n1",
-						GPUIDs: []string{"n1-g" + itoa(i)}, StartedAt: t0.Add(-time.Hour), Draining: true, For: &urgent, ForGroup: "main"})
+					s.Allocs = append(s.Allocs, engine.Alloc{ID: "v" + strconv.Itoa(i), Job: victim.Job, Group: "main", NodeID: "n1",
+						GPUIDs: []string{"n1-g" + strconv.Itoa(i)}, StartedAt: t0.Add(-time.Hour), Draining: true, For: &urgent, ForGroup: "main"})
 				}
 			} else {
-				s.Earmarks = []Earmark{{NodeID: "n1", GPUs: 4, For: urgent, ForGroup: "main"}}
+				s.Earmarks = []engine.Earmark{{NodeID: "n1", GPUs: 4, For: urgent, ForGroup: "main"}}
 			}
-			s.Allocs = append(s.Allocs, Alloc{ID: "other", Job: Job{Ref: JobRef{"ml", "other"}, Tier: "training", Priority: 40},
+			s.Allocs = append(s.Allocs, engine.Alloc{ID: "other", Job: engine.Job{Ref: engine.JobRef{"ml", "other"}, Tier: "training", Priority: 40},
 				Group: "main", NodeID: "n2", GPUIDs: []string{"n2-g0", "n2-g1", "n2-g2", "n2-g3"}, StartedAt: t0.Add(-time.Hour)})
 			if tt.urgentRuns {
-				s.Nodes = append(s.Nodes, Node{ID: "n3", GPUs: 4})
-				s.Allocs = append(s.Allocs, Alloc{ID: "u", Job: Job{Ref: urgent, Tier: "interactive", Priority: 60}, Group: "main",
+				s.Nodes = append(s.Nodes, engine.Node{ID: "n3", GPUs: 4})
+				s.Allocs = append(s.Allocs, engine.Alloc{ID: "u", Job: engine.Job{Ref: urgent, Tier: "interactive", Priority: 60}, Group: "main",
 					NodeID: "n3", GPUIDs: []string{"n3-g0", "n3-g1", "n3-g2", "n3-g3"}, StartedAt: t0})
 			}
-			plan := New(pol).Plan(s, t0)
+			plan := engine.New(pol).Plan(s, t0)
 			resumed := false
 			for _, a := range plan.Actions {
-				resumed = resumed || (a.Kind == Resume && a.Job == victim.Job.Ref)
+				resumed = resumed || (a.Kind == engine.Resume && a.Job == victim.Job.Ref)
 			}
 			if resumed != tt.wantResume {
 				t.Fatalf("victim resumed %v, want %v: %v", resumed, tt.wantResume, kinds(plan))
@@ -452,14 +451,14 @@ func TestGPUsKeptWhileBeneficiaryIsPlaced(t *testing.T) {
 // (Plan.Unmarked); GPUs still draining, GPUs set aside for its own tier,
 // and GPUs it could free by preempting are left alone.
 func TestUrgentTierTakesMarksBelow(t *testing.T) {
-	bene := JobRef{"b", "bene"}
-	urgent := JobRef{"a", "urgent"}
-	at := func(id, ns string, prio int, draining bool, forJob *JobRef) Alloc {
-		return Alloc{ID: id, Job: Job{Ref: JobRef{ns, id}, Priority: prio}, Group: "main", NodeID: "n1",
+	bene := engine.JobRef{"b", "bene"}
+	urgent := engine.JobRef{"a", "urgent"}
+	at := func(id, ns string, prio int, draining bool, forJob *engine.JobRef) engine.Alloc {
+		return engine.Alloc{ID: id, Job: engine.Job{Ref: engine.JobRef{ns, id}, Priority: prio}, Group: "main", NodeID: "n1",
 			GPUIDs: []string{id + "-gpu"}, StartedAt: t0.Add(-2 * time.Hour), Draining: draining, For: forJob}
 	}
-	demand := func(ref JobRef, tier string, prio int) Demand {
-		return Demand{Job: Job{Ref: ref, Priority: prio, Tier: tier}, Group: "main", GPUsPerAlloc: 1, Count: 1,
+	demand := func(ref engine.JobRef, tier string, prio int) engine.Demand {
+		return engine.Demand{Job: engine.Job{Ref: ref, Priority: prio, Tier: tier}, Group: "main", GPUsPerAlloc: 1, Count: 1,
 			Since: t0.Add(-time.Minute), Held: true}
 	}
 	zero := time.Duration(0)
@@ -467,22 +466,22 @@ func TestUrgentTierTakesMarksBelow(t *testing.T) {
 		name       string
 		graceCut   bool // interactive sets preempt_grace = "0s"
 		benefTier  string
-		allocs     []Alloc
+		allocs     []engine.Alloc
 		marks      int // GPUs given back for bene on n1
 		wantTaken  bool
 		wantVictim bool   // the urgent demand preempts c's borrower
 		wantAction string // the urgent demand's action kind, "" for none (it stays held)
 	}{
 		{name: "an urgent tier takes GPUs given back for a lower tier", graceCut: true, benefTier: "training",
-			allocs: []Alloc{at("own", "b", 40, false, nil)}, marks: 1, wantTaken: true, wantAction: "resume"},
+			allocs: []engine.Alloc{at("own", "b", 40, false, nil)}, marks: 1, wantTaken: true, wantAction: "resume"},
 		{name: "a tier that is not urgent waits", graceCut: false, benefTier: "training",
-			allocs: []Alloc{at("own", "b", 40, false, nil)}, marks: 1},
+			allocs: []engine.Alloc{at("own", "b", 40, false, nil)}, marks: 1},
 		{name: "GPUs still draining are not taken", graceCut: true, benefTier: "training",
-			allocs: []Alloc{at("v", "c", 40, true, &bene)}, marks: 0},
+			allocs: []engine.Alloc{at("v", "c", 40, true, &bene)}, marks: 0},
 		{name: "GPUs set aside for the same tier are not taken", graceCut: true, benefTier: "interactive",
-			allocs: []Alloc{at("own", "b", 40, false, nil)}, marks: 1},
+			allocs: []engine.Alloc{at("own", "b", 40, false, nil)}, marks: 1},
 		{name: "a victim that may be preempted is preempted instead", graceCut: true, benefTier: "training",
-			allocs: []Alloc{at("borrower", "c", 40, false, nil)}, marks: 1, wantVictim: true, wantAction: "resume"},
+			allocs: []engine.Alloc{at("borrower", "c", 40, false, nil)}, marks: 1, wantVictim: true, wantAction: "resume"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -498,15 +497,15 @@ func TestUrgentTierTakesMarksBelow(t *testing.T) {
 					p.Tiers["interactive"] = &tier
 				}
 			})
-			snap := Snapshot{
-				Nodes:   []Node{{ID: "n1", GPUs: 1 + tc.marks}},
+			snap := engine.Snapshot{
+				Nodes:   []engine.Node{{ID: "n1", GPUs: 1 + tc.marks}},
 				Allocs:  tc.allocs,
-				Waiting: []Demand{demand(urgent, "interactive", 60), demand(bene, tc.benefTier, 40)},
+				Waiting: []engine.Demand{demand(urgent, "interactive", 60), demand(bene, tc.benefTier, 40)},
 			}
 			if tc.marks > 0 {
-				snap.Earmarks = []Earmark{{NodeID: "n1", GPUs: tc.marks, For: bene, ForGroup: "main"}}
+				snap.Earmarks = []engine.Earmark{{NodeID: "n1", GPUs: tc.marks, For: bene, ForGroup: "main"}}
 			}
-			plan := New(pol).Plan(&snap, t0)
+			plan := engine.New(pol).Plan(&snap, t0)
 			var lines []string
 			got := ""
 			preempted := false
@@ -515,8 +514,8 @@ func TestUrgentTierTakesMarksBelow(t *testing.T) {
 				if a.Job == urgent {
 					got = string(a.Kind)
 				}
-				preempted = preempted || (a.Kind == Preempt && a.For != nil && *a.For == urgent)
-				if a.Job == bene && a.Kind == Resume && tc.wantTaken {
+				preempted = preempted || (a.Kind == engine.Preempt && a.For != nil && *a.For == urgent)
+				if a.Job == bene && a.Kind == engine.Resume && tc.wantTaken {
 					t.Errorf("beneficiary resumed: %s", a)
 				}
 			}
@@ -532,8 +531,8 @@ func TestUrgentTierTakesMarksBelow(t *testing.T) {
 				}
 				return
 			}
-			want := []Unmark{{Earmark: Earmark{NodeID: "n1", GPUs: 1, For: bene, ForGroup: "main"}, To: urgent,
-				Reason: Reason{RulePriority, "tier interactive (priority 60) of a/urgent/main takes 1 GPU on n1 set aside for b/bene/main, " +
+			want := []engine.Unmark{{Earmark: engine.Earmark{NodeID: "n1", GPUs: 1, For: bene, ForGroup: "main"}, To: urgent,
+				Reason: engine.Reason{engine.RulePriority, "tier interactive (priority 60) of a/urgent/main takes 1 GPU on n1 set aside for b/bene/main, " +
 					"tier training (priority 40): nothing else is free or may be preempted for it"}}}
 			if !slices.Equal(plan.Unmarked, want) {
 				t.Errorf("unmarked:\n got %+v\nwant %+v", plan.Unmarked, want)

@@ -1,6 +1,7 @@
-package engine
+package engine_test
 
 import (
+	"github.com/gpu-steward/steward/policy/engine"
 	"testing"
 	"time"
 
@@ -22,7 +23,7 @@ func TestExamplePolicy(t *testing.T) {
 	plan := h.step()
 	h.expect("actions", kinds(plan), []string{"preempt research/train", "hold product/notebook"})
 	a := plan.Actions[0]
-	if a.Reason.Rule != RuleReclaim {
+	if a.Reason.Rule != engine.RuleReclaim {
 		t.Fatalf("%s: want a reclaim by product (reserve %d)", a, p.Tenants["product"].Reserve)
 	}
 	mustContain(t, a.Reason.Message, "tenant research holds 6 GPUs, reserve 4: reclaiming 6 for product/notebook/main")

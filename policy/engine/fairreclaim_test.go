@@ -1,7 +1,8 @@
-package engine
+package engine_test
 
 import (
 	"fmt"
+	"github.com/gpu-steward/steward/policy/engine"
 	"strings"
 	"testing"
 	"time"
@@ -99,7 +100,7 @@ func TestFairShareReclaim(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			e := New(testPolicy(func(p *policy.Policy) {
+			pol := testPolicy(func(p *policy.Policy) {
 				p.Tenants["a"] = tenant("a", 0, policy.Unlimited)
 				p.Tenants["b"] = tenant("b", 0, policy.Unlimited)
 				p.Preemption.FairShareHalfLife = 24 * time.Hour
@@ -107,17 +108,18 @@ func TestFairShareReclaim(t *testing.T) {
 				if tc.mod != nil {
 					tc.mod(p)
 				}
-			}))
+			})
+			e := engine.New(pol)
 			now := t0.Add(2 * time.Hour)
 			age := tc.started
 			if age == 0 {
 				age = time.Hour
 			}
-			s := &Snapshot{Nodes: []Node{{ID: "n0", NodePool: "default", GPUs: 4}}, Usage: tc.usage}
+			s := &engine.Snapshot{Nodes: []engine.Node{{ID: "n0", NodePool: "default", GPUs: 4}}, Usage: tc.usage}
 			g := 0
 			for _, h := range tc.holds {
 				for i := 0; i < h.n; i++ {
-					job := Job{Ref: JobRef{h.tenant, fmt.Sprintf("run%d", i)}, Tier: h.tier, Priority: e.p.Tiers[h.tier].Priority,
+					job := engine.Job{Ref: engine.JobRef{h.tenant, fmt.Sprintf("run%d", i)}, Tier: h.tier, Priority: pol.Tiers[h.tier].Priority,
 						PreemptionsTotal: tc.life}
 					if tc.boosted && h.tenant == "b" {
 						job.Promoted, job.Priority = true, job.Priority+10
@@ -125,17 +127,17 @@ func TestFairShareReclaim(t *testing.T) {
 					for _, d := range tc.recent {
 						job.Preemptions = append(job.Preemptions, now.Add(d))
 					}
-					s.Allocs = append(s.Allocs, Alloc{ID: fmt.Sprintf("%s-%d", h.tenant, i), Job: job, Group: "main", NodeID: "n0",
+					s.Allocs = append(s.Allocs, engine.Alloc{ID: fmt.Sprintf("%s-%d", h.tenant, i), Job: job, Group: "main", NodeID: "n0",
 						GPUIDs: []string{fmt.Sprintf("g%d", g)}, StartedAt: now.Add(-age)})
 					g++
 				}
 			}
-			s.Waiting = []Demand{{Job: Job{Ref: JobRef{"a", "w"}, Tier: "training", Priority: 40}, Group: "main",
+			s.Waiting = []engine.Demand{{Job: engine.Job{Ref: engine.JobRef{"a", "w"}, Tier: "training", Priority: 40}, Group: "main",
 				GPUsPerAlloc: 1, Count: 1, Since: now.Add(-time.Minute), Held: true}}
 			plan := e.Plan(s, now)
 			var got []string
 			for _, a := range plan.Actions {
-				if a.Kind == Preempt {
+				if a.Kind == engine.Preempt {
 					got = append(got, a.Reason.String())
 				}
 			}
@@ -169,27 +171,20 @@ func TestFairShareReclaimStory(t *testing.T) {
 	usage := map[string]float64{}
 	held := func(ns string) float64 {
 		n := 0.0
-		for _, a := range h.allocs {
+		for _, a := range h.allocs() {
 			if a.Job.Ref.Namespace == ns {
 				n += float64(len(a.GPUIDs))
 			}
 		}
 		return n
 	}
-	step := func(d time.Duration) *Plan {
+	step := func(d time.Duration) *engine.Plan {
 		for _, ns := range []string{"a", "b"} {
-			usage[ns] = DecayUsage(usage[ns], held(ns), d, 24*time.Hour)
+			usage[ns] = engine.DecayUsage(usage[ns], held(ns), d, 24*time.Hour)
 		}
 		h.advance(d)
-		s := h.snapshot()
-		s.Usage = usage
-		plan := h.e.Plan(s, h.now)
-		for _, a := range plan.Actions {
-			h.apply(a)
-		}
-		h.history = append(h.history, plan.Actions...)
-		h.schedule()
-		return plan
+		h.usage = usage
+		return h.step()
 	}
 	for i := range 8 {
 		h.submit("b", fmt.Sprintf("b%d", i), "training", 1, 1)
@@ -204,14 +199,14 @@ func TestFairShareReclaimStory(t *testing.T) {
 	preempted := map[string]int{}
 	for range 6 * 6 {
 		for _, a := range step(10 * time.Minute).Actions {
-			if a.Kind != Preempt {
+			if a.Kind != engine.Preempt {
 				continue
 			}
 			if a.Job.Namespace == a.For.Namespace {
 				continue
 			}
 			preempted[a.Job.String()]++
-			if a.Job.Namespace != "b" || a.Reason.Rule != RuleFairShare || preempted[a.Job.String()] > 1 {
+			if a.Job.Namespace != "b" || a.Reason.Rule != engine.RuleFairShare || preempted[a.Job.String()] > 1 {
 				t.Fatalf("at %s: %s (preemptions so far %v)", h.now.Sub(t0), a, preempted)
 			}
 		}
@@ -232,34 +227,34 @@ func TestFairShields(t *testing.T) {
 		name  string
 		above float64
 		usage map[string]float64
-		want  Rule // the preemption's rule; "" for none
+		want  engine.Rule // the preemption's rule; "" for none
 	}{
 		{name: "far above its share: the promotion does not take from a", above: 1.5, usage: map[string]float64{"b": 40 * hour}},
 		{name: "within its share: the promotion takes by priority", above: 1.5, usage: map[string]float64{"a": 10 * hour, "b": 12 * hour},
-			want: RulePriority},
-		{name: "fair-share reclaim off: priorities as before", usage: map[string]float64{"b": 40 * hour}, want: RulePriority},
+			want: engine.RulePriority},
+		{name: "fair-share reclaim off: priorities as before", usage: map[string]float64{"b": 40 * hour}, want: engine.RulePriority},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			e := New(testPolicy(func(p *policy.Policy) {
+			e := engine.New(testPolicy(func(p *policy.Policy) {
 				p.Tenants["a"] = tenant("a", 0, policy.Unlimited)
 				p.Tenants["b"] = tenant("b", 0, policy.Unlimited)
 				p.Preemption.FairShareHalfLife = 24 * time.Hour
 				p.Preemption.FairShareReclaimAbove = tc.above
 			}))
 			now := t0.Add(2 * time.Hour)
-			s := &Snapshot{Nodes: []Node{{ID: "n0", NodePool: "default", GPUs: 4}}, Usage: tc.usage}
+			s := &engine.Snapshot{Nodes: []engine.Node{{ID: "n0", NodePool: "default", GPUs: 4}}, Usage: tc.usage}
 			for i := range 4 {
-				s.Allocs = append(s.Allocs, Alloc{ID: fmt.Sprintf("a-%d", i), Job: Job{Ref: JobRef{"a", fmt.Sprintf("run%d", i)},
+				s.Allocs = append(s.Allocs, engine.Alloc{ID: fmt.Sprintf("a-%d", i), Job: engine.Job{Ref: engine.JobRef{"a", fmt.Sprintf("run%d", i)},
 					Tier: "training", Priority: 40}, Group: "main", NodeID: "n0", GPUIDs: []string{fmt.Sprintf("g%d", i)},
 					StartedAt: now.Add(-time.Hour)})
 			}
-			s.Waiting = []Demand{{Job: Job{Ref: JobRef{"b", "w"}, Tier: "training", Priority: 50, Promoted: true}, Group: "main",
+			s.Waiting = []engine.Demand{{Job: engine.Job{Ref: engine.JobRef{"b", "w"}, Tier: "training", Priority: 50, Promoted: true}, Group: "main",
 				GPUsPerAlloc: 1, Count: 1, Since: now.Add(-90 * time.Minute), Held: true}}
 			plan := e.Plan(s, now)
-			var got []Rule
+			var got []engine.Rule
 			for _, a := range plan.Actions {
-				if a.Kind == Preempt {
+				if a.Kind == engine.Preempt {
 					got = append(got, a.Reason.Rule)
 				}
 			}

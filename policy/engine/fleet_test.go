@@ -1,6 +1,7 @@
-package engine
+package engine_test
 
 import (
+	"github.com/gpu-steward/steward/policy/engine"
 	"testing"
 	"time"
 
@@ -54,12 +55,12 @@ func h100WaiterSparesA100(t *testing.T) {
 	h.submit("product", "notebook", "interactive", 1, 1, asks("H100"))
 	plan := h.step()
 	for _, a := range plan.Actions {
-		if a.Kind == Preempt || a.Kind == IdleStop {
+		if a.Kind == engine.Preempt || a.Kind == engine.IdleStop {
 			t.Fatalf("preempted for an H100 waiter: %s (%s)", a, a.Reason)
 		}
 	}
 	h.expect("running", h.running(), []string{"product/serve×1", "research/train×1"})
-	if len(plan.Waiting) != 1 || plan.Waiting[0].Reason.Rule != RuleCapacity {
+	if len(plan.Waiting) != 1 || plan.Waiting[0].Reason.Rule != engine.RuleCapacity {
 		t.Fatalf("waiting: %+v, want product/notebook for capacity", plan.Waiting)
 	}
 	mustContain(t, plan.Waiting[0].Reason.Message, "needs 1 GPU on one node with nvidia/gpu/H100; none free")
@@ -79,6 +80,7 @@ func h100WaiterTakesH100(t *testing.T) {
 	h.expect("actions", kinds(plan), []string{"preempt research/h-train", "hold product/notebook"})
 	a := plan.Actions[0]
 	mustContain(t, a.Reason.Message, "tenant research holds 10 GPUs, reserve 2: reclaiming 2 H100 GPUs on node h100-1 for product/notebook/main")
+	h.playDrains()
 	h.expect("running", h.running(), []string{"product/notebook×1", "research/train×1"})
 }
 
@@ -99,6 +101,7 @@ func a100GangNotBrokenForH100(t *testing.T) {
 	plan := h.step()
 	h.expect("actions", kinds(plan), []string{"preempt research/h-train", "hold product/notebook"})
 	mustContain(t, plan.Actions[0].Reason.Message, "1 H100 GPU on node h100-1")
+	h.playDrains()
 	h.expect("running", h.running(), []string{"product/notebook×1", "research/gang×2"})
 
 	// With the H100 held by inference, the waiter waits: the gang runs on.
@@ -184,6 +187,7 @@ func poolReserveReclaim(t *testing.T) {
 	h.expect("actions", kinds(plan), []string{"preempt product/h-train", "hold research/h-nb"})
 	mustContain(t, plan.Actions[0].Reason.Message, "tenant product holds 2 GPUs in pool h100, reserve 0 there: "+
 		"reclaiming 1 H100 GPU on node h100-1 for research/h-nb/main (tenant research holds 0 in pool h100, reserve 2 there)")
+	h.playDrains()
 	h.expect("running", h.running(), []string{"product/h-train×1", "research/a-train×1", "research/h-nb×1"})
 
 	// Under its tenant-wide reserve too (reserve 6, holding 5), research
@@ -205,6 +209,7 @@ func poolReserveReclaim(t *testing.T) {
 	h.submit("research", "h-nb2", "training", 1, 1, asks("H100"))
 	plan = h.step()
 	h.expect("actions", kinds(plan), []string{"preempt product/h-train", "hold research/h-nb2"})
+	h.expect("once the victim stopped", kinds(h.playDrains()), []string{"resume research/h-nb2"})
 	plan = h.step()
 	h.expect("actions", kinds(plan), nil)
 	h.expect("running", h.running(), []string{"research/a-train×1", "research/h-nb2×1", "research/h-nb×1"})
@@ -213,7 +218,7 @@ func poolReserveReclaim(t *testing.T) {
 	h.submit("research", "h-nb3", "training", 1, 1, asks("H100"))
 	plan = h.step()
 	for _, a := range plan.Actions {
-		if a.Kind == Preempt {
+		if a.Kind == engine.Preempt {
 			t.Fatalf("preempted beyond research's pool reserve: %s (%s)", a, a.Reason)
 		}
 	}
@@ -236,6 +241,7 @@ func poolReserveStaysInPool(t *testing.T) {
 	plan := h.step()
 	h.expect("actions", kinds(plan), []string{"preempt product/h-train", "hold research/any"})
 	mustContain(t, plan.Actions[0].Reason.Message, "in pool h100")
+	h.playDrains()
 	h.expect("running", h.running(), []string{"product/a-train×1", "research/any×1"})
 }
 
@@ -255,11 +261,12 @@ func poolLimit(t *testing.T) {
 	plan := h.step()
 	h.expect("actions", kinds(plan), []string{"preempt research/h2"})
 	mustContain(t, plan.Actions[0].Reason.Message, "tenant research holds 2 GPUs in pool h100, limit 1: giving back 1")
+	h.playDrains()
 	h.expect("held", h.heldJobs(), []string{"research/h2×1"})
 
 	plan = h.step()
 	h.expect("actions", kinds(plan), nil)
-	if len(plan.Waiting) != 1 || plan.Waiting[0].Reason.Rule != RuleLimit {
+	if len(plan.Waiting) != 1 || plan.Waiting[0].Reason.Rule != engine.RuleLimit {
 		t.Fatalf("waiting %+v, want h2 for the limit", plan.Waiting)
 	}
 	mustContain(t, plan.Waiting[0].Reason.Message, "tenant research holds 1 GPUs in pool h100, limit 1 there: 1 more would exceed it")
@@ -268,7 +275,7 @@ func poolLimit(t *testing.T) {
 	// are free. (Nomad, which knows no pool limits, may still place it on
 	// an H100; the limit then gives it back, as above.)
 	s := h.snapshot()
-	s.Waiting = append(s.Waiting, Demand{Job: Job{Ref: JobRef{"research", "any"}, Tier: "training", Priority: 40},
+	s.Waiting = append(s.Waiting, engine.Demand{Job: engine.Job{Ref: engine.JobRef{"research", "any"}, Tier: "training", Priority: 40},
 		Group: "main", GPUsPerAlloc: 1, Count: 1, Since: h.now, Held: true})
 	plan = h.e.Plan(s, h.now)
 	h.expect("actions", kinds(plan), []string{"resume research/any"})
@@ -296,13 +303,12 @@ func poolOrder(t *testing.T) {
 			}))
 			h.modelNode("h100-1", "default", "H100", 8)
 			s := h.snapshot()
-			s.Nodes = h.nodes
 			for _, w := range []struct {
 				id   string
 				gpus int
 				ago  time.Duration
 			}{{"four", 4, 10 * time.Minute}, {"eight", 8, 5 * time.Minute}} {
-				s.Waiting = append(s.Waiting, Demand{Job: Job{Ref: JobRef{"research", w.id}, Tier: "training", Priority: 40},
+				s.Waiting = append(s.Waiting, engine.Demand{Job: engine.Job{Ref: engine.JobRef{"research", w.id}, Tier: "training", Priority: 40},
 					Group: "main", GPUsPerAlloc: w.gpus, Count: 1, Since: h.now.Add(-w.ago), Held: true,
 					Devices: []string{"H100"}, Asks: "nvidia/gpu/H100"})
 			}
@@ -331,7 +337,7 @@ func poolPrecedence(t *testing.T) {
 	plan := h.step()
 	h.expect("actions", kinds(plan), []string{"move research/next"})
 	a := plan.Actions[0]
-	if a.NodePool != "cloud" || a.Reason.Rule != RulePrecedence {
+	if a.NodePool != "cloud" || a.Reason.Rule != engine.RulePrecedence {
 		t.Fatalf("%s (%s): want a move to cloud for precedence", a, a.Reason)
 	}
 	mustContain(t, a.Reason.Message, "no room in node pool onprem for 2 GPUs on one node; node pool cloud, next in its pool precedence (onprem, cloud), has room: moving there")
@@ -340,7 +346,7 @@ func poolPrecedence(t *testing.T) {
 	// Held work in the cloud pool goes back to onprem once room frees.
 	h.finish("research", "big")
 	s := h.snapshot()
-	s.Waiting = append(s.Waiting, Demand{Job: Job{Ref: JobRef{"research", "later"}, Tier: "training", Priority: 40},
+	s.Waiting = append(s.Waiting, engine.Demand{Job: engine.Job{Ref: engine.JobRef{"research", "later"}, Tier: "training", Priority: 40},
 		Group: "main", GPUsPerAlloc: 2, Count: 1, Since: h.now, NodePool: "cloud", Held: true})
 	plan = h.e.Plan(s, h.now)
 	h.expect("actions", kinds(plan), []string{"move research/later", "resume research/later"})
@@ -350,7 +356,7 @@ func poolPrecedence(t *testing.T) {
 	s.Waiting[len(s.Waiting)-1].NodePool = "default"
 	plan = h.e.Plan(s, h.now)
 	for _, a := range plan.Actions {
-		if a.Kind == Move {
+		if a.Kind == engine.Move {
 			t.Fatalf("moved work outside its precedence: %s", a)
 		}
 	}
@@ -369,7 +375,7 @@ func migFractions(t *testing.T) {
 		p.Tenants["product"] = tenant("product", 1, policy.Unlimited)
 	}))
 	const mig = "A100 MIG 1g.10gb"
-	h.nodes = append(h.nodes, Node{ID: "mig-1", NodePool: "default", GPUs: 7, Device: mig, Model: mig, Share: 1.0 / 7})
+	h.addNode(engine.Node{ID: "mig-1", NodePool: "default", GPUs: 7, Device: mig, Model: mig, Share: 1.0 / 7})
 	h.modelNode("a100-1", "default", "A100", 2)
 	h.submit("research", "slices", "training", 7, 1, asks(mig))
 	h.advance(time.Minute)
@@ -401,7 +407,7 @@ func migFractions(t *testing.T) {
 // the first's owners, and backfill is still taken back at once.
 func sharedNodePool(t *testing.T) {
 	h := newHarness(t, qosPolicy())
-	h.e = New(func() *policy.Policy {
+	h.e = engine.New(func() *policy.Policy {
 		p := qosPolicy()
 		p.Pools["zz-serving"] = &policy.Pool{Name: "zz-serving", NodePool: "serving"}
 		return p
@@ -412,7 +418,7 @@ func sharedNodePool(t *testing.T) {
 	h.submit("prod", "serve", "inference", 4, 1, inPool("serving"))
 	plan := h.step()
 	h.expect("actions", kinds(plan), []string{"preempt ml/best-effort"})
-	if plan.Actions[0].Reason.Rule != RuleBackfill {
+	if plan.Actions[0].Reason.Rule != engine.RuleBackfill {
 		t.Fatalf("%s: want backfill taken back", plan.Actions[0].Reason)
 	}
 }
@@ -433,6 +439,7 @@ func pinnedWaiterPreemptsOnlyOnItsNode(t *testing.T) {
 	h.submit("product", "notebook", "interactive", 2, 1, pinnedTo("n2"))
 	plan := h.step()
 	h.expect("actions", kinds(plan), []string{"preempt research/old", "hold product/notebook"})
+	h.playDrains()
 	h.expect("running", h.running(), []string{"product/notebook×1", "research/new×1"})
 }
 
@@ -448,7 +455,7 @@ func pinnedWaiterWrongModel(t *testing.T) {
 	h.submit("product", "notebook", "interactive", 1, 1, asks("H100"), pinnedTo("a100-1"))
 	plan := h.step()
 	for _, a := range plan.Actions {
-		if a.Kind == Preempt || a.Kind == IdleStop {
+		if a.Kind == engine.Preempt || a.Kind == engine.IdleStop {
 			t.Fatalf("preempted for a waiter no node can take: %s (%s)", a, a.Reason)
 		}
 	}

@@ -1,4 +1,4 @@
-package engine
+package engine_test
 
 import (
 	"fmt"
@@ -8,131 +8,110 @@ import (
 	"time"
 
 	"github.com/gpu-steward/steward/policy"
+	"github.com/gpu-steward/steward/policy/engine"
+	"github.com/gpu-steward/steward/policy/nomadmodel"
 )
 
-// t0 is the stories' epoch.
-var t0 = time.Date(2026, 11, 22, 9, 0, 0, 0, time.UTC)
-
-// testPolicy is the four-tier policy the stories share; mod adjusts it.
-func testPolicy(mod func(p *policy.Policy)) *policy.Policy {
-	p := &policy.Policy{
-		Defaults: policy.Defaults{Tier: "training", TierMetaKey: policy.DefaultTierMetaKey,
-			GangMetaKey: policy.DefaultGangMetaKey, CheckpointMetaKey: policy.DefaultCheckpointMetaKey},
-		Tiers: map[string]*policy.Tier{
-			"inference":   {Name: "inference", Priority: 90, Preemptible: false},
-			"build":       {Name: "build", Priority: 80, Preemptible: false},
-			"interactive": {Name: "interactive", Priority: 60, Preemptible: true},
-			"training":    {Name: "training", Priority: 40, Preemptible: true},
-		},
-		Tenants: map[string]*policy.Tenant{},
-		Pools:   map[string]*policy.Pool{},
-		Preemption: policy.Preemption{
-			MinRuntime:       10 * time.Minute,
-			Grace:            2 * time.Minute,
-			CheckpointSignal: "SIGUSR1",
-			MaxPerJobPerHour: 2,
-			Promote:          policy.Promote{AfterPreemptions: 3, AfterWait: time.Hour, Boost: 10},
-		},
-	}
-	if mod != nil {
-		mod(p)
-	}
-	return p
-}
-
-func tenant(name string, reserve, limit int) *policy.Tenant {
-	return &policy.Tenant{Name: name, Namespace: name, Reserve: reserve, Limit: limit, Weight: 1}
-}
-
-// harness is a tiny model of Nomad around the engine, enough to play a
-// story step by step: it places queued allocations first-fit in priority
-// order (as Nomad's scheduler does once capacity frees), and applies each
-// plan the way the controller would once grace periods have passed.
+// harness plays a story step by step: the engine over policy/nomadmodel,
+// the one model of Nomad as the controller drives it (the simulator and
+// the forecast's replay use it too). A step is one controller round: the
+// drains whose grace is over finish, the engine plans, the plan is carried
+// out as the controller carries it (a preemption's victims drain through
+// their grace, the GPUs it sets aside stay set aside between steps), and
+// Nomad places its queue (by priority, then how long each waited, each
+// allocation on the fullest node that fits it).
+//
+// Beside Nomad's state it keeps what the controller reads from elsewhere:
+// utilisation (the device plugin), checkpoints written (the driver's
+// events) and idle warnings given (the job's records), by allocation.
 type harness struct {
 	t       *testing.T
-	e       *Engine
+	p       *policy.Policy
+	e       *engine.Engine
 	now     time.Time
-	nodes   []Node
+	nodes   []engine.Node // fixed once the cluster starts
+	c       *nomadmodel.Cluster
 	jobs    []*hjob
-	allocs  []Alloc
-	seq     int
-	history []Action
+	history []engine.Action
+	util    map[string][]engine.Sample // reported, overriding the job's samples
+	saved   map[string]time.Time       // checkpoints written
+	warned  map[string]time.Time       // idle warnings given
+	usage   map[string]float64         // tenants' decayed GPU use (Snapshot.Usage)
 }
 
+// hjob is a story's job: its one group in the model.
 type hjob struct {
-	job     Job
-	group   string
-	gpus    int // per allocation
-	count   int // allocations wanted
-	pool    string
-	devices []string // device classes it accepts (Demand.Devices); nil: any
-	nodes   []string // nodes it is pinned to (Demand.Nodes); nil: any
-	queued  int      // Nomad could not place them
-	held    int      // Steward holds them
-	since   time.Time
+	*nomadmodel.Group
+	samples []engine.Sample // utilisation each new allocation reports, from its start
 	done    bool
-	samples []Sample // utilisation each new allocation reports
-	// preempted: preempted mid-run and not all placed again since, as the
-	// controller records it (Demand.Preempted).
-	preempted bool
-	// requeued: held after an idle release (Demand.Requeued);
-	// ownerResumed: its owner asked for it back since (Demand.OwnerResumed).
-	requeued, ownerResumed bool
 }
 
 func newHarness(t *testing.T, p *policy.Policy) *harness {
 	t.Helper()
-	return &harness{t: t, e: New(p), now: t0}
+	return &harness{t: t, p: p, e: engine.New(p), now: t0, util: map[string][]engine.Sample{},
+		saved: map[string]time.Time{}, warned: map[string]time.Time{}}
 }
 
 func (h *harness) node(id, pool string, gpus int) {
-	h.nodes = append(h.nodes, Node{ID: id, NodePool: pool, GPUs: gpus})
+	h.addNode(engine.Node{ID: id, NodePool: pool, GPUs: gpus})
 }
 
 // modelNode adds a node whose GPUs are of one model; the model is its
 // device class.
 func (h *harness) modelNode(id, pool, model string, gpus int) {
-	h.nodes = append(h.nodes, Node{ID: id, NodePool: pool, GPUs: gpus, Device: model, Model: model})
+	h.addNode(engine.Node{ID: id, NodePool: pool, GPUs: gpus, Device: model, Model: model})
 }
 
-type jobOpt func(*hjob)
-
-func gang() jobOpt                     { return func(j *hjob) { j.job.Gang = true } }
-func inPool(p string) jobOpt           { return func(j *hjob) { j.pool = p } }
-func asks(models ...string) jobOpt     { return func(j *hjob) { j.devices = models } }
-func pinnedTo(nodes ...string) jobOpt  { return func(j *hjob) { j.nodes = nodes } }
-func usage(s ...Sample) jobOpt         { return func(j *hjob) { j.samples = s } }
-func preempted(at ...time.Time) jobOpt { return func(j *hjob) { j.job.Preemptions = at } }
-
-// submit registers a job: count allocations of gpus GPUs each.
-func (h *harness) submit(ns, id, tier string, gpus, count int, opts ...jobOpt) *hjob {
-	j := &hjob{
-		job:   Job{Ref: JobRef{ns, id}, Tier: tier, Priority: h.e.p.Tiers[tier].Priority},
-		group: "main", gpus: gpus, count: count, queued: count, since: h.now,
+func (h *harness) addNode(n engine.Node) {
+	h.t.Helper()
+	if h.c != nil {
+		h.t.Fatalf("node %s added after the cluster started", n.ID)
 	}
+	h.nodes = append(h.nodes, n)
+}
+
+// cluster is the model, started on the nodes added so far.
+func (h *harness) cluster() *nomadmodel.Cluster {
+	if h.c == nil {
+		h.t.Helper() // here only: the over-time test calls this per job per step
+		c, err := nomadmodel.New(h.nodes)
+		if err != nil {
+			h.t.Fatal(err)
+		}
+		h.c = c
+	}
+	return h.c
+}
+
+// submit registers a job: count allocations of gpus GPUs each, and lets
+// Nomad place what fits.
+func (h *harness) submit(ns, id, tier string, gpus, count int, opts ...jobOpt) *hjob {
+	h.t.Helper()
+	j := &hjob{Group: &nomadmodel.Group{Job: engine.Job{Ref: engine.JobRef{Namespace: ns, ID: id}, Tier: tier,
+		Priority: h.p.Tiers[tier].Priority}, Name: "main", GPUsPerAlloc: gpus, Count: count, Since: h.now}}
 	for _, o := range opts {
 		o(j)
 	}
+	g, err := h.cluster().AddGroup(*j.Group)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	j.Group = g
 	h.jobs = append(h.jobs, j)
-	h.schedule()
+	h.c.Place(h.now)
 	return j
 }
 
 // snooze records a person's snooze of a job's idle rule, asked for at at,
 // for d, as the controller passes it on (Job.Snooze).
 func (h *harness) snooze(ns, id string, at time.Time, d time.Duration) {
-	j := h.find(ns, id)
-	j.job.Snooze = Snooze{At: at, Until: at.Add(d)}
-	for i := range h.allocs {
-		if h.allocs[i].Job.Ref == j.job.Ref {
-			h.allocs[i].Job.Snooze = j.job.Snooze
-		}
-	}
+	h.find(ns, id).Job.Snooze = engine.Snooze{At: at, Until: at.Add(d)}
 }
 
 func (h *harness) find(ns, id string) *hjob {
+	h.t.Helper()
 	for _, j := range h.jobs {
-		if j.job.Ref == (JobRef{ns, id}) && !j.done {
+		if j.Job.Ref == (engine.JobRef{Namespace: ns, ID: id}) && !j.done {
 			return j
 		}
 	}
@@ -144,185 +123,116 @@ func (h *harness) find(ns, id string) *hjob {
 func (h *harness) finish(ns, id string) {
 	j := h.find(ns, id)
 	j.done = true
-	h.allocs = slices.DeleteFunc(h.allocs, func(a Alloc) bool { return a.Job.Ref == j.job.Ref })
-	h.schedule()
+	h.c.Complete(j.Job.Ref)
+	h.c.Place(h.now)
 }
 
 // checkpoint records that a job's running allocations saved a checkpoint
 // at the given time, as the controller reads it from the driver's events.
 func (h *harness) checkpoint(ns, id string, at time.Time) {
-	j := h.find(ns, id)
-	for i := range h.allocs {
-		if h.allocs[i].Job.Ref == j.job.Ref {
-			h.allocs[i].CheckpointAt = at
+	ref := h.find(ns, id).Job.Ref
+	for _, a := range h.allocs() {
+		if a.Job.Ref == ref {
+			h.saved[a.ID] = at
 		}
 	}
 }
 
 func (h *harness) advance(d time.Duration) { h.now = h.now.Add(d) }
 
-func (h *harness) free(n Node) int {
-	used := 0
-	for _, a := range h.allocs {
-		if a.NodeID == n.ID {
-			used += len(a.GPUIDs)
-		}
-	}
-	return n.GPUs - used
-}
+// allocs is what runs (draining allocations included), as the engine
+// sees it.
+func (h *harness) allocs() []engine.Alloc { return h.snapshot().Allocs }
 
-// schedule places queued allocations, highest priority first, then in
-// submission order, first fit, as Nomad does when blocked evaluations
-// unblock.
-func (h *harness) schedule() {
-	order := slices.Clone(h.jobs)
-	slices.SortStableFunc(order, func(a, b *hjob) int { return b.job.Priority - a.job.Priority })
-	for _, j := range order {
-		for j.queued > 0 && !j.done {
-			placed := false
-			for _, n := range h.nodes {
-				if (j.pool == "" || j.pool == n.NodePool) && (j.devices == nil || slices.Contains(j.devices, n.Device)) &&
-					(j.nodes == nil || slices.Contains(j.nodes, n.ID)) && h.free(n) >= j.gpus {
-					h.seq++
-					a := Alloc{ID: fmt.Sprintf("%s-%d", j.job.Ref.ID, h.seq), Job: j.job, Group: j.group,
-						NodeID: n.ID, StartedAt: h.now}
-					used := map[string]bool{}
-					for _, o := range h.allocs {
-						if o.NodeID == n.ID {
-							for _, g := range o.GPUIDs {
-								used[g] = true
-							}
-						}
-					}
-					for g := 0; len(a.GPUIDs) < j.gpus; g++ {
-						if id := fmt.Sprintf("%s-gpu%d", n.ID, g); !used[id] {
-							a.GPUIDs = append(a.GPUIDs, id)
-						}
-					}
-					for _, s := range j.samples {
-						a.Usage = append(a.Usage, Sample{At: h.now.Add(s.At.Sub(time.Time{})), Util: s.Util})
-					}
-					h.allocs = append(h.allocs, a)
-					j.queued--
-					placed = true
-					break
-				}
-			}
-			if !placed {
-				break
-			}
-		}
-		if j.queued == 0 && j.held == 0 {
-			j.preempted = false
-		}
-	}
-}
+// queued is what Nomad has yet to place of j.
+func (h *harness) queued(j *hjob) int { return h.cluster().Queued(j.Group) }
 
-func (h *harness) snapshot() *Snapshot {
-	s := &Snapshot{Nodes: slices.Clone(h.nodes), Allocs: slices.Clone(h.allocs)}
+// busy reports whether anything runs or is held.
+func (h *harness) busy() bool {
 	for _, j := range h.jobs {
-		if j.done {
+		if !j.done && (j.Held > 0 || j.Count > h.queued(j)) {
+			return true
+		}
+	}
+	return false
+}
+
+// snapshot is the cluster as the controller reads it for the engine.
+func (h *harness) snapshot() *engine.Snapshot {
+	s := h.cluster().Snapshot()
+	s.Usage = h.usage
+	samples := map[engine.JobRef][]engine.Sample{}
+	for _, j := range h.jobs {
+		if !j.done && j.samples != nil {
+			samples[j.Job.Ref] = j.samples
+		}
+	}
+	for i := range s.Allocs {
+		a := &s.Allocs[i]
+		a.CheckpointAt, a.IdleWarned = h.saved[a.ID], h.warned[a.ID]
+		if u, ok := h.util[a.ID]; ok {
+			a.Usage = u
 			continue
 		}
-		d := Demand{Job: j.job, Group: j.group, GPUsPerAlloc: j.gpus, Since: j.since, NodePool: j.pool, Preempted: j.preempted,
-			Devices: j.devices, Nodes: j.nodes}
-		if j.devices != nil {
-			d.Asks = "nvidia/gpu/" + strings.Join(j.devices, "|")
+		for _, smp := range samples[a.Job.Ref] {
+			a.Usage = append(a.Usage, engine.Sample{At: a.StartedAt.Add(smp.At.Sub(time.Time{})), Util: smp.Util})
 		}
-		if j.queued > 0 {
-			d.Count = j.queued
-			s.Waiting = append(s.Waiting, d)
-		}
-		if j.held > 0 {
-			d.Count, d.Held = j.held, true
-			d.Requeued, d.OwnerResumed = j.requeued, j.requeued && j.ownerResumed
-			s.Waiting = append(s.Waiting, d)
+	}
+	for i := range s.Waiting {
+		if d := &s.Waiting[i]; d.Devices != nil {
+			d.Asks = "nvidia/gpu/" + strings.Join(d.Devices, "|")
 		}
 	}
 	return s
 }
 
-// step plans, applies the plan and lets the model Nomad place what it can.
-func (h *harness) step() *Plan {
+// step is one controller round at h.now: it returns the plan.
+func (h *harness) step() *engine.Plan {
 	h.t.Helper()
+	h.cluster().Advance(h.now)
 	plan := h.e.Plan(h.snapshot(), h.now)
 	for _, sk := range plan.Skipped {
 		h.t.Errorf("engine skipped %s: %s", sk.Item, sk.Reason)
 	}
-	for _, a := range plan.Actions {
-		h.apply(a)
-	}
-	for _, w := range plan.Warnings {
-		// As the controller records a warning, so that it is given once.
-		for i := range h.allocs {
-			if slices.Contains(w.Allocs, h.allocs[i].ID) {
-				h.allocs[i].IdleWarned = h.now
-			}
-		}
-	}
-	h.history = append(h.history, plan.Actions...)
-	h.schedule()
+	h.carry(plan)
 	return plan
 }
 
-func (h *harness) apply(a Action) {
-	j := h.find(a.Job.Namespace, a.Job.ID)
-	switch a.Kind {
-	case Preempt, IdleStop:
-		n := 0
-		h.allocs = slices.DeleteFunc(h.allocs, func(al Alloc) bool {
-			if slices.Contains(a.Allocs, al.ID) {
-				n++
-				return true
-			}
-			return false
-		})
-		if n != len(a.Allocs) {
-			h.t.Fatalf("%s names allocations that do not run: %v", a, a.Allocs)
-		}
-		j.job.Preemptions = append(j.job.Preemptions, h.now)
-		if a.Requeue {
-			j.held += n
-			j.since = h.now
-			j.preempted = a.Kind == Preempt
-			j.requeued, j.ownerResumed = a.Kind == IdleStop, false
-		} else {
-			j.done = true
-		}
-	case Hold:
-		if a.Reason.Rule == RuleDraining {
-			// Held while its victims checkpoint, resumed as they stop:
-			// here they stopped at once (a step covers their grace).
-			break
-		}
-		j.queued -= a.Count
-		j.held += a.Count
-	case Resume:
-		j.held -= a.Count
-		j.queued += a.Count
-		if j.held == 0 {
-			j.requeued, j.ownerResumed = false, false
-		}
-	case Move:
-		j.pool = a.NodePool
-	case Promote, SetPriority:
-		j.job.Priority = a.Priority
-		j.job.Promoted = a.Kind == Promote
+// carry carries a plan out at h.now as the controller does, and Nomad
+// places its queue.
+func (h *harness) carry(plan *engine.Plan) {
+	h.t.Helper()
+	if err := h.cluster().CarryOut(plan, h.now); err != nil {
+		h.t.Fatal(err)
 	}
-	if j.queued < 0 || j.held < 0 {
-		h.t.Fatalf("%s leaves %s with %d queued, %d held", a, a.Job, j.queued, j.held)
-	}
-	for i := range h.allocs {
-		if h.allocs[i].Job.Ref == j.job.Ref {
-			h.allocs[i].Job = j.job
+	for _, w := range plan.Warnings {
+		for _, id := range w.Allocs {
+			h.warned[id] = h.now // as the controller records it, so that it is given once
 		}
 	}
+	h.history = append(h.history, plan.Actions...)
 }
 
-// running returns "ns/id×n" for each job with running allocations, sorted.
+// playDrains lets the drains in progress run their grace: time moves on
+// to when the last of their victims stops, and the round then (which
+// finishes the drains and resumes the work that waited for them) runs.
+// It returns that round's plan; a story that calls it with nothing
+// draining fails (its victims stopped at once: it reads wrong).
+func (h *harness) playDrains() *engine.Plan {
+	h.t.Helper()
+	end := h.cluster().DrainsEnd()
+	if end.IsZero() {
+		h.t.Fatal("playDrains: no drain in progress")
+	}
+	h.now = end
+	return h.step()
+}
+
+// running returns "ns/id×n" for each job with running allocations
+// (draining ones included), sorted.
 func (h *harness) running() []string {
 	count := map[string]int{}
-	for _, a := range h.allocs {
+	for _, a := range h.allocs() {
 		count[a.Job.Ref.String()]++
 	}
 	var out []string
@@ -333,24 +243,15 @@ func (h *harness) running() []string {
 	return out
 }
 
-// held returns "ns/id×n" for each job Steward holds, sorted.
+// heldJobs returns "ns/id×n" for each job Steward holds, sorted.
 func (h *harness) heldJobs() []string {
 	var out []string
 	for _, j := range h.jobs {
-		if j.held > 0 && !j.done {
-			out = append(out, fmt.Sprintf("%s×%d", j.job.Ref, j.held))
+		if j.Held > 0 && !j.done {
+			out = append(out, fmt.Sprintf("%s×%d", j.Job.Ref, j.Held))
 		}
 	}
 	slices.Sort(out)
-	return out
-}
-
-// kinds summarises a plan as "kind job[/group]" lines.
-func kinds(p *Plan) []string {
-	var out []string
-	for _, a := range p.Actions {
-		out = append(out, fmt.Sprintf("%s %s", a.Kind, a.Job))
-	}
 	return out
 }
 
@@ -359,29 +260,4 @@ func (h *harness) expect(what string, got, want []string) {
 	if !slices.Equal(got, want) {
 		h.t.Fatalf("%s:\n got  %q\n want %q", what, got, want)
 	}
-}
-
-func actionOf(t *testing.T, p *Plan, kind Kind, job string) Action {
-	t.Helper()
-	for _, a := range p.Actions {
-		if a.Kind == kind && a.Job.String() == job {
-			return a
-		}
-	}
-	t.Fatalf("no %s action for %s in plan:\n%s", kind, job, strings.Join(kinds(p), "\n"))
-	return Action{}
-}
-
-func mustContain(t *testing.T, s string, parts ...string) {
-	t.Helper()
-	for _, p := range parts {
-		if !strings.Contains(s, p) {
-			t.Errorf("%q\n  does not contain %q", s, p)
-		}
-	}
-}
-
-// at builds a utilisation sample at an offset from an allocation's start.
-func at(offset time.Duration, util float64) Sample {
-	return Sample{At: time.Time{}.Add(offset), Util: util}
 }

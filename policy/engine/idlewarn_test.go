@@ -1,6 +1,7 @@
-package engine
+package engine_test
 
 import (
+	"github.com/gpu-steward/steward/policy/engine"
 	"slices"
 	"testing"
 	"time"
@@ -38,19 +39,19 @@ func warnPolicy(mode policy.IdleMode, warnBefore time.Duration) *policy.Policy {
 // report sets what a job's allocations have reported by now: one sample a
 // minute from the story's start, at util(minute).
 func (h *harness) report(ns, id string, util func(minute int) float64) {
-	for i := range h.allocs {
-		a := &h.allocs[i]
-		if a.Job.Ref != (JobRef{ns, id}) {
+	for _, a := range h.allocs() {
+		if a.Job.Ref != (engine.JobRef{ns, id}) {
 			continue
 		}
-		a.Usage = nil
+		var samples []engine.Sample
 		for m := 0; !t0.Add(time.Duration(m) * time.Minute).After(h.now); m++ {
-			a.Usage = append(a.Usage, Sample{At: t0.Add(time.Duration(m) * time.Minute), Util: util(m)})
+			samples = append(samples, engine.Sample{At: t0.Add(time.Duration(m) * time.Minute), Util: util(m)})
 		}
+		h.util[a.ID] = samples
 	}
 }
 
-func warnings(p *Plan) []string {
+func warnings(p *engine.Plan) []string {
 	var out []string
 	for _, w := range p.Warnings {
 		out = append(out, w.Job.String()+"/"+w.Group)
@@ -59,7 +60,7 @@ func warnings(p *Plan) []string {
 }
 
 // stepAt advances to minute m of the story, reports usage and plans.
-func (h *harness) stepAt(m int, job string, util func(int) float64) *Plan {
+func (h *harness) stepAt(m int, job string, util func(int) float64) *engine.Plan {
 	h.t.Helper()
 	h.now = t0.Add(time.Duration(m) * time.Minute)
 	h.report("product", job, util)
@@ -80,7 +81,7 @@ func idleWarningBeforeReclaim(t *testing.T) {
 	h.expect("warnings at 10m", warnings(plan), []string{"product/notebook/main"})
 	h.expect("actions at 10m", kinds(plan), nil)
 	w := plan.Warnings[0]
-	if w.Reason.Rule != RuleIdle || w.GPUs != 4 || !w.Since.Equal(t0) || !w.ReclaimAt.Equal(t0.Add(15*time.Minute)) || len(w.Allocs) != 1 {
+	if w.Reason.Rule != engine.RuleIdle || w.GPUs != 4 || !w.Since.Equal(t0) || !w.ReclaimAt.Equal(t0.Add(15*time.Minute)) || len(w.Allocs) != 1 {
 		t.Fatalf("warning %+v: want rule idle, 4 GPUs, idle since t0, reclaim at 15m, one allocation", w)
 	}
 	if want := "GPU utilisation 2% (under 10%) for 10m (idle rule notebooks: after 15m, mode always): " +

@@ -1,4 +1,4 @@
-package engine
+package engine_test
 
 import (
 	"testing"
@@ -55,9 +55,11 @@ func TestOwnTierSwap(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			h := newHarness(t, testPolicy(nil))
 			h.node("n1", "default", 1)
-			h.submit(c.runner, "runner", "training", 1, 1)
 			if c.ml {
 				h.node("n2", "default", 1)
+			}
+			h.submit(c.runner, "runner", "training", 1, 1) // on n1: the first of equals
+			if c.ml {
 				h.submit("ml", "own", "training", 1, 1)
 			}
 			h.submit("ml", "starved", "training", 1, 1, c.opts...)

@@ -1,7 +1,8 @@
-package engine
+package engine_test
 
 import (
-	"slices"
+	"github.com/gpu-steward/steward/policy/engine"
+	"strconv"
 	"testing"
 	"time"
 
@@ -42,7 +43,7 @@ func TestLifetimeBound(t *testing.T) {
 			h.advance(time.Hour)
 			h.submit("product", "nb", "interactive", 4, 1)
 			plan := h.step()
-			a := actionOf(t, plan, Preempt, "research/train")
+			a := actionOf(t, plan, engine.Preempt, "research/train")
 			mustContain(t, a.Reason.Message,
 				"; job research/train was preempted 3 times, the most over its life (preemption.max_per_job): protected until it ends")
 		}},
@@ -57,11 +58,12 @@ func TestLifetimeBound(t *testing.T) {
 			h.expect("victims", kinds(plan)[:1], []string{"preempt research/new"})
 			h.submit("research", "nb2", "interactive", 2, 1)
 			plan = h.step()
-			if len(victimActions(plan)) != 0 {
+			if len(engine.VictimActions(plan)) != 0 {
 				t.Fatalf("want the protected job kept; got %q", kinds(plan))
 			}
+			h.playDrains()
 			h.expect("running", h.running(), []string{"research/nb×1", "research/old×1"})
-			mustWait(t, plan, "research/nb2", RuleCapacity, "nothing may be preempted")
+			mustWait(t, plan, "research/nb2", engine.RuleCapacity, "nothing may be preempted")
 		}},
 		{"its own tier promoted does not take a protected job", func(t *testing.T) {
 			h := newHarness(t, bounded(nil))
@@ -69,9 +71,9 @@ func TestLifetimeBound(t *testing.T) {
 			h.submit("research", "old", "training", 4, 1, preempted(times(3)...))
 			h.advance(time.Hour)
 			j := h.submit("research", "promo", "training", 4, 1)
-			j.job.Priority, j.job.Promoted = 50, true
+			j.Job.Priority, j.Job.Promoted = 50, true
 			plan := h.step()
-			if len(victimActions(plan)) != 0 {
+			if len(engine.VictimActions(plan)) != 0 {
 				t.Fatalf("want the protected job kept; got %q", kinds(plan))
 			}
 			h.expect("running", h.running(), []string{"research/old×1"})
@@ -83,10 +85,10 @@ func TestLifetimeBound(t *testing.T) {
 			h.advance(time.Hour)
 			h.submit("product", "train", "training", 4, 1)
 			plan := h.step()
-			if len(victimActions(plan)) != 0 {
+			if len(engine.VictimActions(plan)) != 0 {
 				t.Fatalf("want the protected job kept; got %q", kinds(plan))
 			}
-			mustWait(t, plan, "product/train", RuleCapacity, "")
+			mustWait(t, plan, "product/train", engine.RuleCapacity, "")
 		}},
 		{"a reserve reclaim takes other work first", func(t *testing.T) {
 			h := newHarness(t, bounded(nil))
@@ -108,7 +110,7 @@ func TestLifetimeBound(t *testing.T) {
 			heldProtected(h, "research", "train", 4)
 			h.advance(time.Hour)
 			plan := h.step()
-			mustWait(t, plan, "research/train", RuleProtected,
+			mustWait(t, plan, "research/train", engine.RuleProtected,
 				"job research/train was preempted 3 times, the most over its life (preemption.max_per_job): once it runs only its tenant's limit preempts it,"+
 					" so it resumes only within tenant research's reserve of 0 (it holds 0 GPUs, 4 more would exceed it) while another tenant waits for its reserve:"+
 					" tenant product holds 2 GPUs of its reserve of 4 and waits for 4 GPUs")
@@ -125,7 +127,7 @@ func TestLifetimeBound(t *testing.T) {
 			heldProtected(h, "research", "train", 2)
 			h.advance(time.Hour)
 			plan := h.step()
-			mustWait(t, plan, "research/train", RuleProtected,
+			mustWait(t, plan, "research/train", engine.RuleProtected,
 				"so it resumes only when no work of a higher tier waits for GPUs: product/wide, tier interactive (priority 60), waits for 8 GPUs")
 		}},
 		{"a protected job resumes on free GPUs alone", func(t *testing.T) {
@@ -140,10 +142,10 @@ func TestLifetimeBound(t *testing.T) {
 			heldProtected(h, "research", "train", 2)
 			h.advance(time.Hour)
 			plan := h.step()
-			if len(victimActions(plan)) != 0 {
+			if len(engine.VictimActions(plan)) != 0 {
 				t.Fatalf("want nothing taken for the protected job; got %q", kinds(plan))
 			}
-			mustWait(t, plan, "research/train", RuleProtected,
+			mustWait(t, plan, "research/train", engine.RuleProtected,
 				"so it resumes only on free GPUs: none are free for 2 GPUs on one node, and it does not take other work's")
 		}},
 		{"a protected job resumes beside work no higher tier may take", func(t *testing.T) {
@@ -156,7 +158,7 @@ func TestLifetimeBound(t *testing.T) {
 			h.submit("product", "train", "training", 4, 1)
 			heldProtected(h, "research", "train", 2)
 			h.advance(time.Hour)
-			actionOf(t, h.step(), Resume, "research/train")
+			actionOf(t, h.step(), engine.Resume, "research/train")
 		}},
 		{"beside protected work already running a protected job keeps off a node with nothing that stays while few GPUs stay free", func(t *testing.T) {
 			h := newHarness(t, bounded(func(p *policy.Policy) {
@@ -167,13 +169,13 @@ func TestLifetimeBound(t *testing.T) {
 			}
 			h.submit("research", "old", "training", 1, 1, preempted(times(3)...), pinnedTo("n8"))
 			for i, n := range []string{"n1", "n2", "n3", "n4", "n5", "n6"} {
-				h.submit("product", "t"+itoa(i), "training", 4, 1, pinnedTo(n))
+				h.submit("product", "t"+strconv.Itoa(i), "training", 4, 1, pinnedTo(n))
 			}
 			h.submit("product", "t7", "training", 2, 1, pinnedTo("n7"))
 			heldProtected(h, "research", "train", 2)
 			h.advance(time.Hour)
 			plan := h.step()
-			mustWait(t, plan, "research/train", RuleProtected,
+			mustWait(t, plan, "research/train", engine.RuleProtected,
 				"so it resumes only beside work no higher tier may take, or while 8 GPUs stay free: n7, where it would go, holds none, and 3 GPUs would stay free")
 		}},
 		{"a protected job resumes on a small idle cluster: no protected work runs", func(t *testing.T) {
@@ -183,7 +185,7 @@ func TestLifetimeBound(t *testing.T) {
 			h.node("n1", "default", 4)
 			heldProtected(h, "research", "train", 4)
 			h.advance(time.Hour)
-			actionOf(t, h.step(), Resume, "research/train")
+			actionOf(t, h.step(), engine.Resume, "research/train")
 		}},
 		{"protected work goes onto a node that holds none only while it is on at most a quarter of the nodes", func(t *testing.T) {
 			// Nomad's best fit spreads one- and two-GPU protected jobs
@@ -198,7 +200,7 @@ func TestLifetimeBound(t *testing.T) {
 			heldProtected(h, "research", "train", 4)
 			h.advance(time.Hour)
 			plan := h.step()
-			mustWait(t, plan, "research/train", RuleProtected,
+			mustWait(t, plan, "research/train", engine.RuleProtected,
 				"so it resumes only onto nodes that hold protected work already, or while protected work is on at most 1/4 of the nodes it may use: it is on 1 of 4, and n2, where it would go, holds none")
 		}},
 		{"protected work of one GPU a node counts by the nodes it is on not its GPUs", func(t *testing.T) {
@@ -211,12 +213,12 @@ func TestLifetimeBound(t *testing.T) {
 			h.submit("research", "old1", "training", 1, 1, preempted(times(3)...), pinnedTo("n1"))
 			h.submit("research", "old2", "training", 1, 1, preempted(times(3)...), pinnedTo("n2"))
 			for i, n := range []string{"n1", "n2", "n3"} {
-				h.submit("product", "t"+itoa(i), "training", 3, 1, pinnedTo(n))
+				h.submit("product", "t"+strconv.Itoa(i), "training", 3, 1, pinnedTo(n))
 			}
 			heldProtected(h, "research", "train", 1)
 			h.advance(time.Hour)
 			plan := h.step()
-			mustWait(t, plan, "research/train", RuleProtected,
+			mustWait(t, plan, "research/train", engine.RuleProtected,
 				"so it resumes only onto nodes that hold protected work already, or while protected work is on at most 1/4 of the nodes it may use: it is on 2 of 8, and n3, where it would go, holds none")
 		}},
 		{"a protected job resumes beside protected work whatever the share", func(t *testing.T) {
@@ -230,7 +232,7 @@ func TestLifetimeBound(t *testing.T) {
 			}
 			heldProtected(h, "research", "train", 2)
 			h.advance(time.Hour)
-			actionOf(t, h.step(), Resume, "research/train")
+			actionOf(t, h.step(), engine.Resume, "research/train")
 		}},
 		{"a protected job resumes when GPUs are plenty", func(t *testing.T) {
 			h := newHarness(t, bounded(nil))
@@ -239,7 +241,7 @@ func TestLifetimeBound(t *testing.T) {
 			}
 			heldProtected(h, "research", "train", 2)
 			h.advance(time.Hour)
-			actionOf(t, h.step(), Resume, "research/train")
+			actionOf(t, h.step(), engine.Resume, "research/train")
 		}},
 		{"a limit is kept whatever the protection", func(t *testing.T) {
 			h := newHarness(t, bounded(func(p *policy.Policy) {
@@ -250,7 +252,7 @@ func TestLifetimeBound(t *testing.T) {
 			h.submit("research", "train2", "training", 2, 1, preempted(times(3)...))
 			h.advance(time.Hour)
 			plan := h.step()
-			if len(victimActions(plan)) != 1 || plan.Actions[0].Reason.Rule != RuleLimit {
+			if len(engine.VictimActions(plan)) != 1 || plan.Actions[0].Reason.Rule != engine.RuleLimit {
 				t.Fatalf("want one give-back for the limit; got %q", kinds(plan))
 			}
 			mustContain(t, plan.Actions[0].Reason.Message, "tenant research holds 4 GPUs, limit 2: giving back 2",
@@ -263,8 +265,8 @@ func TestLifetimeBound(t *testing.T) {
 			h.advance(time.Hour)
 			h.submit("product", "nb", "interactive", 4, 1)
 			plan := h.step()
-			a := actionOf(t, plan, Preempt, "research/train")
-			if a.Reason.Rule != RuleReclaim {
+			a := actionOf(t, plan, engine.Preempt, "research/train")
+			if a.Reason.Rule != engine.RuleReclaim {
 				t.Fatalf("preemption %s: want a reclaim", a)
 			}
 		}},
@@ -272,13 +274,12 @@ func TestLifetimeBound(t *testing.T) {
 			h := newHarness(t, bounded(nil))
 			h.node("n1", "default", 4)
 			j := h.submit("research", "old", "training", 4, 1)
-			j.job.PreemptionsTotal = 3
-			h.allocs[0].Job = j.job
+			j.Job.PreemptionsTotal = 3
 			h.advance(time.Hour)
 			promo := h.submit("research", "promo", "training", 4, 1)
-			promo.job.Priority, promo.job.Promoted = 50, true
+			promo.Job.Priority, promo.Job.Promoted = 50, true
 			plan := h.step()
-			if len(victimActions(plan)) != 0 {
+			if len(engine.VictimActions(plan)) != 0 {
 				t.Fatalf("want the protected job kept; got %q", kinds(plan))
 			}
 		}},
@@ -296,15 +297,14 @@ func heldProtected(h *harness, ns, id string, gpus int) *hjob {
 		at = append(at, h.now.Add(-time.Duration(48-i)*time.Hour))
 	}
 	j := h.submit(ns, id, "training", gpus, 1, preempted(at...), inPool("none"))
-	j.pool = ""
-	h.allocs = slices.DeleteFunc(h.allocs, func(a Alloc) bool { return a.Job.Ref == j.job.Ref })
-	j.queued, j.held, j.preempted = 0, 1, true
+	j.NodePool = ""
+	j.Count, j.Held, j.Preempted = 0, 1, true
 	return j
 }
 
 // mustWait fails unless plan has job waiting under rule, its reason
 // holding part.
-func mustWait(t *testing.T, plan *Plan, job string, rule Rule, part string) {
+func mustWait(t *testing.T, plan *engine.Plan, job string, rule engine.Rule, part string) {
 	t.Helper()
 	for _, w := range plan.Waiting {
 		if w.Job.String() == job {

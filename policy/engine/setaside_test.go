@@ -1,7 +1,8 @@
-package engine
+package engine_test
 
 import (
 	"fmt"
+	"github.com/gpu-steward/steward/policy/engine"
 	"slices"
 	"testing"
 	"time"
@@ -86,7 +87,7 @@ func TestFairShareSetAside(t *testing.T) {
 				if i == 0 {
 					why := ""
 					for _, w := range plan.Waiting {
-						if w.Job == (JobRef{"a", "big"}) {
+						if w.Job == (engine.JobRef{"a", "big"}) {
 							why = w.Reason.String()
 						}
 					}

@@ -1,7 +1,8 @@
-package engine
+package engine_test
 
 import (
 	"fmt"
+	"github.com/gpu-steward/steward/policy/engine"
 	"slices"
 	"strings"
 	"testing"
@@ -76,7 +77,7 @@ func clearMLWorkedExample(order policy.ResumeOrder) func(t *testing.T) {
 		mustContain(t, plan.Actions[1].Reason.Message, "tenant rnd stays within its limit of 9 (9 GPUs with these 3)")
 		h.expect("still held", h.heldJobs(), second)
 		for _, w := range plan.Waiting {
-			if w.Reason.Rule != RuleLimit {
+			if w.Reason.Rule != engine.RuleLimit {
 				t.Errorf("%s waits for %s, want the limit", w.Job, w.Reason)
 			}
 			mustContain(t, w.Reason.Message, "tenant rnd holds 9 GPUs, limit 9: 3 more would exceed it")
@@ -102,8 +103,8 @@ func clearMLStory(t *testing.T, order policy.ResumeOrder) *harness {
 	plan := h.step()
 	h.expect("running", h.running(), []string{"rnd/r1×1", "rnd/r2×1", "rnd/r3×1"})
 	h.expect("held", h.heldJobs(), []string{"rnd/r4×1", "rnd/r5×1"})
-	hold := actionOf(t, plan, Hold, "rnd/r4")
-	if hold.Reason.Rule != RuleLimit {
+	hold := actionOf(t, plan, engine.Hold, "rnd/r4")
+	if hold.Reason.Rule != engine.RuleLimit {
 		t.Fatalf("r4 held for %s, want the limit", hold.Reason)
 	}
 	mustContain(t, hold.Reason.Message, "tenant rnd holds 9 GPUs, limit 9")
@@ -114,13 +115,14 @@ func clearMLStory(t *testing.T, order policy.ResumeOrder) *harness {
 	plan = h.step()
 	h.expect("actions", kinds(plan), []string{"preempt rnd/r3", "hold devops/d1"})
 	a := plan.Actions[0]
-	if a.Reason.Rule != RuleReclaim || a.For == nil || a.For.String() != "devops/d1" {
+	if a.Reason.Rule != engine.RuleReclaim || a.For == nil || a.For.String() != "devops/d1" {
 		t.Fatalf("preemption %s: want a reclaim for devops/d1", a)
 	}
 	mustContain(t, a.Reason.Message, "tenant rnd holds 9 GPUs, reserve 5: reclaiming 3 for devops/d1/main (tenant devops holds 0, reserve 5)")
 	if a.Signal != "SIGUSR1" || a.Grace != 2*time.Minute || !a.Requeue {
 		t.Errorf("preemption %s: want SIGUSR1, 2m grace, requeued", a)
 	}
+	h.playDrains()
 	h.expect("running", h.running(), []string{"devops/d1×1", "rnd/r1×1", "rnd/r2×1"})
 
 	// Nothing more happens while nothing changes.
@@ -134,6 +136,7 @@ func clearMLStory(t *testing.T, order policy.ResumeOrder) *harness {
 	plan = h.step()
 	h.expect("actions", kinds(plan), []string{"preempt rnd/r2", "hold devops/d2"})
 	mustContain(t, plan.Actions[0].Reason.Message, "tenant rnd holds 6 GPUs, reserve 5: reclaiming 3 for devops/d2/main (tenant devops holds 3, reserve 5)")
+	h.playDrains()
 	h.expect("running", h.running(), []string{"devops/d1×1", "devops/d2×1", "rnd/r1×1"})
 	h.expect("held", h.heldJobs(), []string{"rnd/r2×1", "rnd/r3×1", "rnd/r4×1", "rnd/r5×1"})
 	if plan := h.step(); len(plan.Actions) != 0 {
@@ -159,12 +162,13 @@ func runAIOverQuota(t *testing.T) {
 	plan := h.step()
 	h.expect("actions", kinds(plan), []string{"preempt project-a/train", "hold project-b/notebook"})
 	mustContain(t, plan.Actions[0].Reason.Message, "tenant project-a holds 8 GPUs, reserve 4: reclaiming 8 for project-b/notebook/main")
+	h.playDrains()
 	h.expect("running", h.running(), []string{"project-b/notebook×1"})
 	h.expect("held", h.heldJobs(), []string{"project-a/train×1"})
 
 	// A waits: 4 free GPUs are not 8, and B is within its reservation.
 	plan = h.step()
-	if len(plan.Actions) != 0 || len(plan.Waiting) != 1 || plan.Waiting[0].Reason.Rule != RuleCapacity {
+	if len(plan.Actions) != 0 || len(plan.Waiting) != 1 || plan.Waiting[0].Reason.Rule != engine.RuleCapacity {
 		t.Fatalf("want A waiting for capacity and no actions; got %q, waiting %+v", kinds(plan), plan.Waiting)
 	}
 
@@ -188,10 +192,11 @@ func determinedPartialPreemption(t *testing.T) {
 	h.submit("ml", "urgent", "interactive", 4, 1)
 	plan := h.step()
 	h.expect("actions", kinds(plan), []string{"preempt ml/experiment", "hold ml/urgent"})
-	if a := plan.Actions[0]; len(a.Allocs) != 4 || a.GPUs != 4 || a.Reason.Rule != RulePriority {
+	if a := plan.Actions[0]; len(a.Allocs) != 4 || a.GPUs != 4 || a.Reason.Rule != engine.RulePriority {
 		t.Fatalf("preemption %s: want exactly 4 one-GPU trials, by priority", a)
 	}
 	mustContain(t, plan.Actions[0].Reason.Message, "tier training (priority 40) yields 4 GPUs to ml/urgent/main, tier interactive (priority 60)")
+	h.playDrains()
 	h.expect("running", h.running(), []string{"ml/experiment×4", "ml/urgent×1"})
 
 	h.advance(30 * time.Minute)
@@ -209,8 +214,8 @@ func idlePolicy(mode policy.IdleMode) *policy.Policy {
 }
 
 // minutesAt returns one sample a minute for n minutes at util.
-func minutesAt(from, n int, util float64) []Sample {
-	var out []Sample
+func minutesAt(from, n int, util float64) []engine.Sample {
+	var out []engine.Sample
 	for m := from; m < from+n; m++ {
 		out = append(out, at(time.Duration(m)*time.Minute, util))
 	}
@@ -229,7 +234,7 @@ func amdIdlePressure(t *testing.T) {
 	plan := h.step()
 	h.expect("actions", kinds(plan), []string{"idle-stop product/notebook"})
 	a := plan.Actions[0]
-	if a.Reason.Rule != RuleIdle || a.For == nil || a.For.String() != "research/train" || !a.Requeue || a.Grace != 0 {
+	if a.Reason.Rule != engine.RuleIdle || a.For == nil || a.For.String() != "research/train" || !a.Requeue || a.Grace != 0 {
 		t.Fatalf("idle stop %s: want an idle requeue for research/train without grace", a)
 	}
 	mustContain(t, a.Reason.Message, "GPU utilisation 2% (under 10%) for 20m (idle rule notebooks: after 15m, mode pressure)", "4 GPUs go to research/train/main")
@@ -243,7 +248,7 @@ func amdIdleAlways(t *testing.T) {
 	h.advance(16 * time.Minute)
 	plan := h.step()
 	h.expect("actions", kinds(plan), []string{"idle-stop product/notebook"})
-	if a := plan.Actions[0]; a.For != nil || a.Reason.Rule != RuleIdle {
+	if a := plan.Actions[0]; a.For != nil || a.Reason.Rule != engine.RuleIdle {
 		t.Fatalf("idle stop %s: want one for nobody in particular", a)
 	}
 	mustContain(t, plan.Actions[0].Reason.Message, "for 16m (idle rule notebooks: after 15m, mode always)")
@@ -262,7 +267,7 @@ func amdIdleAlwaysRequeueNoLoop(t *testing.T) {
 	stops := func() int {
 		n := 0
 		for _, a := range h.history {
-			if a.Kind == IdleStop && a.Job == nb.job.Ref {
+			if a.Kind == engine.IdleStop && a.Job == nb.Job.Ref {
 				n++
 			}
 		}
@@ -276,7 +281,7 @@ func amdIdleAlwaysRequeueNoLoop(t *testing.T) {
 		t.Fatalf("in two hours the notebook was stopped %d times, want once", n)
 	}
 	for _, a := range h.history {
-		if a.Kind == IdleStop {
+		if a.Kind == engine.IdleStop {
 			mustContain(t, a.Reason.Message, "(idle rule notebooks: after 15m, mode always); job requeued: it waits held for its owner to resume it (steward resume)")
 		}
 	}
@@ -289,7 +294,7 @@ func amdIdleAlwaysRequeueNoLoop(t *testing.T) {
 
 	// Its owner resumes it (steward resume): it runs on the free GPUs,
 	// idles, and is stopped once more; then it waits again.
-	nb.ownerResumed = true
+	nb.OwnerResumed = true
 	plan = h.step()
 	h.expect("actions", kinds(plan), []string{"resume product/notebook"})
 	h.expect("running", h.running(), []string{"product/notebook×1"})
@@ -373,7 +378,7 @@ func snoozeCutToMax(t *testing.T) {
 	h.node("n1", "default", 4)
 	h.submit("product", "notebook", "interactive", 4, 1, usage(minutesAt(0, 600, 2)...))
 	h.snooze("product", "notebook", t0, 10*time.Hour)
-	if end := SnoozeEnd(h.find("product", "notebook").job.Snooze, h.e.p.Idle[0]); !end.Equal(t0.Add(4 * time.Hour)) {
+	if end := engine.SnoozeEnd(h.find("product", "notebook").Job.Snooze, h.p.Idle[0]); !end.Equal(t0.Add(4 * time.Hour)) {
 		t.Fatalf("snooze end %v, want %v (max_snooze 4h)", end, t0.Add(4*time.Hour))
 	}
 	h.now = t0.Add(4*time.Hour - time.Minute)
@@ -401,7 +406,7 @@ func qosServingSpike(t *testing.T) {
 	plan := h.step()
 	h.expect("actions", kinds(plan), []string{"preempt ml/best-effort"})
 	a := plan.Actions[0]
-	if a.Reason.Rule != RuleBackfill || len(a.Allocs) != 2 || a.Grace != 0 {
+	if a.Reason.Rule != engine.RuleBackfill || len(a.Allocs) != 2 || a.Grace != 0 {
 		t.Fatalf("preemption %s: want 2 backfill allocations taken at once (no grace)", a)
 	}
 	mustContain(t, a.Reason.Message, "node pool serving is kept for tier inference: backfill by tier training gives 4 GPUs back to prod/serve/main")
@@ -418,6 +423,7 @@ func qosMinRuntime(t *testing.T) {
 	h.submit("ml", "notebook", "interactive", 2, 1)
 	plan := h.step()
 	h.expect("the old job goes, though the young one started last", kinds(plan), []string{"preempt ml/old", "hold ml/notebook"})
+	h.playDrains()
 
 	h.submit("ml", "big", "interactive", 2, 1) // only the young one is left
 	plan = h.step()
@@ -435,6 +441,7 @@ func qosEvictionCap(t *testing.T) {
 	h.submit("ml", "notebook", "interactive", 1, 1)
 	plan := h.step()
 	h.expect("the capped job is spared though it started last", kinds(plan), []string{"preempt ml/steady", "hold ml/notebook"})
+	h.playDrains()
 
 	h.advance(10 * time.Minute)
 	h.submit("ml", "notebook2", "interactive", 1, 1)
@@ -458,17 +465,18 @@ func limitWhateverTheCap(t *testing.T) {
 	h.node("n1", "default", 4)
 	grabby := h.submit("ml", "grabby", "training", 1, 1)
 	h.expect("within its limit", kinds(h.step()), nil)
-	var plan *Plan
+	var plan *engine.Plan
 	for i := 1; i <= 3; i++ {
 		h.advance(5 * time.Minute)
-		if grabby.held > 0 {
-			grabby.held-- // its owner takes back what Steward held
+		if grabby.Held > 0 {
+			grabby.Held-- // its owner takes back what Steward held
 		}
-		grabby.queued++
-		h.schedule()
+		grabby.Count++
+		h.cluster().Place(h.now)
 		h.expect("placed over its limit", h.running(), []string{"ml/grabby×2"})
 		plan = h.step()
 		h.expect(fmt.Sprintf("over its limit, time %d", i), kinds(plan), []string{"preempt ml/grabby"})
+		h.playDrains()
 		h.expect("back under its limit", h.running(), []string{"ml/grabby×1"})
 	}
 	mustContain(t, plan.Actions[0].Reason.Message, "tenant ml holds 2 GPUs, limit 1: giving back 1",
@@ -486,10 +494,11 @@ func qosPromoteAfterPreemptions(t *testing.T) {
 	// younger than min_runtime, but nothing else frees a GPU.
 	h.expect("promoted, then preempting", kinds(plan), []string{"promote ml/victim", "preempt ml/runner", "hold ml/victim"})
 	a := plan.Actions[0]
-	if a.Priority != 50 || a.Reason.Rule != RulePromoteRun {
+	if a.Priority != 50 || a.Reason.Rule != engine.RulePromoteRun {
 		t.Fatalf("promotion %s: want priority 50 for 3 preemptions", a)
 	}
 	mustContain(t, a.Reason.Message, "preempted 3 times (promote after 3): priority 40 → 50")
+	h.playDrains()
 	h.expect("running", h.running(), []string{"ml/victim×1"})
 }
 
@@ -505,7 +514,7 @@ func qosPromoteAfterWait(t *testing.T) {
 	}
 	h.advance(2 * time.Minute)
 	plan := h.step()
-	a := actionOf(t, plan, Promote, "ml/starved")
+	a := actionOf(t, plan, engine.Promote, "ml/starved")
 	mustContain(t, a.Reason.Message, "waiting 1h1m for 1 GPU (promote after 1h): priority 40 → 50")
 }
 
@@ -538,12 +547,12 @@ func qosPromotedNeverPreemptEachOther(t *testing.T) {
 		h.advance(5 * time.Second)
 		plan = h.step()
 		for _, a := range plan.Actions {
-			if a.Kind == Preempt {
+			if a.Kind == engine.Preempt {
 				t.Fatalf("at %s: %s (%s)", h.now.Sub(t0), a, a.Reason)
 			}
 		}
 		if h.now.Sub(t0) == 15*time.Second {
-			a := actionOf(t, plan, Promote, "ml/t1")
+			a := actionOf(t, plan, engine.Promote, "ml/t1")
 			mustContain(t, a.Reason.Message, "priority 40 → 50")
 			if len(plan.Waiting) != 1 || plan.Waiting[0].Job.String() != "ml/t1" {
 				t.Fatalf("waiting %+v, want ml/t1", plan.Waiting)
@@ -570,7 +579,7 @@ func qosPromotedNeverPreemptEachOther(t *testing.T) {
 	for range 12 {
 		h.advance(5 * time.Second)
 		for _, a := range h.step().Actions {
-			if a.Kind == Preempt {
+			if a.Kind == engine.Preempt {
 				t.Fatalf("at %s: %s (%s)", h.now.Sub(t0), a, a.Reason)
 			}
 		}
@@ -582,13 +591,14 @@ func qosGangs(t *testing.T) {
 	h := newHarness(t, testPolicy(nil))
 	h.node("n1", "default", 4)
 	h.node("n2", "default", 2)
-	h.submit("ml", "single", "training", 2, 1) // lands on n1
+	h.submit("ml", "single", "training", 2, 1) // on n2, the fullest node it fits (binpack)
 	h.advance(time.Minute)
-	h.submit("ml", "gang", "training", 2, 2, gang()) // n1 and n2
+	h.submit("ml", "gang", "training", 2, 2, gang()) // both on n1
 	h.advance(time.Hour)
 	h.submit("ml", "notebook", "interactive", 2, 1)
 	plan := h.step()
 	h.expect("the newer gang is spared: preempting a member would take it all", kinds(plan), []string{"preempt ml/single", "hold ml/notebook"})
+	h.playDrains()
 
 	h.submit("ml", "notebook2", "interactive", 2, 1)
 	plan = h.step()
@@ -598,6 +608,7 @@ func qosGangs(t *testing.T) {
 	if a := plan.Actions[0]; len(a.Allocs) != 2 || a.GPUs != 4 {
 		t.Fatalf("gang preemption %s: want both members, 4 GPUs", a)
 	}
+	h.playDrains()
 	h.expect("held whole", h.heldJobs(), []string{"ml/gang×2"})
 }
 
@@ -622,7 +633,7 @@ func tierSpoofing(t *testing.T) {
 	plan := h.step()
 	h.expect("actions", kinds(plan), []string{"set-priority research/serve"})
 	a := plan.Actions[0]
-	if a.Priority != 40 || a.Reason.Rule != RuleTier {
+	if a.Priority != 40 || a.Reason.Rule != engine.RuleTier {
 		t.Fatalf("set-priority %s: want training's priority 40", a)
 	}
 	mustContain(t, a.Reason.Message,
@@ -634,6 +645,7 @@ func tierSpoofing(t *testing.T) {
 	h.expect("the spoofed job is preemptible", kinds(plan), []string{"preempt research/serve", "hold product/notebook"})
 	mustContain(t, plan.Actions[0].Reason.Message,
 		"tenant research holds 8 GPUs, reserve 4: reclaiming 8 for product/notebook/main (tenant product holds 0, reserve 4)")
+	h.playDrains()
 	h.expect("running", h.running(), []string{"product/notebook×1"})
 
 	// Held, it waits as training: behind product's interactive work, and
@@ -664,7 +676,7 @@ func nonPreemptibleBeyondReserveWaits(t *testing.T) {
 	plan := h.step()
 	h.expect("actions", kinds(plan), []string{"hold product/serve-b"})
 	hold := plan.Actions[0]
-	if hold.Reason.Rule != RuleReserve {
+	if hold.Reason.Rule != engine.RuleReserve {
 		t.Fatalf("hold %s: want the reserve rule", hold)
 	}
 	mustContain(t, hold.Reason.Message,
@@ -694,16 +706,17 @@ func nonPreemptiblePlacedBeyondReserve(t *testing.T) {
 	plan := h.step()
 	h.expect("actions", kinds(plan), []string{"preempt product/serve-b", "hold research/train"})
 	a := plan.Actions[0]
-	if a.Reason.Rule != RuleReclaim || a.GPUs != 2 || a.Signal != "SIGUSR1" {
+	if a.Reason.Rule != engine.RuleReclaim || a.GPUs != 2 || a.Signal != "SIGUSR1" {
 		t.Fatalf("preemption %s: want a reclaim of serve-b's 2 GPUs with the checkpoint signal", a)
 	}
 	mustContain(t, a.Reason.Message,
 		"tenant product holds 6 GPUs, reserve 4: reclaiming 2 for research/train/main (tenant research holds 0, reserve 4)",
 		"; tier inference is safe from preemption only within tenant product's reserve of 4, and its non-preemptible work holds 6 GPUs")
+	h.playDrains()
 	h.expect("running", h.running(), []string{"product/serve-a×1", "research/train×1"})
 
 	plan = h.step()
-	if len(plan.Actions) != 0 || len(plan.Waiting) != 1 || plan.Waiting[0].Reason.Rule != RuleCapacity {
+	if len(plan.Actions) != 0 || len(plan.Waiting) != 1 || plan.Waiting[0].Reason.Rule != engine.RuleCapacity {
 		t.Fatalf("want serve-b waiting for capacity and no actions; got %q, waiting %+v", kinds(plan), plan.Waiting)
 	}
 	h.finish("research", "train")
@@ -764,6 +777,9 @@ func urgentInferencePreemptsAtOnce(t *testing.T) {
 			} else if strings.Contains(a.Reason.Message, "grace") {
 				t.Errorf("reason %q mentions a grace it did not shorten", a.Reason.Message)
 			}
+			if tt.wantGrace > 0 {
+				h.playDrains() // with no grace the victim stopped in the round
+			}
 			h.expect("running", h.running(), []string{tt.ns + "/serve×1"})
 		})
 	}
@@ -794,7 +810,7 @@ func urgentShortensPoolGrace(t *testing.T) {
 			plan := h.step()
 			h.expect("actions", kinds(plan), []string{"preempt ml/best-effort", "hold prod/serve"})
 			a := plan.Actions[0]
-			if a.Reason.Rule != RuleBackfill || a.Grace != tt.wantGrace || a.Signal != "SIGUSR1" {
+			if a.Reason.Rule != engine.RuleBackfill || a.Grace != tt.wantGrace || a.Signal != "SIGUSR1" {
 				t.Fatalf("preemption %s: want backfill with SIGUSR1 and grace %v", a, tt.wantGrace)
 			}
 			mustContain(t, a.Reason.Message, "backfill by tier training gives 4 GPUs back to prod/serve/main"+tt.wantNote)
@@ -820,17 +836,14 @@ func urgentLimitsAndOptOut(t *testing.T) {
 	h.advance(time.Hour)
 	plan := h.step()
 	h.expect("actions", kinds(plan), []string{"preempt ml/b"})
-	if a := plan.Actions[0]; a.Reason.Rule != RuleLimit || a.Grace != 2*time.Minute || a.Signal != "SIGUSR1" {
+	if a := plan.Actions[0]; a.Reason.Rule != engine.RuleLimit || a.Grace != 2*time.Minute || a.Signal != "SIGUSR1" {
 		t.Fatalf("limit preemption %s: want SIGUSR1 with preemption.grace", a)
 	}
 
 	h = newHarness(t, urgentPolicy(nil))
 	h.node("n1", "default", 4)
 	h.submit("ml", "train", "training", 4, 1)
-	h.find("ml", "train").job.Checkpoint = "none"
-	for i := range h.allocs {
-		h.allocs[i].Job.Checkpoint = "none"
-	}
+	h.find("ml", "train").Job.Checkpoint = "none"
 	h.advance(time.Hour)
 	h.submit("prod", "serve", "inference", 4, 1)
 	plan = h.step()
@@ -933,16 +946,19 @@ func tiersOverReserves(t *testing.T) {
 			h.submit("platform", "nb", "interactive", 1, 1)
 			plan := h.step()
 			h.expect("actions", kinds(plan), tt.wantActions)
+			if tt.cross {
+				h.playDrains()
+			}
 			h.expect("running", h.running(), tt.wantRunning)
 			if tt.cross {
 				a := plan.Actions[0]
-				if a.Reason.Rule != RulePriority || a.Signal != "SIGUSR1" || a.Grace != 2*time.Minute {
+				if a.Reason.Rule != engine.RulePriority || a.Signal != "SIGUSR1" || a.Grace != 2*time.Minute {
 					t.Errorf("preemption %s: want rule priority with the usual checkpoint grace", a)
 				}
 				mustContain(t, a.Reason.Message, tt.wantReason)
 				return
 			}
-			if len(plan.Waiting) != 1 || plan.Waiting[0].Reason.Rule != RuleCapacity {
+			if len(plan.Waiting) != 1 || plan.Waiting[0].Reason.Rule != engine.RuleCapacity {
 				t.Fatalf("waiting %v: want platform/nb held for capacity", plan.Waiting)
 			}
 			mustContain(t, plan.Waiting[0].Reason.Message, tt.wantReason)
@@ -963,11 +979,12 @@ func tiersOverReservesNoLoop(t *testing.T) {
 	h.advance(time.Hour)
 	h.submit("platform", "nb", "interactive", 1, 1)
 	h.step()
+	h.playDrains()
 	h.expect("running", h.running(), []string{"platform/nb×1"})
 	for range 4 { // past its promotion for waiting (1h): still below interactive
 		h.advance(20 * time.Minute)
 		for _, a := range h.step().Actions {
-			if a.Kind != Promote {
+			if a.Kind != engine.Promote {
 				t.Fatalf("research/train should wait, not reclaim the notebook: %s", a)
 			}
 		}
@@ -976,11 +993,12 @@ func tiersOverReservesNoLoop(t *testing.T) {
 
 	h.submit("research", "explore", "interactive", 4, 1)
 	plan := h.step()
-	a := actionOf(t, plan, Preempt, "platform/nb")
-	if a.Reason.Rule != RuleReclaim || a.For == nil || a.For.String() != "research/explore" {
+	a := actionOf(t, plan, engine.Preempt, "platform/nb")
+	if a.Reason.Rule != engine.RuleReclaim || a.For == nil || a.For.String() != "research/explore" {
 		t.Fatalf("preemption %s: want a reclaim for research/explore", a)
 	}
 	mustContain(t, a.Reason.Message, "tenant platform holds 1 GPU, reserve 0: reclaiming 1 for research/explore/main (tenant research holds 0, reserve 4)")
+	h.playDrains()
 	h.expect("running", h.running(), []string{"research/explore×1"})
 }
 
@@ -999,7 +1017,7 @@ func tiersOverReservesSpoofed(t *testing.T) {
 	h.submit("platform", "nb", "interactive", 1, 1)
 	plan := h.step()
 	for _, a := range plan.Actions {
-		if a.Kind == Preempt {
+		if a.Kind == engine.Preempt {
 			t.Fatalf("platform crossed research's reserve with a tier it may not use: %s", a)
 		}
 	}

@@ -100,16 +100,25 @@ func (c *Cluster) actionGroup(a engine.Action) (*Group, error) {
 func (c *Cluster) Round(e *engine.Engine, now time.Time) (*engine.Plan, error) {
 	c.Advance(now)
 	plan := e.Plan(c.Snapshot(), now)
+	return plan, c.CarryOut(plan, now)
+}
+
+// CarryOut is the rest of a round once the engine planned at now: each
+// action applied, the GPUs the plan sets aside kept for their
+// beneficiaries (and those it gives to urgent work forgotten) between
+// rounds, as the controller keeps them (Snapshot.Earmarks), and Nomad
+// placing its queue.
+func (c *Cluster) CarryOut(plan *engine.Plan, now time.Time) error {
 	for _, a := range plan.Actions {
 		if err := c.Apply(a, now); err != nil {
-			return plan, err
+			return err
 		}
 	}
-	c.marks = append(c.marks, plan.Earmarks...)
+	c.markBeside(plan, now)
 	for _, u := range plan.Unmarked {
-		c.marks = slices.DeleteFunc(c.marks, func(m engine.Earmark) bool { return m.NodeID == u.NodeID && m.For == u.For })
+		c.marks = slices.DeleteFunc(c.marks, func(m mark) bool { return m.NodeID == u.NodeID && m.For == u.For })
 	}
 	c.Place(now)
 	c.dropMarks()
-	return plan, nil
+	return nil
 }

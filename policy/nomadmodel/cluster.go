@@ -25,7 +25,7 @@ type Cluster struct {
 	allocs []alloc
 	groups []*Group
 	drains []*drain
-	marks  []engine.Earmark
+	marks  []mark
 	seq    int
 }
 
@@ -204,4 +204,17 @@ func (c *Cluster) SetUsage(allocID string, samples []engine.Sample) error {
 		}
 	}
 	return fmt.Errorf("nomadmodel: no allocation %s", allocID)
+}
+
+// Queued is what Nomad has yet to place of g: its count less what runs.
+func (c *Cluster) Queued(g *Group) int { return c.queued(g) }
+
+// Complete ends job ref as its allocations completing would: their GPUs
+// free, and the job gone from Nomad's queue and from Steward's holds (a
+// job of the same ID may be registered again).
+func (c *Cluster) Complete(ref engine.JobRef) {
+	c.allocs = slices.DeleteFunc(c.allocs, func(a alloc) bool { return a.group.Job.Ref == ref })
+	c.groups = slices.DeleteFunc(c.groups, func(g *Group) bool { return g.Job.Ref == ref })
+	c.drains = slices.DeleteFunc(c.drains, func(d *drain) bool { return d.job == ref })
+	c.dropMarks()
 }

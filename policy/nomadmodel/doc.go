@@ -18,12 +18,15 @@
 //     victims now or after the checkpoint signal and grace, and then holds
 //     or stops them for good; priority and node pool changes;
 //   - when freed GPUs count as free: when the victims stop, not when the
-//     preemption is decided (drain.go).
+//     preemption is decided (drain.go);
+//   - the GPUs set aside for a beneficiary (Snapshot.Earmarks) between
+//     rounds, and when they lapse, as the controller keeps them (marks.go).
 //
 // What it does not: Nomad's own preemption (off under Steward), CPU and
 // memory, spread and affinities, evaluation timing (a round places
-// everything that fits at once), allocations that fail or complete.
-// Those are the callers' (the simulator's run times, the forecast's
+// everything that fits at once), allocations that fail or complete by
+// themselves (a caller ends a job with Complete). Those are the callers'
+// (the simulator's run times, the engine's stories, the forecast's
 // draws).
 //
 // The contract (package contract) is the same table of cases run against

@@ -62,6 +62,9 @@ func (c *Cluster) startDrain(a *engine.Action, s Stop) error {
 		return nil
 	}
 	d.end = s.End
+	if s.For != nil {
+		c.extendMarks(*s.For, s.Decided, s.End)
+	}
 	for _, id := range a.Allocs {
 		al := &c.allocs[c.allocIndex(id)].a
 		al.Draining, al.For, al.ForGroup = true, s.For, s.ForGroup
@@ -73,6 +76,7 @@ func (c *Cluster) startDrain(a *engine.Action, s Stop) error {
 // Advance finishes the drains whose grace is over by now, in the order
 // they were decided.
 func (c *Cluster) Advance(now time.Time) {
+	c.marks = slices.DeleteFunc(c.marks, func(m mark) bool { return !now.Before(m.until) })
 	c.drains = slices.DeleteFunc(c.drains, func(d *drain) bool {
 		if d.end.After(now) {
 			return false
@@ -89,6 +93,7 @@ func (c *Cluster) Advance(now time.Time) {
 // work they were freed for, while it waits.
 func (c *Cluster) finish(d *drain, now time.Time) {
 	stopped := map[*Group]int{}
+	until := c.lastDrainFor(d.forJob, d, now).Add(MarkTTL)
 	keep := c.allocs[:0]
 	for _, al := range c.allocs {
 		victim := al.group.Job.Ref == d.job && (d.group == "" || slices.Contains(d.allocs, al.a.ID))
@@ -98,7 +103,8 @@ func (c *Cluster) finish(d *drain, now time.Time) {
 		}
 		stopped[al.group]++
 		if d.forJob != nil {
-			c.marks = append(c.marks, engine.Earmark{NodeID: al.a.NodeID, GPUs: len(al.a.GPUIDs), For: *d.forJob, ForGroup: d.forGroup})
+			c.marks = append(c.marks, mark{Earmark: engine.Earmark{NodeID: al.a.NodeID, GPUs: len(al.a.GPUIDs), For: *d.forJob,
+				ForGroup: d.forGroup}, until: until})
 		}
 	}
 	c.allocs = keep
@@ -137,7 +143,7 @@ func (c *Cluster) drainingFor(ref engine.JobRef) bool {
 
 // dropMarks forgets GPUs set aside for work that no longer waits.
 func (c *Cluster) dropMarks() {
-	c.marks = slices.DeleteFunc(c.marks, func(m engine.Earmark) bool {
+	c.marks = slices.DeleteFunc(c.marks, func(m mark) bool {
 		for _, g := range c.jobGroups(m.For) {
 			if g.Held > 0 || c.queued(g) > 0 {
 				return false
@@ -173,4 +179,16 @@ func (c *Cluster) withPending(j engine.Job) engine.Job {
 	slices.SortFunc(j.Preemptions, func(a, b time.Time) int { return a.Compare(b) })
 	j.PreemptionsTotal = total
 	return j
+}
+
+// DrainsEnd is when the last victim of the drains in progress stops; zero
+// when none is in progress.
+func (c *Cluster) DrainsEnd() time.Time {
+	var end time.Time
+	for _, d := range c.drains {
+		if d.end.After(end) {
+			end = d.end
+		}
+	}
+	return end
 }

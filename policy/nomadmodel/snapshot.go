@@ -16,7 +16,10 @@ func (c *Cluster) demand(g *Group) engine.Demand {
 // running and draining allocations, each group's queued and held work,
 // and the GPUs set aside for beneficiaries.
 func (c *Cluster) Snapshot() *engine.Snapshot {
-	s := &engine.Snapshot{Nodes: slices.Clone(c.nodes), Earmarks: slices.Clone(c.marks)}
+	s := &engine.Snapshot{Nodes: slices.Clone(c.nodes)}
+	for _, m := range c.marks {
+		s.Earmarks = append(s.Earmarks, m.Earmark)
+	}
 	for _, al := range c.allocs {
 		a := al.a
 		a.Job = c.withPending(al.group.Job)
