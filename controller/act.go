@@ -894,17 +894,25 @@ const (
 // stopStragglers handles a finished preemption whose victims Nomad still
 // runs (a failed stop): they are stopped again, and after victimStopLimit
 // the preemption is dropped, its victims count as running again, and the
-// engine re-plans, instead of their GPUs counting as free for ever.
+// engine re-plans, instead of their GPUs counting as free for ever. When
+// every victim's stop is Nomad's to carry out already, it waits for Nomad
+// (awaitPendingStops).
 func (dr *drainer) stopStragglers(ctx context.Context, r *round, st *JobState, d *Drain) {
 	c := dr.c
 	if d.FinishedAt.IsZero() {
 		d.FinishedAt = r.now
 	}
 	since := r.now.Sub(d.FinishedAt)
+	stragglers := dr.stragglers(r, st, d)
+	if len(stragglers) == 0 {
+		dr.awaitPendingStops(r, st, d, since)
+		return
+	}
 	if since >= victimStopLimit {
 		c.log.Error("victims still run long after their preemption finished: giving it up so the next plan sees them",
 			"job", st.key(), "allocs", d.Allocs, "since", since)
 		st.Draining = slices.DeleteFunc(st.Draining, func(x *Drain) bool { return x == d })
+		c.metrics.givenUp.WithLabelValues(givenUpVictimsRun).Inc()
 		r.failed++
 		return
 	}
@@ -914,7 +922,7 @@ func (dr *drainer) stopStragglers(ctx context.Context, r *round, st *JobState, d
 		return
 	}
 	d.stoppedAgain = r.now
-	for _, id := range dr.stragglers(r, st, d) {
+	for _, id := range stragglers {
 		if index, err := c.writes.nomadWrite(r, st.key(), "stop", func() (uint64, error) { return c.nomad.StopAlloc(ctx, st.Namespace, id) }); err != nil {
 			if !refusedOrBackedOff(err) {
 				c.log.Warn("stop victim allocation again", "job", st.key(), "alloc", id, "error", err)

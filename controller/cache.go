@@ -148,6 +148,7 @@ func (c *clusterCache) replace(rd *clusterRead) int {
 		drift = 0
 	}
 	keepDrains(c.nodes, rd.nodes)
+	keepStopRequests(c.allocs, rd.allocs)
 	c.nodes, c.jobs, c.skipped, c.allocs, c.blocked, c.seen = rd.nodes, rd.jobs, rd.skipped, rd.allocs, rd.blocked, seen
 	for k, s := range c.summaries {
 		if _, ok := c.jobs[k]; !ok {
@@ -182,6 +183,7 @@ func (c *clusterCache) rebuild(rd *clusterRead) (drift, regressed int) {
 		rd.skipped = map[jobKey]*ObservedJob{}
 	}
 	keepDrains(c.nodes, rd.nodes)
+	keepStopRequests(c.allocs, rd.allocs)
 	c.nodes, c.jobs, c.skipped, c.allocs, c.blocked, c.seen = rd.nodes, rd.jobs, rd.skipped, rd.allocs, rd.blocked, rd.seen
 	c.summaries = map[jobKey]*cachedSummary{}
 	// The read's index, even below the cache's: events above it apply.
@@ -529,6 +531,25 @@ func keepDrains(cached, read map[string]cachedNode) {
 		if old, ok := cached[id]; ok && n.draining && old.draining && n.drain.Deadline.IsZero() && !n.drain.Forced {
 			n.drain.Deadline, n.drain.Forced = old.drain.Deadline, old.drain.Forced
 			read[id] = n
+		}
+	}
+}
+
+// keepStopRequests carries over a full read (a resync, a follower's read
+// while it waits out the lease, the rebuild after a resubscription) the
+// stops Nomad was asked for and has not carried out yet (StopRequested:
+// events alone say so, the list does not). Nomad ends such a request only
+// by stopping the allocation, which then leaves the read: an allocation the
+// read still shows meant to run on the same node is still to be stopped.
+// Forgotten, a leader saw every victim whose stop waits in Nomad's
+// evaluation queue as a straggler and asked Nomad again (one more write
+// and evaluation each, on a server already behind: issue 33), and a new
+// leader whose wait ended in such a read started with all of them.
+func keepStopRequests(cached, read map[string]ObservedAlloc) {
+	for id, a := range read {
+		if old, ok := cached[id]; ok && old.StopRequested && !a.StopRequested && old.NodeID == a.NodeID {
+			a.StopRequested = true
+			read[id] = a
 		}
 	}
 }

@@ -252,3 +252,67 @@ func TestCacheNewlyBlocked(t *testing.T) {
 		}
 	}
 }
+
+// A stop Nomad was asked for and has not carried out yet (the victim's
+// desired transition is to migrate; Nomad's evaluation of it waits in a
+// backlog) is known from events alone: the list a full read makes does
+// not say so. Every kind of full read keeps it while the allocation is
+// still meant to run there; before, a resync forgot it, and the victim
+// was stopped again as a straggler (issue 33).
+func TestCacheResyncKeepsStopRequests(t *testing.T) {
+	const id = "a1-0000-0000"
+	requested := strings.Replace(fmt.Sprintf(allocJSON, "pending", "run"), `"ClientStatus"`, `"DesiredTransition":{"Migrate":true},"ClientStatus"`, 1)
+	read := func(index uint64, client string, present bool) *clusterRead {
+		rd := &clusterRead{index: index, nodes: map[string]cachedNode{}, jobs: map[jobKey]*ObservedJob{}, allocs: map[string]ObservedAlloc{},
+			blocked: map[string]blockedEval{}, seen: map[string]uint64{}}
+		if present {
+			rd.allocs[id] = ObservedAlloc{ID: id, Namespace: "ml", JobID: "train", Group: "work", NodeID: "n1", GPUIDs: []string{"g0", "g1"},
+				ClientStatus: client, DesiredStatus: "run"}
+			rd.seen["a/"+id] = index - 1
+		}
+		return rd
+	}
+	cases := []struct {
+		name    string
+		event   string // the allocation's event before the read
+		read    *clusterRead
+		rebuild bool // the rebuild after a resubscription, not a resync
+		want    string
+	}{
+		{name: "a resync keeps a stop Nomad has not carried out", event: requested,
+			read: read(130, "pending", true), want: "stop requested"},
+		{name: "a resync that shows the victim running since keeps its stop request", event: requested,
+			read: read(130, "running", true), want: "stop requested"},
+		{name: "the rebuild after a resubscription keeps it", event: requested,
+			read: read(130, "pending", true), rebuild: true, want: "stop requested"},
+		{name: "a victim Nomad stopped since leaves with its request", event: requested,
+			read: read(130, "", false), want: "gone"},
+		{name: "an allocation never asked to stop is not made one", event: fmt.Sprintf(allocJSON, "pending", "run"),
+			read: read(130, "running", true), want: "meant to run"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newClusterCache("steward")
+			c.replace(read(100, "", false))
+			c.apply(event(t, 120, "Allocation", "AllocationUpdateDesiredTransition", "Allocation", tc.event))
+			if tc.rebuild {
+				c.rebuild(tc.read)
+			} else {
+				c.replace(tc.read)
+			}
+			c.mu.Lock()
+			a, ok := c.allocs[id]
+			c.mu.Unlock()
+			got := "gone"
+			switch {
+			case ok && a.StopRequested:
+				got = "stop requested"
+			case ok:
+				got = "meant to run"
+			}
+			if got != tc.want {
+				t.Errorf("after the read the victim is %s, want %s", got, tc.want)
+			}
+		})
+	}
+}

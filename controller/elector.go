@@ -15,6 +15,9 @@ type elector struct {
 	// lastRoundAt is when the last round finished, in Unix nanoseconds
 	// (stepdown.go).
 	lastRoundAt atomic.Int64
+	// phases times the phases of a lead term's first rounds
+	// (phasetimes.go); the control loop's alone.
+	phases phaseClock
 }
 
 // run leads with lead while this controller holds the leadership the

@@ -43,8 +43,10 @@ type fakeNomad struct {
 	stats    int
 	statHook func(ctx context.Context, allocID, path string) error
 	// siteHook, when set, sees each write as it is made (outside the
-	// fake's lock): tests that count writes by call site.
+	// fake's lock, one at a time: hookMu; records are merged several at
+	// once): tests that count writes by call site.
 	siteHook func(call string)
+	hookMu   sync.Mutex
 	putHook  func(call string, items map[string]string)
 	// ended answers AllocsByPrefix: allocations Nomad no longer lists as
 	// meant to run (a stopped victim, its end), besides the cluster's.
@@ -59,7 +61,9 @@ func newFakeNomad() *fakeNomad {
 
 func (f *fakeNomad) record(call string) error {
 	if f.siteHook != nil {
+		f.hookMu.Lock()
 		f.siteHook(call)
+		f.hookMu.Unlock()
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -138,7 +138,8 @@ func (l nomadLock) Release(ctx context.Context) error {
 func (e *elector) contend(ctx context.Context, newLock func() (leaderLock, error), lead func(context.Context) error) error {
 	c := e.c
 	ttl := c.cfg.LockTTL
-	for attempt := 0; ctx.Err() == nil; {
+	retry := electionWait{ttl: ttl, max: c.cfg.MaxBackoff}
+	for ctx.Err() == nil {
 		c.lease.end()
 		lk, err := newLock()
 		if err != nil {
@@ -153,16 +154,15 @@ func (e *elector) contend(ctx context.Context, newLock func() (leaderLock, error
 			// Another controller leads. Ask again soon: the takeover time
 			// is Nomad's (2*TTL + delay after the leader's last renewal)
 			// plus at most this poll.
-			sleepCtx(ctx, lockPoll(ttl))
+			sleepCtx(ctx, retry.after(err))
 			continue
 		case err != nil:
-			wait := backoff(attempt, c.cfg.MaxBackoff)
-			attempt++
+			wait := retry.after(err)
 			c.log.Warn("leader election", "error", needs(err, "variables write on steward/leader", "acquire the leader lock"), "retry_in", wait)
 			sleepCtx(ctx, wait)
 			continue
 		}
-		attempt = 0
+		retry.failures = 0
 		c.lease.extend(sent, ttl)
 		if e.holdLease(ctx, lk, lead) {
 			// Stepped down: leave the lock to another copy for a TTL
@@ -172,6 +172,31 @@ func (e *elector) contend(ctx context.Context, newLock func() (leaderLock, error
 		}
 	}
 	return nil
+}
+
+// electionWait is how long a copy that does not lead waits before it asks
+// for the lock again: a lockPoll after an answer (another copy leads),
+// and after a failed call (Nomad slow or down) a backoff that a TTL
+// bounds and an answer ends. Before, the backoff grew with every failure
+// of the follower's life and only leading reset it: on a loaded server at
+// 250 nodes a follower's occasional timed-out poll had grown it to 30 s,
+// and it took the dead leader's lease 32 s after the death instead of
+// 2×TTL (6 s on a 3 s TTL; issue 33, 2026-11-28).
+type electionWait struct {
+	ttl, max time.Duration
+	// failures is the run of failed calls since the last answer.
+	failures int
+}
+
+// after is the wait after a call that ended with err.
+func (w *electionWait) after(err error) time.Duration {
+	if errors.Is(err, api.ErrLockConflict) {
+		w.failures = 0
+		return lockPoll(w.ttl)
+	}
+	wait := min(backoff(w.failures, w.max), max(w.ttl, time.Second))
+	w.failures++
+	return wait
 }
 
 // lockPoll is how often a follower asks for the lock.

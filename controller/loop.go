@@ -78,6 +78,7 @@ const notifyShutdownWait = 3 * time.Second
 
 // lead is the control loop of the leader.
 func (c *Controller) lead(ctx context.Context) error {
+	c.election.phases.termStarted(time.Now())
 	c.setHealth(func(h *Health) { h.Leader = !c.cfg.DryRun })
 	c.metrics.leader.Set(1)
 	c.drains.planned = nil // what another leader saw meanwhile is not known
@@ -203,12 +204,15 @@ func (c *Controller) nextRound(wake time.Time, err error, failures int) (time.Du
 // round leaves (records, status, outbox, metrics). A dry run's phases
 // change nothing (dryPhases). It returns when the next round is due at
 // the latest.
-func (c *Controller) reconcile(ctx context.Context) (time.Time, error) {
+func (c *Controller) reconcile(ctx context.Context) (wake time.Time, err error) {
 	start := time.Now()
+	timer := c.election.phases.start() // nil but in a term's first rounds
+	defer func() { timer.log(c.log, err) }()
 	if c.reload {
 		if err := c.loadStates(ctx); err != nil {
 			return time.Time{}, err
 		}
+		timer.done("load")
 	}
 	pressureSince := c.takePressure()
 	pol, eng := c.engineNow()
@@ -224,20 +228,28 @@ func (c *Controller) reconcile(ctx context.Context) (time.Time, error) {
 		return time.Time{}, err
 	}
 	c.resolveStates(obs)
+	timer.done("observe")
 	r := newRound(obs.At, obs, c.states)
 	phases := c.phases()
 	defer func() { phases.ended(r); c.unsettled = max(c.unsettled, r.written) }() // r as it ends
 	r.notePressure(pressureSince)
 	r.notePressure(obs.NewPressure)
 	if r, err = phases.recover(ctx, r, pol, following); err != nil {
+		timer.count(r)
 		return time.Time{}, err
 	}
+	timer.done("recover")
 	snap := c.planRound(ctx, r, pol, eng)
+	timer.done("plan")
 	phases.act(ctx, r, pol)
+	timer.done("act")
 	c.drains.planned = r.alive
 	c.latency.prune(r)
 	phases.publish(ctx, r, pol)
-	return c.roundEnded(r, snap, pol, start), nil
+	wake = c.roundEnded(r, snap, pol, start)
+	timer.done("publish")
+	timer.count(r)
+	return wake, nil
 }
 
 // settled waits until the cache holds Steward's last writes

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/nomad/api"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/gpu-steward/steward/policy/engine"
 )
@@ -134,6 +135,45 @@ func TestNothingLost(t *testing.T) {
 				if got := f.callsMatching("stop"); !slices.Equal(got, tc.want) {
 					t.Errorf("group at %d: stop calls %q, want %q", tc.job.Groups["work"].Count, got, tc.want)
 				}
+			}
+		}},
+		{"a preemption whose victims' stops stay pending in Nomad waits 10 minutes, then is given up as a decision", func(t *testing.T, f *fakeNomad, c *Controller) {
+			// Nomad's eval broker holds the stops (their evaluations at the
+			// victim's priority, behind a backlog): asking again would only
+			// queue more. Given up before at 2 minutes as a failed call, so
+			// that a new leader's rounds all failed until then.
+			d := &Drain{Group: "work", Allocs: []string{"a1", "a2"}, Kind: "preempt", Requeue: true, Finished: true, FinishedAt: t0,
+				For: "ml/nb", On: []NodeGPUs{{Node: "n1", GPUs: 2}}}
+			c.states[k] = &JobState{Namespace: "ml", ID: "train", Draining: []*Drain{d}}
+			asked := func(id string) ObservedAlloc {
+				a := alloc(id, "train")
+				a.StopRequested = true
+				return a
+			}
+			at := func(d time.Duration) *round {
+				r := roundWith([]*ObservedJob{train(2)}, []ObservedAlloc{asked("a1"), asked("a2")})
+				r.now = t0.Add(d)
+				return r
+			}
+			for _, after := range []time.Duration{victimStopRetry, victimStopLimit, 5 * time.Minute, victimPendingLimit - time.Second} {
+				r := at(after)
+				c.drains.finishDrains(ctx, r)
+				if got := f.callsMatching("stop"); len(got) != 0 || r.failed != 0 || len(c.states[k].Draining) != 1 {
+					t.Fatalf("%s after: stop calls %q, failed %d, preemptions %d: want none, none, and the preemption kept", after, got, r.failed, len(c.states[k].Draining))
+				}
+			}
+			r := at(victimPendingLimit)
+			c.drains.finishDrains(ctx, r)
+			if len(c.states[k].Draining) != 0 || r.failed != 0 {
+				t.Fatalf("at %s: preemptions %+v, failed %d: want it given up, no failed call", victimPendingLimit, c.states[k].Draining, r.failed)
+			}
+			want := Decision{At: t0.Add(victimPendingLimit), Kind: decisionGiveUp, Job: "ml/train", Group: "work", GPUs: 2, Rule: givenUpStopsPending,
+				Reason: "victims' stops pending in Nomad for 10m0s: giving up preemption of ml/train for ml/nb (2 victims of 2 still running; the next plan sees them)"}
+			if n := len(c.decisions); n == 0 || c.decisions[n-1] != want {
+				t.Fatalf("decisions %+v, want the last %+v", c.decisions, want)
+			}
+			if n := testutil.ToFloat64(c.metrics.givenUp.WithLabelValues(givenUpStopsPending)); n != 1 {
+				t.Fatalf("steward_preemptions_given_up_total{why=stops-pending} = %v, want 1", n)
 			}
 		}},
 		{"a signal recorded but never sent is sent by the next leader", func(t *testing.T, f *fakeNomad, c *Controller) {

@@ -34,7 +34,10 @@ type metrics struct {
 	sweepSeconds     prometheus.Histogram
 	statsFailures    prometheus.Counter
 	schemaRefusals   *prometheus.CounterVec
-	activity         activityMetrics
+	// givenUp counts finished preemptions given up while their victims
+	// still ran (giveup.go), by why.
+	givenUp  *prometheus.CounterVec
+	activity activityMetrics
 
 	// all are the collectors registered with register: MetricNames lists
 	// their names (register every collector so).
@@ -92,6 +95,10 @@ func newMetrics() *metrics {
 		Help: "Job states (what=state: the controller then refuses to lead) and records (what=record: left as they are) of a schema newer than this controller knows."},
 		[]string{"what"})
 	m.register(m.schemaRefusals)
+	m.givenUp = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "steward_preemptions_given_up_total",
+		Help: "Finished preemptions given up while their victims still ran: why=stops-pending (Nomad held their stops past 10 minutes), why=victims-run (stopped again for 2 minutes, still running)."},
+		[]string{"why"})
+	m.register(m.givenUp)
 	m.register(m.preemptions, m.actions, m.reloads, m.heldJobs, m.gpusInUse, m.gpusReserved, m.gpusWaiting,
 		m.idleGPUs, m.leader, m.nomadErrors, m.decisionLatency, m.reconcileSeconds, m.planSeconds, m.metaRefused)
 	m.newDecisions()

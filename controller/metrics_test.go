@@ -1,10 +1,13 @@
 package controller
 
 import (
+	"bytes"
 	"context"
 	"io"
 	"math"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -508,3 +511,23 @@ func ruleOf(d engine.Demand) engine.Rule {
 }
 
 func withGroup(d engine.Demand, g string) engine.Demand { d.Group = g; return d }
+
+// TestMetricsDocumented: the controller's reference names every series
+// MetricNames lists (a histogram by its own name), as `name` or with its
+// labels, `name{...}`.
+func TestMetricsDocumented(t *testing.T) {
+	doc, err := os.ReadFile(filepath.Join("..", "docs", "reference", "controller.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range MetricNames() {
+		for _, suffix := range []string{"_bucket", "_sum", "_count"} {
+			if base, ok := strings.CutSuffix(name, suffix); ok && slices.Contains(MetricNames(), base+"_bucket") {
+				name = base
+			}
+		}
+		if !bytes.Contains(doc, []byte("`"+name+"`")) && !bytes.Contains(doc, []byte("`"+name+"{")) {
+			t.Errorf("docs/reference/controller.md does not name %s: add it to the metrics table", name)
+		}
+	}
+}

@@ -146,24 +146,32 @@ func (p *publisher) idleSince(pol *policy.Policy, r *round, job *ObservedJob, us
 
 // writeRecords updates the record of every job Steward has state for, and
 // of every job whose meta Steward refused in part (its owner must learn
-// why the job does not run as it asked).
+// why the job does not run as it asked); the records that changed are
+// merged recordMerges at a time (mergeRecords).
 func (p *publisher) writeRecords(ctx context.Context, r *round, pol *policy.Policy) {
 	c := p.c
 	p.pruneRecords(r)
 	usage := c.usage.samples(pol)
+	var due []recordWrite
+	add := func(st *JobState) {
+		if w, ok := p.recordDue(r, pol, st, usage); ok {
+			due = append(due, w)
+		}
+	}
 	for _, st := range c.sortedStates() {
-		p.writeRecordWith(ctx, r, pol, st, usage)
+		add(st)
 	}
 	for _, k := range sortedKeys(c.refused) {
 		if c.states[k] == nil {
-			p.writeRecordWith(ctx, r, pol, &JobState{Namespace: k.Namespace, ID: k.ID}, usage)
+			add(&JobState{Namespace: k.Namespace, ID: k.ID})
 		}
 	}
 	for _, k := range c.writes.refusedJobs() {
 		if c.states[k] == nil && c.refused[k] == nil {
-			p.writeRecordWith(ctx, r, pol, &JobState{Namespace: k.Namespace, ID: k.ID}, usage)
+			add(&JobState{Namespace: k.Namespace, ID: k.ID})
 		}
 	}
+	p.mergeRecords(ctx, due)
 }
 
 // pruneRecords forgets what was written to, or failed for, the records of
@@ -191,14 +199,27 @@ func (p *publisher) pruneRecords(r *round) {
 // writeRecord updates one job's record now (before an action that the
 // job's tasks should learn about).
 func (p *publisher) writeRecord(ctx context.Context, r *round, pol *policy.Policy, st *JobState) {
-	c := p.c
-	p.writeRecordWith(ctx, r, pol, st, c.usage.samples(pol))
+	if w, ok := p.recordDue(r, pol, st, p.c.usage.samples(pol)); ok {
+		p.recordMerged(w, p.mergeRecord(ctx, w.k, w.path, w.items))
+	}
 }
 
-func (p *publisher) writeRecordWith(ctx context.Context, r *round, pol *policy.Policy, st *JobState, usage map[string][]engine.Sample) {
+// recordWrite is a job's record as the round has it, to merge into its
+// variable: items, and as JSON (what publisher.records keeps).
+type recordWrite struct {
+	k     jobKey
+	path  string
+	items map[string]string
+	json  string
+}
+
+// recordDue is the job's record when it must be written: Steward has
+// something to say of the job, and said something else last (or nothing
+// yet in this term).
+func (p *publisher) recordDue(r *round, pol *policy.Policy, st *JobState, usage map[string][]engine.Sample) (recordWrite, bool) {
 	c := p.c
 	if !c.cfg.JobRecords { // a dry run writes none either: no phase of its round does (dryPhases)
-		return
+		return recordWrite{}, false
 	}
 	k := st.key()
 	job := r.obs.Jobs[k]
@@ -208,7 +229,7 @@ func (p *publisher) writeRecordWith(ctx context.Context, r *round, pol *policy.P
 		// refused any of its meta, nor snoozed its idle rule, nor warned
 		// of an idle release (and wrote no record that a snooze's end
 		// must update).
-		return
+		return recordWrite{}, false
 	}
 	if p, ok := r.priorities[k]; ok && p != job.Priority {
 		// Set by this round: the record says it now, not a round later.
@@ -227,21 +248,48 @@ func (p *publisher) writeRecordWith(ctx context.Context, r *round, pol *policy.P
 	c.boundRecord(k, items)
 	b, _ := json.Marshal(items)
 	if p.records[k] == string(b) || onlyAged(p.records[k], items) {
-		return
+		return recordWrite{}, false
 	}
-	if err := p.mergeRecord(ctx, k, path, items); err != nil {
+	return recordWrite{k: k, path: path, items: items, json: string(b)}, true
+}
+
+// recordMerges is how many records are merged at once. A new leader (or a
+// leader that read every state again) knows none of the records it
+// inherits, and reads each (a record is its owner's variable too: it is
+// merged, check-and-set): one at a time, a few hundred records were
+// seconds of its first round at 250 nodes (issue 33), as the states were
+// before they were read stateReads at a time.
+const recordMerges = 16
+
+// mergeRecords merges the records due, recordMerges at a time, and notes
+// each outcome once all are done (the publisher's maps are the loop's
+// alone).
+func (p *publisher) mergeRecords(ctx context.Context, due []recordWrite) {
+	errs := make([]error, len(due))
+	inParallel(len(due), recordMerges, func(i int) {
+		errs[i] = p.mergeRecord(ctx, due[i].k, due[i].path, due[i].items)
+	})
+	for i, w := range due {
+		p.recordMerged(w, errs[i])
+	}
+}
+
+// recordMerged notes a record's merge: what it now says, or why it could
+// not be written.
+func (p *publisher) recordMerged(w recordWrite, err error) {
+	if err != nil {
 		// The record lives in a variable its owner controls (it may lock
 		// or fill it): a failure is logged once per job and cause, and
 		// retried with later rounds, but never makes the round fail —
 		// nothing Steward decides depends on it.
-		if p.recordErr[k] != err.Error() {
-			c.log.Warn("cannot write the job's record; decisions go on without it", "job", k, "error", err)
-			p.recordErr[k] = err.Error()
+		if p.recordErr[w.k] != err.Error() {
+			p.c.log.Warn("cannot write the job's record; decisions go on without it", "job", w.k, "error", err)
+			p.recordErr[w.k] = err.Error()
 		}
 		return
 	}
-	delete(p.recordErr, k)
-	p.records[k] = string(b)
+	delete(p.recordErr, w.k)
+	p.records[w.k] = w.json
 }
 
 // onlyAged reports whether items differ from the record last written
@@ -269,7 +317,9 @@ func onlyAged(written string, items map[string]string) bool {
 
 // mergeRecord writes Steward's keys into the variable, keeping the
 // others, with check-and-set so that a concurrent write by the job's owner
-// is never lost.
+// is never lost; a variable that says all of it already is not written.
+// Safe to run for several jobs at once (mergeRecords): it touches no
+// state of the publisher's.
 func (p *publisher) mergeRecord(ctx context.Context, k jobKey, path string, items map[string]string) error {
 	c := p.c
 	for attempt := 0; attempt < 3; attempt++ {
@@ -283,7 +333,13 @@ func (p *publisher) mergeRecord(ctx context.Context, k jobKey, path string, item
 			return fmt.Errorf("%w: the record's %s is %q, this controller writes %d: left as it is",
 				errNewerState, recordSchemaItem, clip(old[recordSchemaItem], quoteMax), stateSchema)
 		}
-		_, err = c.nomad.PutVar(ctx, k.Namespace, path, mergeRecordItems(old, items), true, index)
+		merged := mergeRecordItems(old, items)
+		if len(old) > 0 && maps.Equal(merged, old) {
+			// It says so already (the leader before wrote it): a new
+			// leader's first round rewrote every record it inherited.
+			return nil
+		}
+		_, err = c.nomad.PutVar(ctx, k.Namespace, path, merged, true, index)
 		if err == nil || !isConflict(err) {
 			return err
 		}

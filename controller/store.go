@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"slices"
 	"sort"
-	"sync"
 	"time"
 )
 
@@ -101,22 +100,9 @@ type readState struct {
 func (c *Controller) readStates(ctx context.Context, refs []VarRef) ([]readState, error) {
 	out := make([]readState, len(refs))
 	errs := make([]error, len(refs))
-	next := make(chan int)
-	var wg sync.WaitGroup
-	for range min(stateReads, len(refs)) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range next {
-				out[i].items, out[i].index, errs[i] = c.nomad.GetVar(ctx, refs[i].Namespace, refs[i].Path)
-			}
-		}()
-	}
-	for i := range refs {
-		next <- i
-	}
-	close(next)
-	wg.Wait()
+	inParallel(len(refs), stateReads, func(i int) {
+		out[i].items, out[i].index, errs[i] = c.nomad.GetVar(ctx, refs[i].Namespace, refs[i].Path)
+	})
 	for _, err := range errs {
 		if err != nil {
 			return nil, err // the first: an outage fails every read alike

@@ -58,9 +58,15 @@ func writeSite() string {
 	frames := runtime.CallersFrames(pcs[:runtime.Callers(3, pcs)])
 	for {
 		fr, more := frames.Next()
-		name := fr.Function[strings.LastIndex(fr.Function, ".")+1:]
+		// A closure is named for the function it is in (mergeRecords'
+		// workers: ...mergeRecords.func1).
+		fn := fr.Function
+		for i := strings.LastIndex(fn, "."); i >= 0 && strings.HasPrefix(fn[i+1:], "func"); i = strings.LastIndex(fn, ".") {
+			fn = fn[:i]
+		}
+		name := fn[strings.LastIndex(fn, ".")+1:]
 		switch name {
-		case "record", "PutVar", "DeleteVar", "save", "forget", "mergeRecord", "writeRecordWith", "writeRecord":
+		case "record", "PutVar", "DeleteVar", "save", "forget", "mergeRecord", "writeRecord":
 		default:
 			if strings.Contains(fr.Function, "/controller.") {
 				return name

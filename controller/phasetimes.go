@@ -1,0 +1,86 @@
+package controller
+
+import (
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+)
+
+// A new leader's first rounds are its failover: what each of their phases
+// took is logged, one line a round ("round phases"), so that a slow
+// takeover says where its time went (issue 33: at 250 nodes the first
+// clean round came 10-46 s after the old leader died, and only the first
+// action's log line dated anything in between).
+
+// phaseRounds is how many rounds of a lead term log their phases.
+const phaseRounds = 3
+
+// phaseClock counts a lead term's rounds and times the phases of its
+// first phaseRounds. It is the control loop's alone: lead starts a term,
+// reconcile times its rounds, both on the loop's goroutine; nothing else
+// (HTTP handlers, status views, the stepdown watch) reads it.
+type phaseClock struct {
+	term   time.Time // when the lead term began
+	rounds int       // the term's rounds timed so far
+}
+
+// termStarted starts a lead term now: its next phaseRounds rounds are
+// logged.
+func (pc *phaseClock) termStarted(now time.Time) {
+	pc.term, pc.rounds = now, 0
+}
+
+// start returns the timer of a round that starts now, or nil when the
+// round is not one to log (past the term's first rounds, or no term:
+// tests that run rounds alone).
+func (pc *phaseClock) start() *phaseTimer {
+	if pc.term.IsZero() || pc.rounds >= phaseRounds {
+		return nil
+	}
+	pc.rounds++
+	now := time.Now()
+	return &phaseTimer{round: pc.rounds, term: pc.term, start: now, last: now}
+}
+
+// phaseTimer times one round's phases, each from the end of the one
+// before; a nil timer times nothing.
+type phaseTimer struct {
+	round             int
+	term, start, last time.Time
+	took              []any // phase, duration, ... as hclog fields
+	acted, failed     int
+}
+
+// done ends a phase now.
+func (t *phaseTimer) done(phase string) {
+	if t == nil {
+		return
+	}
+	now := time.Now()
+	t.took = append(t.took, phase, now.Sub(t.last).Round(time.Millisecond))
+	t.last = now
+}
+
+// count notes what the round did: calls that acted and calls that failed.
+func (t *phaseTimer) count(r *round) {
+	if t != nil && r != nil {
+		t.acted, t.failed = r.acted, r.failed
+	}
+}
+
+// log writes the round's line: each phase that ran, the whole round, and
+// how long after the term began it ended (the failover, but for the wait
+// for the lock); err when the round failed (its later phases absent).
+func (t *phaseTimer) log(l hclog.Logger, err error) {
+	if t == nil {
+		return
+	}
+	now := time.Now()
+	fields := append([]any{"round", t.round}, t.took...)
+	fields = append(fields, "total", now.Sub(t.start).Round(time.Millisecond),
+		"since_lead", now.Sub(t.term).Round(time.Millisecond), "acted", t.acted, "failed", t.failed)
+	if err != nil {
+		fields = append(fields, "error", err)
+	}
+	l.Info("round phases", fields...)
+}
