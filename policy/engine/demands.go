@@ -111,7 +111,7 @@ func (m *model) resolveWaiting() []resolved {
 func (st *state) sortDemands(out []pending) []pending {
 	order := st.byTime(out)
 	codes := st.classCodes(out)
-	order = radixByCode(order, codes)
+	order = st.sc.radixByCode(order, codes)
 	order = honourMoves(out, order, codes)
 	permute(out, order)
 	return out
@@ -153,11 +153,13 @@ type timeKey struct {
 // byTime returns the indices of the pending demands in time order: the
 // longest waiting first, ties by names, then by index.
 func (m *model) byTime(out []pending) []int32 {
-	keys := make([]timeKey, 0, len(out))
-	for _, p := range m.hintedOrder(out) {
+	order := m.hintedOrder(out)
+	keys := slices.Grow(m.sc.times[:0], len(order))
+	for _, p := range order {
 		since := out[p].d.Since
 		keys = append(keys, timeKey{sec: since.Unix(), nsec: int32(since.Nanosecond()), p: p})
 	}
+	m.sc.times = keys
 	compare := func(a, b timeKey) int {
 		if c := cmp.Compare(a.sec, b.sec); c != 0 {
 			return c
@@ -175,13 +177,45 @@ func (m *model) byTime(out []pending) []int32 {
 		return cmp.Compare(a.p, b.p)
 	}
 	if !slices.IsSortedFunc(keys, compare) {
-		slices.SortFunc(keys, compare)
+		m.sc.sortTimes(keys, compare)
 	}
-	order := make([]int32, len(keys))
 	for i, k := range keys {
 		order[i] = k.p
 	}
 	return order
+}
+
+// sortTimes sorts keys by compare, as slices.SortFunc would (compare is a
+// total order: it ends with the index). The instants are radix-sorted,
+// nanoseconds first and then seconds (the sort is stable, so that is by
+// both), and only the runs of one instant, few and short, go through
+// compare and its names.
+func (sc *scratch) sortTimes(keys []timeKey, compare func(a, b timeKey) int) {
+	ks, tmp := sc.radixBuffers(len(keys))
+	for i, k := range keys {
+		ks[i] = candKey{key: uint64(uint32(k.nsec)), ui: int32(i)}
+	}
+	ks, tmp = radixSort(ks, tmp)
+	for i := range ks {
+		ks[i].key = uint64(keys[ks[i].ui].sec) ^ 1<<63 // signed order
+	}
+	ks, _ = radixSort(ks, tmp)
+	sorted := grow(sc.timesSorted, len(keys))
+	sc.timesSorted = sorted
+	for i := range ks {
+		sorted[i] = keys[ks[i].ui]
+	}
+	for lo := 0; lo < len(sorted); {
+		hi := lo + 1
+		for hi < len(sorted) && sorted[hi].sec == sorted[lo].sec && sorted[hi].nsec == sorted[lo].nsec {
+			hi++
+		}
+		if hi-lo > 1 {
+			slices.SortFunc(sorted[lo:hi], compare)
+		}
+		lo = hi
+	}
+	copy(keys, sorted)
 }
 
 // hintedOrder returns the pending demands' indices in the order of
@@ -395,36 +429,17 @@ func (l *ledger) share(ti int) float64 {
 	return float64(t.use-t.reserve) / t.t.Weight
 }
 
-// radixByCode sorts order (indices into codes) stably by code: a
-// least-significant-byte-first radix sort that passes only over the bytes
-// in which some codes differ (a plan has few tiers, priorities and
-// tenants, so two or three).
-func radixByCode(order []int32, codes []uint64) []int32 {
-	and, or := ^uint64(0), uint64(0)
-	for _, c := range codes {
-		and &= c
-		or |= c
+// radixByCode sorts order (indices into codes) stably by code, with
+// radixSort (a plan has few tiers, priorities and tenants, so it passes
+// over two or three bytes).
+func (sc *scratch) radixByCode(order []int32, codes []uint64) []int32 {
+	keys, tmp := sc.radixBuffers(len(order))
+	for i, p := range order {
+		keys[i] = candKey{key: codes[p], ui: p}
 	}
-	varies := and ^ or
-	tmp := make([]int32, len(order))
-	for shift := 0; shift < 64; shift += 8 {
-		if varies>>shift&0xff == 0 {
-			continue
-		}
-		var at [256]int
-		for _, p := range order {
-			at[codes[p]>>shift&0xff]++
-		}
-		sum := 0
-		for b, n := range at {
-			at[b], sum = sum, sum+n
-		}
-		for _, p := range order {
-			b := codes[p] >> shift & 0xff
-			tmp[at[b]] = p
-			at[b]++
-		}
-		order, tmp = tmp, order
+	keys, _ = radixSort(keys, tmp)
+	for i := range keys {
+		order[i] = keys[i].ui
 	}
 	return order
 }

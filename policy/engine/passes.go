@@ -322,6 +322,7 @@ func (st *state) finish() *Plan {
 	}
 	slices.SortFunc(st.out.Tenants, func(a, b TenantUsage) int { return cmp.Compare(a.Tenant, b.Tenant) })
 	st.departmentUsage(fair)
+	st.out.Actions = st.sc.ownActions(st.out.Actions)
 	return &st.out
 }
 

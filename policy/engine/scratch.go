@@ -1,11 +1,15 @@
 package engine
 
-import "sync"
+import (
+	"slices"
+	"sync"
+)
 
 // scratch is the largest memory a plan works in and does not return: the
-// units, the claims buildUnits checks GPU IDs with, the candidate lists,
-// the nodes' unit lists and bounds, the node-order heaps and the victim
-// walk's per-node lists. The simulator plans a million times a run, and a
+// units, the claims buildUnits checks GPU IDs with, the candidate lists
+// of every node set, the nodes' unit lists and bounds, the node-order
+// heaps, the victim walk's per-node lists, the sorts' buffers and the
+// actions (copied out, exactly as long, when the plan ends). The simulator plans a million times a run, and a
 // 10,000-node plan allocated 34 MB, most of it these: allocating them anew
 // each plan cost the zeroing of fresh memory and the garbage collector's
 // work (a fifth of a plan's CPU). A plan takes a scratch from its engine's
@@ -24,9 +28,14 @@ type scratch struct {
 	claims  []gpuClaim
 	gangs   map[JobRef]int
 
-	keys      []candKey
-	candUnits []int32
-	candKeys  []uint64
+	keys    []candKey
+	keysTmp []candKey
+	cands   []candidates
+	radix   [2][]candKey // radixSort's buffers for the demands' orders
+	times   []timeKey
+	// timesSorted: sortTimes' result before it is copied back.
+	timesSorted []timeKey
+	actions     []Action
 
 	count     []int
 	nodeUnits []nodeUnit
@@ -60,9 +69,7 @@ func (sp *scratchPool) put(st *state) {
 	st.sc = nil
 	clear(sc.gangs)
 	sc.units = st.units[:0]
-	if len(st.cands) > 0 {
-		sc.candUnits, sc.candKeys = st.cands[0].units[:0], st.cands[0].keys[:0]
-	}
+	sc.cands = st.cands
 	sc.walk = st.walk
 	sc.nodeUnits, sc.perNode, sc.lb = sc.nodeUnits[:0], st.nodeUnits[:0], st.lb[:0]
 	if st.refusable.at != nil {
@@ -85,6 +92,34 @@ func (sp *scratchPool) put(st *state) {
 		}
 	}
 	sp.p.Put(sc)
+}
+
+// candidates returns the candidate lists for sets sets, each empty with
+// the room it had (the first, every candidate's, room for n), from the
+// scratch.
+func (sc *scratch) candidates(sets, n int) []candidates {
+	cs := grow(sc.cands, sets)
+	for i := range cs {
+		cs[i].units, cs[i].keys = cs[i].units[:0], cs[i].keys[:0]
+	}
+	cs[0].units, cs[0].keys = slices.Grow(cs[0].units, n), slices.Grow(cs[0].keys, n)
+	return cs
+}
+
+// ownActions returns the plan's own copy of the actions it wrote into the
+// scratch's buffer, exactly as long (nil for none, as a plan that never
+// appended has), and keeps the buffer, emptied of the plan's strings, for
+// the next plan. A fleet plan writes 18,000 actions of 250 bytes: grown by
+// doubling, they cost twice their size in fresh memory each plan.
+func (sc *scratch) ownActions(buf []Action) []Action {
+	var own []Action
+	if len(buf) > 0 {
+		own = make([]Action, len(buf))
+		copy(own, buf)
+	}
+	clear(buf)
+	sc.actions = buf[:0]
+	return own
 }
 
 // grow returns s at length n, its old contents left as they are (callers

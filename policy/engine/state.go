@@ -51,6 +51,7 @@ func newState(e *Engine, s *Snapshot, now time.Time) *state {
 	// The walk's generations start over, as in a new walk's memory
 	// (chains compare theirs with the walk's).
 	st.walk = st.sc.walk
+	st.out.Actions = st.sc.actions[:0]
 	st.walk.cur = 0
 	clear(st.walk.gen)
 	st.pools = append(st.pools, e.poolNames...)

@@ -78,7 +78,8 @@ const (
 
 // victimOrder is the victim order, best victim first. The bits add up to
 // 64; the last criterion, the unit index, takes the keyFreeBits low bits,
-// which victimKey leaves zero for sortKeys to pack the index into.
+// which victimKey leaves zero: sortKeys sorts keys that come in unit order
+// stably, which orders ties by the index as if it were packed there.
 var victimOrder = [numCriteria]victimCriterion{
 	// 1. Idle work (idle rule in pressure mode) loses nothing by stopping;
 	// backfill ran on loan in a pool kept for other tiers; then work past
@@ -177,7 +178,7 @@ const riskBits = 34
 const maxRisk = 1<<riskBits - 1
 
 // keyFreeBits: the low bits of a key are zero (the risk is counted in
-// seconds from bit 19), room to pack a unit index into it for sorting.
+// seconds from bit 19), the unit index's place in the order.
 const keyFreeBits = 19
 
 // compareVictims compares two candidates by the victim order: < 0 when a

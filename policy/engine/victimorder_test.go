@@ -6,8 +6,8 @@ import (
 	"testing"
 )
 
-// packedKey is a candidate's key as sortKeys sorts it: the key with the
-// unit index in its low bits.
+// packedKey is a candidate's key with the unit index in its low bits: the
+// order sortKeys gives (by key, then unit index).
 func packedKey(f *victimFacts) uint64 { return victimKey(f) | uint64(f.ui) }
 
 func sign(x int) int { return cmp.Compare(x, 0) }

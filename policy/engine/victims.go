@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"cmp"
 	"slices"
 	"time"
 )
@@ -53,11 +52,8 @@ func (st *state) sortCandidates() {
 	if len(st.chains) > 0 {
 		keys = st.chainKeys(keys)
 	}
-	sortKeys(keys)
-	st.sc.keys = keys
-	st.cands = make([]candidates, len(st.pl.in))
-	st.cands[0].units = slices.Grow(st.sc.candUnits[:0], len(keys)) // every candidate is in "any pool"
-	st.cands[0].keys = slices.Grow(st.sc.candKeys[:0], len(keys))
+	keys = st.sc.sortKeys(keys)
+	st.cands = st.sc.candidates(len(st.pl.in), len(keys))
 	for _, k := range keys {
 		add := func(p int32) {
 			c := &st.cands[p]
@@ -115,27 +111,12 @@ type candKey struct {
 	ui  int32
 }
 
-// sortKeys orders candidates by key, then unit index. With fewer than
-// 2^19 units, key and index are packed into one integer and sorted as
-// such, twice as fast as sorting pairs through a comparison function.
-func sortKeys(keys []candKey) {
-	if len(keys) >= 1<<keyFreeBits {
-		slices.SortFunc(keys, func(a, b candKey) int {
-			if c := cmp.Compare(a.key, b.key); c != 0 {
-				return c
-			}
-			return cmp.Compare(a.ui, b.ui)
-		})
-		return
-	}
-	packed := make([]uint64, len(keys))
-	for i, k := range keys {
-		packed[i] = k.key | uint64(k.ui)
-	}
-	slices.Sort(packed)
-	for i, p := range packed {
-		keys[i] = candKey{key: p &^ (1<<keyFreeBits - 1), ui: int32(p & (1<<keyFreeBits - 1))}
-	}
+// sortKeys orders candidates by key, then unit index: keys come in unit
+// order, and radixSort is stable.
+func (sc *scratch) sortKeys(keys []candKey) []candKey {
+	sorted, spare := radixSort(keys, grow(sc.keysTmp, len(keys)))
+	sc.keys, sc.keysTmp = sorted, spare
+	return sorted
 }
 
 // walkRange returns the part of a segment that may hold victims for b:
