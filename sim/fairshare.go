@@ -118,9 +118,17 @@ func (f *fairShare) contends(m *metrics, t, use int) bool {
 // (docs/evaluation.md, fair share with example.hcl: product at its reserve
 // waiting for 8-GPU jobs, 6 GPUs spare, counted as getting none of its
 // entitled two thirds).
+//
+// Work an idle rule stopped and requeued does not count: it went idle
+// after its work, so all it has left is its idle tail; given contested
+// GPUs it would hold them idle until the rule took them back. Counting
+// a tenant waiting only with such work entitled to them called sharing
+// unfair that no scheduler should change (docs/evaluation.md, fair share
+// over time: Philly under pressure, day 248, team-d entitled to 720
+// contested GPU-hours while it waited with requeued notebooks alone).
 func (f *fairShare) wantsMore(m *metrics, t, use int) bool {
 	ten := m.tenants[t]
-	if m.tenantWaiting[t] <= 0 || use < ten.Reserve {
+	if m.tenantWaiting[t]-m.idleWaiting[t] <= 0 || use < ten.Reserve {
 		return false
 	}
 	small := m.smallestWaiting(t)

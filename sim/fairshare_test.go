@@ -15,7 +15,9 @@ func TestFairShareJain(t *testing.T) {
 		use, waiting []int
 		// jobs: each tenant's waiting jobs' GPUs (instead of waiting),
 		// with capacity the cluster's GPUs.
-		jobs     [][]int
+		jobs [][]int
+		// requeued: each tenant's waiting jobs an idle rule requeued.
+		requeued [][]int
 		capacity int
 		d        time.Duration
 	}
@@ -90,6 +92,25 @@ func TestFairShareJain(t *testing.T) {
 			want:  FairShare{},
 		},
 		{
+			name: "a tenant waiting only with work an idle rule requeued is not deprived", weights: []float64{1, 1},
+			// b's one waiting job went idle after its work and was
+			// requeued: it has only its idle tail left. a borrows all 8.
+			spans: []span{{use: []int{8, 0}, jobs: [][]int{nil, nil}, requeued: [][]int{nil, {1}}, capacity: 8, d: 10 * time.Hour}},
+			want:  FairShare{},
+		},
+		{
+			name: "requeued work does not make a tenant's smallest job", weights: []float64{1, 1},
+			// b waits with a requeued 1-GPU notebook and a 12-GPU job:
+			// the job is larger than the 8 GPUs a borrows.
+			spans: []span{{use: []int{8, 0}, jobs: [][]int{nil, {12}}, requeued: [][]int{nil, {1}}, capacity: 8, d: 10 * time.Hour}},
+			want:  FairShare{},
+		},
+		{
+			name: "requeued work beside work that would run is deprived as before", weights: []float64{1, 1},
+			spans: []span{{use: []int{8, 0}, jobs: [][]int{nil, {2}}, requeued: [][]int{nil, {1}}, capacity: 8, d: 10 * time.Hour}},
+			want:  FairShare{Jain: 0.5, JainMin: 0.5, Windows: 1, FairWindows: 0, Within20: 0},
+		},
+		{
 			name: "nobody waits: no contention", weights: []float64{1, 1},
 			spans: []span{{use: []int{8, 0}, waiting: []int{0, 0}, d: 10 * time.Hour}},
 			want:  FairShare{},
@@ -114,7 +135,12 @@ func TestFairShareJain(t *testing.T) {
 				copy(m.tenantWaiting, sp.waiting)
 				for ti, jobs := range sp.jobs {
 					for _, g := range jobs {
-						m.setWaiting(ti, g)
+						m.setWaiting(ti, g, false)
+					}
+				}
+				for ti, jobs := range sp.requeued {
+					for _, g := range jobs {
+						m.setWaiting(ti, g, true)
 					}
 				}
 				if sp.capacity > 0 {

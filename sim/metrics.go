@@ -167,8 +167,12 @@ type metrics struct {
 	fair          fairShare
 
 	// waitSizes: [tenant] its waiting jobs by GPUs (a job is placed
-	// whole: every multi-allocation job is a gang), for fairShare.
-	waitSizes []map[int]int
+	// whole: every multi-allocation job is a gang), for fairShare; jobs
+	// an idle rule requeued are left out of it and counted in
+	// idleWaiting (GPUs) instead: all they have left is their idle tail
+	// (fairShare.wantsMore).
+	waitSizes   []map[int]int
+	idleWaiting []int
 
 	bucket  time.Duration
 	sAlloc  []float64 // GPU-seconds per bucket
@@ -228,6 +232,7 @@ func (m *metrics) tenantIndex(ns string) int {
 	m.tenantUse = append(m.tenantUse, 0)
 	m.tenantWaiting = append(m.tenantWaiting, 0)
 	m.waitSizes = append(m.waitSizes, map[int]int{})
+	m.idleWaiting = append(m.idleWaiting, 0)
 	m.tenantGPUSec = append(m.tenantGPUSec, 0)
 	m.tenantResSec = append(m.tenantResSec, 0)
 	return i
@@ -270,8 +275,14 @@ func (m *metrics) advance(from, to time.Duration) {
 	}
 }
 
-func (m *metrics) setWaiting(t, delta int) {
+// setWaiting counts delta GPUs more (or fewer) waiting for tenant t, of a
+// job an idle rule requeued (idle) or not.
+func (m *metrics) setWaiting(t, delta int, idle bool) {
 	m.tenantWaiting[t] += delta
+	if idle {
+		m.idleWaiting[t] += delta
+		return
+	}
 	if delta > 0 {
 		m.waitSizes[t][delta]++
 	} else if m.waitSizes[t][-delta]--; m.waitSizes[t][-delta] <= 0 {
@@ -279,8 +290,8 @@ func (m *metrics) setWaiting(t, delta int) {
 	}
 }
 
-// smallestWaiting is the GPUs of tenant t's smallest waiting job; 0 when
-// none waits.
+// smallestWaiting is the GPUs of tenant t's smallest waiting job but
+// those an idle rule requeued; 0 when none waits.
 func (m *metrics) smallestWaiting(t int) int {
 	least := 0
 	for g := range m.waitSizes[t] {

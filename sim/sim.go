@@ -607,12 +607,12 @@ func (s *simulator) setState(ji int32, to jobState) {
 		return
 	}
 	if from.waiting() && !to.waiting() {
-		s.m.setWaiting(j.tenant, -j.gpus())
+		s.m.setWaiting(j.tenant, -j.gpus(), j.idleStoppedAt >= 0)
 		if s.kind == Steward {
 			s.stopWaiting(ji)
 		}
 	} else if !from.waiting() && to.waiting() {
-		s.m.setWaiting(j.tenant, j.gpus())
+		s.m.setWaiting(j.tenant, j.gpus(), j.idleStoppedAt >= 0)
 		if s.kind == Steward {
 			s.startWaiting(ji)
 		}
