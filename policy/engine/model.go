@@ -20,6 +20,14 @@ type model struct {
 	// marks are GPUs set aside per beneficiary (Snapshot.Waiting index):
 	// not free to anyone else until it is served (earmarks.go).
 	marks map[int32][]nodeGPUs
+	// charged is, per beneficiary, the units of its marks counted in its
+	// tenant's marked: no more GPUs than it waits for. A victim larger
+	// than its beneficiary drains all its GPUs for it, but the tenant
+	// will hold only what the beneficiary takes; counting the rest
+	// against its limit would hold the beneficiary itself, and its
+	// tenant's other work freed for, at the limit, their preemptions
+	// wasted.
+	charged map[int32]int
 	// aside: [tenant] a node was set aside in this plan for one of its
 	// demands (setaside.go).
 	aside []bool

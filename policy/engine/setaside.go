@@ -56,7 +56,7 @@ func (m *model) setAside(p pending, b *bene, left int, why Reason) string {
 			m.marks = map[int32][]nodeGPUs{}
 		}
 		m.marks[p.w] = addNode(m.marks[p.w], n, free)
-		m.tenants[b.tenant].marked += free * m.pl.unitsOn(n)
+		m.charge(p.w, n, free)
 		m.ix.change(n, noUnit, -int32(free))
 		if len(text.b) == 0 {
 			text.s("; set aside for it, as it ranks ahead of tenants that borrow as much per unit of weight as its tenant would with it: ")
