@@ -61,6 +61,8 @@ func (m *model) charge(w int32, n int32, g int) {
 		counted += mk.gpus
 	}
 	counted -= g // the marks already include these
+	t := &m.tenants[m.tenantOf(d.Job.Ref.Namespace)]
+	t.earmarked += g * m.pl.unitsOn(n)
 	c := min(g, max(d.GPUs()-counted, 0)) * m.pl.unitsOn(n)
 	if c == 0 {
 		return
@@ -69,7 +71,7 @@ func (m *model) charge(w int32, n int32, g int) {
 		m.charged = map[int32]int{}
 	}
 	m.charged[w] += c
-	m.tenants[m.tenantOf(d.Job.Ref.Namespace)].marked += c
+	t.marked += c
 }
 
 // markDraining notes that an allocation on node n drains g GPUs for the
@@ -195,10 +197,12 @@ func (m *model) takeMarks(w int32) []nodeGPUs {
 		return nil
 	}
 	delete(m.marks, w)
-	m.tenants[m.tenantOf(m.s.Waiting[w].Job.Ref.Namespace)].marked -= m.charged[w]
+	t := &m.tenants[m.tenantOf(m.s.Waiting[w].Job.Ref.Namespace)]
+	t.marked -= m.charged[w]
 	delete(m.charged, w)
 	for _, mk := range marks {
 		m.ix.change(mk.node, noUnit, int32(mk.gpus))
+		t.earmarked -= mk.gpus * m.pl.unitsOn(mk.node)
 	}
 	return marks
 }
@@ -297,9 +301,11 @@ func (m *model) takeMarksBelow(b *bene) (int32, int32, bool) {
 	for _, mk := range m.marks[w] {
 		left += mk.gpus * m.pl.unitsOn(mk.node)
 	}
+	t := &m.tenants[m.waitingOf[w].tenant]
+	t.earmarked -= b.g * m.pl.unitsOn(n)
 	if c := m.charged[w]; c > left {
 		m.charged[w] = left
-		m.tenants[m.waitingOf[w].tenant].marked -= c - left
+		t.marked -= c - left
 	}
 	m.ix.change(n, noUnit, int32(b.g))
 	m.place(b, n)
