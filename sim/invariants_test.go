@@ -19,7 +19,15 @@ import (
 //   - hardly a tug of war: few jobs are preempted for a job that was
 //     preempted for them in the last hour. Some are legitimate (a tenant's
 //     standing changed since: Nomad placed its other work, a promotion),
-//     so their share is bounded, not zero: maxTugShare (1.1 %, 31 of
+//     so their share is bounded, not zero: maxTugShare (1.4 %, 38 of
+//     2,802, since GPUs set aside for a beneficiary count against its
+//     tenant's limit only as far as it takes them, issue 31: platform,
+//     no longer held at its limit of 8 by 8-GPU victims freed for its
+//     1-GPU notebooks, runs more interactive work, whose priority takes
+//     other tenants' interactive work from just above their reserve to
+//     below it, and their reclaims take it back (platform↔product and
+//     platform↔research: 31 of the 38, 16 of 19 before); 0.7 %, 19 of
+//     2,740, before; 1.1 %, 31 of
 //     2,785, since serving beyond its reserve runs rather than wait, issue
 //     31: the workload's pressure grew by 40 % more preemptions, and these
 //     tugs with it, none of them serving beyond its reserve and its
@@ -44,7 +52,7 @@ func TestInvariantsOverTime(t *testing.T) {
 	tenants := []string{"product", "research", "platform"}
 	cap := pol.Preemption.MaxPerJobPerHour
 	const maxWastedShare = 0.025
-	const maxTugShare = 0.012
+	const maxTugShare = 0.014
 	preemptions, wasted, tugs := 0, 0, 0
 	for seed := range uint64(8) {
 		rng := rand.New(rand.NewPCG(seed, 13))

@@ -46,8 +46,32 @@ func (m *model) earmark(job *JobRef, group string, n int32, g int) bool {
 		m.marks = map[int32][]nodeGPUs{}
 	}
 	m.marks[w] = addNode(m.marks[w], n, g)
-	m.tenants[m.tenantOf(m.s.Waiting[w].Job.Ref.Namespace)].marked += g * m.pl.unitsOn(n)
+	m.charge(w, n, g)
 	return true
+}
+
+// charge counts g GPUs set aside on node n for waiting demand w in its
+// tenant's marked, as far as w still waits for more than its marks
+// already count: beyond that they are its until it is served, but its
+// tenant will not hold them (model.charged).
+func (m *model) charge(w int32, n int32, g int) {
+	d := &m.s.Waiting[w]
+	counted := 0
+	for _, mk := range m.marks[w] {
+		counted += mk.gpus
+	}
+	counted -= g // the marks already include these
+	t := &m.tenants[m.tenantOf(d.Job.Ref.Namespace)]
+	t.earmarked += g * m.pl.unitsOn(n)
+	c := min(g, max(d.GPUs()-counted, 0)) * m.pl.unitsOn(n)
+	if c == 0 {
+		return
+	}
+	if m.charged == nil {
+		m.charged = map[int32]int{}
+	}
+	m.charged[w] += c
+	t.marked += c
 }
 
 // markDraining notes that an allocation on node n drains g GPUs for the
@@ -174,9 +198,11 @@ func (m *model) takeMarks(w int32) []nodeGPUs {
 	}
 	delete(m.marks, w)
 	t := &m.tenants[m.tenantOf(m.s.Waiting[w].Job.Ref.Namespace)]
+	t.marked -= m.charged[w]
+	delete(m.charged, w)
 	for _, mk := range marks {
 		m.ix.change(mk.node, noUnit, int32(mk.gpus))
-		t.marked -= mk.gpus * m.pl.unitsOn(mk.node)
+		t.earmarked -= mk.gpus * m.pl.unitsOn(mk.node)
 	}
 	return marks
 }
@@ -270,7 +296,17 @@ func (m *model) takeMarksBelow(b *bene) (int32, int32, bool) {
 		}
 	}
 	m.marks[w] = slices.DeleteFunc(m.marks[w], func(mk nodeGPUs) bool { return mk.gpus <= 0 })
-	m.tenants[m.waitingOf[w].tenant].marked -= b.g * m.pl.unitsOn(n)
+	// What is left set aside for w counts as far as it did (charge).
+	left := 0
+	for _, mk := range m.marks[w] {
+		left += mk.gpus * m.pl.unitsOn(mk.node)
+	}
+	t := &m.tenants[m.waitingOf[w].tenant]
+	t.earmarked -= b.g * m.pl.unitsOn(n)
+	if c := m.charged[w]; c > left {
+		m.charged[w] = left
+		t.marked -= c - left
+	}
 	m.ix.change(n, noUnit, int32(b.g))
 	m.place(b, n)
 	b.took = true

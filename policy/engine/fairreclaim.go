@@ -102,7 +102,7 @@ func (st *state) fairReclaim(b *bene, need int) (int32, []victim, bool) {
 func (l *ledger) fairVictims(b *bene, need int, above float64) (float64, bool) {
 	s := l.standings()
 	bt := &l.tenants[b.tenant]
-	after := float64(bt.use+bt.marked+need-bt.reserve) / bt.t.Weight
+	after := float64(bt.use+bt.earmarked+need-bt.reserve) / bt.t.Weight
 	mine := s[b.tenant].perWeight(l.tenants[b.tenant].t)
 	if cap(l.fairVictim) < len(l.tenants) {
 		l.fairVictim = make([]bool, len(l.tenants))
@@ -146,7 +146,7 @@ func (st *state) addFairVictim(ui int32, b *bene, n int32, after float64) bool {
 		return false
 	}
 	bt := &st.tenants[b.tenant]
-	w.list[n] = append(w.list[n], victim{ui: ui, rule: RuleFairShare, holdsPrev: t.use, beneHolds: int32(bt.use + bt.marked)})
+	w.list[n] = append(w.list[n], victim{ui: ui, rule: RuleFairShare, holdsPrev: t.use, beneHolds: int32(bt.use + bt.earmarked)})
 	st.chainListed(ui)
 	w.pick(n, u.tenant, int(u.units))
 	w.freed[n] += st.gpusOn(u, n)

@@ -40,12 +40,17 @@ type tenantState struct {
 	// reserve and lim are the policy's reserve and limit, in units.
 	reserve, lim int
 	// marked is the GPUs set aside for its waiting work and not yet
-	// taken (earmarks.go): promised to the tenant, so within its limit
-	// as much as what it holds; else another of its jobs would take the
-	// limit's room while they drain, and the work they drain for would
-	// find itself over the limit.
-	marked  int
-	waiting int
+	// taken (earmarks.go), as far as that work takes them (no more than
+	// each demand waits for: model.charged): promised to the tenant, so
+	// within its limit as much as what it holds; else another of its
+	// jobs would take the limit's room while they drain, and the work
+	// they drain for would find itself over the limit.
+	marked int
+	// earmarked is all the GPUs set aside for its waiting work, what a
+	// victim larger than its beneficiary frees beyond its need too: its
+	// standing for fair share counts them (fairreclaim.go, setaside.go).
+	earmarked int
+	waiting   int
 	// fixed is the GPUs its non-preemptible work holds, draining excluded,
 	// as the plan goes; fixed0 the same at the plan's start (for reasons).
 	fixed, fixed0 int

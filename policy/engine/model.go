@@ -20,6 +20,14 @@ type model struct {
 	// marks are GPUs set aside per beneficiary (Snapshot.Waiting index):
 	// not free to anyone else until it is served (earmarks.go).
 	marks map[int32][]nodeGPUs
+	// charged is, per beneficiary, the units of its marks counted in its
+	// tenant's marked: no more GPUs than it waits for. A victim larger
+	// than its beneficiary drains all its GPUs for it, but the tenant
+	// will hold only what the beneficiary takes. Counting the rest
+	// against its limit held the tenant's other beneficiaries at the
+	// limit though their own victims had stopped: those preemptions
+	// were wasted (issue 31, docs/evaluation.md).
+	charged map[int32]int
 	// aside: [tenant] a node was set aside in this plan for one of its
 	// demands (setaside.go).
 	aside []bool

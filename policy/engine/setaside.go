@@ -56,7 +56,7 @@ func (m *model) setAside(p pending, b *bene, left int, why Reason) string {
 			m.marks = map[int32][]nodeGPUs{}
 		}
 		m.marks[p.w] = addNode(m.marks[p.w], n, free)
-		m.tenants[b.tenant].marked += free * m.pl.unitsOn(n)
+		m.charge(p.w, n, free)
 		m.ix.change(n, noUnit, -int32(free))
 		if len(text.b) == 0 {
 			text.s("; set aside for it, as it ranks ahead of tenants that borrow as much per unit of weight as its tenant would with it: ")
@@ -78,7 +78,7 @@ func (m *model) setAside(p pending, b *bene, left int, why Reason) string {
 func (l *ledger) borrowsMore(ti, need int) bool {
 	k := l.shareKey(ti)
 	t := &l.tenants[ti]
-	after := float64(t.use+t.marked+need-t.reserve) / t.t.Weight
+	after := float64(t.use+t.earmarked+need-t.reserve) / t.t.Weight
 	for o := range l.tenants {
 		if u := &l.tenants[o]; o != ti && u.use > u.reserve && l.share(o) >= after && compareShareKeys(l.shareKey(o), k) > 0 {
 			return true
