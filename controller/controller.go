@@ -51,19 +51,10 @@ type Controller struct {
 
 	// Owned by the control loop.
 	states map[jobKey]*JobState
-	saved  map[jobKey]string // JSON last written, to skip unchanged writes
-	index  map[jobKey]uint64 // modify index of each state variable, for check-and-set
-	// reload: a check-and-set write failed, so what this controller holds
-	// in memory may be stale; the next round reads every state afresh.
-	reload bool
-	// writes backs off writes Nomad refused with a 4xx (backoff.go).
-	writes *writeBackoff
-	// stateErr is why a job's state was too large to save (bounds.go);
-	// unresolved are states saved under a hashed job ID, by path.
-	stateErr   map[jobKey]string
-	unresolved map[string]unresolvedState
-	decisions  []Decision
-	refused    map[jobKey]*refusal // jobs whose meta Steward refused in part
+	// The jobs' states as written (store.go).
+	*stateStore
+	decisions []Decision
+	refused   map[jobKey]*refusal // jobs whose meta Steward refused in part
 	// unsettled is the newest index of Steward's writes not yet seen back:
 	// a round plans on the cache only once it holds it (reconcile,
 	// clusterCache.settle; 0: none).
@@ -168,16 +159,7 @@ func giveDuties(c *Controller) {
 	c.sampler = &sampler{c: c}
 	c.drains = &drainer{c: c}
 	c.web = &endpoints{c: c}
-}
-
-func (c *Controller) resetState() {
-	c.states = map[jobKey]*JobState{}
-	c.saved = map[jobKey]string{}
-	c.index = map[jobKey]uint64{}
-	c.pub.forgetRecords()
-	c.writes = newWriteBackoff(c.log)
-	c.stateErr = map[jobKey]string{}
-	c.unresolved = map[string]unresolvedState{}
+	c.stateStore = newStateStore(c)
 }
 
 // LoadPolicy parses and validates policy files; the error carries every
