@@ -53,6 +53,8 @@ type Controller struct {
 	states map[jobKey]*JobState
 	// The jobs' states as written (store.go).
 	*stateStore
+	// The actor carries out the plans (actor.go).
+	*actor
 	decisions []Decision
 	refused   map[jobKey]*refusal // jobs whose meta Steward refused in part
 	// unsettled is the newest index of Steward's writes not yet seen back:
@@ -160,6 +162,7 @@ func giveDuties(c *Controller) {
 	c.drains = &drainer{c: c}
 	c.web = &endpoints{c: c}
 	c.stateStore = newStateStore(c)
+	c.actor = newActor(c)
 }
 
 // LoadPolicy parses and validates policy files; the error carries every
