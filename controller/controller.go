@@ -55,6 +55,8 @@ type Controller struct {
 	*stateStore
 	// The actor carries out the plans (actor.go).
 	*actor
+	// The placeholders that hold earmarked GPUs (placeholder.go).
+	*placeholders
 	decisions []Decision
 	refused   map[jobKey]*refusal // jobs whose meta Steward refused in part
 	// unsettled is the newest index of Steward's writes not yet seen back:
@@ -163,6 +165,7 @@ func giveDuties(c *Controller) {
 	c.web = &endpoints{c: c}
 	c.stateStore = newStateStore(c)
 	c.actor = newActor(c)
+	c.placeholders = &placeholders{c.stateStore}
 }
 
 // LoadPolicy parses and validates policy files; the error carries every
