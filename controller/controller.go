@@ -57,6 +57,8 @@ type Controller struct {
 	*actor
 	// The placeholders that hold earmarked GPUs (placeholder.go).
 	*placeholders
+	// The fair-share usage as saved in Nomad (fairshare.go).
+	*fairSharer
 	decisions []Decision
 	refused   map[jobKey]*refusal // jobs whose meta Steward refused in part
 	// unsettled is the newest index of Steward's writes not yet seen back:
@@ -166,6 +168,7 @@ func giveDuties(c *Controller) {
 	c.stateStore = newStateStore(c)
 	c.actor = newActor(c)
 	c.placeholders = &placeholders{c.stateStore}
+	c.fairSharer = &fairSharer{wiring: wiringOf(c), fair: &c.fair}
 }
 
 // LoadPolicy parses and validates policy files; the error carries every
