@@ -59,8 +59,9 @@ type Controller struct {
 	*placeholders
 	// The fair-share usage as saved in Nomad (fairshare.go).
 	*fairSharer
+	// What Steward refused of the jobs' meta (jobmeta.go).
+	*metaChecker
 	decisions []Decision
-	refused   map[jobKey]*refusal // jobs whose meta Steward refused in part
 	// unsettled is the newest index of Steward's writes not yet seen back:
 	// a round plans on the cache only once it holds it (reconcile,
 	// clusterCache.settle; 0: none).
@@ -169,6 +170,7 @@ func giveDuties(c *Controller) {
 	c.actor = newActor(c)
 	c.placeholders = &placeholders{c.stateStore}
 	c.fairSharer = &fairSharer{wiring: wiringOf(c), fair: &c.fair}
+	c.metaChecker = &metaChecker{wiring: wiringOf(c), metrics: c.metrics}
 }
 
 // LoadPolicy parses and validates policy files; the error carries every
