@@ -61,6 +61,8 @@ type Controller struct {
 	*fairSharer
 	// What Steward refused of the jobs' meta (jobmeta.go).
 	*metaChecker
+	// People's requests, carried out by the actor (requests.go).
+	*requester
 	decisions []Decision
 	// unsettled is the newest index of Steward's writes not yet seen back:
 	// a round plans on the cache only once it holds it (reconcile,
@@ -171,6 +173,7 @@ func giveDuties(c *Controller) {
 	c.placeholders = &placeholders{c.stateStore}
 	c.fairSharer = &fairSharer{wiring: wiringOf(c), fair: &c.fair}
 	c.metaChecker = &metaChecker{wiring: wiringOf(c), metrics: c.metrics}
+	c.requester = &requester{c.actor}
 }
 
 // LoadPolicy parses and validates policy files; the error carries every
