@@ -8,7 +8,8 @@ import (
 // actor carries out a plan's actions and what follows from them: drains,
 // moves, resumes and holds (act.go), the scale writes (scaling.go), the
 // pool guard's holds (poolguard_act.go), queue moves and snoozes
-// (queuemove.go, snooze.go) and the earmarks of freed GPUs (earmarks.go).
+// (queuemove.go, snooze.go), the earmarks of freed GPUs (earmarks.go) and
+// the warnings to idle jobs' owners (idlewarn.go).
 // Each action writes its intent to the job's state first (the store), then
 // asks Nomad. It holds what it needs of the controller, not the controller.
 type actor struct {
