@@ -161,7 +161,9 @@ func New(cfg Config, client *api.Client, log hclog.Logger) (*Controller, error) 
 	return c, nil
 }
 
-// giveDuties gives c the types that carry its duties around the rounds.
+// giveDuties gives c the types that carry its duties around the rounds,
+// and the owners inside a round (store, actor, ...), each given what it
+// needs of c rather than c (docs/design.md, "Who owns what").
 func giveDuties(c *Controller) {
 	c.pub = newPublisher(c)
 	c.election = &elector{c: c}
