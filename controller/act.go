@@ -20,41 +20,41 @@ import (
 
 // execute carries out one planned action. It returns whether Nomad was
 // asked to change anything.
-func (c *Controller) execute(ctx context.Context, r *round, a engine.Action) error {
+func (ac *actor) execute(ctx context.Context, r *round, a engine.Action) error {
 	k := jobKey{a.Job.Namespace, a.Job.ID}
 	job := r.obs.Jobs[k]
 	if job == nil {
 		return fmt.Errorf("%s %s: job not found", a.Kind, k)
 	}
-	st := c.state(k)
+	st := ac.state(k)
 	switch a.Kind {
 	case engine.SetPriority, engine.Promote:
-		return c.actPriority(ctx, r, st, a)
+		return ac.actPriority(ctx, r, st, a)
 	case engine.Preempt, engine.IdleStop:
-		return c.actDrain(ctx, r, st, job, a)
+		return ac.actDrain(ctx, r, st, job, a)
 	case engine.Move:
-		return c.actMove(ctx, r, st, a)
+		return ac.actMove(ctx, r, st, a)
 	case engine.Hold:
 		if _, ok := job.Groups[a.Group]; !ok {
 			return fmt.Errorf("hold %s group %s: no such group", k, a.Group)
 		}
 		// A hold never stops running work: it takes back only what Nomad
 		// has not placed.
-		return c.holdBack(ctx, r, st, job, a.Group, a.Count, a.Reason)
+		return ac.holdBack(ctx, r, st, job, a.Group, a.Count, a.Reason)
 	case engine.Resume:
-		return c.actResume(ctx, r, st, job, a)
+		return ac.actResume(ctx, r, st, job, a)
 	}
 	return fmt.Errorf("unknown action kind %q", a.Kind)
 }
 
 // actPriority sets the job's priority (a promotion, or its tier's).
-func (c *Controller) actPriority(ctx context.Context, r *round, st *JobState, a engine.Action) error {
+func (ac *actor) actPriority(ctx context.Context, r *round, st *JobState, a engine.Action) error {
 	note := func() {
 		st.Promoted = a.Kind == engine.Promote
 		st.note(statusFor(a.Kind, st), a.Reason, r.now)
 	}
-	err := c.reRegister(ctx, r, st, a, note, func(jobIndex uint64) (uint64, error) {
-		return c.nomad.SetPriority(ctx, a.Job.Namespace, a.Job.ID, a.Priority, a.Reason.Message, jobIndex)
+	err := ac.reRegister(ctx, r, st, a, note, func(jobIndex uint64) (uint64, error) {
+		return ac.nomad().SetPriority(ctx, a.Job.Namespace, a.Job.ID, a.Priority, a.Reason.Message, jobIndex)
 	})
 	if err != nil {
 		return err
@@ -74,21 +74,21 @@ func (c *Controller) actPriority(ctx context.Context, r *round, st *JobState, a 
 // job's new index is Steward's own change: a later write in this round is
 // conditional on it, and a held group is not the owner's to take back
 // (syncHolds).
-func (c *Controller) reRegister(ctx context.Context, r *round, st *JobState, a engine.Action, note func(),
+func (ac *actor) reRegister(ctx context.Context, r *round, st *JobState, a engine.Action, note func(),
 	call func(jobIndex uint64) (uint64, error)) error {
 	k := jobKey{a.Job.Namespace, a.Job.ID}
 	if err := r.rerun(k); err != nil {
-		return c.refuseRerun(ctx, r, st, err)
+		return ac.refuseRerun(ctx, r, st, err)
 	}
 	before := st.noted()
 	note()
-	c.pub.attachNotice(r, st)
-	if err := c.save(ctx, st); err != nil {
+	ac.pub.attachNotice(r, st)
+	if err := ac.save(ctx, st); err != nil {
 		return err
 	}
-	index, err := c.writes.nomadWrite(r, k, writeOf(a), func() (uint64, error) { return call(r.jobIndex(k)) })
+	index, err := ac.writes.nomadWrite(r, k, writeOf(a), func() (uint64, error) { return call(r.jobIndex(k)) })
 	if err != nil {
-		return c.undoNote(ctx, r, st, before, err)
+		return ac.undoNote(ctx, r, st, before, err)
 	}
 	r.setJobIndex(k, index)
 	for _, h := range st.Held {
@@ -100,10 +100,10 @@ func (c *Controller) reRegister(ctx context.Context, r *round, st *JobState, a e
 // actDrain starts a preemption or an idle stop: its intent recorded, the
 // checkpoint signal in a later round (signalDelay), or, without one, the
 // victims stopped now (finishDrain).
-func (c *Controller) actDrain(ctx context.Context, r *round, st *JobState, job *ObservedJob, a engine.Action) error {
+func (ac *actor) actDrain(ctx context.Context, r *round, st *JobState, job *ObservedJob, a engine.Action) error {
 	k := jobKey{a.Job.Namespace, a.Job.ID}
 	if err := r.rerun(k, drainGroups(job, a.Group)...); err != nil {
-		return c.refuseRerun(ctx, r, st, err)
+		return ac.refuseRerun(ctx, r, st, err)
 	}
 	d := &Drain{Group: a.Group, Allocs: shortIDs(a.Allocs), Decided: r.now, Requeue: a.Requeue || a.Kind == engine.Preempt,
 		Kind: DrainKind(a.Kind), Rule: string(a.Reason.Rule), Reason: a.Reason.Message}
@@ -115,7 +115,7 @@ func (c *Controller) actDrain(ctx context.Context, r *round, st *JobState, job *
 		d.On = r.gpusOf(a.Allocs)
 	}
 	d.MoveTo = a.MoveTo
-	d.Unadmitted = a.Kind == engine.Preempt && a.Reason.Rule == engine.RuleLimit && c.drains.neverAdmitted(a.Allocs)
+	d.Unadmitted = a.Kind == engine.Preempt && a.Reason.Rule == engine.RuleLimit && ac.drains.neverAdmitted(a.Allocs)
 	if d.For != "" && d.Signal != "" {
 		// The beneficiary waits for this drain: a resume of it later
 		// in this plan waits too (beneficiaryDraining).
@@ -133,10 +133,10 @@ func (c *Controller) actDrain(ctx context.Context, r *round, st *JobState, job *
 	}
 	r.markBeside(st, a)
 	if d.For != "" && d.Signal != "" {
-		c.extendMarks(ctx, st, d.For, r.now, r.now.Add(signalDelay+d.Grace))
+		ac.extendMarks(ctx, st, d.For, r.now, r.now.Add(signalDelay+d.Grace))
 	}
 	st.note(StatusDraining, a.Reason, r.now)
-	c.pub.attachNotice(r, st)
+	ac.pub.attachNotice(r, st)
 	if d.Signal == "" {
 		// Nothing to wait for: the preemption finishes in this round,
 		// and finishDrain's write (the drain, finished, and the hold)
@@ -144,32 +144,32 @@ func (c *Controller) actDrain(ctx context.Context, r *round, st *JobState, job *
 		// of the drain alone before it would say nothing a restarted
 		// controller needs: until finishDrain's write lands, Nomad has
 		// been asked nothing.
-		return c.drains.finishDrain(ctx, r, st, d)
+		return ac.drains.finishDrain(ctx, r, st, d)
 	}
-	if err := c.save(ctx, st); err != nil {
+	if err := ac.save(ctx, st); err != nil {
 		return err
 	}
-	c.crashPoint(stepPreemptRecorded)
+	ac.crashPoint(stepPreemptRecorded)
 	// Record first, signal in a later round: the job's tasks may
 	// render the record (reason, grace) into a file their driver
 	// reads when the signal arrives.
-	pol, _ := c.engineNow()
-	c.pub.writeRecord(ctx, r, pol, st)
+	pol, _ := ac.engineNow()
+	ac.pub.writeRecord(ctx, r, pol, st)
 	r.wake(r.now.Add(signalDelay))
 	return nil
 }
 
 // actMove moves the job to another node pool: Nomad places its waiting
 // allocations there. A held group's resume follows in the plan.
-func (c *Controller) actMove(ctx context.Context, r *round, st *JobState, a engine.Action) error {
+func (ac *actor) actMove(ctx context.Context, r *round, st *JobState, a engine.Action) error {
 	note := func() { st.note(StatusMoved, a.Reason, r.now) }
-	return c.reRegister(ctx, r, st, a, note, func(jobIndex uint64) (uint64, error) {
-		return c.nomad.MoveJob(ctx, a.Job.Namespace, a.Job.ID, a.NodePool, a.Reason.Message, jobIndex)
+	return ac.reRegister(ctx, r, st, a, note, func(jobIndex uint64) (uint64, error) {
+		return ac.nomad().MoveJob(ctx, a.Job.Namespace, a.Job.ID, a.NodePool, a.Reason.Message, jobIndex)
 	})
 }
 
 // actResume releases a held group's allocations to Nomad.
-func (c *Controller) actResume(ctx context.Context, r *round, st *JobState, job *ObservedJob, a engine.Action) error {
+func (ac *actor) actResume(ctx context.Context, r *round, st *JobState, job *ObservedJob, a engine.Action) error {
 	k := jobKey{a.Job.Namespace, a.Job.ID}
 	if a.AfterVictims && r.beneficiaryDraining(a.Job) {
 		// It goes on GPUs its victims are still freeing: resumed
@@ -193,14 +193,14 @@ func (c *Controller) actResume(ctx context.Context, r *round, st *JobState, job 
 	// smaller count holds back some of those again.
 	n := a.Count - r.inflight[k][a.Group]
 	if n < 0 {
-		return c.holdBack(ctx, r, st, job, a.Group, -n, a.Reason)
+		return ac.holdBack(ctx, r, st, job, a.Group, -n, a.Reason)
 	}
 	n = min(n, h.Count)
 	if n == 0 {
 		return nil
 	}
 	if err := r.rerun(k, a.Group); err != nil {
-		return c.refuseRerun(ctx, r, st, err)
+		return ac.refuseRerun(ctx, r, st, err)
 	}
 	st.release(a.Group, n)
 	r.takeDone(st, a.Group) // completed batch work: not part of the count written (round.count)
@@ -212,12 +212,12 @@ func (c *Controller) actResume(ctx context.Context, r *round, st *JobState, job 
 	if g := st.Held[a.Group]; g != nil {
 		g.Index = job.ModifyIndex
 	}
-	c.pub.attachNotice(r, st)
-	if err := c.save(ctx, st); err != nil {
+	ac.pub.attachNotice(r, st)
+	if err := ac.save(ctx, st); err != nil {
 		return err
 	}
-	c.crashPoint(stepResumeRecorded)
-	if err := c.resumeScale(ctx, r, k, a, r.count(k, a.Group)+n, n); err != nil {
+	ac.crashPoint(stepResumeRecorded)
+	if err := ac.resumeScale(ctx, r, k, a, r.count(k, a.Group)+n, n); err != nil {
 		return err
 	}
 	if st.resumed == nil {
@@ -234,15 +234,15 @@ func (c *Controller) actResume(ctx context.Context, r *round, st *JobState, job 
 // Nomad may refuse where a scale is allowed (a job whose Vault or Consul
 // blocks need a token the controller does not have): then it is a plain
 // scale, as for any other resume, rather than no resume at all.
-func (c *Controller) resumeScale(ctx context.Context, r *round, k jobKey, a engine.Action, count, n int) error {
+func (ac *actor) resumeScale(ctx context.Context, r *round, k jobKey, a engine.Action, count, n int) error {
 	steward := count // Steward's count, before a system group's (nomadCount)
 	count = nomadCount(r.obs.Jobs[k], a.Group, count)
 	msg := "Steward resumes " + plural(n, "allocation") + ": " + a.Reason.Message
 	if job := r.obs.Jobs[k]; a.Ahead && job != nil {
-		if p, write := scalingFor(job, c.state(k), a.Group, count); write {
+		if p, write := scalingFor(job, ac.state(k), a.Group, count); write {
 			// One re-registration sets the count, the scaling policy
 			// and the evaluation's priority.
-			if err := c.writeScaling(ctx, r, k, a.Group, count, p, msg, scaleMeta(a.Reason), evalPriorityAhead); err != nil {
+			if err := ac.writeScaling(ctx, r, k, a.Group, count, p, msg, scaleMeta(a.Reason), evalPriorityAhead); err != nil {
 				return err
 			}
 			r.setCount(k, a.Group, steward)
@@ -250,12 +250,12 @@ func (c *Controller) resumeScale(ctx context.Context, r *round, k jobKey, a engi
 		}
 	}
 	if a.Ahead && r.anew(k, a.Group, count) {
-		if err := c.leaveDoneOut(ctx, r, k, a.Group, nil, scaleMeta(a.Reason)); err != nil {
+		if err := ac.leaveDoneOut(ctx, r, k, a.Group, nil, scaleMeta(a.Reason)); err != nil {
 			return err
 		}
 	}
 	if a.Ahead {
-		index, err := c.nomad.ScaleAhead(ctx, k.Namespace, k.ID, a.Group, count, r.jobIndex(k))
+		index, err := ac.nomad().ScaleAhead(ctx, k.Namespace, k.ID, a.Group, count, r.jobIndex(k))
 		if err == nil {
 			r.setJobIndex(k, index)
 			r.setCount(k, a.Group, steward)
@@ -264,15 +264,15 @@ func (c *Controller) resumeScale(ctx context.Context, r *round, k jobKey, a engi
 		if errors.Is(err, errJobChanged) {
 			return err
 		}
-		c.log.Warn("resume ahead of Nomad's queue refused; resuming with a plain scale", "job", k, "group", a.Group, "error", err)
+		ac.log().Warn("resume ahead of Nomad's queue refused; resuming with a plain scale", "job", k, "group", a.Group, "error", err)
 	}
-	return c.scale(ctx, r, k, a.Group, steward, msg, scaleMeta(a.Reason))
+	return ac.scale(ctx, r, k, a.Group, steward, msg, scaleMeta(a.Reason))
 }
 
 // holdUnadmitted holds back again the allocations resumed earlier but not
 // yet placed, in groups the plan did not resume: the engine gave their
 // GPUs to other work.
-func (c *Controller) holdUnadmitted(ctx context.Context, r *round) {
+func (ac *actor) holdUnadmitted(ctx context.Context, r *round) {
 	for k, groups := range r.inflight {
 		job := r.obs.Jobs[k]
 		if job == nil {
@@ -288,8 +288,8 @@ func (c *Controller) holdUnadmitted(ctx context.Context, r *round) {
 					why = w.Reason
 				}
 			}
-			if err := c.holdBack(ctx, r, c.state(k), job, g, q, why); err != nil && !errors.Is(err, errRerun) && !refusedOrBackedOff(err) {
-				c.log.Error("hold back", "job", k, "group", g, "error", err)
+			if err := ac.holdBack(ctx, r, ac.state(k), job, g, q, why); err != nil && !errors.Is(err, errRerun) && !refusedOrBackedOff(err) {
+				ac.log().Error("hold back", "job", k, "group", g, "error", err)
 				r.failed++
 			}
 		}
@@ -303,25 +303,25 @@ const ruleCompleted = "completed"
 // refuseRerun records, in the job's record, why Steward leaves a batch job
 // as it is (round.rerun), once: the engine decides the same every round.
 // It returns err, which the round takes for a refusal, not a failure.
-func (c *Controller) refuseRerun(ctx context.Context, r *round, st *JobState, err error) error {
+func (ac *actor) refuseRerun(ctx context.Context, r *round, st *JobState, err error) error {
 	if st.Reason == err.Error() {
 		return err
 	}
-	c.log.Info("write refused: it would run completed batch work again", "job", st.key(), "reason", err)
+	ac.log().Info("write refused: it would run completed batch work again", "job", st.key(), "reason", err)
 	status := st.Status
 	if status == "" {
 		status = StatusRunning
 	}
 	st.note(status, engine.Reason{Rule: ruleCompleted, Message: err.Error()}, r.now)
-	if serr := c.save(ctx, st); serr != nil {
-		c.log.Error("save job state", "job", st.key(), "error", serr)
+	if serr := ac.save(ctx, st); serr != nil {
+		ac.log().Error("save job state", "job", st.key(), "error", serr)
 	}
 	return err
 }
 
 // holdBack scales a group down by n allocations that are not running yet,
 // and records them as held.
-func (c *Controller) holdBack(ctx context.Context, r *round, st *JobState, job *ObservedJob, group string, n int, why engine.Reason) error {
+func (ac *actor) holdBack(ctx context.Context, r *round, st *JobState, job *ObservedJob, group string, n int, why engine.Reason) error {
 	spec := job.Groups[group]
 	// A batch group's completed allocations are no part of the count
 	// written (round.takeDone).
@@ -330,25 +330,25 @@ func (c *Controller) holdBack(ctx context.Context, r *round, st *JobState, job *
 	if n = count - target; n <= 0 {
 		return nil
 	}
-	if c.writes.backedOff(r.now, st.key(), "scale "+group) {
+	if ac.writes.backedOff(r.now, st.key(), "scale "+group) {
 		// Nomad refused this group's scale recently: nothing is recorded
 		// as held that Nomad did not take (backoff.go).
 		return fmt.Errorf("hold %s group %s: %w", st.key(), group, errBackedOff)
 	}
 	if err := r.rerun(st.key(), group); err != nil {
-		return c.refuseRerun(ctx, r, st, err)
+		return ac.refuseRerun(ctx, r, st, err)
 	}
 	done := r.takeDone(st, group)
 	st.hold(group, n, count, string(why.Rule), r.now, job.ModifyIndex).Taken = done
 	st.keepScaling(group, spec.Scaling)
 	st.note(StatusHeld, why, r.now)
-	c.pub.attachNotice(r, st)
-	if err := c.save(ctx, st); err != nil {
+	ac.pub.attachNotice(r, st)
+	if err := ac.save(ctx, st); err != nil {
 		return err
 	}
-	c.crashPoint(stepHoldBackRecord)
+	ac.crashPoint(stepHoldBackRecord)
 	r.acted++
-	return c.scale(ctx, r, st.key(), group, target, "Steward holds "+plural(n, "allocation")+": "+why.Message, scaleMeta(why))
+	return ac.scale(ctx, r, st.key(), group, target, "Steward holds "+plural(n, "allocation")+": "+why.Message, scaleMeta(why))
 }
 
 // scale sets a group's count, only if the job is still the version the
@@ -358,27 +358,27 @@ func (c *Controller) holdBack(ctx context.Context, r *round, st *JobState, job *
 // A group with a scaling policy is set together with its policy
 // (scaling.go): pinned while Steward holds part of it, its owner's once
 // resumed in full.
-func (c *Controller) scale(ctx context.Context, r *round, k jobKey, group string, count int, msg string, meta map[string]any) error {
+func (ac *actor) scale(ctx context.Context, r *round, k jobKey, group string, count int, msg string, meta map[string]any) error {
 	// The message is the job's scaling event, which its tenant reads: no
 	// other namespace's job is named (redact.go).
-	pol, _ := c.engineNow()
-	msg = redactJobs(msg, k.Namespace, c.pub.roundNamespaces(r, pol))
+	pol, _ := ac.engineNow()
+	msg = redactJobs(msg, k.Namespace, ac.pub.roundNamespaces(r, pol))
 	steward := count // Steward's count, before a system group's (nomadCount)
 	count = nomadCount(r.obs.Jobs[k], group, count)
 	if job := r.obs.Jobs[k]; job != nil {
-		if p, write := scalingFor(job, c.state(k), group, count); write {
+		if p, write := scalingFor(job, ac.state(k), group, count); write {
 			if !p.Enabled {
 				msg += " (its scaling policy is disabled while held)"
 			}
-			if err := c.writeScaling(ctx, r, k, group, count, p, msg, meta, 0); err != nil {
+			if err := ac.writeScaling(ctx, r, k, group, count, p, msg, meta, 0); err != nil {
 				return err
 			}
 			r.setCount(k, group, steward)
 			return nil
 		}
 	}
-	index, err := c.writes.nomadWrite(r, k, "scale "+group, func() (uint64, error) {
-		return c.nomad.Scale(ctx, k.Namespace, k.ID, group, count, msg, meta, r.jobIndex(k))
+	index, err := ac.writes.nomadWrite(r, k, "scale "+group, func() (uint64, error) {
+		return ac.nomad().Scale(ctx, k.Namespace, k.ID, group, count, msg, meta, r.jobIndex(k))
 	})
 	if err != nil {
 		return err
@@ -399,18 +399,18 @@ func (c *Controller) scale(ctx context.Context, r *round, k jobKey, group string
 // stopped. Not a re-registration that changes something else for the
 // sake of a new version: a change to the job's meta (which tasks see in
 // their environment) would replace the group's running allocations.
-func (c *Controller) leaveDoneOut(ctx context.Context, r *round, k jobKey, group string, p *ScalingPolicy, meta map[string]any) error {
+func (ac *actor) leaveDoneOut(ctx context.Context, r *round, k jobKey, group string, p *ScalingPolicy, meta map[string]any) error {
 	d := r.done(k, group)
 	count := r.obs.Jobs[k].Groups[group].Count - d
 	msg := fmt.Sprintf("Steward leaves %s out of group %s's count (a new job version, in which Nomad does not count them)",
 		plural(d, "completed allocation"), group)
-	index, err := c.writes.nomadWrite(r, k, "scale "+group, func() (uint64, error) {
+	index, err := ac.writes.nomadWrite(r, k, "scale "+group, func() (uint64, error) {
 		if p != nil {
 			q := *p
 			q.Min = min(q.Min, int64(count))
-			return c.nomad.ScaleWithPolicy(ctx, k.Namespace, k.ID, group, count, q, msg, meta, r.jobIndex(k), 0)
+			return ac.nomad().ScaleWithPolicy(ctx, k.Namespace, k.ID, group, count, q, msg, meta, r.jobIndex(k), 0)
 		}
-		return c.nomad.Scale(ctx, k.Namespace, k.ID, group, count, msg, meta, r.jobIndex(k))
+		return ac.nomad().Scale(ctx, k.Namespace, k.ID, group, count, msg, meta, r.jobIndex(k))
 	})
 	if err != nil {
 		return err
@@ -1055,26 +1055,26 @@ func (dr *drainer) signal(ctx context.Context, r *round, st *JobState, d *Drain)
 // syncHolds keeps each held group scaled down to what Steward holds. A
 // controller that died between recording a hold and scaling finds the
 // mismatch here; a job whose owner changed it since wins over the hold.
-func (c *Controller) syncHolds(ctx context.Context, r *round) {
-	for _, st := range c.sortedStates() {
+func (ac *actor) syncHolds(ctx context.Context, r *round) {
+	for _, st := range ac.sortedStates() {
 		k := st.key()
 		job := r.obs.Jobs[k]
 		if job == nil {
-			c.unlistedJob(ctx, r, k)
+			ac.unlistedJob(ctx, r, k)
 			continue
 		}
 		if job.Stopped {
 			// Stopped by its owner: nothing is held any more.
 			if len(st.Held) > 0 || len(st.Draining) > 0 || st.Paused {
-				c.log.Info("job stopped by its owner: Steward forgets its holds", "job", k)
+				ac.log().Info("job stopped by its owner: Steward forgets its holds", "job", k)
 				st.Held, st.Draining, st.Paused = nil, nil, false
 				st.Status = ""
-				_ = c.save(ctx, st)
+				_ = ac.save(ctx, st)
 			}
 			continue
 		}
 		for g, h := range st.Held {
-			c.syncHold(ctx, r, st, job, g, h)
+			ac.syncHold(ctx, r, st, job, g, h)
 		}
 	}
 }
@@ -1082,23 +1082,23 @@ func (c *Controller) syncHolds(ctx context.Context, r *round) {
 // unlistedJob is a job with a state that Nomad does not list: purged, or
 // out of the token's sight. Only a job Nomad says does not exist is
 // forgotten.
-func (c *Controller) unlistedJob(ctx context.Context, r *round, k jobKey) {
-	exists, err := c.nomad.JobExists(ctx, k.Namespace, k.ID)
+func (ac *actor) unlistedJob(ctx context.Context, r *round, k jobKey) {
+	exists, err := ac.nomad().JobExists(ctx, k.Namespace, k.ID)
 	switch {
 	case err != nil:
-		c.log.Warn("job not listed and cannot be read", "job", k, "error", err)
+		ac.log().Warn("job not listed and cannot be read", "job", k, "error", err)
 		return
 	case !exists:
-		c.log.Info("job purged: Steward forgets it", "job", k)
-		if err := c.forget(ctx, k); err != nil {
-			c.log.Error("forget purged job", "job", k, "error", err)
+		ac.log().Info("job purged: Steward forgets it", "job", k)
+		if err := ac.forget(ctx, k); err != nil {
+			ac.log().Error("forget purged job", "job", k, "error", err)
 			r.failed++
 		}
 		return
 	default:
 		// Out of sight but there (a token that lost read-job
 		// there?): its holds stay, or it would be stranded.
-		c.log.Warn("job exists but is not listed: keeping its state", "job", k)
+		ac.log().Warn("job exists but is not listed: keeping its state", "job", k)
 		return
 	}
 }
@@ -1107,12 +1107,12 @@ func (c *Controller) unlistedJob(ctx context.Context, r *round, k jobKey) {
 // or resume Nomad applied is kept or forgotten, one recorded but not
 // applied (a failed call, a restart) is applied again, and a count its
 // owner changed meanwhile wins.
-func (c *Controller) syncHold(ctx context.Context, r *round, st *JobState, job *ObservedJob, g string, h *Held) {
+func (ac *actor) syncHold(ctx context.Context, r *round, st *JobState, job *ObservedJob, g string, h *Held) {
 	k := st.key()
 	spec, ok := job.Groups[g]
 	if !ok {
 		delete(st.Held, g)
-		_ = c.save(ctx, st)
+		_ = ac.save(ctx, st)
 		return
 	}
 	want := h.Original - h.Count
@@ -1127,22 +1127,22 @@ func (c *Controller) syncHold(ctx context.Context, r *round, st *JobState, job *
 			st.preempted(h.Evicts)
 			slices.SortFunc(st.Preemptions, func(a, b time.Time) int { return a.Compare(b) })
 			h.Evicts = time.Time{}
-			_ = c.save(ctx, st)
+			_ = ac.save(ctx, st)
 		}
 	}
 	switch {
 	case applied && h.Count == 0:
 		// Resumed in full, and Nomad shows it: forgotten once
 		// its scaling policy is its owner's again.
-		if c.syncScaling(ctx, r, st, job, g, h, want) {
+		if ac.syncScaling(ctx, r, st, job, g, h, want) {
 			delete(st.Held, g)
 		}
 	case applied:
 		h.Index = job.ModifyIndex // in step; saved with the round
-		c.syncScaling(ctx, r, st, job, g, h, want)
+		ac.syncScaling(ctx, r, st, job, g, h, want)
 	case job.ModifyIndex == h.Index:
 		if err := r.rerun(k, g); err != nil {
-			c.log.Warn("hold recorded but not applied: not finished", "job", k, "group", g, "error", err)
+			ac.log().Warn("hold recorded but not applied: not finished", "job", k, "group", g, "error", err)
 			return
 		}
 		// Batch work completed since the write was recorded
@@ -1151,27 +1151,27 @@ func (c *Controller) syncHold(ctx context.Context, r *round, st *JobState, job *
 			h.Original, h.Taken = max(h.Original-extra, 0), h.Taken+extra
 			h.Count = min(h.Count, h.Original)
 			want = h.Original - h.Count
-			_ = c.save(ctx, st)
+			_ = ac.save(ctx, st)
 		}
 		r.tookDone(k, g)
 		what := "a hold"
 		if spec.Count < want {
 			what = "a resume"
 		}
-		c.log.Info("finishing "+what+" that was recorded but not applied", "job", k, "group", g, "count", want)
-		if err := c.scale(ctx, r, k, g, want, fmt.Sprintf("Steward sets group %s to %s (decided earlier, not applied then: a failed call or a restart)", g, plural(want, "allocation")),
+		ac.log().Info("finishing "+what+" that was recorded but not applied", "job", k, "group", g, "count", want)
+		if err := ac.scale(ctx, r, k, g, want, fmt.Sprintf("Steward sets group %s to %s (decided earlier, not applied then: a failed call or a restart)", g, plural(want, "allocation")),
 			map[string]any{"steward.rule": h.Rule}); refusedOrBackedOff(err) {
 			return // in the job's record; tried again after its backoff
 		} else if err != nil {
-			c.log.Error("reapply hold", "job", k, "group", g, "error", err)
+			ac.log().Error("reapply hold", "job", k, "group", g, "error", err)
 			r.failed++
 		} else {
 			r.acted++
 		}
 	default:
-		c.log.Info("job changed by its owner while held: the owner's count wins", "job", k, "group", g,
+		ac.log().Info("job changed by its owner while held: the owner's count wins", "job", k, "group", g,
 			"count", spec.Count, "held_to", want)
-		c.unpinScaling(ctx, r, k, job, g, h)
+		ac.unpinScaling(ctx, r, k, job, g, h)
 		delete(st.Held, g)
 	}
 }
@@ -1214,7 +1214,7 @@ func (s *JobState) noted() noted {
 // record keeps the decision that stands, and the refusal goes into
 // steward_write_error (backoff.go). Any other error is a failure, retried
 // as before.
-func (c *Controller) undoNote(ctx context.Context, r *round, st *JobState, before noted, err error) error {
+func (ac *actor) undoNote(ctx context.Context, r *round, st *JobState, before noted, err error) error {
 	if !refusedOrBackedOff(err) {
 		return err
 	}
@@ -1223,8 +1223,8 @@ func (c *Controller) undoNote(ctx context.Context, r *round, st *JobState, befor
 		st.Outbox = st.Outbox[:before.outbox]
 	}
 	r.attached = nil
-	if serr := c.save(ctx, st); serr != nil {
-		c.log.Error("save job state", "job", st.key(), "error", serr)
+	if serr := ac.save(ctx, st); serr != nil {
+		ac.log().Error("save job state", "job", st.key(), "error", serr)
 	}
 	return err
 }

@@ -51,19 +51,19 @@ type Controller struct {
 
 	// Owned by the control loop.
 	states map[jobKey]*JobState
-	saved  map[jobKey]string // JSON last written, to skip unchanged writes
-	index  map[jobKey]uint64 // modify index of each state variable, for check-and-set
-	// reload: a check-and-set write failed, so what this controller holds
-	// in memory may be stale; the next round reads every state afresh.
-	reload bool
-	// writes backs off writes Nomad refused with a 4xx (backoff.go).
-	writes *writeBackoff
-	// stateErr is why a job's state was too large to save (bounds.go);
-	// unresolved are states saved under a hashed job ID, by path.
-	stateErr   map[jobKey]string
-	unresolved map[string]unresolvedState
-	decisions  []Decision
-	refused    map[jobKey]*refusal // jobs whose meta Steward refused in part
+	// The jobs' states as written (store.go).
+	*stateStore
+	// The actor carries out the plans (actor.go).
+	*actor
+	// The placeholders that hold earmarked GPUs (placeholder.go).
+	*placeholders
+	// The fair-share usage as saved in Nomad (fairshare.go).
+	*fairSharer
+	// What Steward refused of the jobs' meta (jobmeta.go).
+	*metaChecker
+	// People's requests, carried out by the actor (requests.go).
+	*requester
+	decisions []Decision
 	// unsettled is the newest index of Steward's writes not yet seen back:
 	// a round plans on the cache only once it holds it (reconcile,
 	// clusterCache.settle; 0: none).
@@ -161,23 +161,21 @@ func New(cfg Config, client *api.Client, log hclog.Logger) (*Controller, error) 
 	return c, nil
 }
 
-// giveDuties gives c the types that carry its duties around the rounds.
+// giveDuties gives c the types that carry its duties around the rounds,
+// and the owners inside a round (store, actor, ...), each given what it
+// needs of c rather than c (docs/design.md, "Who owns what").
 func giveDuties(c *Controller) {
 	c.pub = newPublisher(c)
 	c.election = &elector{c: c}
 	c.sampler = &sampler{c: c}
 	c.drains = &drainer{c: c}
 	c.web = &endpoints{c: c}
-}
-
-func (c *Controller) resetState() {
-	c.states = map[jobKey]*JobState{}
-	c.saved = map[jobKey]string{}
-	c.index = map[jobKey]uint64{}
-	c.pub.forgetRecords()
-	c.writes = newWriteBackoff(c.log)
-	c.stateErr = map[jobKey]string{}
-	c.unresolved = map[string]unresolvedState{}
+	c.stateStore = newStateStore(c)
+	c.actor = newActor(c)
+	c.placeholders = &placeholders{c.stateStore}
+	c.fairSharer = &fairSharer{wiring: wiringOf(c), fair: &c.fair}
+	c.metaChecker = &metaChecker{wiring: wiringOf(c), metrics: c.metrics}
+	c.requester = &requester{c.actor}
 }
 
 // LoadPolicy parses and validates policy files; the error carries every

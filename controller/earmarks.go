@@ -129,7 +129,7 @@ func (r *round) markBeside(st *JobState, a engine.Action) {
 // They stay set aside for markTTL after the last drain for the same
 // beneficiary ends: it is released only then (it waits for all its
 // victims), and GPUs given back early must still be its own.
-func (c *Controller) markFreed(r *round, st *JobState, d *Drain) {
+func (ac *actor) markFreed(r *round, st *JobState, d *Drain) {
 	if !freesFor(d) {
 		return
 	}
@@ -138,7 +138,7 @@ func (c *Controller) markFreed(r *round, st *JobState, d *Drain) {
 		on = r.gpusOf(d.Allocs)
 	}
 	until := r.now
-	for _, o := range c.states {
+	for _, o := range ac.states() {
 		for _, x := range o.Draining {
 			if x != d && !x.Finished && x.For == d.For && x.Deadline.After(until) {
 				until = x.Deadline
@@ -157,9 +157,9 @@ func (c *Controller) markFreed(r *round, st *JobState, d *Drain) {
 // it ends at end: the beneficiary is released only when the last of its
 // victims stops. The states changed are saved (st, the caller's, by the
 // caller).
-func (c *Controller) extendMarks(ctx context.Context, st *JobState, bene string, now, end time.Time) {
+func (ac *actor) extendMarks(ctx context.Context, st *JobState, bene string, now, end time.Time) {
 	until := end.Add(markTTL)
-	for _, o := range c.sortedStates() {
+	for _, o := range ac.sortedStates() {
 		changed := false
 		for i := range o.Marks {
 			if m := &o.Marks[i]; m.For == bene && now.Before(m.Until) && m.Until.Before(until) {
@@ -167,10 +167,10 @@ func (c *Controller) extendMarks(ctx context.Context, st *JobState, bene string,
 			}
 		}
 		if changed && o != st {
-			if err := c.save(ctx, o); err != nil {
+			if err := ac.save(ctx, o); err != nil {
 				// The marks lapse at their old time: the beneficiary may
 				// find those GPUs taken, and waits for others.
-				c.log.Warn("keep GPUs set aside", "for", bene, "job", o.key(), "error", err)
+				ac.log().Warn("keep GPUs set aside", "for", bene, "job", o.key(), "error", err)
 			}
 		}
 	}
@@ -182,17 +182,17 @@ func (c *Controller) extendMarks(ctx context.Context, st *JobState, bene string,
 // the caller's, by the caller), so that the GPUs its victims gave back go
 // to the work that does wait; syncPlaceholders then purges what held
 // them.
-func (c *Controller) forgetMarks(ctx context.Context, st *JobState, bene string) {
-	for _, o := range c.sortedStates() {
+func (ac *actor) forgetMarks(ctx context.Context, st *JobState, bene string) {
+	for _, o := range ac.sortedStates() {
 		n := len(o.Marks)
 		o.Marks = slices.DeleteFunc(o.Marks, func(m Mark) bool { return m.For == bene })
 		if len(o.Marks) == n || o == st {
 			continue
 		}
-		if err := c.save(ctx, o); err != nil {
+		if err := ac.save(ctx, o); err != nil {
 			// The marks stay saved; the snapshot and the placeholders
 			// leave out a paused beneficiary's all the same.
-			c.log.Warn("give up GPUs set aside for a paused job", "for", bene, "job", o.key(), "error", err)
+			ac.log().Warn("give up GPUs set aside for a paused job", "for", bene, "job", o.key(), "error", err)
 		}
 	}
 }
@@ -202,7 +202,7 @@ func (c *Controller) forgetMarks(ctx context.Context, st *JobState, bene string)
 // marks for the beneficiary on that node shrink by as many GPUs, and
 // syncPlaceholders purges the placeholder that held them, so that Nomad
 // places the urgent work there. It returns the decisions to record.
-func (c *Controller) unmark(ctx context.Context, r *round, unmarked []engine.Unmark) []Decision {
+func (ac *actor) unmark(ctx context.Context, r *round, unmarked []engine.Unmark) []Decision {
 	var out []Decision
 	for _, u := range unmarked {
 		if r.unmarked == nil {
@@ -210,7 +210,7 @@ func (c *Controller) unmark(ctx context.Context, r *round, unmarked []engine.Unm
 		}
 		r.unmarked[placeholderID(u.For, u.ForGroup, u.NodeID)] = true
 		left := u.GPUs
-		for _, st := range c.sortedStates() {
+		for _, st := range ac.sortedStates() {
 			changed := false
 			for i := range st.Marks {
 				m := &st.Marks[i]
@@ -226,14 +226,14 @@ func (c *Controller) unmark(ctx context.Context, r *round, unmarked []engine.Unm
 				continue
 			}
 			st.Marks = slices.DeleteFunc(st.Marks, func(m Mark) bool { return m.GPUs <= 0 })
-			if err := c.save(ctx, st); err != nil {
+			if err := ac.save(ctx, st); err != nil {
 				// The marks stay: the urgent work waits for the next
 				// round, which plans the same again.
 				r.failed++
-				c.log.Error("give GPUs set aside to urgent work", "for", u.For.String(), "to", u.To.String(), "job", st.key(), "error", err)
+				ac.log().Error("give GPUs set aside to urgent work", "for", u.For.String(), "to", u.To.String(), "job", st.key(), "error", err)
 			}
 		}
-		c.log.Info("set-aside GPUs taken", "for", u.For.String(), "to", u.To.String(), "node", u.NodeID, "gpus", u.GPUs,
+		ac.log().Info("set-aside GPUs taken", "for", u.For.String(), "to", u.To.String(), "node", u.NodeID, "gpus", u.GPUs,
 			"reason", u.Reason.String())
 		out = append(out, Decision{At: r.now, Kind: "take-set-aside", Job: u.To.String(), GPUs: u.GPUs,
 			Rule: string(u.Reason.Rule), Reason: u.Reason.Message})

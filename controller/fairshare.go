@@ -101,9 +101,9 @@ func (f *fairShareStore) snapshot() map[string]float64 { return maps.Clone(f.usa
 // load reads the saved usage at the start of a lead term and decays it to
 // now: what was borrowed between the last save and now is not known, and
 // counts as nothing.
-func (c *Controller) loadFairShare(ctx context.Context, now time.Time, halfLife time.Duration) error {
-	f := &c.fair
-	items, index, err := c.nomad.GetVar(ctx, c.cfg.StateNamespace, FairSharePath)
+func (fs *fairSharer) loadFairShare(ctx context.Context, now time.Time, halfLife time.Duration) error {
+	f := fs.fair
+	items, index, err := fs.nomad().GetVar(ctx, fs.cfg().StateNamespace, FairSharePath)
 	if err != nil {
 		return fmt.Errorf("read fair-share usage %s: %w", FairSharePath, err)
 	}
@@ -115,7 +115,7 @@ func (c *Controller) loadFairShare(ctx context.Context, now time.Time, halfLife 
 	if err := json.Unmarshal([]byte(items["usage"]), &doc); err != nil {
 		// A bad variable is not worth a stalled controller: start afresh,
 		// and overwrite it at the next save.
-		c.log.Warn("fair-share usage unreadable: starting from none", "path", FairSharePath, "error", err)
+		fs.log().Warn("fair-share usage unreadable: starting from none", "path", FairSharePath, "error", err)
 		return nil
 	}
 	for t, u := range doc.Usage {
@@ -128,23 +128,23 @@ func (c *Controller) loadFairShare(ctx context.Context, now time.Time, halfLife 
 
 // saveFairShare writes the usage when it accrued since the last save, at
 // most every fairShareSaveEvery, bounded to fairShareMaxTenants tenants.
-func (c *Controller) saveFairShare(ctx context.Context, now time.Time) {
-	f := &c.fair
+func (fs *fairSharer) saveFairShare(ctx context.Context, now time.Time) {
+	f := fs.fair
 	if !f.loaded || !f.dirty || now.Sub(f.savedAt) < fairShareSaveEvery {
 		return
 	}
 	doc := fairShareDoc{At: f.at, Usage: boundedUsage(f.usage, fairShareMaxTenants, fairShareMaxBytes)}
 	b, err := json.Marshal(doc)
 	if err != nil {
-		c.log.Error("encode fair-share usage", "error", err)
+		fs.log().Error("encode fair-share usage", "error", err)
 		return
 	}
-	index, err := c.nomad.PutVar(ctx, c.cfg.StateNamespace, FairSharePath, map[string]string{"usage": string(b)}, true, f.index)
+	index, err := fs.nomad().PutVar(ctx, fs.cfg().StateNamespace, FairSharePath, map[string]string{"usage": string(b)}, true, f.index)
 	if err != nil {
 		// A conflict: another leader wrote it. Read it again next term;
 		// this one keeps its own.
-		c.log.Error("save fair-share usage", "path", FairSharePath, "error", err)
-		if idx, gerr := c.fairShareIndex(ctx); gerr == nil {
+		fs.log().Error("save fair-share usage", "path", FairSharePath, "error", err)
+		if idx, gerr := fs.fairShareIndex(ctx); gerr == nil {
 			f.index = idx
 		}
 		return
@@ -152,8 +152,8 @@ func (c *Controller) saveFairShare(ctx context.Context, now time.Time) {
 	f.index, f.savedAt, f.dirty = index, now, false
 }
 
-func (c *Controller) fairShareIndex(ctx context.Context) (uint64, error) {
-	_, index, err := c.nomad.GetVar(ctx, c.cfg.StateNamespace, FairSharePath)
+func (fs *fairSharer) fairShareIndex(ctx context.Context) (uint64, error) {
+	_, index, err := fs.nomad().GetVar(ctx, fs.cfg().StateNamespace, FairSharePath)
 	return index, err
 }
 
@@ -194,16 +194,25 @@ func boundedUsage(usage map[string]float64, n, maxBytes int) map[string]float64 
 // snapshot, when the policy asks for fair share over time. The saved usage
 // is read once per lead term; a failed read is retried next round, and the
 // round plans on what this controller has meanwhile.
-func (c *Controller) fairShareUsage(ctx context.Context, pol *policy.Policy, snap *engine.Snapshot, now time.Time) {
+func (fs *fairSharer) fairShareUsage(ctx context.Context, pol *policy.Policy, snap *engine.Snapshot, now time.Time) {
 	halfLife := pol.Preemption.FairShareHalfLife
 	if halfLife <= 0 {
 		return
 	}
-	if !c.fair.loaded {
-		if err := c.loadFairShare(ctx, now, halfLife); err != nil {
-			c.log.Error("load fair-share usage", "error", err)
+	if !fs.fair.loaded {
+		if err := fs.loadFairShare(ctx, now, halfLife); err != nil {
+			fs.log().Error("load fair-share usage", "error", err)
 		}
 	}
-	c.fair.advance(now, halfLife)
-	snap.Usage = c.fair.snapshot()
+	fs.fair.advance(now, halfLife)
+	snap.Usage = fs.fair.snapshot()
+}
+
+// fairSharer keeps the tenants' fair-share usage in Nomad: it reads it once
+// per lead term, brings it to each round's now, and saves it. The usage
+// itself is the controller's field (the loop and the phases account it);
+// fairSharer works on it through fair.
+type fairSharer struct {
+	wiring
+	fair *fairShareStore
 }

@@ -47,13 +47,13 @@ func (w warnedAt) time() time.Time {
 }
 
 // warnIdle records and reports one warning of the plan.
-func (c *Controller) warnIdle(ctx context.Context, r *round, pol *policy.Policy, w engine.IdleWarning) {
+func (ac *actor) warnIdle(ctx context.Context, r *round, pol *policy.Policy, w engine.IdleWarning) {
 	k := jobKey{w.Job.Namespace, w.Job.ID}
 	job := r.obs.Jobs[k]
 	if job == nil {
 		return
 	}
-	st := c.state(k)
+	st := ac.state(k)
 	if st.Warned == nil {
 		st.Warned = map[string]warnedAt{}
 	}
@@ -75,28 +75,28 @@ func (c *Controller) warnIdle(ctx context.Context, r *round, pol *policy.Policy,
 	n := noticeFor(pol, job, policy.NotifyIdleWarning, idleWarningAction, w.Group, w.GPUs, w.Reason, r.now)
 	if n != nil {
 		n.ReclaimAt = w.ReclaimAt
-		c.pub.addNotice(st, n)
+		ac.pub.addNotice(st, n)
 	}
-	c.log.Info(idleWarningAction, "job", k, "group", w.Group, "gpus", w.GPUs, "reclaim_at", w.ReclaimAt, "reason", w.Reason.Message)
+	ac.log().Info(idleWarningAction, "job", k, "group", w.Group, "gpus", w.GPUs, "reclaim_at", w.ReclaimAt, "reason", w.Reason.Message)
 	d := Decision{At: r.now, Kind: idleWarningAction, Job: w.Job.String(), Group: w.Group, GPUs: w.GPUs,
 		Rule: string(w.Reason.Rule), Reason: w.Reason.Message}
-	if err := c.save(ctx, st); err != nil {
+	if err := ac.save(ctx, st); err != nil {
 		// Not recorded: the next plan warns again, with a new message.
-		c.pub.dropUnsaved(st, n)
+		ac.pub.dropUnsaved(st, n)
 		d.Error = err.Error()
-		c.log.Error("save idle warning", "job", k, "error", err)
+		ac.log().Error("save idle warning", "job", k, "error", err)
 		r.failed++
 	}
-	c.remember(d)
+	ac.remember(d)
 }
 
 // pruneIdleWarnings forgets when allocations that are gone were warned,
 // and takes out of a job's warning each allocation that is gone or busy
 // again (its idle stretch began after it was warned): the warning is
 // withdrawn with the last.
-func (c *Controller) pruneIdleWarnings(r *round, pol *policy.Policy) {
-	usage := c.usage.samples(pol)
-	for _, st := range c.states {
+func (ac *actor) pruneIdleWarnings(r *round, pol *policy.Policy) {
+	usage := ac.usage.samples(pol)
+	for _, st := range ac.states() {
 		for id := range st.Warned {
 			if len(r.aliveOf(st.key(), []string{id})) == 0 {
 				delete(st.Warned, id)

@@ -23,13 +23,13 @@ type refusal struct {
 // owner changes it (or a policy reload changes the verdict): a version of
 // the job made by Steward's own scaling repeats nothing. It is kept for the
 // job's record and `steward status` while it lasts.
-func (c *Controller) checkJobMeta(pol *policy.Policy, obs *Observation) {
-	if c.refused == nil {
-		c.refused = map[jobKey]*refusal{}
+func (mc *metaChecker) checkJobMeta(pol *policy.Policy, obs *Observation) {
+	if mc.refused == nil {
+		mc.refused = map[jobKey]*refusal{}
 	}
-	for k, rf := range c.refused {
+	for k, rf := range mc.refused {
 		if rf.cleared {
-			delete(c.refused, k)
+			delete(mc.refused, k)
 		}
 	}
 	seen := map[jobKey]bool{}
@@ -43,18 +43,18 @@ func (c *Controller) checkJobMeta(pol *policy.Policy, obs *Observation) {
 			continue
 		}
 		seen[k] = true
-		old := c.refused[k]
+		old := mc.refused[k]
 		if old != nil && slices.Equal(old.problems, set.Problems) {
 			old.index = j.ModifyIndex
 			continue
 		}
-		c.refused[k] = &refusal{index: j.ModifyIndex, problems: set.Problems}
-		c.log.Warn("job meta refused: "+strings.Join(set.Problems, "; "), "job", k, "job_version_index", j.ModifyIndex)
+		mc.refused[k] = &refusal{index: j.ModifyIndex, problems: set.Problems}
+		mc.log().Warn("job meta refused: "+strings.Join(set.Problems, "; "), "job", k, "job_version_index", j.ModifyIndex)
 		for _, key := range set.RefusedKeys {
-			c.metrics.metaRefused.WithLabelValues(key).Inc()
+			mc.metrics.metaRefused.WithLabelValues(key).Inc()
 		}
 	}
-	for k, rf := range c.refused {
+	for k, rf := range mc.refused {
 		if !seen[k] {
 			rf.cleared, rf.problems = true, nil
 		}
@@ -62,10 +62,10 @@ func (c *Controller) checkJobMeta(pol *policy.Policy, obs *Observation) {
 }
 
 // warnings lists the refused meta values for steward status.
-func (c *Controller) warnings() []JobWarning {
+func (mc *metaChecker) warnings() []JobWarning {
 	var out []JobWarning
-	for _, k := range sortedKeys(c.refused) {
-		for _, p := range c.refused[k].problems {
+	for _, k := range sortedKeys(mc.refused) {
+		for _, p := range mc.refused[k].problems {
 			out = append(out, JobWarning{Job: k.String(), Problem: p})
 		}
 	}
@@ -84,4 +84,12 @@ func sortedKeys[V any](m map[jobKey]V) []jobKey {
 		return out[i].ID < out[k].ID
 	})
 	return out
+}
+
+// metaChecker owns what Steward refused of the jobs' meta (refused), kept
+// for the jobs' records and `steward status` while it lasts.
+type metaChecker struct {
+	wiring
+	metrics *metrics
+	refused map[jobKey]*refusal // jobs whose meta Steward refused in part
 }

@@ -68,7 +68,7 @@ func placeholderID(bene engine.JobRef, group, node string) string {
 // eyes: the engine may have counted GPUs that are still draining, and a
 // placeholder waiting for those would take them from whoever they drain
 // for.
-func (c *Controller) wantedPlaceholders(r *round) map[string]placeholderWant {
+func (ph *placeholders) wantedPlaceholders(r *round) map[string]placeholderWant {
 	nodes := map[string]ObservedNode{}
 	free := map[string]int{} // GPUs no allocation or placeholder holds
 	for _, n := range r.obs.Nodes {
@@ -84,7 +84,7 @@ func (c *Controller) wantedPlaceholders(r *round) map[string]placeholderWant {
 	want := map[string]placeholderWant{}
 	nodeID := nodeResolver(r.obs.Nodes)
 	var placing []engine.Earmark // set aside for work resumed in this round
-	for _, st := range c.states {
+	for _, st := range ph.states() {
 		for _, m := range st.Marks {
 			if !r.now.Before(m.Until) {
 				continue
@@ -99,7 +99,7 @@ func (c *Controller) wantedPlaceholders(r *round) map[string]placeholderWant {
 				placing = append(placing, engine.Earmark{NodeID: node.ID, GPUs: m.GPUs, For: ref, ForGroup: m.Group})
 				continue
 			}
-			if placeholderDriver(node) == "" || !c.stillHeld(k, m.Group) || c.states[k].Paused {
+			if placeholderDriver(node) == "" || !ph.stillHeld(k, m.Group) || ph.states()[k].Paused {
 				// (A paused job is held, but waits for nothing.)
 				continue
 			}
@@ -145,8 +145,8 @@ func later(a, b time.Time) time.Time {
 
 // stillHeld reports whether Steward holds allocations of a job's group
 // ("": any group).
-func (c *Controller) stillHeld(k jobKey, group string) bool {
-	st := c.states[k]
+func (ph *placeholders) stillHeld(k jobKey, group string) bool {
+	st := ph.states()[k]
 	if st == nil || group != "" {
 		return st != nil && st.holds(group)
 	}
@@ -161,8 +161,8 @@ func (c *Controller) stillHeld(k jobKey, group string) bool {
 // syncPlaceholders registers the placeholders the marks call for and
 // purges the rest, after the round's actions (a resume in this round
 // purges its beneficiary's).
-func (c *Controller) syncPlaceholders(ctx context.Context, r *round) {
-	want := c.wantedPlaceholders(r)
+func (ph *placeholders) syncPlaceholders(ctx context.Context, r *round) {
+	want := ph.wantedPlaceholders(r)
 	ids := make([]string, 0, len(want))
 	for id := range want {
 		ids = append(ids, id)
@@ -177,34 +177,34 @@ func (c *Controller) syncPlaceholders(ctx context.Context, r *round) {
 				// It may hold GPUs no longer set aside (given to
 				// urgent work, Plan.Unmarked): purged now, registered
 				// again next round for what is still set aside.
-				c.purgePlaceholder(ctx, r, id)
+				ph.purgePlaceholder(ctx, r, id)
 			}
 			continue
 		}
-		job := c.placeholderJob(w, r.now)
-		if err := c.nomad.RegisterJob(ctx, job); err != nil {
-			c.log.Error("register placeholder", "job", id, "for", w.bene.String(), "node", w.node.Name, "error", err)
+		job := ph.placeholderJob(w, r.now)
+		if err := ph.nomad().RegisterJob(ctx, job); err != nil {
+			ph.log().Error("register placeholder", "job", id, "for", w.bene.String(), "node", w.node.Name, "error", err)
 			r.failed++
 			continue
 		}
-		c.log.Info("placeholder registered", "job", id, "for", w.bene.String(), "node", w.node.Name, "gpus", w.gpus,
+		ph.log().Info("placeholder registered", "job", id, "for", w.bene.String(), "node", w.node.Name, "gpus", w.gpus,
 			"until", w.until.Format(time.RFC3339))
 	}
 	for _, id := range sortedIDs(r.obs.Placeholders) {
 		if _, ok := want[id]; ok {
 			continue
 		}
-		c.purgePlaceholder(ctx, r, id)
+		ph.purgePlaceholder(ctx, r, id)
 	}
 }
 
-func (c *Controller) purgePlaceholder(ctx context.Context, r *round, id string) {
-	if err := c.nomad.PurgeJob(ctx, c.cfg.StateNamespace, id); err != nil {
-		c.log.Error("purge placeholder", "job", id, "error", err)
+func (ph *placeholders) purgePlaceholder(ctx context.Context, r *round, id string) {
+	if err := ph.nomad().PurgeJob(ctx, ph.cfg().StateNamespace, id); err != nil {
+		ph.log().Error("purge placeholder", "job", id, "error", err)
 		r.failed++
 		return
 	}
-	c.log.Info("placeholder purged", "job", id)
+	ph.log().Info("placeholder purged", "job", id)
 }
 
 func sortedIDs[V any](m map[string]V) []string {
@@ -218,9 +218,9 @@ func sortedIDs[V any](m map[string]V) []string {
 
 // placeholderJob is the job that holds w's GPUs: pinned to the node, no
 // restarts or rescheduling, a sleep that ends when the marks would lapse.
-func (c *Controller) placeholderJob(w placeholderWant, now time.Time) *api.Job {
+func (ph *placeholders) placeholderJob(w placeholderWant, now time.Time) *api.Job {
 	secs := int(w.until.Sub(now)/time.Second) + 1
-	task := placeholderTask(placeholderDriver(w.node), cmp.Or(c.cfg.PlaceholderImage, DefaultPlaceholderImage), secs)
+	task := placeholderTask(placeholderDriver(w.node), cmp.Or(ph.cfg().PlaceholderImage, DefaultPlaceholderImage), secs)
 	task.Resources = &api.Resources{CPU: ptr(1), MemoryMB: ptr(10),
 		Devices: []*api.RequestedDevice{{Name: "gpu", Count: ptr(uint64(w.gpus))}}}
 	pool := w.node.NodePool
@@ -230,7 +230,7 @@ func (c *Controller) placeholderJob(w placeholderWant, now time.Time) *api.Job {
 	reason := fmt.Sprintf("holds %d free GPUs on node %s for %s while the work preempted for it checkpoints; purged when it resumes",
 		w.gpus, w.node.Name, w.bene)
 	return &api.Job{
-		ID: ptr(w.id), Name: ptr(w.id), Namespace: ptr(c.cfg.StateNamespace), Type: ptr(api.JobTypeBatch),
+		ID: ptr(w.id), Name: ptr(w.id), Namespace: ptr(ph.cfg().StateNamespace), Type: ptr(api.JobTypeBatch),
 		Datacenters: []string{"*"}, NodePool: ptr(pool),
 		Meta: map[string]string{"steward.placeholder_for": w.bene.String(), "steward.placeholder_group": w.group,
 			"steward.reason": reason},
@@ -245,3 +245,10 @@ func (c *Controller) placeholderJob(w placeholderWant, now time.Time) *api.Job {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// placeholders owns the placeholder jobs that hold freed GPUs for the work
+// they are earmarked for: which the marks call for, and registering and
+// purging them. It reads the jobs' states from the store.
+type placeholders struct {
+	*stateStore
+}

@@ -20,56 +20,56 @@ import (
 
 // admitGuarded puts the skipped jobs the round must see into its
 // observation (admitSkipped); called on every observation of a round.
-func (c *Controller) admitGuarded(obs *Observation) {
-	if len(c.cfg.ControllerPools) == 0 {
+func (ac *actor) admitGuarded(obs *Observation) {
+	if len(ac.cfg().ControllerPools) == 0 {
 		return
 	}
-	admitSkipped(obs, c.cfg.ControllerPools, c.cfg.StateNamespace, func(k jobKey) bool { return c.states[k] != nil })
+	admitSkipped(obs, ac.cfg().ControllerPools, ac.cfg().StateNamespace, func(k jobKey) bool { return ac.states()[k] != nil })
 }
 
 // guardPools holds every job the pool guard refuses, and ends the pool
 // holds of jobs it no longer refuses.
-func (c *Controller) guardPools(ctx context.Context, r *round) {
-	if len(c.cfg.ControllerPools) == 0 {
+func (ac *actor) guardPools(ctx context.Context, r *round) {
+	if len(ac.cfg().ControllerPools) == 0 {
 		return
 	}
 	refused := map[jobKey]bool{}
-	for _, rf := range poolRefusals(r.obs, c.cfg.ControllerPools, c.cfg.StateNamespace) {
+	for _, rf := range poolRefusals(r.obs, ac.cfg().ControllerPools, ac.cfg().StateNamespace) {
 		refused[rf.Job] = true
 		if len(rf.Hold) == 0 {
 			continue // held already: nothing of it runs
 		}
-		if err := c.refusePool(ctx, r, rf); err != nil && !refusedOrBackedOff(err) {
-			c.log.Error("hold a job in the controller's node pool", "job", rf.Job, "pool", rf.Pool, "error", err)
+		if err := ac.refusePool(ctx, r, rf); err != nil && !refusedOrBackedOff(err) {
+			ac.log().Error("hold a job in the controller's node pool", "job", rf.Job, "pool", rf.Pool, "error", err)
 			r.failed++
 		}
 	}
-	for _, st := range c.sortedStates() {
+	for _, st := range ac.sortedStates() {
 		if !refused[st.key()] {
-			c.releasePoolHold(ctx, r, st)
+			ac.releasePoolHold(ctx, r, st)
 		}
 	}
 }
 
 // refusePool holds every group of a refused job with a count above 0.
-func (c *Controller) refusePool(ctx context.Context, r *round, rf poolRefusal) error {
+func (ac *actor) refusePool(ctx context.Context, r *round, rf poolRefusal) error {
 	k := rf.Job
 	job := r.obs.Jobs[k]
 	if job == nil {
 		return fmt.Errorf("hold %s: job not in the round's view", k)
 	}
-	st := c.state(k)
+	st := ac.state(k)
 	for _, g := range rf.Hold {
 		n := poolHeldCount(job, g)
 		st.hold(g, n, n, ruleControllerPool, r.now, job.ModifyIndex)
 		st.keepScaling(g, job.Groups[g].Scaling)
 	}
-	c.log.Warn("job in the controller's node pool: holding it", "job", k, "pool", rf.Pool, "groups", rf.Hold)
+	ac.log().Warn("job in the controller's node pool: holding it", "job", k, "pool", rf.Pool, "groups", rf.Hold)
 	st.note(StatusHeld, rf.Reason, r.now)
-	pol, _ := c.engineNow()
+	pol, _ := ac.engineNow()
 	r.pending = noticeFor(pol, job, policy.NotifyHold, "hold", "", 0, rf.Reason, r.now)
-	c.pub.attachNotice(r, st)
-	if err := c.save(ctx, st); err != nil {
+	ac.pub.attachNotice(r, st)
+	if err := ac.save(ctx, st); err != nil {
 		return err
 	}
 	d := Decision{At: r.now, Kind: string(engine.Hold), Job: k.String(), Rule: ruleControllerPool, Reason: rf.Reason.Message}
@@ -77,7 +77,7 @@ func (c *Controller) refusePool(ctx context.Context, r *round, rf poolRefusal) e
 	for _, g := range rf.Hold {
 		// Every allocation, running or not: unlike a hold for capacity,
 		// which takes back only what Nomad has not placed yet.
-		err := c.scale(ctx, r, k, g, 0, "Steward holds "+plural(poolHeldCount(job, g), "allocation")+": "+rf.Reason.Message, scaleMeta(rf.Reason))
+		err := ac.scale(ctx, r, k, g, 0, "Steward holds "+plural(poolHeldCount(job, g), "allocation")+": "+rf.Reason.Message, scaleMeta(rf.Reason))
 		if err != nil {
 			errs = append(errs, fmt.Errorf("group %s: %w", g, err))
 			continue
@@ -88,7 +88,7 @@ func (c *Controller) refusePool(ctx context.Context, r *round, rf poolRefusal) e
 	if err != nil {
 		d.Error = err.Error()
 	}
-	c.remember(d)
+	ac.remember(d)
 	return err
 }
 
@@ -97,7 +97,7 @@ func (c *Controller) refusePool(ctx context.Context, r *round, rf poolRefusal) e
 // controller's pools have no node left). Nothing is resumed: its owner's
 // registration set its counts, which syncHolds has let win already; what
 // is left is the record, which must not go on saying it is held.
-func (c *Controller) releasePoolHold(ctx context.Context, r *round, st *JobState) {
+func (ac *actor) releasePoolHold(ctx context.Context, r *round, st *JobState) {
 	job := r.obs.Jobs[st.key()]
 	if job == nil || job.Stopped {
 		return // purged, out of sight or stopped: syncHolds decides
@@ -126,9 +126,9 @@ func (c *Controller) releasePoolHold(ctx context.Context, r *round, st *JobState
 		status = StatusHeld
 	}
 	st.note(status, engine.Reason{Rule: ruleControllerPool, Message: msg}, r.now)
-	c.log.Info("job out of the controller's node pool: pool hold ended", "job", st.key(), "pool", pool)
-	if err := c.save(ctx, st); err != nil {
-		c.log.Error("save job state", "job", st.key(), "error", err)
+	ac.log().Info("job out of the controller's node pool: pool hold ended", "job", st.key(), "pool", pool)
+	if err := ac.save(ctx, st); err != nil {
+		ac.log().Error("save job state", "job", st.key(), "error", err)
 		r.failed++
 	}
 }

@@ -86,8 +86,8 @@ func waitingSince(obs *Observation, st *JobState, job *ObservedJob) (time.Time, 
 
 // rankOf is the time a waiting job ranks at in its tenant's order: where
 // its owner moved it, else since when it waits.
-func (c *Controller) rankOf(r *round, job *ObservedJob) (time.Time, bool) {
-	st := c.states[jobKey{job.Namespace, job.ID}]
+func (ac *actor) rankOf(r *round, job *ObservedJob) (time.Time, bool) {
+	st := ac.states()[jobKey{job.Namespace, job.ID}]
 	since, ok := waitingSince(r.obs, st, job)
 	if !ok {
 		return time.Time{}, false
@@ -103,12 +103,12 @@ func (c *Controller) rankOf(r *round, job *ObservedJob) (time.Time, bool) {
 // every waiting job of the namespace. Refused (a decision with the
 // reason, nothing changed) when the job does not wait, OTHER is not a
 // waiting job of the namespace, or OTHER is the job itself.
-func (c *Controller) queueMove(ctx context.Context, r *round, st *JobState, job *ObservedJob, items map[string]string, by string) {
+func (ac *actor) queueMove(ctx context.Context, r *round, st *JobState, job *ObservedJob, items map[string]string, by string) {
 	k := st.key()
 	d := Decision{At: r.now, Kind: RequestMove, Job: k.String(), Rule: ruleQueueMove}
-	defer func() { c.remember(d) }()
+	defer func() { ac.remember(d) }()
 	refuse := func(why string) {
-		c.log.Warn("queue move refused", "job", clip(k.String(), quoteMax), "by", by, "reason", why)
+		ac.log().Warn("queue move refused", "job", clip(k.String(), quoteMax), "by", by, "reason", why)
 		d.Reason, d.Error = "refused: "+why, why
 	}
 	if _, ok := waitingSince(r.obs, st, job); !ok {
@@ -121,7 +121,7 @@ func (c *Controller) queueMove(ctx context.Context, r *round, st *JobState, job 
 		if ok.Namespace != job.Namespace || ok == k || j.Stopped {
 			continue
 		}
-		if t, waits := c.rankOf(r, j); waits {
+		if t, waits := ac.rankOf(r, j); waits {
 			ranks[ok] = t
 		}
 	}
@@ -129,7 +129,7 @@ func (c *Controller) queueMove(ctx context.Context, r *round, st *JobState, job 
 	var where string
 	switch other := items["before"]; {
 	case items["top"] == "true" && other == "":
-		at, _ = c.rankOf(r, job)
+		at, _ = ac.rankOf(r, job)
 		for _, t := range ranks {
 			if t.Before(at) {
 				at = t
@@ -151,14 +151,14 @@ func (c *Controller) queueMove(ctx context.Context, r *round, st *JobState, job 
 	st.QueueMove = &QueueMove{At: at, Reason: fmt.Sprintf("moved by %s %s: ranks among its tenant's waiting jobs of its tier and priority "+
 		"as if waiting since %s; other tenants' places are unchanged", by, where, at.UTC().Format(time.RFC3339Nano))}
 	d.Reason = st.QueueMove.Reason
-	if err := c.save(ctx, st); err != nil {
-		c.log.Error("save moved job", "job", k, "error", err)
+	if err := ac.save(ctx, st); err != nil {
+		ac.log().Error("save moved job", "job", k, "error", err)
 		d.Error = err.Error()
 		return
 	}
-	c.log.Info("queue move", "job", k, "reason", st.QueueMove.Reason)
-	pol, _ := c.engineNow()
-	c.pub.writeRecord(ctx, r, pol, st)
+	ac.log().Info("queue move", "job", k, "reason", st.QueueMove.Reason)
+	pol, _ := ac.engineNow()
+	ac.pub.writeRecord(ctx, r, pol, st)
 }
 
 // queueAt is the rank a job's state gives its demands (zero: not moved).

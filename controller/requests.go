@@ -105,11 +105,11 @@ func SubmitRequest(ctx context.Context, n Nomad, namespace, jobID string, r Requ
 // requests may write thousands of them: they then wait their turn in that
 // namespace, while each other namespace's requests, and the round's plan,
 // go on.
-func (c *Controller) applyRequests(ctx context.Context, r *round) {
-	c.endSnoozes(ctx, r)
-	refs, err := c.nomad.ListVars(ctx, "*", requestPrefix)
+func (rq *requester) applyRequests(ctx context.Context, r *round) {
+	rq.endSnoozes(ctx, r)
+	refs, err := rq.nomad().ListVars(ctx, "*", requestPrefix)
 	if err != nil {
-		c.log.Error("list pause/resume requests", "error", err)
+		rq.log().Error("list pause/resume requests", "error", err)
 		r.failed++
 		return
 	}
@@ -121,10 +121,10 @@ func (c *Controller) applyRequests(ctx context.Context, r *round) {
 			continue
 		}
 		taken++
-		c.applyRequest(ctx, r, ref)
+		rq.applyRequest(ctx, r, ref)
 	}
 	if left > 0 {
-		c.log.Warn("requests wait for later rounds", "read", taken, "waiting", left,
+		rq.log().Warn("requests wait for later rounds", "read", taken, "waiting", left,
 			"per_namespace", requestsPerNamespace, "per_round", requestsPerRound)
 		r.wake(r.now.Add(time.Second))
 	}
@@ -157,18 +157,18 @@ func requestTurns(refs []VarRef, perNamespace int, left *int) []VarRef {
 }
 
 // applyRequest carries out one request and deletes it.
-func (c *Controller) applyRequest(ctx context.Context, r *round, ref VarRef) {
+func (rq *requester) applyRequest(ctx context.Context, r *round, ref VarRef) {
 	if rest, ok := strings.CutPrefix(ref.Path, requestPrefix); ok && !strings.HasPrefix(rest, "~~") {
 		// The path names the job: one that does not run costs no read.
 		if job := r.obs.Jobs[jobKey{ref.Namespace, unescapePath(rest)}]; job == nil || job.Stopped {
-			c.log.Warn("ignoring a request for a job that does not run in its namespace", "namespace", ref.Namespace, "path", clip(ref.Path, quoteMax))
-			if err := c.nomad.DeleteVar(ctx, ref.Namespace, ref.Path, 0); err != nil {
-				c.log.Error("delete request", "path", clip(ref.Path, quoteMax), "error", err)
+			rq.log().Warn("ignoring a request for a job that does not run in its namespace", "namespace", ref.Namespace, "path", clip(ref.Path, quoteMax))
+			if err := rq.nomad().DeleteVar(ctx, ref.Namespace, ref.Path, 0); err != nil {
+				rq.log().Error("delete request", "path", clip(ref.Path, quoteMax), "error", err)
 			}
 			return
 		}
 	}
-	items, index, err := c.nomad.GetVar(ctx, ref.Namespace, ref.Path)
+	items, index, err := rq.nomad().GetVar(ctx, ref.Namespace, ref.Path)
 	if err != nil || items == nil {
 		return
 	}
@@ -177,28 +177,28 @@ func (c *Controller) applyRequest(ctx context.Context, r *round, ref VarRef) {
 	job := r.obs.Jobs[k]
 	switch {
 	case !ok:
-		c.log.Warn("ignoring a request whose path names no job", "namespace", ref.Namespace, "path", ref.Path)
+		rq.log().Warn("ignoring a request whose path names no job", "namespace", ref.Namespace, "path", ref.Path)
 	case job == nil || job.Stopped:
-		c.log.Warn("ignoring a request for a job that does not run in its namespace", "job", clip(k.String(), quoteMax), "action", clip(items["action"], quoteMax))
+		rq.log().Warn("ignoring a request for a job that does not run in its namespace", "job", clip(k.String(), quoteMax), "action", clip(items["action"], quoteMax))
 	default:
-		st := c.state(k)
+		st := rq.state(k)
 		by := "a request in namespace " + ref.Namespace
 		switch items["action"] {
 		case RequestPause:
-			c.pause(ctx, r, st, job, by)
+			rq.pause(ctx, r, st, job, by)
 		case RequestResume:
-			c.resume(ctx, st, job, by, r.now)
+			rq.resume(ctx, st, job, by, r.now)
 		case RequestSnooze:
-			c.snooze(ctx, r, st, job, items["duration"], by)
+			rq.snooze(ctx, r, st, job, items["duration"], by)
 		case RequestMove:
-			c.queueMove(ctx, r, st, job, items, by)
+			rq.queueMove(ctx, r, st, job, items, by)
 		default:
-			c.log.Warn("ignoring unknown request", "job", clip(k.String(), quoteMax), "action", clip(items["action"], quoteMax))
+			rq.log().Warn("ignoring unknown request", "job", clip(k.String(), quoteMax), "action", clip(items["action"], quoteMax))
 		}
 	}
 	// Only the request read: one written since stays for the next round.
-	if err := c.nomad.DeleteVar(ctx, ref.Namespace, ref.Path, index); err != nil && !isConflict(err) {
-		c.log.Error("delete request", "path", ref.Path, "error", err)
+	if err := rq.nomad().DeleteVar(ctx, ref.Namespace, ref.Path, index); err != nil && !isConflict(err) {
+		rq.log().Error("delete request", "path", ref.Path, "error", err)
 	}
 }
 
@@ -207,7 +207,7 @@ func (c *Controller) applyRequest(ctx context.Context, r *round, ref VarRef) {
 // (Held.OwnerResumed) takes free GPUs, which in mode always it would not
 // without its owner (engine.Demand.OwnerResumed). A request for a job
 // that is neither changes nothing.
-func (c *Controller) resume(ctx context.Context, st *JobState, job *ObservedJob, by string, now time.Time) {
+func (rq *requester) resume(ctx context.Context, st *JobState, job *ObservedJob, by string, now time.Time) {
 	msg := ""
 	for _, h := range st.Held {
 		// (Paused while requeued, it still holds the idle groups.)
@@ -230,29 +230,29 @@ func (c *Controller) resume(ctx context.Context, st *JobState, job *ObservedJob,
 		gpus += h.Count * job.Groups[g].GPUsPerAlloc
 	}
 	d := Decision{At: now, Kind: RequestResume, Job: st.key().String(), GPUs: gpus, Rule: string(why.Rule), Reason: why.Message}
-	if err := c.save(ctx, st); err != nil {
-		c.log.Error("save resumed job", "job", st.key(), "error", err)
+	if err := rq.save(ctx, st); err != nil {
+		rq.log().Error("save resumed job", "job", st.key(), "error", err)
 		d.Error = err.Error()
 	}
-	c.remember(d)
+	rq.remember(d)
 }
 
 // pause holds every GPU group of the job until a person resumes it. Work
 // gets its checkpoint signal and grace, as in a preemption.
-func (c *Controller) pause(ctx context.Context, r *round, st *JobState, job *ObservedJob, by string) {
+func (rq *requester) pause(ctx context.Context, r *round, st *JobState, job *ObservedJob, by string) {
 	if st.Paused {
 		return
 	}
 	if err := r.rerun(st.key(), drainGroups(job, "")...); err != nil {
-		c.log.Warn("pause refused", "job", st.key(), "by", by, "error", err)
-		c.remember(Decision{At: r.now, Kind: RequestPause, Job: st.key().String(), Rule: ruleCompleted, Reason: err.Error(), Error: err.Error()})
+		rq.log().Warn("pause refused", "job", st.key(), "by", by, "error", err)
+		rq.remember(Decision{At: r.now, Kind: RequestPause, Job: st.key().String(), Rule: ruleCompleted, Reason: err.Error(), Error: err.Error()})
 		return
 	}
-	pol, _ := c.engineNow()
+	pol, _ := rq.engineNow()
 	st.Paused = true
 	// A paused job waits for nothing: GPUs set aside for it while its
 	// victims drained (a preemption it won) are free to waiting work.
-	c.forgetMarks(ctx, st, st.key().String())
+	rq.forgetMarks(ctx, st, st.key().String())
 	reason := engine.Reason{Rule: engine.RulePause, Message: fmt.Sprintf("paused by %s: resumes only with steward resume", by)}
 	var allocs []string
 	for _, a := range r.obs.Allocs {
@@ -282,21 +282,27 @@ func (c *Controller) pause(ctx context.Context, r *round, st *JobState, job *Obs
 		}
 	}
 	dec := Decision{At: r.now, Kind: RequestPause, Job: st.key().String(), GPUs: gpus, Rule: string(reason.Rule), Reason: reason.Message}
-	defer func() { c.remember(dec) }()
-	if err := c.save(ctx, st); err != nil {
-		c.log.Error("save paused job", "job", st.key(), "error", err)
+	defer func() { rq.remember(dec) }()
+	if err := rq.save(ctx, st); err != nil {
+		rq.log().Error("save paused job", "job", st.key(), "error", err)
 		dec.Error = err.Error()
 		return
 	}
-	c.log.Info("pause", "job", st.key(), "by", by)
+	rq.log().Info("pause", "job", st.key(), "by", by)
 	if signal != "" {
-		c.pub.writeRecord(ctx, r, pol, st)
+		rq.pub.writeRecord(ctx, r, pol, st)
 		r.wake(r.now.Add(signalDelay))
 		return
 	}
-	if err := c.drains.finishDrain(ctx, r, st, d); err != nil {
-		c.log.Error("pause", "job", st.key(), "error", err)
+	if err := rq.drains.finishDrain(ctx, r, st, d); err != nil {
+		rq.log().Error("pause", "job", st.key(), "error", err)
 		r.failed++
 	}
 	st.Status = StatusPaused
+}
+
+// requester carries out people's requests (pause, resume, snooze, queue
+// moves) through the actor, which writes each one's intent first.
+type requester struct {
+	*actor
 }

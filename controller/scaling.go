@@ -111,20 +111,20 @@ func (s *JobState) keepScaling(group string, p *ScalingPolicy) {
 // re-registration of the job: Nomad refuses a plain scale outside the
 // policy's min and max), with msg as a scaling event, only if the job is
 // still the version the decision was made on.
-func (c *Controller) writeScaling(ctx context.Context, r *round, k jobKey, group string, count int, p ScalingPolicy, msg string, meta map[string]any, evalPriority int) error {
+func (ac *actor) writeScaling(ctx context.Context, r *round, k jobKey, group string, count int, p ScalingPolicy, msg string, meta map[string]any, evalPriority int) error {
 	if r.anew(k, group, count) {
-		if err := c.leaveDoneOut(ctx, r, k, group, &p, meta); err != nil {
+		if err := ac.leaveDoneOut(ctx, r, k, group, &p, meta); err != nil {
 			return err
 		}
 	}
-	index, err := c.writes.nomadWrite(r, k, "scale "+group, func() (uint64, error) {
-		return c.nomad.ScaleWithPolicy(ctx, k.Namespace, k.ID, group, count, p, msg, meta, r.jobIndex(k), evalPriority)
+	index, err := ac.writes.nomadWrite(r, k, "scale "+group, func() (uint64, error) {
+		return ac.nomad().ScaleWithPolicy(ctx, k.Namespace, k.ID, group, count, p, msg, meta, r.jobIndex(k), evalPriority)
 	})
 	if err != nil {
 		return err
 	}
 	r.setJobIndex(k, index)
-	if st := c.states[k]; st != nil {
+	if st := ac.states()[k]; st != nil {
 		if h := st.Held[group]; h != nil {
 			h.Index = index // Steward's own change: the hold stands (syncHolds)
 		}
@@ -136,21 +136,21 @@ func (c *Controller) writeScaling(ctx context.Context, r *round, k jobKey, group
 // count changed through the scaling API, which the pinned policy allows
 // downwards) its owner's policy back, when it still has the one Steward
 // pinned. A re-registration brings its own policy, which stays.
-func (c *Controller) unpinScaling(ctx context.Context, r *round, k jobKey, job *ObservedJob, group string, h *Held) {
+func (ac *actor) unpinScaling(ctx context.Context, r *round, k jobKey, job *ObservedJob, group string, h *Held) {
 	spec := job.Groups[group]
 	if h.Scaling == nil || spec.Scaling == nil || spec.Scaling.Enabled || spec.Scaling.Max != int64(h.Original-h.Count) {
 		return
 	}
 	if err := r.rerun(k, group); err != nil {
-		c.log.Warn("scaling policy of a group its owner took back not restored", "job", k, "group", group, "error", err)
+		ac.log().Warn("scaling policy of a group its owner took back not restored", "job", k, "group", group, "error", err)
 		return
 	}
 	msg := fmt.Sprintf("Steward gives group %s its scaling policy back (%s): its owner changed its count while held", group, *h.Scaling)
 	// Completed batch work is no part of the count written (round.takeDone).
 	count := spec.Count - r.done(k, group)
-	if err := c.writeScaling(ctx, r, k, group, count, *h.Scaling, msg, map[string]any{"steward.rule": h.Rule}, 0); err != nil {
+	if err := ac.writeScaling(ctx, r, k, group, count, *h.Scaling, msg, map[string]any{"steward.rule": h.Rule}, 0); err != nil {
 		if !refusedOrBackedOff(err) {
-			c.log.Error("restore the scaling policy of a group its owner took back", "job", k, "group", group, "error", err)
+			ac.log().Error("restore the scaling policy of a group its owner took back", "job", k, "group", group, "error", err)
 			r.failed++
 		}
 		return
@@ -162,7 +162,7 @@ func (c *Controller) unpinScaling(ctx context.Context, r *round, k jobKey, job *
 // once the group is resumed in full; want is the group's count as Steward
 // holds it, which Nomad shows. It reports whether the hold entry may go
 // (resumed in full, and the owner's policy back).
-func (c *Controller) syncScaling(ctx context.Context, r *round, st *JobState, job *ObservedJob, group string, h *Held, want int) bool {
+func (ac *actor) syncScaling(ctx context.Context, r *round, st *JobState, job *ObservedJob, group string, h *Held, want int) bool {
 	spec := job.Groups[group]
 	if spec.Scaling == nil || h.Scaling == nil {
 		return h.Count == 0
@@ -180,14 +180,14 @@ func (c *Controller) syncScaling(ctx context.Context, r *round, st *JobState, jo
 		// Re-registered by its owner with this count and a policy of
 		// their own: theirs is what a resume restores; pinned again
 		// meanwhile, or the Autoscaler would scale the group up.
-		c.log.Info("held group's scaling policy changed by its owner: pinned again, theirs restored on resume", "job", k, "group", group,
+		ac.log().Info("held group's scaling policy changed by its owner: pinned again, theirs restored on resume", "job", k, "group", group,
 			"policy", spec.Scaling.String())
 		owner := *spec.Scaling
 		h.Scaling = &owner
 		p = pinnedScaling(owner, want)
 	}
 	if err := r.rerun(k, group); err != nil {
-		c.log.Warn("scaling policy of a held group not set", "job", k, "group", group, "error", err)
+		ac.log().Warn("scaling policy of a held group not set", "job", k, "group", group, "error", err)
 		return false
 	}
 	// Completed batch work is no part of the count written (round.takeDone).
@@ -198,9 +198,9 @@ func (c *Controller) syncScaling(ctx context.Context, r *round, st *JobState, jo
 		}
 	}
 	msg := fmt.Sprintf("Steward sets group %s's scaling policy to %s", group, p)
-	if err := c.writeScaling(ctx, r, k, group, want, p, msg, map[string]any{"steward.rule": h.Rule}, 0); err != nil {
+	if err := ac.writeScaling(ctx, r, k, group, want, p, msg, map[string]any{"steward.rule": h.Rule}, 0); err != nil {
 		if !refusedOrBackedOff(err) {
-			c.log.Error("set scaling policy of a held group", "job", k, "group", group, "error", err)
+			ac.log().Error("set scaling policy of a held group", "job", k, "group", group, "error", err)
 			r.failed++
 		}
 		return false

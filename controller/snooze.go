@@ -172,14 +172,14 @@ func snoozeRecord(pol *policy.Policy, st *JobState, job *ObservedJob, now time.T
 }
 
 // snooze carries out a snooze request for a job its namespace names.
-func (c *Controller) snooze(ctx context.Context, r *round, st *JobState, job *ObservedJob, duration, by string) {
-	pol, _ := c.engineNow()
+func (ac *actor) snooze(ctx context.Context, r *round, st *JobState, job *ObservedJob, duration, by string) {
+	pol, _ := ac.engineNow()
 	rule := pol.ResolveJob(job.Namespace, job.Meta).IdleRule
 	s, why, err := snoozeDecision(rule, st.Snooze, st.key(), duration, by, r.now)
 	d := Decision{At: r.now, Kind: RequestSnooze, Job: st.key().String(), Rule: string(engine.RuleSnooze), Reason: why.Message}
-	defer func() { c.remember(d) }()
+	defer func() { ac.remember(d) }()
 	if err != nil {
-		c.log.Warn("snooze refused", "job", st.key(), "by", by, "error", err)
+		ac.log().Warn("snooze refused", "job", st.key(), "by", by, "error", err)
 		d.Reason, d.Error = "refused", err.Error()
 		return
 	}
@@ -190,22 +190,22 @@ func (c *Controller) snooze(ctx context.Context, r *round, st *JobState, job *Ob
 		s.Until = r.now
 	}
 	st.Snooze = s
-	if err := c.save(ctx, st); err != nil {
-		c.log.Error("save snoozed job", "job", st.key(), "error", err)
+	if err := ac.save(ctx, st); err != nil {
+		ac.log().Error("save snoozed job", "job", st.key(), "error", err)
 		d.Error = err.Error()
 		return
 	}
-	c.log.Info("snooze", "job", st.key(), "reason", why.Message)
-	c.pub.writeRecord(ctx, r, pol, st)
+	ac.log().Info("snooze", "job", st.key(), "reason", why.Message)
+	ac.pub.writeRecord(ctx, r, pol, st)
 }
 
 // endSnoozes measures how long each snoozed job's GPUs have been busy
 // since its run began, says in their jobs' records that snoozes have
 // ended, and forgets each run once it is over (its GPUs busy for the
 // rule's after: runOver), or its job or idle rule is gone.
-func (c *Controller) endSnoozes(ctx context.Context, r *round) {
-	pol, _ := c.engineNow()
-	for _, st := range c.sortedStates() {
+func (ac *actor) endSnoozes(ctx context.Context, r *round) {
+	pol, _ := ac.engineNow()
+	for _, st := range ac.sortedStates() {
 		if st.Snooze == nil {
 			continue
 		}
@@ -217,7 +217,7 @@ func (c *Controller) endSnoozes(ctx context.Context, r *round) {
 		if rule != nil {
 			for _, a := range r.obs.Allocs {
 				if a.Namespace == st.Namespace && a.JobID == st.ID {
-					busy = max(busy, busyStretch(recentSamples(c.usage.history(a.ID), c.usage.window), rule.Threshold, st.Snooze.runStart()))
+					busy = max(busy, busyStretch(recentSamples(ac.usage.history(a.ID), ac.usage.window), rule.Threshold, st.Snooze.runStart()))
 				}
 			}
 		}
@@ -227,8 +227,8 @@ func (c *Controller) endSnoozes(ctx context.Context, r *round) {
 			// In force, or its end already recorded: only the busy
 			// time to keep (it outlasts the samples' window).
 			if changed {
-				if err := c.save(ctx, st); err != nil {
-					c.log.Error("save a snoozed job's busy time", "job", st.key(), "error", err)
+				if err := ac.save(ctx, st); err != nil {
+					ac.log().Error("save a snoozed job's busy time", "job", st.key(), "error", err)
 				}
 			}
 			continue
@@ -238,9 +238,9 @@ func (c *Controller) endSnoozes(ctx context.Context, r *round) {
 		} else {
 			st.Snooze.Ended = true
 		}
-		c.pub.writeRecord(ctx, r, pol, st)
-		if err := c.save(ctx, st); err != nil {
-			c.log.Error("save the end of a snooze", "job", st.key(), "error", err)
+		ac.pub.writeRecord(ctx, r, pol, st)
+		if err := ac.save(ctx, st); err != nil {
+			ac.log().Error("save the end of a snooze", "job", st.key(), "error", err)
 		}
 	}
 }

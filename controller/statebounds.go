@@ -86,11 +86,11 @@ func compactRef(ref string) string {
 // resolveRefs makes whole the references to long-ID jobs that states read
 // back carry (compactRef): until then they name no job, as for a job that
 // is gone.
-func (c *Controller) resolveRefs(long map[string]string) {
+func (s *stateStore) resolveRefs(long map[string]string) {
 	if len(long) == 0 {
 		return
 	}
-	for _, st := range c.states {
+	for _, st := range s.states() {
 		for _, d := range st.Draining {
 			if full, ok := long[d.For]; ok {
 				d.For = full
@@ -113,27 +113,27 @@ type unresolvedState struct {
 
 // resolveStates gives each state saved under a hashed ID to the job Nomad
 // shows with that ID.
-func (c *Controller) resolveStates(obs *Observation) {
+func (s *stateStore) resolveStates(obs *Observation) {
 	long := map[string]string{} // compact reference -> the job's
-	defer func() { c.resolveRefs(long) }()
+	defer func() { s.resolveRefs(long) }()
 	for k := range obs.Jobs {
 		if len(k.ID) <= stateIDMax {
 			continue
 		}
 		long[compactRef(k.String())] = k.String()
 		p := statePath(k)
-		u, ok := c.unresolved[p]
+		u, ok := s.unresolved[p]
 		if !ok || u.st.IDHash != idHash(k) || u.st.Namespace != k.Namespace {
 			continue
 		}
-		delete(c.unresolved, p)
+		delete(s.unresolved, p)
 		u.st.ID, u.st.IDHash = k.ID, ""
-		c.states[k], c.index[k] = u.st, u.index
-		if b, err := u.st.stableJSON(c.now()); err == nil {
-			c.saved[k] = b
+		s.states()[k], s.index[k] = u.st, u.index
+		if b, err := u.st.stableJSON(s.now()); err == nil {
+			s.saved[k] = b
 		}
 		for short, idle := range u.st.Idle {
-			c.usage.restore(short, idle)
+			s.usage.restore(short, idle)
 		}
 	}
 }
@@ -141,16 +141,16 @@ func (c *Controller) resolveStates(obs *Observation) {
 // stateTooBig notes a state refused for its size (once per job and
 // cause): the job's record says why (stateErrorItem), and the round is
 // not failed for it, as no retry could write it.
-func (c *Controller) stateTooBig(k jobKey, err error) bool {
+func (s *stateStore) stateTooBig(k jobKey, err error) bool {
 	if !errors.Is(err, errStateTooBig) {
 		return false
 	}
-	if c.stateErr == nil {
-		c.stateErr = map[jobKey]string{}
+	if s.stateErr == nil {
+		s.stateErr = map[jobKey]string{}
 	}
-	if c.stateErr[k] != err.Error() {
-		c.log.Error("job state not saved", "job", clip(k.String(), quoteMax), "error", err)
-		c.stateErr[k] = err.Error()
+	if s.stateErr[k] != err.Error() {
+		s.log().Error("job state not saved", "job", clip(k.String(), quoteMax), "error", err)
+		s.stateErr[k] = err.Error()
 	}
 	return true
 }
@@ -159,8 +159,8 @@ func (c *Controller) stateTooBig(k jobKey, err error) bool {
 // and cuts each of Steward's values to reasonMax: reasons quote other
 // jobs' IDs, which their tenants choose, and a record over Nomad's 64 KiB
 // would never be written.
-func (c *Controller) boundRecord(k jobKey, items map[string]string) {
-	if e := c.stateErr[k]; e != "" {
+func (s *stateStore) boundRecord(k jobKey, items map[string]string) {
+	if e := s.stateErr[k]; e != "" {
 		items["steward_state_error"] = e
 	}
 	for key, v := range items {

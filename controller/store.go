@@ -13,26 +13,74 @@ import (
 // The store: every job's state, read at the start of a term, kept in
 // memory, and written (check-and-set) before the action it describes.
 
+// stateStore owns the jobs' states as written: what was saved and at
+// which index (check-and-set), whether they must be read again, the
+// backoff of refused writes, and the states waiting for their job's long
+// ID (statebounds.go). The map of states itself is the controller's field
+// (every duty reads it); the store replaces it at each reset, through
+// statesp.
+type stateStore struct {
+	wiring
+	statesp *map[jobKey]*JobState
+
+	saved map[jobKey]string // JSON last written, to skip unchanged writes
+	index map[jobKey]uint64 // modify index of each state variable, for check-and-set
+	// reload: a check-and-set write failed, so what this controller holds
+	// in memory may be stale; the next round reads every state afresh.
+	reload bool
+	// writes backs off writes Nomad refused with a 4xx (backoff.go).
+	writes *writeBackoff
+	// stateErr is why a job's state was too large to save (bounds.go);
+	// unresolved are states saved under a hashed job ID, by path.
+	stateErr   map[jobKey]string
+	unresolved map[string]unresolvedState
+
+	usage   *usageStore
+	metrics *metrics
+	// forgotten runs at each reset: the publisher forgets what it wrote
+	// to the jobs' records, as a new term writes them afresh.
+	forgotten func()
+}
+
+func newStateStore(c *Controller) *stateStore {
+	return &stateStore{wiring: wiringOf(c), statesp: &c.states, usage: c.usage, metrics: c.metrics,
+		forgotten: c.pub.forgetRecords}
+}
+
+// states are the jobs' states, by job.
+func (s *stateStore) states() map[jobKey]*JobState { return *s.statesp }
+
+// resetState forgets every state: a term reads them afresh.
+func (s *stateStore) resetState() {
+	*s.statesp = map[jobKey]*JobState{}
+	s.saved = map[jobKey]string{}
+	s.index = map[jobKey]uint64{}
+	s.forgotten()
+	s.writes = newWriteBackoff(s.log())
+	s.stateErr = map[jobKey]string{}
+	s.unresolved = map[string]unresolvedState{}
+}
+
 // loadStates reads every job state the controller (or a previous leader)
 // wrote, from the state namespace only.
-func (c *Controller) loadStates(ctx context.Context) (err error) {
-	c.resetState()
-	c.reload = false
+func (s *stateStore) loadStates(ctx context.Context) (err error) {
+	s.resetState()
+	s.reload = false
 	defer func() {
 		if err != nil {
 			// Half loaded is not loaded: the next round reads them all
 			// again rather than act on what it has.
-			c.resetState()
-			c.reload = true
+			s.resetState()
+			s.reload = true
 		}
 	}()
-	refs, err := c.nomad.ListVars(ctx, c.cfg.StateNamespace, statePrefix)
+	refs, err := s.nomad().ListVars(ctx, s.cfg().StateNamespace, statePrefix)
 	if err != nil {
 		return err
 	}
 	var newer []string
-	refs = slices.DeleteFunc(refs, func(ref VarRef) bool { return ref.Namespace != c.cfg.StateNamespace })
-	read, err := c.readStates(ctx, refs)
+	refs = slices.DeleteFunc(refs, func(ref VarRef) bool { return ref.Namespace != s.cfg().StateNamespace })
+	read, err := s.readStates(ctx, refs)
 	if err != nil {
 		return err
 	}
@@ -43,46 +91,46 @@ func (c *Controller) loadStates(ctx context.Context) (err error) {
 		}
 		st, err := decodeState(items)
 		if errors.Is(err, errNewerState) {
-			c.log.Error("job state written by a newer controller: this one will not lead", "path", ref.Path, "error", err)
+			s.log().Error("job state written by a newer controller: this one will not lead", "path", ref.Path, "error", err)
 			newer = append(newer, ref.Path)
 			continue
 		}
 		if err != nil {
-			c.log.Error("ignoring unreadable job state", "namespace", ref.Namespace, "path", ref.Path, "error", err)
+			s.log().Error("ignoring unreadable job state", "namespace", ref.Namespace, "path", ref.Path, "error", err)
 			continue
 		}
 		if st.IDHash != "" && st.ID == "" && ref.Path == statePrefix+"~~"+st.IDHash[:min(40, len(st.IDHash))] {
 			// An ID too long to save: the job it names is known when
 			// Nomad shows it (resolveStates).
-			c.unresolved[ref.Path] = unresolvedState{st: st, index: index}
+			s.unresolved[ref.Path] = unresolvedState{st: st, index: index}
 			continue
 		}
 		k, err := stateKey(ref.Path, st)
 		if err != nil {
-			c.log.Error("ignoring job state", "namespace", ref.Namespace, "error", err)
+			s.log().Error("ignoring job state", "namespace", ref.Namespace, "error", err)
 			continue
 		}
 		st.Namespace, st.ID = k.Namespace, k.ID
-		c.states[k] = st
-		c.index[k] = index
-		if b, err := st.stableJSON(c.now()); err == nil {
-			c.saved[k] = b
+		s.states()[k] = st
+		s.index[k] = index
+		if b, err := st.stableJSON(s.now()); err == nil {
+			s.saved[k] = b
 		}
 		for short, idle := range st.Idle {
-			c.usage.restore(short, idle)
+			s.usage.restore(short, idle)
 		}
 		for id, samples := range st.Usage {
-			c.usage.restoreHistory(id, samples)
+			s.usage.restoreHistory(id, samples)
 		}
 		st.Usage = nil // saved as Idle from now on
-		st.pacePendingStops(c.now())
+		st.pacePendingStops(s.now())
 	}
 	if len(newer) > 0 {
-		c.metrics.schemaRefusals.WithLabelValues("state").Add(float64(len(newer)))
+		s.metrics.schemaRefusals.WithLabelValues("state").Add(float64(len(newer)))
 		return fmt.Errorf("%w: %d job states (%s, ...) are of a schema newer than %d: refusing to lead; "+
 			"upgrade this controller (docs/operations.md, \"Upgrades\")", errNewerState, len(newer), clip(newer[0], quoteMax), stateSchema)
 	}
-	c.log.Info("loaded controller state", "jobs", len(c.states), "schema", stateSchema)
+	s.log().Info("loaded controller state", "jobs", len(s.states()), "schema", stateSchema)
 	return nil
 }
 
@@ -97,11 +145,11 @@ type readState struct {
 
 // readStates reads the variables refs name, stateReads at a time, in
 // refs' order.
-func (c *Controller) readStates(ctx context.Context, refs []VarRef) ([]readState, error) {
+func (s *stateStore) readStates(ctx context.Context, refs []VarRef) ([]readState, error) {
 	out := make([]readState, len(refs))
 	errs := make([]error, len(refs))
 	inParallel(len(refs), stateReads, func(i int) {
-		out[i].items, out[i].index, errs[i] = c.nomad.GetVar(ctx, refs[i].Namespace, refs[i].Path)
+		out[i].items, out[i].index, errs[i] = s.nomad().GetVar(ctx, refs[i].Namespace, refs[i].Path)
 	})
 	for _, err := range errs {
 		if err != nil {
@@ -112,18 +160,18 @@ func (c *Controller) readStates(ctx context.Context, refs []VarRef) ([]readState
 }
 
 // state returns the job's state, creating an empty one.
-func (c *Controller) state(k jobKey) *JobState {
-	st := c.states[k]
+func (s *stateStore) state(k jobKey) *JobState {
+	st := s.states()[k]
 	if st == nil {
 		st = &JobState{Namespace: k.Namespace, ID: k.ID}
-		c.states[k] = st
+		s.states()[k] = st
 	}
 	return st
 }
 
-func (c *Controller) sortedStates() []*JobState {
-	out := make([]*JobState, 0, len(c.states))
-	for _, st := range c.states {
+func (s *stateStore) sortedStates() []*JobState {
+	out := make([]*JobState, 0, len(s.states()))
+	for _, st := range s.states() {
 		out = append(out, st)
 	}
 	sort.Slice(out, func(i, k int) bool {
@@ -137,18 +185,18 @@ func (c *Controller) sortedStates() []*JobState {
 }
 
 // save writes a job's state now (before the action it describes).
-func (c *Controller) save(ctx context.Context, st *JobState) error {
+func (s *stateStore) save(ctx context.Context, st *JobState) error {
 	k := st.key()
-	if c.cfg.DryRun {
+	if s.cfg().DryRun {
 		return nil
 	}
-	now := c.now()
+	now := s.now()
 	if st.empty(now) && st.Status == "" {
-		if _, ok := c.saved[k]; ok {
-			return c.forget(ctx, k)
+		if _, ok := s.saved[k]; ok {
+			return s.forget(ctx, k)
 		}
 		if !st.waits() {
-			delete(c.states, k) // nothing to remember, in memory either
+			delete(s.states(), k) // nothing to remember, in memory either
 		}
 		return nil
 	}
@@ -156,21 +204,21 @@ func (c *Controller) save(ctx context.Context, st *JobState) error {
 	if err != nil {
 		return err
 	}
-	if c.unchanged(k, b, now) {
+	if s.unchanged(k, b, now) {
 		return nil
 	}
 	items, err := st.encode()
 	if err != nil {
-		c.stateTooBig(k, err)
+		s.stateTooBig(k, err)
 		return err
 	}
-	index, err := c.nomad.PutVar(ctx, c.cfg.StateNamespace, statePath(k), items, true, c.index[k])
+	index, err := s.nomad().PutVar(ctx, s.cfg().StateNamespace, statePath(k), items, true, s.index[k])
 	if err != nil {
-		c.casFailed(k, err)
+		s.casFailed(k, err)
 		return err
 	}
-	delete(c.stateErr, k)
-	c.saved[k], c.index[k] = b, index
+	delete(s.stateErr, k)
+	s.saved[k], s.index[k] = b, index
 	return nil
 }
 
@@ -276,8 +324,8 @@ func (s *JobState) stableJSON(now time.Time) (string, error) {
 // unchanged reports whether the state saved last (as stableJSON encoded
 // it then) still says what st says at now: what expired since (marks,
 // preemption times) is no change.
-func (c *Controller) unchanged(k jobKey, st string, now time.Time) bool {
-	saved, ok := c.saved[k]
+func (s *stateStore) unchanged(k jobKey, st string, now time.Time) bool {
+	saved, ok := s.saved[k]
 	if !ok {
 		return false
 	}
@@ -292,29 +340,29 @@ func (c *Controller) unchanged(k jobKey, st string, now time.Time) bool {
 	if err != nil || string(b) != st {
 		return false
 	}
-	c.saved[k] = st // the same at now: compared at once next time
+	s.saved[k] = st // the same at now: compared at once next time
 	return true
 }
 
 // forget deletes a job's state (check-and-set).
-func (c *Controller) forget(ctx context.Context, k jobKey) error {
-	if err := c.nomad.DeleteVar(ctx, c.cfg.StateNamespace, statePath(k), c.index[k]); err != nil {
-		c.casFailed(k, err)
+func (s *stateStore) forget(ctx context.Context, k jobKey) error {
+	if err := s.nomad().DeleteVar(ctx, s.cfg().StateNamespace, statePath(k), s.index[k]); err != nil {
+		s.casFailed(k, err)
 		return err
 	}
-	delete(c.saved, k)
-	delete(c.states, k)
-	delete(c.index, k)
+	delete(s.saved, k)
+	delete(s.states(), k)
+	delete(s.index, k)
 	return nil
 }
 
 // casFailed notes a refused check-and-set: someone else wrote the state
 // (another controller that believed it led), so every state is read again
 // before the next decision.
-func (c *Controller) casFailed(k jobKey, err error) {
+func (s *stateStore) casFailed(k jobKey, err error) {
 	if isConflict(err) {
-		c.log.Error("job state changed under this controller: reading every state again", "job", k, "error", err)
-		c.reload = true
+		s.log().Error("job state changed under this controller: reading every state again", "job", k, "error", err)
+		s.reload = true
 	}
 }
 
