@@ -1,7 +1,9 @@
 package controller
 
 import (
+	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -130,5 +132,112 @@ func TestInParallel(t *testing.T) {
 		if most > tc.width || tc.n > 1 && tc.width > 1 && most < 2 {
 			t.Errorf("n %d, width %d: %d at once", tc.n, tc.width, most)
 		}
+	}
+}
+
+// TestQueueRecordsOfANewLeader: the records of waiting jobs that a new
+// leader inherits, current as the dead leader left them, are not written
+// again. Before, each said its figures as of the old leader's round
+// (steward_position_at), and the new leader, which had shown no job its
+// place yet, wrote every one with its own time (and, behind the first
+// queueRecordsPerRound, without their places at all; before its first
+// forecast, without their forecasts), though no place moved (issue 33: a
+// few hundred writes at 250 nodes, most of a new leader's first round).
+// What did move materially is still written.
+func TestQueueRecordsOfANewLeader(t *testing.T) {
+	const waiting = 40 // more than queueRecordsPerRound
+	cluster := func(f *fakeNomad) {
+		cl := f.cl()
+		cl.nodes = []*api.NodeListStub{apiNode("n1", 4)}
+		train := apiJob("ml", "train", "training", 40, 1, 4)
+		train.Type = ptr("batch")
+		train.Meta["steward.expected_runtime"] = "3h"
+		cl.jobs["ml/train"] = train
+		cl.allocs = []*api.AllocationListStub{apiAlloc("a-train", train, "n1", []string{"n1-gpu0", "n1-gpu1", "n1-gpu2", "n1-gpu3"}, t0.Add(-2*time.Hour))}
+		for i := range waiting {
+			id := fmt.Sprintf("w%02d", i)
+			j := apiJob("ml", id, "training", 40, 1, 2)
+			j.Type = ptr("batch")
+			ev, sum := apiBlockedEval(j, 1, t0.Add(-time.Duration(waiting-i)*time.Minute))
+			cl.jobs["ml/"+id], cl.summary["ml/"+id] = j, sum
+			cl.evals = append(cl.evals, ev)
+		}
+	}
+	cases := []struct {
+		name string
+		// meanwhile changes the cluster between the leaders.
+		meanwhile func(f *fakeNomad)
+		// forecast: the new leader's rounds come after its first forecast.
+		forecast bool
+		want     []string // the jobs whose records the new leader writes
+	}{
+		{name: "nothing moved: none written"},
+		{name: "nothing moved, the new leader's forecast made: none written", forecast: true},
+		{name: "the head of the queue left: the places that moved materially written",
+			meanwhile: func(f *fakeNomad) {
+				cl := f.cl()
+				delete(cl.jobs, "ml/w00")
+				delete(cl.summary, "ml/w00")
+				cl.evals = slices.DeleteFunc(cl.evals, func(ev *api.Evaluation) bool { return ev.JobID == "w00" })
+			},
+			// Places 2 to 9 become 1 to 8 (movedMuch); place 10 and
+			// behind, and the queue's length (40 to 39), did not move
+			// by more than a tenth.
+			want: []string{"ml/w01", "ml/w02", "ml/w03", "ml/w04", "ml/w05", "ml/w06", "ml/w07", "ml/w08"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFakeNomad()
+			cluster(f)
+			r := newRoundRunner(t, f)
+			if _, err := r.round(0); err != nil {
+				t.Fatal(err)
+			}
+			r.c.awaitForecast(t)
+			for _, at := range []time.Duration{time.Second, 2 * time.Second, 3 * time.Second} {
+				if _, err := r.round(at); err != nil {
+					t.Fatalf("the first leader's round at %s: %v", at, err)
+				}
+			}
+			for i := range waiting {
+				rec, _, _ := f.GetVar(context.Background(), "ml", fmt.Sprintf("nomad/jobs/w%02d", i))
+				if rec["steward_position"] == "" || rec["steward_forecast"] == "" {
+					t.Fatalf("the first leader left w%02d's record without its place or forecast: %v", i, rec)
+				}
+			}
+			if tc.meanwhile != nil {
+				f.mu.Lock()
+				tc.meanwhile(f)
+				f.mu.Unlock()
+			}
+			r.restart() // the new leader
+			w := countWrites(f)
+			at := 10 * time.Second
+			w.round = at.String()
+			if _, err := r.round(at); err != nil {
+				t.Fatalf("the new leader's first round: %v", err)
+			}
+			if tc.forecast {
+				r.c.awaitForecast(t)
+			}
+			for _, at := range []time.Duration{11 * time.Second, 12 * time.Second} {
+				w.round = at.String()
+				if _, err := r.round(at); err != nil {
+					t.Fatalf("the new leader's round at %s: %v", at, err)
+				}
+			}
+			var got []string
+			for _, counts := range w.perRound {
+				for what := range counts {
+					if kind, job, _ := strings.Cut(what, " "); kind == "record" {
+						got = append(got, job)
+					}
+				}
+			}
+			slices.Sort(got)
+			if fmt.Sprint(got) != fmt.Sprint(tc.want) {
+				t.Errorf("the new leader wrote the records of %v, want %v (%s)", got, tc.want, w)
+			}
+		})
 	}
 }
