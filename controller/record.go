@@ -171,7 +171,43 @@ func (p *publisher) writeRecords(ctx context.Context, r *round, pol *policy.Poli
 			add(&JobState{Namespace: k.Namespace, ID: k.ID})
 		}
 	}
+	due, left := p.spreadInherited(due)
+	if left > 0 {
+		// The rest in the rounds that follow, at once.
+		r.wake(r.now.Add(inheritedRecordsWake))
+	}
 	p.mergeRecords(ctx, due)
+}
+
+// inheritedRecordsPerRound is how many records this term has not written
+// yet a round merges. A new leader (or a leader that read every state
+// again) inherits every record: each merge reads the variable first, and
+// at 250 nodes a few hundred of them were most of a new leader's first
+// round (issue 33), the round its failover counts to. What they say was
+// current when the dead leader wrote them; the rounds that follow
+// (inheritedRecordsWake apart) merge the rest. A record that this term
+// wrote before, and one written before an action (writeRecord), is never
+// held back.
+const inheritedRecordsPerRound = 4 * recordMerges
+
+// inheritedRecordsWake is when the next round comes while inherited
+// records are left to merge.
+const inheritedRecordsWake = time.Second
+
+// spreadInherited is due with the records this term has not written yet
+// beyond inheritedRecordsPerRound left out (the first in due's order
+// kept), and how many it left out.
+func (p *publisher) spreadInherited(due []recordWrite) ([]recordWrite, int) {
+	kept, fresh := make([]recordWrite, 0, len(due)), 0
+	for _, w := range due {
+		if p.records[w.k] == "" {
+			if fresh++; fresh > inheritedRecordsPerRound {
+				continue
+			}
+		}
+		kept = append(kept, w)
+	}
+	return kept, len(due) - len(kept)
 }
 
 // pruneRecords forgets what was written to, or failed for, the records of

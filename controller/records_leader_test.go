@@ -241,3 +241,79 @@ func TestQueueRecordsOfANewLeader(t *testing.T) {
 		})
 	}
 }
+
+// TestInheritedRecordsSpread: a new leader merges at most
+// inheritedRecordsPerRound of the records it inherits in its first round
+// (each merge reads the variable: a few hundred reads were most of the
+// first round at 250 nodes, issue 33), asks for the next round within
+// inheritedRecordsWake, and has merged every one, a stale record written,
+// within the rounds that follow.
+func TestInheritedRecordsSpread(t *testing.T) {
+	const jobs = 100
+	f := newFakeNomad()
+	cl := f.cl()
+	cl.nodes = []*api.NodeListStub{apiNode("n1", 2*jobs)}
+	for i := range jobs {
+		id := fmt.Sprintf("p%03d", i)
+		j := apiJob("ml", id, "training", 90, 1, 2)
+		cl.jobs["ml/"+id] = j
+		cl.allocs = append(cl.allocs, apiAlloc("a-"+id, j, "n1", []string{fmt.Sprintf("n1-gpu%d", 2*i), fmt.Sprintf("n1-gpu%d", 2*i+1)}, t0.Add(-time.Hour)))
+	}
+	r := newRoundRunner(t, f)
+	for _, at := range []time.Duration{0, time.Second, 2 * time.Second} {
+		if _, err := r.round(at); err != nil {
+			t.Fatalf("the first leader's round at %s: %v", at, err)
+		}
+	}
+	stale := fmt.Sprintf("p%03d", jobs-1) // the last merged
+	f.mu.Lock()
+	for i := range jobs {
+		if len(f.vars[fmt.Sprintf("ml:nomad/jobs/p%03d", i)]) == 0 {
+			t.Fatalf("the first leader left p%03d without a record", i)
+		}
+	}
+	f.vars["ml:nomad/jobs/"+stale]["steward_reason"] = "an older reason"
+	f.mu.Unlock()
+	r.restart() // the new leader
+	w := countWrites(f)
+	steps := []struct {
+		after      time.Duration
+		mostMerged int  // record reads, at most
+		written    bool // the stale record written by the end of the round
+	}{
+		{time.Minute, inheritedRecordsPerRound + 1, false}, // and the namespace's status view, read once a term
+		{time.Minute + time.Second, jobs - inheritedRecordsPerRound, true},
+		{time.Minute + 2*time.Second, 0, true},
+	}
+	reads := make([]int, len(steps))
+	for i, step := range steps {
+		r.clock = t0.Add(step.after)
+		f.mu.Lock()
+		before := f.gets["ml"]
+		f.mu.Unlock()
+		wake, err := r.c.reconcile(context.Background())
+		if err != nil {
+			t.Fatalf("the new leader's round at %s: %v", step.after, err)
+		}
+		f.mu.Lock()
+		reason := f.vars["ml:nomad/jobs/"+stale]["steward_reason"]
+		reads[i] = f.gets["ml"] - before
+		f.mu.Unlock()
+		if written := reason != "an older reason"; written != step.written {
+			t.Errorf("round at %s: the stale record written %v, want %v", step.after, written, step.written)
+		}
+		if i == 0 && wake.After(r.clock.Add(inheritedRecordsWake)) {
+			t.Errorf("with records left, the next round is due in %s, want within %s", wake.Sub(r.clock), inheritedRecordsWake)
+		}
+	}
+	// The last round merges none: its reads in the namespace are the
+	// round's others.
+	for i, step := range steps {
+		if merged := reads[i] - reads[len(reads)-1]; merged > step.mostMerged {
+			t.Errorf("round at %s: %d records read, want at most %d", step.after, merged, step.mostMerged)
+		}
+	}
+	if w.record != 1 {
+		t.Errorf("the new leader wrote %d records, want the stale one alone (%s)", w.record, w)
+	}
+}
