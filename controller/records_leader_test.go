@@ -146,22 +146,12 @@ func TestInParallel(t *testing.T) {
 // What did move materially is still written.
 func TestQueueRecordsOfANewLeader(t *testing.T) {
 	const waiting = 40 // more than queueRecordsPerRound
+	waitingIDs := make([]string, waiting)
+	for i := range waitingIDs {
+		waitingIDs[i] = fmt.Sprintf("w%02d", i)
+	}
 	cluster := func(f *fakeNomad) {
-		cl := f.cl()
-		cl.nodes = []*api.NodeListStub{apiNode("n1", 4)}
-		train := apiJob("ml", "train", "training", 40, 1, 4)
-		train.Type = ptr("batch")
-		train.Meta["steward.expected_runtime"] = "3h"
-		cl.jobs["ml/train"] = train
-		cl.allocs = []*api.AllocationListStub{apiAlloc("a-train", train, "n1", []string{"n1-gpu0", "n1-gpu1", "n1-gpu2", "n1-gpu3"}, t0.Add(-2*time.Hour))}
-		for i := range waiting {
-			id := fmt.Sprintf("w%02d", i)
-			j := apiJob("ml", id, "training", 40, 1, 2)
-			j.Type = ptr("batch")
-			ev, sum := apiBlockedEval(j, 1, t0.Add(-time.Duration(waiting-i)*time.Minute))
-			cl.jobs["ml/"+id], cl.summary["ml/"+id] = j, sum
-			cl.evals = append(cl.evals, ev)
-		}
+		trainingAndWaiting(f.cl(), waitingIDs, func(i int) time.Time { return t0.Add(-time.Duration(waiting-i) * time.Minute) })
 	}
 	cases := []struct {
 		name string
@@ -315,5 +305,23 @@ func TestInheritedRecordsSpread(t *testing.T) {
 	}
 	if w.record != 1 {
 		t.Errorf("the new leader wrote %d records, want the stale one alone (%s)", w.record, w)
+	}
+}
+
+// trainingAndWaiting fills cl with a 3-hour training job on all four GPUs
+// of n1, and batch jobs of 2 GPUs waiting behind it (each since since(i)).
+func trainingAndWaiting(cl *fakeCluster, waiting []string, since func(i int) time.Time) {
+	cl.nodes = []*api.NodeListStub{apiNode("n1", 4)}
+	train := apiJob("ml", "train", "training", 40, 1, 4)
+	train.Type = ptr("batch")
+	train.Meta["steward.expected_runtime"] = "3h"
+	cl.jobs["ml/train"] = train
+	cl.allocs = []*api.AllocationListStub{apiAlloc("a-train", train, "n1", []string{"n1-gpu0", "n1-gpu1", "n1-gpu2", "n1-gpu3"}, t0.Add(-2*time.Hour))}
+	for i, id := range waiting {
+		w := apiJob("ml", id, "training", 40, 1, 2)
+		w.Type = ptr("batch")
+		ev, sum := apiBlockedEval(w, 1, since(i))
+		cl.jobs["ml/"+id], cl.summary["ml/"+id] = w, sum
+		cl.evals = append(cl.evals, ev)
 	}
 }
