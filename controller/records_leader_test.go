@@ -23,17 +23,7 @@ func TestRecordsOfANewLeader(t *testing.T) {
 	// Twenty jobs run at priority 90 in tier training (40): the first
 	// leader sets each to its tier's priority, a decision each job's
 	// record says.
-	cluster := func(f *fakeNomad) {
-		cl := f.cl()
-		cl.nodes = []*api.NodeListStub{apiNode("n1", 2*jobs)}
-		for i := range jobs {
-			id := fmt.Sprintf("p%02d", i)
-			j := apiJob("ml", id, "training", 90, 1, 2)
-			cl.jobs["ml/"+id] = j
-			gpus := []string{fmt.Sprintf("n1-gpu%d", 2*i), fmt.Sprintf("n1-gpu%d", 2*i+1)}
-			cl.allocs = append(cl.allocs, apiAlloc("a-"+id, j, "n1", gpus, t0.Add(-time.Hour)))
-		}
-	}
+	cluster := func(f *fakeNomad) { runningAtNinety(f.cl(), jobs, "p%02d") }
 	record := func(f *fakeNomad, id string) map[string]string {
 		f.mu.Lock()
 		defer f.mu.Unlock()
@@ -241,14 +231,7 @@ func TestQueueRecordsOfANewLeader(t *testing.T) {
 func TestInheritedRecordsSpread(t *testing.T) {
 	const jobs = 100
 	f := newFakeNomad()
-	cl := f.cl()
-	cl.nodes = []*api.NodeListStub{apiNode("n1", 2*jobs)}
-	for i := range jobs {
-		id := fmt.Sprintf("p%03d", i)
-		j := apiJob("ml", id, "training", 90, 1, 2)
-		cl.jobs["ml/"+id] = j
-		cl.allocs = append(cl.allocs, apiAlloc("a-"+id, j, "n1", []string{fmt.Sprintf("n1-gpu%d", 2*i), fmt.Sprintf("n1-gpu%d", 2*i+1)}, t0.Add(-time.Hour)))
-	}
+	runningAtNinety(f.cl(), jobs, "p%03d")
 	r := newRoundRunner(t, f)
 	for _, at := range []time.Duration{0, time.Second, 2 * time.Second} {
 		if _, err := r.round(at); err != nil {
@@ -323,5 +306,19 @@ func trainingAndWaiting(cl *fakeCluster, waiting []string, since func(i int) tim
 		ev, sum := apiBlockedEval(w, 1, since(i))
 		cl.jobs["ml/"+id], cl.summary["ml/"+id] = w, sum
 		cl.evals = append(cl.evals, ev)
+	}
+}
+
+// runningAtNinety fills cl with n jobs of 2 GPUs each (IDs by format)
+// running at priority 90 in tier training (40): the first leader sets
+// each to its tier's priority, a decision each job's record says.
+func runningAtNinety(cl *fakeCluster, n int, format string) {
+	cl.nodes = []*api.NodeListStub{apiNode("n1", 2*n)}
+	for i := range n {
+		id := fmt.Sprintf(format, i)
+		j := apiJob("ml", id, "training", 90, 1, 2)
+		cl.jobs["ml/"+id] = j
+		gpus := []string{fmt.Sprintf("n1-gpu%d", 2*i), fmt.Sprintf("n1-gpu%d", 2*i+1)}
+		cl.allocs = append(cl.allocs, apiAlloc("a-"+id, j, "n1", gpus, t0.Add(-time.Hour)))
 	}
 }
