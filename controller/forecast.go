@@ -92,6 +92,9 @@ type queueForecaster struct {
 	arrivals *forecast.Arrivals
 	seen     map[jobKey]bool
 	shown    map[jobKey]*shownQueue
+	// latest is what the round's queue says of each waiting job, shown
+	// or not (queueadopt.go).
+	latest map[jobKey]*shownQueue
 }
 
 type seenRun struct {
@@ -573,6 +576,7 @@ func (p *publisher) learnRunTimes(r *round, pol *policy.Policy) {
 func (p *publisher) stabiliseQueue(r *round) {
 	fc := p.fc
 	inQueue := map[jobKey]bool{}
+	fc.latest = map[jobKey]*shownQueue{}
 	writes := 0
 	for i := range r.queue {
 		q := &r.queue[i]
@@ -594,6 +598,7 @@ func (p *publisher) stabiliseQueue(r *round) {
 			p50: q.ForecastP50.Truncate(time.Minute), p90: q.ForecastP90.Truncate(time.Minute),
 			since: q.WaitingSince.Truncate(time.Second), at: r.now,
 		}
+		fc.latest[k] = &now
 		sh := fc.shown[k]
 		if writes >= queueRecordsPerRound || (sh != nil && !sh.due(&now, r.now)) {
 			continue
@@ -632,10 +637,14 @@ func (p *publisher) addQueueItems(k jobKey, items map[string]string) {
 	if p.fc == nil {
 		return
 	}
-	sh := p.fc.shown[k]
-	if sh == nil {
-		return
+	if sh := p.fc.shown[k]; sh != nil {
+		queueItems(sh, items)
 	}
+}
+
+// queueItems adds what sh shows of a waiting job's place to its record's
+// items.
+func queueItems(sh *shownQueue, items map[string]string) {
 	items["steward_position"] = sh.position
 	// The queue's figures as of then: steward queue has them live.
 	items["steward_position_at"] = sh.at.UTC().Format(time.RFC3339)

@@ -171,7 +171,43 @@ func (p *publisher) writeRecords(ctx context.Context, r *round, pol *policy.Poli
 			add(&JobState{Namespace: k.Namespace, ID: k.ID})
 		}
 	}
+	due, left := p.spreadInherited(due)
+	if left > 0 {
+		// The rest in the rounds that follow, at once.
+		r.wake(r.now.Add(inheritedRecordsWake))
+	}
 	p.mergeRecords(ctx, due)
+}
+
+// inheritedRecordsPerRound is how many records this term has not written
+// yet a round merges. A new leader (or a leader that read every state
+// again) inherits every record: each merge reads the variable first, and
+// at 250 nodes a few hundred of them were most of a new leader's first
+// round (issue 33), the round its failover counts to. What they say was
+// current when the dead leader wrote them; the rounds that follow
+// (inheritedRecordsWake apart) merge the rest. A record that this term
+// wrote before, and one written before an action (writeRecord), is never
+// held back.
+const inheritedRecordsPerRound = 4 * recordMerges
+
+// inheritedRecordsWake is when the next round comes while inherited
+// records are left to merge.
+const inheritedRecordsWake = time.Second
+
+// spreadInherited is due with the records this term has not written yet
+// beyond inheritedRecordsPerRound left out (the first in due's order
+// kept), and how many it left out.
+func (p *publisher) spreadInherited(due []recordWrite) ([]recordWrite, int) {
+	kept, fresh := make([]recordWrite, 0, len(due)), 0
+	for _, w := range due {
+		if p.records[w.k] == "" {
+			if fresh++; fresh > inheritedRecordsPerRound {
+				continue
+			}
+		}
+		kept = append(kept, w)
+	}
+	return kept, len(due) - len(kept)
 }
 
 // pruneRecords forgets what was written to, or failed for, the records of
@@ -200,7 +236,7 @@ func (p *publisher) pruneRecords(r *round) {
 // job's tasks should learn about).
 func (p *publisher) writeRecord(ctx context.Context, r *round, pol *policy.Policy, st *JobState) {
 	if w, ok := p.recordDue(r, pol, st, p.c.usage.samples(pol)); ok {
-		p.recordMerged(w, p.mergeRecord(ctx, w.k, w.path, w.items))
+		p.recordMerged(w, p.mergeRecordWrite(ctx, w))
 	}
 }
 
@@ -211,6 +247,10 @@ type recordWrite struct {
 	path  string
 	items map[string]string
 	json  string
+	// queue is what the queue says of a waiting job this round, and now
+	// the round's time, when this term has written nothing to the job's
+	// record yet: the record may keep the places it shows (adoptQueue).
+	queue *queueSeen
 }
 
 // recordDue is the job's record when it must be written: Steward has
@@ -250,7 +290,7 @@ func (p *publisher) recordDue(r *round, pol *policy.Policy, st *JobState, usage 
 	if p.records[k] == string(b) || onlyAged(p.records[k], items) {
 		return recordWrite{}, false
 	}
-	return recordWrite{k: k, path: path, items: items, json: string(b)}, true
+	return recordWrite{k: k, path: path, items: items, json: string(b), queue: p.queueSeen(k, r.now)}, true
 }
 
 // recordMerges is how many records are merged at once. A new leader (or a
@@ -265,19 +305,26 @@ const recordMerges = 16
 // each outcome once all are done (the publisher's maps are the loop's
 // alone).
 func (p *publisher) mergeRecords(ctx context.Context, due []recordWrite) {
-	errs := make([]error, len(due))
+	merged := make([]recordMerge, len(due))
 	inParallel(len(due), recordMerges, func(i int) {
-		errs[i] = p.mergeRecord(ctx, due[i].k, due[i].path, due[i].items)
+		merged[i] = p.mergeRecordWrite(ctx, due[i])
 	})
 	for i, w := range due {
-		p.recordMerged(w, errs[i])
+		p.recordMerged(w, merged[i])
 	}
+}
+
+// recordMerge is how a record's merge went: the places it kept
+// (adoptQueue), or why it could not be written.
+type recordMerge struct {
+	adopted *adoptedQueue
+	err     error
 }
 
 // recordMerged notes a record's merge: what it now says, or why it could
 // not be written.
-func (p *publisher) recordMerged(w recordWrite, err error) {
-	if err != nil {
+func (p *publisher) recordMerged(w recordWrite, m recordMerge) {
+	if err := m.err; err != nil {
 		// The record lives in a variable its owner controls (it may lock
 		// or fill it): a failure is logged once per job and cause, and
 		// retried with later rounds, but never makes the round fail —
@@ -290,6 +337,10 @@ func (p *publisher) recordMerged(w recordWrite, err error) {
 	}
 	delete(p.recordErr, w.k)
 	p.records[w.k] = w.json
+	if a := m.adopted; a != nil {
+		p.fc.shown[w.k] = a.shown
+		p.records[w.k] = a.json
+	}
 }
 
 // onlyAged reports whether items differ from the record last written
@@ -321,6 +372,30 @@ func onlyAged(written string, items map[string]string) bool {
 // Safe to run for several jobs at once (mergeRecords): it touches no
 // state of the publisher's.
 func (p *publisher) mergeRecord(ctx context.Context, k jobKey, path string, items map[string]string) error {
+	return p.mergeRecordWrite(ctx, recordWrite{k: k, path: path, items: items}).err
+}
+
+// mergeRecordWrite is mergeRecord of a record due, keeping the places in
+// the queue that its variable shows where they have not moved materially
+// (adoptQueue).
+func (p *publisher) mergeRecordWrite(ctx context.Context, w recordWrite) recordMerge {
+	m := recordMerge{}
+	m.err = p.mergeRecordTries(ctx, w.k, w.path, func(old map[string]string) map[string]string {
+		m.adopted = adoptQueue(old, w)
+		if m.adopted != nil {
+			return m.adopted.items
+		}
+		return w.items
+	})
+	if m.err != nil {
+		m.adopted = nil
+	}
+	return m
+}
+
+// mergeRecordTries merges the items that itemsFor gives for the variable
+// as it is, check-and-set, up to three times.
+func (p *publisher) mergeRecordTries(ctx context.Context, k jobKey, path string, itemsFor func(old map[string]string) map[string]string) error {
 	c := p.c
 	for attempt := 0; attempt < 3; attempt++ {
 		old, index, err := c.nomad.GetVar(ctx, k.Namespace, path)
@@ -333,7 +408,7 @@ func (p *publisher) mergeRecord(ctx context.Context, k jobKey, path string, item
 			return fmt.Errorf("%w: the record's %s is %q, this controller writes %d: left as it is",
 				errNewerState, recordSchemaItem, clip(old[recordSchemaItem], quoteMax), stateSchema)
 		}
-		merged := mergeRecordItems(old, items)
+		merged := mergeRecordItems(old, itemsFor(old))
 		if len(old) > 0 && maps.Equal(merged, old) {
 			// It says so already (the leader before wrote it): a new
 			// leader's first round rewrote every record it inherited.

@@ -140,20 +140,7 @@ func TestWritesPerDecision(t *testing.T) {
 		waiting[i] = fmt.Sprintf("w%02d", i)
 	}
 	twentyWait := func(f *fakeNomad) {
-		cl := f.cl()
-		cl.nodes = []*api.NodeListStub{apiNode("n1", 4)}
-		train := apiJob("ml", "train", "training", 40, 1, 4)
-		train.Type = ptr("batch")
-		train.Meta["steward.expected_runtime"] = "3h"
-		cl.jobs["ml/train"] = train
-		cl.allocs = []*api.AllocationListStub{apiAlloc("a-train", train, "n1", []string{"n1-gpu0", "n1-gpu1", "n1-gpu2", "n1-gpu3"}, t0.Add(-2*time.Hour))}
-		for i, id := range waiting {
-			w := apiJob("ml", id, "training", 40, 1, 2)
-			w.Type = ptr("batch")
-			ev, sum := apiBlockedEval(w, 1, t0.Add(time.Duration(i-60)*time.Second))
-			cl.jobs["ml/"+id], cl.summary["ml/"+id] = w, sum
-			cl.evals = append(cl.evals, ev)
-		}
+		trainingAndWaiting(f.cl(), waiting, func(i int) time.Time { return t0.Add(time.Duration(i-60) * time.Second) })
 	}
 	// swinging is a forecast whose starts swing by 10 minutes, and whose
 	// hints change, from one forecast to the next (replays of a busy
