@@ -19,7 +19,9 @@ import (
 //   - hardly a tug of war: few jobs are preempted for a job that was
 //     preempted for them in the last hour. Some are legitimate (a tenant's
 //     standing changed since: Nomad placed its other work, a promotion),
-//     so their share is bounded, not zero: maxTugShare (1.4 %, 38 of
+//     so their share is bounded, not zero: maxTugShare (1.2 %; 0.8 %, 22
+//     of 2,605, since priority no longer takes a tenant below its reserve
+//     unless preempts_reserved allows, issue 31; 1.4 %, 38 of
 //     2,802, since GPUs set aside for a beneficiary count against its
 //     tenant's limit only as far as it takes them, issue 31: platform,
 //     no longer held at its limit of 8 by 8-GPU victims freed for its
@@ -52,7 +54,7 @@ func TestInvariantsOverTime(t *testing.T) {
 	tenants := []string{"product", "research", "platform"}
 	cap := pol.Preemption.MaxPerJobPerHour
 	const maxWastedShare = 0.025
-	const maxTugShare = 0.014
+	const maxTugShare = 0.012
 	preemptions, wasted, tugs := 0, 0, 0
 	for seed := range uint64(8) {
 		rng := rand.New(rand.NewPCG(seed, 13))

@@ -421,10 +421,13 @@ func (st *state) addVictim(ui int32, b *bene, n int32, allowYoung bool) bool {
 			return false
 		}
 		rule = RulePriority // within its reserve, which b's tier may cross (preempts_reserved)
-	} else if needOver && rule == RulePriority && b.beyond && holds-w.picked(n, u.tenant)-int(u.units) < reserve {
-		// b is non-preemptible work beyond its reserve, which reserve
-		// reclaims take back: a victim that left its tenant below its
-		// reserve would reclaim its GPUs from b at once.
+	} else if needOver && rule == RulePriority && holds-w.picked(n, u.tenant)-int(u.units) < reserve &&
+		(b.beyond || !st.e.overReserve(b.tier, b.prio, u.tier, u.prio)) {
+		// Only the victim's GPUs above its tenant's reserve are
+		// borrowed: taking it whole would leave the tenant below its
+		// reserve, and it would reclaim the GPUs at once (issue 31's tug
+		// of war), unless b's tier may cross the reserve. Never from b
+		// non-preemptible beyond its reserve, which reclaims take back.
 		return false
 	}
 	if needOver && b.inPool == 0 && t.quotas != nil && st.protectedInPool(u, n, w.picked(n, u.tenant)) &&
