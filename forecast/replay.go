@@ -59,8 +59,12 @@ type replay struct {
 type rnode struct {
 	n    engine.Node
 	free []string // free GPU IDs, the latest freed first
-	// freeAt is when each of free was freed, in the same order.
-	freeAt []time.Time
+	// freeAt is when each of free was freed, in the same order, and
+	// freedWhy what freed it ("a/train ends", "a/train is preempted for
+	// b/nb"; empty: free at the start), which names the cause of a start
+	// on GPUs that work ahead of it did not all take.
+	freeAt   []time.Time
+	freedWhy []string
 }
 
 type ralloc struct {
@@ -142,6 +146,7 @@ func newReplay(in *Input, opt Options, seed uint64, scale int) *replay {
 			if !used[n.ID][id] {
 				rn.free = append(rn.free, id)
 				rn.freeAt = append(rn.freeAt, in.Now)
+				rn.freedWhy = append(rn.freedWhy, "")
 			}
 		}
 		r.nodes = append(r.nodes, rn)
@@ -326,7 +331,7 @@ func (r *replay) endRuns() {
 			// Its grace is over: stopped, held, to resume later with
 			// what it still had to run (its checkpoint keeps the rest).
 			ended = append(ended, endedDrain{a, true})
-			r.free(a, a.drainEnd)
+			r.free(a, a.drainEnd, stopCause(a.a.Job.Ref, a.a.For))
 			if a.a.For != nil && r.waits(*a.a.For) {
 				r.marks = append(r.marks, rmark{Earmark: engine.Earmark{NodeID: a.a.NodeID, GPUs: len(a.a.GPUIDs),
 					For: *a.a.For, ForGroup: a.a.ForGroup}, until: r.now.Add(markKeep)})
@@ -338,7 +343,7 @@ func (r *replay) endRuns() {
 			if !a.drainDecided.IsZero() {
 				ended = append(ended, endedDrain{a, false})
 			}
-			r.free(a, a.end)
+			r.free(a, a.end, a.a.Job.Ref.String()+" ends")
 			r.freedBy[a.node] = a.a.Job.Ref.String()
 		default:
 			kept = append(kept, a)
@@ -351,7 +356,7 @@ func (r *replay) endRuns() {
 // free gives an allocation's GPUs back, freed at t: the free list stays
 // latest first, so that placements take the GPUs free the longest (from
 // its end) and start when they were free (startOf).
-func (r *replay) free(a ralloc, t time.Time) {
+func (r *replay) free(a ralloc, t time.Time, by string) {
 	n := &r.nodes[a.node]
 	for _, id := range a.a.GPUIDs {
 		k := 0
@@ -360,7 +365,30 @@ func (r *replay) free(a ralloc, t time.Time) {
 		}
 		n.free = slices.Insert(n.free, k, id)
 		n.freeAt = slices.Insert(n.freeAt, k, t)
+		n.freedWhy = slices.Insert(n.freedWhy, k, by)
 	}
+}
+
+// stopCause says what freed a stopped allocation's GPUs: its job
+// preempted for another, or stopped (an idle stop, a limit's give-back).
+func stopCause(job engine.JobRef, forJob *engine.JobRef) string {
+	if forJob != nil {
+		return job.String() + " is preempted for " + forJob.String()
+	}
+	return job.String() + " stops"
+}
+
+// freedFor names what freed GPUs a start took, when neither a run ending
+// in its step nor its own victims did: work ahead of it took GPUs a
+// preemption for that work freed, and it took the rest (the ones free the
+// longest first); empty when they were free from the start.
+func freedFor(by []string) string {
+	for i := len(by) - 1; i >= 0; i-- {
+		if by[i] != "" {
+			return by[i]
+		}
+	}
+	return ""
 }
 
 // requeue holds a stopped allocation's work as a demand of its group.
@@ -550,7 +578,7 @@ func (n *replayNomad) Stop(a *engine.Action, st nomadmodel.Stop) error {
 		// Stopped now; taken out of the list after the plan's actions
 		// (dropGone), so that indices hold meanwhile.
 		ra.gone = true
-		r.free(*ra, st.End)
+		r.free(*ra, st.End, stopCause(ra.a.Job.Ref, st.For))
 		if st.For != nil {
 			r.marks = append(r.marks, rmark{Earmark: engine.Earmark{NodeID: ra.a.NodeID, GPUs: len(ra.a.GPUIDs),
 				For: *st.For, ForGroup: st.ForGroup}, until: st.End.Add(markKeep)})
@@ -692,12 +720,16 @@ func (r *replay) place(d *rdemand, shared []int, marks []int, most int) bool {
 	}
 	j := r.jobs[d.d.Job.Ref]
 	start := r.startOf(d, nodes)
+	freed := "" // what freed the GPUs it took, for its cause
 	for _, n := range nodes {
 		run := r.runOf(d, j)
 		rn := &r.nodes[n]
 		k := len(rn.free) - d.d.GPUsPerAlloc
 		ids := slices.Clone(rn.free[k:])
-		rn.free, rn.freeAt = rn.free[:k], rn.freeAt[:k]
+		if by := freedFor(rn.freedWhy[k:]); freed == "" {
+			freed = by
+		}
+		rn.free, rn.freeAt, rn.freedWhy = rn.free[:k], rn.freeAt[:k], rn.freedWhy[:k]
 		r.nextID++
 		job := d.d.Job
 		r.allocs = append(r.allocs, ralloc{node: n, end: start.Add(run), placed: true, a: engine.Alloc{
@@ -716,6 +748,9 @@ func (r *replay) place(d *rdemand, shared []int, marks []int, most int) bool {
 				j.cause = "when " + joinShort(j.preemptedBy) + " is preempted for it"
 			}
 		}
+	}
+	if j.target && j.cause == "" && freed != "" {
+		j.cause = "when " + freed
 	}
 	if len(nodes) > 0 {
 		j.placed = maxTime(j.placed, start)
