@@ -131,9 +131,10 @@ func (c *cluster) sameDept(a, b int) bool {
 // deptProtected reports whether unit u's GPUs on node n are within its
 // department's reserve, against a beneficiary b outside the department:
 // then neither a reclaim nor a priority of b's may take them, as a
-// tenant's own reserve protects its work. picked is what the walk took on
-// n already, per tenant.
-func (st *state) deptProtected(u *unit, b *bene, n int32) bool {
+// tenant's own reserve protects its work. The walk's victims on n so far
+// count as gone; whole asks whether taking u whole would leave the
+// department below its reserve (keepsReserve).
+func (st *state) deptProtected(u *unit, b *bene, n int32, whole bool) bool {
 	di := st.e.dept(u.tenant)
 	if di < 0 || di == st.e.dept(b.tenant) || st.e.depts[di].reserve <= 0 {
 		return false
@@ -142,7 +143,7 @@ func (st *state) deptProtected(u *unit, b *bene, n int32) bool {
 	for _, ti := range st.e.depts[di].members {
 		holds -= st.walk.picked(n, ti)
 	}
-	return holds <= st.e.depts[di].reserve
+	return keepsReserve(u, holds, st.e.depts[di].reserve, whole)
 }
 
 // deptNote is what a capacity reason adds for a tenant in a department:

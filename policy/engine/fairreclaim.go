@@ -139,10 +139,12 @@ func (st *state) addFairVictim(ui int32, b *bene, n int32, after float64) bool {
 	if keeps := t.use - picked - int(u.units) - t.reserve; float64(keeps)/t.t.Weight < after {
 		return false // b would then borrow more per weight than u's tenant keeps: it would take them back
 	}
-	if t.quotas != nil && st.protectedInPool(u, n, picked) {
+	// Fair share only borrows: as the share test keeps the tenant's
+	// reserve whole, so these keep its pool's and department's.
+	if t.quotas != nil && st.protectedInPool(u, n, picked, true) {
 		return false
 	}
-	if st.e.depts != nil && st.deptProtected(u, b, n) {
+	if st.e.depts != nil && st.deptProtected(u, b, n, true) {
 		return false
 	}
 	bt := &st.tenants[b.tenant]

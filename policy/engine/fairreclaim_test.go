@@ -31,6 +31,7 @@ func TestFairShareReclaim(t *testing.T) {
 		recent  []time.Duration // b's jobs' preemptions, before the plan
 		life    int             // b's jobs' preemptions over their life
 		boosted bool            // b's jobs run promoted (priority 50)
+		per     int             // GPUs per allocation; 0: 1
 		want    string          // the preemption's reason; "" for none
 	}{
 		{
@@ -93,6 +94,36 @@ func TestFairShareReclaim(t *testing.T) {
 			holds: []holder{{"b", "interactive", 4}}, usage: map[string]float64{"b": 40 * hour},
 		},
 		{
+			// Issue 31: b, left with 2 of its pool reserve of 3, would
+			// reclaim them straight back in the pool.
+			name: "a pool reserve keeps the victim whole: taking 2 of b's 4 would leave it below its reserve of 3",
+			mod: func(p *policy.Policy) {
+				p.Pools["all"] = &policy.Pool{Name: "all", NodePool: "default"}
+				p.Tenants["b"].Quotas = map[string]*policy.Quota{"all": {Reserve: 3, Limit: policy.Unlimited}}
+			},
+			holds: []holder{{"b", "training", 2}}, per: 2, usage: map[string]float64{"b": 40 * hour},
+		},
+		{
+			name: "a department reserve keeps the victim whole: taking 2 of b's 4 would leave it below its reserve of 3",
+			mod: func(p *policy.Policy) {
+				p.Tenants["c"] = tenant("c", 0, policy.Unlimited)
+				p.Departments = map[string]*policy.Department{"d": {Name: "d", Tenants: []string{"b", "c"}, Reserve: 3,
+					Limit: policy.Unlimited, Weight: 1}}
+			},
+			holds: []holder{{"b", "training", 2}}, per: 2, usage: map[string]float64{"b": 40 * hour},
+		},
+		{
+			name: "a pool reserve gives up its surplus: taking 1 of b's 4 leaves it at its reserve of 3",
+			mod: func(p *policy.Policy) {
+				p.Pools["all"] = &policy.Pool{Name: "all", NodePool: "default"}
+				p.Tenants["b"].Quotas = map[string]*policy.Quota{"all": {Reserve: 3, Limit: policy.Unlimited}}
+			},
+			holds: []holder{{"b", "training", 4}}, usage: map[string]float64{"b": 40 * hour},
+			want: "fair_share: tenant b used 2.0× its fair share over time (40.0 of 40.0 decayed borrowed GPU-hours, " +
+				"fair share 50% at weight 1; half-life 24h; reclaim above 1.5×) and borrows 4 GPUs (holds 4, reserve 0): " +
+				"reclaiming 1 GPU for a/w/main (tenant a used 0.0× its fair share and borrows 0 GPUs: holds 0, reserve 0, weight 1)",
+		},
+		{
 			name:  "off without fair_share_reclaim_above",
 			mod:   func(p *policy.Policy) { p.Preemption.FairShareReclaimAbove = 0 },
 			holds: []holder{{"b", "training", 4}}, usage: map[string]float64{"b": 40 * hour},
@@ -127,9 +158,13 @@ func TestFairShareReclaim(t *testing.T) {
 					for _, d := range tc.recent {
 						job.Preemptions = append(job.Preemptions, now.Add(d))
 					}
+					var ids []string
+					for range max(tc.per, 1) {
+						ids = append(ids, fmt.Sprintf("g%d", g))
+						g++
+					}
 					s.Allocs = append(s.Allocs, engine.Alloc{ID: fmt.Sprintf("%s-%d", h.tenant, i), Job: job, Group: "main", NodeID: "n0",
-						GPUIDs: []string{fmt.Sprintf("g%d", g)}, StartedAt: now.Add(-age)})
-					g++
+						GPUIDs: ids, StartedAt: now.Add(-age)})
 				}
 			}
 			s.Waiting = []engine.Demand{{Job: engine.Job{Ref: engine.JobRef{"a", "w"}, Tier: "training", Priority: 40}, Group: "main",

@@ -228,10 +228,11 @@ func (st *state) enforcePoolLimits(ti int) {
 // tenant's reserve in a pool that holds n: then no tenant-wide reclaim or
 // priority may take them (its pool reserve is as good a guarantee as its
 // tenant-wide one). picked is what the walk already took from the tenant
-// on n.
-func (l *ledger) protectedInPool(u *unit, n int32, picked int) bool {
+// on n; whole asks whether taking u whole would leave the tenant below its
+// pool reserve (keepsReserve).
+func (l *ledger) protectedInPool(u *unit, n int32, picked int, whole bool) bool {
 	for _, q := range l.tenants[u.tenant].quotas {
-		if q.reserve > 0 && q.use-picked <= q.reserve && l.inQuotaPool(q.pool, n) {
+		if q.reserve > 0 && keepsReserve(u, q.use-picked, q.reserve, whole) && l.inQuotaPool(q.pool, n) {
 			return true
 		}
 	}

@@ -416,25 +416,28 @@ func (st *state) addVictim(ui int32, b *bene, n int32, allowYoung bool) bool {
 	if b.inPool > 0 {
 		holds, reserve, _ = st.poolUse(u.tenant, b.inPool-1)
 	}
-	if needOver && holds-w.picked(n, u.tenant) <= reserve {
+	picked := w.picked(n, u.tenant)
+	if needOver && holds-picked <= reserve {
 		if !st.e.overReserve(b.tier, b.prio, u.tier, u.prio) {
 			return false
 		}
 		rule = RulePriority // within its reserve, which b's tier may cross (preempts_reserved)
-	} else if needOver && rule == RulePriority && holds-w.picked(n, u.tenant)-int(u.units) < reserve &&
+	} else if needOver && rule == RulePriority && keepsReserve(u, holds-picked, reserve, true) &&
 		(b.beyond || !st.e.overReserve(b.tier, b.prio, u.tier, u.prio)) {
 		// Only the victim's GPUs above its tenant's reserve are
-		// borrowed: taking it whole would leave the tenant below its
-		// reserve, and it would reclaim the GPUs at once (issue 31's tug
-		// of war), unless b's tier may cross the reserve. Never from b
+		// borrowed, unless b's tier may cross the reserve. Never from b
 		// non-preemptible beyond its reserve, which reclaims take back.
 		return false
 	}
-	if needOver && b.inPool == 0 && t.quotas != nil && st.protectedInPool(u, n, w.picked(n, u.tenant)) &&
+	// A reclaim takes borrowed work whole, below the owner's reserve if
+	// need be: the reclaimer's reserve is as good a guarantee, and nothing
+	// else would give it back. A priority preemption only borrows.
+	whole := rule == RulePriority
+	if needOver && b.inPool == 0 && t.quotas != nil && st.protectedInPool(u, n, picked, whole) &&
 		!st.e.overReserve(b.tier, b.prio, u.tier, u.prio) {
 		return false // within its reserve in the node's pool
 	}
-	if needOver && st.e.depts != nil && st.deptProtected(u, b, n) && !st.e.overReserve(b.tier, b.prio, u.tier, u.prio) {
+	if needOver && st.e.depts != nil && st.deptProtected(u, b, n, whole) && !st.e.overReserve(b.tier, b.prio, u.tier, u.prio) {
 		return false // within its department's reserve
 	}
 	if !st.mayTake(u, b, rule) {
@@ -445,6 +448,19 @@ func (st *state) addVictim(ui int32, b *bene, n int32, allowYoung bool) bool {
 	w.pick(n, u.tenant, int(u.units))
 	w.freed[n] += st.gpusOn(u, n)
 	return st.usableFree(b, n)+w.freed[n] >= b.g
+}
+
+// keepsReserve reports whether an owner of unit u's GPUs (its tenant, its
+// tenant within a pool, its department) that holds left, once the walk's
+// victims so far are gone, keeps u from a taker against its reserve: it is
+// at or below its reserve already, or, with whole, taking u would leave it
+// below. A job is preempted whole, not just its GPUs above the reserve,
+// and an owner left below its reserve reclaims the GPUs straight back: a
+// tug of war (issue 31). So a taker that only borrows (priority, fair
+// share) asks whole; a reclaim, which the reclaimer's own reserve
+// entitles, does not.
+func keepsReserve(u *unit, left, reserve int, whole bool) bool {
+	return left <= reserve || whole && left-int(u.units) < reserve
 }
 
 // usableFree is the free GPUs on node n that b may use beside its victims'.
