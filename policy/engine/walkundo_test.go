@@ -19,12 +19,7 @@ func TestWalkSeesUnitsAGangUndoPutsBack(t *testing.T) {
 			if seed%2 == 1 {
 				joinGangs(r, s, 4+r.IntN(8))
 			}
-			st := newState(New(p), s, t0)
-			st.checkPriorities()
-			st.releaseIdleAlways()
-			st.enforceLimits()
-			failed := &failures{}
-			st.explainer = st.startExplainer(false)
+			st, failed := demandsNext(p, s)
 			for _, pd := range st.orderDemands() {
 				before := st.gangUndos
 				st.serve(pd, failed)
