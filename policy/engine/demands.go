@@ -642,6 +642,7 @@ func (st *state) served(p pending, b *bene, victims []victim, placed int, afterV
 // undoGang takes back what a gang's allocations took before one found
 // no room: their places and their victims.
 func (m *model) undoGang(b *bene, nodes []int32, victims []victim) {
+	m.gangUndos++
 	for _, n := range nodes {
 		m.unplace(b, n)
 	}

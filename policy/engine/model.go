@@ -47,7 +47,8 @@ type model struct {
 	// protectedOn of protected work, counted on first need (countFixed).
 	fixedOn, protectedOn []int32
 	// moved is placeIn's nodes, newest last, for unplaceLast to undo.
-	moved []int32
+	moved     []int32
+	gangUndos int // for tests
 }
 
 // take removes a unit from the model cluster: its GPUs become free. A unit
@@ -77,6 +78,7 @@ func (m *model) untake(ui int32) int32 {
 	ui = m.chainUntake(ui)
 	u := &m.units[ui]
 	u.taken = false
+	m.ix.rewalk(u.key)
 	m.nodesOf(u, func(n int32, g int) {
 		m.ix.change(n, ui, -int32(g))
 		if m.tenants[u.tenant].quotas != nil {

@@ -30,12 +30,7 @@ func TestSearchMatchesBruteForce(t *testing.T) {
 		for i := range s.Allocs {
 			s.Allocs[i].Draining = r.IntN(40) == 0
 		}
-		st := newState(New(p), s, t0)
-		st.checkPriorities()
-		st.releaseIdleAlways()
-		st.enforceLimits()
-		failed := &failures{}
-		st.explainer = st.startExplainer(false)
+		st, failed := demandsNext(p, s)
 		for _, pd := range st.orderDemands() {
 			b := &bene{d: pd.d, tier: pd.tier, tenant: pd.tenant, prio: pd.prio, g: pd.d.GPUsPerAlloc,
 				jobTag: jobTag(pd.d.Job.Ref), pool: st.pl.demandSet[pd.w], base: st.pl.demandSet[pd.w]}
@@ -75,6 +70,17 @@ func TestSearchMatchesBruteForce(t *testing.T) {
 		t.Errorf("too few interesting searches: %d searches, %d found, %d ties between gang nodes, %d unordered scans, %d by a wait promotion's potential, %d in its own order",
 			searches, found, ties, scans, barred, kindOrdered)
 	}
+}
+
+// demandsNext starts a plan of s under p and runs it up to serving the
+// demands, which the caller serves one by one (st.serve).
+func demandsNext(p *policy.Policy, s *Snapshot) (*state, *failures) {
+	st := newState(New(p), s, t0)
+	st.checkPriorities()
+	st.releaseIdleAlways()
+	st.enforceLimits()
+	st.explainer = st.startExplainer(false)
+	return st, &failures{}
 }
 
 // bruteSearch walks every node whose potential fits b, fully, and picks the

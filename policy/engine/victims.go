@@ -143,6 +143,25 @@ func (m *model) walkRange(c *candidates, seg int, b *bene, allowYoung bool) (int
 	return sg.next, end
 }
 
+// rewalk makes the walks see again a unit with victim key key that was
+// put back (untake): walkRange skips taken units at a segment's front for
+// good, and a gang's undo puts back victims that later walks of the same
+// gang skipped, which no walk of the plan would then see.
+func (ix *nodeIndex) rewalk(key uint64) {
+	for set := range ix.cands {
+		c := &ix.cands[set]
+		at, found := slices.BinarySearch(c.keys, key)
+		if !found {
+			continue // not a candidate in this set
+		}
+		for s := range c.segs {
+			if sg := &c.segs[s]; sg.start <= at && at < sg.end {
+				sg.next = min(sg.next, at)
+			}
+		}
+	}
+}
+
 // bene is the work GPUs are being found for.
 type bene struct {
 	d        *Demand
