@@ -483,6 +483,14 @@ type failKey struct {
 	// within reserves (preempts_reserved), since then who may be taken
 	// depends on the tier and not on the priority alone; else -1.
 	tier int
+	// holds: where fair-share reclaim runs, what the tenant would hold
+	// with the demand placed (held, set aside, and the whole ask: a
+	// gang's rest), else 0. Its final-share test weighs that: a failure
+	// of a tenant that would hold more (a gang, or a gang's second
+	// allocation, placed beside its first and then undone) says nothing
+	// of a smaller ask, which may reclaim where that one may not
+	// (TestFairReclaimOneNode).
+	holds int
 }
 
 type failure struct {
@@ -490,6 +498,7 @@ type failure struct {
 	entitled, within bool
 	tier             int
 	prio, base, g    int
+	holds            int
 	why              Reason
 }
 
@@ -506,7 +515,8 @@ func (f failures) find(k failKey, prio, base, g int) (Reason, bool) {
 		// A promoted one's reason says so: it is shared only with the
 		// same promotion.
 		beats := x.prio >= prio && x.base >= base && (x.prio == x.base || x.prio == prio && x.base == base)
-		if x.pool == k.pool && x.entitled == k.entitled && x.within == k.within && x.tier == k.tier && beats && x.g <= g {
+		if x.pool == k.pool && x.entitled == k.entitled && x.within == k.within && x.tier == k.tier && beats && x.g <= g &&
+			x.holds <= k.holds {
 			return x.why, true
 		}
 	}
@@ -519,7 +529,7 @@ func (f *failures) add(k failKey, prio, base, g int, why Reason) {
 		*f = append(*f, make([][]failure, k.tenant+1-len(*f))...)
 	}
 	(*f)[k.tenant] = append((*f)[k.tenant], failure{pool: k.pool, entitled: k.entitled, within: k.within, tier: k.tier,
-		prio: prio, base: base, g: g, why: why})
+		prio: prio, base: base, g: g, holds: k.holds, why: why})
 }
 
 // serveDemands serves waiting work in order. Its actions are written by an
@@ -727,6 +737,9 @@ func (st *state) findRoom(b *bene, need int, failed *failures) (int32, []victim,
 		}
 	}
 	key := failKey{tenant: b.tenant, pool: b.pool, entitled: b.entitled, deptOnly: b.deptOnly, tier: st.e.failTier(b.tier)}
+	if st.e.p.Preemption.FairShareReclaimAbove > 0 && st.e.fairOn() {
+		key.holds = t.use + t.earmarked + need
+	}
 	r, known := failed.find(key, b.prio, st.e.tiers[b.tier].priority, b.g)
 	if !known {
 		for _, young := range []bool{false, true} {

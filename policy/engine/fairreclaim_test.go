@@ -131,15 +131,7 @@ func TestFairShareReclaim(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			pol := testPolicy(func(p *policy.Policy) {
-				p.Tenants["a"] = tenant("a", 0, policy.Unlimited)
-				p.Tenants["b"] = tenant("b", 0, policy.Unlimited)
-				p.Preemption.FairShareHalfLife = 24 * time.Hour
-				p.Preemption.FairShareReclaimAbove = 1.5
-				if tc.mod != nil {
-					tc.mod(p)
-				}
-			})
+			pol := fairTwoTenants(1.5, tc.mod)
 			e := engine.New(pol)
 			now := t0.Add(2 * time.Hour)
 			age := tc.started
@@ -196,12 +188,7 @@ func TestFairShareReclaim(t *testing.T) {
 // after an hour's wait), and no job of b is preempted twice. (A promoted
 // job of a may take one of a's own: the promotion's business.)
 func TestFairShareReclaimStory(t *testing.T) {
-	h := newHarness(t, testPolicy(func(p *policy.Policy) {
-		p.Tenants["a"] = tenant("a", 0, policy.Unlimited)
-		p.Tenants["b"] = tenant("b", 0, policy.Unlimited)
-		p.Preemption.FairShareHalfLife = 24 * time.Hour
-		p.Preemption.FairShareReclaimAbove = 1.5
-	}))
+	h := newHarness(t, fairTwoTenants(1.5, nil))
 	h.node("n1", "default", 8)
 	usage := map[string]float64{}
 	held := func(ns string) float64 {
@@ -271,12 +258,7 @@ func TestFairShields(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			e := engine.New(testPolicy(func(p *policy.Policy) {
-				p.Tenants["a"] = tenant("a", 0, policy.Unlimited)
-				p.Tenants["b"] = tenant("b", 0, policy.Unlimited)
-				p.Preemption.FairShareHalfLife = 24 * time.Hour
-				p.Preemption.FairShareReclaimAbove = tc.above
-			}))
+			e := engine.New(fairTwoTenants(tc.above, nil))
 			now := t0.Add(2 * time.Hour)
 			s := &engine.Snapshot{Nodes: []engine.Node{{ID: "n0", NodePool: "default", GPUs: 4}}, Usage: tc.usage}
 			for i := range 4 {
@@ -298,4 +280,19 @@ func TestFairShields(t *testing.T) {
 			}
 		})
 	}
+}
+
+// fairTwoTenants is testPolicy with tenants a and b (no reserve, no limit),
+// fair share over time (a day's half-life) and fair-share reclaim above
+// the factor above (0: off), then mod.
+func fairTwoTenants(above float64, mod func(p *policy.Policy)) *policy.Policy {
+	return testPolicy(func(p *policy.Policy) {
+		p.Tenants["a"] = tenant("a", 0, policy.Unlimited)
+		p.Tenants["b"] = tenant("b", 0, policy.Unlimited)
+		p.Preemption.FairShareHalfLife = 24 * time.Hour
+		p.Preemption.FairShareReclaimAbove = above
+		if mod != nil {
+			mod(p)
+		}
+	})
 }

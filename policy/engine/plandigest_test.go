@@ -22,7 +22,7 @@ func TestBenchPlanDigests(t *testing.T) {
 		"nodes=10000":           "c3876b6b6c4b2c3acfb9b93ad906146a073d674d75af51d48740db5b3304e7d2",
 		"nodes=10000/one-model": "e0b033b9db8d8e901f0d96749bacce1fdfec9d8605d25eafa7e7a3a5a43dad95",
 		"fair-share":            "4381b38c7904ca5ec96a4da886ab12ab579d928a22ba6ab59e86a58b70f68946",
-		"fair-share-reclaim":    "84015dff2d57cf7a5b8cd1e49a0586b852dc67b77cc947612451bae19d2d1ade",
+		"fair-share-reclaim":    "b0d266b40799574de0bf5533b3ee672670dbab3cf2a8128d64b303763e408688",
 		"departments":           "c948a58aef321d9a3691cdb2b94e0cc45305dd05ce413916a03b162385bfcbbb",
 		"groups/names=false":    "655bdc0e5f36a4351466fd37999fe08fcd4056011fb645cf72b63f2a27db0914",
 		"groups/names=true":     "497c9ebaca06bfd6a950eec2b6f39779399bbe7f3c112bfddd78dc959b9283b6",
