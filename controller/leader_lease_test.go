@@ -77,6 +77,35 @@ func TestLeaseElection(t *testing.T) {
 		}
 	})
 
+	t.Run("a follower asks again when the lease falls due, and takes it then", func(t *testing.T) {
+		_, clock, a, b := setup(t)
+		if err := a.lk.Acquire(ctx); err != nil {
+			t.Fatal(err)
+		}
+		seenAt := *clock
+		w := electionWait{ttl: ttl, max: time.Minute}
+		if err := b.lk.Acquire(ctx); !conflict(err) { // b sees a's index now; a dies
+			t.Fatalf("b: %v", err)
+		}
+		*clock = clock.Add(lockPoll(ttl) / 3) // b's polls out of step with the expiry
+		err := b.lk.Acquire(ctx)
+		for clock.Sub(seenAt) < leaseExpiry(ttl) {
+			if !conflict(err) {
+				t.Fatalf("b at %s: %v, want a conflict", clock.Sub(seenAt), err)
+			}
+			*clock = clock.Add(w.after(err)) // b sleeps as contend does
+			err = b.lk.Acquire(ctx)
+		}
+		if err != nil {
+			t.Fatalf("b at %s: %v, want the lease", clock.Sub(seenAt), err)
+		}
+		// At the expiry itself, not up to a poll late (0.1 s here, before:
+		// polls every 0.3 s from 0.1 s after b saw a's write).
+		if late := clock.Sub(seenAt) - leaseExpiry(ttl); late != 0 {
+			t.Errorf("b took the lease %s after it fell due, want at once", late)
+		}
+	})
+
 	t.Run("a follower reads the cluster once, halfway through waiting out an unrenewed lease", func(t *testing.T) {
 		_, clock, a, b := setup(t)
 		warmed := 0
