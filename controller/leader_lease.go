@@ -116,6 +116,9 @@ type leaseSeen struct {
 	warmed uint64
 	// expiry is the wait stood last asked about.
 	expiry time.Duration
+	// wrote holds the terms of this copy's takeover writes since it last
+	// led, whose answers may have been lost while Nomad applied them.
+	wrote map[string]bool
 }
 
 // stalled reports, once per index, whether the index it last saw has
@@ -188,7 +191,7 @@ func (l *leaseLock) Acquire(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("read the leader lease: %w", err)
 		}
-		if items != nil && items["holder"] != "" {
+		if items != nil && items["holder"] != "" && !l.seen.wrote[items["term"]] {
 			// Held (by a lease, or by a copy elected with the Nomad lock,
 			// whose write refuses ours): taken once it has stood unchanged
 			// for its expiry, the holder's TTL as written if longer.
@@ -203,11 +206,25 @@ func (l *leaseLock) Acquire(ctx context.Context) error {
 			}
 			l.c.log.Warn("the leader lease was not renewed: taking it", "holder", items["holder"])
 		}
+		if items != nil && l.seen.wrote[items["term"]] {
+			// This copy's own takeover, whose answer was lost (a write
+			// Nomad applied after its call timed out): taken again now,
+			// check-and-set, as a free lease. Before, it was waited out
+			// as another holder's, 2×TTL more (14.2 s to the lease at
+			// 250 nodes, issue 33). When that write was sent is not
+			// known, so the lease counts from this write, not from it.
+			l.c.log.Warn("the leader lease holds this copy's own takeover, whose answer was lost: taking it again", "term", items["term"])
+		}
 		// The raw client: the fence refuses every write until this
 		// controller holds a lease.
+		if l.seen.wrote == nil {
+			l.seen.wrote = map[string]bool{}
+		}
+		l.seen.wrote[l.term] = true
 		next, err := l.c.unfenced().PutVar(ctx, l.c.cfg.StateNamespace, LeaderLockPath, l.items(l.c.cfg.Identity), true, index)
 		if err != nil {
 			if isConflict(err) {
+				delete(l.seen.wrote, l.term) // refused: it never lands
 				// Taken first by another copy, or under a Nomad lock
 				// (Nomad answers a write to a locked variable as a
 				// check-and-set conflict).
@@ -216,6 +233,7 @@ func (l *leaseLock) Acquire(ctx context.Context) error {
 			return fmt.Errorf("take the leader lease: %w", err)
 		}
 		l.index = next
+		clear(l.seen.wrote)
 		return nil
 	})
 }
