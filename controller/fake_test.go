@@ -225,7 +225,7 @@ func (f *fakeNomad) ListVars(_ context.Context, namespace, prefix string) ([]Var
 	for k := range f.vars {
 		ns, path, _ := strings.Cut(k, ":")
 		if (namespace == "*" || ns == namespace) && strings.HasPrefix(path, prefix) {
-			out = append(out, VarRef{Namespace: ns, Path: path})
+			out = append(out, VarRef{Namespace: ns, Path: path, Index: f.index[k]})
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })

@@ -192,7 +192,11 @@ type electionWait struct {
 func (w *electionWait) after(err error) time.Duration {
 	if errors.Is(err, api.ErrLockConflict) {
 		w.failures = 0
-		return lockPoll(w.ttl)
+		poll := lockPoll(w.ttl)
+		if due := (leaseWait{}); errors.As(err, &due) && due.in > 0 && due.in < poll {
+			return due.in // the lease falls due before the next poll
+		}
+		return poll
 	}
 	wait := min(backoff(w.failures, w.max), max(w.ttl, time.Second))
 	w.failures++

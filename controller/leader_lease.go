@@ -62,10 +62,11 @@ const (
 // lease has left (renewUntil), not a third of the TTL.
 //
 // A follower polls every lockPoll (TTL/10, at most 1 s): it sees the
-// leader's last write up to one poll late and acts up to one poll after
-// the expiry, about lockPoll lost on average (0.3 s at a 3 s TTL). A
-// blocking query on the variable (Nomad's index and wait) would see it at
-// once and could wake at the expiry itself; left for that small gain.
+// leader's last write up to one poll late. It used to act up to one poll
+// after the expiry too (half a poll on average, 0.15 s at a 3 s TTL); it
+// now asks again when the expiry falls due (leaseWait), the condition
+// itself unchanged. A blocking query on the variable (Nomad's index and
+// wait) would also see the last write at once; left for its small gain.
 //
 // The cost is a Raft write per renewal (Nomad's lock renewals are not
 // written): 60 a minute at a 3 s TTL, for a failover of about 2×TTL.
@@ -83,6 +84,13 @@ func (e *elector) electLease(ctx context.Context, lead func(context.Context) err
 		go func() {
 			if err := c.obs.refresh(ctx, c.now()); err != nil && ctx.Err() == nil {
 				c.log.Warn("read the cluster before taking an unrenewed lease", "error", err)
+			}
+		}()
+		// The states too, alongside (store_prefetch.go): the term's load
+		// then reads only those written since.
+		go func() {
+			if err := c.prefetchStates(ctx); err != nil && ctx.Err() == nil {
+				c.log.Warn("read the job states before taking an unrenewed lease", "error", err)
 			}
 		}()
 	}
@@ -106,6 +114,11 @@ type leaseSeen struct {
 	// warmed is the index the follower last read the cluster for
 	// (leaseLock.Acquire).
 	warmed uint64
+	// expiry is the wait stood last asked about.
+	expiry time.Duration
+	// wrote holds the terms of this copy's takeover writes since it last
+	// led, whose answers may have been lost while Nomad applied them.
+	wrote map[string]bool
 }
 
 // stalled reports, once per index, whether the index it last saw has
@@ -122,12 +135,28 @@ func (s *leaseSeen) stalled(d time.Duration) bool {
 // first saw it, noting it when new.
 func (s *leaseSeen) stood(index uint64, d time.Duration) bool {
 	now := s.now()
+	s.expiry = d
 	if index != s.index || s.at.IsZero() {
 		s.index, s.at = index, now
 		return false
 	}
 	return now.Sub(s.at) >= d
 }
+
+// dueIn is how long until the index last seen has stood for the expiry
+// last asked of stood.
+func (s *leaseSeen) dueIn() time.Duration { return s.expiry - s.now().Sub(s.at) }
+
+// leaseWait is the conflict of a lease held by another copy, with how
+// long until it falls due if not renewed meanwhile: the follower asks
+// again then (electionWait.after) rather than up to a poll later.
+type leaseWait struct{ in time.Duration }
+
+func (w leaseWait) Error() string {
+	return fmt.Sprintf("%v (the lease falls due in %s unless renewed)", api.ErrLockConflict, w.in)
+}
+
+func (w leaseWait) Unwrap() error { return api.ErrLockConflict }
 
 // leaseLock is one term's claim on the lease (a leaderLock): Acquire
 // takes a free or expired lease, Renew rewrites it, Release empties it.
@@ -162,7 +191,7 @@ func (l *leaseLock) Acquire(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("read the leader lease: %w", err)
 		}
-		if items != nil && items["holder"] != "" {
+		if items != nil && items["holder"] != "" && !l.seen.wrote[items["term"]] {
 			// Held (by a lease, or by a copy elected with the Nomad lock,
 			// whose write refuses ours): taken once it has stood unchanged
 			// for its expiry, the holder's TTL as written if longer.
@@ -173,15 +202,29 @@ func (l *leaseLock) Acquire(ctx context.Context) error {
 					// is made now, in time the wait spends anyway.
 					l.warm()
 				}
-				return api.ErrLockConflict
+				return leaseWait{in: l.seen.dueIn()}
 			}
 			l.c.log.Warn("the leader lease was not renewed: taking it", "holder", items["holder"])
 		}
+		if items != nil && l.seen.wrote[items["term"]] {
+			// This copy's own takeover, whose answer was lost (a write
+			// Nomad applied after its call timed out): taken again now,
+			// check-and-set, as a free lease. Before, it was waited out
+			// as another holder's, 2×TTL more (14.2 s to the lease at
+			// 250 nodes, issue 33). When that write was sent is not
+			// known, so the lease counts from this write, not from it.
+			l.c.log.Warn("the leader lease holds this copy's own takeover, whose answer was lost: taking it again", "term", items["term"])
+		}
 		// The raw client: the fence refuses every write until this
 		// controller holds a lease.
+		if l.seen.wrote == nil {
+			l.seen.wrote = map[string]bool{}
+		}
+		l.seen.wrote[l.term] = true
 		next, err := l.c.unfenced().PutVar(ctx, l.c.cfg.StateNamespace, LeaderLockPath, l.items(l.c.cfg.Identity), true, index)
 		if err != nil {
 			if isConflict(err) {
+				delete(l.seen.wrote, l.term) // refused: it never lands
 				// Taken first by another copy, or under a Nomad lock
 				// (Nomad answers a write to a locked variable as a
 				// check-and-set conflict).
@@ -190,6 +233,7 @@ func (l *leaseLock) Acquire(ctx context.Context) error {
 			return fmt.Errorf("take the leader lease: %w", err)
 		}
 		l.index = next
+		clear(l.seen.wrote)
 		return nil
 	})
 }

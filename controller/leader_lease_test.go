@@ -77,6 +77,35 @@ func TestLeaseElection(t *testing.T) {
 		}
 	})
 
+	t.Run("a follower asks again when the lease falls due, and takes it then", func(t *testing.T) {
+		_, clock, a, b := setup(t)
+		if err := a.lk.Acquire(ctx); err != nil {
+			t.Fatal(err)
+		}
+		seenAt := *clock
+		w := electionWait{ttl: ttl, max: time.Minute}
+		if err := b.lk.Acquire(ctx); !conflict(err) { // b sees a's index now; a dies
+			t.Fatalf("b: %v", err)
+		}
+		*clock = clock.Add(lockPoll(ttl) / 3) // b's polls out of step with the expiry
+		err := b.lk.Acquire(ctx)
+		for clock.Sub(seenAt) < leaseExpiry(ttl) {
+			if !conflict(err) {
+				t.Fatalf("b at %s: %v, want a conflict", clock.Sub(seenAt), err)
+			}
+			*clock = clock.Add(w.after(err)) // b sleeps as contend does
+			err = b.lk.Acquire(ctx)
+		}
+		if err != nil {
+			t.Fatalf("b at %s: %v, want the lease", clock.Sub(seenAt), err)
+		}
+		// At the expiry itself, not up to a poll late (0.1 s here, before:
+		// polls every 0.3 s from 0.1 s after b saw a's write).
+		if late := clock.Sub(seenAt) - leaseExpiry(ttl); late != 0 {
+			t.Errorf("b took the lease %s after it fell due, want at once", late)
+		}
+	})
+
 	t.Run("a follower reads the cluster once, halfway through waiting out an unrenewed lease", func(t *testing.T) {
 		_, clock, a, b := setup(t)
 		warmed := 0
@@ -334,6 +363,86 @@ func TestTakeoverResync(t *testing.T) {
 			}
 			if o.stats.fullReads != tc.wantFull {
 				t.Fatalf("%d full reads, want %d", o.stats.fullReads, tc.wantFull)
+			}
+		})
+	}
+}
+
+// landsLate is Nomad answering a write's call with a timeout after it
+// applied it (a loaded server: the client gave up, the write landed).
+type landsLate struct {
+	Nomad
+	left int // how many more writes land unanswered
+}
+
+func (n *landsLate) PutVar(ctx context.Context, ns, path string, items map[string]string, cas bool, index uint64) (uint64, error) {
+	next, err := n.Nomad.PutVar(ctx, ns, path, items, cas, index)
+	if err == nil && n.left > 0 {
+		n.left--
+		return 0, context.DeadlineExceeded
+	}
+	return next, err
+}
+
+// TestLeaseOwnTakeoverLandedLate: a follower's takeover write that
+// Nomad applied after the call timed out is this copy's, not another
+// holder's: the follower takes the lease at its next poll rather than
+// wait out its own write for 2×TTL (at 250 nodes: the lease 14.2 s after
+// the leader's death, issue 33). Another copy's write under the same
+// identity (a term this copy never wrote) is still waited out.
+func TestLeaseOwnTakeoverLandedLate(t *testing.T) {
+	const ttl = 3 * time.Second
+	ctx := context.Background()
+	cases := []struct {
+		name string
+		// foreign: the variable then holds a write of the same identity
+		// that this copy did not make.
+		foreign  bool
+		wantWait time.Duration // from the timed-out takeover to the lease
+	}{
+		{name: "its own write, answered late: taken at the next poll", wantWait: lockPoll(ttl)},
+		{name: "the same identity, another term: waited out", foreign: true, wantWait: lockPoll(ttl) + leaseExpiry(ttl)},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFakeNomad()
+			clock := t0
+			seen := &leaseSeen{now: func() time.Time { return clock }}
+			c := testController(t, f)
+			c.cfg.Identity, c.cfg.LockTTL, c.cfg.Election = "b", ttl, ElectionLease
+			late := &landsLate{Nomad: f, left: 1}
+			c.nomad = late
+			// A free lease: b's takeover lands, its answer is lost.
+			if err := (&leaseLock{c: c, seen: seen, term: newTerm()}).Acquire(ctx); err == nil || errors.Is(err, api.ErrLockConflict) {
+				t.Fatalf("the takeover whose answer was lost: %v, want a failed call", err)
+			}
+			if tc.foreign {
+				items, index, _ := f.GetVar(ctx, "steward", LeaderLockPath)
+				items["term"] = "another"
+				if _, err := f.PutVar(ctx, "steward", LeaderLockPath, items, true, index); err != nil {
+					t.Fatal(err)
+				}
+			}
+			from := clock
+			w := electionWait{ttl: ttl, max: time.Minute}
+			err := context.DeadlineExceeded
+			for i := 0; i < 100; i++ {
+				clock = clock.Add(min(w.after(err), lockPoll(ttl))) // polls, as after an answer
+				if err = (&leaseLock{c: c, seen: seen, term: newTerm()}).Acquire(ctx); err == nil {
+					break
+				}
+				if !errors.Is(err, api.ErrLockConflict) {
+					t.Fatalf("b at %s: %v", clock.Sub(from), err)
+				}
+			}
+			if err != nil {
+				t.Fatalf("b never took the lease: %v", err)
+			}
+			if got := clock.Sub(from); got != tc.wantWait {
+				t.Errorf("b took the lease %s after its takeover timed out, want %s", got, tc.wantWait)
+			}
+			if items, _, _ := f.GetVar(ctx, "steward", LeaderLockPath); items["holder"] != "b" {
+				t.Errorf("the lease holds %v", items)
 			}
 		})
 	}

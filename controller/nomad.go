@@ -104,8 +104,12 @@ type Nomad interface {
 	StatAllocFile(ctx context.Context, namespace, allocID, path string) (*api.AllocFileInfo, error)
 }
 
-// VarRef names a variable.
-type VarRef struct{ Namespace, Path string }
+// VarRef names a variable; Index is its modify index as listed (0 where
+// not known), which changes with every write to it.
+type VarRef struct {
+	Namespace, Path string
+	Index           uint64
+}
 
 // errConflict is a failed check-and-set write.
 var errConflict = errors.New("variable changed since it was read")
@@ -383,7 +387,7 @@ func (n *nomadClient) ListVars(ctx context.Context, ns, prefix string) ([]VarRef
 			return nil, needs(err, "variables list", "list variables under %s", prefix)
 		}
 		for _, v := range list {
-			out = append(out, VarRef{Namespace: v.Namespace, Path: v.Path})
+			out = append(out, VarRef{Namespace: v.Namespace, Path: v.Path, Index: v.ModifyIndex})
 		}
 		if meta == nil || meta.NextToken == "" {
 			return out, nil

@@ -35,6 +35,9 @@ type stateStore struct {
 	stateErr   map[jobKey]string
 	unresolved map[string]unresolvedState
 
+	// prefetch: the states a follower read ahead (store_prefetch.go).
+	prefetch statePrefetch
+
 	usage   *usageStore
 	metrics *metrics
 	// forgotten runs at each reset: the publisher forgets what it wrote
@@ -80,7 +83,7 @@ func (s *stateStore) loadStates(ctx context.Context) (err error) {
 	}
 	var newer []string
 	refs = slices.DeleteFunc(refs, func(ref VarRef) bool { return ref.Namespace != s.cfg().StateNamespace })
-	read, err := s.readStates(ctx, refs)
+	read, reused, err := s.readListed(ctx, refs, s.takePrefetched())
 	if err != nil {
 		return err
 	}
@@ -130,7 +133,7 @@ func (s *stateStore) loadStates(ctx context.Context) (err error) {
 		return fmt.Errorf("%w: %d job states (%s, ...) are of a schema newer than %d: refusing to lead; "+
 			"upgrade this controller (docs/operations.md, \"Upgrades\")", errNewerState, len(newer), clip(newer[0], quoteMax), stateSchema)
 	}
-	s.log().Info("loaded controller state", "jobs", len(s.states()), "schema", stateSchema)
+	s.log().Info("loaded controller state", "jobs", len(s.states()), "schema", stateSchema, "read_ahead", reused)
 	return nil
 }
 
