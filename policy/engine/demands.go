@@ -567,6 +567,7 @@ func (st *state) serve(p pending, failed *failures) {
 		st.wait(d, d.Count, why)
 		return
 	}
+	st.releaseSurplus(b)
 	b.marks = st.takeMarks(p.w)
 	if len(b.marks) == 0 && st.e.precedence != nil && st.precede(p, b) {
 		return

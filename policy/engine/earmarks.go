@@ -13,8 +13,13 @@ import "slices"
 // counted on beside them (both Snapshot.Earmarks) are set aside: free to no
 // one but the beneficiary, which is placed on them first when its turn
 // comes. Once it is served, what it did not take is free to the work after
-// it. A beneficiary that no longer waits and holds GPUs (it was placed)
-// has no earmarks: its GPUs are free to all. One that neither waits nor
+// it, unless a plan promised it to a second beneficiary beside that one's
+// own victims (an Earmark the free GPUs no longer cover): then it is the
+// second's (takeSurplus): once the first is served, free to work of a
+// higher tier than the second, as before, but kept from work of the
+// second's tier and below (releaseSurplus). A beneficiary that no longer
+// waits and holds GPUs (it was placed) has no earmarks: its GPUs are free
+// to all. One that neither waits nor
 // holds any is being placed by Nomad (inFlight): its GPUs stay aside.
 // Work of a higher tier that finds no free GPU preempts for itself, as it
 // would have anyway (an urgent tier's preempt_grace keeps that short).
@@ -116,8 +121,141 @@ func (m *model) earmarkFreed(free []int32) (unknown []int) {
 		if g > 0 && (m.earmark(&mk.For, mk.ForGroup, n, g) || m.inFlight(mk.For)) {
 			free[n] -= int32(g)
 		}
+		if g < mk.GPUs {
+			m.takeSurplus(&mk.For, mk.ForGroup, n, mk.GPUs-g)
+		}
 	}
 	return unknown
+}
+
+// takeSurplus sets aside for the waiting demand named by job and group up
+// to want GPUs on node n out of what is set aside there for other demands
+// beyond all they wait for. A victim may free more than its beneficiary
+// needs (a 4-GPU job stopped for a 1-GPU one), and a plan may count the
+// rest for a second beneficiary beside that one's own victims (markBeside,
+// an Earmark). The next plan sets all of a draining allocation's GPUs
+// aside for the one it names (Alloc.For), before the Earmarks: without
+// this the second promise found no free GPU, the rest went to whatever was
+// served after the first beneficiary, and the second's victims stopped for
+// nothing (Helios, seed 5: 8 of 15 wasted preemptions). Moved GPUs still
+// draining stay draining, now for this demand (resumed after its victims).
+func (m *model) takeSurplus(job *JobRef, group string, n int32, want int) {
+	w, ok := m.waitingIndex(demandRef{*job, group})
+	if !ok || len(m.marks) == 0 {
+		return
+	}
+	others := make([]int32, 0, len(m.marks))
+	for o := range m.marks {
+		if o != w {
+			others = append(others, o)
+		}
+	}
+	slices.Sort(others) // map order would make plans differ run to run
+	for _, o := range others {
+		if want == 0 {
+			return
+		}
+		marks := m.marks[o]
+		held, on := 0, -1
+		for i, mk := range marks {
+			held += mk.gpus
+			if mk.node == n {
+				on = i
+			}
+		}
+		if on < 0 {
+			continue
+		}
+		g := min(want, marks[on].gpus, held-m.s.Waiting[o].GPUs())
+		if g <= 0 {
+			continue
+		}
+		// Only beyond what o waits for: its charge (at most that) stands.
+		marks[on].gpus -= g
+		m.marks[o] = slices.DeleteFunc(marks, func(mk nodeGPUs) bool { return mk.gpus <= 0 })
+		m.tenants[m.tenantOf(m.s.Waiting[o].Job.Ref.Namespace)].earmarked -= g * m.pl.unitsOn(n)
+		m.earmark(job, group, n, g)
+		if m.surplus == nil {
+			m.surplus = map[int32][]nodeGPUs{}
+		}
+		m.surplus[w] = addNode(m.surplus[w], n, g)
+		if m.surplusFrom == nil {
+			m.surplusFrom = map[int32][]int32{}
+		}
+		m.surplusFrom[w] = append(m.surplusFrom[w], o)
+		if d := min(g, m.drainingOn(o, n)); d > 0 {
+			m.draining[o] = addNode(m.draining[o], n, -d)
+			m.markDraining(job, group, n, d)
+		}
+		want -= g
+	}
+}
+
+// releaseSurplus makes free, before b is served, the GPUs takeSurplus set
+// aside for a waiting demand of a tier below b's, once the demands they
+// came from are served: before takeSurplus they were free to all work
+// after those, and interactive work ranks above batch training. Kept from
+// higher tiers too, they made interactive work wait, or preempt, for a
+// promise to a training job (issue 31: the high tier's p95 wait net of
+// its own limit rose 3.7 -> 25.3 min on Helios seed 2). Work of the
+// second's tier and below still finds them set aside.
+func (m *model) releaseSurplus(b *bene) {
+	if len(m.surplus) == 0 {
+		return
+	}
+	prio := m.e.tiers[b.tier].priority
+	// In a fixed order: the node index hears each change (plans are
+	// deterministic).
+	ws := make([]int32, 0, len(m.surplus))
+	for w := range m.surplus {
+		ws = append(ws, w)
+	}
+	slices.Sort(ws)
+	for _, w := range ws {
+		sur := m.surplus[w]
+		if m.e.tiers[m.waitingOf[w].tier].priority >= prio {
+			continue
+		}
+		if slices.ContainsFunc(m.surplusFrom[w], func(o int32) bool { _, unserved := m.marks[o]; return unserved }) {
+			continue // still theirs until their turn (takeMarks)
+		}
+		delete(m.surplus, w)
+		delete(m.surplusFrom, w)
+		t := &m.tenants[m.waitingOf[w].tenant]
+		for _, s := range sur {
+			g := 0
+			for i := range m.marks[w] {
+				if mk := &m.marks[w][i]; mk.node == s.node {
+					g = min(s.gpus, mk.gpus)
+					mk.gpus -= g
+				}
+			}
+			if g == 0 {
+				continue
+			}
+			if d := min(g, m.drainingOn(w, s.node)); d > 0 {
+				m.draining[w] = addNode(m.draining[w], s.node, -d)
+			}
+			t.earmarked -= g * m.pl.unitsOn(s.node)
+			m.ix.change(s.node, noUnit, int32(g))
+		}
+		m.marks[w] = slices.DeleteFunc(m.marks[w], func(mk nodeGPUs) bool { return mk.gpus <= 0 })
+		m.recharge(w)
+	}
+}
+
+// recharge caps what waiting demand w's marks count in its tenant's
+// marked (charge) at what is left set aside for it.
+func (m *model) recharge(w int32) {
+	left := 0
+	for _, mk := range m.marks[w] {
+		left += mk.gpus * m.pl.unitsOn(mk.node)
+	}
+	t := &m.tenants[m.waitingOf[w].tenant]
+	if c := m.charged[w]; c > left {
+		m.charged[w] = left
+		t.marked -= c - left
+	}
 }
 
 // inFlight reports whether a job that GPUs were set aside for neither
@@ -297,16 +435,8 @@ func (m *model) takeMarksBelow(b *bene) (int32, int32, bool) {
 	}
 	m.marks[w] = slices.DeleteFunc(m.marks[w], func(mk nodeGPUs) bool { return mk.gpus <= 0 })
 	// What is left set aside for w counts as far as it did (charge).
-	left := 0
-	for _, mk := range m.marks[w] {
-		left += mk.gpus * m.pl.unitsOn(mk.node)
-	}
-	t := &m.tenants[m.waitingOf[w].tenant]
-	t.earmarked -= b.g * m.pl.unitsOn(n)
-	if c := m.charged[w]; c > left {
-		m.charged[w] = left
-		t.marked -= c - left
-	}
+	m.tenants[m.waitingOf[w].tenant].earmarked -= b.g * m.pl.unitsOn(n)
+	m.recharge(w)
 	m.ix.change(n, noUnit, int32(b.g))
 	m.place(b, n)
 	b.took = true
