@@ -79,13 +79,12 @@ func (m *metrics) newActivity() {
 // sweepPrometheus reads the targets' GPU activity with one query and adds
 // one sample per allocation whose GPUs all have a reading.
 func (sp *sampler) sweepPrometheus(ctx context.Context, targets []statsTarget) {
-	c := sp.c
 	sp.gpuRefused.keep(targets)
-	now := c.now()
-	rctx, cancel := context.WithTimeout(ctx, statsTimeout(c.cfg.StatsInterval))
+	now := sp.now()
+	rctx, cancel := context.WithTimeout(ctx, statsTimeout(sp.cfg().StatsInterval))
 	readings, err := sp.prom.read(rctx, now)
 	cancel()
-	m := &c.metrics.activity
+	m := &sp.metrics.activity
 	q, b := sp.prom.queries.Load(), sp.prom.wire.Load()
 	m.queries.Add(float64(q - m.lastQueries))
 	m.bytes.Add(float64(b - m.lastBytes))
@@ -115,21 +114,20 @@ func (sp *sampler) sweepPrometheus(ctx context.Context, targets []statsTarget) {
 // activityDown pauses idle rules: the targets' samples go, the plan gets
 // none until the source answers, and the operator is told.
 func (sp *sampler) activityDown(err error, targets []statsTarget, now time.Time) {
-	c := sp.c
-	c.metrics.activity.up.Set(0)
-	c.metrics.activity.errors.Inc()
+	sp.metrics.activity.up.Set(0)
+	sp.metrics.activity.errors.Inc()
 	var jobs []string
 	seen := map[jobKey]bool{}
 	for _, t := range targets {
 		for _, a := range t.allocs {
-			c.usage.forget(a.ID)
+			sp.usage.forget(a.ID)
 			if k := (jobKey{a.Namespace, a.JobID}); !seen[k] {
 				seen[k] = true
 				jobs = append(jobs, k.String())
 			}
 		}
 	}
-	c.usage.pause(true)
+	sp.usage.pause(true)
 	s := &sp.activity
 	s.mu.Lock()
 	first := s.down == ""
@@ -144,30 +142,29 @@ func (sp *sampler) activityDown(err error, targets []statsTarget, now time.Time)
 	since, failures := s.since, s.failures
 	s.mu.Unlock()
 	if warn {
-		c.log.Warn("GPU activity source failed: idle rules are paused, nothing is reclaimed for idleness until it answers",
+		sp.log().Warn("GPU activity source failed: idle rules are paused, nothing is reclaimed for idleness until it answers",
 			"source", sp.activitySource(), "down_since", since, "failures", failures, "covered_jobs", len(jobs), "error", err)
 	} else {
-		c.log.Debug("GPU activity source failed again", "source", sp.activitySource(), "error", err)
+		sp.log().Debug("GPU activity source failed again", "source", sp.activitySource(), "error", err)
 	}
 	if first {
-		c.poke() // the status says so at once
+		sp.poke() // the status says so at once
 	}
 }
 
 // activityUp resumes idle rules after the source answers again.
 func (sp *sampler) activityUp(now time.Time) {
-	c := sp.c
-	c.metrics.activity.up.Set(1)
+	sp.metrics.activity.up.Set(1)
 	s := &sp.activity
 	s.mu.Lock()
 	was, since, failures := s.down, s.since, s.failures
 	s.down, s.failures, s.pausedFor = "", 0, nil
 	s.mu.Unlock()
-	c.usage.pause(false)
+	sp.usage.pause(false)
 	if was != "" {
-		c.log.Warn("GPU activity source answers again: idle rules resume (idle stretches start afresh)",
+		sp.log().Warn("GPU activity source answers again: idle rules resume (idle stretches start afresh)",
 			"source", sp.activitySource(), "was_down_for", now.Sub(since).Round(time.Second), "failures", failures)
-		c.poke()
+		sp.poke()
 	}
 }
 

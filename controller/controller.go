@@ -167,7 +167,7 @@ func New(cfg Config, client *api.Client, log hclog.Logger) (*Controller, error) 
 func giveDuties(c *Controller) {
 	c.pub = newPublisher(c)
 	c.election = &elector{c: c}
-	c.sampler = &sampler{c: c}
+	c.sampler = &sampler{wiring: wiringOf(c), usage: c.usage, metrics: c.metrics, poke: c.poke}
 	c.drains = &drainer{c: c}
 	c.web = &endpoints{c: c}
 	c.stateStore = newStateStore(c)

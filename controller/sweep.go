@@ -70,8 +70,7 @@ func statsTargets(pol *policy.Policy, obs *Observation) []statsTarget {
 // allocation, at the time its node answered. It returns how many nodes
 // failed to answer (each is logged at debug level and retried next sweep).
 func (sp *sampler) sweepStats(ctx context.Context, targets []statsTarget) int {
-	c := sp.c
-	timeout := statsTimeout(c.cfg.StatsInterval)
+	timeout := statsTimeout(sp.cfg().StatsInterval)
 	sem := make(chan struct{}, statsConcurrency)
 	var wg sync.WaitGroup
 	var mu sync.Mutex
@@ -91,17 +90,17 @@ func (sp *sampler) sweepStats(ctx context.Context, targets []statsTarget) int {
 			readings, err := sp.nodeGPUReadings(rctx, t.node)
 			cancel()
 			if err != nil {
-				c.log.Debug("read GPU stats", "node", t.node, "error", err)
+				sp.log().Debug("read GPU stats", "node", t.node, "error", err)
 				mu.Lock()
 				failed++
 				mu.Unlock()
 				return
 			}
-			sp.sampleNode(t, readings, c.now())
+			sp.sampleNode(t, readings, sp.now())
 		}()
 	}
 	wg.Wait()
-	c.metrics.statsFailures.Add(float64(failed))
+	sp.metrics.statsFailures.Add(float64(failed))
 	return failed
 }
 
@@ -110,24 +109,23 @@ func (sp *sampler) sweepStats(ctx context.Context, targets []statsTarget) int {
 // not is neither idle nor busy: its samples go, and the GPU is refused
 // (logged the first time).
 func (sp *sampler) sampleNode(t statsTarget, readings map[string]gpuReading, now time.Time) {
-	c := sp.c
 	for _, a := range t.allocs {
 		u, refused, ok := allocUtil(readings, a.GPUIDs)
 		for _, id := range sp.gpuRefused.accept(t.node, reportingGPUs(a.GPUIDs, refused)) {
-			c.log.Info("GPU reports utilisation again: idle rules act on its allocation", "node", t.node, "gpu", id, "alloc", a.ID)
+			sp.log().Info("GPU reports utilisation again: idle rules act on its allocation", "node", t.node, "gpu", id, "alloc", a.ID)
 		}
 		if len(refused) > 0 {
-			c.usage.forget(a.ID)
+			sp.usage.forget(a.ID)
 			for _, id := range slices.Sorted(maps.Keys(refused)) {
 				if sp.gpuRefused.refuse(t.node, id, refused[id], a) {
-					c.log.Warn("GPU refused: it has no utilisation reading, so idle rules do not act on its allocation",
+					sp.log().Warn("GPU refused: it has no utilisation reading, so idle rules do not act on its allocation",
 						"source", sp.activitySource(), "node", t.node, "gpu", id, "alloc", a.ID, "job", jobKey{a.Namespace, a.JobID}, "reason", refused[id])
 				}
 			}
 			continue
 		}
 		if ok {
-			c.usage.add(a.ID, engine.Sample{At: now, Util: u})
+			sp.usage.add(a.ID, engine.Sample{At: now, Util: u})
 		}
 	}
 }
@@ -147,8 +145,7 @@ func reportingGPUs(ids []string, refused map[string]string) []string {
 // every StatsInterval, until ctx ends; the sample ages it finds at each
 // sweep's start go to steward_gpu_sample_age_seconds.
 func (sp *sampler) pollStats(ctx context.Context) {
-	c := sp.c
-	t := time.NewTicker(c.cfg.StatsInterval)
+	t := time.NewTicker(sp.cfg().StatsInterval)
 	defer t.Stop()
 	for {
 		select {
@@ -156,19 +153,19 @@ func (sp *sampler) pollStats(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		targets := c.usage.targetsNow()
+		targets := sp.usage.targetsNow()
 		if len(targets) == 0 {
 			continue // nothing an idle rule covers: nothing to read
 		}
-		start := c.now()
-		for _, age := range c.usage.ages(targets, start) {
-			c.metrics.sampleAge.Observe(age.Seconds())
+		start := sp.now()
+		for _, age := range sp.usage.ages(targets, start) {
+			sp.metrics.sampleAge.Observe(age.Seconds())
 		}
 		if sp.prom != nil {
 			sp.sweepPrometheus(ctx, targets)
 		} else {
 			sp.sweepStats(ctx, targets)
 		}
-		c.metrics.sweepSeconds.Observe(c.now().Sub(start).Seconds())
+		sp.metrics.sweepSeconds.Observe(sp.now().Sub(start).Seconds())
 	}
 }

@@ -223,8 +223,7 @@ func (u *usageStore) idleSince(allocID string, threshold float64) (IdleSince, bo
 // nodeGPUReadings reads each GPU's utilisation on a node, or why it has
 // none, from the device plugin's stats (gpuutil.go).
 func (sp *sampler) nodeGPUReadings(ctx context.Context, nodeID string) (map[string]gpuReading, error) {
-	c := sp.c
-	stats, err := c.nomad.NodeStats(ctx, nodeID)
+	stats, err := sp.nomad().NodeStats(ctx, nodeID)
 	if err != nil {
 		return nil, fmt.Errorf("read stats of node %s: %w", nodeID, err)
 	}
