@@ -116,7 +116,7 @@ func TestJobCheckConcurrencyBounded(t *testing.T) {
 // the numbers, whether it declares its length or not; one within is read.
 func TestJobCheckBodyBounded(t *testing.T) {
 	c := &Controller{}
-	c.web = &endpoints{c: c}
+	c.web = newEndpoints(c)
 	_, h := guardFor(1000, 1000, 4, 1024, http.HandlerFunc(c.web.serveCheck))
 	big := `{"Job":{"ID":"` + strings.Repeat("x", 4096) + `"}}`
 	cases := []struct {

@@ -169,7 +169,7 @@ func giveDuties(c *Controller) {
 	c.election = &elector{c: c}
 	c.sampler = &sampler{wiring: wiringOf(c), usage: c.usage, metrics: c.metrics, poke: c.poke}
 	c.drains = &drainer{c: c}
-	c.web = &endpoints{c: c}
+	c.web = newEndpoints(c)
 	c.stateStore = newStateStore(c)
 	c.actor = newActor(c)
 	c.placeholders = &placeholders{c.stateStore}

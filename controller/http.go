@@ -21,13 +21,12 @@ import (
 func (c *Controller) Handler() http.Handler { return c.web.handler() }
 
 func (ep *endpoints) handler() http.Handler {
-	c := ep.c
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(c.metrics.reg, promhttp.HandlerOpts{}))
+	mux.Handle("/metrics", promhttp.HandlerFor(ep.metrics.reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
-		h := c.Health()
+		h := ep.health()
 		code := http.StatusOK
-		stale := h.Leader && !h.LastReconcile.IsZero() && time.Since(h.LastReconcile) > 3*c.cfg.Resync
+		stale := h.Leader && !h.LastReconcile.IsZero() && time.Since(h.LastReconcile) > 3*ep.cfg().Resync
 		if h.LastError != "" || stale {
 			code = http.StatusServiceUnavailable
 		}
@@ -35,11 +34,11 @@ func (ep *endpoints) handler() http.Handler {
 		w.WriteHeader(code)
 		_ = json.NewEncoder(w).Encode(h)
 	})
-	if c.cfg.CheckListen == "" {
+	if ep.cfg().CheckListen == "" {
 		mux.Handle("POST /v1/job/check", ep.checkHandler())
 		mux.HandleFunc("GET /v1/queue", ep.serveQueue)
 	}
-	if c.cfg.Pprof {
+	if ep.cfg().Pprof {
 		mux.HandleFunc("/debug/pprof/", pprof.Index)
 		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 	}
@@ -48,9 +47,8 @@ func (ep *endpoints) handler() http.Handler {
 
 // checkHandler serves POST /v1/job/check within its bounds (checkguard.go).
 func (ep *endpoints) checkHandler() http.Handler {
-	c := ep.c
 	mux := http.NewServeMux()
-	mux.Handle("POST /v1/job/check", newCheckGuard(c.cfg).wrap(http.HandlerFunc(ep.serveCheck)))
+	mux.Handle("POST /v1/job/check", newCheckGuard(*ep.cfg()).wrap(http.HandlerFunc(ep.serveCheck)))
 	mux.HandleFunc("GET /v1/queue", ep.serveQueue)
 	return mux
 }
@@ -64,7 +62,6 @@ type CheckRequest struct {
 
 // serveCheck answers `steward job check` (see Check).
 func (ep *endpoints) serveCheck(w http.ResponseWriter, r *http.Request) {
-	c := ep.c
 	var req CheckRequest
 	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
 		code := http.StatusBadRequest
@@ -81,7 +78,7 @@ func (ep *endpoints) serveCheck(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), checkTimeout)
 	defer cancel()
-	res, err := c.Check(ctx, req.Job, token)
+	res, err := ep.check(ctx, req.Job, token)
 	switch {
 	case err == nil:
 		w.Header().Set("Content-Type", "application/json")
@@ -114,10 +111,9 @@ func (c *Controller) Serve(ctx context.Context, ready, checkReady func(addr stri
 }
 
 func (ep *endpoints) serve(ctx context.Context, ready, checkReady func(addr string)) error {
-	c := ep.c
 	var tlsConf *tls.Config
-	if c.cfg.TLSCert != "" {
-		cert, err := tls.LoadX509KeyPair(c.cfg.TLSCert, c.cfg.TLSKey)
+	if ep.cfg().TLSCert != "" {
+		cert, err := tls.LoadX509KeyPair(ep.cfg().TLSCert, ep.cfg().TLSKey)
 		if err != nil {
 			return fmt.Errorf("load the check listener's TLS certificate: %w", err)
 		}
@@ -131,15 +127,15 @@ func (ep *endpoints) serve(ctx context.Context, ready, checkReady func(addr stri
 		check   bool
 	}
 	var servers []server
-	if c.cfg.Listen != "" {
-		s := server{addr: c.cfg.Listen, handler: ep.handler(), ready: ready, check: c.cfg.CheckListen == ""}
+	if ep.cfg().Listen != "" {
+		s := server{addr: ep.cfg().Listen, handler: ep.handler(), ready: ready, check: ep.cfg().CheckListen == ""}
 		if s.check {
 			s.tls = tlsConf
 		}
 		servers = append(servers, s)
 	}
-	if c.cfg.CheckListen != "" {
-		servers = append(servers, server{addr: c.cfg.CheckListen, handler: ep.checkHandler(), tls: tlsConf, ready: checkReady, check: true})
+	if ep.cfg().CheckListen != "" {
+		servers = append(servers, server{addr: ep.cfg().CheckListen, handler: ep.checkHandler(), tls: tlsConf, ready: checkReady, check: true})
 	}
 	if len(servers) == 0 {
 		return nil
@@ -158,11 +154,7 @@ func (ep *endpoints) serve(ctx context.Context, ready, checkReady func(addr stri
 			s.ready(ln.Addr().String())
 		}
 		if s.check {
-			c.mu.Lock()
-			if c.checkAddr == "" {
-				c.checkAddr = scheme + ln.Addr().String()
-			}
-			c.mu.Unlock()
+			ep.checkListening(scheme + ln.Addr().String())
 		}
 		srv := &http.Server{Handler: s.handler, ReadHeaderTimeout: 5 * time.Second}
 		go func() {

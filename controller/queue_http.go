@@ -21,8 +21,7 @@ import (
 
 // serveQueue answers GET /v1/queue.
 func (ep *endpoints) serveQueue(w http.ResponseWriter, r *http.Request) {
-	c := ep.c
-	if c.client == nil {
+	if ep.client == nil {
 		writeJSONError(w, http.StatusServiceUnavailable, fmt.Errorf("no Nomad client"))
 		return
 	}
@@ -33,14 +32,14 @@ func (ep *endpoints) serveQueue(w http.ResponseWriter, r *http.Request) {
 	}
 	where := ns
 	if where == "" || where == "*" {
-		where = c.cfg.StateNamespace
+		where = ep.cfg().StateNamespace
 	}
 	token, ok := ep.callerToken(w, r)
 	if !ok {
 		return
 	}
 	q := (&api.QueryOptions{Namespace: where, AuthToken: token}).WithContext(r.Context())
-	v, _, err := c.client.Variables().Peek(StatusPath, q)
+	v, _, err := ep.client.Variables().Peek(StatusPath, q)
 	switch {
 	case isForbidden(err):
 		writeJSONError(w, http.StatusForbidden, fmt.Errorf("read the queue in namespace %s with the caller's token: %w", where, err))
@@ -95,7 +94,7 @@ func (ep *endpoints) aclsOn() (bool, error) {
 	if known {
 		return on, nil
 	}
-	_, _, err := ep.c.client.ACLTokens().Self(nil)
+	_, _, err := ep.client.ACLTokens().Self(nil)
 	switch {
 	case err != nil && strings.Contains(err.Error(), "ACL support disabled"):
 		on = false
