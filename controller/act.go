@@ -424,14 +424,13 @@ func (ac *actor) leaveDoneOut(ctx context.Context, r *round, k jobKey, group str
 // and the victims stopped, so their GPUs go to the waiting work and not to
 // a replacement of the victim.
 func (dr *drainer) finishDrain(ctx context.Context, r *round, st *JobState, d *Drain) error {
-	c := dr.c
 	k := st.key()
 	job := r.obs.Jobs[k]
 	d.Finished, d.FinishedAt = true, r.now
-	c.markFreed(r, st, d)
+	dr.markFreed(r, st, d)
 	if job == nil || job.Stopped {
 		st.Draining = slices.DeleteFunc(st.Draining, func(x *Drain) bool { return x == d })
-		return c.save(ctx, st)
+		return dr.save(ctx, st)
 	}
 	reason := engine.Reason{Rule: engine.Rule(d.Rule), Message: d.Reason}
 	groups := map[string]int{} // group -> allocations to remove
@@ -445,10 +444,10 @@ func (dr *drainer) finishDrain(ctx context.Context, r *round, st *JobState, d *D
 		if n := len(d.Allocs) - d.Completed; n > 0 {
 			groups[d.Group] = n
 		} else {
-			c.log.Info("preemption's victims completed their work before it stopped them: nothing held", "job", k, "group", d.Group,
+			dr.log().Info("preemption's victims completed their work before it stopped them: nothing held", "job", k, "group", d.Group,
 				"completed", d.Completed)
 			st.note(StatusRunning, completedReason(d, d.Completed), r.now)
-			return c.save(ctx, st)
+			return dr.save(ctx, st)
 		}
 	}
 	// Idle releases count toward the eviction cap too: it is about how
@@ -461,10 +460,10 @@ func (dr *drainer) finishDrain(ctx context.Context, r *round, st *JobState, d *D
 	evicts := d.evicts()
 	targets := r.holdDrained(st, job, d, groups)
 	st.note(d.heldStatus(), reason, r.now)
-	if err := c.save(ctx, st); err != nil {
+	if err := dr.save(ctx, st); err != nil {
 		return err
 	}
-	c.crashPoint(stepHoldRecorded)
+	dr.crashPoint(stepHoldRecorded)
 	// Part of a group: the lower count alone stops the victims. When a
 	// group's count drops, Nomad stops the allocations with the highest
 	// indexes in their names (its reconciler's computeStop), and the
@@ -489,15 +488,15 @@ func (dr *drainer) finishDrain(ctx context.Context, r *round, st *JobState, d *D
 	var firstErr error
 	for _, g := range names {
 		msg := fmt.Sprintf("%s %s: %s", verb, plural(groups[g], "allocation"), d.Reason)
-		if err := c.scale(ctx, r, k, g, targets[g], msg, scaleMeta(reason)); err != nil && firstErr == nil {
+		if err := dr.scale(ctx, r, k, g, targets[g], msg, scaleMeta(reason)); err != nil && firstErr == nil {
 			firstErr = err
 		}
 	}
 	if evicts && firstErr == nil {
 		dr.countEviction(ctx, r, st, targets)
 	}
-	pol, _ := c.engineNow()
-	c.metrics.preempted(d, job, pol)
+	pol, _ := dr.engineNow()
+	dr.metrics.preempted(d, job, pol)
 	r.acted++
 	return firstErr
 }
@@ -517,15 +516,14 @@ func gpuGroupCounts(job *ObservedJob) map[string]int {
 // countEviction counts a drain's stop toward the job's eviction cap once
 // Nomad took its counts (targets), and saves it.
 func (dr *drainer) countEviction(ctx context.Context, r *round, st *JobState, targets map[string]int) {
-	c := dr.c
 	st.preempted(r.now)
 	for g := range targets {
 		if h := st.Held[g]; h != nil {
 			h.Evicts = time.Time{}
 		}
 	}
-	if err := c.save(ctx, st); err != nil {
-		c.log.Error("save job state", "job", st.key(), "error", err)
+	if err := dr.save(ctx, st); err != nil {
+		dr.log().Error("save job state", "job", st.key(), "error", err)
 		r.failed++
 	}
 }
@@ -564,15 +562,14 @@ func (r *round) holdDrained(st *JobState, job *ObservedJob, d *Drain, groups map
 // their group's count: they are not its highest name indexes
 // (finishDrain).
 func (dr *drainer) stopVictims(ctx context.Context, r *round, k jobKey, d *Drain) {
-	c := dr.c
-	c.log.Warn("victims are not their group's highest name indexes: stopping them one by one before lowering the count",
+	dr.log().Warn("victims are not their group's highest name indexes: stopping them one by one before lowering the count",
 		"job", k, "group", d.Group, "allocs", d.Allocs)
 	for _, id := range r.aliveOf(k, d.Allocs) {
-		index, err := c.writes.nomadWrite(r, k, "stop", func() (uint64, error) { return c.nomad.StopAlloc(ctx, k.Namespace, id) })
+		index, err := dr.writes.nomadWrite(r, k, "stop", func() (uint64, error) { return dr.nomad().StopAlloc(ctx, k.Namespace, id) })
 		if err != nil {
 			// finishDrains stops it again while Nomad still runs it.
 			if !refusedOrBackedOff(err) {
-				c.log.Warn("stop victim allocation", "job", k, "alloc", id, "error", err)
+				dr.log().Warn("stop victim allocation", "job", k, "alloc", id, "error", err)
 				r.failed++
 			}
 			continue
@@ -674,9 +671,8 @@ const signalDelay = time.Second
 // finishes those whose grace is over (or whose victims are gone already),
 // and forgets finished ones once their victims have stopped.
 func (dr *drainer) finishDrains(ctx context.Context, r *round) {
-	c := dr.c
 	r.writtenFiles = dr.written.answered()
-	for _, st := range c.sortedStates() {
+	for _, st := range dr.sortedStates() {
 		st.pruneMarks(r.now)
 		for _, d := range slices.Clone(st.Draining) {
 			alive := len(r.aliveOf(st.key(), d.Allocs))
@@ -713,11 +709,11 @@ func (dr *drainer) finishDrains(ctx context.Context, r *round) {
 					r.wake(d.Deadline)
 					continue
 				}
-				c.log.Info("checkpoint written: preemption finished before its grace ends", "job", st.key(),
+				dr.log().Info("checkpoint written: preemption finished before its grace ends", "job", st.key(),
 					"for", d.For, "grace_left", d.Deadline.Sub(r.now).Round(time.Second))
 			}
 			if err := dr.finishDrain(ctx, r, st, d); err != nil && !refusedOrBackedOff(err) {
-				c.log.Error("finish preemption", "job", st.key(), "error", err)
+				dr.log().Error("finish preemption", "job", st.key(), "error", err)
 				r.failed++
 			}
 		}
@@ -733,7 +729,6 @@ func (dr *drainer) finishDrains(ctx context.Context, r *round) {
 // vision/batch-51). It reports whether the victims' ends are known: until
 // then the finished preemption is kept (at most victimStopLimit).
 func (dr *drainer) keepCompletedOut(ctx context.Context, r *round, st *JobState, d *Drain) bool {
-	c := dr.c
 	k := st.key()
 	job := r.obs.Jobs[k]
 	if d.Group == "" || !d.Requeue || d.settled || job == nil || job.Type != api.JobTypeBatch {
@@ -765,10 +760,10 @@ func (dr *drainer) keepCompletedOut(ctx context.Context, r *round, st *JobState,
 	if h.Count == 0 {
 		st.note(StatusRunning, completedReason(d, extra), r.now)
 	}
-	c.log.Info("preemption's victim completed its work before the stop reached it: not held, never resumed", "job", k,
+	dr.log().Info("preemption's victim completed its work before the stop reached it: not held, never resumed", "job", k,
 		"group", d.Group, "completed", extra, "held", h.Count)
-	if err := c.save(ctx, st); err != nil {
-		c.log.Error("save job state", "job", k, "error", err)
+	if err := dr.save(ctx, st); err != nil {
+		dr.log().Error("save job state", "job", k, "error", err)
 		r.failed++
 	}
 	return true
@@ -780,15 +775,14 @@ func (dr *drainer) keepCompletedOut(ctx context.Context, r *round, st *JobState,
 // killed, and whether every one's end is known (its client reported it).
 // One read a victim, once a preemption.
 func (dr *drainer) victimsCompletedStopped(ctx context.Context, k jobKey, d *Drain, ended map[string]jobKey) (int, bool) {
-	c := dr.c
 	completed, known := 0, true
 	for _, short := range d.Allocs {
 		if endedIn(ended, k, short) {
 			continue
 		}
-		allocs, err := c.nomad.AllocsByPrefix(ctx, k.Namespace, short)
+		allocs, err := dr.nomad().AllocsByPrefix(ctx, k.Namespace, short)
 		if err != nil {
-			c.log.Warn("read a preemption's victim", "job", k, "alloc", short, "error", err)
+			dr.log().Warn("read a preemption's victim", "job", k, "alloc", short, "error", err)
 			known = false
 			continue
 		}
@@ -898,7 +892,6 @@ const (
 // every victim's stop is Nomad's to carry out already, it waits for Nomad
 // (awaitPendingStops).
 func (dr *drainer) stopStragglers(ctx context.Context, r *round, st *JobState, d *Drain) {
-	c := dr.c
 	if d.FinishedAt.IsZero() {
 		d.FinishedAt = r.now
 	}
@@ -909,10 +902,10 @@ func (dr *drainer) stopStragglers(ctx context.Context, r *round, st *JobState, d
 		return
 	}
 	if since >= victimStopLimit {
-		c.log.Error("victims still run long after their preemption finished: giving it up so the next plan sees them",
+		dr.log().Error("victims still run long after their preemption finished: giving it up so the next plan sees them",
 			"job", st.key(), "allocs", d.Allocs, "since", since)
 		st.Draining = slices.DeleteFunc(st.Draining, func(x *Drain) bool { return x == d })
-		c.metrics.givenUp.WithLabelValues(givenUpVictimsRun).Inc()
+		dr.metrics.givenUp.WithLabelValues(givenUpVictimsRun).Inc()
 		r.failed++
 		return
 	}
@@ -923,13 +916,13 @@ func (dr *drainer) stopStragglers(ctx context.Context, r *round, st *JobState, d
 	}
 	d.stoppedAgain = r.now
 	for _, id := range stragglers {
-		if index, err := c.writes.nomadWrite(r, st.key(), "stop", func() (uint64, error) { return c.nomad.StopAlloc(ctx, st.Namespace, id) }); err != nil {
+		if index, err := dr.writes.nomadWrite(r, st.key(), "stop", func() (uint64, error) { return dr.nomad().StopAlloc(ctx, st.Namespace, id) }); err != nil {
 			if !refusedOrBackedOff(err) {
-				c.log.Warn("stop victim allocation again", "job", st.key(), "alloc", id, "error", err)
+				dr.log().Warn("stop victim allocation again", "job", st.key(), "alloc", id, "error", err)
 				r.failed++
 			}
 		} else {
-			c.log.Info("stopped a victim Nomad still ran", "job", st.key(), "alloc", id)
+			dr.log().Info("stopped a victim Nomad still ran", "job", st.key(), "alloc", id)
 			r.wrote(index)
 			r.acted++
 		}
@@ -979,15 +972,14 @@ func (dr *drainer) stragglers(r *round, st *JobState, d *Drain) []string {
 // that take the checkpoint signal get it (GroupSpec.SignalTasks): a
 // sidecar that the signal would kill is left alone.
 func (dr *drainer) signal(ctx context.Context, r *round, st *JobState, d *Drain) {
-	c := dr.c
 	if d.Signaled.IsZero() {
 		d.Signaled, d.Deadline = r.now, r.now.Add(d.Grace)
-		if err := c.save(ctx, st); err != nil {
-			c.log.Error("save job state", "job", st.key(), "error", err)
+		if err := dr.save(ctx, st); err != nil {
+			dr.log().Error("save job state", "job", st.key(), "error", err)
 			r.failed++
 			return
 		}
-		c.crashPoint(stepSignalRecorded)
+		dr.crashPoint(stepSignalRecorded)
 	}
 	job := r.obs.Jobs[st.key()]
 	failed, refused, starting, sent := 0, 0, 0, 0
@@ -1010,14 +1002,14 @@ func (dr *drainer) signal(ctx context.Context, r *round, st *JobState, d *Drain)
 				continue
 			}
 			sent++
-			_, err := c.writes.nomadWrite(r, st.key(), "signal", func() (uint64, error) {
-				return 0, c.nomad.Signal(ctx, st.Namespace, a.ID, task, d.Signal)
+			_, err := dr.writes.nomadWrite(r, st.key(), "signal", func() (uint64, error) {
+				return 0, dr.nomad().Signal(ctx, st.Namespace, a.ID, task, d.Signal)
 			})
 			switch {
 			case refusedOrBackedOff(err):
 				refused++ // in the job's record; the grace runs on
 			case err != nil:
-				c.log.Warn("checkpoint signal failed", "job", st.key(), "alloc", a.ID, "task", task, "error", err)
+				dr.log().Warn("checkpoint signal failed", "job", st.key(), "alloc", a.ID, "task", task, "error", err)
 				failed++
 			}
 		}
@@ -1038,16 +1030,16 @@ func (dr *drainer) signal(ctx context.Context, r *round, st *JobState, d *Drain)
 		return
 	}
 	d.Sent = true
-	if err := c.save(ctx, st); err != nil {
-		c.log.Error("save job state", "job", st.key(), "error", err)
+	if err := dr.save(ctx, st); err != nil {
+		dr.log().Error("save job state", "job", st.key(), "error", err)
 		r.failed++
 	}
 	if sent == 0 {
-		c.log.Info("checkpoint signal not sent: no victim's task runs to take it", "job", st.key(), "signal", d.Signal)
+		dr.log().Info("checkpoint signal not sent: no victim's task runs to take it", "job", st.key(), "signal", d.Signal)
 		r.wake(d.Deadline)
 		return
 	}
-	c.log.Info("checkpoint signal sent", "job", st.key(), "signal", d.Signal, "grace", d.Grace)
+	dr.log().Info("checkpoint signal sent", "job", st.key(), "signal", d.Signal, "grace", d.Grace)
 	r.acted++
 	r.wake(d.Deadline)
 }

@@ -7,9 +7,12 @@ package controller
 // written_poll.go), stops their victims and holds their groups, and stops
 // victims Nomad still runs (act.go). It owns what only drains need: the
 // checkpoint-written files found between rounds, and the allocations the
-// last plan of the lead term saw (neverAdmitted).
+// last plan of the lead term saw (neverAdmitted). It acts through the
+// actor (its store, metrics and decisions), given once both are made
+// (giveDuties), and wakes the loop with poke; it has no controller.
 type drainer struct {
-	c *Controller
+	*actor
+	poke func()
 	// written passes drains' checkpoint-written files between the rounds
 	// and their poll (written_poll.go).
 	written writtenStore

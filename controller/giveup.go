@@ -34,18 +34,17 @@ func (dr *drainer) awaitPendingStops(r *round, st *JobState, d *Drain, since tim
 		r.wake(d.FinishedAt.Add(victimPendingLimit))
 		return
 	}
-	c := dr.c
 	alive := len(r.aliveOf(st.key(), d.Allocs))
 	why := givingUpReason(st.key(), d, since, alive)
-	c.log.Warn("victims' stops still pending in Nomad: giving the preemption up so the next plan sees them",
+	dr.log().Warn("victims' stops still pending in Nomad: giving the preemption up so the next plan sees them",
 		"job", st.key(), "for", d.For, "allocs", d.Allocs, "since", since, "reason", why)
 	st.Draining = slices.DeleteFunc(st.Draining, func(x *Drain) bool { return x == d })
-	c.metrics.givenUp.WithLabelValues(givenUpStopsPending).Inc()
+	dr.metrics.givenUp.WithLabelValues(givenUpStopsPending).Inc()
 	gpus := 0
 	for _, on := range d.On {
 		gpus += on.GPUs
 	}
-	c.remember(Decision{At: r.now, Kind: decisionGiveUp, Job: st.key().String(), Group: d.Group, GPUs: gpus,
+	dr.remember(Decision{At: r.now, Kind: decisionGiveUp, Job: st.key().String(), Group: d.Group, GPUs: gpus,
 		Rule: givenUpStopsPending, Reason: why})
 }
 

@@ -119,7 +119,6 @@ func (w *writtenStore) answered() map[string]map[string]time.Time {
 
 // pollWritten reads the pending files every period until ctx ends.
 func (dr *drainer) pollWritten(ctx context.Context, period time.Duration) {
-	c := dr.c
 	if period <= 0 {
 		return
 	}
@@ -133,7 +132,7 @@ func (dr *drainer) pollWritten(ctx context.Context, period time.Duration) {
 		case <-t.C:
 		}
 		if dr.readWritten(ctx, dr.written.pending(), &warned) {
-			c.poke()
+			dr.poke()
 		}
 	}
 }
@@ -142,11 +141,10 @@ func (dr *drainer) pollWritten(ctx context.Context, period time.Duration) {
 // answered. A token without read-fs is said once per lead term: the early
 // stop then comes only through steward-exec's events.
 func (dr *drainer) readWritten(ctx context.Context, targets []writtenTarget, warned *bool) bool {
-	c := dr.c
 	answered := false
 	for _, t := range targets {
 		cctx, cancel := context.WithTimeout(ctx, writtenCallTimeout)
-		info, err := c.nomad.StatAllocFile(cctx, t.Namespace, t.AllocID, writtenPath(t.Task))
+		info, err := dr.nomad().StatAllocFile(cctx, t.Namespace, t.AllocID, writtenPath(t.Task))
 		timedOut := cctx.Err() != nil
 		cancel()
 		if ctx.Err() != nil {
@@ -156,21 +154,21 @@ func (dr *drainer) readWritten(ctx context.Context, targets []writtenTarget, war
 		case err != nil && isForbidden(err):
 			if !*warned {
 				*warned = true
-				c.log.Warn("cannot read checkpoint-written files: tasks of drivers other than steward-exec stop at the end of their grace", "error", err)
+				dr.log().Warn("cannot read checkpoint-written files: tasks of drivers other than steward-exec stop at the end of their grace", "error", err)
 			}
 			return answered
 		case err != nil && timedOut:
-			c.log.Warn("checkpoint-written file not read in time: not read again for this preemption; the task stops at the end of its grace",
+			dr.log().Warn("checkpoint-written file not read in time: not read again for this preemption; the task stops at the end of its grace",
 				"alloc", t.AllocID, "task", t.Task, "timeout", writtenCallTimeout)
 			dr.written.giveUp(t)
 			continue
 		case err != nil:
-			c.log.Debug("read checkpoint-written file", "alloc", t.AllocID, "task", t.Task, "error", err)
+			dr.log().Debug("read checkpoint-written file", "alloc", t.AllocID, "task", t.Task, "error", err)
 			continue
 		}
-		if at, ok := writtenAnswer(info, t.Since, c.now()); ok {
+		if at, ok := writtenAnswer(info, t.Since, dr.now()); ok {
 			dr.written.answer(t, at)
-			c.log.Info("checkpoint written (the task's file says so)", "alloc", t.AllocID, "task", t.Task, "at", at.UTC().Format(time.RFC3339Nano))
+			dr.log().Info("checkpoint written (the task's file says so)", "alloc", t.AllocID, "task", t.Task, "at", at.UTC().Format(time.RFC3339Nano))
 			answered = true
 		}
 	}
