@@ -166,13 +166,13 @@ func New(cfg Config, client *api.Client, log hclog.Logger) (*Controller, error) 
 // needs of c rather than c (docs/design.md, "Who owns what").
 func giveDuties(c *Controller) {
 	c.pub = newPublisher(c)
-	c.election = &elector{c: c}
 	c.sampler = &sampler{wiring: wiringOf(c), usage: c.usage, metrics: c.metrics, poke: c.poke}
 	c.drains = &drainer{poke: c.poke}
 	c.web = newEndpoints(c)
 	c.stateStore = newStateStore(c)
 	c.actor = newActor(c)
 	c.drains.actor = c.actor // the drainer acts through the actor
+	c.election = newElector(c)
 	c.placeholders = &placeholders{c.stateStore}
 	c.fairSharer = &fairSharer{wiring: wiringOf(c), fair: &c.fair}
 	c.metaChecker = &metaChecker{wiring: wiringOf(c), metrics: c.metrics}

@@ -3,6 +3,9 @@ package controller
 import (
 	"context"
 	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/nomad/api"
 )
 
 // elector holds this controller's leadership: it contends for the leader
@@ -10,8 +13,16 @@ import (
 // leader_lease.go; or a Consul lock, leader_consul.go), keeps the lease
 // (c.lease) that fences every write, runs the control loop while it
 // leads, and steps down when no round finishes in time (stepdown.go).
+// It is given the wiring, the client and lease, and the two reads a new
+// lease term warms up with (newElector), not the controller.
 type elector struct {
-	c *Controller
+	wiring
+	client *api.Client
+	lease  *lease
+	// refresh reads the cluster in full (observer.refresh),
+	// prefetchStates the jobs' states (stateStore.prefetchStates).
+	refresh        func(ctx context.Context, at time.Time) error
+	prefetchStates func(ctx context.Context) error
 	// lastRoundAt is when the last round finished, in Unix nanoseconds
 	// (stepdown.go).
 	lastRoundAt atomic.Int64
@@ -25,10 +36,20 @@ type elector struct {
 // ends.
 func (e *elector) run(ctx context.Context, lead func(context.Context) error) error {
 	switch {
-	case e.c.cfg.Consul != nil:
+	case e.cfg().Consul != nil:
 		return e.electConsul(ctx, lead)
-	case e.c.cfg.Election == ElectionLease:
+	case e.cfg().Election == ElectionLease:
 		return e.electLease(ctx, lead)
 	}
 	return e.elect(ctx, lead)
+}
+
+// newElector gives the elector what it needs of c. refresh reads c.obs
+// when called, since tests give c its observer after making it.
+func newElector(c *Controller) *elector {
+	return &elector{
+		wiring: wiringOf(c), client: c.client, lease: c.lease,
+		refresh:        func(ctx context.Context, at time.Time) error { return c.obs.refresh(ctx, at) },
+		prefetchStates: c.prefetchStates,
+	}
 }

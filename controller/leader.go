@@ -76,23 +76,22 @@ func (l *lease) end() {
 // its calls have no timeout. Here lead's context ends, and every write is
 // refused (fencedNomad), as soon as the lease cannot be proven.
 func (e *elector) elect(ctx context.Context, lead func(context.Context) error) error {
-	c := e.c
 	// Nomad replaces a lock delay of 0 with its default of 15 s
 	// (structs.VariableLock.Canonicalize): ask for the smallest it keeps.
-	delay := max(c.cfg.LockDelay, time.Millisecond)
+	delay := max(e.cfg().LockDelay, time.Millisecond)
 	v := api.Variable{
-		Namespace: c.cfg.StateNamespace,
+		Namespace: e.cfg().StateNamespace,
 		Path:      LeaderLockPath,
-		Items:     map[string]string{"holder": c.cfg.Identity},
+		Items:     map[string]string{"holder": e.cfg().Identity},
 		Lock: &api.VariableLock{
-			TTL:       c.cfg.LockTTL.String(),
+			TTL:       e.cfg().LockTTL.String(),
 			LockDelay: delay.String(),
 		},
 	}
-	c.log.Info("waiting to lead", "lock", LeaderLockPath, "namespace", c.cfg.StateNamespace, "identity", c.cfg.Identity)
+	e.log().Info("waiting to lead", "lock", LeaderLockPath, "namespace", e.cfg().StateNamespace, "identity", e.cfg().Identity)
 	seen := &leaseSeen{now: time.Now}
 	return e.contend(ctx, func() (leaderLock, error) {
-		locks, err := c.client.Locks(api.WriteOptions{Namespace: c.cfg.StateNamespace}, v, api.LocksOptionWithMaxRetries(0))
+		locks, err := e.client.Locks(api.WriteOptions{Namespace: e.cfg().StateNamespace}, v, api.LocksOptionWithMaxRetries(0))
 		if err != nil {
 			return nil, fmt.Errorf("leader lock: %w", err)
 		}
@@ -121,7 +120,7 @@ func (l nomadLock) Acquire(ctx context.Context) error {
 	return l.e.lockCall(ctx, l.locks, func(cctx context.Context) error {
 		// Nomad grants the lock on a variable without one: not while a
 		// copy elected with -election lease renews its lease there.
-		if items, index, err := l.e.c.unfenced().GetVar(cctx, l.e.c.cfg.StateNamespace, LeaderLockPath); err == nil && leaseHeld(items, index, l.seen, l.e.c.cfg.LockTTL) {
+		if items, index, err := l.e.unfenced().GetVar(cctx, l.e.cfg().StateNamespace, LeaderLockPath); err == nil && leaseHeld(items, index, l.seen, l.e.cfg().LockTTL) {
 			return api.ErrLockConflict
 		}
 		_, err := l.locks.Acquire(cctx)
@@ -136,11 +135,10 @@ func (l nomadLock) Release(ctx context.Context) error {
 // contend acquires the lock, runs lead while holding it (holdLease), and
 // contends again, until ctx ends.
 func (e *elector) contend(ctx context.Context, newLock func() (leaderLock, error), lead func(context.Context) error) error {
-	c := e.c
-	ttl := c.cfg.LockTTL
-	retry := electionWait{ttl: ttl, max: c.cfg.MaxBackoff}
+	ttl := e.cfg().LockTTL
+	retry := electionWait{ttl: ttl, max: e.cfg().MaxBackoff}
 	for ctx.Err() == nil {
-		c.lease.end()
+		e.lease.end()
 		lk, err := newLock()
 		if err != nil {
 			return err
@@ -158,12 +156,12 @@ func (e *elector) contend(ctx context.Context, newLock func() (leaderLock, error
 			continue
 		case err != nil:
 			wait := retry.after(err)
-			c.log.Warn("leader election", "error", needs(err, "variables write on steward/leader", "acquire the leader lock"), "retry_in", wait)
+			e.log().Warn("leader election", "error", needs(err, "variables write on steward/leader", "acquire the leader lock"), "retry_in", wait)
 			sleepCtx(ctx, wait)
 			continue
 		}
 		retry.failures = 0
-		c.lease.extend(sent, ttl)
+		e.lease.extend(sent, ttl)
 		if e.holdLease(ctx, lk, lead) {
 			// Stepped down: leave the lock to another copy for a TTL
 			// (followers poll every lockPoll) rather than take it back at
@@ -210,9 +208,8 @@ func lockPoll(ttl time.Duration) time.Duration { return min(ttl/10, time.Second)
 // finish, and returns once lead has stopped (after the lease was lost, ctx
 // ended, or it stepped down: then it reports true).
 func (e *elector) holdLease(ctx context.Context, locks leaderLock, lead func(context.Context) error) (steppedDown bool) {
-	c := e.c
 	e.roundFinished()
-	c.log.Info("leading: this controller acts", "identity", c.cfg.Identity)
+	e.log().Info("leading: this controller acts", "identity", e.cfg().Identity)
 	lctx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- lead(lctx) }()
@@ -221,13 +218,13 @@ func (e *elector) holdLease(ctx context.Context, locks leaderLock, lead func(con
 	if !finished {
 		<-done
 	}
-	c.log.Info("no longer leading", "identity", c.cfg.Identity)
-	if c.lease.valid() {
+	e.log().Info("no longer leading", "identity", e.cfg().Identity)
+	if e.lease.valid() {
 		// Stopped while leading: hand the lock over at once rather than
 		// after its TTL.
-		c.lease.end()
+		e.lease.end()
 		if err := locks.Release(context.WithoutCancel(ctx)); err != nil && !errors.Is(err, api.ErrLockConflict) {
-			c.log.Warn("release the leader lock", "error", err)
+			e.log().Warn("release the leader lock", "error", err)
 		}
 	}
 	return steppedDown
@@ -239,23 +236,22 @@ func (e *elector) holdLease(ctx context.Context, locks leaderLock, lead func(con
 // the round timeout (then it releases the lock and reports steppedDown).
 // It returns when lead returned (finished), ctx ended, or the lease ended.
 func (e *elector) keepLease(ctx context.Context, locks leaderLock, done <-chan error, stop context.CancelFunc) (steppedDown, finished bool) {
-	c := e.c
-	watch := time.NewTicker(roundCheck(c.cfg.RoundTimeout))
+	watch := time.NewTicker(roundCheck(e.cfg().RoundTimeout))
 	defer watch.Stop()
-	renew := time.NewTicker(c.cfg.LockTTL / 3)
+	renew := time.NewTicker(e.cfg().LockTTL / 3)
 	defer renew.Stop()
-	expiry := time.NewTimer(time.Until(c.lease.deadline()))
+	expiry := time.NewTimer(time.Until(e.lease.deadline()))
 	defer expiry.Stop()
 	lost := func(why string, args ...any) {
-		c.lease.end()
+		e.lease.end()
 		stop()
-		c.log.Warn("lost the leader lock: stopping at once ("+why+")", append(args, "identity", c.cfg.Identity)...)
+		e.log().Warn("lost the leader lock: stopping at once ("+why+")", append(args, "identity", e.cfg().Identity)...)
 	}
 	for {
 		select {
 		case err := <-done:
 			if err != nil {
-				c.log.Error("control loop ended", "error", err)
+				e.log().Error("control loop ended", "error", err)
 			}
 			// States of a newer schema: step down, and leave the lock to
 			// a newer copy for a TTL rather than take it back at once.
@@ -264,22 +260,22 @@ func (e *elector) keepLease(ctx context.Context, locks leaderLock, done <-chan e
 			return false, false
 		case <-watch.C:
 			if e.stuck() {
-				lost("no round finished within the round timeout: stepping down", "round_timeout", c.cfg.RoundTimeout,
+				lost("no round finished within the round timeout: stepping down", "round_timeout", e.cfg().RoundTimeout,
 					"last_round", e.lastRound())
 				// Release before waiting for lead: a call that hangs
 				// still must not keep the lock (the lease is ended, so
 				// it can write nothing).
 				if err := locks.Release(context.WithoutCancel(ctx)); err != nil && !errors.Is(err, api.ErrLockConflict) {
-					c.log.Warn("release the leader lock", "error", err)
+					e.log().Warn("release the leader lock", "error", err)
 				}
 				return true, false
 			}
 		case <-expiry.C:
-			if !c.lease.valid() {
-				lost("the lease expired before a renewal succeeded", "deadline", c.lease.deadline())
+			if !e.lease.valid() {
+				lost("the lease expired before a renewal succeeded", "deadline", e.lease.deadline())
 				return false, false
 			}
-			expiry.Reset(time.Until(c.lease.deadline()))
+			expiry.Reset(time.Until(e.lease.deadline()))
 		case <-renew.C:
 			if !e.renewLease(ctx, locks, expiry, lost) {
 				return false, false
@@ -292,24 +288,23 @@ func (e *elector) keepLease(ctx context.Context, locks leaderLock, done <-chan e
 // it; it reports false, the lease ended by lost, when the lease cannot be
 // kept.
 func (e *elector) renewLease(ctx context.Context, locks leaderLock, expiry *time.Timer, lost func(why string, args ...any)) bool {
-	c := e.c
-	if !c.lease.valid() {
+	if !e.lease.valid() {
 		// Paused past the deadline (the ticker fires late): another
 		// controller may lead already.
-		lost("paused past the lease deadline", "deadline", c.lease.deadline())
+		lost("paused past the lease deadline", "deadline", e.lease.deadline())
 		return false
 	}
 	sent := time.Now()
-	err := renewUntil(ctx, locks, c.lease.deadline())
+	err := renewUntil(ctx, locks, e.lease.deadline())
 	switch {
 	case err == nil:
-		c.lease.extend(sent, c.cfg.LockTTL)
-		expiry.Reset(time.Until(c.lease.deadline()))
+		e.lease.extend(sent, e.cfg().LockTTL)
+		expiry.Reset(time.Until(e.lease.deadline()))
 	case errors.Is(err, api.ErrLockConflict):
 		lost("Nomad refused the renewal: another controller holds the lock")
 		return false
 	case ctx.Err() == nil:
-		c.log.Warn("renew the leader lock; retrying until the lease deadline", "error", err, "deadline", c.lease.deadline())
+		e.log().Warn("renew the leader lock; retrying until the lease deadline", "error", err, "deadline", e.lease.deadline())
 	}
 	return true
 }
@@ -348,9 +343,8 @@ func callContext(ctx context.Context, ttl time.Duration) (context.Context, conte
 // sends lock requests with the Locks' own WriteOptions, not the context
 // it is given, so the context goes there.
 func (e *elector) lockCall(ctx context.Context, locks *api.Locks, f func(context.Context) error) error {
-	c := e.c
-	cctx, cancel := callContext(ctx, c.cfg.LockTTL)
+	cctx, cancel := callContext(ctx, e.cfg().LockTTL)
 	defer cancel()
-	locks.WriteOptions = *(&api.WriteOptions{Namespace: c.cfg.StateNamespace}).WithContext(cctx)
+	locks.WriteOptions = *(&api.WriteOptions{Namespace: e.cfg().StateNamespace}).WithContext(cctx)
 	return f(cctx)
 }

@@ -40,40 +40,39 @@ const consulSessionName = "steward-controller"
 // token from CONSUL_HTTP_TOKEN (never logged); TLS from CONSUL_CACERT and
 // the other variables the consul CLI reads.
 func (e *elector) electConsul(ctx context.Context, lead func(context.Context) error) error {
-	c := e.c
 	client, addr, err := e.consulClient(ctx)
 	if err != nil {
 		return err
 	}
-	key := c.cfg.Consul.LockKey
+	key := e.cfg().Consul.LockKey
 	if key == "" {
 		key = LeaderLockPath
 	}
 	// The API sends no lock delay when it is 0, and Consul then applies
 	// its default of 15s: 1ms is the closest to none it can express.
-	delay := c.cfg.LockDelay
+	delay := e.cfg().LockDelay
 	if delay <= 0 {
 		delay = time.Millisecond
 	}
 	for attempt := 0; ctx.Err() == nil; attempt++ {
-		c.lease.end()
+		e.lease.end()
 		sess, err := e.newConsulSession(ctx, client, delay)
 		if err != nil {
-			wait := backoff(attempt, c.cfg.MaxBackoff)
-			c.log.Warn("leader election", "error", consulNeeds(err, key), "retry_in", wait)
+			wait := backoff(attempt, e.cfg().MaxBackoff)
+			e.log().Warn("leader election", "error", consulNeeds(err, key), "retry_in", wait)
 			sleepCtx(ctx, wait)
 			continue
 		}
 		lock, err := client.LockOpts(&consul.LockOptions{
 			Key:     key,
-			Value:   []byte(c.cfg.Identity),
+			Value:   []byte(e.cfg().Identity),
 			Session: sess.id,
 		})
 		if err != nil {
 			sess.close()
 			return fmt.Errorf("consul lock %s: %w", key, err)
 		}
-		c.log.Info("waiting to lead", "lock", key, "consul", addr, "identity", c.cfg.Identity)
+		e.log().Info("waiting to lead", "lock", key, "consul", addr, "identity", e.cfg().Identity)
 		lost, err := waitConsulLock(ctx, lock, sess)
 		if ctx.Err() != nil {
 			if lost != nil {
@@ -85,8 +84,8 @@ func (e *elector) electConsul(ctx context.Context, lead func(context.Context) er
 		if err != nil || lost == nil {
 			sess.close()
 			if err != nil {
-				wait := backoff(attempt, c.cfg.MaxBackoff)
-				c.log.Warn("leader election", "error", consulNeeds(err, key), "retry_in", wait)
+				wait := backoff(attempt, e.cfg().MaxBackoff)
+				e.log().Warn("leader election", "error", consulNeeds(err, key), "retry_in", wait)
 				sleepCtx(ctx, wait)
 			}
 			continue
@@ -99,7 +98,7 @@ func (e *elector) electConsul(ctx context.Context, lead func(context.Context) er
 			return nil
 		}
 		if err != nil {
-			c.log.Warn("leader election", "error", err)
+			e.log().Warn("leader election", "error", err)
 		}
 		// A term ended: start the backoff over.
 		attempt = -1
@@ -135,9 +134,9 @@ func waitConsulLock(ctx context.Context, lock *consul.Lock, sess *consulSession)
 // hang again.
 func (e *elector) afterConsulTerm(steppedDown bool, err error) time.Duration {
 	if steppedDown || errors.Is(err, errNewerState) {
-		return e.c.cfg.LockTTL
+		return e.cfg().LockTTL
 	}
-	return backoff(0, e.c.cfg.MaxBackoff)
+	return backoff(0, e.cfg().MaxBackoff)
 }
 
 // leadWhileHeld runs lead until it returns, ctx ends, lost closes (the
@@ -146,53 +145,52 @@ func (e *elector) afterConsulTerm(steppedDown bool, err error) time.Duration {
 // reports steppedDown); it waits for lead to return.
 func (e *elector) leadWhileHeld(ctx context.Context, lost <-chan struct{}, sess *consulSession, release func(),
 	lead func(context.Context) error) (steppedDown bool, err error) {
-	c := e.c
-	ttl := c.cfg.LockTTL
-	c.lease.extend(sess.lastRenewal(), ttl)
-	if !c.lease.valid() {
+	ttl := e.cfg().LockTTL
+	e.lease.extend(sess.lastRenewal(), ttl)
+	if !e.lease.valid() {
 		// The wait outlasted the last renewal by a TTL: the session's
 		// renewals fail, and the lock may not be ours for long.
-		c.lease.end()
+		e.lease.end()
 		return false, errors.New("acquired the Consul lock on a session not renewed within its TTL: contending again")
 	}
-	c.log.Info("leading: this controller acts", "identity", c.cfg.Identity)
-	defer c.log.Info("no longer leading", "identity", c.cfg.Identity)
+	e.log().Info("leading: this controller acts", "identity", e.cfg().Identity)
+	defer e.log().Info("no longer leading", "identity", e.cfg().Identity)
 	e.roundFinished()
 	lctx, stop := context.WithCancel(ctx)
 	defer stop()
 	done := make(chan error, 1)
 	go func() { done <- lead(lctx) }()
-	check := time.NewTicker(min(lockPoll(ttl), roundCheck(c.cfg.RoundTimeout)))
+	check := time.NewTicker(min(lockPoll(ttl), roundCheck(e.cfg().RoundTimeout)))
 	defer check.Stop()
 	end := func(why string, args ...any) error {
-		c.lease.end()
+		e.lease.end()
 		stop()
 		if ctx.Err() == nil {
-			c.log.Warn("lost the Consul lock: stopping at once ("+why+")", append(args, "identity", c.cfg.Identity)...)
+			e.log().Warn("lost the Consul lock: stopping at once ("+why+")", append(args, "identity", e.cfg().Identity)...)
 		}
 		return <-done
 	}
 	for {
 		select {
 		case err := <-done:
-			c.lease.end()
+			e.lease.end()
 			return false, err
 		case <-lost:
 			return false, end("the lock is no longer held")
 		case <-sess.gone:
 			return false, end("Consul no longer knows the session")
 		case <-check.C:
-			if !c.lease.valid() {
+			if !e.lease.valid() {
 				// Checked before extending: a leader paused past its
 				// deadline stops, whatever a late renewal says.
-				return false, end("the lease expired before a renewal succeeded", "deadline", c.lease.deadline())
+				return false, end("the lease expired before a renewal succeeded", "deadline", e.lease.deadline())
 			}
-			c.lease.extend(sess.lastRenewal(), ttl)
+			e.lease.extend(sess.lastRenewal(), ttl)
 			if e.stuck() {
-				c.lease.end()
+				e.lease.end()
 				stop()
-				c.log.Warn("lost the Consul lock: stopping at once (no round finished within the round timeout: stepping down)",
-					"round_timeout", c.cfg.RoundTimeout, "last_round", e.lastRound(), "identity", c.cfg.Identity)
+				e.log().Warn("lost the Consul lock: stopping at once (no round finished within the round timeout: stepping down)",
+					"round_timeout", e.cfg().RoundTimeout, "last_round", e.lastRound(), "identity", e.cfg().Identity)
 				release() // before waiting: a hung call must not keep the lock
 				return true, <-done
 			}
@@ -219,8 +217,7 @@ type consulSession struct {
 // newConsulSession creates a session with the lock TTL and delay and
 // renews it every third of its TTL until closed.
 func (e *elector) newConsulSession(ctx context.Context, client *consul.Client, delay time.Duration) (*consulSession, error) {
-	c := e.c
-	ttl := c.cfg.LockTTL
+	ttl := e.cfg().LockTTL
 	cctx, cancel := context.WithTimeout(ctx, ttl/3)
 	sent := time.Now()
 	id, _, err := client.Session().Create(&consul.SessionEntry{
@@ -233,7 +230,7 @@ func (e *elector) newConsulSession(ctx context.Context, client *consul.Client, d
 	sctx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	s := &consulSession{id: id, client: client, gone: make(chan struct{}), stop: stop, done: make(chan struct{})}
 	s.last.Store(sent.UnixNano())
-	go s.renew(sctx, ttl, c.log)
+	go s.renew(sctx, ttl, e.log())
 	return s, nil
 }
 
@@ -280,9 +277,8 @@ func (s *consulSession) close() {
 // unlockConsul releases the lock (and so ends its session), so that
 // another controller can lead at once rather than after the TTL.
 func (e *elector) unlockConsul(lock *consul.Lock, key string) {
-	c := e.c
 	if err := lock.Unlock(); err != nil && !errors.Is(err, consul.ErrLockNotHeld) {
-		c.log.Warn("release the Consul lock", "lock", key, "error", err)
+		e.log().Warn("release the Consul lock", "lock", key, "error", err)
 	}
 }
 
@@ -291,16 +287,15 @@ func (e *elector) unlockConsul(lock *consul.Lock, key string) {
 // end when ctx does, so a controller waiting for the lock stops at once.
 // It returns the address too, for logs (the token is never logged).
 func (e *elector) consulClient(ctx context.Context) (*consul.Client, string, error) {
-	c := e.c
 	cfg := consul.DefaultConfig()
-	if c.cfg.Consul.Address != "" {
-		cfg.Address = c.cfg.Consul.Address
+	if e.cfg().Consul.Address != "" {
+		cfg.Address = e.cfg().Consul.Address
 	}
 	hc, err := consul.NewHttpClient(cfg.Transport, cfg.TLSConfig)
 	if err != nil {
 		return nil, "", fmt.Errorf("consul client: %w", err)
 	}
-	hc.Transport = &waitCanceler{base: hc.Transport, ctx: ctx, timeout: c.cfg.CallTimeout}
+	hc.Transport = &waitCanceler{base: hc.Transport, ctx: ctx, timeout: e.cfg().CallTimeout}
 	cfg.HttpClient = hc
 	addr := cfg.Address
 	client, err := consul.NewClient(cfg)

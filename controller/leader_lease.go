@@ -77,25 +77,24 @@ func leaseExpiry(ttl time.Duration) time.Duration { return 2 * ttl }
 
 // electLease runs lead while this controller holds the lease.
 func (e *elector) electLease(ctx context.Context, lead func(context.Context) error) error {
-	c := e.c
-	c.log.Info("waiting to lead", "lease", LeaderLockPath, "namespace", c.cfg.StateNamespace, "identity", c.cfg.Identity, "ttl", c.cfg.LockTTL)
+	e.log().Info("waiting to lead", "lease", LeaderLockPath, "namespace", e.cfg().StateNamespace, "identity", e.cfg().Identity, "ttl", e.cfg().LockTTL)
 	seen := &leaseSeen{now: time.Now}
 	warm := func() {
 		go func() {
-			if err := c.obs.refresh(ctx, c.now()); err != nil && ctx.Err() == nil {
-				c.log.Warn("read the cluster before taking an unrenewed lease", "error", err)
+			if err := e.refresh(ctx, e.now()); err != nil && ctx.Err() == nil {
+				e.log().Warn("read the cluster before taking an unrenewed lease", "error", err)
 			}
 		}()
 		// The states too, alongside (store_prefetch.go): the term's load
 		// then reads only those written since.
 		go func() {
-			if err := c.prefetchStates(ctx); err != nil && ctx.Err() == nil {
-				c.log.Warn("read the job states before taking an unrenewed lease", "error", err)
+			if err := e.prefetchStates(ctx); err != nil && ctx.Err() == nil {
+				e.log().Warn("read the job states before taking an unrenewed lease", "error", err)
 			}
 		}()
 	}
 	return e.contend(ctx, func() (leaderLock, error) {
-		return &leaseLock{c: c, seen: seen, term: newTerm(), warm: warm}, nil
+		return &leaseLock{wiring: e.wiring, seen: seen, term: newTerm(), warm: warm}, nil
 	}, lead)
 }
 
@@ -161,7 +160,7 @@ func (w leaseWait) Unwrap() error { return api.ErrLockConflict }
 // leaseLock is one term's claim on the lease (a leaderLock): Acquire
 // takes a free or expired lease, Renew rewrites it, Release empties it.
 type leaseLock struct {
-	c     *Controller
+	wiring
 	seen  *leaseSeen
 	term  string
 	index uint64 // the variable's index after this term's last write
@@ -174,20 +173,20 @@ func (l *leaseLock) items(holder string) map[string]string {
 	if holder == "" {
 		return map[string]string{"holder": "", "election": ElectionLease}
 	}
-	return map[string]string{"holder": holder, "term": l.term, "election": ElectionLease, "ttl": l.c.cfg.LockTTL.String()}
+	return map[string]string{"holder": holder, "term": l.term, "election": ElectionLease, "ttl": l.cfg().LockTTL.String()}
 }
 
 // call runs one lease request in its callContext, as lock requests
 // (lockCall): a renewal until its lease's end, others a third of the TTL.
 func (l *leaseLock) call(ctx context.Context, f func(context.Context) error) error {
-	cctx, cancel := callContext(ctx, l.c.cfg.LockTTL)
+	cctx, cancel := callContext(ctx, l.cfg().LockTTL)
 	defer cancel()
 	return f(cctx)
 }
 
 func (l *leaseLock) Acquire(ctx context.Context) error {
 	return l.call(ctx, func(ctx context.Context) error {
-		items, index, err := l.c.unfenced().GetVar(ctx, l.c.cfg.StateNamespace, LeaderLockPath)
+		items, index, err := l.unfenced().GetVar(ctx, l.cfg().StateNamespace, LeaderLockPath)
 		if err != nil {
 			return fmt.Errorf("read the leader lease: %w", err)
 		}
@@ -195,8 +194,8 @@ func (l *leaseLock) Acquire(ctx context.Context) error {
 			// Held (by a lease, or by a copy elected with the Nomad lock,
 			// whose write refuses ours): taken once it has stood unchanged
 			// for its expiry, the holder's TTL as written if longer.
-			if leaseHeld(map[string]string{"election": ElectionLease, "holder": items["holder"], "ttl": items["ttl"]}, index, l.seen, l.c.cfg.LockTTL) {
-				if l.warm != nil && l.seen.stalled(leaseExpiry(l.c.cfg.LockTTL)/2) {
+			if leaseHeld(map[string]string{"election": ElectionLease, "holder": items["holder"], "ttl": items["ttl"]}, index, l.seen, l.cfg().LockTTL) {
+				if l.warm != nil && l.seen.stalled(leaseExpiry(l.cfg().LockTTL)/2) {
 					// Halfway through the wait: this copy is likely to
 					// lead soon. The resync its first round would make
 					// is made now, in time the wait spends anyway.
@@ -204,7 +203,7 @@ func (l *leaseLock) Acquire(ctx context.Context) error {
 				}
 				return leaseWait{in: l.seen.dueIn()}
 			}
-			l.c.log.Warn("the leader lease was not renewed: taking it", "holder", items["holder"])
+			l.log().Warn("the leader lease was not renewed: taking it", "holder", items["holder"])
 		}
 		if items != nil && l.seen.wrote[items["term"]] {
 			// This copy's own takeover, whose answer was lost (a write
@@ -213,7 +212,7 @@ func (l *leaseLock) Acquire(ctx context.Context) error {
 			// as another holder's, 2×TTL more (14.2 s to the lease at
 			// 250 nodes, issue 33). When that write was sent is not
 			// known, so the lease counts from this write, not from it.
-			l.c.log.Warn("the leader lease holds this copy's own takeover, whose answer was lost: taking it again", "term", items["term"])
+			l.log().Warn("the leader lease holds this copy's own takeover, whose answer was lost: taking it again", "term", items["term"])
 		}
 		// The raw client: the fence refuses every write until this
 		// controller holds a lease.
@@ -221,7 +220,7 @@ func (l *leaseLock) Acquire(ctx context.Context) error {
 			l.seen.wrote = map[string]bool{}
 		}
 		l.seen.wrote[l.term] = true
-		next, err := l.c.unfenced().PutVar(ctx, l.c.cfg.StateNamespace, LeaderLockPath, l.items(l.c.cfg.Identity), true, index)
+		next, err := l.unfenced().PutVar(ctx, l.cfg().StateNamespace, LeaderLockPath, l.items(l.cfg().Identity), true, index)
 		if err != nil {
 			if isConflict(err) {
 				delete(l.seen.wrote, l.term) // refused: it never lands
@@ -240,7 +239,7 @@ func (l *leaseLock) Acquire(ctx context.Context) error {
 
 func (l *leaseLock) Renew(ctx context.Context) error {
 	return l.call(ctx, func(ctx context.Context) error {
-		next, err := l.c.unfenced().PutVar(ctx, l.c.cfg.StateNamespace, LeaderLockPath, l.items(l.c.cfg.Identity), true, l.index)
+		next, err := l.unfenced().PutVar(ctx, l.cfg().StateNamespace, LeaderLockPath, l.items(l.cfg().Identity), true, l.index)
 		if err == nil {
 			l.index = next
 			return nil
@@ -250,7 +249,7 @@ func (l *leaseLock) Renew(ctx context.Context) error {
 		}
 		// A renewal that Nomad applied but whose answer was lost moved
 		// the index: this term's own write is no other holder's.
-		items, index, rerr := l.c.unfenced().GetVar(ctx, l.c.cfg.StateNamespace, LeaderLockPath)
+		items, index, rerr := l.unfenced().GetVar(ctx, l.cfg().StateNamespace, LeaderLockPath)
 		if rerr != nil {
 			// Whose write moved it is unknown (a starved server times
 			// out the read as it did the write): retried until the
@@ -268,21 +267,12 @@ func (l *leaseLock) Renew(ctx context.Context) error {
 
 func (l *leaseLock) Release(ctx context.Context) error {
 	return l.call(ctx, func(ctx context.Context) error {
-		_, err := l.c.unfenced().PutVar(ctx, l.c.cfg.StateNamespace, LeaderLockPath, l.items(""), true, l.index)
+		_, err := l.unfenced().PutVar(ctx, l.cfg().StateNamespace, LeaderLockPath, l.items(""), true, l.index)
 		if isConflict(err) {
 			return api.ErrLockConflict
 		}
 		return err
 	})
-}
-
-// unfenced is the Nomad client without the lease's fence: the lease's
-// own writes are what prove it.
-func (c *Controller) unfenced() Nomad {
-	if f, ok := c.nomad.(fencedNomad); ok {
-		return f.Nomad
-	}
-	return c.nomad
 }
 
 // leaseHeld reports whether a copy elected with -election lease holds the

@@ -29,7 +29,7 @@ func TestLeaseElection(t *testing.T) {
 			c := testController(t, f)
 			c.cfg.Identity, c.cfg.LockTTL, c.cfg.Election = id, ttl, ElectionLease
 			seen := &leaseSeen{now: func() time.Time { return clock }}
-			return copyOf{c: c, seen: seen, lk: &leaseLock{c: c, seen: seen, term: newTerm()}}
+			return copyOf{c: c, seen: seen, lk: &leaseLock{wiring: wiringOf(c), seen: seen, term: newTerm()}}
 		}
 		return f, &clock, mk("a"), mk("b")
 	}
@@ -305,7 +305,7 @@ func TestLeaseRenewalOnSlowServer(t *testing.T) {
 			f := newFakeNomad()
 			c := testController(t, f)
 			c.cfg.Identity, c.cfg.LockTTL, c.cfg.Election = "a", ttl, ElectionLease
-			lk := &leaseLock{c: c, seen: &leaseSeen{now: time.Now}, term: newTerm()}
+			lk := &leaseLock{wiring: wiringOf(c), seen: &leaseSeen{now: time.Now}, term: newTerm()}
 			sent := time.Now()
 			if err := lk.Acquire(context.Background()); err != nil {
 				t.Fatal(err)
@@ -413,7 +413,7 @@ func TestLeaseOwnTakeoverLandedLate(t *testing.T) {
 			late := &landsLate{Nomad: f, left: 1}
 			c.nomad = late
 			// A free lease: b's takeover lands, its answer is lost.
-			if err := (&leaseLock{c: c, seen: seen, term: newTerm()}).Acquire(ctx); err == nil || errors.Is(err, api.ErrLockConflict) {
+			if err := (&leaseLock{wiring: wiringOf(c), seen: seen, term: newTerm()}).Acquire(ctx); err == nil || errors.Is(err, api.ErrLockConflict) {
 				t.Fatalf("the takeover whose answer was lost: %v, want a failed call", err)
 			}
 			if tc.foreign {
@@ -428,7 +428,7 @@ func TestLeaseOwnTakeoverLandedLate(t *testing.T) {
 			err := context.DeadlineExceeded
 			for i := 0; i < 100; i++ {
 				clock = clock.Add(min(w.after(err), lockPoll(ttl))) // polls, as after an answer
-				if err = (&leaseLock{c: c, seen: seen, term: newTerm()}).Acquire(ctx); err == nil {
+				if err = (&leaseLock{wiring: wiringOf(c), seen: seen, term: newTerm()}).Acquire(ctx); err == nil {
 					break
 				}
 				if !errors.Is(err, api.ErrLockConflict) {

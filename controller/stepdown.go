@@ -23,7 +23,7 @@ func (e *elector) lastRound() time.Time { return time.Unix(0, e.lastRoundAt.Load
 
 // stuck reports whether no round finished within the round timeout.
 func (e *elector) stuck() bool {
-	return e.c.cfg.RoundTimeout > 0 && time.Since(e.lastRound()) > e.c.cfg.RoundTimeout
+	return e.cfg().RoundTimeout > 0 && time.Since(e.lastRound()) > e.cfg().RoundTimeout
 }
 
 // roundCheck is how often the election loop checks for a stuck round.

@@ -27,3 +27,12 @@ func (w wiring) cfg() *Config      { return w.cfgp }
 func (w wiring) log() hclog.Logger { return *w.logp }
 func (w wiring) nomad() Nomad      { return *w.nomadp }
 func (w wiring) now() time.Time    { return (*w.nowp)() }
+
+// unfenced is the Nomad client without the lease's fence: the lease's
+// own writes are what prove it.
+func (w wiring) unfenced() Nomad {
+	if f, ok := w.nomad().(fencedNomad); ok {
+		return f.Nomad
+	}
+	return w.nomad()
+}
