@@ -10,6 +10,9 @@ import "time"
 // round decided (the job states, the decisions) it reads from the
 // controller it publishes for.
 type publisher struct {
+	// c stays whole: a publisher reads the round's every outcome (states,
+	// decisions, store errors, meta and activity warnings, usage, check
+	// address), which is the controller itself.
 	c *Controller
 
 	records   map[jobKey]string // JSON last written to each job's record
