@@ -51,6 +51,13 @@ func (p leaderPhases) act(ctx context.Context, r *round, pol *policy.Policy) {
 		p.c.remember(d)
 	}
 	for _, a := range r.plan.Actions {
+		if ctx.Err() != nil {
+			// The term ended (the lease was lost, or the controller
+			// stops): the rest of the plan is the next leader's to
+			// decide. The fence would refuse its writes, but a stale
+			// leader must not even say it acts (TestActStopsWhenTheTermEnds).
+			return
+		}
 		p.actOn(ctx, r, pol, a)
 	}
 }
