@@ -165,17 +165,18 @@ func New(cfg Config, client *api.Client, log hclog.Logger) (*Controller, error) 
 // and the owners inside a round (store, actor, ...), each given what it
 // needs of c rather than c (docs/design.md, "Who owns what").
 func giveDuties(c *Controller) {
-	c.pub = newPublisher(c)
 	c.sampler = &sampler{wiring: wiringOf(c), usage: c.usage, metrics: c.metrics, poke: c.poke}
 	c.drains = &drainer{poke: c.poke}
 	c.web = newEndpoints(c)
+	c.metaChecker = &metaChecker{wiring: wiringOf(c), metrics: c.metrics}
 	c.stateStore = newStateStore(c)
+	c.pub = newPublisher(c)                      // reads the store, meta checker and sampler
+	c.stateStore.forgotten = c.pub.forgetRecords // a new term writes the records afresh
 	c.actor = newActor(c)
 	c.drains.actor = c.actor // the drainer acts through the actor
 	c.election = newElector(c)
 	c.placeholders = &placeholders{c.stateStore}
 	c.fairSharer = &fairSharer{wiring: wiringOf(c), fair: &c.fair}
-	c.metaChecker = &metaChecker{wiring: wiringOf(c), metrics: c.metrics}
 	c.requester = &requester{c.actor}
 }
 

@@ -135,7 +135,6 @@ func newQueueForecaster() *queueForecaster {
 // forecastRound is the round's hook: learn run times from the runs that
 // ended, fill the round's queue, and start a forecast when one is due.
 func (p *publisher) forecastRound(r *round, pol *policy.Policy, eng *engine.Engine, snap *engine.Snapshot) {
-	c := p.c
 	if p.fc == nil {
 		p.fc = newQueueForecaster()
 	}
@@ -153,7 +152,7 @@ func (p *publisher) forecastRound(r *round, pol *policy.Policy, eng *engine.Engi
 			Priority: e.Priority, GPUs: e.GPUs, Position: e.Position, TenantPosition: e.TenantPosition,
 			WaitingSince: e.Since, Rule: string(e.Rule), Reason: e.Reason, Unblock: hints[e.Job],
 			QueueLength: e.Of, TenantQueueLength: e.TenantOf}
-		if st := c.states[jobKey{e.Job.Namespace, e.Job.ID}]; st != nil && st.QueueMove != nil {
+		if st := p.store.states()[jobKey{e.Job.Namespace, e.Job.ID}]; st != nil && st.QueueMove != nil {
 			q.Moved = st.QueueMove.Reason
 		}
 		if f := resultFor(res, e.Job); f != nil {
@@ -196,12 +195,12 @@ func (p *publisher) forecastRound(r *round, pol *policy.Policy, eng *engine.Engi
 		}
 		fc.mu.Unlock()
 		basis += "; " + k.Note()
-		c.log.Debug("forecast", "waiting", len(queue), "replays", res.Replays, "shares", res.Shares, "plans", res.Plans,
+		p.log().Debug("forecast", "waiting", len(queue), "replays", res.Replays, "shares", res.Shares, "plans", res.Plans,
 			"arrivals", len(in.Arrivals), "calibration", k.String(), "took", time.Since(start))
 		fc.mu.Lock()
 		fc.result, fc.hints, fc.basis, fc.running = res, hints, basis, false
 		fc.mu.Unlock()
-		c.poke() // show it
+		p.poke() // show it
 	}()
 }
 
@@ -269,7 +268,6 @@ func waitSet(q []forecast.Entry) string {
 // the snapshot shares their preemption times), run-time estimates, and
 // the grace ends of victims being drained.
 func (p *publisher) forecastInput(r *round, pol *policy.Policy, eng *engine.Engine, snap *engine.Snapshot) (forecast.Input, string) {
-	c := p.c
 	s := *snap
 	s.Allocs = slices.Clone(snap.Allocs)
 	s.Waiting = slices.Clone(snap.Waiting)
@@ -324,7 +322,7 @@ func (p *publisher) forecastInput(r *round, pol *policy.Policy, eng *engine.Engi
 		}
 	}
 	in.Done = p.workDone(r.now, &s)
-	for _, st := range c.states {
+	for _, st := range p.store.states() {
 		for _, d := range st.Draining {
 			if d.Finished || d.Deadline.IsZero() {
 				continue
@@ -343,10 +341,9 @@ func (p *publisher) forecastInput(r *round, pol *policy.Policy, eng *engine.Engi
 // preemption counted it already). Others are left out: the forecast
 // takes their allocations' ages.
 func (p *publisher) workDone(now time.Time, s *engine.Snapshot) map[engine.JobRef]time.Duration {
-	c := p.c
 	done := map[engine.JobRef]time.Duration{}
 	kept := func(ref engine.JobRef) *JobState {
-		st := c.states[jobKey{ref.Namespace, ref.ID}]
+		st := p.store.states()[jobKey{ref.Namespace, ref.ID}]
 		if st == nil || st.Done <= 0 {
 			return nil
 		}
@@ -524,14 +521,13 @@ func basisNote(counts map[forecast.Source]int) string {
 // last round ran, by the class of its job, unless Steward stopped it
 // (preempted, idle-stopped: that is no run time).
 func (p *publisher) learnRunTimes(r *round, pol *policy.Policy) {
-	c := p.c
 	fc := p.fc
 	for id, run := range fc.runs {
 		if r.alive[id] {
 			continue
 		}
 		delete(fc.runs, id)
-		if st := c.states[run.job]; st != nil && (st.draining(id) != nil || st.holds(run.group)) {
+		if st := p.store.states()[run.job]; st != nil && (st.draining(id) != nil || st.holds(run.group)) {
 			continue
 		}
 		if j := r.obs.Jobs[run.job]; j != nil && j.Stopped {

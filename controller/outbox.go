@@ -154,11 +154,10 @@ const maxOutbox = 16
 // addNotice puts a message in the job's outbox, giving up the oldest when
 // it is full.
 func (p *publisher) addNotice(st *JobState, n *Notice) {
-	c := p.c
 	st.Outbox = append(st.Outbox, n)
 	if over := len(st.Outbox) - maxOutbox; over > 0 {
 		for _, old := range st.Outbox[:over] {
-			c.log.Error("webhook messages of this job pile up unsent: the oldest is given up", "job", st.key(),
+			p.log().Error("webhook messages of this job pile up unsent: the oldest is given up", "job", st.key(),
 				"decision", old.ID, "event", old.Event, "notify", strings.Join(old.To, ","))
 			if p.notifier != nil {
 				for _, to := range old.To {
@@ -174,8 +173,7 @@ func (p *publisher) addNotice(st *JobState, n *Notice) {
 // when the decision was not saved with it (the save failed): no decision
 // was recorded, so none is reported.
 func (p *publisher) dropUnsaved(st *JobState, n *Notice) {
-	c := p.c
-	if n == nil || strings.Contains(c.saved[st.key()], `"`+n.ID+`"`) {
+	if n == nil || strings.Contains(p.store.saved[st.key()], `"`+n.ID+`"`) {
 		return
 	}
 	st.Outbox = slices.DeleteFunc(st.Outbox, func(x *Notice) bool { return x == n })
@@ -184,12 +182,11 @@ func (p *publisher) dropUnsaved(st *JobState, n *Notice) {
 // sendOutbox marks the messages the notifier is done with, and queues
 // those not yet on their way. The states it changes are saved by flush.
 func (p *publisher) sendOutbox(pol *policy.Policy) {
-	c := p.c
 	if p.notifier == nil {
 		return
 	}
 	p.markSent(p.notifier.takeFinished())
-	for _, st := range c.states {
+	for _, st := range p.store.states() {
 		for _, n := range st.Outbox {
 			for _, to := range slices.Clone(n.To) {
 				k := noticeKey{job: st.key(), id: n.ID, to: to}
@@ -198,7 +195,7 @@ func (p *publisher) sendOutbox(pol *policy.Policy) {
 				}
 				d, err := p.delivery(pol, st.key(), n, to)
 				if err != nil {
-					c.log.Error("webhook message cannot be sent: dropped", "notify", to, "job", st.key(), "decision", n.ID, "error", err)
+					p.log().Error("webhook message cannot be sent: dropped", "notify", to, "job", st.key(), "decision", n.ID, "error", err)
 					p.markSent(map[noticeKey]bool{k: true})
 					continue
 				}
@@ -210,9 +207,8 @@ func (p *publisher) sendOutbox(pol *policy.Policy) {
 
 // markSent removes messages that are done with from the states' outboxes.
 func (p *publisher) markSent(done map[noticeKey]bool) {
-	c := p.c
 	for k := range done {
-		st := c.states[k.job]
+		st := p.store.states()[k.job]
 		if st == nil {
 			continue
 		}
@@ -228,7 +224,6 @@ func (p *publisher) markSent(done map[noticeKey]bool) {
 // flushOutbox marks what was sent and saves the states it changed: at the
 // end of a lead term, so that the next leader does not send it again.
 func (p *publisher) flushOutbox(ctx context.Context) {
-	c := p.c
 	if p.notifier == nil {
 		return
 	}
@@ -236,10 +231,10 @@ func (p *publisher) flushOutbox(ctx context.Context) {
 	p.markSent(done)
 	saved := map[jobKey]bool{}
 	for k := range done {
-		if st := c.states[k.job]; st != nil && !saved[k.job] {
+		if st := p.store.states()[k.job]; st != nil && !saved[k.job] {
 			saved[k.job] = true
-			if err := c.save(ctx, st); err != nil {
-				c.log.Warn("cannot mark webhook messages sent: the next leader sends them again", "job", k.job, "error", err)
+			if err := p.store.save(ctx, st); err != nil {
+				p.log().Warn("cannot mark webhook messages sent: the next leader sends them again", "job", k.job, "error", err)
 			}
 		}
 	}
@@ -311,12 +306,11 @@ func checkNotifyEnv(p *policy.Policy) error {
 
 // message is the JSON a receiver gets.
 func (p *publisher) message(nb *policy.Notify, k jobKey, n *Notice) Message {
-	c := p.c
 	reason := n.Reason
 	if len(nb.Tenants) > 0 {
 		// A block scoped to tenants reaches them: no other
 		// namespace's job is named (redact.go).
-		pol, _ := c.engineNow()
+		pol, _ := p.engineNow()
 		reason = redactJobs(reason, k.Namespace, p.knownNamespaces(pol))
 	}
 	m := Message{ID: n.ID, Event: n.Event, Action: n.Action, Time: n.At.UTC(),
@@ -341,14 +335,13 @@ func (p *publisher) message(nb *policy.Notify, k jobKey, n *Notice) Message {
 // uiBase is the Nomad UI's address for links: the block's ui_url, else
 // the controller's -ui-url, else the Nomad address it talks to.
 func (p *publisher) uiBase(nb *policy.Notify) string {
-	c := p.c
 	switch {
 	case nb.UIURL != "":
 		return nb.UIURL
-	case c.cfg.UIURL != "":
-		return c.cfg.UIURL
-	case c.client != nil:
-		return c.client.Address()
+	case p.cfg().UIURL != "":
+		return p.cfg().UIURL
+	case p.client != nil:
+		return p.client.Address()
 	}
 	return ""
 }

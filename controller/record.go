@@ -149,25 +149,24 @@ func (p *publisher) idleSince(pol *policy.Policy, r *round, job *ObservedJob, us
 // why the job does not run as it asked); the records that changed are
 // merged recordMerges at a time (mergeRecords).
 func (p *publisher) writeRecords(ctx context.Context, r *round, pol *policy.Policy) {
-	c := p.c
 	p.pruneRecords(r)
-	usage := c.usage.samples(pol)
+	usage := p.usage().samples(pol)
 	var due []recordWrite
 	add := func(st *JobState) {
 		if w, ok := p.recordDue(r, pol, st, usage); ok {
 			due = append(due, w)
 		}
 	}
-	for _, st := range c.sortedStates() {
+	for _, st := range p.store.sortedStates() {
 		add(st)
 	}
-	for _, k := range sortedKeys(c.refused) {
-		if c.states[k] == nil {
+	for _, k := range sortedKeys(p.meta.refused) {
+		if p.store.states()[k] == nil {
 			add(&JobState{Namespace: k.Namespace, ID: k.ID})
 		}
 	}
-	for _, k := range c.writes.refusedJobs() {
-		if c.states[k] == nil && c.refused[k] == nil {
+	for _, k := range p.store.writes.refusedJobs() {
+		if p.store.states()[k] == nil && p.meta.refused[k] == nil {
 			add(&JobState{Namespace: k.Namespace, ID: k.ID})
 		}
 	}
@@ -214,7 +213,6 @@ func (p *publisher) spreadInherited(due []recordWrite) ([]recordWrite, int) {
 // jobs Nomad no longer shows: job IDs come and go with tenants' work, and
 // each entry is as large as its job's record.
 func (p *publisher) pruneRecords(r *round) {
-	c := p.c
 	for k := range p.records {
 		if r.obs.Jobs[k] == nil {
 			delete(p.records, k)
@@ -225,9 +223,9 @@ func (p *publisher) pruneRecords(r *round) {
 			delete(p.recordErr, k)
 		}
 	}
-	for k := range c.stateErr {
+	for k := range p.store.stateErr {
 		if r.obs.Jobs[k] == nil {
-			delete(c.stateErr, k)
+			delete(p.store.stateErr, k)
 		}
 	}
 }
@@ -235,7 +233,7 @@ func (p *publisher) pruneRecords(r *round) {
 // writeRecord updates one job's record now (before an action that the
 // job's tasks should learn about).
 func (p *publisher) writeRecord(ctx context.Context, r *round, pol *policy.Policy, st *JobState) {
-	if w, ok := p.recordDue(r, pol, st, p.c.usage.samples(pol)); ok {
+	if w, ok := p.recordDue(r, pol, st, p.usage().samples(pol)); ok {
 		p.recordMerged(w, p.mergeRecordWrite(ctx, w))
 	}
 }
@@ -257,14 +255,13 @@ type recordWrite struct {
 // something to say of the job, and said something else last (or nothing
 // yet in this term).
 func (p *publisher) recordDue(r *round, pol *policy.Policy, st *JobState, usage map[string][]engine.Sample) (recordWrite, bool) {
-	c := p.c
-	if !c.cfg.JobRecords { // a dry run writes none either: no phase of its round does (dryPhases)
+	if !p.cfg().JobRecords { // a dry run writes none either: no phase of its round does (dryPhases)
 		return recordWrite{}, false
 	}
 	k := st.key()
 	job := r.obs.Jobs[k]
 	path := recordPath(k.ID)
-	if job == nil || path == "" || (st.Reason == "" && !st.Paused && c.refused[k] == nil && st.Snooze == nil && st.QueueMove == nil && st.IdleWarning == nil && len(st.Warned) == 0 && p.records[k] == "" && c.writes.writeError(k) == "" && c.stateErr[k] == "") {
+	if job == nil || path == "" || (st.Reason == "" && !st.Paused && p.meta.refused[k] == nil && st.Snooze == nil && st.QueueMove == nil && st.IdleWarning == nil && len(st.Warned) == 0 && p.records[k] == "" && p.store.writes.writeError(k) == "" && p.store.stateErr[k] == "") {
 		// Nothing to say: Steward neither decided about the job, nor
 		// refused any of its meta, nor snoozed its idle rule, nor warned
 		// of an idle release (and wrote no record that a snooze's end
@@ -279,13 +276,13 @@ func (p *publisher) recordDue(r *round, pol *policy.Policy, st *JobState, usage 
 	}
 	items := recordItems(pol, st, job, p.idleSince(pol, r, job, usage), r.now)
 	p.addQueueItems(k, items)
-	c.writes.writeErrorItem(k, items)
+	p.store.writes.writeErrorItem(k, items)
 	// The record lives in the job's namespace, read by its tenant.
 	namespaces := p.roundNamespaces(r, pol)
 	for key, v := range items {
 		items[key] = redactJobs(v, k.Namespace, namespaces)
 	}
-	c.boundRecord(k, items)
+	p.store.boundRecord(k, items)
 	b, _ := json.Marshal(items)
 	if p.records[k] == string(b) || onlyAged(p.records[k], items) {
 		return recordWrite{}, false
@@ -330,7 +327,7 @@ func (p *publisher) recordMerged(w recordWrite, m recordMerge) {
 		// retried with later rounds, but never makes the round fail —
 		// nothing Steward decides depends on it.
 		if p.recordErr[w.k] != err.Error() {
-			p.c.log.Warn("cannot write the job's record; decisions go on without it", "job", w.k, "error", err)
+			p.log().Warn("cannot write the job's record; decisions go on without it", "job", w.k, "error", err)
 			p.recordErr[w.k] = err.Error()
 		}
 		return
@@ -396,15 +393,14 @@ func (p *publisher) mergeRecordWrite(ctx context.Context, w recordWrite) recordM
 // mergeRecordTries merges the items that itemsFor gives for the variable
 // as it is, check-and-set, up to three times.
 func (p *publisher) mergeRecordTries(ctx context.Context, k jobKey, path string, itemsFor func(old map[string]string) map[string]string) error {
-	c := p.c
 	for attempt := 0; attempt < 3; attempt++ {
-		old, index, err := c.nomad.GetVar(ctx, k.Namespace, path)
+		old, index, err := p.nomad().GetVar(ctx, k.Namespace, path)
 		if err != nil {
 			return err
 		}
 		if newerRecord(old) {
 			// A newer controller's record: left as it is (schema.go).
-			c.metrics.schemaRefusals.WithLabelValues("record").Inc()
+			p.metrics.schemaRefusals.WithLabelValues("record").Inc()
 			return fmt.Errorf("%w: the record's %s is %q, this controller writes %d: left as it is",
 				errNewerState, recordSchemaItem, clip(old[recordSchemaItem], quoteMax), stateSchema)
 		}
@@ -414,7 +410,7 @@ func (p *publisher) mergeRecordTries(ctx context.Context, k jobKey, path string,
 			// leader's first round rewrote every record it inherited.
 			return nil
 		}
-		_, err = c.nomad.PutVar(ctx, k.Namespace, path, merged, true, index)
+		_, err = p.nomad().PutVar(ctx, k.Namespace, path, merged, true, index)
 		if err == nil || !isConflict(err) {
 			return err
 		}

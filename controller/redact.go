@@ -53,22 +53,21 @@ func redactJobs(text, ns string, namespaces map[string]bool) string {
 // policy's tenants', and those of the jobs last observed and of the
 // states kept.
 func (p *publisher) knownNamespaces(pol *policy.Policy) map[string]bool {
-	c := p.c
 	set := map[string]bool{}
 	if pol != nil {
 		for _, t := range pol.Tenants {
 			set[t.Namespace] = true
 		}
 	}
-	if c.usage == nil {
+	if p.usage() == nil {
 		return set
 	}
-	if obs := c.usage.observation(); obs != nil {
+	if obs := p.usage().observation(); obs != nil {
 		for k := range obs.Jobs {
 			set[k.Namespace] = true
 		}
 	}
-	for k := range c.states {
+	for k := range p.store.states() {
 		set[k.Namespace] = true
 	}
 	delete(set, "")

@@ -28,16 +28,16 @@ func TestShape(t *testing.T) {
 		dryRunMax      = 10 // uses of cfg.DryRun (17 in 6 files before the phases)
 	)
 	// backPointers are the types that may hold the whole controller: the
-	// round's phases, and the publisher, which reads the round's every
-	// outcome. Every other type is given the wiring and what it uses.
-	backPointers := map[string]bool{"dryPhases": true, "leaderPhases": true, "publisher": true}
+	// round's phases, which are the controller's round. Every other type,
+	// the publisher too, is given the wiring and what it uses.
+	backPointers := map[string]bool{"dryPhases": true, "leaderPhases": true}
 	fset := token.NewFileSet()
 	pkgs, err := parser.ParseDir(fset, ".", func(fi fs.FileInfo) bool { return !strings.HasSuffix(fi.Name(), "_test.go") }, 0)
 	if err != nil {
 		t.Fatalf("parse the controller: %v", err)
 	}
-	methods, fields, dryRuns, over := 0, 0, 0, 0
-	byType := map[string]int{}
+	methods, dryRuns, over := 0, 0, 0
+	byType, fieldsOf := map[string]int{}, map[string]int{}
 	longestName, longestLines := "", 0
 	for _, p := range pkgs {
 		for _, f := range p.Files {
@@ -61,24 +61,26 @@ func TestShape(t *testing.T) {
 						t.Errorf("%s is %d lines, at most %d: split it by what it does", name, lines, longest)
 					}
 				case *ast.TypeSpec:
-					if st, ok := n.Type.(*ast.StructType); ok && n.Name.Name == "Controller" {
-						for _, fl := range st.Fields.List {
-							fields += max(len(fl.Names), 1)
+					if st, ok := n.Type.(*ast.StructType); ok {
+						fieldsOf[n.Name.Name] = countFields(st)
+						if holdsController(st) && !backPointers[n.Name.Name] {
+							t.Errorf("%s holds the *Controller: give it the wiring and what it uses (wiring.go)", n.Name.Name)
 						}
-					} else if ok && holdsController(st) && !backPointers[n.Name.Name] {
-						t.Errorf("%s holds the *Controller: give it the wiring and what it uses (wiring.go)", n.Name.Name)
 					}
 				case *ast.SelectorExpr:
 					if x, ok := n.X.(*ast.SelectorExpr); ok && n.Sel.Name == "DryRun" && x.Sel.Name == "cfg" {
 						dryRuns++ // c.cfg.DryRun
 					} else if x, ok := n.X.(*ast.Ident); ok && n.Sel.Name == "DryRun" && x.Name == "cfg" {
 						dryRuns++ // cfg.DryRun
+					} else if x, ok := n.X.(*ast.CallExpr); ok && n.Sel.Name == "DryRun" && isCfgCall(x) {
+						dryRuns++ // p.cfg().DryRun, through the wiring
 					}
 				}
 				return true
 			})
 		}
 	}
+	fields := fieldsOf["Controller"]
 	t.Logf("Controller: %d methods, %d fields; %d functions over %d lines, the longest %s (%d); cfg.DryRun read in %d places",
 		methods, fields, over, longest, longestName, longestLines, dryRuns)
 	if methods == 0 || fields == 0 {
@@ -100,9 +102,32 @@ func TestShape(t *testing.T) {
 		}
 	}
 	t.Logf("the largest other type: %s (%d methods)", biggest, most)
+	for _, typ := range dutyTypes {
+		t.Logf("%-13s %2d methods, %2d fields", typ, byType[typ], fieldsOf[typ])
+	}
 	if dryRuns > dryRunMax {
 		t.Errorf("cfg.DryRun is read in %d places, at most %d: a dry run's round changes nothing by its phases (dryPhases) and its Nomad (dryNomad)", dryRuns, dryRunMax)
 	}
+}
+
+// dutyTypes are the types that carry the controller's duties
+// (giveDuties), whose sizes TestShape logs.
+var dutyTypes = []string{"Controller", "publisher", "elector", "sampler", "drainer", "endpoints", "stateStore", "actor",
+	"placeholders", "fairSharer", "metaChecker", "requester", "writeBackoff"}
+
+// countFields counts a struct's fields, an embedded one as one.
+func countFields(st *ast.StructType) int {
+	n := 0
+	for _, fl := range st.Fields.List {
+		n += max(len(fl.Names), 1)
+	}
+	return n
+}
+
+// isCfgCall reports whether call is x.cfg(), the wiring's config.
+func isCfgCall(call *ast.CallExpr) bool {
+	sel, ok := call.Fun.(*ast.SelectorExpr)
+	return ok && sel.Sel.Name == "cfg" && len(call.Args) == 0
 }
 
 // holdsController reports whether a struct has a *Controller field.

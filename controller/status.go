@@ -240,14 +240,11 @@ func buildStatus(pol *policy.Policy, r *round, states []*JobState, usage map[str
 
 // writeStatus publishes the round for `steward status` when it changed.
 func (p *publisher) writeStatus(ctx context.Context, r *round, pol *policy.Policy) {
-	c := p.c
-	s := buildStatus(pol, r, c.sortedStates(), c.usage.samples(pol), c.decisions)
-	s.Leader, s.DryRun = c.cfg.Identity, c.cfg.DryRun
-	c.metrics.idleGPUs.Set(float64(s.IdleGPUs))
-	s.Warnings = append(append(c.warnings(), c.sampler.activityJobWarnings()...), c.sampler.gpuRefused.jobWarnings()...)
-	c.mu.Lock()
-	s.CheckAddress = c.checkAddr
-	c.mu.Unlock()
+	s := buildStatus(pol, r, p.store.sortedStates(), p.usage().samples(pol), p.decisions())
+	s.Leader, s.DryRun = p.cfg().Identity, p.cfg().DryRun
+	p.metrics.idleGPUs.Set(float64(s.IdleGPUs))
+	s.Warnings = append(append(p.meta.warnings(), p.sampler.activityJobWarnings()...), p.sampler.gpuRefused.jobWarnings()...)
+	s.CheckAddress = p.checkAddr()
 	cmp := withoutFairFigures(s)
 	cmp.Updated = time.Time{}
 	b, _ := json.Marshal(cmp)
@@ -273,18 +270,18 @@ func (p *publisher) writeStatus(ctx context.Context, r *round, pol *policy.Polic
 	p.publishViews(ctx, views, s.Leader, s.CheckAddress)
 	full := fitStatus(&s, statusMaxBytes)
 	if !p.statusKnown {
-		_, index, err := c.nomad.GetVar(ctx, c.cfg.StateNamespace, StatusPath)
+		_, index, err := p.nomad().GetVar(ctx, p.cfg().StateNamespace, StatusPath)
 		if err != nil {
-			c.log.Error("read status", "error", err)
+			p.log().Error("read status", "error", err)
 			return
 		}
 		p.statusIndex, p.statusKnown = index, true
 	}
-	index, err := c.nomad.PutVar(ctx, c.cfg.StateNamespace, StatusPath, map[string]string{"status": string(full)}, true, p.statusIndex)
+	index, err := p.nomad().PutVar(ctx, p.cfg().StateNamespace, StatusPath, map[string]string{"status": string(full)}, true, p.statusIndex)
 	if err != nil {
 		// A conflict: another controller wrote it; learn its index next time.
 		p.statusKnown = false
-		c.log.Error("publish status", "error", err)
+		p.log().Error("publish status", "error", err)
 		return
 	}
 	p.statusOut, p.statusIndex = string(b), index

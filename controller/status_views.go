@@ -105,7 +105,6 @@ func namespaceView(s *Status, ns, tenant string, namespaces map[string]bool) Sta
 // entries in the status, and those that had one (to empty it), never the
 // state namespace, where StatusPath is the cluster's status.
 func (p *publisher) viewNamespaces(r *round, s *Status) []string {
-	c := p.c
 	set := map[string]bool{}
 	for k := range r.obs.Jobs {
 		set[k.Namespace] = true
@@ -133,7 +132,7 @@ func (p *publisher) viewNamespaces(r *round, s *Status) []string {
 	for ns := range p.views.out {
 		set[ns] = true
 	}
-	delete(set, c.cfg.StateNamespace)
+	delete(set, p.cfg().StateNamespace)
 	delete(set, "")
 	out := make([]string, 0, len(set))
 	for ns := range set {
@@ -147,9 +146,8 @@ func (p *publisher) viewNamespaces(r *round, s *Status) []string {
 // fitStatus trims the cluster's status, so that each view keeps what fits
 // in its own variable.
 func (p *publisher) buildViews(r *round, s *Status, tenantOf func(ns string) string) map[string]Status {
-	c := p.c
 	views := map[string]Status{}
-	pol, _ := c.engineNow()
+	pol, _ := p.engineNow()
 	namespaces := p.knownNamespaces(pol)
 	for _, ns := range p.viewNamespaces(r, s) {
 		namespaces[ns] = true
@@ -166,7 +164,6 @@ func (p *publisher) buildViews(r *round, s *Status, tenantOf func(ns string) str
 // every statusEvery, drift in idle figures at most every
 // statusVolatileEvery), and only those that changed.
 func (p *publisher) publishViews(ctx context.Context, views map[string]Status, leader, checkAddr string) {
-	c := p.c
 	if p.views.out == nil {
 		p.views.out, p.views.index, p.views.failed = map[string]string{}, map[string]uint64{}, map[string]string{}
 	}
@@ -184,7 +181,7 @@ func (p *publisher) publishViews(ctx context.Context, views map[string]Status, l
 		}
 		if err := p.putView(ctx, ns, full, key); err != nil {
 			if p.views.failed[ns] != err.Error() {
-				c.log.Error("publish the namespace's status view", "namespace", ns, "error", err)
+				p.log().Error("publish the namespace's status view", "namespace", ns, "error", err)
 			}
 			p.views.failed[ns] = err.Error()
 			// Forgotten: tried again only while the namespace has
@@ -210,10 +207,9 @@ func viewKey(v Status) string {
 // variable's index first when it is not known (and then skipping the
 // write if the variable already says the same, as after a restart).
 func (p *publisher) putView(ctx context.Context, ns string, full []byte, key string) error {
-	c := p.c
 	index, known := p.views.index[ns]
 	if !known {
-		items, idx, err := c.nomad.GetVar(ctx, ns, StatusPath)
+		items, idx, err := p.nomad().GetVar(ctx, ns, StatusPath)
 		if err != nil {
 			return fmt.Errorf("read %s@%s: %w", StatusPath, ns, err)
 		}
@@ -224,7 +220,7 @@ func (p *publisher) putView(ctx context.Context, ns string, full []byte, key str
 			return nil
 		}
 	}
-	idx, err := c.nomad.PutVar(ctx, ns, StatusPath, map[string]string{"status": string(full)}, true, index)
+	idx, err := p.nomad().PutVar(ctx, ns, StatusPath, map[string]string{"status": string(full)}, true, index)
 	if err != nil {
 		return fmt.Errorf("write %s@%s: %w", StatusPath, ns, err)
 	}
@@ -235,16 +231,15 @@ func (p *publisher) putView(ctx context.Context, ns string, full []byte, key str
 // publishCheckAddress writes ControllerPath when the leader or its
 // address changed.
 func (p *publisher) publishCheckAddress(ctx context.Context, leader, addr string) {
-	c := p.c
 	items := map[string]string{"leader": leader, "check_address": addr}
 	b, _ := json.Marshal(items)
 	if p.views.ctlOut == string(b) {
 		return
 	}
 	if !p.views.ctlKnown {
-		old, idx, err := c.nomad.GetVar(ctx, c.cfg.StateNamespace, ControllerPath)
+		old, idx, err := p.nomad().GetVar(ctx, p.cfg().StateNamespace, ControllerPath)
 		if err != nil {
-			c.log.Error("read the published check address", "error", err)
+			p.log().Error("read the published check address", "error", err)
 			return
 		}
 		p.views.ctlIndex, p.views.ctlKnown = idx, true
@@ -253,10 +248,10 @@ func (p *publisher) publishCheckAddress(ctx context.Context, leader, addr string
 			return
 		}
 	}
-	idx, err := c.nomad.PutVar(ctx, c.cfg.StateNamespace, ControllerPath, items, true, p.views.ctlIndex)
+	idx, err := p.nomad().PutVar(ctx, p.cfg().StateNamespace, ControllerPath, items, true, p.views.ctlIndex)
 	if err != nil {
 		p.views.ctlKnown = false
-		c.log.Error("publish the check address", "error", err)
+		p.log().Error("publish the check address", "error", err)
 		return
 	}
 	p.views.ctlOut, p.views.ctlIndex = string(b), idx

@@ -41,13 +41,13 @@ type stateStore struct {
 	usage   *usageStore
 	metrics *metrics
 	// forgotten runs at each reset: the publisher forgets what it wrote
-	// to the jobs' records, as a new term writes them afresh.
+	// to the jobs' records, as a new term writes them afresh (given by
+	// giveDuties once the publisher, which reads the store, is made).
 	forgotten func()
 }
 
 func newStateStore(c *Controller) *stateStore {
-	return &stateStore{wiring: wiringOf(c), statesp: &c.states, usage: c.usage, metrics: c.metrics,
-		forgotten: c.pub.forgetRecords}
+	return &stateStore{wiring: wiringOf(c), statesp: &c.states, usage: c.usage, metrics: c.metrics}
 }
 
 // states are the jobs' states, by job.

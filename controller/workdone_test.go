@@ -49,6 +49,7 @@ func TestWorkDone(t *testing.T) {
 		{"ml", "waiting"}:  {Namespace: "ml", ID: "waiting", Done: 5 * time.Hour},
 		{"ml", "fresh"}:    {Namespace: "ml", ID: "fresh"},
 	}}
+	c.stateStore = &stateStore{statesp: &c.states} // the publisher reads the states through the store
 	c.pub = newPublisher(c)
 	snap := &engine.Snapshot{
 		Allocs: []engine.Alloc{
