@@ -653,7 +653,9 @@ func (st *state) served(p pending, b *bene, victims []victim, placed int, afterV
 // undoGang takes back what a gang's allocations took before one found
 // no room: their places and their victims.
 func (m *model) undoGang(b *bene, nodes []int32, victims []victim) {
-	m.gangUndos++
+	if gangUndone != nil {
+		gangUndone(len(nodes), len(victims))
+	}
 	for _, n := range nodes {
 		m.unplace(b, n)
 	}
@@ -661,6 +663,12 @@ func (m *model) undoGang(b *bene, nodes []int32, victims []victim) {
 		m.untake(v.ui)
 	}
 }
+
+// gangUndone, where a test sets it, hears of each gang undoGang takes
+// back: the allocations it had placed and the victims it had taken. Only
+// tests set it (countGangUndos), never while a plan runs; nil, it costs
+// one comparison a gang that does not fit.
+var gangUndone func(placed, victims int)
 
 // placeOne finds room for one allocation of b: free GPUs, or GPUs freed by
 // preempting victims (first sparing work younger than min_runtime). need is

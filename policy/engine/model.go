@@ -53,8 +53,7 @@ type model struct {
 	// protectedOn of protected work, counted on first need (countFixed).
 	fixedOn, protectedOn []int32
 	// moved is placeIn's nodes, newest last, for unplaceLast to undo.
-	moved     []int32
-	gangUndos int // for tests
+	moved []int32
 }
 
 // take removes a unit from the model cluster: its GPUs become free. A unit
