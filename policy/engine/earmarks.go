@@ -128,6 +128,49 @@ func (m *model) earmarkFreed(free []int32) (unknown []int) {
 	return unknown
 }
 
+// surpluses are, per beneficiary (Snapshot.Waiting index), the GPUs
+// among its marks that takeSurplus moved to it from other beneficiaries'
+// marks, beyond all those wait for: once every one of those is served,
+// free to work of a higher tier than it, kept from work of its tier and
+// below (releaseSurplus).
+type surpluses map[int32]surplus
+
+// surplus is one beneficiary's: the GPUs per node, and the beneficiaries
+// they came from, noted together (add) and released together.
+type surplus struct {
+	gpus []nodeGPUs
+	from []int32
+}
+
+// add notes g GPUs on node n moved to beneficiary w from o's marks.
+func (ss *surpluses) add(w, o, n int32, g int) {
+	if *ss == nil {
+		*ss = surpluses{}
+	}
+	s := (*ss)[w]
+	s.gpus = addNode(s.gpus, n, g)
+	s.from = append(s.from, o)
+	(*ss)[w] = s
+}
+
+// beneficiaries are the beneficiaries with a surplus, in order: the node
+// index hears each release, and map order would make plans differ run to
+// run.
+func (ss surpluses) beneficiaries() []int32 {
+	ws := make([]int32, 0, len(ss))
+	for w := range ss {
+		ws = append(ws, w)
+	}
+	slices.Sort(ws)
+	return ws
+}
+
+// owed reports whether a beneficiary the GPUs came from is not served
+// yet (it still has marks): they stay theirs until their turn.
+func (s surplus) owed(marks map[int32][]nodeGPUs) bool {
+	return slices.ContainsFunc(s.from, func(o int32) bool { _, unserved := marks[o]; return unserved })
+}
+
 // takeSurplus sets aside for the waiting demand named by job and group up
 // to want GPUs on node n out of what is set aside there for other demands
 // beyond all they wait for. A victim may free more than its beneficiary
@@ -175,14 +218,7 @@ func (m *model) takeSurplus(job *JobRef, group string, n int32, want int) {
 		m.marks[o] = slices.DeleteFunc(marks, func(mk nodeGPUs) bool { return mk.gpus <= 0 })
 		m.tenants[m.tenantOf(m.s.Waiting[o].Job.Ref.Namespace)].earmarked -= g * m.pl.unitsOn(n)
 		m.earmark(job, group, n, g)
-		if m.surplus == nil {
-			m.surplus = map[int32][]nodeGPUs{}
-		}
-		m.surplus[w] = addNode(m.surplus[w], n, g)
-		if m.surplusFrom == nil {
-			m.surplusFrom = map[int32][]int32{}
-		}
-		m.surplusFrom[w] = append(m.surplusFrom[w], o)
+		m.surplus.add(w, o, n, g)
 		if d := min(g, m.drainingOn(o, n)); d > 0 {
 			m.draining[o] = addNode(m.draining[o], n, -d)
 			m.markDraining(job, group, n, d)
@@ -204,25 +240,17 @@ func (m *model) releaseSurplus(b *bene) {
 		return
 	}
 	prio := m.e.tiers[b.tier].priority
-	// In a fixed order: the node index hears each change (plans are
-	// deterministic).
-	ws := make([]int32, 0, len(m.surplus))
-	for w := range m.surplus {
-		ws = append(ws, w)
-	}
-	slices.Sort(ws)
-	for _, w := range ws {
+	for _, w := range m.surplus.beneficiaries() { // in order: the node index hears each release
 		sur := m.surplus[w]
 		if m.e.tiers[m.waitingOf[w].tier].priority >= prio {
 			continue
 		}
-		if slices.ContainsFunc(m.surplusFrom[w], func(o int32) bool { _, unserved := m.marks[o]; return unserved }) {
+		if sur.owed(m.marks) {
 			continue // still theirs until their turn (takeMarks)
 		}
 		delete(m.surplus, w)
-		delete(m.surplusFrom, w)
 		t := &m.tenants[m.waitingOf[w].tenant]
-		for _, s := range sur {
+		for _, s := range sur.gpus {
 			g := 0
 			for i := range m.marks[w] {
 				if mk := &m.marks[w][i]; mk.node == s.node {

@@ -35,13 +35,10 @@ type model struct {
 	// drain for it (Alloc.For): a placement there waits for them
 	// (AfterVictims); the rest of its marks there are free now.
 	draining map[int32][]nodeGPUs
-	// surplus: per beneficiary, the GPUs per node among its marks that
-	// takeSurplus moved to it from others' (surplusFrom: those others):
-	// once they are served, free to work of a higher tier than it, kept
-	// from work of its tier and below (releaseSurplus).
-	surplus     map[int32][]nodeGPUs
-	surplusFrom map[int32][]int32
-	waitingIdx  map[demandRef]int32
+	// surplus: per beneficiary, the GPUs among its marks that takeSurplus
+	// moved to it from others', and whose they were (earmarks.go).
+	surplus    surpluses
+	waitingIdx map[demandRef]int32
 	// placedJobs: jobs with allocations holding GPUs (inFlight), built
 	// on first use.
 	placedJobs map[JobRef]bool
