@@ -67,7 +67,8 @@ func placeholderID(bene engine.JobRef, group, node string) string {
 // one asks for no more GPUs than are free on its node now, in Nomad's
 // eyes: the engine may have counted GPUs that are still draining, and a
 // placeholder waiting for those would take them from whoever they drain
-// for.
+// for. Once those free, while the marks stand, it grows to hold them
+// (nomadmodel.Holds), or Nomad places other work there.
 func (ph *placeholders) wantedPlaceholders(r *round) map[string]placeholderWant {
 	nodes := map[string]ObservedNode{}
 	free := map[string]int{} // GPUs no allocation or placeholder holds
@@ -111,29 +112,70 @@ func (ph *placeholders) wantedPlaceholders(r *round) map[string]placeholderWant 
 			want[id] = w
 		}
 	}
+	sizePlaceholders(r, want, free, placing)
+	return want
+}
+
+// sizePlaceholders sets the GPUs each wanted placeholder is to hold, out
+// of free (by node: GPUs no allocation or placeholder holds), and drops
+// those with nothing to hold. placing: the marks of work resumed in this
+// round.
+func sizePlaceholders(r *round, want map[string]placeholderWant, free map[string]int, placing []engine.Earmark) {
 	// Nomad places the work resumed in this round on the GPUs set aside
-	// for it: a new placeholder for other work must not take them too
-	// (nomadmodel.PlacingMarks). Those its own placeholder held are
-	// counted already, as that placeholder's.
+	// for it, up to what it asks for: a placeholder for other work must
+	// not take them too (nomadmodel.PlacingMarks). Its own placeholder is
+	// purged in this round: what that held is free but for this.
+	purged := map[string]bool{}
+	for _, m := range placing {
+		id := placeholderID(m.For, m.ForGroup, m.NodeID)
+		if p, ok := r.obs.Placeholders[id]; ok && !purged[id] {
+			purged[id] = true
+			free[p.Node] += p.GPUs
+		}
+	}
 	for n, g := range nomadmodel.PlacingMarks(placing, func(engine.Earmark) bool { return true }, func(m engine.Earmark) int {
-		return r.obs.Placeholders[placeholderID(m.For, m.ForGroup, m.NodeID)].GPUs
+		return r.resumedGPUs(m.For, m.ForGroup)
 	}) {
 		free[n] -= g
 	}
-	for _, id := range sortedIDs(want) {
-		w := want[id]
-		if _, registered := r.obs.Placeholders[id]; registered {
-			continue
+	// Each placeholder keeps what it holds and takes what is free of its
+	// marks now (nomadmodel.Holds): GPUs promised while still draining
+	// are held once they free. One not placed yet asks for what it asked.
+	ids := sortedIDs(want)
+	hs := make([]nomadmodel.Placeholder, len(ids))
+	for i, id := range ids {
+		hs[i] = nomadmodel.Placeholder{Node: want[id].node.ID, Want: want[id].gpus}
+		if p, registered := r.obs.Placeholders[id]; registered {
+			hs[i].Held = p.GPUs
+			if p.Node == "" {
+				hs[i].Held = hs[i].Want
+			}
 		}
-		w.gpus = min(w.gpus, free[w.node.ID])
-		if w.gpus <= 0 {
-			delete(want, id) // nothing free to hold
-			continue
-		}
-		free[w.node.ID] -= w.gpus
-		want[id] = w
 	}
-	return want
+	for i, g := range nomadmodel.Holds(hs, free) {
+		w := want[ids[i]]
+		if g <= 0 {
+			delete(want, ids[i]) // nothing free to hold
+			continue
+		}
+		w.gpus = g
+		want[ids[i]] = w
+	}
+}
+
+// resumedGPUs is the GPUs the plan resumes of a job's group ("": all its
+// groups), 0 when it resumes none.
+func (r *round) resumedGPUs(ref engine.JobRef, group string) int {
+	if r.plan == nil {
+		return 0
+	}
+	g := 0
+	for _, a := range r.plan.Actions {
+		if a.Kind == engine.Resume && a.Job == ref && (group == "" || a.Group == group) {
+			g += a.GPUs
+		}
+	}
+	return g
 }
 
 func later(a, b time.Time) time.Time {
@@ -178,8 +220,18 @@ func (ph *placeholders) syncPlaceholders(ctx context.Context, r *round) {
 				// urgent work, Plan.Unmarked): purged now, registered
 				// again next round for what is still set aside.
 				ph.purgePlaceholder(ctx, r, id)
+				continue
 			}
-			continue
+			if p.Node == "" || p.GPUs >= w.gpus {
+				continue
+			}
+			// It holds fewer GPUs than are set aside for its
+			// beneficiary, and more of them are free now: GPUs
+			// promised while still draining. Registered again with
+			// them: Nomad replaces its allocation in one plan, on
+			// the GPUs it held and those, or keeps it where they
+			// were taken meanwhile.
+			ph.log().Info("placeholder grows", "job", id, "for", w.bene.String(), "node", w.node.Name, "from", p.GPUs, "gpus", w.gpus)
 		}
 		job := ph.placeholderJob(w, r.now)
 		if err := ph.nomad().RegisterJob(ctx, job); err != nil {

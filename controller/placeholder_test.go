@@ -258,3 +258,74 @@ func TestPlaceholderLeavesWorkPlacedNow(t *testing.T) {
 		})
 	}
 }
+
+// TestPlaceholderHoldsGPUsFreedSince: GPUs promised to a held beneficiary
+// while still draining (a Beside mark on another victim's GPUs, which a
+// placeholder could not hold then) are held once they free, while the
+// marks stand (nomadmodel.Holds): a placeholder not registered yet takes
+// them, and one holding fewer is registered again with them. GPUs set
+// aside for work resumed in this round are its own only up to what the
+// plan resumes of it (nomadmodel.PlacingMarks), and its own placeholder,
+// purged now, holds them no longer. Before, a 4-GPU victim's GPUs freed
+// for a 1-GPU job counted whole as that job's, a placeholder never grew,
+// and Nomad placed other work on the GPUs promised to the second
+// beneficiary, whose victims had stopped for nothing (issue 31).
+func TestPlaceholderHoldsGPUsFreedSince(t *testing.T) {
+	other, nb := engine.JobRef{Namespace: "ml", ID: "other"}, engine.JobRef{Namespace: "ml", ID: "nb"}
+	id, nbID := placeholderID(other, "work", "n1"), placeholderID(nb, "work", "n1")
+	until := t0.Add(time.Minute)
+	tests := []struct {
+		name  string
+		busy  int // GPUs of the node's 8 that allocations hold
+		nbRes int // GPUs the plan resumes of ml/nb, whose victim freed 4 on n1 (0: none)
+		nbPH  int // GPUs ml/nb's own placeholder held (purged now)
+		held  int // GPUs ml/other's placeholder holds (-1: registered, not placed yet)
+		want  []string
+	}{
+		{"freed beside a 1-GPU job resumed now: held", 4, 1, 0, 0, []string{"register steward/" + id + " gpus=3"}},
+		{"freed for work resumed now that takes them all: none", 4, 4, 0, 0, nil},
+		{"held by the resumed job's own placeholder: the rest held", 4, 1, 4, 0,
+			[]string{"register steward/" + id + " gpus=3", "purge steward/" + nbID}},
+		{"partly held when promised, the rest freed since: grows", 5, 0, 0, 1, []string{"register steward/" + id + " gpus=3"}},
+		{"grows no further than is free", 6, 0, 0, 1, []string{"register steward/" + id + " gpus=2"}},
+		{"holds all: nothing to do", 5, 0, 0, 3, nil},
+		{"registered, not placed yet: left as it is", 4, 0, 0, -1, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFakeNomad()
+			c := testController(t, f)
+			marks := []Mark{{Node: "n1", GPUs: 3, For: "ml/other", Group: "work", Until: until, Beside: true}}
+			if tt.nbRes > 0 {
+				marks = append(marks, Mark{Node: "n1", GPUs: 4, For: "ml/nb", Group: "work", Until: until})
+			}
+			c.state(jobKey{"ml", "train"}).Marks = marks
+			c.state(jobKey{"ml", "other"}).hold("work", 1, 4, string(engine.RuleDraining), t0, 10)
+			var allocs []ObservedAlloc
+			for i := range tt.busy {
+				allocs = append(allocs, alloc(fmt.Sprint("a", i), "train"))
+			}
+			r := roundWith(nil, allocs)
+			r.obs.Nodes = []ObservedNode{{ID: "n1", Name: "gpu-1", GPUs: 8, Drivers: []string{"raw_exec"}}}
+			r.obs.Placeholders = map[string]Placeholder{}
+			switch {
+			case tt.held > 0:
+				r.obs.Placeholders[id] = Placeholder{ID: id, Node: "n1", GPUs: tt.held}
+			case tt.held < 0:
+				r.obs.Placeholders[id] = Placeholder{ID: id}
+			}
+			if tt.nbPH > 0 {
+				r.obs.Placeholders[nbID] = Placeholder{ID: nbID, Node: "n1", GPUs: tt.nbPH}
+			}
+			if tt.nbRes > 0 {
+				c.state(jobKey{"ml", "nb"}).hold("work", 1, tt.nbRes, string(engine.RuleDraining), t0, 10)
+				r.resumed[jobKey{"ml", "nb"}] = map[string]bool{"work": true}
+				r.plan = &engine.Plan{Actions: []engine.Action{{Kind: engine.Resume, Job: nb, Group: "work", Count: 1, GPUs: tt.nbRes}}}
+			}
+			c.syncPlaceholders(context.Background(), r)
+			if got := f.calls; !slices.Equal(got, tt.want) {
+				t.Fatalf("calls %q, want %q", got, tt.want)
+			}
+		})
+	}
+}

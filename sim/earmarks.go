@@ -27,8 +27,9 @@ type simMark struct {
 	// held is how many of them a placeholder job holds while the
 	// beneficiary is held, so that Nomad places nothing else there: the
 	// free GPUs a preemption counted on beside its victims', as far as
-	// they are free in Nomad's eyes (not still draining) when the plan
-	// is carried out, as the controller registers it.
+	// they are free in Nomad's eyes (not still draining), as the
+	// controller registers it; GPUs still draining when the plan counted
+	// them are held once they free (holdFreed).
 	held int
 }
 
@@ -81,21 +82,73 @@ func (s *simulator) extendMarks(bene int32, end time.Duration) {
 
 // keepMarks keeps the free GPUs a plan's preemptions count on beside their
 // victims' for the beneficiaries, as the controller does: for the signal
-// delay, the longest grace and markTTL after it.
+// delay, the longest grace and markTTL after it. Their placeholders hold
+// what is free of them (holdFreed).
 func (s *simulator) keepMarks(marks []engine.Earmark) {
 	if s.cfg.NoEarmarks {
 		return
 	}
 	until := s.now + nomadmodel.SignalDelay + s.maxGrace + max(time.Minute, markTTL*s.cfg.PlanInterval)
-	placing := s.placingMarks()
 	for _, m := range marks {
 		bi, known := s.byRef[m.For]
 		n, onNode := s.cl.nodeIdx[m.NodeID]
 		if known && onNode {
-			// Not GPUs set aside for work Nomad places now (queued):
-			// they are its own (nomadmodel.PlacingMarks).
-			held := max(0, min(m.GPUs, s.cl.free[n]-s.placeholdersOn(n)-placing[m.NodeID]))
-			s.marks = append(s.marks, simMark{node: n, gpus: m.GPUs, bene: bi, until: until, held: held})
+			s.marks = append(s.marks, simMark{node: n, gpus: m.GPUs, bene: bi, until: until})
+		}
+	}
+	s.holdFreed()
+}
+
+// holdFreed sizes the placeholders of the marks standing for held
+// beneficiaries, per beneficiary and node, as the controller's
+// wantedPlaceholders does each round (nomadmodel.Holds): each keeps what
+// it holds and takes what is free of its marks now, less the GPUs set
+// aside for work Nomad places in this round (queued: its own,
+// nomadmodel.PlacingMarks). GPUs promised while still draining are held
+// once they free.
+func (s *simulator) holdFreed() {
+	type key struct {
+		bene int32
+		node int
+	}
+	var keys []key
+	var hs []nomadmodel.Placeholder
+	for _, m := range s.marks {
+		if s.now >= m.until || s.jobs[m.bene].state != held {
+			continue
+		}
+		k := key{m.bene, m.node}
+		i := slices.Index(keys, k)
+		if i < 0 {
+			keys = append(keys, k)
+			hs = append(hs, nomadmodel.Placeholder{Node: s.cl.nodeIDs[m.node]})
+			i = len(keys) - 1
+		}
+		hs[i].Want += m.gpus
+		hs[i].Held += m.held
+	}
+	if len(hs) == 0 {
+		return
+	}
+	placing := s.placingMarks()
+	free := map[string]int{}
+	for _, k := range keys {
+		id := s.cl.nodeIDs[k.node]
+		free[id] = s.cl.free[k.node] - s.placeholdersOn(k.node) - placing[id]
+	}
+	for i, g := range nomadmodel.Holds(hs, free) {
+		more := g - hs[i].Held
+		for j := range s.marks {
+			m := &s.marks[j]
+			if more <= 0 {
+				break
+			}
+			if m.bene != keys[i].bene || m.node != keys[i].node || s.now >= m.until {
+				continue
+			}
+			add := min(more, m.gpus-m.held)
+			m.held += add
+			more -= add
 		}
 	}
 }
@@ -114,7 +167,10 @@ func (s *simulator) placingMarks() map[string]int {
 	if len(live) == 0 {
 		return nil
 	}
-	return nomadmodel.PlacingMarks(live, func(engine.Earmark) bool { return true }, nil)
+	return nomadmodel.PlacingMarks(live, func(engine.Earmark) bool { return true }, func(m engine.Earmark) int {
+		j := &s.jobs[s.byRef[m.For]]
+		return j.spec.GPUs * j.spec.Allocs
+	})
 }
 
 // dropMarks stops setting aside the GPUs a plan gave to urgent work
