@@ -60,13 +60,10 @@ func (m *model) buildChains() {
 	for ui := range m.units {
 		u := &m.units[ui]
 		u.chain = noChain
-		if u.gang >= 0 {
+		if u.gang >= 0 || !u.named {
 			continue
 		}
 		a := &m.s.Allocs[u.first]
-		if a.Name == "" {
-			continue
-		}
 		i := NameIndex(a.Name)
 		if i < 0 {
 			continue
@@ -199,7 +196,7 @@ func (c *cluster) chainKeys(keys []candKey) []candKey {
 	out := keys[:0]
 	for _, k := range keys {
 		if u := &c.units[k.ui]; !u.buried {
-			out = append(out, candKey{key: u.key, ui: k.ui})
+			out = append(out, candKey{key: u.key, ui: k.ui, node: k.node})
 		}
 	}
 	return out

@@ -61,6 +61,12 @@ type unit struct {
 	idle      idleMode // idle for at least its rule's After, and the rule's mode
 	backfill  bool     // runs in a pool kept for tiers other than its own
 	misranked bool     // its job's Nomad priority is not prio (checkPriorities)
+	// checkpointed: a single allocation that says when it last saved a
+	// checkpoint (atRisk reads it then; else its age will do).
+	checkpointed bool
+	// named: its (first) allocation has a Nomad name (Alloc.Name), so it
+	// may be in a chain; buildChains reads the others' allocations not.
+	named bool
 	// exposed: of a non-preemptible tier but beyond its tenant's reserve
 	// (exposeBeyondReserve), so preemptible after all.
 	exposed bool

@@ -76,29 +76,7 @@ func (m *model) buildPlacement() {
 		}
 	}
 	pl.setIdx = map[string]int32{}
-	pl.cellOf = make([]int32, len(m.nodes))
-	for n, node := range m.nodes {
-		c, ok := pl.classIdx[node.Device]
-		if !ok {
-			c = int32(len(pl.classes))
-			pl.classIdx[node.Device] = c
-			pl.classes = append(pl.classes, node.Device)
-			pl.models = append(pl.models, node.Model)
-			pl.classUnits = append(pl.classUnits, unitsOf(node.Share))
-		}
-		key := [3]int32{m.poolOf[n], c, -1}
-		if pinned[node.ID] {
-			key[2] = int32(n)
-		}
-		cell, ok := pl.cellIdx[key]
-		if !ok {
-			cell = int32(len(pl.cellPool))
-			pl.cellIdx[key] = cell
-			pl.cellPool = append(pl.cellPool, key[0])
-			pl.cellClass = append(pl.cellClass, key[1])
-		}
-		pl.cellOf[n] = cell
-	}
+	pl.fileNodes(m.nodes, m.poolOf, pinned)
 	pl.whole = true
 	for _, u := range pl.classUnits {
 		pl.whole = pl.whole && u == gpuUnit
@@ -135,6 +113,46 @@ func (m *model) buildPlacement() {
 				pl.cellSets[cell] = append(pl.cellSets[cell], int32(s))
 			}
 		}
+	}
+}
+
+// fileNodes files every node into its cell: its pool (poolOf), its
+// device class, and itself alone when a demand is pinned to it (pinned:
+// node IDs).
+func (pl *placement) fileNodes(nodes []*Node, poolOf []int32, pinned map[string]bool) {
+	pl.cellOf = make([]int32, len(nodes))
+	// A fleet has a handful of classes and cells and lists like nodes
+	// together: the node before's answers spare most of the lookups.
+	c, lastDev, lastKey, cell := int32(-1), "", [3]int32{-1, -1, -1}, int32(-1)
+	for n, node := range nodes {
+		if c < 0 || node.Device != lastDev {
+			var ok bool
+			c, ok = pl.classIdx[node.Device]
+			if !ok {
+				c = int32(len(pl.classes))
+				pl.classIdx[node.Device] = c
+				pl.classes = append(pl.classes, node.Device)
+				pl.models = append(pl.models, node.Model)
+				pl.classUnits = append(pl.classUnits, unitsOf(node.Share))
+			}
+			lastDev = node.Device
+		}
+		key := [3]int32{poolOf[n], c, -1}
+		if len(pinned) > 0 && pinned[node.ID] {
+			key[2] = int32(n)
+		}
+		if key != lastKey {
+			var ok bool
+			cell, ok = pl.cellIdx[key]
+			if !ok {
+				cell = int32(len(pl.cellPool))
+				pl.cellIdx[key] = cell
+				pl.cellPool = append(pl.cellPool, key[0])
+				pl.cellClass = append(pl.cellClass, key[1])
+			}
+			lastKey = key
+		}
+		pl.cellOf[n] = cell
 	}
 }
 

@@ -334,10 +334,12 @@ func (o *output) drainingReason(b *bene, vs []victim, grace time.Duration) Reaso
 	for _, v := range vs {
 		gpus += o.m.units[v.ui].gpus
 	}
-	var m msg
-	m.start("GPUs are being freed for it: ").gpus(gpus).s(" of ")
+	// The output's buffer, and the reference in parts: a fresh message
+	// grew its buffer a step at a time, and String made a string only to
+	// be copied (a fleet plan writes thousands of these).
+	m := &o.text
 	first := o.m.jobOf(&o.m.units[vs[0].ui]).Ref
-	m.s(first.String())
+	m.start("GPUs are being freed for it: ").gpus(gpus).s(" of ", first.Namespace, "/", first.ID)
 	if others := o.m.otherJobs(vs, first); others > 0 {
 		m.s(" and ").n(others).s(" more job")
 		if others > 1 {

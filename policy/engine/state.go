@@ -124,9 +124,10 @@ func (st *state) buildUnits() {
 		}
 	}
 	st.units = slices.Grow(st.sc.units[:0], withGPUs)
+	var last lastAlloc
 	for i := range st.s.Allocs {
 		if len(st.s.Allocs[i].GPUIDs) > 0 {
-			if why := st.addUnit(int32(i), free, claimed, gangs); why != "" {
+			if why := st.addUnit(int32(i), free, claimed, gangs, &last); why != "" {
 				st.out.Skipped = append(st.out.Skipped, Skipped{Item: "alloc " + st.s.Allocs[i].ID, Reason: why})
 			}
 		}
@@ -139,16 +140,11 @@ func (st *state) buildUnits() {
 	st.cap = newCapacity(&st.pl, st.maxGPUs)
 	st.cap.fill(free)
 	st.exposeBeyondReserve()
+	// A gang is classified once all its members are in (addUnit did the
+	// single allocations').
 	for ui := range st.units {
-		st.classify(int32(ui))
-		u := &st.units[ui]
-		u.recent = int32(st.recentPreemptions(st.jobOf(u)))
-		if limit := st.e.p.Preemption.MaxPerJobPerHour; limit > 0 && int(u.recent) == limit-1 {
-			st.trackPlanned = true // some job is one stop from a bound
-		}
-		u.life = int32(min(lifetimePreemptions(st.jobOf(u)), 1<<30))
-		if most := st.e.p.Preemption.MaxPerJob; most > 0 && int(u.life) == most-1 {
-			st.trackPlanned = true
+		if st.units[ui].gang >= 0 {
+			st.classify(int32(ui))
 		}
 	}
 	st.liftPromoted()
@@ -188,9 +184,9 @@ func (sc *scratch) freeAndClaims(nodes []*Node) ([]int32, [][]gpuClaim) {
 // makes it a unit, or adds it to its gang's, and counts it to its
 // tenant; it returns why not when it cannot be (the plan skips it).
 // Draining work's GPUs go to whom its preemption was for.
-func (m *model) addUnit(i int32, free []int32, claimed [][]gpuClaim, gangs map[JobRef]int) (skipped string) {
+func (m *model) addUnit(i int32, free []int32, claimed [][]gpuClaim, gangs map[JobRef]int, last *lastAlloc) (skipped string) {
 	a := &m.s.Allocs[i]
-	n, ok := m.nodeIDs[a.NodeID]
+	n, ok := last.nodeOf(m, a.NodeID)
 	if !ok {
 		return fmt.Sprintf("on unknown node %q", a.NodeID)
 	}
@@ -205,8 +201,7 @@ func (m *model) addUnit(i int32, free []int32, claimed [][]gpuClaim, gangs map[J
 		return fmt.Sprintf("holds %d GPUs but node %s has %d unclaimed", g, a.NodeID, free[n])
 	}
 	free[n] -= int32(g)
-	tenant := m.tenantOf(a.Job.Ref.Namespace)
-	tier := m.e.tierFor(tenant, a.Job.Tier)
+	tenant, tier := last.tenantTier(m, &a.Job)
 	if a.Draining {
 		// Its GPUs are as good as free: a preemption decided earlier
 		// is freeing them for someone, who has them firm.
@@ -255,12 +250,67 @@ func (m *model) addUnit(i int32, free []int32, claimed [][]gpuClaim, gangs map[J
 		age:    age,
 	}
 	u.misranked = a.Job.Priority != u.prio
+	u.checkpointed, u.named = !a.CheckpointAt.IsZero(), a.Name != ""
+	m.countPreemptions(&u, &a.Job)
 	if a.Job.Gang {
 		u.gang = int32(len(m.gangs))
 		m.gangs = append(m.gangs, gangUnit{allocs: []int32{i}, spread: []nodeGPUs{{n, g}}})
 	}
 	m.units = append(m.units, u)
+	if u.gang < 0 {
+		// Now, while its allocation is in cache: a fleet's 100,000
+		// allocations of 400 bytes are not, once all units are in.
+		m.classify(int32(len(m.units) - 1))
+	}
 	return ""
+}
+
+// lastAlloc is what addUnit resolved for the allocation before: a
+// snapshot lists many allocations of one node, or of one tenant's tier,
+// in a row, and those need no map lookup.
+type lastAlloc struct {
+	nodeID              string
+	node                int32
+	nodeOK, jobOK       bool
+	namespace, tierName string
+	tenant, tier        int
+}
+
+// nodeOf is node id's index, and whether the node is known.
+func (last *lastAlloc) nodeOf(m *model, id string) (int32, bool) {
+	if last.nodeOK && id == last.nodeID {
+		return last.node, true
+	}
+	n, ok := m.nodeIDs[id]
+	if ok {
+		last.nodeID, last.node, last.nodeOK = id, n, true
+	}
+	return n, ok
+}
+
+// tenantTier is job's tenant and its tier there (tenantOf, tierFor).
+func (last *lastAlloc) tenantTier(m *model, job *Job) (tenant, tier int) {
+	if !last.jobOK || job.Ref.Namespace != last.namespace || job.Tier != last.tierName {
+		last.tenant = m.tenantOf(job.Ref.Namespace)
+		last.tier = m.e.tierFor(last.tenant, job.Tier)
+		last.namespace, last.tierName, last.jobOK = job.Ref.Namespace, job.Tier, true
+	}
+	return last.tenant, last.tier
+}
+
+// countPreemptions notes a unit's job's preemptions in the last hour and
+// over its life (as its first allocation says), and whether that puts
+// the job one preemption from a bound (then the plan counts those it
+// decides).
+func (m *model) countPreemptions(u *unit, job *Job) {
+	u.recent = int32(m.recentPreemptions(job))
+	if limit := m.e.p.Preemption.MaxPerJobPerHour; limit > 0 && int(u.recent) == limit-1 {
+		m.trackPlanned = true // some job is one stop from a bound
+	}
+	u.life = int32(min(lifetimePreemptions(job), 1<<30))
+	if most := m.e.p.Preemption.MaxPerJob; most > 0 && int(u.life) == most-1 {
+		m.trackPlanned = true
+	}
 }
 
 // maxClaimRoom caps the GPU IDs reserved up front per node.

@@ -291,8 +291,8 @@ func segKey(seg int, prio int) uint64 {
 // equal size the order is the same.
 func (c *cluster) atRisk(u *unit) uint64 {
 	if u.gang < 0 {
-		if a := &c.s.Allocs[u.first]; !a.CheckpointAt.IsZero() {
-			return sinceCheckpoint(a, c.now)
+		if u.checkpointed {
+			return sinceCheckpoint(&c.s.Allocs[u.first], c.now)
 		}
 		return uint64(max(0, min(u.age/time.Second, maxRisk))) // the usual case: the age at hand
 	}

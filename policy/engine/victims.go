@@ -43,11 +43,12 @@ func (st *state) sortCandidates() {
 			continue // preempted max_per_job times: only its limit takes it (protect.go)
 		}
 		f := st.victimFacts(int32(ui))
-		k := victimKey(&f)
-		keys = append(keys, candKey{key: k, ui: int32(ui)})
-	}
-	for _, k := range keys {
-		st.units[k.ui].key = k.key
+		u.key = victimKey(&f)
+		n := u.node
+		if u.gang >= 0 {
+			n = -1
+		}
+		keys = append(keys, candKey{key: u.key, ui: int32(ui), node: n})
 	}
 	if len(st.chains) > 0 {
 		keys = st.chainKeys(keys)
@@ -64,6 +65,14 @@ func (st *state) sortCandidates() {
 			c.keys = append(c.keys, k.key)
 		}
 		add(0)
+		if k.node >= 0 {
+			// A single allocation: its node is in the key, and the unit,
+			// read in key order (at random), is left alone.
+			for _, s := range st.pl.setsOf(k.node)[1:] {
+				add(s)
+			}
+			continue
+		}
 		st.nodesOf(&st.units[k.ui], func(n int32, _ int) {
 			for _, s := range st.pl.setsOf(n)[1:] {
 				add(s)
@@ -109,6 +118,9 @@ func (ix *nodeIndex) candidatesIn(s int32) candidates {
 type candKey struct {
 	key uint64
 	ui  int32
+	// node is, in sortCandidates' keys, a single allocation's node (-1:
+	// a gang's units); in the room a key has anyway.
+	node int32
 }
 
 // sortKeys orders candidates by key, then unit index: keys come in unit

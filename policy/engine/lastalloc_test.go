@@ -1,0 +1,41 @@
+package engine
+
+import "testing"
+
+// TestLastAllocMatchesLookups checks addUnit's memo of the allocation
+// before: whatever the order of allocations (alike in a row, alternating,
+// an unknown node or namespace in between), it answers as the look-ups it
+// spares do.
+func TestLastAllocMatchesLookups(t *testing.T) {
+	type alloc struct{ node, ns, tier string }
+	cases := []struct {
+		name   string
+		allocs []alloc
+	}{
+		{"alike in a row", []alloc{{"n1", "team0", "batch"}, {"n1", "team0", "batch"}, {"n1", "team0", "batch"}}},
+		{"alternating", []alloc{{"n1", "team0", "batch"}, {"n2", "team1", "interactive"}, {"n1", "team0", "batch"}, {"n2", "team0", "interactive"}}},
+		{"unknown node between", []alloc{{"n1", "team0", "batch"}, {"gone", "team0", "batch"}, {"n1", "team0", "batch"}, {"gone", "team0", "batch"}}},
+		{"namespace no tenant names", []alloc{{"n1", "other", "batch"}, {"n1", "other", "batch"}, {"n2", "team1", ""}, {"n2", "other", "batch"}}},
+		{"same tier name, other tenant", []alloc{{"n1", "team0", "batch"}, {"n1", "team1", "batch"}, {"n1", "team0", "batch"}}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			s := &Snapshot{Nodes: []Node{{ID: "n1", GPUs: 8}, {ID: "n2", GPUs: 8}}}
+			st := newState(New(genPolicy(2, 4, 8)), s, t0)
+			var last lastAlloc
+			for i, a := range c.allocs {
+				n, ok := last.nodeOf(&st.model, a.node)
+				wantN, wantOK := st.nodeIDs[a.node]
+				if n != wantN && ok || ok != wantOK {
+					t.Errorf("alloc %d: node %q is %d, %v; the map says %d, %v", i, a.node, n, ok, wantN, wantOK)
+				}
+				job := Job{Ref: JobRef{Namespace: a.ns, ID: "j"}, Tier: a.tier}
+				tenant, tier := last.tenantTier(&st.model, &job)
+				wantTenant := st.tenantOf(a.ns)
+				if wantTier := st.e.tierFor(wantTenant, a.tier); tenant != wantTenant || tier != wantTier {
+					t.Errorf("alloc %d: %s/%s is tenant %d tier %d; the look-ups say %d, %d", i, a.ns, a.tier, tenant, tier, wantTenant, wantTier)
+				}
+			}
+		})
+	}
+}
