@@ -64,6 +64,21 @@ type nodeOrder struct {
 	// kindOrdered counts searches that read a wait promotion's own order
 	// (waitbars.go; for tests).
 	kindOrdered int
+	// counts: what the wait promotions' searches cost (for tests and
+	// TestFleetSearchCounts).
+	counts searchCounts
+}
+
+// searchCounts are a plan's wait promotion searches and what they read:
+// deterministic figures to compare versions by where timings drift.
+type searchCounts struct {
+	searches   int // wait promotions' node searches
+	levelReads int // nodes they read in the level's order
+	ownReads   int // nodes they read in their kind's own order
+	tries      int // nodes they tried (walked)
+	builds     int // kinds' own orders built
+	filed      int // nodes filed in own orders when built
+	bounds     int // kind bounds computed (bound), building or keeping own orders
 }
 
 // heap returns the heap of nodes in pool for g GPUs, building it if

@@ -247,11 +247,15 @@ func (st *state) searchNodes(b *bene, allowYoung bool) (int32, []victim, bool) {
 	*p = nodePick{ties: p.ties[:0]}
 	h := st.heap(b.pool, b.g)
 	bp := st.barPotentialFor(b)
+	c := &st.order.counts
+	reads := &c.levelReads
 	if bp != nil {
+		c.searches++
 		pot = bp.cap // a wait promotion's: it leaves out nodes b cannot complete
 		if kh := bp.ordered(&st.nodeIndex, b.pool, b.g); kh != nil {
 			h = kh // and orders them by the work b may take (waitbars.go)
 			st.order.kindOrdered++
+			reads = &c.ownReads
 		}
 	}
 	read, scan := 0, false
@@ -262,6 +266,9 @@ func (st *state) searchNodes(b *bene, allowYoung bool) (int32, []victim, bool) {
 		if read++; read > searchSorted {
 			scan = true
 			return false
+		}
+		if bp != nil {
+			*reads++
 		}
 		if pot.free[n] >= int32(b.g) && w.gen[n] != w.cur {
 			st.tryNode(p, n, b, bp, allowYoung)
@@ -275,6 +282,7 @@ func (st *state) searchNodes(b *bene, allowYoung bool) (int32, []victim, bool) {
 		// too), rather than scan the pool. The pick is the same: both
 		// try every node that can still beat the best.
 		read, scan = 0, false
+		reads = &c.ownReads
 		st.ascend(bp.order(&st.nodeIndex, b.pool, b.g, h), visit)
 	}
 	if scan {
@@ -304,6 +312,9 @@ func (st *state) searchNodes(b *bene, allowYoung bool) (int32, []victim, bool) {
 // about 9 in 10).
 func (st *state) tryNode(p *nodePick, n int32, b *bene, bp *barPotential, allowYoung bool) {
 	st.walk.touch(n)
+	if bp != nil {
+		st.order.counts.tries++
+	}
 	for _, nu := range st.nodeUnits[n] {
 		if p.ok && (nu.key > p.key || (nu.key == p.key && nu.ui > p.ui)) {
 			return // every further victim here is worse than the best node's

@@ -178,6 +178,8 @@ func (bp *barPotential) order(ix *nodeIndex, pool int32, g int, level *lbHeap) *
 	for n := range m.nodes {
 		h.pos[n] = -1
 	}
+	ix.order.counts.builds++
+	ix.order.counts.filed += len(level.e)
 	for _, le := range level.e {
 		if lb := bp.bound(ix, le.n, g); lb != noBound {
 			h.pos[le.n] = int32(len(h.e))
@@ -197,6 +199,7 @@ func (bp *barPotential) order(ix *nodeIndex, pool int32, g int, level *lbHeap) *
 // the group); noBound too where the kind's potential is short of g, as
 // the search would not try the node.
 func (bp *barPotential) bound(ix *nodeIndex, n int32, g int) uint64 {
+	ix.order.counts.bounds++
 	if bp.cap.free[n] < int32(g) {
 		return noBound
 	}
