@@ -158,7 +158,8 @@ func (bp *barPotential) ordered(ix *nodeIndex, pool int32, g int) *lbHeap {
 // for it once the level's order failed the kind there: that order counts
 // work the bar refuses, so it puts first nodes the beneficiary cannot
 // complete, and the search read 128 of them in vain and then scanned the
-// pool. Where it failed once it failed again: on the fleet benchmark, 38
+// pool (it now reads barLevelSorted). Where it failed once it failed
+// again: on the fleet benchmark, 38
 // pools and GPU counts of wait promotions failed 590 searches a plan, all
 // but 38 of them after the first (one model: 18 and 722). Building an
 // order for every kind, pool and count (155 a plan) cost more than it won.
