@@ -251,8 +251,9 @@ func (h *lbHeap) down(i int) {
 // siftUp and siftDown keep ascend's queue, a plain heap, in order. Like
 // lbHeap's up and down they carry the moving entry in a hole and compare
 // as swapping would, so the queue reads in the same order: the wait
-// promotions' searches read 58,000 nodes a fleet plan, and the queue's
-// moves were a third of their cost.
+// promotions' searches read 58,000 nodes a fleet plan, and the swaps'
+// siftDown cost more than ascend itself (12.6 M instructions against
+// 10.6 M; 9.7 M in a hole).
 func siftUp(e []lbEntry, i int) {
 	x := e[i]
 	for i > 0 {
