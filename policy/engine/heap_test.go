@@ -112,3 +112,72 @@ func TestHeapMovesAsSwaps(t *testing.T) {
 		})
 	}
 }
+
+// swapSiftUp and swapSiftDown are ascend's queue moves as they were, by
+// swapping: the reference siftUp and siftDown must match entry for entry,
+// so that the searches read nodes in the same order, ties included.
+func swapSiftUp(e []lbEntry, i int) {
+	for i > 0 {
+		p := (i - 1) / 2
+		if e[p].lb <= e[i].lb {
+			return
+		}
+		e[p], e[i] = e[i], e[p]
+		i = p
+	}
+}
+
+func swapSiftDown(e []lbEntry, i int) {
+	for {
+		m := i
+		if l := 2*i + 1; l < len(e) && e[l].lb < e[m].lb {
+			m = l
+		}
+		if r := 2*i + 2; r < len(e) && e[r].lb < e[m].lb {
+			m = r
+		}
+		if m == i {
+			return
+		}
+		e[m], e[i] = e[i], e[m]
+		i = m
+	}
+}
+
+// TestQueueSiftsAsSwaps pushes and pops random entries through siftUp and
+// siftDown, as ascend does, and through the swapping reference, and
+// compares the two queues after each step.
+func TestQueueSiftsAsSwaps(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		bounds int // distinct keys: few make many ties
+		push   int // of 10 steps, how many push (the rest pop)
+	}{
+		{"many ties, growing", 3, 7},
+		{"distinct keys, growing", 1 << 40, 7},
+		{"many ties, steady", 4, 5},
+		{"distinct keys, shrinking", 1 << 30, 3},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := rand.New(rand.NewPCG(5, uint64(c.bounds)))
+			var q, ref []lbEntry
+			for step := range 20000 {
+				if len(q) == 0 || r.IntN(10) < c.push {
+					e := lbEntry{uint64(r.IntN(c.bounds)), int32(step)}
+					q, ref = append(q, e), append(ref, e)
+					siftUp(q, len(q)-1)
+					swapSiftUp(ref, len(ref)-1)
+				} else {
+					last := len(q) - 1
+					q[0], ref[0] = q[last], ref[last]
+					q, ref = q[:last], ref[:last]
+					siftDown(q, 0) // on an empty queue too, as ascend does
+					swapSiftDown(ref, 0)
+				}
+				if !slices.Equal(q, ref) {
+					t.Fatalf("step %d: the queue differs from the swaps'", step)
+				}
+			}
+		})
+	}
+}

@@ -169,3 +169,32 @@ func genSearchCase(seed int) (*rand.Rand, *policy.Policy, *Snapshot) {
 	s := genCluster(r, nodes, gpn, nodes*2, nodes, tenants, t0)
 	return r, p, s
 }
+
+// TestFleetSearchCounts plays the 10,000-node fleet plan (BenchmarkPlan's
+// nodes=10000) and logs what its wait promotions' searches read, tried and
+// built: figures that, unlike timings, do not drift with the machine's
+// load (docs/evaluation.md, issue 35). Run with
+// go test -run FleetSearchCounts -v ./policy/engine
+func TestFleetSearchCounts(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a 10,000-node plan")
+	}
+	r := rand.New(rand.NewPCG(1, 2))
+	s := genCluster(r, 10000, 8, 100000, 10000, 8, t0)
+	st := newState(New(genPolicy(8, 10000*8/16, 10000*8/4)), s, t0)
+	st.checkPriorities()
+	st.releaseIdleAlways()
+	st.enforceLimits()
+	st.serveDemands()
+	c := st.order.counts
+	t.Logf("wait promotion searches %d: read %d (%d in the level's order, %d in own orders), tried %d; own orders built %d (%d nodes filed), kind bounds computed %d; own-order searches %d",
+		c.searches, c.levelReads+c.ownReads, c.levelReads, c.ownReads, c.tries, c.builds, c.filed, c.bounds, st.order.kindOrdered)
+	if c.searches == 0 || c.builds == 0 {
+		t.Errorf("the fleet plan's wait promotions no longer search by their own orders: %+v", c)
+	}
+	// A wait promotion reads on in its kind's order after barLevelSorted
+	// nodes of the level's (11,168 nodes a plan; 57,687 when it read 128).
+	if c.levelReads > 15000 || c.tries > 10000 {
+		t.Errorf("the fleet plan's wait promotions read %d nodes in the level's orders and tried %d, want at most 15,000 and 10,000", c.levelReads, c.tries)
+	}
+}

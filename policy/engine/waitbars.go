@@ -158,7 +158,8 @@ func (bp *barPotential) ordered(ix *nodeIndex, pool int32, g int) *lbHeap {
 // for it once the level's order failed the kind there: that order counts
 // work the bar refuses, so it puts first nodes the beneficiary cannot
 // complete, and the search read 128 of them in vain and then scanned the
-// pool. Where it failed once it failed again: on the fleet benchmark, 38
+// pool (it now reads barLevelSorted). Where it failed once it failed
+// again: on the fleet benchmark, 38
 // pools and GPU counts of wait promotions failed 590 searches a plan, all
 // but 38 of them after the first (one model: 18 and 722). Building an
 // order for every kind, pool and count (155 a plan) cost more than it won.
@@ -178,6 +179,8 @@ func (bp *barPotential) order(ix *nodeIndex, pool int32, g int, level *lbHeap) *
 	for n := range m.nodes {
 		h.pos[n] = -1
 	}
+	ix.order.counts.builds++
+	ix.order.counts.filed += len(level.e)
 	for _, le := range level.e {
 		if lb := bp.bound(ix, le.n, g); lb != noBound {
 			h.pos[le.n] = int32(len(h.e))
@@ -197,6 +200,7 @@ func (bp *barPotential) order(ix *nodeIndex, pool int32, g int, level *lbHeap) *
 // the group); noBound too where the kind's potential is short of g, as
 // the search would not try the node.
 func (bp *barPotential) bound(ix *nodeIndex, n int32, g int) uint64 {
+	ix.order.counts.bounds++
 	if bp.cap.free[n] < int32(g) {
 		return noBound
 	}
