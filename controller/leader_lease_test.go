@@ -329,6 +329,20 @@ func TestLeaseRenewalOnSlowServer(t *testing.T) {
 	}
 }
 
+// startedFollower is a follower's observer over preemptionCluster after
+// its start's read (follow), resyncing every 30 s.
+func startedFollower(t *testing.T) (*fakeNomad, *observer) {
+	t.Helper()
+	f := newFakeNomad()
+	preemptionCluster(f)
+	o := newObserver(f, "steward")
+	o.resync = 30 * time.Second
+	if _, err := o.observe(context.Background(), t0, false); err != nil {
+		t.Fatal(err)
+	}
+	return f, o
+}
+
 // TestTakeoverResync: a follower's cache is read in full when it starts
 // and kept by the event stream; the resync a leader makes every -resync
 // is then due at its first round, unless it read the cluster while it
@@ -345,13 +359,7 @@ func TestTakeoverResync(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			f := newFakeNomad()
-			preemptionCluster(f)
-			o := newObserver(f, "steward")
-			o.resync = 30 * time.Second
-			if _, err := o.observe(ctx, t0, false); err != nil { // follow's start
-				t.Fatal(err)
-			}
+			_, o := startedFollower(t)
 			first := t0.Add(10 * time.Minute)
 			if tc.refreshBefore > 0 {
 				if err := o.refresh(ctx, first.Add(-tc.refreshBefore)); err != nil {
