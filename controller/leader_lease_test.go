@@ -376,6 +376,54 @@ func TestTakeoverResync(t *testing.T) {
 	}
 }
 
+// TestTakeoverSummaries: a follower's read of the cluster while it waits
+// out the lease (observer.refresh) marks every cached summary stale, and
+// the follower builds no observation until it leads: its first round
+// read the summary of every job with a blocked evaluation, one call each,
+// after taking the lease (issue 33). The refresh reads them too; a
+// summary read ahead is used only while no event about its job came
+// since (the cache's own rule), else read again.
+func TestTakeoverSummaries(t *testing.T) {
+	ctx := context.Background()
+	cases := []struct {
+		name string
+		// eventSince: an evaluation of the blocked job arrives between
+		// the refresh and the first round.
+		eventSince bool
+		wantReads  int // summary reads in the first round
+		wantQueued int // ml/nb's queued allocations the round sees
+	}{
+		{name: "read ahead: none read in the first round", wantReads: 0, wantQueued: 1},
+		{name: "an event about the job since: read again", eventSince: true, wantReads: 1, wantQueued: 3},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			f, o := startedFollower(t)
+			first := t0.Add(10 * time.Minute)
+			if err := o.refresh(ctx, first.Add(-3*time.Second)); err != nil {
+				t.Fatal(err)
+			}
+			if tc.eventSince {
+				f.mu.Lock()
+				f.cl().summary["ml/nb"] = &api.JobSummary{JobID: "nb", Namespace: "ml", Summary: map[string]api.TaskGroupSummary{"work": {Queued: 3}}}
+				f.mu.Unlock()
+				o.cache.apply(event(t, 1<<20, "Evaluation", "EvaluationUpdated", "Evaluation",
+					`{"ID":"ev-nb-2","Namespace":"ml","JobID":"nb","Status":"blocked","CreateTime":1,"ModifyTime":2}`))
+			}
+			obs, err := o.observe(ctx, first, false) // the first round
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := o.lastCost().summaries; got != tc.wantReads {
+				t.Errorf("the first round read %d summaries, want %d", got, tc.wantReads)
+			}
+			if got := obs.Queued[jobKey{"ml", "nb"}]["work"].Count; got != tc.wantQueued {
+				t.Errorf("ml/nb/work: %d queued, want %d (a summary read ahead and changed since must be read again)", got, tc.wantQueued)
+			}
+		})
+	}
+}
+
 // landsLate is Nomad answering a write's call with a timeout after it
 // applied it (a loaded server: the client gave up, the write landed).
 type landsLate struct {
