@@ -362,7 +362,7 @@ func TestTakeoverResync(t *testing.T) {
 			_, o := startedFollower(t)
 			first := t0.Add(10 * time.Minute)
 			if tc.refreshBefore > 0 {
-				if err := o.refresh(ctx, first.Add(-tc.refreshBefore)); err != nil {
+				if _, err := o.refresh(ctx, first.Add(-tc.refreshBefore)); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -400,7 +400,7 @@ func TestTakeoverSummaries(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			f, o := startedFollower(t)
 			first := t0.Add(10 * time.Minute)
-			if err := o.refresh(ctx, first.Add(-3*time.Second)); err != nil {
+			if _, err := o.refresh(ctx, first.Add(-3*time.Second)); err != nil {
 				t.Fatal(err)
 			}
 			if tc.eventSince {

@@ -98,17 +98,31 @@ func (o *observer) observe(ctx context.Context, now time.Time, full bool) (*Obse
 // time not measured apart; at 250 nodes on a loaded 2-core machine the
 // first round spent 3 to 6.5 s between loading the states and its first
 // action, and 2.9 s in the one run with this read moved, 2026-11-28).
-func (o *observer) refresh(ctx context.Context, now time.Time) error {
+func (o *observer) refresh(ctx context.Context, now time.Time) (refreshCost, error) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	began := time.Now()
 	rd, err := o.readAll(ctx, false)
 	if err != nil {
-		return err
+		return refreshCost{}, err
 	}
 	o.stats.drift += o.cache.replace(rd)
 	o.stats.fullReads++
 	o.lastFull = now
-	return o.warmSummaries(ctx)
+	cost := refreshCost{read: time.Since(began)}
+	summaries := o.stats.summaryReads
+	err = o.warmSummaries(ctx)
+	cost.summaries, cost.summariesTook = o.stats.summaryReads-summaries, time.Since(began)-cost.read
+	return cost, err
+}
+
+// refreshCost is what a refresh took: the full read, and the summaries
+// read after it (how many, how long). A new leader's first observe
+// waits for a refresh still running (observe_waited): the follower logs
+// it, to say which part it waited for.
+type refreshCost struct {
+	read, summariesTook time.Duration
+	summaries           int
 }
 
 // warmSummaries reads the summaries of the jobs with blocked evaluations
