@@ -393,15 +393,19 @@ func TestTakeoverSummaries(t *testing.T) {
 		wantReads  int // summary reads in the first round
 		wantQueued int // ml/nb's queued allocations the round sees
 	}{
-		{name: "read ahead: none read in the first round", wantReads: 0, wantQueued: 1},
+		{name: "read ahead, from the job list: none read in the first round", wantReads: 0, wantQueued: 1},
 		{name: "an event about the job since: read again", eventSince: true, wantReads: 1, wantQueued: 3},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			f, o := startedFollower(t)
 			first := t0.Add(10 * time.Minute)
-			if _, err := o.refresh(ctx, first.Add(-3*time.Second)); err != nil {
+			cost, err := o.refresh(ctx, first.Add(-3*time.Second))
+			if err != nil {
 				t.Fatal(err)
+			}
+			if cost.summaries != 0 {
+				t.Errorf("the refresh read %d summaries one by one, want 0: the job list carries them", cost.summaries)
 			}
 			if tc.eventSince {
 				f.mu.Lock()

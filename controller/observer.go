@@ -127,7 +127,9 @@ type refreshCost struct {
 
 // warmSummaries reads the summaries of the jobs with blocked evaluations
 // that the cache holds none of, or a stale one of, as the next observe
-// would (queued). A full read marks every summary stale (replace), and
+// would (queued): those the job list did not carry, or that an event
+// marked stale since (takeListed). A full read marks every other summary
+// stale (replace), and
 // a follower builds no observation between its start and its first
 // round, so without it a new leader's first observe read the summary of
 // every blocked job, one call each, after the lease was taken (issue 33:
@@ -168,7 +170,7 @@ func (c *clusterCache) isReady() bool {
 // the oldest of the lists': events after it are applied on top.
 func (o *observer) readAll(ctx context.Context, fresh bool) (*clusterRead, error) {
 	rd := &clusterRead{nodes: map[string]cachedNode{}, jobs: map[jobKey]*ObservedJob{}, skipped: map[jobKey]*ObservedJob{}, allocs: map[string]ObservedAlloc{},
-		blocked: map[string]blockedEval{}, seen: map[string]uint64{}}
+		blocked: map[string]blockedEval{}, seen: map[string]uint64{}, summaries: map[jobKey]*api.JobSummary{}}
 	index := func(i uint64) {
 		if rd.index == 0 || i < rd.index {
 			rd.index = i
@@ -221,6 +223,7 @@ func (o *observer) readJobs(ctx context.Context, rd *clusterRead, fresh bool) (u
 	if err != nil {
 		return 0, err
 	}
+	rd.jobsIndex = i
 	// Specs the cache holds, by the modify index the list shows: a full
 	// read fetches only jobs that changed. (A copy: events write the
 	// cache's map meanwhile; the specs themselves are never changed.)
@@ -244,6 +247,9 @@ func (o *observer) readJobs(ctx context.Context, rd *clusterRead, fresh bool) (u
 		}
 		k := jobKey{s.Namespace, s.ID}
 		rd.seen["j/"+k.String()] = s.ModifyIndex
+		if s.JobSummary != nil && !o.cache.isPlaceholder(s.Namespace, s.ID) {
+			rd.summaries[k] = s.JobSummary
+		}
 		j := known[k]
 		if j == nil || j.ModifyIndex != s.JobModifyIndex || j.Stopped != s.Stop {
 			if o.cache.isPlaceholder(s.Namespace, s.ID) {
