@@ -316,3 +316,38 @@ func TestCacheResyncKeepsStopRequests(t *testing.T) {
 		})
 	}
 }
+
+// TestListedSummaries: a full read takes each job's summary from the job
+// list, unless an event about the job newer than the list came (the list
+// may be older than what the events said): that job's summary stays
+// stale, read on its own when a round needs it.
+func TestListedSummaries(t *testing.T) {
+	k := jobKey{"ml", "nb"}
+	cases := []struct {
+		name      string
+		touchedAt uint64 // an event about ml/nb at this index; 0: none
+		wantTaken bool
+	}{
+		{name: "no event about the job: taken", wantTaken: true},
+		{name: "an event older than the list: taken", touchedAt: 90, wantTaken: true},
+		{name: "an event newer than the list: not taken", touchedAt: 150},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newClusterCache("steward")
+			if tc.touchedAt > 0 {
+				c.mu.Lock()
+				c.touch(k, tc.touchedAt)
+				c.mu.Unlock()
+			}
+			sum := &api.JobSummary{JobID: "nb", Namespace: "ml", Summary: map[string]api.TaskGroupSummary{"work": {Queued: 2}}}
+			c.replace(&clusterRead{index: 100, jobsIndex: 100, nodes: map[string]cachedNode{}, skipped: map[jobKey]*ObservedJob{},
+				jobs: map[jobKey]*ObservedJob{k: {Namespace: "ml", ID: "nb"}}, allocs: map[string]ObservedAlloc{},
+				blocked: map[string]blockedEval{}, seen: map[string]uint64{}, summaries: map[jobKey]*api.JobSummary{k: sum}})
+			s := c.summaries[k]
+			if taken := s != nil && !s.stale && s.sum == sum; taken != tc.wantTaken {
+				t.Fatalf("the listed summary taken: %v, want %v", taken, tc.wantTaken)
+			}
+		})
+	}
+}

@@ -21,7 +21,7 @@ type elector struct {
 	lease  *lease
 	// refresh reads the cluster in full (observer.refresh),
 	// prefetchStates the jobs' states (stateStore.prefetchStates).
-	refresh        func(ctx context.Context, at time.Time) error
+	refresh        func(ctx context.Context, at time.Time) (refreshCost, error)
 	prefetchStates func(ctx context.Context) error
 	// lastRoundAt is when the last round finished, in Unix nanoseconds
 	// (stepdown.go).
@@ -49,7 +49,7 @@ func (e *elector) run(ctx context.Context, lead func(context.Context) error) err
 func newElector(c *Controller) *elector {
 	return &elector{
 		wiring: wiringOf(c), client: c.client, lease: c.lease,
-		refresh:        func(ctx context.Context, at time.Time) error { return c.obs.refresh(ctx, at) },
+		refresh:        func(ctx context.Context, at time.Time) (refreshCost, error) { return c.obs.refresh(ctx, at) },
 		prefetchStates: c.prefetchStates,
 	}
 }

@@ -70,7 +70,8 @@ func (f *fakeNomad) ListJobs(context.Context, bool) ([]*api.JobListStub, uint64,
 	for _, k := range sortedIDs(f.cl().jobs) {
 		j := f.cl().jobs[k]
 		out = append(out, &api.JobListStub{ID: *j.ID, Namespace: *j.Namespace, Type: *j.Type, Stop: j.Stop != nil && *j.Stop,
-			JobModifyIndex: derefU64(j.JobModifyIndex), ParentID: deref(j.ParentID), Periodic: j.Periodic != nil})
+			JobModifyIndex: derefU64(j.JobModifyIndex), ParentID: deref(j.ParentID), Periodic: j.Periodic != nil,
+			JobSummary: f.cl().summary[k]}) // Nomad's list carries each job's summary
 	}
 	return out, f.cl().index, nil
 }

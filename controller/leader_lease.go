@@ -81,8 +81,15 @@ func (e *elector) electLease(ctx context.Context, lead func(context.Context) err
 	seen := &leaseSeen{now: time.Now}
 	warm := func() {
 		go func() {
-			if err := e.refresh(ctx, e.now()); err != nil && ctx.Err() == nil {
+			// Logged with its time: a new leader's first observe waits
+			// for this read when it is still running (observe_waited in
+			// "round phases").
+			cost, err := e.refresh(ctx, e.now())
+			if err != nil && ctx.Err() == nil {
 				e.log().Warn("read the cluster before taking an unrenewed lease", "error", err)
+			} else if err == nil {
+				e.log().Info("read the cluster before taking an unrenewed lease", "full_read", cost.read.Round(time.Millisecond),
+					"summaries", cost.summaries, "summaries_took", cost.summariesTook.Round(time.Millisecond))
 			}
 		}()
 		// The states too, alongside (store_prefetch.go): the term's load

@@ -329,6 +329,20 @@ func TestLeaseRenewalOnSlowServer(t *testing.T) {
 	}
 }
 
+// startedFollower is a follower's observer over preemptionCluster after
+// its start's read (follow), resyncing every 30 s.
+func startedFollower(t *testing.T) (*fakeNomad, *observer) {
+	t.Helper()
+	f := newFakeNomad()
+	preemptionCluster(f)
+	o := newObserver(f, "steward")
+	o.resync = 30 * time.Second
+	if _, err := o.observe(context.Background(), t0, false); err != nil {
+		t.Fatal(err)
+	}
+	return f, o
+}
+
 // TestTakeoverResync: a follower's cache is read in full when it starts
 // and kept by the event stream; the resync a leader makes every -resync
 // is then due at its first round, unless it read the cluster while it
@@ -345,16 +359,10 @@ func TestTakeoverResync(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			f := newFakeNomad()
-			preemptionCluster(f)
-			o := newObserver(f, "steward")
-			o.resync = 30 * time.Second
-			if _, err := o.observe(ctx, t0, false); err != nil { // follow's start
-				t.Fatal(err)
-			}
+			_, o := startedFollower(t)
 			first := t0.Add(10 * time.Minute)
 			if tc.refreshBefore > 0 {
-				if err := o.refresh(ctx, first.Add(-tc.refreshBefore)); err != nil {
+				if _, err := o.refresh(ctx, first.Add(-tc.refreshBefore)); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -363,6 +371,58 @@ func TestTakeoverResync(t *testing.T) {
 			}
 			if o.stats.fullReads != tc.wantFull {
 				t.Fatalf("%d full reads, want %d", o.stats.fullReads, tc.wantFull)
+			}
+		})
+	}
+}
+
+// TestTakeoverSummaries: a follower's read of the cluster while it waits
+// out the lease (observer.refresh) marks every cached summary stale, and
+// the follower builds no observation until it leads: its first round
+// read the summary of every job with a blocked evaluation, one call each,
+// after taking the lease (issue 33). The refresh reads them too; a
+// summary read ahead is used only while no event about its job came
+// since (the cache's own rule), else read again.
+func TestTakeoverSummaries(t *testing.T) {
+	ctx := context.Background()
+	cases := []struct {
+		name string
+		// eventSince: an evaluation of the blocked job arrives between
+		// the refresh and the first round.
+		eventSince bool
+		wantReads  int // summary reads in the first round
+		wantQueued int // ml/nb's queued allocations the round sees
+	}{
+		{name: "read ahead, from the job list: none read in the first round", wantReads: 0, wantQueued: 1},
+		{name: "an event about the job since: read again", eventSince: true, wantReads: 1, wantQueued: 3},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			f, o := startedFollower(t)
+			first := t0.Add(10 * time.Minute)
+			cost, err := o.refresh(ctx, first.Add(-3*time.Second))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cost.summaries != 0 {
+				t.Errorf("the refresh read %d summaries one by one, want 0: the job list carries them", cost.summaries)
+			}
+			if tc.eventSince {
+				f.mu.Lock()
+				f.cl().summary["ml/nb"] = &api.JobSummary{JobID: "nb", Namespace: "ml", Summary: map[string]api.TaskGroupSummary{"work": {Queued: 3}}}
+				f.mu.Unlock()
+				o.cache.apply(event(t, 1<<20, "Evaluation", "EvaluationUpdated", "Evaluation",
+					`{"ID":"ev-nb-2","Namespace":"ml","JobID":"nb","Status":"blocked","CreateTime":1,"ModifyTime":2}`))
+			}
+			obs, err := o.observe(ctx, first, false) // the first round
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := o.lastCost().summaries; got != tc.wantReads {
+				t.Errorf("the first round read %d summaries, want %d", got, tc.wantReads)
+			}
+			if got := obs.Queued[jobKey{"ml", "nb"}]["work"].Count; got != tc.wantQueued {
+				t.Errorf("ml/nb/work: %d queued, want %d (a summary read ahead and changed since must be read again)", got, tc.wantQueued)
 			}
 		})
 	}

@@ -229,6 +229,9 @@ func (c *Controller) reconcile(ctx context.Context) (wake time.Time, err error) 
 	}
 	c.resolveStates(obs)
 	timer.done("observe")
+	if timer != nil {
+		timer.observed(c.obs.lastCost())
+	}
 	r := newRound(obs.At, obs, c.states)
 	phases := c.phases()
 	defer func() { phases.ended(r); c.unsettled = max(c.unsettled, r.written) }() // r as it ends

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"fmt"
 	"maps"
 	"sort"
 	"sync"
@@ -25,6 +26,27 @@ type observer struct {
 	blocked map[string]bool
 	// stats counts the reads, for the scale harness and metrics.
 	stats *readStats
+	// last is what the latest observe did (observeCost).
+	last observeCost
+}
+
+// observeCost is what one observe did: how long it waited for another
+// read of the cluster (a follower's warm-up read still running), whether
+// it read the cluster in full, and the job specs and summaries it read
+// one by one. A new leader's first rounds log it ("round phases"):
+// issue 33's first-round observe took 1.0-1.75 s, and the phase's time
+// alone did not say on what.
+type observeCost struct {
+	waited              time.Duration
+	full                bool
+	jobReads, summaries int
+}
+
+// lastCost returns what the latest observe did.
+func (o *observer) lastCost() observeCost {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.last
 }
 
 // readStats counts what the observer read.
@@ -43,8 +65,15 @@ func newObserver(n Nomad, placeholders string) *observer {
 // full is set; the drift a resync finds is returned in the stats.
 func (o *observer) observe(ctx context.Context, now time.Time, full bool) (*Observation, error) {
 	// The loop and follow (at the start) observe: one at a time.
+	asked := time.Now()
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	before := *o.stats
+	defer func() {
+		o.last = observeCost{waited: o.last.waited, full: o.stats.fullReads > before.fullReads,
+			jobReads: o.stats.jobReads - before.jobReads, summaries: o.stats.summaryReads - before.summaryReads}
+	}()
+	o.last.waited = time.Since(asked)
 	following := o.cache.follows()
 	if full || !o.cache.isReady() || !following && o.cache.wasFollowed() || o.resync > 0 && now.Sub(o.lastFull) >= o.resync {
 		rd, err := o.readAll(ctx, full)
@@ -58,7 +87,8 @@ func (o *observer) observe(ctx context.Context, now time.Time, full bool) (*Obse
 	return o.build(ctx, now)
 }
 
-// refresh reads the cluster in full now, as a resync does: a follower
+// refresh reads the cluster in full now, as a resync does, and the
+// summaries the next observe would read (warmSummaries): a follower
 // whose leader's lease has stopped changing reads it while it waits out
 // the lease (leaseLock.Acquire), so that its first round as leader plans
 // on the followed cache without a resync of its own. A follower's cache
@@ -68,16 +98,64 @@ func (o *observer) observe(ctx context.Context, now time.Time, full bool) (*Obse
 // time not measured apart; at 250 nodes on a loaded 2-core machine the
 // first round spent 3 to 6.5 s between loading the states and its first
 // action, and 2.9 s in the one run with this read moved, 2026-11-28).
-func (o *observer) refresh(ctx context.Context, now time.Time) error {
+func (o *observer) refresh(ctx context.Context, now time.Time) (refreshCost, error) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	began := time.Now()
 	rd, err := o.readAll(ctx, false)
 	if err != nil {
-		return err
+		return refreshCost{}, err
 	}
 	o.stats.drift += o.cache.replace(rd)
 	o.stats.fullReads++
 	o.lastFull = now
+	cost := refreshCost{read: time.Since(began)}
+	summaries := o.stats.summaryReads
+	err = o.warmSummaries(ctx)
+	cost.summaries, cost.summariesTook = o.stats.summaryReads-summaries, time.Since(began)-cost.read
+	return cost, err
+}
+
+// refreshCost is what a refresh took: the full read, and the summaries
+// read after it (how many, how long). A new leader's first observe
+// waits for a refresh still running (observe_waited): the follower logs
+// it, to say which part it waited for.
+type refreshCost struct {
+	read, summariesTook time.Duration
+	summaries           int
+}
+
+// warmSummaries reads the summaries of the jobs with blocked evaluations
+// that the cache holds none of, or a stale one of, as the next observe
+// would (queued): those the job list did not carry, or that an event
+// marked stale since (takeListed). A full read marks every other summary
+// stale (replace), and
+// a follower builds no observation between its start and its first
+// round, so without it a new leader's first observe read the summary of
+// every blocked job, one call each, after the lease was taken (issue 33:
+// its observe took 1.0-1.75 s at 250 nodes). A summary read here is
+// used on the same terms as any cached one: until an event about its
+// job (an evaluation, allocation or job of it) marks it stale, after
+// which the round reads it afresh (observer.summary).
+func (o *observer) warmSummaries(ctx context.Context) error {
+	c := o.cache
+	c.mu.Lock()
+	due := map[jobKey]bool{}
+	for _, ev := range c.blocked {
+		k := jobKey{ev.ns, ev.job}
+		if j := c.jobs[k]; j == nil || j.Stopped || c.isPlaceholder(ev.ns, ev.job) {
+			continue
+		}
+		if s := c.summaries[k]; s == nil || s.stale {
+			due[k] = true
+		}
+	}
+	c.mu.Unlock()
+	for k := range due {
+		if _, err := o.summary(ctx, k); err != nil {
+			return fmt.Errorf("read the summary of %s: %w", k, err)
+		}
+	}
 	return nil
 }
 
@@ -92,7 +170,7 @@ func (c *clusterCache) isReady() bool {
 // the oldest of the lists': events after it are applied on top.
 func (o *observer) readAll(ctx context.Context, fresh bool) (*clusterRead, error) {
 	rd := &clusterRead{nodes: map[string]cachedNode{}, jobs: map[jobKey]*ObservedJob{}, skipped: map[jobKey]*ObservedJob{}, allocs: map[string]ObservedAlloc{},
-		blocked: map[string]blockedEval{}, seen: map[string]uint64{}}
+		blocked: map[string]blockedEval{}, seen: map[string]uint64{}, summaries: map[jobKey]*api.JobSummary{}}
 	index := func(i uint64) {
 		if rd.index == 0 || i < rd.index {
 			rd.index = i
@@ -145,6 +223,7 @@ func (o *observer) readJobs(ctx context.Context, rd *clusterRead, fresh bool) (u
 	if err != nil {
 		return 0, err
 	}
+	rd.jobsIndex = i
 	// Specs the cache holds, by the modify index the list shows: a full
 	// read fetches only jobs that changed. (A copy: events write the
 	// cache's map meanwhile; the specs themselves are never changed.)
@@ -168,6 +247,9 @@ func (o *observer) readJobs(ctx context.Context, rd *clusterRead, fresh bool) (u
 		}
 		k := jobKey{s.Namespace, s.ID}
 		rd.seen["j/"+k.String()] = s.ModifyIndex
+		if s.JobSummary != nil && !o.cache.isPlaceholder(s.Namespace, s.ID) {
+			rd.summaries[k] = s.JobSummary
+		}
 		j := known[k]
 		if j == nil || j.ModifyIndex != s.JobModifyIndex || j.Stopped != s.Stop {
 			if o.cache.isPlaceholder(s.Namespace, s.ID) {

@@ -61,6 +61,16 @@ func (t *phaseTimer) done(phase string) {
 	t.last = now
 }
 
+// observed notes what the round's observe did (observeCost), logged
+// with the phases.
+func (t *phaseTimer) observed(c observeCost) {
+	if t == nil {
+		return
+	}
+	t.took = append(t.took, "observe_waited", c.waited.Round(time.Millisecond), "observe_full_read", c.full,
+		"observe_job_reads", c.jobReads, "observe_summary_reads", c.summaries)
+}
+
 // count notes what the round did: calls that acted and calls that failed.
 func (t *phaseTimer) count(r *round) {
 	if t != nil && r != nil {

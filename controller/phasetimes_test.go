@@ -80,7 +80,7 @@ func TestRoundPhasesLogged(t *testing.T) {
 				t.Fatalf("%d lines, want %d: %q", len(got), len(tc.want), got)
 			}
 			for i, line := range got {
-				for _, field := range []string{tc.want[i], "observe=", "recover=", "plan=", "act=", "publish=", "total=", "since_lead=", "failed=0"} {
+				for _, field := range []string{tc.want[i], "observe=", "recover=", "plan=", "act=", "publish=", "observe_full_read=", "observe_summary_reads=", "observe_waited=", "total=", "since_lead=", "failed=0"} {
 					if !strings.Contains(line, field) {
 						t.Errorf("line %d lacks %s: %s", i, field, line)
 					}

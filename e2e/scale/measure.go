@@ -212,6 +212,22 @@ func (l *logLines) count(text string) int {
 	return n
 }
 
+// firstRound is the start of the line a new leader's first round logs
+// (controller/phasetimes.go).
+const firstRound = "round phases: round=1 "
+
+// lastWith is the last line that holds text, "" when none does.
+func (l *logLines) lastWith(text string) string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for i := len(l.lines) - 1; i >= 0; i-- {
+		if strings.Contains(l.lines[i], text) {
+			return l.lines[i]
+		}
+	}
+	return ""
+}
+
 var latencyRE = regexp.MustCompile(`^(\S+) .*reason="(\w+): .*decision_latency=(\S+)`)
 
 // latencies are the decision latencies the controller logged between two

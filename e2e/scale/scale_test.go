@@ -390,6 +390,7 @@ func TestScale(t *testing.T) {
 		t.Logf("before the failover: leading %v, measured %s", now, m.name)
 	}
 	follower := procs[other[m.name]]
+	firstRounds := follower.log.count(firstRound)
 	killed := time.Now()
 	_ = m.cmd.Process.Kill()
 	<-m.done
@@ -405,6 +406,16 @@ func TestScale(t *testing.T) {
 		}
 		return false, fmt.Sprintf("leader %v, last round %s", leader, last)
 	})
+
+	// The new leader logs its first round's phases just after its health
+	// says the round ended: waited for (at most 10 s), so that the logs
+	// kept below and this line hold it.
+	for wait := time.Now().Add(10 * time.Second); follower.log.count(firstRound) == firstRounds && time.Now().Before(wait); {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if follower.log.count(firstRound) > firstRounds {
+		t.Logf("the leader killed at %s; the new leader's first round: %s", killed.UTC().Format("15:04:05.000"), follower.log.lastWith(firstRound))
+	}
 
 	var writes []string
 	for _, class := range []string{"state", "record", "status", "lock", "job", "allocation", "other"} {
