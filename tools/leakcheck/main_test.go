@@ -1,9 +1,11 @@
 package main
 
 import (
+	"bytes"
 	"fmt"
 	"os"
 	"os/exec"
+	"slices"
 	"testing"
 	"time"
 )
@@ -34,6 +36,11 @@ func TestFindsAndKillsTheRunsProcess(t *testing.T) {
 	exited := make(chan struct{})
 	go func() { _ = cmd.Wait(); close(exited) }()
 	t.Cleanup(func() { _ = cmd.Process.Kill(); <-exited })
+	// Start returns once the child's exec is past the point of no return,
+	// but the kernel sets up the new program's environment after that: a
+	// check made in that window reads an empty /proc/<pid>/environ and
+	// finds nothing (CI, under load). Wait until the mark can be read.
+	waitForEnv(t, cmd.Process.Pid, "STEWARD_TEST_RUN="+id)
 
 	if got := run([]string{"-run", id + "0", "-grace", "0s"}); got != 0 {
 		t.Errorf("another run's check = %d, want 0", got)
@@ -45,5 +52,22 @@ func TestFindsAndKillsTheRunsProcess(t *testing.T) {
 	case <-exited:
 	case <-time.After(5 * time.Second):
 		t.Errorf("leakcheck did not kill the run's process")
+	}
+}
+
+// waitForEnv waits until the process's environment, as /proc shows it,
+// has kv.
+func waitForEnv(t *testing.T, pid int, kv string) {
+	t.Helper()
+	path := fmt.Sprintf("/proc/%d/environ", pid)
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		env, err := os.ReadFile(path)
+		if err == nil && slices.ContainsFunc(bytes.Split(env, []byte{0}), func(e []byte) bool { return string(e) == kv }) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s never showed %s (last read: %d bytes, %v)", path, kv, len(env), err)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
