@@ -82,7 +82,7 @@ func (ac *actor) reRegister(ctx context.Context, r *round, st *JobState, a engin
 	}
 	before := st.noted()
 	note()
-	ac.pub.attachNotice(r, st)
+	ac.notices.attachNotice(r, st)
 	if err := ac.save(ctx, st); err != nil {
 		return err
 	}
@@ -136,7 +136,7 @@ func (ac *actor) actDrain(ctx context.Context, r *round, st *JobState, job *Obse
 		ac.extendMarks(ctx, st, d.For, r.now, r.now.Add(signalDelay+d.Grace))
 	}
 	st.note(StatusDraining, a.Reason, r.now)
-	ac.pub.attachNotice(r, st)
+	ac.notices.attachNotice(r, st)
 	if d.Signal == "" {
 		// Nothing to wait for: the preemption finishes in this round,
 		// and finishDrain's write (the drain, finished, and the hold)
@@ -212,7 +212,7 @@ func (ac *actor) actResume(ctx context.Context, r *round, st *JobState, job *Obs
 	if g := st.Held[a.Group]; g != nil {
 		g.Index = job.ModifyIndex
 	}
-	ac.pub.attachNotice(r, st)
+	ac.notices.attachNotice(r, st)
 	if err := ac.save(ctx, st); err != nil {
 		return err
 	}
@@ -342,7 +342,7 @@ func (ac *actor) holdBack(ctx context.Context, r *round, st *JobState, job *Obse
 	st.hold(group, n, count, string(why.Rule), r.now, job.ModifyIndex).Taken = done
 	st.keepScaling(group, spec.Scaling)
 	st.note(StatusHeld, why, r.now)
-	ac.pub.attachNotice(r, st)
+	ac.notices.attachNotice(r, st)
 	if err := ac.save(ctx, st); err != nil {
 		return err
 	}

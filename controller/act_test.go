@@ -114,13 +114,12 @@ func TestPreemption(t *testing.T) {
 				t.Fatalf("calls after the delay:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(tc.sig, "\n"))
 			}
 			// A restarted controller (same saved state) finishes it at the deadline.
-			c2 := testController(t, f)
+			end := t0.Add(signalDelay + tc.grace)
+			c2 := testController(t, f, withClock(func() time.Time { return end }))
 			if err := c2.loadStates(context.Background()); err != nil {
 				t.Fatal(err)
 			}
 			f.calls = nil
-			end := t0.Add(signalDelay + tc.grace)
-			c2.now = func() time.Time { return end }
 			r2 := roundWith([]*ObservedJob{train}, allocs)
 			r2.now = end
 			c2.drains.finishDrains(context.Background(), r2)
@@ -323,7 +322,8 @@ func TestResumeInFlight(t *testing.T) {
 func TestSignalWaitsForVictimToStart(t *testing.T) {
 	reason := engine.Reason{Rule: engine.RulePriority, Message: "tier training (priority 40) yields 1 GPU to ml/nb/work"}
 	f := newFakeNomad()
-	c := testController(t, f)
+	clock := newTestClock(t0)
+	c := testController(t, f, withClock(clock.now))
 	train := job("ml", "train", "training", 40, 1, 1)
 	starting := alloc("a1", "train")
 	starting.ClientStatus, starting.RunningTasks = "pending", nil
@@ -338,7 +338,7 @@ func TestSignalWaitsForVictimToStart(t *testing.T) {
 		f.calls = nil
 		r := roundWith([]*ObservedJob{train}, []ObservedAlloc{al})
 		r.now = t0.Add(at)
-		c.now = func() time.Time { return r.now }
+		clock.set(r.now)
 		c.drains.finishDrains(context.Background(), r)
 		return withoutPuts(f.callsMatching(""))
 	}

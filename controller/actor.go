@@ -15,7 +15,8 @@ import (
 type actor struct {
 	*stateStore // the jobs' states, written ahead of each action
 
-	pub     *publisher // records and notices of what was done
+	pub     *publisher // records of what was done
+	notices *outbox    // messages about what was done
 	drains  *drainer   // drains in progress
 	metrics *metrics
 	usage   *usageStore
@@ -28,6 +29,6 @@ type actor struct {
 }
 
 func newActor(c *Controller) *actor {
-	return &actor{stateStore: c.stateStore, pub: c.pub, drains: c.drains, metrics: c.metrics, usage: c.usage,
-		engineNow: c.engineNow, remember: c.remember, crashPoint: c.crashPoint}
+	return &actor{stateStore: c.stateStore, pub: c.pub, notices: c.notices, drains: c.drains, metrics: c.metrics, usage: c.usage,
+		engineNow: c.engineNow, remember: c.decisions.add, crashPoint: c.crashPoint}
 }

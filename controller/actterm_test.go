@@ -19,9 +19,8 @@ import (
 // fence refused the write, but the log said a stale leader acted.
 func TestActStopsWhenTheTermEnds(t *testing.T) {
 	f := newFakeNomad()
-	c := testController(t, f)
 	var buf bytes.Buffer
-	c.log = hclog.New(&hclog.LoggerOptions{Output: &buf, Level: hclog.Info})
+	c := testController(t, f, withLogger(hclog.New(&hclog.LoggerOptions{Output: &buf, Level: hclog.Info})))
 	nb := job("ml", "nb", "interactive", 60, 1, 4)
 	r := newRound(t0, &Observation{At: t0, Jobs: map[jobKey]*ObservedJob{{"ml", "nb"}: nb}}, c.states)
 	r.plan = &engine.Plan{Actions: []engine.Action{{Kind: engine.Hold, Job: engine.JobRef{Namespace: "ml", ID: "nb"},

@@ -98,7 +98,7 @@ func TestRefusedWriteBacksOff(t *testing.T) {
 	if record("x")["steward_priority"] != "40" {
 		t.Errorf("ml/x record %v: its priority reset is missing", record("x"))
 	}
-	for _, d := range r.c.decisions {
+	for _, d := range r.c.decisions.list() {
 		if d.Error != "" {
 			t.Errorf("a refused write in the recent decisions: %+v", d)
 		}

@@ -150,8 +150,7 @@ func TestOnlyStewardMetaKept(t *testing.T) {
 // tenant that churns 5,000 job IDs leaves nothing behind.
 func TestRecordsPrunedWhenJobsGo(t *testing.T) {
 	f := newFakeNomad()
-	c := testController(t, f)
-	c.cfg.JobRecords = true
+	c := testController(t, f, withConfig(func(cfg *Config) { cfg.JobRecords = true }))
 	for i := range 5000 {
 		k := jobKey{"flood", fmt.Sprintf("churn-%05d", i)}
 		c.pub.records[k] = strings.Repeat("r", 200)
@@ -225,8 +224,7 @@ func TestHugeJobIDStateSaved(t *testing.T) {
 // round does not fail for it (no retry could write it).
 func TestOversizedStateRefusedInRecord(t *testing.T) {
 	f := newFakeNomad()
-	c := testController(t, f)
-	c.cfg.JobRecords = true
+	c := testController(t, f, withConfig(func(cfg *Config) { cfg.JobRecords = true }))
 	big := jobKey{"ml", "big"}
 	st := c.state(big)
 	st.hold("work", 1, 1, "capacity", t0, 10)

@@ -202,7 +202,7 @@ func (c *Controller) Check(ctx context.Context, job *api.Job, token string) (*Ch
 		return nil, fmt.Errorf("no Nomad client")
 	}
 	c.mu.Lock()
-	leading, base, pol, eng := c.health.Leader || c.cfg.DryRun, c.lastCheck, c.pol, c.eng
+	leading, base, pol, eng := c.health.Leader || c.cfg().DryRun, c.lastCheck, c.pol, c.eng
 	c.mu.Unlock()
 	if !leading {
 		return nil, errNotLeading
@@ -222,7 +222,7 @@ func (c *Controller) Check(ctx context.Context, job *api.Job, token string) (*Ch
 	}
 	oj := toObservedJob(job)
 	res := checkJob(pol, eng, base.snap, newDeviceMatcher(base.nodes), oj, base.states[jobKey{ns, oj.ID}], c.now())
-	res.At, res.Leader = base.at, c.cfg.Identity
+	res.At, res.Leader = base.at, c.cfg().Identity
 	for i := range res.Groups {
 		if m := planned.FailedTGAllocs[res.Groups[i].Group]; m != nil && !lacksGPUsOnly(m) {
 			res.Groups[i].Nomad = "Nomad cannot place it now, for more than GPUs: " + describeFailure(m)

@@ -106,8 +106,7 @@ func TestDrainEndsWhenCheckpointWritten(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			f := newFakeNomad()
-			c := testController(t, f)
-			c.now = func() time.Time { return now }
+			c := testController(t, f, withClock(func() time.Time { return now }))
 			train := job("ml", "train", "training", 40, 1, 1)
 			a := alloc("a1", "train")
 			a.CheckpointDone = tt.done

@@ -20,12 +20,11 @@ import (
 
 // Controller enforces a policy on one Nomad cluster.
 type Controller struct {
-	cfg    Config
-	log    hclog.Logger
+	// wiring is its config, logger, Nomad and clock, set by New alone and
+	// copied into each owner (wiring.go).
+	wiring
 	client *api.Client
-	nomad  Nomad
 	obs    *observer
-	now    func() time.Time
 	// lease proves leadership; nomad refuses writes without it (fence.go).
 	lease *lease
 	// crashAt is a step to exit at (crash.go; tests only).
@@ -34,6 +33,7 @@ type Controller struct {
 	// The duties around the rounds, each a type of its own that owns its
 	// state (docs/design.md, "Who owns what").
 	pub      *publisher // publishes what the rounds leave (publish.go)
+	notices  *outbox    // keeps and sends the decisions' messages (outbox.go)
 	election *elector   // holds the leadership (elector.go)
 	sampler  *sampler   // reads the GPUs' activity (sampler.go)
 	drains   *drainer   // moves drains on (drainer.go)
@@ -47,7 +47,7 @@ type Controller struct {
 	// lastCheck is what `steward job check` plans on (check.go); checkAddr
 	// is where this controller answers checks, published in the status.
 	lastCheck *checkBase
-	checkAddr string
+	checkAddr *checkAddress
 
 	// Owned by the control loop.
 	states map[jobKey]*JobState
@@ -63,7 +63,9 @@ type Controller struct {
 	*metaChecker
 	// People's requests, carried out by the actor (requests.go).
 	*requester
-	decisions []Decision
+	// The pool guard's holds, carried out by the actor (poolguard_act.go).
+	*poolHolds
+	decisions *recentDecisions // the latest, for the status (outcomes.go)
 	// unsettled is the newest index of Steward's writes not yet seen back:
 	// a round plans on the cache only once it holds it (reconcile,
 	// clusterCache.settle; 0: none).
@@ -129,8 +131,8 @@ func New(cfg Config, client *api.Client, log hclog.Logger) (*Controller, error) 
 	obs.resync = cfg.Resync
 	obs.cache.guard(cfg.ControllerPools)
 	c := &Controller{
-		cfg: cfg, log: log, client: client, nomad: n, lease: ls,
-		obs: obs, now: time.Now, crashAt: os.Getenv(CrashAtEnv),
+		wiring: wiring{config: &cfg, logger: log, client: n, clock: time.Now}, client: client, lease: ls,
+		obs: obs, crashAt: os.Getenv(CrashAtEnv),
 		pol: p, eng: engine.New(p), trigger: make(chan struct{}, 1),
 		usage: newUsageStore(), metrics: newMetrics(),
 	}
@@ -152,11 +154,10 @@ func New(cfg Config, client *api.Client, log hclog.Logger) (*Controller, error) 
 		}
 		nm := newNotifyMetrics()
 		c.metrics.reg.MustRegister(nm.collectors()...)
-		c.pub.notifier = newNotifier(log.Named("notify"), ls.valid, nm)
-		c.pub.notifier.delivered = c.poke
+		c.notices.notifier = newNotifier(log.Named("notify"), ls.valid, nm)
+		c.notices.notifier.delivered = c.poke
 	}
 	c.health.Identity, c.health.PolicyFiles, c.health.DryRun = cfg.Identity, cfg.PolicyFiles, cfg.DryRun
-	c.checkAddr = cfg.Advertise
 	c.resetState()
 	return c, nil
 }
@@ -165,19 +166,22 @@ func New(cfg Config, client *api.Client, log hclog.Logger) (*Controller, error) 
 // and the owners inside a round (store, actor, ...), each given what it
 // needs of c rather than c (docs/design.md, "Who owns what").
 func giveDuties(c *Controller) {
-	c.sampler = &sampler{wiring: wiringOf(c), usage: c.usage, metrics: c.metrics, poke: c.poke}
+	c.decisions, c.checkAddr = &recentDecisions{}, &checkAddress{addr: c.cfg().Advertise}
+	c.sampler = &sampler{wiring: c.wiring, usage: c.usage, metrics: c.metrics, poke: c.poke}
 	c.drains = &drainer{poke: c.poke}
 	c.web = newEndpoints(c)
-	c.metaChecker = &metaChecker{wiring: wiringOf(c), metrics: c.metrics}
+	c.metaChecker = &metaChecker{wiring: c.wiring, metrics: c.metrics}
 	c.stateStore = newStateStore(c)
-	c.pub = newPublisher(c)                      // reads the store, meta checker and sampler
+	c.pub = newPublisher(c) // reads the store, meta checker and sampler
+	c.notices = &outbox{wiring: c.wiring, store: c.stateStore, usage: c.usage, client: c.client, engineNow: c.engineNow}
 	c.stateStore.forgotten = c.pub.forgetRecords // a new term writes the records afresh
 	c.actor = newActor(c)
 	c.drains.actor = c.actor // the drainer acts through the actor
 	c.election = newElector(c)
 	c.placeholders = &placeholders{c.stateStore}
-	c.fairSharer = &fairSharer{wiring: wiringOf(c), fair: &c.fair}
+	c.fairSharer = &fairSharer{wiring: c.wiring, fair: &c.fair}
 	c.requester = &requester{c.actor}
+	c.poolHolds = &poolHolds{c.actor}
 }
 
 // LoadPolicy parses and validates policy files; the error carries every
@@ -203,12 +207,12 @@ func LoadPolicy(paths []string) (*policy.Policy, error) {
 // Reload re-reads the policy files. A bad policy is reported and the last
 // good one stays in force.
 func (c *Controller) Reload() error {
-	p, err := LoadPolicy(c.cfg.PolicyFiles)
-	if err == nil && !c.cfg.DryRun {
+	p, err := LoadPolicy(c.cfg().PolicyFiles)
+	if err == nil && !c.cfg().DryRun {
 		err = checkNotifyEnv(p)
 	}
 	if err != nil {
-		c.log.Error("policy reload failed: keeping the last good policy", "error", err)
+		c.log().Error("policy reload failed: keeping the last good policy", "error", err)
 		c.metrics.reloads.WithLabelValues("error").Inc()
 		return err
 	}
@@ -216,7 +220,7 @@ func (c *Controller) Reload() error {
 	c.pol, c.eng = p, engine.New(p)
 	c.mu.Unlock()
 	c.metrics.reloads.WithLabelValues("ok").Inc()
-	c.log.Info("policy reloaded", "files", c.cfg.PolicyFiles, "summary", policySummary(p))
+	c.log().Info("policy reloaded", "files", c.cfg().PolicyFiles, "summary", policySummary(p))
 	c.poke()
 	return nil
 }
@@ -277,13 +281,3 @@ func (c *Controller) setHealth(f func(h *Health)) {
 	f(&c.health)
 	c.mu.Unlock()
 }
-
-// remember keeps the latest decisions for steward status.
-func (c *Controller) remember(d Decision) {
-	c.decisions = append(c.decisions, d)
-	if n := len(c.decisions); n > maxDecisions {
-		c.decisions = c.decisions[n-maxDecisions:]
-	}
-}
-
-const maxDecisions = 40

@@ -20,7 +20,7 @@ const (
 // crashPoint exits the process when the test asked for a crash here.
 func (c *Controller) crashPoint(step string) {
 	if c.crashAt != "" && c.crashAt == step {
-		c.log.Error("crash point reached: exiting at once", "step", step)
+		c.log().Error("crash point reached: exiting at once", "step", step)
 		os.Exit(86)
 	}
 }

@@ -51,12 +51,11 @@ func TestMarksKeptForBeneficiary(t *testing.T) {
 
 	// A restarted controller finishes the preemption at the deadline: the
 	// victim's GPU joins the mark.
-	c2 := testController(t, f)
+	end := t0.Add(signalDelay + 2*time.Minute)
+	c2 := testController(t, f, withClock(func() time.Time { return end }))
 	if err := c2.loadStates(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	end := t0.Add(signalDelay + 2*time.Minute)
-	c2.now = func() time.Time { return end }
 	r2 := roundWith([]*ObservedJob{train, nbJob}, allocs)
 	r2.now, r2.obs.At = end, end
 	c2.drains.finishDrains(context.Background(), r2)
@@ -174,7 +173,8 @@ func TestMarksOfVictimsGoneEarly(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			f := newFakeNomad()
-			c := testController(t, f)
+			clock := newTestClock(t0)
+			c := testController(t, f, withClock(clock.now))
 			train := job("ml", "train", "training", 40, 2, 1)
 			allocs := []ObservedAlloc{alloc("a1", "train"), alloc("a2", "train")}
 			r := roundWith([]*ObservedJob{train}, allocs)
@@ -191,7 +191,7 @@ func TestMarksOfVictimsGoneEarly(t *testing.T) {
 			}
 			// The victim checkpointed and exited; the next round finds it gone.
 			later := t0.Add(30 * time.Second)
-			c.now = func() time.Time { return later }
+			clock.set(later)
 			// ml/other's victim is its own allocation: victims match
 			// within their job only.
 			r2 := roundWith([]*ObservedJob{train, job("ml", "nb", "interactive", 60, 1, 1)}, []ObservedAlloc{allocs[1], alloc("o1", "other")})

@@ -44,12 +44,12 @@ func (e *elector) run(ctx context.Context, lead func(context.Context) error) err
 	return e.elect(ctx, lead)
 }
 
-// newElector gives the elector what it needs of c. refresh reads c.obs
-// when called, since tests give c its observer after making it.
+// newElector gives the elector what it needs of c: c's observer is made
+// before it (New, testController).
 func newElector(c *Controller) *elector {
 	return &elector{
-		wiring: wiringOf(c), client: c.client, lease: c.lease,
-		refresh:        func(ctx context.Context, at time.Time) (refreshCost, error) { return c.obs.refresh(ctx, at) },
+		wiring: c.wiring, client: c.client, lease: c.lease,
+		refresh:        c.obs.refresh,
 		prefetchStates: c.prefetchStates,
 	}
 }

@@ -19,11 +19,12 @@ type endpoints struct {
 	client  *api.Client
 	metrics *metrics
 	// health and check answer /healthz and /v1/job/check
-	// (Controller.Health, Controller.Check); checkListening tells the
-	// controller where it answers checks, unless it was told already.
-	health         func() Health
-	check          func(ctx context.Context, job *api.Job, token string) (*CheckResult, error)
-	checkListening func(addr string)
+	// (Controller.Health, Controller.Check); checkAddr is where checks
+	// are answered, which the endpoints set once listening unless it was
+	// configured.
+	health    func() Health
+	check     func(ctx context.Context, job *api.Job, token string) (*CheckResult, error)
+	checkAddr *checkAddress
 	// aclsKnown and aclsEnabled: whether the cluster enforces ACLs, once
 	// read (callerToken), under mu.
 	mu                     sync.Mutex
@@ -32,14 +33,7 @@ type endpoints struct {
 
 func newEndpoints(c *Controller) *endpoints {
 	return &endpoints{
-		wiring: wiringOf(c), client: c.client, metrics: c.metrics,
-		health: c.Health, check: c.Check,
-		checkListening: func(addr string) {
-			c.mu.Lock()
-			defer c.mu.Unlock()
-			if c.checkAddr == "" {
-				c.checkAddr = addr
-			}
-		},
+		wiring: c.wiring, client: c.client, metrics: c.metrics,
+		health: c.Health, check: c.Check, checkAddr: c.checkAddr,
 	}
 }

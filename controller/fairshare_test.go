@@ -65,8 +65,8 @@ func TestFairShareAccounting(t *testing.T) {
 			c := testController(t, f)
 			if tc.saved != nil {
 				b, _ := json.Marshal(tc.saved)
-				f.vars[c.cfg.StateNamespace+":"+FairSharePath] = map[string]string{"usage": string(b)}
-				f.index[c.cfg.StateNamespace+":"+FairSharePath] = 3
+				f.vars[c.cfg().StateNamespace+":"+FairSharePath] = map[string]string{"usage": string(b)}
+				f.index[c.cfg().StateNamespace+":"+FairSharePath] = 3
 			}
 			pol := testPolicy(t)
 			pol.Preemption.FairShareHalfLife = halfLife
@@ -91,7 +91,7 @@ func TestFairShareAccounting(t *testing.T) {
 				}
 				c.fair.hold(tenants)
 				c.saveFairShare(context.Background(), now)
-				if got := len(f.callsMatching("put " + c.cfg.StateNamespace + " " + FairSharePath)); got != r.saves {
+				if got := len(f.callsMatching("put " + c.cfg().StateNamespace + " " + FairSharePath)); got != r.saves {
 					t.Fatalf("round %d: %d saves, want %d", i, got, r.saves)
 				}
 			}
@@ -165,7 +165,7 @@ func TestFairShareFiguresWriteNoStatus(t *testing.T) {
 			t.Errorf("at %s: %d status writes, want %d", s.at, got, s.want)
 		}
 	}
-	items := f.vars[c.cfg.StateNamespace+":"+StatusPath]
+	items := f.vars[c.cfg().StateNamespace+":"+StatusPath]
 	if !strings.Contains(items["status"], `"fair_share_usage_gpu_hours":9`) {
 		t.Errorf("the published status lacks the figures of its round: %s", items["status"])
 	}

@@ -286,14 +286,66 @@ func testPolicy(t *testing.T) *policy.Policy {
 	return p
 }
 
-// testController is a controller over the fake, without an API client.
-func testController(t *testing.T, f *fakeNomad) *Controller {
+// testController is a controller over the fake, without an API client;
+// its observer reads through the same Nomad, with no resync period.
+// Its clock, Nomad, logger, config and usage store are set here, by its
+// options, and nowhere later: the owners hold copies of them (wiring.go).
+func testController(t *testing.T, f *fakeNomad, opts ...testOption) *Controller {
 	p := testPolicy(t)
-	c := &Controller{cfg: DefaultConfig(), log: hclog.NewNullLogger(), nomad: f, lease: newLease(), now: func() time.Time { return t0 },
-		pol: p, eng: engine.New(p), trigger: make(chan struct{}, 1), usage: newUsageStore(), metrics: newMetrics()}
+	s := testSetup{cfg: DefaultConfig(), log: hclog.NewNullLogger(), nomad: f, now: func() time.Time { return t0 }, usage: newUsageStore()}
+	for _, o := range opts {
+		o(&s)
+	}
+	ls := newLease()
+	n := s.nomad
+	if s.fenced {
+		n = fencedNomad{Nomad: withDeadline(n, s.cfg.CallTimeout), lease: ls}
+	}
+	c := &Controller{wiring: wiring{config: &s.cfg, logger: s.log, client: n, clock: s.now}, lease: ls, obs: newObserver(n, s.cfg.StateNamespace),
+		pol: p, eng: engine.New(p), trigger: make(chan struct{}, 1), usage: s.usage, metrics: newMetrics()}
 	giveDuties(c)
 	c.resetState()
 	return c
+}
+
+// testSetup is what a test's controller is made with (testController).
+type testSetup struct {
+	cfg    Config
+	log    hclog.Logger
+	nomad  Nomad
+	now    func() time.Time
+	usage  *usageStore
+	fenced bool // Nomad behind the lease's fence and the call timeout, as New makes it
+}
+
+type testOption func(*testSetup)
+
+func withClock(now func() time.Time) testOption { return func(s *testSetup) { s.now = now } }
+func withLogger(l hclog.Logger) testOption      { return func(s *testSetup) { s.log = l } }
+func withNomad(n Nomad) testOption              { return func(s *testSetup) { s.nomad = n } }
+func withUsage(u *usageStore) testOption        { return func(s *testSetup) { s.usage = u } }
+func withFence() testOption                     { return func(s *testSetup) { s.fenced = true } }
+func withConfig(set func(*Config)) testOption   { return func(s *testSetup) { set(&s.cfg) } }
+
+// testClock is a clock a test moves: a controller's clock is given at
+// construction (withClock(k.now)), and the test sets the time.
+type testClock struct {
+	mu sync.Mutex
+	at time.Time
+}
+
+func newTestClock(at time.Time) *testClock { return &testClock{at: at} }
+
+func (k *testClock) now() time.Time {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.at
+}
+
+func (k *testClock) set(at time.Time) {
+	k.mu.Lock()
+	k.at = at
+	k.mu.Unlock()
 }
 
 // job returns an observed job with one GPU group.

@@ -66,6 +66,19 @@ func forecastMoves(old, new, now time.Time) bool {
 	return d > max(5*time.Minute, new.Sub(now)/10)
 }
 
+// forecaster works out the queue each round (each waiting job's place,
+// what would unblock it) and its forecasts, in the background
+// (forecastRound), learning the run times, arrivals and starts from the
+// rounds. It reads the jobs' states through the store; poke asks for a
+// round once a forecast is made. What it knows is fc's, made with the
+// first round.
+type forecaster struct {
+	wiring
+	store *stateStore
+	poke  func()
+	fc    *queueForecaster
+}
+
 // queueForecaster keeps the latest forecast, the run-time history and
 // what waiting jobs' records show.
 type queueForecaster struct {
@@ -134,15 +147,15 @@ func newQueueForecaster() *queueForecaster {
 
 // forecastRound is the round's hook: learn run times from the runs that
 // ended, fill the round's queue, and start a forecast when one is due.
-func (p *publisher) forecastRound(r *round, pol *policy.Policy, eng *engine.Engine, snap *engine.Snapshot) {
-	if p.fc == nil {
-		p.fc = newQueueForecaster()
+func (qf *forecaster) forecastRound(r *round, pol *policy.Policy, eng *engine.Engine, snap *engine.Snapshot) {
+	if qf.fc == nil {
+		qf.fc = newQueueForecaster()
 	}
-	fc := p.fc
-	p.learnRunTimes(r, pol)
-	p.learnArrivals(r, pol, snap)
+	fc := qf.fc
+	qf.learnRunTimes(r, pol)
+	qf.learnArrivals(r, pol, snap)
 	queue := forecast.Queue(pol, snap, r.plan)
-	p.learnStarts(r, queue)
+	qf.learnStarts(r, queue)
 	fc.mu.Lock()
 	res, hints, basis, running := fc.result, fc.hints, fc.basis, fc.running
 	fc.mu.Unlock()
@@ -152,7 +165,7 @@ func (p *publisher) forecastRound(r *round, pol *policy.Policy, eng *engine.Engi
 			Priority: e.Priority, GPUs: e.GPUs, Position: e.Position, TenantPosition: e.TenantPosition,
 			WaitingSince: e.Since, Rule: string(e.Rule), Reason: e.Reason, Unblock: hints[e.Job],
 			QueueLength: e.Of, TenantQueueLength: e.TenantOf}
-		if st := p.store.states()[jobKey{e.Job.Namespace, e.Job.ID}]; st != nil && st.QueueMove != nil {
+		if st := qf.store.states()[jobKey{e.Job.Namespace, e.Job.ID}]; st != nil && st.QueueMove != nil {
 			q.Moved = st.QueueMove.Reason
 		}
 		if f := resultFor(res, e.Job); f != nil {
@@ -164,7 +177,7 @@ func (p *publisher) forecastRound(r *round, pol *policy.Policy, eng *engine.Engi
 		}
 		r.queue = append(r.queue, q)
 	}
-	p.stabiliseQueue(r)
+	qf.stabiliseQueue(r)
 	set := waitSet(queue)
 	due := fc.startedAt.IsZero() || r.now.Sub(fc.startedAt) >= forecastEvery ||
 		(set != fc.waitSet && r.now.Sub(fc.startedAt) >= forecastMinGap)
@@ -172,7 +185,7 @@ func (p *publisher) forecastRound(r *round, pol *policy.Policy, eng *engine.Engi
 		return
 	}
 	fc.startedAt, fc.waitSet = r.now, set
-	in, basis := p.forecastInput(r, pol, eng, snap)
+	in, basis := qf.forecastInput(r, pol, eng, snap)
 	fc.mu.Lock()
 	fc.running = true
 	fc.mu.Unlock()
@@ -195,19 +208,19 @@ func (p *publisher) forecastRound(r *round, pol *policy.Policy, eng *engine.Engi
 		}
 		fc.mu.Unlock()
 		basis += "; " + k.Note()
-		p.log().Debug("forecast", "waiting", len(queue), "replays", res.Replays, "shares", res.Shares, "plans", res.Plans,
+		qf.log().Debug("forecast", "waiting", len(queue), "replays", res.Replays, "shares", res.Shares, "plans", res.Plans,
 			"arrivals", len(in.Arrivals), "calibration", k.String(), "took", time.Since(start))
 		fc.mu.Lock()
 		fc.result, fc.hints, fc.basis, fc.running = res, hints, basis, false
 		fc.mu.Unlock()
-		p.poke() // show it
+		qf.poke() // show it
 	}()
 }
 
 // learnStarts tells the calibration which jobs its forecasts were made
 // for started (no longer waiting, running) or went (gone, or neither).
-func (p *publisher) learnStarts(r *round, queue []forecast.Entry) {
-	fc := p.fc
+func (qf *forecaster) learnStarts(r *round, queue []forecast.Entry) {
+	fc := qf.fc
 	waiting := map[engine.JobRef]bool{}
 	for _, e := range queue {
 		waiting[e.Job] = true
@@ -267,7 +280,7 @@ func waitSet(q []forecast.Entry) string {
 // snapshot the loop will not touch (job states change in the loop, and
 // the snapshot shares their preemption times), run-time estimates, and
 // the grace ends of victims being drained.
-func (p *publisher) forecastInput(r *round, pol *policy.Policy, eng *engine.Engine, snap *engine.Snapshot) (forecast.Input, string) {
+func (qf *forecaster) forecastInput(r *round, pol *policy.Policy, eng *engine.Engine, snap *engine.Snapshot) (forecast.Input, string) {
 	s := *snap
 	s.Allocs = slices.Clone(snap.Allocs)
 	s.Waiting = slices.Clone(snap.Waiting)
@@ -281,8 +294,8 @@ func (p *publisher) forecastInput(r *round, pol *policy.Policy, eng *engine.Engi
 	}
 	in := forecast.Input{Engine: eng, Snapshot: &s, Now: r.now, Estimates: map[engine.JobRef]forecast.Estimate{},
 		DrainEnds: map[string]time.Time{}}
-	going := p.runsGoing(r.now)
-	in.Arrivals, in.ArrivalsSince = p.fc.arrivals.Window(r.now, p.fc.history, going)
+	going := qf.runsGoing(r.now)
+	in.Arrivals, in.ArrivalsSince = qf.fc.arrivals.Window(r.now, qf.fc.history, going)
 	counts := map[forecast.Source]int{}
 	// Jobs whose run times are their class's: estimated together, so
 	// that jobs of classes that rest on the same runs share their values
@@ -312,7 +325,7 @@ func (p *publisher) forecastInput(r *round, pol *policy.Policy, eng *engine.Engi
 	for _, d := range s.Waiting {
 		add(d.Job.Ref, d.GPUsPerAlloc)
 	}
-	byClass := p.fc.history.EstimatesRunning(slices.Collect(maps.Values(classOf)), going)
+	byClass := qf.fc.history.EstimatesRunning(slices.Collect(maps.Values(classOf)), going)
 	for ref, c := range classOf {
 		est := byClass[c]
 		in.Estimates[ref] = est
@@ -321,8 +334,8 @@ func (p *publisher) forecastInput(r *round, pol *policy.Policy, eng *engine.Engi
 			counts[borrowedRuns]++
 		}
 	}
-	in.Done = p.workDone(r.now, &s)
-	for _, st := range p.store.states() {
+	in.Done = qf.workDone(r.now, &s)
+	for _, st := range qf.store.states() {
 		for _, d := range st.Draining {
 			if d.Finished || d.Deadline.IsZero() {
 				continue
@@ -340,10 +353,10 @@ func (p *publisher) forecastInput(r *round, pol *policy.Policy, eng *engine.Engi
 // plus the current run's age unless the run is being drained (its
 // preemption counted it already). Others are left out: the forecast
 // takes their allocations' ages.
-func (p *publisher) workDone(now time.Time, s *engine.Snapshot) map[engine.JobRef]time.Duration {
+func (qf *forecaster) workDone(now time.Time, s *engine.Snapshot) map[engine.JobRef]time.Duration {
 	done := map[engine.JobRef]time.Duration{}
 	kept := func(ref engine.JobRef) *JobState {
-		st := p.store.states()[jobKey{ref.Namespace, ref.ID}]
+		st := qf.store.states()[jobKey{ref.Namespace, ref.ID}]
 		if st == nil || st.Done <= 0 {
 			return nil
 		}
@@ -418,9 +431,9 @@ func runClass(pol *policy.Policy, job *ObservedJob, gpus int) forecast.Class {
 
 // runsGoing is how long each allocation running now has run, by class:
 // long runs the history of finished ones cannot show yet.
-func (p *publisher) runsGoing(now time.Time) map[forecast.Class][]time.Duration {
+func (qf *forecaster) runsGoing(now time.Time) map[forecast.Class][]time.Duration {
 	going := map[forecast.Class][]time.Duration{}
-	for _, run := range p.fc.runs {
+	for _, run := range qf.fc.runs {
 		going[run.class] = append(going[run.class], now.Sub(run.started))
 	}
 	return going
@@ -433,8 +446,8 @@ func (p *publisher) runsGoing(now time.Time) map[forecast.Class][]time.Duration 
 // reads them. Jobs there
 // at the first round arrived before anyone watched, and count for
 // nothing.
-func (p *publisher) learnArrivals(r *round, pol *policy.Policy, snap *engine.Snapshot) {
-	fc := p.fc
+func (qf *forecaster) learnArrivals(r *round, pol *policy.Policy, snap *engine.Snapshot) {
+	fc := qf.fc
 	first := fc.arrivals == nil
 	if first {
 		fc.arrivals = forecast.NewArrivals(r.now)
@@ -520,14 +533,14 @@ func basisNote(counts map[forecast.Source]int) string {
 // learnRunTimes records how long each allocation that ended since the
 // last round ran, by the class of its job, unless Steward stopped it
 // (preempted, idle-stopped: that is no run time).
-func (p *publisher) learnRunTimes(r *round, pol *policy.Policy) {
-	fc := p.fc
+func (qf *forecaster) learnRunTimes(r *round, pol *policy.Policy) {
+	fc := qf.fc
 	for id, run := range fc.runs {
 		if r.alive[id] {
 			continue
 		}
 		delete(fc.runs, id)
-		if st := p.store.states()[run.job]; st != nil && (st.draining(id) != nil || st.holds(run.group)) {
+		if st := qf.store.states()[run.job]; st != nil && (st.draining(id) != nil || st.holds(run.group)) {
 			continue
 		}
 		if j := r.obs.Jobs[run.job]; j != nil && j.Stopped {
@@ -569,8 +582,8 @@ func (p *publisher) learnRunTimes(r *round, pol *policy.Policy) {
 // is written within the minute, or with the job's next material change;
 // the record's steward_position_at says as of when its figures are. Records are check-and-set variables: each write
 // is a Raft write of the whole variable.
-func (p *publisher) stabiliseQueue(r *round) {
-	fc := p.fc
+func (qf *forecaster) stabiliseQueue(r *round) {
+	fc := qf.fc
 	inQueue := map[jobKey]bool{}
 	fc.latest = map[jobKey]*shownQueue{}
 	writes := 0
@@ -629,11 +642,11 @@ func (sh *shownQueue) due(now *shownQueue, at time.Time) bool {
 
 // addQueueItems adds a waiting job's place in the queue and its forecast
 // to its record's items, as stabiliseQueue settled them.
-func (p *publisher) addQueueItems(k jobKey, items map[string]string) {
-	if p.fc == nil {
+func (qf *forecaster) addQueueItems(k jobKey, items map[string]string) {
+	if qf.fc == nil {
 		return
 	}
-	if sh := p.fc.shown[k]; sh != nil {
+	if sh := qf.fc.shown[k]; sh != nil {
 		queueItems(sh, items)
 	}
 }

@@ -16,9 +16,9 @@ func (c *Controller) awaitForecast(t *testing.T) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
-		c.pub.fc.mu.Lock()
-		done := !c.pub.fc.running && c.pub.fc.result != nil
-		c.pub.fc.mu.Unlock()
+		c.pub.queue.fc.mu.Lock()
+		done := !c.pub.queue.fc.running && c.pub.queue.fc.result != nil
+		c.pub.queue.fc.mu.Unlock()
 		if done {
 			return
 		}
@@ -94,7 +94,7 @@ func TestQueueInRecordAndStatus(t *testing.T) {
 	if writes != 0 {
 		t.Errorf("%d record writes in 3 minutes of rounds with nothing new", writes)
 	}
-	st, err := ReadStatus(context.Background(), f, r.c.cfg.StateNamespace)
+	st, err := ReadStatus(context.Background(), f, r.c.cfg().StateNamespace)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -159,7 +159,7 @@ func TestQueueRecordAgreesWithStatus(t *testing.T) {
 			if _, err := r.round(step.after); err != nil {
 				t.Fatal(err)
 			}
-			st, err := ReadStatus(context.Background(), f, r.c.cfg.StateNamespace)
+			st, err := ReadStatus(context.Background(), f, r.c.cfg().StateNamespace)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -217,7 +217,7 @@ func TestLearnArrivals(t *testing.T) {
 		t.Fatal(err)
 	}
 	r.c.awaitForecast(t)
-	if got, _ := r.c.pub.fc.arrivals.Window(t0, r.c.pub.fc.history, nil); len(got) != 0 {
+	if got, _ := r.c.pub.queue.fc.arrivals.Window(t0, r.c.pub.queue.fc.history, nil); len(got) != 0 {
 		t.Fatalf("%d arrivals at the first round, want 0 (those jobs were there before)", len(got))
 	}
 	cl := f.cl()
@@ -232,7 +232,7 @@ func TestLearnArrivals(t *testing.T) {
 		}
 		r.c.awaitForecast(t)
 	}
-	got, since := r.c.pub.fc.arrivals.Window(t0.Add(2*time.Minute), r.c.pub.fc.history, nil)
+	got, since := r.c.pub.queue.fc.arrivals.Window(t0.Add(2*time.Minute), r.c.pub.queue.fc.history, nil)
 	if len(got) != 1 || len(got[0].Demands) != 1 || got[0].Demands[0].Job.Ref.ID != "late" || got[0].Demands[0].GPUsPerAlloc != 2 ||
 		!got[0].At.Equal(t0.Add(time.Minute)) || !since.Equal(t0) {
 		t.Fatalf("arrivals %+v since %s; want ml/late (1 × 2 GPUs) at %s, since %s", got, since, t0.Add(time.Minute), t0)

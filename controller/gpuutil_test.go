@@ -120,9 +120,8 @@ func TestSweepReadsUtilisationNotSummary(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFakeNomad()
-			c := testController(t, f)
 			var logs bytes.Buffer
-			c.log = hclog.New(&hclog.LoggerOptions{Output: &logs, Level: hclog.Info})
+			c := testController(t, f, withLogger(hclog.New(&hclog.LoggerOptions{Output: &logs, Level: hclog.Info})))
 			a := on("a1", "node-1", "GPU-1")
 			byID := map[string]*api.DeviceStats{"GPU-other": stockShape(50, 1, 2)}
 			if tc.stats != nil {

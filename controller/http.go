@@ -154,7 +154,7 @@ func (ep *endpoints) serve(ctx context.Context, ready, checkReady func(addr stri
 			s.ready(ln.Addr().String())
 		}
 		if s.check {
-			ep.checkListening(scheme + ln.Addr().String())
+			ep.checkAddr.setUnlessSet(scheme + ln.Addr().String())
 		}
 		srv := &http.Server{Handler: s.handler, ReadHeaderTimeout: 5 * time.Second}
 		go func() {

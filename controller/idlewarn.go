@@ -75,14 +75,14 @@ func (ac *actor) warnIdle(ctx context.Context, r *round, pol *policy.Policy, w e
 	n := noticeFor(pol, job, policy.NotifyIdleWarning, idleWarningAction, w.Group, w.GPUs, w.Reason, r.now)
 	if n != nil {
 		n.ReclaimAt = w.ReclaimAt
-		ac.pub.addNotice(st, n)
+		ac.notices.addNotice(st, n)
 	}
 	ac.log().Info(idleWarningAction, "job", k, "group", w.Group, "gpus", w.GPUs, "reclaim_at", w.ReclaimAt, "reason", w.Reason.Message)
 	d := Decision{At: r.now, Kind: idleWarningAction, Job: w.Job.String(), Group: w.Group, GPUs: w.GPUs,
 		Rule: string(w.Reason.Rule), Reason: w.Reason.Message}
 	if err := ac.save(ctx, st); err != nil {
 		// Not recorded: the next plan warns again, with a new message.
-		ac.pub.dropUnsaved(st, n)
+		ac.notices.dropUnsaved(st, n)
 		d.Error = err.Error()
 		ac.log().Error("save idle warning", "job", k, "error", err)
 		r.failed++

@@ -20,7 +20,7 @@ import (
 const consulSessionName = "steward-controller"
 
 // electConsul runs lead while this controller holds a Consul session lock
-// on c.cfg.Consul.LockKey, and contends again whenever it loses it. The
+// on c.cfg().Consul.LockKey, and contends again whenever it loses it. The
 // session has the TTL -lock-ttl and the lock delay -lock-delay: a holder
 // that vanishes loses the lock once Consul invalidates its session (Consul
 // allows up to twice the TTL), and the lock delay then keeps it free a
@@ -36,7 +36,7 @@ const consulSessionName = "steward-controller"
 // received, so a leader paused or cut off past its lease refuses every
 // write before another controller can hold the lock.
 //
-// The agent comes from c.cfg.Consul.Address, else CONSUL_HTTP_ADDR; the
+// The agent comes from c.cfg().Consul.Address, else CONSUL_HTTP_ADDR; the
 // token from CONSUL_HTTP_TOKEN (never logged); TLS from CONSUL_CACERT and
 // the other variables the consul CLI reads.
 func (e *elector) electConsul(ctx context.Context, lead func(context.Context) error) error {
@@ -283,7 +283,7 @@ func (e *elector) unlockConsul(lock *consul.Lock, key string) {
 }
 
 // consulClient is a Consul API client configured as the consul CLI is,
-// with c.cfg.Consul.Address over CONSUL_HTTP_ADDR. Its blocking queries
+// with c.cfg().Consul.Address over CONSUL_HTTP_ADDR. Its blocking queries
 // end when ctx does, so a controller waiting for the lock stops at once.
 // It returns the address too, for logs (the token is never logged).
 func (e *elector) consulClient(ctx context.Context) (*consul.Client, string, error) {

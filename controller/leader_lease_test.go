@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -26,10 +27,9 @@ func TestLeaseElection(t *testing.T) {
 		f := newFakeNomad()
 		clock := t0
 		mk := func(id string) copyOf {
-			c := testController(t, f)
-			c.cfg.Identity, c.cfg.LockTTL, c.cfg.Election = id, ttl, ElectionLease
+			c := testController(t, f, withConfig(func(cfg *Config) { cfg.Identity, cfg.LockTTL, cfg.Election = id, ttl, ElectionLease }))
 			seen := &leaseSeen{now: func() time.Time { return clock }}
-			return copyOf{c: c, seen: seen, lk: &leaseLock{wiring: wiringOf(c), seen: seen, term: newTerm()}}
+			return copyOf{c: c, seen: seen, lk: &leaseLock{wiring: c.wiring, seen: seen, term: newTerm()}}
 		}
 		return f, &clock, mk("a"), mk("b")
 	}
@@ -172,7 +172,7 @@ func TestLeaseElection(t *testing.T) {
 			t.Fatal(err)
 		}
 		// Nomad applied a renewal whose answer never came back.
-		if _, err := f.PutVar(ctx, a.c.cfg.StateNamespace, LeaderLockPath, a.lk.items("a"), true, a.lk.index); err != nil {
+		if _, err := f.PutVar(ctx, a.c.cfg().StateNamespace, LeaderLockPath, a.lk.items("a"), true, a.lk.index); err != nil {
 			t.Fatal(err)
 		}
 		if err := a.lk.Renew(ctx); err == nil || conflict(err) {
@@ -194,17 +194,17 @@ func TestLeaseElection(t *testing.T) {
 		if err := a.lk.Acquire(ctx); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := f.PutVar(ctx, a.c.cfg.StateNamespace, LeaderLockPath, a.lk.items("a"), true, a.lk.index); err != nil {
+		if _, err := f.PutVar(ctx, a.c.cfg().StateNamespace, LeaderLockPath, a.lk.items("a"), true, a.lk.index); err != nil {
 			t.Fatal(err)
 		}
 		f.mu.Lock()
-		f.fail["get "+a.c.cfg.StateNamespace+" "+LeaderLockPath] = context.DeadlineExceeded
+		f.fail["get "+a.c.cfg().StateNamespace+" "+LeaderLockPath] = context.DeadlineExceeded
 		f.mu.Unlock()
 		if err := a.lk.Renew(ctx); err == nil || conflict(err) {
 			t.Fatalf("renewal whose conflict could not be read back: %v, want a retryable error", err)
 		}
 		f.mu.Lock()
-		delete(f.fail, "get "+a.c.cfg.StateNamespace+" "+LeaderLockPath)
+		delete(f.fail, "get "+a.c.cfg().StateNamespace+" "+LeaderLockPath)
 		f.mu.Unlock()
 		if err := a.lk.Renew(ctx); err == nil || conflict(err) {
 			t.Fatalf("renewal over its own lost write: %v, want a retryable error", err)
@@ -219,7 +219,7 @@ func TestLeaseElection(t *testing.T) {
 		if err := a.lk.Acquire(ctx); err != nil {
 			t.Fatal(err)
 		}
-		items, index, _ := f.GetVar(ctx, b.c.cfg.StateNamespace, LeaderLockPath)
+		items, index, _ := f.GetVar(ctx, b.c.cfg().StateNamespace, LeaderLockPath)
 		if !leaseHeld(items, index, b.seen, 10*time.Second) {
 			t.Fatal("a lease just written is not seen as held")
 		}
@@ -271,12 +271,12 @@ func TestElectionConfig(t *testing.T) {
 // server slowed by load), or not at all once their context ends.
 type slowPuts struct {
 	*fakeNomad
-	delay time.Duration
+	delay *atomic.Int64 // nanoseconds; none until the test sets it
 }
 
 func (s slowPuts) PutVar(ctx context.Context, ns, path string, items map[string]string, cas bool, index uint64) (uint64, error) {
 	select {
-	case <-time.After(s.delay):
+	case <-time.After(time.Duration(s.delay.Load())):
 	case <-ctx.Done():
 		return 0, ctx.Err()
 	}
@@ -303,16 +303,18 @@ func TestLeaseRenewalOnSlowServer(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFakeNomad()
-			c := testController(t, f)
-			c.cfg.Identity, c.cfg.LockTTL, c.cfg.Election = "a", ttl, ElectionLease
-			lk := &leaseLock{wiring: wiringOf(c), seen: &leaseSeen{now: time.Now}, term: newTerm()}
+			slow := slowPuts{fakeNomad: f, delay: new(atomic.Int64)}
+			c := testController(t, f, withNomad(slow), withConfig(func(cfg *Config) {
+				cfg.Identity, cfg.LockTTL, cfg.Election = "a", ttl, ElectionLease
+			}))
+			lk := &leaseLock{wiring: c.wiring, seen: &leaseSeen{now: time.Now}, term: newTerm()}
 			sent := time.Now()
 			if err := lk.Acquire(context.Background()); err != nil {
 				t.Fatal(err)
 			}
 			c.lease.extend(sent, ttl)
 			first := c.lease.deadline()
-			c.nomad = slowPuts{fakeNomad: f, delay: tc.delay}
+			slow.delay.Store(int64(tc.delay))
 			expiry := time.NewTimer(time.Hour)
 			defer expiry.Stop()
 			var lostWhy string
@@ -468,12 +470,12 @@ func TestLeaseOwnTakeoverLandedLate(t *testing.T) {
 			f := newFakeNomad()
 			clock := t0
 			seen := &leaseSeen{now: func() time.Time { return clock }}
-			c := testController(t, f)
-			c.cfg.Identity, c.cfg.LockTTL, c.cfg.Election = "b", ttl, ElectionLease
 			late := &landsLate{Nomad: f, left: 1}
-			c.nomad = late
+			c := testController(t, f, withNomad(late), withConfig(func(cfg *Config) {
+				cfg.Identity, cfg.LockTTL, cfg.Election = "b", ttl, ElectionLease
+			}))
 			// A free lease: b's takeover lands, its answer is lost.
-			if err := (&leaseLock{wiring: wiringOf(c), seen: seen, term: newTerm()}).Acquire(ctx); err == nil || errors.Is(err, api.ErrLockConflict) {
+			if err := (&leaseLock{wiring: c.wiring, seen: seen, term: newTerm()}).Acquire(ctx); err == nil || errors.Is(err, api.ErrLockConflict) {
 				t.Fatalf("the takeover whose answer was lost: %v, want a failed call", err)
 			}
 			if tc.foreign {
@@ -488,7 +490,7 @@ func TestLeaseOwnTakeoverLandedLate(t *testing.T) {
 			err := context.DeadlineExceeded
 			for i := 0; i < 100; i++ {
 				clock = clock.Add(min(w.after(err), lockPoll(ttl))) // polls, as after an answer
-				if err = (&leaseLock{wiring: wiringOf(c), seen: seen, term: newTerm()}).Acquire(ctx); err == nil {
+				if err = (&leaseLock{wiring: c.wiring, seen: seen, term: newTerm()}).Acquire(ctx); err == nil {
 					break
 				}
 				if !errors.Is(err, api.ErrLockConflict) {

@@ -85,14 +85,14 @@ func (c *Controller) lifecycleNotices(ctx context.Context, r *round, pol *policy
 			st.Life = lifeFinished
 		}
 		if n != nil {
-			c.pub.addNotice(st, n)
+			c.notices.addNotice(st, n)
 		}
 		if err := c.save(ctx, st); err != nil {
-			c.log.Error("save a job's start or finish message", "job", k, "event", event, "error", err)
+			c.log().Error("save a job's start or finish message", "job", k, "event", event, "error", err)
 			r.failed++
 			continue
 		}
-		c.log.Info("job "+event, "job", k, "reason", msg)
+		c.log().Info("job "+event, "job", k, "reason", msg)
 	}
 }
 

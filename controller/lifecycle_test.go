@@ -54,9 +54,9 @@ notify "ops" {
 			t.Fatal(diags.Error())
 		}
 		r.c.pol, r.c.eng = p, engine.New(p)
-		n := newNotifier(r.c.log, r.c.lease.valid, newNotifyMetrics())
+		n := newNotifier(r.c.log(), r.c.lease.valid, newNotifyMetrics())
 		n.base, n.max = time.Millisecond, 5*time.Millisecond
-		r.c.pub.notifier = n
+		r.c.notices.notifier = n
 		end := n.run(context.Background())
 		return func() { end(5 * time.Second) }
 	}
@@ -68,7 +68,7 @@ notify "ops" {
 	}
 	users.waitAccepted(t, 1)
 	stop()
-	r.c.pub.flushOutbox(context.Background())
+	r.c.notices.flushOutbox(context.Background())
 	r.restart() // a new controller sends no second start
 	stop = start()
 	if _, err := r.round(2 * time.Minute); err != nil {

@@ -24,8 +24,8 @@ func (c *Controller) Run(ctx context.Context) error {
 	// one by one.
 	go c.follow(ctx)
 	go c.watchSystemPreemption(ctx)
-	if c.cfg.DryRun {
-		c.log.Info("dry run: planning and logging only; nothing in Nomad is changed")
+	if c.cfg().DryRun {
+		c.log().Info("dry run: planning and logging only; nothing in Nomad is changed")
 		c.setHealth(func(h *Health) { h.Leader = false })
 		return c.lead(ctx)
 	}
@@ -42,9 +42,9 @@ func (c *Controller) follow(ctx context.Context) {
 		if _, err := c.obs.observe(ctx, c.now(), false); err == nil {
 			break
 		} else if ctx.Err() == nil {
-			c.log.Warn("read the cluster", "error", err)
+			c.log().Warn("read the cluster", "error", err)
 		}
-		if !sleepCtx(ctx, backoff(attempt, c.cfg.MaxBackoff)) {
+		if !sleepCtx(ctx, backoff(attempt, c.cfg().MaxBackoff)) {
 			return
 		}
 	}
@@ -55,8 +55,8 @@ func (c *Controller) follow(ctx context.Context) {
 // controller does not create it (its token needs no right to), and writing
 // state anywhere a tenant can write would let tenants steer it.
 func (c *Controller) checkStateNamespace(ctx context.Context) error {
-	ns := c.cfg.StateNamespace
-	ctx, cancel := context.WithTimeout(ctx, c.cfg.CallTimeout)
+	ns := c.cfg().StateNamespace
+	ctx, cancel := context.WithTimeout(ctx, c.cfg().CallTimeout)
 	defer cancel()
 	_, _, err := c.client.Namespaces().Info(ns, (&api.QueryOptions{}).WithContext(ctx))
 	var ue api.UnexpectedResponseError
@@ -67,7 +67,7 @@ func (c *Controller) checkStateNamespace(ctx context.Context) error {
 	}
 	if err != nil {
 		// Nomad may be down for now: the control loop retries its reads.
-		c.log.Warn("cannot check the state namespace", "namespace", ns, "error", err)
+		c.log().Warn("cannot check the state namespace", "namespace", ns, "error", err)
 	}
 	return nil
 }
@@ -79,7 +79,7 @@ const notifyShutdownWait = 3 * time.Second
 // lead is the control loop of the leader.
 func (c *Controller) lead(ctx context.Context) error {
 	c.election.phases.termStarted(time.Now())
-	c.setHealth(func(h *Health) { h.Leader = !c.cfg.DryRun })
+	c.setHealth(func(h *Health) { h.Leader = !c.cfg().DryRun })
 	c.metrics.leader.Set(1)
 	c.drains.planned = nil // what another leader saw meanwhile is not known
 	c.fair.loaded = false  // another leader may have saved usage meanwhile
@@ -93,20 +93,20 @@ func (c *Controller) lead(ctx context.Context) error {
 	streamCtx, stop := context.WithCancel(ctx)
 	defer stop()
 	go c.sampler.pollStats(streamCtx)
-	go c.drains.pollWritten(streamCtx, c.cfg.WrittenPoll)
-	if c.pub.notifier != nil {
+	go c.drains.pollWritten(streamCtx, c.cfg().WrittenPoll)
+	if c.notices.notifier != nil {
 		// Messages go out only in a lead term; those not sent by its end
 		// stay in the states for the next leader.
-		stopNotify := c.pub.notifier.run(ctx)
+		stopNotify := c.notices.notifier.run(ctx)
 		defer func() {
 			stopNotify(notifyShutdownWait)
 			fctx, cancel := context.WithTimeout(context.Background(), notifyShutdownWait)
 			defer cancel()
-			c.pub.flushOutbox(fctx)
+			c.notices.flushOutbox(fctx)
 		}()
 	}
 
-	resync := time.NewTicker(c.cfg.Resync)
+	resync := time.NewTicker(c.cfg().Resync)
 	defer resync.Stop()
 	timer := time.NewTimer(0)
 	defer timer.Stop()
@@ -117,7 +117,7 @@ func (c *Controller) lead(ctx context.Context) error {
 			return nil
 		case <-c.trigger:
 			// Gather the rest of a burst of events into one round.
-			if !sleepCtx(ctx, c.cfg.Debounce) {
+			if !sleepCtx(ctx, c.cfg().Debounce) {
 				return nil
 			}
 		case <-resync.C:
@@ -162,8 +162,8 @@ func (c *Controller) loadTerm(ctx context.Context) (loaded bool, err error) {
 		if errors.Is(err, errNewerState) {
 			return false, c.refuseNewer(err)
 		}
-		c.log.Error("load controller state", "error", err)
-		if !sleepCtx(ctx, backoff(attempt, c.cfg.MaxBackoff)) {
+		c.log().Error("load controller state", "error", err)
+		if !sleepCtx(ctx, backoff(attempt, c.cfg().MaxBackoff)) {
 			return false, nil
 		}
 	}
@@ -174,12 +174,12 @@ func (c *Controller) loadTerm(ctx context.Context) (loaded bool, err error) {
 // after a backoff that grows with the run of failures. It returns the
 // run of failures as this round leaves it.
 func (c *Controller) nextRound(wake time.Time, err error, failures int) (time.Duration, int) {
-	next := c.cfg.Resync
+	next := c.cfg().Resync
 	if err != nil {
 		c.metrics.roundEnded(err, 0)
 		failures++
-		next = backoff(failures-1, c.cfg.MaxBackoff)
-		c.log.Error("control round failed; retrying", "error", err, "retry_in", next)
+		next = backoff(failures-1, c.cfg().MaxBackoff)
+		c.log().Error("control round failed; retrying", "error", err, "retry_in", next)
 		c.setHealth(func(h *Health) { h.LastError = err.Error() })
 		// Drop events that arrived meanwhile: the retry reads everything
 		// afresh, so an outage ends in one round, not a burst.
@@ -207,7 +207,7 @@ func (c *Controller) nextRound(wake time.Time, err error, failures int) (time.Du
 func (c *Controller) reconcile(ctx context.Context) (wake time.Time, err error) {
 	start := time.Now()
 	timer := c.election.phases.start() // nil but in a term's first rounds
-	defer func() { timer.log(c.log, err) }()
+	defer func() { timer.log(c.log(), err) }()
 	if c.reload {
 		if err := c.loadStates(ctx); err != nil {
 			return time.Time{}, err

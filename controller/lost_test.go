@@ -87,7 +87,7 @@ func TestNothingLost(t *testing.T) {
 			d := &Drain{Group: "work", Allocs: []string{"a1"}, Kind: "preempt", Requeue: true, Finished: true, FinishedAt: t0.Add(-time.Minute)}
 			st := &JobState{Namespace: "ml", ID: "train", Draining: []*Drain{d}}
 			items, _ := st.encode()
-			if _, err := f.PutVar(ctx, c.cfg.StateNamespace, statePath(k), items, false, 0); err != nil {
+			if _, err := f.PutVar(ctx, c.cfg().StateNamespace, statePath(k), items, false, 0); err != nil {
 				t.Fatal(err)
 			}
 			next := testController(t, f) // its clock reads t0: it loads the states at t0
@@ -169,7 +169,7 @@ func TestNothingLost(t *testing.T) {
 			}
 			want := Decision{At: t0.Add(victimPendingLimit), Kind: decisionGiveUp, Job: "ml/train", Group: "work", GPUs: 2, Rule: givenUpStopsPending,
 				Reason: "victims' stops pending in Nomad for 10m0s: giving up preemption of ml/train for ml/nb (2 victims of 2 still running; the next plan sees them)"}
-			if n := len(c.decisions); n == 0 || c.decisions[n-1] != want {
+			if n := len(c.decisions.list()); n == 0 || c.decisions.list()[n-1] != want {
 				t.Fatalf("decisions %+v, want the last %+v", c.decisions, want)
 			}
 			if n := testutil.ToFloat64(c.metrics.givenUp.WithLabelValues(givenUpStopsPending)); n != 1 {
@@ -181,7 +181,7 @@ func TestNothingLost(t *testing.T) {
 				Decided: t0, Signaled: t0.Add(time.Second), Deadline: t0.Add(time.Minute + time.Second)}
 			st := &JobState{Namespace: "ml", ID: "train", Draining: []*Drain{d}}
 			items, _ := st.encode()
-			if _, err := f.PutVar(ctx, c.cfg.StateNamespace, statePath(k), items, false, 0); err != nil {
+			if _, err := f.PutVar(ctx, c.cfg().StateNamespace, statePath(k), items, false, 0); err != nil {
 				t.Fatal(err)
 			}
 			next := testController(t, f)
@@ -216,7 +216,7 @@ func TestNothingLost(t *testing.T) {
 			if _, ok := c.states[jobKey{"ml", "gone"}]; ok {
 				t.Fatalf("the purged job's state is kept")
 			}
-			if items, _, _ := f.GetVar(ctx, c.cfg.StateNamespace, statePath(jobKey{"ml", "gone"})); items != nil {
+			if items, _, _ := f.GetVar(ctx, c.cfg().StateNamespace, statePath(jobKey{"ml", "gone"})); items != nil {
 				t.Fatalf("the purged job's state variable is kept")
 			}
 			if st := c.states[jobKey{"ml", "hidden"}]; st == nil || st.heldCount() != 1 {

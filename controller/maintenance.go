@@ -158,7 +158,7 @@ func (c *Controller) drainNodes(ctx context.Context, r *round) {
 		if err := r.rerun(m.Job, drainGroups(job, m.Group)...); err != nil {
 			// Holding the group would run completed work again: Nomad's
 			// own drain stops it at its deadline.
-			c.log.Warn("node maintenance: not holding the job", "job", m.Job, "group", m.Group, "error", err)
+			c.log().Warn("node maintenance: not holding the job", "job", m.Job, "group", m.Group, "error", err)
 			continue
 		}
 		signal := pol.ResolveJob(job.Namespace, job.Meta).CheckpointSignal
@@ -182,15 +182,15 @@ func (c *Controller) drainNodes(ctx context.Context, r *round) {
 		dec := Decision{At: r.now, Kind: DrainMaintenance, Job: m.Job.String(), Group: m.Group, GPUs: m.GPUs,
 			Rule: string(why.Rule), Reason: why.Message}
 		if err := c.save(ctx, st); err != nil {
-			c.log.Error("node maintenance: save job state", "job", m.Job, "error", err)
+			c.log().Error("node maintenance: save job state", "job", m.Job, "error", err)
 			st.Draining = slices.DeleteFunc(st.Draining, func(x *Drain) bool { return x == d })
 			dec.Error = err.Error()
-			c.remember(dec)
+			c.decisions.add(dec)
 			r.failed++
 			continue
 		}
-		c.remember(dec)
-		c.log.Info("node maintenance: checkpointing and holding work on a drained node", "job", m.Job, "group", m.Group,
+		c.decisions.add(dec)
+		c.log().Info("node maintenance: checkpointing and holding work on a drained node", "job", m.Job, "group", m.Group,
 			"nodes", m.Nodes, "gpus", m.GPUs, "signal", signal, "grace", grace)
 		if signal != "" {
 			c.pub.writeRecord(ctx, r, pol, st)
@@ -198,7 +198,7 @@ func (c *Controller) drainNodes(ctx context.Context, r *round) {
 			continue
 		}
 		if err := c.drains.finishDrain(ctx, r, st, d); err != nil && !refusedOrBackedOff(err) {
-			c.log.Error("node maintenance: hold", "job", m.Job, "error", err)
+			c.log().Error("node maintenance: hold", "job", m.Job, "error", err)
 			r.failed++
 		}
 	}

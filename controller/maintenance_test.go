@@ -87,7 +87,8 @@ func TestMaintenanceDrains(t *testing.T) {
 // drain again does not drain it twice.
 func TestNodeMaintenance(t *testing.T) {
 	f := newFakeNomad()
-	c := testController(t, f)
+	clock := newTestClock(t0)
+	c := testController(t, f, withClock(clock.now))
 	k := jobKey{"ml", "train"}
 	train := batchJob("train", 1)
 	a := alloc("a1", "train")
@@ -95,7 +96,7 @@ func TestNodeMaintenance(t *testing.T) {
 		r := roundWith([]*ObservedJob{train}, allocs)
 		r.now, r.obs.At = t0.Add(at), t0.Add(at)
 		r.obs.Draining = map[string]DrainingNode{"n1": {Name: "gpu-1"}}
-		c.now = func() time.Time { return t0.Add(at) }
+		clock.set(t0.Add(at))
 		return r
 	}
 	r := round(0, a)

@@ -276,12 +276,12 @@ func TestNotifierOnlyLeaderSends(t *testing.T) {
 // The message a receiver gets: the job, the action, the reason with its
 // numbers, the rule, the time, the decision's ID and the UI link.
 func TestMessage(t *testing.T) {
-	c := &Controller{cfg: Config{UIURL: "https://nomad.example.com/"}}
-	c.pub = newPublisher(c)
+	c := &Controller{wiring: wiring{config: &Config{UIURL: "https://nomad.example.com/"}}}
+	c.notices = &outbox{wiring: c.wiring}
 	nt := &Notice{ID: "d-1", Event: "idle_warning", Action: idleWarningAction, At: t0, Group: "work", GPUs: 2,
 		Tenant: "ml", Tier: "interactive", Rule: "idle", Reason: "GPU utilisation 2% (under 10%) for 10m", ReclaimAt: t0.Add(5 * time.Minute)}
 	nb := &notifyBlockForTest
-	m := c.pub.message(nb, jobKey{"ml", "nb/1"}, nt)
+	m := c.notices.message(nb, jobKey{"ml", "nb/1"}, nt)
 	b, _ := json.Marshal(m)
 	var got map[string]any
 	_ = json.Unmarshal(b, &got)
@@ -306,7 +306,7 @@ func TestMessage(t *testing.T) {
 	}
 	nb2 := notifyBlockForTest
 	nb2.UIURL = "http://ui.example.com:4646"
-	if u := c.pub.message(&nb2, jobKey{"ml", "nb"}, nt).UIURL; u != "http://ui.example.com:4646/ui/jobs/nb@ml" {
+	if u := c.notices.message(&nb2, jobKey{"ml", "nb"}, nt).UIURL; u != "http://ui.example.com:4646/ui/jobs/nb@ml" {
 		t.Errorf("block's ui_url: link %s", u)
 	}
 }

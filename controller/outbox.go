@@ -13,6 +13,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hashicorp/nomad/api"
+
 	"github.com/gpu-steward/steward/policy"
 	"github.com/gpu-steward/steward/policy/engine"
 )
@@ -25,6 +27,21 @@ import (
 // taking a message and the state being saved without it lies a window in
 // which a crash sends it again: the Idempotency-Key header (the decision's
 // ID) lets the receiver drop that repeat.
+
+// outbox keeps the messages about decisions (Notice) in the jobs' states
+// and hands them to the notifier: attachNotice and addNotice as the actor
+// decides, sendOutbox each round, flushOutbox at the end of a term. It is
+// given the store the messages are saved through, the usage store and the
+// policy in force (to redact other tenants' jobs), and the API client
+// (for the UI's address); the notifier is nil in a dry run.
+type outbox struct {
+	wiring
+	store     *stateStore
+	usage     *usageStore
+	client    *api.Client
+	engineNow func() (*policy.Policy, *engine.Engine)
+	notifier  *notifier
+}
 
 // Notice is one decision's message, waiting in the job's state for the
 // notify blocks in To.
@@ -137,11 +154,11 @@ func noticeFor(pol *policy.Policy, job *ObservedJob, event, action, group string
 // out) into the job's state, to be saved with the decision. Each branch of
 // execute calls it just before the save that records its decision, so
 // that an action that turns out to do nothing sends nothing.
-func (p *publisher) attachNotice(r *round, st *JobState) {
+func (o *outbox) attachNotice(r *round, st *JobState) {
 	if r.pending == nil {
 		return
 	}
-	p.addNotice(st, r.pending)
+	o.addNotice(st, r.pending)
 	r.attached, r.pending = r.pending, nil
 }
 
@@ -153,15 +170,15 @@ const maxOutbox = 16
 
 // addNotice puts a message in the job's outbox, giving up the oldest when
 // it is full.
-func (p *publisher) addNotice(st *JobState, n *Notice) {
+func (o *outbox) addNotice(st *JobState, n *Notice) {
 	st.Outbox = append(st.Outbox, n)
 	if over := len(st.Outbox) - maxOutbox; over > 0 {
 		for _, old := range st.Outbox[:over] {
-			p.log().Error("webhook messages of this job pile up unsent: the oldest is given up", "job", st.key(),
+			o.log().Error("webhook messages of this job pile up unsent: the oldest is given up", "job", st.key(),
 				"decision", old.ID, "event", old.Event, "notify", strings.Join(old.To, ","))
-			if p.notifier != nil {
+			if o.notifier != nil {
 				for _, to := range old.To {
-					p.notifier.metrics.failed.WithLabelValues(to).Inc()
+					o.notifier.metrics.failed.WithLabelValues(to).Inc()
 				}
 			}
 		}
@@ -172,8 +189,8 @@ func (p *publisher) addNotice(st *JobState, n *Notice) {
 // dropUnsaved takes the round's attached message out of the state again
 // when the decision was not saved with it (the save failed): no decision
 // was recorded, so none is reported.
-func (p *publisher) dropUnsaved(st *JobState, n *Notice) {
-	if n == nil || strings.Contains(p.store.saved[st.key()], `"`+n.ID+`"`) {
+func (o *outbox) dropUnsaved(st *JobState, n *Notice) {
+	if n == nil || strings.Contains(o.store.saved[st.key()], `"`+n.ID+`"`) {
 		return
 	}
 	st.Outbox = slices.DeleteFunc(st.Outbox, func(x *Notice) bool { return x == n })
@@ -181,34 +198,34 @@ func (p *publisher) dropUnsaved(st *JobState, n *Notice) {
 
 // sendOutbox marks the messages the notifier is done with, and queues
 // those not yet on their way. The states it changes are saved by flush.
-func (p *publisher) sendOutbox(pol *policy.Policy) {
-	if p.notifier == nil {
+func (o *outbox) sendOutbox(pol *policy.Policy) {
+	if o.notifier == nil {
 		return
 	}
-	p.markSent(p.notifier.takeFinished())
-	for _, st := range p.store.states() {
+	o.markSent(o.notifier.takeFinished())
+	for _, st := range o.store.states() {
 		for _, n := range st.Outbox {
 			for _, to := range slices.Clone(n.To) {
 				k := noticeKey{job: st.key(), id: n.ID, to: to}
-				if p.notifier.busy(k) {
+				if o.notifier.busy(k) {
 					continue
 				}
-				d, err := p.delivery(pol, st.key(), n, to)
+				d, err := o.delivery(pol, st.key(), n, to)
 				if err != nil {
-					p.log().Error("webhook message cannot be sent: dropped", "notify", to, "job", st.key(), "decision", n.ID, "error", err)
-					p.markSent(map[noticeKey]bool{k: true})
+					o.log().Error("webhook message cannot be sent: dropped", "notify", to, "job", st.key(), "decision", n.ID, "error", err)
+					o.markSent(map[noticeKey]bool{k: true})
 					continue
 				}
-				p.notifier.enqueue(d)
+				o.notifier.enqueue(d)
 			}
 		}
 	}
 }
 
 // markSent removes messages that are done with from the states' outboxes.
-func (p *publisher) markSent(done map[noticeKey]bool) {
+func (o *outbox) markSent(done map[noticeKey]bool) {
 	for k := range done {
-		st := p.store.states()[k.job]
+		st := o.store.states()[k.job]
 		if st == nil {
 			continue
 		}
@@ -223,18 +240,18 @@ func (p *publisher) markSent(done map[noticeKey]bool) {
 
 // flushOutbox marks what was sent and saves the states it changed: at the
 // end of a lead term, so that the next leader does not send it again.
-func (p *publisher) flushOutbox(ctx context.Context) {
-	if p.notifier == nil {
+func (o *outbox) flushOutbox(ctx context.Context) {
+	if o.notifier == nil {
 		return
 	}
-	done := p.notifier.takeFinished()
-	p.markSent(done)
+	done := o.notifier.takeFinished()
+	o.markSent(done)
 	saved := map[jobKey]bool{}
 	for k := range done {
-		if st := p.store.states()[k.job]; st != nil && !saved[k.job] {
+		if st := o.store.states()[k.job]; st != nil && !saved[k.job] {
 			saved[k.job] = true
-			if err := p.store.save(ctx, st); err != nil {
-				p.log().Warn("cannot mark webhook messages sent: the next leader sends them again", "job", k.job, "error", err)
+			if err := o.store.save(ctx, st); err != nil {
+				o.log().Warn("cannot mark webhook messages sent: the next leader sends them again", "job", k.job, "error", err)
 			}
 		}
 	}
@@ -242,7 +259,7 @@ func (p *publisher) flushOutbox(ctx context.Context) {
 
 // delivery builds the request for a message to one notify block of the
 // policy in force.
-func (p *publisher) delivery(pol *policy.Policy, k jobKey, n *Notice, to string) (*delivery, error) {
+func (o *outbox) delivery(pol *policy.Policy, k jobKey, n *Notice, to string) (*delivery, error) {
 	nb := pol.NotifyByName(to)
 	if nb == nil {
 		return nil, fmt.Errorf("the policy has no notify block %q any more", to)
@@ -261,7 +278,7 @@ func (p *publisher) delivery(pol *policy.Policy, k jobKey, n *Notice, to string)
 			headers[nb.RecipientHeader] = n.Recipient
 		}
 	}
-	body, err := json.Marshal(p.message(nb, k, n))
+	body, err := json.Marshal(o.message(nb, k, n))
 	if err != nil {
 		return nil, fmt.Errorf("encode message: %w", err)
 	}
@@ -305,18 +322,18 @@ func checkNotifyEnv(p *policy.Policy) error {
 }
 
 // message is the JSON a receiver gets.
-func (p *publisher) message(nb *policy.Notify, k jobKey, n *Notice) Message {
+func (o *outbox) message(nb *policy.Notify, k jobKey, n *Notice) Message {
 	reason := n.Reason
 	if len(nb.Tenants) > 0 {
 		// A block scoped to tenants reaches them: no other
 		// namespace's job is named (redact.go).
-		pol, _ := p.engineNow()
-		reason = redactJobs(reason, k.Namespace, p.knownNamespaces(pol))
+		pol, _ := o.engineNow()
+		reason = redactJobs(reason, k.Namespace, knownNamespaces(pol, o.usage, o.store))
 	}
 	m := Message{ID: n.ID, Event: n.Event, Action: n.Action, Time: n.At.UTC(),
 		Job:    MessageJob{Namespace: k.Namespace, ID: k.ID, Group: n.Group},
 		Tenant: n.Tenant, Tier: n.Tier, GPUs: n.GPUs, Rule: n.Rule, Reason: reason,
-		UIURL: jobUIURL(p.uiBase(nb), k), Notify: nb.Name}
+		UIURL: jobUIURL(o.uiBase(nb), k), Notify: nb.Name}
 	if nb.PerJob {
 		m.Recipient = n.Recipient
 	}
@@ -334,14 +351,14 @@ func (p *publisher) message(nb *policy.Notify, k jobKey, n *Notice) Message {
 
 // uiBase is the Nomad UI's address for links: the block's ui_url, else
 // the controller's -ui-url, else the Nomad address it talks to.
-func (p *publisher) uiBase(nb *policy.Notify) string {
+func (o *outbox) uiBase(nb *policy.Notify) string {
 	switch {
 	case nb.UIURL != "":
 		return nb.UIURL
-	case p.cfg().UIURL != "":
-		return p.cfg().UIURL
-	case p.client != nil:
-		return p.client.Address()
+	case o.cfg().UIURL != "":
+		return o.cfg().UIURL
+	case o.client != nil:
+		return o.client.Address()
 	}
 	return ""
 }

@@ -36,9 +36,9 @@ notify "ops" {
 		t.Fatal(diags.Error())
 	}
 	r.c.pol, r.c.eng = p, engine.New(p)
-	n := newNotifier(r.c.log, r.c.lease.valid, newNotifyMetrics())
+	n := newNotifier(r.c.log(), r.c.lease.valid, newNotifyMetrics())
 	n.base, n.max = time.Millisecond, 5*time.Millisecond
-	r.c.pub.notifier = n
+	r.c.notices.notifier = n
 	end := n.run(context.Background())
 	return func() { end(5 * time.Second) }
 }
@@ -145,10 +145,10 @@ func TestOutboxExactlyOnce(t *testing.T) {
 				if i+1 == tt.restartBefore {
 					if tt.graceful {
 						stop()
-						r.c.pub.flushOutbox(context.Background())
+						r.c.notices.flushOutbox(context.Background())
 					} else {
 						// A crash: nothing more is marked or saved.
-						r.c.pub.notifier.takeFinished()
+						r.c.notices.notifier.takeFinished()
 						stop()
 					}
 					rc.setScript(200)
@@ -165,7 +165,7 @@ func TestOutboxExactlyOnce(t *testing.T) {
 				t.Fatal(err)
 			}
 			stop()
-			r.c.pub.flushOutbox(context.Background())
+			r.c.notices.flushOutbox(context.Background())
 			if n := outboxLen(r.c); n != 0 {
 				t.Errorf("%d messages left in the outbox", n)
 			}
@@ -253,7 +253,7 @@ func TestIdleWarningRounds(t *testing.T) {
 	sweepAt(0)
 	warnings := func() []Decision {
 		var out []Decision
-		for _, d := range r.c.decisions {
+		for _, d := range r.c.decisions.list() {
 			if d.Kind == idleWarningAction {
 				out = append(out, d)
 			}
@@ -280,7 +280,7 @@ func TestIdleWarningRounds(t *testing.T) {
 	}
 	// Restarted, still idle: no second warning.
 	stop()
-	r.c.pub.flushOutbox(context.Background())
+	r.c.notices.flushOutbox(context.Background())
 	r.restart()
 	stop = notifyingWith(t, r, rc.srv.URL, testPolicyWarn)
 	sweepAt(time.Minute)
@@ -312,7 +312,7 @@ func TestOutboxBounded(t *testing.T) {
 	c := testController(t, f)
 	st := c.state(jobKey{"ml", "nb"})
 	for i := range maxOutbox + 5 {
-		c.pub.addNotice(st, &Notice{ID: fmt.Sprintf("d-%02d", i), To: []string{"ops"}, Event: "hold"})
+		c.notices.addNotice(st, &Notice{ID: fmt.Sprintf("d-%02d", i), To: []string{"ops"}, Event: "hold"})
 	}
 	if len(st.Outbox) != maxOutbox || st.Outbox[0].ID != "d-05" || st.Outbox[maxOutbox-1].ID != fmt.Sprintf("d-%02d", maxOutbox+4) {
 		t.Errorf("outbox holds %d, from %s: want the newest %d", len(st.Outbox), st.Outbox[0].ID, maxOutbox)

@@ -34,7 +34,7 @@ type roundPhases interface {
 
 // phases are the leader's, or a dry run's.
 func (c *Controller) phases() roundPhases {
-	if c.cfg.DryRun {
+	if c.cfg().DryRun {
 		return dryPhases{c}
 	}
 	return leaderPhases{c}
@@ -67,8 +67,8 @@ func (r *round) notePressure(at time.Time) {
 // snapshot of the round (r.plan); it returns the snapshot.
 func (c *Controller) planRound(ctx context.Context, r *round, pol *policy.Policy, eng *engine.Engine) *engine.Snapshot {
 	obs := r.obs
-	if c.log.IsDebug() {
-		c.log.Debug("round observed", "full_reads", c.obs.stats.fullReads, "cache_index", c.obs.cache.at(), "gpus", obs.describe())
+	if c.log().IsDebug() {
+		c.log().Debug("round observed", "full_reads", c.obs.stats.fullReads, "cache_index", c.obs.cache.at(), "gpus", obs.describe())
 	}
 	c.trackWaiting(r)
 	c.checkJobMeta(pol, obs)
@@ -81,9 +81,9 @@ func (c *Controller) planRound(ctx context.Context, r *round, pol *policy.Policy
 	c.metrics.planSeconds.Observe(time.Since(planStart).Seconds())
 	c.keepCheckBase(snap, obs.Nodes, r.now)
 	r.plan = plan
-	c.pub.forecastRound(r, pol, eng, snap)
+	c.pub.queue.forecastRound(r, pol, eng, snap)
 	for _, s := range plan.Skipped {
-		c.log.Warn("engine skipped snapshot item", "item", s.Item, "reason", s.Reason)
+		c.log().Warn("engine skipped snapshot item", "item", s.Item, "reason", s.Reason)
 	}
 	return snap
 }
@@ -105,7 +105,7 @@ func (c *Controller) roundEnded(r *round, snap *engine.Snapshot, pol *policy.Pol
 	if r.failed > 0 {
 		// Failed actions are retried on a fresh read soon; only a failed
 		// read (an outage) backs the whole loop off.
-		c.log.Warn("some Nomad calls failed in this round; retrying", "failed", r.failed)
+		c.log().Warn("some Nomad calls failed in this round; retrying", "failed", r.failed)
 		c.setHealth(func(h *Health) { h.LastError = fmt.Sprintf("%d Nomad calls failed", r.failed) })
 		r.wake(r.now.Add(2 * time.Second))
 	}
@@ -137,8 +137,8 @@ func (dryPhases) notices(context.Context, *round, *policy.Policy) {}
 func (p dryPhases) act(_ context.Context, r *round, _ *policy.Policy) {
 	for _, a := range r.plan.Actions {
 		d, _ := p.c.decisionOf(r, a, true)
-		p.c.log.Info("would "+string(a.Kind), "job", a.Job.String(), "group", a.Group, "gpus", a.GPUs, "reason", a.Reason.String())
-		p.c.remember(d)
+		p.c.log().Info("would "+string(a.Kind), "job", a.Job.String(), "group", a.Group, "gpus", a.GPUs, "reason", a.Reason.String())
+		p.c.decisions.add(d)
 	}
 }
 

@@ -48,7 +48,7 @@ func (p leaderPhases) notices(ctx context.Context, r *round, pol *policy.Policy)
 
 func (p leaderPhases) act(ctx context.Context, r *round, pol *policy.Policy) {
 	for _, d := range p.c.unmark(ctx, r, r.plan.Unmarked) {
-		p.c.remember(d)
+		p.c.decisions.add(d)
 	}
 	for _, a := range r.plan.Actions {
 		if ctx.Err() != nil {
@@ -83,7 +83,7 @@ func (p leaderPhases) actOn(ctx context.Context, r *round, pol *policy.Policy, a
 		c.metrics.decisionLatency.Observe(latency.Seconds())
 		fields = append(fields, "decision_latency", latency)
 	}
-	c.log.Info(string(a.Kind), fields...)
+	c.log().Info(string(a.Kind), fields...)
 	r.pending = noticeFor(pol, r.obs.Jobs[k], event, d.Kind, a.Group, a.GPUs, a.Reason, r.now)
 	r.attached = nil
 	err := c.execute(ctx, r, a)
@@ -96,19 +96,19 @@ func (p leaderPhases) actOn(ctx context.Context, r *round, pol *policy.Policy, a
 	}
 	if err != nil {
 		if st := c.states[k]; st != nil {
-			c.pub.dropUnsaved(st, r.attached)
+			c.notices.dropUnsaved(st, r.attached)
 		}
 		if !errors.Is(err, errStateTooBig) { // the job's own, in its record: no retry writes it
 			r.failed++
 			c.metrics.nomadErrors.Inc()
 		}
 		d.Error = err.Error()
-		c.log.Error("action failed", "kind", a.Kind, "job", a.Job.String(), "error", err)
+		c.log().Error("action failed", "kind", a.Kind, "job", a.Job.String(), "error", err)
 	} else {
 		r.acted++
 		c.metrics.action(a, pol)
 	}
-	c.remember(d)
+	c.decisions.add(d)
 }
 
 func (p leaderPhases) publish(ctx context.Context, r *round, pol *policy.Policy) {
@@ -119,7 +119,7 @@ func (p leaderPhases) publish(ctx context.Context, r *round, pol *policy.Policy)
 	c.holdUnadmitted(ctx, r)
 	c.syncPlaceholders(ctx, r)
 	c.pruneIdleWarnings(r, pol)
-	c.pub.sendOutbox(pol)
+	c.notices.sendOutbox(pol)
 	c.flush(ctx, r)
 	c.writes.pruneRefusedWrites(r)
 	c.pub.writeRecords(ctx, r, pol)

@@ -42,9 +42,8 @@ func (l *lockedLog) lines(msg string) []string {
 func TestRoundPhasesLogged(t *testing.T) {
 	f := newFakeNomad()
 	preemptionCluster(f)
-	r := newRoundRunner(t, f)
 	var out lockedLog
-	r.c.log = hclog.New(&hclog.LoggerOptions{Output: &out, Level: hclog.Info})
+	r := newRoundRunner(t, f, withLogger(hclog.New(&hclog.LoggerOptions{Output: &out, Level: hclog.Info})))
 	if _, err := r.round(0); err != nil {
 		t.Fatal(err)
 	}

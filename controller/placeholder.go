@@ -133,8 +133,9 @@ func sizePlaceholders(r *round, want map[string]placeholderWant, free map[string
 			free[p.Node] += p.GPUs
 		}
 	}
+	resumes := indexResumes(r.plan) // once per round, not once per mark
 	for n, g := range nomadmodel.PlacingMarks(placing, func(engine.Earmark) bool { return true }, func(m engine.Earmark) int {
-		return r.resumedGPUs(m.For, m.ForGroup)
+		return resumes.gpus(m.For, m.ForGroup)
 	}) {
 		free[n] -= g
 	}
@@ -163,17 +164,39 @@ func sizePlaceholders(r *round, want map[string]placeholderWant, free map[string
 	}
 }
 
-// resumedGPUs is the GPUs the plan resumes of a job's group ("": all its
+// resumeIndex is the GPUs a plan resumes, by job and group: read once
+// per mark placing resumed work, it is built once per round rather than
+// each mark scanning the plan's actions.
+type resumeIndex map[engine.JobRef]map[string]int
+
+// indexResumes indexes the plan's Resume actions; an empty index when
+// there is no plan.
+func indexResumes(plan *engine.Plan) resumeIndex {
+	idx := resumeIndex{}
+	if plan == nil {
+		return idx
+	}
+	for _, a := range plan.Actions {
+		if a.Kind != engine.Resume {
+			continue
+		}
+		if idx[a.Job] == nil {
+			idx[a.Job] = map[string]int{}
+		}
+		idx[a.Job][a.Group] += a.GPUs
+	}
+	return idx
+}
+
+// gpus is the GPUs the plan resumes of a job's group ("": all its
 // groups), 0 when it resumes none.
-func (r *round) resumedGPUs(ref engine.JobRef, group string) int {
-	if r.plan == nil {
-		return 0
+func (idx resumeIndex) gpus(ref engine.JobRef, group string) int {
+	if group != "" {
+		return idx[ref][group]
 	}
 	g := 0
-	for _, a := range r.plan.Actions {
-		if a.Kind == engine.Resume && a.Job == ref && (group == "" || a.Group == group) {
-			g += a.GPUs
-		}
+	for _, n := range idx[ref] {
+		g += n
 	}
 	return g
 }

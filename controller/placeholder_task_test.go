@@ -32,8 +32,7 @@ func TestPlaceholderDriver(t *testing.T) {
 // a sleep that outlives the marks by a second at most and stops at once on
 // SIGTERM; the GPUs as under any driver.
 func TestPlaceholderJobUnderDocker(t *testing.T) {
-	c := testController(t, newFakeNomad())
-	c.cfg.PlaceholderImage = "registry.local/tools/shell:1.2"
+	c := testController(t, newFakeNomad(), withConfig(func(cfg *Config) { cfg.PlaceholderImage = "registry.local/tools/shell:1.2" }))
 	nb := engine.JobRef{Namespace: "ml", ID: "nb"}
 	w := placeholderWant{id: placeholderID(nb, "work", "n1"), node: ObservedNode{ID: "n1", Name: "gpu-1",
 		GPUs: 8, Drivers: []string{"docker"}}, gpus: 3, bene: nb, group: "work", until: t0.Add(130 * time.Second)}
@@ -49,7 +48,7 @@ func TestPlaceholderJobUnderDocker(t *testing.T) {
 	case *task.Resources.Devices[0].Count != 3 || *task.KillTimeout != time.Second:
 		t.Errorf("devices %+v, kill timeout %v", task.Resources.Devices[0], task.KillTimeout)
 	}
-	c.cfg.PlaceholderImage = ""
+	c = testController(t, newFakeNomad(), withConfig(func(cfg *Config) { cfg.PlaceholderImage = "" }))
 	if got := c.placeholderJob(w, t0).TaskGroups[0].Tasks[0].Config["image"]; got != DefaultPlaceholderImage {
 		t.Errorf("no image configured: %v, want %s", got, DefaultPlaceholderImage)
 	}

@@ -329,3 +329,38 @@ func TestPlaceholderHoldsGPUsFreedSince(t *testing.T) {
 		})
 	}
 }
+
+// TestResumeIndex: the plan's resumes by job and group, read per mark
+// placing resumed work; a job's whole ("" group) is the sum of its groups,
+// and what the plan does not resume is 0.
+func TestResumeIndex(t *testing.T) {
+	nb, train := engine.JobRef{Namespace: "ml", ID: "nb"}, engine.JobRef{Namespace: "ml", ID: "train"}
+	plan := &engine.Plan{Actions: []engine.Action{
+		{Kind: engine.Resume, Job: nb, Group: "work", GPUs: 2},
+		{Kind: engine.Resume, Job: nb, Group: "side", GPUs: 1},
+		{Kind: engine.Resume, Job: nb, Group: "work", GPUs: 3}, // a second resume of the group adds up
+		{Kind: engine.Preempt, Job: train, Group: "work", GPUs: 4},
+		{Kind: engine.Hold, Job: nb, Group: "work", GPUs: 8},
+	}}
+	cases := []struct {
+		name  string
+		plan  *engine.Plan
+		ref   engine.JobRef
+		group string
+		want  int
+	}{
+		{"one group's resumes", plan, nb, "work", 5},
+		{"the job's groups together", plan, nb, "", 6},
+		{"a group not resumed", plan, nb, "other", 0},
+		{"a preempted job is not resumed", plan, train, "work", 0},
+		{"a job the plan does not name", plan, engine.JobRef{Namespace: "ml", ID: "x"}, "", 0},
+		{"no plan", nil, nb, "work", 0},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := indexResumes(tc.plan).gpus(tc.ref, tc.group); got != tc.want {
+				t.Errorf("gpus(%s, %q) = %d, want %d", tc.ref, tc.group, got, tc.want)
+			}
+		})
+	}
+}

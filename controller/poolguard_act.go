@@ -18,9 +18,15 @@ import (
 // the same round. Only a job its owner submitted to another pool runs
 // again.
 
+// poolHolds carries out the pool guard's holds through the actor, which
+// writes each one's intent first.
+type poolHolds struct {
+	*actor
+}
+
 // admitGuarded puts the skipped jobs the round must see into its
 // observation (admitSkipped); called on every observation of a round.
-func (ac *actor) admitGuarded(obs *Observation) {
+func (ac *poolHolds) admitGuarded(obs *Observation) {
 	if len(ac.cfg().ControllerPools) == 0 {
 		return
 	}
@@ -29,7 +35,7 @@ func (ac *actor) admitGuarded(obs *Observation) {
 
 // guardPools holds every job the pool guard refuses, and ends the pool
 // holds of jobs it no longer refuses.
-func (ac *actor) guardPools(ctx context.Context, r *round) {
+func (ac *poolHolds) guardPools(ctx context.Context, r *round) {
 	if len(ac.cfg().ControllerPools) == 0 {
 		return
 	}
@@ -52,7 +58,7 @@ func (ac *actor) guardPools(ctx context.Context, r *round) {
 }
 
 // refusePool holds every group of a refused job with a count above 0.
-func (ac *actor) refusePool(ctx context.Context, r *round, rf poolRefusal) error {
+func (ac *poolHolds) refusePool(ctx context.Context, r *round, rf poolRefusal) error {
 	k := rf.Job
 	job := r.obs.Jobs[k]
 	if job == nil {
@@ -68,7 +74,7 @@ func (ac *actor) refusePool(ctx context.Context, r *round, rf poolRefusal) error
 	st.note(StatusHeld, rf.Reason, r.now)
 	pol, _ := ac.engineNow()
 	r.pending = noticeFor(pol, job, policy.NotifyHold, "hold", "", 0, rf.Reason, r.now)
-	ac.pub.attachNotice(r, st)
+	ac.notices.attachNotice(r, st)
 	if err := ac.save(ctx, st); err != nil {
 		return err
 	}
@@ -97,7 +103,7 @@ func (ac *actor) refusePool(ctx context.Context, r *round, rf poolRefusal) error
 // controller's pools have no node left). Nothing is resumed: its owner's
 // registration set its counts, which syncHolds has let win already; what
 // is left is the record, which must not go on saying it is held.
-func (ac *actor) releasePoolHold(ctx context.Context, r *round, st *JobState) {
+func (ac *poolHolds) releasePoolHold(ctx context.Context, r *round, st *JobState) {
 	job := r.obs.Jobs[st.key()]
 	if job == nil || job.Stopped {
 		return // purged, out of sight or stopped: syncHolds decides

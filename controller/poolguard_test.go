@@ -223,12 +223,8 @@ func TestPoolGuardRounds(t *testing.T) {
 	} {
 		cl.jobs[*j.Namespace+"/"+*j.ID] = j
 	}
-	r := &roundRunner{t: t, f: f}
-	r.restart()
-	guard := func() {
-		r.c.cfg.ControllerPools = []string{"steward"}
-		r.c.obs.cache.guard(r.c.cfg.ControllerPools)
-	}
+	r := newRoundRunner(t, f, withConfig(func(cfg *Config) { cfg.ControllerPools = []string{"steward"} }))
+	guard := func() { r.c.obs.cache.guard(r.c.cfg().ControllerPools) }
 	guard()
 
 	writes, err := r.round(0)

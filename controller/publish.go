@@ -1,19 +1,17 @@
 package controller
 
 import (
-	"sync"
 	"time"
-
-	"github.com/hashicorp/nomad/api"
 
 	"github.com/gpu-steward/steward/policy"
 	"github.com/gpu-steward/steward/policy/engine"
 )
 
 // publisher writes what a round leaves for people to read: each job's
-// record (record.go), the status and its namespace views (status.go,
-// status_views.go), the notifications' outbox (outbox.go) and the
-// queue's forecasts (forecast.go). It owns what it last published, so
+// record (record.go) and the status and its namespace views (status.go,
+// status_views.go), with the queue's places and forecasts (the
+// forecaster's, forecast.go); the notifications' outbox is a type of its
+// own (outbox.go). It owns what it last published, so
 // that an unchanged record or status is never written again. What a
 // round decided it is handed with the round (r, its plan and queue, the
 // snapshot); what the rounds leave outside any one round it reads through
@@ -30,13 +28,8 @@ type publisher struct {
 	meta    *metaChecker
 	sampler *sampler
 	metrics *metrics
-	// client is the Nomad API client, whose address the messages link to
-	// without a UI address (uiBase); nil in tests.
-	client *api.Client
-	// engineNow is the policy in force, for redacting messages sent
-	// between rounds; poke asks for a round once a forecast is made.
+	// engineNow is the policy in force, for the namespaces' views.
 	engineNow func() (*policy.Policy, *engine.Engine)
-	poke      func()
 
 	records   map[jobKey]string // JSON last written to each job's record
 	recordErr map[jobKey]string // last error writing each job's record, logged once
@@ -56,17 +49,16 @@ type publisher struct {
 	// redact tenants' records (redact.go).
 	nsRound *round
 	nsSet   map[string]bool
-	// notifier sends webhook messages (notify.go); nil in a dry run.
-	notifier *notifier
-	// fc forecasts the waiting jobs' starts (forecast.go).
-	fc *queueForecaster
+	// queue works out the queue and forecasts the waiting jobs' starts
+	// (forecast.go); the records show what it settled.
+	queue *forecaster
 }
 
 // newPublisher gives the publisher c's wiring, stores and outcomes; c's
 // state store, meta checker and sampler are made before it (giveDuties).
 func newPublisher(c *Controller) *publisher {
-	p := &publisher{wiring: wiringOf(c), outcomes: outcomesOf(c), store: c.stateStore, meta: c.metaChecker,
-		sampler: c.sampler, metrics: c.metrics, client: c.client, engineNow: c.engineNow, poke: c.poke}
+	p := &publisher{wiring: c.wiring, outcomes: outcomes{recent: c.decisions, samples: c.usage, address: c.checkAddr}, store: c.stateStore, meta: c.metaChecker,
+		sampler: c.sampler, metrics: c.metrics, engineNow: c.engineNow, queue: &forecaster{wiring: c.wiring, store: c.stateStore, poke: c.poke}}
 	p.forgetRecords()
 	return p
 }
@@ -78,28 +70,18 @@ func (p *publisher) forgetRecords() {
 	p.recordErr = map[jobKey]string{}
 }
 
-// outcomes are what the rounds leave on the controller, outside any one
-// round, that the status and the records quote: the latest decisions
-// (Controller.remember), the GPUs' samples, and the address where checks
-// are answered (set by the endpoints, under the controller's mu). Like
-// the wiring they point at the controller's fields, so that what is set
-// on it later (a test's usage) holds, and give no way back to it.
+// outcomes are what the rounds leave outside any one round that the
+// status and the records quote: the latest decisions, the GPUs' samples,
+// and the address where checks are answered. Each is an owner type of its
+// own, made by the controller's constructor and shared with whoever
+// writes it (the actor, the sampler, the endpoints); none is a way back
+// to the controller.
 type outcomes struct {
-	decisionsp *[]Decision
-	usagep     **usageStore
-	mu         *sync.Mutex // guards *checkAddrp
-	checkAddrp *string
+	recent  *recentDecisions
+	samples *usageStore
+	address *checkAddress
 }
 
-func outcomesOf(c *Controller) outcomes {
-	return outcomes{decisionsp: &c.decisions, usagep: &c.usage, mu: &c.mu, checkAddrp: &c.checkAddr}
-}
-
-func (o outcomes) decisions() []Decision { return *o.decisionsp }
-func (o outcomes) usage() *usageStore    { return *o.usagep }
-
-func (o outcomes) checkAddr() string {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return *o.checkAddrp
-}
+func (o outcomes) decisions() []Decision { return o.recent.list() }
+func (o outcomes) usage() *usageStore    { return o.samples }
+func (o outcomes) checkAddr() string     { return o.address.get() }

@@ -35,10 +35,11 @@ type queueSeen struct {
 // queueSeen is the job's queueSeen, or nil when the job does not wait, or
 // this term wrote its record already (its places are its own then).
 func (p *publisher) queueSeen(k jobKey, now time.Time) *queueSeen {
-	if p.fc == nil || p.records[k] != "" || p.fc.latest[k] == nil {
+	fc := p.queue.fc
+	if fc == nil || p.records[k] != "" || fc.latest[k] == nil {
 		return nil
 	}
-	return &queueSeen{shown: p.fc.shown[k], latest: p.fc.latest[k], now: now}
+	return &queueSeen{shown: fc.shown[k], latest: fc.latest[k], now: now}
 }
 
 // adoptedQueue is a record due with the places its variable shows kept:

@@ -99,7 +99,7 @@ func TestQueueMoveRequest(t *testing.T) {
 				t.Errorf("%s's steward_position is %q, want %q…", check, got, tc.position)
 			}
 			refused := ""
-			for _, d := range r.c.decisions {
+			for _, d := range r.c.decisions.list() {
 				if d.Kind == "move" {
 					refused = d.Error
 				}

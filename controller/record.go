@@ -275,7 +275,7 @@ func (p *publisher) recordDue(r *round, pol *policy.Policy, st *JobState, usage 
 		job = &jp
 	}
 	items := recordItems(pol, st, job, p.idleSince(pol, r, job, usage), r.now)
-	p.addQueueItems(k, items)
+	p.queue.addQueueItems(k, items)
 	p.store.writes.writeErrorItem(k, items)
 	// The record lives in the job's namespace, read by its tenant.
 	namespaces := p.roundNamespaces(r, pol)
@@ -335,7 +335,7 @@ func (p *publisher) recordMerged(w recordWrite, m recordMerge) {
 	delete(p.recordErr, w.k)
 	p.records[w.k] = w.json
 	if a := m.adopted; a != nil {
-		p.fc.shown[w.k] = a.shown
+		p.queue.fc.shown[w.k] = a.shown
 		p.records[w.k] = a.json
 	}
 }

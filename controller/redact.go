@@ -50,24 +50,24 @@ func redactJobs(text, ns string, namespaces map[string]bool) string {
 }
 
 // knownNamespaces are the namespaces whose jobs a reason may name: the
-// policy's tenants', and those of the jobs last observed and of the
-// states kept.
-func (p *publisher) knownNamespaces(pol *policy.Policy) map[string]bool {
+// policy's tenants', and those of the jobs last observed (usage) and of
+// the states kept (store).
+func knownNamespaces(pol *policy.Policy, usage *usageStore, store *stateStore) map[string]bool {
 	set := map[string]bool{}
 	if pol != nil {
 		for _, t := range pol.Tenants {
 			set[t.Namespace] = true
 		}
 	}
-	if p.usage() == nil {
+	if usage == nil {
 		return set
 	}
-	if obs := p.usage().observation(); obs != nil {
+	if obs := usage.observation(); obs != nil {
 		for k := range obs.Jobs {
 			set[k.Namespace] = true
 		}
 	}
-	for k := range p.store.states() {
+	for k := range store.states() {
 		set[k.Namespace] = true
 	}
 	delete(set, "")
@@ -80,7 +80,7 @@ func (p *publisher) roundNamespaces(r *round, pol *policy.Policy) map[string]boo
 	if p.nsRound == r && p.nsSet != nil {
 		return p.nsSet
 	}
-	set := p.knownNamespaces(pol)
+	set := knownNamespaces(pol, p.usage(), p.store)
 	if r.obs != nil {
 		for k := range r.obs.Jobs {
 			set[k.Namespace] = true

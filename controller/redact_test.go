@@ -52,9 +52,9 @@ func TestRedactJobs(t *testing.T) {
 // no other namespace's job in its reason or text; an operator-wide one
 // keeps the names.
 func TestMessageScopedToTenants(t *testing.T) {
-	c := &Controller{pol: &policy.Policy{Tenants: map[string]*policy.Tenant{
+	c := &Controller{wiring: wiring{config: &Config{}}, pol: &policy.Policy{Tenants: map[string]*policy.Tenant{
 		"ml": {Name: "ml", Namespace: "ml"}, "product": {Name: "product", Namespace: "product"}}}}
-	c.pub = newPublisher(c)
+	c.notices = &outbox{wiring: c.wiring, engineNow: c.engineNow}
 	nt := &Notice{ID: "d-1", Event: "preempted", Action: "preempt", At: t0, Group: "work", GPUs: 1, Tenant: "ml",
 		Reason: "tier batch yields 1 GPU: reclaiming 1 for product/notebook-a/work"}
 	for _, tc := range []struct {
@@ -68,7 +68,7 @@ func TestMessageScopedToTenants(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			nb := &policy.Notify{Name: "team", URL: "http://127.0.0.1/", Timeout: time.Second, Attempts: 3, Tenants: tc.tenants}
-			m := c.pub.message(nb, jobKey{"ml", "train"}, nt)
+			m := c.notices.message(nb, jobKey{"ml", "train"}, nt)
 			if m.Reason != tc.want {
 				t.Errorf("reason %q, want %q", m.Reason, tc.want)
 			}

@@ -19,11 +19,9 @@ import (
 func benchCluster(nodes int) (*fakeNomad, *Controller, *time.Time) {
 	f := newFakeNomad()
 	cl := f.cl()
-	c := testController(&testing.T{}, f)
-	c.obs = newObserver(f, c.cfg.StateNamespace)
-	c.obs.resync = time.Hour
 	clock := t0
-	c.now = func() time.Time { return clock }
+	c := testController(&testing.T{}, f, withClock(func() time.Time { return clock }))
+	c.obs.resync = time.Hour
 	seq := 0
 	for n := range nodes {
 		node := apiNode(fmt.Sprintf("n%04d", n), 8)

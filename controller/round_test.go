@@ -58,10 +58,11 @@ type roundRunner struct {
 	f     *fakeNomad
 	c     *Controller
 	clock time.Time
+	opts  []testOption // what restart makes each controller with
 }
 
-func newRoundRunner(t *testing.T, f *fakeNomad) *roundRunner {
-	r := &roundRunner{t: t, f: f}
+func newRoundRunner(t *testing.T, f *fakeNomad, opts ...testOption) *roundRunner {
+	r := &roundRunner{t: t, f: f, opts: opts}
 	r.restart()
 	return r
 }
@@ -69,9 +70,7 @@ func newRoundRunner(t *testing.T, f *fakeNomad) *roundRunner {
 // restart replaces the controller with a new one that loads its state
 // from the variables, as after a crash.
 func (r *roundRunner) restart() {
-	c := testController(r.t, r.f)
-	c.now = func() time.Time { return r.clock }
-	c.obs = newObserver(r.f, c.cfg.StateNamespace)
+	c := testController(r.t, r.f, append([]testOption{withClock(func() time.Time { return r.clock })}, r.opts...)...)
 	// The fake sends no events: every round reads the cluster in full
 	// (cache_test.go covers following events).
 	c.obs.resync = time.Nanosecond

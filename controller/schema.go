@@ -70,7 +70,7 @@ func newerRecord(old map[string]string) bool {
 // returns the error so that the election leaves the lock to another copy
 // for a TTL before this one asks again (holdLease).
 func (c *Controller) refuseNewer(err error) error {
-	c.log.Error("refusing to lead: the state was written by a newer controller; nothing is changed until a controller that knows it leads",
+	c.log().Error("refusing to lead: the state was written by a newer controller; nothing is changed until a controller that knows it leads",
 		"schema_known", stateSchema, "error", err)
 	c.setHealth(func(h *Health) { h.LastError = err.Error() })
 	return err

@@ -21,7 +21,8 @@ const maxGangState = 4096
 // idle timers for every allocation included.
 func TestGangStateSize(t *testing.T) {
 	f := newFakeNomad()
-	c := testController(t, f)
+	clock := newTestClock(t0)
+	c := testController(t, f, withClock(clock.now))
 	gang := job("ml", "gang", "interactive", 40, 64, 1) // an idle rule covers it
 	gang.Meta["steward.gang"] = "true"
 	nbJob := job("ml", "nb", "interactive", 60, 1, 64)
@@ -55,7 +56,7 @@ func TestGangStateSize(t *testing.T) {
 	at := func(d time.Duration) *round {
 		r := roundWith([]*ObservedJob{gang, nbJob}, allocs)
 		r.now, r.obs.At, r.obs.Nodes = t0.Add(d), t0.Add(d), nodes
-		c.now = func() time.Time { return r.now }
+		clock.set(r.now)
 		return r
 	}
 	for i, id := range ids { // idle for an hour: a timer per allocation

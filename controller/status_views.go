@@ -148,7 +148,7 @@ func (p *publisher) viewNamespaces(r *round, s *Status) []string {
 func (p *publisher) buildViews(r *round, s *Status, tenantOf func(ns string) string) map[string]Status {
 	views := map[string]Status{}
 	pol, _ := p.engineNow()
-	namespaces := p.knownNamespaces(pol)
+	namespaces := knownNamespaces(pol, p.usage(), p.store)
 	for _, ns := range p.viewNamespaces(r, s) {
 		namespaces[ns] = true
 	}

@@ -76,8 +76,7 @@ func TestNamespaceView(t *testing.T) {
 // address goes to steward/controller once.
 func TestStatusViewsWrittenWhenChanged(t *testing.T) {
 	f := newFakeNomad()
-	c := testController(t, f)
-	c.checkAddr = "http://127.0.0.1:9646"
+	c := testController(t, f, withConfig(func(cfg *Config) { cfg.Advertise = "http://127.0.0.1:9646" }))
 	jobs := []*ObservedJob{job("ml", "nb", "interactive", 60, 1, 1), job("research", "train", "training", 40, 1, 1),
 		job("steward", "steward-hold-x", "training", 40, 1, 1)}
 	a := alloc("a1", "nb")
@@ -121,7 +120,7 @@ func TestStatusViewsWrittenWhenChanged(t *testing.T) {
 
 	// A decision about research's job: research's view and the cluster's
 	// are written again, ml's is not.
-	c.decisions = append(c.decisions, Decision{At: r.now, Kind: "pause", Job: "research/train", GPUs: 1, Reason: "paused"})
+	c.decisions.add(Decision{At: r.now, Kind: "pause", Job: "research/train", GPUs: 1, Reason: "paused"})
 	r.now = t0.Add(20 * time.Second)
 	c.pub.writeStatus(context.Background(), r, c.pol)
 	got := writes()
@@ -131,9 +130,10 @@ func TestStatusViewsWrittenWhenChanged(t *testing.T) {
 	}
 
 	// A restarted leader finds the views as they are and rewrites none.
-	c2 := testController(t, f)
-	c2.checkAddr = c.checkAddr
-	c2.decisions, c2.usage = c.decisions, c.usage
+	c2 := testController(t, f, withConfig(func(cfg *Config) { cfg.Advertise = c.checkAddr.get() }), withUsage(c.usage))
+	for _, d := range c.decisions.list() {
+		c2.decisions.add(d)
+	}
 	r.now = t0.Add(30 * time.Second)
 	c2.pub.writeStatus(context.Background(), r, c2.pol)
 	after := writes()

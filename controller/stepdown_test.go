@@ -79,14 +79,9 @@ func (h *hangingNomad) ListNodes(ctx context.Context, _ bool) ([]*api.NodeListSt
 // electedController is a controller as Run builds it, on n, with the
 // timeouts of a test.
 func electedController(t *testing.T, id string, n Nomad, roundTimeout time.Duration) *Controller {
-	c := testController(t, nil)
-	c.now = time.Now
-	c.cfg.Identity = id
-	c.cfg.LockTTL = 300 * time.Millisecond
-	c.cfg.CallTimeout = 50 * time.Millisecond
-	c.cfg.RoundTimeout = roundTimeout
-	c.nomad = fencedNomad{Nomad: withDeadline(n, c.cfg.CallTimeout), lease: c.lease}
-	c.obs = newObserver(c.nomad, c.cfg.StateNamespace)
+	c := testController(t, nil, withNomad(n), withFence(), withClock(time.Now), withConfig(func(cfg *Config) {
+		cfg.Identity, cfg.LockTTL, cfg.CallTimeout, cfg.RoundTimeout = id, 300*time.Millisecond, 50*time.Millisecond, roundTimeout
+	}))
 	return c
 }
 
@@ -107,7 +102,7 @@ func TestStuckLeaderStepsDown(t *testing.T) {
 	var wg sync.WaitGroup
 	run := func(c *Controller) {
 		defer wg.Done()
-		_ = c.election.contend(ctx, func() (leaderLock, error) { return fakeLockHandle{l: lk, id: c.cfg.Identity}, nil }, c.lead)
+		_ = c.election.contend(ctx, func() (leaderLock, error) { return fakeLockHandle{l: lk, id: c.cfg().Identity}, nil }, c.lead)
 	}
 	wg.Add(1)
 	go run(a)

@@ -47,7 +47,7 @@ type stateStore struct {
 }
 
 func newStateStore(c *Controller) *stateStore {
-	return &stateStore{wiring: wiringOf(c), statesp: &c.states, usage: c.usage, metrics: c.metrics}
+	return &stateStore{wiring: c.wiring, statesp: &c.states, usage: c.usage, metrics: c.metrics}
 }
 
 // states are the jobs' states, by job.
@@ -383,7 +383,7 @@ func (c *Controller) flush(ctx context.Context, r *round) {
 			st.Idle = mergeIdle(st.Idle, idle[k])
 		}
 		if err := c.save(ctx, st); err != nil && !errors.Is(err, errStateTooBig) {
-			c.log.Error("save job state", "job", k, "error", err)
+			c.log().Error("save job state", "job", k, "error", err)
 			r.failed++
 		}
 	}

@@ -52,9 +52,9 @@ func TestStatsTargets(t *testing.T) {
 // sampled.
 func TestSweepBoundedAndTimed(t *testing.T) {
 	f := newFakeNomad()
-	c := testController(t, f)
-	c.now = time.Now
-	c.cfg.StatsInterval = 2 * time.Second // a 1 s timeout per read
+	c := testController(t, f, withClock(time.Now), withConfig(func(cfg *Config) {
+		cfg.StatsInterval = 2 * time.Second // a 1 s timeout per read
+	}))
 	cl := f.cl()
 	var targets []statsTarget
 	for i := range 100 {

@@ -36,15 +36,15 @@ func (c *Controller) watchSystemPreemption(ctx context.Context) {
 		switch {
 		case err != nil && isForbidden(err):
 			if warned != "forbidden" {
-				c.log.Warn("cannot read Nomad's scheduler configuration (the controller's policy lacks operator read): whether Nomad's system scheduler preempts allocations without a checkpoint signal is unknown", "error", err)
+				c.log().Warn("cannot read Nomad's scheduler configuration (the controller's policy lacks operator read): whether Nomad's system scheduler preempts allocations without a checkpoint signal is unknown", "error", err)
 				warned = "forbidden"
 			}
 		case err != nil:
-			c.log.Debug("read Nomad's scheduler configuration", "error", err)
+			c.log().Debug("read Nomad's scheduler configuration", "error", err)
 		case cfg != nil && cfg.SchedulerConfig != nil && cfg.SchedulerConfig.PreemptionConfig.SystemSchedulerEnabled:
 			state = "on"
 			if warned != "on" {
-				c.log.Warn("Nomad's system scheduler preemption is on: a system job of higher priority evicts other tenants' GPU work without a checkpoint signal before Steward can act; turn it off: nomad operator scheduler set-config -preempt-system-scheduler=false")
+				c.log().Warn("Nomad's system scheduler preemption is on: a system job of higher priority evicts other tenants' GPU work without a checkpoint signal before Steward can act; turn it off: nomad operator scheduler set-config -preempt-system-scheduler=false")
 				warned = "on"
 			}
 		default:

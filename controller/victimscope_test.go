@@ -43,7 +43,8 @@ func TestVictimsMatchedWithinTheirJob(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFakeNomad()
-			c := testController(t, f)
+			clock := newTestClock(t0)
+			c := testController(t, f, withClock(clock.now))
 			train := job("ml", "train", "training", 40, tc.count, 1)
 			other := job("other", "train", "training", 40, 1, 1)
 			var allocs []ObservedAlloc
@@ -82,7 +83,7 @@ func TestVictimsMatchedWithinTheirJob(t *testing.T) {
 			end := t0.Add(signalDelay + tc.grace)
 			r2 := roundWith([]*ObservedJob{train, other}, withTwin)
 			r2.now = end
-			c.now = func() time.Time { return end }
+			clock.set(end)
 			c.drains.finishDrains(context.Background(), r2)
 			// The victim is gone; only the twin (and ml/train's other
 			// allocation, at its lowered count) runs.

@@ -32,11 +32,11 @@ func (c *Controller) watch(ctx context.Context) {
 	for attempt := 0; ctx.Err() == nil; {
 		index := cache.at()
 		sctx, cancel := context.WithCancel(ctx)
-		events, err := c.nomad.Events(sctx, index)
+		events, err := c.nomad().Events(sctx, index)
 		if err != nil {
 			cancel()
-			c.log.Warn("event stream", "error", err)
-			sleepCtx(ctx, backoff(attempt, c.cfg.MaxBackoff))
+			c.log().Warn("event stream", "error", err)
+			sleepCtx(ctx, backoff(attempt, c.cfg().MaxBackoff))
 			attempt++
 			continue
 		}
@@ -47,10 +47,10 @@ func (c *Controller) watch(ctx context.Context) {
 		// So the cache follows the stream only after a full read from the
 		// leader, taken now that the stream is open: what happened before
 		// is in the read, what happens after in the stream.
-		if err := c.obs.rebuild(sctx, c.now(), c.log); err != nil {
+		if err := c.obs.rebuild(sctx, c.now(), c.log()); err != nil {
 			cancel()
-			c.log.Warn("read the cluster after subscribing to events; resubscribing", "error", err)
-			sleepCtx(ctx, backoff(attempt, c.cfg.MaxBackoff))
+			c.log().Warn("read the cluster after subscribing to events; resubscribing", "error", err)
+			sleepCtx(ctx, backoff(attempt, c.cfg().MaxBackoff))
 			attempt++
 			continue
 		}
@@ -59,7 +59,7 @@ func (c *Controller) watch(ctx context.Context) {
 		c.poke()
 		for es := range events {
 			if es.Err != nil {
-				c.log.Warn("event stream interrupted; resubscribing", "index", cache.at(), "error", es.Err)
+				c.log().Warn("event stream interrupted; resubscribing", "index", cache.at(), "error", es.Err)
 				break
 			}
 			if es.IsHeartbeat() {
@@ -85,7 +85,7 @@ func (c *Controller) watch(ctx context.Context) {
 		// resubscribe from the last index.
 		cache.setFollowing(false)
 		c.poke()
-		sleepCtx(ctx, backoff(attempt, c.cfg.MaxBackoff))
+		sleepCtx(ctx, backoff(attempt, c.cfg().MaxBackoff))
 		attempt++
 	}
 }

@@ -56,10 +56,7 @@ func TestResubscribeReadsInFull(t *testing.T) {
 			*f.cl().jobs["ml/train"].TaskGroups[0].Tasks[0].Resources.Devices[0].Count = 2
 			f.cl().index = 100
 			f.cl().events = make(chan *api.Events)
-			c := testController(t, f)
-			c.now = time.Now
-			c.cfg.MaxBackoff = 10 * time.Millisecond
-			c.obs = newObserver(f, "steward")
+			c := testController(t, f, withClock(time.Now), withConfig(func(cfg *Config) { cfg.MaxBackoff = 10 * time.Millisecond }))
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			if _, err := c.obs.observe(ctx, time.Now(), true); err != nil {

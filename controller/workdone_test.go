@@ -59,7 +59,7 @@ func TestWorkDone(t *testing.T) {
 		},
 		Waiting: []engine.Demand{{Job: engine.Job{Ref: waiting}, GPUsPerAlloc: 1, Count: 1}},
 	}
-	got := c.pub.workDone(now, snap)
+	got := c.pub.queue.workDone(now, snap)
 	for _, tc := range []struct {
 		name string
 		ref  engine.JobRef
@@ -87,19 +87,19 @@ func TestLearnStarts(t *testing.T) {
 	t0 := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
 	c := &Controller{}
 	c.pub = newPublisher(c)
-	c.pub.fc = newQueueForecaster()
+	c.pub.queue.fc = newQueueForecaster()
 	started := engine.JobRef{Namespace: "ml", ID: "started"}
 	waits := engine.JobRef{Namespace: "ml", ID: "waits"}
 	gone := engine.JobRef{Namespace: "ml", ID: "gone"}
-	c.pub.fc.cal.Record(&forecast.Result{At: t0, Jobs: map[engine.JobRef]*forecast.JobForecast{
+	c.pub.queue.fc.cal.Record(&forecast.Result{At: t0, Jobs: map[engine.JobRef]*forecast.JobForecast{
 		started: {P50: t0.Add(time.Hour)}, waits: {P50: t0.Add(time.Hour)}, gone: {P50: t0.Add(time.Hour)}}})
 	r := &round{now: t0.Add(30 * time.Minute), obs: &Observation{Allocs: []ObservedAlloc{
 		{ID: "a1", Namespace: "ml", JobID: "started", GPUIDs: []string{"g0"}}}}}
-	c.pub.learnStarts(r, []forecast.Entry{{Job: waits}})
-	if got := c.pub.fc.cal.Waiting(); len(got) != 1 || got[0] != waits {
+	c.pub.queue.learnStarts(r, []forecast.Entry{{Job: waits}})
+	if got := c.pub.queue.fc.cal.Waiting(); len(got) != 1 || got[0] != waits {
 		t.Errorf("still waiting %v, want only %s", got, waits)
 	}
-	if n := c.pub.fc.cal.Starts(); n != 1 {
+	if n := c.pub.queue.fc.cal.Starts(); n != 1 {
 		t.Errorf("%d starts learnt, want 1 (%s's; %s's forecast forgotten)", n, started, gone)
 	}
 }

@@ -297,8 +297,8 @@ func TestWritesPerDecision(t *testing.T) {
 			// Queue forecasts run beside the rounds and update records
 			// when they finish, at their own interval: none starts here,
 			// so that the count is the rounds' alone.
-			r.c.pub.fc = newQueueForecaster()
-			r.c.pub.fc.running = true
+			r.c.pub.queue.fc = newQueueForecaster()
+			r.c.pub.queue.fc.running = true
 			last := t0.Add(-time.Minute)
 			for _, s := range tc.steps {
 				if s.before != nil {
@@ -309,9 +309,9 @@ func TestWritesPerDecision(t *testing.T) {
 				}
 				last = t0.Add(s.at)
 				if s.forecast != nil {
-					r.c.pub.fc.mu.Lock()
-					r.c.pub.fc.result, r.c.pub.fc.basis = s.forecast(t0.Add(s.at)), "test"
-					r.c.pub.fc.mu.Unlock()
+					r.c.pub.queue.fc.mu.Lock()
+					r.c.pub.queue.fc.result, r.c.pub.queue.fc.basis = s.forecast(t0.Add(s.at)), "test"
+					r.c.pub.queue.fc.mu.Unlock()
 				}
 				w.round = s.at.String()
 				if _, err := r.round(s.at); err != nil {

@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/nomad/api"
 
 	"github.com/gpu-steward/steward/policy/engine"
@@ -142,8 +141,7 @@ func TestReadWritten(t *testing.T) {
 			f := newFakeNomad()
 			f.files = map[string]*api.AllocFileInfo{"a1-full-id:" + path: tt.file}
 			f.statHook = tt.hook
-			c := testController(t, f)
-			c.now = func() time.Time { return t0.Add(time.Minute) }
+			c := testController(t, f, withClock(func() time.Time { return t0.Add(time.Minute) }))
 			c.drains.written.setTargets([]writtenTarget{target})
 			warned := false
 			got := c.drains.readWritten(context.Background(), c.drains.written.pending(), &warned)
@@ -202,8 +200,7 @@ func TestDrainEndsWhenFileSaysWritten(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			f := newFakeNomad()
-			c := testController(t, f)
-			c.now = func() time.Time { return now }
+			c := testController(t, f, withClock(func() time.Time { return now }))
 			c.state(jobKey{"ml", "train"}).Draining = []*Drain{signalledDrain(signaled, true)}
 			target := writtenTarget{Namespace: "ml", AllocID: "a1", Since: signaled.Add(-doneSkew)}
 			c.drains.written.setTargets([]writtenTarget{target})
@@ -225,9 +222,7 @@ func TestDrainEndsWhenFileSaysWritten(t *testing.T) {
 // the control loop within a few poll periods, not at the round's period.
 func TestPollWrittenWakesTheLoop(t *testing.T) {
 	f := newFakeNomad()
-	c := testController(t, f)
-	c.log = hclog.NewNullLogger()
-	c.now = time.Now
+	c := testController(t, f, withClock(time.Now))
 	c.drains.written.setTargets([]writtenTarget{{Namespace: "ml", AllocID: "a1", Task: "work", Since: time.Now().Add(-time.Second)}})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
