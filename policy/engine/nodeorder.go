@@ -112,8 +112,8 @@ func (ix *nodeIndex) buildHeap(pool int32, g int) *lbHeap {
 	// nodeIn by hand: a fleet plan builds some 50 heaps, each over every
 	// node, and the calls were most of the loop.
 	in, cellOf := m.pl.in[pool], m.pl.cellOf
+	fillAbsent(h.pos[:len(m.nodes)])
 	for n := range m.nodes {
-		h.pos[n] = -1
 		if lb := ix.lb[n*stride+g]; lb != noBound && (pool == 0 || in[cellOf[n]]) {
 			h.pos[n] = int32(len(h.e))
 			h.e = append(h.e, lbEntry{lb, int32(n)})
