@@ -198,6 +198,7 @@ func (ix *nodeIndex) bound(n int32) {
 	units := ix.nodeUnits[n]
 	have, next := int(ix.cap.free[n]), 0
 	var lb uint64 // free GPUs alone suffice
+	changed := ix.order.changed[:0]
 	for g := range row {
 		for g > have {
 			if next == len(units) {
@@ -213,9 +214,11 @@ func (ix *nodeIndex) bound(n int32) {
 		}
 		if row[g] != lb {
 			row[g] = lb
-			ix.refile(n, g)
+			changed = append(changed, g)
 		}
 	}
+	ix.order.changed = changed
+	ix.refile(n, changed)
 }
 
 // searchSorted is how many nodes a search reads in bound order before it
