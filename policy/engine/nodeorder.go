@@ -60,7 +60,9 @@ func (h *lbHeap) fresh(boundOf func(n int32) uint64) {
 type nodeOrder struct {
 	heaps [][]*lbHeap
 	queue []lbEntry
-	scans int // searches that fell back to an unordered scan (for tests)
+	// changed: the counts whose bounds bound() changed (refile's scratch).
+	changed []int
+	scans   int // searches that fell back to an unordered scan (for tests)
 	// kindOrdered counts searches that read a wait promotion's own order
 	// (waitbars.go; for tests).
 	kindOrdered int
@@ -112,8 +114,8 @@ func (ix *nodeIndex) buildHeap(pool int32, g int) *lbHeap {
 	// nodeIn by hand: a fleet plan builds some 50 heaps, each over every
 	// node, and the calls were most of the loop.
 	in, cellOf := m.pl.in[pool], m.pl.cellOf
+	fillAbsent(h.pos[:len(m.nodes)])
 	for n := range m.nodes {
-		h.pos[n] = -1
 		if lb := ix.lb[n*stride+g]; lb != noBound && (pool == 0 || in[cellOf[n]]) {
 			h.pos[n] = int32(len(h.e))
 			h.e = append(h.e, lbEntry{lb, int32(n)})
@@ -125,14 +127,22 @@ func (ix *nodeIndex) buildHeap(pool int32, g int) *lbHeap {
 	return h
 }
 
-// refile records that node n's bound for g changed (heap moves it).
-func (ix *nodeIndex) refile(n int32, g int) {
-	if ix.order.heaps == nil {
+// refile records that node n's bounds for the counts gs changed (heap
+// moves it). It reads n's sets once for all of them, not once a count:
+// a settled node changes about three counts, and the sets' look-ups cost
+// 4 M instructions a fleet plan. Each heap still hears of its nodes in
+// the order they changed, so it moves them as before.
+func (ix *nodeIndex) refile(n int32, gs []int) {
+	if ix.order.heaps == nil || len(gs) == 0 {
 		return // no search yet
 	}
 	for _, s := range ix.m.pl.setsOf(n) {
-		if hs := ix.order.heaps[s]; hs != nil && hs[g] != nil {
-			hs[g].mark(n)
+		if hs := ix.order.heaps[s]; hs != nil {
+			for _, g := range gs {
+				if hs[g] != nil {
+					hs[g].mark(n)
+				}
+			}
 		}
 	}
 }
