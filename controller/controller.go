@@ -78,9 +78,6 @@ type Controller struct {
 	pressureSince time.Time
 	// latency measures each preemption's decision latency (latency.go).
 	latency decisionLatency
-	// roundTimer times the running round's phases (phasetimes.go; nil
-	// between rounds and where no term runs).
-	roundTimer *phaseTimer
 }
 
 // Health is what /healthz reports.

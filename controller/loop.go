@@ -207,8 +207,7 @@ func (c *Controller) nextRound(wake time.Time, err error, failures int) (time.Du
 func (c *Controller) reconcile(ctx context.Context) (wake time.Time, err error) {
 	start := time.Now()
 	timer := c.election.phases.start() // nil where no term runs
-	c.roundTimer = timer
-	defer func() { timer.log(c.log, err); c.roundTimer = nil }()
+	defer func() { timer.log(c.log, err) }()
 	if c.reload {
 		if err := c.loadStates(ctx); err != nil {
 			return time.Time{}, err

@@ -19,10 +19,10 @@ func (p leaderPhases) recover(ctx context.Context, r *round, pol *policy.Policy,
 	c.drainNodes(ctx, r)
 	c.syncHolds(ctx, r)
 	c.guardPools(ctx, r)
-	c.roundTimer.part("recover_holds", t)
+	c.election.phases.current.part("recover_holds", t)
 	t = time.Now()
 	c.drains.finishDrains(ctx, r)
-	c.roundTimer.part("recover_drains", t)
+	c.election.phases.current.part("recover_drains", t)
 	if r.failed > 0 {
 		c.metrics.nomadErrors.Add(float64(r.failed))
 	}
@@ -37,7 +37,7 @@ func (p leaderPhases) recover(ctx context.Context, r *round, pol *policy.Policy,
 	t = time.Now()
 	full := !following || !c.settled(ctx)
 	obs, err := c.observed(ctx, pol, full)
-	c.roundTimer.part("recover_observe", t)
+	c.election.phases.current.part("recover_observe", t)
 	if err != nil {
 		return r, err
 	}

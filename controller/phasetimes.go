@@ -29,6 +29,9 @@ type phaseClock struct {
 	term   time.Time // when the lead term began
 	rounds int       // the term's rounds timed so far
 	ended  time.Time // when the term's last round ended
+	// current times the running round (nil between rounds): its phases
+	// note their parts there.
+	current *phaseTimer
 }
 
 // termStarted starts a lead term now: its next phaseRounds rounds are
@@ -50,6 +53,7 @@ func (pc *phaseClock) start() *phaseTimer {
 	if !pc.ended.IsZero() {
 		t.idle = now.Sub(pc.ended)
 	}
+	pc.current = t
 	return t
 }
 
@@ -113,7 +117,7 @@ func (t *phaseTimer) log(l hclog.Logger, err error) {
 		return
 	}
 	now := time.Now()
-	t.clock.ended = now
+	t.clock.ended, t.clock.current = now, nil
 	total := now.Sub(t.start)
 	if !t.always && total < slowRound && err == nil {
 		return
