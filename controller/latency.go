@@ -25,6 +25,71 @@ import (
 // measures nothing yet).
 type decisionLatency struct {
 	measured map[jobKey]time.Time
+	// waits follows each queued job from the first round that saw its
+	// blocking to its decision, so that a slow decision's line says
+	// where its time went (issue 33): before a round saw it (Nomad's
+	// blocking, the event stream, rounds not started), or after (the
+	// plan left it waiting, and why).
+	waits map[jobKey]*queuedWait
+}
+
+// queuedWait is a queued job's wait as the rounds saw it.
+type queuedWait struct {
+	since  time.Time // its blocking (the earliest of its groups')
+	seen   time.Time // the first round that saw it queued
+	rounds int       // the rounds that saw it queued
+	reason string    // why the last plan that left it waiting did ("" none did)
+}
+
+// waitFields are the log fields of the wait a decision for k ends.
+func (l *decisionLatency) waitFields(k jobKey, since time.Time, now time.Time) []any {
+	w := l.waits[k]
+	if w == nil || !w.since.Equal(since) {
+		return []any{"seen_after", max(now.Sub(since), 0).Round(time.Millisecond), "rounds_waiting", 0}
+	}
+	f := []any{"seen_after", max(w.seen.Sub(since), 0).Round(time.Millisecond),
+		"planned_after", now.Sub(w.seen).Round(time.Millisecond), "rounds_waiting", w.rounds}
+	if w.reason != "" {
+		f = append(f, "waited_for", w.reason)
+	}
+	return f
+}
+
+// waitReasonMax bounds the reason a decision's line quotes.
+const waitReasonMax = 160
+
+// noteWaits follows the queued jobs through a round that has acted: the
+// first round that saw each blocking, and why its plan left it waiting.
+func (l *decisionLatency) noteWaits(r *round) {
+	if l.waits == nil {
+		l.waits = map[jobKey]*queuedWait{}
+	}
+	for k, groups := range r.obs.Queued {
+		var since time.Time
+		for _, q := range groups {
+			if !q.Since.IsZero() && (since.IsZero() || q.Since.Before(since)) {
+				since = q.Since
+			}
+		}
+		if since.IsZero() {
+			continue
+		}
+		w := l.waits[k]
+		if w == nil || !w.since.Equal(since) {
+			w = &queuedWait{since: since, seen: r.now}
+			l.waits[k] = w
+		}
+		w.rounds++
+		w.reason = ""
+	}
+	if r.plan == nil {
+		return
+	}
+	for _, wt := range r.plan.Waiting {
+		if w := l.waits[jobKey{wt.Job.Namespace, wt.Job.ID}]; w != nil {
+			w.reason = clip(wt.Reason.String(), waitReasonMax)
+		}
+	}
 }
 
 // start is when the latency of a's decision starts (zero: not measured),
@@ -55,6 +120,11 @@ func (l *decisionLatency) prune(r *round) {
 	for k := range l.measured {
 		if _, queued := r.obs.Queued[k]; !queued {
 			delete(l.measured, k)
+		}
+	}
+	for k := range l.waits {
+		if _, queued := r.obs.Queued[k]; !queued {
+			delete(l.waits, k)
 		}
 	}
 }

@@ -1,8 +1,11 @@
 package controller
 
 import (
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/hashicorp/go-hclog"
 
 	"github.com/gpu-steward/steward/policy/engine"
 )
@@ -51,5 +54,48 @@ func TestLatencyStart(t *testing.T) {
 			}
 		}
 		c.latency.prune(r)
+	}
+}
+
+// TestDecisionWaitFields: a decision's line says where its latency went:
+// from the blocking to the first round that saw the work queued, then the
+// rounds whose plans left it waiting, and why the last one did (issue 33).
+func TestDecisionWaitFields(t *testing.T) {
+	t0 := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	blocked := t0.Add(-3 * time.Second)
+	k := jobKey{"ml", "nb"}
+	queued := map[jobKey]map[string]QueuedGroup{k: {"work": {Count: 1, Since: blocked}}}
+	waiting := &engine.Plan{Waiting: []engine.Waiting{{Job: engine.JobRef{Namespace: "ml", ID: "nb"}, Group: "work", GPUs: 1,
+		Reason: engine.Reason{Rule: engine.RuleDraining, Message: "GPUs are being freed for it"}}}}
+	cases := []struct {
+		name  string
+		until time.Duration // the decision's round, after t0
+		plans int           // rounds before it that saw the work and left it waiting
+		want  []string
+	}{
+		{name: "decided by the first round that saw it", until: 0,
+			want: []string{"seen_after=3s", "rounds_waiting=0"}},
+		{name: "left waiting by two rounds first", until: 4 * time.Second, plans: 2,
+			want: []string{"seen_after=3s", "planned_after=4s", "rounds_waiting=2", `waited_for="draining: GPUs are being freed for it"`}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var l decisionLatency
+			for i := range tc.plans {
+				r := newRound(t0.Add(time.Duration(i)*time.Second), &Observation{Queued: queued}, nil)
+				r.plan = waiting
+				l.prune(r)
+				l.noteWaits(r)
+			}
+			var out lockedLog
+			log := hclog.New(&hclog.LoggerOptions{Output: &out, Level: hclog.Info})
+			log.Info("preempt", l.waitFields(k, blocked, t0.Add(tc.until))...)
+			got := out.lines("preempt")
+			for _, w := range tc.want {
+				if len(got) != 1 || !strings.Contains(got[0], w) {
+					t.Errorf("lacks %s: %q", w, got)
+				}
+			}
+		})
 	}
 }

@@ -208,6 +208,8 @@ func (c *Controller) reconcile(ctx context.Context) (wake time.Time, err error) 
 	start := time.Now()
 	timer := c.election.phases.start() // nil but in a term's first rounds
 	defer func() { timer.log(c.log(), err) }()
+	timer := c.election.phases.start() // nil where no term runs
+	defer func() { timer.log(c.log, err) }()
 	if c.reload {
 		if err := c.loadStates(ctx); err != nil {
 			return time.Time{}, err
@@ -248,6 +250,7 @@ func (c *Controller) reconcile(ctx context.Context) (wake time.Time, err error) 
 	timer.done("act")
 	c.drains.planned = r.alive
 	c.latency.prune(r)
+	c.latency.noteWaits(r)
 	phases.publish(ctx, r, pol)
 	wake = c.roundEnded(r, snap, pol, start)
 	timer.done("publish")

@@ -14,11 +14,15 @@ type leaderPhases struct{ c *Controller }
 
 func (p leaderPhases) recover(ctx context.Context, r *round, pol *policy.Policy, following bool) (*round, error) {
 	c := p.c
+	t := time.Now()
 	c.applyRequests(ctx, r)
 	c.drainNodes(ctx, r)
 	c.syncHolds(ctx, r)
 	c.guardPools(ctx, r)
+	c.election.phases.current.part("recover_holds", t)
+	t = time.Now()
 	c.drains.finishDrains(ctx, r)
+	c.election.phases.current.part("recover_drains", t)
 	if r.failed > 0 {
 		c.metrics.nomadErrors.Add(float64(r.failed))
 	}
@@ -30,8 +34,10 @@ func (p leaderPhases) recover(ctx context.Context, r *round, pol *policy.Policy,
 	// brings them within milliseconds; without it (or if it is late) the
 	// cluster is read again, from the leader.
 	c.unsettled = max(c.unsettled, r.written)
+	t = time.Now()
 	full := !following || !c.settled(ctx)
 	obs, err := c.observed(ctx, pol, full)
+	c.election.phases.current.part("recover_observe", t)
 	if err != nil {
 		return r, err
 	}
@@ -82,6 +88,9 @@ func (p leaderPhases) actOn(ctx context.Context, r *round, pol *policy.Policy, a
 		latency := max(time.Since(start), 0) // Nomad's clock may run ahead
 		c.metrics.decisionLatency.Observe(latency.Seconds())
 		fields = append(fields, "decision_latency", latency)
+		if a.For != nil {
+			fields = append(fields, c.latency.waitFields(jobKey{a.For.Namespace, a.For.ID}, start, r.now)...)
+		}
 	}
 	c.log().Info(string(a.Kind), fields...)
 	r.pending = noticeFor(pol, r.obs.Jobs[k], event, d.Kind, a.Group, a.GPUs, a.Reason, r.now)

@@ -88,3 +88,53 @@ func TestRoundPhasesLogged(t *testing.T) {
 		})
 	}
 }
+
+// TestSlowRoundPhasesLogged: past a term's first rounds, a round that took
+// slowRound or more, or failed, logs its phases too, with how long the
+// loop idled before it (issue 33: decisions waited 22-31 s at 250 nodes
+// while the log showed no round for about 10 s; the rounds were running,
+// each held for seconds by its Nomad writes, and nothing said so).
+func TestSlowRoundPhasesLogged(t *testing.T) {
+	cases := []struct {
+		name string
+		took time.Duration // the round's length
+		err  error
+		want bool
+	}{
+		{name: "a fast later round: not logged", took: 10 * time.Millisecond},
+		{name: "a later round just under the bound: not logged", took: slowRound - 20*time.Millisecond},
+		{name: "a slow later round: logged", took: slowRound + 50*time.Millisecond, want: true},
+		{name: "a failed later round: logged", took: time.Millisecond, err: errInjected, want: true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var out lockedLog
+			log := hclog.New(&hclog.LoggerOptions{Output: &out, Level: hclog.Info})
+			var pc phaseClock
+			pc.termStarted(time.Now())
+			for range phaseRounds {
+				pc.start().log(log, nil)
+			}
+			first := len(out.lines("round phases"))
+			tm := pc.start()
+			tm.start = tm.start.Add(-tc.took) // as if the round had begun earlier
+			tm.done("act")
+			tm.log(log, tc.err)
+			got := out.lines("round phases")[first:]
+			if !tc.want {
+				if len(got) != 0 {
+					t.Fatalf("logged: %q", got)
+				}
+				return
+			}
+			if len(got) != 1 {
+				t.Fatalf("%d lines, want 1: %q", len(got), got)
+			}
+			for _, field := range []string{"round=4 ", "act=", "total=", "idle_before="} {
+				if !strings.Contains(got[0], field) {
+					t.Errorf("lacks %s: %s", field, got[0])
+				}
+			}
+		})
+	}
+}
