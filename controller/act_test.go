@@ -120,7 +120,29 @@ func TestPreemption(t *testing.T) {
 				t.Fatal(err)
 			}
 			f.calls = nil
+			if got := f.callsMatching("put steward"); len(got) != 0 {
+				t.Fatalf("state written for the signal alone: %v", got)
+			}
+			f.calls = nil
+			// A restarted controller (same saved state: decided, the
+			// signal's time never written) signals the victims again at
+			// the deadline, with a whole grace, and finishes it then.
+			c2 := testController(t, f)
+			if err := c2.loadStates(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			again := t0.Add(signalDelay + tc.grace)
+			c2.now = func() time.Time { return again }
 			r2 := roundWith([]*ObservedJob{train}, allocs)
+			r2.now = again
+			c2.drains.finishDrains(context.Background(), r2)
+			if got := withoutPuts(f.callsMatching("")); strings.Join(got, "\n") != strings.Join(tc.sig, "\n") {
+				t.Fatalf("restarted, calls at the first deadline:\n%s\nwant the signal again:\n%s", strings.Join(got, "\n"), strings.Join(tc.sig, "\n"))
+			}
+			f.calls = nil
+			end := again.Add(tc.grace)
+			c2.now = func() time.Time { return end }
+			r2 = roundWith([]*ObservedJob{train}, allocs)
 			r2.now = end
 			c2.drains.finishDrains(context.Background(), r2)
 			if got := withoutPuts(f.callsMatching("")); strings.Join(got, "\n") != strings.Join(tc.later, "\n") {

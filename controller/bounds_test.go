@@ -372,7 +372,17 @@ func TestHugeBeneficiaryIDPreemptsAsAnyJob(t *testing.T) {
 			ev, sum := apiBlockedEval(nb, 1, t0.Add(-time.Second))
 			cl.evals, cl.summary["ml/"+huge] = []*api.Evaluation{ev}, sum
 			r := newRoundRunner(t, f)
-			for i, step := range preemptionSteps {
+			steps := preemptionSteps
+			if restart {
+				// The signal's time is not saved by itself: the restarted
+				// controller signals again, with a whole grace, and
+				// finishes the preemption a grace later.
+				steps = append(slices.Clone(preemptionSteps[:2]), roundStep{signalDelay + 2*time.Minute, []string{"signal ml a-train SIGUSR1"}})
+				for _, s := range preemptionSteps[2:] {
+					steps = append(steps, roundStep{s.after + 2*time.Minute, s.want})
+				}
+			}
+			for i, step := range steps {
 				if restart && i == 2 {
 					r.restart()
 				}

@@ -11,7 +11,7 @@ const CrashAtEnv = "STEWARD_CRASH_AT"
 // the job's state and the Nomad call that carries it out.
 const (
 	stepPreemptRecorded = "preempt-recorded"  // drain saved; no record, no signal yet
-	stepSignalRecorded  = "signal-recorded"   // signal time saved; not sent
+	stepSignalRecorded  = "signal-recorded"   // signal time set, saved with the next write; not sent
 	stepHoldRecorded    = "hold-recorded"     // preemption finished in state; victims not stopped, group not scaled
 	stepResumeRecorded  = "resume-recorded"   // release saved; group not scaled up
 	stepHoldBackRecord  = "holdback-recorded" // hold of queued work saved; group not scaled down

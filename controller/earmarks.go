@@ -176,6 +176,26 @@ func (ac *actor) extendMarks(ctx context.Context, st *JobState, bene string, now
 	}
 }
 
+// marksOutlastGrace keeps the GPUs set aside for a drain's beneficiary
+// (those beside its victims, markBeside) until markTTL after the drain's
+// grace ends, where they would lapse before it: a drain signalled late, as
+// by a controller that took over and signalled its victims anew with a
+// whole grace (the signal's time is not saved by itself: store.go). A
+// drain signalled on time changes nothing, and writes nothing.
+func (ac *actor) marksOutlastGrace(ctx context.Context, st *JobState, d *Drain, now time.Time) {
+	if !freesFor(d) {
+		return
+	}
+	for _, o := range ac.states() {
+		for _, m := range o.Marks {
+			if m.For == d.For && now.Before(m.Until) && m.Until.Before(d.Deadline) {
+				ac.extendMarks(ctx, st, d.For, now, d.Deadline)
+				return
+			}
+		}
+	}
+}
+
 // forgetMarks stops setting aside GPUs for a beneficiary that no longer
 // waits for them: a person paused it (only a person brings it back). The
 // marks for it in every state are dropped, and those states saved (st,

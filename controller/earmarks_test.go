@@ -49,7 +49,8 @@ func TestMarksKeptForBeneficiary(t *testing.T) {
 	r1.now = t0.Add(signalDelay)
 	c.drains.finishDrains(context.Background(), r1) // the checkpoint signal
 
-	// A restarted controller finishes the preemption at the deadline: the
+	// A restarted controller signals again (the signal's time was not
+	// saved by itself) and finishes the preemption a grace later: the
 	// victim's GPU joins the mark.
 	end := t0.Add(signalDelay + 2*time.Minute)
 	c2 := testController(t, f, withClock(func() time.Time { return end }))
@@ -59,6 +60,14 @@ func TestMarksKeptForBeneficiary(t *testing.T) {
 	r2 := roundWith([]*ObservedJob{train, nbJob}, allocs)
 	r2.now, r2.obs.At = end, end
 	c2.drains.finishDrains(context.Background(), r2)
+	for _, at := range []time.Duration{signalDelay + 2*time.Minute, signalDelay + 4*time.Minute} {
+		now := t0.Add(at)
+		c2.now = func() time.Time { return now }
+		r2 := roundWith([]*ObservedJob{train, nbJob}, allocs)
+		r2.now, r2.obs.At = now, now
+		c2.drains.finishDrains(context.Background(), r2)
+	}
+	end := t0.Add(signalDelay + 4*time.Minute)
 	r3 := roundWith([]*ObservedJob{train, nbJob}, allocs[1:])
 	r3.obs.At = end.Add(time.Second)
 	snap = buildSnapshot(c2.pol, r3.obs, c2.states, nil)

@@ -188,9 +188,12 @@ type Drain struct {
 	// Deadline is then Signaled + Grace.
 	Signaled time.Time `json:"signaled"`
 	Deadline time.Time `json:"deadline"`
-	// Sent: the checkpoint signal reached Nomad. Signaled is written
-	// before sending, Sent after: a controller that died in between (or a
-	// send that failed) sends it again.
+	// Sent: the checkpoint signal reached Nomad. Signaled is set before
+	// sending, Sent after, and neither is written by itself (store.go): a
+	// controller that took over finds the drain unsignalled and signals
+	// it with a whole grace; one that finds Signaled saved (with another
+	// write) and not Sent, or a send that failed, sends it again within
+	// the grace.
 	Sent bool `json:"sent,omitempty"`
 	// Finished: the job is held and the victims are being stopped, since
 	// FinishedAt; victims Nomad still runs are stopped again, and after

@@ -242,9 +242,13 @@ func (s *stateStore) save(ctx context.Context, st *JobState) error {
 //   - A hold released in full (Count 0) is dropped once Nomad shows its
 //     count (syncHolds does so again after a restart), and a finished
 //     preemption once its victims are gone (finishDrains).
-//   - A checkpoint signal sent (Drain.Sent): the write before it recorded
-//     when it went out, and a restarted controller that finds it unsent
-//     sends it once more within the same grace.
+//   - A checkpoint signal and its grace (Drain.Signaled, Deadline, Sent):
+//     the decision's write said the preemption is decided and unsignalled,
+//     which is what a restarted controller needs: it signals the victims
+//     anew, with a whole grace from its own signal (a victim may checkpoint
+//     twice; none has less than its grace). Saved with the job's next
+//     write (the finish), the time is the signal's; a restarted controller
+//     that finds it unsent sends it once more within the same grace.
 //   - An eviction counted once Nomad took its scale (Held.Evicts moved to
 //     Preemptions): the hold's Evicts says the same to a restarted one.
 //   - Marks and preemption times that expired (pruneMarks,
@@ -291,7 +295,7 @@ func (s *JobState) stable(now time.Time) *JobState {
 			continue
 		}
 		dc := *d
-		dc.Sent = false
+		dc.Signaled, dc.Deadline, dc.Sent = time.Time{}, time.Time{}, false
 		cp.Draining = append(cp.Draining, &dc)
 	}
 	cp.Waiting = filterGroups(s.Waiting, cp.Held)

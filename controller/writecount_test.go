@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"context"
 	"fmt"
 	"runtime"
 	"sort"
@@ -201,9 +202,40 @@ func TestWritesPerDecision(t *testing.T) {
 	for at := time.Duration(0); at <= time.Minute+5*time.Second; at += 5 * time.Second {
 		quietMinute = append(quietMinute, step{at: at, forecast: swinging})
 	}
+	// reclaimCluster: tenant b's training holds the node's 4 GPUs, over
+	// its reserve of 0; tenant a, within its reserve of 2, waits for 2:
+	// a reserve reclaim, with the grace.
+	reclaimCluster := func(f *fakeNomad) {
+		cl := f.cl()
+		cl.nodes = []*api.NodeListStub{apiNode("n1", 4)}
+		train := apiJob("b", "train", "training", 40, 1, 4)
+		want := apiJob("a", "want", "training", 40, 1, 2)
+		cl.jobs["b/train"], cl.jobs["a/want"] = train, want
+		cl.allocs = []*api.AllocationListStub{apiAlloc("a-train", train, "n1", []string{"n1-gpu0", "n1-gpu1", "n1-gpu2", "n1-gpu3"}, t0.Add(-2*time.Hour))}
+		ev, sum := apiBlockedEval(want, 1, t0.Add(-time.Second))
+		cl.evals, cl.summary["a/want"] = []*api.Evaluation{ev}, sum
+	}
+	reserves := strings.Replace(testPolicyText, `tenant "a" {}`, `tenant "a" {
+  reserve = 2
+}`, 1)
+	// idleAlways: the notebooks rule stops idle work though nothing
+	// waits, and requeues it.
+	idleAlways := strings.Replace(testPolicyText, `after     = "15m"`, `after     = "15m"
+  mode      = "always"
+  action    = "requeue"`, 1)
+	var idleRequeue []step
+	for at := time.Duration(0); at <= 20*time.Minute; at += time.Minute {
+		idleRequeue = append(idleRequeue, step{at: at, sample: idleSweeps})
+	}
+	pauses := func(f *fakeNomad) {
+		if err := SubmitRequest(context.Background(), f, "ml", "asks", Request{Action: "pause", By: "ann"}); err != nil {
+			panic(err)
+		}
+	}
 	cases := []struct {
 		name    string
 		cluster func(f *fakeNomad)
+		policy  string // the policy's text ("": testPolicyText)
 		steps   []step
 		// The writes of the whole story, by job.
 		state, record map[string]int
@@ -216,8 +248,28 @@ func TestWritesPerDecision(t *testing.T) {
 			// signals a preemption recorded unsignalled with its whole
 			// grace), finished; ml/nb: held, resumed, its record once
 			// for each (no queue place while its victims checkpoint).
-			state:  map[string]int{"ml/train": 3, "ml/nb": 2},
+			state:  map[string]int{"ml/train": 2, "ml/nb": 2},
 			record: map[string]int{"ml/train": 2, "ml/nb": 2}},
+		{name: "a reserve reclaim with grace: as a preemption, two rounds that write",
+			cluster: reclaimCluster, policy: reserves,
+			steps:  []step{{at: 0}, {at: signalDelay}, {at: signalDelay + 2*time.Minute}, {at: signalDelay + 2*time.Minute + time.Second}, {at: 5 * time.Minute}},
+			state:  map[string]int{"b/train": 2, "a/want": 2},
+			record: map[string]int{"b/train": 2, "a/want": 2}},
+		{name: "an idle requeue in mode always: the idle timer once, then the stop",
+			cluster: idleCluster, policy: idleAlways, steps: idleRequeue,
+			state:  map[string]int{"ml/nb": 2},
+			record: map[string]int{"ml/nb": 2}},
+		{name: "a pause of running work: held in one write",
+			cluster: func(f *fakeNomad) {
+				cl := f.cl()
+				cl.nodes = []*api.NodeListStub{apiNode("n1", 4)}
+				job := apiJob("ml", "asks", "training", 40, 1, 2)
+				cl.jobs["ml/asks"] = job
+				cl.allocs = []*api.AllocationListStub{apiAlloc("a-asks", job, "n1", []string{"n1-gpu0", "n1-gpu1"}, t0.Add(-time.Hour))}
+			},
+			steps:  []step{{at: 0}, {at: time.Minute, before: pauses}, {at: time.Minute + time.Second}, {at: 2 * time.Minute}},
+			state:  map[string]int{"ml/asks": 1},
+			record: map[string]int{"ml/asks": 1}},
 		{name: "a preemption without grace: the victim's state written once in its round",
 			cluster: func(f *fakeNomad) {
 				preemptionCluster(f)
@@ -256,7 +308,7 @@ func TestWritesPerDecision(t *testing.T) {
 			cluster: preemptionCluster,
 			steps: []step{{at: 0}, {at: signalDelay}, {at: signalDelay + 2*time.Minute}, {at: signalDelay + 2*time.Minute + time.Second},
 				{at: 5 * time.Minute}, {at: 30 * time.Minute}, {at: time.Hour}},
-			state:  map[string]int{"ml/train": 3, "ml/nb": 2},
+			state:  map[string]int{"ml/train": 2, "ml/nb": 2},
 			record: map[string]int{"ml/train": 2, "ml/nb": 2}},
 		{name: "a day passes after a preemption: the count that ages out is not written for that alone",
 			cluster: preemptionCluster,
@@ -264,7 +316,7 @@ func TestWritesPerDecision(t *testing.T) {
 				{at: 3 * time.Minute, before: nbStops}, {at: 4 * time.Minute, before: trainPlaced},
 				{at: 25 * time.Hour}, {at: 26 * time.Hour}},
 			// ml/train also resumed once the notebook stops.
-			state:  map[string]int{"ml/train": 4, "ml/nb": 2},
+			state:  map[string]int{"ml/train": 3, "ml/nb": 2},
 			record: map[string]int{"ml/train": 3, "ml/nb": 2}},
 		{name: "a quiet minute with 20 waiting jobs: forecasts that swing write each record once then once a minute",
 			cluster: twentyWait,
@@ -294,6 +346,13 @@ func TestWritesPerDecision(t *testing.T) {
 			tc.cluster(f)
 			w := countWrites(f)
 			r := newRoundRunner(t, f)
+			if tc.policy != "" {
+				p, diags := policy.ParseBytes("test.hcl", []byte(tc.policy))
+				if diags.HasErrors() {
+					t.Fatal(diags.Error())
+				}
+				r.c.pol, r.c.eng = p, engine.New(p)
+			}
 			// Queue forecasts run beside the rounds and update records
 			// when they finish, at their own interval: none starts here,
 			// so that the count is the rounds' alone.
