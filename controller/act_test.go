@@ -113,13 +113,6 @@ func TestPreemption(t *testing.T) {
 			if got := withoutPuts(f.callsMatching("")); strings.Join(got, "\n") != strings.Join(tc.sig, "\n") {
 				t.Fatalf("calls after the delay:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(tc.sig, "\n"))
 			}
-			// A restarted controller (same saved state) finishes it at the deadline.
-			end := t0.Add(signalDelay + tc.grace)
-			c2 := testController(t, f, withClock(func() time.Time { return end }))
-			if err := c2.loadStates(context.Background()); err != nil {
-				t.Fatal(err)
-			}
-			f.calls = nil
 			if got := f.callsMatching("put steward"); len(got) != 0 {
 				t.Fatalf("state written for the signal alone: %v", got)
 			}
@@ -127,12 +120,12 @@ func TestPreemption(t *testing.T) {
 			// A restarted controller (same saved state: decided, the
 			// signal's time never written) signals the victims again at
 			// the deadline, with a whole grace, and finishes it then.
-			c2 := testController(t, f)
+			again := t0.Add(signalDelay + tc.grace)
+			clock := newTestClock(again)
+			c2 := testController(t, f, withClock(clock.now))
 			if err := c2.loadStates(context.Background()); err != nil {
 				t.Fatal(err)
 			}
-			again := t0.Add(signalDelay + tc.grace)
-			c2.now = func() time.Time { return again }
 			r2 := roundWith([]*ObservedJob{train}, allocs)
 			r2.now = again
 			c2.drains.finishDrains(context.Background(), r2)
@@ -141,7 +134,7 @@ func TestPreemption(t *testing.T) {
 			}
 			f.calls = nil
 			end := again.Add(tc.grace)
-			c2.now = func() time.Time { return end }
+			clock.set(end)
 			r2 = roundWith([]*ObservedJob{train}, allocs)
 			r2.now = end
 			c2.drains.finishDrains(context.Background(), r2)

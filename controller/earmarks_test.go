@@ -52,17 +52,14 @@ func TestMarksKeptForBeneficiary(t *testing.T) {
 	// A restarted controller signals again (the signal's time was not
 	// saved by itself) and finishes the preemption a grace later: the
 	// victim's GPU joins the mark.
-	end := t0.Add(signalDelay + 2*time.Minute)
-	c2 := testController(t, f, withClock(func() time.Time { return end }))
+	clock := newTestClock(t0.Add(signalDelay + 2*time.Minute))
+	c2 := testController(t, f, withClock(clock.now))
 	if err := c2.loadStates(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	r2 := roundWith([]*ObservedJob{train, nbJob}, allocs)
-	r2.now, r2.obs.At = end, end
-	c2.drains.finishDrains(context.Background(), r2)
 	for _, at := range []time.Duration{signalDelay + 2*time.Minute, signalDelay + 4*time.Minute} {
 		now := t0.Add(at)
-		c2.now = func() time.Time { return now }
+		clock.set(now)
 		r2 := roundWith([]*ObservedJob{train, nbJob}, allocs)
 		r2.now, r2.obs.At = now, now
 		c2.drains.finishDrains(context.Background(), r2)

@@ -206,10 +206,8 @@ func (c *Controller) nextRound(wake time.Time, err error, failures int) (time.Du
 // the latest.
 func (c *Controller) reconcile(ctx context.Context) (wake time.Time, err error) {
 	start := time.Now()
-	timer := c.election.phases.start() // nil but in a term's first rounds
-	defer func() { timer.log(c.log(), err) }()
 	timer := c.election.phases.start() // nil where no term runs
-	defer func() { timer.log(c.log, err) }()
+	defer func() { timer.log(c.log(), err) }()
 	if c.reload {
 		if err := c.loadStates(ctx); err != nil {
 			return time.Time{}, err
