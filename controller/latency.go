@@ -93,25 +93,34 @@ func (l *decisionLatency) noteWaits(r *round) {
 }
 
 // start is when the latency of a's decision starts (zero: not measured),
-// and notes the beneficiary's blocking as measured.
+// and notes the beneficiary's blocking as measured. Each beneficiary's
+// blocking is measured once, at the first preemption for it, whichever
+// round and whichever place in the round: a round that preempts for two
+// jobs measures both (measuring one a round left the second to be
+// measured at a later preemption for it, a victim's grace later, and
+// counted that as the decision's time: issue 33). Only the round's
+// pressure, the start for work Nomad did not block, is taken once a round.
 func (l *decisionLatency) start(r *round, a engine.Action) time.Time {
-	if a.Kind != engine.Preempt && a.Kind != engine.IdleStop || r.latencyTaken {
+	if a.Kind != engine.Preempt && a.Kind != engine.IdleStop {
 		return time.Time{}
 	}
 	if a.For != nil {
 		k := jobKey{a.For.Namespace, a.For.ID}
-		if q, ok := r.obs.Queued[k][a.ForGroup]; ok && !q.Since.IsZero() && !l.measured[k].Equal(q.Since) {
+		if q, ok := r.obs.Queued[k][a.ForGroup]; ok && !q.Since.IsZero() {
+			if l.measured[k].Equal(q.Since) {
+				return time.Time{} // this blocking's decision was measured
+			}
 			if l.measured == nil {
 				l.measured = map[jobKey]time.Time{}
 			}
 			l.measured[k] = q.Since
-			r.latencyTaken = true
 			return q.Since
 		}
 	}
-	if !r.pressureSince.IsZero() {
-		r.latencyTaken = true
+	if r.pressureTaken || r.pressureSince.IsZero() {
+		return time.Time{}
 	}
+	r.pressureTaken = true
 	return r.pressureSince
 }
 

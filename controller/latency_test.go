@@ -20,6 +20,7 @@ func TestLatencyStart(t *testing.T) {
 	blockedAt, blockedAgain, woken := t0.Add(-80*time.Millisecond), t0.Add(5*time.Second), t0.Add(-70*time.Millisecond)
 	nb := &engine.JobRef{Namespace: "ml", ID: "nb"}
 	preempt := engine.Action{Kind: engine.Preempt, Job: engine.JobRef{Namespace: "ml", ID: "train"}, For: nb, ForGroup: "work"}
+	preempt2 := engine.Action{Kind: engine.Preempt, Job: engine.JobRef{Namespace: "ml", ID: "train2"}, For: &engine.JobRef{Namespace: "ml", ID: "nb2"}, ForGroup: "work"}
 	queued := func(since time.Time) map[jobKey]map[string]QueuedGroup {
 		return map[jobKey]map[string]QueuedGroup{{"ml", "nb"}: {"work": {Count: 1, Since: since}}}
 	}
@@ -37,10 +38,16 @@ func TestLatencyStart(t *testing.T) {
 			queued: queued(blockedAt), actions: []engine.Action{preempt}, want: []time.Time{blockedAt}},
 		{name: "a later preemption for the same blocking: not measured again",
 			queued: queued(blockedAt), actions: []engine.Action{preempt}, want: []time.Time{{}}},
-		{name: "blocked again: measured from the new blocking, once a round",
+		{name: "blocked again: measured from the new blocking, once",
 			queued: queued(blockedAgain), actions: []engine.Action{preempt, preempt}, want: []time.Time{blockedAgain, {}}},
-		{name: "work Nomad did not block: from the round's pressure",
-			pressure: woken, actions: []engine.Action{{Kind: engine.Preempt, For: &engine.JobRef{Namespace: "ml", ID: "held"}}}, want: []time.Time{woken}},
+		{name: "two jobs preempted for in one round: each from its own blocking",
+			queued: map[jobKey]map[string]QueuedGroup{{"ml", "nb"}: {"work": {Count: 1, Since: blockedAgain.Add(time.Minute)}},
+				{"ml", "nb2"}: {"work": {Count: 1, Since: blockedAt.Add(2 * time.Minute)}}},
+			actions: []engine.Action{preempt, preempt2, preempt2},
+			want:    []time.Time{blockedAgain.Add(time.Minute), blockedAt.Add(2 * time.Minute), {}}},
+		{name: "work Nomad did not block: from the round's pressure, once a round",
+			pressure: woken, actions: []engine.Action{{Kind: engine.Preempt, For: &engine.JobRef{Namespace: "ml", ID: "held"}},
+				{Kind: engine.Preempt, For: &engine.JobRef{Namespace: "ml", ID: "held2"}}}, want: []time.Time{woken, {}}},
 		{name: "a resume is no decision on a victim",
 			queued: queued(blockedAt.Add(time.Minute)), pressure: woken, actions: []engine.Action{{Kind: engine.Resume, Job: *nb}}, want: []time.Time{{}}},
 	}

@@ -73,7 +73,7 @@ type round struct {
 	// pressureSince is when the event that started this round's pressure
 	// arrived (zero when the round was not triggered by one).
 	pressureSince time.Time
-	latencyTaken  bool
+	pressureTaken bool // a decision's latency was measured from it
 }
 
 func newRound(now time.Time, obs *Observation, states map[jobKey]*JobState) *round {
