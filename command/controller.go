@@ -116,6 +116,9 @@ Options:
   -round-timeout DUR   A leader that has finished no round for this long steps
                        down and releases its lock (default 2m; longer than
                        -nomad-timeout).
+  -act-in-flight N     A plan's actions for different jobs (and drains'
+                       checkpoint signals) carried out at once (default 8;
+                       1: one after another).
   -id NAME             This controller's name (default host:pid), which tenants
                        read: never an allocation ID (one is replaced by
                        NOMAD_ALLOC_NAME).
@@ -146,7 +149,7 @@ func (c *ControllerCommand) AutocompleteFlags() complete.Flags {
 		"-prometheus-uuid-label": complete.PredictAnything, "-activity-max-age": complete.PredictAnything,
 		"-state-namespace": complete.PredictAnything, "-placeholder-image": complete.PredictAnything, "-controller-pool": complete.PredictAnything, "-job-records": complete.PredictSet("true", "false"),
 		"-election": complete.PredictSet("lock", "lease"), "-lock-ttl": complete.PredictAnything, "-lock-delay": complete.PredictAnything, "-id": complete.PredictAnything,
-		"-nomad-timeout": complete.PredictAnything, "-round-timeout": complete.PredictAnything,
+		"-nomad-timeout": complete.PredictAnything, "-round-timeout": complete.PredictAnything, "-act-in-flight": complete.PredictAnything,
 		"-log-level": complete.PredictSet("trace", "debug", "info", "warn", "error"), "-log-json": complete.PredictNothing,
 		"-consul-address": complete.PredictAnything, "-consul-lock-key": complete.PredictAnything,
 		"-config": complete.PredictFiles("*.hcl"),
@@ -197,6 +200,7 @@ func (c *ControllerCommand) flagSet(cfg *controller.Config, o *controllerOptions
 	fs.DurationVar(&cfg.LockTTL, "lock-ttl", cfg.LockTTL, "")
 	fs.DurationVar(&cfg.LockDelay, "lock-delay", cfg.LockDelay, "")
 	fs.DurationVar(&cfg.CallTimeout, "nomad-timeout", cfg.CallTimeout, "")
+	fs.IntVar(&cfg.ActInFlight, "act-in-flight", cfg.ActInFlight, "")
 	fs.DurationVar(&cfg.RoundTimeout, "round-timeout", cfg.RoundTimeout, "")
 	fs.StringVar(&cfg.Identity, "id", fmt.Sprintf("%s:%d", host, os.Getpid()), "")
 	fs.StringVar(&o.level, "log-level", "info", "")

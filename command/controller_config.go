@@ -52,6 +52,7 @@ var configSchema = map[string][]configAttr{
 		{"resync", "resync", kindDuration},
 		{"stats_interval", "stats-interval", kindDuration},
 		{"round_timeout", "round-timeout", kindDuration},
+		{"act_in_flight", "act-in-flight", kindInt},
 		{"placeholder_image", "placeholder-image", kindString},
 		{"ui_url", "ui-url", kindString},
 	},

@@ -672,50 +672,59 @@ const signalDelay = time.Second
 // and forgets finished ones once their victims have stopped.
 func (dr *drainer) finishDrains(ctx context.Context, r *round) {
 	r.writtenFiles = dr.written.answered()
-	for _, st := range dr.sortedStates() {
-		st.pruneMarks(r.now)
-		for _, d := range slices.Clone(st.Draining) {
-			alive := len(r.aliveOf(st.key(), d.Allocs))
-			switch {
-			case d.Finished:
-				settled := dr.keepCompletedOut(ctx, r, st, d)
-				// Forgotten once its victims are gone and Nomad has stopped
-				// what the lowered count leaves over (their replacements,
-				// when the stops' own evaluations placed some), or at the
-				// latest when stragglers would be given up.
-				if alive == 0 && settled && (!r.overCount(st.key(), d.Group) || r.now.Sub(d.FinishedAt) >= victimStopLimit) {
-					st.Draining = slices.DeleteFunc(st.Draining, func(x *Drain) bool { return x == d })
-				} else if alive > 0 {
-					dr.stopStragglers(ctx, r, st, d)
-				}
-				continue
-			case alive > 0 && d.Signal != "" && !d.Signaled.IsZero() && !d.Sent && r.now.Before(d.Deadline):
-				// Recorded as signalled, but the signal may never have
-				// left (a crash, a failed call), or left and was not
-				// saved as sent (that waits for the next write: store.go):
-				// send it again, within the grace that runs. Past the
-				// grace a signal has no time left to act on.
+	// Different jobs' drains at once: one after another, ten victims'
+	// checkpoint signals held a round for 5.6 s at 250 nodes (issue 33).
+	states := dr.sortedStates()
+	inTurns(ctx, len(states), dr.cfg().ActInFlight, nil, nil, func(ctx context.Context, i int) {
+		dr.finishDrainsOf(ctx, r, states[i])
+	})
+}
+
+// finishDrainsOf moves one job's drains on: signals, finishes, stops
+// stragglers, forgets the finished.
+func (dr *drainer) finishDrainsOf(ctx context.Context, r *round, st *JobState) {
+	st.pruneMarks(r.now)
+	for _, d := range slices.Clone(st.Draining) {
+		alive := len(r.aliveOf(st.key(), d.Allocs))
+		switch {
+		case d.Finished:
+			settled := dr.keepCompletedOut(ctx, r, st, d)
+			// Forgotten once its victims are gone and Nomad has stopped
+			// what the lowered count leaves over (their replacements,
+			// when the stops' own evaluations placed some), or at the
+			// latest when stragglers would be given up.
+			if alive == 0 && settled && (!r.overCount(st.key(), d.Group) || r.now.Sub(d.FinishedAt) >= victimStopLimit) {
+				st.Draining = slices.DeleteFunc(st.Draining, func(x *Drain) bool { return x == d })
+			} else if alive > 0 {
+				dr.stopStragglers(ctx, r, st, d)
+			}
+			continue
+		case alive > 0 && d.Signal != "" && !d.Signaled.IsZero() && !d.Sent && r.now.Before(d.Deadline):
+			// Recorded as signalled, but the signal may never have
+			// left (a crash, a failed call), or left and was not
+			// saved as sent (that waits for the next write: store.go):
+			// send it again, within the grace that runs. Past the
+			// grace a signal has no time left to act on.
+			dr.signal(ctx, r, st, d)
+			continue
+		case alive > 0 && d.Signal != "" && d.Signaled.IsZero():
+			if due := d.Decided.Add(signalDelay); r.now.Before(due) {
+				r.wake(due)
+			} else {
 				dr.signal(ctx, r, st, d)
-				continue
-			case alive > 0 && d.Signal != "" && d.Signaled.IsZero():
-				if due := d.Decided.Add(signalDelay); r.now.Before(due) {
-					r.wake(due)
-				} else {
-					dr.signal(ctx, r, st, d)
-				}
-				continue
-			case alive > 0 && r.now.Before(d.Deadline):
-				if !r.checkpointsWritten(st, d) {
-					r.wake(d.Deadline)
-					continue
-				}
-				dr.log().Info("checkpoint written: preemption finished before its grace ends", "job", st.key(),
-					"for", d.For, "grace_left", d.Deadline.Sub(r.now).Round(time.Second))
 			}
-			if err := dr.finishDrain(ctx, r, st, d); err != nil && !refusedOrBackedOff(err) {
-				dr.log().Error("finish preemption", "job", st.key(), "error", err)
-				r.failed++
+			continue
+		case alive > 0 && r.now.Before(d.Deadline):
+			if !r.checkpointsWritten(st, d) {
+				r.wake(d.Deadline)
+				continue
 			}
+			dr.log().Info("checkpoint written: preemption finished before its grace ends", "job", st.key(),
+				"for", d.For, "grace_left", d.Deadline.Sub(r.now).Round(time.Second))
+		}
+		if err := dr.finishDrain(ctx, r, st, d); err != nil && !refusedOrBackedOff(err) {
+			dr.log().Error("finish preemption", "job", st.key(), "error", err)
+			r.failed++
 		}
 	}
 }
@@ -1210,7 +1219,7 @@ func (ac *actor) undoNote(ctx context.Context, r *round, st *JobState, before no
 	if len(st.Outbox) > before.outbox {
 		st.Outbox = st.Outbox[:before.outbox]
 	}
-	r.attached = nil
+	delete(r.attached, st.key())
 	if serr := ac.save(ctx, st); serr != nil {
 		ac.log().Error("save job state", "job", st.key(), "error", serr)
 	}

@@ -76,6 +76,9 @@ type Config struct {
 	Advertise string
 	// MaxBackoff caps the wait between retries while Nomad is unreachable.
 	MaxBackoff time.Duration
+	// ActInFlight is how many of a plan's actions, each for a different
+	// job, are carried out at once (actplan.go); 1: one after another.
+	ActInFlight int
 	// CallTimeout is the deadline of every Nomad request the controller
 	// makes (the event stream's excepted): a hung request fails by then.
 	CallTimeout time.Duration
@@ -135,6 +138,7 @@ func DefaultConfig() Config {
 		Listen:         "127.0.0.1:9646",
 		MaxBackoff:     30 * time.Second,
 		CallTimeout:    30 * time.Second,
+		ActInFlight:    actInFlight,
 		WrittenPoll:    DefaultWrittenPoll,
 		RoundTimeout:   2 * time.Minute,
 
@@ -166,6 +170,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("lock TTL %s: Nomad accepts 10s at least (a shorter TTL needs -election %s)", c.LockTTL, ElectionLease)
 	case c.LockDelay < 0:
 		return fmt.Errorf("lock delay %s: must not be negative", c.LockDelay)
+	case c.ActInFlight < 0:
+		return fmt.Errorf("actions in flight %d: must not be negative (0 or 1: one after another)", c.ActInFlight)
 	case c.CallTimeout <= 0:
 		return fmt.Errorf("nomad timeout %s: must be positive", c.CallTimeout)
 	case c.RoundTimeout <= c.CallTimeout:

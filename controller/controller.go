@@ -123,7 +123,7 @@ func New(cfg Config, client *api.Client, log hclog.Logger) (*Controller, error) 
 		return nil, err
 	}
 	ls := newLease()
-	var n Nomad = fencedNomad{Nomad: withDeadline(NewNomad(client), cfg.CallTimeout), lease: ls}
+	var n Nomad = fencedNomad{Nomad: ioUnlocked{withDeadline(NewNomad(client), cfg.CallTimeout)}, lease: ls}
 	if cfg.DryRun {
 		n = dryNomad{n}
 	}

@@ -297,9 +297,10 @@ func testController(t *testing.T, f *fakeNomad, opts ...testOption) *Controller 
 		o(&s)
 	}
 	ls := newLease()
-	n := s.nomad
+	// The act lock is let go during calls, as New has it (actlock.go).
+	var n Nomad = ioUnlocked{s.nomad}
 	if s.fenced {
-		n = fencedNomad{Nomad: withDeadline(n, s.cfg.CallTimeout), lease: ls}
+		n = fencedNomad{Nomad: ioUnlocked{withDeadline(s.nomad, s.cfg.CallTimeout)}, lease: ls}
 	}
 	c := &Controller{wiring: wiring{config: &s.cfg, logger: s.log, client: n, clock: s.now}, lease: ls, obs: newObserver(n, s.cfg.StateNamespace),
 		pol: p, eng: engine.New(p), trigger: make(chan struct{}, 1), usage: s.usage, metrics: newMetrics()}

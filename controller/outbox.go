@@ -155,11 +155,14 @@ func noticeFor(pol *policy.Policy, job *ObservedJob, event, action, group string
 // execute calls it just before the save that records its decision, so
 // that an action that turns out to do nothing sends nothing.
 func (o *outbox) attachNotice(r *round, st *JobState) {
-	if r.pending == nil {
+	k := st.key()
+	n := r.pending[k]
+	if n == nil {
 		return
 	}
-	o.addNotice(st, r.pending)
-	r.attached, r.pending = r.pending, nil
+	o.addNotice(st, n)
+	r.attached[k] = n
+	delete(r.pending, k)
 }
 
 // maxOutbox bounds the messages one job's state keeps unsent: a receiver

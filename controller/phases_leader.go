@@ -56,31 +56,33 @@ func (p leaderPhases) act(ctx context.Context, r *round, pol *policy.Policy) {
 	for _, d := range p.c.unmark(ctx, r, r.plan.Unmarked) {
 		p.c.decisions.add(d)
 	}
-	for _, a := range r.plan.Actions {
-		if ctx.Err() != nil {
-			// The term ended (the lease was lost, or the controller
-			// stops): the rest of the plan is the next leader's to
-			// decide. The fence would refuse its writes, but a stale
-			// leader must not even say it acts (TestActStopsWhenTheTermEnds).
-			return
+	// Different jobs' actions at once (actplan.go); the decisions kept in
+	// plan order, as one after another kept them.
+	decided := make([]*Decision, len(r.plan.Actions))
+	actConcurrently(ctx, r.plan.Actions, p.c.cfg().ActInFlight, func(ctx context.Context, i int) {
+		decided[i] = p.actOn(ctx, r, pol, r.plan.Actions[i])
+	})
+	for _, d := range decided {
+		if d != nil {
+			p.c.decisions.add(*d)
 		}
-		p.actOn(ctx, r, pol, a)
 	}
 }
 
 // actOn carries out one action of the plan, unless it waits (for its
-// victims, or out of a backoff), and keeps it for the status.
-func (p leaderPhases) actOn(ctx context.Context, r *round, pol *policy.Policy, a engine.Action) {
+// victims, or out of a backoff), and returns its decision for the status
+// (nil when it did nothing).
+func (p leaderPhases) actOn(ctx context.Context, r *round, pol *policy.Policy, a engine.Action) *Decision {
 	c := p.c
 	d, event := c.decisionOf(r, a, false)
 	if a.Kind == engine.Resume && a.AfterVictims && r.beneficiaryDraining(a.Job) {
-		return
+		return nil
 	}
 	k := jobKey{a.Job.Namespace, a.Job.ID}
 	if c.writes.backedOff(r.now, k, writeOf(a)) {
 		// Nomad refused this write to the job recently: it waits out its
 		// backoff, in the job's record (backoff.go).
-		return
+		return nil
 	}
 	fields := []any{"job", clip(a.Job.String(), quoteMax), "group", a.Group, "gpus", a.GPUs, "reason", clip(a.Reason.String(), reasonMax)}
 	if start := c.latency.start(r, a); !start.IsZero() {
@@ -93,19 +95,22 @@ func (p leaderPhases) actOn(ctx context.Context, r *round, pol *policy.Policy, a
 		}
 	}
 	c.log().Info(string(a.Kind), fields...)
-	r.pending = noticeFor(pol, r.obs.Jobs[k], event, d.Kind, a.Group, a.GPUs, a.Reason, r.now)
-	r.attached = nil
+	// The action's message, by job: its own until its save takes it.
+	r.pending[k] = noticeFor(pol, r.obs.Jobs[k], event, d.Kind, a.Group, a.GPUs, a.Reason, r.now)
+	delete(r.attached, k)
 	err := c.execute(ctx, r, a)
-	r.pending = nil
+	delete(r.pending, k)
+	attached := r.attached[k]
+	delete(r.attached, k)
 	if errors.Is(err, errRerun) || refusedOrBackedOff(err) {
 		// Refused, its reason in the job's record (refuseRerun,
 		// backoff.go): not a failure to retry at once, nor an action
 		// taken, nor a decision for the status to quote.
-		return
+		return nil
 	}
 	if err != nil {
 		if st := c.states[k]; st != nil {
-			c.notices.dropUnsaved(st, r.attached)
+			c.notices.dropUnsaved(st, attached)
 		}
 		if !errors.Is(err, errStateTooBig) { // the job's own, in its record: no retry writes it
 			r.failed++
@@ -117,7 +122,7 @@ func (p leaderPhases) actOn(ctx context.Context, r *round, pol *policy.Policy, a
 		r.acted++
 		c.metrics.action(a, pol)
 	}
-	c.decisions.add(d)
+	return &d
 }
 
 func (p leaderPhases) publish(ctx context.Context, r *round, pol *policy.Policy) {

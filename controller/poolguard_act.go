@@ -73,7 +73,7 @@ func (ac *poolHolds) refusePool(ctx context.Context, r *round, rf poolRefusal) e
 	ac.log().Warn("job in the controller's node pool: holding it", "job", k, "pool", rf.Pool, "groups", rf.Hold)
 	st.note(StatusHeld, rf.Reason, r.now)
 	pol, _ := ac.engineNow()
-	r.pending = noticeFor(pol, job, policy.NotifyHold, "hold", "", 0, rf.Reason, r.now)
+	r.pending[k] = noticeFor(pol, job, policy.NotifyHold, "hold", "", 0, rf.Reason, r.now)
 	ac.notices.attachNotice(r, st)
 	if err := ac.save(ctx, st); err != nil {
 		return err

@@ -62,10 +62,11 @@ type round struct {
 	// next plan waits until the cache holds it (clusterCache.settle).
 	written uint64
 
-	// pending is the message about the action being carried out, put
-	// into its job's state with the save that records it (attachNotice);
-	// attached is where it went.
-	pending, attached *Notice
+	// pending is the message about the action being carried out on a
+	// job, put into its state with the save that records it
+	// (attachNotice); attached is what went there. By job: different
+	// jobs' actions run at once (actplan.go).
+	pending, attached map[jobKey]*Notice
 
 	wakeAt time.Time // earliest time something is due
 	failed int       // Nomad calls that failed
@@ -77,7 +78,7 @@ type round struct {
 }
 
 func newRound(now time.Time, obs *Observation, states map[jobKey]*JobState) *round {
-	r := &round{now: now, obs: obs, alive: map[string]bool{}, short: map[string][]string{}, byID: map[string]*ObservedAlloc{}, live: map[jobKey]map[string]int{}, forDraining: map[string]bool{},
+	r := &round{now: now, obs: obs, alive: map[string]bool{}, short: map[string][]string{}, byID: map[string]*ObservedAlloc{}, live: map[jobKey]map[string]int{}, forDraining: map[string]bool{}, pending: map[jobKey]*Notice{}, attached: map[jobKey]*Notice{},
 		inflight: inflightResumes(obs, states), resumed: map[jobKey]map[string]bool{}}
 	for i, a := range obs.Allocs {
 		r.alive[a.ID] = true

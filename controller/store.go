@@ -35,6 +35,10 @@ type stateStore struct {
 	stateErr   map[jobKey]string
 	unresolved map[string]unresolvedState
 
+	// inFlight: the states being written now, each closed once written
+	// (writing).
+	inFlight map[jobKey]chan struct{}
+
 	// prefetch: the states a follower read ahead (store_prefetch.go).
 	prefetch statePrefetch
 
@@ -193,6 +197,9 @@ func (s *stateStore) save(ctx context.Context, st *JobState) error {
 	if s.cfg().DryRun {
 		return nil
 	}
+	// One write of a state at a time: a check-and-set on the index the
+	// other has not returned yet would fail (actions run at once: actlock.go).
+	defer s.writing(ctx, k)()
 	now := s.now()
 	if st.empty(now) && st.Status == "" {
 		if _, ok := s.saved[k]; ok {
@@ -390,5 +397,23 @@ func (c *Controller) flush(ctx context.Context, r *round) {
 			c.log().Error("save job state", "job", k, "error", err)
 			r.failed++
 		}
+	}
+}
+
+// writing waits until no other action writes k's state, and marks it
+// written until the func it returns is called. Only actions that run at
+// once (actplan.go) ever wait here.
+func (s *stateStore) writing(ctx context.Context, k jobKey) func() {
+	for ch := s.inFlight[k]; ch != nil; ch = s.inFlight[k] {
+		unlockedFor(ctx, func() { <-ch })
+	}
+	if s.inFlight == nil {
+		s.inFlight = map[jobKey]chan struct{}{}
+	}
+	ch := make(chan struct{})
+	s.inFlight[k] = ch
+	return func() {
+		delete(s.inFlight, k)
+		close(ch)
 	}
 }
