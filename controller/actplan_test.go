@@ -49,6 +49,29 @@ func (s *slowNomad) StopAlloc(ctx context.Context, ns, alloc string) (uint64, er
 	return s.fakeNomad.StopAlloc(ctx, ns, alloc)
 }
 
+// slowController is a test controller over a slowNomad with a 20 ms
+// round trip, width actions in flight.
+func slowController(t *testing.T, width int) (*slowNomad, *Controller) {
+	f := &slowNomad{fakeNomad: newFakeNomad(), delay: 20 * time.Millisecond}
+	return f, testController(t, f.fakeNomad, withNomad(f), withConfig(func(cfg *Config) { cfg.ActInFlight = width }))
+}
+
+// victimsOf are n one-allocation jobs v00, v01, ... and an action like a
+// on each.
+func victimsOf(n int, a engine.Action) ([]*ObservedJob, []ObservedAlloc, []engine.Action) {
+	var jobs []*ObservedJob
+	var allocs []ObservedAlloc
+	var actions []engine.Action
+	for i := range n {
+		id := fmt.Sprintf("v%02d", i)
+		jobs = append(jobs, job("ml", id, "training", 40, 1, 1))
+		allocs = append(allocs, alloc("a"+id, id))
+		a.Job, a.Allocs = engine.JobRef{Namespace: "ml", ID: id}, []string{"a" + id}
+		actions = append(actions, a)
+	}
+	return jobs, allocs, actions
+}
+
 // TestActCarriesOutJobsAtOnce: a plan's actions for different jobs are
 // carried out ActInFlight at a time, each job's calls in the order one
 // after another made them (its state written before Nomad is asked). At
@@ -68,19 +91,9 @@ func TestActCarriesOutJobsAtOnce(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			f := &slowNomad{fakeNomad: newFakeNomad(), delay: 20 * time.Millisecond}
-			c := testController(t, f.fakeNomad, withNomad(f), withConfig(func(cfg *Config) { cfg.ActInFlight = tc.width }))
-			var jobs []*ObservedJob
-			var allocs []ObservedAlloc
-			var actions []engine.Action
-			nb := &engine.JobRef{Namespace: "ml", ID: "nb"}
-			for i := range tc.jobs {
-				id := fmt.Sprintf("v%02d", i)
-				jobs = append(jobs, job("ml", id, "training", 40, 1, 1))
-				allocs = append(allocs, alloc("a"+id, id))
-				actions = append(actions, engine.Action{Kind: engine.Preempt, Job: engine.JobRef{Namespace: "ml", ID: id}, Group: "work",
-					Allocs: []string{"a" + id}, GPUs: 1, Requeue: true, For: nb, ForGroup: "work", Reason: reason})
-			}
+			f, c := slowController(t, tc.width)
+			jobs, allocs, actions := victimsOf(tc.jobs, engine.Action{Kind: engine.Preempt, Group: "work", GPUs: 1, Requeue: true,
+				For: &engine.JobRef{Namespace: "ml", ID: "nb"}, ForGroup: "work", Reason: reason})
 			r := roundWith(jobs, allocs)
 			r.plan = &engine.Plan{Actions: actions}
 			leaderPhases{c}.act(context.Background(), r, c.pol)
@@ -165,23 +178,14 @@ func TestFinishDrainsSignalsJobsAtOnce(t *testing.T) {
 		maxCalls, sends int
 	}{
 		{"10 victims, 4 at a time", 4, 10, 4, 10},
+		{"10 victims, 8 at a time", 8, 10, 8, 10},
 		{"10 victims, one at a time", 1, 10, 1, 10},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			f := &slowNomad{fakeNomad: newFakeNomad(), delay: 20 * time.Millisecond}
-			c := testController(t, f.fakeNomad, withNomad(f), withConfig(func(cfg *Config) { cfg.ActInFlight = tc.width }))
-			var jobs []*ObservedJob
-			var allocs []ObservedAlloc
-			var actions []engine.Action
-			for i := range tc.victims {
-				id := fmt.Sprintf("v%02d", i)
-				jobs = append(jobs, job("ml", id, "training", 40, 1, 1))
-				allocs = append(allocs, alloc("a"+id, id))
-				actions = append(actions, engine.Action{Kind: engine.Preempt, Job: engine.JobRef{Namespace: "ml", ID: id}, Group: "work",
-					Allocs: []string{"a" + id}, GPUs: 1, Requeue: true, Signal: "SIGUSR1", Grace: 2 * time.Minute,
-					For: &engine.JobRef{Namespace: "ml", ID: "nb"}, ForGroup: "work", Reason: reason})
-			}
+			f, c := slowController(t, tc.width)
+			jobs, allocs, actions := victimsOf(tc.victims, engine.Action{Kind: engine.Preempt, Group: "work", GPUs: 1, Requeue: true,
+				Signal: "SIGUSR1", Grace: 2 * time.Minute, For: &engine.JobRef{Namespace: "ml", ID: "nb"}, ForGroup: "work", Reason: reason})
 			r := roundWith(jobs, allocs)
 			r.plan = &engine.Plan{Actions: actions}
 			leaderPhases{c}.act(context.Background(), r, c.pol)
