@@ -89,7 +89,7 @@ func TestPreemption(t *testing.T) {
 			if got := withoutPuts(calls); strings.Join(got, "\n") != strings.Join(tc.now, "\n") {
 				t.Fatalf("calls:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(tc.now, "\n"))
 			}
-			st := c.states[jobKey{"ml", "train"}]
+			st := c.states()[jobKey{"ml", "train"}]
 			if tc.later == nil {
 				if st.heldCount() != len(tc.vict) || len(st.Preemptions) != 1 || st.Status != StatusPreempted {
 					t.Fatalf("state after preemption %+v", st)
@@ -142,13 +142,13 @@ func TestPreemption(t *testing.T) {
 				t.Fatalf("calls at the deadline:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(tc.later, "\n"))
 			}
 			// Held; the drain is kept (finished) until the victims are gone.
-			if st := c2.states[jobKey{"ml", "train"}]; st.heldCount() != 2 || len(st.Draining) != 1 || !st.Draining[0].Finished {
+			if st := c2.states()[jobKey{"ml", "train"}]; st.heldCount() != 2 || len(st.Draining) != 1 || !st.Draining[0].Finished {
 				t.Fatalf("state after the deadline %+v", st)
 			}
 			r3 := roundWith([]*ObservedJob{train}, nil)
 			r3.now = end.Add(time.Second)
 			c2.drains.finishDrains(context.Background(), r3)
-			if st := c2.states[jobKey{"ml", "train"}]; len(st.Draining) != 0 {
+			if st := c2.states()[jobKey{"ml", "train"}]; len(st.Draining) != 0 {
 				t.Fatalf("finished drain kept after its victims stopped: %+v", st.Draining)
 			}
 		})
@@ -196,7 +196,7 @@ func TestLimitStopOfUnadmittedWork(t *testing.T) {
 			if err := c.execute(context.Background(), r, a); err != nil {
 				t.Fatal(err)
 			}
-			st := c.states[jobKey{"ml", "train"}]
+			st := c.states()[jobKey{"ml", "train"}]
 			if st.Status != tc.status || len(st.Preemptions) != tc.preemptions || st.heldCount() != 1 ||
 				st.Reason != tc.reason.Message || st.Rule != string(tc.reason.Rule) {
 				t.Errorf("state: status %q, %d preemptions, %d held, reason %q (%s); want %q, %d, 1, %q (%s)", st.Status,
@@ -244,7 +244,7 @@ func TestSyncHolds(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFakeNomad()
 			c := testController(t, f)
-			c.states[jobKey{"ml", "train"}] = &JobState{Namespace: "ml", ID: "train",
+			c.states()[jobKey{"ml", "train"}] = &JobState{Namespace: "ml", ID: "train",
 				Held: map[string]*Held{"work": {Count: 2, Original: 2, Since: t0, Rule: "reclaim", Index: 10}}}
 			train := job("ml", "train", "training", 40, tc.count, 1)
 			train.ModifyIndex = tc.index
@@ -252,7 +252,7 @@ func TestSyncHolds(t *testing.T) {
 			if got := f.callsMatching("scale"); strings.Join(got, "\n") != strings.Join(tc.wantCalls, "\n") {
 				t.Fatalf("calls %q, want %q", got, tc.wantCalls)
 			}
-			if got := c.states[jobKey{"ml", "train"}].heldCount(); got != tc.wantHeld {
+			if got := c.states()[jobKey{"ml", "train"}].heldCount(); got != tc.wantHeld {
 				t.Fatalf("held %d, want %d", got, tc.wantHeld)
 			}
 		})
@@ -300,13 +300,13 @@ func TestResumeInFlight(t *testing.T) {
 			f := newFakeNomad()
 			c := testController(t, f)
 			// Count 4 originally; 2 held, then 1 resumed: count 3, 2 running, 1 queued, 1 held.
-			c.states[jobKey{"ml", "sweep"}] = &JobState{Namespace: "ml", ID: "sweep",
+			c.states()[jobKey{"ml", "sweep"}] = &JobState{Namespace: "ml", ID: "sweep",
 				Held: map[string]*Held{"work": {Count: 1, Original: 4, Since: t0, Rule: "priority", Index: 10}}}
 			sweep := job("ml", "sweep", "training", 40, 3, 1)
 			r := roundWith([]*ObservedJob{sweep}, []ObservedAlloc{alloc("a1", "sweep"), alloc("a2", "sweep")})
 			r.obs.Queued[jobKey{"ml", "sweep"}] = map[string]QueuedGroup{"work": {Count: 1, Since: t0}}
-			r.inflight = inflightResumes(r.obs, c.states)
-			snap := buildSnapshot(c.pol, r.obs, c.states, nil)
+			r.inflight = inflightResumes(r.obs, c.states())
+			snap := buildSnapshot(c.pol, r.obs, c.states(), nil)
 			if d := demandOf(t, snap, "sweep"); d.Count != 2 || !d.Held {
 				t.Fatalf("demand %+v: want 2 held (1 held + 1 in flight)", d)
 			}
@@ -322,7 +322,7 @@ func TestResumeInFlight(t *testing.T) {
 			if got := f.callsMatching("scale"); strings.Join(got, "\n") != strings.Join(tc.want, "\n") {
 				t.Fatalf("calls %q, want %q", got, tc.want)
 			}
-			if got := c.states[jobKey{"ml", "sweep"}].heldCount(); got != tc.wantHeld {
+			if got := c.states()[jobKey{"ml", "sweep"}].heldCount(); got != tc.wantHeld {
 				t.Fatalf("held %d, want %d", got, tc.wantHeld)
 			}
 		})
@@ -360,7 +360,7 @@ func TestSignalWaitsForVictimToStart(t *testing.T) {
 	if got := step(signalDelay, starting); len(got) != 0 {
 		t.Fatalf("calls while the victim's task has not started: %v, want none", got)
 	}
-	if d := c.states[jobKey{"ml", "train"}].Draining[0]; d.Sent || d.Signaled.IsZero() {
+	if d := c.states()[jobKey{"ml", "train"}].Draining[0]; d.Sent || d.Signaled.IsZero() {
 		t.Fatalf("drain after a signal to nobody: sent %t, signalled %s; want not sent, its grace running", d.Sent, d.Signaled)
 	}
 	if got := step(3*time.Second, starting); len(got) != 0 {

@@ -30,5 +30,5 @@ type actor struct {
 
 func newActor(c *Controller) *actor {
 	return &actor{stateStore: c.stateStore, pub: c.pub, notices: c.notices, drains: c.drains, metrics: c.metrics, usage: c.usage,
-		engineNow: c.engineNow, remember: c.decisions.add, crashPoint: c.crashPoint}
+		engineNow: c.engineNow, remember: c.decisions.add, crashPoint: c.crash.point}
 }

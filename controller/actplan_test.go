@@ -201,7 +201,7 @@ func TestFinishDrainsSignalsJobsAtOnce(t *testing.T) {
 			if got := f.callsMatching("signal "); len(got) != tc.sends || r1.failed != 0 {
 				t.Errorf("signals %v (failed %d): want %d", got, r1.failed, tc.sends)
 			}
-			for _, st := range c.states {
+			for _, st := range c.states() {
 				if len(st.Draining) != 1 || !st.Draining[0].Sent {
 					t.Errorf("job %s: drains %+v, want its signal sent", st.key(), st.Draining)
 				}

@@ -22,7 +22,7 @@ func TestActStopsWhenTheTermEnds(t *testing.T) {
 	var buf bytes.Buffer
 	c := testController(t, f, withLogger(hclog.New(&hclog.LoggerOptions{Output: &buf, Level: hclog.Info})))
 	nb := job("ml", "nb", "interactive", 60, 1, 4)
-	r := newRound(t0, &Observation{At: t0, Jobs: map[jobKey]*ObservedJob{{"ml", "nb"}: nb}}, c.states)
+	r := newRound(t0, &Observation{At: t0, Jobs: map[jobKey]*ObservedJob{{"ml", "nb"}: nb}}, c.states())
 	r.plan = &engine.Plan{Actions: []engine.Action{{Kind: engine.Hold, Job: engine.JobRef{Namespace: "ml", ID: "nb"},
 		Group: "work", Count: 1, Reason: engine.Reason{Rule: engine.RuleCapacity, Message: "capacity: none free"}}}}
 	ctx, cancel := context.WithCancel(context.Background())

@@ -176,7 +176,7 @@ func TestOnlyEffectivePreemptionsCount(t *testing.T) {
 			}
 			d := &Drain{Group: "work", Allocs: []string{"a1"}, Kind: "preempt", Requeue: true, Rule: "priority", Reason: "for ml/nb"}
 			st := &JobState{Namespace: "ml", ID: "train", Draining: []*Drain{d}}
-			c.states[k] = st
+			c.states()[k] = st
 			err := c.drains.finishDrain(ctx, roundWith([]*ObservedJob{train(1)}, []ObservedAlloc{alloc("a1", "train")}), st, d)
 			if tc.fail == nil {
 				if err != nil || len(st.Preemptions) != 1 || !st.Held["work"].Evicts.IsZero() {

@@ -157,7 +157,7 @@ func TestBatchWritesLeaveCompletedOut(t *testing.T) {
 			if tc.held != nil {
 				h := *tc.held
 				h.Since, h.Rule = t0, "capacity"
-				c.states[k] = &JobState{Namespace: "ml", ID: "sweep", Held: map[string]*Held{"work": &h}}
+				c.states()[k] = &JobState{Namespace: "ml", ID: "sweep", Held: map[string]*Held{"work": &h}}
 			}
 			var allocs []ObservedAlloc
 			for i := range tc.running {
@@ -182,7 +182,7 @@ func TestBatchWritesLeaveCompletedOut(t *testing.T) {
 				if calls := f.callsMatching(""); len(calls) != 1 || calls[0] != "put steward steward/jobs/ml/sweep" {
 					t.Fatalf("refused, yet called Nomad: %q", calls)
 				}
-				st := c.states[k]
+				st := c.states()[k]
 				if st == nil || len(st.Draining) > 0 || st.Promoted || st.Rule != ruleCompleted || !strings.Contains(st.Reason, "Steward leaves the job as it is") {
 					t.Fatalf("refused: state %+v", st)
 				}
@@ -194,7 +194,7 @@ func TestBatchWritesLeaveCompletedOut(t *testing.T) {
 				}
 			}
 			var h *Held
-			if st := c.states[k]; st != nil {
+			if st := c.states()[k]; st != nil {
 				h = st.Held["work"]
 			}
 			switch {
@@ -230,7 +230,7 @@ func TestSyncHoldsBatchCompleted(t *testing.T) {
 			c := testController(t, f)
 			k := jobKey{"ml", "sweep"}
 			// Count 4, one completed: held 1 of the other 3 (count 2).
-			c.states[k] = &JobState{Namespace: "ml", ID: "sweep",
+			c.states()[k] = &JobState{Namespace: "ml", ID: "sweep",
 				Held: map[string]*Held{"work": {Count: 1, Original: 3, Taken: 1, Since: t0, Rule: "capacity", Index: 10}}}
 			j := batchJob("sweep", tc.count)
 			j.ModifyIndex = tc.index
@@ -240,7 +240,7 @@ func TestSyncHoldsBatchCompleted(t *testing.T) {
 			if got := f.callsMatching("scale"); strings.Join(got, "\n") != strings.Join(tc.want, "\n") {
 				t.Fatalf("calls %q, want %q", got, tc.want)
 			}
-			if h := c.states[k].Held["work"]; h == nil || h.Original != tc.orig || h.Count != 1 {
+			if h := c.states()[k].Held["work"]; h == nil || h.Original != tc.orig || h.Count != 1 {
 				t.Fatalf("held %+v, want original %d, 1 held", h, tc.orig)
 			}
 		})
@@ -322,7 +322,7 @@ func TestBatchPause(t *testing.T) {
 			if got := f.callsMatching("scale"); strings.Join(got, "\n") != strings.Join(tc.wantCalls, "\n") {
 				t.Fatalf("calls %q, want %q", got, tc.wantCalls)
 			}
-			st := c.states[k]
+			st := c.states()[k]
 			if paused := st != nil && st.Paused; paused != tc.paused {
 				t.Fatalf("paused %v, want %v", paused, tc.paused)
 			}

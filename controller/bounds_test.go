@@ -51,7 +51,7 @@ func TestRequestFloodWaitsItsTurn(t *testing.T) {
 			f.index["ml:"+requestPath("train")] = 1
 			r := roundWith([]*ObservedJob{job("ml", "train", "training", 40, 1, 1)}, []ObservedAlloc{alloc("a1", "train")})
 			c.applyRequests(context.Background(), r)
-			if st := c.states[k]; st == nil || !st.Paused {
+			if st := c.states()[k]; st == nil || !st.Paused {
 				t.Fatalf("ml/train not paused in the first round beside the flood: %+v", st)
 			}
 			handled := f.gets["flood"] + len(f.callsMatching("delete flood "))
@@ -207,7 +207,7 @@ func TestHugeJobIDStateSaved(t *testing.T) {
 	}
 	hj := job("flood", huge.ID, "training", 40, 1, 1)
 	c2.resolveStates(roundWith([]*ObservedJob{hj}, nil).obs)
-	back := c2.states[huge]
+	back := c2.states()[huge]
 	if back == nil || !back.holds("work") {
 		t.Fatalf("the restarted controller lost the huge job's hold: %+v", back)
 	}

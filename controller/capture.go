@@ -46,7 +46,7 @@ func (c *Controller) CaptureOnce(ctx context.Context) (*Capture, *engine.Plan, e
 	}
 	// One fresh stats reading on top of the saved per-minute history.
 	c.sampler.sweepStats(ctx, statsTargets(pol, obs))
-	snap := buildSnapshot(pol, obs, c.states, c.usage.samples(pol))
+	snap := buildSnapshot(pol, obs, c.states(), c.usage.samples(pol))
 	// The saved decayed usage, as of its last save (fair share over time).
 	c.fairShareUsage(ctx, pol, snap, obs.At)
 	plan := eng.Plan(snap, obs.At)

@@ -277,8 +277,8 @@ type checkBase struct {
 // mutates a snapshot, so sharing it with the HTTP goroutine is safe; job
 // states change in the loop, so the parts the engine reads are copied.
 func (c *Controller) keepCheckBase(snap *engine.Snapshot, nodes []ObservedNode, at time.Time) {
-	states := make(map[jobKey]*JobState, len(c.states))
-	for k, st := range c.states {
+	states := make(map[jobKey]*JobState, len(c.states()))
+	for k, st := range c.states() {
 		if len(st.Preemptions) > 0 || st.PreemptedTotal > 0 || st.Promoted {
 			states[k] = &JobState{Namespace: k.Namespace, ID: k.ID, Preemptions: slices.Clone(st.Preemptions),
 				PreemptedTotal: st.PreemptedTotal, Promoted: st.Promoted}

@@ -27,8 +27,8 @@ type Controller struct {
 	obs    *observer
 	// lease proves leadership; nomad refuses writes without it (fence.go).
 	lease *lease
-	// crashAt is a step to exit at (crash.go; tests only).
-	crashAt string
+	// crash is a step to exit at (crash.go; tests only).
+	crash crashAt
 
 	// The duties around the rounds, each a type of its own that owns its
 	// state (docs/design.md, "Who owns what").
@@ -43,21 +43,21 @@ type Controller struct {
 	pol     *policy.Policy
 	eng     *engine.Engine
 	health  Health
-	trigger chan struct{}
+	trigger wakeup // asks the loop for a round soon (poke)
 	// lastCheck is what `steward job check` plans on (check.go); checkAddr
 	// is where this controller answers checks, published in the status.
 	lastCheck *checkBase
 	checkAddr *checkAddress
 
-	// Owned by the control loop.
-	states map[jobKey]*JobState
-	// The jobs' states as written (store.go).
+	// The jobs' states, as read and written (store.go): the loop reads
+	// them through c.states().
 	*stateStore
 	// The actor carries out the plans (actor.go).
 	*actor
 	// The placeholders that hold earmarked GPUs (placeholder.go).
 	*placeholders
-	// The fair-share usage as saved in Nomad (fairshare.go).
+	// The tenants' fair-share usage, accounted and saved in Nomad
+	// (fairshare.go).
 	*fairSharer
 	// What Steward refused of the jobs' meta (jobmeta.go).
 	*metaChecker
@@ -71,10 +71,7 @@ type Controller struct {
 	// clusterCache.settle; 0: none).
 	unsettled uint64
 	usage     *usageStore
-	// fair accounts the tenants' decayed borrowed GPU-seconds for fair
-	// share over time (fairshare.go).
-	fair    fairShareStore
-	metrics *metrics
+	metrics   *metrics
 
 	pressureMu    sync.Mutex
 	pressureSince time.Time
@@ -132,8 +129,8 @@ func New(cfg Config, client *api.Client, log hclog.Logger) (*Controller, error) 
 	obs.cache.guard(cfg.ControllerPools)
 	c := &Controller{
 		wiring: wiring{config: &cfg, logger: log, client: n, clock: time.Now}, client: client, lease: ls,
-		obs: obs, crashAt: os.Getenv(CrashAtEnv),
-		pol: p, eng: engine.New(p), trigger: make(chan struct{}, 1),
+		obs: obs, crash: crashAt{step: os.Getenv(CrashAtEnv), log: log},
+		pol: p, eng: engine.New(p), trigger: make(wakeup, 1),
 		usage: newUsageStore(), metrics: newMetrics(),
 	}
 	giveDuties(c)
@@ -155,7 +152,7 @@ func New(cfg Config, client *api.Client, log hclog.Logger) (*Controller, error) 
 		nm := newNotifyMetrics()
 		c.metrics.reg.MustRegister(nm.collectors()...)
 		c.notices.notifier = newNotifier(log.Named("notify"), ls.valid, nm)
-		c.notices.notifier.delivered = c.poke
+		c.notices.notifier.delivered = c.trigger.poke
 	}
 	c.health.Identity, c.health.PolicyFiles, c.health.DryRun = cfg.Identity, cfg.PolicyFiles, cfg.DryRun
 	c.resetState()
@@ -167,8 +164,8 @@ func New(cfg Config, client *api.Client, log hclog.Logger) (*Controller, error) 
 // needs of c rather than c (docs/design.md, "Who owns what").
 func giveDuties(c *Controller) {
 	c.decisions, c.checkAddr = &recentDecisions{}, &checkAddress{addr: c.cfg().Advertise}
-	c.sampler = &sampler{wiring: c.wiring, usage: c.usage, metrics: c.metrics, poke: c.poke}
-	c.drains = &drainer{poke: c.poke}
+	c.sampler = &sampler{wiring: c.wiring, usage: c.usage, metrics: c.metrics, poke: c.trigger.poke}
+	c.drains = &drainer{poke: c.trigger.poke}
 	c.web = newEndpoints(c)
 	c.metaChecker = &metaChecker{wiring: c.wiring, metrics: c.metrics}
 	c.stateStore = newStateStore(c)
@@ -179,7 +176,7 @@ func giveDuties(c *Controller) {
 	c.drains.actor = c.actor // the drainer acts through the actor
 	c.election = newElector(c)
 	c.placeholders = &placeholders{c.stateStore}
-	c.fairSharer = &fairSharer{wiring: c.wiring, fair: &c.fair}
+	c.fairSharer = &fairSharer{wiring: c.wiring}
 	c.requester = &requester{c.actor}
 	c.poolHolds = &poolHolds{c.actor}
 }
@@ -221,7 +218,7 @@ func (c *Controller) Reload() error {
 	c.mu.Unlock()
 	c.metrics.reloads.WithLabelValues("ok").Inc()
 	c.log().Info("policy reloaded", "files", c.cfg().PolicyFiles, "summary", policySummary(p))
-	c.poke()
+	c.trigger.poke()
 	return nil
 }
 
@@ -240,14 +237,6 @@ func (c *Controller) engineNow() (*policy.Policy, *engine.Engine) {
 	return c.pol, c.eng
 }
 
-// poke asks the loop for a round soon.
-func (c *Controller) poke() {
-	select {
-	case c.trigger <- struct{}{}:
-	default:
-	}
-}
-
 // pressure notes that an event that may create pressure arrived now: the
 // decision latency metric runs from here to the first call on a victim.
 func (c *Controller) pressure(at time.Time) {
@@ -256,7 +245,7 @@ func (c *Controller) pressure(at time.Time) {
 		c.pressureSince = at
 	}
 	c.pressureMu.Unlock()
-	c.poke()
+	c.trigger.poke()
 }
 
 func (c *Controller) takePressure() time.Time {

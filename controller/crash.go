@@ -1,6 +1,10 @@
 package controller
 
-import "os"
+import (
+	"os"
+
+	"github.com/hashicorp/go-hclog"
+)
 
 // CrashAtEnv names a step at which the controller exits at once, as if it
 // were killed there; for tests of what a crash between two steps leaves
@@ -17,10 +21,18 @@ const (
 	stepHoldBackRecord  = "holdback-recorded" // hold of queued work saved; group not scaled down
 )
 
-// crashPoint exits the process when the test asked for a crash here.
-func (c *Controller) crashPoint(step string) {
-	if c.crashAt != "" && c.crashAt == step {
-		c.log().Error("crash point reached: exiting at once", "step", step)
+// crashAt is the step at which the controller exits, from CrashAtEnv
+// ("" in any real deployment), and the log that says so. The actor, which
+// reaches the steps, is handed point.
+type crashAt struct {
+	step string
+	log  hclog.Logger
+}
+
+// point exits the process when the test asked for a crash here.
+func (ca crashAt) point(step string) {
+	if ca.step != "" && ca.step == step {
+		ca.log.Error("crash point reached: exiting at once", "step", step)
 		os.Exit(86)
 	}
 }

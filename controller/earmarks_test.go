@@ -34,7 +34,7 @@ func TestMarksKeptForBeneficiary(t *testing.T) {
 	}
 	beside := engine.Earmark{NodeID: "n1", GPUs: 1, For: nb, ForGroup: "work"}
 
-	snap := buildSnapshot(c.pol, r.obs, c.states, nil)
+	snap := buildSnapshot(c.pol, r.obs, c.states(), nil)
 	for _, sa := range snap.Allocs {
 		draining := sa.ID == "a1"
 		if sa.Draining != draining || (draining && (sa.For == nil || *sa.For != nb || sa.ForGroup != "work")) {
@@ -67,7 +67,7 @@ func TestMarksKeptForBeneficiary(t *testing.T) {
 	end := t0.Add(signalDelay + 4*time.Minute)
 	r3 := roundWith([]*ObservedJob{train, nbJob}, allocs[1:])
 	r3.obs.At = end.Add(time.Second)
-	snap = buildSnapshot(c2.pol, r3.obs, c2.states, nil)
+	snap = buildSnapshot(c2.pol, r3.obs, c2.states(), nil)
 	if want := []engine.Earmark{beside, beside}; !slices.Equal(snap.Earmarks, want) {
 		t.Errorf("after the victim stopped: earmarks %v, want %v", snap.Earmarks, want)
 	}
@@ -76,13 +76,13 @@ func TestMarksKeptForBeneficiary(t *testing.T) {
 	stopped := *nbJob
 	stopped.Stopped = true
 	r3.obs.Jobs[jobKey{"ml", "nb"}] = &stopped
-	if snap = buildSnapshot(c2.pol, r3.obs, c2.states, nil); len(snap.Earmarks) != 0 {
+	if snap = buildSnapshot(c2.pol, r3.obs, c2.states(), nil); len(snap.Earmarks) != 0 {
 		t.Errorf("beneficiary stopped: earmarks %v, want none", snap.Earmarks)
 	}
 	r3.obs.Jobs[jobKey{"ml", "nb"}] = nbJob
 
 	r3.obs.At = end.Add(markTTL + time.Second)
-	if snap = buildSnapshot(c2.pol, r3.obs, c2.states, nil); len(snap.Earmarks) != 0 {
+	if snap = buildSnapshot(c2.pol, r3.obs, c2.states(), nil); len(snap.Earmarks) != 0 {
 		t.Errorf("after markTTL: earmarks %v, want none", snap.Earmarks)
 	}
 }
@@ -203,14 +203,14 @@ func TestMarksOfVictimsGoneEarly(t *testing.T) {
 			r2 := roundWith([]*ObservedJob{train, job("ml", "nb", "interactive", 60, 1, 1)}, []ObservedAlloc{allocs[1], alloc("o1", "other")})
 			r2.now, r2.obs.At = later, later
 			c.drains.finishDrains(context.Background(), r2)
-			marks := c.states[jobKey{"ml", "train"}].Marks
+			marks := c.states()[jobKey{"ml", "train"}].Marks
 			if len(marks) != 1 || marks[0].Node != "n1" || marks[0].GPUs != 1 || marks[0].For != "ml/nb" {
 				t.Fatalf("marks %+v: want 1 GPU on n1 for ml/nb", marks)
 			}
 			if got := marks[0].Until.Sub(later); got != tt.wantUntil {
 				t.Fatalf("set aside for %s, want %s", got, tt.wantUntil)
 			}
-			snap := buildSnapshot(c.pol, r2.obs, c.states, nil)
+			snap := buildSnapshot(c.pol, r2.obs, c.states(), nil)
 			if want := []engine.Earmark{{NodeID: "n1", GPUs: 1, For: nb, ForGroup: "work"}}; !slices.Equal(snap.Earmarks, want) {
 				t.Fatalf("earmarks %v, want %v", snap.Earmarks, want)
 			}
@@ -241,7 +241,7 @@ func TestMarksLastUntilTheLastVictim(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	marks := c.states[jobKey{"ml", "idle"}].Marks
+	marks := c.states()[jobKey{"ml", "idle"}].Marks
 	want := t0.Add(signalDelay + 2*time.Minute + markTTL)
 	if len(marks) != 1 || !marks[0].Until.Equal(want) {
 		t.Fatalf("idle stop's marks %+v: want 1 until %s", marks, want)
@@ -306,7 +306,7 @@ func TestPauseFreesSetAsideGPUs(t *testing.T) {
 			if r.running("b", "b1") != 1 || r.count("a", "a1") != 0 || resumedAt >= 0 {
 				t.Fatalf("b1 running %d, a1 count %d: want b1 to have preempted a1", r.running("b", "b1"), r.count("a", "a1"))
 			}
-			if marks := r.c.states[jobKey{"a", "a1"}].Marks; len(marks) == 0 || marks[0].For != "b/b1" {
+			if marks := r.c.states()[jobKey{"a", "a1"}].Marks; len(marks) == 0 || marks[0].For != "b/b1" {
 				t.Fatalf("a1's state sets aside %v, want its GPUs for b/b1", marks)
 			}
 			paused := at
@@ -327,7 +327,7 @@ func TestPauseFreesSetAsideGPUs(t *testing.T) {
 			if n := r.running("a", "a1"); n != 1 || r.running("b", "b1") != 0 {
 				t.Errorf("a1 running %d, b1 running %d; want a1 back, b1 paused", n, r.running("b", "b1"))
 			}
-			for k, st := range r.c.states {
+			for k, st := range r.c.states() {
 				if slices.ContainsFunc(st.Marks, func(m Mark) bool { return m.For == "b/b1" }) {
 					t.Errorf("%s still sets GPUs aside for the paused b/b1: %v", k, st.Marks)
 				}

@@ -102,7 +102,7 @@ func (f *fairShareStore) snapshot() map[string]float64 { return maps.Clone(f.usa
 // now: what was borrowed between the last save and now is not known, and
 // counts as nothing.
 func (fs *fairSharer) loadFairShare(ctx context.Context, now time.Time, halfLife time.Duration) error {
-	f := fs.fair
+	f := &fs.fair
 	items, index, err := fs.nomad().GetVar(ctx, fs.cfg().StateNamespace, FairSharePath)
 	if err != nil {
 		return fmt.Errorf("read fair-share usage %s: %w", FairSharePath, err)
@@ -129,7 +129,7 @@ func (fs *fairSharer) loadFairShare(ctx context.Context, now time.Time, halfLife
 // saveFairShare writes the usage when it accrued since the last save, at
 // most every fairShareSaveEvery, bounded to fairShareMaxTenants tenants.
 func (fs *fairSharer) saveFairShare(ctx context.Context, now time.Time) {
-	f := fs.fair
+	f := &fs.fair
 	if !f.loaded || !f.dirty || now.Sub(f.savedAt) < fairShareSaveEvery {
 		return
 	}
@@ -208,11 +208,18 @@ func (fs *fairSharer) fairShareUsage(ctx context.Context, pol *policy.Policy, sn
 	snap.Usage = fs.fair.snapshot()
 }
 
-// fairSharer keeps the tenants' fair-share usage in Nomad: it reads it once
-// per lead term, brings it to each round's now, and saves it. The usage
-// itself is the controller's field (the loop and the phases account it);
-// fairSharer works on it through fair.
+// fairSharer owns the tenants' fair-share usage and keeps it in Nomad: it
+// reads it once per lead term, brings it to each round's now, notes what
+// each plan lends (holdBorrowed), and saves it.
 type fairSharer struct {
 	wiring
-	fair *fairShareStore
+	fair fairShareStore
 }
+
+// holdBorrowed notes what each tenant borrows after a plan: it accrues
+// until the next round.
+func (fs *fairSharer) holdBorrowed(tenants []engine.TenantUsage) { fs.fair.hold(tenants) }
+
+// newTerm reads the saved usage again before the next round: another
+// leader may have saved it meanwhile.
+func (fs *fairSharer) newTerm() { fs.fair.loaded = false }

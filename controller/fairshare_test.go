@@ -89,7 +89,7 @@ func TestFairShareAccounting(t *testing.T) {
 				for ten, g := range r.borrowed {
 					tenants = append(tenants, engine.TenantUsage{Tenant: ten, InUse: g})
 				}
-				c.fair.hold(tenants)
+				c.holdBorrowed(tenants)
 				c.saveFairShare(context.Background(), now)
 				if got := len(f.callsMatching("put " + c.cfg().StateNamespace + " " + FairSharePath)); got != r.saves {
 					t.Fatalf("round %d: %d saves, want %d", i, got, r.saves)

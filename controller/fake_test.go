@@ -303,7 +303,7 @@ func testController(t *testing.T, f *fakeNomad, opts ...testOption) *Controller 
 		n = fencedNomad{Nomad: ioUnlocked{withDeadline(s.nomad, s.cfg.CallTimeout)}, lease: ls}
 	}
 	c := &Controller{wiring: wiring{config: &s.cfg, logger: s.log, client: n, clock: s.now}, lease: ls, obs: newObserver(n, s.cfg.StateNamespace),
-		pol: p, eng: engine.New(p), trigger: make(chan struct{}, 1), usage: s.usage, metrics: newMetrics()}
+		pol: p, eng: engine.New(p), trigger: make(wakeup, 1), usage: s.usage, metrics: newMetrics()}
 	giveDuties(c)
 	c.resetState()
 	return c

@@ -44,7 +44,7 @@ func TestRefusedMeta(t *testing.T) {
 			j.Meta = tc.meta
 			r := roundWith([]*ObservedJob{j}, nil)
 
-			snap := buildSnapshot(c.pol, r.obs, c.states, nil)
+			snap := buildSnapshot(c.pol, r.obs, c.states(), nil)
 			for _, d := range snap.Waiting {
 				if d.Job.Gang != tc.wantGang || d.Job.Checkpoint != tc.wantSignal {
 					t.Errorf("engine job: gang %v signal %q, want %v %q", d.Job.Gang, d.Job.Checkpoint, tc.wantGang, tc.wantSignal)

@@ -53,7 +53,7 @@ func (c *Controller) lifecycleNotices(ctx context.Context, r *round, pol *policy
 		if set.Recipient == "" {
 			continue
 		}
-		st := c.states[k]
+		st := c.states()[k]
 		life := ""
 		if st != nil {
 			life = st.Life

@@ -82,7 +82,7 @@ func (c *Controller) lead(ctx context.Context) error {
 	c.setHealth(func(h *Health) { h.Leader = !c.cfg().DryRun })
 	c.metrics.leader.Set(1)
 	c.drains.planned = nil // what another leader saw meanwhile is not known
-	c.fair.loaded = false  // another leader may have saved usage meanwhile
+	c.newTerm()            // another leader may have saved fair-share usage meanwhile
 	defer c.metrics.stepDown()
 	defer c.setHealth(func(h *Health) { h.Leader = false })
 
@@ -232,7 +232,7 @@ func (c *Controller) reconcile(ctx context.Context) (wake time.Time, err error) 
 	if timer != nil {
 		timer.observed(c.obs.lastCost())
 	}
-	r := newRound(obs.At, obs, c.states)
+	r := newRound(obs.At, obs, c.states())
 	phases := c.phases()
 	defer func() { phases.ended(r); c.unsettled = max(c.unsettled, r.written) }() // r as it ends
 	r.notePressure(pressureSince)
@@ -324,7 +324,7 @@ func (c *Controller) trackWaiting(r *round) {
 			}
 		}
 	}
-	for k, st := range c.states {
+	for k, st := range c.states() {
 		for g := range st.Waiting {
 			// Resumed and not yet seen by Nomad: it waits still, in its
 			// place (unseenResumed).

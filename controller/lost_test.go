@@ -26,7 +26,7 @@ func TestNothingLost(t *testing.T) {
 	}{
 		{"a full resume whose scale failed is scaled again, and forgotten once Nomad shows it", func(t *testing.T, f *fakeNomad, c *Controller) {
 			st := &JobState{Namespace: "ml", ID: "train", Held: map[string]*Held{"work": {Count: 2, Original: 2, Since: t0, Rule: "reclaim", Index: 10}}}
-			c.states[k] = st
+			c.states()[k] = st
 			f.fail["scale"] = errors.New("503 Service Unavailable")
 			a := engine.Action{Kind: engine.Resume, Job: engine.JobRef{Namespace: "ml", ID: "train"}, Group: "work", Count: 2,
 				Reason: engine.Reason{Rule: engine.RuleAdmit, Message: "GPUs are free"}}
@@ -48,7 +48,7 @@ func TestNothingLost(t *testing.T) {
 		}},
 		{"a victim Nomad still runs is stopped again, and the preemption given up after a bound", func(t *testing.T, f *fakeNomad, c *Controller) {
 			d := &Drain{Group: "work", Allocs: []string{"a1"}, Kind: "preempt", Requeue: true, Finished: true, FinishedAt: t0}
-			c.states[k] = &JobState{Namespace: "ml", ID: "train", Draining: []*Drain{d}}
+			c.states()[k] = &JobState{Namespace: "ml", ID: "train", Draining: []*Drain{d}}
 			at := func(d time.Duration) *round {
 				r := roundWith([]*ObservedJob{train(1)}, []ObservedAlloc{alloc("a1", "train")})
 				r.now = t0.Add(d)
@@ -75,7 +75,7 @@ func TestNothingLost(t *testing.T) {
 				t.Fatalf("stop calls %q, want a second retry after %s", got, victimStopRetry)
 			}
 			c.drains.finishDrains(ctx, at(victimStopLimit))
-			if st := c.states[k]; len(st.Draining) != 0 {
+			if st := c.states()[k]; len(st.Draining) != 0 {
 				t.Fatalf("the preemption is kept for ever: %+v", st.Draining)
 			}
 		}},
@@ -108,15 +108,15 @@ func TestNothingLost(t *testing.T) {
 				t.Fatalf("stop calls %q, want the victim stopped again %s after the new leader took over", got, victimStopRetry)
 			}
 			next.drains.finishDrains(ctx, at(time.Minute))
-			if len(next.states[k].Draining) != 0 {
-				t.Fatalf("given up %s after the preemption finished, as before: %+v", victimStopLimit, next.states[k].Draining)
+			if len(next.states()[k].Draining) != 0 {
+				t.Fatalf("given up %s after the preemption finished, as before: %+v", victimStopLimit, next.states()[k].Draining)
 			}
 		}},
 		{"a victim Nomad was asked to stop, or whose group Nomad shows at 0, is left to Nomad", func(t *testing.T, f *fakeNomad, c *Controller) {
 			// Under load Nomad evaluates late: stopping again would only
 			// queue another evaluation behind the rest.
 			d := &Drain{Group: "work", Allocs: []string{"a1", "a2"}, Kind: "preempt", Requeue: true, Finished: true, FinishedAt: t0}
-			c.states[k] = &JobState{Namespace: "ml", ID: "train", Draining: []*Drain{d}}
+			c.states()[k] = &JobState{Namespace: "ml", ID: "train", Draining: []*Drain{d}}
 			asked := alloc("a1", "train")
 			asked.StopRequested = true
 			for _, tc := range []struct {
@@ -144,7 +144,7 @@ func TestNothingLost(t *testing.T) {
 			// that a new leader's rounds all failed until then.
 			d := &Drain{Group: "work", Allocs: []string{"a1", "a2"}, Kind: "preempt", Requeue: true, Finished: true, FinishedAt: t0,
 				For: "ml/nb", On: []NodeGPUs{{Node: "n1", GPUs: 2}}}
-			c.states[k] = &JobState{Namespace: "ml", ID: "train", Draining: []*Drain{d}}
+			c.states()[k] = &JobState{Namespace: "ml", ID: "train", Draining: []*Drain{d}}
 			asked := func(id string) ObservedAlloc {
 				a := alloc(id, "train")
 				a.StopRequested = true
@@ -158,14 +158,14 @@ func TestNothingLost(t *testing.T) {
 			for _, after := range []time.Duration{victimStopRetry, victimStopLimit, 5 * time.Minute, victimPendingLimit - time.Second} {
 				r := at(after)
 				c.drains.finishDrains(ctx, r)
-				if got := f.callsMatching("stop"); len(got) != 0 || r.failed != 0 || len(c.states[k].Draining) != 1 {
-					t.Fatalf("%s after: stop calls %q, failed %d, preemptions %d: want none, none, and the preemption kept", after, got, r.failed, len(c.states[k].Draining))
+				if got := f.callsMatching("stop"); len(got) != 0 || r.failed != 0 || len(c.states()[k].Draining) != 1 {
+					t.Fatalf("%s after: stop calls %q, failed %d, preemptions %d: want none, none, and the preemption kept", after, got, r.failed, len(c.states()[k].Draining))
 				}
 			}
 			r := at(victimPendingLimit)
 			c.drains.finishDrains(ctx, r)
-			if len(c.states[k].Draining) != 0 || r.failed != 0 {
-				t.Fatalf("at %s: preemptions %+v, failed %d: want it given up, no failed call", victimPendingLimit, c.states[k].Draining, r.failed)
+			if len(c.states()[k].Draining) != 0 || r.failed != 0 {
+				t.Fatalf("at %s: preemptions %+v, failed %d: want it given up, no failed call", victimPendingLimit, c.states()[k].Draining, r.failed)
 			}
 			want := Decision{At: t0.Add(victimPendingLimit), Kind: decisionGiveUp, Job: "ml/train", Group: "work", GPUs: 2, Rule: givenUpStopsPending,
 				Reason: "victims' stops pending in Nomad for 10m0s: giving up preemption of ml/train for ml/nb (2 victims of 2 still running; the next plan sees them)"}
@@ -194,7 +194,7 @@ func TestNothingLost(t *testing.T) {
 			if got := f.callsMatching("signal"); !slices.Equal(got, []string{"signal ml a1 SIGUSR1"}) {
 				t.Fatalf("signal calls %q", got)
 			}
-			got := next.states[k].Draining[0]
+			got := next.states()[k].Draining[0]
 			if !got.Sent || !got.Deadline.Equal(d.Deadline) {
 				t.Fatalf("after the resend: sent %v, deadline %s (the grace keeps running from the first send, %s)", got.Sent, got.Deadline, d.Deadline)
 			}
@@ -206,20 +206,20 @@ func TestNothingLost(t *testing.T) {
 		{"a purged job's state is pruned; a job only out of sight is kept", func(t *testing.T, f *fakeNomad, c *Controller) {
 			for _, id := range []string{"gone", "hidden"} {
 				st := &JobState{Namespace: "ml", ID: id, Preemptions: []time.Time{t0}, Held: map[string]*Held{"work": {Count: 1, Original: 1}}}
-				c.states[jobKey{"ml", id}] = st
+				c.states()[jobKey{"ml", id}] = st
 				if err := c.save(ctx, st); err != nil {
 					t.Fatal(err)
 				}
 			}
 			f.purged["ml/gone"] = true
 			c.syncHolds(ctx, roundWith(nil, nil))
-			if _, ok := c.states[jobKey{"ml", "gone"}]; ok {
+			if _, ok := c.states()[jobKey{"ml", "gone"}]; ok {
 				t.Fatalf("the purged job's state is kept")
 			}
 			if items, _, _ := f.GetVar(ctx, c.cfg().StateNamespace, statePath(jobKey{"ml", "gone"})); items != nil {
 				t.Fatalf("the purged job's state variable is kept")
 			}
-			if st := c.states[jobKey{"ml", "hidden"}]; st == nil || st.heldCount() != 1 {
+			if st := c.states()[jobKey{"ml", "hidden"}]; st == nil || st.heldCount() != 1 {
 				t.Fatalf("a job Nomad still knows lost its hold: %+v", st)
 			}
 		}},

@@ -147,7 +147,7 @@ func maintenanceReason(m maintenanceDrain, signal string, grace, usual time.Dura
 // drains (maintenanceDrains): recorded first, signalled a moment later
 // and held at the end of its grace by finishDrains, as a preemption.
 func (c *Controller) drainNodes(ctx context.Context, r *round) {
-	drains := maintenanceDrains(r.obs, c.states)
+	drains := maintenanceDrains(r.obs, c.states())
 	if len(drains) == 0 {
 		return
 	}

@@ -101,7 +101,7 @@ func TestNodeMaintenance(t *testing.T) {
 	}
 	r := round(0, a)
 	c.drainNodes(context.Background(), r)
-	st := c.states[k]
+	st := c.states()[k]
 	wantReason := "node maintenance: node gpu-1 drained by an operator: 1 GPU of group work there (checkpoint signal SIGUSR1, grace 2m) " +
 		"stop and the job waits, held, to resume on other nodes when GPUs are free"
 	if st == nil || len(st.Draining) != 1 || st.Reason != wantReason || st.Rule != "maintenance" || st.Status != StatusDraining {
@@ -116,7 +116,7 @@ func TestNodeMaintenance(t *testing.T) {
 	}
 	// Seen again: no second drain.
 	c.drainNodes(context.Background(), round(500*time.Millisecond, a))
-	if n := len(c.states[k].Draining); n != 1 {
+	if n := len(c.states()[k].Draining); n != 1 {
 		t.Fatalf("%d drains after the drain was seen twice", n)
 	}
 	c.drains.finishDrains(context.Background(), round(2*time.Second, a))
@@ -128,7 +128,7 @@ func TestNodeMaintenance(t *testing.T) {
 	if got := f.callsMatching("scale"); strings.Join(got, "\n") != want {
 		t.Fatalf("scale calls %q\nwant %q", got, want)
 	}
-	st = c.states[k]
+	st = c.states()[k]
 	if h := st.Held["work"]; h == nil || h.Count != 1 || h.Rule != "maintenance" {
 		t.Fatalf("held %+v, want the group held by rule maintenance", h)
 	}
@@ -169,7 +169,7 @@ func TestMaintenanceGraceFitsDeadline(t *testing.T) {
 			}
 			r.obs.Draining = map[string]DrainingNode{"n1": d}
 			c.drainNodes(context.Background(), r)
-			st := c.states[jobKey{"ml", "train"}]
+			st := c.states()[jobKey{"ml", "train"}]
 			if st == nil || !strings.Contains(st.Reason, tt.wantReason) {
 				t.Fatalf("state %+v\nwant a reason with %q", st, tt.wantReason)
 			}

@@ -62,7 +62,7 @@ func TestTwoWritesToOneGroupInOneRound(t *testing.T) {
 			if tc.held != nil {
 				h := *tc.held
 				h.Since, h.Rule = t0, "capacity"
-				c.states[k] = &JobState{Namespace: "ml", ID: "sweep", Held: map[string]*Held{"work": &h}}
+				c.states()[k] = &JobState{Namespace: "ml", ID: "sweep", Held: map[string]*Held{"work": &h}}
 			}
 			j := batchJob("sweep", tc.count)
 			j.ModifyIndex = 10
@@ -77,7 +77,7 @@ func TestTwoWritesToOneGroupInOneRound(t *testing.T) {
 			if got := f.callsMatching("scale"); strings.Join(got, "\n") != strings.Join(tc.want, "\n") {
 				t.Fatalf("calls\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(tc.want, "\n"))
 			}
-			h := c.states[k].Held["work"]
+			h := c.states()[k].Held["work"]
 			if h == nil || h.Count != tc.wantHeld.Count || h.Original != tc.wantHeld.Original || h.Taken != tc.wantHeld.Taken {
 				t.Fatalf("held %+v, want %+v", h, tc.wantHeld)
 			}
@@ -104,7 +104,7 @@ func TestTwoWritesToOneGroupInOneRound(t *testing.T) {
 				t.Fatalf("next round wrote %q", calls[before:])
 			}
 			// (A group resumed in full and shown so is forgotten.)
-			if h := c.states[k].Held["work"]; tc.wantHeld.Count > 0 && (h == nil || h.Count != tc.wantHeld.Count) {
+			if h := c.states()[k].Held["work"]; tc.wantHeld.Count > 0 && (h == nil || h.Count != tc.wantHeld.Count) {
 				t.Fatalf("next round: held %+v, want count %d (the owner's count taken over?)", h, tc.wantHeld.Count)
 			}
 		})

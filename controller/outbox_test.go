@@ -88,7 +88,7 @@ func (rc *receiver) waitAccepted(t *testing.T, n int) {
 
 func outboxLen(c *Controller) int {
 	n := 0
-	for _, st := range c.states {
+	for _, st := range c.states() {
 		n += len(st.Outbox)
 	}
 	return n
@@ -214,7 +214,7 @@ func TestOutboxUnsavedDecisionNotSent(t *testing.T) {
 	if _, err := r.round(0); err != nil {
 		t.Fatal(err)
 	}
-	for _, st := range r.c.states {
+	for _, st := range r.c.states() {
 		for _, n := range st.Outbox {
 			if n.Event == policy.NotifyPreempt {
 				t.Errorf("the preemption's message is in the outbox though its decision was not saved")

@@ -51,7 +51,7 @@ func (c *Controller) observed(ctx context.Context, pol *policy.Policy, full bool
 	}
 	c.admitGuarded(obs)
 	c.usage.setObservation(obs, statsTargets(pol, obs))
-	c.usage.keepFor(sampleReads(pol, obs, c.states))
+	c.usage.keepFor(sampleReads(pol, obs, c.states()))
 	return obs, nil
 }
 
@@ -73,11 +73,11 @@ func (c *Controller) planRound(ctx context.Context, r *round, pol *policy.Policy
 	c.trackWaiting(r)
 	c.checkJobMeta(pol, obs)
 	c.phases().notices(ctx, r, pol)
-	snap := buildSnapshot(pol, obs, c.states, c.usage.samples(pol))
+	snap := buildSnapshot(pol, obs, c.states(), c.usage.samples(pol))
 	c.fairShareUsage(ctx, pol, snap, r.now)
 	planStart := time.Now()
 	plan := eng.Plan(snap, r.now)
-	c.fair.hold(plan.Tenants)
+	c.holdBorrowed(plan.Tenants)
 	c.metrics.planSeconds.Observe(time.Since(planStart).Seconds())
 	c.keepCheckBase(snap, obs.Nodes, r.now)
 	r.plan = plan
@@ -91,7 +91,7 @@ func (c *Controller) planRound(ctx context.Context, r *round, pol *policy.Policy
 // roundEnded counts the round in the metrics and the health, and returns
 // when the next is due at the latest.
 func (c *Controller) roundEnded(r *round, snap *engine.Snapshot, pol *policy.Policy, start time.Time) time.Time {
-	c.metrics.observePlan(r, snap, pol, c.states)
+	c.metrics.observePlan(r, snap, pol, c.states())
 	c.metrics.reconcileSeconds.Observe(time.Since(start).Seconds())
 	c.metrics.roundEnded(nil, r.failed)
 	if r.failed == 0 {

@@ -41,7 +41,7 @@ func (p leaderPhases) recover(ctx context.Context, r *round, pol *policy.Policy,
 	if err != nil {
 		return r, err
 	}
-	next := newRound(obs.At, obs, c.states)
+	next := newRound(obs.At, obs, c.states())
 	next.failed, next.wakeAt, next.acted = r.failed, r.wakeAt, r.acted
 	next.notePressure(r.pressureSince)
 	next.notePressure(obs.NewPressure)
@@ -109,7 +109,7 @@ func (p leaderPhases) actOn(ctx context.Context, r *round, pol *policy.Policy, a
 		return nil
 	}
 	if err != nil {
-		if st := c.states[k]; st != nil {
+		if st := c.states()[k]; st != nil {
 			c.notices.dropUnsaved(st, attached)
 		}
 		if !errors.Is(err, errStateTooBig) { // the job's own, in its record: no retry writes it

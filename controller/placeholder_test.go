@@ -191,7 +191,7 @@ func TestPausedBeneficiaryGetsNoSetAside(t *testing.T) {
 				r.obs.Placeholders[id] = Placeholder{ID: id, Node: "n1", GPUs: 3}
 			}
 			got := 0
-			for _, m := range buildSnapshot(c.pol, r.obs, c.states, nil).Earmarks {
+			for _, m := range buildSnapshot(c.pol, r.obs, c.states(), nil).Earmarks {
 				if m.For == nb {
 					got += m.GPUs
 				}

@@ -58,7 +58,7 @@ type publisher struct {
 // state store, meta checker and sampler are made before it (giveDuties).
 func newPublisher(c *Controller) *publisher {
 	p := &publisher{wiring: c.wiring, outcomes: outcomes{recent: c.decisions, samples: c.usage, address: c.checkAddr}, store: c.stateStore, meta: c.metaChecker,
-		sampler: c.sampler, metrics: c.metrics, engineNow: c.engineNow, queue: &forecaster{wiring: c.wiring, store: c.stateStore, poke: c.poke}}
+		sampler: c.sampler, metrics: c.metrics, engineNow: c.engineNow, queue: &forecaster{wiring: c.wiring, store: c.stateStore, poke: c.trigger.poke}}
 	p.forgetRecords()
 	return p
 }

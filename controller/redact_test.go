@@ -113,7 +113,7 @@ func TestRecordNamesNoOtherTenantsJob(t *testing.T) {
 			if items["steward_reason"] != tc.want {
 				t.Errorf("record says %q, want %q", items["steward_reason"], tc.want)
 			}
-			if st := c.states[jobKey{"ml", "train"}]; st == nil || !strings.Contains(st.Reason, "product/notebook-a/work") {
+			if st := c.states()[jobKey{"ml", "train"}]; st == nil || !strings.Contains(st.Reason, "product/notebook-a/work") {
 				t.Errorf("the job's state (operators only) lost the name: %+v", st)
 			}
 		})

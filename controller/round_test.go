@@ -160,9 +160,9 @@ func TestWholeRound(t *testing.T) {
 			t.Fatalf("round at %s: writes\n%q\nwant\n%q", step.after, got, step.want)
 		}
 	}
-	if r.count("ml", "train") != 0 || r.running("ml", "nb") != 1 || !r.c.states[jobKey{"ml", "train"}].holds("work") {
+	if r.count("ml", "train") != 0 || r.running("ml", "nb") != 1 || !r.c.states()[jobKey{"ml", "train"}].holds("work") {
 		t.Errorf("end: ml/train count %d, ml/nb running %d, ml/train held %v", r.count("ml", "train"), r.running("ml", "nb"),
-			r.c.states[jobKey{"ml", "train"}] != nil)
+			r.c.states()[jobKey{"ml", "train"}] != nil)
 	}
 }
 
@@ -214,7 +214,7 @@ func TestWholeRoundFailures(t *testing.T) {
 				}
 				r.round(step.after) // errors are retried by the next round
 			}
-			st := r.c.states[jobKey{"ml", "train"}]
+			st := r.c.states()[jobKey{"ml", "train"}]
 			if r.count("ml", "train") != 0 || st == nil || !st.holds("work") {
 				t.Errorf("ml/train: count %d, held by Steward %v: a victim must end held, to be resumed", r.count("ml", "train"), st != nil && st.holds("work"))
 			}
@@ -296,7 +296,7 @@ func TestOwnWritesInOneRound(t *testing.T) {
 		t.Fatalf("ml/train's count is %d: the hold did not apply", r.count("ml", "train"))
 	}
 	r.c.syncHolds(context.Background(), roundWith([]*ObservedJob{toObservedJob(f.cl().jobs["ml/train"])}, nil))
-	if !r.c.states[jobKey{"ml", "train"}].holds("work") {
+	if !r.c.states()[jobKey{"ml", "train"}].holds("work") {
 		t.Errorf("the hold was taken for its owner's change and dropped")
 	}
 }

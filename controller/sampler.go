@@ -12,7 +12,7 @@ type sampler struct {
 	wiring
 	usage   *usageStore
 	metrics *metrics
-	// poke wakes the control loop (Controller.poke).
+	// poke wakes the control loop (wakeup.poke).
 	poke func()
 	// prom is the Prometheus activity source (nil: Nomad's host
 	// stats), activity whether the source answers (activity.go).

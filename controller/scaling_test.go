@@ -87,11 +87,11 @@ func TestScalingPolicyWhileHeld(t *testing.T) {
 			if pinned != (ScalingPolicy{Enabled: false, Min: 0, Max: 0}) {
 				t.Errorf("while held: scaling policy %s, want disabled, min 0, max 0", pinned)
 			}
-			h := r.c.states[jobKey{"ml", "train"}].Held["work"]
+			h := r.c.states()[jobKey{"ml", "train"}].Held["work"]
 			if h == nil || h.Scaling == nil || *h.Scaling != owner {
 				t.Fatalf("the hold does not record the owner's policy: %+v", h)
 			}
-			if got, want := r.c.states[jobKey{"ml", "train"}].scalingNotes(), "scaling policy disabled while held (restored on resume: enabled, min 1, max 4)"; got != want {
+			if got, want := r.c.states()[jobKey{"ml", "train"}].scalingNotes(), "scaling policy disabled while held (restored on resume: enabled, min 1, max 4)"; got != want {
 				t.Errorf("record's steward_scaling = %q, want %q", got, want)
 			}
 			// The Autoscaler scales the held group up: Nomad refuses.
@@ -111,7 +111,7 @@ func TestScalingPolicyWhileHeld(t *testing.T) {
 			if got := scalingOf(t, f, "ml/train"); got != owner {
 				t.Errorf("after the resume: scaling policy %s, want the owner's %s; writes %q", got, owner, all)
 			}
-			if st := r.c.states[jobKey{"ml", "train"}]; st != nil && st.Held["work"] != nil {
+			if st := r.c.states()[jobKey{"ml", "train"}]; st != nil && st.Held["work"] != nil {
 				t.Errorf("hold kept after the resume: %+v", st.Held["work"])
 			}
 			if s.failOnce != "" && !failed {
@@ -186,7 +186,7 @@ func TestScalingPolicyOwnerTakesBack(t *testing.T) {
 	if got := scalingOf(t, f, "ml/train"); got != owner {
 		t.Errorf("scaling policy %s after the owner took the group back, want theirs: %s (writes %q)", got, owner, f.calls)
 	}
-	if st := r.c.states[jobKey{"ml", "train"}]; st != nil && st.Held["work"] != nil {
+	if st := r.c.states()[jobKey{"ml", "train"}]; st != nil && st.Held["work"] != nil {
 		t.Errorf("hold kept after the owner changed the count")
 	}
 }

@@ -53,14 +53,14 @@ func TestStateSchemaOnLoad(t *testing.T) {
 			}
 			refusals := testutil.ToFloat64(c.metrics.schemaRefusals.WithLabelValues("state"))
 			if tt.refused {
-				if len(c.states) != 0 || !c.reload || refusals != 1 {
-					t.Fatalf("refused, yet %d states kept (reload %v), %v refusals counted", len(c.states), c.reload, refusals)
+				if len(c.states()) != 0 || !c.reload || refusals != 1 {
+					t.Fatalf("refused, yet %d states kept (reload %v), %v refusals counted", len(c.states()), c.reload, refusals)
 				}
 				if !strings.Contains(err.Error(), "refusing to lead") || !strings.Contains(err.Error(), "upgrade this controller") {
 					t.Fatalf("error %q does not say what to do", err)
 				}
 			} else {
-				st := c.states[jobKey{"ml", "train"}]
+				st := c.states()[jobKey{"ml", "train"}]
 				if st == nil || st.Held["work"].Count != 1 || st.PreemptedTotal != 3 || st.Resumes != 2 || st.Reason != "for ml/nb" || refusals != 0 {
 					t.Fatalf("state read %+v, want it whole", st)
 				}

@@ -201,19 +201,19 @@ func TestResumedKeepsItsPlace(t *testing.T) {
 	st.setWaiting("work", t0.Add(-time.Hour))
 	f := newFakeNomad()
 	c := testController(t, f)
-	c.states[k] = st
+	c.states()[k] = st
 	r := roundWith([]*ObservedJob{nb}, nil)
 	r.now, r.obs.At = t0.Add(time.Second), t0.Add(time.Second)
 	c.trackWaiting(r)
 	if w, ok := st.Waiting["work"]; !ok || !w.Equal(t0.Add(-time.Hour)) {
 		t.Fatalf("in flight: waiting %v (%v), want its place since an hour ago", w, ok)
 	}
-	s := buildSnapshot(c.pol, r.obs, c.states, nil)
+	s := buildSnapshot(c.pol, r.obs, c.states(), nil)
 	if len(s.Waiting) != 1 || !s.Waiting[0].Since.Equal(t0.Add(-time.Hour)) || !s.Waiting[0].Preempted {
 		t.Fatalf("waiting %+v: want one demand since an hour ago, preempted mid-run", s.Waiting)
 	}
 	delete(st.Waiting, "work")
-	if s := buildSnapshot(c.pol, r.obs, c.states, nil); len(s.Waiting) != 1 || !s.Waiting[0].Since.Equal(t0.Add(-time.Hour)) {
+	if s := buildSnapshot(c.pol, r.obs, c.states(), nil); len(s.Waiting) != 1 || !s.Waiting[0].Since.Equal(t0.Add(-time.Hour)) {
 		t.Fatalf("without a place in line: waiting %+v, want since the hold began", s.Waiting)
 	}
 }
@@ -230,7 +230,7 @@ func TestResumedAndPlacedWaitsNoMore(t *testing.T) {
 	st.setWaiting("work", t0.Add(-17*time.Second))
 	f := newFakeNomad()
 	c := testController(t, f)
-	c.states[k] = st
+	c.states()[k] = st
 	r := roundWith([]*ObservedJob{b1}, []ObservedAlloc{alloc("a1", "b1")})
 	r.now, r.obs.At = t0.Add(time.Second), t0.Add(time.Second)
 	c.trackWaiting(r)
@@ -245,7 +245,7 @@ func TestResumedAndPlacedWaitsNoMore(t *testing.T) {
 	st = &JobState{Namespace: "ml", ID: "b1", resumed: map[string]time.Time{"work": t0},
 		Held: map[string]*Held{"work": {Count: 0, Original: 1, Since: t0.Add(-17 * time.Second)}}}
 	st.setWaiting("work", t0.Add(-17*time.Second))
-	c.states[k] = st
+	c.states()[k] = st
 	r = roundWith([]*ObservedJob{b1}, nil)
 	r.now, r.obs.At = t0.Add(time.Second), t0.Add(time.Second)
 	c.trackWaiting(r)

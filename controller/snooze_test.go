@@ -426,7 +426,7 @@ func TestSnoozeRunEndsOnlyWhenBusy(t *testing.T) {
 			step(8*time.Hour+30*time.Minute, 9*time.Hour)
 			ask(9 * time.Hour)
 			step(9*time.Hour+5*time.Minute, 9*time.Hour+5*time.Minute)
-			st := r.c.states[jobKey{"ml", "nb"}]
+			st := r.c.states()[jobKey{"ml", "nb"}]
 			granted := st != nil && st.Snooze != nil && st.Snooze.Until.After(r.clock)
 			if granted != tc.granted {
 				t.Errorf("second snooze granted %v, want %v (state %+v; record %q)", granted, tc.granted,

@@ -123,7 +123,7 @@ func TestIdleTimers(t *testing.T) {
 			}
 			r := roundWith([]*ObservedJob{nbJob}, []ObservedAlloc{a})
 			c.flush(context.Background(), r)
-			st := c.states[jobKey{"ml", "nb"}]
+			st := c.states()[jobKey{"ml", "nb"}]
 			idle, ok := IdleSince{}, false
 			if st != nil {
 				idle, ok = st.Idle[shortID(a.ID)]

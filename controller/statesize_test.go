@@ -42,7 +42,7 @@ func TestGangStateSize(t *testing.T) {
 	nb := engine.JobRef{Namespace: "ml", ID: "nb"}
 	size := func(step string) {
 		t.Helper()
-		st := c.states[jobKey{"ml", "gang"}]
+		st := c.states()[jobKey{"ml", "gang"}]
 		items, err := st.encode()
 		if err != nil {
 			t.Fatal(err)
@@ -79,7 +79,7 @@ func TestGangStateSize(t *testing.T) {
 	size("signalled")
 	c.drains.finishDrains(context.Background(), at(signalDelay+2*time.Minute))
 	size("finished: the job held, its GPUs set aside for ml/nb")
-	st := c.states[jobKey{"ml", "gang"}]
+	st := c.states()[jobKey{"ml", "gang"}]
 	if len(st.Marks) != 65 || len(st.Draining) != 1 || !st.Draining[0].Finished {
 		t.Fatalf("marks %d, drains %+v: the preemption did not finish as expected", len(st.Marks), st.Draining)
 	}
@@ -222,13 +222,13 @@ func TestWritesOnlyOnDecisions(t *testing.T) {
 	queued.obs.Queued[k] = map[string]QueuedGroup{"work": {Count: 1, Since: t0.Add(-time.Minute)}}
 	c.trackWaiting(queued)
 	c.flush(context.Background(), queued)
-	if st := c.states[k]; st == nil || !st.waits() {
+	if st := c.states()[k]; st == nil || !st.waits() {
 		t.Fatalf("the queued group's place in line is not kept in memory: %+v", st)
 	}
 	running := roundWith([]*ObservedJob{job("ml", "train", "training", 40, 1, 1)}, []ObservedAlloc{alloc("a1", "train")})
 	c.trackWaiting(running)
 	c.flush(context.Background(), running)
-	if _, ok := c.states[k]; ok {
+	if _, ok := c.states()[k]; ok {
 		t.Errorf("the state of a job that runs, with nothing decided, stays in memory")
 	}
 

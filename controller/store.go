@@ -16,12 +16,11 @@ import (
 // stateStore owns the jobs' states as written: what was saved and at
 // which index (check-and-set), whether they must be read again, the
 // backoff of refused writes, and the states waiting for their job's long
-// ID (statebounds.go). The map of states itself is the controller's field
-// (every duty reads it); the store replaces it at each reset, through
-// statesp.
+// ID (statebounds.go), and the map of states itself: every duty reads it
+// through states(), and the store alone replaces it, at each reset.
 type stateStore struct {
 	wiring
-	statesp *map[jobKey]*JobState
+	byJob map[jobKey]*JobState // the jobs' states (states)
 
 	saved map[jobKey]string // JSON last written, to skip unchanged writes
 	index map[jobKey]uint64 // modify index of each state variable, for check-and-set
@@ -51,15 +50,16 @@ type stateStore struct {
 }
 
 func newStateStore(c *Controller) *stateStore {
-	return &stateStore{wiring: c.wiring, statesp: &c.states, usage: c.usage, metrics: c.metrics}
+	return &stateStore{wiring: c.wiring, usage: c.usage, metrics: c.metrics}
 }
 
-// states are the jobs' states, by job.
-func (s *stateStore) states() map[jobKey]*JobState { return *s.statesp }
+// states are the jobs' states, by job: the map the store holds now (a
+// reset replaces it, so keep the call, not the map, across one).
+func (s *stateStore) states() map[jobKey]*JobState { return s.byJob }
 
 // resetState forgets every state: a term reads them afresh.
 func (s *stateStore) resetState() {
-	*s.statesp = map[jobKey]*JobState{}
+	s.byJob = map[jobKey]*JobState{}
 	s.saved = map[jobKey]string{}
 	s.index = map[jobKey]uint64{}
 	s.forgotten()

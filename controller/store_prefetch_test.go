@@ -78,7 +78,7 @@ func TestPrefetchedStates(t *testing.T) {
 				t.Errorf("the load read %d states, want %d", got, tc.wantReads)
 			}
 			got := map[string]string{}
-			for k, st := range c.states {
+			for k, st := range c.states() {
 				got[k.ID] = st.Reason
 				if _, idx, _ := f.GetVar(ctx, "steward", statePath(k)); c.index[k] != idx {
 					t.Errorf("%s: index %d loaded, Nomad's %d (check-and-set would fail)", k.ID, c.index[k], idx)

@@ -51,10 +51,10 @@ func TestLoadStatesReadsAtOnce(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if len(c.states) != tc.jobs {
-				t.Fatalf("%d states loaded, want %d", len(c.states), tc.jobs)
+			if len(c.states()) != tc.jobs {
+				t.Fatalf("%d states loaded, want %d", len(c.states()), tc.jobs)
 			}
-			for k, st := range c.states {
+			for k, st := range c.states() {
 				if !strings.HasPrefix(k.ID, "train-") || st.Status != StatusHeld || c.index[k] == 0 {
 					t.Errorf("state %s: %+v, index %d", k, st, c.index[k])
 				}

@@ -106,7 +106,7 @@ func TestSystemJobsGoverned(t *testing.T) {
 					t.Errorf("b/big runs %d allocations, want 2", n)
 				}
 				var h *Held
-				if st := r.c.states[jobKey{"a", "sys"}]; st != nil {
+				if st := r.c.states()[jobKey{"a", "sys"}]; st != nil {
 					h = st.Held["work"]
 				}
 				if h == nil || h.Count != 2 || h.Original != 2 {

@@ -248,7 +248,7 @@ func (c *Controller) idleTimers(pol *policy.Policy, r *round) map[jobKey]map[str
 		if rule == nil {
 			continue
 		}
-		if st := c.states[k]; st != nil && st.draining(a.ID) != nil {
+		if st := c.states()[k]; st != nil && st.draining(a.ID) != nil {
 			continue // being stopped: its timer has done its work
 		}
 		idle, ok := c.usage.idleSince(a.ID, rule.Threshold)

@@ -88,7 +88,7 @@ func TestVictimCompletesOwnWork(t *testing.T) {
 			r3.obs.Ended = map[string]jobKey{victim: k}
 			r3.now = end.Add(time.Second)
 			c.drains.finishDrains(context.Background(), r3)
-			st := c.states[k]
+			st := c.states()[k]
 			if got := st.heldCount(); got != tc.heldAfter {
 				t.Fatalf("held %d after the victim completed, want %d (%+v)", got, tc.heldAfter, st.Held["work"])
 			}
@@ -99,7 +99,7 @@ func TestVictimCompletesOwnWork(t *testing.T) {
 				t.Fatalf("record %s: %q, want running: %q", st.Status, st.Reason, want)
 			}
 			// Nothing waits: the engine is given no held demand to resume.
-			s := buildSnapshot(testPolicy(t), r3.obs, c.states, nil)
+			s := buildSnapshot(testPolicy(t), r3.obs, c.states(), nil)
 			for _, d := range s.Waiting {
 				if d.Job.Ref.ID == "sweep" {
 					t.Fatalf("sweep waits to run again: %+v", d)
@@ -178,7 +178,7 @@ func TestVictimEndReadAfterStop(t *testing.T) {
 			r2 := roundWith([]*ObservedJob{sweep}, []ObservedAlloc{a1})
 			r2.now = end
 			c.drains.finishDrains(context.Background(), r2)
-			if got := c.states[k].heldCount(); got != 1 {
+			if got := c.states()[k].heldCount(); got != 1 {
 				t.Fatalf("held %d at the deadline, want 1", got)
 			}
 			after := batchJob("sweep", 0)
@@ -192,7 +192,7 @@ func TestVictimEndReadAfterStop(t *testing.T) {
 				rn.now = end.Add(time.Duration(i+1) * time.Second)
 				c.drains.finishDrains(context.Background(), rn)
 			}
-			st := c.states[k]
+			st := c.states()[k]
 			if got := st.heldCount(); got != tc.wantHeld {
 				t.Fatalf("held %d, want %d (%+v)", got, tc.wantHeld, st.Held["work"])
 			}

@@ -92,7 +92,7 @@ func TestVictimsMatchedWithinTheirJob(t *testing.T) {
 			r3 := roundWith([]*ObservedJob{train, other}, gone)
 			r3.now = end.Add(time.Second)
 			c.drains.finishDrains(context.Background(), r3)
-			if st := c.states[jobKey{"ml", "train"}]; len(st.Draining) != 0 {
+			if st := c.states()[jobKey{"ml", "train"}]; len(st.Draining) != 0 {
 				t.Fatalf("finished drain kept while only another tenant's allocation shares its victim's prefix: %+v", st.Draining[0])
 			}
 		})

@@ -56,7 +56,7 @@ func (c *Controller) watch(ctx context.Context) {
 		}
 		attempt = 0
 		cache.setFollowing(true)
-		c.poke()
+		c.trigger.poke()
 		for es := range events {
 			if es.Err != nil {
 				c.log().Warn("event stream interrupted; resubscribing", "index", cache.at(), "error", es.Err)
@@ -76,7 +76,7 @@ func (c *Controller) watch(ctx context.Context) {
 			if !pressureAt.IsZero() {
 				c.pressure(pressureAt)
 			} else if relevant {
-				c.poke()
+				c.trigger.poke()
 			}
 		}
 		cancel()
@@ -84,7 +84,7 @@ func (c *Controller) watch(ctx context.Context) {
 		// restore): rounds read in full until it follows again;
 		// resubscribe from the last index.
 		cache.setFollowing(false)
-		c.poke()
+		c.trigger.poke()
 		sleepCtx(ctx, backoff(attempt, c.cfg().MaxBackoff))
 		attempt++
 	}

@@ -43,13 +43,13 @@ func TestWorkDone(t *testing.T) {
 	draining := engine.JobRef{Namespace: "ml", ID: "draining"}
 	waiting := engine.JobRef{Namespace: "ml", ID: "waiting"}
 	fresh := engine.JobRef{Namespace: "ml", ID: "fresh"}
-	c := &Controller{states: map[jobKey]*JobState{
+	// The publisher reads the states through the store.
+	c := &Controller{stateStore: &stateStore{byJob: map[jobKey]*JobState{
 		{"ml", "resumed"}:  {Namespace: "ml", ID: "resumed", Done: 3 * time.Hour},
 		{"ml", "draining"}: {Namespace: "ml", ID: "draining", Done: 2 * time.Hour, Draining: []*Drain{{Signal: "SIGUSR1"}}},
 		{"ml", "waiting"}:  {Namespace: "ml", ID: "waiting", Done: 5 * time.Hour},
 		{"ml", "fresh"}:    {Namespace: "ml", ID: "fresh"},
-	}}
-	c.stateStore = &stateStore{statesp: &c.states} // the publisher reads the states through the store
+	}}}
 	c.pub = newPublisher(c)
 	snap := &engine.Snapshot{
 		Allocs: []engine.Alloc{
