@@ -252,8 +252,7 @@ func (d *demo) stopStale() {
 		if err != nil || pid <= 1 {
 			continue
 		}
-		cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
-		if !strings.Contains(string(cmdline), d.cfg.Dir) {
+		if !strings.Contains(procs.CommandLine(pid), d.cfg.Dir) {
 			continue // gone, or the pid now belongs to someone else
 		}
 		d.printf("==> stopping %s (pid %d) left by an earlier demo run\n", strings.TrimSuffix(name, ".pid"), pid)

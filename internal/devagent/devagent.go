@@ -9,6 +9,8 @@ import (
 	"sort"
 	"strings"
 	"syscall"
+
+	"github.com/gpu-steward/steward/internal/procs"
 )
 
 // Env is this process's environment without NOMAD_* variables, for the
@@ -27,15 +29,14 @@ func Env() []string {
 // dirs are tmpfs mounts that can outlive a dev agent's shutdown and would
 // keep its data dir from being removed.
 func UnmountUnder(dir string) {
-	data, err := os.ReadFile("/proc/self/mountinfo")
+	points, err := procs.MountPoints()
 	if err != nil {
 		return
 	}
 	var mounts []string
-	for _, line := range strings.Split(string(data), "\n") {
-		fields := strings.Fields(line)
-		if len(fields) > 4 && strings.HasPrefix(fields[4], dir+string(filepath.Separator)) {
-			mounts = append(mounts, fields[4])
+	for _, m := range points {
+		if strings.HasPrefix(m, dir+string(filepath.Separator)) {
+			mounts = append(mounts, m)
 		}
 	}
 	sort.Slice(mounts, func(i, j int) bool { return len(mounts[i]) > len(mounts[j]) })

@@ -16,7 +16,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -206,8 +205,7 @@ func StopStale(dir string) bool {
 	if b, err := os.ReadFile(filepath.Join(dir, "dockerd.pid")); err == nil {
 		var pid int
 		if _, err := fmt.Sscan(string(b), &pid); err == nil && pid > 1 {
-			cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
-			if bytes.Contains(cmdline, []byte(dir)) && syscall.Kill(pid, syscall.SIGTERM) == nil {
+			if strings.Contains(procs.CommandLine(pid), dir) && syscall.Kill(pid, syscall.SIGTERM) == nil {
 				found = true
 				for end := time.Now().Add(45 * time.Second); time.Now().Before(end); time.Sleep(200 * time.Millisecond) {
 					if st, err := procs.ReadStat(pid); err != nil || st.State == 'Z' {
@@ -221,20 +219,10 @@ func StopStale(dir string) bool {
 		found = true
 	}
 	if len(ids) > 0 {
-		entries, _ := os.ReadDir("/proc")
-		for _, p := range entries {
-			pid, err := strconv.Atoi(p.Name())
-			if err != nil {
-				continue
-			}
-			cg, _ := os.ReadFile(filepath.Join("/proc", p.Name(), "cgroup"))
-			for _, id := range ids {
-				if bytes.Contains(cg, []byte(id)) {
-					_ = syscall.Kill(pid, syscall.SIGKILL)
-					found = true
-					break
-				}
-			}
+		pids, _ := procs.InCgroup(ids)
+		for _, pid := range pids {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+			found = true
 		}
 	}
 	devagent.UnmountUnder(dir)
