@@ -26,6 +26,9 @@ type ledger struct {
 	// tierRuns[tenant*tiers+tier] counts the tenant's running preemptible
 	// units of the tier at its own priority, on first need (ownswap.go).
 	tierRuns []int32
+	// barRows[tenant*tiers+tier] is barredBy(tenant, tier), on first
+	// need (ownswap.go, barOf).
+	barRows [][]bool
 
 	planned      map[JobRef]int // preemptions decided in this plan, per job
 	trackPlanned bool           // some job is one preemption short of the cap or of max_per_job

@@ -209,6 +209,8 @@ type bene struct {
 	// pool's index + 1: victims are judged by their tenants' use there.
 	// 0 otherwise.
 	inPool int
+	// bar is its wait promotion's bar, once asked (ledger.barOf).
+	bar waitBar
 }
 
 // victim is a unit chosen for a beneficiary, with the rule that allows it
@@ -273,7 +275,8 @@ func (l *ledger) victimRule(u *unit, b *bene, n int32, allowYoung bool) (rule Ru
 	if ok && (l.sameJob(u, b) || !l.mayTake(u, b, rule)) {
 		// Never preempt a job for itself. (A reclaim that finds the
 		// victim's tenant within its reserve may still become priority,
-		// preempts_reserved: addVictim asks mayTake again then.)
+		// preempts_reserved: addVictim asks mayTake of that then, and
+		// only then: mayTake's answer stands while the rule does.)
 		return "", false, false
 	}
 	return rule, needOver, ok
@@ -447,10 +450,16 @@ func (st *state) addVictim(ui int32, b *bene, n int32, allowYoung bool) bool {
 	if b.inPool > 0 {
 		holds, reserve, _ = st.poolUse(u.tenant, b.inPool-1)
 	}
-	picked := w.picked(n, u.tenant)
+	picked := 0 // what the walk picked of u's tenant on n: asked only where a reserve may shield u
+	if needOver {
+		picked = w.picked(n, u.tenant)
+	}
 	if needOver && holds-picked <= reserve {
 		if !st.e.overReserve(b.tier, b.prio, u.tier, u.prio) {
 			return false
+		}
+		if rule != RulePriority && !st.mayTake(u, b, RulePriority) {
+			return false // victimRule asked mayTake of the reclaim, not of this
 		}
 		rule = RulePriority // within its reserve, which b's tier may cross (preempts_reserved)
 	} else if needOver && rule == RulePriority && keepsReserve(u, holds-picked, reserve, true) &&
@@ -470,9 +479,6 @@ func (st *state) addVictim(ui int32, b *bene, n int32, allowYoung bool) bool {
 	}
 	if needOver && st.e.depts != nil && st.deptProtected(u, b, n, whole) && !st.e.overReserve(b.tier, b.prio, u.tier, u.prio) {
 		return false // within its department's reserve
-	}
-	if !st.mayTake(u, b, rule) {
-		return false
 	}
 	w.list[n] = append(w.list[n], victim{ui: ui, rule: rule, holdsPrev: holds})
 	st.chainListed(ui)
