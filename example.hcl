@@ -257,20 +257,23 @@ preemption {
   # preempted mid-run before work that never started) or "longest-waiting".
   # Default: "preempted-first".
   resume_order = "preempted-first"
-  # Fair share over time: tenants' use of borrowed GPUs (beyond their
-  # reserves) is remembered, halving every half-life, and among work the
-  # tiers, reserves and promotions rank equal, the tenant that used the
-  # least per unit of weight goes first ("24h": a day's imbalance is paid
-  # back within a day or two; "168h", a week, is Slurm's default). "0s" =
-  # off: the tenants' borrowed GPUs now decide. Default: "0s".
-  fair_share_half_life = "0s"
+  # Fair share over time, on here: what tenants borrow is shared by weight
+  # over days, not only at each instant. fair_share_half_life: tenants' use
+  # of borrowed GPUs (beyond their reserves) is remembered, halving every
+  # half-life, and among work the tiers, reserves and promotions rank
+  # equal, the tenant that used the least per unit of weight goes first
+  # ("24h": a day's imbalance is paid back within a day or two; "168h", a
+  # week, is Slurm's default). "0s" = off: the tenants' borrowed GPUs now
+  # decide. Default: "0s".
+  fair_share_half_life = "24h"
 
   # With fair_share_half_life: a tenant waiting to borrow GPUs preempts the
   # borrowed work of a tenant that used more than this many times its fair
   # share over time, as long as it then borrows no more per unit of weight
-  # than the other keeps (rule fair_share). 0 = off; else at least 1.
-  # Default: 0.
-  fair_share_reclaim_above = 0
+  # than the other keeps (rule fair_share). Without it, a tenant that
+  # borrowed first keeps what long jobs hold, however long. 0 = off; else
+  # at least 1. Default: 0.
+  fair_share_reclaim_above = 1.5
 
   # Starved jobs get their priority raised. Optional; every attribute has a default.
   promote {

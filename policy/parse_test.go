@@ -62,7 +62,10 @@ func examplePolicy() *Policy {
 			MaxPerJobPerHour: 2,
 			MaxPerJob:        10,
 			ResumeOrder:      ResumeOrderPreemptedFirst,
-			Promote:          Promote{AfterPreemptions: 3, AfterWait: time.Hour, Boost: 10},
+			// Fair share over time is on in example.hcl (issue 31 item 3).
+			FairShareHalfLife:     24 * time.Hour,
+			FairShareReclaimAbove: 1.5,
+			Promote:               Promote{AfterPreemptions: 3, AfterWait: time.Hour, Boost: 10},
 		},
 		Notify: []*Notify{
 			{Name: "ops", URLEnv: "STEWARD_OPS_WEBHOOK", Timeout: DefaultNotifyTimeout, Attempts: DefaultNotifyAttempts},

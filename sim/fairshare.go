@@ -2,6 +2,7 @@ package sim
 
 import (
 	"math"
+	"slices"
 	"time"
 )
 
@@ -132,13 +133,17 @@ func (f *fairShare) wantsMore(m *metrics, t, use int) bool {
 		return false
 	}
 	small := m.smallestWaiting(t)
-	return (ten.Limit < 0 || use+small <= ten.Limit) && float64(small) <= f.spare-float64(max(use-ten.Reserve, 0))
+	room := m.deptRoom(t)
+	return (ten.Limit < 0 || use+small <= ten.Limit) && (room < 0 || small <= room) &&
+		float64(small) <= f.spare-float64(max(use-ten.Reserve, 0))
 }
 
 // entitle shares the borrowed GPUs among the contending tenants by weight,
 // max-min fair (water-filling): a tenant gets no more than it wants (what
-// it borrows, if it waits for no more; what its limit lets it borrow, if it
-// does), and what it does not take goes to the others by weight.
+// it borrows, if it waits for no more; what its limit and its
+// department's let it borrow, if it does), the tenants of a department
+// with a limit no more together than it lets them borrow, and what they
+// do not take goes to the others by weight.
 func (f *fairShare) entitle(m *metrics, borrowed float64) {
 	f.share = f.share[:0]
 	var open []int
@@ -153,44 +158,98 @@ func (f *fairShare) entitle(m *metrics, borrowed float64) {
 		if !f.wantsMore(m, t, use) {
 			return float64(max(use-ten.Reserve, 0))
 		}
-		if ten.Limit < 0 {
-			return math.Inf(1)
+		w := math.Inf(1)
+		if ten.Limit >= 0 {
+			w = float64(ten.Limit - ten.Reserve)
 		}
-		return float64(ten.Limit - ten.Reserve)
+		if room := m.deptRoom(t); room >= 0 {
+			w = min(w, float64(max(use-ten.Reserve, 0)+room))
+		}
+		return w
 	}
-	left := borrowed
-	for len(open) > 0 && left > 1e-9 {
-		var weights float64
-		for _, t := range open {
-			weights += m.tenants[t].Weight
-		}
-		if weights <= 0 {
-			return
-		}
-		// Tenants that want less than their part get what they want;
-		// the rest is shared again among the others.
-		capped := false
-		keep := open[:0]
-		for _, t := range open {
-			if w := want(t) - f.share[t]; w <= left*m.tenants[t].Weight/weights {
-				f.share[t] += max(w, 0)
-				capped = true
-				continue
+	// fill shares what left says is left among ts by weight, max-min
+	// fair: tenants that want less than their part get what they want,
+	// the rest is shared again among the others. With depts, first a
+	// department whose tenants would take more than its limit lets them
+	// borrow gets just that, shared among them (fillDepts).
+	var fill func(ts []int, left func() float64, depts bool)
+	fill = func(ts []int, left func() float64, depts bool) {
+		for amount := left(); len(ts) > 0 && amount > 1e-9; amount = left() {
+			var weights float64
+			for _, t := range ts {
+				weights += m.tenants[t].Weight
 			}
-			keep = append(keep, t)
-		}
-		if !capped {
-			for _, t := range keep {
-				f.share[t] += left * m.tenants[t].Weight / weights
+			if weights <= 0 {
+				return
 			}
-			return
+			if depts {
+				if frozen := f.fillDepts(m, ts, want, amount/weights, fill); len(frozen) > 0 {
+					ts = slices.DeleteFunc(ts, func(t int) bool { return slices.Contains(frozen, t) })
+					continue
+				}
+			}
+			keep := ts[:0]
+			for _, t := range ts {
+				if w := want(t) - f.share[t]; w <= amount*m.tenants[t].Weight/weights {
+					f.share[t] += max(w, 0)
+					continue
+				}
+				keep = append(keep, t)
+			}
+			if len(keep) == len(ts) {
+				for _, t := range keep {
+					f.share[t] += amount * m.tenants[t].Weight / weights
+				}
+				return
+			}
+			ts = keep
 		}
-		left = borrowed
+	}
+	fill(open, func() float64 {
+		left := borrowed
 		for t := range f.share {
 			left -= f.share[t]
 		}
-		open = keep
+		return left
+	}, true)
+}
+
+// fillDepts gives the tenants ts of each department with a limit that
+// would borrow more than it lets them, at perWeight GPUs per unit of
+// weight, what it lets them borrow (fill), and returns them.
+func (f *fairShare) fillDepts(m *metrics, ts []int, want func(int) float64, perWeight float64,
+	fill func([]int, func() float64, bool)) []int {
+	var frozen []int
+	for di := range m.depts {
+		d := &m.depts[di]
+		var members []int
+		room := float64(m.deptRoom(d.members[0]))
+		for _, t := range d.members {
+			room += float64(max(m.tenantUse[t]-m.tenants[t].Reserve, 0))
+			if slices.Contains(ts, t) {
+				members = append(members, t)
+			}
+		}
+		if len(members) < 2 {
+			continue // one tenant's want is capped by the room already
+		}
+		left := func() float64 {
+			l := room
+			for _, t := range d.members {
+				l -= f.share[t]
+			}
+			return l
+		}
+		var adds float64
+		for _, t := range members {
+			adds += min(want(t)-f.share[t], perWeight*m.tenants[t].Weight)
+		}
+		if adds > left()+1e-9 {
+			fill(slices.Clone(members), left, false)
+			frozen = append(frozen, members...)
+		}
 	}
+	return frozen
 }
 
 // close ends the window being accumulated: its Jain index over the

@@ -26,8 +26,10 @@ func TestFairShareJain(t *testing.T) {
 		weights  []float64
 		limits   []int // -1: none; nil: none for all
 		reserves []int
-		spans    []span
-		want     FairShare
+		// depts: departments with a limit, each its limit and members.
+		depts []deptCap
+		spans []span
+		want  FairShare
 	}{
 		{
 			name: "equal weights shared evenly", weights: []float64{1, 1},
@@ -111,6 +113,31 @@ func TestFairShareJain(t *testing.T) {
 			want:  FairShare{Jain: 0.5, JainMin: 0.5, Windows: 1, FairWindows: 0, Within20: 0},
 		},
 		{
+			name: "a tenant whose department is at its limit is entitled to no more", weights: []float64{1, 1, 1},
+			// a and b, no limit of their own, share a department of 4
+			// GPUs and hold them; c borrows the other 4. Before, a and b
+			// counted entitled to 8/3 each, GPUs the engine may not give
+			// them: c, with all it could get, called unfair (0.889).
+			depts: []deptCap{{limit: 4, members: []int{0, 1}}},
+			spans: []span{{use: []int{2, 2, 4}, jobs: [][]int{{1}, {1}, {1}}, capacity: 8, d: 10 * time.Hour}},
+			want:  FairShare{Jain: 1, JainMin: 1, Windows: 1, FairWindows: 1, Within20: 1},
+		},
+		{
+			name: "a department's tenants are entitled together to what its limit lets them borrow", weights: []float64{1, 1, 1},
+			// The department of a and b has 1 GPU of room: together they
+			// are entitled to 5 of the 12 contested GPUs (2.5 each), c to
+			// 7. Before: 4 each, and an index of 0.667.
+			depts: []deptCap{{limit: 5, members: []int{0, 1}}},
+			spans: []span{{use: []int{2, 2, 8}, jobs: [][]int{{1}, {1}, {1}}, capacity: 12, d: 10 * time.Hour}},
+			want:  FairShare{Jain: jain(0.8, 0.8, 8.0/7), JainMin: jain(0.8, 0.8, 8.0/7), Windows: 1, FairWindows: 1, Within20: 1},
+		},
+		{
+			name: "a department with room for all its tenants want changes nothing", weights: []float64{1, 1},
+			depts: []deptCap{{limit: 100, members: []int{0, 1}}},
+			spans: []span{{use: []int{8, 0}, waiting: []int{2, 2}, d: 10 * time.Hour}},
+			want:  FairShare{Jain: 0.5, JainMin: 0.5, Windows: 1, FairWindows: 0, Within20: 0},
+		},
+		{
 			name: "nobody waits: no contention", weights: []float64{1, 1},
 			spans: []span{{use: []int{8, 0}, waiting: []int{0, 0}, d: 10 * time.Hour}},
 			want:  FairShare{},
@@ -127,6 +154,12 @@ func TestFairShareJain(t *testing.T) {
 				}
 				if tc.reserves != nil {
 					m.tenants[ti].Reserve = tc.reserves[i]
+				}
+			}
+			for di, d := range tc.depts {
+				m.depts = append(m.depts, d)
+				for _, ti := range d.members {
+					m.dept[ti] = di
 				}
 			}
 			at := time.Duration(0)
@@ -160,6 +193,16 @@ func TestFairShareJain(t *testing.T) {
 			}
 		})
 	}
+}
+
+// jain is Jain's index of xs.
+func jain(xs ...float64) float64 {
+	var sum, sq float64
+	for _, x := range xs {
+		sum += x
+		sq += x * x
+	}
+	return sum * sum / (float64(len(xs)) * sq)
 }
 
 // TestFairShareUsageDecays: the simulator's decayed usage, beyond the

@@ -173,6 +173,12 @@ type metrics struct {
 	// (fairShare.wantsMore).
 	waitSizes   []map[int]int
 	idleWaiting []int
+	// depts: the policy's departments with a limit, each its members'
+	// indexes; dept: [tenant] its index into depts, -1 in none. The
+	// engine holds a department's tenants to its limit together
+	// (fairShare.wantsMore, entitle).
+	depts []deptCap
+	dept  []int
 
 	bucket  time.Duration
 	sAlloc  []float64 // GPU-seconds per bucket
@@ -216,6 +222,9 @@ func newMetrics(cfg Config, jobs []Job) *metrics {
 	for i := range m.tenants {
 		m.tenants[i] = cfg.Policy.TenantOf(m.tenants[i].Namespace)
 	}
+	for _, name := range cfg.Policy.DepartmentNames() {
+		m.addDept(cfg.Policy, cfg.Policy.Departments[name])
+	}
 	for _, t := range cfg.Policy.Tiers {
 		m.tierPrio[t.Name] = t.Priority
 	}
@@ -233,6 +242,7 @@ func (m *metrics) tenantIndex(ns string) int {
 	m.tenantWaiting = append(m.tenantWaiting, 0)
 	m.waitSizes = append(m.waitSizes, map[int]int{})
 	m.idleWaiting = append(m.idleWaiting, 0)
+	m.dept = append(m.dept, -1)
 	m.tenantGPUSec = append(m.tenantGPUSec, 0)
 	m.tenantResSec = append(m.tenantResSec, 0)
 	return i
