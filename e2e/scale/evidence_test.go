@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/nomad/api"
+
+	"github.com/gpu-steward/steward/internal/nodesim"
 )
 
 // blockedEvidence samples, while the window runs, why Nomad keeps work
@@ -23,9 +25,10 @@ import (
 // (ready, unacked, blocked). One line a sample to w, for the log directory:
 // a diagnosis, not a figure of the summary.
 type blockedEvidence struct {
-	c    *api.Client
-	gpus int
-	w    io.Writer
+	c     *api.Client
+	gpus  int
+	nodes []nodesim.NodeInfo // the simulated nodes (the dev agent's own client has no GPUs)
+	w     io.Writer
 	// stopping holds when each allocation was first seen desired-stop
 	// but not client-terminal; longest is the longest such stretch seen.
 	stopping map[string]time.Time
@@ -58,6 +61,7 @@ func (e *blockedEvidence) sample(now time.Time) string {
 		return b.String() + " evals: " + err.Error()
 	}
 	dims, classes := map[string]int{}, map[string]int{}
+	var olds []*api.Evaluation
 	var old, exhausted, filtered, evaluated, zeroEval int
 	var oldest time.Duration
 	var oldestJob string
@@ -70,6 +74,7 @@ func (e *blockedEvidence) sample(now time.Time) string {
 			continue
 		}
 		old++
+		olds = append(olds, ev)
 		for _, m := range ev.FailedTGAllocs {
 			if m == nil {
 				continue
@@ -99,6 +104,7 @@ func (e *blockedEvidence) sample(now time.Time) string {
 	}
 	held, stopping, stoppingAllocs := 0, 0, 0
 	seen := map[string]bool{}
+	heldOn := map[string]int{} // GPUs held on each node, as Nomad's scheduler counts them
 	for _, a := range allocs {
 		g := 0
 		if a.AllocatedResources != nil {
@@ -109,6 +115,7 @@ func (e *blockedEvidence) sample(now time.Time) string {
 			}
 		}
 		held += g
+		heldOn[a.NodeID] += g
 		if a.DesiredStatus != "run" {
 			stopping += g
 			stoppingAllocs++
@@ -126,6 +133,24 @@ func (e *blockedEvidence) sample(now time.Time) string {
 	}
 	fmt.Fprintf(&b, " gpus_free_nomad=%d gpus_free_desired_run=%d stop_pending_allocs=%d stop_pending_gpus=%d stop_pending_longest=%s",
 		e.gpus-held, e.gpus-held+stopping, stoppingAllocs, stopping, e.longest)
+	// Of the evaluations blocked 10 s or more, those whose allocation
+	// would fit on one node's free GPUs now (Nomad's count): work Nomad
+	// could place at once, had it got to its evaluation.
+	mostFree := 0
+	for _, n := range e.nodes {
+		mostFree = max(mostFree, len(n.GPUs)-heldOn[n.ID])
+	}
+	fit := 0
+	for _, ev := range olds {
+		job, _, err := e.c.Jobs().Info(ev.JobID, &api.QueryOptions{Namespace: ev.Namespace})
+		if err != nil || len(job.TaskGroups) == 0 || len(job.TaskGroups[0].Tasks) == 0 {
+			continue
+		}
+		if r := job.TaskGroups[0].Tasks[0].Resources; r != nil && len(r.Devices) > 0 && r.Devices[0].Count != nil && int(*r.Devices[0].Count) <= mostFree {
+			fit++
+		}
+	}
+	fmt.Fprintf(&b, " most_free_on_a_node=%d blocked_10s_fit_now=%d", mostFree, fit)
 
 	if ms, _, err := e.c.Operator().MetricsSummary(all); err == nil {
 		gs := map[string]int{}

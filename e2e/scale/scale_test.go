@@ -270,7 +270,7 @@ func TestScale(t *testing.T) {
 		// Why Nomad keeps work blocked, sampled from the fill's end on
 		// (issue 33): blocked.log in the log directory.
 		if f, err := os.Create(filepath.Join(dir, "blocked.log")); err == nil {
-			ev := &blockedEvidence{c: agent.Client, gpus: gpus, w: f}
+			ev := &blockedEvidence{c: agent.Client, gpus: gpus, nodes: fleet.Nodes(), w: f}
 			go ev.run(ctx, 5*time.Second)
 			t.Cleanup(func() { f.Close() })
 		}
