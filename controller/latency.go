@@ -45,7 +45,7 @@ type queuedWait struct {
 	// alone), while Nomad kept its evaluation blocked. lastPlaceable is
 	// the last such round's time. At 250 simulated nodes on a 2-core
 	// machine that was most of the tail: the server's one scheduling
-	// worker had 100-250 evaluations ready in its broker (every
+	// worker had hundreds of evaluations waiting in its broker (every
 	// allocation that ends unblocks all blocked evaluations of its node
 	// class), and Nomad reached the work's evaluation tens of seconds
 	// after its GPUs were free (issue 33).
