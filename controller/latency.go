@@ -39,6 +39,18 @@ type queuedWait struct {
 	seen   time.Time // the first round that saw it queued
 	rounds int       // the rounds that saw it queued
 	reason string    // why the last plan that left it waiting did ("" none did)
+	// placeable counts the rounds whose plan neither preempted for it
+	// nor listed it as waiting: the engine counted it placeable on GPUs
+	// it saw free and left it to Nomad (a demand placed on free GPUs
+	// alone), while Nomad kept its evaluation blocked. lastPlaceable is
+	// the last such round's time. At 250 simulated nodes on a 2-core
+	// machine that was most of the tail: the server's one scheduling
+	// worker had hundreds of evaluations waiting in its broker (every
+	// allocation that ends unblocks all blocked evaluations of its node
+	// class), and Nomad reached the work's evaluation tens of seconds
+	// after its GPUs were free (issue 33).
+	placeable     int
+	lastPlaceable time.Time
 }
 
 // waitFields are the log fields of the wait a decision for k ends.
@@ -51,6 +63,13 @@ func (l *decisionLatency) waitFields(k jobKey, since time.Time, now time.Time) [
 		"planned_after", now.Sub(w.seen).Round(time.Millisecond), "rounds_waiting", w.rounds}
 	if w.reason != "" {
 		f = append(f, "waited_for", w.reason)
+	}
+	if w.placeable > 0 {
+		// The part of the latency that was Nomad's to place: from the
+		// blocking to the last round that left the work to it. What
+		// follows is the controller's decision (the harness reports both).
+		f = append(f, "rounds_left_to_nomad", w.placeable,
+			"left_to_nomad", max(w.lastPlaceable.Sub(since), 0).Round(time.Millisecond))
 	}
 	return f
 }
@@ -90,6 +109,21 @@ func (l *decisionLatency) noteWaits(r *round) {
 			w.reason = clip(wt.Reason.String(), waitReasonMax)
 		}
 	}
+	for k := range r.obs.Queued {
+		// Queued, yet neither waiting in the plan nor decided (a decision
+		// ends its wait before this): left to Nomad on free GPUs.
+		if w := l.waits[k]; w != nil && w.reason == "" && !l.decided(k, w) {
+			w.placeable++
+			w.lastPlaceable = r.now
+		}
+	}
+}
+
+// decided reports whether the decision for w's blocking was taken (its
+// latency measured): rounds after it do not leave the work to Nomad, they
+// wait for its victims.
+func (l *decisionLatency) decided(k jobKey, w *queuedWait) bool {
+	return l.measured[k].Equal(w.since)
 }
 
 // start is when the latency of a's decision starts (zero: not measured),

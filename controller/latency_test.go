@@ -1,11 +1,13 @@
 package controller
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/nomad/api"
 
 	"github.com/gpu-steward/steward/policy/engine"
 )
@@ -74,16 +76,30 @@ func TestDecisionWaitFields(t *testing.T) {
 	queued := map[jobKey]map[string]QueuedGroup{k: {"work": {Count: 1, Since: blocked}}}
 	waiting := &engine.Plan{Waiting: []engine.Waiting{{Job: engine.JobRef{Namespace: "ml", ID: "nb"}, Group: "work", GPUs: 1,
 		Reason: engine.Reason{Rule: engine.RuleDraining, Message: "GPUs are being freed for it"}}}}
+	// A plan that neither preempts for the work nor lists it as waiting:
+	// the engine counted it placeable on free GPUs and left it to Nomad.
+	leftToNomad := &engine.Plan{}
 	cases := []struct {
 		name  string
 		until time.Duration // the decision's round, after t0
 		plans int           // rounds before it that saw the work and left it waiting
+		plan  *engine.Plan  // what those rounds planned (nil: waiting)
 		want  []string
+		lacks []string
 	}{
 		{name: "decided by the first round that saw it", until: 0,
-			want: []string{"seen_after=3s", "rounds_waiting=0"}},
+			want: []string{"seen_after=3s", "rounds_waiting=0"}, lacks: []string{"left_to_nomad"}},
 		{name: "left waiting by two rounds first", until: 4 * time.Second, plans: 2,
-			want: []string{"seen_after=3s", "planned_after=4s", "rounds_waiting=2", `waited_for="draining: GPUs are being freed for it"`}},
+			want:  []string{"seen_after=3s", "planned_after=4s", "rounds_waiting=2", `waited_for="draining: GPUs are being freed for it"`},
+			lacks: []string{"left_to_nomad"}},
+		// Issue 33's tail: Nomad kept the work blocked while its one
+		// scheduling worker went through hundreds of ready evaluations;
+		// the engine saw GPUs free for it for three rounds, then none
+		// (Nomad placed other work there) and preempted. The line says
+		// which part was Nomad's to place (to the last of those rounds,
+		// 2 s after t0: 5 s after the blocking).
+		{name: "left to Nomad on free GPUs by three rounds, then decided", until: 4 * time.Second, plans: 3, plan: leftToNomad,
+			want: []string{"seen_after=3s", "rounds_waiting=3", "rounds_left_to_nomad=3", "left_to_nomad=5s"}, lacks: []string{"waited_for"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -91,6 +107,9 @@ func TestDecisionWaitFields(t *testing.T) {
 			for i := range tc.plans {
 				r := newRound(t0.Add(time.Duration(i)*time.Second), &Observation{Queued: queued}, nil)
 				r.plan = waiting
+				if tc.plan != nil {
+					r.plan = tc.plan
+				}
 				l.prune(r)
 				l.noteWaits(r)
 			}
@@ -103,6 +122,58 @@ func TestDecisionWaitFields(t *testing.T) {
 					t.Errorf("lacks %s: %q", w, got)
 				}
 			}
+			for _, w := range tc.lacks {
+				if len(got) == 1 && strings.Contains(got[0], w) {
+					t.Errorf("has %s: %q", w, got)
+				}
+			}
 		})
+	}
+}
+
+// TestLeftToNomadOverFakeNomad: issue 33's tail, over the fake Nomad. The
+// server's scheduler is behind (its broker holds hundreds of ready
+// evaluations): b1's evaluation stays blocked for three rounds while two
+// GPUs stand free, so the engine counts b1 placeable there and leaves it
+// to Nomad; then Nomad places other work (a2) on them and the next round
+// preempts for b1. The preemption's line says how long the work was left
+// to Nomad, for the harness to report the controller's own part apart.
+func TestLeftToNomadOverFakeNomad(t *testing.T) {
+	f := newFakeNomad()
+	cl := f.cl()
+	cl.nodes = []*api.NodeListStub{apiNode("n1", 4)}
+	a1 := apiJob("a", "a1", "training", 40, 1, 2)
+	a2 := apiJob("a", "a2", "training", 40, 1, 2)
+	b1 := apiJob("b", "b1", "interactive", 60, 1, 2)
+	cl.jobs["a/a1"], cl.jobs["b/b1"] = a1, b1
+	cl.allocs = []*api.AllocationListStub{apiAlloc("a-a1", a1, "n1", []string{"n1-gpu0", "n1-gpu1"}, t0.Add(-time.Hour))}
+	ev, sum := apiBlockedEval(b1, 1, t0.Add(-time.Second))
+	cl.evals, cl.summary["b/b1"] = []*api.Evaluation{ev}, sum
+	var out lockedLog
+	r := newRoundRunner(t, f, withLogger(hclog.New(&hclog.LoggerOptions{Output: &out, Level: hclog.Info})))
+	for i := range 3 {
+		// Rounds without Nomad's scheduler catching up: no schedule.
+		r.clock = t0.Add(time.Duration(i) * time.Second)
+		if _, err := r.c.reconcile(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if got := out.lines("preempt"); len(got) > 0 {
+			t.Fatalf("round %d preempted with two GPUs free: %q", i, got)
+		}
+	}
+	// Nomad gets to a2's evaluation first and places it on the free GPUs.
+	cl.jobs["a/a2"] = a2
+	cl.allocs = append(cl.allocs, apiAlloc("a-a2", a2, "n1", []string{"n1-gpu2", "n1-gpu3"}, t0.Add(2500*time.Millisecond)))
+	if _, err := r.round(3 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	got := out.lines("preempt")
+	if len(got) != 1 {
+		t.Fatalf("want one preemption for b1 once its GPUs are taken, got %q", got)
+	}
+	for _, w := range []string{"rounds_waiting=3", "rounds_left_to_nomad=3", "left_to_nomad=3s"} {
+		if !strings.Contains(got[0], w) {
+			t.Errorf("lacks %s: %q", w, got[0])
+		}
 	}
 }

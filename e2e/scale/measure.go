@@ -228,18 +228,24 @@ func (l *logLines) lastWith(text string) string {
 	return ""
 }
 
-var latencyRE = regexp.MustCompile(`^(\S+) .*reason="(\w+): .*decision_latency=(\S+)`)
+var (
+	latencyRE     = regexp.MustCompile(`^(\S+) .*reason="(\w+): .*decision_latency=(\S+)`)
+	leftToNomadRE = regexp.MustCompile(` left_to_nomad=(\S+)`)
+)
 
 // latencies are the decision latencies the controller logged between two
 // times (hclog's timestamp starts each line), by the rule of the action.
 // Only preemptions made for waiting work as soon as it waits (rules
 // priority, reclaim, backfill) measure how fast the controller reacts: an
 // idle rule acts only once its "after" has passed, and a limit when work
-// goes over it, whatever the pressure.
-func (l *logLines) latencies(from, to time.Time) map[string][]time.Duration {
+// goes over it, whatever the pressure. own are the same decisions less
+// the part the line says was Nomad's to place (left_to_nomad: from the
+// blocking to the last round that counted the work placeable on free GPUs
+// and left it to Nomad): the controller's own decision (issue 33).
+func (l *logLines) latencies(from, to time.Time) (byRule, own map[string][]time.Duration) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	out := map[string][]time.Duration{}
+	out, own := map[string][]time.Duration{}, map[string][]time.Duration{}
 	for _, line := range l.lines {
 		m := latencyRE.FindStringSubmatch(line)
 		if m == nil {
@@ -249,11 +255,19 @@ func (l *logLines) latencies(from, to time.Time) map[string][]time.Duration {
 		if err != nil || at.Before(from) || at.After(to) {
 			continue
 		}
-		if d, err := time.ParseDuration(strings.Trim(m[3], `"`)); err == nil {
-			out[m[2]] = append(out[m[2]], d)
+		d, err := time.ParseDuration(strings.Trim(m[3], `"`))
+		if err != nil {
+			continue
 		}
+		out[m[2]] = append(out[m[2]], d)
+		if n := leftToNomadRE.FindStringSubmatch(line); n != nil {
+			if left, err := time.ParseDuration(strings.Trim(n[1], `"`)); err == nil {
+				d = max(d-left, 0)
+			}
+		}
+		own[m[2]] = append(own[m[2]], d)
 	}
-	return out
+	return out, own
 }
 
 // percentile is the nearest-rank p-th percentile (NaN when empty).

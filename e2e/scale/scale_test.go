@@ -56,8 +56,18 @@ type summary struct {
 	Nodes, GPUs, Allocs      int
 	DecisionP50, DecisionP99 float64 // ms
 	Decisions                int
-	ReadMBPerMin             float64
-	WritesPerMin             float64
+	// DecisionOwnP50/P99 are the same decisions less the part Nomad had
+	// to place the work (the controller's left_to_nomad: it counted the
+	// work placeable on GPUs it saw free while Nomad kept it blocked);
+	// LeftToNomad counts the decisions that had such a part (issue 33).
+	DecisionOwnP50, DecisionOwnP99 float64 // ms
+	LeftToNomad                    int
+	// ServerBacklogP50/Max are the evaluations waiting for the server's
+	// scheduler in the window (its eval broker's ready and pending ones,
+	// sampled every poll): what work Nomad has not yet got to waits for.
+	ServerBacklogP50, ServerBacklogMax float64
+	ReadMBPerMin                       float64
+	WritesPerMin                       float64
 	// Actions are the decisions the leader carried out in the window
 	// (steward_actions_total: preemptions, idle stops, holds, resumes,
 	// priorities); the job states and records it wrote, per action.
@@ -110,12 +120,14 @@ func (s summary) line() string {
 		}
 		return fmt.Sprintf("%.*f", prec, v)
 	}
-	return fmt.Sprintf("scale: nodes=%d gpus=%d allocs=%d decisions=%d decision_p50_ms=%s decision_p99_ms=%s read_mb_per_min=%s writes_per_min=%s "+
+	return fmt.Sprintf("scale: nodes=%d gpus=%d allocs=%d decisions=%d decision_p50_ms=%s decision_p99_ms=%s "+
+		"decision_own_p50_ms=%s decision_own_p99_ms=%s left_to_nomad=%d server_backlog_p50=%s server_backlog_max=%s read_mb_per_min=%s writes_per_min=%s "+
 		"actions=%.0f state_writes_per_action=%s record_writes_per_action=%s "+
 		"controller_cpu_s_per_min=%s rss_mib=%s failover_to_first_plan_s=%s failover_to_round_end_s=%s failover_to_lease_s=%s idle_sample_age_p99_s=%s "+
 		"quiet_read_mb_per_min=%s quiet_cluster_read_mb_per_min=%s quiet_writes_per_min=%s activity=%s quiet_activity_read_mb_per_min=%s "+
 		"measured=%s leader_changes=%d window_restarts=%d lead_lost=%v",
-		s.Nodes, s.GPUs, s.Allocs, s.Decisions, f(s.DecisionP50, 1), f(s.DecisionP99, 1), f(s.ReadMBPerMin, 2), f(s.WritesPerMin, 1),
+		s.Nodes, s.GPUs, s.Allocs, s.Decisions, f(s.DecisionP50, 1), f(s.DecisionP99, 1),
+		f(s.DecisionOwnP50, 1), f(s.DecisionOwnP99, 1), s.LeftToNomad, f(s.ServerBacklogP50, 0), f(s.ServerBacklogMax, 0), f(s.ReadMBPerMin, 2), f(s.WritesPerMin, 1),
 		s.Actions, f(s.StateWritesPerAction, 2), f(s.RecordWritesPerAction, 2),
 		f(s.CPUSecondsPerMin, 2), f(s.RSSMiB, 0), f(s.FailoverToFirstPlan, 1), f(s.FailoverToRoundEnd, 1), f(s.FailoverToLease, 1), f(s.IdleSampleAgeP99, 1),
 		f(s.QuietReadMBPerMin, 2), f(s.QuietClusterReadMBPerMin, 2), f(s.QuietWritesPerMin, 1), s.Activity, f(s.QuietActivityReadMBPerMin, 3),
@@ -254,6 +266,16 @@ func TestScale(t *testing.T) {
 	}
 	t.Logf("filled: %d of %d GPUs in running allocations after %s; %d changes of leader", drv.runningGPUs, gpus, time.Since(start).Round(time.Second), lead.changes)
 
+	if dir := os.Getenv("STEWARD_SCALE_LOGDIR"); dir != "" {
+		// Why Nomad keeps work blocked, sampled from the fill's end on
+		// (issue 33): blocked.log in the log directory.
+		if f, err := os.Create(filepath.Join(dir, "blocked.log")); err == nil {
+			ev := &blockedEvidence{c: agent.Client, gpus: gpus, nodes: fleet.Nodes(), w: f}
+			go ev.run(ctx, 5*time.Second)
+			t.Cleanup(func() { f.Close() })
+		}
+	}
+
 	// The window: the leader's figures, from its own metrics and log. A
 	// window whose leader loses the lead starts again on the new one
 	// (leadWatch).
@@ -263,6 +285,7 @@ func TestScale(t *testing.T) {
 		p0         procSample
 		from       time.Time
 		rss        int64
+		backlog    []time.Duration // evaluations waiting for the scheduler, one per poll (as durations, for percentile)
 		windowFrom = time.Now()
 	)
 	for restart := true; restart; {
@@ -274,7 +297,7 @@ func TestScale(t *testing.T) {
 		if p0, err = readProc(m.cmd.Process.Pid); err != nil {
 			t.Fatal(err)
 		}
-		from, rss = time.Now(), 0
+		from, rss, backlog = time.Now(), 0, nil
 		if dir := os.Getenv("STEWARD_SCALE_LOGDIR"); dir != "" {
 			// A CPU profile of the leader over most of the window.
 			go func(m *controllerProc) {
@@ -299,6 +322,9 @@ func TestScale(t *testing.T) {
 			if p, err := readProc(m.cmd.Process.Pid); err == nil {
 				rss = max(rss, p.rss)
 			}
+			if n, ok := serverBacklog(agent.Client); ok {
+				backlog = append(backlog, time.Duration(n)*time.Millisecond)
+			}
 			time.Sleep(2 * time.Second)
 		}
 	}
@@ -319,10 +345,13 @@ func TestScale(t *testing.T) {
 	t.Logf("window: measured controller %s from %s (%s after the first window began), %d restarts, %d changes of leader since the start, %d polls with none leading",
 		m.name, from.Format(time.TimeOnly), from.Sub(windowFrom).Round(time.Second), lead.restarts, lead.changes, lead.gaps)
 	minutes := to.Sub(from).Minutes()
-	byRule := m.log.latencies(from, to)
+	byRule, ownByRule := m.log.latencies(from, to)
 	lat := append(append(byRule["priority"], byRule["reclaim"]...), byRule["backfill"]...)
+	own := append(append(ownByRule["priority"], ownByRule["reclaim"]...), ownByRule["backfill"]...)
 	s := summary{Nodes: nodes, GPUs: gpus, Allocs: drv.runningAllocs, Decisions: len(lat),
 		DecisionP50: percentile(lat, 50), DecisionP99: percentile(lat, 99),
+		DecisionOwnP50: percentile(own, 50), DecisionOwnP99: percentile(own, 99), LeftToNomad: leftToNomad(lat, own),
+		ServerBacklogP50: percentile(backlog, 50), ServerBacklogMax: percentile(backlog, 100),
 		ReadMBPerMin:     (counter(after, "steward_nomad_http_read_bytes_total", "") - counter(before, "steward_nomad_http_read_bytes_total", "")) / 1e6 / minutes,
 		WritesPerMin:     (counter(after, "steward_nomad_http_requests_total", "write") - counter(before, "steward_nomad_http_requests_total", "write")) / minutes,
 		ReadsPerMin:      (counter(after, "steward_nomad_http_requests_total", "read") - counter(before, "steward_nomad_http_requests_total", "read")) / minutes,
@@ -441,7 +470,8 @@ func TestScale(t *testing.T) {
 	t.Logf("lease (-lock-ttl %s, renewed every TTL/3, each renewal given what its lease has left; TTL/3 in builds before issue 33's renewUntil): renewals that failed: a %d, b %d; leads lost: a %d, b %d; the server's job registrations (Raft writes, as renewals are) took p50 %.0f ms, p99 %.0f ms, max %.0f ms (%d)",
 		lockTTL(nodes).String(), a.log.count(renewFailed), b.log.count(renewFailed), a.log.count(leadLost), b.log.count(leadLost),
 		percentile(drv.writes, 50), percentile(drv.writes, 99), percentile(drv.writes, 100), len(drv.writes))
-	t.Logf("decision latency (ms) p50/p99 by rule: %s", latencyByRule(byRule))
+	t.Logf("decision latency (ms) p50/p99 by rule: %s; less the part left to Nomad: %s; evaluations waiting for the server's scheduler: p50 %.0f, max %.0f",
+		latencyByRule(byRule), latencyByRule(ownByRule), s.ServerBacklogP50, s.ServerBacklogMax)
 	t.Logf("stats sweep p50/p99 (s, bucket bounds): %.2f/%.2f", quantileBetween(histogram(before, "steward_gpu_stats_sweep_seconds"), histogram(after, "steward_gpu_stats_sweep_seconds"), 0.5),
 		quantileBetween(histogram(before, "steward_gpu_stats_sweep_seconds"), histogram(after, "steward_gpu_stats_sweep_seconds"), 0.99))
 	t.Logf("window %.0fs: %d decisions (priority, reclaim, backfill); %.0f full reads (%.0f of them after waiting 2 s for Nomad to carry out Steward's writes), %.0f summary reads, %.0f entities of drift, %.0f reads/min; workload: %d jobs submitted (%d of them busy high-tier work beyond the demand), %d allocations finished",
