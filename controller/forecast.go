@@ -640,6 +640,26 @@ func (sh *shownQueue) due(now *shownQueue, at time.Time) bool {
 		forecastMoves(sh.p50, now.p50, at) || forecastMoves(sh.p90, now.p90, at)
 }
 
+// listed reports whether the round's queue lists the job (stabiliseQueue),
+// shown in its record yet or not.
+func (qf *forecaster) listed(k jobKey) bool {
+	return qf.fc != nil && qf.fc.latest[k] != nil
+}
+
+// forecastComing reports whether the job's record shows no forecast yet
+// while one started at or after since, which includes the job if it
+// waited then, is still running: its first forecast is on its way
+// (recordplace.go).
+func (qf *forecaster) forecastComing(k jobKey, since time.Time) bool {
+	fc := qf.fc
+	if fc == nil || (fc.shown[k] != nil && fc.shown[k].known) {
+		return false
+	}
+	fc.mu.Lock()
+	defer fc.mu.Unlock()
+	return fc.running && !fc.startedAt.Before(since)
+}
+
 // addQueueItems adds a waiting job's place in the queue and its forecast
 // to its record's items, as stabiliseQueue settled them.
 func (qf *forecaster) addQueueItems(k jobKey, items map[string]string) {

@@ -33,6 +33,9 @@ type publisher struct {
 
 	records   map[jobKey]string // JSON last written to each job's record
 	recordErr map[jobKey]string // last error writing each job's record, logged once
+	// placeHeld: records held back for the job's first place in the
+	// queue, by the round that held them (recordplace.go).
+	placeHeld map[jobKey]time.Time
 	// statusOut is the status last published, statusIndex its
 	// variable's modify index (check-and-set) once statusKnown.
 	statusOut   string
@@ -68,6 +71,7 @@ func newPublisher(c *Controller) *publisher {
 func (p *publisher) forgetRecords() {
 	p.records = map[jobKey]string{}
 	p.recordErr = map[jobKey]string{}
+	p.placeHeld = map[jobKey]time.Time{}
 }
 
 // outcomes are what the rounds leave outside any one round that the

@@ -153,7 +153,7 @@ func (p *publisher) writeRecords(ctx context.Context, r *round, pol *policy.Poli
 	usage := p.usage().samples(pol)
 	var due []recordWrite
 	add := func(st *JobState) {
-		if w, ok := p.recordDue(r, pol, st, usage); ok {
+		if w, ok := p.recordDue(r, pol, st, usage); ok && !p.holdForPlace(r, st) {
 			due = append(due, w)
 		}
 	}
@@ -221,6 +221,11 @@ func (p *publisher) pruneRecords(r *round) {
 	for k := range p.recordErr {
 		if r.obs.Jobs[k] == nil {
 			delete(p.recordErr, k)
+		}
+	}
+	for k := range p.placeHeld {
+		if r.obs.Jobs[k] == nil {
+			delete(p.placeHeld, k)
 		}
 	}
 	for k := range p.store.stateErr {

@@ -67,7 +67,7 @@ func writeSite() string {
 		}
 		name := fn[strings.LastIndex(fn, ".")+1:]
 		switch name {
-		case "record", "PutVar", "DeleteVar", "save", "forget", "mergeRecord", "writeRecord":
+		case "record", "PutVar", "DeleteVar", "save", "forget", "mergeRecord", "mergeRecordTries", "mergeRecordWrite", "writeRecord", "unlockedFor":
 		default:
 			if strings.Contains(fr.Function, "/controller.") {
 				return name
@@ -104,6 +104,10 @@ func TestWritesPerDecision(t *testing.T) {
 		// sample, when set, is the GPU activity sweeps read since the
 		// step before (c.usage.add).
 		sample func(c *Controller, from, to time.Time)
+		// forecastStarts: a forecast of the queue as the round's plan
+		// has it starts in the round, and runs until a step with
+		// forecastEnds (its result in that step's forecast).
+		forecastStarts, forecastEnds bool
 	}
 	holdCluster := func(f *fakeNomad) {
 		// ml/nb (interactive) holds the node's 2 GPUs and may not be
@@ -198,6 +202,11 @@ func TestWritesPerDecision(t *testing.T) {
 	for at := time.Duration(0); at <= 3*time.Hour; at += time.Minute {
 		idleHours = append(idleHours, step{at: at, sample: idleSweeps})
 	}
+	// trainForecast is a forecast for ml/train, waiting in holdCluster.
+	trainForecast := func(now time.Time) *forecast.Result {
+		return &forecast.Result{At: now, Replays: 10, Jobs: map[engine.JobRef]*forecast.JobForecast{
+			{Namespace: "ml", ID: "train"}: {P50: now.Add(40 * time.Minute), P90: now.Add(70 * time.Minute), Started: 10}}}
+	}
 	var quietMinute []step
 	for at := time.Duration(0); at <= time.Minute+5*time.Second; at += 5 * time.Second {
 		quietMinute = append(quietMinute, step{at: at, forecast: swinging})
@@ -255,10 +264,12 @@ func TestWritesPerDecision(t *testing.T) {
 			steps:  []step{{at: 0}, {at: signalDelay}, {at: signalDelay + 2*time.Minute}, {at: signalDelay + 2*time.Minute + time.Second}, {at: 5 * time.Minute}},
 			state:  map[string]int{"b/train": 2, "a/want": 2},
 			record: map[string]int{"b/train": 2, "a/want": 2}},
-		{name: "an idle requeue in mode always: the idle timer once, then the stop",
+		{name: "an idle requeue in mode always: the idle timer once, then the stop, its record once with its first place in the queue",
 			cluster: idleCluster, policy: idleAlways, steps: idleRequeue,
+			// The record a round after the stop, with the place the next
+			// plan gives it (2 before: the stop, then its place).
 			state:  map[string]int{"ml/nb": 2},
-			record: map[string]int{"ml/nb": 2}},
+			record: map[string]int{"ml/nb": 1}},
 		{name: "a pause of running work: held in one write",
 			cluster: func(f *fakeNomad) {
 				cl := f.cl()
@@ -276,11 +287,12 @@ func TestWritesPerDecision(t *testing.T) {
 				f.cl().jobs["ml/train"].Meta[policy.DefaultCheckpointMetaKey] = policy.CheckpointNone
 			},
 			steps: []step{{at: 0}, {at: time.Second}, {at: time.Minute}},
-			// ml/train: preempted and held in one write, its record
-			// then and with its first place in the queue a round later;
-			// ml/nb: left to Nomad's queue, never held, nothing written.
+			// ml/train: preempted and held in one write, its record once
+			// a round later, with its first place in the queue (2
+			// before: the preemption, then its place); ml/nb: left to
+			// Nomad's queue, never held, nothing written.
 			state:  map[string]int{"ml/train": 1},
-			record: map[string]int{"ml/train": 2}},
+			record: map[string]int{"ml/train": 1}},
 		{name: "a priority set to its tier's: the record says the new priority at once and is not written again",
 			cluster: func(f *fakeNomad) {
 				// ml/asks runs with priority 90; its tier, training, is
@@ -299,6 +311,25 @@ func TestWritesPerDecision(t *testing.T) {
 			steps:   []step{{at: 0}, {at: 10 * time.Second}, {at: time.Minute}},
 			state:   map[string]int{"ml/train": 1},
 			record:  map[string]int{"ml/train": 1}},
+		{name: "a hold while a forecast that includes the job runs: its record once, with its place and its first forecast",
+			cluster: holdCluster,
+			steps: []step{{at: 0, forecastStarts: true}, {at: 700 * time.Millisecond, forecast: trainForecast, forecastEnds: true},
+				{at: 3 * time.Second}, {at: time.Minute}},
+			// 2 before: the hold with its place, then its first forecast
+			// in the round the forecast pokes.
+			state:  map[string]int{"ml/train": 1},
+			record: map[string]int{"ml/train": 1}},
+		{name: "a hold whose forecast does not come: its record once the wait is up",
+			cluster: holdCluster,
+			steps:   []step{{at: 0, forecastStarts: true}, {at: time.Second}, {at: placeWait}, {at: 3 * time.Second}, {at: time.Minute}},
+			state:   map[string]int{"ml/train": 1},
+			record:  map[string]int{"ml/train": 1}},
+		{name: "a hold resumed before its forecast comes: the resume's record at once, the hold's never",
+			cluster: holdCluster,
+			steps: []step{{at: 0, forecastStarts: true}, {at: 500 * time.Millisecond, before: nbDone},
+				{at: time.Second}, {at: time.Minute}},
+			state:  map[string]int{"ml/train": 2},
+			record: map[string]int{"ml/train": 1}},
 		{name: "a resume once GPUs are free: nothing written as Nomad places it",
 			cluster: holdCluster,
 			steps:   []step{{at: 0}, {at: time.Minute, before: nbDone}, {at: time.Minute + time.Second}, {at: 2 * time.Minute}},
@@ -367,6 +398,14 @@ func TestWritesPerDecision(t *testing.T) {
 					s.sample(r.c, last, t0.Add(s.at))
 				}
 				last = t0.Add(s.at)
+				if s.forecastStarts || s.forecastEnds {
+					r.c.pub.queue.fc.mu.Lock()
+					if s.forecastStarts {
+						r.c.pub.queue.fc.startedAt = t0.Add(s.at)
+					}
+					r.c.pub.queue.fc.running = !s.forecastEnds
+					r.c.pub.queue.fc.mu.Unlock()
+				}
 				if s.forecast != nil {
 					r.c.pub.queue.fc.mu.Lock()
 					r.c.pub.queue.fc.result, r.c.pub.queue.fc.basis = s.forecast(t0.Add(s.at)), "test"
@@ -375,6 +414,12 @@ func TestWritesPerDecision(t *testing.T) {
 				w.round = s.at.String()
 				if _, err := r.round(s.at); err != nil {
 					t.Fatalf("round at %s: %v", s.at, err)
+				}
+				if s.forecastEnds {
+					// No other forecast starts in the story.
+					r.c.pub.queue.fc.mu.Lock()
+					r.c.pub.queue.fc.running, r.c.pub.queue.fc.startedAt = true, time.Time{}
+					r.c.pub.queue.fc.mu.Unlock()
 				}
 				for what, n := range w.perRound[w.round] {
 					if n > 1 {
