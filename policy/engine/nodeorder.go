@@ -81,6 +81,9 @@ type searchCounts struct {
 	builds     int // kinds' own orders built
 	filed      int // nodes filed in own orders when built
 	bounds     int // kind bounds computed (bound), building or keeping own orders
+	// levelBounds: of bounds, those read from the level's (the bar
+	// refuses none of the node's units), not walked.
+	levelBounds int
 }
 
 // heap returns the heap of nodes in pool for g GPUs, building it if

@@ -41,7 +41,12 @@ type barPotential struct {
 	base   int32  // the tier's own priority
 	barred []bool // [tenant] whose work of priority base the bar refuses
 	cap    *capacity
-	seen   int // ix.settled[:seen] are reflected in cap and heaps
+	seen   int // ix.settled[:seen] are reflected in cap, refused and heaps
+	// refused counts, per node, the untaken units outside chains that the
+	// bar surely refuses, at any level. Where there are none, the kind's
+	// bound for any g is the level's (bound): on the fleet benchmark
+	// most of the nodes an own order files.
+	refused []int32
 	// heaps, [pool][g], are the kind's own node order (nodeorder.go) for
 	// the pools and GPU counts where the level's order failed it: the
 	// nodes whose potential fits g, by their bound over the units the bar
@@ -83,14 +88,22 @@ func (ix *nodeIndex) barPotentialFor(b *bene) *barPotential {
 	// every unit of every node (18 kinds a fleet plan, 10,000 nodes each).
 	bp.cap = newLazyCapacity(&m.pl, m.maxGPUs)
 	bp.cap.fill(ix.pot[k.level].free)
+	bp.refused = make([]int32, len(m.nodes))
 	ix.refusable.build(ix)
 	for t, barred := range bp.barred {
 		if !barred || k.entitled && t != k.tenant {
 			continue // not refused (refuses)
 		}
 		for _, at := range ix.refusable.of(bp.base, t) {
-			if nu := &ix.refusable.flat[at.flat]; !nu.taken && int(nu.lvl) <= k.level {
+			nu := &ix.refusable.flat[at.flat]
+			if nu.taken {
+				continue
+			}
+			if int(nu.lvl) <= k.level {
 				bp.cap.free[at.n] -= nu.gpus
+			}
+			if !nu.chained {
+				bp.refused[at.n]++
 			}
 		}
 	}
@@ -100,15 +113,22 @@ func (ix *nodeIndex) barPotentialFor(b *bene) *barPotential {
 }
 
 // potential is node n's potential for the kind: free GPUs, plus untaken
-// units at or below its level, less those the bar surely refuses.
-func (bp *barPotential) potential(ix *nodeIndex, n int32) int32 {
-	pot := ix.cap.free[n]
+// units at or below its level, less those the bar surely refuses; and how
+// many untaken units outside chains the bar surely refuses (refused).
+func (bp *barPotential) potential(ix *nodeIndex, n int32) (pot, refused int32) {
+	pot = ix.cap.free[n]
 	for _, nu := range ix.nodeUnits[n] {
-		if !nu.taken && int(nu.lvl) <= bp.kind.level && !bp.refuses(&nu) {
-			pot += nu.gpus
+		switch {
+		case nu.taken:
+		case !bp.refuses(&nu):
+			if int(nu.lvl) <= bp.kind.level {
+				pot += nu.gpus
+			}
+		case !nu.chained:
+			refused++
 		}
 	}
-	return pot
+	return pot, refused
 }
 
 // refuses reports whether the bar surely keeps a beneficiary of the kind
@@ -125,9 +145,11 @@ func (bp *barPotential) refuses(nu *nodeUnit) bool {
 // settleNode brings node n's potential, and its place in the kind's
 // node orders, up to date.
 func (bp *barPotential) settleNode(ix *nodeIndex, n int32) {
-	if p := bp.potential(ix, n); p != bp.cap.free[n] {
+	p, refused := bp.potential(ix, n)
+	if p != bp.cap.free[n] {
 		bp.cap.add(n, p-bp.cap.free[n])
 	}
+	bp.refused[n] = refused
 	for pool, hs := range bp.heaps {
 		if hs == nil || !ix.cap.nodeIn(n, int32(pool)) {
 			continue
@@ -188,7 +210,14 @@ func (bp *barPotential) order(ix *nodeIndex, pool int32, g int, level *lbHeap) *
 			ix.order.counts.bounds++
 			continue
 		}
-		if lb := bp.bound(ix, le.n, g); lb != noBound {
+		lb := le.lb // the level's order is up to date: bound's read, without the call
+		if bp.refused[le.n] == 0 {
+			ix.order.counts.bounds++
+			ix.order.counts.levelBounds++
+		} else {
+			lb = bp.bound(ix, le.n, g)
+		}
+		if lb != noBound {
 			h.pos[le.n] = int32(len(h.e))
 			h.e = append(h.e, lbEntry{lb, le.n})
 		}
@@ -204,11 +233,17 @@ func (bp *barPotential) order(ix *nodeIndex, pool int32, g int, level *lbHeap) *
 // kind, as nodeIndex.bound but over the units the bar does not surely
 // refuse (a chain's are all counted: its search may take another unit of
 // the group); noBound too where the kind's potential is short of g, as
-// the search would not try the node.
+// the search would not try the node. Where the bar refuses none of n's
+// units, the walk is nodeIndex.bound's, so its bound is read, not walked
+// again (ix.lb is up to date: the searches settle before they read).
 func (bp *barPotential) bound(ix *nodeIndex, n int32, g int) uint64 {
 	ix.order.counts.bounds++
 	if bp.cap.free[n] < int32(g) {
 		return noBound
+	}
+	if bp.refused[n] == 0 {
+		ix.order.counts.levelBounds++
+		return ix.lb[int(n)*(ix.m.maxGPUs+1)+g]
 	}
 	have := int(ix.cap.free[n])
 	if have >= g {
