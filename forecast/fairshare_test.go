@@ -72,3 +72,39 @@ preemption {
 		})
 	}
 }
+
+// A cluster replayed in shares keeps the tenants' usage, scaled as their
+// reserves and limits are: each share orders its waiting work by it.
+// Before, a share's snapshot had none, as if fair share were off.
+func TestReducedInputKeepsUsage(t *testing.T) {
+	tests := []struct {
+		name  string
+		usage map[string]float64
+		want  map[string]float64
+	}{
+		{name: "usage scaled by the shares", usage: map[string]float64{"a": 1000, "b": 10}, want: map[string]float64{"a": 500, "b": 5}},
+		{name: "no usage: none", usage: nil, want: nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			snap := &engine.Snapshot{Nodes: []engine.Node{node("n1", 8), node("n2", 8), node("n3", 8), node("n4", 8)},
+				Waiting: []engine.Demand{waiting("a", "a1", "training", 1, 1, time.Minute)}, Usage: tc.usage}
+			in := Input{Engine: testEngine(t), Snapshot: snap, Now: t0}
+			rd := newReduction(&in, 2)
+			for s := range 2 {
+				got := rd.input(&in, s).Snapshot.Usage
+				if len(got) != len(tc.want) {
+					t.Fatalf("share %d usage %v, want %v", s, got, tc.want)
+				}
+				for k, v := range tc.want {
+					if got[k] != v {
+						t.Errorf("share %d usage %v, want %v", s, got, tc.want)
+					}
+				}
+			}
+			if tc.usage != nil && snap.Usage["a"] != 1000 {
+				t.Errorf("the snapshot's usage changed to %v: it is read only", snap.Usage)
+			}
+		})
+	}
+}
