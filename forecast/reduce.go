@@ -200,6 +200,17 @@ func (rd *reduction) input(in *Input, s int) Input {
 			snap.Waiting = append(snap.Waiting, d)
 		}
 	}
+	// The tenants' decayed usage (fair share over time) orders the
+	// share's waiting work and its fair-share reclaims as the whole
+	// cluster's: left out, a share replayed as if fair share were off.
+	// Scaled like the tenants' reserves and limits, so that what they
+	// borrow in the share accrues on it at the same rate (fairshare.go).
+	if len(src.Usage) > 0 {
+		snap.Usage = make(map[string]float64, len(src.Usage))
+		for t, u := range src.Usage {
+			snap.Usage[t] = u / float64(rd.k)
+		}
+	}
 	out := *in
 	out.Engine, out.Snapshot = rd.engine, snap
 	return out

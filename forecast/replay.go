@@ -51,6 +51,9 @@ type replay struct {
 	// boot is this replay's draw of each run-time history's distribution
 	// (bootstrap.go).
 	boot bootstrap
+	// fair is the tenants' decayed usage, accounted in virtual time
+	// (fairshare.go).
+	fair replayUsage
 	// watch, when set (by tests), sees each plan and the snapshot it was
 	// made on, before its actions are applied.
 	watch func(*engine.Snapshot, *engine.Plan)
@@ -124,7 +127,7 @@ type rjob struct {
 func newReplay(in *Input, opt Options, seed uint64, scale int) *replay {
 	r := &replay{in: in, opt: opt, rng: rand.New(rand.NewPCG(opt.Seed, seed)), now: in.Now, start: in.Now, stepStart: in.Now,
 		nodeIx: map[string]int{}, jobs: map[engine.JobRef]*rjob{}, arrRng: arrivalRNG(opt.Seed, seed), scale: scale,
-		boot: bootstrap{seed: opt.Seed, replay: seed}}
+		boot: bootstrap{seed: opt.Seed, replay: seed}, fair: newReplayUsage(in)}
 	s := in.Snapshot
 	used := map[string]map[string]bool{}
 	for _, a := range s.Allocs {
@@ -281,6 +284,7 @@ func (r *replay) settle(first bool) {
 		r.watch(snap, plan)
 	}
 	r.plans++
+	r.fair.hold(plan.Tenants)
 	r.index()
 	for i := range plan.Actions {
 		r.apply(&plan.Actions[i])
@@ -457,10 +461,12 @@ func (r *replay) dropMarks() {
 
 // snapshot is the replay's cluster as the controller would read it.
 func (r *replay) snapshot() *engine.Snapshot {
-	// The tenants' decayed usage (fair share over time) stays as it was
-	// at the forecast's start: over a replay's hours it would accrue and
-	// decay, which the replay does not account.
 	s := &engine.Snapshot{Nodes: r.in.Snapshot.Nodes, Usage: r.in.Snapshot.Usage}
+	if r.fair.usage != nil {
+		// The tenants' decayed usage as of now (fairshare.go); the
+		// engine reads it only, and the plan is made before it changes.
+		s.Usage = r.fair.advance(r.now)
+	}
 	s.Allocs = make([]engine.Alloc, 0, len(r.allocs))
 	for i := range r.allocs {
 		a := r.allocs[i].a
