@@ -426,6 +426,7 @@ func (o *observer) summary(ctx context.Context, k jobKey) (*api.JobSummary, erro
 	c := o.cache
 	c.mu.Lock()
 	s := c.summaries[k]
+	touched := c.touched[k]
 	c.mu.Unlock()
 	if s != nil && !s.stale {
 		return s.sum, nil
@@ -439,7 +440,16 @@ func (o *observer) summary(ctx context.Context, k jobKey) (*api.JobSummary, erro
 	if sum == nil {
 		delete(c.summaries, k)
 	} else {
-		c.summaries[k] = &cachedSummary{sum: sum}
+		// An event about the job applied while the read was out may say
+		// what the answer does not (Nomad counts a blocked group's queued
+		// allocations when it completes the evaluation that failed, a
+		// moment after blocking it): it marked the entry this one
+		// replaces stale, so this one stays stale too, and the round it
+		// poked reads the summary again. Stored fresh, the answer hid the
+		// work until the next event about its job or the next resync:
+		// at 250 nodes, work a round first saw queued in a resync's round
+		// had waited up to 27 s (seen_after, issue 33).
+		c.summaries[k] = &cachedSummary{sum: sum, stale: c.touched[k] > touched}
 	}
 	c.mu.Unlock()
 	return sum, nil
