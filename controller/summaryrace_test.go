@@ -25,9 +25,10 @@ func TestSummaryReadRacesEvent(t *testing.T) {
 		eventDuringRead bool
 		wantQueued      []int // the group's queued count each round sees (0: not queued)
 		wantReads       int   // summary reads over both rounds
+		wantOvertaken   int   // of them, reads an event overtook (logged with the round's phases)
 	}{
 		{name: "an event while the read is out: the next round reads again and sees the work", eventDuringRead: true,
-			wantQueued: []int{0, 1}, wantReads: 2},
+			wantQueued: []int{0, 1}, wantReads: 2, wantOvertaken: 1},
 		{name: "no event: the answer is kept (one read)", wantQueued: []int{0, 0}, wantReads: 1},
 	}
 	for _, tc := range cases {
@@ -69,6 +70,9 @@ func TestSummaryReadRacesEvent(t *testing.T) {
 			}
 			if got := o.stats.summaryReads; got != tc.wantReads {
 				t.Errorf("%d summary reads, want %d", got, tc.wantReads)
+			}
+			if got := o.stats.overtaken; got != tc.wantOvertaken {
+				t.Errorf("%d summary reads overtaken, want %d", got, tc.wantOvertaken)
 			}
 		})
 	}
