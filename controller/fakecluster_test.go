@@ -30,6 +30,10 @@ type fakeCluster struct {
 	// statsHook, when set, runs before each stats read, outside the
 	// fake's lock (a slow or hung client).
 	statsHook func(ctx context.Context, node string) error
+	// summaryHook, when set, runs after a summary read has its answer
+	// and before it returns, outside the fake's lock (what happens
+	// while the answer is on its way).
+	summaryHook func(ns, id string)
 }
 
 func (f *fakeNomad) cl() *fakeCluster {
@@ -121,11 +125,16 @@ func (f *fakeNomad) ListBlockedEvals(context.Context, bool) ([]*api.Evaluation, 
 
 func (f *fakeNomad) JobSummary(_ context.Context, ns, id string, _ bool) (*api.JobSummary, error) {
 	f.mu.Lock()
-	defer f.mu.Unlock()
 	if err := f.readErr("read summary " + ns + "/" + id); err != nil {
+		f.mu.Unlock()
 		return nil, err
 	}
-	return f.cl().summary[ns+"/"+id], nil
+	sum, hook := f.cl().summary[ns+"/"+id], f.cl().summaryHook
+	f.mu.Unlock()
+	if hook != nil {
+		hook(ns, id)
+	}
+	return sum, nil
 }
 
 func (f *fakeNomad) NodeStats(ctx context.Context, node string) (*api.HostStats, error) {

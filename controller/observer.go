@@ -40,6 +40,9 @@ type observeCost struct {
 	waited              time.Duration
 	full                bool
 	jobReads, summaries int
+	// overtaken counts its summary reads an event about their job
+	// overtook (observer.summary): each read again the next round.
+	overtaken int
 }
 
 // lastCost returns what the latest observe did.
@@ -53,6 +56,8 @@ func (o *observer) lastCost() observeCost {
 type readStats struct {
 	fullReads, summaryReads, jobReads int
 	drift                             int
+	// overtaken: summary reads an event about their job overtook.
+	overtaken int
 }
 
 func newObserver(n Nomad, placeholders string) *observer {
@@ -71,7 +76,8 @@ func (o *observer) observe(ctx context.Context, now time.Time, full bool) (*Obse
 	before := *o.stats
 	defer func() {
 		o.last = observeCost{waited: o.last.waited, full: o.stats.fullReads > before.fullReads,
-			jobReads: o.stats.jobReads - before.jobReads, summaries: o.stats.summaryReads - before.summaryReads}
+			jobReads: o.stats.jobReads - before.jobReads, summaries: o.stats.summaryReads - before.summaryReads,
+			overtaken: o.stats.overtaken - before.overtaken}
 	}()
 	o.last.waited = time.Since(asked)
 	following := o.cache.follows()
@@ -426,6 +432,7 @@ func (o *observer) summary(ctx context.Context, k jobKey) (*api.JobSummary, erro
 	c := o.cache
 	c.mu.Lock()
 	s := c.summaries[k]
+	touched := c.touched[k]
 	c.mu.Unlock()
 	if s != nil && !s.stale {
 		return s.sum, nil
@@ -439,7 +446,20 @@ func (o *observer) summary(ctx context.Context, k jobKey) (*api.JobSummary, erro
 	if sum == nil {
 		delete(c.summaries, k)
 	} else {
-		c.summaries[k] = &cachedSummary{sum: sum}
+		// An event about the job applied while the read was out may say
+		// what the answer does not (Nomad counts a blocked group's queued
+		// allocations when it completes the evaluation that failed, a
+		// moment after blocking it): it marked the entry this one
+		// replaces stale, so this one stays stale too, and the round it
+		// poked reads the summary again. Stored fresh, the answer hid the
+		// work until the next event about its job or the next resync:
+		// at 250 nodes, work a round first saw queued in a resync's round
+		// had waited up to 27 s (seen_after, issue 33).
+		overtaken := c.touched[k] > touched
+		if overtaken {
+			o.stats.overtaken++
+		}
+		c.summaries[k] = &cachedSummary{sum: sum, stale: overtaken}
 	}
 	c.mu.Unlock()
 	return sum, nil

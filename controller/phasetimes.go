@@ -96,7 +96,8 @@ func (t *phaseTimer) observed(c observeCost) {
 		return
 	}
 	t.took = append(t.took, "observe_waited", c.waited.Round(time.Millisecond), "observe_full_read", c.full,
-		"observe_job_reads", c.jobReads, "observe_summary_reads", c.summaries)
+		"observe_job_reads", c.jobReads, "observe_summary_reads", c.summaries,
+		"observe_summaries_overtaken", c.overtaken)
 }
 
 // count notes what the round did: calls that acted and calls that failed.
