@@ -31,7 +31,20 @@ type decisionLatency struct {
 	// blocking, the event stream, rounds not started), or after (the
 	// plan left it waiting, and why).
 	waits map[jobKey]*queuedWait
+	// unqueued is when each job in measured or waits was last seen out
+	// of the queue: its entries are forgotten only once it has stayed
+	// out for forgetUnqueued. Nomad takes work out of the queued count
+	// for a moment while it re-processes an unblocked evaluation, and
+	// re-blocks it as a copy with the old CreateTime; forgetting at once
+	// measured that blocking again at the next preemption, from its old
+	// start (issue 33: a decision counted twice, the second tens of
+	// seconds long).
+	unqueued map[jobKey]time.Time
 }
+
+// forgetUnqueued is how long a job stays out of the queue before its
+// measured blocking and its wait are forgotten.
+const forgetUnqueued = 10 * time.Minute
 
 // queuedWait is a queued job's wait as the rounds saw it.
 type queuedWait struct {
@@ -158,16 +171,39 @@ func (l *decisionLatency) start(r *round, a engine.Action) time.Time {
 	return r.pressureSince
 }
 
-// prune forgets the blockings of work no longer queued.
+// prune forgets the blockings of work out of the queue for
+// forgetUnqueued or more.
 func (l *decisionLatency) prune(r *round) {
+	gone := func(k jobKey) bool {
+		if _, queued := r.obs.Queued[k]; queued {
+			delete(l.unqueued, k)
+			return false
+		}
+		since, ok := l.unqueued[k]
+		if !ok {
+			if l.unqueued == nil {
+				l.unqueued = map[jobKey]time.Time{}
+			}
+			l.unqueued[k] = r.now
+			return false
+		}
+		return r.now.Sub(since) >= forgetUnqueued
+	}
 	for k := range l.measured {
-		if _, queued := r.obs.Queued[k]; !queued {
+		if gone(k) {
 			delete(l.measured, k)
 		}
 	}
 	for k := range l.waits {
-		if _, queued := r.obs.Queued[k]; !queued {
+		if gone(k) {
 			delete(l.waits, k)
+		}
+	}
+	for k := range l.unqueued {
+		if _, kept := l.measured[k]; !kept {
+			if _, waiting := l.waits[k]; !waiting {
+				delete(l.unqueued, k)
+			}
 		}
 	}
 }

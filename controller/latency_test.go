@@ -31,7 +31,8 @@ func TestLatencyStart(t *testing.T) {
 		queued   map[jobKey]map[string]QueuedGroup
 		pressure time.Time
 		actions  []engine.Action
-		want     []time.Time // per action
+		want     []time.Time   // per action
+		at       time.Duration // the round's time after t0
 	}
 	calls := []call{
 		{name: "the round woken by the blocking does not see it queued: nothing measured",
@@ -42,6 +43,9 @@ func TestLatencyStart(t *testing.T) {
 			queued: queued(blockedAt), actions: []engine.Action{preempt}, want: []time.Time{{}}},
 		{name: "blocked again: measured from the new blocking, once",
 			queued: queued(blockedAgain), actions: []engine.Action{preempt, preempt}, want: []time.Time{blockedAgain, {}}},
+		{name: "out of the queue for a round (Nomad re-processing its unblocked evaluation)", at: time.Second},
+		{name: "back with the same blocking, re-blocked as a copy with its old start: not measured again",
+			queued: queued(blockedAgain), actions: []engine.Action{preempt}, want: []time.Time{{}}, at: 2 * time.Second},
 		{name: "two jobs preempted for in one round: each from its own blocking",
 			queued: map[jobKey]map[string]QueuedGroup{{"ml", "nb"}: {"work": {Count: 1, Since: blockedAgain.Add(time.Minute)}},
 				{"ml", "nb2"}: {"work": {Count: 1, Since: blockedAt.Add(2 * time.Minute)}}},
@@ -55,7 +59,7 @@ func TestLatencyStart(t *testing.T) {
 	}
 	c := &Controller{}
 	for _, cl := range calls {
-		r := newRound(t0, &Observation{Queued: cl.queued}, nil)
+		r := newRound(t0.Add(cl.at), &Observation{Queued: cl.queued}, nil)
 		r.pressureSince = cl.pressure
 		for i, a := range cl.actions {
 			if got := c.latency.start(r, a); !got.Equal(cl.want[i]) {
@@ -63,6 +67,34 @@ func TestLatencyStart(t *testing.T) {
 			}
 		}
 		c.latency.prune(r)
+	}
+}
+
+// TestLatencyForgetsWorkOutOfTheQueue: a job's measured blocking and its
+// wait are kept while it is out of the queue for a moment, and forgotten
+// once it has stayed out for forgetUnqueued.
+func TestLatencyForgetsWorkOutOfTheQueue(t *testing.T) {
+	t0 := time.Date(2026, 11, 29, 17, 0, 0, 0, time.UTC)
+	k := jobKey{"ml", "nb"}
+	var l decisionLatency
+	r := newRound(t0, &Observation{Queued: map[jobKey]map[string]QueuedGroup{k: {"work": {Count: 1, Since: t0.Add(-time.Second)}}}}, nil)
+	l.start(r, engine.Action{Kind: engine.Preempt, For: &engine.JobRef{Namespace: "ml", ID: "nb"}, ForGroup: "work"})
+	for _, step := range []struct {
+		name string
+		at   time.Duration
+		kept bool
+	}{
+		{"first round out of the queue", time.Second, true},
+		{"out for less than forgetUnqueued", forgetUnqueued - time.Second, true},
+		{"out for forgetUnqueued", forgetUnqueued + time.Second, false},
+	} {
+		l.prune(newRound(t0.Add(step.at), &Observation{}, nil))
+		if _, kept := l.measured[k]; kept != step.kept {
+			t.Errorf("%s: blocking kept = %v, want %v", step.name, kept, step.kept)
+		}
+	}
+	if len(l.unqueued) != 0 {
+		t.Errorf("unqueued keeps %d jobs after forgetting them, want 0", len(l.unqueued))
 	}
 }
 
