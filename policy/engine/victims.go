@@ -286,8 +286,10 @@ func (l *ledger) ruleFor(u *unit, b *bene, n int32, allowYoung bool) (rule Rule,
 	if u.idle == idlePressure {
 		return RuleIdle, false, true
 	}
-	if p := l.poolOf[n]; u.backfill && int(p) < len(l.e.poolOwner) && l.e.poolOwner[p][b.tier] && !l.e.poolOwner[p][u.tier] {
-		return RuleBackfill, false, true
+	if u.backfill { // the node's pool read only for backfill, a few units
+		if p := l.poolOf[n]; int(p) < len(l.e.poolOwner) && l.e.poolOwner[p][b.tier] && !l.e.poolOwner[p][u.tier] {
+			return RuleBackfill, false, true
+		}
 	}
 	if !allowYoung && u.age < l.e.p.Preemption.MinRuntime {
 		return "", false, false
@@ -435,10 +437,13 @@ func (ix *nodeIndex) walkIsFutile(b *bene, allowYoung bool) bool {
 // For a unit of a chain it adds the chain's next on n instead, if any
 // (chainPick).
 func (st *state) addVictim(ui int32, b *bene, n int32, allowYoung bool) bool {
-	if ui = st.chainPick(ui, n); ui < 0 {
-		return false
-	}
 	u := &st.units[ui]
+	if u.chain >= 0 { // chainPick and chainListed are a chain's: most units are in none
+		if ui = st.chainPick(ui, n); ui < 0 {
+			return false
+		}
+		u = &st.units[ui]
+	}
 	rule, needOver, ok := st.victimRule(u, b, n, allowYoung)
 	if !ok {
 		return false
@@ -469,22 +474,33 @@ func (st *state) addVictim(ui int32, b *bene, n int32, allowYoung bool) bool {
 		// non-preemptible beyond its reserve, which reclaims take back.
 		return false
 	}
+	if needOver && st.reserveShields(u, b, n, picked, rule) {
+		return false
+	}
+	w.list[n] = append(w.list[n], victim{ui: ui, rule: rule, holdsPrev: holds})
+	if u.chain >= 0 {
+		st.chainListed(ui)
+	}
+	w.pick(n, u.tenant, int(u.units))
+	w.freed[n] += st.gpusOn(u, n)
+	return st.usableFree(b, n)+w.freed[n] >= b.g
+}
+
+// reserveShields reports whether unit u, which b may take from its
+// tenant only above a reserve (needOver), is within its reserve in node
+// n's quota pool or its department's, which b's tier may not cross.
+// Asked only of such units: the rest (idle, backfill, b's own tenant's)
+// were most of addVictim's calls and paid for the string comparison.
+func (st *state) reserveShields(u *unit, b *bene, n int32, picked int, rule Rule) bool {
 	// A reclaim takes borrowed work whole, below the owner's reserve if
 	// need be: the reclaimer's reserve is as good a guarantee, and nothing
 	// else would give it back. A priority preemption only borrows.
 	whole := rule == RulePriority
-	if needOver && b.inPool == 0 && t.quotas != nil && st.protectedInPool(u, n, picked, whole) &&
+	if b.inPool == 0 && st.tenants[u.tenant].quotas != nil && st.protectedInPool(u, n, picked, whole) &&
 		!st.e.overReserve(b.tier, b.prio, u.tier, u.prio) {
-		return false // within its reserve in the node's pool
+		return true // within its reserve in the node's pool
 	}
-	if needOver && st.e.depts != nil && st.deptProtected(u, b, n, whole) && !st.e.overReserve(b.tier, b.prio, u.tier, u.prio) {
-		return false // within its department's reserve
-	}
-	w.list[n] = append(w.list[n], victim{ui: ui, rule: rule, holdsPrev: holds})
-	st.chainListed(ui)
-	w.pick(n, u.tenant, int(u.units))
-	w.freed[n] += st.gpusOn(u, n)
-	return st.usableFree(b, n)+w.freed[n] >= b.g
+	return st.e.depts != nil && st.deptProtected(u, b, n, whole) && !st.e.overReserve(b.tier, b.prio, u.tier, u.prio) // within its department's reserve
 }
 
 // keepsReserve reports whether an owner of unit u's GPUs (its tenant, its
@@ -533,6 +549,12 @@ func (ix *nodeIndex) gpusOn(u *unit, n int32) int {
 		}
 		return 0
 	}
+	return ix.gangGPUsOn(u, n)
+}
+
+// gangGPUsOn is gpusOn for a gang, apart so that gpusOn's common case is
+// inlined (addVictim asks it of every victim it lists).
+func (ix *nodeIndex) gangGPUsOn(u *unit, n int32) int {
 	on := 0
 	ix.m.nodesOf(u, func(m int32, g int) {
 		if m == n {
