@@ -365,20 +365,29 @@ func (st *state) findVictims(b *bene, allowYoung bool) (int32, []victim, bool) {
 	w.reset(len(st.nodes))
 	c := &st.cands[b.pool]
 	budget := walkBudget
+	// The beneficiary's figures the loop asks of every unit, read once:
+	// the walk passes about 500,000 units a fleet plan, and the loads
+	// through b were a fifth of its own instructions.
+	within, tenant := b.within, b.tenant
+	futileAt := walkBudget - futileAfter // the budget left when the walk asks walkIsFutile
+	if within {
+		futileAt = -1 // a swap never asks: searchNodes knows no swaps
+	}
+	units := st.units
 	for seg := 0; seg < segments; seg++ {
 		from, to := st.walkRange(c, seg, b, allowYoung)
 		for _, ui := range c.units[from:to] {
-			u := &st.units[ui]
-			if b.within && u.tenant != b.tenant {
+			u := &units[ui]
+			if within && u.tenant != tenant {
 				continue // a swap within a limit takes only the tenant's own work
 			}
 			if budget--; budget < 0 {
-				if b.within {
+				if within {
 					return 0, nil, false // searchNodes knows no swaps
 				}
 				return st.searchNodes(b, allowYoung)
 			}
-			if !b.within && budget == walkBudget-futileAfter && st.walkIsFutile(b, allowYoung) {
+			if budget == futileAt && st.walkIsFutile(b, allowYoung) {
 				return st.searchNodes(b, allowYoung) // as the walk would, once out of budget
 			}
 			if u.taken {
