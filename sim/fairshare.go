@@ -4,12 +4,23 @@ import (
 	"math"
 	"slices"
 	"time"
+
+	"github.com/gpu-steward/steward/policy/engine"
 )
 
 // Fair share over time, in the simulator: the decayed usage the engine
 // orders tenants by (engine.Snapshot.Usage), accounted in virtual time as
 // the controller accounts it in real time, and the figure that says
 // whether the GPUs were shared fairly (Result.FairShareJain).
+
+// fairDebug and fairDebugPlan, where a test sets them (the fair-share
+// classifier, fairdebug_test.go), see the cluster before each span of
+// virtual time is accounted and each plan Steward makes. Only tests set
+// them, never while a simulation runs; nil, each costs one comparison.
+var (
+	fairDebug     func(s *simulator, from, to time.Duration)
+	fairDebugPlan func(s *simulator, plan *engine.Plan)
+)
 
 // fairWindow is the span over which shares of contested GPU-hours are
 // compared with entitled shares.
@@ -59,6 +70,33 @@ func (f *fairShare) advance(m *metrics, from, to time.Duration) {
 			f.usage[t] = f.usage[t]*keep + float64(max(use-m.tenants[t].Reserve, 0))*(1-keep)/lambda
 		}
 	}
+	borrowed, ok := f.contention(m)
+	if !ok {
+		return
+	}
+	f.entitle(m, borrowed)
+	for at := from; at < to; {
+		w := int(at / fairWindow)
+		if w != f.window {
+			f.close()
+			f.window = w
+		}
+		next := min(to, time.Duration(w+1)*fairWindow)
+		sec := (next - at).Seconds()
+		for t, use := range m.tenantUse {
+			if f.contends(m, t, use) {
+				f.actual[t] += float64(max(use-m.tenants[t].Reserve, 0)) * sec
+				f.entitled[t] += f.share[t] * sec
+			}
+		}
+		at = next
+	}
+}
+
+// contention sets spare and reports whether some tenant waits to borrow
+// GPUs it may take while at least two contend, and the GPUs the
+// contending tenants borrow (the contested ones).
+func (f *fairShare) contention(m *metrics) (float64, bool) {
 	// spare: the GPUs a waiting tenant could be given, all told: those
 	// free and those borrowed (wantsMore takes out its own).
 	f.spare = m.capacity - float64(m.allocated)
@@ -80,26 +118,7 @@ func (f *fairShare) advance(m *metrics, from, to time.Duration) {
 			}
 		}
 	}
-	if !waits || contending < 2 || borrowed <= 0 {
-		return
-	}
-	f.entitle(m, borrowed)
-	for at := from; at < to; {
-		w := int(at / fairWindow)
-		if w != f.window {
-			f.close()
-			f.window = w
-		}
-		next := min(to, time.Duration(w+1)*fairWindow)
-		sec := (next - at).Seconds()
-		for t, use := range m.tenantUse {
-			if f.contends(m, t, use) {
-				f.actual[t] += float64(max(use-m.tenants[t].Reserve, 0)) * sec
-				f.entitled[t] += f.share[t] * sec
-			}
-		}
-		at = next
-	}
+	return borrowed, waits && contending >= 2 && borrowed > 0
 }
 
 // contends says whether tenant t takes part in the contention: it borrows

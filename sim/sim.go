@@ -423,6 +423,9 @@ func (s *simulator) run() error {
 		if !ok {
 			break
 		}
+		if fairDebug != nil {
+			fairDebug(s, s.now, next)
+		}
 		s.m.advance(s.now, next)
 		s.now = next
 		arrivedFrom := s.nextArrival

@@ -43,6 +43,9 @@ func (s *simulator) settleSteward() error {
 		plan := s.eng.Plan(s.snapshot(), epoch.Add(s.now))
 		s.plans++
 		s.skipped += len(plan.Skipped)
+		if fairDebugPlan != nil {
+			fairDebugPlan(s, plan)
+		}
 		for i := range plan.Actions {
 			a := &plan.Actions[i]
 			if s.watch != nil {

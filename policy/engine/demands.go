@@ -647,6 +647,9 @@ func (st *state) served(p pending, b *bene, victims []victim, placed int, afterV
 		}
 		st.noteBlocked(b, (d.Count-placed)*d.GPUsPerAlloc, why)
 		st.wait(d, d.Count-placed, why)
+		if a := st.aside.of(b.tenant); a != nil && a.w == p.w {
+			a.wait = len(st.out.Waiting) - 1 // takeAside notes there who took them
+		}
 	}
 }
 
@@ -726,6 +729,9 @@ func (st *state) findRoom(b *bene, need int, failed *failures) (int32, []victim,
 	}
 	if n, ok := st.cap.bestFit(b.pool, b.g); ok {
 		st.place(b, n)
+		return n, nil, Reason{}, true
+	}
+	if n, ok := st.takeAside(b); ok {
 		return n, nil, Reason{}, true
 	}
 	if b.d.Requeued {

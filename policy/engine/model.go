@@ -28,9 +28,9 @@ type model struct {
 	// limit though their own victims had stopped: those preemptions
 	// were wasted (issue 31, docs/evaluation.md).
 	charged map[int32]int
-	// aside: [tenant] a node was set aside in this plan for one of its
-	// demands (setaside.go).
-	aside []bool
+	// aside: [tenant] the demand a node was set aside for in this plan,
+	// if one was (setaside.go).
+	aside asides
 	// draining: per beneficiary, the GPUs per node that allocations
 	// drain for it (Alloc.For): a placement there waits for them
 	// (AfterVictims); the rest of its marks there are free now.

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"github.com/gpu-steward/steward/policy/engine"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -101,6 +102,67 @@ func TestFairShareSetAside(t *testing.T) {
 			}
 			if runsAt != tc.runsAt {
 				t.Fatalf("a/big runs after end %d, want %d (running %v)", runsAt, tc.runsAt, h.running())
+			}
+		})
+	}
+}
+
+// TestSetAsideOwnWork: tenant b borrows two full nodes; tenant a, below its
+// share, waits with a 2×8 gang and then smaller work. When a third node
+// empties, it is set aside for the gang (it ranks first), which still
+// waits for a second node. a's own later allocation as large runs there
+// rather than the GPUs sitting idle for a (on pressured Philly with
+// docs/sim/four-teams-fair.hcl, 38 hours for team-a's gang while its 1×8
+// job waited); a smaller one does not nibble the node, and b's work,
+// ranked after a, stays off it as before.
+func TestSetAsideOwnWork(t *testing.T) {
+	cases := []struct {
+		name      string
+		ns, id    string // the later work
+		gpus      int
+		runs      bool
+		gangWaits string // the tail of the gang's waiting reason
+	}{
+		{name: "its tenant's own 8-GPU job takes the node set aside for its gang", ns: "a", id: "one", gpus: 8, runs: true,
+			gangWaits: "n0 (8 of 8 GPUs free); then a/one/main of the same tenant took 8 GPUs of them on n0, an allocation as large"},
+		{name: "its tenant's smaller job does not nibble it", ns: "a", id: "small", gpus: 4,
+			gangWaits: "n0 (8 of 8 GPUs free)"},
+		{name: "another tenant's job ranked after stays off it", ns: "b", id: "more", gpus: 8,
+			gangWaits: "n0 (8 of 8 GPUs free)"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, testPolicy(func(p *policy.Policy) {
+				p.Tenants["a"] = tenant("a", 0, policy.Unlimited)
+				p.Tenants["b"] = tenant("b", 0, policy.Unlimited)
+				p.Preemption.Promote.AfterWait = 0
+				p.Preemption.FairShareHalfLife = 24 * time.Hour
+			}))
+			for _, n := range []string{"n0", "n1", "n2"} {
+				h.node(n, "default", 8)
+			}
+			for _, n := range []string{"n0", "n1", "n2"} {
+				h.submit("b", "on-"+n, "training", 8, 1) // first fit: one a node
+			}
+			h.submit("a", "gang", "training", 8, 2, gang())
+			h.advance(time.Minute)
+			h.submit(tc.ns, tc.id, "training", tc.gpus, 1)
+			h.step()
+			h.finish("b", "on-n0")
+			h.advance(10 * time.Minute)
+			plan := h.step()
+			ran := slices.Contains(h.running(), tc.ns+"/"+tc.id+"×1")
+			if ran != tc.runs {
+				t.Errorf("%s/%s runs: %v, want %v (running %v)", tc.ns, tc.id, ran, tc.runs, h.running())
+			}
+			why := ""
+			for _, w := range plan.Waiting {
+				if w.Job == (engine.JobRef{Namespace: "a", ID: "gang"}) {
+					why = w.Reason.String()
+				}
+			}
+			if !strings.HasSuffix(why, tc.gangWaits) {
+				t.Errorf("a/gang waits:\n got  %q\n want it to end %q", why, tc.gangWaits)
 			}
 		})
 	}
