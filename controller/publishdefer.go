@@ -4,9 +4,9 @@ import "time"
 
 // A round's publish phase runs after its actions, and new work that
 // blocked while the round ran waits for it: at 250 simulated nodes on two
-// loaded cores a decision's own latency was mostly a round already
-// running when the work blocked (issue 33: 150-1,000 ms of 530-1,720 ms
-// in the slowest decisions of two runs), and the publish phase took
+// loaded cores the largest part of a slow decision's own latency was a
+// round already running when the work blocked (issue 33: 50-1,000 ms of
+// 530-1,720 ms, 42 % in all, in two runs), and the publish phase took
 // 60-550 ms of each round. Writing the jobs' records, the fair-share
 // usage and the status can wait a round: each is rewritten whole from
 // the states the next round publishes (recordDue, writeStatus), and none
