@@ -45,6 +45,10 @@ type blockedEval struct {
 	created  time.Time
 	modified time.Time
 	failed   map[string]*api.AllocationMetric
+	// applied is when the event stream first brought it blocked (this
+	// controller's clock; zero: a full read brought it): the blocking's
+	// delivery to the controller, a decision's stream lag (split.go).
+	applied time.Time
 }
 
 // cachedSummary is a job's queued allocations per group, and whether an
@@ -158,6 +162,7 @@ func (c *clusterCache) replace(rd *clusterRead) int {
 	}
 	keepDrains(c.nodes, rd.nodes)
 	keepStopRequests(c.allocs, rd.allocs)
+	keepApplied(c.blocked, rd.blocked)
 	c.nodes, c.jobs, c.skipped, c.allocs, c.blocked, c.seen = rd.nodes, rd.jobs, rd.skipped, rd.allocs, rd.blocked, seen
 	for k, s := range c.summaries {
 		if _, ok := c.jobs[k]; !ok {
@@ -223,6 +228,7 @@ func (c *clusterCache) rebuild(rd *clusterRead) (drift, regressed int) {
 	}
 	keepDrains(c.nodes, rd.nodes)
 	keepStopRequests(c.allocs, rd.allocs)
+	keepApplied(c.blocked, rd.blocked)
 	c.nodes, c.jobs, c.skipped, c.allocs, c.blocked, c.seen = rd.nodes, rd.jobs, rd.skipped, rd.allocs, rd.blocked, rd.seen
 	c.summaries = map[jobKey]*cachedSummary{}
 	// The read's index, even below the cache's: events above it apply.
@@ -428,12 +434,16 @@ func (c *clusterCache) applyEval(e *api.Event) bool {
 	}
 	ev := body.Evaluation
 	c.touch(jobKey{ev.Namespace, ev.JobID}, e.Index)
-	_, had := c.blocked[ev.ID]
+	old, had := c.blocked[ev.ID]
 	if ev.Status != "blocked" {
 		delete(c.blocked, ev.ID)
 		return had
 	}
 	b := blockedFrom(ev)
+	b.applied = old.applied
+	if !had {
+		b.applied = time.Now()
+	}
 	c.blocked[ev.ID] = b
 	if !had && !c.isPlaceholder(ev.Namespace, ev.JobID) && (c.blockedAt.IsZero() || b.modified.Before(c.blockedAt)) {
 		c.blockedAt = b.modified
@@ -500,6 +510,17 @@ func cacheAlloc(a ObservedAlloc, job *ObservedJob) bool {
 		return job != nil && keepsDone(job.Type)
 	}
 	return keepAlloc(a.ClientStatus, a.DesiredStatus) && len(a.GPUIDs) > 0
+}
+
+// keepApplied keeps, for the blocked evaluations a full read shows, when
+// the stream first brought them: a resync does not make a blocking new.
+func keepApplied(cached, read map[string]blockedEval) {
+	for id, b := range read {
+		if old, ok := cached[id]; ok && b.applied.IsZero() {
+			b.applied = old.applied
+			read[id] = b
+		}
+	}
 }
 
 func blockedFrom(ev *api.Evaluation) blockedEval {

@@ -248,6 +248,14 @@ func (c *Controller) pressure(at time.Time) {
 	c.trigger.poke()
 }
 
+// pressurePending reports whether an event brought new pressure that no
+// round has taken yet.
+func (c *Controller) pressurePending() bool {
+	c.pressureMu.Lock()
+	defer c.pressureMu.Unlock()
+	return !c.pressureSince.IsZero()
+}
+
 func (c *Controller) takePressure() time.Time {
 	c.pressureMu.Lock()
 	defer c.pressureMu.Unlock()

@@ -40,6 +40,9 @@ type decisionLatency struct {
 	// start (issue 33: a decision counted twice, the second tens of
 	// seconds long).
 	unqueued map[jobKey]time.Time
+	// spans: when recent rounds ran, for a slow decision's split
+	// (split.go).
+	spans roundSpans
 }
 
 // forgetUnqueued is how long a job stays out of the queue before its

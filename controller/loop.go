@@ -207,7 +207,8 @@ func (c *Controller) nextRound(wake time.Time, err error, failures int) (time.Du
 func (c *Controller) reconcile(ctx context.Context) (wake time.Time, err error) {
 	start := time.Now()
 	timer := c.election.phases.start() // nil where no term runs
-	defer func() { timer.log(c.log(), err) }()
+	c.latency.spans.begin(start)
+	defer func() { timer.log(c.log(), err); c.latency.spans.end(time.Now()) }()
 	if c.reload {
 		if err := c.loadStates(ctx); err != nil {
 			return time.Time{}, err
@@ -229,6 +230,7 @@ func (c *Controller) reconcile(ctx context.Context) (wake time.Time, err error) 
 	}
 	c.resolveStates(obs)
 	timer.done("observe")
+	c.latency.spans.observed = time.Now()
 	if timer != nil {
 		timer.observed(c.obs.lastCost())
 	}
@@ -242,10 +244,15 @@ func (c *Controller) reconcile(ctx context.Context) (wake time.Time, err error) 
 		return time.Time{}, err
 	}
 	timer.done("recover")
+	c.latency.spans.recovered = time.Now()
 	snap := c.planRound(ctx, r, pol, eng)
 	timer.done("plan")
+	c.latency.spans.planned = time.Now()
 	phases.act(ctx, r, pol)
 	timer.done("act")
+	// New work blocked while this round ran waits for its end: what of
+	// publishing can wait, waits for the next round instead (publishdefer.go).
+	r.pressed = c.pressurePending()
 	c.drains.planned = r.alive
 	c.latency.prune(r)
 	c.latency.noteWaits(r)

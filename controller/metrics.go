@@ -29,6 +29,7 @@ type metrics struct {
 	reads            *prometheus.CounterVec
 	cacheDrift       prometheus.Counter
 	settleTimeouts   prometheus.Counter
+	publishDeferred  prometheus.Counter
 	lastReads        readStats
 	sampleAge        prometheus.Histogram
 	sweepSeconds     prometheus.Histogram
@@ -90,7 +91,9 @@ func newMetrics() *metrics {
 		Help: "Entities a full read corrected in the event-fed cache: changes the event stream missed."})
 	m.settleTimeouts = prometheus.NewCounter(prometheus.CounterOpts{Name: "steward_cache_settle_timeouts_total",
 		Help: "Rounds that read the cluster in full because the event stream had not brought back Steward's last writes within 2 s."})
-	m.register(m.sampleAge, m.sweepSeconds, m.statsFailures, m.reads, m.cacheDrift, m.settleTimeouts)
+	m.publishDeferred = prometheus.NewCounter(prometheus.CounterOpts{Name: "steward_publish_deferred_total",
+		Help: "Rounds that left the jobs' records and the status to the next round because new work blocked while they ran (at most 2 s)."})
+	m.register(m.sampleAge, m.sweepSeconds, m.statsFailures, m.reads, m.cacheDrift, m.settleTimeouts, m.publishDeferred)
 	m.schemaRefusals = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "steward_state_schema_refusals_total",
 		Help: "Job states (what=state: the controller then refuses to lead) and records (what=record: left as they are) of a schema newer than this controller knows."},
 		[]string{"what"})

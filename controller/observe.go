@@ -169,6 +169,10 @@ type ObservedAlloc struct {
 type QueuedGroup struct {
 	Count int
 	Since time.Time
+	// Seen is when the event stream brought the blocking to this
+	// controller (zero: a full read did); a slow decision's line splits
+	// its latency from here (split.go).
+	Seen time.Time
 }
 
 type jobKey struct{ Namespace, ID string }

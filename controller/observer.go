@@ -417,7 +417,7 @@ func (o *observer) queued(ctx context.Context, obs *Observation, now time.Time, 
 		groups := map[string]QueuedGroup{}
 		for g, s := range sum.Summary {
 			if s.Queued > 0 && j.Groups[g].GPUsPerAlloc > 0 && lacksGPUs(ev.failed[g]) {
-				groups[g] = QueuedGroup{Count: s.Queued, Since: ev.created}
+				groups[g] = QueuedGroup{Count: s.Queued, Since: ev.created, Seen: ev.applied}
 			}
 		}
 		obs.Queued[k] = groups

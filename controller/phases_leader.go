@@ -85,6 +85,7 @@ func (p leaderPhases) actOn(ctx context.Context, r *round, pol *policy.Policy, a
 		return nil
 	}
 	fields := []any{"job", clip(a.Job.String(), quoteMax), "group", a.Group, "gpus", a.GPUs, "reason", clip(a.Reason.String(), reasonMax)}
+	var split []any
 	if start := c.latency.start(r, a); !start.IsZero() {
 		// The first call on a victim follows right after this line.
 		latency := max(time.Since(start), 0) // Nomad's clock may run ahead
@@ -93,8 +94,14 @@ func (p leaderPhases) actOn(ctx context.Context, r *round, pol *policy.Policy, a
 		if a.For != nil {
 			fields = append(fields, c.latency.waitFields(jobKey{a.For.Namespace, a.For.ID}, start, r.now)...)
 		}
+		if latency >= slowDecision {
+			split = c.latency.splitFields(r, a, start, latency)
+		}
 	}
 	c.log().Info(string(a.Kind), fields...)
+	if split != nil {
+		c.log().Info("decision split", split...)
+	}
 	// The action's message, by job: its own until its save takes it.
 	r.pending[k] = noticeFor(pol, r.obs.Jobs[k], event, d.Kind, a.Group, a.GPUs, a.Reason, r.now)
 	delete(r.attached, k)
@@ -127,6 +134,7 @@ func (p leaderPhases) actOn(ctx context.Context, r *round, pol *policy.Policy, a
 
 func (p leaderPhases) publish(ctx context.Context, r *round, pol *policy.Policy) {
 	c := p.c
+	t := time.Now()
 	for _, w := range r.plan.Warnings {
 		c.warnIdle(ctx, r, pol, w)
 	}
@@ -136,11 +144,17 @@ func (p leaderPhases) publish(ctx context.Context, r *round, pol *policy.Policy)
 	c.notices.sendOutbox(pol)
 	c.flush(ctx, r)
 	c.writes.pruneRefusedWrites(r)
+	c.election.phases.current.part("publish_states", t)
+	if c.pub.deferPublish(r) {
+		return
+	}
+	t = time.Now()
 	c.pub.writeRecords(ctx, r, pol)
 	if pol.Preemption.FairShareHalfLife > 0 {
 		c.saveFairShare(ctx, r.now)
 	}
 	c.pub.writeStatus(ctx, r, pol)
+	c.election.phases.current.part("publish_records", t)
 }
 
 // ended: the drains signalled by now, as this round leaves them: their

@@ -55,6 +55,10 @@ type publisher struct {
 	// queue works out the queue and forecasts the waiting jobs' starts
 	// (forecast.go); the records show what it settled.
 	queue *forecaster
+	// published is when a round last wrote the records and the status:
+	// a round that new pressure waits for leaves them to the next, for
+	// publishDefer at most (publishdefer.go).
+	published time.Time
 }
 
 // newPublisher gives the publisher c's wiring, stores and outcomes; c's

@@ -75,6 +75,9 @@ type round struct {
 	// arrived (zero when the round was not triggered by one).
 	pressureSince time.Time
 	pressureTaken bool // a decision's latency was measured from it
+	// pressed: new work blocked while the round ran (after its plan),
+	// and waits for the round's end to be planned (publishdefer.go).
+	pressed bool
 }
 
 func newRound(now time.Time, obs *Observation, states map[jobKey]*JobState) *round {
