@@ -3,6 +3,7 @@ package sim
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
@@ -29,7 +30,15 @@ import (
 //
 // on the pressured cluster of docs/evaluation.md (10 nodes of 8 GPUs, the
 // policy scaled by 10, the first 3,000 jobs, seed 1); STEWARD_FAIRDEBUG_FULL=1
-// runs the full one (100 nodes, scale 100, every job).
+// runs the full one (100 nodes, scale 100, every job). STEWARD_FAIRDEBUG_SEED
+// sets the seed (the CLI's -seed); STEWARD_FAIRDEBUG_DAYS=1 adds a row per
+// contested day (its Jain index, each tenant's borrowed GPU-hours against
+// its part, its shortfall by cause number) and the plans' preemptions by
+// victim's and beneficiary's tenant, rule, and grace or none, so that two
+// builds' runs can be set side by side day by day. Its figures are the
+// CLI's (`steward simulate -nodes 10 -scale 10 -limit 3000 -seed S`); its
+// own count of days puts a span across midnight on the first day, so it
+// may count one contested day fewer.
 
 // Causes, in the order they are tried.
 const (
@@ -66,6 +75,13 @@ type fairClassifier struct {
 	planFree []int                    // free GPUs per node after it was applied (Nomad's placements not yet)
 	days     map[int]*fairDay
 	spans    []fairSpan
+	perDay   bool     // STEWARD_FAIRDEBUG_DAYS: a row per contested day, each tenant's share of its part
+	names    []string // tenant names, by index
+	// preempts counts the plans' preemptions (STEWARD_FAIRDEBUG_DAYS) by
+	// "victim's tenant <- beneficiary's tenant, rule, at once or with a
+	// grace": who pays for whom.
+	preempts map[string]int
+	sim      *simulator // the last plan's, for the jobs at the end
 }
 
 func TestFairShareDebug(t *testing.T) {
@@ -79,16 +95,22 @@ func TestFairShareDebug(t *testing.T) {
 		t.Fatal(diags.Error())
 	}
 	nodes, scale, limit := 10, 10.0, 3000
+	seed := uint64(1)
+	if v := os.Getenv("STEWARD_FAIRDEBUG_SEED"); v != "" {
+		if _, err := fmt.Sscan(v, &seed); err != nil {
+			t.Fatalf("STEWARD_FAIRDEBUG_SEED=%q: %v", v, err)
+		}
+	}
 	if os.Getenv("STEWARD_FAIRDEBUG_FULL") != "" {
 		nodes, scale, limit = 100, 100, 0
 	}
 	ScaleTenants(pol, scale)
-	c := &fairClassifier{reasons: map[engine.JobRef]string{}, days: map[int]*fairDay{}}
+	c := &fairClassifier{reasons: map[engine.JobRef]string{}, days: map[int]*fairDay{}, perDay: os.Getenv("STEWARD_FAIRDEBUG_DAYS") != ""}
 	fairDebug, fairDebugPlan = c.span, c.plan
 	defer func() { fairDebug, fairDebugPlan = nil, nil }()
 	rep, err := Compare(loadShared(t, trace), Options{Config: Config{Policy: pol, Nodes: nodes, GPUsPerNode: 8,
 		CheckpointEvery: DefaultCheckpointEvery, CheckpointCost: DefaultCheckpointCost, PlanInterval: DefaultPlanInterval},
-		Seed: 1, Limit: limit, Policies: []PolicyKind{Steward}, TenantScale: scale})
+		Seed: seed, Limit: limit, Policies: []PolicyKind{Steward}, TenantScale: scale})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,6 +131,25 @@ func (c *fairClassifier) plan(s *simulator, plan *engine.Plan) {
 		}
 		fmt.Println("  tenants:", plan.Tenants)
 	}
+	c.sim = s
+	if c.perDay {
+		for _, a := range plan.Actions {
+			if a.Kind != engine.Preempt {
+				continue
+			}
+			how, bene := "with a grace", "none"
+			if a.Grace == 0 {
+				how = "at once"
+			}
+			if a.For != nil {
+				bene = a.For.Namespace
+			}
+			if c.preempts == nil {
+				c.preempts = map[string]int{}
+			}
+			c.preempts[fmt.Sprintf("%-9s <- %-9s %-9s %s", a.Job.Namespace, bene, a.Reason.Rule, how)]++
+		}
+	}
 	clear(c.reasons)
 	for _, w := range plan.Waiting {
 		c.reasons[w.Job] = string(w.Reason.Rule) + ": " + w.Reason.Message
@@ -120,6 +161,11 @@ func (c *fairClassifier) span(s *simulator, from, to time.Duration) {
 	m := s.m
 	f := &m.fair
 	f.grow(len(m.tenants))
+	if c.names == nil {
+		for _, tt := range m.tenants {
+			c.names = append(c.names, tt.Name)
+		}
+	}
 	if to <= from {
 		return
 	}
@@ -341,6 +387,9 @@ func (c *fairClassifier) report(t *testing.T) {
 			continue
 		}
 		contested++
+		if c.perDay {
+			c.dayRow(t, day, d, sum*sum/(float64(n)*sq))
+		}
 		if sum*sum/(float64(n)*sq) >= 0.9 {
 			continue
 		}
@@ -363,10 +412,26 @@ func (c *fairClassifier) report(t *testing.T) {
 			days[best]++
 		}
 	}
+	if c.perDay && c.sim != nil {
+		keys := slices.Sorted(maps.Keys(c.preempts))
+		for _, k := range keys {
+			t.Logf("preemptions %s: %d", k, c.preempts[k])
+		}
+		// Jobs that reached max_per_job, by tenant: they resume only
+		// within the reserve (RuleProtected).
+		most := c.sim.pol.Preemption.MaxPerJob
+		atMost := map[string]int{}
+		for i := range c.sim.jobs {
+			if j := &c.sim.jobs[i]; most > 0 && j.preemptions >= most {
+				atMost[c.names[j.tenant]]++
+			}
+		}
+		t.Logf("jobs preempted max_per_job (%d) times, by tenant: %v", most, atMost)
+	}
 	slices.Sort(lowDays)
 	t.Logf("days below 0.9 %d of %d contested (this count's own): %v", low, contested, lowDays)
-	for _, cause := range causeOrder {
-		t.Logf("%-90s %3d days %8.0f GPU-h", cause, days[cause], gpuh[cause])
+	for i, cause := range causeOrder {
+		t.Logf("%d %-90s %3d days %8.0f GPU-h", i+1, cause, days[cause], gpuh[cause])
 	}
 	for _, cause := range []string{causeRoom, causeMissed} {
 		// The engine's reasons for those spans, by GPU-hours.
@@ -393,6 +458,32 @@ func (c *fairClassifier) report(t *testing.T) {
 				sp.dur, sp.tenant, sp.gpuSec/3600, sp.detail, sp.reasonOf)
 		}
 	}
+}
+
+// dayRow logs one contested day: its Jain index, each contending tenant's
+// borrowed GPU-hours against its entitled part, and its shortfall by cause,
+// so that two builds' days can be set side by side.
+func (c *fairClassifier) dayRow(t *testing.T, day int, d *fairDay, jain float64) {
+	var b strings.Builder
+	fmt.Fprintf(&b, "day %2d Jain %.3f:", day, jain)
+	xs := make([]int, 0, len(d.entitled))
+	for x := range d.entitled {
+		xs = append(xs, x)
+	}
+	slices.Sort(xs)
+	for _, x := range xs {
+		if d.entitled[x] <= 0 {
+			continue
+		}
+		fmt.Fprintf(&b, " %s %.0f/%.0f GPU-h (%.2f)", c.names[x], d.actual[x]/3600, d.entitled[x]/3600, d.actual[x]/d.entitled[x])
+		for i, cause := range causeOrder {
+			if g := d.short[x][cause]; g >= 3600 {
+				fmt.Fprintf(&b, " [short %.0f cause %d]", g/3600, i+1)
+			}
+		}
+		b.WriteString(";")
+	}
+	t.Log(b.String())
 }
 
 // firstWords is a reason cut before its first figure, to group alike.
