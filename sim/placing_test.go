@@ -125,6 +125,15 @@ V,0,2,1,3600,ml,training,never`, max(tt.xGPUs, 1)))
 // jobs of trace (CSV) not yet arrived.
 func oneNodeSteward(t *testing.T, trace string) *simulator {
 	t.Helper()
-	return oneNodeStewardWith(t, tinyPolicy, trace, Config{CheckpointEvery: 20 * time.Minute,
-		CheckpointCost: time.Minute, PlanInterval: 30 * time.Second})
+	p := mustPolicy(t, tinyPolicy)
+	tr := mustTrace(t, trace)
+	if _, err := Derive(tr, DeriveOptions{Seed: 1, Policy: p, Nodes: 1, GPUsPerNode: 8}); err != nil {
+		t.Fatal(err)
+	}
+	s, err := newSimulator(tr.Jobs, Config{Policy: p, Nodes: 1, GPUsPerNode: 8, CheckpointEvery: 20 * time.Minute,
+		CheckpointCost: time.Minute, PlanInterval: 30 * time.Second}, Steward)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
 }

@@ -151,19 +151,19 @@ A1,3600,8,1,3600,a,training,never`,
 				// Nobody preempts at equal priority: A1 waits until 240m.
 				FIFO:   {"B1": {0, 240, 0}, "A1": {180, 300, 0}},
 				Strict: {"B1": {0, 240, 0}, "A1": {180, 300, 0}},
-				// Steward reclaims: B1 (over its reservation) checkpointed
-				// on its own at 60m, the moment A1 comes, so it has no
-				// work at risk and is stopped at once (no grace: issue
-				// 31); A1 starts at 60m and ends at 120m, B1 resumes then
-				// with 60m saved and ends 180m later, at 300m.
-				Steward: {"B1": {0, 300, 1}, "A1": {0, 120, 0}},
+				// Steward reclaims: B1 (over its reservation) gets the
+				// signal at 60m and 2m of grace, A1 starts at 62m and ends
+				// at 122m, B1 resumes then with 60m saved and ends 180m
+				// later, at 302m (a signal delay later each, and 60m1s
+				// saved).
+				Steward: {"B1": {0, 302, 1}, "A1": {2 + sig, 122 + sig, 0}},
 			},
 			check: func(t *testing.T, kind PolicyKind, r *Result) {
 				// FIFO and strict: a waits 3h under its reservation, 8
-				// GPUs short. Steward: a waits not at all, then b waits
+				// GPUs short. Steward: a waits 2m (8 short), then b waits
 				// 60m holding nothing (8 short of its reservation).
 				want := map[PolicyKind][2]float64{FIFO: {3, 24}, Strict: {3, 24},
-					Steward: {1, 8}}[kind]
+					Steward: {(2 + sig + 60) / 60.0, 8 * (2 + sig + 60) / 60.0}}[kind]
 				if !near(r.ReserveWaitHours, want[0]) || !near(r.ReserveShortGPUHours, want[1]) {
 					t.Errorf("reservation wait %.4f h, %.4f GPU-h; want %.4f, %.4f",
 						r.ReserveWaitHours, r.ReserveShortGPUHours, want[0], want[1])

@@ -2,7 +2,6 @@ package sim
 
 import (
 	"fmt"
-	"time"
 
 	"github.com/gpu-steward/steward/policy"
 	"github.com/gpu-steward/steward/policy/engine"
@@ -114,11 +113,10 @@ func (s *simulator) snapshot() *engine.Snapshot {
 		j := &s.jobs[ji]
 		job := s.engineJob(j)
 		usage := s.usage(j)
-		ckpt := s.checkpointAt(j)
 		for _, a := range j.allocs {
 			snap.Allocs = append(snap.Allocs, engine.Alloc{
 				ID: a.id, Job: job, Group: "main", NodeID: s.cl.nodeIDs[a.node], GPUIDs: a.gpuIDs,
-				StartedAt: epoch.Add(j.startedAt), CheckpointAt: ckpt, Usage: usage, Draining: j.state == draining,
+				StartedAt: epoch.Add(j.startedAt), Usage: usage, Draining: j.state == draining,
 				For: s.drainFor(j), ForGroup: "main",
 			})
 		}
@@ -184,24 +182,6 @@ func (s *simulator) usage(j *simJob) []engine.Sample {
 	j.samples[0] = engine.Sample{At: epoch.Add(j.idleFrom), Util: IdleUtil}
 	j.samples[1] = engine.Sample{At: now, Util: IdleUtil}
 	return j.samples[:2]
-}
-
-// checkpointAt is when a running job last saved a checkpoint on its own
-// (Config.CheckpointEvery, in run time from when it started making
-// progress), as a task driver reports it to the controller
-// (Alloc.CheckpointAt, steward-exec's checkpoint watch); zero before the
-// first of its run. A stop without a signal keeps exactly this
-// (keepPeriodic), so the engine sees the work a stop at once would lose.
-func (s *simulator) checkpointAt(j *simJob) time.Time {
-	every := s.cfg.CheckpointEvery
-	if every <= 0 || j.state != running {
-		return time.Time{}
-	}
-	work := s.now - j.workFrom
-	if work < every {
-		return time.Time{}
-	}
-	return epoch.Add(j.workFrom + work - work%every)
 }
 
 // apply carries out one action as the controller would: what it does is

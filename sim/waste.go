@@ -41,27 +41,8 @@ func (s *simulator) checkBeneficiaries() {
 		if b.lastStart >= c.at || b.state == running || b.state == draining || b.state == done {
 			continue
 		}
-		if end, ok := s.lastDrainFor(c.bene); ok {
-			// Other victims still checkpoint for it (a victim with
-			// nothing at risk stopped at once beside them): it runs
-			// when the last of them stops, and is judged then.
-			s.schedule(event{at: end + s.cfg.PlanInterval, kind: evCheck, check: ci})
-			continue
-		}
 		v := &s.jobs[c.victim]
 		s.m.wasted(v.lastStart >= c.at && (v.state == running || v.state == draining))
 	}
 	s.due = s.due[:0]
-}
-
-// lastDrainFor returns when the last victim draining for job bi stops;
-// false when none drains for it.
-func (s *simulator) lastDrainFor(bi int32) (time.Duration, bool) {
-	end, ok := time.Duration(0), false
-	for _, ai := range s.active {
-		if a := &s.jobs[ai]; a.state == draining && a.drainFor == bi {
-			end, ok = max(end, a.drainEnd), true
-		}
-	}
-	return end, ok
 }

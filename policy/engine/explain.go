@@ -202,7 +202,7 @@ func (x *explainer) victimAction(b *bene, vs []victim) Action {
 	if a.Kind == Preempt {
 		// Rare, so a second string here rather than a note threaded
 		// through every branch of victimReason.
-		if note := st.graceNote(b, u, job, a.Grace, usual); note != "" {
+		if note := st.graceNote(b, job, a.Grace, usual); note != "" {
 			a.Reason.Message += note
 		}
 	}

