@@ -91,8 +91,8 @@ func (m *model) resolveWaiting() []resolved {
 					continue
 				}
 			}
-			tenant := m.tenantOf(job.Ref.Namespace)
-			m.waitingOf[i] = resolved{tenant: int32(tenant), tier: int32(m.e.tierFor(tenant, job.Tier))}
+			tenant, tier := m.names.of(m, job.Ref.Namespace, job.Tier)
+			m.waitingOf[i] = resolved{tenant: int32(tenant), tier: int32(tier)}
 		}
 	}
 	return m.waitingOf

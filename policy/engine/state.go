@@ -291,8 +291,7 @@ func (last *lastAlloc) nodeOf(m *model, id string) (int32, bool) {
 // tenantTier is job's tenant and its tier there (tenantOf, tierFor).
 func (last *lastAlloc) tenantTier(m *model, job *Job) (tenant, tier int) {
 	if !last.jobOK || job.Ref.Namespace != last.namespace || job.Tier != last.tierName {
-		last.tenant = m.tenantOf(job.Ref.Namespace)
-		last.tier = m.e.tierFor(last.tenant, job.Tier)
+		last.tenant, last.tier = m.names.of(m, job.Ref.Namespace, job.Tier)
 		last.namespace, last.tierName, last.jobOK = job.Ref.Namespace, job.Tier, true
 	}
 	return last.tenant, last.tier
