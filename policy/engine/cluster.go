@@ -16,6 +16,8 @@ type cluster struct {
 	e   *Engine
 	s   *Snapshot
 	now time.Time
+	// clock is now, for since (since.go).
+	clock clock
 
 	pl placement // which nodes each demand may use (sets), and their devices
 	// poolCells[q][cell]: quota pool q holds the cell (quota.go).
@@ -205,7 +207,7 @@ func (c *cluster) idleFor(u *unit, rule *policy.IdleRule) bool {
 	idle := true
 	c.allocsOf(u, func(ai int32) {
 		since, ok := IdleSince(c.s.Allocs[ai].Usage, rule.Threshold)
-		idle = idle && ok && c.now.Sub(since) >= rule.After
+		idle = idle && ok && c.since(since) >= rule.After
 	})
 	return idle
 }

@@ -47,6 +47,7 @@ func newState(e *Engine, s *Snapshot, now time.Time) *state {
 		},
 	}}
 	st.ledger.cluster = &st.cluster
+	st.clock = newClock(now)
 	st.ix, st.nodeIndex.m, st.output.m = &st.nodeIndex, &st.model, &st.model
 	// The walk's generations start over, as in a new walk's memory
 	// (chains compare theirs with the walk's).
@@ -223,7 +224,7 @@ func (m *model) addUnit(i int32, free []int32, claimed [][]gpuClaim, gangs map[J
 	if !m.e.tiers[tier].preemptible {
 		m.tenants[tenant].fixed += gu
 	}
-	age := m.now.Sub(a.StartedAt)
+	age := m.since(a.StartedAt)
 	if a.Job.Gang {
 		if ui, ok := gangs[a.Job.Ref]; ok {
 			u := &m.units[ui]
