@@ -3,6 +3,7 @@ package engine
 import (
 	"cmp"
 	"fmt"
+	"math/bits"
 	"slices"
 
 	"github.com/gpu-steward/steward/policy"
@@ -127,18 +128,36 @@ func (m *model) liftPromoted() {
 	if hits == nil {
 		return
 	}
-	slices.SortFunc(ps, func(a, b promoted) int { return cmp.Compare(a.tag, b.tag) })
+	// The promoted by tag: chains through ps from a power-of-two table of
+	// heads, each chain in Snapshot.Waiting order (sorting 5,000
+	// promoted demands and a binary search for each of 14,000 units
+	// cost 5 M instructions of a fleet plan).
+	lb := uint(bitsFor(2 * len(ps)))
+	head := make([]int32, 1<<lb)
+	for i := range head {
+		head[i] = -1
+	}
+	next := make([]int32, len(ps))
+	for i := len(ps) - 1; i >= 0; i-- {
+		h := liftSlot(ps[i].tag, lb)
+		next[i], head[h] = head[h], int32(i)
+	}
 	for _, ui := range hits {
 		u := &m.units[ui]
-		i, _ := slices.BinarySearchFunc(ps, u.jobTag, func(p promoted, tag uint64) int { return cmp.Compare(p.tag, tag) })
-		for ; i < len(ps) && ps[i].tag == u.jobTag; i++ {
-			if m.s.Waiting[ps[i].w].Job.Ref == m.jobOf(u).Ref {
+		for i := head[liftSlot(u.jobTag, lb)]; i >= 0; i = next[i] {
+			if ps[i].tag == u.jobTag && m.s.Waiting[ps[i].w].Job.Ref == m.jobOf(u).Ref {
 				u.prio = max(u.prio, int(ps[i].target))
 				break
 			}
 		}
 	}
 }
+
+// bitsFor is the bits of the least power of two at least n (n ≥ 1).
+func bitsFor(n int) int { return bits.Len(uint(n - 1)) }
+
+// liftSlot is a job tag's chain in liftPromoted's table of 1<<b heads.
+func liftSlot(tag uint64, b uint) uint64 { return (tag * 0x9e3779b97f4a7c15) >> (64 - b) }
 
 // liftBits is the size of liftPromoted's bit set (8 KiB).
 const (
