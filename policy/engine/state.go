@@ -90,11 +90,16 @@ func (st *state) buildNodes() {
 			st.skip("node "+n.ID, "negative GPU count %d", n.GPUs)
 			continue
 		}
-		if _, dup := st.nodeIDs[n.ID]; dup {
+		// One map operation a node, not a look-up and then an insert:
+		// the map grows unless the ID is a duplicate, whose entry
+		// then goes back to the first node with it (rare).
+		had := len(st.nodeIDs)
+		st.nodeIDs[n.ID] = int32(len(st.nodes))
+		if len(st.nodeIDs) == had {
+			st.nodeIDs[n.ID] = int32(slices.IndexFunc(st.nodes, func(o *Node) bool { return o.ID == n.ID }))
 			st.skip("node "+n.ID, "duplicate node ID; the first one is used")
 			continue
 		}
-		st.nodeIDs[n.ID] = int32(len(st.nodes))
 		st.nodes = append(st.nodes, n)
 		st.poolOf = append(st.poolOf, st.poolOfName(n.NodePool))
 		if n.GPUs > st.maxGPUs {
