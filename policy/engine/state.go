@@ -101,7 +101,12 @@ func (st *state) buildNodes() {
 			continue
 		}
 		st.nodes = append(st.nodes, n)
-		st.poolOf = append(st.poolOf, st.poolOfName(n.NodePool))
+		if i := len(st.poolOf); i > 0 && n.NodePool == st.nodes[i-1].NodePool {
+			// A snapshot lists a pool's nodes together: no look-up.
+			st.poolOf = append(st.poolOf, st.poolOf[i-1])
+		} else {
+			st.poolOf = append(st.poolOf, st.poolOfName(n.NodePool))
+		}
 		if n.GPUs > st.maxGPUs {
 			st.maxGPUs = n.GPUs
 		}
