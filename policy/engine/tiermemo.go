@@ -3,10 +3,10 @@ package engine
 // tenantTiers remembers, for one plan, the tenant a namespace resolves to
 // and the column of the engine's tenant × tier table a tier name reads. A
 // fleet's snapshot interleaves its tenants' allocations and queue
-// (100,000 allocations and 10,000 demands in the benchmark, 8 tenants and
-// 4 tiers), so lastAlloc's memo of the one before misses on about a third
-// of them, and each miss paid two string-keyed map look-ups (tenantOf,
-// tierFor): about 12 M instructions of a 283 M fleet plan. A name's slot
+// (37,000 units and 10,000 demands in the benchmark's fleet plan, 8
+// tenants and 4 tiers), so lastAlloc's memo of the one before misses on
+// almost all of them, and each miss paid two string-keyed map look-ups
+// (tenantOf, tierFor): about 12 M instructions of a 283 M fleet plan. A name's slot
 // is found by its tag (strTag: no hashing of the text) and confirmed by
 // comparing the name; a slot taken by another name is overwritten, so a
 // collision costs a look-up, never a wrong answer.
