@@ -277,14 +277,13 @@ func (m *model) addUnit(i int32, free []int32, claimed [][]gpuClaim, gangs map[J
 }
 
 // lastAlloc is what addUnit resolved for the allocation before: a
-// snapshot lists many allocations of one node, or of one tenant's tier,
-// in a row, and those need no map lookup.
+// snapshot lists many allocations of one node in a row, and those need no
+// map lookup. (Tenants and tiers are interleaved: their names go to the
+// plan's memo, tenantTiers, every time.)
 type lastAlloc struct {
-	nodeID              string
-	node                int32
-	nodeOK, jobOK       bool
-	namespace, tierName string
-	tenant, tier        int
+	nodeID string
+	node   int32
+	nodeOK bool
 }
 
 // nodeOf is node id's index, and whether the node is known.
@@ -301,11 +300,7 @@ func (last *lastAlloc) nodeOf(m *model, id string) (int32, bool) {
 
 // tenantTier is job's tenant and its tier there (tenantOf, tierFor).
 func (last *lastAlloc) tenantTier(m *model, job *Job) (tenant, tier int) {
-	if !last.jobOK || job.Ref.Namespace != last.namespace || job.Tier != last.tierName {
-		last.tenant, last.tier = m.names.of(m, job.Ref.Namespace, job.Tier)
-		last.namespace, last.tierName, last.jobOK = job.Ref.Namespace, job.Tier, true
-	}
-	return last.tenant, last.tier
+	return m.names.of(m, job.Ref.Namespace, job.Tier)
 }
 
 // countPreemptions notes a unit's job's preemptions in the last hour and

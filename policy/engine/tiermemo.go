@@ -4,9 +4,10 @@ package engine
 // and the column of the engine's tenant × tier table a tier name reads. A
 // fleet's snapshot interleaves its tenants' allocations and queue
 // (37,000 units and 10,000 demands in the benchmark's fleet plan, 8
-// tenants and 4 tiers), so lastAlloc's memo of the one before misses on
-// almost all of them, and each miss paid two string-keyed map look-ups
-// (tenantOf, tierFor): about 12 M instructions of a 283 M fleet plan. A name's slot
+// tenants and 4 tiers), so a memo of the one before (lastAlloc had one)
+// missed on almost all of them, and each miss paid two string-keyed map
+// look-ups (tenantOf, tierFor): about 12 M instructions of a 283 M fleet
+// plan. A name's slot
 // is found by its tag (strTag: no hashing of the text) and confirmed by
 // comparing the name; a slot taken by another name is overwritten, so a
 // collision costs a look-up, never a wrong answer.
