@@ -125,8 +125,22 @@ func (c *cluster) allocsOf(u *unit, fn func(ai int32)) {
 
 // allocIDs returns a unit's allocation IDs, appended to ids, sorted.
 func (c *cluster) allocIDs(u *unit, ids []string) []string {
-	c.allocsOf(u, func(ai int32) { ids = append(ids, c.s.Allocs[ai].ID) })
-	slices.Sort(ids)
+	ids = c.appendAllocIDs(u, ids)
+	if len(ids) > 1 {
+		slices.Sort(ids)
+	}
+	return ids
+}
+
+// appendAllocIDs appends a unit's allocation IDs to ids, unsorted: a
+// caller gathering several units' sorts once.
+func (c *cluster) appendAllocIDs(u *unit, ids []string) []string {
+	if u.gang < 0 {
+		return append(ids, c.s.Allocs[u.first].ID)
+	}
+	for _, ai := range c.gangs[u.gang].allocs {
+		ids = append(ids, c.s.Allocs[ai].ID)
+	}
 	return ids
 }
 
