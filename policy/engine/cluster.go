@@ -221,7 +221,7 @@ func (c *cluster) idleFor(u *unit, rule *policy.IdleRule) bool {
 	idle := true
 	c.allocsOf(u, func(ai int32) {
 		since, ok := IdleSince(c.s.Allocs[ai].Usage, rule.Threshold)
-		idle = idle && ok && c.since(since) >= rule.After
+		idle = idle && ok && c.clock.since(since) >= rule.After
 	})
 	return idle
 }

@@ -52,7 +52,7 @@ func (st *state) promote(d *Demand, tier int) int {
 		why = st.text.start("preempted ").n(len(d.Job.Preemptions)).s(" times (promote after ").n(pr.AfterPreemptions).
 			s("): priority ").n(prio).s(" → ").n(target).reason(RulePromoteRun)
 	} else {
-		why = st.text.start("waiting ").dur(st.since(d.Since)).s(" for ").gpus(d.GPUs()).s(" (promote after ").dur(pr.AfterWait).
+		why = st.text.start("waiting ").dur(st.clock.since(d.Since)).s(" for ").gpus(d.GPUs()).s(" (promote after ").dur(pr.AfterWait).
 			s("): priority ").n(prio).s(" → ").n(target).reason(RulePromoteAge)
 	}
 	st.emit(Action{Kind: Promote, Job: d.Job.Ref, Priority: target, Reason: why})
@@ -72,7 +72,7 @@ func (c *cluster) promotion(d *Demand, tier int) (prio, target int, rule Rule) {
 	switch {
 	case pr.AfterPreemptions > 0 && len(d.Job.Preemptions) >= pr.AfterPreemptions:
 		return prio, target, RulePromoteRun
-	case pr.AfterWait > 0 && !d.Since.IsZero() && c.since(d.Since) >= pr.AfterWait:
+	case pr.AfterWait > 0 && !d.Since.IsZero() && c.clock.since(d.Since) >= pr.AfterWait:
 		// (A demand that does not say since when it waits has not waited
 		// long: the zero time is not a wait of 292 years.)
 		return prio, target, RulePromoteAge

@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// TestSinceIsSub holds cluster.since to time.Time.Sub: with and without a
+// TestSinceIsSub holds clock.since to time.Time.Sub: with and without a
 // monotonic reading on either side, the zero time, differences that
 // saturate, nanoseconds that borrow, other zones.
 func TestSinceIsSub(t *testing.T) {
@@ -30,7 +30,7 @@ func TestSinceIsSub(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			cl := &cluster{now: c.now, clock: newClock(c.now)}
+			cl := newClock(c.now)
 			if got, want := cl.since(c.t), c.now.Sub(c.t); got != want {
 				t.Errorf("since = %v, Sub = %v", got, want)
 			}

@@ -234,7 +234,7 @@ func (m *model) addUnit(i int32, free []int32, claimed [][]gpuClaim, gangs map[J
 	if !m.e.tiers[tier].preemptible {
 		m.tenants[tenant].fixed += gu
 	}
-	age := m.since(a.StartedAt)
+	age := m.clock.since(a.StartedAt)
 	if a.Job.Gang {
 		if ui, ok := gangs[a.Job.Ref]; ok {
 			u := &m.units[ui]
