@@ -16,6 +16,8 @@ type cluster struct {
 	e   *Engine
 	s   *Snapshot
 	now time.Time
+	// clock is now, for since (since.go).
+	clock clock
 
 	pl placement // which nodes each demand may use (sets), and their devices
 	// poolCells[q][cell]: quota pool q holds the cell (quota.go).
@@ -123,8 +125,22 @@ func (c *cluster) allocsOf(u *unit, fn func(ai int32)) {
 
 // allocIDs returns a unit's allocation IDs, appended to ids, sorted.
 func (c *cluster) allocIDs(u *unit, ids []string) []string {
-	c.allocsOf(u, func(ai int32) { ids = append(ids, c.s.Allocs[ai].ID) })
-	slices.Sort(ids)
+	ids = c.appendAllocIDs(u, ids)
+	if len(ids) > 1 {
+		slices.Sort(ids)
+	}
+	return ids
+}
+
+// appendAllocIDs appends a unit's allocation IDs to ids, unsorted: a
+// caller gathering several units' sorts once.
+func (c *cluster) appendAllocIDs(u *unit, ids []string) []string {
+	if u.gang < 0 {
+		return append(ids, c.s.Allocs[u.first].ID)
+	}
+	for _, ai := range c.gangs[u.gang].allocs {
+		ids = append(ids, c.s.Allocs[ai].ID)
+	}
 	return ids
 }
 
@@ -205,7 +221,7 @@ func (c *cluster) idleFor(u *unit, rule *policy.IdleRule) bool {
 	idle := true
 	c.allocsOf(u, func(ai int32) {
 		since, ok := IdleSince(c.s.Allocs[ai].Usage, rule.Threshold)
-		idle = idle && ok && c.now.Sub(since) >= rule.After
+		idle = idle && ok && c.clock.since(since) >= rule.After
 	})
 	return idle
 }

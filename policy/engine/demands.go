@@ -83,16 +83,8 @@ func (m *model) resolveWaiting() []resolved {
 		m.waitingOf = make([]resolved, len(m.s.Waiting))
 		for i := range m.s.Waiting {
 			job := &m.s.Waiting[i].Job
-			if i > 0 {
-				// A queue lists much of one tenant's work of one tier
-				// together: no lookup for a demand like the one before.
-				if prev := &m.s.Waiting[i-1].Job; job.Ref.Namespace == prev.Ref.Namespace && job.Tier == prev.Tier {
-					m.waitingOf[i] = m.waitingOf[i-1]
-					continue
-				}
-			}
-			tenant := m.tenantOf(job.Ref.Namespace)
-			m.waitingOf[i] = resolved{tenant: int32(tenant), tier: int32(m.e.tierFor(tenant, job.Tier))}
+			tenant, tier := m.names.of(m, job.Ref.Namespace, job.Tier)
+			m.waitingOf[i] = resolved{tenant: int32(tenant), tier: int32(tier)}
 		}
 	}
 	return m.waitingOf

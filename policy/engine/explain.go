@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"slices"
 	"time"
 
 	"github.com/gpu-steward/steward/policy"
@@ -187,8 +188,9 @@ func (x *explainer) victimAction(b *bene, vs []victim) Action {
 	for _, v := range vs {
 		vu := &st.units[v.ui]
 		a.GPUs += vu.gpus
-		a.Allocs = st.allocIDs(vu, a.Allocs)
+		a.Allocs = st.appendAllocIDs(vu, a.Allocs)
 	}
+	slices.Sort(a.Allocs) // once, not after each victim
 	var usual time.Duration
 	if vs[0].rule == RuleIdle {
 		a.Kind = IdleStop

@@ -1,6 +1,10 @@
 package engine
 
-import "testing"
+import (
+	"fmt"
+	"strings"
+	"testing"
+)
 
 // TestLastAllocMatchesLookups checks addUnit's memo of the allocation
 // before: whatever the order of allocations (alike in a row, alternating,
@@ -18,6 +22,18 @@ func TestLastAllocMatchesLookups(t *testing.T) {
 		{"namespace no tenant names", []alloc{{"n1", "other", "batch"}, {"n1", "other", "batch"}, {"n2", "team1", ""}, {"n2", "other", "batch"}}},
 		{"same tier name, other tenant", []alloc{{"n1", "team0", "batch"}, {"n1", "team1", "batch"}, {"n1", "team0", "batch"}}},
 	}
+	// More namespaces and tier names than tenantTiers has slots, some
+	// met again after others took their slots, some no tenant names.
+	var many []alloc
+	for round := range 3 {
+		for i := range 2*nsSlots + 3 {
+			many = append(many, alloc{"n1", fmt.Sprintf("team%d", (i*7+round)%(2*nsSlots+3)), genTiers[i%len(genTiers)] + strings.Repeat("x", i%(2*tierSlots)%3)})
+		}
+	}
+	cases = append(cases, struct {
+		name   string
+		allocs []alloc
+	}{"more names than slots", many})
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			s := &Snapshot{Nodes: []Node{{ID: "n1", GPUs: 8}, {ID: "n2", GPUs: 8}}}

@@ -43,6 +43,9 @@ type model struct {
 	// on first use.
 	placedJobs map[JobRef]bool
 	waitingOf  []resolved // [Snapshot.Waiting index] tenant and tier (resolveWaiting)
+	// names: the tenant and tier of each namespace and tier name met
+	// in this plan (tiermemo.go).
+	names tenantTiers
 	// blocked is the highest-tier demand that waited in this plan for
 	// want of GPUs (protect.go).
 	blocked blockedDemand

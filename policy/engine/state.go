@@ -47,6 +47,7 @@ func newState(e *Engine, s *Snapshot, now time.Time) *state {
 		},
 	}}
 	st.ledger.cluster = &st.cluster
+	st.clock = newClock(now)
 	st.ix, st.nodeIndex.m, st.output.m = &st.nodeIndex, &st.model, &st.model
 	// The walk's generations start over, as in a new walk's memory
 	// (chains compare theirs with the walk's).
@@ -89,13 +90,23 @@ func (st *state) buildNodes() {
 			st.skip("node "+n.ID, "negative GPU count %d", n.GPUs)
 			continue
 		}
-		if _, dup := st.nodeIDs[n.ID]; dup {
+		// One map operation a node, not a look-up and then an insert:
+		// the map grows unless the ID is a duplicate, whose entry
+		// then goes back to the first node with it (rare).
+		had := len(st.nodeIDs)
+		st.nodeIDs[n.ID] = int32(len(st.nodes))
+		if len(st.nodeIDs) == had {
+			st.nodeIDs[n.ID] = int32(slices.IndexFunc(st.nodes, func(o *Node) bool { return o.ID == n.ID }))
 			st.skip("node "+n.ID, "duplicate node ID; the first one is used")
 			continue
 		}
-		st.nodeIDs[n.ID] = int32(len(st.nodes))
 		st.nodes = append(st.nodes, n)
-		st.poolOf = append(st.poolOf, st.poolOfName(n.NodePool))
+		if i := len(st.poolOf); i > 0 && n.NodePool == st.nodes[i-1].NodePool {
+			// A snapshot lists a pool's nodes together: no look-up.
+			st.poolOf = append(st.poolOf, st.poolOf[i-1])
+		} else {
+			st.poolOf = append(st.poolOf, st.poolOfName(n.NodePool))
+		}
 		if n.GPUs > st.maxGPUs {
 			st.maxGPUs = n.GPUs
 		}
@@ -223,7 +234,7 @@ func (m *model) addUnit(i int32, free []int32, claimed [][]gpuClaim, gangs map[J
 	if !m.e.tiers[tier].preemptible {
 		m.tenants[tenant].fixed += gu
 	}
-	age := m.now.Sub(a.StartedAt)
+	age := m.clock.since(a.StartedAt)
 	if a.Job.Gang {
 		if ui, ok := gangs[a.Job.Ref]; ok {
 			u := &m.units[ui]
@@ -266,14 +277,13 @@ func (m *model) addUnit(i int32, free []int32, claimed [][]gpuClaim, gangs map[J
 }
 
 // lastAlloc is what addUnit resolved for the allocation before: a
-// snapshot lists many allocations of one node, or of one tenant's tier,
-// in a row, and those need no map lookup.
+// snapshot lists many allocations of one node in a row, and those need no
+// map lookup. (Tenants and tiers are interleaved: their names go to the
+// plan's memo, tenantTiers, every time.)
 type lastAlloc struct {
-	nodeID              string
-	node                int32
-	nodeOK, jobOK       bool
-	namespace, tierName string
-	tenant, tier        int
+	nodeID string
+	node   int32
+	nodeOK bool
 }
 
 // nodeOf is node id's index, and whether the node is known.
@@ -290,12 +300,7 @@ func (last *lastAlloc) nodeOf(m *model, id string) (int32, bool) {
 
 // tenantTier is job's tenant and its tier there (tenantOf, tierFor).
 func (last *lastAlloc) tenantTier(m *model, job *Job) (tenant, tier int) {
-	if !last.jobOK || job.Ref.Namespace != last.namespace || job.Tier != last.tierName {
-		last.tenant = m.tenantOf(job.Ref.Namespace)
-		last.tier = m.e.tierFor(last.tenant, job.Tier)
-		last.namespace, last.tierName, last.jobOK = job.Ref.Namespace, job.Tier, true
-	}
-	return last.tenant, last.tier
+	return m.names.of(m, job.Ref.Namespace, job.Tier)
 }
 
 // countPreemptions notes a unit's job's preemptions in the last hour and

@@ -255,6 +255,9 @@ func (l *ledger) markPlanned(job *Job) {
 // counting "no more than 2 in any hour" counts it, and so does the
 // simulator's cap_breaches).
 func (c *cluster) recentPreemptions(job *Job) int {
+	if len(job.Preemptions) == 0 {
+		return 0 // most jobs: no hour to work out
+	}
 	n := 0
 	hourAgo := c.now.Add(-time.Hour)
 	for _, t := range job.Preemptions {
