@@ -37,6 +37,12 @@ const (
 //     flight. No clocks are compared between machines.
 //   - Two writers race on the index: Nomad takes one check-and-set, and
 //     the other's renewal or takeover is refused (ErrLockConflict).
+//   - A leader whose lease ran out with no renewal answered (a server
+//     stalled past the lease's deadline) takes back the term the
+//     variable still holds at once, check-and-set against the index it
+//     reads, as a renewal would (leaseSeen.held): a follower's takeover
+//     against the same index refuses it, and the fence was closed in
+//     between.
 //   - A copy that stops hands the lease back (holder emptied) and a
 //     follower takes it at once; a variable under a Nomad lock (a copy
 //     elected with -election lock) refuses the write, so a lease copy never
