@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/nomad/api"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // elector holds this controller's leadership: it contends for the leader
@@ -23,6 +24,8 @@ type elector struct {
 	// prefetchStates the jobs' states (stateStore.prefetchStates).
 	refresh        func(ctx context.Context, at time.Time) (refreshCost, error)
 	prefetchStates func(ctx context.Context) error
+	// renewSeconds times each renewal call (steward_lease_renew_seconds).
+	renewSeconds prometheus.Observer
 	// lastRoundAt is when the last round finished, in Unix nanoseconds
 	// (stepdown.go).
 	lastRoundAt atomic.Int64
@@ -51,5 +54,6 @@ func newElector(c *Controller) *elector {
 		wiring: c.wiring, client: c.client, lease: c.lease,
 		refresh:        c.obs.refresh,
 		prefetchStates: c.prefetchStates,
+		renewSeconds:   c.metrics.leaseRenew,
 	}
 }

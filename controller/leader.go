@@ -294,8 +294,7 @@ func (e *elector) renewLease(ctx context.Context, locks leaderLock, expiry *time
 		lost("paused past the lease deadline", "deadline", e.lease.deadline())
 		return false
 	}
-	sent := time.Now()
-	err := renewUntil(ctx, locks, e.lease.deadline())
+	sent, err := e.renewUntil(ctx, locks, e.lease.deadline())
 	switch {
 	case err == nil:
 		e.lease.extend(sent, e.cfg().LockTTL)
@@ -310,7 +309,9 @@ func (e *elector) renewLease(ctx context.Context, locks leaderLock, expiry *time
 }
 
 // renewUntil renews the lock with until, the lease's deadline, as its
-// own: a renewal may take as long as the lease it extends has left.
+// own: a renewal may take as long as the lease it extends has left. It
+// reports when the renewal that succeeded was sent, from which its lease
+// runs.
 //
 // It was given a third of the TTL, as every lock request is: on a server
 // slowed by load (2 shared cores, 1,000 simulated nodes, a 6 s lease), a
@@ -322,11 +323,40 @@ func (e *elector) renewLease(ctx context.Context, locks leaderLock, expiry *time
 // and a follower sees its index no earlier than that. What bounds a
 // renewal is the lease it would extend: past its deadline the fence has
 // closed, and a renewal still out then is abandoned.
-func renewUntil(ctx context.Context, locks leaderLock, until time.Time) error {
+//
+// A renewal that failed without Nomad naming another holder (a refused
+// connection, this term's own write whose index moved) is sent again
+// after renewRetry rather than at the next tick (up to TTL/3 later), so
+// that the time the lease has left goes to renewing it; each attempt is
+// timed (steward_lease_renew_seconds), and one answered after a third of
+// the TTL is logged with what its lease had left.
+func (e *elector) renewUntil(ctx context.Context, locks leaderLock, until time.Time) (sent time.Time, err error) {
 	rctx, cancel := context.WithDeadline(ctx, until)
 	defer cancel()
-	return locks.Renew(rctx)
+	ttl := e.cfg().LockTTL
+	for {
+		sent = time.Now()
+		err = locks.Renew(rctx)
+		took := time.Since(sent)
+		if e.renewSeconds != nil {
+			e.renewSeconds.Observe(took.Seconds())
+		}
+		if err == nil && took > ttl/3 {
+			e.log().Info("slow renewal of the leader lease", "took", took.Round(time.Millisecond),
+				"lease_left", time.Until(until).Round(time.Millisecond), "ttl", ttl)
+		}
+		if err == nil || errors.Is(err, api.ErrLockConflict) || rctx.Err() != nil {
+			return sent, err
+		}
+		if !sleepCtx(rctx, renewRetry(ttl)) {
+			return sent, err
+		}
+	}
 }
+
+// renewRetry is the pause before a failed renewal is sent again: short
+// against the lease (100 ms at a 3 s TTL), at most a follower's poll.
+func renewRetry(ttl time.Duration) time.Duration { return min(ttl/30, lockPoll(ttl)) }
 
 // callContext is the context of one lock request: the caller's deadline
 // when it set one (a renewal's: its lease's end, renewUntil), else a

@@ -37,6 +37,12 @@ const (
 //     flight. No clocks are compared between machines.
 //   - Two writers race on the index: Nomad takes one check-and-set, and
 //     the other's renewal or takeover is refused (ErrLockConflict).
+//   - A leader whose lease ran out with no renewal answered (a server
+//     stalled past the lease's deadline) takes back the term the
+//     variable still holds at once, check-and-set against the index it
+//     reads, as a renewal would (leaseSeen.held): a follower's takeover
+//     against the same index refuses it, and the fence was closed in
+//     between.
 //   - A copy that stops hands the lease back (holder emptied) and a
 //     follower takes it at once; a variable under a Nomad lock (a copy
 //     elected with -election lock) refuses the write, so a lease copy never
@@ -125,6 +131,15 @@ type leaseSeen struct {
 	// wrote holds the terms of this copy's takeover writes since it last
 	// led, whose answers may have been lost while Nomad applied them.
 	wrote map[string]bool
+	// held is the term this copy last led with and did not hand back
+	// (Release empties it): its lease ran out, its renewals unanswered.
+	held string
+}
+
+// mine reports whether term is one this copy wrote: a takeover whose
+// answer was lost, or the term it led with until its lease ran out.
+func (s *leaseSeen) mine(term string) bool {
+	return s.wrote[term] || (term != "" && term == s.held)
 }
 
 // stalled reports, once per index, whether the index it last saw has
@@ -197,7 +212,7 @@ func (l *leaseLock) Acquire(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("read the leader lease: %w", err)
 		}
-		if items != nil && items["holder"] != "" && !l.seen.wrote[items["term"]] {
+		if items != nil && items["holder"] != "" && !l.seen.mine(items["term"]) {
 			// Held (by a lease, or by a copy elected with the Nomad lock,
 			// whose write refuses ours): taken once it has stood unchanged
 			// for its expiry, the holder's TTL as written if longer.
@@ -212,7 +227,21 @@ func (l *leaseLock) Acquire(ctx context.Context) error {
 			}
 			l.log().Warn("the leader lease was not renewed: taking it", "holder", items["holder"])
 		}
-		if items != nil && l.seen.wrote[items["term"]] {
+		if items != nil && items["term"] != "" && items["term"] == l.seen.held {
+			// The term this copy led with until its lease ran out (a
+			// renewal unanswered until the lease's deadline: the server
+			// stalled for seconds at 250 nodes, issue 33), and nobody
+			// wrote since: taken again now, check-and-set against the
+			// index read, as a renewal would. Before, this copy waited
+			// out its own lease for 2×TTL as another holder's, while the
+			// follower, counting since the last renewal it saw, took it
+			// first: the lead changed hands on every stall. The lease
+			// still counts from this write, and the fence stayed closed
+			// from the old lease's deadline to now, so nothing was done
+			// without a lease; a follower that takes it first (its own
+			// check-and-set against the same index) refuses this write.
+			l.log().Warn("the leader lease still holds the term this copy led with until its lease ran out: taking it again", "term", items["term"])
+		} else if items != nil && l.seen.wrote[items["term"]] {
 			// This copy's own takeover, whose answer was lost (a write
 			// Nomad applied after its call timed out): taken again now,
 			// check-and-set, as a free lease. Before, it was waited out
@@ -240,6 +269,7 @@ func (l *leaseLock) Acquire(ctx context.Context) error {
 		}
 		l.index = next
 		clear(l.seen.wrote)
+		l.seen.held = l.term
 		return nil
 	})
 }
@@ -273,6 +303,9 @@ func (l *leaseLock) Renew(ctx context.Context) error {
 }
 
 func (l *leaseLock) Release(ctx context.Context) error {
+	// Handed back, or stepping down: this term is not to be taken again
+	// at once even if the write below does not land.
+	l.seen.held = ""
 	return l.call(ctx, func(ctx context.Context) error {
 		_, err := l.unfenced().PutVar(ctx, l.cfg().StateNamespace, LeaderLockPath, l.items(""), true, l.index)
 		if isConflict(err) {

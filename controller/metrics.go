@@ -37,8 +37,11 @@ type metrics struct {
 	schemaRefusals   *prometheus.CounterVec
 	// givenUp counts finished preemptions given up while their victims
 	// still ran (giveup.go), by why.
-	givenUp  *prometheus.CounterVec
-	activity activityMetrics
+	givenUp *prometheus.CounterVec
+	// leaseRenew times each call renewing the leader lock or lease
+	// (leader.go), answered or abandoned.
+	leaseRenew prometheus.Histogram
+	activity   activityMetrics
 
 	// all are the collectors registered with register: MetricNames lists
 	// their names (register every collector so).
@@ -102,6 +105,10 @@ func newMetrics() *metrics {
 		Help: "Finished preemptions given up while their victims still ran: why=stops-pending (Nomad held their stops past 10 minutes), why=victims-run (stopped again for 2 minutes, still running)."},
 		[]string{"why"})
 	m.register(m.givenUp)
+	m.leaseRenew = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "steward_lease_renew_seconds",
+		Help:    "How long each call renewing the leader lock or lease took, answered or abandoned at the lease's deadline (a leader's lease ends one TTL after its last successful renewal was sent).",
+		Buckets: []float64{.01, .025, .05, .1, .25, .5, 1, 1.5, 2, 3, 5, 10}})
+	m.register(m.leaseRenew)
 	m.register(m.preemptions, m.actions, m.reloads, m.heldJobs, m.gpusInUse, m.gpusReserved, m.gpusWaiting,
 		m.idleGPUs, m.leader, m.nomadErrors, m.decisionLatency, m.reconcileSeconds, m.planSeconds, m.metaRefused)
 	m.newDecisions()

@@ -108,3 +108,45 @@ func TestLeaseElection(t *testing.T) {
 			led, planned, lo, hi)
 	}
 }
+
+// TestLeaseServerStall: the Nomad server stalls (SIGSTOP) for longer than
+// the lease has left at any renewal (TTL + 1.5 s) and shorter than 2×TTL,
+// as a saturated server stalled its writes for 2–10 s in the 250-node
+// runs of 2026-11-29 (issue 33). The leader's renewal goes unanswered
+// until its deadline and its lease ends (the fence closes); once the
+// server answers again, the leader takes its own term back at once, and
+// the follower, which would have taken it 2×TTL after the last renewal
+// it saw, never leads. Before, the leader waited its own lease out for
+// 2×TTL (6.4 s after the server resumed, on this test) and the follower
+// could take the lead first, as it did on every stall at 250 nodes.
+func TestLeaseServerStall(t *testing.T) {
+	t.Parallel()
+	c := startProdCluster(t, prodSpec{}, "ml")
+	policy := writePolicy(t, fmt.Sprintf(faultPolicy, "90s"))
+	a, b := c.startLeaderAndFollower(policy, "-election", "lease", "-lock-ttl", leaseTTL.String())
+	testnomad.WaitFor(t, 30*time.Second, "a finishes a round", func() (bool, string) { return a.Contains("round observed"), "" })
+	time.Sleep(leaseTTL / 2) // a renews on its own schedule
+	from := len(a.Log())
+	server := c.prod.Server
+	server.Signal(syscall.SIGSTOP)
+	t.Cleanup(func() { server.Signal(syscall.SIGCONT) })
+	time.Sleep(leaseTTL + 1500*time.Millisecond)
+	server.Signal(syscall.SIGCONT)
+	resumed := time.Now()
+	testnomad.WaitFor(t, 20*time.Second, "a lost its lease in the stall and leads again", func() (bool, string) {
+		l := a.Log()[from:]
+		i := strings.Index(l, "lost the leader lock")
+		return i >= 0 && strings.Contains(l[i:], "leading: this controller acts"), tail(a.Log(), 10)
+	})
+	back := time.Since(resumed)
+	t.Logf("a leads again %s after the server was resumed", back.Round(100*time.Millisecond))
+	if back > leaseTTL {
+		t.Errorf("a led again %s after the server was resumed; want within the TTL (%s): its own term taken back at once, not waited out for 2×TTL",
+			back.Round(100*time.Millisecond), leaseTTL)
+	}
+	time.Sleep(3 * leaseTTL) // room for b to take the lead, were it going to
+	if b.Contains("leading: this controller acts") {
+		t.Errorf("b took the lead after the server stalled for %s; a's term should have been taken back by a:\n%s\n%s",
+			leaseTTL+1500*time.Millisecond, tail(a.Log()[from:], 15), tail(b.Log(), 10))
+	}
+}

@@ -420,6 +420,8 @@ func TestScale(t *testing.T) {
 	}
 	follower := procs[other[m.name]]
 	firstRounds := follower.log.count(firstRound)
+	// The renewals' latencies up to now: the leader's are lost with it.
+	renewals := renewLatency("a", a) + ", " + renewLatency("b", b)
 	killed := time.Now()
 	_ = m.cmd.Process.Kill()
 	<-m.done
@@ -470,6 +472,8 @@ func TestScale(t *testing.T) {
 	t.Logf("lease (-lock-ttl %s, renewed every TTL/3, each renewal given what its lease has left; TTL/3 in builds before issue 33's renewUntil): renewals that failed: a %d, b %d; leads lost: a %d, b %d; the server's job registrations (Raft writes, as renewals are) took p50 %.0f ms, p99 %.0f ms, max %.0f ms (%d)",
 		lockTTL(nodes).String(), a.log.count(renewFailed), b.log.count(renewFailed), a.log.count(leadLost), b.log.count(leadLost),
 		percentile(drv.writes, 50), percentile(drv.writes, 99), percentile(drv.writes, 100), len(drv.writes))
+	t.Logf("lease renewals (steward_lease_renew_seconds until the failover, s, bucket bounds): %s; answered after TTL/3: a %d, b %d; own lapsed term taken back: a %d, b %d",
+		renewals, a.log.count(renewSlow), b.log.count(renewSlow), a.log.count(termTakenBack), b.log.count(termTakenBack))
 	t.Logf("decision latency (ms) p50/p99 by rule: %s; less the part left to Nomad: %s; evaluations waiting for the server's scheduler: p50 %.0f, max %.0f",
 		latencyByRule(byRule), latencyByRule(ownByRule), s.ServerBacklogP50, s.ServerBacklogMax)
 	t.Logf("stats sweep p50/p99 (s, bucket bounds): %.2f/%.2f", quantileBetween(histogram(before, "steward_gpu_stats_sweep_seconds"), histogram(after, "steward_gpu_stats_sweep_seconds"), 0.5),

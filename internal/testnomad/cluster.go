@@ -181,6 +181,13 @@ func (a *Agent) Kill() {
 	<-exited
 }
 
+// Signal sends sig to the agent's process alone (SIGSTOP, SIGCONT: a
+// server stalled, then back), not to its plugins or tasks.
+func (a *Agent) Signal(sig syscall.Signal) {
+	cmd, _ := a.proc()
+	_ = syscall.Kill(cmd.Process.Pid, sig)
+}
+
 // Restart starts the agent again after Kill (or after it ended), with the
 // same ports, data dir and configuration, and waits until its node is
 // ready again (a server: until there is a leader).
