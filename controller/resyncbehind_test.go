@@ -114,13 +114,16 @@ func TestResyncBehindRounds(t *testing.T) {
 					return o.stats.fullReads == 2 && !o.resyncing
 				})
 				var err error
-				if obs, err = o.observe(ctx, t0.Add(63*time.Second), false); err != nil {
+				// No resync due since the last began.
+				if obs, err = o.observe(ctx, t0.Add(45*time.Second), false); err != nil {
 					t.Fatal(err)
 				}
 			}
 			if _, seen := obs.Jobs[jobKey{"ml", "late"}]; !seen {
 				t.Error("the resync's read did not reach the cache")
 			}
+			o.mu.Lock()
+			defer o.mu.Unlock()
 			if got := o.stats.fullReads; got != 2 {
 				t.Errorf("%d full reads, want 2", got)
 			}
