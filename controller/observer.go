@@ -24,8 +24,9 @@ type observer struct {
 	lastFull time.Time
 	// behind: a resync of a cache the stream keeps is read behind the
 	// rounds (resyncBehind), not in the round it fell due in; resyncing
-	// while one runs.
-	behind, resyncing bool
+	// while one runs; behindFailed when the last one failed, so that the
+	// next round reads in full itself.
+	behind, resyncing, behindFailed bool
 	// blocked evaluations seen in an earlier observation (NewPressure).
 	blocked map[string]bool
 	// stats counts the reads, for the scale harness and metrics.
@@ -104,7 +105,7 @@ func (o *observer) observeAs(ctx context.Context, now time.Time, full, resync bo
 	o.last.waited = time.Since(asked)
 	following := o.cache.follows()
 	due := resync && o.resync > 0 && now.Sub(o.lastFull) >= o.resync
-	if due && o.behind && following && !full && o.cache.isReady() {
+	if due && o.behind && !o.behindFailed && following && !full && o.cache.isReady() {
 		due = false
 		if !o.resyncing {
 			o.resyncing, o.lastFull = true, now
@@ -119,7 +120,7 @@ func (o *observer) observeAs(ctx context.Context, now time.Time, full, resync bo
 		o.stats.jobReads += rd.jobReads
 		o.stats.drift += o.cache.replace(rd)
 		o.stats.fullReads++
-		o.lastFull = now
+		o.lastFull, o.behindFailed = now, false
 	}
 	return o.build(ctx, now)
 }
@@ -130,16 +131,18 @@ func (o *observer) observeAs(ctx context.Context, now time.Time, full, resync bo
 // (replace). In the round it fell due in, the read (0.9-4.9 s at 250
 // nodes under load, every 30 s) held up the plan, and every piece of
 // work that blocked while it ran waited for it (issue 33: a round's
-// 4.9 s observe, and decisions of 8-36 s in rounds after it). A failed
-// read waits for the next period: the stream keeps the cache meanwhile,
-// and a round that cannot trust it (its own writes not back) reads in
-// full itself.
+// 4.9 s observe, and decisions of 8-36 s in rounds after it). When the
+// read fails, the next round reads in full itself, and fails as the
+// read does: a Nomad that stopped answering still fails the rounds, and
+// ends the term within about -resync + -round-timeout (stepdown.go), as
+// the resync in the rounds did.
 func (o *observer) resyncBehind(ctx context.Context) {
 	rd, err := o.readAll(ctx, false)
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.resyncing = false
 	if err != nil {
+		o.behindFailed, o.lastFull = true, time.Time{}
 		return
 	}
 	o.stats.jobReads += rd.jobReads

@@ -130,3 +130,54 @@ func TestResyncBehindRounds(t *testing.T) {
 		})
 	}
 }
+
+// A resync behind the rounds that fails leaves the next round to read in
+// full itself: a Nomad that stopped answering fails the rounds, and the
+// term ends within about -resync + -round-timeout (stepdown.go), as when
+// the rounds made the resync; a Nomad back by then gives the round its
+// read.
+func TestResyncBehindFails(t *testing.T) {
+	cases := []struct {
+		name     string
+		stillOut bool // Nomad still does not answer at the next round
+	}{
+		{name: "Nomad back: the next round reads in full itself and the resync is done"},
+		{name: "Nomad still out: the next round fails on its read", stillOut: true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			f := newFakeNomad()
+			preemptionCluster(f)
+			o := newObserver(f, "steward")
+			o.resync, o.behind = 30*time.Second, true
+			if _, err := o.observe(ctx, t0, false); err != nil { // the start's read
+				t.Fatal(err)
+			}
+			o.cache.setFollowing(true)
+			f.mu.Lock()
+			f.fail = map[string]error{"read nodes": errInjected}
+			f.mu.Unlock()
+			if _, err := o.observe(ctx, t0.Add(31*time.Second), false); err != nil {
+				t.Fatalf("the round failed on the resync behind it: %v", err)
+			}
+			waitUntil(t, "the resync behind the rounds to end", func() bool {
+				o.mu.Lock()
+				defer o.mu.Unlock()
+				return !o.resyncing
+			})
+			if !tc.stillOut {
+				f.mu.Lock()
+				f.fail = map[string]error{}
+				f.mu.Unlock()
+			}
+			_, err := o.observe(ctx, t0.Add(32*time.Second), false)
+			if tc.stillOut != (err != nil) {
+				t.Fatalf("the next round's read: error %v, want one: %v", err, tc.stillOut)
+			}
+			if want := map[bool]int{false: 2, true: 1}[tc.stillOut]; o.stats.fullReads != want {
+				t.Errorf("%d full reads, want %d", o.stats.fullReads, want)
+			}
+		})
+	}
+}
