@@ -130,6 +130,10 @@ type clusterRead struct {
 	// jobsIndex: Nomad's list carries each job's summary.
 	summaries map[jobKey]*api.JobSummary
 	jobsIndex uint64
+	// jobReads counts the specs the read fetched one by one: its reader
+	// adds them to the observer's stats (a resync behind the rounds
+	// reads without the observer's lock).
+	jobReads int
 }
 
 // replace merges a full read into the cache, entity by entity: the newer

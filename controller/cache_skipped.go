@@ -60,7 +60,7 @@ func (c *clusterCache) mergeSkipped(rd *clusterRead, readWins func(string, bool)
 // spec the cache holds at the list's modify index, else read afresh (the
 // list's stub says nothing of its node pool). Nil, nil: not kept (no
 // guarded pools, or purged since the list).
-func (o *observer) readSkipped(ctx context.Context, s *api.JobListStub, known map[jobKey]*ObservedJob, fresh bool) (*ObservedJob, error) {
+func (o *observer) readSkipped(ctx context.Context, rd *clusterRead, s *api.JobListStub, known map[jobKey]*ObservedJob, fresh bool) (*ObservedJob, error) {
 	o.cache.mu.Lock()
 	guarding := len(o.cache.guarded) > 0
 	o.cache.mu.Unlock()
@@ -72,7 +72,7 @@ func (o *observer) readSkipped(ctx context.Context, s *api.JobListStub, known ma
 		return j, nil
 	}
 	full, err := o.n.ReadJob(ctx, s.Namespace, s.ID, fresh)
-	o.stats.jobReads++
+	rd.jobReads++
 	if err != nil || full == nil {
 		return nil, err
 	}

@@ -126,6 +126,7 @@ func New(cfg Config, client *api.Client, log hclog.Logger) (*Controller, error) 
 	}
 	obs := newObserver(n, cfg.StateNamespace)
 	obs.resync = cfg.Resync
+	obs.behind = true
 	obs.cache.guard(cfg.ControllerPools)
 	c := &Controller{
 		wiring: wiring{config: &cfg, logger: log, client: n, clock: time.Now}, client: client, lease: ls,

@@ -224,7 +224,7 @@ func (c *Controller) reconcile(ctx context.Context) (wake time.Time, err error) 
 	// same again. Wait for them (settle), or read in full. What Nomad then
 	// does with them arrives later, and is read for what it is
 	// (buildSnapshot: leaving, unseenResumed).
-	obs, err := c.observed(ctx, pol, following && !c.settled(ctx))
+	obs, err := c.observed(ctx, pol, following && !c.settled(ctx), false)
 	if err != nil {
 		return time.Time{}, err
 	}

@@ -19,9 +19,14 @@ type observer struct {
 	n     Nomad
 	cache *clusterCache
 	// resync is how often the cluster is read in full (Config.Resync);
-	// lastFull is when it last was.
+	// lastFull is when it last was (or, behind, began to be).
 	resync   time.Duration
 	lastFull time.Time
+	// behind: a resync of a cache the stream keeps is read behind the
+	// rounds (resyncBehind), not in the round it fell due in; resyncing
+	// while one runs; behindFailed when the last one failed, so that the
+	// next round reads in full itself.
+	behind, resyncing, behindFailed bool
 	// blocked evaluations seen in an earlier observation (NewPressure).
 	blocked map[string]bool
 	// stats counts the reads, for the scale harness and metrics.
@@ -69,6 +74,24 @@ func newObserver(n Nomad, placeholders string) *observer {
 // the cache is not following events yet, when a resync is due, or when
 // full is set; the drift a resync finds is returned in the stats.
 func (o *observer) observe(ctx context.Context, now time.Time, full bool) (*Observation, error) {
+	return o.observeAs(ctx, now, full, true)
+}
+
+// reobserve returns the cluster again within a round, after the round's
+// own writes (the recover phase's): as observe, but a resync that fell
+// due since the round's first read waits for the next round's. The read
+// is there for the writes, which the stream brought (settle) or a full
+// read fetches (full); a resync reads every node, job, allocation and
+// evaluation, 0.9-4.9 s at 250 nodes under load, and held up the plan
+// and the work that blocked meanwhile (issue 33: a 3.09 s second read,
+// the resync fallen due during the round, the largest part of eight
+// decisions of 1.1-1.7 s).
+func (o *observer) reobserve(ctx context.Context, now time.Time, full bool) (*Observation, error) {
+	return o.observeAs(ctx, now, full, false)
+}
+
+// observeAs is observe, with a due resync read (resync) or left for later.
+func (o *observer) observeAs(ctx context.Context, now time.Time, full, resync bool) (*Observation, error) {
 	// The loop and follow (at the start) observe: one at a time.
 	asked := time.Now()
 	o.mu.Lock()
@@ -81,16 +104,50 @@ func (o *observer) observe(ctx context.Context, now time.Time, full bool) (*Obse
 	}()
 	o.last.waited = time.Since(asked)
 	following := o.cache.follows()
-	if full || !o.cache.isReady() || !following && o.cache.wasFollowed() || o.resync > 0 && now.Sub(o.lastFull) >= o.resync {
+	due := resync && o.resync > 0 && now.Sub(o.lastFull) >= o.resync
+	if due && o.behind && !o.behindFailed && following && !full && o.cache.isReady() {
+		due = false
+		if !o.resyncing {
+			o.resyncing, o.lastFull = true, now
+			go o.resyncBehind(ctx)
+		}
+	}
+	if full || !o.cache.isReady() || !following && o.cache.wasFollowed() || due {
 		rd, err := o.readAll(ctx, full)
 		if err != nil {
 			return nil, err
 		}
+		o.stats.jobReads += rd.jobReads
 		o.stats.drift += o.cache.replace(rd)
 		o.stats.fullReads++
-		o.lastFull = now
+		o.lastFull, o.behindFailed = now, false
 	}
 	return o.build(ctx, now)
+}
+
+// resyncBehind reads the cluster in full while the rounds go on, and
+// merges the read into the cache as a resync in a round does: the stream
+// keeps the cache meanwhile, and the merge keeps the newer of each entity
+// (replace). In the round it fell due in, the read (0.9-4.9 s at 250
+// nodes under load, every 30 s) held up the plan, and every piece of
+// work that blocked while it ran waited for it (issue 33: a round's
+// 4.9 s observe, and decisions of 8-36 s in rounds after it). When the
+// read fails, the next round reads in full itself, and fails as the
+// read does: a Nomad that stopped answering still fails the rounds, and
+// ends the term within about -resync + -round-timeout (stepdown.go), as
+// the resync in the rounds did.
+func (o *observer) resyncBehind(ctx context.Context) {
+	rd, err := o.readAll(ctx, false)
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.resyncing = false
+	if err != nil {
+		o.behindFailed, o.lastFull = true, time.Time{}
+		return
+	}
+	o.stats.jobReads += rd.jobReads
+	o.stats.drift += o.cache.replace(rd)
+	o.stats.fullReads++
 }
 
 // refresh reads the cluster in full now, as a resync does, and the
@@ -112,6 +169,7 @@ func (o *observer) refresh(ctx context.Context, now time.Time) (refreshCost, err
 	if err != nil {
 		return refreshCost{}, err
 	}
+	o.stats.jobReads += rd.jobReads
 	o.stats.drift += o.cache.replace(rd)
 	o.stats.fullReads++
 	o.lastFull = now
@@ -240,7 +298,7 @@ func (o *observer) readJobs(ctx context.Context, rd *clusterRead, fresh bool) (u
 	for _, s := range stubs {
 		if skipJobType(s.Type, s.ParentID, s.Periodic) {
 			// Kept apart for the pool guard (cache_skipped.go).
-			j, err := o.readSkipped(ctx, s, knownSkipped, fresh)
+			j, err := o.readSkipped(ctx, rd, s, knownSkipped, fresh)
 			if err != nil {
 				return 0, err
 			}
@@ -263,7 +321,7 @@ func (o *observer) readJobs(ctx context.Context, rd *clusterRead, fresh bool) (u
 				j = &ObservedJob{Namespace: s.Namespace, ID: s.ID, Type: s.Type, Stopped: s.Stop, ModifyIndex: s.JobModifyIndex}
 			} else {
 				full, err := o.n.ReadJob(ctx, s.Namespace, s.ID, fresh)
-				o.stats.jobReads++
+				rd.jobReads++
 				if err != nil {
 					return 0, err
 				}

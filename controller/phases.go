@@ -42,8 +42,14 @@ func (c *Controller) phases() roundPhases {
 
 // observed reads the cluster (in full when full, or when the cache is
 // cold), admits what the pool guards let in, and notes the GPUs' usage.
-func (c *Controller) observed(ctx context.Context, pol *policy.Policy, full bool) (*Observation, error) {
-	obs, err := c.obs.observe(ctx, c.now(), full)
+// again: the round's second read, after its own writes (reobserve: no
+// resync).
+func (c *Controller) observed(ctx context.Context, pol *policy.Policy, full, again bool) (*Observation, error) {
+	read := c.obs.observe
+	if again {
+		read = c.obs.reobserve
+	}
+	obs, err := read(ctx, c.now(), full)
 	c.metrics.observed(c.obs.stats)
 	if err != nil {
 		c.metrics.nomadErrors.Inc()

@@ -32,11 +32,14 @@ func (p leaderPhases) recover(ctx context.Context, r *round, pol *policy.Policy,
 	// Holds and stops just changed the cluster: plan on what Nomad shows
 	// with them, not on what it showed before them. The event stream
 	// brings them within milliseconds; without it (or if it is late) the
-	// cluster is read again, from the leader.
+	// cluster is read again, from the leader. A resync due meanwhile
+	// waits for the next round (observer.reobserve): with the stream, this
+	// read is of the cache, and brings the work that blocked meanwhile
+	// into this round's plan.
 	c.unsettled = max(c.unsettled, r.written)
 	t = time.Now()
 	full := !following || !c.settled(ctx)
-	obs, err := c.observed(ctx, pol, full)
+	obs, err := c.observed(ctx, pol, full, true)
 	c.election.phases.current.part("recover_observe", t)
 	if err != nil {
 		return r, err

@@ -105,6 +105,7 @@ func (o *observer) rebuild(ctx context.Context, now time.Time, log hclog.Logger)
 	if err != nil {
 		return err
 	}
+	o.stats.jobReads += rd.jobReads
 	drift, regressed := o.cache.rebuild(rd)
 	o.stats.drift += drift
 	o.stats.fullReads++
