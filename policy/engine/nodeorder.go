@@ -224,41 +224,48 @@ func (h *lbHeap) swap(i, j int) {
 // once: the heaps' moves are most of the victim search's upkeep (a fleet
 // plan moves 30,000 nodes). They compare as the swaps did, so every heap
 // ends in the same arrangement.
+//
+// Both read the heap's slices into locals first: a write to pos could, as
+// far as the compiler knows, change h.e's header, so it reloaded h.e and
+// checked its bounds again after every write (down was 13.9 M instructions
+// of a fleet plan).
 func (h *lbHeap) up(i int) {
-	x := h.e[i]
+	e, pos := h.e, h.pos
+	x := e[i]
 	for i > 0 {
 		p := (i - 1) / 2
-		if h.e[p].lb <= x.lb {
+		if e[p].lb <= x.lb {
 			break
 		}
-		h.e[i] = h.e[p]
-		h.pos[h.e[i].n] = int32(i)
+		e[i] = e[p]
+		pos[e[i].n] = int32(i)
 		i = p
 	}
-	h.e[i] = x
-	h.pos[x.n] = int32(i)
+	e[i] = x
+	pos[x.n] = int32(i)
 }
 
 func (h *lbHeap) down(i int) {
-	x := h.e[i]
-	n := len(h.e)
+	e, pos := h.e, h.pos
+	x := e[i]
+	n := len(e)
 	for {
 		m, lb := i, x.lb
-		if l := 2*i + 1; l < n && h.e[l].lb < lb {
-			m, lb = l, h.e[l].lb
+		if l := 2*i + 1; l < n && e[l].lb < lb {
+			m, lb = l, e[l].lb
 		}
-		if r := 2*i + 2; r < n && h.e[r].lb < lb {
+		if r := 2*i + 2; r < n && e[r].lb < lb {
 			m = r
 		}
 		if m == i {
 			break
 		}
-		h.e[i] = h.e[m]
-		h.pos[h.e[i].n] = int32(i)
+		e[i] = e[m]
+		pos[e[i].n] = int32(i)
 		i = m
 	}
-	h.e[i] = x
-	h.pos[x.n] = int32(i)
+	e[i] = x
+	pos[x.n] = int32(i)
 }
 
 // siftUp and siftDown keep ascend's queue, a plain heap, in order. Like

@@ -332,7 +332,11 @@ func jobTag(r JobRef) uint64 { return strTag(r.Namespace)<<3 ^ strTag(r.ID) }
 func strTag(s string) uint64 {
 	tag := uint64(len(s)) << 32
 	if len(s) >= 4 {
-		return tag | uint64(s[len(s)-4])<<24 | uint64(s[len(s)-3])<<16 | uint64(s[len(s)-2])<<8 | uint64(s[len(s)-1])
+		// Indexes from a fixed base of known length, in
+		// binary.BigEndian.Uint32's form, so that the compiler merges the
+		// four byte loads into one 32-bit load and a byte swap.
+		b := s[len(s)-4:]
+		return tag | uint64(uint32(b[3])|uint32(b[2])<<8|uint32(b[1])<<16|uint32(b[0])<<24)
 	}
 	for i := 0; i < len(s); i++ {
 		tag |= uint64(s[i]) << (8 * i)

@@ -55,9 +55,12 @@ func (st *state) sortCandidates() {
 	}
 	keys = st.sc.sortKeys(keys)
 	st.cands = st.sc.candidates(len(st.pl.in), len(keys))
+	// cands in a local: each append writes through it, and the compiler
+	// then reloaded st.cands and checked its bounds for the next.
+	cands := st.cands
 	for _, k := range keys {
 		add := func(p int32) {
-			c := &st.cands[p]
+			c := &cands[p]
 			if n := len(c.units); n > 0 && c.units[n-1] == k.ui {
 				return // a gang with several nodes in the pool
 			}
