@@ -116,18 +116,48 @@ func (ix *nodeIndex) buildHeap(pool int32, g int) *lbHeap {
 	stride := m.maxGPUs + 1
 	// nodeIn by hand: a fleet plan builds some 50 heaps, each over every
 	// node, and the calls were most of the loop.
-	in, cellOf := m.pl.in[pool], m.pl.cellOf
-	fillAbsent(h.pos[:len(m.nodes)])
-	for n := range m.nodes {
-		if lb := ix.lb[n*stride+g]; lb != noBound && (pool == 0 || in[cellOf[n]]) {
-			h.pos[n] = int32(len(h.e))
-			h.e = append(h.e, lbEntry{lb, int32(n)})
-		}
+	// Filed by fileBounds, a leaf with its slices in registers: written
+	// in place, a write to pos or e could, as far as the compiler knows,
+	// change ix.lb's or h.e's header, so it reloaded and checked them per
+	// node.
+	pos := h.pos[:len(m.nodes)]
+	fillAbsent(pos)
+	var in []bool
+	if pool != 0 {
+		in = m.pl.in[pool]
 	}
+	e := grow(h.e, len(pos))
+	h.e = e[:fileBounds(e, pos, ix.lb[g:], stride, in, m.pl.cellOf)]
 	for i := len(h.e)/2 - 1; i >= 0; i-- {
 		h.down(i)
 	}
 	return h
+}
+
+// fileBounds writes into e, in node order, each node whose bound (lbs[n*
+// stride]) is not noBound and, when in is not nil, whose cell is in it,
+// setting its position in pos; it returns how many it filed. e and pos
+// hold a place for every node.
+func fileBounds(e []lbEntry, pos []int32, lbs []uint64, stride int, in []bool, cellOf []int32) int {
+	j := 0
+	if in == nil {
+		for n := range pos {
+			if lb := lbs[n*stride]; lb != noBound {
+				pos[n] = int32(j)
+				e[j] = lbEntry{lb, int32(n)}
+				j++
+			}
+		}
+		return j
+	}
+	for n := range pos {
+		if lb := lbs[n*stride]; lb != noBound && in[cellOf[n]] {
+			pos[n] = int32(j)
+			e[j] = lbEntry{lb, int32(n)}
+			j++
+		}
+	}
+	return j
 }
 
 // refile records that node n's bounds for the counts gs changed (heap
