@@ -214,39 +214,39 @@ func (ix *nodeIndex) ascend(h *lbHeap, fn func(n int32, lb uint64) bool) {
 	ix.order.queue = q
 }
 
-// set moves node n to bound lb, adding or removing it as needed.
+// set moves node n to bound lb, adding or removing it as needed. It reads
+// the heap's slices into locals once, as up and down do: each write to pos
+// made the compiler reload h.e and check its bounds again.
 func (h *lbHeap) set(n int32, lb uint64) {
-	i := int(h.pos[n])
+	e, pos := h.e, h.pos
+	i := int(pos[n])
 	switch {
 	case i < 0 && lb == noBound:
 	case i < 0:
-		h.pos[n] = int32(len(h.e))
-		h.e = append(h.e, lbEntry{lb, n})
+		pos[n] = int32(len(e))
+		h.e = append(e, lbEntry{lb, n})
 		h.up(len(h.e) - 1)
 	case lb == noBound:
-		last := len(h.e) - 1
-		h.swap(i, last)
-		h.e = h.e[:last]
-		h.pos[n] = -1
+		// The last entry takes n's place (a swap, then n cut off).
+		last := len(e) - 1
+		x := e[last]
+		e[last] = e[i]
+		h.e = e[:last]
+		pos[n] = -1
 		if i < last {
+			e[i] = x // down files it, position too
 			h.down(i)
 			h.up(i)
 		}
 	default:
-		old := h.e[i].lb
-		h.e[i].lb = lb
+		old := e[i].lb
+		e[i].lb = lb
 		if lb < old {
 			h.up(i)
 		} else {
 			h.down(i)
 		}
 	}
-}
-
-func (h *lbHeap) swap(i, j int) {
-	h.e[i], h.e[j] = h.e[j], h.e[i]
-	h.pos[h.e[i].n] = int32(i)
-	h.pos[h.e[j].n] = int32(j)
 }
 
 // up and down move entry i as swapping it with its parent or smaller child
