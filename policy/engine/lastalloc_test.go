@@ -21,6 +21,12 @@ func TestLastAllocMatchesLookups(t *testing.T) {
 		{"unknown node between", []alloc{{"n1", "team0", "batch"}, {"gone", "team0", "batch"}, {"n1", "team0", "batch"}, {"gone", "team0", "batch"}}},
 		{"namespace no tenant names", []alloc{{"n1", "other", "batch"}, {"n1", "other", "batch"}, {"n2", "team1", ""}, {"n2", "other", "batch"}}},
 		{"same tier name, other tenant", []alloc{{"n1", "team0", "batch"}, {"n1", "team1", "batch"}, {"n1", "team0", "batch"}}},
+		// Names of one length and last four bytes share a tag, so a slot:
+		// the memo must tell them apart by their first bytes (up to
+		// eight) or their whole text (longer).
+		{"same tag, other first bytes", []alloc{{"n1", "team0", "build"}, {"n1", "xeam0", "build"}, {"n1", "team1", "build"}, {"n1", "team1", "xuild"}, {"n1", "team0", "build"}}},
+		{"same tag, eight bytes", []alloc{{"n1", "team0", "training"}, {"n1", "team0", "trbining"}, {"n1", "team0", "training"}}},
+		{"same tag, other middle", []alloc{{"n1", "team0", "interactive"}, {"n1", "team0", "interaXtive"}, {"n1", "team0", "interactive"}}},
 	}
 	// More namespaces and tier names than tenantTiers has slots, some
 	// met again after others took their slots, some no tenant names.
