@@ -528,8 +528,12 @@ func keepApplied(cached, read map[string]blockedEval) {
 }
 
 func blockedFrom(ev *api.Evaluation) blockedEval {
-	return blockedEval{ns: ev.Namespace, job: ev.JobID, created: time.Unix(0, ev.CreateTime), modified: time.Unix(0, ev.ModifyTime),
-		failed: ev.FailedTGAllocs}
+	// At the stream's precision, whichever path brought it: a blocking
+	// is known by its start (decisionLatency), and a resync must not
+	// move it (streamNanos).
+	return blockedEval{ns: ev.Namespace, job: ev.JobID, created: time.Unix(0, streamNanos(ev.CreateTime)),
+		modified: time.Unix(0, streamNanos(ev.ModifyTime)),
+		failed:   ev.FailedTGAllocs}
 }
 
 // eventBody is an event's payload, as decodeEvent reads it.
