@@ -169,11 +169,11 @@ func (c *fairClassifier) span(s *simulator, from, to time.Duration) {
 	if to <= from {
 		return
 	}
-	borrowed, ok := f.contention(m)
+	contested, ok := f.contention(m)
 	if !ok {
 		return
 	}
-	f.entitle(m, borrowed)
+	f.entitle(m, contested)
 	dt := (to - from).Seconds()
 	day := int(from / fairWindow) // a span across midnight counts on the first day: close enough
 	d := c.days[day]
@@ -185,7 +185,7 @@ func (c *fairClassifier) span(s *simulator, from, to time.Duration) {
 		if !f.contends(m, t, use) {
 			continue
 		}
-		b := float64(max(use-m.tenants[t].Reserve, 0))
+		b := f.held[t] // its part of the contested GPUs (fairShare.contention)
 		d.actual[t] += b * dt
 		d.entitled[t] += f.share[t] * dt
 		if !f.wantsMore(m, t, use) || f.share[t] <= b+1e-9 {

@@ -40,7 +40,8 @@ type fairShare struct {
 	window           int // index of the window being accumulated
 	actual, entitled []float64
 	share            []float64 // [tenant] its entitled borrowed GPUs now (entitle)
-	spare            float64   // GPUs free or borrowed now (advance)
+	held             []float64 // [tenant] its part of the contested GPUs now (contention)
+	spare            float64   // GPUs free or borrowed now, but those owed to reserves (contention)
 	// Summary over the windows closed so far.
 	windows, fair int     // windows with contention; those with Jain ≥ 0.9
 	jainSum       float64 // sum of their indexes
@@ -70,11 +71,11 @@ func (f *fairShare) advance(m *metrics, from, to time.Duration) {
 			f.usage[t] = f.usage[t]*keep + float64(max(use-m.tenants[t].Reserve, 0))*(1-keep)/lambda
 		}
 	}
-	borrowed, ok := f.contention(m)
+	contested, ok := f.contention(m)
 	if !ok {
 		return
 	}
-	f.entitle(m, borrowed)
+	f.entitle(m, contested)
 	for at := from; at < to; {
 		w := int(at / fairWindow)
 		if w != f.window {
@@ -85,7 +86,7 @@ func (f *fairShare) advance(m *metrics, from, to time.Duration) {
 		sec := (next - at).Seconds()
 		for t, use := range m.tenantUse {
 			if f.contends(m, t, use) {
-				f.actual[t] += float64(max(use-m.tenants[t].Reserve, 0)) * sec
+				f.actual[t] += f.held[t] * sec
 				f.entitled[t] += f.share[t] * sec
 			}
 		}
@@ -93,32 +94,60 @@ func (f *fairShare) advance(m *metrics, from, to time.Duration) {
 	}
 }
 
-// contention sets spare and reports whether some tenant waits to borrow
-// GPUs it may take while at least two contend, and the GPUs the
-// contending tenants borrow (the contested ones).
+// contention sets spare and held and reports whether some tenant waits to
+// borrow GPUs it may take while at least two contend, and the GPUs the
+// contending tenants borrow but those owed to reserves (the contested
+// ones).
+//
+// GPUs a tenant waiting within its reserve is owed are its, not the
+// contested ones: the engine gives them back to it before any sharing by
+// weight (rule reclaim), and while they are held from it that is its
+// reserve falling short (reserve_short_gpu_hours), not others' fair share.
+// They come out of the free GPUs first, then out of the borrowed ones,
+// each borrowing tenant's part (held) its borrowed GPUs scaled by what is
+// left. Before, the GPUs platform borrowed of product's reserve while
+// product waited within it counted as contested between platform and
+// research (docs/evaluation.md, fair share, full Philly: days 52-58).
 func (f *fairShare) contention(m *metrics) (float64, bool) {
-	// spare: the GPUs a waiting tenant could be given, all told: those
-	// free and those borrowed (wantsMore takes out its own).
-	f.spare = m.capacity - float64(m.allocated)
+	free := m.capacity - float64(m.allocated)
+	var borrowed, owed float64
 	for t, use := range m.tenantUse {
-		f.spare += float64(max(use-m.tenants[t].Reserve, 0))
+		ten := m.tenants[t]
+		borrowed += float64(max(use-ten.Reserve, 0))
+		if waits := m.tenantWaiting[t] - m.idleWaiting[t]; use < ten.Reserve && waits > 0 {
+			owed += float64(min(ten.Reserve-use, waits))
+		}
+	}
+	// spare: the GPUs a waiting tenant could be given, all told: those
+	// free and those borrowed, but those owed to reserves (wantsMore
+	// takes out its own).
+	f.spare = max(free+borrowed-owed, 0)
+	contested := borrowed - max(owed-free, 0)
+	f.held = f.held[:0]
+	for t, use := range m.tenantUse {
+		h := 0.0
+		if contested > 0 {
+			h = float64(max(use-m.tenants[t].Reserve, 0)) * contested / borrowed
+		}
+		f.held = append(f.held, h)
+	}
+	if contested <= 0 {
+		return 0, false
 	}
 	// Contention: some tenant waits to borrow GPUs it may take. The
 	// tenants contending are those waiting so and those borrowing; the
-	// GPUs they borrow are the contested ones, shared by weight as far as
-	// each wants them (entitled).
+	// GPUs they borrow but those owed are the contested ones, shared by
+	// weight as far as each wants them (entitled).
 	waits, contending := false, 0
-	var borrowed float64
 	for t, use := range m.tenantUse {
 		if f.contends(m, t, use) {
 			contending++
-			borrowed += float64(max(use-m.tenants[t].Reserve, 0))
 			if f.wantsMore(m, t, use) {
 				waits = true
 			}
 		}
 	}
-	return borrowed, waits && contending >= 2 && borrowed > 0
+	return contested, waits && contending >= 2
 }
 
 // contends says whether tenant t takes part in the contention: it borrows
@@ -130,7 +159,8 @@ func (f *fairShare) contends(m *metrics, t, use int) bool {
 // wantsMore says whether tenant t waits to borrow GPUs it could take:
 // waiting work, at or beyond its reserve (below it, it waits for its
 // reserve, which reserve_short_gpu_hours measures), whose smallest job
-// fits within its limit and in the GPUs free or borrowed by others. A
+// fits within its limit and in the GPUs free or borrowed by others but
+// those owed to reserves (spare, contention). A
 // tenant whose every waiting job is larger than all of those together
 // could not run one were every borrowed GPU taken back for it (the rest
 // are within others' reserves): it is not deprived of the contested GPUs,
@@ -157,13 +187,13 @@ func (f *fairShare) wantsMore(m *metrics, t, use int) bool {
 		float64(small) <= f.spare-float64(max(use-ten.Reserve, 0))
 }
 
-// entitle shares the borrowed GPUs among the contending tenants by weight,
-// max-min fair (water-filling): a tenant gets no more than it wants (what
-// it borrows, if it waits for no more; what its limit and its
-// department's let it borrow, if it does), the tenants of a department
-// with a limit no more together than it lets them borrow, and what they
-// do not take goes to the others by weight.
-func (f *fairShare) entitle(m *metrics, borrowed float64) {
+// entitle shares the contested GPUs among the contending tenants by
+// weight, max-min fair (water-filling): a tenant gets no more than it
+// wants (what it holds, if it waits for no more; that and the GPUs it
+// waits for, within its limit and its department's, if it does), the
+// tenants of a department with a limit no more together than it lets
+// them borrow, and what they do not take goes to the others by weight.
+func (f *fairShare) entitle(m *metrics, contested float64) {
 	f.share = f.share[:0]
 	var open []int
 	for t, use := range m.tenantUse {
@@ -175,14 +205,18 @@ func (f *fairShare) entitle(m *metrics, borrowed float64) {
 	want := func(t int) float64 {
 		ten, use := m.tenants[t], m.tenantUse[t]
 		if !f.wantsMore(m, t, use) {
-			return float64(max(use-ten.Reserve, 0))
+			return f.held[t]
 		}
-		w := math.Inf(1)
+		// What it asks for: what it holds and the work it waits with
+		// (but requeued work, wantsMore), within its limit and its
+		// department's. Before, a tenant waiting with one 1-GPU job was
+		// entitled to as many as its limit let it borrow.
+		w := f.held[t] + float64(m.tenantWaiting[t]-m.idleWaiting[t])
 		if ten.Limit >= 0 {
-			w = float64(ten.Limit - ten.Reserve)
+			w = min(w, float64(ten.Limit-ten.Reserve))
 		}
 		if room := m.deptRoom(t); room >= 0 {
-			w = min(w, float64(max(use-ten.Reserve, 0)+room))
+			w = min(w, f.held[t]+float64(room))
 		}
 		return w
 	}
@@ -225,7 +259,7 @@ func (f *fairShare) entitle(m *metrics, borrowed float64) {
 		}
 	}
 	fill(open, func() float64 {
-		left := borrowed
+		left := contested
 		for t := range f.share {
 			left -= f.share[t]
 		}
@@ -244,7 +278,7 @@ func (f *fairShare) fillDepts(m *metrics, ts []int, want func(int) float64, perW
 		var members []int
 		room := float64(m.deptRoom(d.members[0]))
 		for _, t := range d.members {
-			room += float64(max(m.tenantUse[t]-m.tenants[t].Reserve, 0))
+			room += f.held[t]
 			if slices.Contains(ts, t) {
 				members = append(members, t)
 			}

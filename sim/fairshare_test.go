@@ -138,6 +138,44 @@ func TestFairShareJain(t *testing.T) {
 			want:  FairShare{Jain: 0.5, JainMin: 0.5, Windows: 1, FairWindows: 0, Within20: 0},
 		},
 		{
+			name: "a tenant is entitled to no more than it holds and waits for", weights: []float64{1, 1},
+			// b holds 2 and waits with one 1-GPU job: it asks for 3 of
+			// the 10 contested GPUs, a (which holds 8) is entitled to the
+			// other 7. Before, 5 each (b counted as wanting as many as
+			// its limit let it borrow): 0.735.
+			spans: []span{{use: []int{8, 2}, jobs: [][]int{nil, {1}}, capacity: 10, d: 10 * time.Hour}},
+			want:  FairShare{Jain: jain(8.0/7, 2.0/3), JainMin: jain(8.0/7, 2.0/3), Windows: 1, FairWindows: 1, Within20: 0.5},
+		},
+		{
+			name: "GPUs owed to a tenant waiting within its reserve are not contested", weights: []float64{1, 1, 1},
+			reserves: []int{4, 0, 4},
+			// a holds 2 of its reserve of 4 and waits for 2; b borrows
+			// the other 2 of a's reserve; c, at its reserve, waits with
+			// a 1-GPU job. No GPU is beyond the reserves: b's 2 are a's
+			// (reserve_short_gpu_hours), not c's. Before, c was counted
+			// entitled to 1 of them and b as holding twice its part:
+			// 0.5.
+			spans: []span{{use: []int{2, 2, 4}, jobs: [][]int{{2}, nil, {1}}, capacity: 8, d: 10 * time.Hour}},
+			want:  FairShare{},
+		},
+		{
+			name: "GPUs owed to a reserve come out of the free ones first", weights: []float64{1, 1, 1},
+			reserves: []int{4, 0, 4},
+			// The same with 2 GPUs free: a's 2 come out of them, b's 2
+			// are contested, c holds none of them: 0.5 as before.
+			spans: []span{{use: []int{2, 2, 4}, jobs: [][]int{{2}, nil, {1}}, capacity: 10, d: 10 * time.Hour}},
+			want:  FairShare{Jain: 0.5, JainMin: 0.5, Windows: 1, FairWindows: 0, Within20: 0},
+		},
+		{
+			name: "GPUs owed to a reserve come out of each borrower's part alike", weights: []float64{1, 1, 1},
+			reserves: []int{4, 0, 0},
+			// a is owed 1; b and c borrow 3 and 2 of the 8, none free:
+			// 4 contested, b's part 2.4 and c's 1.6; c waits for 1 more
+			// and both are entitled to 2.
+			spans: []span{{use: []int{3, 3, 2}, jobs: [][]int{{1}, nil, {1}}, capacity: 8, d: 10 * time.Hour}},
+			want:  FairShare{Jain: jain(1.2, 0.8), JainMin: jain(1.2, 0.8), Windows: 1, FairWindows: 1, Within20: 1},
+		},
+		{
 			name: "nobody waits: no contention", weights: []float64{1, 1},
 			spans: []span{{use: []int{8, 0}, waiting: []int{0, 0}, d: 10 * time.Hour}},
 			want:  FairShare{},
