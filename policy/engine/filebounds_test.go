@@ -5,10 +5,11 @@ import (
 	"testing"
 )
 
-// TestFileBoundsFilesAsTheLoopDid: fileBounds files the nodes buildHeap's
-// loop filed, in the same order and positions: every node whose bound for
-// the count is not noBound and, for a pool other than the whole cluster,
-// whose cell is in the pool.
+// TestFileBoundsFilesAsTheLoopDid: fileBounds (the whole cluster) and
+// fileMembers over the set's listMembers (a pool) file the nodes
+// buildHeap's loop filed, in the same order and positions: every node
+// whose bound for the count is not noBound and, for a pool other than the
+// whole cluster, whose cell is in the pool.
 func TestFileBoundsFilesAsTheLoopDid(t *testing.T) {
 	const stride = 3 // counts 0..2
 	// lb[n*stride+g]: node 0..4, count 0..2.
@@ -31,13 +32,19 @@ func TestFileBoundsFilesAsTheLoopDid(t *testing.T) {
 		{"a pool of cell 1", 1, []bool{false, true}, []lbEntry{{4, 3}, {1, 4}}},
 		{"a pool of cell 0, the last count", 2, []bool{true, false}, []lbEntry{{9, 2}}},
 		{"a pool no node of which can", 2, []bool{false, false}, nil},
+		{"a pool of both cells, the nodes in order", 1, []bool{true, true}, []lbEntry{{5, 0}, {7, 2}, {4, 3}, {1, 4}}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			n := len(cellOf)
 			e, pos := make([]lbEntry, n), make([]int32, n)
 			fillAbsent(pos)
-			got := e[:fileBounds(e, pos, lb[tc.g:], stride, tc.in, cellOf)]
+			var got []lbEntry
+			if tc.in == nil {
+				got = e[:fileBounds(e, pos, lb[tc.g:], stride)]
+			} else {
+				got = e[:fileMembers(e, pos, lb[tc.g:], stride, listMembers(nil, tc.in, cellOf))]
+			}
 			if !slices.Equal(got, tc.want) {
 				t.Fatalf("filed %v, want %v", got, tc.want)
 			}

@@ -42,6 +42,7 @@ type scratch struct {
 	perNode   [][]nodeUnit
 	lb        []uint64
 	heaps     []*lbHeap
+	members   [][]int32 // the node order's set lists (setNodes)
 	refusable []nodeUnitAt
 	// refusableRows: refusable.build's row per unit (in nodeUnits' order).
 	refusableRows []int32
@@ -86,6 +87,7 @@ func (sp *scratchPool) put(st *state) {
 			}
 		}
 	}
+	sc.members = st.order.members[:0]
 	for _, hs := range st.order.heaps {
 		for _, h := range hs {
 			if h != nil {

@@ -58,27 +58,33 @@ func (st *state) sortCandidates() {
 	// cands in a local: each append writes through it, and the compiler
 	// then reloaded st.cands and checked its bounds for the next.
 	cands := st.cands
-	for _, k := range keys {
-		add := func(p int32) {
-			c := &cands[p]
-			if n := len(c.units); n > 0 && c.units[n-1] == k.ui {
-				return // a gang with several nodes in the pool
-			}
-			c.units = append(c.units, k.ui)
-			c.keys = append(c.keys, k.key)
-		}
-		add(0)
+	// Every key is a unit of its own (one per unit, chainKeys keeps that),
+	// so the whole cluster's list is the keys in order: written by index
+	// into the room candidates made, not appended with a gang's test.
+	all := &cands[0]
+	all.units, all.keys = all.units[:len(keys)], all.keys[:len(keys)]
+	allUnits, allKeys := all.units, all.keys
+	for i, k := range keys {
+		allUnits[i], allKeys[i] = k.ui, k.key
 		if k.node >= 0 {
 			// A single allocation: its node is in the key, and the unit,
-			// read in key order (at random), is left alone.
+			// read in key order (at random), is left alone. Its node's
+			// sets are distinct, so none lists it twice.
 			for _, s := range st.pl.setsOf(k.node)[1:] {
-				add(s)
+				c := &cands[s]
+				c.units = append(c.units, k.ui)
+				c.keys = append(c.keys, k.key)
 			}
 			continue
 		}
 		st.nodesOf(&st.units[k.ui], func(n int32, _ int) {
 			for _, s := range st.pl.setsOf(n)[1:] {
-				add(s)
+				c := &cands[s]
+				if n := len(c.units); n > 0 && c.units[n-1] == k.ui {
+					continue // a gang with several nodes in the set
+				}
+				c.units = append(c.units, k.ui)
+				c.keys = append(c.keys, k.key)
 			}
 		})
 	}
