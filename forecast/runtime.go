@@ -403,7 +403,7 @@ func (h *History) EstimateRunning(c Class, running map[Class][]time.Duration) Es
 	if !ok {
 		return Estimate{Source: FromDefault}
 	}
-	return v.estimate(running)
+	return h.estimate(v, running)
 }
 
 // EstimatesRunning is EstimateRunning for many classes at once: classes
@@ -432,7 +432,7 @@ func (h *History) EstimatesRunning(classes []Class, running map[Class][]time.Dur
 		k := key{v.r, v.level}
 		e, ok := byView[k]
 		if !ok {
-			e = v.estimate(running)
+			e = h.estimate(v, running)
 			byView[k] = e
 		}
 		out[c] = e
@@ -467,6 +467,18 @@ func (h *History) view(c Class) (historyView, bool) {
 		}
 	}
 	return historyView{}, false
+}
+
+// estimate is the estimate v gives: a class's own runs as they are, a
+// wider view's as a mixture of its families (family_prior.go). h.mu is
+// held.
+func (h *History) estimate(v historyView, running map[Class][]time.Duration) Estimate {
+	if v.level > 0 {
+		if e, ok := h.mixture(v, running); ok {
+			return e
+		}
+	}
+	return v.estimate(running)
 }
 
 // estimate is the view's runs, and those of running it covers, weighed.
