@@ -128,14 +128,13 @@ func (st *state) addFairVictim(ui int32, b *bene, n int32, after float64) bool {
 		return false
 	}
 	u := &st.units[ui]
-	if u.taken || !st.fairVictim[u.tenant] || st.capped(st.jobOf(u), int(u.recent)) || st.sameJob(u, b) ||
+	if u.taken || !st.fairVictim[u.tenant] || st.capped(u) || st.sameJob(u, b) ||
 		u.age < st.e.p.Preemption.MinRuntime || !st.mayTake(u, b, RuleFairShare) {
 		return false
 	}
-	w := &st.walk
-	w.touch(n)
+	wn := st.walk.touch(n)
 	t := &st.tenants[u.tenant]
-	picked := w.picked(n, u.tenant)
+	picked := wn.picked(u.tenant)
 	if keeps := t.use - picked - int(u.units) - t.reserve; float64(keeps)/t.t.Weight < after {
 		return false // b would then borrow more per weight than u's tenant keeps: it would take them back
 	}
@@ -148,11 +147,11 @@ func (st *state) addFairVictim(ui int32, b *bene, n int32, after float64) bool {
 		return false
 	}
 	bt := &st.tenants[b.tenant]
-	w.list[n] = append(w.list[n], victim{ui: ui, rule: RuleFairShare, holdsPrev: t.use, beneHolds: int32(bt.use + bt.earmarked)})
+	wn.list = append(wn.list, victim{ui: ui, rule: RuleFairShare, holdsPrev: t.use, beneHolds: int32(bt.use + bt.earmarked)})
 	st.chainListed(ui)
-	w.pick(n, u.tenant, int(u.units))
-	w.freed[n] += st.gpusOn(u, n)
-	return st.usableFree(b, n)+w.freed[n] >= b.g
+	wn.pick(u.tenant, int(u.units))
+	wn.freed += st.gpusOn(u, n)
+	return st.usableFree(b, n)+wn.freed >= b.g
 }
 
 // fairReclaimReason explains a fair-share reclaim: "tenant research used

@@ -14,6 +14,14 @@ func TestNodeUnitSize(t *testing.T) {
 	}
 }
 
+// TestWalkNodeSize: a walk's figures for a node take 64 bytes, a cache
+// line's size: addVictim reads and writes them for each victim it lists.
+func TestWalkNodeSize(t *testing.T) {
+	if got := unsafe.Sizeof(walkNode{}); got != 64 {
+		t.Errorf("walkNode takes %d bytes, want 64", got)
+	}
+}
+
 // TestFillAbsent: every position is -1 whatever the length, the front
 // copied over the rest in doubling steps, and nothing past the slice.
 func TestFillAbsent(t *testing.T) {

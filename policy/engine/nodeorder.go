@@ -242,6 +242,33 @@ func (ix *nodeIndex) minBound(pool int32, g int) uint64 {
 	return noBound
 }
 
+// floorNow is a floor no higher than minBound(pool, g), read without
+// moving the heap's stale nodes (ok false where the heap is not built):
+// the smaller of its root's bound and its stale nodes' bounds. A node not
+// stale is in the heap at its bound, at or above the root's; a stale
+// node's bound is read afresh (ix.lb is up to date after settle). It is
+// minBound's figure unless the root itself is stale.
+//
+// The walk asks it before its first unit (findVictims), where asking
+// minBound would move the stale nodes sooner than a walk that completes a
+// node early does, and the heap could end in another arrangement.
+func (ix *nodeIndex) floorNow(pool int32, g int) (uint64, bool) {
+	hs := ix.order.heaps
+	if int(pool) >= len(hs) || hs[pool] == nil || g >= len(hs[pool]) || hs[pool][g] == nil {
+		return 0, false
+	}
+	h := hs[pool][g]
+	floor := noBound
+	if len(h.e) > 0 {
+		floor = h.e[0].lb
+	}
+	stride := ix.m.maxGPUs + 1
+	for _, n := range h.stale {
+		floor = min(floor, ix.lb[int(n)*stride+g])
+	}
+	return floor, true
+}
+
 // ascend calls fn for each node in h in ascending order of its bound until
 // fn returns false. It leaves h as it is: a small second heap holds the
 // indices next in line (the children of those already read).

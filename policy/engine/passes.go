@@ -175,7 +175,7 @@ func liftBit(tag uint64) uint64 { return (tag * 0x9e3779b97f4a7c15) >> (64 - lif
 func (st *state) releaseIdleAlways() {
 	release := func(ui int32) bool {
 		u := &st.units[ui]
-		if u.idle != idleAlways || u.taken || !st.chainNext(ui) || st.capped(st.jobOf(u), int(u.recent)) || st.protectedJob(u) {
+		if u.idle != idleAlways || u.taken || !st.chainNext(ui) || st.capped(u) || st.protectedJob(u) {
 			return false
 		}
 		st.take(ui)
@@ -248,7 +248,7 @@ func (m *model) giveBackOf(ti int, members []int, over func(extra int) bool, ski
 	var mine []int32
 	for ui := range m.units {
 		if u := &m.units[ui]; (u.tenant == ti || ti < 0 && slices.Contains(members, u.tenant)) && !u.taken && m.e.preemptible(u) && (skip == nil || !skip(u)) {
-			if !pastCap && (m.capped(m.jobOf(u), int(u.recent)) || m.protectedJob(u)) {
+			if !pastCap && (m.capped(u) || m.protectedJob(u)) {
 				// At the eviction cap, or protected by max_per_job:
 				// last, and only when nothing else brings the tenant
 				// under its limit.

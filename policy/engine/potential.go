@@ -293,7 +293,7 @@ func (st *state) searchNodes(b *bene, allowYoung bool) (int32, []victim, bool) {
 		if bp != nil {
 			*reads++
 		}
-		if pot.free[n] >= int32(b.g) && w.gen[n] != w.cur {
+		if pot.free[n] >= int32(b.g) && !w.walked(n) {
 			st.tryNode(p, n, b, bp, allowYoung)
 		}
 		return true
@@ -312,7 +312,7 @@ func (st *state) searchNodes(b *bene, allowYoung bool) (int32, []victim, bool) {
 		st.order.scans++
 		stride := st.maxGPUs + 1
 		pot.each(b.pool, b.g, func(n int32) {
-			if w.gen[n] == w.cur || p.ok && st.lb[int(n)*stride+b.g] > p.key {
+			if w.walked(n) || p.ok && st.lb[int(n)*stride+b.g] > p.key {
 				return // walked already, or cannot beat the best
 			}
 			st.tryNode(p, n, b, bp, allowYoung)

@@ -72,6 +72,23 @@ func TestSearchMatchesBruteForce(t *testing.T) {
 	}
 }
 
+// eachSearchDemand plays the first seeds search cases (genSearchCase; gangs
+// joined on odd seeds), demand by demand: fn sees the plan before each
+// demand i is served, and may look at it as it likes.
+func eachSearchDemand(seeds int, fn func(seed, i int, st *state, pd pending)) {
+	for seed := range seeds {
+		r, p, s := genSearchCase(seed)
+		if seed%2 == 1 {
+			joinGangs(r, s, 4+r.IntN(8))
+		}
+		st, failed := demandsNext(p, s)
+		for i, pd := range st.orderDemands() {
+			fn(seed, i, st, pd)
+			st.serve(pd, failed)
+		}
+	}
+}
+
 // demandsNext starts a plan of s under p and runs it up to serving the
 // demands, which the caller serves one by one (st.serve).
 func demandsNext(p *policy.Policy, s *Snapshot) (*state, *failures) {

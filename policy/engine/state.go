@@ -54,7 +54,9 @@ func newState(e *Engine, s *Snapshot, now time.Time) *state {
 	st.walk = st.sc.walk
 	st.out.Actions = st.sc.actions[:0]
 	st.walk.cur = 0
-	clear(st.walk.gen)
+	for i := range st.walk.nodes {
+		st.walk.nodes[i].gen = 0
+	}
 	st.pools = append(st.pools, e.poolNames...)
 	for i, name := range e.poolNames {
 		if i > 0 {

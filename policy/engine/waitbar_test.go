@@ -122,8 +122,8 @@ func TestReclaimTurnedPriorityAsksMayTake(t *testing.T) {
 					if got := st.addVictim(int32(ui), b, u.node, true); got != story.want {
 						t.Fatalf("unit %d for %s: addVictim %v, want %v", ui, pd.d.Job.Ref, got, story.want)
 					}
-					if story.want && st.walk.list[u.node][0].rule != RulePriority {
-						t.Fatalf("unit %d for %s: taken as %q, want a priority preemption", ui, pd.d.Job.Ref, st.walk.list[u.node][0].rule)
+					if story.want && st.walk.nodes[u.node].list[0].rule != RulePriority {
+						t.Fatalf("unit %d for %s: taken as %q, want a priority preemption", ui, pd.d.Job.Ref, st.walk.nodes[u.node].list[0].rule)
 					}
 					return
 				}

@@ -44,47 +44,39 @@ func TestBarPotentialSurvivesNewSet(t *testing.T) {
 // node and GPU count, as the plan serves its demands.
 func TestBarBoundReadsLevelBound(t *testing.T) {
 	var kinds, read, walked int
-	for seed := range 12 {
-		r, p, s := genSearchCase(seed)
-		if seed%2 == 1 {
-			joinGangs(r, s, 4+r.IntN(8))
-		}
-		st, failed := demandsNext(p, s)
-		for i, pd := range st.orderDemands() {
-			b := &bene{d: pd.d, tier: pd.tier, tenant: pd.tenant, prio: pd.prio, g: pd.d.GPUsPerAlloc,
-				jobTag: jobTag(pd.d.Job.Ref), pool: st.pl.demandSet[pd.w], base: st.pl.demandSet[pd.w]}
-			st.settle()
-			st.barPotentialFor(b) // builds b's kind, if a bar applies
-			if i%4 == 0 {
-				for j := range st.bars {
-					bp := &st.bars[j]
-					for _, n := range st.settled[bp.seen:] {
-						bp.settleNode(&st.nodeIndex, n)
+	eachSearchDemand(12, func(seed, i int, st *state, pd pending) {
+		b := &bene{d: pd.d, tier: pd.tier, tenant: pd.tenant, prio: pd.prio, g: pd.d.GPUsPerAlloc,
+			jobTag: jobTag(pd.d.Job.Ref), pool: st.pl.demandSet[pd.w], base: st.pl.demandSet[pd.w]}
+		st.settle()
+		st.barPotentialFor(b) // builds b's kind, if a bar applies
+		if i%4 == 0 {
+			for j := range st.bars {
+				bp := &st.bars[j]
+				for _, n := range st.settled[bp.seen:] {
+					bp.settleNode(&st.nodeIndex, n)
+				}
+				bp.seen = len(st.settled)
+				kinds++
+				for n := range st.nodes {
+					if got, want := bp.refused[n], refusedAfresh(st, bp, int32(n)); got != want {
+						t.Fatalf("seed %d, demand %d, kind %+v, node %d: %d refused units counted, %d afresh", seed, i, bp.kind, n, got, want)
 					}
-					bp.seen = len(st.settled)
-					kinds++
-					for n := range st.nodes {
-						if got, want := bp.refused[n], refusedAfresh(st, bp, int32(n)); got != want {
-							t.Fatalf("seed %d, demand %d, kind %+v, node %d: %d refused units counted, %d afresh", seed, i, bp.kind, n, got, want)
+					for g := 1; g <= st.maxGPUs; g++ {
+						if got, want := bp.bound(&st.nodeIndex, int32(n), g), walkedBarBound(st, bp, int32(n), g); got != want {
+							t.Fatalf("seed %d, demand %d, kind %+v, node %d, %d GPUs: bound %d, the kind's walk %d", seed, i, bp.kind, n, g, got, want)
 						}
-						for g := 1; g <= st.maxGPUs; g++ {
-							if got, want := bp.bound(&st.nodeIndex, int32(n), g), walkedBarBound(st, bp, int32(n), g); got != want {
-								t.Fatalf("seed %d, demand %d, kind %+v, node %d, %d GPUs: bound %d, the kind's walk %d", seed, i, bp.kind, n, g, got, want)
-							}
-							if bp.cap.free[n] >= int32(g) {
-								if bp.refused[n] == 0 {
-									read++
-								} else {
-									walked++
-								}
+						if bp.cap.free[n] >= int32(g) {
+							if bp.refused[n] == 0 {
+								read++
+							} else {
+								walked++
 							}
 						}
 					}
 				}
 			}
-			st.serve(pd, failed)
 		}
-	}
+	})
 	t.Logf("%d kinds checked: %d bounds read from the level's, %d walked", kinds, read, walked)
 	if read == 0 || walked == 0 {
 		t.Errorf("want bounds both read and walked: %d read, %d walked", read, walked)
