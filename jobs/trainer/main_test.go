@@ -83,7 +83,10 @@ func TestCheckpointKillResume(t *testing.T) {
 		t.Fatal(err)
 	}
 	m := waitOutput(t, out, regexp.MustCompile(`checkpoint at step (\d+) \(SIGUSR1 received\)`))
-	// It says the checkpoint is written.
+	// It says the checkpoint is written: the done file is touched after
+	// that line is printed, and this line follows it (a loaded machine ran
+	// the stat between the two).
+	waitOutput(t, out, regexp.MustCompile(`trainer: checkpoint written at `))
 	if st, err := os.Stat(done); err != nil || st.ModTime().Before(signalled.Add(-time.Second)) {
 		t.Errorf("done file after the signalled checkpoint: %v, %v", st, err)
 	}
