@@ -30,6 +30,7 @@ type nodeIndex struct {
 	settled   []int32        // nodes settled since the first of bars was built
 	pick      nodePick       // searchNodes' scratch
 	walk      walkScratch    // findVictims' scratch
+	pruned    []victim       // the block prune carves its lists from
 }
 
 // noUnit is change's unit for a change no unit made: a placement, or GPUs

@@ -591,7 +591,7 @@ func (ix *nodeIndex) prune(b *bene, n int32) []victim {
 	wn := &ix.walk.nodes[n]
 	list := wn.list
 	spare := ix.usableFree(b, n) + wn.freed - b.g
-	out := make([]victim, 0, len(list))
+	out := ix.carve(len(list))
 	for i := len(list) - 1; i >= 0; i-- {
 		on := ix.gpusOn(&ix.m.units[list[i].ui], n)
 		if on <= spare {
@@ -602,6 +602,24 @@ func (ix *nodeIndex) prune(b *bene, n int32) []victim {
 	}
 	slices.Reverse(out)
 	return out
+}
+
+// prunedBlock is how many victims a block of pruned lists holds.
+const prunedBlock = 1024
+
+// carve returns an empty list with room for k victims, carved from a
+// block shared by the plan's pruned lists rather than allocated alone (a
+// fleet plan pruned 6,000 lists, and their allocation cost 1.6 M
+// instructions). Each list has a part of the block of its own: its
+// capacity ends where the next list's part begins, so an append beyond
+// it allocates anew.
+func (ix *nodeIndex) carve(k int) []victim {
+	at := len(ix.pruned)
+	if at+k > cap(ix.pruned) {
+		ix.pruned, at = make([]victim, 0, max(k, prunedBlock)), 0
+	}
+	ix.pruned = ix.pruned[:at+k]
+	return ix.pruned[at : at : at+k]
 }
 
 func (ix *nodeIndex) gpusOn(u *unit, n int32) int {
