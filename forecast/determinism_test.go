@@ -114,3 +114,30 @@ func TestRemainingConditioned(t *testing.T) {
 		}
 	}
 }
+
+// TestMedianWeighted: the median a job that outlived every draw is aged
+// against is the median of the distribution draw picks from, weights and
+// all: a borrowed mixture whose one long family weighs most has a long
+// median however many short runs the other families have.
+func TestMedianWeighted(t *testing.T) {
+	h := []time.Duration{time.Hour, 2 * time.Hour, 10 * time.Hour}
+	for _, tc := range []struct {
+		name string
+		e    Estimate
+		want time.Duration
+	}{
+		{"alike: the middle value", Estimate{History: h}, 2 * time.Hour},
+		{"alike, even count: the upper middle", Estimate{History: []time.Duration{4, 1, 3, 2}}, 3},
+		{"weights alike by cum: as without", Estimate{History: h, cum: []float64{1, 2, 3}}, 2 * time.Hour},
+		{"the long run weighs most", Estimate{History: h, cum: []float64{0.1, 0.2, 1.0}}, 10 * time.Hour},
+		{"the short run weighs most, unsorted", Estimate{History: []time.Duration{10 * time.Hour, time.Hour, 2 * time.Hour}, cum: []float64{0.1, 0.9, 1.0}}, time.Hour},
+		{"expected_runtime wins", Estimate{History: h, Expected: 5 * time.Hour}, 5 * time.Hour},
+		{"nothing known: the default", Estimate{}, DefaultRuntime},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := tc.e.median(); got != tc.want {
+				t.Errorf("median = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}

@@ -1,6 +1,7 @@
 package forecast
 
 import (
+	"cmp"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -200,10 +201,28 @@ func pickWeighted(rng *rand.Rand, cum []float64) int {
 	return min(sort.Search(len(cum), func(i int) bool { return cum[i] > u }), len(cum)-1)
 }
 
+// median is the run time at which e's weight passes half: with cum set,
+// History's values weigh as draw picks them (a borrowed mixture gives
+// each family one weight however many runs it has; a run still going
+// weighs as EstimateRunning says), so the median of the values alike
+// would be another distribution's than the one drawn from.
 func (e Estimate) median() time.Duration {
 	switch {
 	case e.Expected > 0:
 		return e.Expected
+	case len(e.History) > 0 && e.cum != nil:
+		idx := make([]int, len(e.History))
+		for i := range idx {
+			idx[i] = i
+		}
+		slices.SortStableFunc(idx, func(a, b int) int { return cmp.Compare(e.History[a], e.History[b]) })
+		half, sum := e.cum[len(e.cum)-1]/2, 0.0
+		for _, i := range idx {
+			if sum += e.weight(i); sum > half {
+				return e.History[i]
+			}
+		}
+		return e.History[idx[len(idx)-1]]
 	case len(e.History) > 0:
 		s := slices.Clone(e.History)
 		slices.Sort(s)
