@@ -22,8 +22,8 @@ import (
 // GPUs than its entitled part under the first cause that holds, counts each
 // day below 0.9 under the cause of most of its worst-off tenant's
 // shortfall, and lists the largest spans of the causes that may be the
-// engine's (a node had room; reclaim due and possible) with the plan's
-// state. A tool, not a check: it runs only when asked,
+// engine's (a node had room; reclaim due and possible) and of the
+// final-share test at the tenant's level, with the plan's state. A tool, not a check: it runs only when asked,
 //
 //	STEWARD_FAIRDEBUG=../docs/sim/four-teams-fair.hcl STEWARD_FAIRDEBUG_TRACE=philly \
 //	  go test -run TestFairShareDebug -v -timeout 30m ./sim
@@ -49,9 +49,15 @@ const (
 	causeNotOnNode = "reclaim due, the victims it may take not enough on one node"
 	causeTest      = "reclaim due, takeable on a node, the final-share test refused"
 	causeMissed    = "reclaim due, takeable on a node and the test passed: not taken (engine)"
+	// Reclaim not due although a borrower is above the threshold: it would
+	// keep less per weight than the waiting tenant would then borrow (the
+	// final-share test at the tenant's level, fairVictims' last term).
+	// Decided where causeNotDue is; listed last so that the other causes
+	// keep their numbers in the STEWARD_FAIRDEBUG_DAYS rows.
+	causeNotDueShare = "it needed a preemption; a tenant above the threshold, but it would keep less than this one would borrow"
 )
 
-var causeOrder = []string{causeRoom, causeNoNode, causeHistory, causeNotDue, causeNotOnNode, causeTest, causeMissed}
+var causeOrder = []string{causeRoom, causeNoNode, causeHistory, causeNotDue, causeNotOnNode, causeTest, causeMissed, causeNotDueShare}
 
 // fairSpan is one tenant's shortfall over one span, with what the plan
 // said of its waiting work.
@@ -284,6 +290,7 @@ func (c *fairClassifier) classify(s *simulator, t int) (cause, detail, reason st
 	above := s.pol.Preemption.FairShareReclaimAbove
 	highest := true // no tenant above its part now used less per weight
 	var due []int
+	shareHeld := false // a borrower above the threshold that would keep less than t would borrow
 	for x := range m.tenants {
 		if x == t || !sts[x].counted {
 			continue
@@ -291,8 +298,12 @@ func (c *fairClassifier) classify(s *simulator, t int) (cause, detail, reason st
 		if m.tenantUse[x] > m.tenants[x].Reserve && sts[x].pw < sts[t].pw {
 			highest = false
 		}
-		if above > 0 && sts[x].ratio > above && sts[x].pw > sts[t].pw && sts[x].borrowedPW > after {
-			due = append(due, x)
+		if above > 0 && sts[x].ratio > above && sts[x].pw > sts[t].pw {
+			if sts[x].borrowedPW > after {
+				due = append(due, x)
+			} else if m.tenantUse[x] > m.tenants[x].Reserve {
+				shareHeld = true
+			}
 		}
 	}
 	free := 0
@@ -305,6 +316,9 @@ func (c *fairClassifier) classify(s *simulator, t int) (cause, detail, reason st
 	if len(due) == 0 {
 		if !highest {
 			return causeHistory, who, reason
+		}
+		if shareHeld {
+			return causeNotDueShare, who + fmt.Sprintf("; ratio %.2f after/w %.1f", sts[t].ratio, after), reason
 		}
 		return causeNotDue, who + fmt.Sprintf("; ratio %.2f", sts[t].ratio), reason
 	}
@@ -433,7 +447,7 @@ func (c *fairClassifier) report(t *testing.T) {
 	for i, cause := range causeOrder {
 		t.Logf("%d %-90s %3d days %8.0f GPU-h", i+1, cause, days[cause], gpuh[cause])
 	}
-	for _, cause := range []string{causeRoom, causeMissed} {
+	for _, cause := range []string{causeRoom, causeMissed, causeNotDueShare} {
 		// The engine's reasons for those spans, by GPU-hours.
 		by := map[string]float64{}
 		var spans []fairSpan

@@ -1,6 +1,9 @@
 # docs/sim/four-teams.hcl with fair share over time on (issue 31, item 3):
 # decayed usage with a day's half-life orders tenants, and a tenant waiting
 # to borrow reclaims from one that used more than 1.5 times its fair share.
+# Since 30 November 2026 four-teams.hcl itself sets both, so the two files
+# plan alike; this one stays for the commands of docs/evaluation.md that
+# name it.
 #
 #   bin/steward simulate -policy docs/sim/four-teams-fair.hcl -nodes 10 -scale 10 -limit 3000 -trace philly -trace helios
 #
