@@ -565,15 +565,16 @@ func (st *state) serve(p pending, failed *failures) {
 		return
 	}
 
-	var victims []victim
+	sv := &st.serving
+	victims := sv.victims[:0]
 	placed := 0
-	afterVictims := false // some allocation goes on GPUs still draining for it
-	var onFree []int32    // nodes of allocations placed on free GPUs alone
+	afterVictims := false   // some allocation goes on GPUs still draining for it
+	onFree := sv.onFree[:0] // nodes of allocations placed on free GPUs alone
 	var why Reason
 	// A gang's allocations are all or nothing: try every one, then keep
 	// or undo the lot.
 	gang := d.Job.Gang && d.Count > 1
-	var nodes []int32
+	nodes := sv.nodes[:0]
 	marks := len(st.out.Earmarks)
 	for placed < d.Count {
 		need := d.GPUsPerAlloc
@@ -608,6 +609,7 @@ func (st *state) serve(p pending, failed *failures) {
 	}
 	st.emitVictims(b, victims)
 	st.served(p, b, victims, placed, afterVictims, why)
+	sv.victims, sv.nodes, sv.onFree = victims[:0], nodes[:0], onFree[:0]
 }
 
 // served writes what serving p came to, once its placed allocations and

@@ -22,11 +22,17 @@ func TestLastAllocMatchesLookups(t *testing.T) {
 		{"namespace no tenant names", []alloc{{"n1", "other", "batch"}, {"n1", "other", "batch"}, {"n2", "team1", ""}, {"n2", "other", "batch"}}},
 		{"same tier name, other tenant", []alloc{{"n1", "team0", "batch"}, {"n1", "team1", "batch"}, {"n1", "team0", "batch"}}},
 		// Names of one length and last four bytes share a tag, so a slot:
-		// the memo must tell them apart by their first bytes (up to
-		// eight) or their whole text (longer).
+		// the memo must tell them apart by their first bytes (four up to
+		// eight, eight up to twelve) or their whole text (longer).
 		{"same tag, other first bytes", []alloc{{"n1", "team0", "build"}, {"n1", "xeam0", "build"}, {"n1", "team1", "build"}, {"n1", "team1", "xuild"}, {"n1", "team0", "build"}}},
 		{"same tag, eight bytes", []alloc{{"n1", "team0", "training"}, {"n1", "team0", "trbining"}, {"n1", "team0", "training"}}},
 		{"same tag, other middle", []alloc{{"n1", "team0", "interactive"}, {"n1", "team0", "interaXtive"}, {"n1", "team0", "interactive"}}},
+		// Up to twelve bytes the first eight and the tag are the whole
+		// name; past twelve the text is compared. (Namespaces no tenant
+		// names: each becomes a tenant of its own, where tier names the
+		// policy does not know all read one column.)
+		{"same tag and first four, twelve bytes", []alloc{{"n1", "interactive1", "build"}, {"n1", "inteXactive1", "build"}, {"n1", "interactive1", "build"}}},
+		{"same tag and first eight, over twelve", []alloc{{"n1", "interactive01", "build"}, {"n1", "interactXve01", "build"}, {"n1", "interactive01", "build"}}},
 	}
 	// More namespaces and tier names than tenantTiers has slots, some
 	// met again after others took their slots, some no tenant names.

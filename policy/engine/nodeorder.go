@@ -364,21 +364,28 @@ func (h *lbHeap) up(i int) {
 func (h *lbHeap) down(i int) {
 	e, pos := h.e, h.pos
 	x := e[i]
-	n := len(e)
+	n := uint(len(e))
 	for {
-		m, lb := i, x.lb
-		if l := 2*i + 1; l < n && e[l].lb < lb {
-			m, lb = l, e[l].lb
-		}
-		if r := 2*i + 2; r < n && e[r].lb < lb {
-			m = r
-		}
-		if m == i {
+		// The smaller child (the left on a tie) is read once into c and
+		// moves up if below x: the entry the swaps' pick of the smallest
+		// of x, left and right (ties to x, then left) moves. The
+		// children's indexes are unsigned and tested against n, so the
+		// compiler drops their bounds checks (10.5 → 9.0 M instructions
+		// of a fleet plan).
+		l := 2*uint(i) + 1
+		if l >= n {
 			break
 		}
-		e[i] = e[m]
-		pos[e[i].n] = int32(i)
-		i = m
+		c, m := e[l], l
+		if r := l + 1; r < n && e[r].lb < c.lb {
+			c, m = e[r], r
+		}
+		if c.lb >= x.lb {
+			break
+		}
+		e[i] = c
+		pos[c.n] = int32(i)
+		i = int(m)
 	}
 	e[i] = x
 	pos[x.n] = int32(i)
@@ -404,24 +411,25 @@ func siftUp(e []lbEntry, i int) {
 }
 
 func siftDown(e []lbEntry, i int) {
-	n := len(e)
-	if i >= n {
+	n := uint(len(e))
+	if uint(i) >= n {
 		return // ascend popped the last
 	}
 	x := e[i]
 	for {
-		m, lb := i, x.lb
-		if l := 2*i + 1; l < n && e[l].lb < lb {
-			m, lb = l, e[l].lb
-		}
-		if r := 2*i + 2; r < n && e[r].lb < lb {
-			m = r
-		}
-		if m == i {
+		l := 2*uint(i) + 1
+		if l >= n {
 			break
 		}
-		e[i] = e[m]
-		i = m
+		c, m := e[l], l
+		if r := l + 1; r < n && e[r].lb < c.lb {
+			c, m = e[r], r
+		}
+		if c.lb >= x.lb {
+			break
+		}
+		e[i] = c
+		i = int(m)
 	}
 	e[i] = x
 }

@@ -1,6 +1,10 @@
 package engine
 
-import "testing"
+import (
+	"math/rand/v2"
+	"slices"
+	"testing"
+)
 
 // TestCarveKeepsListsApart checks prune's lists carved from one block:
 // each is empty with the room asked for, filling one to its room leaves
@@ -45,5 +49,38 @@ func TestCarveKeepsListsApart(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestPreemptAllocsKeptApart checks the Allocs lists of a plan's
+// preemptions, carved from the explainer's blocks: each ends where it
+// ends (an append allocates anew), so appending to one leaves every
+// other action's list as it was.
+func TestPreemptAllocsKeptApart(t *testing.T) {
+	s := genCluster(rand.New(rand.NewPCG(3, 4)), 200, 8, 2000, 400, 4, t0)
+	plan := New(genPolicy(4, 200*8/8, 200*8/2)).Plan(s, t0)
+	var lists [][]string
+	for _, a := range plan.Actions {
+		if len(a.Allocs) > 0 {
+			lists = append(lists, a.Allocs)
+		}
+	}
+	if len(lists) < 10 {
+		t.Fatalf("%d actions with allocations, want at least 10 to compare", len(lists))
+	}
+	want := make([][]string, len(lists))
+	for i, l := range lists {
+		want[i] = slices.Clone(l)
+		if !slices.IsSorted(l) {
+			t.Fatalf("action %d's allocations %v are not sorted", i, l)
+		}
+	}
+	for i := range lists {
+		_ = append(lists[i], "appended")
+		for o, l := range lists {
+			if !slices.Equal(l, want[o]) {
+				t.Fatalf("appending to list %d changed list %d to %v", i, o, l)
+			}
+		}
 	}
 }

@@ -24,10 +24,18 @@ type output struct {
 	// m is the model the plan is written about: read here, never written.
 	m *model
 
-	out       Plan
-	moves     []move     // Preempts whose victim may move elsewhere (migration.go)
-	text      msg        // reasons' text being assembled (reasons.go)
-	group     []victim   // emitVictims' scratch
+	out   Plan
+	moves []move   // Preempts whose victim may move elsewhere (migration.go)
+	text  msg      // reasons' text being assembled (reasons.go)
+	group []victim // emitVictims' scratch
+	// serving: serve's lists (victims, a gang's nodes, nodes placed on
+	// free GPUs), kept from one demand to the next: none outlives its
+	// serve (emitVictims copies the victims), and allocated afresh for
+	// each demand they cost 2.2 M instructions of a fleet plan.
+	serving struct {
+		victims       []victim
+		nodes, onFree []int32
+	}
 	explainer *explainer // writes the serve pass's actions (explain.go)
 
 	// lastLimit is the last limit reason written (limitReason).

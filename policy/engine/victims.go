@@ -613,13 +613,17 @@ const prunedBlock = 1024
 // instructions). Each list has a part of the block of its own: its
 // capacity ends where the next list's part begins, so an append beyond
 // it allocates anew.
-func (ix *nodeIndex) carve(k int) []victim {
-	at := len(ix.pruned)
-	if at+k > cap(ix.pruned) {
-		ix.pruned, at = make([]victim, 0, max(k, prunedBlock)), 0
+func (ix *nodeIndex) carve(k int) []victim { return carveFrom(&ix.pruned, k, prunedBlock) }
+
+// carveFrom returns an empty list with room for k, the next part of
+// *block, which it replaces by a new block of size (or k) when short.
+func carveFrom[T any](block *[]T, k, size int) []T {
+	at := len(*block)
+	if at+k > cap(*block) {
+		*block, at = make([]T, 0, max(k, size)), 0
 	}
-	ix.pruned = ix.pruned[:at+k]
-	return ix.pruned[at : at : at+k]
+	*block = (*block)[:at+k]
+	return (*block)[at : at : at+k]
 }
 
 func (ix *nodeIndex) gpusOn(u *unit, n int32) int {
