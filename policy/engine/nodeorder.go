@@ -102,6 +102,9 @@ type searchCounts struct {
 	// levelBounds: of bounds, those read from the level's (the bar
 	// refuses none of the node's units), not walked.
 	levelBounds int
+	// derived: kinds counted from a kind of nearly the same tenants
+	// (waitbars.go, kindNear), not from the level's potential.
+	derived int
 }
 
 // heap returns the heap of nodes in pool for g GPUs, building it if

@@ -204,8 +204,8 @@ func TestFleetSearchCounts(t *testing.T) {
 	st.enforceLimits()
 	st.serveDemands()
 	c := st.order.counts
-	t.Logf("wait promotion searches %d: read %d (%d in the level's order, %d in own orders), tried %d; own orders built %d (%d nodes filed), kind bounds computed %d (%d read from the level's); own-order searches %d",
-		c.searches, c.levelReads+c.ownReads, c.levelReads, c.ownReads, c.tries, c.builds, c.filed, c.bounds, c.levelBounds, st.order.kindOrdered)
+	t.Logf("wait promotion searches %d: read %d (%d in the level's order, %d in own orders), tried %d; own orders built %d (%d nodes filed), kind bounds computed %d (%d read from the level's); own-order searches %d; kinds %d, %d of them derived",
+		c.searches, c.levelReads+c.ownReads, c.levelReads, c.ownReads, c.tries, c.builds, c.filed, c.bounds, c.levelBounds, st.order.kindOrdered, len(st.bars), c.derived)
 	if c.searches == 0 || c.builds == 0 {
 		t.Errorf("the fleet plan's wait promotions no longer search by their own orders: %+v", c)
 	}

@@ -114,3 +114,38 @@ func walkedBarBound(st *state, bp *barPotential, n int32, g int) uint64 {
 	}
 	return noBound
 }
+
+// TestDerivedKindMatchesBuilt holds a wait promotion kind counted from a
+// kind of nearly the same tenants (kindNear) to the figures potential
+// gives afresh, for every node, as it is built: its potential and its
+// refused counts. It fails when the kind it is counted from is not
+// brought up to date first, or a tenant's units are counted the wrong way.
+func TestDerivedKindMatchesBuilt(t *testing.T) {
+	var built, derived int
+	eachSearchDemand(24, func(seed, i int, st *state, pd pending) {
+		b := &bene{d: pd.d, tier: pd.tier, tenant: pd.tenant, prio: pd.prio, g: pd.d.GPUsPerAlloc,
+			jobTag: jobTag(pd.d.Job.Ref), pool: st.pl.demandSet[pd.w], base: st.pl.demandSet[pd.w]}
+		st.settle()
+		kinds, was := len(st.bars), st.order.counts.derived
+		st.barPotentialFor(b) // builds b's kind, if a bar applies
+		if len(st.bars) == kinds {
+			return
+		}
+		built++
+		if st.order.counts.derived > was {
+			derived++
+		}
+		bp := &st.bars[len(st.bars)-1]
+		for n := range st.nodes {
+			pot, refused := bp.potential(&st.nodeIndex, int32(n))
+			if bp.cap.free[n] != pot || bp.refused[n] != refused {
+				t.Fatalf("seed %d, demand %d, kind %+v (derived %v), node %d: potential %d, %d refused; afresh %d, %d",
+					seed, i, bp.kind, st.order.counts.derived > was, n, bp.cap.free[n], bp.refused[n], pot, refused)
+			}
+		}
+	})
+	t.Logf("%d kinds built, %d of them counted from another", built, derived)
+	if derived == 0 || derived == built {
+		t.Errorf("want kinds both counted from another and from the level's: %d of %d derived", derived, built)
+	}
+}
