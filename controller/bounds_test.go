@@ -411,6 +411,15 @@ func TestHugeBeneficiaryIDPreemptsAsAnyJob(t *testing.T) {
 			if r.running("ml", huge) != 1 || r.running("ml", "train") != 0 {
 				t.Errorf("end: the long-ID job runs %d, the victim %d", r.running("ml", huge), r.running("ml", "train"))
 			}
+			// The victim, preempted, now waits: its record waits for its
+			// first place and forecast when a forecast that includes it
+			// is still running as the round publishes (recordplace.go), a
+			// race the last round may lose. The next round, the forecast
+			// done, writes it, as a live controller's next round does.
+			r.c.awaitForecast(t)
+			if _, err := r.round(steps[len(steps)-1].after + placeWait); err != nil {
+				t.Fatalf("the round after: %v", err)
+			}
 			// The victim's record is written, its reason cut.
 			rec := f.vars["ml:nomad/jobs/train"]
 			if rec == nil || rec["steward_state"] != StatusPreempted || len(rec["steward_reason"]) > reasonMax {
