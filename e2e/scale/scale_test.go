@@ -39,6 +39,9 @@ var (
 	demandFlag = flag.Float64("scale.demand", 1.15, "GPUs wanted by outstanding work, as a share of the cluster's")
 	seedFlag   = flag.Uint64("scale.seed", 1, "seed of the workload")
 	outFlag    = flag.String("scale.out", "", "also write the summary as JSON to this file")
+	// minDecisionsFlag: a window with fewer decisions fails the test
+	// rather than report a vacuous measure (-1: minDecisions's, by size).
+	minDecisionsFlag = flag.Int("scale.min-decisions", -1, "fewest decisions the window needs, or the test fails (-1: 50 from 250 nodes up, none below)")
 	// activityFlag is the controllers' GPU activity source: nomad (each
 	// covered node's host stats) or prometheus (a real Prometheus server,
 	// bin/prometheus, scraping a fake DCGM exporter that serves every
@@ -111,6 +114,11 @@ type summary struct {
 	Measured                      string
 	LeaderChanges, WindowRestarts int
 	LeadLost                      bool
+	// FreeGPUsAtStart and BlockedAtStart are the cluster when the window
+	// opened: GPUs no allocation Nomad runs or places holds, and the
+	// evaluations blocked for want of room. A window that opens with
+	// GPUs free and nothing blocked has nothing for Steward to decide.
+	FreeGPUsAtStart, BlockedAtStart int
 }
 
 func (s summary) line() string {
@@ -125,13 +133,13 @@ func (s summary) line() string {
 		"actions=%.0f state_writes_per_action=%s record_writes_per_action=%s "+
 		"controller_cpu_s_per_min=%s rss_mib=%s failover_to_first_plan_s=%s failover_to_round_end_s=%s failover_to_lease_s=%s idle_sample_age_p99_s=%s "+
 		"quiet_read_mb_per_min=%s quiet_cluster_read_mb_per_min=%s quiet_writes_per_min=%s activity=%s quiet_activity_read_mb_per_min=%s "+
-		"measured=%s leader_changes=%d window_restarts=%d lead_lost=%v",
+		"measured=%s leader_changes=%d window_restarts=%d lead_lost=%v free_gpus_at_start=%d blocked_evals_at_start=%d",
 		s.Nodes, s.GPUs, s.Allocs, s.Decisions, f(s.DecisionP50, 1), f(s.DecisionP99, 1),
 		f(s.DecisionOwnP50, 1), f(s.DecisionOwnP99, 1), s.LeftToNomad, f(s.ServerBacklogP50, 0), f(s.ServerBacklogMax, 0), f(s.ReadMBPerMin, 2), f(s.WritesPerMin, 1),
 		s.Actions, f(s.StateWritesPerAction, 2), f(s.RecordWritesPerAction, 2),
 		f(s.CPUSecondsPerMin, 2), f(s.RSSMiB, 0), f(s.FailoverToFirstPlan, 1), f(s.FailoverToRoundEnd, 1), f(s.FailoverToLease, 1), f(s.IdleSampleAgeP99, 1),
 		f(s.QuietReadMBPerMin, 2), f(s.QuietClusterReadMBPerMin, 2), f(s.QuietWritesPerMin, 1), s.Activity, f(s.QuietActivityReadMBPerMin, 3),
-		s.Measured, s.LeaderChanges, s.WindowRestarts, s.LeadLost)
+		s.Measured, s.LeaderChanges, s.WindowRestarts, s.LeadLost, s.FreeGPUsAtStart, s.BlockedAtStart)
 }
 
 // controllerProc is a copy of the controller the harness runs.
@@ -254,17 +262,25 @@ func TestScale(t *testing.T) {
 		t.Logf("the lead passed from %s to %s (in the window: %v)", from, now, inWindow)
 		return inWindow
 	}
-	// Fill the cluster, then measure.
+	// Fill the cluster, then measure: the fill ends when fewer than 1 %
+	// of the GPUs are free (fullAt), so that work waits when the window
+	// opens; one that does not fill in -scale.fill says so here, and the
+	// window's decisions (minDecisions) decide whether the run fails.
 	deadline := time.Now().Add(*fillFlag)
 	for time.Now().Before(deadline) {
 		drv.tick()
 		poll(false)
-		if drv.runningGPUs >= gpus*85/100 {
+		if drv.heldGPUs > 0 && gpus-drv.heldGPUs < fullAt(gpus) {
 			break
 		}
 		time.Sleep(time.Second)
 	}
-	t.Logf("filled: %d of %d GPUs in running allocations after %s; %d changes of leader", drv.runningGPUs, gpus, time.Since(start).Round(time.Second), lead.changes)
+	freeAtStart, blockedAtStart := gpus-drv.heldGPUs, blockedEvals(agent.Client)
+	t.Logf("filled: %d of %d GPUs in running allocations, %d free (full below %d), %d evaluations blocked, after %s; %d changes of leader",
+		drv.runningGPUs, gpus, freeAtStart, fullAt(gpus), blockedAtStart, time.Since(start).Round(time.Second), lead.changes)
+	if freeAtStart >= fullAt(gpus) {
+		t.Logf("scale: NOT FILLED in %s: %d of %d GPUs free when the window opens, %d evaluations blocked: nothing may wait for a decision", *fillFlag, freeAtStart, gpus, blockedAtStart)
+	}
 
 	if dir := os.Getenv("STEWARD_SCALE_LOGDIR"); dir != "" {
 		// Why Nomad keeps work blocked, sampled from the fill's end on
@@ -363,7 +379,8 @@ func TestScale(t *testing.T) {
 		Drift:            counter(after, "steward_cache_drift_total", "") - counter(before, "steward_cache_drift_total", ""),
 		SettleTimeouts:   counter(after, "steward_cache_settle_timeouts_total", "") - counter(before, "steward_cache_settle_timeouts_total", ""),
 		WindowSeconds:    to.Sub(from).Seconds(),
-		Measured:         m.name, LeaderChanges: lead.changes, WindowRestarts: lead.restarts, LeadLost: lead.lost}
+		Measured:         m.name, LeaderChanges: lead.changes, WindowRestarts: lead.restarts, LeadLost: lead.lost,
+		FreeGPUsAtStart: freeAtStart, BlockedAtStart: blockedAtStart}
 	s.Actions = counterSum(after, "steward_actions_total") - counterSum(before, "steward_actions_total")
 	s.StateWritesPerAction, s.RecordWritesPerAction = math.NaN(), math.NaN()
 	if s.Actions > 0 {
@@ -491,6 +508,10 @@ func TestScale(t *testing.T) {
 	if s.Allocs == 0 || s.CPUSecondsPerMin <= 0 || math.IsNaN(s.FailoverToFirstPlan) {
 		t.Errorf("nothing measured: %s", s.line())
 	}
+	if need := minDecisions(nodes, *minDecisionsFlag); s.Decisions < need {
+		t.Errorf("scale: VACUOUS WINDOW: %d decisions in %.0f s, the measure needs %d (-scale.min-decisions); when it opened %d of %d GPUs were free (full below %d) and %d evaluations blocked; %d jobs submitted, %d allocations finished",
+			s.Decisions, s.WindowSeconds, need, s.FreeGPUsAtStart, gpus, fullAt(gpus), s.BlockedAtStart, drv.submitted, drv.finished)
+	}
 }
 
 // driver runs the workload against the cluster.
@@ -503,7 +524,10 @@ type driver struct {
 	demand float64
 
 	runningGPUs, runningAllocs int
-	submitted, finished        int
+	// heldGPUs are the GPUs of every allocation Nomad places or runs
+	// (pending or running, Steward's holds included): what is not free.
+	heldGPUs            int
+	submitted, finished int
 	// outstanding GPUs of submitted jobs not yet finished, by job.
 	outstanding map[string]int
 	// left counts each job's allocations not finished yet.
@@ -527,13 +551,16 @@ func (d *driver) register(job *api.Job) error {
 }
 
 // tick syncs with Nomad, ends allocations whose time is up, and submits
-// work until outstanding demand is back to its share of the cluster.
+// work until outstanding demand is back to its share of the cluster, at
+// most submitLimit jobs a tick.
 func (d *driver) tick() {
 	if d.outstanding == nil {
 		d.outstanding, d.left, d.high = map[string]int{}, map[string]int{}, map[string]int{}
 	}
+	// Pending allocations too: placed, they hold GPUs (heldGPUs) and
+	// their work waits no more (high).
 	q := &api.QueryOptions{Namespace: api.AllNamespacesNamespace, Params: map[string]string{"resources": "true"},
-		Filter: `ClientStatus == "running"`}
+		Filter: `ClientStatus == "running" or ClientStatus == "pending"`}
 	allocs, _, err := d.c.Allocations().List(q)
 	if err != nil {
 		d.t.Logf("list allocations: %v", err)
@@ -541,25 +568,32 @@ func (d *driver) tick() {
 	}
 	done, running, idleGPUs := d.w.sync(allocs, time.Now())
 	d.runningAllocs = running
-	d.runningGPUs = 0
+	d.runningGPUs, d.heldGPUs = 0, 0
 	byID := map[string]*api.AllocationListStub{}
 	for _, a := range allocs {
 		byID[a.ID] = a
 		delete(d.high, a.Namespace+"/"+a.JobID) // placed: it waits no more
-		if a.AllocatedResources == nil || strings.HasPrefix(a.JobID, "steward-hold-") {
+		if a.AllocatedResources == nil {
 			continue
 		}
+		n := 0
 		for _, tr := range a.AllocatedResources.Tasks {
 			for _, dv := range tr.Devices {
-				d.runningGPUs += len(dv.DeviceIDs)
+				n += len(dv.DeviceIDs)
 			}
 		}
+		d.heldGPUs += n
+		if a.ClientStatus == "running" && !strings.HasPrefix(a.JobID, "steward-hold-") {
+			d.runningGPUs += n
+		}
 	}
+	ended := 0
 	for _, id := range done {
 		if err := d.fleet.Finish(id, false); err != nil {
 			continue
 		}
 		d.finished++
+		ended++
 		a := byID[id]
 		k := a.Namespace + "/" + a.JobID
 		if d.left[k]--; d.left[k] <= 0 {
@@ -572,9 +606,7 @@ func (d *driver) tick() {
 	for _, g := range d.outstanding {
 		have += g
 	}
-	// At most 50 a tick: a burst of thousands would queue evaluations for
-	// minutes on the server, which a real cluster is not.
-	for n := 0; have < want && n < 50; n++ {
+	for n, limit := 0, submitLimit(d.gpus, ended, want-have); have < want && n < limit; n++ {
 		job := d.w.next()
 		if err := d.register(job); err != nil {
 			d.t.Logf("register %s: %v", *job.ID, err)
@@ -595,7 +627,7 @@ func (d *driver) tick() {
 	for _, g := range d.high {
 		waiting += g
 	}
-	for n := 0; waiting < idleGPUs+max(2, d.gpus/100) && n < 20; n++ {
+	for n := 0; waiting < idleGPUs+max(2, d.gpus/100) && n < highLimit(d.gpus); n++ {
 		job := d.w.nextHigh()
 		if err := d.register(job); err != nil {
 			d.t.Logf("register %s: %v", *job.ID, err)
