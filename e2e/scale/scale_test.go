@@ -18,6 +18,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -276,6 +277,7 @@ func TestScale(t *testing.T) {
 		time.Sleep(time.Second)
 	}
 	freeAtStart, blockedAtStart := gpus-drv.heldGPUs, blockedEvals(agent.Client)
+	t.Logf("fill: %s", drv.pace())
 	t.Logf("filled: %d of %d GPUs in running allocations, %d free (full below %d), %d evaluations blocked, after %s; %d changes of leader",
 		drv.runningGPUs, gpus, freeAtStart, fullAt(gpus), blockedAtStart, time.Since(start).Round(time.Second), lead.changes)
 	if freeAtStart >= fullAt(gpus) {
@@ -495,6 +497,7 @@ func TestScale(t *testing.T) {
 		latencyByRule(byRule), latencyByRule(ownByRule), s.ServerBacklogP50, s.ServerBacklogMax)
 	t.Logf("stats sweep p50/p99 (s, bucket bounds): %.2f/%.2f", quantileBetween(histogram(before, "steward_gpu_stats_sweep_seconds"), histogram(after, "steward_gpu_stats_sweep_seconds"), 0.5),
 		quantileBetween(histogram(before, "steward_gpu_stats_sweep_seconds"), histogram(after, "steward_gpu_stats_sweep_seconds"), 0.99))
+	t.Logf("fill and window: %s", drv.pace())
 	t.Logf("window %.0fs: %d decisions (priority, reclaim, backfill); %.0f full reads (%.0f of them after waiting 2 s for Nomad to carry out Steward's writes), %.0f summary reads, %.0f entities of drift, %.0f reads/min; workload: %d jobs submitted (%d of them busy high-tier work beyond the demand), %d allocations finished",
 		s.WindowSeconds, s.Decisions, s.FullReads, s.SettleTimeouts, s.SummaryReads, s.Drift, s.ReadsPerMin, drv.submitted, drv.highSubmitted, drv.finished)
 	fmt.Println(s.line())
@@ -536,18 +539,64 @@ type driver struct {
 	// job) while not placed; highSubmitted counts them.
 	high          map[string]int
 	highSubmitted int
+	// ticks counts the ticks; listing and registering are the time they
+	// spent reading the allocations and registering jobs: what bounds
+	// how fast the harness follows the churn.
+	ticks                int
+	listing, registering time.Duration
 	// writes are how long each job registration took: a Raft write on
 	// the server, as the lease's renewals are, which must be answered
 	// within a third of the lease's TTL.
 	writes []time.Duration
 }
 
-// register submits a job and times the write.
-func (d *driver) register(job *api.Job) error {
-	start := time.Now()
-	_, _, err := d.c.Jobs().Register(job, &api.WriteOptions{Namespace: *job.Namespace})
-	d.writes = append(d.writes, time.Since(start))
-	return err
+// pace says how fast the driver went: its ticks, and what they spent
+// listing allocations and registering jobs.
+func (d *driver) pace() string {
+	return fmt.Sprintf("%d ticks, %d jobs submitted, %d allocations finished; listing allocations %s, registering jobs %s (%d at a time)",
+		d.ticks, d.submitted, d.finished, d.listing.Round(time.Second), d.registering.Round(time.Second), registerAtOnce)
+}
+
+// registerAtOnce is how many registrations the driver has in flight at
+// once: one at a time, a tick's 200 at 1,000 nodes took 10–30 s on a
+// loaded machine (each a Raft write, p50 8–100 ms), and submission fell
+// behind the churn however many the tick allowed; a few at a time let
+// the server batch them, and no more than a few, so that the harness
+// does not crowd the server's scheduler out of the shared cores.
+const registerAtOnce = 8
+
+// registerAll submits jobs, registering at most registerAtOnce at a time,
+// and times each write; it returns the jobs registered, in order.
+func (d *driver) registerAll(jobs []*api.Job) []*api.Job {
+	defer func(start time.Time) { d.registering += time.Since(start) }(time.Now())
+	errs := make([]error, len(jobs))
+	took := make([]time.Duration, len(jobs))
+	sem := make(chan struct{}, registerAtOnce)
+	var wg sync.WaitGroup
+	// One goroutine a job, at most registerAtOnce of them running: a tick
+	// registers at most submitLimit's few hundred.
+	for i, job := range jobs {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			start := time.Now()
+			_, _, errs[i] = d.c.Jobs().Register(job, &api.WriteOptions{Namespace: *job.Namespace})
+			took[i] = time.Since(start)
+		}()
+	}
+	wg.Wait()
+	d.writes = append(d.writes, took...)
+	var ok []*api.Job
+	for i, job := range jobs {
+		if errs[i] != nil {
+			d.t.Logf("register %s: %v", *job.ID, errs[i])
+			continue
+		}
+		d.submitted++
+		ok = append(ok, job)
+	}
+	return ok
 }
 
 // tick syncs with Nomad, ends allocations whose time is up, and submits
@@ -561,7 +610,10 @@ func (d *driver) tick() {
 	// their work waits no more (high).
 	q := &api.QueryOptions{Namespace: api.AllNamespacesNamespace, Params: map[string]string{"resources": "true"},
 		Filter: `ClientStatus == "running" or ClientStatus == "pending"`}
+	d.ticks++
+	listed := time.Now()
 	allocs, _, err := d.c.Allocations().List(q)
+	d.listing += time.Since(listed)
 	if err != nil {
 		d.t.Logf("list allocations: %v", err)
 		return
@@ -606,17 +658,18 @@ func (d *driver) tick() {
 	for _, g := range d.outstanding {
 		have += g
 	}
-	for n, limit := 0, submitLimit(d.gpus, ended, want-have); have < want && n < limit; n++ {
+	gpusOf := func(job *api.Job) int {
+		return int(*job.TaskGroups[0].Tasks[0].Resources.Devices[0].Count) * *job.TaskGroups[0].Count
+	}
+	var jobs []*api.Job
+	for n, limit, planned := 0, submitLimit(d.gpus, ended, want-have), have; planned < want && n < limit; n++ {
 		job := d.w.next()
-		if err := d.register(job); err != nil {
-			d.t.Logf("register %s: %v", *job.ID, err)
-			continue
-		}
-		d.submitted++
-		g := int(*job.TaskGroups[0].Tasks[0].Resources.Devices[0].Count) * *job.TaskGroups[0].Count
+		jobs = append(jobs, job)
+		planned += gpusOf(job)
+	}
+	for _, job := range d.registerAll(jobs) {
 		k := *job.Namespace + "/" + *job.ID
-		d.outstanding[k], d.left[k] = g, *job.TaskGroups[0].Count
-		have += g
+		d.outstanding[k], d.left[k] = gpusOf(job), *job.TaskGroups[0].Count
 	}
 	// Idle notebooks serve waiting work first (the idle rule, in pressure
 	// mode): at large sizes they served all of it, and no preemption for
@@ -627,17 +680,14 @@ func (d *driver) tick() {
 	for _, g := range d.high {
 		waiting += g
 	}
-	for n := 0; waiting < idleGPUs+max(2, d.gpus/100) && n < highLimit(d.gpus); n++ {
-		job := d.w.nextHigh()
-		if err := d.register(job); err != nil {
-			d.t.Logf("register %s: %v", *job.ID, err)
-			continue
-		}
-		d.submitted++
+	jobs = nil
+	for n := 0; waiting+n < idleGPUs+max(2, d.gpus/100) && n < highLimit(d.gpus); n++ {
+		jobs = append(jobs, d.w.nextHigh())
+	}
+	for _, job := range d.registerAll(jobs) {
 		d.highSubmitted++
 		k := *job.Namespace + "/" + *job.ID
 		d.outstanding[k], d.left[k], d.high[k] = 1, 1, 1
-		waiting++
 	}
 }
 
