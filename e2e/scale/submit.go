@@ -9,12 +9,13 @@ package scale
 // Steward to decide (docs/evaluation.md, "1,000 nodes again").
 //
 // It is at least 50 (what small clusters always had) and at most one
-// job for every 40 of the cluster's GPUs (200 at 8,000 GPUs): a burst of
+// job for every 20 of the cluster's GPUs (400 at 8,000 GPUs, a tick's
+// churn at 1,000 nodes twice over when a tick takes 8 s): a burst of
 // thousands of registrations would queue evaluations for minutes on the
 // server, which a real cluster's arrivals do not.
 func submitLimit(gpus, ended, shortfall int) int {
 	const floor = 50
-	ceiling := max(floor, gpus/40)
+	ceiling := max(floor, gpus/20)
 	return min(ceiling, max(floor, ended+(max(shortfall, 0)+3)/4))
 }
 

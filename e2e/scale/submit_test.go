@@ -9,9 +9,9 @@ func TestSubmitLimit(t *testing.T) {
 		want                   int
 	}{
 		{"10 nodes: 50 a tick, as before", 80, 0, 92, 50},
-		{"250 nodes: the ceiling is the floor, 50 a tick as before", 2000, 40, 300, 50},
+		{"250 nodes: the churn and a quarter of the shortfall, up to 1 job a 20 GPUs", 2000, 40, 300, 100},
 		{"1,000 nodes: a tick's churn of 120 ended allocations is followed, with a quarter of the shortfall", 8000, 120, 200, 170},
-		{"1,000 nodes: the fill's whole demand at once is bounded by 1 job a 40 GPUs", 8000, 0, 9200, 200},
+		{"1,000 nodes: the fill's whole demand at once is bounded by 1 job a 20 GPUs", 8000, 0, 9200, 400},
 		{"1,000 nodes: nothing ended and nothing short still allows the floor", 8000, 0, 0, 50},
 		{"1,000 nodes: demand over its share (a negative shortfall) counts as none", 8000, 100, -500, 100},
 	} {
