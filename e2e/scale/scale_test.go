@@ -558,12 +558,12 @@ func (d *driver) pace() string {
 }
 
 // registerAtOnce is how many registrations the driver has in flight at
-// once: one at a time, 6,000 registrations at 1,000 nodes took most of
-// 12 minutes on a loaded machine (each a Raft write, p50 29 ms, p99 0.9
-// s), and submission fell
-// behind the churn however many the tick allowed; a few at a time let
-// the server batch them, and no more than a few, so that the harness
-// does not crowd the server's scheduler out of the shared cores.
+// once. One at a time, on a loaded machine at 1,000 nodes (each a Raft
+// write: p50 29 ms, p99 0.9 s, at most 11 s), the harness submitted 8
+// jobs a second, a third of the churn, however many the tick allowed; a
+// few at a time let the server batch them, and no more than a few, so
+// that the harness does not crowd the server's scheduler out of the
+// shared cores.
 const registerAtOnce = 8
 
 // registerAll submits jobs, registering at most registerAtOnce at a time,
