@@ -542,7 +542,9 @@ type driver struct {
 	// ticks counts the ticks; listing and registering are the time they
 	// spent reading the allocations and registering jobs: what bounds
 	// how fast the harness follows the churn.
-	ticks                int
+	// gated counts the ticks that submitted nothing for the server's
+	// backlog (backlogRoom).
+	ticks, gated         int
 	listing, registering time.Duration
 	// writes are how long each job registration took: a Raft write on
 	// the server, as the lease's renewals are, which must be answered
@@ -553,8 +555,8 @@ type driver struct {
 // pace says how fast the driver went: its ticks, and what they spent
 // listing allocations and registering jobs.
 func (d *driver) pace() string {
-	return fmt.Sprintf("%d ticks, %d jobs submitted, %d allocations finished; listing allocations %s, registering jobs %s (%d at a time)",
-		d.ticks, d.submitted, d.finished, d.listing.Round(time.Second), d.registering.Round(time.Second), registerAtOnce)
+	return fmt.Sprintf("%d ticks (%d of them submitting nothing for the server's backlog), %d jobs submitted, %d allocations finished; listing allocations %s, registering jobs %s (%d at a time)",
+		d.ticks, d.gated, d.submitted, d.finished, d.listing.Round(time.Second), d.registering.Round(time.Second), registerAtOnce)
 }
 
 // registerAtOnce is how many registrations the driver has in flight at
@@ -662,8 +664,16 @@ func (d *driver) tick() {
 	gpusOf := func(job *api.Job) int {
 		return int(*job.TaskGroups[0].Tasks[0].Resources.Devices[0].Count) * *job.TaskGroups[0].Count
 	}
+	backlog, ok := serverBacklog(d.c)
+	if !ok {
+		backlog = -1
+	}
+	room := backlogRoom(d.gpus, backlog)
+	if room == 0 {
+		d.gated++
+	}
 	var jobs []*api.Job
-	for n, limit, planned := 0, submitLimit(d.gpus, ended, want-have), have; planned < want && n < limit; n++ {
+	for n, limit, planned := 0, min(room, submitLimit(d.gpus, ended, want-have)), have; planned < want && n < limit; n++ {
 		job := d.w.next()
 		jobs = append(jobs, job)
 		planned += gpusOf(job)
@@ -672,6 +682,7 @@ func (d *driver) tick() {
 		k := *job.Namespace + "/" + *job.ID
 		d.outstanding[k], d.left[k] = gpusOf(job), *job.TaskGroups[0].Count
 	}
+	room = max(0, room-len(jobs))
 	// Idle notebooks serve waiting work first (the idle rule, in pressure
 	// mode): at large sizes they served all of it, and no preemption for
 	// waiting work happened in the window. Busy high-tier work keeps
@@ -682,7 +693,7 @@ func (d *driver) tick() {
 		waiting += g
 	}
 	jobs = nil
-	for n := 0; waiting+n < idleGPUs+max(2, d.gpus/100) && n < highLimit(d.gpus); n++ {
+	for n := 0; waiting+n < idleGPUs+max(2, d.gpus/100) && n < min(room, highLimit(d.gpus)); n++ {
 		jobs = append(jobs, d.w.nextHigh())
 	}
 	for _, job := range d.registerAll(jobs) {

@@ -1,6 +1,9 @@
 package scale
 
-import "testing"
+import (
+	"math"
+	"testing"
+)
 
 func TestSubmitLimit(t *testing.T) {
 	for _, tc := range []struct {
@@ -18,6 +21,25 @@ func TestSubmitLimit(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := submitLimit(tc.gpus, tc.ended, tc.shortfall); got != tc.want {
 				t.Errorf("submitLimit(%d GPUs, %d ended, %d short) = %d, want %d", tc.gpus, tc.ended, tc.shortfall, got, tc.want)
+			}
+		})
+	}
+}
+
+func TestBacklogRoom(t *testing.T) {
+	for _, tc := range []struct {
+		name          string
+		gpus, backlog int
+		want          int
+	}{
+		{"1,000 nodes, the server keeping up: 200 less what waits", 8000, 3, 197},
+		{"1,000 nodes, thousands of evaluations ready: nothing more", 8000, 4677, 0},
+		{"10 nodes: 50 less what waits", 80, 10, 40},
+		{"the server did not say: no gate", 8000, -1, math.MaxInt},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := backlogRoom(tc.gpus, tc.backlog); got != tc.want {
+				t.Errorf("backlogRoom(%d GPUs, %d waiting) = %d, want %d", tc.gpus, tc.backlog, got, tc.want)
 			}
 		})
 	}
