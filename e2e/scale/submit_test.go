@@ -32,7 +32,7 @@ func TestBacklogRoom(t *testing.T) {
 		gpus, backlog int
 		want          int
 	}{
-		{"1,000 nodes, the server keeping up: 200 less what waits", 8000, 3, 197},
+		{"1,000 nodes, the server keeping up: 400 less what waits", 8000, 3, 397},
 		{"1,000 nodes, thousands of evaluations ready: nothing more", 8000, 4677, 0},
 		{"10 nodes: 50 less what waits", 80, 10, 40},
 		{"the server did not say: no gate", 8000, -1, math.MaxInt},
