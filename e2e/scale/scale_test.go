@@ -264,14 +264,17 @@ func TestScale(t *testing.T) {
 		return inWindow
 	}
 	// Fill the cluster, then measure: the fill ends when fewer than 1 %
-	// of the GPUs are free (fullAt), so that work waits when the window
-	// opens; one that does not fill in -scale.fill says so here, and the
-	// window's decisions (minDecisions) decide whether the run fails.
+	// of the GPUs are free (fullAt) and Nomad keeps work blocked, so that
+	// work waits when the window opens (at 1,000 nodes a window opened on
+	// a full cluster with nothing blocked yet saw its first decision 8 s
+	// after it closed); one that does not fill in -scale.fill says so
+	// here, and the window's decisions (minDecisions) decide whether the
+	// run fails.
 	deadline := time.Now().Add(*fillFlag)
 	for time.Now().Before(deadline) {
 		drv.tick()
 		poll(false)
-		if drv.heldGPUs > 0 && gpus-drv.heldGPUs < fullAt(gpus) {
+		if drv.heldGPUs > 0 && gpus-drv.heldGPUs < fullAt(gpus) && blockedEvals(agent.Client) > 0 {
 			break
 		}
 		time.Sleep(time.Second)
@@ -280,7 +283,7 @@ func TestScale(t *testing.T) {
 	t.Logf("fill: %s", drv.pace())
 	t.Logf("filled: %d of %d GPUs in running allocations, %d free (full below %d), %d evaluations blocked, after %s; %d changes of leader",
 		drv.runningGPUs, gpus, freeAtStart, fullAt(gpus), blockedAtStart, time.Since(start).Round(time.Second), lead.changes)
-	if freeAtStart >= fullAt(gpus) {
+	if freeAtStart >= fullAt(gpus) || blockedAtStart <= 0 {
 		t.Logf("scale: NOT FILLED in %s: %d of %d GPUs free when the window opens, %d evaluations blocked: nothing may wait for a decision", *fillFlag, freeAtStart, gpus, blockedAtStart)
 	}
 
@@ -661,9 +664,6 @@ func (d *driver) tick() {
 	for _, g := range d.outstanding {
 		have += g
 	}
-	gpusOf := func(job *api.Job) int {
-		return int(*job.TaskGroups[0].Tasks[0].Resources.Devices[0].Count) * *job.TaskGroups[0].Count
-	}
 	backlog, ok := serverBacklog(d.c)
 	if !ok {
 		backlog = -1
@@ -672,7 +672,32 @@ func (d *driver) tick() {
 	if room == 0 {
 		d.gated++
 	}
+	// Idle notebooks serve waiting work first (the idle rule, in pressure
+	// mode): at large sizes they served all of it, and no preemption for
+	// waiting work happened in the window. Busy high-tier work keeps
+	// arriving until what it waits for exceeds the idle GPUs by 1 % of the
+	// cluster, so that some of it needs a preemption at every size. It is
+	// registered first: at 1,000 nodes the rest took all the server's
+	// room (backlogRoom) and none of it arrived in the window.
+	waiting := 0
+	for _, g := range d.high {
+		waiting += g
+	}
 	var jobs []*api.Job
+	for n := 0; waiting+n < idleGPUs+max(2, d.gpus/100) && n < min(room, highLimit(d.gpus)); n++ {
+		jobs = append(jobs, d.w.nextHigh())
+	}
+	for _, job := range d.registerAll(jobs) {
+		d.highSubmitted++
+		k := *job.Namespace + "/" + *job.ID
+		d.outstanding[k], d.left[k], d.high[k] = 1, 1, 1
+		have++
+	}
+	room = max(0, room-len(jobs))
+	gpusOf := func(job *api.Job) int {
+		return int(*job.TaskGroups[0].Tasks[0].Resources.Devices[0].Count) * *job.TaskGroups[0].Count
+	}
+	jobs = nil
 	for n, limit, planned := 0, min(room, submitLimit(d.gpus, ended, want-have)), have; planned < want && n < limit; n++ {
 		job := d.w.next()
 		jobs = append(jobs, job)
@@ -681,25 +706,6 @@ func (d *driver) tick() {
 	for _, job := range d.registerAll(jobs) {
 		k := *job.Namespace + "/" + *job.ID
 		d.outstanding[k], d.left[k] = gpusOf(job), *job.TaskGroups[0].Count
-	}
-	room = max(0, room-len(jobs))
-	// Idle notebooks serve waiting work first (the idle rule, in pressure
-	// mode): at large sizes they served all of it, and no preemption for
-	// waiting work happened in the window. Busy high-tier work keeps
-	// arriving until what it waits for exceeds the idle GPUs by 1 % of the
-	// cluster, so that some of it needs a preemption at every size.
-	waiting := 0
-	for _, g := range d.high {
-		waiting += g
-	}
-	jobs = nil
-	for n := 0; waiting+n < idleGPUs+max(2, d.gpus/100) && n < min(room, highLimit(d.gpus)); n++ {
-		jobs = append(jobs, d.w.nextHigh())
-	}
-	for _, job := range d.registerAll(jobs) {
-		d.highSubmitted++
-		k := *job.Namespace + "/" + *job.ID
-		d.outstanding[k], d.left[k], d.high[k] = 1, 1, 1
 	}
 }
 
