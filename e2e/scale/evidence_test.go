@@ -204,3 +204,14 @@ func leftToNomad(lat, own []time.Duration) int {
 	}
 	return n
 }
+
+// blockedEvals counts the evaluations Nomad keeps blocked for want of
+// room (-1 when the server does not answer): none when the window opens
+// means nothing waits there for Steward to decide.
+func blockedEvals(c *api.Client) int {
+	evals, _, err := c.Evaluations().List(&api.QueryOptions{Namespace: api.AllNamespacesNamespace, Filter: `Status == "blocked"`})
+	if err != nil {
+		return -1
+	}
+	return len(evals)
+}

@@ -18,6 +18,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -39,6 +40,9 @@ var (
 	demandFlag = flag.Float64("scale.demand", 1.15, "GPUs wanted by outstanding work, as a share of the cluster's")
 	seedFlag   = flag.Uint64("scale.seed", 1, "seed of the workload")
 	outFlag    = flag.String("scale.out", "", "also write the summary as JSON to this file")
+	// minDecisionsFlag: a window with fewer decisions fails the test
+	// rather than report a vacuous measure (-1: minDecisions's, by size).
+	minDecisionsFlag = flag.Int("scale.min-decisions", -1, "fewest decisions the window needs, or the test fails (-1: 50 from 250 nodes up, none below)")
 	// activityFlag is the controllers' GPU activity source: nomad (each
 	// covered node's host stats) or prometheus (a real Prometheus server,
 	// bin/prometheus, scraping a fake DCGM exporter that serves every
@@ -111,6 +115,11 @@ type summary struct {
 	Measured                      string
 	LeaderChanges, WindowRestarts int
 	LeadLost                      bool
+	// FreeGPUsAtStart and BlockedAtStart are the cluster when the window
+	// opened: GPUs no allocation Nomad runs or places holds, and the
+	// evaluations blocked for want of room. A window that opens with
+	// GPUs free and nothing blocked has nothing for Steward to decide.
+	FreeGPUsAtStart, BlockedAtStart int
 }
 
 func (s summary) line() string {
@@ -125,13 +134,13 @@ func (s summary) line() string {
 		"actions=%.0f state_writes_per_action=%s record_writes_per_action=%s "+
 		"controller_cpu_s_per_min=%s rss_mib=%s failover_to_first_plan_s=%s failover_to_round_end_s=%s failover_to_lease_s=%s idle_sample_age_p99_s=%s "+
 		"quiet_read_mb_per_min=%s quiet_cluster_read_mb_per_min=%s quiet_writes_per_min=%s activity=%s quiet_activity_read_mb_per_min=%s "+
-		"measured=%s leader_changes=%d window_restarts=%d lead_lost=%v",
+		"measured=%s leader_changes=%d window_restarts=%d lead_lost=%v free_gpus_at_start=%d blocked_evals_at_start=%d",
 		s.Nodes, s.GPUs, s.Allocs, s.Decisions, f(s.DecisionP50, 1), f(s.DecisionP99, 1),
 		f(s.DecisionOwnP50, 1), f(s.DecisionOwnP99, 1), s.LeftToNomad, f(s.ServerBacklogP50, 0), f(s.ServerBacklogMax, 0), f(s.ReadMBPerMin, 2), f(s.WritesPerMin, 1),
 		s.Actions, f(s.StateWritesPerAction, 2), f(s.RecordWritesPerAction, 2),
 		f(s.CPUSecondsPerMin, 2), f(s.RSSMiB, 0), f(s.FailoverToFirstPlan, 1), f(s.FailoverToRoundEnd, 1), f(s.FailoverToLease, 1), f(s.IdleSampleAgeP99, 1),
 		f(s.QuietReadMBPerMin, 2), f(s.QuietClusterReadMBPerMin, 2), f(s.QuietWritesPerMin, 1), s.Activity, f(s.QuietActivityReadMBPerMin, 3),
-		s.Measured, s.LeaderChanges, s.WindowRestarts, s.LeadLost)
+		s.Measured, s.LeaderChanges, s.WindowRestarts, s.LeadLost, s.FreeGPUsAtStart, s.BlockedAtStart)
 }
 
 // controllerProc is a copy of the controller the harness runs.
@@ -254,17 +263,29 @@ func TestScale(t *testing.T) {
 		t.Logf("the lead passed from %s to %s (in the window: %v)", from, now, inWindow)
 		return inWindow
 	}
-	// Fill the cluster, then measure.
+	// Fill the cluster, then measure: the fill ends when fewer than 1 %
+	// of the GPUs are free (fullAt) and Nomad keeps work blocked, so that
+	// work waits when the window opens (at 1,000 nodes a window opened on
+	// a full cluster with nothing blocked yet saw its first decision 8 s
+	// after it closed); one that does not fill in -scale.fill says so
+	// here, and the window's decisions (minDecisions) decide whether the
+	// run fails.
 	deadline := time.Now().Add(*fillFlag)
 	for time.Now().Before(deadline) {
 		drv.tick()
 		poll(false)
-		if drv.runningGPUs >= gpus*85/100 {
+		if drv.heldGPUs > 0 && gpus-drv.heldGPUs < fullAt(gpus) && blockedEvals(agent.Client) > 0 {
 			break
 		}
 		time.Sleep(time.Second)
 	}
-	t.Logf("filled: %d of %d GPUs in running allocations after %s; %d changes of leader", drv.runningGPUs, gpus, time.Since(start).Round(time.Second), lead.changes)
+	freeAtStart, blockedAtStart := gpus-drv.heldGPUs, blockedEvals(agent.Client)
+	t.Logf("fill: %s", drv.pace())
+	t.Logf("filled: %d of %d GPUs in running allocations, %d free (full below %d), %d evaluations blocked, after %s; %d changes of leader",
+		drv.runningGPUs, gpus, freeAtStart, fullAt(gpus), blockedAtStart, time.Since(start).Round(time.Second), lead.changes)
+	if freeAtStart >= fullAt(gpus) || blockedAtStart <= 0 {
+		t.Logf("scale: NOT FILLED in %s: %d of %d GPUs free when the window opens, %d evaluations blocked: nothing may wait for a decision", *fillFlag, freeAtStart, gpus, blockedAtStart)
+	}
 
 	if dir := os.Getenv("STEWARD_SCALE_LOGDIR"); dir != "" {
 		// Why Nomad keeps work blocked, sampled from the fill's end on
@@ -363,7 +384,8 @@ func TestScale(t *testing.T) {
 		Drift:            counter(after, "steward_cache_drift_total", "") - counter(before, "steward_cache_drift_total", ""),
 		SettleTimeouts:   counter(after, "steward_cache_settle_timeouts_total", "") - counter(before, "steward_cache_settle_timeouts_total", ""),
 		WindowSeconds:    to.Sub(from).Seconds(),
-		Measured:         m.name, LeaderChanges: lead.changes, WindowRestarts: lead.restarts, LeadLost: lead.lost}
+		Measured:         m.name, LeaderChanges: lead.changes, WindowRestarts: lead.restarts, LeadLost: lead.lost,
+		FreeGPUsAtStart: freeAtStart, BlockedAtStart: blockedAtStart}
 	s.Actions = counterSum(after, "steward_actions_total") - counterSum(before, "steward_actions_total")
 	s.StateWritesPerAction, s.RecordWritesPerAction = math.NaN(), math.NaN()
 	if s.Actions > 0 {
@@ -478,6 +500,7 @@ func TestScale(t *testing.T) {
 		latencyByRule(byRule), latencyByRule(ownByRule), s.ServerBacklogP50, s.ServerBacklogMax)
 	t.Logf("stats sweep p50/p99 (s, bucket bounds): %.2f/%.2f", quantileBetween(histogram(before, "steward_gpu_stats_sweep_seconds"), histogram(after, "steward_gpu_stats_sweep_seconds"), 0.5),
 		quantileBetween(histogram(before, "steward_gpu_stats_sweep_seconds"), histogram(after, "steward_gpu_stats_sweep_seconds"), 0.99))
+	t.Logf("fill and window: %s", drv.pace())
 	t.Logf("window %.0fs: %d decisions (priority, reclaim, backfill); %.0f full reads (%.0f of them after waiting 2 s for Nomad to carry out Steward's writes), %.0f summary reads, %.0f entities of drift, %.0f reads/min; workload: %d jobs submitted (%d of them busy high-tier work beyond the demand), %d allocations finished",
 		s.WindowSeconds, s.Decisions, s.FullReads, s.SettleTimeouts, s.SummaryReads, s.Drift, s.ReadsPerMin, drv.submitted, drv.highSubmitted, drv.finished)
 	fmt.Println(s.line())
@@ -491,6 +514,10 @@ func TestScale(t *testing.T) {
 	if s.Allocs == 0 || s.CPUSecondsPerMin <= 0 || math.IsNaN(s.FailoverToFirstPlan) {
 		t.Errorf("nothing measured: %s", s.line())
 	}
+	if need := minDecisions(nodes, *minDecisionsFlag); s.Decisions < need {
+		t.Errorf("scale: VACUOUS WINDOW: %d decisions in %.0f s, the measure needs %d (-scale.min-decisions); when it opened %d of %d GPUs were free (full below %d) and %d evaluations blocked; %d jobs submitted, %d allocations finished",
+			s.Decisions, s.WindowSeconds, need, s.FreeGPUsAtStart, gpus, fullAt(gpus), s.BlockedAtStart, drv.submitted, drv.finished)
+	}
 }
 
 // driver runs the workload against the cluster.
@@ -503,7 +530,10 @@ type driver struct {
 	demand float64
 
 	runningGPUs, runningAllocs int
-	submitted, finished        int
+	// heldGPUs are the GPUs of every allocation Nomad places or runs
+	// (pending or running, Steward's holds included): what is not free.
+	heldGPUs            int
+	submitted, finished int
 	// outstanding GPUs of submitted jobs not yet finished, by job.
 	outstanding map[string]int
 	// left counts each job's allocations not finished yet.
@@ -512,54 +542,116 @@ type driver struct {
 	// job) while not placed; highSubmitted counts them.
 	high          map[string]int
 	highSubmitted int
+	// ticks counts the ticks; listing and registering are the time they
+	// spent reading the allocations and registering jobs: what bounds
+	// how fast the harness follows the churn.
+	// gated counts the ticks that submitted nothing for the server's
+	// backlog (backlogRoom).
+	ticks, gated         int
+	listing, registering time.Duration
 	// writes are how long each job registration took: a Raft write on
 	// the server, as the lease's renewals are, which must be answered
 	// within a third of the lease's TTL.
 	writes []time.Duration
 }
 
-// register submits a job and times the write.
-func (d *driver) register(job *api.Job) error {
-	start := time.Now()
-	_, _, err := d.c.Jobs().Register(job, &api.WriteOptions{Namespace: *job.Namespace})
-	d.writes = append(d.writes, time.Since(start))
-	return err
+// pace says how fast the driver went: its ticks, and what they spent
+// listing allocations and registering jobs.
+func (d *driver) pace() string {
+	return fmt.Sprintf("%d ticks (%d of them submitting nothing for the server's backlog), %d jobs submitted, %d allocations finished; listing allocations %s, registering jobs %s (%d at a time)",
+		d.ticks, d.gated, d.submitted, d.finished, d.listing.Round(time.Second), d.registering.Round(time.Second), registerAtOnce)
+}
+
+// registerAtOnce is how many registrations the driver has in flight at
+// once. One at a time, on a loaded machine at 1,000 nodes (each a Raft
+// write: p50 29 ms, p99 0.9 s, at most 11 s), the harness submitted 8
+// jobs a second, a third of the churn, however many the tick allowed; a
+// few at a time let the server batch them, and no more than a few, so
+// that the harness does not crowd the server's scheduler out of the
+// shared cores.
+const registerAtOnce = 8
+
+// registerAll submits jobs, registering at most registerAtOnce at a time,
+// and times each write; it returns the jobs registered, in order.
+func (d *driver) registerAll(jobs []*api.Job) []*api.Job {
+	defer func(start time.Time) { d.registering += time.Since(start) }(time.Now())
+	errs := make([]error, len(jobs))
+	took := make([]time.Duration, len(jobs))
+	sem := make(chan struct{}, registerAtOnce)
+	var wg sync.WaitGroup
+	// One goroutine a job, at most registerAtOnce of them running: a tick
+	// registers at most submitLimit's few hundred.
+	for i, job := range jobs {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			start := time.Now()
+			_, _, errs[i] = d.c.Jobs().Register(job, &api.WriteOptions{Namespace: *job.Namespace})
+			took[i] = time.Since(start)
+		}()
+	}
+	wg.Wait()
+	d.writes = append(d.writes, took...)
+	var ok []*api.Job
+	for i, job := range jobs {
+		if errs[i] != nil {
+			d.t.Logf("register %s: %v", *job.ID, errs[i])
+			continue
+		}
+		d.submitted++
+		ok = append(ok, job)
+	}
+	return ok
 }
 
 // tick syncs with Nomad, ends allocations whose time is up, and submits
-// work until outstanding demand is back to its share of the cluster.
+// work until outstanding demand is back to its share of the cluster, at
+// most submitLimit jobs a tick.
 func (d *driver) tick() {
 	if d.outstanding == nil {
 		d.outstanding, d.left, d.high = map[string]int{}, map[string]int{}, map[string]int{}
 	}
+	// Pending allocations too: placed, they hold GPUs (heldGPUs) and
+	// their work waits no more (high).
 	q := &api.QueryOptions{Namespace: api.AllNamespacesNamespace, Params: map[string]string{"resources": "true"},
-		Filter: `ClientStatus == "running"`}
+		Filter: `ClientStatus == "running" or ClientStatus == "pending"`}
+	d.ticks++
+	listed := time.Now()
 	allocs, _, err := d.c.Allocations().List(q)
+	d.listing += time.Since(listed)
 	if err != nil {
 		d.t.Logf("list allocations: %v", err)
 		return
 	}
 	done, running, idleGPUs := d.w.sync(allocs, time.Now())
 	d.runningAllocs = running
-	d.runningGPUs = 0
+	d.runningGPUs, d.heldGPUs = 0, 0
 	byID := map[string]*api.AllocationListStub{}
 	for _, a := range allocs {
 		byID[a.ID] = a
 		delete(d.high, a.Namespace+"/"+a.JobID) // placed: it waits no more
-		if a.AllocatedResources == nil || strings.HasPrefix(a.JobID, "steward-hold-") {
+		if a.AllocatedResources == nil {
 			continue
 		}
+		n := 0
 		for _, tr := range a.AllocatedResources.Tasks {
 			for _, dv := range tr.Devices {
-				d.runningGPUs += len(dv.DeviceIDs)
+				n += len(dv.DeviceIDs)
 			}
 		}
+		d.heldGPUs += n
+		if a.ClientStatus == "running" && !strings.HasPrefix(a.JobID, "steward-hold-") {
+			d.runningGPUs += n
+		}
 	}
+	ended := 0
 	for _, id := range done {
 		if err := d.fleet.Finish(id, false); err != nil {
 			continue
 		}
 		d.finished++
+		ended++
 		a := byID[id]
 		k := a.Namespace + "/" + a.JobID
 		if d.left[k]--; d.left[k] <= 0 {
@@ -572,40 +664,48 @@ func (d *driver) tick() {
 	for _, g := range d.outstanding {
 		have += g
 	}
-	// At most 50 a tick: a burst of thousands would queue evaluations for
-	// minutes on the server, which a real cluster is not.
-	for n := 0; have < want && n < 50; n++ {
-		job := d.w.next()
-		if err := d.register(job); err != nil {
-			d.t.Logf("register %s: %v", *job.ID, err)
-			continue
-		}
-		d.submitted++
-		g := int(*job.TaskGroups[0].Tasks[0].Resources.Devices[0].Count) * *job.TaskGroups[0].Count
-		k := *job.Namespace + "/" + *job.ID
-		d.outstanding[k], d.left[k] = g, *job.TaskGroups[0].Count
-		have += g
+	backlog, ok := serverBacklog(d.c)
+	if !ok {
+		backlog = -1
+	}
+	room := backlogRoom(d.gpus, backlog)
+	if room == 0 {
+		d.gated++
 	}
 	// Idle notebooks serve waiting work first (the idle rule, in pressure
 	// mode): at large sizes they served all of it, and no preemption for
 	// waiting work happened in the window. Busy high-tier work keeps
 	// arriving until what it waits for exceeds the idle GPUs by 1 % of the
-	// cluster, so that some of it needs a preemption at every size.
+	// cluster, so that some of it needs a preemption at every size. It is
+	// registered first: at 1,000 nodes the rest took all the server's
+	// room (backlogRoom) and none of it arrived in the window.
 	waiting := 0
 	for _, g := range d.high {
 		waiting += g
 	}
-	for n := 0; waiting < idleGPUs+max(2, d.gpus/100) && n < 20; n++ {
-		job := d.w.nextHigh()
-		if err := d.register(job); err != nil {
-			d.t.Logf("register %s: %v", *job.ID, err)
-			continue
-		}
-		d.submitted++
+	var jobs []*api.Job
+	for n := 0; waiting+n < idleGPUs+max(2, d.gpus/100) && n < min(room, highLimit(d.gpus)); n++ {
+		jobs = append(jobs, d.w.nextHigh())
+	}
+	for _, job := range d.registerAll(jobs) {
 		d.highSubmitted++
 		k := *job.Namespace + "/" + *job.ID
 		d.outstanding[k], d.left[k], d.high[k] = 1, 1, 1
-		waiting++
+		have++
+	}
+	room = max(0, room-len(jobs))
+	gpusOf := func(job *api.Job) int {
+		return int(*job.TaskGroups[0].Tasks[0].Resources.Devices[0].Count) * *job.TaskGroups[0].Count
+	}
+	jobs = nil
+	for n, limit, planned := 0, min(room, submitLimit(d.gpus, ended, want-have)), have; planned < want && n < limit; n++ {
+		job := d.w.next()
+		jobs = append(jobs, job)
+		planned += gpusOf(job)
+	}
+	for _, job := range d.registerAll(jobs) {
+		k := *job.Namespace + "/" + *job.ID
+		d.outstanding[k], d.left[k] = gpusOf(job), *job.TaskGroups[0].Count
 	}
 }
 
