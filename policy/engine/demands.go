@@ -50,7 +50,7 @@ func (st *state) orderDemands() []pending {
 		tenant, tier := int(resolved[i].tenant), int(resolved[i].tier)
 		t := &st.tenants[tenant]
 		du := st.pl.setUnits(st.pl.demandSet[i])
-		t.waiting += d.GPUs() * du
+		t.waiting += demandGPUs(d) * du
 		prio := st.promote(d, tier)
 		// A gang is placed all or nothing: it keeps its tenant within its
 		// reservation only if all of it does. (Counted per allocation, a
@@ -59,7 +59,7 @@ func (st *state) orderDemands() []pending {
 		// just reclaimed from it, over and over.)
 		first := d.GPUsPerAlloc
 		if d.Job.Gang {
-			first = d.GPUs()
+			first = demandGPUs(d)
 		}
 		out = append(out, pending{
 			d: d, tier: tier, tenant: tenant, prio: prio, w: int32(i),
@@ -298,7 +298,7 @@ func (st *state) classCodes(out []pending) []uint64 {
 		order := policy.PoolOrderDefault
 		if st.e.orderPools != nil {
 			order = st.orderOf(st.pl.demandSet[p.w])
-			c = c<<sizeBits | sizeKey(order, p.d.GPUs())
+			c = c<<sizeBits | sizeKey(order, demandGPUs(p.d))
 		}
 		c <<= shareBits
 		if order != policy.PoolOrderFIFO {
@@ -552,7 +552,7 @@ func (st *state) serve(p pending, failed *failures) {
 	b.base = st.pl.demandSet[p.w] // may be the empty set: noNodeReason says why
 	b.pool = b.base
 	b.unitsPer = st.pl.setUnits(b.base)
-	if why, ok := st.protectedWaits(b, d.GPUs()*max(b.unitsPer, gpuUnit)); ok {
+	if why, ok := st.protectedWaits(b, demandGPUs(d)*max(b.unitsPer, gpuUnit)); ok {
 		if !d.Held {
 			st.explainer.hold(b, d.Count, why)
 		}

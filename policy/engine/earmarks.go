@@ -68,7 +68,7 @@ func (m *model) charge(w int32, n int32, g int) {
 	counted -= g // the marks already include these
 	t := &m.tenants[m.tenantOf(d.Job.Ref.Namespace)]
 	t.earmarked += g * m.pl.unitsOn(n)
-	c := min(g, max(d.GPUs()-counted, 0)) * m.pl.unitsOn(n)
+	c := min(g, max(demandGPUs(d)-counted, 0)) * m.pl.unitsOn(n)
 	if c == 0 {
 		return
 	}
@@ -209,7 +209,7 @@ func (m *model) takeSurplus(job *JobRef, group string, n int32, want int) {
 		if on < 0 {
 			continue
 		}
-		g := min(want, marks[on].gpus, held-m.s.Waiting[o].GPUs())
+		g := min(want, marks[on].gpus, held-demandGPUs(&m.s.Waiting[o]))
 		if g <= 0 {
 			continue
 		}

@@ -97,7 +97,7 @@ func (o *output) victimReason(m *msg, b *bene, v victim, gpus int) Reason {
 		o.protectedNote(m, u, RuleReclaim)
 		return m.reason(RuleReclaim)
 	case RulePriority:
-		vtier, btier := o.m.e.tiers[u.tier], o.m.e.tiers[b.tier]
+		vtier, btier := &o.m.e.tiers[u.tier], &o.m.e.tiers[b.tier] // read in place, not copied (64 bytes each)
 		m.start("tier ", vtier.name, " (priority ").n(u.prio).s(") yields ")
 		if !o.where(m, u, gpus) {
 			m.gpus(gpus)
