@@ -50,7 +50,7 @@ func (st *state) orderDemands() []pending {
 		tenant, tier := int(resolved[i].tenant), int(resolved[i].tier)
 		t := &st.tenants[tenant]
 		du := st.pl.setUnits(st.pl.demandSet[i])
-		t.waiting += d.GPUs() * du
+		t.waiting += demandGPUs(d) * du
 		prio := st.promote(d, tier)
 		// A gang is placed all or nothing: it keeps its tenant within its
 		// reservation only if all of it does. (Counted per allocation, a
@@ -59,7 +59,7 @@ func (st *state) orderDemands() []pending {
 		// just reclaimed from it, over and over.)
 		first := d.GPUsPerAlloc
 		if d.Job.Gang {
-			first = d.GPUs()
+			first = demandGPUs(d)
 		}
 		out = append(out, pending{
 			d: d, tier: tier, tenant: tenant, prio: prio, w: int32(i),
@@ -298,7 +298,7 @@ func (st *state) classCodes(out []pending) []uint64 {
 		order := policy.PoolOrderDefault
 		if st.e.orderPools != nil {
 			order = st.orderOf(st.pl.demandSet[p.w])
-			c = c<<sizeBits | sizeKey(order, p.d.GPUs())
+			c = c<<sizeBits | sizeKey(order, demandGPUs(p.d))
 		}
 		c <<= shareBits
 		if order != policy.PoolOrderFIFO {
@@ -552,9 +552,9 @@ func (st *state) serve(p pending, failed *failures) {
 	b.base = st.pl.demandSet[p.w] // may be the empty set: noNodeReason says why
 	b.pool = b.base
 	b.unitsPer = st.pl.setUnits(b.base)
-	if why, ok := st.protectedWaits(b, d.GPUs()*max(b.unitsPer, gpuUnit)); ok {
+	if why, ok := st.protectedWaits(b, demandGPUs(d)*max(b.unitsPer, gpuUnit)); ok {
 		if !d.Held {
-			st.explainer.add(decision{kind: decideHold, b: *b, count: d.Count, why: why})
+			st.explainer.hold(b, d.Count, why)
 		}
 		st.wait(d, d.Count, why)
 		return
@@ -628,7 +628,7 @@ func (st *state) served(p pending, b *bene, victims []victim, placed int, afterV
 			// while its victims checkpoint, GPUs freed for other work
 			// among them: it waits held, and resumes as they stop.
 			why := st.drainingReason(b, victims, grace)
-			st.explainer.add(decision{kind: decideHold, b: *b, count: placed, why: why})
+			st.explainer.hold(b, placed, why)
 			st.wait(d, placed, why)
 		}
 	}
@@ -637,7 +637,7 @@ func (st *state) served(p pending, b *bene, victims []victim, placed int, afterV
 			why.Message += note
 		}
 		if !d.Held {
-			st.explainer.add(decision{kind: decideHold, b: *b, count: d.Count - placed, why: why})
+			st.explainer.hold(b, d.Count-placed, why)
 		}
 		st.noteBlocked(b, (d.Count-placed)*d.GPUsPerAlloc, why)
 		st.wait(d, d.Count-placed, why)
@@ -909,6 +909,12 @@ func appendAction(actions []Action, a Action) []Action {
 	return append(actions, a)
 }
 
+// wait lists count allocations of d as waiting, for why. Out of line:
+// inlined, its Waiting literal took some 600 bytes of code in serve and
+// served at each of their four calls, code the loop serving every demand
+// fetched again for each.
+//
+//go:noinline
 func (o *output) wait(d *Demand, count int, why Reason) {
 	if o.out.Waiting == nil {
 		// Most of a long queue stays waiting: room for every demand at

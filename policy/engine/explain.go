@@ -109,6 +109,15 @@ func (x *explainer) add(d decision) {
 	}
 }
 
+// hold queues a hold of count allocations of b. Out of line: served
+// writes three of them, and each decision written in place took some
+// 300 bytes of code in the loop that serves every demand.
+//
+//go:noinline
+func (x *explainer) hold(b *bene, count int, why Reason) {
+	x.add(decision{kind: decideHold, b: *b, count: count, why: why})
+}
+
 // addVictims queues a group of victims of one job, group and rule.
 func (x *explainer) addVictims(b *bene, vs []victim) {
 	lo := len(x.cur.victims)

@@ -189,6 +189,8 @@ func (o *output) fairReclaimReason(m *msg, b *bene, v victim, gpus int) Reason {
 }
 
 // f1 appends x with one decimal.
+//
+//go:noinline
 func (m *msg) f1(x float64) *msg {
 	m.b = strconv.AppendFloat(m.b, x, 'f', 1, 64)
 	return m

@@ -63,7 +63,7 @@ func (st *state) waitsForOwner(p pending) (Reason, bool) {
 	}
 	m := &st.text
 	ownerResumes(m.start("requeued by idle rule ", rule.Name, " (after ").dur(rule.After).s(", mode always): "), rule).
-		s(" before it takes ").gpus(d.GPUs()).s(" again; resumed by itself it would idle and be stopped again")
+		s(" before it takes ").gpus(demandGPUs(d)).s(" again; resumed by itself it would idle and be stopped again")
 	return m.reason(RuleIdle), true
 }
 

@@ -52,7 +52,7 @@ func (st *state) promote(d *Demand, tier int) int {
 		why = st.text.start("preempted ").n(len(d.Job.Preemptions)).s(" times (promote after ").n(pr.AfterPreemptions).
 			s("): priority ").n(prio).s(" → ").n(target).reason(RulePromoteRun)
 	} else {
-		why = st.text.start("waiting ").dur(st.clock.since(d.Since)).s(" for ").gpus(d.GPUs()).s(" (promote after ").dur(pr.AfterWait).
+		why = st.text.start("waiting ").dur(st.clock.since(d.Since)).s(" for ").gpus(demandGPUs(d)).s(" (promote after ").dur(pr.AfterWait).
 			s("): priority ").n(prio).s(" → ").n(target).reason(RulePromoteAge)
 	}
 	st.emit(Action{Kind: Promote, Job: d.Job.Ref, Priority: target, Reason: why})

@@ -76,7 +76,7 @@ func (st *state) precede(p pending, b *bene) bool {
 	t := &st.tenants[b.tenant]
 	need := b.g * st.pl.setUnits(b.base)
 	if d.Job.Gang {
-		need = d.GPUs() * st.pl.setUnits(b.base)
+		need = demandGPUs(d) * st.pl.setUnits(b.base)
 	}
 	if t.use+t.marked+need > t.limit() || st.e.depts != nil && st.overDeptLimit(b.tenant, need) {
 		return false // over its limit wherever it goes: the limit decides

@@ -112,7 +112,7 @@ func (st *state) protectedWaits(b *bene, need int) (Reason, bool) {
 	// on a small or busy cluster (free GPUs never two nodes' worth) it
 	// would wait for ever on idle GPUs, and every job must complete.
 	if on > 0 && !st.spoiled(n) {
-		if free := st.freeIn(b.pool) - d.GPUs(); free < spareNodes*st.maxGPUs {
+		if free := st.freeIn(b.pool) - demandGPUs(d); free < spareNodes*st.maxGPUs {
 			head()
 			m.s("beside work no higher tier may take, or while ").n(spareNodes*st.maxGPUs).s(" GPUs stay free: ", st.nodes[n].ID,
 				", where it would go, holds none, and ").gpus(max(free, 0)).s(" would stay free")

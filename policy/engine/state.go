@@ -258,26 +258,20 @@ func (m *model) addUnit(i int32, free []int32, claimed [][]gpuClaim, gangs map[J
 		}
 		gangs[a.Job.Ref] = len(m.units)
 	}
-	u := unit{
-		first:  i,
-		gang:   -1,
-		node:   n,
-		jobTag: jobTag(a.Job.Ref),
-		tier:   tier,
-		tenant: tenant,
-		prio:   m.e.effectivePriority(tier, &a.Job),
-		gpus:   g,
-		units:  int32(gu),
-		age:    age,
-	}
+	// Filled in place: a unit built on the stack was then copied into
+	// the list, 96 bytes for each of a fleet's 100,000 allocations.
+	m.units = append(m.units, unit{})
+	u := &m.units[len(m.units)-1]
+	u.first, u.gang, u.node, u.jobTag = i, -1, n, jobTag(a.Job.Ref)
+	u.tier, u.tenant, u.prio = tier, tenant, m.e.effectivePriority(tier, &a.Job)
+	u.gpus, u.units, u.age = g, int32(gu), age
 	u.misranked = a.Job.Priority != u.prio
 	u.checkpointed, u.named = !a.CheckpointAt.IsZero(), a.Name != ""
-	m.countPreemptions(&u, &a.Job)
+	m.countPreemptions(u, &a.Job)
 	if a.Job.Gang {
 		u.gang = int32(len(m.gangs))
 		m.gangs = append(m.gangs, gangUnit{allocs: []int32{i}, spread: []nodeGPUs{{n, g}}})
 	}
-	m.units = append(m.units, u)
 	if u.gang < 0 {
 		// Now, while its allocation is in cache: a fleet's 100,000
 		// allocations of 400 bytes are not, once all units are in.

@@ -115,6 +115,8 @@ func gcd(a, b int) int {
 }
 
 // u appends units as a number of GPUs: "3", "2 3/7".
+//
+//go:noinline
 func (m *msg) u(units int) *msg {
 	m.b = appendUnits(m.b, units)
 	return m
@@ -122,6 +124,8 @@ func (m *msg) u(units int) *msg {
 
 // gpusU appends units with the noun: "1 GPU", "3 GPUs", "3/7 GPU",
 // "1 2/7 GPUs".
+//
+//go:noinline
 func (m *msg) gpusU(units int) *msg {
 	m.u(units)
 	if units > 0 && units <= gpuUnit {
