@@ -56,7 +56,7 @@ func (n *nomadClient) ListNodes(ctx context.Context, fresh bool) ([]*api.NodeLis
 }
 
 func (n *nomadClient) ListJobs(ctx context.Context, fresh bool) ([]*api.JobListStub, uint64, error) {
-	jobs, index, err := paginate(readOpts(ctx, api.AllNamespacesNamespace, fresh), n.c.Jobs().List)
+	jobs, index, err := paginate(readOpts(ctx, api.AllNamespacesNamespace, fresh), n.listJobs) // narrow (joblist.go)
 	return jobs, index, needs(err, "list-jobs", "list jobs")
 }
 
