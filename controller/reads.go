@@ -79,7 +79,7 @@ func (n *nomadClient) ListAllocs(ctx context.Context, fresh bool) ([]*api.Alloca
 	q := readOpts(ctx, api.AllNamespacesNamespace, fresh)
 	q.Params = map[string]string{"resources": "true"}
 	q.Filter = allocFilter
-	allocs, index, err := paginate(q, n.c.Allocations().List)
+	allocs, index, err := paginate(q, n.listAllocs) // narrow (alloclist.go)
 	return allocs, index, needs(err, "read-job", "list allocations")
 }
 
