@@ -178,15 +178,27 @@ func (o *observer) mergeBehind(rd *clusterRead, err error) {
 // (behindFailed). Writes are fenced by modify indexes, so a plan made on
 // a cache that the read would correct is refused, not misapplied.
 // A refresh asked for while a read behind runs already is that read.
+//
+// The summaries are read twice: before the read, those the followed
+// cache holds stale (an event about their job came since the follower's
+// start), so that a first round that plans before the read ends does
+// not read them one by one after the lease is taken; and after it, those
+// the read did not bring (warmSummaries).
 func (o *observer) refresh(ctx context.Context, now time.Time) (refreshCost, error) {
 	o.mu.Lock()
 	if o.resyncing {
 		o.mu.Unlock()
 		return refreshCost{joined: true}, nil
 	}
+	began := time.Now()
+	summaries := o.stats.summaryReads
+	if err := o.warmSummaries(ctx); err != nil {
+		o.mu.Unlock()
+		return refreshCost{}, err
+	}
 	o.resyncing, o.lastFull = true, now
 	o.mu.Unlock()
-	began := time.Now()
+	read := time.Now()
 	rd, err := o.readAll(ctx, false)
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -194,8 +206,7 @@ func (o *observer) refresh(ctx context.Context, now time.Time) (refreshCost, err
 	if err != nil {
 		return refreshCost{}, err
 	}
-	cost := refreshCost{read: time.Since(began)}
-	summaries := o.stats.summaryReads
+	cost := refreshCost{read: time.Since(read)}
 	err = o.warmSummaries(ctx)
 	cost.summaries, cost.summariesTook = o.stats.summaryReads-summaries, time.Since(began)-cost.read
 	return cost, err
