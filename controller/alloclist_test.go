@@ -2,46 +2,13 @@ package controller
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"net/http"
-	"net/http/httptest"
 	"reflect"
 	"runtime"
-	"strconv"
 	"testing"
 
 	"github.com/hashicorp/nomad/api"
 )
-
-// allocServer is Nomad's allocation list over HTTP, paginated as
-// listServer's job list.
-func allocServer(t testing.TB, allocs []*api.AllocationListStub) *api.Client {
-	t.Helper()
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path != "/v1/allocations" {
-			http.NotFound(w, r)
-			return
-		}
-		from, _ := strconv.Atoi(r.URL.Query().Get("next_token"))
-		per, _ := strconv.Atoi(r.URL.Query().Get("per_page"))
-		to := len(allocs)
-		if per > 0 && from+per < to {
-			to = from + per
-			w.Header().Set("X-Nomad-NextToken", strconv.Itoa(to))
-		}
-		w.Header().Set("X-Nomad-Index", "42")
-		w.Header().Set("X-Nomad-LastContact", "0")
-		w.Header().Set("X-Nomad-KnownLeader", "true")
-		_ = json.NewEncoder(w).Encode(allocs[from:to])
-	}))
-	t.Cleanup(srv.Close)
-	c, err := api.NewClient(&api.Config{Address: srv.URL})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
-}
 
 // listedAllocStub is an allocation as Nomad lists it with its resources:
 // a GPU task and a sidecar with CPU, memory and ports, each with the
@@ -113,7 +80,7 @@ func TestAllocListNarrow(t *testing.T) {
 	for i := range 2 * listPage { // more than a page
 		allocs = append(allocs, listedAllocStub(100+i, 1+i%8, i%3 == 0))
 	}
-	c := allocServer(t, allocs)
+	c := listServer(t, "/v1/allocations", allocs)
 	whole, _, err := paginate(readOpts(context.Background(), api.AllNamespacesNamespace, false), c.Allocations().List)
 	if err != nil {
 		t.Fatal(err)
@@ -179,7 +146,7 @@ func BenchmarkResyncAllocList(b *testing.B) {
 	for i := range 8_000 {
 		allocs = append(allocs, listedAllocStub(i, 1+i%4, i%4 == 0))
 	}
-	c := allocServer(b, allocs)
+	c := listServer(b, "/v1/allocations", allocs)
 	n := &nomadClient{c: c}
 	for _, v := range []struct {
 		name string

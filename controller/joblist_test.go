@@ -13,19 +13,20 @@ import (
 	"github.com/hashicorp/nomad/api"
 )
 
-// listServer is Nomad's job list over HTTP, paginated as Nomad pages it
-// (per_page, next_token, X-Nomad-NextToken), each entry in full: what
-// the api package and the narrow decode (joblist.go) both read.
-func listServer(t testing.TB, jobs []*api.JobListStub) *api.Client {
+// listServer is Nomad answering one list (path) over HTTP, paginated as
+// Nomad pages it (per_page, next_token, X-Nomad-NextToken), each entry
+// in full: what the api package and the narrow decodes (joblist.go,
+// alloclist.go) both read.
+func listServer[T any](t testing.TB, path string, items []T) *api.Client {
 	t.Helper()
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path != "/v1/jobs" {
+		if r.URL.Path != path {
 			http.NotFound(w, r)
 			return
 		}
 		from, _ := strconv.Atoi(r.URL.Query().Get("next_token"))
 		per, _ := strconv.Atoi(r.URL.Query().Get("per_page"))
-		to := len(jobs)
+		to := len(items)
 		if per > 0 && from+per < to {
 			to = from + per
 			w.Header().Set("X-Nomad-NextToken", strconv.Itoa(to))
@@ -33,7 +34,7 @@ func listServer(t testing.TB, jobs []*api.JobListStub) *api.Client {
 		w.Header().Set("X-Nomad-Index", "42")
 		w.Header().Set("X-Nomad-LastContact", "0")
 		w.Header().Set("X-Nomad-KnownLeader", "true")
-		_ = json.NewEncoder(w).Encode(jobs[from:to])
+		_ = json.NewEncoder(w).Encode(items[from:to])
 	}))
 	t.Cleanup(srv.Close)
 	c, err := api.NewClient(&api.Config{Address: srv.URL})
@@ -88,7 +89,7 @@ func TestJobListNarrow(t *testing.T) {
 	for i := range 2 * listPage { // more than a page
 		jobs = append(jobs, listedStub("ml", fmt.Sprintf("z-%05d", i), map[string]int{"work": i % 3}))
 	}
-	n := &nomadClient{c: listServer(t, jobs)}
+	n := &nomadClient{c: listServer(t, "/v1/jobs", jobs)}
 	got, index, err := n.ListJobs(context.Background(), false)
 	if err != nil {
 		t.Fatal(err)
@@ -144,7 +145,7 @@ func BenchmarkResyncJobList(b *testing.B) {
 	for i := range 10_000 {
 		jobs = append(jobs, listedStub([]string{"ml", "research", "web"}[i%3], fmt.Sprintf("job-%05d", i), map[string]int{"work": i % 50 / 49, "side": 0}))
 	}
-	c := listServer(b, jobs)
+	c := listServer(b, "/v1/jobs", jobs)
 	n := &nomadClient{c: c}
 	for _, v := range []struct {
 		name string
