@@ -90,14 +90,5 @@ func (a *listedAlloc) stub() *api.AllocationListStub {
 
 // listAllocs is one page of the allocation list, decoded narrow.
 func (n *nomadClient) listAllocs(q *api.QueryOptions) ([]*api.AllocationListStub, *api.QueryMeta, error) {
-	var page []*listedAlloc
-	meta, err := n.c.Raw().Query("/v1/allocations", &page, q)
-	if err != nil {
-		return nil, meta, err
-	}
-	out := make([]*api.AllocationListStub, len(page))
-	for i, a := range page {
-		out[i] = a.stub()
-	}
-	return out, meta, nil
+	return listNarrow(n.c, "/v1/allocations", q, (*listedAlloc).stub)
 }

@@ -53,15 +53,22 @@ func (j *listedJob) stub() *api.JobListStub {
 // listJobs is one page of the job list, decoded narrow (in Nomad's order
 // by ID, as api.Jobs.List sorts it).
 func (n *nomadClient) listJobs(q *api.QueryOptions) ([]*api.JobListStub, *api.QueryMeta, error) {
-	var page []*listedJob
-	meta, err := n.c.Raw().Query("/v1/jobs", &page, q)
+	out, meta, err := listNarrow(n.c, "/v1/jobs", q, (*listedJob).stub)
+	sort.Slice(out, func(i, k int) bool { return out[i].ID < out[k].ID })
+	return out, meta, err
+}
+
+// listNarrow is one page of a list decoded into L, the fields the
+// observer reads, each entry then made the api's S by stub.
+func listNarrow[L, S any](c *api.Client, path string, q *api.QueryOptions, stub func(*L) *S) ([]*S, *api.QueryMeta, error) {
+	var page []*L
+	meta, err := c.Raw().Query(path, &page, q)
 	if err != nil {
 		return nil, meta, err
 	}
-	out := make([]*api.JobListStub, len(page))
-	for i, j := range page {
-		out[i] = j.stub()
+	out := make([]*S, len(page))
+	for i, e := range page {
+		out[i] = stub(e)
 	}
-	sort.Slice(out, func(i, k int) bool { return out[i].ID < out[k].ID })
 	return out, meta, nil
 }
