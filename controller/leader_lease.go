@@ -87,13 +87,13 @@ func (e *elector) electLease(ctx context.Context, lead func(context.Context) err
 	seen := &leaseSeen{now: time.Now}
 	warm := func() {
 		go func() {
-			// Logged with its time: a new leader's first observe waits
-			// for this read when it is still running (observe_waited in
-			// "round phases").
+			// Logged with its time: a new leader's first round plans
+			// while this read still runs (observer.refresh), waiting
+			// only for its summaries (observe_waited in "round phases").
 			cost, err := e.refresh(ctx, e.now())
 			if err != nil && ctx.Err() == nil {
 				e.log().Warn("read the cluster before taking an unrenewed lease", "error", err)
-			} else if err == nil {
+			} else if err == nil && !cost.joined {
 				e.log().Info("read the cluster before taking an unrenewed lease", "full_read", cost.read.Round(time.Millisecond),
 					"summaries", cost.summaries, "summaries_took", cost.summariesTook.Round(time.Millisecond))
 			}

@@ -509,3 +509,104 @@ func TestLeaseOwnTakeoverLandedLate(t *testing.T) {
 		})
 	}
 }
+
+// heldList is Nomad slow to answer the job list: once armed, each list
+// waits until released (a full read of 1,000 nodes on a loaded server
+// took 11.7 s, issue 33).
+type heldList struct {
+	Nomad
+	armed   atomic.Bool
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (n *heldList) ListJobs(ctx context.Context, fresh bool) ([]*api.JobListStub, uint64, error) {
+	if n.armed.Load() {
+		n.entered <- struct{}{}
+		<-n.release
+	}
+	return n.Nomad.ListJobs(ctx, fresh)
+}
+
+// TestTakeoverDoesNotWaitForRefresh: a follower that reads the cluster
+// while it waits out the lease (observer.refresh) and takes the lease
+// before the read ends plans its first round at once, on the cache the
+// event stream kept, rather than wait for the read: at 1,000 nodes the
+// read held the observer's lock for 11.7 s and the new leader's first
+// observe waited 7.2 s for it (issue 33, 2026-11-30). The read still
+// lands in the cache when it ends, and a failed one makes the next round
+// read in full itself.
+func TestTakeoverDoesNotWaitForRefresh(t *testing.T) {
+	ctx := context.Background()
+	cases := []struct {
+		name     string
+		fail     bool // the refresh's read fails after the first round
+		wantFull int  // full reads after the refresh and a second round
+	}{
+		{name: "the read lands behind the first round", wantFull: 2},
+		{name: "a failed read: the next round reads in full", fail: true, wantFull: 2},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFakeNomad()
+			preemptionCluster(f)
+			held := &heldList{Nomad: f, entered: make(chan struct{}), release: make(chan struct{})}
+			o := newObserver(held, "steward")
+			o.resync, o.behind = 30*time.Second, true
+			if _, err := o.observe(ctx, t0, false); err != nil { // the follower's start (follow)
+				t.Fatal(err)
+			}
+			o.cache.setFollowing(true)
+			// An evaluation of the blocked ml/nb since the start: its
+			// summary in the cache is stale.
+			o.cache.apply(event(t, 1<<20, "Evaluation", "EvaluationUpdated", "Evaluation",
+				`{"ID":"ev-nb-2","Namespace":"ml","JobID":"nb","Status":"blocked","CreateTime":1,"ModifyTime":2}`))
+			first := t0.Add(10 * time.Minute)
+			held.armed.Store(true)
+			refreshed := make(chan error, 1)
+			go func() {
+				_, err := o.refresh(ctx, first.Add(-3*time.Second))
+				refreshed <- err
+			}()
+			<-held.entered // the refresh is reading the cluster
+			held.armed.Store(false)
+			planned := make(chan error, 1)
+			go func() {
+				_, err := o.observe(ctx, first, false) // the new leader's first round
+				planned <- err
+			}()
+			select {
+			case err := <-planned:
+				if err != nil {
+					t.Fatal(err)
+				}
+			case <-time.After(2 * time.Second):
+				close(held.release)
+				<-refreshed
+				<-planned
+				t.Fatal("the first round's observe waited for the refresh's read to end")
+			}
+			if got := o.lastCost(); got.full || got.summaries != 0 {
+				t.Errorf("the first round read the cluster in full (%v) and %d summaries; the refresh reads them (want false, 0)", got.full, got.summaries)
+			}
+			if tc.fail {
+				f.mu.Lock()
+				f.fail = map[string]error{"read allocs": errors.New("timeout")}
+				f.mu.Unlock()
+			}
+			close(held.release)
+			if err := <-refreshed; (err != nil) != tc.fail {
+				t.Fatalf("refresh: %v, want failed %v", err, tc.fail)
+			}
+			f.mu.Lock()
+			f.fail = nil
+			f.mu.Unlock()
+			if _, err := o.observe(ctx, first.Add(time.Second), false); err != nil { // the second round
+				t.Fatal(err)
+			}
+			if o.stats.fullReads != tc.wantFull {
+				t.Fatalf("%d full reads, want %d (the start's, then the refresh's or, after it failed, the next round's)", o.stats.fullReads, tc.wantFull)
+			}
+		})
+	}
+}

@@ -140,6 +140,13 @@ func (o *observer) resyncBehind(ctx context.Context) {
 	rd, err := o.readAll(ctx, false)
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	o.mergeBehind(rd, err)
+}
+
+// mergeBehind ends a full read made without the observer's lock
+// (resyncBehind, refresh): its read merged into the cache, or, when it
+// failed, the next round told to read in full itself (o.mu held).
+func (o *observer) mergeBehind(rd *clusterRead, err error) {
 	o.resyncing = false
 	if err != nil {
 		o.behindFailed, o.lastFull = true, time.Time{}
@@ -156,25 +163,50 @@ func (o *observer) resyncBehind(ctx context.Context) {
 // the lease (leaseLock.Acquire), so that its first round as leader plans
 // on the followed cache without a resync of its own. A follower's cache
 // is otherwise read in full only when it starts (follow), so at the
-// takeover its resync was always due: a full read of every node, job and
-// allocation between the new leader and its first completed round (its
-// time not measured apart; at 250 nodes on a loaded 2-core machine the
-// first round spent 3 to 6.5 s between loading the states and its first
-// action, and 2.9 s in the one run with this read moved, 2026-11-28).
+// takeover its resync was always due.
+//
+// The read is made as a resync behind the rounds is (resyncBehind):
+// without the observer's lock, merged when it ends. It used to hold the
+// lock throughout, and a new leader's first observe waited for it: at
+// 1,000 nodes the read took 11.7 s on the loaded harness, and the first
+// round's observe waited 7.2 s of its 7.6 (observe_waited, issue 33,
+// 2026-11-30), most of the failover's time between the lease and the
+// first completed round. Now the first round plans at once on the cache
+// the event stream kept, as any round between resyncs does, while the
+// read goes on; a round that starts while it runs does not read in full
+// again (lastFull is when it began), and one after it failed does
+// (behindFailed). Writes are fenced by modify indexes, so a plan made on
+// a cache that the read would correct is refused, not misapplied.
+// A refresh asked for while a read behind runs already is that read.
+//
+// The summaries are read twice: before the read, those the followed
+// cache holds stale (an event about their job came since the follower's
+// start), so that a first round that plans before the read ends does
+// not read them one by one after the lease is taken; and after it, those
+// the read did not bring (warmSummaries).
 func (o *observer) refresh(ctx context.Context, now time.Time) (refreshCost, error) {
 	o.mu.Lock()
-	defer o.mu.Unlock()
+	if o.resyncing {
+		o.mu.Unlock()
+		return refreshCost{joined: true}, nil
+	}
 	began := time.Now()
+	summaries := o.stats.summaryReads
+	if err := o.warmSummaries(ctx); err != nil {
+		o.mu.Unlock()
+		return refreshCost{}, err
+	}
+	o.resyncing, o.lastFull = true, now
+	o.mu.Unlock()
+	read := time.Now()
 	rd, err := o.readAll(ctx, false)
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.mergeBehind(rd, err)
 	if err != nil {
 		return refreshCost{}, err
 	}
-	o.stats.jobReads += rd.jobReads
-	o.stats.drift += o.cache.replace(rd)
-	o.stats.fullReads++
-	o.lastFull = now
-	cost := refreshCost{read: time.Since(began)}
-	summaries := o.stats.summaryReads
+	cost := refreshCost{read: time.Since(read)}
 	err = o.warmSummaries(ctx)
 	cost.summaries, cost.summariesTook = o.stats.summaryReads-summaries, time.Since(began)-cost.read
 	return cost, err
@@ -182,11 +214,14 @@ func (o *observer) refresh(ctx context.Context, now time.Time) (refreshCost, err
 
 // refreshCost is what a refresh took: the full read, and the summaries
 // read after it (how many, how long). A new leader's first observe
-// waits for a refresh still running (observe_waited): the follower logs
-// it, to say which part it waited for.
+// waits only for the summaries' part of a refresh still running
+// (observe_waited), not for its read: the follower logs both.
 type refreshCost struct {
 	read, summariesTook time.Duration
 	summaries           int
+	// joined: a read behind the rounds was running already, and this
+	// refresh read nothing of its own.
+	joined bool
 }
 
 // warmSummaries reads the summaries of the jobs with blocked evaluations

@@ -56,7 +56,7 @@ func (n *nomadClient) ListNodes(ctx context.Context, fresh bool) ([]*api.NodeLis
 }
 
 func (n *nomadClient) ListJobs(ctx context.Context, fresh bool) ([]*api.JobListStub, uint64, error) {
-	jobs, index, err := paginate(readOpts(ctx, api.AllNamespacesNamespace, fresh), n.c.Jobs().List)
+	jobs, index, err := paginate(readOpts(ctx, api.AllNamespacesNamespace, fresh), n.listJobs) // narrow (joblist.go)
 	return jobs, index, needs(err, "list-jobs", "list jobs")
 }
 
@@ -79,7 +79,7 @@ func (n *nomadClient) ListAllocs(ctx context.Context, fresh bool) ([]*api.Alloca
 	q := readOpts(ctx, api.AllNamespacesNamespace, fresh)
 	q.Params = map[string]string{"resources": "true"}
 	q.Filter = allocFilter
-	allocs, index, err := paginate(q, n.c.Allocations().List)
+	allocs, index, err := paginate(q, n.listAllocs) // narrow (alloclist.go)
 	return allocs, index, needs(err, "read-job", "list allocations")
 }
 
