@@ -330,9 +330,14 @@ job "steward-controller" {
         EOT
       }
 
+      # memory is Nomad's hard limit: a task above it is killed. The
+      # controller's resident memory grows with the cluster it watches
+      # (docs/evaluation.md, "At cluster scale": about 60 MiB on a few
+      # nodes, 123 MiB at 250 nodes, 216 MiB at 1,000 under churn), so 512
+      # leaves room up to about 1,000 nodes; raise it with the cluster.
       resources {
         cpu    = 200
-        memory = 128
+        memory = 512
       }
     }
   }
