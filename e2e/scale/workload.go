@@ -47,16 +47,32 @@ type workload struct {
 	util map[string]int
 	// ends by allocation ID: when it finishes.
 	ends map[string]time.Time
+	// idleCap is how many GPUs the outstanding jobs that idle may hold
+	// (idleBudget), idleHeld how many they hold: a job drawn to idle past
+	// the cap is busy.
+	idleCap, idleHeld int
 }
 
 type jobPlan struct {
 	run  time.Duration
 	idle bool
+	gpus int // all its allocations', for the idle budget
 }
 
-func newWorkload(seed uint64) *workload {
+func newWorkload(seed uint64, idleCap int) *workload {
 	return &workload{rng: rand.New(rand.NewPCG(seed, seed^0x5eed)), jobs: map[string]jobPlan{}, util: map[string]int{},
-		ends: map[string]time.Time{}}
+		ends: map[string]time.Time{}, idleCap: idleCap}
+}
+
+// release gives back the idle budget of the job "ns/id", which finished.
+func (w *workload) release(key string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if p := w.jobs[key]; p.idle {
+		w.idleHeld -= p.gpus
+		p.idle = false // released once
+		w.jobs[key] = p
+	}
 }
 
 // next returns a new job of a kind drawn by weight.
@@ -76,8 +92,14 @@ func (w *workload) next() *api.Job {
 	w.seq++
 	id := fmt.Sprintf("%s-%05d", k.tier, w.seq)
 	run := time.Duration(w.rng.ExpFloat64() * float64(k.run))
+	// The draw is made whatever the budget, so that the jobs' kinds and
+	// run times stay those of the seed.
+	idle, gpus := w.rng.Float64() < k.idle, k.gpus*k.count
 	w.mu.Lock()
-	w.jobs[k.tenant+"/"+id] = jobPlan{run: max(run, 30*time.Second), idle: w.rng.Float64() < k.idle}
+	if idle = idle && w.idleHeld+gpus <= w.idleCap; idle {
+		w.idleHeld += gpus
+	}
+	w.jobs[k.tenant+"/"+id] = jobPlan{run: max(run, 30*time.Second), idle: idle, gpus: gpus}
 	w.mu.Unlock()
 	return gpuJob(k.tenant, id, k.tier, k.gpus, k.count)
 }
