@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"math/rand/v2"
 	"runtime"
 	"slices"
 	"testing"
@@ -24,12 +23,7 @@ func BenchmarkPlanSteady(b *testing.B) {
 		one  bool
 	}{{"nodes=10000", false}, {"nodes=10000/one-model", true}} {
 		b.Run(c.name, func(b *testing.B) {
-			r := rand.New(rand.NewPCG(1, 2))
-			s := genCluster(r, 10000, 8, 100000, 10000, 8, t0)
-			if c.one {
-				s = oneModel(s)
-			}
-			e := New(genPolicy(8, 10000*8/16, 10000*8/4))
+			s, e := benchTopCluster(c.one)
 			runtime.GC()
 			var m0, m1 runtime.MemStats
 			runtime.ReadMemStats(&m0)

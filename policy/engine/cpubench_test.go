@@ -19,12 +19,7 @@ func BenchmarkPlanCPU(b *testing.B) {
 		one  bool
 	}{{"fleet", false}, {"one-model", true}} {
 		b.Run(c.name, func(b *testing.B) {
-			r := rand.New(rand.NewPCG(1, 2))
-			s := genCluster(r, 10000, 8, 100000, 10000, 8, t0)
-			if c.one {
-				s = oneModel(s)
-			}
-			e := New(genPolicy(8, 10000*8/16, 10000*8/4))
+			s, e := benchTopCluster(c.one)
 			b.ReportAllocs()
 			b.ResetTimer()
 			before := cpuTime(b)
@@ -36,6 +31,17 @@ func BenchmarkPlanCPU(b *testing.B) {
 			b.ReportMetric(float64(cpuTime(b)-before)/float64(time.Millisecond)/float64(n), "cpu-ms/op")
 		})
 	}
+}
+
+// benchTopCluster is BenchmarkPlan's 10,000-node cluster and its engine,
+// with GPU models told apart or (one) not.
+func benchTopCluster(one bool) (*Snapshot, *Engine) {
+	r := rand.New(rand.NewPCG(1, 2))
+	s := genCluster(r, 10000, 8, 100000, 10000, 8, t0)
+	if one {
+		s = oneModel(s)
+	}
+	return s, New(genPolicy(8, 10000*8/16, 10000*8/4))
 }
 
 // cpuTime is the process's CPU time so far, user and system.
